@@ -1,0 +1,1 @@
+"""focused: a topical crawler built on Scrapy."""

@@ -1,0 +1,213 @@
+"""The one place where spider arguments, strategy parameters and numeric settings are validated.
+
+Every check raises :class:`focused.errors.ConfigError` with a one-line message, which the
+``crawl`` command prints before any crawling starts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from focused.errors import ConfigError
+from focused.strategies import STRATEGIES, strategy_class
+
+# Spider arguments every strategy accepts; the strategy's own parameters come on top.
+GENERAL_ARGUMENTS = (
+    "query",
+    "topic_file",
+    "seeds",
+    "seeds_file",
+    "strategy",
+    "allowed_domains",
+    "crawl_id",
+)
+DEFAULT_STRATEGY = "bestfirst"
+KIND_NAMES = {int: "an integer", float: "a number"}
+
+
+@dataclass(frozen=True)
+class Param:
+    """A strategy parameter given as ``-a name=value``.
+
+    The type is the default's type; ``low``/``high`` bound numbers (inclusive), ``choices``
+    lists the allowed strings.
+    """
+
+    default: float | int | str
+    help: str = ""
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+
+    def parse(self, name: str, raw: str) -> float | int | str:
+        kind = type(self.default)
+        if kind is str:
+            if self.choices and raw not in self.choices:
+                raise ConfigError(f"{name}={raw!r} is not one of: {', '.join(self.choices)}")
+            return raw
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigError(f"{name}={raw!r} is not {KIND_NAMES[kind]}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{name}={raw!r} is not a finite number")
+        if self.low is not None and value < self.low:
+            raise ConfigError(f"{name}={raw} is below its minimum {self.low:g}")
+        if self.high is not None and value > self.high:
+            raise ConfigError(f"{name}={raw} is above its maximum {self.high:g}")
+        return value
+
+
+@dataclass(frozen=True)
+class CrawlConfig:
+    """Everything the spider was asked to do, validated."""
+
+    query: str
+    topic: str
+    seeds: tuple[str, ...]
+    strategy: str
+    params: dict[str, Any]
+    allowed_domains: tuple[str, ...] = ()
+    crawl_id: str = field(default_factory=lambda: new_crawl_id())
+
+
+def new_crawl_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlConfig:
+    """Validate the ``-a`` arguments of the ``topical`` spider (and the settings it reads)."""
+    args = {k: str(v) for k, v in kwargs.items() if not k.startswith("_")}  # _job: Scrapyd's
+    strategy = args.pop("strategy", DEFAULT_STRATEGY).strip()
+    if strategy not in STRATEGIES:
+        raise ConfigError(
+            f"unknown strategy {strategy!r}; valid strategies: {', '.join(sorted(STRATEGIES))}"
+        )
+    spec = strategy_class(strategy).params
+    unknown = sorted(set(args) - set(GENERAL_ARGUMENTS) - set(spec))
+    if unknown:
+        valid = ", ".join([*GENERAL_ARGUMENTS, *spec])
+        raise ConfigError(
+            f"unknown argument {unknown[0]!r} for strategy {strategy}; valid: {valid}"
+        )
+    params = {
+        name: param.parse(name, args[name]) if name in args else param.default
+        for name, param in spec.items()
+    }
+    query = args.get("query", "").strip()
+    topic_file = args.get("topic_file")
+    topic = query
+    if topic_file:
+        topic = f"{query}\n{_read_text(topic_file, 'topic_file')}".strip()
+    if not query and not topic_file:
+        raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
+    if not re.search(r"\w", topic):
+        raise ConfigError("the query has no words to match pages against")
+    seeds = _parse_seeds(args)
+    allowed = tuple(d.strip() for d in args.get("allowed_domains", "").split(",") if d.strip())
+    if settings is not None:
+        check_settings(settings)
+    crawl_id = args.get("crawl_id", "").strip() or _resumed_crawl_id(settings) or new_crawl_id()
+    if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
+        raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
+    _check_resumed_strategy(settings, strategy)
+    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id)
+
+
+def _read_text(path: str, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {what} {path!r}: {exc.__class__.__name__}") from None
+
+
+def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:
+    raw = args.get("seeds", "").split(",")
+    if args.get("seeds_file"):
+        raw += _read_text(args["seeds_file"], "seeds_file").splitlines()
+    seeds = tuple(dict.fromkeys(s.strip() for s in raw if s.strip() and not s.startswith("#")))
+    if not seeds:
+        raise ConfigError("missing seeds: give -a seeds=URL[,URL...] or -a seeds_file=PATH")
+    for seed in seeds:
+        parts = urlsplit(seed)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"seed {seed!r} is not an http(s) URL")
+    return seeds
+
+
+# Numeric settings: name -> (type, low, high). Checked before the crawl starts.
+NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
+    "RELEVANCE_THRESHOLD": (float, 0.0, 1.0),
+    "RELEVANCE_LSI_WEIGHT": (float, 0.0, 1.0),
+    "RELEVANCE_NUM_TOPICS": (int, 1, 10_000),
+    "RELEVANCE_REFIT_EVERY": (int, 1, None),
+    "RELEVANCE_MAX_DOCS": (int, 3, None),
+    "LINK_CONTEXT_CHARS": (int, 0, 100_000),
+    "STORAGE_BATCH_SIZE": (int, 1, None),
+    "CLOSESPIDER_PAGECOUNT": (int, 0, None),
+    "CONCURRENT_REQUESTS": (int, 1, None),
+    "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
+}
+
+
+def check_settings(settings: Any) -> None:
+    for name, (kind, low, high) in NUMERIC_SETTINGS.items():
+        raw = settings.get(name)
+        if raw is None or raw == "":
+            continue
+        try:
+            value = kind(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"setting {name}={raw!r} is not {KIND_NAMES[kind]}") from None
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = (
+                f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+            )
+            raise ConfigError(f"setting {name}={raw} is outside {bounds}")
+    if settings.get("STORE_MIN_RELEVANCE") not in (None, ""):
+        try:
+            float(settings.get("STORE_MIN_RELEVANCE"))
+        except (TypeError, ValueError):
+            raise ConfigError("setting STORE_MIN_RELEVANCE is not a number") from None
+
+
+def _job_file(settings: Any, name: str) -> Path | None:
+    jobdir = settings.get("JOBDIR") if settings is not None else None
+    return Path(jobdir, name) if jobdir else None
+
+
+def _resumed_crawl_id(settings: Any) -> str | None:
+    """A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store."""
+    path = _job_file(settings, "focused.json")
+    if path is None or not path.exists():
+        return None
+    return json.loads(path.read_text(encoding="utf-8")).get("crawl_id")
+
+
+def _check_resumed_strategy(settings: Any, strategy: str) -> None:
+    path = _job_file(settings, "focused.json")
+    if path is None or not path.exists():
+        return
+    saved = json.loads(path.read_text(encoding="utf-8")).get("strategy")
+    if saved and saved != strategy:
+        raise ConfigError(
+            f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
+        )
+
+
+def remember_job(settings: Any, config: CrawlConfig) -> None:
+    """Write what a resume must reuse into JOBDIR."""
+    path = _job_file(settings, "focused.json")
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"crawl_id": config.crawl_id, "strategy": config.strategy}
+    path.write_text(json.dumps(record), encoding="utf-8")

@@ -1,0 +1,40 @@
+"""``scrapy crawl``, with bad arguments and settings reported in one line before anything runs.
+
+The check runs in ``process_options``, before Scrapy creates the crawler process (which starts
+logging), so a mistake prints exactly one line on stderr and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.spiderloader import get_spider_loader
+
+from focused.errors import ConfigError
+
+if TYPE_CHECKING:
+    import argparse
+
+
+class Command(ScrapyCrawlCommand):
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        if len(args) != 1:
+            return  # Scrapy's own usage error follows
+        try:
+            spidercls = get_spider_loader(self.settings).load(args[0])
+        except KeyError:
+            self._fail(f"no spider named {args[0]!r}")
+        check = getattr(spidercls, "check_arguments", None)
+        if check is not None:
+            try:
+                check(opts.spargs, self.settings)
+            except ConfigError as exc:
+                self._fail(str(exc))
+
+    @staticmethod
+    def _fail(message: str) -> None:
+        sys.stderr.write(f"error: {message}\n")
+        sys.exit(2)

@@ -1,0 +1,59 @@
+"""The progress line of a focused crawl, in the style of Scrapy's LogStats.
+
+Every ``FOCUSED_LOGSTATS_INTERVAL`` seconds (default 30; 0 turns it off) it logs pages fetched,
+relevant pages, harvest rate and frontier size, read from the ``focused/*`` stats.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from twisted.internet import task
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class ProgressLog:
+    def __init__(self, crawler: Crawler, interval: float) -> None:
+        self.stats = crawler.stats
+        self.interval = interval
+        self._loop: task.LoopingCall | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ProgressLog:
+        interval = crawler.settings.getfloat("FOCUSED_LOGSTATS_INTERVAL")
+        if not interval:
+            raise NotConfigured
+        extension = cls(crawler, interval)
+        crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
+        return extension
+
+    def spider_opened(self, spider: Spider) -> None:
+        self._loop = task.LoopingCall(self.log)
+        self._loop.start(self.interval, now=False)
+
+    def log(self) -> None:
+        get = self.stats.get_value
+        logger.info(
+            "Focused: %(pages)d pages, %(relevant)d relevant (harvest rate %(harvest).3f),"
+            " frontier %(frontier)d requests",
+            {
+                "pages": get("focused/pages", 0),
+                "relevant": get("focused/relevant", 0),
+                "harvest": get("focused/harvest_rate", 0.0),
+                "frontier": get("focused/frontier", 0),
+            },
+        )
+
+    def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self.log()

@@ -1,0 +1,111 @@
+"""Page extraction: title, visible text, and each link with its anchor text and context.
+
+One walk over the parsed tree collects the visible text and, for each link, its offsets in
+that text, so the context window around a link comes from the same pass. Script, style and
+navigation boilerplate contribute no text; links inside navigation are kept (with no context),
+since site navigation is still part of the link graph.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import urljoin, urlsplit
+
+from scrapy.linkextractors import IGNORED_EXTENSIONS
+from w3lib.url import safe_url_string
+
+if TYPE_CHECKING:
+    from scrapy.http import TextResponse
+
+INVISIBLE = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe"})
+BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+BLOCKS = frozenset(
+    {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "br",
+     "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption"}
+)  # fmt: skip
+SKIPPED_EXTENSIONS = frozenset(f".{ext}" for ext in IGNORED_EXTENSIONS)
+SPACES = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    url: str
+    anchor: str
+    context: str
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    title: str
+    text: str
+    links: list[Link]
+
+
+def is_followable(url: str) -> bool:
+    """Only http(s) URLs that do not name a binary file by their extension."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return False
+    path = parts.path.lower()
+    return not any(path.endswith(ext) for ext in SKIPPED_EXTENSIONS)
+
+
+def extract_page(response: TextResponse, context_chars: int = 200) -> Page:
+    root = response.selector.root
+    title = " ".join(response.xpath("//title//text()").getall()).strip()
+    body = root.find("body")
+    chunks: list[str] = []
+    raw_links: list[tuple[str, str, int, int]] = []  # href, anchor, start, end in text
+    size = 0
+
+    def add(text: str | None) -> None:
+        nonlocal size
+        if text:
+            chunks.append(text)
+            size += len(text)
+
+    def walk(element, visible: bool) -> None:
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag in INVISIBLE:
+            return
+        visible = visible and tag not in BOILERPLATE
+        if tag in BLOCKS:
+            add("\n")
+        start = size
+        if visible:
+            add(element.text)
+        for child in element:
+            walk(child, visible)
+            if visible:
+                add(child.tail)
+        if tag == "a" and element.get("href"):
+            anchor = SPACES.sub(" ", element.text_content()).strip()
+            raw_links.append((element.get("href"), anchor, start, size if visible else start))
+        if tag in BLOCKS:
+            add("\n")
+
+    if body is not None:
+        walk(body, True)
+    text = "".join(chunks)
+    base = response.urljoin("")
+    base_href = response.xpath("//base/@href").get()
+    if base_href:
+        base = urljoin(base, base_href.strip())
+    links: dict[str, Link] = {}
+    for href, anchor, start, end in raw_links:
+        url = safe_url_string(urljoin(base, href.strip()), encoding=response.encoding)
+        url = url.split("#", 1)[0]
+        if url in links or not is_followable(url):
+            continue
+        context = ""
+        if end > start and context_chars:
+            context = text[max(0, start - context_chars) : end + context_chars]
+        links[url] = Link(url, anchor, SPACES.sub(" ", context).strip())
+    clean_text = "\n".join(
+        line for line in (SPACES.sub(" ", part).strip() for part in text.split("\n")) if line
+    )
+    if not title:
+        title = SPACES.sub(" ", " ".join(response.xpath("//h1//text()").getall())).strip()
+    return Page(title, clean_text, list(links.values()))

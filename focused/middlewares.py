@@ -1,0 +1,180 @@
+"""The scoring spider middleware: relevance is known before a page's outlinks are queued.
+
+Scrapy runs item pipelines only after the callback's requests have been scheduled, so the
+score of a page cannot come from a pipeline if the strategy is to use it. This middleware sees
+the whole output of the callback for one response (one ``PageItem`` and its link requests):
+
+- it scores the page once with the crawl's relevance model and attaches the ``Scores`` to the
+  item (``pipelines.relevance`` records them);
+- it scores all anchors and context windows in one batch;
+- it writes into each child's meta what strategies read: ``parent_url``, ``parent_relevance``,
+  ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
+  ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``);
+- it feeds the page to the model and starts a refit off the reactor thread when one is due.
+
+Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``depth``.
+
+Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate``,
+``focused/scoring_cpu_ms`` (total) and ``focused/scoring_cpu_ms_per_page``, ``focused/refits``.
+Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.utils.misc import load_object
+from twisted.internet.threads import deferToThread
+
+from focused.items import PageItem
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from focused.relevance import RelevanceModel
+
+logger = logging.getLogger(__name__)
+
+
+class RelevanceMiddleware:
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self._refitting = False
+        self._strategy = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
+        middleware = cls(crawler)
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        return middleware
+
+    def spider_opened(self, spider: Spider) -> None:
+        self._strategy = load_object(self.crawler.settings["SCHEDULER_PRIORITY_QUEUE"])
+
+    @property
+    def model(self) -> RelevanceModel:
+        return self.crawler.spider.relevance
+
+    @property
+    def state(self) -> dict[str, Any]:
+        return self.crawler.spider.state
+
+    def _next(self, counter: str) -> int:
+        value = self.state.get(counter, 0) + 1
+        self.state[counter] = value
+        return value
+
+    # -- seeds ---------------------------------------------------------------------------------
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for request in start:
+            if isinstance(request, Request):
+                request.meta.setdefault("path_cost", 0.0)
+                request.meta["discovery"] = self._next("discovered")
+            yield request
+
+    # -- pages and their links -----------------------------------------------------------------
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterable[Any]:
+        yield from self._annotate(response, list(result))
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        for output in self._annotate(response, [o async for o in result]):
+            yield output
+
+    def _annotate(self, response: Response, outputs: list[Any]) -> list[Any]:
+        pages = [o for o in outputs if isinstance(o, PageItem)]
+        if not pages:
+            return outputs
+        page = pages[0]
+        started = time.thread_time()
+        scores = self.model.score(page["text"])
+        is_relevant = self.model.is_relevant(scores)
+        page["scores"] = scores
+        page["fetch_order"] = self._next("pages")
+        relevant = self.state.get("relevant", 0) + is_relevant
+        self.state["relevant"] = relevant
+        if response.meta.get("depth", 0) == 0:
+            self.model.add_topic_text(page["text"])
+
+        children = [o for o in outputs if isinstance(o, Request)]
+        if children:
+            self._annotate_children(response, scores.combined, is_relevant, scores, children)
+        self.model.observe(page["text"])
+        cpu_ms = (time.thread_time() - started) * 1000
+        self._count(page["fetch_order"], relevant, cpu_ms)
+        self._maybe_refit()
+        return outputs
+
+    def _annotate_children(
+        self,
+        response: Response,
+        relevance: float,
+        is_relevant: bool,
+        scores: Any,
+        children: list[Request],
+    ) -> None:
+        anchors = [c.meta.get("anchor", "") for c in children]
+        contexts = [c.meta.get("link_context", "") for c in children]
+        both = [f"{a} {c}" for a, c in zip(anchors, contexts, strict=True)]
+        anchor_scores = self.model.score_texts(anchors)
+        context_scores = self.model.score_texts(contexts)
+        link_scores = self.model.score_texts(both)
+        parent_meta = response.meta
+        path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)
+        inherited = self._strategy.child_meta(parent_meta, scores, is_relevant)
+        for child, anchor, context, link in zip(
+            children, anchor_scores, context_scores, link_scores, strict=True
+        ):
+            child.meta.update(
+                parent_url=response.url,
+                parent_relevance=relevance,
+                parent_is_relevant=is_relevant,
+                anchor_relevance=anchor,
+                context_relevance=context,
+                link_relevance=link,
+                path_cost=path_cost,
+                discovery=self._next("discovered"),
+                **inherited,
+            )
+
+    def _count(self, pages: int, relevant: int, cpu_ms: float) -> None:
+        stats = self.stats
+        stats.set_value("focused/pages", pages)
+        stats.set_value("focused/relevant", relevant)
+        stats.set_value("focused/harvest_rate", round(relevant / pages, 4))
+        total = stats.get_value("focused/scoring_cpu_ms", 0.0) + cpu_ms
+        stats.set_value("focused/scoring_cpu_ms", round(total, 3))
+        scored = stats.get_value("focused/scored_pages", 0) + 1
+        stats.set_value("focused/scored_pages", scored)
+        stats.set_value("focused/scoring_cpu_ms_per_page", round(total / scored, 3))
+
+    def _maybe_refit(self) -> None:
+        if self._refitting or not self.model.refit_due:
+            return
+        self._refitting = True
+        started = time.monotonic()
+
+        def done(result: Any) -> Any:
+            self._refitting = False
+            self.stats.inc_value("focused/refits")
+            logger.debug("Relevance model refit in %.2fs", time.monotonic() - started)
+            return result
+
+        def failed(failure: Any) -> None:
+            self._refitting = False
+            logger.error("Relevance model refit failed: %s", failure.getErrorMessage())
+
+        deferToThread(self.model.refit).addCallbacks(done, failed)

@@ -1,0 +1,444 @@
+"""The crawl's relevance model: cosine similarity to the topic in tf-idf and LSI space (gensim).
+
+The crawler must know a page's relevance before its outlinks are queued, so the model has to
+score from the very first page, long before there is a corpus to learn from. It therefore starts
+as a plain term-frequency cosine against the topic (the dictionary holds only the topic's terms,
+every IDF is 1) and is refit in batches on the pages crawled so far: every ``refit_every``
+observed pages, the dictionary, the IDF weights and the LSI space are rebuilt from the last
+``max_docs`` pages plus the topic texts.
+
+The topic is the query text (plus an optional topic file's text) and, once they are fetched, the
+seed pages' texts. Its vector is the unit mean of two halves, the declared topic and the centroid
+of the seeds, so that however many seeds there are the user's own words keep half the weight.
+
+Threading: ``refit`` runs in a worker thread (``deferToThread``) while ``score`` keeps running on
+the reactor thread. Everything ``score`` needs lives in one immutable :class:`_Snapshot` that a
+refit builds completely and then swaps in with a single attribute assignment; ``score`` reads the
+attribute once. Between refits the dictionary is frozen (terms are looked up, never added): a
+gensim model fed term ids beyond its ``num_terms`` silently builds invalid matrices, so words first
+seen after the last fit get no dimension until the next one (they still lengthen their text).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter, OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from gensim import matutils
+from gensim.corpora import Dictionary
+from gensim.models import LsiModel, TfidfModel
+from scipy import sparse
+
+from focused.text import tokenize
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+DEFAULT_THRESHOLD = 0.15
+DEFAULT_NUM_TOPICS = 50
+DEFAULT_REFIT_EVERY = 100
+DEFAULT_MAX_DOCS = 2000
+DEFAULT_LSI_WEIGHT = 0.5
+
+# LSI needs a few documents to find any structure; below this the snapshot has no LSI space.
+_MIN_LSI_DOCS = 3
+# Terms seen in a single training document are dropped at a fit (unless they are topic terms):
+# they cannot relate documents to each other, and they are most of a web vocabulary.
+_MIN_TERM_DOCS = 2
+# Bounds the LSI projection matrix (terms x topics float64: 50k x 50 is 20 MB).
+_MAX_TERMS = 50_000
+# Distinct short texts remembered by score_texts; navigation anchors repeat on every page.
+_CACHE_SIZE = 20_000
+# Fixed so that a refit on the same documents gives the same space (and tests are stable).
+_LSI_SEED = 0
+
+_STATE_FILE = "state.json"
+
+
+def _flat_idf(docfreq: float, totaldocs: int) -> float:
+    """IDF of the bootstrap model: 1 for every term, i.e. a plain term-frequency cosine.
+
+    Before any page is crawled there is no document collection to estimate IDF from.
+    """
+    return 1.0
+
+
+def _smooth_idf(docfreq: float, totaldocs: int) -> float:
+    """Smoothed IDF, never below 1.
+
+    gensim's default ``log2(N / df)`` gives 0 to a term found in every document, and in a focused
+    crawl the topic's own words are exactly the ones found everywhere: they would vanish from the
+    topic vector just as the crawl succeeds.
+    """
+    return 1.0 + math.log2((1.0 + totaldocs) / (1.0 + docfreq))
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """How relevant one text is to the topic; every field is in [0, 1]."""
+
+    tfidf: float  # cosine(topic, text) in tf-idf space, clipped to [0, 1]
+    lsi: float  # cosine(topic, text) in LSI space, clipped; equals tfidf before the first LSI fit
+    combined: float  # (1 - lsi_weight) * tfidf + lsi_weight * lsi
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """Everything scoring reads, built whole and never mutated (except its own score cache)."""
+
+    dictionary: Dictionary
+    tfidf: TfidfModel
+    lsi: LsiModel | None
+    fitted: bool  # False for the bootstrap model built from the topic alone
+    idf: np.ndarray  # tfidf.idfs by term id, for weighting a whole batch with one product
+    unseen_idf: float  # weight of a word outside the dictionary, for the norm of a text
+    topic_tfidf: np.ndarray  # unit topic vector over the dictionary's term ids
+    lsi_basis: np.ndarray | None  # terms x topics: the projection LsiModel.__getitem__ applies
+    topic_lsi: np.ndarray | None  # unit topic vector in LSI space
+    # Combined scores by text. Scores depend on the snapshot, so the cache lives and dies with it.
+    cache: OrderedDict[str, float] = field(default_factory=OrderedDict)
+
+
+def _idf(dictionary: Dictionary, tfidf: TfidfModel) -> tuple[np.ndarray, float]:
+    """IDF by term id as an array, and the IDF a word outside the dictionary gets (df = 0)."""
+    idf = np.array([tfidf.idfs.get(term, 0.0) for term in range(len(dictionary))])
+    return idf, tfidf.wglobal(0, tfidf.num_docs)
+
+
+def _unit_tfidf(
+    dictionary: Dictionary, idf: np.ndarray, unseen_idf: float, texts: Sequence[Sequence[str]]
+) -> tuple[sparse.csr_matrix, np.ndarray]:
+    """Unit tf-idf rows (texts x terms) over the frozen dictionary, and each row's length.
+
+    A word outside the dictionary has no dimension of its own, but it still counts in the norm
+    of its text (with ``unseen_idf``): otherwise a long page mentioning one topic word among
+    thousands of words the model has not seen yet would look as on-topic as the topic itself.
+    So a row's length is the share of its text the dictionary covers: 1 when every word is known,
+    0 when none is.
+
+    Terms are looked up in ``token2id`` directly, as ``doc2bow(allow_update=False)`` does but
+    without its per-token type checks and sorting, which cost more than all the arithmetic; the
+    dictionary is only read. The matrix is built from flat arrays in one step for the same reason.
+    """
+    token2id = dictionary.token2id
+    terms: list[int] = []
+    counts: list[int] = []
+    indptr = [0]
+    unseen = np.zeros(len(texts))
+    for i, tokens in enumerate(texts):
+        missing = 0
+        for token, count in Counter(tokens).items():
+            term = token2id.get(token)
+            if term is None:
+                missing += count * count
+            else:
+                terms.append(term)
+                counts.append(count)
+        indptr.append(len(terms))
+        unseen[i] = missing
+    term_ids = np.array(terms, dtype=np.int64)
+    weights = np.array(counts, dtype=np.float64) * idf[term_ids]
+    row_of = np.repeat(np.arange(len(texts)), np.diff(indptr))
+    squares = np.bincount(row_of, weights=weights * weights, minlength=len(texts))
+    norms = np.sqrt(squares + unseen * unseen_idf**2)
+    inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0.0)
+    rows = sparse.csr_matrix(
+        (weights * inverse[row_of], term_ids, indptr), shape=(len(texts), len(idf))
+    )
+    return rows, np.sqrt(squares) * inverse
+
+
+def _make_snapshot(
+    dictionary: Dictionary,
+    tfidf: TfidfModel,
+    lsi: LsiModel | None,
+    topic: Sequence[Sequence[str]],
+    *,
+    fitted: bool,
+) -> _Snapshot:
+    """Compute the topic vectors for the given models and wrap everything in a snapshot.
+
+    ``topic[0]`` is the declared topic, the rest are seed pages. The topic is the unit sum of the
+    declared part's unit tf-idf vector and the unit centroid of the seeds'. Its LSI vector is the
+    projection of that tf-idf vector, exactly as a scored text is projected.
+    """
+    idf, unseen_idf = _idf(dictionary, tfidf)
+    parts, _ = _unit_tfidf(dictionary, idf, unseen_idf, topic)
+    topic_tfidf = parts[0].toarray().ravel()
+    if len(topic) > 1:
+        topic_tfidf += matutils.unitvec(np.asarray(parts[1:].sum(axis=0)).ravel())
+    topic_tfidf = matutils.unitvec(topic_tfidf)
+    if lsi is None:
+        return _Snapshot(dictionary, tfidf, None, fitted, idf, unseen_idf, topic_tfidf, None, None)
+    # C order: scipy would otherwise copy the whole terms x topics matrix on every product.
+    basis = np.ascontiguousarray(lsi.projection.u[:, : lsi.num_topics])
+    topic_lsi = matutils.unitvec(basis.T @ topic_tfidf)
+    return _Snapshot(dictionary, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, basis, topic_lsi)
+
+
+def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:
+    """The model before any fit: the topic's terms only, IDF 1, no LSI."""
+    dictionary = Dictionary(topic)
+    return _make_snapshot(
+        dictionary, TfidfModel(dictionary=dictionary, wglobal=_flat_idf), None, topic, fitted=False
+    )
+
+
+def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -> _Snapshot:
+    """Build dictionary, IDF and LSI space from observed pages (space-joined tokens) and topic."""
+    corpus = [doc.split() for doc in docs] + [list(part) for part in topic]
+    dictionary = Dictionary(corpus)
+    dictionary.filter_extremes(
+        no_below=_MIN_TERM_DOCS,
+        no_above=1.0,  # a topic word found on every page is the signal, not noise
+        keep_n=_MAX_TERMS,
+        keep_tokens={token for part in topic for token in part},
+    )
+    tfidf = TfidfModel(dictionary=dictionary, wglobal=_smooth_idf)
+    lsi = None
+    if len(corpus) >= _MIN_LSI_DOCS and len(dictionary) > 0:
+        rows, _ = _unit_tfidf(dictionary, *_idf(dictionary, tfidf), corpus)
+        lsi = LsiModel(
+            matutils.Sparse2Corpus(rows, documents_columns=False),
+            id2word=dictionary,
+            num_topics=max(1, min(num_topics, len(corpus) - 1)),
+            random_seed=_LSI_SEED,
+        )
+    return _make_snapshot(dictionary, tfidf, lsi, topic, fitted=True)
+
+
+def _cosines(snap: _Snapshot, texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Cosines of tokenized texts to the topic: (tf-idf, LSI), each clipped to [0, 1].
+
+    The LSI cosine of the known part of a text is scaled by that part's length: as if LSI
+    replaced the known words by their latent direction, keeping their weight, while words outside
+    the dictionary stay orthogonal to the topic as they are in tf-idf space. Without it, one topic
+    word on a page of new vocabulary would reach an LSI score of 1.
+
+    One sparse matrix for the whole batch, so a page of 300 anchors costs a few matrix products
+    rather than 300 trips through gensim's per-document transforms.
+    """
+    rows, known = _unit_tfidf(snap.dictionary, snap.idf, snap.unseen_idf, texts)
+    tfidf = np.clip(rows @ snap.topic_tfidf, 0.0, 1.0)
+    if snap.lsi_basis is None:
+        return tfidf, tfidf
+    projected = np.asarray(rows @ snap.lsi_basis)
+    norms = np.linalg.norm(projected, axis=1)
+    dots = projected @ snap.topic_lsi
+    lsi = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0.0)
+    return tfidf, np.clip(lsi * known, 0.0, 1.0)
+
+
+class RelevanceModel:
+    """One per crawl: scores pages and link texts against the topic, learns from crawled pages."""
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        num_topics: int = DEFAULT_NUM_TOPICS,
+        refit_every: int = DEFAULT_REFIT_EVERY,
+        max_docs: int = DEFAULT_MAX_DOCS,
+        lsi_weight: float = DEFAULT_LSI_WEIGHT,
+    ) -> None:
+        if not 0.0 <= threshold <= 1.0 or not 0.0 <= lsi_weight <= 1.0:
+            raise ValueError("threshold and lsi_weight must be in [0, 1]")
+        if num_topics < 1 or refit_every < 1 or max_docs < _MIN_LSI_DOCS:
+            raise ValueError(f"need num_topics >= 1, refit_every >= 1, max_docs >= {_MIN_LSI_DOCS}")
+        self.threshold = threshold
+        self.num_topics = num_topics
+        self.refit_every = refit_every
+        self.max_docs = max_docs
+        self.lsi_weight = lsi_weight
+        # Guards the topic parts, the training buffer and the snapshot swap, which the reactor
+        # thread (observe, add_topic_text) and a refit thread both touch.
+        self._lock = threading.Lock()
+        # Serialises refits; while held, a refit is running and refit_due is False.
+        self._refit_lock = threading.Lock()
+        self._topic: list[list[str]] = [tokenize(topic)]
+        # Pages as space-joined tokens: one string per page instead of hundreds of token objects.
+        self._buffer: deque[str] = deque(maxlen=max_docs)
+        self._since_fit = 0
+        self._snapshot = _bootstrap(self._topic)
+        # The page score() saw last, with its tokens: the crawler scores a page and then observes
+        # it (and adds a seed to the topic), and tokenizing it again would cost a quarter of the
+        # page's scoring time.
+        self._last_page: tuple[str, list[str]] = ("", [])
+
+    @classmethod
+    def from_settings(cls, topic: str, settings: BaseSettings) -> RelevanceModel:
+        """Build the model from a Scrapy ``Settings`` (``RELEVANCE_*``)."""
+        return cls(
+            topic,
+            threshold=settings.getfloat("RELEVANCE_THRESHOLD", DEFAULT_THRESHOLD),
+            num_topics=settings.getint("RELEVANCE_NUM_TOPICS", DEFAULT_NUM_TOPICS),
+            refit_every=settings.getint("RELEVANCE_REFIT_EVERY", DEFAULT_REFIT_EVERY),
+            max_docs=settings.getint("RELEVANCE_MAX_DOCS", DEFAULT_MAX_DOCS),
+            lsi_weight=settings.getfloat("RELEVANCE_LSI_WEIGHT", DEFAULT_LSI_WEIGHT),
+        )
+
+    # -- scoring -------------------------------------------------------------------------------
+
+    def score(self, text: str) -> Scores:
+        """Score one page's text."""
+        tokens = tokenize(text)
+        self._last_page = (text, tokens)
+        tfidf, lsi = _cosines(self._snapshot, [tokens])
+        t, s = float(tfidf[0]), float(lsi[0])
+        return Scores(t, s, (1.0 - self.lsi_weight) * t + self.lsi_weight * s)
+
+    def score_texts(self, texts: Sequence[str]) -> list[float]:
+        """Combined scores of many short texts (anchors, link contexts), scored as one batch.
+
+        Repeated strings are scored once per snapshot: menus and footers repeat the same anchors
+        on every page of a site. Call it from one thread (the reactor): the cache is not locked.
+        """
+        snap = self._snapshot
+        cache = snap.cache
+        results = [0.0] * len(texts)
+        missing: dict[str, list[int]] = {}
+        for i, text in enumerate(texts):
+            cached = cache.get(text)
+            if cached is None:
+                missing.setdefault(text, []).append(i)
+            else:
+                cache.move_to_end(text)
+                results[i] = cached
+        if missing:
+            tfidf, lsi = _cosines(snap, [tokenize(text) for text in missing])
+            combined = (1.0 - self.lsi_weight) * tfidf + self.lsi_weight * lsi
+            for (text, positions), value in zip(missing.items(), combined.tolist(), strict=True):
+                cache[text] = value
+                for i in positions:
+                    results[i] = value
+            while len(cache) > _CACHE_SIZE:
+                cache.popitem(last=False)
+        return results
+
+    def _page_tokens(self, text: str) -> list[str]:
+        """Tokens of ``text``, reusing those of the page last scored when it is the same."""
+        last_text, tokens = self._last_page
+        return tokens if text == last_text else tokenize(text)
+
+    def is_relevant(self, scores: Scores) -> bool:
+        """Whether a page counts as on-topic (for harvest rate and strategies)."""
+        return scores.combined >= self.threshold
+
+    # -- learning ------------------------------------------------------------------------------
+
+    def add_topic_text(self, text: str) -> None:
+        """Make a seed page's text part of the topic.
+
+        Takes effect at once: before the first fit the bootstrap dictionary is rebuilt with the
+        new words; after it, the topic vectors are recomputed in the current (frozen) spaces, and
+        the text's new words join the dictionary and the LSI space at the next refit.
+        """
+        tokens = self._page_tokens(text)
+        if not tokens:
+            return
+        with self._lock:
+            self._topic.append(tokens)
+            snap = self._snapshot
+            if snap.fitted:
+                self._snapshot = _make_snapshot(
+                    snap.dictionary, snap.tfidf, snap.lsi, self._topic, fitted=True
+                )
+            else:
+                self._snapshot = _bootstrap(self._topic)
+
+    def observe(self, text: str) -> None:
+        """Add a fetched page to the training buffer (the last ``max_docs`` pages are kept)."""
+        doc = " ".join(self._page_tokens(text))
+        with self._lock:
+            self._buffer.append(doc)
+            self._since_fit += 1
+
+    @property
+    def refit_due(self) -> bool:
+        """``refit_every`` pages were observed since the last fit began, and none is running."""
+        return (
+            self._since_fit >= self.refit_every
+            and len(self._buffer) >= _MIN_LSI_DOCS
+            and not self._refit_lock.locked()
+        )
+
+    def refit(self) -> None:
+        """Rebuild dictionary, IDF and LSI space from the training buffer and the topic.
+
+        Blocking and thread-safe: it works on copies taken under the lock and publishes the new
+        snapshot with one assignment, so scoring can go on in another thread meanwhile. A topic
+        text added during the fit is included in the published topic vectors (its new words wait
+        for the next fit).
+        """
+        with self._refit_lock:
+            with self._lock:
+                docs = list(self._buffer)
+                topic = [list(part) for part in self._topic]
+                self._since_fit = 0
+            fitted = _fit(docs, topic, self.num_topics)
+            with self._lock:
+                if len(self._topic) != len(topic):
+                    fitted = _make_snapshot(
+                        fitted.dictionary, fitted.tfidf, fitted.lsi, self._topic, fitted=True
+                    )
+                self._snapshot = fitted
+
+    # -- persistence ---------------------------------------------------------------------------
+
+    def save(self, directory: str | Path) -> None:
+        """Write the models (gensim ``save``), the topic and the training buffer to a directory.
+
+        The buffer is kept so that a resumed crawl's next refit still learns from earlier pages.
+        """
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            snap = self._snapshot
+            state = {
+                "params": {
+                    "threshold": self.threshold,
+                    "num_topics": self.num_topics,
+                    "refit_every": self.refit_every,
+                    "max_docs": self.max_docs,
+                    "lsi_weight": self.lsi_weight,
+                },
+                "fitted": snap.fitted,
+                "lsi": snap.lsi is not None,
+                "topic": [list(part) for part in self._topic],
+                "buffer": list(self._buffer),
+                "since_fit": self._since_fit,
+            }
+        snap.dictionary.save(str(path / "dictionary"))
+        snap.tfidf.save(str(path / "tfidf"))
+        if snap.lsi is not None:
+            snap.lsi.save(str(path / "lsi"))
+        (path / _STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: str | Path) -> RelevanceModel:
+        """Restore a model written by :meth:`save`; it scores exactly as the saved one did.
+
+        gensim files are pickles: load only directories this crawler wrote.
+        """
+        path = Path(directory)
+        state = json.loads((path / _STATE_FILE).read_text(encoding="utf-8"))
+        model = cls("", **state["params"])
+        model._topic = state["topic"]
+        model._buffer.extend(state["buffer"])
+        model._since_fit = state["since_fit"]
+        model._snapshot = _make_snapshot(
+            Dictionary.load(str(path / "dictionary")),
+            TfidfModel.load(str(path / "tfidf")),
+            LsiModel.load(str(path / "lsi")) if state["lsi"] else None,
+            model._topic,
+            fitted=state["fitted"],
+        )
+        return model

@@ -1,0 +1,532 @@
+"""Where page and crawl records are kept: MongoDB when ``MONGO_URI`` is set, else SQLite.
+
+Settings read by ``open_store``:
+    MONGO_URI         MongoDB connection string; unset or empty = use SQLite (default: unset)
+    MONGO_DATABASE    MongoDB database name (default ``focused``)
+    MONGO_TIMEOUT_MS  server selection timeout in ms, so that a dead server fails fast
+                      (default 5000)
+    FOCUSED_DB        SQLite file, relative to the working directory (default ``focused.sqlite3``)
+
+Both backends take and return plain dicts with the same keys (``PAGE_FIELDS``,
+``CRAWL_FIELDS``, in that order) and the same value types, so that commands and reports never
+care which one is in use. The shared part (validation, type coercion, filters, sort orders,
+error translation) lives in ``Store``; a backend only says how to read and write.
+
+Every failure of the backend itself (unreachable server, unwritable file, ...) is raised as
+``StoreError`` with a one-line message; mistakes of the caller stay ``ValueError``/``TypeError``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+from abc import ABC, abstractmethod
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+import pymongo
+from pymongo.errors import PyMongoError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator, Mapping
+
+    from pymongo.collection import Collection
+    from scrapy.settings import Settings
+
+# Field -> Python type. Values are coerced to these types on the way in, so that both
+# backends give back the same types (SQLite would turn an int relevance into a REAL 1.0 while
+# MongoDB keeps it an int, and neither knows numpy floats).
+PAGE_SCHEMA: dict[str, type] = {
+    "crawl_id": str,
+    "url": str,
+    "title": str,
+    "text": str,
+    "level": int,
+    "parent_url": str,
+    "anchor": str,
+    "link_relevance": float,
+    "tfidf": float,
+    "lsi": float,
+    "relevance": float,
+    "is_relevant": bool,
+    "strategy": str,
+    "fetch_order": int,
+    "fetched_at": str,  # ISO 8601 UTC
+    "status": int,  # HTTP status
+}
+CRAWL_SCHEMA: dict[str, type] = {
+    "crawl_id": str,
+    "query": str,
+    "strategy": str,
+    "params": dict,
+    "seeds": list,
+    "started_at": str,  # ISO 8601 UTC
+    "finished_at": str,
+    "status": str,  # one of CRAWL_STATUSES
+    "finish_reason": str,
+    "pages": int,
+    "relevant": int,
+    "harvest_rate": float,
+}
+PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
+CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)
+# What finish_crawl may update.
+FINISH_FIELDS: tuple[str, ...] = (
+    "finished_at",
+    "status",
+    "finish_reason",
+    "pages",
+    "relevant",
+    "harvest_rate",
+)
+CRAWL_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted")
+
+PageOrder = Literal["relevance", "fetch_order"]
+SortSpec = tuple[tuple[str, int], ...]  # (field, 1 ascending | -1 descending), pymongo style
+# Each order ends on a unique key so that both backends return ties in the same order.
+PAGE_SORTS: dict[str, SortSpec] = {
+    "relevance": (("relevance", -1), ("fetch_order", 1), ("url", 1)),
+    "fetch_order": (("fetch_order", 1), ("url", 1)),
+}
+CRAWL_SORT: SortSpec = (("started_at", -1), ("crawl_id", -1))  # newest first
+
+DEFAULT_MONGO_DATABASE = "focused"
+DEFAULT_MONGO_TIMEOUT_MS = 5000
+DEFAULT_SQLITE_PATH = "focused.sqlite3"
+
+
+class StoreError(Exception):
+    """The store cannot be opened, reached or written; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    """A validated ``Store.pages`` request, handed to the backend."""
+
+    crawl_id: str
+    min_relevance: float | None
+    level: int | None
+    relevant_only: bool
+    limit: int | None
+    sort: SortSpec
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def _coerce(schema: Mapping[str, type], record: Mapping[str, Any]) -> dict[str, Any]:
+    """The record restricted to the schema's fields, in its order, with its types (None kept)."""
+    return {
+        name: None if (value := record.get(name)) is None else kind(value)
+        for name, kind in schema.items()
+    }
+
+
+def _require(record: Mapping[str, Any], *names: str) -> None:
+    for name in names:
+        if not record.get(name):
+            raise ValueError(f"a record needs a non-empty {name!r}: {dict(record)!r:.200}")
+
+
+_PYMONGO_DETAIL = re.compile(r" \(configured timeouts:|, Timeout: |, Topology Description: ")
+
+
+def _summary(exc: BaseException) -> str:
+    """One line out of a backend exception (pymongo appends a whole topology dump)."""
+    text = " ".join(_PYMONGO_DETAIL.split(str(exc), maxsplit=1)[0].split())
+    return text or type(exc).__name__
+
+
+class Store(ABC):
+    """The records of crawls and of the pages they fetched.
+
+    Subclasses implement the ``_``-prefixed primitives on already validated, coerced records.
+    """
+
+    backend: ClassVar[str]  # for messages
+    errors: ClassVar[tuple[type[BaseException], ...]]  # backend failures, raised as StoreError
+    # True when the store may be called from any thread: the storage pipeline then moves its
+    # calls off the reactor thread, where a network round trip would stall the crawl.
+    threadsafe: ClassVar[bool]
+    location: str  # file or redacted URI, for messages
+
+    @contextmanager
+    def _failing(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except self.errors as exc:
+            raise StoreError(
+                f"{self.backend} store at {self.location}: cannot {action}: {_summary(exc)}"
+            ) from exc
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def start_crawl(self, record: Mapping[str, Any]) -> None:
+        """Insert or replace the crawl record, with status ``running`` and no finish fields."""
+        crawl = _coerce(CRAWL_SCHEMA, {"started_at": _utc_now(), **record, "status": "running"})
+        _require(crawl, "crawl_id")
+        with self._failing(f"save crawl {crawl['crawl_id']}"):
+            self._put_crawl(crawl)
+
+    def save_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Insert or replace page records by (crawl_id, url): saving a page again keeps one,
+        the latest, so a retried or resumed batch never duplicates pages."""
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for record in records:
+            page = _coerce(PAGE_SCHEMA, record)
+            _require(page, "crawl_id", "url")
+            # A page twice in one batch: keep the later. MongoDB runs an unordered bulk write's
+            # operations in no fixed order, so it must not be left to decide.
+            latest[page["crawl_id"], page["url"]] = page
+        pages = list(latest.values())
+        if pages:
+            with self._failing(f"save {len(pages)} pages"):
+                self._upsert_pages(pages)
+
+    def finish_crawl(self, crawl_id: str, **fields: Any) -> None:
+        """Update the finish fields (``FINISH_FIELDS``) of a crawl record.
+
+        ``finished_at`` defaults to now and ``status`` to ``finished``. A crawl_id without a
+        record is left alone.
+        """
+        unknown = sorted(set(fields) - set(FINISH_FIELDS))
+        if unknown:
+            raise TypeError(f"finish_crawl() got unknown fields {unknown}; known: {FINISH_FIELDS}")
+        fields = {"finished_at": _utc_now(), "status": "finished", **fields}
+        if fields["status"] not in CRAWL_STATUSES:
+            raise ValueError(f"crawl status {fields['status']!r} is not one of {CRAWL_STATUSES}")
+        update = {
+            name: value for name, value in _coerce(CRAWL_SCHEMA, fields).items() if name in fields
+        }
+        with self._failing(f"finish crawl {crawl_id}"):
+            self._update_crawl(crawl_id, update)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def get_crawl(self, crawl_id: str) -> dict[str, Any] | None:
+        with self._failing(f"read crawl {crawl_id}"):
+            found = self._find_crawls(crawl_id, limit=1)
+        return found[0] if found else None
+
+    def crawls(self) -> list[dict[str, Any]]:
+        """All crawl records, newest (by started_at) first."""
+        with self._failing("read crawls"):
+            return self._find_crawls(None, limit=None)
+
+    def latest_crawl_id(self) -> str | None:
+        with self._failing("read crawls"):
+            found = self._find_crawls(None, limit=1)
+        return found[0]["crawl_id"] if found else None
+
+    def pages(
+        self,
+        crawl_id: str,
+        *,
+        min_relevance: float | None = None,
+        level: int | None = None,
+        relevant_only: bool = False,
+        limit: int | None = None,
+        order: PageOrder = "relevance",
+    ) -> list[dict[str, Any]]:
+        """Page records of a crawl, most relevant first (or in fetch order)."""
+        if order not in PAGE_SORTS:
+            raise ValueError(f"page order {order!r} is not one of {tuple(PAGE_SORTS)}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be at least 1, not {limit}")
+        query = PageQuery(
+            crawl_id=crawl_id,
+            min_relevance=None if min_relevance is None else float(min_relevance),
+            level=None if level is None else int(level),
+            relevant_only=relevant_only,
+            limit=limit,
+            sort=PAGE_SORTS[order],
+        )
+        with self._failing(f"read pages of crawl {crawl_id}"):
+            return self._find_pages(query)
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- backend primitives --------------------------------------------------------------------
+
+    @abstractmethod
+    def _put_crawl(self, crawl: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def _upsert_pages(self, pages: list[dict[str, Any]]) -> None: ...
+
+    @abstractmethod
+    def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None: ...
+
+    @abstractmethod
+    def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
+        """Crawl records (all, or the one with crawl_id) in ``CRAWL_SORT`` order."""
+
+    @abstractmethod
+    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]: ...
+
+
+# -- SQLite ----------------------------------------------------------------------------------
+
+_SQL_TYPES: dict[type, str] = {
+    str: "TEXT",
+    int: "INTEGER",
+    float: "REAL",
+    bool: "INTEGER",
+    dict: "TEXT",  # JSON
+    list: "TEXT",  # JSON
+}
+_JSON_TYPES = (dict, list)
+
+
+def _table_sql(table: str, schema: Mapping[str, type], key: tuple[str, ...]) -> str:
+    columns = [
+        f"{name} {_SQL_TYPES[kind]}{' NOT NULL' if name in key else ''}"
+        for name, kind in schema.items()
+    ]
+    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)}, UNIQUE ({', '.join(key)}))"
+
+
+def _upsert_sql(table: str, fields: tuple[str, ...], key: tuple[str, ...]) -> str:
+    updates = ", ".join(f"{name} = excluded.{name}" for name in fields if name not in key)
+    return (
+        f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))})"
+        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
+
+
+def _order_sql(sort: SortSpec) -> str:
+    return ", ".join(f"{name} {'DESC' if direction < 0 else 'ASC'}" for name, direction in sort)
+
+
+_PAGE_KEY = ("crawl_id", "url")
+_CRAWL_KEY = ("crawl_id",)
+_SQLITE_SCHEMA = ";\n".join(
+    [
+        _table_sql("crawls", CRAWL_SCHEMA, _CRAWL_KEY),
+        _table_sql("pages", PAGE_SCHEMA, _PAGE_KEY),
+        "CREATE INDEX IF NOT EXISTS pages_crawl_relevance ON pages (crawl_id, relevance)",
+        "CREATE INDEX IF NOT EXISTS pages_crawl_level ON pages (crawl_id, level)",
+    ]
+)
+_UPSERT_CRAWL = _upsert_sql("crawls", CRAWL_FIELDS, _CRAWL_KEY)
+_UPSERT_PAGE = _upsert_sql("pages", PAGE_FIELDS, _PAGE_KEY)
+
+
+class SqliteStore(Store):
+    """A SQLite file: no server needed. One connection, used only from the thread that opened
+    it (sqlite3 enforces this), in WAL mode so that readers (reports) do not block the crawl."""
+
+    backend = "SQLite"
+    errors = (sqlite3.Error, OSError)
+    threadsafe = False
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.location = os.fspath(path)
+        with self._failing("open the database"):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(path)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SQLITE_SCHEMA)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @staticmethod
+    def _encode(schema: Mapping[str, type], record: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(
+            json.dumps(record[name])
+            if kind in _JSON_TYPES and record[name] is not None
+            else record[name]
+            for name, kind in schema.items()
+        )
+
+    @staticmethod
+    def _decode(schema: Mapping[str, type], row: tuple[Any, ...]) -> dict[str, Any]:
+        record = {}
+        for (name, kind), value in zip(schema.items(), row, strict=True):
+            if value is not None and kind in _JSON_TYPES:
+                value = json.loads(value)
+            elif value is not None and kind is bool:
+                value = bool(value)
+            record[name] = value
+        return record
+
+    def _select(
+        self,
+        table: str,
+        schema: Mapping[str, type],
+        where: list[tuple[str, Any]],
+        sort: SortSpec,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        """Rows matching every ``(condition with one ?, parameter)`` of ``where``."""
+        sql = f"SELECT {', '.join(schema)} FROM {table}"
+        params = [param for _, param in where]
+        if where:
+            sql += " WHERE " + " AND ".join(condition for condition, _ in where)
+        sql += f" ORDER BY {_order_sql(sort)}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [self._decode(schema, row) for row in self._conn.execute(sql, params)]
+
+    def _put_crawl(self, crawl: dict[str, Any]) -> None:
+        with self._conn:
+            self._conn.execute(_UPSERT_CRAWL, self._encode(CRAWL_SCHEMA, crawl))
+
+    def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
+        with self._conn:
+            self._conn.executemany(
+                _UPSERT_PAGE, [self._encode(PAGE_SCHEMA, page) for page in pages]
+            )
+
+    def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None:
+        assignments = ", ".join(f"{name} = ?" for name in fields)  # names checked by the caller
+        with self._conn:
+            self._conn.execute(
+                f"UPDATE crawls SET {assignments} WHERE crawl_id = ?", [*fields.values(), crawl_id]
+            )
+
+    def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
+        where = [] if crawl_id is None else [("crawl_id = ?", crawl_id)]
+        return self._select("crawls", CRAWL_SCHEMA, where, CRAWL_SORT, limit)
+
+    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
+        where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
+        if query.min_relevance is not None:
+            where.append(("relevance >= ?", query.min_relevance))
+        if query.level is not None:
+            where.append(("level = ?", query.level))
+        if query.relevant_only:
+            where.append(("is_relevant = ?", True))
+        return self._select("pages", PAGE_SCHEMA, where, query.sort, query.limit)
+
+
+# -- MongoDB ---------------------------------------------------------------------------------
+
+
+def _redact(uri: str) -> str:
+    """The URI without its password, fit for logs."""
+    return re.sub(r"(?<=//)[^/@]*@", "***@", uri)
+
+
+class MongoStore(Store):
+    """A MongoDB database: several crawls (e.g. under Scrapyd) can write to one place.
+
+    ``client`` injects a ready client (e.g. ``mongomock.MongoClient()`` in tests); the store then
+    leaves closing it to the caller.
+    """
+
+    backend = "MongoDB"
+    errors = (PyMongoError,)
+    threadsafe = True
+
+    def __init__(
+        self,
+        uri: str,
+        database: str = DEFAULT_MONGO_DATABASE,
+        client: Any = None,
+        *,
+        timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
+    ) -> None:
+        self.location = f"{_redact(uri)}/{database}"
+        self._owns_client = client is None
+        if client is None:
+            try:
+                client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
+            except (PyMongoError, ValueError) as exc:  # a malformed URI is a plain ValueError
+                raise StoreError(
+                    f"MongoDB URI {_redact(uri)!r} is invalid: {_summary(exc)}"
+                ) from exc
+        self._client = client
+        db = client[database]
+        self._pages: Collection = db["pages"]
+        self._crawls: Collection = db["crawls"]
+        try:
+            with self._failing(f"reach the server within {timeout_ms} ms"):
+                db.command("ping")
+            with self._failing("create indexes"):
+                self._pages.create_index([("crawl_id", 1), ("url", 1)], unique=True)
+                self._pages.create_index([("crawl_id", 1), ("relevance", 1)])
+                self._pages.create_index([("crawl_id", 1), ("level", 1)])
+                self._crawls.create_index("crawl_id", unique=True)
+        except StoreError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    @staticmethod
+    def _decode(schema: Mapping[str, type], document: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: document.get(name) for name in schema}
+
+    def _find(
+        self,
+        collection: Collection,
+        schema: Mapping[str, type],
+        where: dict[str, Any],
+        sort: SortSpec,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        cursor = collection.find(where, {"_id": 0}).sort(list(sort))
+        if limit is not None:
+            cursor = cursor.limit(limit)
+        return [self._decode(schema, document) for document in cursor]
+
+    def _put_crawl(self, crawl: dict[str, Any]) -> None:
+        self._crawls.replace_one({"crawl_id": crawl["crawl_id"]}, crawl, upsert=True)
+
+    def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
+        self._pages.bulk_write(
+            [
+                pymongo.ReplaceOne(
+                    {"crawl_id": page["crawl_id"], "url": page["url"]}, page, upsert=True
+                )
+                for page in pages
+            ],
+            ordered=False,
+        )
+
+    def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None:
+        self._crawls.update_one({"crawl_id": crawl_id}, {"$set": fields})
+
+    def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
+        where = {} if crawl_id is None else {"crawl_id": crawl_id}
+        return self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit)
+
+    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
+        where: dict[str, Any] = {"crawl_id": query.crawl_id}
+        if query.min_relevance is not None:
+            where["relevance"] = {"$gte": query.min_relevance}
+        if query.level is not None:
+            where["level"] = query.level
+        if query.relevant_only:
+            where["is_relevant"] = True
+        return self._find(self._pages, PAGE_SCHEMA, where, query.sort, query.limit)
+
+
+def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) -> Any:
+    value = settings.get(name)
+    return default if value is None or value == "" else value
+
+
+def open_store(settings: Settings | Mapping[str, Any]) -> Store:
+    """The store the settings ask for (a scrapy ``Settings`` or a plain dict)."""
+    uri = _setting(settings, "MONGO_URI", None)
+    if uri:
+        return MongoStore(
+            uri,
+            _setting(settings, "MONGO_DATABASE", DEFAULT_MONGO_DATABASE),
+            timeout_ms=int(_setting(settings, "MONGO_TIMEOUT_MS", DEFAULT_MONGO_TIMEOUT_MS)),
+        )
+    return SqliteStore(_setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH))

@@ -1,0 +1,1 @@
+"""Item pipelines: ``relevance`` records a page's scores, ``storage`` writes its record."""

@@ -1,0 +1,1 @@
+"""Traversal strategies: one Scrapy priority queue per module (see focused.strategies)."""

@@ -1,0 +1,298 @@
+"""The base of every strategy: a Scrapy priority queue ordered by a float score.
+
+Scrapy's own queues order by the integer ``Request.priority`` and, by default
+(``DownloaderAwarePriorityQueue``), round-robin across domains, which ignores priority between
+sites. A focused crawl needs one global order by a real-valued score, so each strategy is a
+queue class that Scrapy's scheduler builds in place of those (``SCHEDULER_PRIORITY_QUEUE``).
+
+A strategy subclass defines ``score(request)`` (higher is fetched first) and optionally
+``tiebreak(request)``; equal keys pop in push order. The entries live in a ``MemoryFrontier``
+(a heap with lazy deletion) or, for the JOBDIR queue, a ``SqliteFrontier`` file that survives
+pause and resume. ``rediscover(request)`` lets a URL found again from a better parent raise its
+queued score instead of being dropped by the dupefilter.
+"""
+
+from __future__ import annotations
+
+import heapq
+import pickle
+import sqlite3
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from scrapy.utils.request import request_from_dict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+
+    from focused.arguments import Param
+    from focused.relevance import Scores
+
+# (-score, -tiebreak, seq): the smallest key pops first.
+Key = tuple[float, float, int]
+
+
+class MemoryFrontier:
+    """Entries by fingerprint, plus a heap whose stale items are skipped when popped."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, float, int, bytes]] = []
+        self._entries: dict[bytes, tuple[Key, Request]] = {}
+
+    def put(self, fp: bytes, key: Key, request: Request) -> None:
+        self._entries[fp] = (key, request)
+        heapq.heappush(self._heap, (*key, fp))
+
+    def _drop_stale(self) -> None:
+        heap, entries = self._heap, self._entries
+        while heap:
+            *key, fp = heap[0]
+            entry = entries.get(fp)
+            if entry is not None and entry[0] == tuple(key):
+                return
+            heapq.heappop(heap)
+
+    def peek(self) -> Request | None:
+        self._drop_stale()
+        return self._entries[self._heap[0][3]][1] if self._heap else None
+
+    def pop(self) -> Request | None:
+        self._drop_stale()
+        if not self._heap:
+            return None
+        fp = heapq.heappop(self._heap)[3]
+        return self._entries.pop(fp)[1]
+
+    def key_of(self, fp: bytes) -> Key | None:
+        entry = self._entries.get(fp)
+        return entry[0] if entry else None
+
+    def remove(self, fp: bytes) -> Request | None:
+        entry = self._entries.pop(fp, None)
+        return entry[1] if entry else None
+
+    def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
+        for fp, (key, request) in self._entries.items():
+            yield fp, key, request
+
+    def max_seq(self) -> int:
+        return max((key[2] for key, _ in self._entries.values()), default=0)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def close(self) -> None:
+        self._heap.clear()
+        self._entries.clear()
+
+
+class SqliteFrontier:
+    """The same entries in an SQLite table indexed by key, so a paused crawl resumes from disk."""
+
+    COMMIT_EVERY = 500  # writes between commits: bounds what a crash can lose, keeps pushes cheap
+
+    def __init__(self, path: Path, spider: Spider) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._spider = spider
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
+            " neg_tiebreak REAL, seq INTEGER, request BLOB)"
+        )
+        self._db.execute(
+            "CREATE INDEX IF NOT EXISTS frontier_order ON frontier (neg_score, neg_tiebreak, seq)"
+        )
+        self._len = self._db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]
+        self._pending_writes = 0
+        self._db.execute("BEGIN")
+
+    def _wrote(self) -> None:
+        self._pending_writes += 1
+        if self._pending_writes >= self.COMMIT_EVERY:
+            self._db.execute("COMMIT")
+            self._db.execute("BEGIN")
+            self._pending_writes = 0
+
+    def _dump(self, request: Request) -> bytes:
+        return pickle.dumps(request.to_dict(spider=self._spider), protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _load(self, blob: bytes) -> Request:
+        return request_from_dict(pickle.loads(blob), spider=self._spider)
+
+    def put(self, fp: bytes, key: Key, request: Request) -> None:
+        blob = self._dump(request)  # may raise ValueError: Scrapy then keeps it in memory
+        cursor = self._db.execute(
+            "INSERT OR IGNORE INTO frontier VALUES (?, ?, ?, ?, ?)", (fp, *key, blob)
+        )
+        if cursor.rowcount:
+            self._len += 1
+        else:
+            self._db.execute(
+                "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ?, request = ?"
+                " WHERE fp = ?",
+                (*key, blob, fp),
+            )
+        self._wrote()
+
+    def _first(self) -> tuple[bytes, bytes] | None:
+        return self._db.execute(
+            "SELECT fp, request FROM frontier ORDER BY neg_score, neg_tiebreak, seq LIMIT 1"
+        ).fetchone()
+
+    def peek(self) -> Request | None:
+        row = self._first()
+        return self._load(row[1]) if row else None
+
+    def pop(self) -> Request | None:
+        row = self._first()
+        if row is None:
+            return None
+        self._db.execute("DELETE FROM frontier WHERE fp = ?", (row[0],))
+        self._len -= 1
+        self._wrote()
+        return self._load(row[1])
+
+    def key_of(self, fp: bytes) -> Key | None:
+        row = self._db.execute(
+            "SELECT neg_score, neg_tiebreak, seq FROM frontier WHERE fp = ?", (fp,)
+        ).fetchone()
+        return tuple(row) if row else None
+
+    def remove(self, fp: bytes) -> Request | None:
+        row = self._db.execute("DELETE FROM frontier WHERE fp = ? RETURNING request", (fp,))
+        row = row.fetchone()
+        if row is None:
+            return None
+        self._len -= 1
+        self._wrote()
+        return self._load(row[0])
+
+    def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
+        rows = self._db.execute(
+            "SELECT fp, neg_score, neg_tiebreak, seq, request FROM frontier"
+        ).fetchall()
+        for fp, neg_score, neg_tiebreak, seq, blob in rows:
+            yield fp, (neg_score, neg_tiebreak, seq), self._load(blob)
+
+    def max_seq(self) -> int:
+        return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM frontier").fetchone()[0]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def close(self) -> None:
+        self._db.execute("COMMIT")
+        self._db.close()
+
+
+class StrategyQueue:
+    """A Scrapy priority queue whose order is ``score(request)``, highest first.
+
+    Built by Scrapy's scheduler with the same arguments as ``scrapy.pqueues.ScrapyPriorityQueue``:
+    ``key`` is empty for the memory queue and the JOBDIR queue directory for the disk queue,
+    ``startprios`` is what ``close()`` returned when the crawl was paused.
+    """
+
+    name: ClassVar[str]
+    params: ClassVar[dict[str, Param]] = {}
+
+    @classmethod
+    def from_crawler(
+        cls,
+        crawler: Crawler,
+        downstream_queue_cls: Any = None,
+        key: str = "",
+        startprios: Any = (),
+        *,
+        start_queue_cls: Any = None,
+    ) -> StrategyQueue:
+        # The downstream queue classes are Scrapy's per-priority FIFO/LIFO queues; a frontier
+        # ordered by float score replaces all of them.
+        return cls(crawler, key, startprios if isinstance(startprios, dict) else {})
+
+    def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
+        self.crawler = crawler
+        self.stats = crawler.stats
+        spider = crawler.spider
+        self.params: dict[str, Any] = {
+            name: param.default for name, param in type(self).params.items()
+        } | dict(getattr(spider, "strategy_params", {}))
+        self._fingerprint = crawler.request_fingerprinter.fingerprint
+        self.frontier: MemoryFrontier | SqliteFrontier = (
+            SqliteFrontier(Path(key, "frontier.sqlite3"), spider) if key else MemoryFrontier()
+        )
+        state = state or {}
+        # After a crash there is no saved state; the table still knows the last sequence number.
+        self._seq: int = max(state.get("seq", 0), self.frontier.max_seq())
+        self.restore(state)
+
+    # -- what a strategy defines -------------------------------------------------------------
+
+    def score(self, request: Request) -> float:
+        raise NotImplementedError
+
+    def tiebreak(self, request: Request) -> float:
+        return 0.0
+
+    def admit(self, request: Request) -> bool:
+        """Whether the strategy queues this request at all (e.g. a depth limit)."""
+        return True
+
+    @classmethod
+    def child_meta(
+        cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
+    ) -> dict[str, Any]:
+        """Strategy state a child inherits from the page it was found on (default: none)."""
+        return {}
+
+    def state(self) -> dict[str, Any]:
+        """JSON-serialisable state beyond the entries themselves, saved on pause."""
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back what ``state()`` returned."""
+
+    # -- the queue contract ------------------------------------------------------------------
+
+    def key(self, request: Request) -> Key:
+        self._seq += 1
+        return (-self.score(request), -self.tiebreak(request), self._seq)
+
+    def push(self, request: Request) -> None:
+        if self.admit(request):
+            self.frontier.put(self._fingerprint(request), self.key(request), request)
+
+    def pop(self) -> Request | None:
+        return self.frontier.pop()
+
+    def peek(self) -> Request | None:
+        return self.frontier.peek()
+
+    def rediscover(self, request: Request) -> bool:
+        """Raise the queued score of ``request``'s URL if this discovery scores higher.
+
+        The better request replaces the queued one, so its meta (parent, level, path cost)
+        describes the better path. Returns whether anything changed.
+        """
+        fp = self._fingerprint(request)
+        queued = self.frontier.key_of(fp)
+        if queued is None or not self.admit(request):
+            return False
+        better = (-self.score(request), -self.tiebreak(request))
+        if better >= queued[:2]:
+            return False
+        self.frontier.put(fp, (*better, queued[2]), request)
+        self.stats.inc_value("focused/rescored")
+        return True
+
+    def close(self) -> dict[str, Any]:
+        self.frontier.close()
+        return {"strategy": self.name, "seq": self._seq, **self.state()}
+
+    def __len__(self) -> int:
+        return len(self.frontier)

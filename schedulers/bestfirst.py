@@ -1,0 +1,23 @@
+"""Naive best-first search: every outlink inherits its page's relevance.
+
+Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014) and Pant, Srinivasan and
+Menczer, "Crawling the Web" (2004): sim(topic, page) is given to all of the page's outlinks.
+Ties are broken by the link's own anchor-and-context relevance. Seeds come first.
+No parameters.
+"""
+
+from __future__ import annotations
+
+from scrapy import Request
+
+from schedulers.base import StrategyQueue
+
+
+class BestFirstQueue(StrategyQueue):
+    name = "bestfirst"
+
+    def score(self, request: Request) -> float:
+        return request.meta.get("parent_relevance", 1.0)
+
+    def tiebreak(self, request: Request) -> float:
+        return request.meta.get("link_relevance", 0.0)

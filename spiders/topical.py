@@ -1,0 +1,112 @@
+"""The ``topical`` spider: a focused crawl from seed URLs toward a topic.
+
+Arguments (``-a name=value``; validated in ``focused.arguments``):
+    query           words describing the topic (required unless topic_file is given)
+    topic_file      a UTF-8 text file describing the topic, added to the query
+    seeds           comma-separated seed URLs (level 0), or
+    seeds_file      a file with one seed URL a line
+    strategy        traversal strategy (default ``bestfirst``; see ``focused.strategies``)
+    allowed_domains comma-separated domains to stay within (default: the crawl may leave them)
+    crawl_id        the id pages are stored under (default: new, or the JOBDIR crawl's)
+plus the chosen strategy's own parameters.
+
+The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMiddleware``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import scrapy
+from scrapy.http import TextResponse
+
+from focused.arguments import CrawlConfig, parse_arguments, remember_job
+from focused.extract import extract_page
+from focused.items import PageItem
+from focused.strategies import STRATEGIES
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from focused.relevance import RelevanceModel
+
+
+class TopicalSpider(scrapy.Spider):
+    name = "topical"
+
+    @classmethod
+    def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
+        """Validate arguments before anything starts (used by the ``crawl`` command)."""
+        return parse_arguments(kwargs, settings)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
+        config = parse_arguments(kwargs, crawler.settings)
+        # The settings are not frozen yet: the strategy is the scheduler's priority queue.
+        crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
+        spider = super().from_crawler(crawler, config=config)
+        from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
+
+        spider.relevance = RelevanceModel.from_settings(config.topic, crawler.settings)
+        remember_job(crawler.settings, config)
+        return spider
+
+    def __init__(self, config: CrawlConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config = config
+        self.crawl_id = config.crawl_id
+        self.strategy = config.strategy
+        self.strategy_params = config.params
+        if config.allowed_domains:
+            self.allowed_domains = list(config.allowed_domains)
+        self.state: dict[str, Any] = {}  # replaced by the saved state when resuming a JOBDIR
+        self.started_at = datetime.now(UTC).isoformat()
+        self.relevance: RelevanceModel  # one model per crawl, built in from_crawler
+
+    def crawl_record(self) -> dict[str, Any]:
+        config = self.config
+        return {
+            "crawl_id": config.crawl_id,
+            "query": config.query,
+            "strategy": config.strategy,
+            "params": config.params,
+            "seeds": list(config.seeds),
+            "started_at": self.started_at,
+        }
+
+    async def start(self) -> AsyncIterator[scrapy.Request]:
+        for url in self.config.seeds:
+            yield scrapy.Request(url, meta={"depth": 0})
+
+    def parse(self, response: Response) -> Iterator[Any]:
+        if not isinstance(response, TextResponse) or not _is_html(response):
+            self.crawler.stats.inc_value("focused/skipped_not_html")
+            return
+        page = extract_page(response, self.settings.getint("LINK_CONTEXT_CHARS"))
+        meta = response.meta
+        yield PageItem(
+            crawl_id=self.crawl_id,
+            url=response.url,
+            title=page.title,
+            text=page.text,
+            level=meta.get("depth", 0),
+            parent_url=meta.get("parent_url"),
+            anchor=meta.get("anchor"),
+            link_relevance=meta.get("link_relevance"),
+            strategy=self.strategy,
+            fetched_at=datetime.now(UTC).isoformat(),
+            status=response.status,
+        )
+        for link in page.links:
+            yield scrapy.Request(
+                link.url, meta={"anchor": link.anchor, "link_context": link.context}
+            )
+
+
+def _is_html(response: TextResponse) -> bool:
+    content_type = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
+    return not content_type or "html" in content_type

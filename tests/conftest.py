@@ -1,0 +1,109 @@
+"""Shared fixtures: the loopback replay of the Wikispeedia sample, and crawls in a subprocess.
+
+Full crawls run in a subprocess because Twisted's reactor cannot be restarted in one process.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from focused.replayweb import ReplayServer, load_graph, relevant_set
+from focused.storage import SqliteStore
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "tests" / "data" / "wikisample"
+BIRDS = "subject.Science.Biology.Birds"
+BIRD_QUERY = "birds species feathers nest eggs wings flight plumage"
+BIRD_SEED = "Albatross"
+
+
+@pytest.fixture(scope="session")
+def sample_graph():
+    return load_graph(SAMPLE)
+
+
+@pytest.fixture(scope="session")
+def bird_pages(sample_graph) -> set[str]:
+    return relevant_set(sample_graph, BIRDS)
+
+
+@pytest.fixture
+def site(sample_graph, tmp_path):
+    """The sample served on 127.0.0.1; its access log file lists every fetched path."""
+    server = ReplayServer(sample_graph, log_path=tmp_path / "access.log").start()
+    yield server
+    server.stop()
+
+
+@dataclass
+class Crawl:
+    result: subprocess.CompletedProcess
+    db: Path
+    crawl_id: str
+
+    def pages(self, **filters) -> list[dict]:
+        store = SqliteStore(self.db)
+        try:
+            return store.pages(self.crawl_id, order="fetch_order", **filters)
+        finally:
+            store.close()
+
+    def crawl_record(self) -> dict | None:
+        store = SqliteStore(self.db)
+        try:
+            return store.get_crawl(self.crawl_id)
+        finally:
+            store.close()
+
+
+def scrapy_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "scrapy", *args]
+
+
+def crawl_args(arguments: dict[str, str], settings: dict[str, object]) -> list[str]:
+    args = ["crawl", "topical"]
+    for name, value in arguments.items():
+        args += ["-a", f"{name}={value}"]
+    for name, value in settings.items():
+        args += ["-s", f"{name}={value}"]
+    return args
+
+
+def run_crawl(
+    tmp_path: Path,
+    arguments: dict[str, str],
+    settings: dict[str, object] | None = None,
+    *,
+    crawl_id: str = "test",
+    extra: list[str] | None = None,
+    timeout: float = 240,
+) -> Crawl:
+    db = tmp_path / "focused.sqlite3"
+    all_settings = {
+        "FOCUSED_DB": db,
+        "LOG_LEVEL": "INFO",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        **(settings or {}),
+    }
+    args = crawl_args({"crawl_id": crawl_id, **arguments}, all_settings)
+    command = scrapy_command(*args, *(extra or []))
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=crawl_env()
+    )
+    return Crawl(result, db, crawl_id)
+
+
+def crawl_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def page_name(url: str) -> str:
+    return url.rsplit("/wiki/", 1)[1]

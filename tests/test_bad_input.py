@@ -1,0 +1,61 @@
+"""Bad input ends a run with one line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
+
+GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
+
+
+def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
+    command = scrapy_command(*crawl_args(arguments, settings or {}))
+    return subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "settings", "message"),
+    [
+        ({"seeds": GOOD["seeds"]}, {}, "missing query"),
+        ({"query": "birds"}, {}, "missing seeds"),
+        ({**GOOD, "seeds": "not a url"}, {}, "is not an http(s) URL"),
+        ({**GOOD, "seeds": "ftp://example.org/"}, {}, "is not an http(s) URL"),
+        ({**GOOD, "strategy": "nosuch"}, {}, "unknown strategy 'nosuch'; valid strategies: "),
+        (
+            {**GOOD, "strategy": "dfs", "max_depth": "deep"},
+            {},
+            "max_depth='deep' is not an integer",
+        ),
+        ({**GOOD, "strategy": "dfs", "max_depth": "-1"}, {}, "max_depth=-1 is below its minimum 0"),
+        ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
+        ({**GOOD, "query": "   !!! "}, {}, "no words"),
+        ({**GOOD, "topic_file": "/nonexistent/topic.txt"}, {}, "cannot read topic_file"),
+        (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),
+        (GOOD, {"RELEVANCE_THRESHOLD": "2"}, "RELEVANCE_THRESHOLD=2 is outside"),
+        (GOOD, {"CLOSESPIDER_PAGECOUNT": "-5"}, "CLOSESPIDER_PAGECOUNT=-5 is outside"),
+    ],
+)
+def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
+    result = run(arguments, settings)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_bad_input_loses_nothing_already_crawled(tmp_path, site):
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    first = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5}, crawl_id="kept")
+    assert first.result.returncode == 0, first.result.stderr[-2000:]
+    stored = len(first.pages())
+    assert stored >= 5
+    bad = run_crawl(tmp_path, {**arguments, "strategy": "nosuch"}, crawl_id="kept")
+    assert bad.result.returncode == 2
+    assert len(first.pages()) == stored
+    assert first.crawl_record()["status"] == "finished"

@@ -1,0 +1,102 @@
+"""Real crawls of the loopback Wikispeedia sample, each in a subprocess."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
+
+BUDGET = 60
+
+
+def bird_crawl(tmp_path, site, strategy: str, **settings):
+    arguments = {
+        "strategy": strategy,
+        "query": BIRD_QUERY,
+        "seeds": f"{site.url}/wiki/{BIRD_SEED}",
+    }
+    crawl = run_crawl(
+        tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": BUDGET, **settings}, crawl_id=strategy
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    return crawl
+
+
+def fetched_pages(site) -> list[str]:
+    return [path for path in site.fetched if path.startswith("/wiki/")]
+
+
+def test_bfs_levels_never_drop_by_more_than_one(tmp_path, site):
+    crawl = bird_crawl(tmp_path, site, "bfs", CONCURRENT_REQUESTS=4)
+    levels = [page["level"] for page in crawl.pages()]
+    assert len(levels) >= BUDGET
+    assert levels[0] == 0
+    deepest = 0
+    for level in levels:
+        assert level >= deepest - 1, levels
+        deepest = max(deepest, level)
+    assert deepest >= 2
+
+
+def test_dfs_goes_deep_before_wide(tmp_path, site):
+    dfs = bird_crawl(tmp_path, site, "dfs", CONCURRENT_REQUESTS=1)
+    levels = [page["level"] for page in dfs.pages()]
+    assert max(levels[:15]) >= 4, levels  # five levels in as many fetches: depth first
+    assert max(levels) <= 5  # the default max_depth
+
+
+def test_bestfirst_beats_bfs_on_harvest_rate(tmp_path, site, bird_pages):
+    harvest = {}
+    for strategy in ("bfs", "bestfirst"):
+        crawl = bird_crawl(tmp_path / strategy, site, strategy)
+        names = [page_name(page["url"]) for page in crawl.pages()][:BUDGET]
+        harvest[strategy] = sum(name in bird_pages for name in names) / len(names)
+    assert harvest["bestfirst"] > harvest["bfs"] + 0.05, harvest
+
+
+def test_stored_records_carry_level_scores_and_path(tmp_path, site):
+    crawl = bird_crawl(tmp_path, site, "bestfirst")
+    pages = crawl.pages()
+    assert len(pages) >= BUDGET
+    seed = pages[0]
+    assert seed["level"] == 0 and seed["parent_url"] is None
+    assert seed["url"].endswith(f"/wiki/{BIRD_SEED}")
+    by_url = {page["url"]: page for page in pages}
+    for page in pages[1:]:
+        assert 0.0 <= page["tfidf"] <= 1.0 and 0.0 <= page["lsi"] <= 1.0
+        assert 0.0 <= page["relevance"] <= 1.0
+        assert isinstance(page["is_relevant"], bool)
+        assert page["strategy"] == "bestfirst" and page["crawl_id"] == "bestfirst"
+        assert page["anchor"], page["url"]
+        assert page["text"] and page["title"]
+        parent = by_url.get(page["parent_url"])
+        if parent is not None:
+            assert page["level"] == parent["level"] + 1
+    assert [page["fetch_order"] for page in pages] == list(range(1, len(pages) + 1))
+    record = crawl.crawl_record()
+    assert record["status"] == "finished"
+    assert record["pages"] == len(pages)
+    relevant = sum(page["is_relevant"] for page in pages)
+    assert record["relevant"] == relevant
+    assert abs(record["harvest_rate"] - relevant / len(pages)) < 1e-3
+    assert record["query"] == BIRD_QUERY and record["strategy"] == "bestfirst"
+    # Every fetch is stored once; the server saw each article at most once.
+    counts = Counter(fetched_pages(site))
+    assert max(counts.values()) == 1
+    assert "focused/harvest_rate" in crawl.result.stderr
+
+
+def test_feed_export_writes_the_same_pages(tmp_path, site):
+    feed = tmp_path / "pages.jsonl"
+    arguments = {"strategy": "bfs", "query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10}, extra=["-O", str(feed)])
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    exported = [json.loads(line) for line in feed.read_text().splitlines()]
+    stored = {page["url"]: page for page in crawl.pages()}
+    assert len(exported) == len(stored) >= 10
+    for item in exported:
+        page = stored[item["url"]]
+        assert item["level"] == page["level"]
+        assert item["relevance"] == page["relevance"]
+        assert "scores" not in item

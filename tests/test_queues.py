@@ -1,0 +1,102 @@
+"""Pop order, rediscovery, exact length and persistence of the strategy queues."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.queues import drain, make_queue, req
+
+
+@pytest.fixture(params=["memory", "disk"])
+def key(request, tmp_path) -> str:
+    return "" if request.param == "memory" else str(tmp_path / "requests.queue")
+
+
+def test_bfs_pops_level_by_level_in_discovery_order(key):
+    queue = make_queue("bfs", key)
+    for name, depth in [("a2", 2), ("b1", 1), ("c0", 0), ("d1", 1), ("e2", 2)]:
+        queue.push(req(name, depth=depth))
+    assert drain(queue) == ["c0", "b1", "d1", "a2", "e2"]
+
+
+def test_dfs_pops_last_discovered_first_and_cuts_depth(key):
+    queue = make_queue("dfs", key, max_depth=2)
+    for discovery, (name, depth) in enumerate([("a", 1), ("b", 2), ("c", 3), ("d", 2)]):
+        queue.push(req(name, depth=depth, discovery=discovery))
+    assert len(queue) == 3
+    assert drain(queue) == ["d", "b", "a"]
+
+
+def test_bestfirst_orders_by_parent_relevance_then_link_relevance(key):
+    queue = make_queue("bestfirst", key)
+    queue.push(req("low", parent_relevance=0.1, link_relevance=0.9))
+    queue.push(req("high-weak-link", parent_relevance=0.8, link_relevance=0.1))
+    queue.push(req("high-strong-link", parent_relevance=0.8, link_relevance=0.5))
+    queue.push(req("seed"))
+    assert drain(queue) == ["seed", "high-strong-link", "high-weak-link", "low"]
+
+
+def test_rediscovery_from_a_better_parent_raises_the_queued_score(key):
+    queue = make_queue("bestfirst", key)
+    queue.push(req("x", parent_relevance=0.1, parent_url="http://t/poor"))
+    queue.push(req("y", parent_relevance=0.5))
+    assert queue.rediscover(req("x", parent_relevance=0.9, parent_url="http://t/rich"))
+    assert len(queue) == 2
+    first = queue.pop()
+    assert first.url == "http://t/x"
+    assert first.meta["parent_url"] == "http://t/rich"  # the better path replaces the old one
+
+
+def test_rediscovery_never_lowers_a_score_nor_queues_a_fetched_url(key):
+    queue = make_queue("bestfirst", key)
+    queue.push(req("x", parent_relevance=0.6))
+    queue.push(req("y", parent_relevance=0.5))
+    assert not queue.rediscover(req("x", parent_relevance=0.2))
+    assert not queue.rediscover(req("gone", parent_relevance=0.9))
+    assert len(queue) == 2
+    assert drain(queue) == ["x", "y"]
+
+
+def test_len_is_exact_through_pushes_pops_and_rescoring(key):
+    queue = make_queue("bestfirst", key)
+    for i in range(50):
+        queue.push(req(f"u{i}", parent_relevance=i / 100))
+    for i in range(0, 50, 5):
+        queue.rediscover(req(f"u{i}", parent_relevance=0.99))
+    assert len(queue) == 50
+    for expected in range(49, 0, -1):
+        assert queue.pop() is not None
+        assert len(queue) == expected
+    assert queue.peek() is not None
+    assert queue.pop() is not None
+    assert len(queue) == 0
+    assert queue.pop() is None
+    assert queue.peek() is None
+
+
+def test_disk_queue_survives_close_and_reopen(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("bestfirst", key)
+    for i in range(10):
+        queue.push(req(f"u{i}", parent_relevance=i / 10, depth=i, anchor=f"anchor {i}"))
+    assert queue.pop().url == "http://t/u9"
+    state = queue.close()
+    assert state["strategy"] == "bestfirst"
+
+    reopened = make_queue("bestfirst", key, state)
+    assert len(reopened) == 9
+    first = reopened.pop()
+    assert first.url == "http://t/u8"
+    assert first.meta["anchor"] == "anchor 8"
+    assert drain(reopened) == [f"u{i}" for i in range(7, -1, -1)]
+
+
+def test_disk_queue_keeps_fifo_ties_across_reopen(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("bfs", key)
+    for name in ["a", "b"]:
+        queue.push(req(name, depth=1))
+    state = queue.close()
+    reopened = make_queue("bfs", key, state)
+    reopened.push(req("c", depth=1))
+    assert drain(reopened) == ["a", "b", "c"]

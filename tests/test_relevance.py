@@ -1,0 +1,470 @@
+"""The relevance model: ranking, refits with a frozen dictionary, threads, persistence, speed."""
+
+from __future__ import annotations
+
+import math
+import random
+import threading
+import time
+from dataclasses import astuple
+from pathlib import Path
+
+import pytest
+from scrapy.settings import Settings
+
+from focused.relevance import RelevanceModel, Scores
+from focused.text import tokenize
+
+QUERY = "birds bird migration nesting ornithology"
+
+BIRD_SENTENCES = [
+    "Swallows and swifts migrate thousands of kilometres each autumn to winter in Africa.",
+    "The robin defends its territory with song, even through the winter months.",
+    "Birdwatchers count nests, eggs and chicks in spring to follow breeding success.",
+    "Ornithologists ring birds so that recoveries reveal their migration routes.",
+    "Owls hunt at night; their soft feathers make their flight almost silent.",
+    "Woodpeckers drum on dead trees and excavate nesting holes with strong beaks.",
+    "Many warblers look alike, and birders tell them apart by their song.",
+    "The female thrush builds a cup-shaped nest of grass lined with mud.",
+    "Geese fly in a V formation, taking turns to lead the flock on migration.",
+    "Plumage moults once or twice a year, and some birds grow breeding feathers.",
+    "Seabirds such as gannets nest in dense colonies on cliffs above the sea.",
+    "Feeding birds in the garden helps finches and tits survive cold winters.",
+]
+RAILWAY_SENTENCES = [
+    "The locomotive pulled twelve carriages out of the station on time.",
+    "Signals and timetables keep trains safely apart on a busy main line.",
+    "Electric trains draw current from overhead lines through a pantograph.",
+    "Diesel engines still haul freight wagons on rural branch lines.",
+    "The railway company ordered new rolling stock for its commuter services.",
+    "Passengers changed trains at the junction for the coastal line.",
+    "Track maintenance crews replaced sleepers and rails over the weekend.",
+    "High speed rail links cities faster than flying for journeys under four hours.",
+    "The steam railway museum restored a tank engine built in 1910.",
+    "Freight terminals load containers from ships onto long trains.",
+    "A level crossing closed its barriers as the express approached.",
+    "The timetable change added late evening trains to the suburban network.",
+]
+COOKING_SENTENCES = [
+    "Soften the onions in butter before toasting the rice for the risotto.",
+    "Add the stock one ladle at a time and stir until the rice is creamy.",
+    "Season the soup with salt, pepper and a squeeze of lemon juice.",
+    "Knead the dough for ten minutes, then let the bread rise until doubled.",
+    "Roast the vegetables in a hot oven with olive oil and rosemary.",
+    "Whisk the eggs with sugar until pale, then fold in the flour for the cake.",
+    "Simmer the tomato sauce gently with garlic and fresh basil leaves.",
+    "Marinate the chicken overnight in yoghurt, garlic and spices before grilling.",
+    "Caramelise the sugar in a heavy pan and pour it over the custard.",
+    "Chop the herbs finely and stir them into the salad dressing.",
+    "Bake the pastry blind before adding the filling to the tart.",
+    "Grate parmesan over the pasta and serve it with a green salad.",
+]
+# Vocabulary none of the above pages use: it only reaches the model in later pages.
+ASTRONOMY_SENTENCES = [
+    "The telescope resolved the spiral galaxy into clusters of young stars.",
+    "Astronomers measured the redshift of distant quasars with a spectrograph.",
+    "A comet's nucleus sheds gas and dust as it nears perihelion.",
+    "Exoplanets are detected by the dimming of their host star during transits.",
+    "The nebula glows with hydrogen ionised by hot massive stars.",
+    "Observatories on high mountains avoid atmospheric turbulence and light pollution.",
+]
+
+ON_TOPIC = (
+    "Each spring the cliffs fill with nesting seabirds. Birders watch puffins carry fish to "
+    "their chicks, while swallows return from migration to nest under the eaves. Ringing "
+    "studies show that many birds come back to the very nest site they used the year before."
+)
+RAILWAY_TEXT = (
+    "The new timetable runs an express train every half hour between the two cities. "
+    "Electric locomotives replaced the diesel engines on the main line, and the station "
+    "was rebuilt with longer platforms for twelve-carriage trains."
+)
+COOKING_TEXT = (
+    "For a weeknight dinner, fry garlic in olive oil, add chopped tomatoes and simmer the "
+    "sauce for twenty minutes. Toss it with the pasta, grate parmesan on top and serve with "
+    "a salad dressed with lemon juice."
+)
+OFF_TOPIC = (RAILWAY_TEXT, COOKING_TEXT)
+UNSEEN_WORDS = "zorblax quintessor flumptic yarrowgate snerdlings"
+
+
+def pages(sentences: list[str], count: int, rng: random.Random) -> list[str]:
+    """Fake pages: a handful of sentences on one subject, in random order."""
+    return [" ".join(rng.sample(sentences, 5)) for _ in range(count)]
+
+
+def crawl_buffer(seed: int = 0, per_topic: int = 40) -> list[str]:
+    rng = random.Random(seed)
+    docs = [
+        *pages(BIRD_SENTENCES, per_topic, rng),
+        *pages(RAILWAY_SENTENCES, per_topic, rng),
+        *pages(COOKING_SENTENCES, per_topic, rng),
+    ]
+    rng.shuffle(docs)
+    return docs
+
+
+def fitted_model(**kwargs) -> RelevanceModel:
+    model = RelevanceModel(QUERY, **kwargs)
+    for doc in crawl_buffer():
+        model.observe(doc)
+    model.refit()
+    return model
+
+
+def assert_valid(scores: Scores) -> None:
+    for value in (scores.tfidf, scores.lsi, scores.combined):
+        assert math.isfinite(value)
+        assert 0.0 <= value <= 1.0
+
+
+def assert_ranks_on_topic_first(model: RelevanceModel) -> None:
+    on = model.score(ON_TOPIC)
+    assert_valid(on)
+    for text in OFF_TOPIC:
+        off = model.score(text)
+        assert_valid(off)
+        assert on.tfidf > off.tfidf
+        assert on.lsi > off.lsi
+        assert on.combined > off.combined
+
+
+# -- tokenizer -------------------------------------------------------------------------------
+
+
+def test_tokenize_drops_stopwords_numbers_short_tokens_and_underscores() -> None:
+    tokens = tokenize("The 2 Swallows_and_SWIFTS of 1999 flew over MP3 players, a x!")
+    assert tokens == ["swallows", "swifts", "flew", "mp3", "players"]
+
+
+def test_tokenize_is_unicode_aware() -> None:
+    # decomposed and precomposed accents are one term; combining marks do not split words
+    assert tokenize("Café cafe\u0301 NAÏVE") == ["café", "café", "naïve"]
+    assert tokenize("हिन्दी भाषा ภาษาไทย Straße") == ["हिन्दी", "भाषा", "ภาษาไทย", "straße"]
+    assert tokenize("") == []
+
+
+# -- ranking ---------------------------------------------------------------------------------
+
+
+def test_on_topic_ranks_first_before_any_fit() -> None:
+    model = RelevanceModel(QUERY)
+    assert_ranks_on_topic_first(model)
+    # no LSI space yet: lsi falls back to tfidf
+    scores = model.score(ON_TOPIC)
+    assert scores.lsi == scores.tfidf == scores.combined
+
+
+def test_on_topic_ranks_first_after_refits() -> None:
+    model = fitted_model(num_topics=10)
+    assert_ranks_on_topic_first(model)
+    scores = model.score(ON_TOPIC)
+    assert scores.lsi != scores.tfidf  # the LSI space is in use
+    # a second round of pages and a second refit keep the ranking
+    for doc in crawl_buffer(seed=1):
+        model.observe(doc)
+    model.refit()
+    assert_ranks_on_topic_first(model)
+
+
+@pytest.mark.parametrize("fit", [False, True], ids=["bootstrap", "fitted"])
+def test_words_outside_the_dictionary_dilute_a_page(fit: bool) -> None:
+    """Words the model has not seen yet get no dimension, but must still count in a page."""
+    model = fitted_model(num_topics=10) if fit else RelevanceModel(QUERY)
+    short = model.score("Bird migration in autumn.")
+    long = model.score("Bird migration in autumn. " + " ".join([UNSEEN_WORDS] * 5))
+    assert 0.0 < long.tfidf < short.tfidf / 2
+    assert 0.0 < long.lsi < short.lsi / 2
+
+
+# -- refits and the frozen dictionary -------------------------------------------------------
+
+
+def test_refit_with_new_vocabulary_keeps_scores_valid() -> None:
+    model = fitted_model(num_topics=10)
+    rng = random.Random(2)
+    # words no earlier page used, observed but not in the dictionary until the next refit
+    astronomy = " ".join(ASTRONOMY_SENTENCES[:2])
+    for doc in pages(ASTRONOMY_SENTENCES, 40, rng):
+        model.observe(doc)
+    before = model.score(astronomy)
+    assert_valid(before)
+    assert before.combined == 0.0
+    assert model.score_texts([astronomy, "telescope " + ON_TOPIC]) == [
+        0.0,
+        pytest.approx(model.score("telescope " + ON_TOPIC).combined),
+    ]
+
+    model.refit()
+    for text in (astronomy, ON_TOPIC, *OFF_TOPIC, ON_TOPIC + " " + astronomy):
+        assert_valid(model.score(text))
+    assert_ranks_on_topic_first(model)
+    assert model.score(ON_TOPIC).combined > model.score(astronomy).combined
+    # words no page ever contained score exactly 0, in every space and in batches
+    assert model.score(UNSEEN_WORDS) == Scores(0.0, 0.0, 0.0)
+    assert model.score_texts([UNSEEN_WORDS, "", UNSEEN_WORDS]) == [0.0, 0.0, 0.0]
+
+
+def test_lsi_needs_a_few_documents() -> None:
+    model = RelevanceModel(QUERY, num_topics=50)
+    model.refit()  # the topic alone: one document, no LSI
+    scores = model.score(ON_TOPIC)
+    assert_valid(scores)
+    assert scores.lsi == scores.tfidf > 0.0
+    model.observe(BIRD_SENTENCES[0] + " " + BIRD_SENTENCES[1])
+    model.observe(RAILWAY_TEXT)
+    model.refit()  # three documents: LSI with min(50, 3 - 1) = 2 topics
+    assert_ranks_on_topic_first(model)
+    assert model.score(ON_TOPIC).lsi != model.score(ON_TOPIC).tfidf
+
+
+def test_empty_topic_scores_zero() -> None:
+    model = RelevanceModel("")
+    assert model.score(ON_TOPIC) == Scores(0.0, 0.0, 0.0)
+    for doc in crawl_buffer(per_topic=3):
+        model.observe(doc)
+    model.refit()
+    assert model.score(ON_TOPIC) == Scores(0.0, 0.0, 0.0)
+    assert model.score_texts(["", ON_TOPIC]) == [0.0, 0.0]
+
+
+def test_refit_due_counts_observed_pages() -> None:
+    model = RelevanceModel(QUERY, refit_every=5, max_docs=8)
+    for doc in crawl_buffer()[:4]:
+        model.observe(doc)
+    assert not model.refit_due
+    model.observe(RAILWAY_TEXT)
+    assert model.refit_due
+    model.refit()
+    assert not model.refit_due
+    for doc in crawl_buffer()[:20]:  # the buffer keeps only max_docs pages
+        model.observe(doc)
+    assert model.refit_due
+    model.refit()
+    assert_ranks_on_topic_first(model)
+
+
+# -- the topic -------------------------------------------------------------------------------
+
+SEED = (
+    "Albatrosses are large seabirds of the Southern Ocean. An albatross glides for hours on "
+    "long narrow wings and may circle Antarctica; petrels and shearwaters share its tubenose "
+    "bill and its habit of nesting on remote islands."
+)
+LIKE_SEED = "The wandering albatross, like other petrels and shearwaters, glides on long wings."
+
+
+def test_add_topic_text_before_any_fit() -> None:
+    model = RelevanceModel(QUERY)
+    before = model.score(LIKE_SEED)
+    model.add_topic_text(SEED)
+    after = model.score(LIKE_SEED)
+    assert after.tfidf > before.tfidf
+    assert after.combined > before.combined
+    assert_ranks_on_topic_first(model)
+
+
+def test_add_topic_text_after_a_fit() -> None:
+    model = RelevanceModel(QUERY, num_topics=10)
+    docs = crawl_buffer()
+    rng = random.Random(3)
+    for doc in docs:
+        model.observe(doc)
+    # the seed's words are known: some crawled pages mention albatrosses
+    for _ in range(5):
+        model.observe(SEED + " " + " ".join(rng.sample(BIRD_SENTENCES, 3)))
+    model.refit()
+    before = model.score(LIKE_SEED)
+    model.add_topic_text(SEED)
+    after = model.score(LIKE_SEED)
+    assert after.tfidf > before.tfidf
+    assert after.lsi > before.lsi
+    assert after.combined > before.combined
+    assert_ranks_on_topic_first(model)
+
+
+def test_words_of_a_seed_added_after_a_fit_join_at_the_next_refit() -> None:
+    model = fitted_model(num_topics=10)
+    model.add_topic_text(SEED)
+    assert model.score("albatross tubenose").combined == 0.0  # unseen at the last fit
+    model.refit()
+    assert model.score("albatross tubenose").combined > 0.0
+
+
+# -- batches ---------------------------------------------------------------------------------
+
+SHORT_TEXTS = [
+    "",
+    "   ",
+    "--- | ---",
+    "Home",
+    "Bird migration",
+    "Next train times",
+    "Recipes",
+    "Bird migration",
+    "nesting seabirds on the cliffs",
+    UNSEEN_WORDS,
+    ON_TOPIC,
+    "Home",
+]
+
+
+@pytest.mark.parametrize("fit", [False, True], ids=["bootstrap", "fitted"])
+def test_score_texts_agrees_with_score(fit: bool) -> None:
+    model = fitted_model(num_topics=10) if fit else RelevanceModel(QUERY)
+    expected = [model.score(text).combined for text in SHORT_TEXTS]
+    assert model.score_texts(SHORT_TEXTS) == pytest.approx(expected, abs=1e-12)
+    assert model.score_texts(SHORT_TEXTS) == pytest.approx(expected, abs=1e-12)  # cached
+    assert model.score_texts([]) == []
+    for text, value in zip(SHORT_TEXTS[:4], model.score_texts(SHORT_TEXTS[:4]), strict=True):
+        assert value == 0.0, text
+    assert model.score_texts(["Bird migration"])[0] > model.score_texts(["Next train times"])[0]
+
+
+def test_score_texts_cache_does_not_outlive_a_refit() -> None:
+    model = RelevanceModel(QUERY, num_topics=10)
+    stale = model.score_texts(SHORT_TEXTS)
+    for doc in crawl_buffer():
+        model.observe(doc)
+    model.refit()
+    fresh = [model.score(text).combined for text in SHORT_TEXTS]
+    assert fresh != pytest.approx(stale)
+    assert model.score_texts(SHORT_TEXTS) == pytest.approx(fresh, abs=1e-12)
+    model.add_topic_text(SEED)
+    assert model.score_texts([LIKE_SEED]) == [pytest.approx(model.score(LIKE_SEED).combined)]
+
+
+# -- threads ---------------------------------------------------------------------------------
+
+
+def test_refit_in_a_thread_while_scoring() -> None:
+    model = RelevanceModel(QUERY, num_topics=20)
+    for doc in crawl_buffer(per_topic=100):
+        model.observe(doc)
+    errors: list[Exception] = []
+
+    def refit() -> None:
+        try:
+            model.refit()
+        except Exception as error:  # reported by the assertion below
+            errors.append(error)
+
+    thread = threading.Thread(target=refit)
+    thread.start()
+    calls = 0
+    while thread.is_alive() or calls < 20:
+        assert_valid(model.score(ON_TOPIC))
+        assert_valid(model.score(RAILWAY_TEXT))
+        for value in model.score_texts(SHORT_TEXTS):
+            assert 0.0 <= value <= 1.0
+        model.observe(COOKING_TEXT)  # the reactor keeps feeding pages during the fit
+        calls += 1
+    thread.join()
+    assert not errors
+    assert model.score(ON_TOPIC).lsi != model.score(ON_TOPIC).tfidf  # the new snapshot is in
+    assert_ranks_on_topic_first(model)
+
+
+# -- persistence and settings ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fit", [False, True], ids=["bootstrap", "fitted"])
+def test_save_load_round_trip(tmp_path: Path, fit: bool) -> None:
+    model = fitted_model(num_topics=10, threshold=0.2) if fit else RelevanceModel(QUERY)
+    model.add_topic_text(SEED)
+    model.observe(RAILWAY_TEXT)
+    model.save(tmp_path / "model")
+    loaded = RelevanceModel.load(tmp_path / "model")
+    texts = [ON_TOPIC, *OFF_TOPIC, LIKE_SEED, UNSEEN_WORDS, ""]
+    assert [loaded.score(t) for t in texts] == [model.score(t) for t in texts]
+    assert loaded.score_texts(SHORT_TEXTS) == model.score_texts(SHORT_TEXTS)
+    assert loaded.threshold == model.threshold
+    assert loaded.refit_due == model.refit_due
+    # the loaded model goes on learning the same way (up to BLAS rounding)
+    model.refit()
+    loaded.refit()
+    for text in texts:
+        assert astuple(loaded.score(text)) == pytest.approx(astuple(model.score(text)), abs=1e-9)
+
+
+def test_is_relevant_uses_the_threshold() -> None:
+    model = RelevanceModel(QUERY, threshold=0.3)
+    assert model.is_relevant(Scores(0.0, 0.0, 0.3))
+    assert model.is_relevant(Scores(0.1, 0.9, 0.5))
+    assert not model.is_relevant(Scores(0.9, 0.9, 0.2999))
+    lenient = RelevanceModel(QUERY, threshold=0.0)
+    assert lenient.is_relevant(lenient.score(RAILWAY_TEXT))
+
+
+def test_from_settings() -> None:
+    settings = Settings(
+        {
+            "RELEVANCE_THRESHOLD": "0.25",
+            "RELEVANCE_NUM_TOPICS": "7",
+            "RELEVANCE_REFIT_EVERY": "3",
+            "RELEVANCE_MAX_DOCS": "10",
+            "RELEVANCE_LSI_WEIGHT": "0",
+        }
+    )
+    model = RelevanceModel.from_settings(QUERY, settings)
+    assert (model.threshold, model.num_topics, model.refit_every, model.max_docs) == (
+        0.25,
+        7,
+        3,
+        10,
+    )
+    assert model.lsi_weight == 0.0
+    for doc in crawl_buffer()[:3]:
+        model.observe(doc)
+    assert model.refit_due
+    model.refit()
+    scores = model.score(ON_TOPIC)
+    assert scores.combined == scores.tfidf  # lsi_weight 0
+    defaults = RelevanceModel.from_settings(QUERY, Settings())
+    assert (defaults.threshold, defaults.num_topics, defaults.lsi_weight) == (0.15, 50, 0.5)
+
+
+def test_rejects_bad_parameters() -> None:
+    with pytest.raises(ValueError):
+        RelevanceModel(QUERY, lsi_weight=1.5)
+    with pytest.raises(ValueError):
+        RelevanceModel(QUERY, num_topics=0)
+
+
+# -- cost ------------------------------------------------------------------------------------
+
+
+def cpu_ms(function, repeat: int) -> float:
+    started = time.process_time()
+    for _ in range(repeat):
+        function()
+    return (time.process_time() - started) / repeat * 1000
+
+
+def test_report_scoring_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    """Print the CPU cost of scoring (not asserted: it depends on the machine)."""
+    rng = random.Random(4)
+    sentences = BIRD_SENTENCES + RAILWAY_SENTENCES + COOKING_SENTENCES + ASTRONOMY_SENTENCES
+    page = " ".join(rng.choices(sentences, k=80))[:5000]
+    anchors = [" ".join(rng.sample(s.split(), 3)) for s in rng.choices(sentences, k=300)]
+    contexts = [" ".join(rng.choices(sentences, k=5))[:400] for _ in range(300)]
+    model = RelevanceModel(QUERY, num_topics=50)
+    lines = [f"5 KB page, bootstrap model: {cpu_ms(lambda: model.score(page), 200):.3f} ms CPU"]
+    model = fitted_model(num_topics=50)
+    lines.append(f"5 KB page, fitted model: {cpu_ms(lambda: model.score(page), 200):.3f} ms CPU")
+
+    def uncached(texts: list[str], repeat: int) -> list[list[str]]:
+        # a number is not a token: same scores, but a new string the cache has not seen
+        return [[f"{text} {i}" for text in texts] for i in range(repeat)]
+
+    runs = iter(uncached(anchors, 20) + uncached(contexts, 20))
+    lines.append(f"300 anchors: {cpu_ms(lambda: model.score_texts(next(runs)), 20):.3f} ms CPU")
+    lines.append(
+        f"300 contexts of 400 chars: {cpu_ms(lambda: model.score_texts(next(runs)), 20):.3f} ms CPU"
+    )
+    model.score_texts(anchors)
+    lines.append(
+        f"300 anchors, cached: {cpu_ms(lambda: model.score_texts(anchors), 50):.3f} ms CPU"
+    )
+    with capsys.disabled():
+        print("\n" + "\n".join(f"  relevance cost: {line}" for line in lines))

@@ -1,0 +1,90 @@
+"""JOBDIR pause and resume: Ctrl-C, start again, nothing fetched twice, the crawl completes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections import Counter
+
+from focused.replayweb import ReplayServer
+from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, Crawl, crawl_args, crawl_env, scrapy_command
+
+
+def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
+    log = tmp_path / "access.log"
+    server = ReplayServer(sample_graph, delay=0.03, log_path=log).start()
+    try:
+        db = tmp_path / "focused.sqlite3"
+        arguments = {
+            "strategy": "bestfirst",
+            "query": BIRD_QUERY,
+            "seeds": f"{server.url}/wiki/{BIRD_SEED}",
+        }
+        settings = {
+            "FOCUSED_DB": db,
+            "JOBDIR": tmp_path / "job",
+            "CONCURRENT_REQUESTS": 4,
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            "LOG_LEVEL": "INFO",
+        }
+        command = scrapy_command(*crawl_args(arguments, settings))
+        first = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=crawl_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while len(server.fetched) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(server.fetched) >= 40, "the first run did not get going"
+        first.send_signal(signal.SIGINT)
+        _, stderr = first.communicate(timeout=60)
+        assert first.returncode == 0, stderr[-3000:]
+        assert "shutdown" in stderr
+        fetched_first = [p for p in server.fetched if p.startswith("/wiki/")]
+        crawl_id = _crawl_id_of(tmp_path / "job")
+        paused = Crawl(None, db, crawl_id)
+        assert paused.crawl_record()["status"] == "interrupted"
+        assert len(paused.pages()) == len(fetched_first)
+
+        second = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=240
+        )
+        assert second.returncode == 0, second.stderr[-3000:]
+        assert "Resuming crawl" in second.stderr
+    finally:
+        server.stop()
+
+    fetched = [p for p in server.fetched if p.startswith("/wiki/")]
+    assert len(fetched) > len(fetched_first)
+    counts = Counter(fetched)
+    assert max(counts.values()) == 1, [p for p, n in counts.items() if n > 1]
+    resumed = Crawl(second, db, crawl_id)
+    pages = resumed.pages()
+    assert len(pages) == len(fetched)
+    assert sorted(p["fetch_order"] for p in pages) == list(range(1, len(pages) + 1))
+    record = resumed.crawl_record()
+    assert record["status"] == "finished"
+    assert record["pages"] == len(pages)
+    # The whole part of the sample reachable from the seed was crawled.
+    assert len(pages) == len(_reachable(sample_graph, BIRD_SEED))
+
+
+def _crawl_id_of(jobdir) -> str:
+    import json
+
+    return json.loads((jobdir / "focused.json").read_text())["crawl_id"]
+
+
+def _reachable(graph, seed: str) -> set[str]:
+    seen, todo = {seed}, [seed]
+    while todo:
+        for target in graph.links[todo.pop()]:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen

@@ -1,0 +1,795 @@
+"""The stores (SQLite, and MongoDB through mongomock or a real server) and the two pipelines.
+
+Set FOCUSED_TEST_MONGO_URI (e.g. mongodb://127.0.0.1:27017) to also run against a real MongoDB;
+each such test uses a database of its own and drops it afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sqlite3
+import time
+import uuid
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import mongomock
+import pymongo
+import pytest
+import scrapy
+from scrapy import signals
+from scrapy.exceptions import DropItem, ScrapyDeprecationWarning
+from scrapy.pipelines import ItemPipelineManager
+from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
+
+from focused.items import PageItem
+from focused.storage import (
+    CRAWL_FIELDS,
+    PAGE_FIELDS,
+    MongoStore,
+    SqliteStore,
+    Store,
+    StoreError,
+    open_store,
+)
+from pipelines.relevance import RelevancePipeline
+from pipelines.storage import STORE_UNREACHABLE, StoragePipeline, crawl_status
+
+REAL_MONGO_URI = os.environ.get("FOCUSED_TEST_MONGO_URI")
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Stand-in for focused.relevance.Scores (which needs gensim)."""
+
+    tfidf: float
+    lsi: float
+    combined: float
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mongo_client(monkeypatch: pytest.MonkeyPatch) -> mongomock.MongoClient:
+    """A fresh in-memory MongoDB.
+
+    mongomock 4.3 predates pymongo 4.20, whose ReplaceOne passes ``sort`` to the bulk builder;
+    mongomock's builder does not take it, so accept and check it here.
+    """
+    builder = mongomock.collection.BulkOperationBuilder
+    add_replace = builder.add_replace
+
+    def add_replace_with_sort(self, selector, doc, upsert, collation=None, hint=None, sort=None):
+        assert sort is None
+        return add_replace(self, selector, doc, upsert, collation=collation, hint=hint)
+
+    monkeypatch.setattr(builder, "add_replace", add_replace_with_sort)
+    return mongomock.MongoClient()
+
+
+def make_store(backend: str, tmp_path, mongo_client) -> Store:
+    if backend == "sqlite":
+        return SqliteStore(tmp_path / "new" / "dir" / "test.sqlite3")
+    return MongoStore("mongodb://mongomock", "focused_test", client=mongo_client)
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def store(request, tmp_path, mongo_client):
+    store = make_store(request.param, tmp_path, mongo_client)
+    yield store
+    store.close()
+
+
+def crawl_record(crawl_id: str = "c1", started_at: str = "2024-05-01T10:00:00+00:00") -> dict:
+    return {
+        "crawl_id": crawl_id,
+        "query": "birds nest eggs",
+        "strategy": "bestfirst",
+        "params": {"max_depth": 5, "weights": [0.5, 0.5], "nested": {"a": None}},
+        "seeds": ["http://a.test/", "http://b.test/"],
+        "started_at": started_at,
+    }
+
+
+def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
+    record = {
+        "crawl_id": crawl_id,
+        "url": url,
+        "title": f"title of {url}",
+        "text": "some words",
+        "level": 1,
+        "parent_url": "http://a.test/",
+        "anchor": "a link",
+        "link_relevance": 0.25,
+        "tfidf": 0.5,
+        "lsi": 0.25,
+        "relevance": 0.375,
+        "is_relevant": True,
+        "strategy": "bestfirst",
+        "fetch_order": 1,
+        "fetched_at": "2024-05-01T10:00:01+00:00",
+        "status": 200,
+    }
+    record.update(fields)
+    return record
+
+
+# -- the checks, shared by the mongomock/SQLite tests and the real-MongoDB ones ----------------
+
+
+def check_round_trip(store: Store) -> None:
+    store.start_crawl(crawl_record())
+    started = store.get_crawl("c1")
+    assert started == {
+        **crawl_record(),
+        "finished_at": None,
+        "status": "running",
+        "finish_reason": None,
+        "pages": None,
+        "relevant": None,
+        "harvest_rate": None,
+    }
+    assert list(started) == list(CRAWL_FIELDS)
+
+    seed = page(
+        "http://a.test/", level=0, parent_url=None, anchor=None, link_relevance=None, fetch_order=0
+    )
+    pages = [seed, page("http://a.test/x", fetch_order=2), page("http://b.test/y", fetch_order=3)]
+    store.save_pages(pages)
+    store.finish_crawl(
+        "c1",
+        finished_at="2024-05-01T11:00:00+00:00",
+        status="finished",
+        finish_reason="closespider_pagecount",
+        pages=3,
+        relevant=3,
+        harvest_rate=1.0,
+    )
+
+    finished = store.get_crawl("c1")
+    assert finished == {
+        **crawl_record(),
+        "finished_at": "2024-05-01T11:00:00+00:00",
+        "status": "finished",
+        "finish_reason": "closespider_pagecount",
+        "pages": 3,
+        "relevant": 3,
+        "harvest_rate": 1.0,
+    }
+    stored = store.pages("c1", order="fetch_order")
+    assert stored == pages
+    assert all(list(record) == list(PAGE_FIELDS) for record in stored)
+    assert store.get_crawl("nope") is None
+    assert store.pages("nope") == []
+
+
+def check_upsert_idempotent(store: Store) -> None:
+    store.save_pages([page("http://a.test/x", title="old", relevance=0.1, is_relevant=False)])
+    store.save_pages([page("http://a.test/x", title="old", relevance=0.1, is_relevant=False)])
+    store.save_pages([page("http://a.test/x", title="new", relevance=0.9, is_relevant=True)])
+    # the same page twice in one batch: the later one wins
+    store.save_pages(
+        [page("http://a.test/y", title="first"), page("http://a.test/y", title="last")]
+    )
+    # the same url in another crawl is another page
+    store.save_pages([page("http://a.test/x", crawl_id="c2", title="other crawl")])
+
+    assert [(p["url"], p["title"]) for p in store.pages("c1", order="fetch_order")] == [
+        ("http://a.test/x", "new"),
+        ("http://a.test/y", "last"),
+    ]
+    assert store.pages("c1", relevant_only=True, order="fetch_order")[0]["relevance"] == 0.9
+    assert [p["title"] for p in store.pages("c2")] == ["other crawl"]
+
+
+def check_crawls_newest_first(store: Store) -> None:
+    assert store.crawls() == []
+    assert store.latest_crawl_id() is None
+    store.start_crawl(crawl_record("middle", "2024-05-02T00:00:00+00:00"))
+    store.start_crawl(crawl_record("newest", "2024-05-03T00:00:00+00:00"))
+    store.start_crawl(crawl_record("oldest", "2024-05-01T00:00:00+00:00"))
+    assert [c["crawl_id"] for c in store.crawls()] == ["newest", "middle", "oldest"]
+    assert store.latest_crawl_id() == "newest"
+    # starting a crawl again (a resumed JOBDIR crawl) replaces its record: one record, running
+    store.finish_crawl("middle", status="interrupted", finish_reason="shutdown", pages=7)
+    store.start_crawl(crawl_record("middle", "2024-05-04T00:00:00+00:00"))
+    assert [c["crawl_id"] for c in store.crawls()] == ["middle", "newest", "oldest"]
+    again = store.get_crawl("middle")
+    assert (again["status"], again["finish_reason"], again["pages"]) == ("running", None, None)
+
+
+# -- both backends ---------------------------------------------------------------------------
+
+
+def test_round_trip(store):
+    check_round_trip(store)
+
+
+def test_upsert_is_idempotent(store):
+    check_upsert_idempotent(store)
+
+
+def test_crawls_newest_first_and_latest(store):
+    check_crawls_newest_first(store)
+
+
+def test_page_filters_and_orders(store):
+    store.save_pages(
+        [
+            page("http://t/1", relevance=0.9, is_relevant=True, level=0, fetch_order=3),
+            page("http://t/2", relevance=0.1, is_relevant=False, level=1, fetch_order=1),
+            page("http://t/3", relevance=0.5, is_relevant=True, level=1, fetch_order=2),
+            page("http://t/4", relevance=0.5, is_relevant=True, level=2, fetch_order=0),
+            page("http://t/5", relevance=None, is_relevant=None, level=2, fetch_order=4),
+            page("http://t/other", crawl_id="c2", relevance=1.0),
+        ]
+    )
+
+    def urls(**filters: Any) -> list[str]:
+        return [p["url"].rsplit("/", 1)[1] for p in store.pages("c1", **filters)]
+
+    # ties on relevance go by fetch order; unscored pages come last
+    assert urls() == ["1", "4", "3", "2", "5"]
+    assert urls(order="fetch_order") == ["4", "2", "3", "1", "5"]
+    assert urls(min_relevance=0.5) == ["1", "4", "3"]
+    assert urls(level=1) == ["3", "2"]
+    assert urls(level=0) == ["1"]
+    assert urls(relevant_only=True) == ["1", "4", "3"]
+    assert urls(relevant_only=True, level=2, order="fetch_order") == ["4"]
+    assert urls(limit=2) == ["1", "4"]
+    assert urls(min_relevance=0.2, limit=1, order="fetch_order") == ["4"]
+    assert urls(min_relevance=0.95) == []
+    with pytest.raises(ValueError, match="order"):
+        store.pages("c1", order="random")
+    with pytest.raises(ValueError, match="limit"):
+        store.pages("c1", limit=0)
+
+
+def test_values_are_coerced_to_the_record_types(store):
+    """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
+
+    class Float(float):
+        pass
+
+    record = crawl_record()
+    record["seeds"] = ("http://a.test/",)
+    store.start_crawl(record)
+    store.save_pages([page("http://a.test/", relevance=1, tfidf=Float(0.5), is_relevant=1)])
+    store.finish_crawl("c1", pages=1, relevant=1, harvest_rate=1)
+    crawl = store.get_crawl("c1")
+    assert crawl["seeds"] == ["http://a.test/"]
+    assert type(crawl["harvest_rate"]) is float
+    assert crawl["finished_at"] and crawl["status"] == "finished"  # the defaults
+    [stored] = store.pages("c1")
+    assert type(stored["relevance"]) is float and stored["relevance"] == 1.0
+    assert type(stored["tfidf"]) is float
+    assert stored["is_relevant"] is True
+
+
+def test_bad_records_and_fields_are_refused(store):
+    with pytest.raises(ValueError, match="url"):
+        store.save_pages([page("")])
+    with pytest.raises(ValueError, match="crawl_id"):
+        store.start_crawl({"query": "no id"})
+    with pytest.raises(TypeError, match="query"):
+        store.finish_crawl("c1", query="not a finish field")
+    with pytest.raises(ValueError, match="status"):
+        store.finish_crawl("c1", status="done")
+    store.save_pages([])  # nothing to do is fine
+
+
+def test_both_backends_give_identical_records(tmp_path, mongo_client):
+    records = {}
+    for backend in ("sqlite", "mongo"):
+        store = make_store(backend, tmp_path, mongo_client)
+        store.start_crawl(crawl_record())
+        store.save_pages([page("http://a.test/", parent_url=None, relevance=1), page("http://b/")])
+        store.finish_crawl("c1", finished_at="2024-05-02T00:00:00+00:00", pages=2, relevant=1)
+        records[backend] = (store.crawls(), store.pages("c1"), store.latest_crawl_id())
+        store.close()
+
+    def shape(value: Any) -> Any:
+        if isinstance(value, dict):
+            return [(key, shape(item)) for key, item in value.items()]
+        if isinstance(value, (list, tuple)):
+            return [shape(item) for item in value]
+        return type(value).__name__
+
+    assert records["sqlite"] == records["mongo"]
+    assert shape(records["sqlite"]) == shape(records["mongo"])
+    assert "_id" not in records["mongo"][1][0]
+
+
+# -- SQLite specifics ------------------------------------------------------------------------
+
+
+def test_sqlite_schema(tmp_path):
+    path = tmp_path / "deep" / "er" / "focused.sqlite3"
+    SqliteStore(path).close()
+    SqliteStore(path).close()  # opening an existing file again is fine
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        columns = {
+            table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            for table in ("pages", "crawls")
+        }
+        indexes = {
+            row[1]: [col[2] for col in conn.execute(f"PRAGMA index_info({row[1]})")]
+            for row in conn.execute("PRAGMA index_list(pages)")
+        }
+    finally:
+        conn.close()
+    assert columns == {"pages": list(PAGE_FIELDS), "crawls": list(CRAWL_FIELDS)}
+    assert sorted(indexes.values()) == [
+        ["crawl_id", "level"],
+        ["crawl_id", "relevance"],
+        ["crawl_id", "url"],
+    ]
+
+
+def test_sqlite_unopenable_path_is_a_store_error(tmp_path):
+    (tmp_path / "a_file").write_text("not a directory")
+    with pytest.raises(StoreError) as caught:
+        SqliteStore(tmp_path / "a_file" / "focused.sqlite3")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"SQLite store at {tmp_path / 'a_file'}")
+
+
+# -- MongoDB specifics -----------------------------------------------------------------------
+
+
+def test_mongo_indexes(mongo_client):
+    MongoStore("mongodb://mongomock", "focused_idx", client=mongo_client).close()
+    db = mongo_client["focused_idx"]
+    pages = {
+        tuple(index["key"].items()): index.get("unique", False) for index in db.pages.list_indexes()
+    }
+    crawls = {
+        tuple(index["key"].items()): index.get("unique", False)
+        for index in db.crawls.list_indexes()
+    }
+    assert pages[(("crawl_id", 1), ("url", 1))] is True
+    assert (("crawl_id", 1), ("relevance", 1)) in pages
+    assert (("crawl_id", 1), ("level", 1)) in pages
+    assert crawls[(("crawl_id", 1),)] is True
+
+
+def test_unreachable_mongo_fails_fast_with_one_line(tmp_path):
+    started = time.monotonic()
+    with pytest.raises(StoreError) as caught:
+        open_store({"MONGO_URI": "mongodb://focused:s3cret@127.0.0.1:1", "MONGO_TIMEOUT_MS": 200})
+    assert time.monotonic() - started < 3
+    message = str(caught.value)
+    assert "\n" not in message and len(message) < 300, message
+    assert "127.0.0.1:1" in message and "200 ms" in message
+    assert "s3cret" not in message
+
+
+def test_malformed_mongo_uri_is_a_store_error():
+    with pytest.raises(StoreError, match="invalid"):
+        MongoStore("mongodb://user:p@ss@host:port", "focused", timeout_ms=200)
+
+
+# -- open_store ------------------------------------------------------------------------------
+
+
+def test_open_store_picks_mongo_when_mongo_uri_is_set(monkeypatch, mongo_client):
+    calls = []
+
+    def fake_client(uri: str, **options: Any) -> mongomock.MongoClient:
+        calls.append((uri, options))
+        return mongo_client
+
+    monkeypatch.setattr(pymongo, "MongoClient", fake_client)
+    settings = Settings({"MONGO_URI": "mongodb://db.test:27017", "MONGO_TIMEOUT_MS": "1234"})
+    store = open_store(settings)
+    assert isinstance(store, MongoStore)
+    assert calls == [("mongodb://db.test:27017", {"serverSelectionTimeoutMS": 1234})]
+    store.start_crawl(crawl_record())
+    assert mongo_client["focused"]["crawls"].count_documents({}) == 1  # the default database
+    store.close()
+
+    store = open_store({"MONGO_URI": "mongodb://db.test", "MONGO_DATABASE": "other"})
+    store.start_crawl(crawl_record())
+    assert mongo_client["other"]["crawls"].count_documents({}) == 1
+    assert calls[-1][1] == {"serverSelectionTimeoutMS": 5000}
+    store.close()
+
+
+@pytest.mark.parametrize("settings", [{}, {"MONGO_URI": None}, {"MONGO_URI": ""}])
+def test_open_store_picks_sqlite_otherwise(tmp_path, monkeypatch, settings):
+    monkeypatch.chdir(tmp_path)
+    store = open_store(settings)
+    assert isinstance(store, SqliteStore)
+    store.close()
+    assert (tmp_path / "focused.sqlite3").exists()
+
+    store = open_store(Settings({**settings, "FOCUSED_DB": str(tmp_path / "sub" / "x.db")}))
+    assert isinstance(store, SqliteStore)
+    store.close()
+    assert (tmp_path / "sub" / "x.db").exists()
+
+
+# -- RelevancePipeline -----------------------------------------------------------------------
+
+
+def relevance_pipeline(**settings: Any) -> tuple[RelevancePipeline, Any]:
+    crawler = get_crawler(settings_dict=settings)
+    return RelevancePipeline.from_crawler(crawler), crawler.stats
+
+
+def test_relevance_pipeline_records_scores():
+    pipeline, _ = relevance_pipeline(RELEVANCE_THRESHOLD=0.5)
+    item = PageItem(url="http://a.test/", scores=Scores(tfidf=0.2, lsi=0.9, combined=0.55))
+    assert pipeline.process_item(item) is item
+    assert dict(item) == {
+        "url": "http://a.test/",
+        "tfidf": 0.2,
+        "lsi": 0.9,
+        "relevance": 0.55,
+        "is_relevant": True,
+    }
+
+    item = PageItem(url="http://b.test/", scores=Scores(0.1234567891, 0.3, 0.4999999))
+    pipeline.process_item(item)
+    assert item["tfidf"] == 0.123457 and item["relevance"] == 0.5
+    assert item["is_relevant"] is False  # decided on the unrounded score
+    assert "scores" not in item
+
+
+def test_relevance_pipeline_default_threshold():
+    pipeline, _ = relevance_pipeline()
+    item = pipeline.process_item(PageItem(url="u", scores=Scores(0.15, 0.15, 0.15)))
+    assert item["is_relevant"] is True
+    item = pipeline.process_item(PageItem(url="u", scores=Scores(0.1, 0.1, 0.149)))
+    assert item["is_relevant"] is False
+
+
+def test_relevance_pipeline_store_min_relevance_drops_and_counts():
+    pipeline, stats = relevance_pipeline(STORE_MIN_RELEVANCE="0.3")
+    kept = pipeline.process_item(PageItem(url="u", scores=Scores(0.3, 0.3, 0.3)))
+    assert kept["relevance"] == 0.3
+    for _ in range(2):
+        with pytest.raises(DropItem, match="STORE_MIN_RELEVANCE"):
+            pipeline.process_item(PageItem(url="u", scores=Scores(0.1, 0.1, 0.29)))
+    assert stats.get_value("focused/not_stored") == 2
+
+
+def test_relevance_pipeline_needs_scores():
+    pipeline, _ = relevance_pipeline()
+    with pytest.raises(ValueError, match="RelevanceMiddleware"):
+        pipeline.process_item(PageItem(url="http://a.test/"))
+
+
+# -- StoragePipeline -------------------------------------------------------------------------
+
+
+class FakeSpider(scrapy.Spider):
+    name = "fake"
+
+    def crawl_record(self) -> dict:
+        return crawl_record("pipe", "2024-06-01T00:00:00+00:00")
+
+
+class FakeEngine:
+    def __init__(self) -> None:
+        self.close_reasons: list[str] = []
+
+    async def close_spider_async(self, *, reason: str) -> None:
+        self.close_reasons.append(reason)
+
+
+def pipeline_crawler(**settings: Any):
+    crawler = get_crawler(
+        FakeSpider,
+        {
+            "ITEM_PIPELINES": {
+                "pipelines.relevance.RelevancePipeline": 300,
+                "pipelines.storage.StoragePipeline": 800,
+            },
+            **settings,
+        },
+    )
+    crawler.spider = FakeSpider.from_crawler(crawler)
+    crawler.engine = FakeEngine()
+    return crawler
+
+
+def scored_item(n: int) -> PageItem:
+    combined = n / 10
+    return PageItem(
+        crawl_id="pipe",
+        url=f"http://t/{n}",
+        title=f"page {n}",
+        text="text",
+        level=n % 3,
+        parent_url=None if n == 0 else "http://t/0",
+        anchor=None,
+        link_relevance=None,
+        strategy="bestfirst",
+        fetch_order=n,
+        fetched_at="2024-06-01T00:00:01+00:00",
+        status=200,
+        scores=Scores(combined, combined, combined),
+    )
+
+
+async def run_pipelines(
+    crawler, items: list[PageItem], reason: str = "finished", between: Any = None
+) -> ItemPipelineManager:
+    """Drive the pipelines the way Scrapy 2.19's scraper and engine do."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ScrapyDeprecationWarning)  # current signatures only
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        await crawler.signals.send_catch_log_async(signals.spider_opened, spider=crawler.spider)
+        for item in items:
+            with contextlib.suppress(DropItem):
+                await manager.process_item_async(item)
+        if between is not None:
+            between()
+        crawler.stats.set_value("focused/pages", len(items))
+        crawler.stats.set_value("focused/relevant", 4)
+        crawler.stats.set_value("focused/harvest_rate", 0.4)
+        await manager.close_spider_async()
+        await crawler.signals.send_catch_log_async(
+            signals.spider_closed, spider=crawler.spider, reason=reason
+        )
+    return manager
+
+
+def check_pipeline_run(crawler, reader: Store, items: int = 10) -> None:
+    """Five pages written by batches of four while crawling, the rest at close."""
+    stored_before_close = []
+
+    def before_close() -> None:
+        stored_before_close.append(len(reader.pages("pipe")))
+
+    asyncio.run(
+        run_pipelines(crawler, [scored_item(n) for n in range(items)], between=before_close)
+    )
+    assert stored_before_close == [8]
+    assert crawler.stats.get_value("focused/stored") == items
+
+    pages = reader.pages("pipe", order="fetch_order")
+    assert [p["url"] for p in pages] == [f"http://t/{n}" for n in range(items)]
+    assert pages[7] == {
+        **page("http://t/7", "pipe", title="page 7", text="text", level=1, anchor=None),
+        "fetched_at": "2024-06-01T00:00:01+00:00",
+        "parent_url": "http://t/0",
+        "link_relevance": None,
+        "tfidf": 0.7,
+        "lsi": 0.7,
+        "relevance": 0.7,
+        "is_relevant": True,
+        "fetch_order": 7,
+    }
+    assert [p["is_relevant"] for p in pages] == [False] * 5 + [True] * 5  # threshold 0.5
+    crawl = reader.get_crawl("pipe")
+    assert crawl["query"] == "birds nest eggs" and crawl["seeds"] == crawl_record()["seeds"]
+    assert crawl["started_at"] == "2024-06-01T00:00:00+00:00"
+    assert crawl["finished_at"] > crawl["started_at"]
+    assert (crawl["status"], crawl["finish_reason"]) == ("finished", "finished")
+    assert (crawl["pages"], crawl["relevant"], crawl["harvest_rate"]) == (items, 4, 0.4)
+
+
+PIPELINE_SETTINGS = {"STORAGE_BATCH_SIZE": 4, "RELEVANCE_THRESHOLD": 0.5}
+
+
+def test_storage_pipeline_writes_to_sqlite(tmp_path):
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db), **PIPELINE_SETTINGS)
+    reader = SqliteStore(db)
+    try:
+        check_pipeline_run(crawler, reader)
+    finally:
+        reader.close()
+
+
+def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):
+    writers = []
+
+    def fake_client(uri: str, **options: Any) -> mongomock.MongoClient:
+        writers.append(uri)
+        return mongo_client
+
+    monkeypatch.setattr(pymongo, "MongoClient", fake_client)
+    crawler = pipeline_crawler(
+        MONGO_URI="mongodb://db.test", MONGO_DATABASE="pipe_db", **PIPELINE_SETTINGS
+    )
+    check_pipeline_run(crawler, MongoStore("mongodb://db.test", "pipe_db", client=mongo_client))
+    assert writers == ["mongodb://db.test"]
+
+
+def test_storage_pipeline_concurrent_items_one_writer(monkeypatch, mongo_client):
+    """Items arriving while a (threaded) MongoDB write runs are neither lost nor written by a
+    second, overlapping writer."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    upsert = MongoStore._upsert_pages
+    active: list[int] = []
+    batches: list[int] = []
+
+    def slow_upsert(self, pages):
+        active.append(1)
+        assert len(active) == 1, "two writes at once"
+        time.sleep(0.02)  # in a worker thread: other items get processed meanwhile
+        batches.append(len(pages))
+        upsert(self, pages)
+        active.pop()
+
+    monkeypatch.setattr(MongoStore, "_upsert_pages", slow_upsert)
+    crawler = pipeline_crawler(MONGO_URI="mongodb://db.test", STORAGE_BATCH_SIZE=4)
+    items = [scored_item(n) for n in range(23)]
+
+    async def crawl() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        await asyncio.gather(*(manager.process_item_async(item) for item in items))
+        await manager.close_spider_async()
+
+    asyncio.run(crawl())
+    assert batches[:5] == [4, 4, 4, 4, 4] and sum(batches) == 23
+    assert crawler.stats.get_value("focused/stored") == 23
+    reader = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    stored = reader.pages("pipe", order="fetch_order")
+    assert [p["url"] for p in stored] == [f"http://t/{n}" for n in range(23)]
+
+
+def test_storage_pipeline_drops_below_store_min_relevance(tmp_path):
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db), STORE_MIN_RELEVANCE=0.35)
+    asyncio.run(run_pipelines(crawler, [scored_item(n) for n in range(6)]))
+    reader = SqliteStore(db)
+    try:
+        assert [p["url"] for p in reader.pages("pipe")] == ["http://t/5", "http://t/4"]
+    finally:
+        reader.close()
+    assert crawler.stats.get_value("focused/not_stored") == 4
+    assert crawler.stats.get_value("focused/stored") == 2
+
+
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [
+        ("finished", "finished"),
+        ("closespider_pagecount", "finished"),
+        ("closespider_timeout", "finished"),
+        ("shutdown", "interrupted"),
+        ("cancelled", "interrupted"),
+        (STORE_UNREACHABLE, "interrupted"),
+    ],
+)
+def test_close_reason_sets_the_crawl_status(tmp_path, reason, status):
+    assert crawl_status(reason) == status
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db))
+    asyncio.run(run_pipelines(crawler, [scored_item(1)], reason=reason))
+    reader = SqliteStore(db)
+    try:
+        crawl = reader.get_crawl("pipe")
+    finally:
+        reader.close()
+    assert (crawl["status"], crawl["finish_reason"]) == (status, reason)
+
+
+def failing_writes(monkeypatch, failures: int) -> list[int]:
+    """Make SQLite page writes fail ``failures`` times (as a locked database would)."""
+    attempts: list[int] = []
+    upsert = SqliteStore._upsert_pages
+
+    def flaky(self, pages):
+        attempts.append(len(pages))
+        if len(attempts) <= failures:
+            raise sqlite3.OperationalError("database is locked")
+        return upsert(self, pages)
+
+    monkeypatch.setattr(SqliteStore, "_upsert_pages", flaky)
+    return attempts
+
+
+def test_storage_pipeline_retries_a_failed_write(tmp_path, monkeypatch):
+    attempts = failing_writes(monkeypatch, failures=2)
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(db), STORAGE_BATCH_SIZE=3, STORAGE_RETRIES=2, STORAGE_RETRY_DELAY=0
+    )
+    asyncio.run(run_pipelines(crawler, [scored_item(n) for n in range(4)]))
+    assert attempts == [3, 3, 3, 1]
+    assert crawler.engine.close_reasons == []
+    assert crawler.stats.get_value("focused/stored") == 4
+    reader = SqliteStore(db)
+    try:
+        assert len(reader.pages("pipe")) == 4
+        assert reader.get_crawl("pipe")["status"] == "finished"
+    finally:
+        reader.close()
+
+
+def test_storage_pipeline_closes_the_spider_when_the_store_stays_down(
+    tmp_path, monkeypatch, caplog
+):
+    attempts = failing_writes(monkeypatch, failures=1000)
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(db), STORAGE_BATCH_SIZE=2, STORAGE_RETRIES=2, STORAGE_RETRY_DELAY=0
+    )
+    with caplog.at_level(logging.WARNING, logger="pipelines.storage"):
+        asyncio.run(
+            run_pipelines(crawler, [scored_item(n) for n in range(5)], reason=STORE_UNREACHABLE)
+        )
+    # 3 attempts for the first batch, then one last try of everything at close
+    assert attempts == [2, 2, 2, 2]
+    assert crawler.engine.close_reasons == [STORE_UNREACHABLE]
+    assert crawler.stats.get_value("focused/stored") is None
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 2, errors
+    assert "closing the spider" in errors[0] and "database is locked" in errors[0]
+    assert "\n" not in errors[0]
+    assert errors[1].startswith("5 page records of crawl pipe were not stored")
+    reader = SqliteStore(db)
+    try:
+        crawl = reader.get_crawl("pipe")  # the crawl record still gets its outcome
+    finally:
+        reader.close()
+    assert (crawl["status"], crawl["finish_reason"]) == ("interrupted", STORE_UNREACHABLE)
+
+
+def test_storage_pipeline_open_fails_on_unreachable_mongo():
+    crawler = pipeline_crawler(MONGO_URI="mongodb://127.0.0.1:1", MONGO_TIMEOUT_MS=200)
+    pipeline = StoragePipeline.from_crawler(crawler)
+    with pytest.raises(StoreError, match="cannot reach the server"):
+        asyncio.run(pipeline.open_spider())
+
+
+# -- a real MongoDB --------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not REAL_MONGO_URI, reason="set FOCUSED_TEST_MONGO_URI to test a real MongoDB")
+class TestRealMongo:
+    @pytest.fixture
+    def database(self):
+        name = f"focused_test_{uuid.uuid4().hex[:12]}"
+        yield name
+        client = pymongo.MongoClient(REAL_MONGO_URI, serverSelectionTimeoutMS=3000)
+        try:
+            client.drop_database(name)
+        finally:
+            client.close()
+
+    @pytest.fixture
+    def store(self, database):
+        store = MongoStore(REAL_MONGO_URI, database, timeout_ms=3000)
+        yield store
+        store.close()
+
+    def test_round_trip(self, store):
+        check_round_trip(store)
+
+    def test_upsert_is_idempotent(self, store):
+        check_upsert_idempotent(store)
+
+    def test_crawls_newest_first_and_latest(self, store):
+        check_crawls_newest_first(store)
+
+    def test_unique_page_index(self, store, database):
+        store.save_pages([page("http://a.test/")])
+        client = pymongo.MongoClient(REAL_MONGO_URI, serverSelectionTimeoutMS=3000)
+        try:
+            with pytest.raises(pymongo.errors.DuplicateKeyError):
+                client[database].pages.insert_one(page("http://a.test/"))
+        finally:
+            client.close()
+
+    def test_storage_pipeline(self, store, database):
+        crawler = pipeline_crawler(
+            MONGO_URI=REAL_MONGO_URI, MONGO_DATABASE=database, **PIPELINE_SETTINGS
+        )
+        check_pipeline_run(crawler, store)
