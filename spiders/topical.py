@@ -16,9 +16,11 @@ The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMidd
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import scrapy
+from scrapy import signals
 from scrapy.http import TextResponse
 
 from focused.arguments import CrawlConfig, parse_arguments, remember_job
@@ -49,9 +51,7 @@ class TopicalSpider(scrapy.Spider):
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
         spider = super().from_crawler(crawler, config=config)
-        from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
-
-        spider.relevance = RelevanceModel.from_settings(config.topic, crawler.settings)
+        spider.relevance = _relevance_model(crawler, config)
         remember_job(crawler.settings, config)
         return spider
 
@@ -105,6 +105,23 @@ class TopicalSpider(scrapy.Spider):
             yield scrapy.Request(
                 link.url, meta={"anchor": link.anchor, "link_context": link.context}
             )
+
+
+def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
+    """One model per crawl; a crawl resumed from JOBDIR gets back the model it had learnt."""
+    from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
+
+    jobdir = crawler.settings.get("JOBDIR")
+    if not jobdir:
+        return RelevanceModel.from_settings(config.topic, crawler.settings)
+    saved = Path(jobdir, "relevance")
+    model = (
+        RelevanceModel.load(saved)
+        if saved.exists()
+        else RelevanceModel.from_settings(config.topic, crawler.settings)
+    )
+    crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
+    return model
 
 
 def _is_html(response: TextResponse) -> bool:

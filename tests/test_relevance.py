@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
+from focused import relevance
 from focused.relevance import RelevanceModel, Scores
 from focused.text import tokenize
 
@@ -363,6 +364,26 @@ def test_refit_in_a_thread_while_scoring() -> None:
     assert not errors
     assert model.score(ON_TOPIC).lsi != model.score(ON_TOPIC).tfidf  # the new snapshot is in
     assert_ranks_on_topic_first(model)
+
+
+def test_topic_text_added_during_a_refit_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seed added on the reactor while a refit runs must not be lost when the refit lands."""
+    docs = [*crawl_buffer(), SEED, SEED]
+    model, baseline = RelevanceModel(QUERY, num_topics=10), RelevanceModel(QUERY, num_topics=10)
+    for doc in docs:
+        model.observe(doc)
+        baseline.observe(doc)
+    baseline.refit()
+    fit = relevance._fit
+
+    def fit_while_a_seed_arrives(*args, **kwargs):
+        snapshot = fit(*args, **kwargs)
+        model.add_topic_text(SEED)  # what the reactor thread does meanwhile
+        return snapshot
+
+    monkeypatch.setattr(relevance, "_fit", fit_while_a_seed_arrives)
+    model.refit()
+    assert model.score(LIKE_SEED).combined > baseline.score(LIKE_SEED).combined
 
 
 # -- persistence and settings ----------------------------------------------------------------

@@ -50,6 +50,7 @@ def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
         paused = Crawl(None, db, crawl_id)
         assert paused.crawl_record()["status"] == "interrupted"
         assert len(paused.pages()) == len(fetched_first)
+        assert (tmp_path / "job" / "relevance" / "state.json").exists()  # the model it learnt
 
         second = subprocess.run(
             command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=240
