@@ -66,6 +66,11 @@ def extract_page(response: TextResponse, context_chars: int = 200) -> Page:
             chunks.append(text)
             size += len(text)
 
+    def add_text(text: str | None) -> None:
+        # Line breaks in the HTML source are layout, not text: only blocks break lines.
+        if text:
+            add(SPACES.sub(" ", text))
+
     def walk(element, visible: bool) -> None:
         tag = element.tag if isinstance(element.tag, str) else ""
         if tag in INVISIBLE:
@@ -75,11 +80,11 @@ def extract_page(response: TextResponse, context_chars: int = 200) -> Page:
             add("\n")
         start = size
         if visible:
-            add(element.text)
+            add_text(element.text)
         for child in element:
             walk(child, visible)
             if visible:
-                add(child.tail)
+                add_text(child.tail)
         if tag == "a" and element.get("href"):
             anchor = SPACES.sub(" ", element.text_content()).strip()
             raw_links.append((element.get("href"), anchor, start, size if visible else start))

@@ -1,0 +1,59 @@
+"""Extraction of title, visible text, and links with anchor text and context."""
+
+from __future__ import annotations
+
+from scrapy.http import HtmlResponse
+
+from focused.extract import extract_page, is_followable
+
+HTML = b"""<html><head><title> Albatross </title><style>.x{color:red}</style>
+<script>var menu = "script text";</script></head>
+<body>
+<nav>Main page <a href="/wiki/Main_Page">Home</a></nav>
+<h1>Albatross</h1>
+<p>Albatrosses are large <a href="/wiki/Seabird#Flight">seabirds</a> related to the
+<a href="petrel">petrels</a>. They nest on remote islands.</p>
+<p>Photo: <a href="/img/albatross.jpg">picture</a>, <a href="mailto:x@y.z">mail</a>,
+<a href="javascript:void(0)">js</a>, <a href="/wiki/Seabird">seabirds again</a>.</p>
+<noscript>Enable JavaScript</noscript>
+<footer>Copyright notice</footer>
+</body></html>"""
+
+
+def page(context_chars: int = 30):
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=HTML, encoding="utf-8")
+    return extract_page(response, context_chars)
+
+
+def test_title_and_visible_text_without_boilerplate():
+    extracted = page()
+    assert extracted.title == "Albatross"
+    assert "Albatrosses are large seabirds related to the petrels." in extracted.text
+    for hidden in ("script text", "color:red", "Main page", "Copyright", "Enable JavaScript"):
+        assert hidden not in extracted.text
+
+
+def test_links_resolved_deduplicated_and_filtered():
+    urls = [link.url for link in page().links]
+    assert urls == [
+        "http://127.0.0.1/wiki/Main_Page",
+        "http://127.0.0.1/wiki/Seabird",
+        "http://127.0.0.1/wiki/petrel",
+    ]
+
+
+def test_anchor_and_context_window():
+    links = {link.url.rsplit("/", 1)[1]: link for link in page(context_chars=30).links}
+    seabird = links["Seabird"]
+    assert seabird.anchor == "seabirds"
+    assert "Albatrosses are large seabirds related to the" in seabird.context
+    assert len(seabird.context) <= len("seabirds") + 2 * 30
+    assert links["Main_Page"].context == ""  # navigation links carry no context
+    assert page(context_chars=0).links[1].context == ""
+
+
+def test_only_http_urls_to_non_binary_files_are_followed():
+    assert is_followable("https://example.org/a/b.html")
+    assert not is_followable("ftp://example.org/file")
+    assert not is_followable("http://example.org/report.PDF")
+    assert not is_followable("data:text/html,hi")
