@@ -114,6 +114,7 @@ class PageQuery:
     relevant_only: bool
     limit: int | None
     sort: SortSpec
+    fields: tuple[str, ...] = PAGE_FIELDS  # the fields each record carries, in PAGE_FIELDS order
 
 
 def _utc_now() -> str:
@@ -233,12 +234,20 @@ class Store(ABC):
         relevant_only: bool = False,
         limit: int | None = None,
         order: PageOrder = "relevance",
+        fields: Iterable[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Page records of a crawl, most relevant first (or in fetch order)."""
+        """Page records of a crawl, most relevant first (or in fetch order).
+
+        ``fields`` restricts each record to those fields (in ``PAGE_FIELDS`` order), so that a
+        report over many pages need not read their texts.
+        """
         if order not in PAGE_SORTS:
             raise ValueError(f"page order {order!r} is not one of {tuple(PAGE_SORTS)}")
         if limit is not None and limit < 1:
             raise ValueError(f"limit must be at least 1, not {limit}")
+        wanted = set(PAGE_FIELDS if fields is None else fields)
+        if not wanted or not wanted <= set(PAGE_FIELDS):
+            raise ValueError(f"page fields must be some of {PAGE_FIELDS}, not {sorted(wanted)}")
         query = PageQuery(
             crawl_id=crawl_id,
             min_relevance=None if min_relevance is None else float(min_relevance),
@@ -246,6 +255,7 @@ class Store(ABC):
             relevant_only=relevant_only,
             limit=limit,
             sort=PAGE_SORTS[order],
+            fields=tuple(name for name in PAGE_FIELDS if name in wanted),
         )
         with self._failing(f"read pages of crawl {crawl_id}"):
             return self._find_pages(query)
@@ -327,8 +337,11 @@ class SqliteStore(Store):
     errors = (sqlite3.Error, OSError)
     threadsafe = False
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self.location = os.fspath(path)
+        if not create and not Path(path).is_file():
+            # A reader (a report) must not leave an empty database behind a mistyped path.
+            raise StoreError(f"{self.backend} store at {self.location}: no such file")
         with self._failing("open the database"):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(path)
@@ -407,7 +420,8 @@ class SqliteStore(Store):
             where.append(("level = ?", query.level))
         if query.relevant_only:
             where.append(("is_relevant = ?", True))
-        return self._select("pages", PAGE_SCHEMA, where, query.sort, query.limit)
+        schema = {name: PAGE_SCHEMA[name] for name in query.fields}
+        return self._select("pages", schema, where, query.sort, query.limit)
 
 
 # -- MongoDB ---------------------------------------------------------------------------------
@@ -422,7 +436,8 @@ class MongoStore(Store):
     """A MongoDB database: several crawls (e.g. under Scrapyd) can write to one place.
 
     ``client`` injects a ready client (e.g. ``mongomock.MongoClient()`` in tests); the store then
-    leaves closing it to the caller.
+    leaves closing it to the caller. ``create=False`` (a reader) leaves the database as it is:
+    no indexes, so no database, are created.
     """
 
     backend = "MongoDB"
@@ -436,6 +451,7 @@ class MongoStore(Store):
         client: Any = None,
         *,
         timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
+        create: bool = True,
     ) -> None:
         self.location = f"{_redact(uri)}/{database}"
         self._owns_client = client is None
@@ -453,11 +469,12 @@ class MongoStore(Store):
         try:
             with self._failing(f"reach the server within {timeout_ms} ms"):
                 db.command("ping")
-            with self._failing("create indexes"):
-                self._pages.create_index([("crawl_id", 1), ("url", 1)], unique=True)
-                self._pages.create_index([("crawl_id", 1), ("relevance", 1)])
-                self._pages.create_index([("crawl_id", 1), ("level", 1)])
-                self._crawls.create_index("crawl_id", unique=True)
+            if create:
+                with self._failing("create indexes"):
+                    self._pages.create_index([("crawl_id", 1), ("url", 1)], unique=True)
+                    self._pages.create_index([("crawl_id", 1), ("relevance", 1)])
+                    self._pages.create_index([("crawl_id", 1), ("level", 1)])
+                    self._crawls.create_index("crawl_id", unique=True)
         except StoreError:
             self.close()
             raise
@@ -478,7 +495,8 @@ class MongoStore(Store):
         sort: SortSpec,
         limit: int | None,
     ) -> list[dict[str, Any]]:
-        cursor = collection.find(where, {"_id": 0}).sort(list(sort))
+        projection = {"_id": 0, **dict.fromkeys(schema, 1)}
+        cursor = collection.find(where, projection).sort(list(sort))
         if limit is not None:
             cursor = cursor.limit(limit)
         return [self._decode(schema, document) for document in cursor]
@@ -512,7 +530,8 @@ class MongoStore(Store):
             where["level"] = query.level
         if query.relevant_only:
             where["is_relevant"] = True
-        return self._find(self._pages, PAGE_SCHEMA, where, query.sort, query.limit)
+        schema = {name: PAGE_SCHEMA[name] for name in query.fields}
+        return self._find(self._pages, schema, where, query.sort, query.limit)
 
 
 def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) -> Any:
@@ -520,13 +539,18 @@ def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) ->
     return default if value is None or value == "" else value
 
 
-def open_store(settings: Settings | Mapping[str, Any]) -> Store:
-    """The store the settings ask for (a scrapy ``Settings`` or a plain dict)."""
+def open_store(settings: Settings | Mapping[str, Any], *, create: bool = True) -> Store:
+    """The store the settings ask for (a scrapy ``Settings`` or a plain dict).
+
+    ``create=False`` is for readers: nothing is created (a missing SQLite file is a
+    ``StoreError``, not a new empty database).
+    """
     uri = _setting(settings, "MONGO_URI", None)
     if uri:
         return MongoStore(
             uri,
             _setting(settings, "MONGO_DATABASE", DEFAULT_MONGO_DATABASE),
             timeout_ms=int(_setting(settings, "MONGO_TIMEOUT_MS", DEFAULT_MONGO_TIMEOUT_MS)),
+            create=create,
         )
-    return SqliteStore(_setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH))
+    return SqliteStore(_setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH), create=create)

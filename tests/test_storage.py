@@ -306,6 +306,40 @@ def test_both_backends_give_identical_records(tmp_path, mongo_client):
     assert "_id" not in records["mongo"][1][0]
 
 
+def test_pages_fields_projection(store):
+    store.save_pages(
+        [page("http://t/1", relevance=0.2, fetch_order=2), page("http://t/2", fetch_order=1)]
+    )
+    assert store.pages("c1", fields=["url", "level", "relevance"]) == [
+        {"url": "http://t/2", "level": 1, "relevance": 0.375},
+        {"url": "http://t/1", "level": 1, "relevance": 0.2},
+    ]
+    # the record keeps PAGE_FIELDS order whatever the order asked; sorting needs no field
+    assert [list(p) for p in store.pages("c1", order="fetch_order", fields=("title", "url"))] == [
+        ["url", "title"],
+        ["url", "title"],
+    ]
+    assert store.pages("c1", limit=1, relevant_only=True, fields=["text"]) == [
+        {"text": "some words"}
+    ]
+    with pytest.raises(ValueError, match="page fields"):
+        store.pages("c1", fields=["url", "body"])
+    with pytest.raises(ValueError, match="page fields"):
+        store.pages("c1", fields=[])
+
+
+def test_a_reader_creates_nothing(tmp_path, mongo_client):
+    missing = tmp_path / "no" / "focused.sqlite3"
+    with pytest.raises(StoreError, match=r"no such file"):
+        open_store({"FOCUSED_DB": str(missing)}, create=False)
+    assert not missing.parent.exists()
+    SqliteStore(missing).close()
+    open_store({"FOCUSED_DB": str(missing)}, create=False).close()  # an existing file is fine
+    reader = MongoStore("mongodb://mongomock", "focused_test", client=mongo_client, create=False)
+    assert reader.crawls() == [] and reader.pages("c1") == []
+    assert mongo_client.list_database_names() == []
+
+
 # -- SQLite specifics ------------------------------------------------------------------------
 
 

@@ -1,0 +1,85 @@
+"""``scrapy pages``: the stored pages of a crawl, most relevant first."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from focused.arguments import Param
+from focused.report import describe_status
+from focused.storage import PAGE_FIELDS
+from focused.storecommand import (
+    StoreCommand,
+    find_crawl,
+    parse_number,
+    print_json,
+    print_table,
+    score,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    from focused.storage import Store
+
+# --json prints every field but the page text, which the store keeps for whoever needs it.
+JSON_FIELDS = tuple(name for name in PAGE_FIELDS if name != "text")
+TEXT_FIELDS = ("url", "title", "level", "relevance")
+
+
+class Command(StoreCommand):
+    def syntax(self) -> str:
+        return "[options]"
+
+    def short_desc(self) -> str:
+        return "Print the stored pages of a crawl, most relevant first"
+
+    def long_desc(self) -> str:
+        return (
+            "Print the stored pages of a crawl (the latest unless --crawl), most relevant first:"
+            " relevance, level, url and title; with --json one JSON object a line, every field"
+            " but the page text."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--crawl", metavar="ID", help="crawl id (default: the latest crawl)")
+        parser.add_argument(
+            "--min-relevance", metavar="X", help="only pages with relevance >= X (0 to 1)"
+        )
+        parser.add_argument("--level", metavar="N", help="only pages at level N (seeds are 0)")
+        parser.add_argument(
+            "--relevant-only", action="store_true", help="only pages judged relevant"
+        )
+        parser.add_argument("--top", metavar="K", help="only the K most relevant pages")
+
+    def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().check_options(args, opts)
+        parse_number(opts, "--min-relevance", Param(0.0, low=0.0, high=1.0))
+        parse_number(opts, "--level", Param(0, low=0))
+        parse_number(opts, "--top", Param(1, low=1))
+
+    def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
+        crawl = find_crawl(store, opts.crawl)
+        if crawl["status"] != "finished":
+            sys.stderr.write(
+                f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:"
+                " these are the pages it stored so far\n"
+            )
+        pages = store.pages(
+            crawl["crawl_id"],
+            min_relevance=opts.min_relevance,
+            level=opts.level,
+            relevant_only=opts.relevant_only,
+            limit=opts.top,
+            fields=JSON_FIELDS if opts.json else TEXT_FIELDS,
+        )
+        if opts.json:
+            for page in pages:
+                print_json(page)
+            return
+        rows = [
+            [score(page["relevance"]), page["level"], page["url"], page["title"] or "-"]
+            for page in pages
+        ]
+        print_table(["relevance", "level", "url", "title"], rows, align="rrll")

@@ -1,0 +1,133 @@
+"""``scrapy report [CRAWL_ID]``: what a crawl found, per level and over time, and its best
+pages; ``--png FILE`` plots it. The figures come from ``focused.report``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from focused.errors import ConfigError
+from focused.report import (
+    DECILES,
+    REPORT_FIELDS,
+    TOP_FIELDS,
+    TOP_PAGES,
+    Report,
+    build_report,
+    describe_params,
+    describe_status,
+    describe_time,
+    draw_png,
+    report_json,
+)
+from focused.storecommand import (
+    NOT_FOUND,
+    InspectError,
+    StoreCommand,
+    fail,
+    find_crawl,
+    print_json,
+    print_table,
+    score,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    from focused.storage import Store
+
+
+class Command(StoreCommand):
+    def syntax(self) -> str:
+        return "[options] [CRAWL_ID]"
+
+    def short_desc(self) -> str:
+        return "Report on a crawl: pages per level, harvest rate over time, best pages"
+
+    def long_desc(self) -> str:
+        return (
+            "Report on a crawl (the latest unless CRAWL_ID is given): pages, relevant pages and"
+            " mean relevance at each level, the harvest rate after each tenth of the pages"
+            f" fetched, and the {TOP_PAGES} most relevant pages. --png FILE also plots the"
+            " harvest-rate curve and the relevant pages per level."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--png", metavar="FILE", help="also draw the harvest curve and the levels into FILE"
+        )
+
+    def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) > 1:
+            raise ConfigError(f"give at most one crawl id, not {len(args)}: {' '.join(args)}")
+
+    def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
+        crawl = find_crawl(store, args[0] if args else None)
+        pages = store.pages(crawl["crawl_id"], order="fetch_order", fields=REPORT_FIELDS)
+        if not pages:
+            raise InspectError(f"crawl {crawl['crawl_id']} has no stored pages")
+        top = store.pages(crawl["crawl_id"], limit=TOP_PAGES, fields=TOP_FIELDS)
+        report = build_report(crawl, pages, top)
+        if opts.json:
+            print_json(report_json(report))
+        else:
+            print_report(report)
+        if opts.png:
+            try:
+                draw_png(report, opts.png)
+            except ImportError:
+                fail("--png needs matplotlib: pip install 'matplotlib>=3.7'", NOT_FOUND)
+            except OSError as exc:
+                fail(f"cannot write {opts.png}: {exc.strerror or exc}", NOT_FOUND)
+            sys.stderr.write(f"plot written to {opts.png}\n")
+
+
+def print_report(report: Report) -> None:
+    crawl, total = report.crawl, report.totals
+    out = sys.stdout.write
+    out(f"crawl      {crawl['crawl_id']}\n")
+    out(f"query      {crawl['query']}\n")
+    params = describe_params(crawl["params"])
+    out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}\n")
+    out(f"started    {describe_time(crawl['started_at'])}\n")
+    out(f"finished   {describe_time(crawl['finished_at'])}\n")
+    out(f"status     {describe_status(crawl)}\n")
+    out(
+        f"pages      {total.fetched} fetched, {report.stored} stored, {total.relevant} relevant,"
+        f" harvest rate {score(total.harvest_rate)}\n"
+    )
+
+    out("\nPages per level\n")
+    rows = [
+        [
+            row.level,
+            row.pages,
+            row.relevant,
+            f"{row.percent_relevant:.1f}",
+            score(row.mean_relevance),
+        ]
+        for row in report.levels
+    ]
+    print_table(["level", "pages", "relevant", "% relevant", "mean relevance"], rows, "rrrrr")
+
+    out(f"\nHarvest rate after each {100 // DECILES}% of the pages fetched\n")
+    rows = [
+        [f"{100 * n // DECILES}%", point.fetched, point.relevant, score(point.harvest_rate)]
+        for n, point in enumerate(report.deciles, 1)
+    ]
+    print_table(["fetched", "pages", "relevant", "harvest rate"], rows, "rrrr")
+
+    out(f"\nTop {len(report.top)} pages\n")
+    rows = [
+        [
+            score(page["relevance"]),
+            score(page["tfidf"]),
+            score(page["lsi"]),
+            page["level"],
+            page["url"],
+            page["title"] or "-",
+        ]
+        for page in report.top
+    ]
+    print_table(["relevance", "tfidf", "lsi", "level", "url", "title"], rows, "rrrrll")

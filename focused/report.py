@@ -1,0 +1,244 @@
+"""What a crawl found, computed from its stored records: the one place these figures are made.
+
+Pure functions over page records (dicts as ``Store.pages`` returns them) and a crawl record;
+the ``crawls`` and ``report`` commands print them, ``draw_png`` plots them, and nothing else
+recomputes them.
+
+Definitions:
+    fetched        pages fetched by the crawl: the crawl record's ``pages`` once it has ended,
+                   else the highest ``fetch_order`` stored (a running crawl)
+    harvest rate   relevant pages / pages fetched (Pant, Srinivasan & Menczer, "Crawling the
+                   Web", 2004)
+    harvest curve  after each page in fetch order, the relevant pages fetched so far over the
+                   pages fetched so far; the deciles read it after 10%, 20%, ... 100% of the
+                   pages fetched
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable, Mapping, Sequence
+
+# The page fields the figures need: the report reads only these, never the page texts.
+REPORT_FIELDS = ("level", "relevance", "is_relevant", "fetch_order")
+TOTALS_FIELDS = ("is_relevant", "fetch_order")
+TOP_FIELDS = ("url", "title", "level", "tfidf", "lsi", "relevance", "is_relevant", "fetch_order")
+TOP_PAGES = 10
+DECILES = 10
+PNG_SIZE_INCHES = (11.0, 4.5)
+PNG_DPI = 100  # 1100 x 450 pixels
+
+
+@dataclass(frozen=True)
+class Totals:
+    fetched: int
+    relevant: int
+
+    @property
+    def harvest_rate(self) -> float | None:
+        return self.relevant / self.fetched if self.fetched else None
+
+
+@dataclass(frozen=True)
+class LevelRow:
+    level: int
+    pages: int
+    relevant: int
+    mean_relevance: float | None  # over the scored pages of the level
+
+    @property
+    def percent_relevant(self) -> float:
+        return 100.0 * self.relevant / self.pages
+
+
+@dataclass(frozen=True)
+class HarvestPoint:
+    fetched: int  # pages fetched so far
+    relevant: int  # relevant pages among them
+
+    @property
+    def harvest_rate(self) -> float:
+        return self.relevant / self.fetched
+
+
+@dataclass(frozen=True)
+class Report:
+    crawl: dict[str, Any]
+    totals: Totals
+    stored: int  # pages stored: fewer than fetched with STORE_MIN_RELEVANCE
+    levels: list[LevelRow]
+    curve: list[HarvestPoint]
+    deciles: list[HarvestPoint]
+    top: list[dict[str, Any]]
+
+
+def needs_pages_for_totals(crawl: Mapping[str, Any]) -> bool:
+    return crawl.get("pages") is None
+
+
+def totals(crawl: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] = ()) -> Totals:
+    """Pages fetched and relevant as the crawl record has them; while the record has none yet
+    (a running crawl, or one killed before it could finish), counted from ``pages``, its stored
+    pages with ``TOTALS_FIELDS``."""
+    if not needs_pages_for_totals(crawl):
+        return Totals(crawl["pages"], crawl.get("relevant") or 0)
+    fetched = max((page["fetch_order"] for page in pages), default=0)
+    return Totals(max(fetched, len(pages)), sum(bool(page["is_relevant"]) for page in pages))
+
+
+def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
+    """Pages, relevant pages and mean relevance at each level (depth from the seeds)."""
+    counts: dict[int, list[float]] = {}  # level -> [pages, relevant, sum of scores, scored]
+    for page in pages:
+        row = counts.setdefault(page["level"], [0, 0, 0.0, 0])
+        row[0] += 1
+        row[1] += bool(page["is_relevant"])
+        if page["relevance"] is not None:
+            row[2] += page["relevance"]
+            row[3] += 1
+    return [
+        LevelRow(level, int(n), int(relevant), total / scored if scored else None)
+        for level, (n, relevant, total, scored) in sorted(counts.items())
+    ]
+
+
+def harvest_curve(pages: Iterable[Mapping[str, Any]]) -> list[HarvestPoint]:
+    """One point per stored page, in fetch order. ``fetch_order`` counts every page fetched, so
+    pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched."""
+    curve = []
+    relevant = 0
+    for page in sorted(pages, key=lambda page: page["fetch_order"]):
+        relevant += bool(page["is_relevant"])
+        curve.append(HarvestPoint(page["fetch_order"], relevant))
+    return curve
+
+
+def harvest_deciles(curve: Sequence[HarvestPoint], fetched: int) -> list[HarvestPoint]:
+    """The curve read after 10%, 20%, ... 100% of ``fetched`` pages (rounded up to a page)."""
+    if not fetched:
+        return []
+    positions = [point.fetched for point in curve]
+    deciles = []
+    for decile in range(1, DECILES + 1):
+        upto = math.ceil(decile * fetched / DECILES)
+        last = bisect.bisect_right(positions, upto) - 1
+        deciles.append(HarvestPoint(upto, curve[last].relevant if last >= 0 else 0))
+    return deciles
+
+
+def build_report(
+    crawl: Mapping[str, Any],
+    pages: Sequence[Mapping[str, Any]],
+    top: Sequence[Mapping[str, Any]],
+) -> Report:
+    """``pages``: every stored page with at least ``REPORT_FIELDS``; ``top``: the best pages,
+    as ``Store.pages(crawl_id, limit=TOP_PAGES)`` orders them."""
+    crawl_totals = totals(crawl, pages)
+    curve = harvest_curve(pages)
+    return Report(
+        crawl=dict(crawl),
+        totals=crawl_totals,
+        stored=len(pages),
+        levels=level_rows(pages),
+        curve=curve,
+        deciles=harvest_deciles(curve, crawl_totals.fetched),
+        top=[dict(page) for page in top],
+    )
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The report as plain JSON data (the per-page curve left out: the deciles sum it up)."""
+    return {
+        "crawl": report.crawl,
+        "totals": {
+            **asdict(report.totals),
+            "stored": report.stored,
+            "harvest_rate": report.totals.harvest_rate,
+        },
+        "levels": [
+            {**asdict(row), "percent_relevant": row.percent_relevant} for row in report.levels
+        ],
+        "harvest_deciles": [
+            {"percent": 100 * n // DECILES, **asdict(point), "harvest_rate": point.harvest_rate}
+            for n, point in enumerate(report.deciles, 1)
+        ],
+        "top": report.top,
+    }
+
+
+def describe_time(iso: str | None) -> str:
+    """An ISO 8601 UTC time to the second, e.g. ``2024-05-01 10:00:00 UTC``."""
+    return iso[:19].replace("T", " ") + " UTC" if iso else "-"
+
+
+def describe_params(params: Mapping[str, Any] | None) -> str:
+    """``max_depth=5, ...``; empty for a strategy without parameters."""
+    return ", ".join(f"{name}={value}" for name, value in (params or {}).items())
+
+
+def describe_status(crawl: Mapping[str, Any]) -> str:
+    """``finished``, ``running``, or ``interrupted (reason)``: why it stopped when it is not
+    the usual end."""
+    status = crawl.get("status") or "unknown"
+    reason = crawl.get("finish_reason")
+    return f"{status} ({reason})" if status == "interrupted" and reason else status
+
+
+def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
+    """The harvest-rate curve and the relevant pages per level, side by side, in a PNG file of
+    ``PNG_SIZE_INCHES`` x ``PNG_DPI`` pixels."""
+    import matplotlib  # here, not at the top: only --png needs it, and it is slow to import
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    crawl = report.crawl
+    figure, (harvest, levels) = pyplot.subplots(
+        1, 2, figsize=PNG_SIZE_INCHES, dpi=PNG_DPI, layout="constrained"
+    )
+    try:
+        figure.suptitle(
+            f'crawl {crawl["crawl_id"]}: {crawl.get("strategy")}, query "{crawl.get("query")}"'
+            f" ({describe_status(crawl)})"
+        )
+        harvest.plot(
+            [point.fetched for point in report.curve],
+            [point.harvest_rate for point in report.curve],
+            color="tab:blue",
+            label="after each page",
+        )
+        harvest.plot(
+            [point.fetched for point in report.deciles],
+            [point.harvest_rate for point in report.deciles],
+            "o",
+            color="tab:orange",
+            label="deciles",
+        )
+        harvest.set(
+            title="harvest rate",
+            xlabel="pages fetched",
+            ylabel="relevant / fetched",
+            ylim=(0, 1.05),
+            xlim=(0, max(report.totals.fetched, 1)),
+        )
+        harvest.grid(alpha=0.3)
+        harvest.legend(loc="upper right")
+
+        numbers = [row.level for row in report.levels]
+        levels.bar(numbers, [row.pages for row in report.levels], color="0.8", label="pages")
+        levels.bar(
+            numbers, [row.relevant for row in report.levels], color="tab:green", label="relevant"
+        )
+        levels.set(title="pages per level", xlabel="level (links from the seeds)", ylabel="pages")
+        levels.set_xticks(numbers)
+        levels.grid(axis="y", alpha=0.3)
+        levels.legend(loc="upper right")
+        figure.savefig(path, format="png")
+    finally:
+        pyplot.close(figure)

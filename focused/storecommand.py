@@ -1,0 +1,123 @@
+"""The base of the commands that read the store (``crawls``, ``pages``, ``report``).
+
+They read the crawl's own settings (``MONGO_URI``/``MONGO_DATABASE``, else ``FOCUSED_DB``), start
+no crawler process (so no reactor and no logging), and end any failure with one line on stderr:
+exit status 2 for a bad option (as ``scrapy crawl``), 1 when the store is unreachable or empty
+or the crawl unknown. This module lives outside ``focused.commands`` because Scrapy would take
+every command class found there for a command of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from scrapy.commands import ScrapyCommand
+
+from focused.arguments import Param, check_settings
+from focused.errors import ConfigError
+from focused.storage import Store, StoreError, open_store
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+
+USAGE_ERROR = 2
+NOT_FOUND = 1
+
+
+class InspectError(Exception):
+    """What was asked for is not in the store; the message is one line for the user."""
+
+
+class StoreCommand(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        try:
+            check_settings(self.settings)
+            self.check_options(args, opts)
+        except ConfigError as exc:
+            fail(str(exc), USAGE_ERROR)
+
+    def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        """Validate (and convert) the options in place; raise ``ConfigError``."""
+        if args:
+            raise ConfigError(f"unexpected arguments: {' '.join(args)}")
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        try:
+            store = open_store(self.settings, create=False)
+        except StoreError as exc:
+            fail(str(exc), NOT_FOUND)
+        try:
+            self.show(store, args, opts)
+            sys.stdout.flush()
+        except (StoreError, InspectError) as exc:
+            fail(str(exc), NOT_FOUND)
+        except BrokenPipeError:
+            # The reader (e.g. `| head`) has had enough: stop quietly, and keep Python from
+            # complaining when it flushes stdout at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(NOT_FOUND)
+        finally:
+            store.close()
+
+    @abstractmethod
+    def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None: ...
+
+
+def fail(message: str, status: int) -> NoReturn:
+    sys.stderr.write(f"error: {message}\n")
+    sys.exit(status)
+
+
+def parse_number(opts: argparse.Namespace, option: str, param: Param) -> None:
+    """Turn the string value of ``--option`` into a number checked by ``param``."""
+    name = option.lstrip("-").replace("-", "_")
+    raw = getattr(opts, name)
+    if raw is not None:
+        setattr(opts, name, param.parse(option, raw))
+
+
+def find_crawl(store: Store, crawl_id: str | None) -> dict[str, Any]:
+    """The record of ``crawl_id``, or of the latest crawl when it is None."""
+    where = f"the {store.backend} store at {store.location}"
+    if crawl_id is None:
+        crawl_id = store.latest_crawl_id()
+        if crawl_id is None:
+            raise InspectError(f"no crawls in {where}")
+    crawl = store.get_crawl(crawl_id)
+    if crawl is None:
+        raise InspectError(f"no crawl {crawl_id!r} in {where} (`scrapy crawls` lists them)")
+    return crawl
+
+
+def print_json(record: Any) -> None:
+    sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str) -> None:
+    """Columns padded to their widest cell, ``align`` giving ``l`` or ``r`` for each; the last
+    column is not padded (it holds free text: a query, a title)."""
+    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    for row in cells:
+        padded = [
+            cell.rjust(width) if side == "r" else cell.ljust(width)
+            for cell, width, side in zip(row[:-1], widths, align, strict=False)
+        ]
+        sys.stdout.write("  ".join([*padded, row[-1]]).rstrip() + "\n")
+
+
+def score(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"

@@ -1,0 +1,527 @@
+"""``scrapy crawls``, ``scrapy pages`` and ``scrapy report`` on a store filled by real crawls.
+
+Two crawls of the loopback sample go into one SQLite file, once for the module: ``cut`` is
+stopped by Ctrl-C (interrupted), ``done`` then runs to its page budget (the latest crawl). On
+SQLite the commands run as the real CLI in a subprocess; the same records are copied into
+mongomock, where the commands run in-process (pymongo.MongoClient patched), and both must print
+the same. Expected figures are computed here from the stored records, independently of
+focused.report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import signal
+import struct
+import subprocess
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pymongo
+import pytest
+from scrapy.cmdline import execute
+
+from focused.replayweb import ReplayServer
+from focused.report import build_report
+from focused.storage import FINISH_FIELDS, MongoStore, SqliteStore
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    REPO,
+    crawl_args,
+    crawl_env,
+    run_crawl,
+    scrapy_command,
+)
+from tests.test_storage import mongo_client  # noqa: F401 - the patched mongomock fixture
+
+BUDGET = 60
+MONGO_SETTINGS = {"MONGO_URI": "mongodb://mongomock", "MONGO_DATABASE": "focused"}
+PNG_SIZE = (1100, 450)  # 11 x 4.5 inches at 100 dpi
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Stored:
+    db: Path
+    crawls: dict[str, dict]
+    pages: dict[str, list[dict]]  # crawl id -> full page records in fetch order
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory, sample_graph) -> Stored:
+    tmp = tmp_path_factory.mktemp("commands")
+    server = ReplayServer(sample_graph, delay=0.02).start()
+    arguments = {
+        "strategy": "bestfirst",
+        "query": BIRD_QUERY,
+        "seeds": f"{server.url}/wiki/{BIRD_SEED}",
+    }
+    db = tmp / "focused.sqlite3"
+    try:
+        interrupt_crawl(server, arguments, db, "cut")
+        done = run_crawl(tmp, arguments, {"CLOSESPIDER_PAGECOUNT": BUDGET}, crawl_id="done")
+        assert done.result.returncode == 0, done.result.stderr[-3000:]
+    finally:
+        server.stop()
+    store = SqliteStore(db)
+    try:
+        crawls = {crawl["crawl_id"]: crawl for crawl in store.crawls()}
+        pages = {crawl_id: store.pages(crawl_id, order="fetch_order") for crawl_id in crawls}
+    finally:
+        store.close()
+    assert crawls["cut"]["status"] == "interrupted"
+    assert crawls["done"]["status"] == "finished"
+    assert len(pages["done"]) >= BUDGET and len(pages["cut"]) >= 10
+    return Stored(db, crawls, pages)
+
+
+def interrupt_crawl(server: ReplayServer, arguments: dict, db: Path, crawl_id: str) -> None:
+    """Start a crawl and press Ctrl-C once it has fetched some pages."""
+    settings = {
+        "FOCUSED_DB": db,
+        "CONCURRENT_REQUESTS": 2,
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_FILE": db.with_name(f"{crawl_id}.log"),  # a pipe nobody reads would block the crawl
+    }
+    command = scrapy_command(*crawl_args({**arguments, "crawl_id": crawl_id}, settings))
+    process = subprocess.Popen(command, cwd=REPO, env=crawl_env())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if sum(path.startswith("/wiki/") for path in server.fetched) >= 20:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 0, settings["LOG_FILE"].read_text()[-3000:]
+
+
+# -- running the commands --------------------------------------------------------------------
+
+
+def settings_args(settings: dict) -> list[str]:
+    return [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+
+
+def run_cli(*args: str, settings: dict) -> Result:
+    """The real command line, in a subprocess."""
+    result = subprocess.run(
+        scrapy_command(*args, *settings_args(settings)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=crawl_env(),
+    )
+    return Result(result.returncode, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys):
+    """Run a command in this process, as ``scrapy`` would: it starts no crawler process, so
+    there is no reactor to restart."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("SCRAPY_SETTINGS_MODULE", "focused.settings")
+
+    def run(*args: str, settings: dict) -> Result:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit:
+            execute(["scrapy", *args, *settings_args(settings)])
+        out, err = capsys.readouterr()
+        return Result(exit.value.code or 0, out, err)
+
+    return run
+
+
+@pytest.fixture
+def sqlite(cli, stored):
+    return lambda *args: cli(*args, settings={"FOCUSED_DB": stored.db})
+
+
+@pytest.fixture
+def mongo_copy(mongo_client, stored) -> MongoStore:  # noqa: F811
+    """mongomock holding a copy of the SQLite records, written through the Store API."""
+    copy = MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client)
+    for crawl_id, crawl in stored.crawls.items():
+        copy.start_crawl(crawl)
+        copy.finish_crawl(crawl_id, **{name: crawl[name] for name in FINISH_FIELDS})
+        copy.save_pages(stored.pages[crawl_id])
+    return copy
+
+
+@pytest.fixture
+def mongo(cli, monkeypatch, mongo_client, mongo_copy):  # noqa: F811
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    return lambda *args, **settings: cli(*args, settings={**MONGO_SETTINGS, **settings})
+
+
+def ok(result: Result) -> str:
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+def one_line_error(result: Result, status: int, message: str) -> None:
+    assert result.returncode == status, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+    assert result.stdout == ""
+
+
+# -- independent expectations ----------------------------------------------------------------
+
+
+def best_first(pages: list[dict]) -> list[dict]:
+    return sorted(pages, key=lambda page: (-page["relevance"], page["fetch_order"], page["url"]))
+
+
+def rows(section: str) -> list[list[str]]:
+    """The data rows of a printed table (header dropped), split on runs of 2+ spaces."""
+    lines = section.strip("\n").splitlines()[1:]
+    return [re.split(r"\s{2,}", line.strip()) for line in lines]
+
+
+def report_sections(text: str) -> dict[str, str]:
+    head, levels, deciles, top = text.split("\n\n")
+    return {
+        "head": head,
+        "levels": levels.split("\n", 1)[1],
+        "deciles": deciles.split("\n", 1)[1],
+        "top": top.split("\n", 1)[1],
+    }
+
+
+def expected_levels(pages: list[dict]) -> list[list[str]]:
+    by_level = defaultdict(list)
+    for page in pages:
+        by_level[page["level"]].append(page)
+    return [
+        [
+            str(level),
+            str(len(group)),
+            str(relevant := sum(page["is_relevant"] for page in group)),
+            f"{100 * relevant / len(group):.1f}",
+            f"{sum(page['relevance'] for page in group) / len(group):.3f}",
+        ]
+        for level, group in sorted(by_level.items())
+    ]
+
+
+def expected_deciles(pages: list[dict], fetched: int) -> list[list[str]]:
+    expected = []
+    for tenth in range(1, 11):
+        upto = math.ceil(tenth * fetched / 10)
+        relevant = sum(page["is_relevant"] for page in pages if page["fetch_order"] <= upto)
+        expected.append([f"{tenth * 10}%", str(upto), str(relevant), f"{relevant / upto:.3f}"])
+    return expected
+
+
+def check_report_text(text: str, crawl: dict, pages: list[dict]) -> None:
+    sections = report_sections(text)
+    head = dict(line.split(None, 1) for line in sections["head"].splitlines())
+    assert head["crawl"] == crawl["crawl_id"]
+    assert head["query"] == crawl["query"]
+    assert head["strategy"] == "bestfirst"
+    relevant = sum(page["is_relevant"] for page in pages)
+    assert crawl["pages"] == len(pages) and crawl["relevant"] == relevant
+    assert head["pages"] == (
+        f"{len(pages)} fetched, {len(pages)} stored, {relevant} relevant,"
+        f" harvest rate {relevant / len(pages):.3f}"
+    )
+    assert rows(sections["levels"]) == expected_levels(pages)
+    assert rows(sections["deciles"]) == expected_deciles(pages, crawl["pages"])
+    top = [
+        [
+            f"{page['relevance']:.3f}",
+            f"{page['tfidf']:.3f}",
+            f"{page['lsi']:.3f}",
+            str(page["level"]),
+            page["url"],
+            page["title"],
+        ]
+        for page in best_first(pages)[:10]
+    ]
+    assert rows(sections["top"]) == top
+
+
+# -- the report's figures on hand-made records --------------------------------------------
+
+
+def record(fetch_order: int, relevant: bool, level: int = 1, relevance: float | None = 0.5):
+    return {
+        "fetch_order": fetch_order,
+        "is_relevant": relevant,
+        "level": level,
+        "relevance": relevance,
+    }
+
+
+def test_figures_count_pages_fetched_but_not_stored():
+    """With STORE_MIN_RELEVANCE only some pages are stored; fetch_order still counts them all."""
+    pages = [record(1, True, 0, 0.9), record(4, True, 1, 0.6), record(9, False, 2, None)]
+    crawl = {"crawl_id": "c", "pages": 20, "relevant": 2}
+    built = build_report(crawl, pages, top=[])
+    assert (built.totals.fetched, built.totals.relevant, built.stored) == (20, 2, 3)
+    assert built.totals.harvest_rate == 0.1
+    # after 2, 4, 6, ... 20 pages fetched: 1 relevant up to page 3, then 2
+    assert [(p.fetched, p.relevant) for p in built.deciles] == [(2, 1)] + [
+        (n, 2) for n in range(4, 21, 2)
+    ]
+    assert [(p.fetched, p.harvest_rate) for p in built.curve] == [(1, 1.0), (4, 0.5), (9, 2 / 9)]
+    levels = [(r.level, r.pages, r.relevant, r.mean_relevance) for r in built.levels]
+    assert levels == [(0, 1, 1, 0.9), (1, 1, 1, 0.6), (2, 1, 0, None)]
+
+
+def test_figures_of_a_running_crawl_come_from_its_stored_pages():
+    pages = [record(2, False), record(1, True), record(3, True)]
+    built = build_report({"crawl_id": "c", "pages": None}, pages, top=[])
+    assert (built.totals.fetched, built.totals.relevant) == (3, 2)
+    # fewer pages than deciles: each decile rounds up to a whole page
+    assert [p.fetched for p in built.deciles] == [1, 1, 1, 2, 2, 2, 3, 3, 3, 3]
+    assert [p.relevant for p in built.deciles] == [1, 1, 1, 1, 1, 1, 2, 2, 2, 2]
+
+
+# -- scrapy crawls ---------------------------------------------------------------------------
+
+
+def test_crawls_lists_both_crawls_newest_first(stored, sqlite, mongo):
+    out = ok(sqlite("crawls"))
+    listed = rows(out)
+    assert [row[0] for row in listed] == ["done", "cut"]
+    for row in listed:
+        crawl = stored.crawls[row[0]]
+        pages = stored.pages[row[0]]
+        relevant = sum(page["is_relevant"] for page in pages)
+        assert row[1] == crawl["started_at"][:19].replace("T", " ") + " UTC"
+        assert row[3:] == [
+            "bestfirst",
+            "-",
+            str(len(pages)),
+            str(relevant),
+            f"{relevant / len(pages):.3f}",
+            BIRD_QUERY,
+        ]
+    assert listed[0][2] == "finished"
+    assert listed[1][2] == "interrupted (shutdown)"
+    assert ok(mongo("crawls")) == out
+
+
+def test_crawls_json(stored, sqlite, mongo):
+    out = ok(sqlite("crawls", "--json"))
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [record["crawl_id"] for record in records] == ["done", "cut"]
+    for record in records:
+        crawl = stored.crawls[record["crawl_id"]]
+        assert record["status"] == crawl["status"] and record["pages"] == crawl["pages"]
+        assert record["harvest_rate"] == pytest.approx(crawl["relevant"] / crawl["pages"])
+    assert ok(mongo("crawls", "--json")) == out
+
+
+def test_crawls_counts_a_running_crawl_from_its_stored_pages(stored, mongo, mongo_copy):
+    """A crawl record gets its counts when the crawl ends; until then, count what is stored."""
+    live = [{**page, "crawl_id": "live"} for page in stored.pages["done"][:25]]
+    started = {name: stored.crawls["done"][name] for name in ("query", "strategy", "seeds")}
+    mongo_copy.start_crawl({**started, "crawl_id": "live", "started_at": "3000"})
+    mongo_copy.save_pages(live)
+    first = rows(ok(mongo("crawls")))[0]
+    relevant = sum(page["is_relevant"] for page in live)
+    assert first[0] == "live" and first[2] == "running"
+    assert first[5:8] == ["25", str(relevant), f"{relevant / 25:.3f}"]
+
+
+# -- scrapy pages ----------------------------------------------------------------------------
+
+
+def page_rows(pages: list[dict]) -> list[list[str]]:
+    return [
+        [f"{page['relevance']:.3f}", str(page["level"]), page["url"], page["title"]]
+        for page in pages
+    ]
+
+
+@pytest.mark.parametrize(
+    ("options", "select"),
+    [
+        ((), lambda pages: pages),
+        (("--top", "7"), lambda pages: pages[:7]),
+        (("--level", "2"), lambda pages: [p for p in pages if p["level"] == 2]),
+        (("--relevant-only",), lambda pages: [p for p in pages if p["is_relevant"]]),
+        (
+            ("--min-relevance", "0.2", "--level", "1", "--top", "3"),
+            lambda pages: [p for p in pages if p["relevance"] >= 0.2 and p["level"] == 1][:3],
+        ),
+    ],
+)
+def test_pages_best_first_with_filters(stored, sqlite, mongo, options, select):
+    out = ok(sqlite("pages", *options))
+    expected = select(best_first(stored.pages["done"]))
+    assert expected, "a filter that selects nothing tests nothing"
+    assert [line.split(None, 3) for line in out.splitlines()[1:]] == page_rows(expected)
+    assert ok(mongo("pages", *options)) == out
+
+
+def test_pages_json_is_one_record_a_line_without_text(stored, sqlite, mongo):
+    out = ok(sqlite("pages", "--crawl", "cut", "--json"))
+    printed = [json.loads(line) for line in out.splitlines()]
+    expected = best_first(stored.pages["cut"])
+    assert printed == [{k: v for k, v in page.items() if k != "text"} for page in expected]
+    assert ok(mongo("pages", "--crawl", "cut", "--json")) == out
+
+
+def test_pages_of_an_interrupted_crawl_say_so(sqlite, mongo):
+    result = sqlite("pages", "--crawl", "cut", "--top", "3")
+    assert len(ok(result).splitlines()) == 4
+    assert result.stderr.strip() == (
+        "crawl cut is interrupted (shutdown): these are the pages it stored so far"
+    )
+    assert mongo("pages", "--crawl", "cut", "--top", "3") == result
+
+
+# -- scrapy report ---------------------------------------------------------------------------
+
+
+def test_report_of_the_latest_crawl(stored, sqlite, mongo):
+    out = ok(sqlite("report"))
+    check_report_text(out, stored.crawls["done"], stored.pages["done"])
+    assert "status     finished\n" in out
+    assert ok(mongo("report")) == out
+
+
+def test_report_of_an_interrupted_crawl_reports_its_pages_and_status(stored, sqlite, mongo):
+    out = ok(sqlite("report", "cut"))
+    check_report_text(out, stored.crawls["cut"], stored.pages["cut"])
+    assert "status     interrupted (shutdown)\n" in out
+    assert ok(mongo("report", "cut")) == out
+
+
+def test_report_json(stored, sqlite, mongo):
+    out = ok(sqlite("report", "done", "--json"))
+    report = json.loads(out)
+    pages = stored.pages["done"]
+    assert report["crawl"] == stored.crawls["done"]
+    assert report["totals"]["stored"] == len(pages)
+    assert [
+        [str(row["level"]), str(row["pages"]), str(row["relevant"])] for row in report["levels"]
+    ] == [row[:3] for row in expected_levels(pages)]
+    deciles = expected_deciles(pages, len(pages))
+    assert [
+        [f"{d['percent']}%", str(d["fetched"]), str(d["relevant"])]
+        for d in report["harvest_deciles"]
+    ] == [row[:3] for row in deciles]
+    assert [page["url"] for page in report["top"]] == [p["url"] for p in best_first(pages)[:10]]
+    assert ok(mongo("report", "done", "--json")) == out
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
+    assert data[12:16] == b"IHDR"
+    assert data[-8:-4] == b"IEND"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_report_png(stored, sqlite, mongo, tmp_path):
+    result = sqlite("report", "--png", str(tmp_path / "sqlite.png"))
+    check_report_text(ok(result), stored.crawls["done"], stored.pages["done"])
+    assert png_size(tmp_path / "sqlite.png") == PNG_SIZE
+    assert ok(mongo("report", "--json", "--png", str(tmp_path / "mongo.png")))
+    assert png_size(tmp_path / "mongo.png") == PNG_SIZE
+
+
+def test_report_png_into_a_missing_directory(stored, sqlite, tmp_path):
+    result = sqlite("report", "--png", str(tmp_path / "no" / "such" / "r.png"))
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1].startswith("error: cannot write ")
+    assert "Traceback" not in result.stderr
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args", [("report", "nosuch"), ("pages", "--crawl", "nosuch"), ("report", "--json", "nosuch")]
+)
+def test_unknown_crawl_id(stored, sqlite, mongo, args):
+    one_line_error(sqlite(*args), 1, "no crawl 'nosuch' in the SQLite store at ")
+    one_line_error(mongo(*args), 1, "no crawl 'nosuch' in the MongoDB store at ")
+
+
+@pytest.mark.parametrize("command", ["crawls", "pages", "report"])
+def test_empty_store(tmp_path, cli, monkeypatch, mongo_client, command):  # noqa: F811
+    db = tmp_path / "empty.sqlite3"
+    SqliteStore(db).close()
+    one_line_error(cli(command, settings={"FOCUSED_DB": db}), 1, "no crawls in the SQLite store")
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    one_line_error(cli(command, settings=MONGO_SETTINGS), 1, "no crawls in the MongoDB store")
+    assert mongo_client.list_database_names() == [], "a reader created a database"
+
+
+def test_missing_sqlite_file_is_not_created(tmp_path, cli):
+    db = tmp_path / "typo.sqlite3"
+    one_line_error(cli("crawls", settings={"FOCUSED_DB": db}), 1, f"{db}: no such file")
+    assert not db.exists()
+
+
+def test_crawl_without_stored_pages(mongo, mongo_copy):
+    mongo_copy.start_crawl({"crawl_id": "nothing", "started_at": "3000", "query": "birds"})
+    one_line_error(mongo("report"), 1, "crawl nothing has no stored pages")
+    assert ok(mongo("pages")).splitlines() == ["relevance  level  url  title"]
+
+
+UNREACHABLE_MONGO = {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_TIMEOUT_MS": 300}
+
+
+@pytest.mark.parametrize("command", ["crawls", "pages", "report"])
+def test_unreachable_mongo(cli, command):
+    one_line_error(
+        cli(command, settings=UNREACHABLE_MONGO),
+        1,
+        "MongoDB store at mongodb://127.0.0.1:1/focused: cannot reach the server within 300 ms",
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("pages", "--top", "0"), "--top=0 is below its minimum 1"),
+        (("pages", "--top", "many"), "--top='many' is not an integer"),
+        (("pages", "--level", "-1"), "--level=-1 is below its minimum 0"),
+        (("pages", "--min-relevance", "2"), "--min-relevance=2 is above its maximum 1"),
+        (("pages", "extra"), "unexpected arguments: extra"),
+        (("crawls", "--bogus"), "unexpected arguments: --bogus"),
+        (("report", "a", "b"), "give at most one crawl id, not 2: a b"),
+        (("report", "-s", "MONGO_TIMEOUT_MS=soon"), "MONGO_TIMEOUT_MS='soon' is not an integer"),
+    ],
+)
+def test_bad_options(mongo, args, message):
+    one_line_error(mongo(*args), 2, message)
+
+
+# -- the real command line -------------------------------------------------------------------
+
+
+def test_the_command_line_prints_the_same(stored, sqlite, tmp_path):
+    """The commands above ran in-process; ``scrapy`` itself prints the same."""
+    settings = {"FOCUSED_DB": stored.db}
+    for args in (("crawls",), ("pages", "--top", "5", "--json")):
+        assert ok(run_cli(*args, settings=settings)) == ok(sqlite(*args))
+    png = tmp_path / "cli.png"
+    result = run_cli("report", "cut", "--png", png, settings=settings)
+    assert ok(result) == ok(sqlite("report", "cut"))
+    assert png_size(png) == PNG_SIZE
+    assert result.stderr == f"plot written to {png}\n"
+
+
+def test_errors_on_the_command_line():
+    one_line_error(run_cli("pages", "--top", "0", settings={}), 2, "--top=0 is below its minimum 1")
+    one_line_error(run_cli("report", settings=UNREACHABLE_MONGO), 1, "cannot reach the server")
