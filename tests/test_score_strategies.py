@@ -62,9 +62,7 @@ def _mixed_levels(queue) -> None:
         ("l1-b", 1, 0.1),
     ]
     for discovery, (name, depth, parent_relevance) in enumerate(pushes, start=1):
-        queue.push(
-            req(name, depth=depth, parent_relevance=parent_relevance, discovery=discovery)
-        )
+        queue.push(req(name, depth=depth, parent_relevance=parent_relevance, discovery=discovery))
 
 
 def test_hybrid_is_breadth_first_then_best_first(key):
