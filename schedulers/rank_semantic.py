@@ -169,12 +169,12 @@ class RankSemanticQueue(StrategyQueue):
     def rediscover(self, request: Request) -> bool:
         if self._records_rediscoveries:
             self._record_link(request)
-        changed = super().rediscover(request)
-        if changed:
-            fp = self._fingerprint(request)
-            self._untrack(fp)
-            self._track(fp, request, (-self.score(request), -self.tiebreak(request), 0))
-        return changed
+        fp = self._fingerprint(request)
+        if fp not in self._queued or not super().rediscover(request):
+            return False
+        self._untrack(fp)
+        self._track(fp, request, (-self.score(request), -self.tiebreak(request), 0))
+        return True
 
     def _record_link(self, request: Request) -> None:
         parent = request.meta.get("parent_url")

@@ -22,7 +22,8 @@ on the path and run the number of irrelevant pages after it, so ``child_meta`` c
 those two values down the path (``shark_sim``, ``shark_run``) and the score needs no state.
 
 The fish-search depth: a chain is not followed after ``depth`` irrelevant pages in a row (a
-link whose run reaches ``depth`` is not queued; ``focused/depth_cut`` counts them).
+link whose run reaches ``depth`` is not queued; ``focused/depth_cut`` counts them). An
+irrelevant seed is the first irrelevant page of its chains.
 
 Parameters:
     delta (float in [0, 1], default 0.5): decay of the inherited score per link.
