@@ -102,6 +102,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         name: param.parse(name, args[name]) if name in args else param.default
         for name, param in spec.items()
     }
+    strategy_class(strategy).check_params(params)
     query = args.get("query", "").strip()
     topic_file = args.get("topic_file")
     topic = query
@@ -156,6 +157,9 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "CONCURRENT_REQUESTS": (int, 1, None),
     "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
     "MONGO_TIMEOUT_MS": (int, 1, None),
+    "CLOSESPIDER_RELEVANT": (int, 0, None),
+    "DRIFT_WINDOW": (int, 0, None),
+    "DRIFT_MIN_HARVEST": (float, 0.0, 1.0),
 }
 
 

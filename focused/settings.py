@@ -54,3 +54,11 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 # -- Progress --------------------------------------------------------------------------------
 EXTENSIONS = {"focused.extensions.ProgressLog": 500}
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
+
+# -- Stop criteria (focused.stopping) --------------------------------------------------------
+# The page budget is Scrapy's CLOSESPIDER_PAGECOUNT (default 0, off); threshold crawl-and-store
+# is STORE_MIN_RELEVANCE above. Crawls stopped by any of these are recorded as finished.
+EXTENSIONS = {**EXTENSIONS, "focused.stopping.StopCriteria": 510}
+CLOSESPIDER_RELEVANT = 0  # stop after this many relevant pages (the crawl's count); 0 = off
+DRIFT_WINDOW = 0  # topic-drift stop: pages over which the recent harvest rate is taken; 0 = off
+DRIFT_MIN_HARVEST = 0.1  # stop when the harvest rate of the last DRIFT_WINDOW pages is below this

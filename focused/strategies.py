@@ -13,6 +13,11 @@ STRATEGIES: dict[str, str] = {
     "bfs": "schedulers.bfs.BreadthFirstQueue",
     "dfs": "schedulers.dfs.DepthFirstQueue",
     "bestfirst": "schedulers.bestfirst.BestFirstQueue",
+    "ucs": "schedulers.ucs.UniformCostQueue",
+    "astar": "schedulers.astar.AStarQueue",
+    "hybrid": "schedulers.hybrid.HybridQueue",
+    "shark": "schedulers.shark.SharkSearchQueue",
+    "rank_semantic": "schedulers.rank_semantic.RankSemanticQueue",
 }
 
 

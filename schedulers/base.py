@@ -244,6 +244,11 @@ class StrategyQueue:
         return True
 
     @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        """Check the parameters against each other (``Param`` checks each one alone); raise
+        ``focused.errors.ConfigError``. Called by ``focused.arguments`` before the crawl."""
+
+    @classmethod
     def child_meta(
         cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
     ) -> dict[str, Any]:

@@ -38,6 +38,26 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),
         (GOOD, {"RELEVANCE_THRESHOLD": "2"}, "RELEVANCE_THRESHOLD=2 is outside"),
         (GOOD, {"CLOSESPIDER_PAGECOUNT": "-5"}, "CLOSESPIDER_PAGECOUNT=-5 is outside"),
+        ({**GOOD, "strategy": "shark", "delta": "1.5"}, {}, "delta=1.5 is above its maximum 1"),
+        ({**GOOD, "strategy": "shark", "gamma": "-0.1"}, {}, "gamma=-0.1 is below its minimum 0"),
+        ({**GOOD, "strategy": "shark", "depth": "0"}, {}, "depth=0 is below its minimum 1"),
+        (
+            {**GOOD, "strategy": "hybrid", "then": "annealing"},
+            {},
+            "then='annealing' is not one of: bestfirst, dfs",
+        ),
+        ({**GOOD, "strategy": "hybrid", "bfs_levels": "-1"}, {}, "bfs_levels=-1 is below"),
+        ({**GOOD, "strategy": "astar", "h_weight": "-2"}, {}, "h_weight=-2 is below its minimum"),
+        (
+            {**GOOD, "strategy": "rank_semantic", "band_low": "0.8", "band_high": "0.2"},
+            {},
+            "band_low=0.8 is above band_high=0.2",
+        ),
+        ({**GOOD, "strategy": "rank_semantic", "rank_every": "0"}, {}, "rank_every=0 is below"),
+        ({**GOOD, "strategy": "rank_semantic", "T": "x"}, {}, "T='x' is not a number"),
+        (GOOD, {"CLOSESPIDER_RELEVANT": "-1"}, "CLOSESPIDER_RELEVANT=-1 is outside"),
+        (GOOD, {"DRIFT_WINDOW": "ten"}, "DRIFT_WINDOW='ten' is not an integer"),
+        (GOOD, {"DRIFT_MIN_HARVEST": "1.5"}, "DRIFT_MIN_HARVEST=1.5 is outside"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):

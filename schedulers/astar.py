@@ -1,0 +1,34 @@
+"""A* search: f = g + h, lowest first.
+
+Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014): f(n) = g(n) + h(n) with an
+admissible h, 0 <= h(n) <= h*(n).
+
+g is the path cost of ``ucs`` (the sum of 1 - relevance over the fetched pages on the path).
+h = ``h_weight`` x (1 - ``link_relevance``), the cost the linked page itself is expected to
+add, estimated from the link's anchor and the text around it before the page is fetched.
+
+Admissibility: once fetched, the linked page adds at least 1 - relevance(page) to the path, so
+h never over-states the remaining cost as long as the link's evidence does not under-state the
+page (``link_relevance`` >= relevance(page)) and ``h_weight`` <= 1. Anchors and their context
+are usually written about their target, so that holds for most links; a smaller ``h_weight``
+makes h admissible for more of them, and ``h_weight=0`` is uniform-cost search.
+
+Parameters:
+    h_weight (float, default 1.0): weight of the heuristic; 0 turns A* into ``ucs``.
+"""
+
+from __future__ import annotations
+
+from scrapy import Request
+
+from focused.arguments import Param
+from schedulers.ucs import UniformCostQueue
+
+
+class AStarQueue(UniformCostQueue):
+    name = "astar"
+    params = {"h_weight": Param(1.0, "weight of the heuristic h", low=0.0)}
+
+    def score(self, request: Request) -> float:
+        h = self.params["h_weight"] * (1.0 - request.meta.get("link_relevance", 1.0))
+        return super().score(request) - h

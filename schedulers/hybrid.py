@@ -1,0 +1,65 @@
+"""The combined method: breadth-first over the first levels, then best-first or depth-first.
+
+Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014): crawl levels 1, 1-2 or 1-3
+breadth-first, then continue depth-first to a fixed depth (5 levels below the seeds there).
+
+One queue holds both parts. Every link at level <= ``bfs_levels`` scores above any link
+deeper down, and among themselves they pop as in ``bfs`` (level by level, in discovery order);
+the deeper links pop in the order of the ``then`` strategy. So the crawl finishes the BFS
+levels it has found before it follows the second order, and a link deeper down that is found
+again at a shallow level moves into the BFS part.
+
+Parameters:
+    bfs_levels (int, default 2): the deepest level crawled breadth-first (0: the seeds only).
+    then (str, default ``bestfirst``): the order below those levels, ``bestfirst`` or ``dfs``.
+    max_depth (int, default 5): with ``then=dfs``, links deeper than this are not queued (the
+        thesis's fixed depth); ``bestfirst`` has no depth limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy import Request
+from scrapy.crawler import Crawler
+
+from focused.arguments import Param
+from schedulers.base import StrategyQueue
+from schedulers.bestfirst import BestFirstQueue
+from schedulers.bfs import BreadthFirstQueue
+from schedulers.dfs import DepthFirstQueue
+
+SECOND_ORDERS: dict[str, type[StrategyQueue]] = {
+    "bestfirst": BestFirstQueue,
+    "dfs": DepthFirstQueue,
+}
+# Above any score of the second order (a dfs score is a discovery count).
+BFS_PART = 1e15
+
+
+class HybridQueue(StrategyQueue):
+    name = "hybrid"
+    params = {
+        "bfs_levels": Param(2, "deepest level crawled breadth-first", low=0),
+        "then": Param("bestfirst", "order below the BFS levels", choices=tuple(SECOND_ORDERS)),
+        "max_depth": Param(5, "with then=dfs, deepest level to queue", low=0),
+    }
+
+    def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
+        super().__init__(crawler, key, state)
+        self.then = SECOND_ORDERS[self.params["then"]]
+
+    def _breadth_first(self, request: Request) -> bool:
+        return request.meta.get("depth", 0) <= self.params["bfs_levels"]
+
+    # The second order's methods read only the request, and params/stats that this queue has.
+    def score(self, request: Request) -> float:
+        if self._breadth_first(request):
+            return BFS_PART + BreadthFirstQueue.score(self, request)
+        return self.then.score(self, request)
+
+    def tiebreak(self, request: Request) -> float:
+        return 0.0 if self._breadth_first(request) else self.then.tiebreak(self, request)
+
+    def admit(self, request: Request) -> bool:
+        return self.then.admit(self, request)

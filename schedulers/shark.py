@@ -1,0 +1,91 @@
+"""Shark-search: a link's score mixes what its path inherits with what its anchor says.
+
+Source: M. Hersovici, M. Jacovi, Y. S. Maarek, D. Pelleg, M. Shtalhaim, S. Ur, "The
+shark-search algorithm. An application: tailored Web site mapping", WWW7, 1998.
+
+For a link to ``child`` found on page ``parent``:
+
+    inherited(child)     = delta * sim(parent)           if parent is relevant
+                           delta * inherited(parent)     otherwise
+    neighbourhood(child) = beta * anchor + (1 - beta) * context,
+                           context = 1 if anchor > 0, else the relevance of the text around
+                           the link
+    score(child)         = gamma * inherited + (1 - gamma) * neighbourhood
+
+sim(parent) is the page's combined relevance; "relevant" means at or above
+RELEVANCE_THRESHOLD (the paper's sim > 0 would count almost every page, as cosine scores are
+rarely exactly 0). anchor = ``anchor_relevance``, the text around the link =
+``context_relevance``. A seed inherits 0: no path leads to it.
+
+Unrolled, inherited(child) = delta ** (run + 1) * sim(a), where a is the nearest relevant page
+on the path and run the number of irrelevant pages after it, so ``child_meta`` carries just
+those two values down the path (``shark_sim``, ``shark_run``) and the score needs no state.
+
+The fish-search depth: a chain is not followed after ``depth`` irrelevant pages in a row (a
+link whose run reaches ``depth`` is not queued; ``focused/depth_cut`` counts them). An
+irrelevant seed is the first irrelevant page of its chains.
+
+Parameters:
+    delta (float in [0, 1], default 0.5): decay of the inherited score per link.
+    beta (float in [0, 1], default 0.8): weight of the anchor against its context.
+    gamma (float in [0, 1], default 0.8): weight of the inherited score against the
+        neighbourhood.
+    depth (int >= 1, default 3): irrelevant pages in a row after which a chain is dropped; the
+        paper leaves its value open, 3 lets a crawl cross two off-topic pages to a third.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+
+from focused.arguments import Param
+from schedulers.base import StrategyQueue
+
+if TYPE_CHECKING:
+    from focused.relevance import Scores
+
+SEED_SCORE = 2.0  # above any link score, which is at most 1
+
+
+class SharkSearchQueue(StrategyQueue):
+    name = "shark"
+    params = {
+        "delta": Param(0.5, "decay of the inherited score", low=0.0, high=1.0),
+        "beta": Param(0.8, "weight of the anchor against its context", low=0.0, high=1.0),
+        "gamma": Param(0.8, "weight of inherited against neighbourhood", low=0.0, high=1.0),
+        "depth": Param(3, "irrelevant pages in a row after which a chain is dropped", low=1),
+    }
+
+    @classmethod
+    def child_meta(
+        cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
+    ) -> dict[str, Any]:
+        if is_relevant:
+            return {"shark_sim": scores.combined, "shark_run": 0}
+        return {
+            "shark_sim": parent_meta.get("shark_sim", 0.0),
+            "shark_run": parent_meta.get("shark_run", 0) + 1,
+        }
+
+    def inherited(self, request: Request) -> float:
+        meta = request.meta
+        return self.params["delta"] ** (meta["shark_run"] + 1) * meta["shark_sim"]
+
+    def neighbourhood(self, request: Request) -> float:
+        anchor = request.meta.get("anchor_relevance", 0.0)
+        context = 1.0 if anchor > 0 else request.meta.get("context_relevance", 0.0)
+        return self.params["beta"] * anchor + (1 - self.params["beta"]) * context
+
+    def score(self, request: Request) -> float:
+        if "shark_run" not in request.meta:
+            return SEED_SCORE
+        gamma = self.params["gamma"]
+        return gamma * self.inherited(request) + (1 - gamma) * self.neighbourhood(request)
+
+    def admit(self, request: Request) -> bool:
+        if request.meta.get("shark_run", 0) < self.params["depth"]:
+            return True
+        self.stats.inc_value("focused/depth_cut")
+        return False

@@ -1,0 +1,158 @@
+"""Real crawls of the loopback sample with each score-ordered strategy, non-default parameters."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+from itertools import pairwise
+
+from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
+
+BUDGET = 40
+
+
+def strategy_crawl(tmp_path, site, strategy: str, params: dict[str, str], **settings):
+    arguments = {
+        "strategy": strategy,
+        "query": BIRD_QUERY,
+        "seeds": f"{site.url}/wiki/{BIRD_SEED}",
+        **params,
+    }
+    crawl = run_crawl(
+        tmp_path,
+        arguments,
+        {"CLOSESPIDER_PAGECOUNT": BUDGET, "CONCURRENT_REQUESTS": 1, **settings},
+        crawl_id=strategy,
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    pages = crawl.pages()
+    assert len(pages) >= BUDGET - 1  # robots.txt is one of Scrapy's pages
+    assert pages[0]["level"] == 0
+    for page in pages:
+        assert isinstance(page["level"], int) and page["strategy"] == strategy
+        assert 0.0 <= page["relevance"] <= 1.0 and isinstance(page["is_relevant"], bool)
+    record = crawl.crawl_record()
+    assert record["status"] == "finished" and record["finish_reason"] == "closespider_pagecount"
+    assert record["params"] == {**record["params"], **_typed(params)}
+    assert max(Counter(p for p in site.fetched if p.startswith("/wiki/")).values()) == 1
+    return crawl, pages
+
+
+def _typed(params: dict[str, str]) -> dict:
+    def parse(value: str):
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                pass
+        return value
+
+    return {name: parse(value) for name, value in params.items()}
+
+
+def _by_url(pages: list[dict]) -> dict[str, dict]:
+    return {page["url"]: page for page in pages}
+
+
+def test_ucs_fetches_in_nondecreasing_path_cost(tmp_path, site):
+    _, pages = strategy_crawl(tmp_path, site, "ucs", {}, RELEVANCE_THRESHOLD=0.2)
+    by_url = _by_url(pages)
+    cost: dict[str, float] = {}
+    for page in pages:  # fetch order: a page's parent was fetched before it
+        parent = by_url.get(page["parent_url"])
+        cost[page["url"]] = 0.0 if parent is None else cost[parent["url"]] + 1 - parent["relevance"]
+    costs = [cost[page["url"]] for page in pages]
+    assert all(later >= earlier - 1e-6 for earlier, later in pairwise(costs)), costs
+    assert max(page["level"] for page in pages) >= 2
+
+
+def test_astar_fetches_the_seeds_best_link_first(tmp_path, site):
+    _, pages = strategy_crawl(tmp_path, site, "astar", {"h_weight": "0.5"})
+    seed_url = pages[0]["url"]
+    from_seed = [page["link_relevance"] for page in pages if page["parent_url"] == seed_url]
+    # Every link of the seed has the same g: the strongest link decides.
+    assert pages[1]["parent_url"] == seed_url
+    assert pages[1]["link_relevance"] == max(from_seed)
+
+
+def test_hybrid_crawls_level_1_breadth_first_then_depth_first(tmp_path, site):
+    params = {"bfs_levels": "1", "then": "dfs", "max_depth": "4"}
+    _, pages = strategy_crawl(tmp_path, site, "hybrid", params)
+    levels = [page["level"] for page in pages]
+    first_deep = next(i for i, level in enumerate(levels) if level >= 2)
+    assert set(levels[1:first_deep]) == {1}
+    assert all(level >= 2 for level in levels[first_deep:]), levels
+    assert first_deep >= 20  # the seed's links (32) before any deeper page
+    assert max(levels) == 4, levels  # depth first down to max_depth
+
+
+def test_shark_never_follows_a_chain_past_depth_irrelevant_pages(tmp_path, site):
+    params = {"delta": "0.7", "beta": "0.6", "gamma": "0.5", "depth": "2"}
+    crawl, pages = strategy_crawl(tmp_path, site, "shark", params, RELEVANCE_THRESHOLD=0.2)
+    by_url = _by_url(pages)
+    run: dict[str, int] = {}
+    for page in pages:
+        parent = by_url.get(page["parent_url"])
+        if parent is None:
+            run[page["url"]] = 0
+        else:
+            run[page["url"]] = 0 if parent["is_relevant"] else run[parent["url"]] + 1
+    assert max(run.values()) == 1, run  # depth 2: never a link found after 2 irrelevant pages
+    assert any(not page["is_relevant"] for page in pages)
+    assert "'focused/depth_cut'" in crawl.result.stderr
+
+
+def test_rank_semantic_crawl_ranks_the_graph(tmp_path, site):
+    params = {"band_low": "0.05", "band_high": "0.95", "T": "0.08", "rank_every": "50"}
+    crawl, pages = strategy_crawl(tmp_path, site, "rank_semantic", params)
+    assert "'focused/rankings'" in crawl.result.stderr
+    # Links below T are held back while any link above it is crawlable.
+    weak = [i for i, page in enumerate(pages[1:], 1) if page["link_relevance"] < 0.08]
+    strong = [i for i, page in enumerate(pages[1:], 1) if page["link_relevance"] >= 0.08]
+    assert strong and (not weak or min(weak) > min(strong))
+
+
+def _graph(jobdir) -> tuple[int, set[int]]:
+    db = sqlite3.connect(jobdir / "requests.queue" / "linkgraph.sqlite3")
+    try:
+        nodes = {url: i for i, url in db.execute("SELECT id, url FROM nodes")}
+        edges = {
+            (src, dst)
+            for (pair,) in db.execute("SELECT pair FROM edges")
+            for src, dst in [(pair >> 32, pair & 0xFFFFFFFF)]
+        }
+        names = {i: url for url, i in nodes.items()}
+        return len(nodes), {(names[s], names[d]) for s, d in edges}
+    finally:
+        db.close()
+
+
+def test_rank_semantic_pauses_and_resumes_from_jobdir(tmp_path, site):
+    arguments = {
+        "strategy": "rank_semantic",
+        "query": BIRD_QUERY,
+        "seeds": f"{site.url}/wiki/{BIRD_SEED}",
+        "rank_every": "30",
+    }
+    settings = {"JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS": 2}
+    first = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 15}, crawl_id="rs")
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    fetched_first = [p for p in site.fetched if p.startswith("/wiki/")]
+    nodes_first, edges_first = _graph(tmp_path / "job")
+    assert nodes_first > len(fetched_first) and edges_first
+
+    second = run_crawl(
+        tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 30}, crawl_id="rs"
+    )
+    assert second.result.returncode == 0, second.result.stderr[-3000:]
+    assert "Resuming crawl" in second.result.stderr
+    fetched = [p for p in site.fetched if p.startswith("/wiki/")]
+    assert len(fetched) >= len(fetched_first) + 30
+    assert max(Counter(fetched).values()) == 1
+    nodes, edges = _graph(tmp_path / "job")
+    assert nodes > nodes_first and edges > edges_first  # the graph grew from the saved one
+
+    pages = second.pages()
+    assert len(pages) == len(fetched)
+    assert sorted(p["fetch_order"] for p in pages) == list(range(1, len(pages) + 1))
+    assert second.crawl_record()["status"] == "finished"

@@ -1,0 +1,250 @@
+"""The defining order of the score-ordered strategies, on hand-built requests.
+
+ucs, astar, hybrid, shark and rank_semantic; each on the memory and the disk (JOBDIR) frontier.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from focused.relevance import Scores
+from schedulers.rank_semantic import LinkGraph
+from schedulers.shark import SharkSearchQueue
+from tests.queues import drain, make_queue, req
+
+
+@pytest.fixture(params=["memory", "disk"])
+def key(request, tmp_path) -> str:
+    return "" if request.param == "memory" else str(tmp_path / "requests.queue")
+
+
+# -- ucs and astar -------------------------------------------------------------------------------
+
+
+def test_ucs_pops_the_lowest_cumulative_cost(key):
+    queue = make_queue("ucs", key)
+    # A deep path through relevant pages is cheaper than one off-topic page.
+    queue.push(req("off-topic-child", depth=1, path_cost=0.9))
+    queue.push(req("deep-on-topic", depth=4, path_cost=0.1 + 0.2 + 0.1 + 0.05))
+    queue.push(req("middling", depth=2, path_cost=0.5))
+    queue.push(req("seed", depth=0, path_cost=0.0))
+    queue.push(req("tie-later", depth=2, path_cost=0.5))
+    assert drain(queue) == ["seed", "deep-on-topic", "middling", "tie-later", "off-topic-child"]
+
+
+def test_astar_orders_by_path_cost_plus_link_heuristic(key):
+    queue = make_queue("astar", key)
+    # f = g + (1 - link_relevance): 0.2 + 0.7 = 0.9, 0.5 + 0.1 = 0.6, 0.3 + 0.4 = 0.7.
+    queue.push(req("cheap-path-weak-link", path_cost=0.2, link_relevance=0.3))
+    queue.push(req("dear-path-strong-link", path_cost=0.5, link_relevance=0.9))
+    queue.push(req("between", path_cost=0.3, link_relevance=0.6))
+    assert drain(queue) == ["dear-path-strong-link", "between", "cheap-path-weak-link"]
+
+
+def test_astar_with_h_weight_0_is_ucs(key):
+    queue = make_queue("astar", key, h_weight=0.0)
+    queue.push(req("a", path_cost=0.5, link_relevance=0.9))
+    queue.push(req("b", path_cost=0.2, link_relevance=0.1))
+    assert drain(queue) == ["b", "a"]
+
+
+# -- hybrid --------------------------------------------------------------------------------------
+
+
+def _mixed_levels(queue) -> None:
+    pushes = [
+        ("deep-good", 3, 0.9),
+        ("l2-a", 2, 0.1),
+        ("deep-poor", 3, 0.2),
+        ("l1-a", 1, 0.3),
+        ("deeper-good", 4, 0.8),
+        ("l2-b", 2, 0.9),
+        ("l1-b", 1, 0.1),
+    ]
+    for discovery, (name, depth, parent_relevance) in enumerate(pushes, start=1):
+        queue.push(req(name, depth=depth, parent_relevance=parent_relevance, discovery=discovery))
+
+
+def test_hybrid_is_breadth_first_then_best_first(key):
+    queue = make_queue("hybrid", key)
+    _mixed_levels(queue)
+    # Levels 1-2 in BFS order (whatever their scores), then by parent relevance.
+    assert drain(queue) == ["l1-a", "l1-b", "l2-a", "l2-b", "deep-good", "deeper-good", "deep-poor"]
+
+
+def test_hybrid_then_dfs_with_one_bfs_level_and_depth_limit(key):
+    queue = make_queue("hybrid", key, bfs_levels=1, then="dfs", max_depth=3)
+    _mixed_levels(queue)
+    # Level 1 breadth-first, then the last discovered first; level 4 is beyond max_depth.
+    assert drain(queue) == ["l1-a", "l1-b", "l2-b", "deep-poor", "l2-a", "deep-good"]
+
+
+def test_hybrid_rediscovery_at_a_bfs_level_moves_a_link_into_the_bfs_part(key):
+    queue = make_queue("hybrid", key, bfs_levels=1)
+    queue.push(req("x", depth=2, parent_relevance=0.9))
+    queue.push(req("y", depth=1))
+    assert queue.rediscover(req("x", depth=1))
+    assert drain(queue) == ["x", "y"]
+
+
+# -- shark-search --------------------------------------------------------------------------------
+
+
+def _child(parent_meta: dict, sim: float, relevant: bool, **link) -> dict:
+    meta = SharkSearchQueue.child_meta(parent_meta, Scores(sim, sim, sim), relevant)
+    return {**meta, **link}
+
+
+def test_shark_inherited_and_neighbourhood_worked_by_hand():
+    queue = make_queue("shark")  # delta 0.5, beta 0.8, gamma 0.8
+    seed: dict = {}
+    # The seed is relevant with sim 0.6: its children inherit 0.5 * 0.6 = 0.3.
+    a = _child(seed, 0.6, True, anchor_relevance=0.5, context_relevance=0.1)
+    assert queue.inherited(req("a", **a)) == pytest.approx(0.3)
+    # anchor > 0, so context counts as 1: 0.8 * 0.5 + 0.2 * 1 = 0.6.
+    assert queue.neighbourhood(req("a", **a)) == pytest.approx(0.6)
+    assert queue.score(req("a", **a)) == pytest.approx(0.8 * 0.3 + 0.2 * 0.6)  # 0.36
+    # No anchor evidence: the context's own relevance, 0.2 * 0.4 = 0.08.
+    b = _child(seed, 0.6, True, anchor_relevance=0.0, context_relevance=0.4)
+    assert queue.neighbourhood(req("b", **b)) == pytest.approx(0.08)
+    assert queue.score(req("b", **b)) == pytest.approx(0.24 + 0.016)
+    # a turns out irrelevant (sim 0.05): its child inherits 0.5 * inherited(a) = 0.15,
+    # and the next irrelevant page's child 0.5 * 0.15 = 0.075.
+    c = _child(a, 0.05, False, anchor_relevance=0.0, context_relevance=0.0)
+    assert queue.inherited(req("c", **c)) == pytest.approx(0.15)
+    d = _child(c, 0.02, False)
+    assert queue.inherited(req("d", **d)) == pytest.approx(0.075)
+    # A relevant page resets the chain: 0.5 * its own sim.
+    e = _child(d, 0.7, True)
+    assert queue.inherited(req("e", **e)) == pytest.approx(0.35)
+    assert e["shark_run"] == 0
+
+
+def test_shark_parameters_change_the_arithmetic():
+    queue = make_queue("shark", delta=0.9, beta=0.5, gamma=0.25)
+    meta = _child({}, 0.4, True, anchor_relevance=0.2, context_relevance=0.9)
+    # inherited 0.36, neighbourhood 0.5 * 0.2 + 0.5 * 1 = 0.6
+    assert queue.score(req("x", **meta)) == pytest.approx(0.25 * 0.36 + 0.75 * 0.6)
+
+
+def test_shark_pops_by_score_seeds_first(key):
+    queue = make_queue("shark", key)
+    relevant = {"shark_sim": 0.6, "shark_run": 0}
+    queue.push(req("weak", **relevant, anchor_relevance=0.0, context_relevance=0.1))
+    queue.push(req("strong", **relevant, anchor_relevance=0.9))
+    queue.push(req("seed", depth=0))
+    queue.push(req("far", shark_sim=0.6, shark_run=2, anchor_relevance=0.0))
+    assert drain(queue) == ["seed", "strong", "weak", "far"]
+
+
+def test_shark_depth_cut_drops_a_chain_after_depth_irrelevant_pages(key):
+    queue = make_queue("shark", key, depth=2)
+    meta: dict = {}
+    runs = []
+    for name in ["p1", "p2", "p3"]:  # three irrelevant pages in a row from the seed
+        meta = _child(meta, 0.0, False)
+        runs.append(meta["shark_run"])
+        queue.push(req(name, **meta))
+    assert runs == [1, 2, 3]
+    # Links found on the seed (1 irrelevant page) are followed; links found after 2 are not.
+    assert drain(queue) == ["p1"]
+    assert queue.stats.get_value("focused/depth_cut") == 2
+
+
+# -- rank_semantic -------------------------------------------------------------------------------
+
+
+def test_pagerank_of_a_small_graph_matches_the_closed_form():
+    graph = LinkGraph()
+    graph.add_edge("a", "b")
+    graph.add_edge("b", "a")
+    graph.add_edge("a", "c")
+    graph.add_edge("a", "c")  # kept once
+    rank = graph.pagerank()
+    # c is dangling: its rank spreads evenly. Solve the 3x3 system by hand:
+    # a = 0.05 + 0.85 (b + c/3), b = 0.05 + 0.85 (a/2 + c/3), c = 0.05 + 0.85 (a/2 + c/3)
+    assert rank.sum() == pytest.approx(1.0)
+    assert rank[1] == pytest.approx(rank[2])
+    a, b, c = rank
+    assert a == pytest.approx(0.05 + 0.85 * (b + c / 3))
+    assert b == pytest.approx(0.05 + 0.85 * (a / 2 + c / 3))
+    assert len(graph.edges) == 3
+
+
+def _band_graph(queue) -> None:
+    """Four fetched pages s1..s4 (not queued) link to: top (from all four), m1..m3 (one each
+    from s1..s3) and low1..low3 (from s4, which has four out-links, so each gets a quarter).
+    PageRank: s < low < m < top. Of 11 ranks, the 0.65 quantile falls between low and m and the
+    0.9 quantile on m: the band holds m1..m3 only. m3's link is below T."""
+    for parent in ["s1", "s2", "s3", "s4"]:
+        link = req("top", parent_url=f"http://t/{parent}", link_relevance=0.9)
+        if parent == "s1":
+            queue.push(link)
+        else:
+            queue.rediscover(link)
+    for parent, name, similarity in [
+        ("s1", "m1", 0.5),
+        ("s2", "m2", 0.7),
+        ("s3", "m3", 0.01),
+        ("s4", "low1", 0.95),
+        ("s4", "low2", 0.2),
+        ("s4", "low3", 0.3),
+    ]:
+        queue.push(req(name, parent_url=f"http://t/{parent}", link_relevance=similarity))
+    queue.push(req("seed", depth=0))
+
+
+def test_rank_semantic_holds_back_top_and_bottom_bands_and_dissimilar_links(key):
+    queue = make_queue("rank_semantic", key, band_low=0.65, band_high=0.9, T=0.1, rank_every=1000)
+    _band_graph(queue)
+    assert len(queue) == 8
+    # Seed; the band by similarity; then what was held back, most similar first.
+    assert drain(queue) == ["seed", "m2", "m1", "low1", "top", "low3", "low2", "m3"]
+    assert queue.stats.get_value("focused/rankings") == 1
+
+
+def test_rank_semantic_with_the_full_band_orders_by_similarity(key):
+    queue = make_queue("rank_semantic", key, band_low=0.0, band_high=1.0, T=0.0)
+    _band_graph(queue)
+    assert drain(queue) == ["seed", "low1", "top", "m2", "m1", "low3", "low2", "m3"]
+
+
+def test_rank_semantic_reranks_every_rank_every_links(key):
+    queue = make_queue("rank_semantic", key, rank_every=3)
+    for i in range(7):
+        queue.push(req(f"u{i}", parent_url="http://t/p", link_relevance=0.5))
+    assert queue.stats.get_value("focused/rankings") == 2
+    queue.push(req("v", parent_url="http://t/u0", link_relevance=0.5))
+    # v and u6 wait for a rank; popping would rank them first if nothing else were crawlable.
+    popped = drain(queue)
+    assert sorted(popped) == sorted([*(f"u{i}" for i in range(7)), "v"])
+
+
+def test_rank_semantic_graph_and_order_survive_close_and_reopen(tmp_path):
+    params = {"band_low": 0.65, "band_high": 0.9, "T": 0.1, "rank_every": 1000}
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("rank_semantic", key, **params)
+    _band_graph(queue)
+    assert [queue.pop().url for _ in range(2)] == ["http://t/seed", "http://t/m2"]
+    nodes, edges = len(queue.graph.ids), set(queue.graph.edges)
+    state = queue.close()
+
+    reopened = make_queue("rank_semantic", key, state, **params)
+    assert len(reopened) == 6
+    assert len(reopened.graph.ids) == nodes and reopened.graph.edges == edges
+    # A rediscovery after the resume still counts as an in-link.
+    reopened.rediscover(req("m1", parent_url="http://t/s2", link_relevance=0.5))
+    assert len(reopened.graph.edges) == len(edges) + 1
+    assert drain(reopened) == ["m1", "low1", "top", "low3", "low2", "m3"]
+
+
+def test_rank_semantic_rebuilds_its_graph_from_the_frontier_after_a_crash(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("rank_semantic", key)
+    _band_graph(queue)
+    queue.frontier.close()  # a crash: no graph file, no saved state
+    reopened = make_queue("rank_semantic", key)
+    assert len(reopened) == 8
+    # Every queued link is known again from its parent (top's three rediscoveries are lost).
+    assert len(reopened.graph.edges) == 7
+    assert len(drain(reopened)) == 8
