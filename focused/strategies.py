@@ -13,6 +13,12 @@ STRATEGIES: dict[str, str] = {
     "bfs": "schedulers.bfs.BreadthFirstQueue",
     "dfs": "schedulers.dfs.DepthFirstQueue",
     "bestfirst": "schedulers.bestfirst.BestFirstQueue",
+    "hillclimbing": "schedulers.hillclimbing.HillClimbingQueue",
+    "beam": "schedulers.beam.BeamQueue",
+    "annealing": "schedulers.annealing.AnnealingQueue",
+    "threshold": "schedulers.threshold.ThresholdQueue",
+    "pso": "schedulers.pso.PsoQueue",
+    "bees": "schedulers.bees.BeesQueue",
 }
 
 
