@@ -75,8 +75,9 @@ class BeesQueue(StrategyQueue):
         n = self.params["n_bees"]
         self._random = seeded_random(self.params["seed"], state.get("random"))
         self._flights_made: int = state.get("flights_made", 0)
-        # Fingerprints are kept as hex strings: the state is JSON.
-        self._target: list[str | None] = state.get("target", [None] * n)
+        # Fingerprints are kept as hex strings: the state is JSON. Padded or cut, should a
+        # crawl be resumed with another n_bees.
+        self._target: list[str | None] = [*state.get("target", []), *[None] * n][:n]
         # bee -> its current find: {"q", "relevant", "seed_page", "links"}
         self._found: dict[int, dict[str, Any]] = {
             int(b): f for b, f in state.get("found", {}).items()
@@ -85,7 +86,7 @@ class BeesQueue(StrategyQueue):
         self._seeds: list[str] = state.get("seeds", [])
         self._seed_links: list[str] = state.get("seed_links", [])
         # Flights out when the crawl paused have landed by now; their bees decide first.
-        self._landing: list[int] = state.get("out", [])
+        self._landing: list[int] = [bee for bee in state.get("out", []) if bee < n]
 
     def state(self) -> dict[str, Any]:
         self._landing += self.flights.land()
