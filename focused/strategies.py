@@ -18,6 +18,12 @@ STRATEGIES: dict[str, str] = {
     "hybrid": "schedulers.hybrid.HybridQueue",
     "shark": "schedulers.shark.SharkSearchQueue",
     "rank_semantic": "schedulers.rank_semantic.RankSemanticQueue",
+    "hillclimbing": "schedulers.hillclimbing.HillClimbingQueue",
+    "beam": "schedulers.beam.BeamQueue",
+    "annealing": "schedulers.annealing.AnnealingQueue",
+    "threshold": "schedulers.threshold.ThresholdQueue",
+    "pso": "schedulers.pso.PsoQueue",
+    "bees": "schedulers.bees.BeesQueue",
 }
 
 

@@ -33,6 +33,23 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         ({**GOOD, "strategy": "dfs", "max_depth": "-1"}, {}, "max_depth=-1 is below its minimum 0"),
         ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
+        (
+            {**GOOD, "strategy": "beam", "beam_width": "-2"},
+            {},
+            "beam_width=-2 is below its minimum 1",
+        ),
+        (
+            {**GOOD, "strategy": "annealing", "cooling": "fast"},
+            {},
+            "cooling='fast' is not one of: geometric, linear",
+        ),
+        (
+            {**GOOD, "strategy": "threshold", "factor": "1.5"},
+            {},
+            "factor=1.5 is above its maximum 1",
+        ),
+        ({**GOOD, "strategy": "pso", "particles": "3"}, {}, "particles=3 is below its minimum 5"),
+        ({**GOOD, "strategy": "bees", "n_bees": "0"}, {}, "n_bees=0 is below its minimum 1"),
         ({**GOOD, "query": "   !!! "}, {}, "no words"),
         ({**GOOD, "topic_file": "/nonexistent/topic.txt"}, {}, "cannot read topic_file"),
         (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),

@@ -1,0 +1,187 @@
+"""Simulated annealing: a worse move is accepted with probability exp(Δ/T), T cooling.
+
+Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014), local search: simulated
+annealing accepts a worse move with probability exp(ΔE/T); T starts where about 80% of moves
+are accepted and falls to about 0 by the last iteration.
+
+Parameters:
+    t0 (float, default 0 = derived): the starting temperature. Derived, when 0, from the first
+        worse moves seen: T0 = mean |Δ| of the worse moves among the first 30 candidates
+        divided by ln(1/0.8), so that exp(-mean|Δ|/T0) = 0.8 and about 80% of worse moves are
+        accepted at first. Until 30 candidates have been seen it is computed from those seen
+        so far; if none of the first 30 is worse, from the first worse one.
+    cooling (str, default ``geometric``): ``geometric`` (T = t0 · factor^moves) or ``linear``
+        (T = t0 · (1 - moves / budget), reaching 0 at the page budget CLOSESPIDER_PAGECOUNT,
+        or after 1000 moves when there is no page budget).
+    factor (float, default 0.99): the geometric cooling factor per move.
+    seed (int, default 0): seed of the random draws, for reproducible crawls.
+
+A move is one fetch. The current pages are the most recently fetched pages whose children are
+arriving: the last CONCURRENT_REQUESTS pages whose children came in. Their children not yet
+drawn are the fresh candidates (including links already queued and found again on them).
+Each pop draws a fresh candidate uniformly at random and
+accepts it when Δ = value(candidate) - value(its page) > 0 (values as in
+``schedulers.local``), otherwise with probability exp(Δ/T). A rejected candidate is not lost:
+it stays queued at a lower rank, below every candidate not yet rejected. When no fresh
+candidate is left (or a draw budget per pop is spent), the best queued candidate is fetched.
+Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
+``best_queued`` (fetches that were not a drawn move) and ``temperature``.
+
+State saved on pause: the moves made, T0, the Δs it was derived from, the current pages and
+their fresh candidates, and the random generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from typing import Any
+
+from scrapy import Request
+
+from focused.arguments import Param
+from schedulers.base import StrategyQueue
+from schedulers.local import candidate_value, page_value, random_state, seeded_random
+
+ACCEPT_AT_FIRST = 0.8
+T0_SAMPLE = 30  # candidates whose worse Δs set T0
+LINEAR_MOVES_WITHOUT_BUDGET = 1000
+REJECTED = 2.0  # subtracted from a rejected candidate's score: below every other candidate
+DRAWS_PER_POP = 50  # bounds the work of one pop when most draws are rejected
+
+
+class AnnealingQueue(StrategyQueue):
+    name = "annealing"
+    params = {
+        "t0": Param(0.0, "starting temperature; 0 derives it from the first worse moves", low=0),
+        "cooling": Param("geometric", "how T falls", choices=("geometric", "linear")),
+        "factor": Param(0.99, "geometric cooling factor per move", low=0.0, high=1.0),
+        "seed": Param(0, "random seed"),
+    }
+
+    def score(self, request: Request) -> float:
+        return candidate_value(request)
+
+    def tiebreak(self, request: Request) -> float:
+        return page_value(request)
+
+    # -- the acceptance rule (threshold acceptance overrides these two) -----------------------
+
+    def accepts(self, delta: float, temperature: float) -> bool:
+        if delta > 0:
+            return True
+        return temperature > 0 and self._random.random() < math.exp(delta / temperature)
+
+    @staticmethod
+    def initial_temperature(worse: list[float]) -> float:
+        """T0 at which a worse move of mean size is accepted with probability 0.8."""
+        return sum(worse) / len(worse) / math.log(1 / ACCEPT_AT_FIRST)
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._moves: int = state.get("moves", 0)
+        self._t0: float = state.get("t0") or self.params["t0"]
+        self._worse_sample: list[float] = state.get("worse_sample", [])
+        self._seen: int = state.get("seen", 0)
+        # current page url -> fingerprints of its children not yet drawn
+        self._fresh: OrderedDict[str, list[bytes]] = OrderedDict(
+            (url, [bytes.fromhex(fp) for fp in fps]) for url, fps in state.get("fresh", [])
+        )
+        self._random = seeded_random(self.params["seed"], state.get("random"))
+        settings = self.crawler.settings
+        self._current_pages = settings.getint("CONCURRENT_REQUESTS", 16)
+        self._budget = settings.getint("CLOSESPIDER_PAGECOUNT") or LINEAR_MOVES_WITHOUT_BUDGET
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "moves": self._moves,
+            "t0": self._t0,
+            "worse_sample": self._worse_sample,
+            "seen": self._seen,
+            "fresh": [[url, [fp.hex() for fp in fps]] for url, fps in self._fresh.items()],
+            "random": random_state(self._random),
+        }
+
+    # -- temperature ---------------------------------------------------------------------------
+
+    def temperature(self) -> float:
+        t0 = self._t0
+        if not t0:
+            if not self._worse_sample:
+                return 0.0
+            t0 = self.initial_temperature(self._worse_sample)
+            if self._seen >= T0_SAMPLE:
+                self._t0 = t0  # fixed from here on
+        if self.params["cooling"] == "linear":
+            return t0 * max(0.0, 1.0 - self._moves / self._budget)
+        return t0 * self.params["factor"] ** self._moves
+
+    # -- the queue -----------------------------------------------------------------------------
+
+    def push(self, request: Request) -> None:
+        self.frontier.put(self._fingerprint(request), self.key(request), request)
+        self._offer(request)
+
+    def rediscover(self, request: Request) -> bool:
+        """A queued URL found again on a current page is a candidate move from that page too."""
+        changed = super().rediscover(request)
+        if self.frontier.key_of(self._fingerprint(request)) is not None:
+            self._offer(request)
+        return changed
+
+    def _offer(self, request: Request) -> None:
+        """Make a child of a current page a fresh candidate, and sample its Δ for T0."""
+        parent = request.meta.get("parent_url")
+        if parent is None:
+            return
+        if not self._t0:
+            self._seen += 1
+            delta = candidate_value(request) - page_value(request)
+            if delta <= 0 and (self._seen <= T0_SAMPLE or not self._worse_sample):
+                self._worse_sample.append(-delta)
+        if parent not in self._fresh:
+            self._fresh[parent] = []
+            while len(self._fresh) > self._current_pages:
+                self._fresh.popitem(last=False)  # no longer a current page: its rest waits
+        self._fresh[parent].append(self._fingerprint(request))
+
+    def _draw(self) -> bytes | None:
+        pages = [url for url, fps in self._fresh.items() if fps]
+        total = sum(len(self._fresh[url]) for url in pages)
+        if not total:
+            self._fresh.clear()
+            return None
+        index = self._random.randrange(total)
+        for url in pages:
+            fps = self._fresh[url]
+            if index < len(fps):
+                fps[index], fps[-1] = fps[-1], fps[index]
+                return fps.pop()
+            index -= len(fps)
+        raise AssertionError("unreachable")
+
+    def pop(self) -> Request | None:
+        temperature = self.temperature()
+        self.stats.set_value(f"focused/{self.name}/temperature", round(temperature, 6))
+        for _ in range(DRAWS_PER_POP):
+            fp = self._draw()
+            if fp is None:
+                break
+            key = self.frontier.key_of(fp)
+            if key is None:  # fetched meanwhile (found again from another page)
+                continue
+            request = self.frontier.remove(fp)
+            delta = candidate_value(request) - page_value(request)
+            if self.accepts(delta, temperature):
+                outcome = "improving" if delta > 0 else "accepted_worse"
+                self.stats.inc_value(f"focused/{self.name}/{outcome}")
+                self._moves += 1
+                return request
+            self.stats.inc_value(f"focused/{self.name}/rejected")
+            self.frontier.put(fp, (key[0] + REJECTED, *key[1:]), request)
+        request = self.frontier.pop()
+        if request is not None:
+            self.stats.inc_value(f"focused/{self.name}/best_queued")
+            self._moves += 1
+        return request

@@ -1,0 +1,111 @@
+"""Local beam search: the k best candidates of each generation survive, the rest are dropped.
+
+Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014), local search: local beam
+search generates the neighbours of its k states and keeps the k best.
+
+Parameters:
+    beam_width (int, default 10): k, the candidates kept in each generation.
+
+A generation is a level: the seeds are generation 0, and generation g+1 is the children of the
+pages of generation g. The current pages are the pages of the generation being fetched; their
+children arrive as candidates for the next one. While they arrive, only the ``beam_width``
+best (by link relevance, then the page's relevance; see ``schedulers.local``) are kept, and a
+better newcomer evicts the worst; every dropped candidate counts in ``focused/beam/dropped``.
+The next generation is held back until every page of the current one has landed, so that it
+is chosen among all of their children: ``pop`` returns None only while a page of the current
+generation is still being fetched or parsed, and its landing makes the engine ask again.
+A generation with no surviving candidate ends the search (the frontier is then empty).
+
+State saved on pause: the current generation and how many candidates each generation kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy import Request
+
+from focused.arguments import Param
+from schedulers.base import Key, StrategyQueue
+from schedulers.local import Flights, candidate_value, page_value
+
+
+class BeamQueue(StrategyQueue):
+    name = "beam"
+    params = {"beam_width": Param(10, "candidates kept in each generation", low=1)}
+
+    def score(self, request: Request) -> float:
+        # An earlier generation always pops first; within one, the better candidate.
+        return -2.0 * self._generation_of(request) + candidate_value(request)
+
+    def tiebreak(self, request: Request) -> float:
+        return page_value(request)
+
+    @staticmethod
+    def _generation_of(request: Request) -> int:
+        return request.meta.get("depth", 0)
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.flights = Flights(self.crawler)
+        self._generation: int = state.get("generation", 0)
+        self._kept: dict[int, int] = {int(g): n for g, n in state.get("kept", {}).items()}
+        # Queued candidates by fingerprint: (generation, key). The frontier of a beam is small
+        # (at most two generations of k), so finding the worst is a scan.
+        self._queued: dict[bytes, tuple[int, Key]] = {
+            fp: (self._generation_of(request), key) for fp, key, request in self.frontier.entries()
+        }
+
+    def state(self) -> dict[str, Any]:
+        return {"generation": self._generation, "kept": self._kept}
+
+    def push(self, request: Request) -> None:
+        fp = self._fingerprint(request)
+        generation = self._generation_of(request)
+        key = self.key(request)
+        # A request of the current generation (a retry or redirect of a page being fetched)
+        # continues a flight; only the next generation's candidates compete for the beam.
+        if generation > self._generation:
+            if self._kept.get(generation, 0) < self.params["beam_width"]:
+                self._kept[generation] = self._kept.get(generation, 0) + 1
+            elif not self._evict_worse_than(generation, key):
+                self.stats.inc_value("focused/beam/dropped")
+                return
+        self.frontier.put(fp, key, request)
+        self._queued[fp] = (generation, key)
+
+    def _evict_worse_than(self, generation: int, key: Key) -> bool:
+        """Drop the worst queued candidate of a full generation if ``key`` beats it."""
+        candidates = [(k, fp) for fp, (g, k) in self._queued.items() if g == generation]
+        if not candidates:
+            return False
+        worst_key, worst_fp = max(candidates)
+        if worst_key[:2] <= key[:2]:
+            return False
+        self.frontier.remove(worst_fp)
+        del self._queued[worst_fp]
+        self.stats.inc_value("focused/beam/dropped")
+        return True
+
+    def pop(self) -> Request | None:
+        self.flights.land()
+        request = self.frontier.peek()
+        if request is None:
+            return None
+        generation = self._generation_of(request)
+        if generation > self._generation and len(self.flights):
+            return None  # the current generation is still out: its children are not all in
+        if generation > self._generation:
+            self._generation = generation
+            self._kept = {g: n for g, n in self._kept.items() if g > generation}
+            self.stats.set_value("focused/beam/generation", generation)
+        request = self.frontier.pop()
+        self._queued.pop(self._fingerprint(request), None)
+        self.flights.launch(request)
+        return request
+
+    def rediscover(self, request: Request) -> bool:
+        changed = super().rediscover(request)
+        if changed:
+            fp = self._fingerprint(request)
+            self._queued[fp] = (self._generation_of(request), self.frontier.key_of(fp))
+        return changed

@@ -1,0 +1,94 @@
+"""What the local-search strategies share: the value of a move, and the flights still out.
+
+Local search (hill climbing, beam, annealing, threshold acceptance, bees) moves from the
+current page to one of its children. A child's true relevance is only known once it is
+fetched, so a move is judged on what the crawler knows before fetching:
+
+- the value of the current page is its relevance (``parent_relevance`` on each child);
+- the value of a candidate child is the relevance of its link: anchor plus the text around it
+  (``link_relevance``). Seeds, which have neither, are worth 1 so that they go first.
+
+Scrapy gives a queue no "done" callback. A popped request is downloaded, then parsed (its
+children are pushed while it is parsed), then forgotten; it has *landed* once the engine holds
+it neither in the downloader nor in the scraper. That is also the moment the engine asks the
+scheduler for the next request, so a strategy that holds requests back (``pop`` returns None
+while a flight of its own is out) is asked again as soon as that flight lands: held-back
+requests are released, never stranded, and the crawl does not end while they remain (Scrapy
+closes an idle spider only when the scheduler's ``len`` is 0).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+
+def candidate_value(request: Request) -> float:
+    """What a link promises before it is fetched: its anchor-and-context relevance."""
+    return request.meta.get("link_relevance", 1.0)
+
+
+def page_value(request: Request) -> float:
+    """The relevance of the page the link was found on (the current page of the move)."""
+    return request.meta.get("parent_relevance", 1.0)
+
+
+def seeded_random(seed: int, state: list | None) -> random.Random:
+    """A generator seeded with ``seed``, or carried on from a saved ``random_state``."""
+    generator = random.Random(seed)
+    if state:
+        version, internal, gauss = state
+        generator.setstate((version, tuple(internal), gauss))
+    return generator
+
+
+def random_state(generator: random.Random) -> list:
+    """The generator's state as JSON."""
+    version, internal, gauss = generator.getstate()
+    return [version, list(internal), gauss]
+
+
+class Flights:
+    """The requests a queue handed to the engine, with a payload each, until they land.
+
+    ``holds(request)`` says whether the engine is still working on a request; it reads the
+    engine by default and can be replaced (tests pass a set of requests still out).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self._crawler = crawler
+        self._out: dict[int, tuple[Request, Any]] = {}
+        self.holds: Callable[[Request], bool] = self._engine_holds
+
+    def _engine_holds(self, request: Request) -> bool:
+        try:
+            engine = self._crawler.engine
+        except RuntimeError:  # a queue used outside a crawl: nothing is downloading
+            return False
+        if request in engine.downloader.active:
+            return True
+        scraper = engine.scraper.slot
+        return scraper is not None and (
+            request in scraper.active or any(queued is request for _, queued, _ in scraper.queue)
+        )
+
+    def launch(self, request: Request, payload: Any = None) -> None:
+        self._out[id(request)] = (request, payload)
+
+    def land(self) -> list[Any]:
+        """Forget the flights the engine has finished with; return their payloads."""
+        landed = [key for key, (request, _) in self._out.items() if not self.holds(request)]
+        return [self._out.pop(key)[1] for key in landed]
+
+    def payloads(self) -> list[Any]:
+        return [payload for _, payload in self._out.values()]
+
+    def __len__(self) -> int:
+        """Flights still out (call ``land`` first for an up-to-date count)."""
+        return len(self._out)

@@ -1,0 +1,234 @@
+"""Dynamical particle swarm: value = alpha·immediate + beta·future, the weights tuned by PSO.
+
+Source: "Spider search by dynamical particle swarm", Application Research of Computers, 2008,
+issue 5, p. 1374; future value after Rennie & McCallum (1999).
+
+value(link) = alpha·I + beta·M:
+- I, the immediate value, is the link's anchor-and-context relevance (``link_relevance``).
+- M, the future value, is learned online. Each word has a value; when a fetched page turns out
+  relevant, the words of the anchors on the path that led to it are credited: the anchor of
+  the link into the page with 1, the one before it with ``discount``, then ``discount``², up to
+  three links back. A link's M is the sum of its anchor words' values divided by (number of
+  words * the largest word value), which puts it in [0, 1] like I.
+
+(alpha, beta) ∈ [0, 1]² is the position of the particle that is flying. A swarm of ``particles``
+takes turns of ``epoch`` fetches each; the fetches of a turn are made under that particle's
+weights, and its fitness is the harvest rate of the last ``epoch`` fetches made under its
+weights whose outcome is known (the source's fitness formula is lost; this is the measured
+outcome it suggests). At the end of a turn the particle's momentum p = f(t) - f(t-1) is
+recorded, and the particle with the smallest slct = Σ|p| + λ·log(activity) (λ = 1; activity
+counts its turns) flies next: v ← ω·v + c1·r1·(lbest - x) + c2·r2·(gbest - x), x ← x + v,
+with ω = 0.7298, c1 = c2 = 1.496, lbest the best position found in its ring neighbourhood of 5
+(itself and two on each side) and gbest the best of the swarm; x is clipped to [0, 1]² (and
+that component of v zeroed). A particle never evaluated is chosen first, at its initial
+random position.
+
+Outcomes are learned from the queue's own input: the first child of a fetched page pushed
+back carries ``parent_is_relevant`` and the path's anchors (``pso_path``, from
+``child_meta``). No signal handler is needed, and with JOBDIR only the queue that popped the
+page sees its children. A page without links teaches nothing (nothing of it is followed).
+
+The frontier is re-keyed lazily: each request carries the weights version it was scored under;
+a pop whose top is stale re-scores it and puts it back, at most 50 times per pop, so one
+change of weights costs nothing up front and a bounded amount per fetch.
+
+Parameters:
+    particles (int, default 10): swarm size (at least 5, the ring neighbourhood).
+    epoch (int, default 10): fetches per turn, and the fitness window.
+    discount (float, default 0.5): credit factor per link back along the path.
+    seed (int, default 0): seed of the initial positions and of r1, r2.
+
+State saved on pause: the swarm, whose turn it is, the word values, the recent outcomes and
+the random generator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request
+
+from focused.arguments import Param
+from focused.text import tokenize
+from schedulers.base import StrategyQueue
+from schedulers.local import random_state, seeded_random
+
+if TYPE_CHECKING:
+    from focused.relevance import Scores
+
+INERTIA, C1, C2 = 0.7298, 1.496, 1.496
+RING = 2  # neighbours on each side: a ring neighbourhood of 5
+LAMBDA = 1.0
+PATH_LINKS = 3  # anchors credited back along the path
+REKEY_PER_POP = 50
+FLYING_MEMORY = 1000  # popped pages whose outcome may still come back
+
+
+class PsoQueue(StrategyQueue):
+    name = "pso"
+    params = {
+        "particles": Param(10, "swarm size", low=5),
+        "epoch": Param(10, "fetches per particle turn (and fitness window)", low=1),
+        "discount": Param(0.5, "credit factor per link back along the path", low=0, high=1),
+        "seed": Param(0, "random seed"),
+    }
+
+    @classmethod
+    def child_meta(
+        cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
+    ) -> dict[str, Any]:
+        path = [parent_meta.get("anchor") or "", *parent_meta.get("pso_path", [])]
+        return {"pso_path": path[:PATH_LINKS]}
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self._random = seeded_random(self.params["seed"], state.get("random"))
+        n = self.params["particles"]
+        self.swarm: dict[str, list] = state.get("swarm") or {
+            "x": [[self._random.random(), self._random.random()] for _ in range(n)],
+            "v": [[0.0, 0.0] for _ in range(n)],
+            "best_x": [[0.0, 0.0] for _ in range(n)],
+            "best_f": [-1.0] * n,
+            "f": [None] * n,
+            "momentum": [0.0] * n,
+            "activity": [0] * n,
+        }
+        self._active: int = state.get("active", 0)
+        self._turn_pops: int = state.get("turn_pops", 0)
+        self._version: int = state.get("version", 0)
+        self.word_value: dict[str, float] = state.get("word_value", {})
+        self._max_word_value: float = max(self.word_value.values(), default=0.0)
+        epoch = self.params["epoch"]
+        self._outcomes = [deque(o, maxlen=epoch) for o in state.get("outcomes", [[]] * n)]
+        self._flying: OrderedDict[str, int] = OrderedDict(state.get("flying", []))
+        if not state.get("swarm"):
+            self.swarm["activity"][0] = 1  # particle 0 takes the first turn
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "random": random_state(self._random),
+            "swarm": self.swarm,
+            "active": self._active,
+            "turn_pops": self._turn_pops,
+            "version": self._version,
+            "word_value": self.word_value,
+            "outcomes": [list(o) for o in self._outcomes],
+            "flying": list(self._flying.items()),
+        }
+
+    # -- link value ----------------------------------------------------------------------------
+
+    @property
+    def weights(self) -> tuple[float, float]:
+        alpha, beta = self.swarm["x"][self._active]
+        return alpha, beta
+
+    def future_value(self, anchor: str) -> float:
+        words = set(tokenize(anchor))
+        if not words or not self._max_word_value:
+            return 0.0
+        total = sum(self.word_value.get(word, 0.0) for word in words)
+        return total / (len(words) * self._max_word_value)
+
+    def score(self, request: Request) -> float:
+        alpha, beta = self.weights
+        immediate = request.meta.get("link_relevance", 1.0)
+        return alpha * immediate + beta * self.future_value(request.meta.get("anchor") or "")
+
+    def credit(self, path: list[str]) -> None:
+        """A relevant page was found at the end of ``path`` (anchors, the last link first)."""
+        for distance, anchor in enumerate(path):
+            credit = self.params["discount"] ** distance
+            for word in set(tokenize(anchor)):
+                value = self.word_value.get(word, 0.0) + credit
+                self.word_value[word] = value
+                self._max_word_value = max(self._max_word_value, value)
+
+    # -- the swarm -----------------------------------------------------------------------------
+
+    def slct(self, particle: int) -> float:
+        activity = self.swarm["activity"][particle]
+        return self.swarm["momentum"][particle] + LAMBDA * math.log(activity)
+
+    def fitness(self, particle: int) -> float | None:
+        outcomes = self._outcomes[particle]
+        return sum(outcomes) / len(outcomes) if outcomes else None
+
+    def end_turn(self) -> None:
+        """Score the particle whose turn ends, choose the next one and fly it."""
+        swarm, j = self.swarm, self._active
+        fitness = self.fitness(j)
+        if fitness is not None:
+            previous = swarm["f"][j]
+            if previous is not None:
+                swarm["momentum"][j] += abs(fitness - previous)
+            swarm["f"][j] = fitness
+            if fitness > swarm["best_f"][j]:
+                swarm["best_f"][j], swarm["best_x"][j] = fitness, list(swarm["x"][j])
+        unevaluated = [i for i, f in enumerate(swarm["f"]) if f is None and i != j]
+        if unevaluated:
+            chosen = unevaluated[0]
+        else:
+            chosen = min(range(len(swarm["x"])), key=self.slct)
+            self.fly(chosen)
+        swarm["activity"][chosen] += 1
+        self._active = chosen
+        self._turn_pops = 0
+        self._version += 1
+        self.stats.set_value("focused/pso/alpha", round(self.weights[0], 4))
+        self.stats.set_value("focused/pso/beta", round(self.weights[1], 4))
+        self.stats.inc_value("focused/pso/turns")
+
+    def fly(self, j: int) -> None:
+        swarm, n = self.swarm, len(self.swarm["x"])
+
+        def best_of(indices: list[int]) -> list[float]:
+            return swarm["best_x"][max(indices, key=lambda i: swarm["best_f"][i])]
+
+        lbest = best_of([(j + offset) % n for offset in range(-RING, RING + 1)])
+        gbest = best_of(list(range(n)))
+        x, v = swarm["x"][j], swarm["v"][j]
+        for d in range(2):
+            r1, r2 = self._random.random(), self._random.random()
+            v[d] = INERTIA * v[d] + C1 * r1 * (lbest[d] - x[d]) + C2 * r2 * (gbest[d] - x[d])
+            x[d] += v[d]
+            if not 0.0 <= x[d] <= 1.0:
+                x[d] = min(1.0, max(0.0, x[d]))
+                v[d] = 0.0
+
+    # -- the queue -----------------------------------------------------------------------------
+
+    def _put(self, request: Request) -> None:
+        request.meta["pso_version"] = self._version
+        self.frontier.put(self._fingerprint(request), self.key(request), request)
+
+    def push(self, request: Request) -> None:
+        particle = self._flying.pop(request.meta.get("parent_url", ""), None)
+        if particle is not None:
+            relevant = bool(request.meta.get("parent_is_relevant"))
+            self._outcomes[particle].append(relevant)
+            if relevant:
+                self.credit(request.meta.get("pso_path", []))
+        self._put(request)
+
+    def pop(self) -> Request | None:
+        for _ in range(REKEY_PER_POP):
+            request = self.frontier.pop()
+            if request is None or request.meta.get("pso_version") == self._version:
+                break
+            self._put(request)
+            self.stats.inc_value("focused/pso/rekeyed")
+        else:
+            request = self.frontier.pop()
+        if request is None:
+            return None
+        self._flying[request.url] = self._active
+        while len(self._flying) > FLYING_MEMORY:
+            self._flying.popitem(last=False)
+        self._turn_pops += 1
+        if self._turn_pops >= self.params["epoch"]:
+            self.end_turn()
+        return request

@@ -1,0 +1,31 @@
+"""Threshold acceptance: a move is accepted when Δ > -T, T lowered as the crawl goes on.
+
+Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014), local search: threshold
+acceptance accepts a move when ΔE > -T, with T lowered linearly or non-linearly (Dueck and
+Scheuer's deterministic variant of simulated annealing, 1990).
+
+Everything but the acceptance rule is simulated annealing (``schedulers.annealing``): the same
+current pages, random draw among their children, lower rank for rejected candidates, cooling
+and parameters (``t0`` default 0 = derived, ``cooling`` default ``geometric``, ``factor``
+default 0.99, ``seed`` default 0). Only two things differ:
+
+- a drawn candidate is accepted exactly when Δ > -T (no randomness in the decision);
+- the derived T0 is the 80th percentile of |Δ| over the worse moves among the first 30
+  candidates, so that about 80% of those worse moves would be accepted at first.
+"""
+
+from __future__ import annotations
+
+from schedulers.annealing import ACCEPT_AT_FIRST, AnnealingQueue
+
+
+class ThresholdQueue(AnnealingQueue):
+    name = "threshold"
+
+    def accepts(self, delta: float, temperature: float) -> bool:
+        return delta > -temperature
+
+    @staticmethod
+    def initial_temperature(worse: list[float]) -> float:
+        ordered = sorted(worse)
+        return ordered[min(len(ordered) - 1, int(ACCEPT_AT_FIRST * len(ordered)))]

@@ -1,0 +1,341 @@
+"""The defining behaviour of the local-search strategies, on hand-built graphs.
+
+Relevance is given in each request's meta as the scoring middleware would write it; random
+strategies are seeded. Flights are simulated: a request is out until the test lands it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+from tests.queues import drain, make_queue, req
+
+
+@pytest.fixture(params=["memory", "disk"])
+def key(request, tmp_path) -> str:
+    return "" if request.param == "memory" else str(tmp_path / "requests.queue")
+
+
+def child(name: str, parent: str, page: float, link: float, depth: int = 1, **meta):
+    return req(
+        name,
+        parent_url=f"http://t/{parent}",
+        parent_relevance=page,
+        parent_is_relevant=page >= 0.15,
+        link_relevance=link,
+        depth=depth,
+        **meta,
+    )
+
+
+def name(request) -> str:
+    return request.url.rsplit("/", 1)[1]
+
+
+def hold_flights(queue) -> set:
+    """Make the queue's flights stay out until the test removes them from the returned set."""
+    out: set = set()
+    queue.flights.holds = lambda request: id(request) in out
+    return out
+
+
+# -- hill climbing -------------------------------------------------------------------------------
+
+
+def test_hillclimbing_follows_the_best_improving_child_then_restarts(key):
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("far", "other", page=0.6, link=0.35))  # pending: not above its page
+    for leaf, link in [("a", 0.15), ("b", 0.5), ("c", 0.4)]:
+        queue.push(child(leaf, "p", page=0.3, link=link))
+    # b and c both improve on p (0.3); only the best one, b, is the climbing move.
+    assert name(queue.pop()) == "b"
+    # b's children are no better than b: none is followed; restart from the best pending.
+    queue.push(child("b1", "b", page=0.7, link=0.3))
+    queue.push(child("b2", "b", page=0.7, link=0.2))
+    assert drain(queue) == ["c", "far", "b1", "b2", "a"]
+    assert queue.stats.get_value("focused/hillclimbing/climbs") == 1
+    assert queue.stats.get_value("focused/hillclimbing/restarts") == 5
+
+
+def test_hillclimbing_a_better_child_arriving_later_takes_over_the_climb(key):
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("good", "p", page=0.1, link=0.3))
+    queue.push(child("pending", "q", page=0.9, link=0.8))
+    queue.push(child("better", "p", page=0.1, link=0.6))
+    # A link already queued, found again on p, is one of p's children too.
+    assert queue.rediscover(child("pending", "p", page=0.1, link=0.7))
+    assert len(queue) == 3
+    assert drain(queue) == ["pending", "better", "good"]
+
+
+# -- beam ----------------------------------------------------------------------------------------
+
+
+def test_beam_keeps_the_k_best_of_a_generation_and_drops_the_rest(key):
+    queue = make_queue("beam", key, beam_width=2)
+    queue.push(req("seed", depth=0))
+    assert name(queue.pop()) == "seed"
+    for leaf, link in [("a", 0.1), ("b", 0.7), ("c", 0.3), ("d", 0.9), ("e", 0.2)]:
+        queue.push(child(leaf, "seed", page=0.5, link=link))
+    assert len(queue) == 2
+    assert queue.stats.get_value("focused/beam/dropped") == 3
+    assert drain(queue) == ["d", "b"]
+
+
+def test_beam_never_keeps_more_than_k_per_generation_and_waits_for_the_generation(key):
+    width, rng = 3, random.Random(7)
+    queue = make_queue("beam", key, beam_width=width)
+    out = hold_flights(queue)
+    queue.push(req("seed", depth=0))
+    fetched: list = []
+    serial = 0
+    while len(queue):
+        popped = []
+        while (request := queue.pop()) is not None:
+            out.add(id(request))
+            popped.append(request)
+        assert popped, "pop held back with no flight out"
+        # The next generation is held back while one of this generation is out.
+        assert len({r.meta["depth"] for r in popped}) == 1
+        for request in popped:
+            fetched.append(request)
+            depth = request.meta["depth"]
+            if depth < 4:
+                for _ in range(rng.randrange(0, 8)):
+                    serial += 1
+                    page = rng.random()
+                    queue.push(child(f"n{serial}", name(request), page, rng.random(), depth + 1))
+            out.discard(id(request))
+    per_generation = Counter(r.meta["depth"] for r in fetched)
+    assert max(per_generation.values()) <= width
+    assert set(per_generation) == {0, 1, 2, 3, 4}
+    assert queue.stats.get_value("focused/beam/dropped") > 0
+
+
+# -- annealing and threshold acceptance ----------------------------------------------------------
+
+
+def random_walk(queue, rng: random.Random, pops: int, prefix: str = "n") -> list[str]:
+    """Pop ``pops`` pages; each pushes 8 children with random link relevance."""
+    popped, serial = [], 0
+    if prefix == "n":
+        queue.push(req("seed", depth=0))
+    for _ in range(pops):
+        request = queue.pop()
+        if request is None:
+            break
+        popped.append(name(request))
+        depth = request.meta.get("depth", 0) + 1
+        for _ in range(8):
+            serial += 1
+            link = rng.random()
+            queue.push(child(f"{prefix}{serial}", name(request), 0.5, link, depth=depth))
+    return popped
+
+
+def test_annealing_accepts_fewer_worse_moves_as_it_cools_and_loses_nothing(key):
+    queue = make_queue("annealing", key, factor=0.97, seed=3)
+    stats = queue.stats
+
+    def worse_moves() -> tuple[int, int]:
+        return (
+            stats.get_value("focused/annealing/accepted_worse", 0),
+            stats.get_value("focused/annealing/rejected", 0),
+        )
+
+    popped = random_walk(queue, random.Random(1), 30)
+    early_accepted, early_rejected = worse_moves()
+    popped += random_walk(queue, random.Random(2), 60, prefix="m")  # going on
+    late_accepted, late_rejected = (
+        a - b for a, b in zip(worse_moves(), (early_accepted, early_rejected), strict=True)
+    )
+    early = early_accepted / (early_accepted + early_rejected)
+    late = late_accepted / (late_accepted + late_rejected)
+    assert early > 0.5 > late, (early, late)
+    # Derived T0: exp(-mean |Δ| / T0) = 0.8 over the first 30 candidates' worse moves.
+    sample = queue._worse_sample
+    assert queue._t0 == pytest.approx(sum(sample) / len(sample) / math.log(1.25))
+    # Rejected candidates stay queued: everything pushed is fetched exactly once.
+    pushed = 1 + 8 * 30 + 8 * 60
+    popped += drain(queue)
+    assert len(popped) == len(set(popped)) == pushed
+    assert len(queue) == 0
+
+
+def test_annealing_is_reproducible_with_a_seed():
+    orders = [random_walk(make_queue("annealing", seed=5), random.Random(1), 40) for _ in range(2)]
+    assert orders[0] == orders[1]
+    assert random_walk(make_queue("annealing", seed=6), random.Random(1), 40) != orders[0]
+
+
+def test_linear_cooling_reaches_zero_at_the_page_budget():
+    queue = make_queue("annealing", t0=0.4, cooling="linear")
+    queue._budget = 10  # CLOSESPIDER_PAGECOUNT
+    queue._moves = 5
+    assert queue.temperature() == pytest.approx(0.2)
+    queue._moves = 10
+    assert queue.temperature() == 0.0
+
+
+def test_threshold_accepts_exactly_when_delta_is_above_minus_t(key):
+    queue = make_queue("threshold", key, t0=0.125, factor=1.0)  # T stays 0.125
+    assert queue.accepts(-0.124, 0.125) and not queue.accepts(-0.125, 0.125)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    for leaf, link in [("up", 0.5625), ("near", 0.4375), ("edge", 0.375), ("far", 0.25)]:
+        queue.push(child(leaf, "seed", page=0.5, link=link))
+    accepted = [name(queue.pop()) for _ in range(2)]
+    assert sorted(accepted) == ["near", "up"]
+    assert drain(queue) == ["edge", "far"]  # rejected, not lost: fetched after the rest
+    stats = queue.stats
+    assert stats.get_value("focused/threshold/rejected") == 2  # edge (Δ = -T) and far
+    assert stats.get_value("focused/threshold/accepted_worse") == 1  # near
+
+
+def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
+    queue = make_queue("threshold")
+    worse = [0.01 * i for i in range(1, 11)]
+    t0 = queue.initial_temperature(worse)
+    assert sum(d < t0 for d in worse) == 8  # 80% of these worse moves accepted at first
+
+
+# -- particle swarm ------------------------------------------------------------------------------
+
+
+def test_pso_credits_path_words_with_a_discount_and_normalises_m():
+    queue = make_queue("pso", discount=0.5)
+    queue.credit(["bird nest", "wings", "ocean"])  # the link into the page first
+    assert queue.word_value == {"bird": 1.0, "nest": 1.0, "wings": 0.5, "ocean": 0.25}
+    assert queue.future_value("bird ocean") == pytest.approx((1.0 + 0.25) / (2 * 1.0))
+    assert queue.future_value("unknown words") == 0.0
+    # A relevant page's outcome arrives with its first child: its path is credited once more.
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    path = queue.child_meta({"anchor": "wings", "pso_path": ["bird"]}, None, True)["pso_path"]
+    assert path == ["wings", "bird"]
+    queue.push(child("x", name(seed), page=0.9, link=0.2, pso_path=path))
+    assert queue.word_value["wings"] == 1.5 and queue.word_value["bird"] == 1.5
+    assert list(queue._outcomes[0]) == [True]
+
+
+def test_pso_flies_the_particle_with_the_smallest_slct():
+    queue = make_queue("pso", particles=5)
+    swarm = queue.swarm
+    swarm["f"] = [0.2, 0.5, 0.1, 0.3, 0.4]
+    swarm["best_f"] = list(swarm["f"])
+    swarm["best_x"] = [list(x) for x in swarm["x"]]
+    swarm["momentum"] = [0.5, 0.1, 0.3, 0.05, 0.2]
+    swarm["activity"] = [3, 2, 1, 4, 1]
+    # slct = Σ|p| + log(a): 0.5+1.099=1.599, 0.1+0.693=0.793, 0.3+0=0.3, 0.05+1.386=1.436, 0.2
+    assert [round(queue.slct(i), 3) for i in range(5)] == [1.599, 0.793, 0.3, 1.436, 0.2]
+    queue._active = 0
+    queue._outcomes[0].extend([True, False, False, False])  # fitness 0.25, momentum +0.05
+    queue.end_turn()
+    assert queue._active == 4 and swarm["activity"][4] == 2
+    assert swarm["momentum"][0] == pytest.approx(0.55)
+    assert swarm["f"][0] == 0.25
+
+
+def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
+    queue = make_queue("pso", key, epoch=3, seed=11)
+    rng = random.Random(4)
+    queue.push(req("seed", depth=0))
+    serial = 0
+    for _ in range(200):
+        request = queue.pop()
+        relevant = rng.random() < 0.4
+        for _ in range(4):
+            serial += 1
+            queue.push(
+                child(
+                    f"n{serial}",
+                    name(request),
+                    page=0.6 if relevant else 0.05,
+                    link=rng.random(),
+                    anchor=rng.choice(["bird nest", "ocean ship", "wings eggs", "city map"]),
+                    pso_path=["bird", "wings"],
+                )
+            )
+        for x in queue.swarm["x"]:
+            assert 0.0 <= x[0] <= 1.0 and 0.0 <= x[1] <= 1.0
+    assert queue.stats.get_value("focused/pso/turns") >= 60
+    assert queue.stats.get_value("focused/pso/rekeyed") > 0
+    assert len(set(map(tuple, queue.swarm["x"]))) > 1
+    # The popped request is the best under the current weights among those re-keyed.
+    assert len(queue) == 1 + 4 * 200 - 200
+
+
+# -- bees ----------------------------------------------------------------------------------------
+
+
+def test_bees_never_have_more_than_n_bees_flights_out(key):
+    queue = make_queue("bees", key, n_bees=3, seed=1)
+    out = hold_flights(queue)
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    for i in range(10):
+        queue.push(child(f"c{i}", "seed", page=0.5, link=0.5, found_by_bee=seed.meta["bee"]))
+    out.discard(id(seed))
+    flying = []
+    while (request := queue.pop()) is not None:
+        out.add(id(request))
+        flying.append(request)
+    assert len(flying) == 3 and len(queue) == 7  # held back, not lost
+    assert len({r.meta["bee"] for r in flying}) == 3
+    out.discard(id(flying[0]))
+    again = queue.pop()  # a bee landed: it may fly again
+    assert again is not None and again.meta["bee"] == flying[0].meta["bee"]
+    out.add(id(again))
+    assert queue.pop() is None
+
+
+def test_bees_pick_dancing_sources_in_proportion_to_quality():
+    queue = make_queue("bees", seed=2)
+    queue.dances = [
+        {"q": 0.6, "until": 10**9, "links": ["00"]},
+        {"q": 0.3, "until": 10**9, "links": ["00"]},
+        {"q": 0.1, "until": 10**9, "links": ["00"]},
+    ]
+    picks = Counter(queue.choose_dance()["q"] for _ in range(20_000))
+    for quality in (0.6, 0.3, 0.1):
+        assert picks[quality] / 20_000 == pytest.approx(quality, abs=0.015)
+
+
+def test_bees_return_and_dance_for_good_pages_and_the_dance_ends(key):
+    queue = make_queue("bees", key, n_bees=1, dance_time=4, seed=0)
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    bee = seed.meta["bee"]
+    # A page of quality 1 always sends the bee home, and it dances for 4 flights.
+    for i in range(6):
+        queue.push(child(f"c{i}", "seed", page=1.0, link=0.1, found_by_bee=bee))
+    first = queue.pop()
+    assert queue.stats.get_value("focused/bees/dances") == 1
+    assert queue.dances[0]["until"] == 1 + 4
+    picks = [first] + [queue.pop() for _ in range(3)]
+    assert all(name(r).startswith("c") for r in picks)
+    assert queue.choose_dance() is None  # 5 flights made: the dance is over
+    assert len(queue) == 2
+
+
+# -- persistence ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "strategy", ["hillclimbing", "beam", "annealing", "threshold", "pso", "bees"]
+)
+def test_state_survives_close_and_reopen(tmp_path, strategy):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue(strategy, key)
+    random_walk(queue, random.Random(1), 12)
+    before = len(queue)
+    state = queue.close()
+    assert state["strategy"] == strategy
+    reopened = make_queue(strategy, key, state)
+    assert len(reopened) == before
+    assert reopened.state() == {k: v for k, v in state.items() if k not in ("strategy", "seq")}
+    assert len(drain(reopened)) == before

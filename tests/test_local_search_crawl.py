@@ -1,0 +1,68 @@
+"""Real crawls of the loopback sample with each local-search strategy, paused and resumed."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
+
+# Non-default parameters, and a stat that shows the strategy at work.
+STRATEGIES = {
+    "hillclimbing": ({}, "focused/hillclimbing/climbs"),
+    "beam": ({"beam_width": "4"}, "focused/beam/dropped"),
+    "annealing": ({"cooling": "linear", "seed": "3"}, "focused/annealing/rejected"),
+    "threshold": ({"factor": "0.9", "t0": "0.05", "seed": "2"}, "focused/threshold/rejected"),
+    "pso": ({"particles": "6", "epoch": "4", "discount": "0.7"}, "focused/pso/turns"),
+    "bees": ({"n_bees": "4", "dance_time": "20", "seed": "5"}, "focused/bees/follows"),
+}
+FIRST_BUDGET, SECOND_BUDGET = 12, 30
+# The saved counter of moves (one per fetch) of the strategies that keep one.
+MOVES = {"annealing": "moves", "threshold": "moves", "bees": "flights_made"}
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_crawl_pause_and_resume(tmp_path, site, strategy):
+    params, stat = STRATEGIES[strategy]
+    arguments = {
+        "strategy": strategy,
+        "query": BIRD_QUERY,
+        "seeds": f"{site.url}/wiki/{BIRD_SEED}",
+        **params,
+    }
+    jobdir = tmp_path / "job"
+    settings = {"JOBDIR": jobdir, "CONCURRENT_REQUESTS": 4}
+
+    first = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": FIRST_BUDGET})
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    saved = json.loads((jobdir / "requests.queue" / "active.json").read_text())
+    assert saved["strategy"] == strategy
+    assert len(saved) > 2, saved  # the strategy's own state, beyond strategy and seq
+    fetched_first = len(first.pages())
+    assert fetched_first >= FIRST_BUDGET
+
+    second = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": SECOND_BUDGET})
+    assert second.result.returncode == 0, second.result.stderr[-3000:]
+    assert "Resuming crawl" in second.result.stderr
+    assert f"'{stat}'" in second.result.stderr, second.result.stderr[-3000:]
+
+    fetched = [path for path in site.fetched if path.startswith("/wiki/")]
+    assert max(Counter(fetched).values()) == 1  # nothing fetched twice across the pause
+    pages = second.pages()
+    assert len(pages) == len(fetched) > fetched_first
+    assert [page["fetch_order"] for page in pages] == list(range(1, len(pages) + 1))
+    assert pages[0]["level"] == 0 and pages[0]["url"].endswith(f"/wiki/{BIRD_SEED}")
+    by_url = {page["url"]: page for page in pages}
+    for page in pages[1:]:
+        assert 0.0 <= page["relevance"] <= 1.0 and page["strategy"] == strategy
+        assert page["level"] == by_url[page["parent_url"]]["level"] + 1
+    record = second.crawl_record()
+    assert record["pages"] == len(pages)
+    assert {name: str(record["params"][name]) for name in params} == params
+    # The state was restored, not rebuilt: the move counters carry on across the pause.
+    resumed = json.loads((jobdir / "requests.queue" / "active.json").read_text())
+    if strategy in MOVES:
+        moves = MOVES[strategy]
+        assert resumed[moves] >= saved[moves] + len(pages) - fetched_first, (saved, resumed)
