@@ -54,3 +54,14 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 # -- Progress --------------------------------------------------------------------------------
 EXTENSIONS = {"focused.extensions.ProgressLog": 500}
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
+
+# -- Hardening for the real web (issue 8; README "Hardening") ----------------------------------
+# URL canonicalization: the dupefilter and the frontier key requests by canonical URL.
+REQUEST_FINGERPRINTER_CLASS = "focused.canonical.CanonicalRequestFingerprinter"
+# Query (and ;path) parameters dropped from URLs, as lowercase globs: tracking tags, session ids.
+CANONICAL_DROP_PARAMS = [
+    "utm_*", "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid*",
+    "fbclid", "gclid", "msclkid",
+]  # fmt: skip
+# Same page, other URL: stored once, with duplicate_of (focused.dedup).
+SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.dedup.DuplicateMiddleware": 850}

@@ -11,6 +11,9 @@ Arguments (``-a name=value``; validated in ``focused.arguments``):
 plus the chosen strategy's own parameters.
 
 The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMiddleware``.
+Seeds and links are canonical URLs (``focused.canonical``); a page is stored under its
+``<link rel="canonical">`` when that stays on its host (``focused.dedup`` decides duplicates).
+Skipped links and responses are counted as ``focused/skipped/<reason>``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import scrapy
 from scrapy.http import TextResponse
 
 from focused.arguments import CrawlConfig, parse_arguments, remember_job
+from focused.canonical import canonicalize, drop_params_setting
 from focused.extract import extract_page
 from focused.items import PageItem
 from focused.strategies import STRATEGIES
@@ -79,18 +83,26 @@ class TopicalSpider(scrapy.Spider):
         }
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
+        drop = drop_params_setting(self.settings)
         for url in self.config.seeds:
-            yield scrapy.Request(url, meta={"depth": 0})
+            yield scrapy.Request(canonicalize(url, drop), meta={"depth": 0})
 
     def parse(self, response: Response) -> Iterator[Any]:
+        stats = self.crawler.stats
         if not isinstance(response, TextResponse) or not _is_html(response):
-            self.crawler.stats.inc_value("focused/skipped_not_html")
+            stats.inc_value("focused/skipped/not_html")
             return
-        page = extract_page(response, self.settings.getint("LINK_CONTEXT_CHARS"))
+        page = extract_page(
+            response,
+            self.settings.getint("LINK_CONTEXT_CHARS"),
+            drop_params_setting(self.settings),
+        )
+        for reason, count in page.skipped.items():
+            stats.inc_value(f"focused/skipped/{reason}", count)
         meta = response.meta
         yield PageItem(
             crawl_id=self.crawl_id,
-            url=response.url,
+            url=page.canonical or canonicalize(response.url, drop_params_setting(self.settings)),
             title=page.title,
             text=page.text,
             level=meta.get("depth", 0),
