@@ -65,3 +65,8 @@ CANONICAL_DROP_PARAMS = [
 ]  # fmt: skip
 # Same page, other URL: stored once, with duplicate_of (focused.dedup).
 SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.dedup.DuplicateMiddleware": 850}
+# Response hygiene (focused.hygiene). DOWNLOAD_MAXSIZE, DOWNLOAD_TIMEOUT and REDIRECT_MAX_TIMES
+# are set above. HEAD_CHECK: a HEAD before each GET skips non-HTML and oversized bodies the URL
+# does not reveal; it costs a round trip per page (about half the throughput), so it is off.
+HEAD_CHECK = False
+DOWNLOADER_MIDDLEWARES = {"focused.hygiene.HeadCheckMiddleware": 560}

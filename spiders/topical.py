@@ -27,6 +27,7 @@ from scrapy.http import TextResponse
 from focused.arguments import CrawlConfig, parse_arguments, remember_job
 from focused.canonical import canonicalize, drop_params_setting
 from focused.extract import extract_page
+from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
 from focused.strategies import STRATEGIES
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
 
     from focused.relevance import RelevanceModel
 
@@ -85,11 +87,12 @@ class TopicalSpider(scrapy.Spider):
     async def start(self) -> AsyncIterator[scrapy.Request]:
         drop = drop_params_setting(self.settings)
         for url in self.config.seeds:
-            yield scrapy.Request(canonicalize(url, drop), meta={"depth": 0})
+            yield scrapy.Request(canonicalize(url, drop), meta={"depth": 0}, errback=self.skipped)
 
     def parse(self, response: Response) -> Iterator[Any]:
         stats = self.crawler.stats
-        if not isinstance(response, TextResponse) or not _is_html(response):
+        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
+        if not isinstance(response, TextResponse) or not is_html_type(content_type):
             stats.inc_value("focused/skipped/not_html")
             return
         page = extract_page(
@@ -115,10 +118,11 @@ class TopicalSpider(scrapy.Spider):
         )
         for link in page.links:
             yield scrapy.Request(
-                link.url, meta={"anchor": link.anchor, "link_context": link.context}
+                link.url,
+                meta={"anchor": link.anchor, "link_context": link.context},
+                errback=self.skipped,
             )
 
-
-def _is_html(response: TextResponse) -> bool:
-    content_type = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
-    return not content_type or "html" in content_type
+    def skipped(self, failure: Failure) -> None:
+        """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
+        self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")

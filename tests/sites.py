@@ -19,7 +19,7 @@ from focused.replayweb import check_loopback
 class Reply:
     status: int = 200
     body: bytes | str = b""
-    content_type: str = "text/html; charset=utf-8"
+    content_type: str | None = "text/html; charset=utf-8"  # None: no Content-Type header
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -58,7 +58,8 @@ class _Handler(BaseHTTPRequestHandler):
         reply = site.respond(method, self.path)
         body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body
         self.send_response(reply.status)
-        self.send_header("Content-Type", reply.content_type)
+        if reply.content_type is not None:
+            self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(body)))
         for name, value in reply.headers.items():
             self.send_header(name, value)
