@@ -155,6 +155,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "CLOSESPIDER_PAGECOUNT": (int, 0, None),
     "CONCURRENT_REQUESTS": (int, 1, None),
     "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
+    "FRONTIER_MAX": (int, 0, None),
 }
 
 

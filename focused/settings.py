@@ -70,3 +70,6 @@ SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.dedup.DuplicateMiddleware":
 # does not reveal; it costs a round trip per page (about half the throughput), so it is off.
 HEAD_CHECK = False
 DOWNLOADER_MIDDLEWARES = {"focused.hygiene.HeadCheckMiddleware": 560}
+# The frontier bound (the sources' MAX_BUFFER): when full, the lowest-ranked requests are
+# evicted, for every strategy, in memory and under JOBDIR. 0 = unbounded.
+FRONTIER_MAX = 1_000_000
