@@ -156,6 +156,9 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "CONCURRENT_REQUESTS": (int, 1, None),
     "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
     "FRONTIER_MAX": (int, 0, None),
+    "MAX_PAGES_PER_HOST": (int, 0, None),
+    "HOST_WINDOW": (int, 0, None),
+    "HOST_WINDOW_SCAN": (int, 1, None),
 }
 
 

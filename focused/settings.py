@@ -73,3 +73,10 @@ DOWNLOADER_MIDDLEWARES = {"focused.hygiene.HeadCheckMiddleware": 560}
 # The frontier bound (the sources' MAX_BUFFER): when full, the lowest-ranked requests are
 # evicted, for every strategy, in memory and under JOBDIR. 0 = unbounded.
 FRONTIER_MAX = 1_000_000
+# Per-host limits (focused.scheduler). MAX_PAGES_PER_HOST: pages fetched per host, 0 = no cap.
+# HOST_WINDOW k: at most one request per host among any k consecutive fetches (the sources use
+# k = 100); 0 = off. Turn it on for crawls over many hosts (hundreds), where a best-first order
+# would otherwise hammer one good site; with few hosts it only reorders (see README).
+MAX_PAGES_PER_HOST = 0
+HOST_WINDOW = 0
+HOST_WINDOW_SCAN = 1000  # queued requests looked at per fetch to find one outside the window
