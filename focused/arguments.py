@@ -160,6 +160,10 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "CLOSESPIDER_RELEVANT": (int, 0, None),
     "DRIFT_WINDOW": (int, 0, None),
     "DRIFT_MIN_HARVEST": (float, 0.0, 1.0),
+    "FRONTIER_MAX": (int, 0, None),
+    "MAX_PAGES_PER_HOST": (int, 0, None),
+    "HOST_WINDOW": (int, 0, None),
+    "HOST_WINDOW_SCAN": (int, 1, None),
 }
 
 

@@ -4,19 +4,28 @@ One walk over the parsed tree collects the visible text and, for each link, its 
 that text, so the context window around a link comes from the same pass. Script, style and
 navigation boilerplate contribute no text; links inside navigation are kept (with no context),
 since site navigation is still part of the link graph.
+
+Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
+by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file).
+A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
 from scrapy.linkextractors import IGNORED_EXTENSIONS
 from w3lib.url import safe_url_string
 
+from focused.canonical import DEFAULT_DROP_PARAMS, canonicalize, same_host
+
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from scrapy.http import TextResponse
 
 INVISIBLE = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe"})
@@ -41,18 +50,32 @@ class Page:
     title: str
     text: str
     links: list[Link]
+    canonical: str | None = None  # the page's rel=canonical URL, when on the same host
+    skipped: Counter[str] = field(default_factory=Counter)  # links not followed, by reason
+
+
+def unfollowable_reason(url: str) -> str | None:
+    """Why a URL is not followed: ``scheme`` (only http(s): never file:, javascript:, data:,
+    mailto:) or ``extension`` (it names a binary file); None when it is followed."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "scheme"
+    path = parts.path.lower()
+    if any(path.endswith(ext) for ext in SKIPPED_EXTENSIONS):
+        return "extension"
+    return None
 
 
 def is_followable(url: str) -> bool:
     """Only http(s) URLs that do not name a binary file by their extension."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return False
-    path = parts.path.lower()
-    return not any(path.endswith(ext) for ext in SKIPPED_EXTENSIONS)
+    return unfollowable_reason(url) is None
 
 
-def extract_page(response: TextResponse, context_chars: int = 200) -> Page:
+def extract_page(
+    response: TextResponse,
+    context_chars: int = 200,
+    drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
+) -> Page:
     root = response.selector.root
     title = " ".join(response.xpath("//title//text()").getall()).strip()
     body = root.find("body")
@@ -99,10 +122,15 @@ def extract_page(response: TextResponse, context_chars: int = 200) -> Page:
     if base_href:
         base = urljoin(base, base_href.strip())
     links: dict[str, Link] = {}
+    skipped: Counter[str] = Counter()
     for href, anchor, start, end in raw_links:
         url = safe_url_string(urljoin(base, href.strip()), encoding=response.encoding)
-        url = url.split("#", 1)[0]
-        if url in links or not is_followable(url):
+        url = canonicalize(url, drop_params)
+        if url in links:
+            continue
+        reason = unfollowable_reason(url)
+        if reason is not None:
+            skipped[reason] += 1
             continue
         context = ""
         if end > start and context_chars:
@@ -113,4 +141,18 @@ def extract_page(response: TextResponse, context_chars: int = 200) -> Page:
     )
     if not title:
         title = SPACES.sub(" ", " ".join(response.xpath("//h1//text()").getall())).strip()
-    return Page(title, clean_text, list(links.values()))
+    return Page(
+        title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
+    )
+
+
+def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:
+    """The page's ``<link rel="canonical">``, canonicalized, if it stays on the page's host
+    (a canonical pointing to another host is as likely a hijack as a mirror)."""
+    for link in response.xpath("//link[@rel and @href]"):
+        if "canonical" in link.attrib["rel"].lower().split():
+            url = canonicalize(urljoin(base, link.attrib["href"].strip()), drop_params)
+            if is_followable(url) and same_host(url, response.url):
+                return url
+            return None
+    return None

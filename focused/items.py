@@ -28,4 +28,5 @@ class PageItem(scrapy.Item):
     fetch_order = scrapy.Field()
     fetched_at = scrapy.Field()
     status = scrapy.Field()
+    duplicate_of = scrapy.Field()  # see focused.dedup
     scores = scrapy.Field()  # transient: removed by RelevancePipeline

@@ -8,19 +8,59 @@ queued and the new discovery scores higher.
 
 It also keeps the ``focused/frontier`` stat (the number of queued requests) current for the
 progress log.
+
+Frontier-wide limits live here, so that every strategy gets them:
+
+- ``FRONTIER_MAX`` (default 1,000,000; 0 = unbounded): when a push makes the frontier larger,
+  the lowest-ranked requests are evicted (the sources' MAX_BUFFER). Stat ``focused/evicted``;
+  a log line every 1,000 evictions.
+- ``MAX_PAGES_PER_HOST`` (default 0 = off): requests for a host that already had this many
+  are dropped when they come up (``focused/skipped/host_limit``); counts survive a JOBDIR pause.
+- ``HOST_WINDOW`` k (default 0 = off): at most one request per host among any k consecutive
+  dequeued requests (the sources' window rule, k = 100). A request whose host is in the window
+  is parked, not lost, and handed out as soon as its host leaves the window; parked requests
+  count in ``len()`` and go back to the queue on close. Up to ``HOST_WINDOW_SCAN`` (1,000)
+  requests are looked at per dequeue; when none of them is allowed, the parked request whose
+  host was fetched longest ago goes anyway (``focused/host_window/relaxed``), because the
+  window counts fetches and would otherwise never move.
+
+Both act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
+(``CONCURRENT_REQUESTS_PER_DOMAIN``, ``DOWNLOAD_DELAY``) and AutoThrottle then pace the
+fetches of each host as usual.
 """
 
 from __future__ import annotations
 
+import logging
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
+from scrapy.utils.httpobj import urlparse_cached
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+EVICTION_LOG_EVERY = 1000
 
 
 class FocusedScheduler(Scheduler):
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FocusedScheduler:
+        scheduler = super().from_crawler(crawler)
+        settings = crawler.settings
+        scheduler.frontier_max = settings.getint("FRONTIER_MAX")
+        scheduler.max_per_host = settings.getint("MAX_PAGES_PER_HOST")
+        scheduler.window = max(0, settings.getint("HOST_WINDOW") - 1)  # earlier fetches checked
+        scheduler.window_scan = settings.getint("HOST_WINDOW_SCAN", 1000)
+        scheduler.recent_hosts = deque()
+        scheduler.in_window = Counter()
+        scheduler.parked = []
+        return scheduler
+
     def enqueue_request(self, request: Request) -> bool:
         queued = super().enqueue_request(request)
         if not queued and not request.dont_filter:
@@ -28,12 +68,90 @@ class FocusedScheduler(Scheduler):
             for queue in (self.dqs, self.mqs):
                 if queue is not None and queue.rediscover(request):
                     break
+        if queued and self.frontier_max and len(self) > self.frontier_max:
+            self._evict(len(self) - self.frontier_max)
         self._count_frontier()
         return queued
 
+    def _evict(self, count: int) -> None:
+        # The disk queue holds what could be serialized, i.e. nearly everything under JOBDIR.
+        queue = self.dqs if self.dqs is not None and len(self.dqs) else self.mqs
+        evicted = queue.evict(count)
+        assert self.stats is not None
+        before = self.stats.get_value("focused/evicted", 0)
+        self.stats.inc_value("focused/evicted", evicted)
+        if (before + evicted) // EVICTION_LOG_EVERY > before // EVICTION_LOG_EVERY:
+            logger.info(
+                "Frontier full (FRONTIER_MAX=%d): %d lowest-ranked requests evicted so far",
+                self.frontier_max,
+                before + evicted,
+            )
+
     def next_request(self) -> Request | None:
-        request = super().next_request()
+        if self.window or self.max_per_host:
+            request = self._next_allowed()
+        else:
+            request = super().next_request()
         self._count_frontier()
+        return request
+
+    def __len__(self) -> int:
+        return super().__len__() + len(self.parked)
+
+    def close(self, reason: str):
+        for request in self.parked:  # back to the queue, so a paused crawl keeps them
+            if not self._dqpush(request):
+                self._mqpush(request)
+        self.parked.clear()
+        return super().close(reason)
+
+    @staticmethod
+    def _host(request: Request) -> str:
+        return urlparse_cached(request).hostname or ""
+
+    def _next_allowed(self) -> Request | None:
+        for index, request in enumerate(self.parked):
+            if not self.in_window[self._host(request)]:
+                del self.parked[index]
+                return self._take(request)
+        for _ in range(self.window_scan):
+            request = super().next_request()
+            if request is None:
+                break
+            host = self._host(request)
+            if self.max_per_host and self._host_pages[host] >= self.max_per_host:
+                self.stats.inc_value("focused/skipped/host_limit")
+                continue
+            if self.in_window[host]:
+                self.parked.append(request)
+                continue
+            return self._take(request)
+        if not self.parked:
+            return None
+        # Nothing allowed: the window would never move. The host fetched longest ago goes.
+        order = {host: age for age, host in enumerate(self.recent_hosts)}
+        index = min(
+            range(len(self.parked)), key=lambda i: order.get(self._host(self.parked[i]), -1)
+        )
+        self.stats.inc_value("focused/host_window/relaxed")
+        return self._take(self.parked.pop(index))
+
+    @property
+    def _host_pages(self) -> Counter[str]:
+        state = self.spider.state  # pickled by Scrapy's SpiderState on a JOBDIR pause
+        if "host_pages" not in state:
+            state["host_pages"] = Counter()
+        return state["host_pages"]
+
+    def _take(self, request: Request) -> Request:
+        host = self._host(request)
+        if self.max_per_host:
+            self._host_pages[host] += 1
+        if self.window:
+            self.recent_hosts.append(host)
+            self.in_window[host] += 1
+            if len(self.recent_hosts) > self.window:
+                self.in_window[self.recent_hosts.popleft()] -= 1
         return request
 
     def _count_frontier(self) -> None:

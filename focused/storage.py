@@ -58,6 +58,9 @@ PAGE_SCHEMA: dict[str, type] = {
     "fetch_order": int,
     "fetched_at": str,  # ISO 8601 UTC
     "status": int,  # HTTP status
+    # Hardening (issue 8): a duplicate page (same rel=canonical, or near-duplicate content)
+    # keeps the URL of the page it duplicates here and no text.
+    "duplicate_of": str,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,
@@ -348,6 +351,15 @@ class SqliteStore(Store):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SQLITE_SCHEMA)
+            self._add_missing_columns("pages", PAGE_SCHEMA)
+
+    def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
+        """A file made by an older version lacks the newer fields: add them (as NULL)."""
+        present = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+        with self._conn:
+            for name, kind in schema.items():
+                if name not in present:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_SQL_TYPES[kind]}")
 
     def close(self) -> None:
         self._conn.close()

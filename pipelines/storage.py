@@ -89,7 +89,10 @@ class StoragePipeline:
 
     async def process_item(self, item: Any) -> Any:
         adapter = ItemAdapter(item)
-        self._buffer.append({name: adapter.get(name) for name in PAGE_FIELDS})
+        record = {name: adapter.get(name) for name in PAGE_FIELDS}
+        if record["duplicate_of"]:
+            record["text"] = None  # stored once, with the page it duplicates
+        self._buffer.append(record)
         if len(self._buffer) >= self.batch_size and not self._failed:
             try:
                 await self._drain()

@@ -10,6 +10,11 @@ A strategy subclass defines ``score(request)`` (higher is fetched first) and opt
 (a heap with lazy deletion) or, for the JOBDIR queue, a ``SqliteFrontier`` file that survives
 pause and resume. ``rediscover(request)`` lets a URL found again from a better parent raise its
 queued score instead of being dropped by the dupefilter.
+
+``evict(count)`` drops the ``count`` lowest-ranked entries: the frontier bound of the sources
+(MAX_BUFFER), applied by ``focused.scheduler.FocusedScheduler`` for every strategy. Both
+frontiers find their worst entries in O(log n): the memory one keeps a second heap ordered
+worst-first, the SQLite one walks its order index backwards.
 """
 
 from __future__ import annotations
@@ -36,15 +41,35 @@ Key = tuple[float, float, int]
 
 
 class MemoryFrontier:
-    """Entries by fingerprint, plus a heap whose stale items are skipped when popped."""
+    """Entries by fingerprint, plus two heaps (best first, worst first) whose stale items are
+    skipped when they reach the top."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, float, int, bytes]] = []
+        self._worst: list[tuple[float, float, int, bytes]] = []  # negated keys
         self._entries: dict[bytes, tuple[Key, Request]] = {}
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         self._entries[fp] = (key, request)
         heapq.heappush(self._heap, (*key, fp))
+        heapq.heappush(self._worst, (-key[0], -key[1], -key[2], fp))
+        if len(self._worst) > 2 * len(self._entries) + 1024:
+            # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
+            # n puts, so that the worst-first heap stays proportional to the frontier.
+            self._worst = [(-k[0], -k[1], -k[2], fp) for fp, (k, _) in self._entries.items()]
+            heapq.heapify(self._worst)
+
+    def evict_worst(self, count: int) -> int:
+        """Remove up to ``count`` entries with the largest keys; returns how many."""
+        worst, entries = self._worst, self._entries
+        evicted = 0
+        while worst and evicted < count:
+            neg0, neg1, neg2, fp = heapq.heappop(worst)
+            entry = entries.get(fp)
+            if entry is not None and entry[0] == (-neg0, -neg1, -neg2):
+                del entries[fp]  # its item in the best-first heap is now stale
+                evicted += 1
+        return evicted
 
     def _drop_stale(self) -> None:
         heap, entries = self._heap, self._entries
@@ -86,6 +111,7 @@ class MemoryFrontier:
 
     def close(self) -> None:
         self._heap.clear()
+        self._worst.clear()
         self._entries.clear()
 
 
@@ -156,6 +182,16 @@ class SqliteFrontier:
         self._len -= 1
         self._wrote()
         return self._load(row[1])
+
+    def evict_worst(self, count: int) -> int:
+        cursor = self._db.execute(
+            "DELETE FROM frontier WHERE fp IN (SELECT fp FROM frontier"
+            " ORDER BY neg_score DESC, neg_tiebreak DESC, seq DESC LIMIT ?)",
+            (count,),
+        )
+        self._len -= cursor.rowcount
+        self._wrote()
+        return cursor.rowcount
 
     def key_of(self, fp: bytes) -> Key | None:
         row = self._db.execute(
@@ -294,6 +330,11 @@ class StrategyQueue:
         self.frontier.put(fp, (*better, queued[2]), request)
         self.stats.inc_value("focused/rescored")
         return True
+
+    def evict(self, count: int) -> int:
+        """Drop the ``count`` lowest-ranked requests (the frontier is full); returns how many.
+        A strategy that keeps requests outside ``self.frontier`` overrides this."""
+        return self.frontier.evict_worst(count)
 
     def close(self) -> dict[str, Any]:
         self.frontier.close()

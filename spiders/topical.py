@@ -11,6 +11,9 @@ Arguments (``-a name=value``; validated in ``focused.arguments``):
 plus the chosen strategy's own parameters.
 
 The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMiddleware``.
+Seeds and links are canonical URLs (``focused.canonical``); a page is stored under its
+``<link rel="canonical">`` when that stays on its host (``focused.dedup`` decides duplicates).
+Skipped links and responses are counted as ``focused/skipped/<reason>``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from scrapy import signals
 from scrapy.http import TextResponse
 
 from focused.arguments import CrawlConfig, parse_arguments, remember_job
+from focused.canonical import canonicalize, drop_params_setting
 from focused.extract import extract_page
+from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
 from focused.strategies import STRATEGIES
 
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from twisted.python.failure import Failure
 
     from focused.relevance import RelevanceModel
 
@@ -79,18 +85,27 @@ class TopicalSpider(scrapy.Spider):
         }
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
+        drop = drop_params_setting(self.settings)
         for url in self.config.seeds:
-            yield scrapy.Request(url, meta={"depth": 0})
+            yield scrapy.Request(canonicalize(url, drop), meta={"depth": 0}, errback=self.skipped)
 
     def parse(self, response: Response) -> Iterator[Any]:
-        if not isinstance(response, TextResponse) or not _is_html(response):
-            self.crawler.stats.inc_value("focused/skipped_not_html")
+        stats = self.crawler.stats
+        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
+        if not isinstance(response, TextResponse) or not is_html_type(content_type):
+            stats.inc_value("focused/skipped/not_html")
             return
-        page = extract_page(response, self.settings.getint("LINK_CONTEXT_CHARS"))
+        page = extract_page(
+            response,
+            self.settings.getint("LINK_CONTEXT_CHARS"),
+            drop_params_setting(self.settings),
+        )
+        for reason, count in page.skipped.items():
+            stats.inc_value(f"focused/skipped/{reason}", count)
         meta = response.meta
         yield PageItem(
             crawl_id=self.crawl_id,
-            url=response.url,
+            url=page.canonical or canonicalize(response.url, drop_params_setting(self.settings)),
             title=page.title,
             text=page.text,
             level=meta.get("depth", 0),
@@ -103,8 +118,14 @@ class TopicalSpider(scrapy.Spider):
         )
         for link in page.links:
             yield scrapy.Request(
-                link.url, meta={"anchor": link.anchor, "link_context": link.context}
+                link.url,
+                meta={"anchor": link.anchor, "link_context": link.context},
+                errback=self.skipped,
             )
+
+    def skipped(self, failure: Failure) -> None:
+        """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
+        self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
 
 
 def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
@@ -122,8 +143,3 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     )
     crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
     return model
-
-
-def _is_html(response: TextResponse) -> bool:
-    content_type = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
-    return not content_type or "html" in content_type

@@ -115,6 +115,7 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "fetch_order": 1,
         "fetched_at": "2024-05-01T10:00:01+00:00",
         "status": 200,
+        "duplicate_of": None,
     }
     record.update(fields)
     return record

@@ -1,0 +1,171 @@
+"""Canonical URLs: one spelling per page, so that deduplication sees through URL variants.
+
+The rules follow the crawler literature (Pant, Srinivasan & Menczer, "Crawling the Web", 2004,
+and the graph-traversal thesis, IJCA 106(11), 2014): lowercase the scheme and host, drop the
+fragment and the default port, one spelling of percent-encoding (``%7e`` is ``~``), resolve
+``.`` and ``..``, drop ``index.html``, plus two of ours for the real web: sort the query
+parameters and drop tracking and session parameters (``CANONICAL_DROP_PARAMS``).
+
+Each rule is a function of ``SplitResult -> SplitResult`` so that it can be tested alone;
+``canonicalize`` applies them all. ``CanonicalRequestFingerprinter``
+(``REQUEST_FINGERPRINTER_CLASS``) makes Scrapy's dupefilter and the frontier key requests by
+their canonical URL, so a redirect target or a seed spelled another way is still recognised.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+from weakref import WeakKeyDictionary
+
+from scrapy.utils.request import fingerprint
+from w3lib.url import safe_url_string
+
+from focused import settings as default_settings
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+DEFAULT_DROP_PARAMS: tuple[str, ...] = tuple(default_settings.CANONICAL_DROP_PARAMS)
+DEFAULT_PORTS = {"http": 80, "https": 443}
+INDEX_PAGES = ("index.html", "index.htm")
+# RFC 3986 unreserved characters: percent-encoding them changes nothing, so they are decoded.
+UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+
+
+def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:
+    netloc = parts.netloc
+    userinfo, at, hostport = netloc.rpartition("@")
+    return parts._replace(scheme=parts.scheme.lower(), netloc=f"{userinfo}{at}{hostport.lower()}")
+
+
+def drop_fragment(parts: SplitResult) -> SplitResult:
+    return parts._replace(fragment="")
+
+
+def drop_default_port(parts: SplitResult) -> SplitResult:
+    try:
+        port = parts.port
+    except ValueError:  # a non-numeric port: leave it for the fetcher to reject
+        return parts
+    if port is not None and DEFAULT_PORTS.get(parts.scheme) == port:
+        return parts._replace(netloc=parts.netloc.rsplit(":", 1)[0])
+    return parts
+
+
+def _normalise_escape(match: re.Match[str]) -> str:
+    char = chr(int(match.group(1), 16))
+    return char if char in UNRESERVED else f"%{match.group(1).upper()}"
+
+
+def normalise_percent_encoding(parts: SplitResult) -> SplitResult:
+    """Decode escapes of unreserved characters (``%7e`` -> ``~``), uppercase the others'
+    hex digits (``%2f`` -> ``%2F``), and escape what must be escaped (spaces, non-ASCII)."""
+    url = safe_url_string(urlunsplit(parts))  # escapes what needs it, leaves escapes alone
+    parts = urlsplit(url)
+    return parts._replace(
+        path=PERCENT.sub(_normalise_escape, parts.path),
+        query=PERCENT.sub(_normalise_escape, parts.query),
+    )
+
+
+def resolve_dot_segments(parts: SplitResult) -> SplitResult:
+    path = parts.path
+    if not path:
+        return parts._replace(path="/")
+    if "." not in path and "//" not in path:
+        return parts
+    resolved = posixpath.normpath(path)
+    resolved = "/" + resolved.lstrip("/")  # normpath keeps a leading '//'
+    if path.endswith(("/", "/.", "/..")) and resolved != "/":
+        resolved += "/"  # still a directory
+    return parts._replace(path=resolved)
+
+
+def drop_index_page(parts: SplitResult) -> SplitResult:
+    head, _, last = parts.path.rpartition("/")
+    if last.lower() in INDEX_PAGES:
+        return parts._replace(path=f"{head}/")
+    return parts
+
+
+def drop_params(parts: SplitResult, patterns: Iterable[str] = DEFAULT_DROP_PARAMS) -> SplitResult:
+    """Drop query parameters (and ``;name=value`` path parameters such as ``;jsessionid=``)
+    whose lowercased name matches one of the glob ``patterns``."""
+    patterns = tuple(p.lower() for p in patterns)
+
+    def dropped(name: str) -> bool:
+        return any(fnmatchcase(name.lower(), pattern) for pattern in patterns)
+
+    path = parts.path
+    if ";" in path:
+        segments = []
+        for segment in path.split("/"):
+            head, *params = segment.split(";")
+            kept = [p for p in params if not dropped(p.partition("=")[0])]
+            segments.append(";".join([head, *kept]))
+        path = "/".join(segments)
+    query = parts.query
+    if query:
+        pairs = query.split("&")
+        query = "&".join(p for p in pairs if p and not dropped(p.partition("=")[0]))
+    return parts._replace(path=path, query=query)
+
+
+def sort_query(parts: SplitResult) -> SplitResult:
+    if "&" not in parts.query:
+        return parts
+    return parts._replace(query="&".join(sorted(parts.query.split("&"))))
+
+
+def canonicalize(url: str, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> str:
+    """The canonical form of an absolute URL; other schemes than http(s) are returned as they
+    are (they are never followed, see ``focused.extract.is_followable``)."""
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in DEFAULT_PORTS:
+        return url
+    parts = lowercase_scheme_and_host(parts)
+    parts = drop_fragment(parts)
+    parts = drop_default_port(parts)
+    parts = normalise_percent_encoding(parts)
+    parts = resolve_dot_segments(parts)
+    parts = drop_index_page(parts)
+    parts = drop_params(parts, drop)
+    parts = sort_query(parts)
+    return urlunsplit(parts)
+
+
+def same_host(url: str, other: str) -> bool:
+    return urlsplit(url).hostname == urlsplit(other).hostname
+
+
+def drop_params_setting(settings) -> tuple[str, ...]:
+    """``CANONICAL_DROP_PARAMS`` as a tuple (a list, or a comma-separated string from -s)."""
+    return tuple(p.strip() for p in settings.getlist("CANONICAL_DROP_PARAMS") if p.strip())
+
+
+class CanonicalRequestFingerprinter:
+    """Scrapy's request fingerprint, computed on the canonical URL."""
+
+    def __init__(self, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> None:
+        self.drop = tuple(drop)
+        self._cache: WeakKeyDictionary[Request, bytes] = WeakKeyDictionary()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CanonicalRequestFingerprinter:
+        return cls(drop_params_setting(crawler.settings))
+
+    def fingerprint(self, request: Request) -> bytes:
+        cached = self._cache.get(request)
+        if cached is None:
+            canonical = canonicalize(request.url, self.drop)
+            keyed = request if canonical == request.url else request.replace(url=canonical)
+            cached = self._cache[request] = fingerprint(keyed)
+        return cached

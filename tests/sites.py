@@ -1,0 +1,105 @@
+"""Programmable loopback web sites for the hardening tests.
+
+A ``Site`` serves whatever its ``respond(method, path)`` returns, on one 127.x.y.z address,
+and logs every request (method, host, path) in order, across all sites sharing a log.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from focused.replayweb import check_loopback
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes | str = b""
+    content_type: str | None = "text/html; charset=utf-8"  # None: no Content-Type header
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def html(title: str, body: str, head: str = "") -> str:
+    return f"<html><head><title>{title}</title>{head}</head><body>{body}</body></html>"
+
+
+class FetchLog:
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str, str]] = []  # (method, host, path)
+        self._lock = threading.Lock()
+
+    def add(self, method: str, host: str, path: str) -> None:
+        with self._lock:
+            self.entries.append((method, host, path))
+
+    def gets(self) -> list[tuple[str, str]]:
+        return [(host, path) for method, host, path in self.entries if method == "GET"]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Site
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_HEAD(self) -> None:
+        self._serve("HEAD")
+
+    def _serve(self, method: str) -> None:
+        site = self.server
+        if site.delay:
+            time.sleep(site.delay)
+        if self.path != "/robots.txt":
+            site.log.add(method, site.host, self.path)
+        reply = site.respond(method, self.path)
+        body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body
+        self.send_response(reply.status)
+        if reply.content_type is not None:
+            self.send_header("Content-Type", reply.content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in reply.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if method == "GET":
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class Site(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def __init__(
+        self,
+        respond: Callable[[str, str], Reply],
+        host: str = "127.0.0.1",
+        log: FetchLog | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self.host = check_loopback(host)
+        self.respond = respond
+        self.log = log or FetchLog()
+        self.delay = delay
+        super().__init__((self.host, 0), _Handler)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.server_address[1]}"
+
+    def __enter__(self) -> Site:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self._thread.join()
+        self.server_close()

@@ -1,0 +1,176 @@
+"""URL canonicalization: each rule alone, the whole chain, the fingerprint, and a real crawl."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse
+
+from focused.canonical import (
+    CanonicalRequestFingerprinter,
+    canonicalize,
+    drop_default_port,
+    drop_fragment,
+    drop_index_page,
+    drop_params,
+    lowercase_scheme_and_host,
+    normalise_percent_encoding,
+    resolve_dot_segments,
+    sort_query,
+)
+from focused.extract import extract_page
+from tests.conftest import run_crawl
+from tests.sites import Reply, Site, html
+
+
+def apply(rule, url: str, *args) -> str:
+    return rule(urlsplit(url), *args).geturl()
+
+
+@pytest.mark.parametrize(
+    ("rule", "url", "expected"),
+    [
+        (lowercase_scheme_and_host, "HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
+        (lowercase_scheme_and_host, "http://User@Host.ORG/", "http://User@host.org/"),
+        (drop_fragment, "http://h/p?q=1#section", "http://h/p?q=1"),
+        (drop_default_port, "http://h:80/p", "http://h/p"),
+        (drop_default_port, "https://h:443/p", "https://h/p"),
+        (drop_default_port, "http://h:8080/p", "http://h:8080/p"),
+        (drop_default_port, "https://h:80/p", "https://h:80/p"),
+        (normalise_percent_encoding, "http://h/%7euser/%7E", "http://h/~user/~"),
+        (normalise_percent_encoding, "http://h/a%2fb?x=%3d", "http://h/a%2Fb?x=%3D"),
+        (normalise_percent_encoding, "http://h/%41%62c", "http://h/Abc"),
+        (normalise_percent_encoding, "http://h/a b/é", "http://h/a%20b/%C3%A9"),
+        (resolve_dot_segments, "http://h/a/./b/../c", "http://h/a/c"),
+        (resolve_dot_segments, "http://h/a/b/..", "http://h/a/"),
+        (resolve_dot_segments, "http://h/../../x", "http://h/x"),
+        (resolve_dot_segments, "http://h", "http://h/"),
+        (resolve_dot_segments, "http://h/dir/", "http://h/dir/"),
+        (drop_index_page, "http://h/a/index.html", "http://h/a/"),
+        (drop_index_page, "http://h/INDEX.HTM", "http://h/"),
+        (drop_index_page, "http://h/a/index.php", "http://h/a/index.php"),
+        (sort_query, "http://h/p?b=2&a=1&a=0", "http://h/p?a=0&a=1&b=2"),
+    ],
+)
+def test_each_rule(rule, url, expected):
+    assert apply(rule, url) == expected
+
+
+def test_drop_params_drops_tracking_and_session_ids_only():
+    url = "http://h/p;jsessionid=AB12;v=2?utm_source=x&UTM_Medium=y&id=7&PHPSESSID=9&sid=1&gclid=z"
+    assert apply(drop_params, url) == "http://h/p;v=2?id=7"
+    assert apply(drop_params, "http://h/p?ref=a&keep=b", ("ref",)) == "http://h/p?keep=b"
+    assert apply(drop_params, "http://h/p?sidebar=1") == "http://h/p?sidebar=1"  # sid is exact
+
+
+def test_canonicalize_applies_every_rule():
+    url = "HTTP://Example.COM:80/a/./b/../%7eme/index.html?z=1&utm_campaign=q&a=2#top"
+    assert canonicalize(url) == "http://example.com/a/~me/?a=2&z=1"
+    assert canonicalize(canonicalize(url)) == canonicalize(url)  # idempotent
+    assert canonicalize("mailto:a@b.c") == "mailto:a@b.c"  # other schemes untouched
+
+
+def test_fingerprint_sees_variants_as_one_url():
+    fingerprinter = CanonicalRequestFingerprinter()
+    variants = [
+        "http://h/~u/",
+        "http://H:80/%7Eu/index.html",
+        "http://h/~u/?utm_source=feed",
+        "http://h/x/../~u/#frag",
+    ]
+    prints = {fingerprinter.fingerprint(Request(url)) for url in variants}
+    assert len(prints) == 1
+    assert fingerprinter.fingerprint(Request("http://h/~v/")) not in prints
+    custom = CanonicalRequestFingerprinter(drop=["ref"])
+    assert custom.fingerprint(Request("http://h/?ref=1")) == custom.fingerprint(
+        Request("http://h/")
+    )
+    assert custom.fingerprint(Request("http://h/?sid=1")) != custom.fingerprint(
+        Request("http://h/")
+    )
+
+
+def response(url: str, head: str = "", body: str = "") -> HtmlResponse:
+    return HtmlResponse(url, body=html("t", body, head).encode(), encoding="utf-8")
+
+
+def test_extract_canonical_links_and_counts_skipped():
+    page = extract_page(
+        response(
+            "http://h/dir/page",
+            body='<a href="../A/index.html?utm_source=x#s">a</a> <a href="/a/">again</a>'
+            ' <a href="javascript:void(0)">js</a> <a href="mailto:x@y">m</a>'
+            ' <a href="file:///etc/passwd">f</a> <a href="data:text/html,hi">d</a>'
+            ' <a href="/doc.pdf">pdf</a> <a href="HTTP://H/%7eme">me</a>',
+        )
+    )
+    assert [link.url for link in page.links] == ["http://h/A/", "http://h/a/", "http://h/~me"]
+    assert page.skipped == {"scheme": 4, "extension": 1}
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        ('<link rel="canonical" href="/Main/index.html?utm_medium=x">', "http://h/Main/"),
+        ('<link rel="Canonical Shortlink" href="http://h/m">', "http://h/m"),
+        ('<link rel="canonical" href="http://elsewhere.org/m">', None),  # other host: ignored
+        ('<link rel="canonical" href="javascript:x">', None),
+        ("", None),
+    ],
+)
+def test_extract_rel_canonical_only_on_the_same_host(head, expected):
+    assert extract_page(response("http://h/page?x=1", head=head)).canonical == expected
+
+
+# -- a real crawl --------------------------------------------------------------------------
+
+PAGES = {
+    "/": '<a href="/a/index.html?utm_source=x">a</a> <a href="/%7euser/">u</a>'
+    ' <a href="/b?y=2&x=1">b</a> <a href="/c">c</a> <a href="/d">d</a>'
+    ' <a href="javascript:alert(1)">js</a> <a href="file:///etc/passwd">file</a>',
+    "/a/": '<a href="/~user/#top">u</a> <a href="/b?x=1&y=2&sid=99">b</a> <a href="/">home</a>',
+    "/~user/": '<a href="/a/">a</a> <a href="/b?jsessionid=5&x=1&y=2">b</a>',
+    "/b?x=1&y=2": '<a href="/a/./">a</a>',
+    # /c says it is the home page (already fetched): a duplicate. /d says its real URL is /e.
+    "/c": '<a href="/a/">a</a>',
+    "/d": '<a href="/e">e</a>',
+    "/e": "the canonical page e",
+}
+HEADS = {"/c": '<link rel="canonical" href="/">', "/d": '<link rel="canonical" href="/e">'}
+
+
+def canonical_site(method: str, path: str) -> Reply:
+    if path not in PAGES:
+        return Reply(404, html("no", "no such page"))
+    body = f"<p>words about topic {path}</p>{PAGES[path]}"
+    return Reply(200, html(path, body, HEADS.get(path, "")))
+
+
+def stat(stderr: str, name: str) -> int:
+    found = re.search(rf"'{re.escape(name)}': (\d+)", stderr)
+    return int(found.group(1)) if found else 0
+
+
+def test_crawl_fetches_each_page_once_under_its_canonical_url(tmp_path):
+    with Site(canonical_site) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "topic words", "seeds": f"{site.url}/?utm_source=seed"},
+            {"CONCURRENT_REQUESTS": 1},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    fetched = [path for _, path in site.log.gets()]
+    assert sorted(fetched) == sorted(["/", "/a/", "/~user/", "/b?x=1&y=2", "/c", "/d"]), fetched
+    stored = {p["url"].removeprefix(site.url): p for p in crawl.pages()}
+    assert set(stored) == {"/", "/a/", "/~user/", "/b?x=1&y=2", "/c", "/e"}
+    assert stored["/c"]["duplicate_of"] == f"{site.url}/"
+    assert stored["/c"]["text"] is None
+    assert stored["/e"]["duplicate_of"] is None
+    assert stored["/e"]["title"] == "/d"  # fetched as /d, stored under its canonical URL
+    assert stat(crawl.result.stderr, "focused/skipped/scheme") == 2
+    assert stat(crawl.result.stderr, "focused/duplicates/canonical") == 1
+    # /e was stored as /d's canonical: the link to it is not followed again
+    assert stat(crawl.result.stderr, "focused/skipped/already_fetched") >= 1

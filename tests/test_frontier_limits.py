@@ -1,0 +1,204 @@
+"""The bounded frontier (FRONTIER_MAX): eviction keeps the best, for every strategy."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+
+import pytest
+import scrapy
+from scrapy.utils.test import get_crawler
+
+from focused.scheduler import FocusedScheduler
+from focused.strategies import STRATEGIES
+from tests.conftest import run_crawl
+from tests.queues import QueueSpider, drain, make_queue
+from tests.sites import FetchLog, Reply, Site, html
+
+
+def requests(count: int, seed: int = 7) -> list[scrapy.Request]:
+    rng = random.Random(seed)
+    return [
+        scrapy.Request(
+            f"http://t/u{i}",
+            meta={
+                "depth": rng.randint(0, 4),
+                "discovery": i,
+                "parent_relevance": round(rng.random(), 3),
+                "link_relevance": round(rng.random(), 3),
+                "path_cost": rng.random() * 3,
+            },
+        )
+        for i in range(count)
+    ]
+
+
+@pytest.fixture(params=["memory", "disk"])
+def key(request, tmp_path) -> str:
+    return "" if request.param == "memory" else str(tmp_path / "requests.queue")
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_evict_drops_exactly_the_lowest_ranked(strategy, key, tmp_path):
+    unbounded = make_queue(strategy)
+    for request in requests(60):
+        unbounded.push(request)
+    order = drain(unbounded)
+
+    bounded = make_queue(strategy, key)
+    for request in requests(60):
+        bounded.push(request)
+    assert bounded.evict(15) == 15
+    assert len(bounded) == len(order) - 15
+    assert set(drain(bounded)) == set(order[: len(order) - 15])
+
+
+def test_memory_eviction_survives_pops_and_rescoring():
+    queue = make_queue("bestfirst")
+    for i in range(3000):
+        queue.push(scrapy.Request(f"http://t/u{i}", meta={"parent_relevance": (i % 100) / 100}))
+        if i % 3 == 0:
+            queue.pop()  # leaves stale items in the worst-first heap
+    for i in range(0, 3000, 7):
+        queue.rediscover(scrapy.Request(f"http://t/u{i}", meta={"parent_relevance": 0.999}))
+    size = len(queue)
+    assert queue.evict(size - 100) == size - 100
+    kept = drain(queue)
+    assert len(kept) == 100
+    assert len(queue.frontier._worst) <= 2 * 3000 + 1024  # compacted, not unbounded
+
+
+def make_scheduler(tmp_path, jobdir: bool, **settings):
+    values = {"FRONTIER_MAX": 1000, "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"]}
+    values |= {"REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter"}
+    if jobdir:
+        values["JOBDIR"] = str(tmp_path / "job")
+    values.update(settings)
+    crawler = get_crawler(QueueSpider, values)
+    spider = QueueSpider()
+    spider.strategy_params, spider.state = {}, {}
+    crawler.spider, spider.crawler = spider, crawler
+    crawler.stats.open_spider()
+    scheduler = FocusedScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler, crawler
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_full_frontier_evicts_the_worst_counts_and_logs_once_per_thousand(tmp_path, caplog, jobdir):
+    scheduler, crawler = make_scheduler(tmp_path, jobdir)
+    relevance = {f"http://t/u{i}": random.Random(i).random() for i in range(2600)}
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        for url, score in relevance.items():
+            assert scheduler.enqueue_request(
+                scrapy.Request(url, meta={"parent_relevance": score, "depth": 1})
+            )
+            assert len(scheduler) <= 1000
+    assert crawler.stats.get_value("focused/evicted") == 1600
+    assert len([r for r in caplog.records if "evicted" in r.getMessage()]) == 1
+    kept = set()
+    while (request := scheduler.next_request()) is not None:
+        kept.add(request.url)
+    best = sorted(relevance, key=relevance.get, reverse=True)[:1000]
+    assert kept == set(best)
+    scheduler.close("finished")
+
+
+# -- per-host limits ---------------------------------------------------------------------------
+
+
+def test_host_window_parks_requests_and_hands_them_out_later(tmp_path):
+    scheduler, crawler = make_scheduler(tmp_path, False, HOST_WINDOW=3)
+    # best first: a1 a2 a3 b1 b2 c1 (one host's links all rank above the next host's)
+    for url, score in [("a1", 0.9), ("a2", 0.89), ("a3", 0.88), ("b1", 0.7), ("b2", 0.69)]:
+        scheduler.enqueue_request(
+            scrapy.Request(f"http://{url[0]}.test/{url}", meta={"parent_relevance": score})
+        )
+    scheduler.enqueue_request(scrapy.Request("http://c.test/c1", meta={"parent_relevance": 0.5}))
+    assert len(scheduler) == 6
+    order = []
+    while (request := scheduler.next_request()) is not None:
+        order.append(request.url.rsplit("/", 1)[1])
+    assert len(order) == 6  # nothing lost
+    assert order[:3] == ["a1", "b1", "c1"]
+    hosts = [name[0] for name in order]
+    windows = [hosts[i : i + 3] for i in range(len(hosts) - 2)]
+    strict = [w for w in windows if len(set(w)) == len(w)]
+    relaxed = crawler.stats.get_value("focused/host_window/relaxed", 0)
+    assert relaxed >= 1  # a2, a3, b2 left with only two hosts: the window must give way
+    assert len(windows) - len(strict) <= relaxed * 2
+
+
+def test_parked_requests_go_back_to_the_queue_on_close(tmp_path):
+    scheduler, _ = make_scheduler(tmp_path, True, HOST_WINDOW=5)
+    for i in range(4):
+        scheduler.enqueue_request(
+            scrapy.Request(f"http://a.test/{i}", meta={"parent_relevance": 1 - i / 10})
+        )
+    scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.1}))
+    assert scheduler.next_request().url == "http://a.test/0"
+    assert scheduler.next_request().url == "http://b.test/0"  # a.test/1..3 parked
+    assert len(scheduler) == 3
+    scheduler.close("shutdown")
+    reopened, _ = make_scheduler(tmp_path, True)
+    assert len(reopened) == 3
+    reopened.close("finished")
+
+
+def multi_host_site(hosts: list[str]):
+    def respond(method: str, path: str) -> Reply:
+        if not path.startswith("/p"):
+            return Reply(404, "")
+        page = int(path[2:])
+        links = [f"/p{page + 1}", f"/p{page + 2}"] if page < 30 else []
+        links += [f"http://{host}/p0" for host in hosts]
+        anchors = " ".join(f'<a href="{link}">birds {link}</a>' for link in links)
+        return Reply(200, html(f"birds {page}", f"<p>birds nest feathers {page}</p>{anchors}"))
+
+    return respond
+
+
+def test_crawl_respects_the_host_window_and_the_page_cap(tmp_path):
+    log = FetchLog()
+    addresses = [f"127.0.0.{i}" for i in range(2, 14)]
+    sites = []
+    hosts: list[str] = []
+    respond = multi_host_site(hosts)
+    for address in addresses:
+        sites.append(Site(respond, address, log).__enter__())
+        hosts.append(sites[-1].url.removeprefix("http://"))
+    try:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bestfirst", "query": "birds", "seeds": f"http://{hosts[0]}/p0"},
+            {
+                "HOST_WINDOW": 4,
+                "MAX_PAGES_PER_HOST": 3,
+                "CONCURRENT_REQUESTS": 1,
+                "CLOSESPIDER_PAGECOUNT": 12 + 30,  # robots.txt responses count too
+            },
+        )
+    finally:
+        for site in sites:
+            site.__exit__()
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    fetched = [host for host, _ in log.gets()]
+    assert len(fetched) >= 30  # one more may be in flight when the budget closes the spider
+    for i in range(len(fetched) - 3):
+        assert len(set(fetched[i : i + 4])) == 4, fetched[i : i + 4]
+    assert max(Counter(fetched).values()) <= 3
+
+
+def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path):
+    scheduler, crawler = make_scheduler(tmp_path, True, MAX_PAGES_PER_HOST=3)
+    for i in range(10):
+        scheduler.enqueue_request(scrapy.Request(f"http://a.test/{i}", meta={"depth": 1}))
+    scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.0}))
+    handed_out = []
+    while (request := scheduler.next_request()) is not None:
+        handed_out.append(request.url)
+    assert sum("a.test" in url for url in handed_out) == 3
+    assert "http://b.test/0" in handed_out
+    assert crawler.stats.get_value("focused/skipped/host_limit") == 7
+    scheduler.close("finished")

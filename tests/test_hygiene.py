@@ -1,0 +1,104 @@
+"""Response hygiene against a loopback site of bad responses: every skip is counted."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import run_crawl
+from tests.sites import Reply, Site, html
+from tests.test_canonical import stat
+
+WORDS = "oiseaux plumes birds feathers"
+LINKS = [
+    "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
+    "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing",
+    "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
+]  # fmt: skip
+
+
+def bad_site(method: str, path: str) -> Reply:
+    if path == "/":
+        links = " ".join(f'<a href="{link}">{link}</a>' for link in LINKS)
+        return Reply(200, html("home", f"<p>{WORDS}</p>{links}"))
+    if path == "/big":
+        return Reply(200, html("big", "<p>" + "feathers " * 5000 + "</p>"))
+    if path == "/slow":
+        time.sleep(2.5)
+        return Reply(200, html("slow", WORDS))
+    if path == "/wrong-charset":  # says UTF-8, is Latin-1
+        return Reply(200, html("wrong", f"<p>caf\xe9 {WORDS}</p>").encode("latin-1"))
+    if path == "/bogus-charset":
+        return Reply(200, html("bogus", f"<p>café {WORDS}</p>"), "text/html; charset=x-klingon")
+    if path == "/no-charset":
+        return Reply(200, html("none", f"<p>café {WORDS}</p>").encode("cp1252"), "text/html")
+    if path == "/no-type":
+        return Reply(200, html("untyped", f"<p>{WORDS}</p>"), None)
+    if path in ("/loop1", "/loop2"):
+        other = "/loop2" if path == "/loop1" else "/loop1"
+        return Reply(302, "", headers={"Location": other})
+    if path.startswith("/chain?n="):
+        n = int(path.rsplit("=", 1)[1])
+        return Reply(302, "", headers={"Location": f"/chain?n={n + 1}"})
+    if path.startswith("/download"):
+        return Reply(200, b"%PDF-1.4 not a page", "application/pdf")
+    return Reply(404, html("missing", "no such page"))
+
+
+@pytest.fixture(scope="module")
+def default_crawl(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("hygiene")
+    with Site(bad_site) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            {"DOWNLOAD_MAXSIZE": 20_000, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 0},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    return crawl, [path for _, path in site.log.gets()]
+
+
+def test_bad_encodings_are_decoded_without_crashing(default_crawl):
+    crawl, _ = default_crawl
+    assert "Traceback" not in crawl.result.stderr
+    pages = {p["url"].rsplit("/", 1)[1]: p for p in crawl.pages()}
+    for name in ("wrong-charset", "bogus-charset", "no-charset", "no-type"):
+        assert "oiseaux plumes" in pages[name]["text"], name
+    assert "café" in pages["no-charset"]["text"]  # detected, not guessed as UTF-8
+    assert "caf\ufffd" in pages["wrong-charset"]["text"]  # the one bad byte is replaced
+
+
+def test_every_skip_is_counted(default_crawl):
+    crawl, fetched = default_crawl
+    stderr = crawl.result.stderr
+    assert stat(stderr, "focused/skipped/scheme") == 4  # javascript:, file:, data:, mailto:
+    assert stat(stderr, "focused/skipped/extension") == 1
+    assert "/paper.pdf" not in fetched
+    assert stat(stderr, "focused/skipped/too_large") == 1
+    assert stat(stderr, "focused/skipped/timeout") == 1
+    assert stat(stderr, "focused/skipped/http_404") == 1
+    assert stat(stderr, "focused/skipped/not_html") == 1  # /download: no HEAD check by default
+    assert stat(stderr, "focused/skipped/redirect_loop") == 1
+
+
+def test_redirect_loops_are_cut(default_crawl):
+    _, fetched = default_crawl
+    assert fetched.count("/loop1") == 1 and fetched.count("/loop2") == 1
+    chain = [path for path in fetched if path.startswith("/chain")]
+    assert len(chain) == 6  # the first request and REDIRECT_MAX_TIMES = 5 redirects
+
+
+def test_head_check_skips_non_html_before_the_get(tmp_path):
+    with Site(bad_site) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            {"HEAD_CHECK": True, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 0},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    requests = site.log.entries
+    assert ("HEAD", site.host, "/download?id=1") in requests
+    assert ("GET", site.host, "/download?id=1") not in requests
+    assert ("GET", site.host, "/no-type") in requests  # HTML (or unknown) is fetched
+    assert stat(crawl.result.stderr, "focused/skipped/head_not_html") == 1
