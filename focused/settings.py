@@ -1,5 +1,7 @@
 """Settings of the focused crawler. Each is documented with its default; override any with -s."""
 
+from pathlib import Path
+
 BOT_NAME = "focused"
 SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
@@ -54,3 +56,22 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 # -- Progress --------------------------------------------------------------------------------
 EXTENSIONS = {"focused.extensions.ProgressLog": 500}
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
+
+# -- Rendering JavaScript pages (-a render=always|auto; focused.render) ----------------------
+# With render=never (the default) none of this is used and scrapy-playwright is not loaded. With
+# render=always|auto the spider switches DOWNLOAD_HANDLERS (http, https) to scrapy-playwright's
+# handler, sets PLAYWRIGHT_LAUNCH_OPTIONS (FOCUSED_CHROMIUM, headless, --no-sandbox as root) and
+# PLAYWRIGHT_ABORT_REQUEST (FOCUSED_RENDER_BLOCK), and enables focused.render.RenderMiddleware.
+FOCUSED_CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+# ^ the Chromium executable; default /usr/bin/chromium when present (apt-get install chromium),
+#   else None: Playwright's own downloaded browser
+FOCUSED_RENDER_BLOCK = ["image", "font", "media"]  # resource types rendered pages do not fetch;
+# ^ empty (-s FOCUSED_RENDER_BLOCK=) lets the browser fetch everything
+FOCUSED_RENDER_SETTLE_MS = 1000  # after load, ms to wait for the network to go quiet; 0 = none
+FOCUSED_RENDER_AUTO_MIN_WORDS = 50  # render=auto: fewer visible words than this is little text
+FOCUSED_RENDER_AUTO_MIN_LINKS = 3  # render=auto: fewer followable links than this is few links
+# ^ auto renders a page with little text or few links that has a script or an app shell
+PLAYWRIGHT_BROWSER_TYPE = "chromium"
+PLAYWRIGHT_MAX_CONTEXTS = 1  # one browser context: PLAYWRIGHT_MAX_PAGES_PER_CONTEXT bounds all
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once
+PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load before it fails
