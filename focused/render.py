@@ -19,7 +19,9 @@ exits with status 1).
 
 Settings (defaults and meaning in ``focused/settings.py``): ``FOCUSED_CHROMIUM``,
 ``FOCUSED_RENDER_BLOCK``, ``FOCUSED_RENDER_SETTLE_MS``, ``FOCUSED_RENDER_AUTO_MIN_WORDS``,
-``FOCUSED_RENDER_AUTO_MIN_LINKS``, and scrapy-playwright's own ``PLAYWRIGHT_*``.
+``FOCUSED_RENDER_AUTO_MIN_LINKS``, and scrapy-playwright's own ``PLAYWRIGHT_*``. Scrapy builds
+one download handler per URL scheme, so a crawl of both http and https pages runs two browsers,
+each with its own ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT`` pages.
 
 Stats: ``focused/rendered`` (responses rendered by the browser), ``focused/render_needed``
 (``auto``: plain pages that looked script-built and were sent to the browser).
@@ -36,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.defer import deferred_from_coro
@@ -163,7 +165,7 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else exc.__class__.__name__
 
 
-def looks_script_built(response: TextResponse, min_words: int, min_links: int) -> bool:
+def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -> bool:
     """Little visible text or few links, and script tags or a known app-shell pattern."""
     page = extract_page(response, context_chars=0)
     sparse = len(page.text.split()) < min_words or len(page.links) < min_links
@@ -217,7 +219,7 @@ class RenderMiddleware:
             self.mode == "auto"
             and request.callback is not NO_CALLBACK
             and 200 <= response.status < 300
-            and isinstance(response, TextResponse)
+            and isinstance(response, HtmlResponse)
             and looks_script_built(response, self.min_words, self.min_links)
         ):
             self.stats.inc_value("focused/render_needed")

@@ -73,5 +73,5 @@ FOCUSED_RENDER_AUTO_MIN_LINKS = 3  # render=auto: fewer followable links than th
 # ^ auto renders a page with little text or few links that has a script or an app shell
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_MAX_CONTEXTS = 1  # one browser context: PLAYWRIGHT_MAX_PAGES_PER_CONTEXT bounds all
-PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once (per scheme: http, https)
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load before it fails

@@ -38,6 +38,14 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),
         (GOOD, {"RELEVANCE_THRESHOLD": "2"}, "RELEVANCE_THRESHOLD=2 is outside"),
         (GOOD, {"CLOSESPIDER_PAGECOUNT": "-5"}, "CLOSESPIDER_PAGECOUNT=-5 is outside"),
+        ({**GOOD, "render": "sometimes"}, {}, "render='sometimes' is not one of: never, always"),
+        (
+            {**GOOD, "render": "auto"},
+            {"FOCUSED_CHROMIUM": "/nonexistent"},
+            "Chromium not found at /nonexistent; install it with `sudo apt-get install chromium`",
+        ),
+        (GOOD, {"FOCUSED_RENDER_BLOCK": "image,document"}, "'document' is not one of"),
+        (GOOD, {"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "0"}, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=0"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):

@@ -4,7 +4,8 @@ A loopback site serves two seeds: ``/app.html``, whose links a script inserts af
 event (from ``/api/links.json``), and ``/plain.html``, an ordinary page with ordinary links
 (and an analytics-like script, which alone must not make it look script-built). Real crawls
 run in a subprocess; the site's access log shows what was fetched, the log's stats dump how
-many pages were rendered.
+many pages were rendered. Bad render arguments and a missing browser (one-line errors) are
+tested with the other bad input in ``test_bad_input.py``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import re
 import shutil
 import stat
-import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,7 +21,7 @@ import pytest
 from scrapy.http import HtmlResponse
 
 from focused.render import looks_script_built
-from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.conftest import run_crawl
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs it
 
@@ -197,35 +197,6 @@ def test_render_auto_renders_only_the_script_built_page(tmp_path, js_site):
 def test_looks_script_built(html, built):
     response = HtmlResponse("http://127.0.0.1/page", body=html.encode(), encoding="utf-8")
     assert looks_script_built(response, min_words=50, min_links=3) is built
-
-
-def crawl_command(arguments: dict[str, str], settings: dict[str, object]):
-    command = scrapy_command(*crawl_args(arguments, settings))
-    return subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=120, env=crawl_env()
-    )
-
-
-GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/", "render": "auto"}
-
-
-@pytest.mark.parametrize(
-    ("arguments", "settings", "message"),
-    [
-        (GOOD, {"FOCUSED_CHROMIUM": "/nonexistent"}, "Chromium not found at /nonexistent; "),
-        ({**GOOD, "render": "sometimes"}, {}, "render='sometimes' is not one of: never, always"),
-        (GOOD, {"FOCUSED_RENDER_BLOCK": "image,document"}, "'document' is not one of"),
-        (GOOD, {"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "0"}, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=0"),
-    ],
-)
-def test_bad_render_input_is_a_one_line_error(arguments, settings, message):
-    result = crawl_command(arguments, settings)
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
-    if "Chromium" in message:
-        assert "apt-get install chromium" in lines[0]
 
 
 def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site):
