@@ -67,7 +67,8 @@ FOCUSED_CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() els
 #   else None: Playwright's own downloaded browser
 FOCUSED_RENDER_BLOCK = ["image", "font", "media"]  # resource types rendered pages do not fetch;
 # ^ empty (-s FOCUSED_RENDER_BLOCK=) lets the browser fetch everything
-FOCUSED_RENDER_SETTLE_MS = 1000  # after load, ms to wait for the network to go quiet; 0 = none
+FOCUSED_RENDER_SETTLE_MS = 2000  # after load, at most this many ms for the network to go quiet
+# ^ (Playwright's networkidle: 500 ms without requests), for content fetched after load; 0 = none
 FOCUSED_RENDER_AUTO_MIN_WORDS = 50  # render=auto: fewer visible words than this is little text
 FOCUSED_RENDER_AUTO_MIN_LINKS = 3  # render=auto: fewer followable links than this is few links
 # ^ auto renders a page with little text or few links that has a script or an app shell

@@ -15,6 +15,7 @@ import re
 import shutil
 import stat
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -27,6 +28,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs i
 
 BIRDS = ("albatross", "puffin", "penguin")
 PLAIN = ("heron", "stork", "crane")
+API_DELAY_S = 1.0  # FOCUSED_RENDER_SETTLE_MS (2000) waits for it; without it, no links
 WORDS = "birds feathers wings nests eggs flight plumage beaks songs migration " * 8
 
 APP = """<!doctype html><html><head><title>Bird app</title>
@@ -82,6 +84,8 @@ class Site:
                 if self.path not in site.pages:
                     self.send_error(404)
                     return
+                if self.path.startswith("/api/"):
+                    time.sleep(API_DELAY_S)  # content arriving well after the load event
                 content_type, body = site.pages[self.path]
                 data = body.encode("utf-8")
                 self.send_response(200)
