@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from focused.errors import ConfigError
+from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.strategies import STRATEGIES, strategy_class
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
@@ -28,6 +29,7 @@ GENERAL_ARGUMENTS = (
     "strategy",
     "allowed_domains",
     "crawl_id",
+    "render",
 )
 DEFAULT_STRATEGY = "bestfirst"
 KIND_NAMES = {int: "an integer", float: "a number"}
@@ -77,6 +79,13 @@ class CrawlConfig:
     params: dict[str, Any]
     allowed_domains: tuple[str, ...] = ()
     crawl_id: str = field(default_factory=lambda: new_crawl_id())
+    render: str = "never"
+
+
+# -a render=: a spider-level argument, parsed like a strategy parameter.
+RENDER = Param(
+    "never", "render pages in headless Chromium: never, always, or auto", choices=RENDER_MODES
+)
 
 
 def new_crawl_id() -> str:
@@ -120,7 +129,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
     _check_resumed_strategy(settings, strategy)
-    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id)
+    render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
+    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id, render)
 
 
 def _read_text(path: str, what: str) -> str:
@@ -164,6 +174,11 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "MAX_PAGES_PER_HOST": (int, 0, None),
     "HOST_WINDOW": (int, 0, None),
     "HOST_WINDOW_SCAN": (int, 1, None),
+    "FOCUSED_RENDER_AUTO_MIN_WORDS": (int, 0, None),
+    "FOCUSED_RENDER_AUTO_MIN_LINKS": (int, 0, None),
+    "FOCUSED_RENDER_SETTLE_MS": (int, 0, None),
+    "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
+    "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, None),
 }
 
 
@@ -186,6 +201,12 @@ def check_settings(settings: Any) -> None:
             float(settings.get("STORE_MIN_RELEVANCE"))
         except (TypeError, ValueError):
             raise ConfigError("setting STORE_MIN_RELEVANCE is not a number") from None
+    unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
+    if unblockable:
+        raise ConfigError(
+            f"setting FOCUSED_RENDER_BLOCK: {unblockable[0]!r} is not one of:"
+            f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
+        )
 
 
 def _job_file(settings: Any, name: str) -> Path | None:

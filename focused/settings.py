@@ -1,5 +1,7 @@
 """Settings of the focused crawler. Each is documented with its default; override any with -s."""
 
+from pathlib import Path
+
 BOT_NAME = "focused"
 SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
@@ -88,3 +90,23 @@ FRONTIER_MAX = 1_000_000
 MAX_PAGES_PER_HOST = 0
 HOST_WINDOW = 0
 HOST_WINDOW_SCAN = 1000  # queued requests looked at per fetch to find one outside the window
+
+# -- Rendering JavaScript pages (-a render=always|auto; focused.render) ----------------------
+# With render=never (the default) none of this is used and scrapy-playwright is not loaded. With
+# render=always|auto the spider switches DOWNLOAD_HANDLERS (http, https) to scrapy-playwright's
+# handler, sets PLAYWRIGHT_LAUNCH_OPTIONS (FOCUSED_CHROMIUM, headless, --no-sandbox as root) and
+# PLAYWRIGHT_ABORT_REQUEST (FOCUSED_RENDER_BLOCK), and enables focused.render.RenderMiddleware.
+FOCUSED_CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+# ^ the Chromium executable; default /usr/bin/chromium when present (apt-get install chromium),
+#   else None: Playwright's own downloaded browser
+FOCUSED_RENDER_BLOCK = ["image", "font", "media"]  # resource types rendered pages do not fetch;
+# ^ empty (-s FOCUSED_RENDER_BLOCK=) lets the browser fetch everything
+FOCUSED_RENDER_SETTLE_MS = 2000  # after load, at most this many ms for the network to go quiet
+# ^ (Playwright's networkidle: 500 ms without requests), for content fetched after load; 0 = none
+FOCUSED_RENDER_AUTO_MIN_WORDS = 50  # render=auto: fewer visible words than this is little text
+FOCUSED_RENDER_AUTO_MIN_LINKS = 3  # render=auto: fewer followable links than this is few links
+# ^ auto renders a page with little text or few links that has a script or an app shell
+PLAYWRIGHT_BROWSER_TYPE = "chromium"
+PLAYWRIGHT_MAX_CONTEXTS = 1  # one browser context: PLAYWRIGHT_MAX_PAGES_PER_CONTEXT bounds all
+PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once (per scheme: http, https)
+PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load before it fails

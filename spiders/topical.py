@@ -8,6 +8,8 @@ Arguments (``-a name=value``; validated in ``focused.arguments``):
     strategy        traversal strategy (default ``bestfirst``; see ``focused.strategies``)
     allowed_domains comma-separated domains to stay within (default: the crawl may leave them)
     crawl_id        the id pages are stored under (default: new, or the JOBDIR crawl's)
+    render          never (default), always, or auto: render pages in headless Chromium
+                    (see ``focused.render``)
 plus the chosen strategy's own parameters.
 
 The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMiddleware``.
@@ -31,6 +33,7 @@ from focused.canonical import canonicalize, drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
+from focused.render import check_browser, enable_rendering
 from focused.strategies import STRATEGIES
 
 if TYPE_CHECKING:
@@ -49,13 +52,18 @@ class TopicalSpider(scrapy.Spider):
     @classmethod
     def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
         """Validate arguments before anything starts (used by the ``crawl`` command)."""
-        return parse_arguments(kwargs, settings)
+        config = parse_arguments(kwargs, settings)
+        if config.render != "never":
+            check_browser(settings)
+        return config
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
         config = parse_arguments(kwargs, crawler.settings)
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
+        if config.render != "never":
+            enable_rendering(crawler.settings)
         spider = super().from_crawler(crawler, config=config)
         spider.relevance = _relevance_model(crawler, config)
         remember_job(crawler.settings, config)

@@ -75,6 +75,14 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"CLOSESPIDER_RELEVANT": "-1"}, "CLOSESPIDER_RELEVANT=-1 is outside"),
         (GOOD, {"DRIFT_WINDOW": "ten"}, "DRIFT_WINDOW='ten' is not an integer"),
         (GOOD, {"DRIFT_MIN_HARVEST": "1.5"}, "DRIFT_MIN_HARVEST=1.5 is outside"),
+        ({**GOOD, "render": "sometimes"}, {}, "render='sometimes' is not one of: never, always"),
+        (
+            {**GOOD, "render": "auto"},
+            {"FOCUSED_CHROMIUM": "/nonexistent"},
+            "Chromium not found at /nonexistent; install it with `sudo apt-get install chromium`",
+        ),
+        (GOOD, {"FOCUSED_RENDER_BLOCK": "image,document"}, "'document' is not one of"),
+        (GOOD, {"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "0"}, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=0"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):

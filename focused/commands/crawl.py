@@ -2,6 +2,9 @@
 
 The check runs in ``process_options``, before Scrapy creates the crawler process (which starts
 logging), so a mistake prints exactly one line on stderr and exits with status 2.
+
+A crawl that had to stop because something it needs failed under it (Chromium no longer
+launching: close reason ``browser_unavailable``) exits with status 1.
 """
 
 from __future__ import annotations
@@ -13,12 +16,20 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
+from focused.render import BROWSER_UNAVAILABLE
 
 if TYPE_CHECKING:
     import argparse
 
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+FAILED_CLOSE_REASONS = frozenset({BROWSER_UNAVAILABLE})
+
 
 class Command(ScrapyCrawlCommand):
+    crawler: Crawler | None = None
+
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
         if len(args) != 1:
@@ -33,6 +44,17 @@ class Command(ScrapyCrawlCommand):
                 check(opts.spargs, self.settings)
             except ConfigError as exc:
                 self._fail(str(exc))
+
+    def _create_crawler(self, spidercls: type[Spider] | str) -> Crawler:
+        self.crawler = super()._create_crawler(spidercls)
+        return self.crawler
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().run(args, opts)
+        if self.crawler is not None and self.exitcode == 0:
+            reason = self.crawler.stats.get_value("finish_reason")
+            if reason in FAILED_CLOSE_REASONS:
+                self.exitcode = 1
 
     @staticmethod
     def _fail(message: str) -> None:

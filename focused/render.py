@@ -1,0 +1,245 @@
+"""Rendering pages built by JavaScript in headless Chromium, through scrapy-playwright.
+
+``-a render=`` chooses which pages are rendered:
+
+- ``never`` (default): every page is fetched plainly; scrapy-playwright is not even loaded.
+- ``always``: every page request of the spider is rendered (``meta["playwright"] = True``).
+- ``auto``: every page is fetched plainly first; ``RenderMiddleware`` sends a page whose plain
+  HTML looks script-built (``looks_script_built``) back to the scheduler to be rendered. The
+  plain response never reaches the spider, so the page is scored, counted and stored once, from
+  its rendered HTML, with the meta it was queued with (level, parent, scores).
+
+Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
+``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) stay plain.
+
+The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` launches it once
+before the crawl starts, so a missing browser is a one-line error; a browser that fails to
+launch later closes the spider with reason ``browser_unavailable`` (the ``crawl`` command then
+exits with status 1).
+
+Settings (defaults and meaning in ``focused/settings.py``): ``FOCUSED_CHROMIUM``,
+``FOCUSED_RENDER_BLOCK``, ``FOCUSED_RENDER_SETTLE_MS``, ``FOCUSED_RENDER_AUTO_MIN_WORDS``,
+``FOCUSED_RENDER_AUTO_MIN_LINKS``, and scrapy-playwright's own ``PLAYWRIGHT_*``. Scrapy builds
+one download handler per URL scheme, so a crawl of both http and https pages runs two browsers,
+each with its own ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT`` pages.
+
+Stats: ``focused/rendered`` (responses rendered by the browser), ``focused/render_needed``
+(``auto``: plain pages that looked script-built and were sent to the browser).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse
+from scrapy.http.request import NO_CALLBACK
+from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.defer import deferred_from_coro
+
+from focused.errors import ConfigError
+from focused.extract import extract_page
+
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+    from playwright.async_api import Request as BrowserRequest
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from scrapy.settings import Settings
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+RENDER_MODES = ("never", "always", "auto")
+PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+BROWSER_UNAVAILABLE = "browser_unavailable"  # the close reason when Chromium cannot launch
+INSTALL_HINT = "install it with `sudo apt-get install chromium` or set FOCUSED_CHROMIUM to its path"
+# Without the background-networking flags Chromium phones home at start, which a closed
+# network refuses; the rest keep a headless browser lean.
+CHROMIUM_FLAGS = (
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+# Playwright's resource types a rendered page may be denied; "document" is the page itself.
+BLOCKABLE_RESOURCES = frozenset(
+    {"stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch",
+     "eventsource", "websocket", "manifest", "other"}
+)  # fmt: skip
+APP_SHELL = (
+    "//*[@id='root' or @id='app' or @id='__next' or @id='__nuxt' or @id='___gatsby']"
+    "[not(normalize-space())] | //script[@id='__NEXT_DATA__'] | //app-root"
+)
+
+
+def launch_options(settings: Settings) -> dict[str, Any]:
+    """``PLAYWRIGHT_LAUNCH_OPTIONS`` for the system's Chromium (``FOCUSED_CHROMIUM``)."""
+    args = list(CHROMIUM_FLAGS)
+    if os.geteuid() == 0:
+        args.insert(0, "--no-sandbox")  # Chromium refuses to sandbox itself as root
+    options: dict[str, Any] = {"headless": True, "args": args}
+    if settings.get("FOCUSED_CHROMIUM"):
+        options["executable_path"] = str(settings.get("FOCUSED_CHROMIUM"))
+    return options
+
+
+def blocked_resources(settings: Settings) -> frozenset[str]:
+    """``FOCUSED_RENDER_BLOCK`` as a set (``-s FOCUSED_RENDER_BLOCK=`` is the empty set)."""
+    return frozenset(t.strip() for t in settings.getlist("FOCUSED_RENDER_BLOCK") if t.strip())
+
+
+class ResourceBlocker:
+    """``PLAYWRIGHT_ABORT_REQUEST``: the browser does not fetch these resource types."""
+
+    def __init__(self, blocked: frozenset[str]) -> None:
+        self.blocked = blocked
+
+    def __call__(self, request: BrowserRequest) -> bool:
+        return request.resource_type in self.blocked
+
+
+def enable_rendering(settings: Settings) -> None:
+    """Turn on scrapy-playwright and ``RenderMiddleware`` (before the settings freeze).
+
+    Only a crawl that renders pays for it: scrapy-playwright is not loaded otherwise.
+    """
+    spider_priority = SETTINGS_PRIORITIES["spider"]
+
+    def put(name: str, value: Any) -> None:
+        settings.set(name, value, max(settings.getpriority(name) or 0, spider_priority))
+
+    handlers = settings.getdict("DOWNLOAD_HANDLERS")
+    handlers.update(http=PLAYWRIGHT_HANDLER, https=PLAYWRIGHT_HANDLER)
+    put("DOWNLOAD_HANDLERS", handlers)
+    put("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(settings))
+    blocked = blocked_resources(settings)
+    put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(blocked) if blocked else None)
+    settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RenderMiddleware, 50)
+
+
+def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
+    """Launch Chromium once, as the crawl will; raise ``ConfigError`` if it cannot start.
+
+    Runs in its own thread and event loop, so the crawl's reactor is left untouched.
+    """
+    executable = settings.get("FOCUSED_CHROMIUM")
+    if executable and not Path(executable).is_file():
+        raise ConfigError(f"Chromium not found at {executable}; {INSTALL_HINT}")
+    options = launch_options(settings)
+    failure: list[str] = []
+
+    async def launch() -> None:
+        from playwright.async_api import async_playwright
+
+        async with async_playwright() as playwright:
+            browser = await playwright.chromium.launch(**options, timeout=timeout_s * 1000)
+            await browser.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(launch())
+        except Exception as exc:
+            failure.append(_first_line(exc))
+
+    thread = threading.Thread(target=run, name="focused-browser-check", daemon=True)
+    thread.start()
+    thread.join(timeout_s + 10)
+    if thread.is_alive():
+        failure.append(f"no answer within {timeout_s:g} s")
+    if failure:
+        raise ConfigError(f"cannot launch Chromium ({failure[0]}); {INSTALL_HINT}")
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else exc.__class__.__name__
+
+
+def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -> bool:
+    """Little visible text or few links, and script tags or a known app-shell pattern."""
+    page = extract_page(response, context_chars=0)
+    sparse = len(page.text.split()) < min_words or len(page.links) < min_links
+    return sparse and bool(response.xpath("//script") or response.xpath(APP_SHELL))
+
+
+async def settle(page: Page, timeout_ms: int) -> None:
+    """Give a loaded page up to ``timeout_ms`` for its network to go quiet: many pages fetch
+    their content after the load event. A page that never goes quiet keeps what it has."""
+    from playwright.async_api import TimeoutError as BrowserTimeout
+
+    with suppress(BrowserTimeout):
+        await page.wait_for_load_state("networkidle", timeout=timeout_ms)
+
+
+class RenderMiddleware:
+    """Decides which requests the browser renders (downloader middleware; the spider enables
+    it when ``render`` is not ``never``)."""
+
+    def __init__(self, crawler: Crawler, mode: str) -> None:
+        settings = crawler.settings
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.mode = mode
+        self.min_words = settings.getint("FOCUSED_RENDER_AUTO_MIN_WORDS")
+        self.min_links = settings.getint("FOCUSED_RENDER_AUTO_MIN_LINKS")
+        self.settle_ms = settings.getint("FOCUSED_RENDER_SETTLE_MS")
+        self._closing: Deferred[None] | None = None  # keeps the close task referenced
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RenderMiddleware:
+        return cls(crawler, crawler.spider.config.render)
+
+    def process_request(self, request: Request) -> None:
+        if request.callback is NO_CALLBACK:
+            return
+        if self.mode == "always":
+            request.meta["playwright"] = True
+        if request.meta.get("playwright") and self.settle_ms:
+            from scrapy_playwright.page import PageMethod
+
+            request.meta.setdefault(
+                "playwright_page_methods", [PageMethod(settle, timeout_ms=self.settle_ms)]
+            )
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        if request.meta.get("playwright"):
+            self.stats.inc_value("focused/rendered")
+            return response
+        if (
+            self.mode == "auto"
+            and request.callback is not NO_CALLBACK
+            and 200 <= response.status < 300
+            and isinstance(response, HtmlResponse)
+            and looks_script_built(response, self.min_words, self.min_links)
+        ):
+            self.stats.inc_value("focused/render_needed")
+            logger.debug("Rendering %s: its plain HTML looks script-built", request.url)
+            return request.replace(meta={**request.meta, "playwright": True}, dont_filter=True)
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if not request.meta.get("playwright") or not _is_launch_failure(exception):
+            return
+        if self._closing is None:
+            logger.error("cannot launch Chromium (%s); %s", _first_line(exception), INSTALL_HINT)
+            self._closing = deferred_from_coro(
+                self.crawler.engine.close_spider_async(reason=BROWSER_UNAVAILABLE)
+            )
+        raise IgnoreRequest(f"no browser to render {request.url}")
+
+
+def _is_launch_failure(exception: Exception) -> bool:
+    from playwright.async_api import Error as BrowserError
+
+    # Playwright prefixes each error with the call that failed.
+    return isinstance(exception, BrowserError) and str(exception).startswith("BrowserType.launch")

@@ -1,0 +1,223 @@
+"""Pages built by JavaScript: ``-a render=never|always|auto`` with the system's Chromium.
+
+A loopback site serves two seeds: ``/app.html``, whose links a script inserts after the load
+event (from ``/api/links.json``), and ``/plain.html``, an ordinary page with ordinary links
+(and an analytics-like script, which alone must not make it look script-built). Real crawls
+run in a subprocess; the site's access log shows what was fetched, the log's stats dump how
+many pages were rendered. Bad render arguments and a missing browser (one-line errors) are
+tested with the other bad input in ``test_bad_input.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import stat
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from scrapy.http import HtmlResponse
+
+from focused.render import looks_script_built
+from tests.conftest import run_crawl
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs it
+
+BIRDS = ("albatross", "puffin", "penguin")
+PLAIN = ("heron", "stork", "crane")
+API_DELAY_S = 1.0  # FOCUSED_RENDER_SETTLE_MS (2000) waits for it; without it, no links
+WORDS = "birds feathers wings nests eggs flight plumage beaks songs migration " * 8
+
+APP = """<!doctype html><html><head><title>Bird app</title>
+<script>
+window.addEventListener("load", () => {
+  fetch("/api/links.json").then((r) => r.json()).then((links) => {
+    const list = document.getElementById("links");
+    for (const link of links) {
+      const a = document.createElement("a");
+      a.href = link.href;
+      a.textContent = link.text;
+      const li = document.createElement("li");
+      li.appendChild(a);
+      list.appendChild(li);
+    }
+  });
+});
+</script></head>
+<body><h1>Birds</h1><img src="/img/bird.png" alt=""><ul id="links"></ul></body></html>"""
+
+PLAIN_PAGE = f"""<!doctype html><html><head><title>Wading birds</title>
+<script>window.analytics = [];</script></head>
+<body><h1>Wading birds</h1><p>{WORDS}</p><ul>
+{"".join(f'<li><a href="/plain/{name}.html">{name} birds</a></li>' for name in PLAIN)}
+</ul></body></html>"""
+
+
+def target_page(name: str) -> str:
+    return f"<html><head><title>{name}</title></head><body><p>The {name}: {WORDS}</p></body></html>"
+
+
+class Site:
+    """The pages on 127.0.0.1, on an ephemeral port; ``fetched`` lists each path requested."""
+
+    def __init__(self) -> None:
+        links = [{"href": f"/birds/{name}.html", "text": f"{name} birds"} for name in BIRDS]
+        self.pages: dict[str, tuple[str, str]] = {
+            "/app.html": ("text/html; charset=utf-8", APP),
+            "/plain.html": ("text/html; charset=utf-8", PLAIN_PAGE),
+            "/api/links.json": ("application/json", json.dumps(links)),
+            **{
+                f"/{folder}/{name}.html": ("text/html; charset=utf-8", target_page(name))
+                for folder, names in (("birds", BIRDS), ("plain", PLAIN))
+                for name in names
+            },
+        }
+        self.fetched: list[str] = []
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                site.fetched.append(self.path)
+                if self.path not in site.pages:
+                    self.send_error(404)
+                    return
+                if self.path.startswith("/api/"):
+                    time.sleep(API_DELAY_S)  # content arriving well after the load event
+                content_type, body = site.pages[self.path]
+                data = body.encode("utf-8")
+                self.send_response(200)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def count(self, path: str) -> int:
+        return self.fetched.count(path)
+
+
+@pytest.fixture
+def js_site():
+    site = Site()
+    site.thread.start()
+    yield site
+    site.server.shutdown()
+    site.server.server_close()
+
+
+def crawl(tmp_path, site: Site, render: str, **settings):
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{site.url}/app.html,{site.url}/plain.html",
+        "strategy": "bfs",
+        "render": render,
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 20, **settings})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    return result
+
+
+def stat_value(log: str, name: str) -> int:
+    """A counter from Scrapy's stats dump at the end of the log (0 when absent)."""
+    found = re.search(rf"'{re.escape(name)}': (\d+)", log.rsplit("Dumping Scrapy stats", 1)[1])
+    return int(found.group(1)) if found else 0
+
+
+def stored_paths(result) -> list[str]:
+    return [page["url"].split("/", 3)[3] for page in result.pages()]
+
+
+def test_render_never_misses_script_built_links(tmp_path, js_site):
+    result = crawl(tmp_path, js_site, "never")
+    paths = stored_paths(result)
+    assert sorted(paths) == sorted(["app.html", "plain.html", *(f"plain/{n}.html" for n in PLAIN)])
+    assert not [path for path in js_site.fetched if path.startswith(("/birds/", "/api/"))]
+    log = result.result.stderr
+    assert stat_value(log, "focused/rendered") == 0
+    assert "scrapy-playwright" not in log  # a plain crawl does not even load it
+
+
+def test_render_always_discovers_and_crawls_script_built_links(tmp_path, js_site):
+    result = crawl(tmp_path, js_site, "always")
+    paths = stored_paths(result)
+    for name in BIRDS:
+        assert f"birds/{name}.html" in paths, paths
+        assert js_site.count(f"/birds/{name}.html") == 1
+    app = next(page for page in result.pages() if page["url"].endswith("/app.html"))
+    assert "albatross birds" in app["text"]  # the rendered text is what gets scored and stored
+    assert js_site.count("/api/links.json") == 1
+    assert js_site.count("/img/bird.png") == 0  # images are not fetched unless asked for
+    assert len(paths) == len(set(paths)) == 2 + len(BIRDS) + len(PLAIN)
+    log = result.result.stderr
+    assert stat_value(log, "focused/rendered") == len(paths)
+    assert stat_value(log, "focused/pages") == len(paths)
+
+
+def test_render_auto_renders_only_the_script_built_page(tmp_path, js_site):
+    result = crawl(tmp_path, js_site, "auto")
+    pages = result.pages()
+    paths = stored_paths(result)
+    for name in BIRDS:
+        assert f"birds/{name}.html" in paths, paths
+    assert len(paths) == len(set(paths)) == 2 + len(BIRDS) + len(PLAIN)  # each stored once
+    log = result.result.stderr
+    assert stat_value(log, "focused/render_needed") == 1
+    assert stat_value(log, "focused/rendered") == 1
+    assert stat_value(log, "focused/pages") == len(paths)  # the app page counted once
+    assert js_site.count("/app.html") == 2  # plainly, then in the browser
+    assert js_site.count("/plain.html") == 1  # its script alone did not make it look built
+    assert all(js_site.count(f"/plain/{name}.html") == 1 for name in PLAIN)
+    app = next(page for page in pages if page["url"].endswith("/app.html"))
+    assert app["level"] == 0 and "puffin birds" in app["text"]
+    bird = next(page for page in pages if page["url"].endswith("/birds/puffin.html"))
+    assert bird["level"] == 1 and bird["parent_url"] == app["url"]
+    assert bird["anchor"] == "puffin birds"
+
+
+@pytest.mark.parametrize(
+    ("html", "built"),
+    [
+        (APP, True),  # no links, a script
+        (PLAIN_PAGE, False),  # a script, but words and links enough
+        (target_page("heron"), False),  # no links, but no script either
+        ('<html><body><div id="root"></div><p>Loading</p></body></html>', True),  # app shell
+        (
+            f'<html><body><div id="__next"><p>{WORDS}</p>'
+            + '<a href="/a">a</a> <a href="/b">b</a> <a href="/c">c</a></div>'
+            + '<script id="__NEXT_DATA__" type="application/json">{}</script></body></html>',
+            False,  # rendered on the server: nothing missing
+        ),
+    ],
+)
+def test_looks_script_built(html, built):
+    response = HtmlResponse("http://127.0.0.1/page", body=html.encode(), encoding="utf-8")
+    assert looks_script_built(response, min_words=50, min_links=3) is built
+
+
+def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site):
+    """Chromium launches for the check before the crawl, then no more: the crawl stops."""
+    marker = tmp_path / "launched-once"
+    browser = tmp_path / "chromium-once"
+    browser.write_text(
+        f'#!/bin/sh\n[ -e "{marker}" ] && exit 1\ntouch "{marker}"\nexec {CHROMIUM} "$@"\n'
+    )
+    browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
+    arguments = {"query": "birds", "seeds": f"{js_site.url}/app.html", "render": "always"}
+    result = run_crawl(tmp_path, arguments, {"FOCUSED_CHROMIUM": browser})
+    assert result.result.returncode == 1, result.result.stderr[-3000:]
+    log = result.result.stderr
+    errors = [line for line in log.splitlines() if "cannot launch Chromium" in line]
+    assert len(errors) == 1 and "apt-get install chromium" in errors[0], errors
+    assert "Traceback" not in log
+    assert result.crawl_record()["finish_reason"] == "browser_unavailable"
+    assert result.crawl_record()["status"] == "interrupted"
+    assert result.pages() == []
