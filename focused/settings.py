@@ -54,3 +54,13 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 # -- Progress --------------------------------------------------------------------------------
 EXTENSIONS = {"focused.extensions.ProgressLog": 500}
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
+
+# -- Shared frontier on Redis (focused.distributed) ------------------------------------------
+# With FOCUSED_FRONTIER, every `scrapy crawl topical` process given the same -a crawl_id shares
+# one frontier, seen set and page budget in Redis. The components below switch themselves off
+# when it is unset.
+FOCUSED_FRONTIER = None  # e.g. redis://127.0.0.1:6379/0; None = the frontier is in this process
+FOCUSED_WORKER_TIMEOUT = 10.0  # seconds without a heartbeat before a process counts as dead
+EXTENSIONS = {**EXTENSIONS, "focused.distributed.DistributedCrawl": 520}
+SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
+DOWNLOADER_MIDDLEWARES = {"focused.distributed.FrontierAck": 10}

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from focused.distributed import SharedCrawl
     from focused.relevance import RelevanceModel
 
 
@@ -52,6 +53,16 @@ class TopicalSpider(scrapy.Spider):
         from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
 
         spider.relevance = RelevanceModel.from_settings(config.topic, crawler.settings)
+        if crawler.settings.get("FOCUSED_FRONTIER"):
+            from focused.distributed import SharedCrawl
+
+            # The frontier and the seen set of the crawl live in Redis, shared by its processes.
+            spider.shared = SharedCrawl(
+                crawler, crawler.settings["FOCUSED_FRONTIER"], config.crawl_id
+            )
+            crawler.settings.set(
+                "DUPEFILTER_CLASS", "focused.distributed.RedisDupeFilter", "spider"
+            )
         remember_job(crawler.settings, config)
         return spider
 
@@ -66,6 +77,7 @@ class TopicalSpider(scrapy.Spider):
         self.state: dict[str, Any] = {}  # replaced by the saved state when resuming a JOBDIR
         self.started_at = datetime.now(UTC).isoformat()
         self.relevance: RelevanceModel  # one model per crawl, built in from_crawler
+        self.shared: SharedCrawl | None = None  # the crawl's Redis state when FOCUSED_FRONTIER
 
     def crawl_record(self) -> dict[str, Any]:
         config = self.config
