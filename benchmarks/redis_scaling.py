@@ -72,6 +72,7 @@ def run(server: TimedReplayServer, processes: int, frontier: str | None, args, w
     fetches = [(t, p) for t, p in zip(server.times, server.fetched, strict=True) if "/wiki/" in p]
     pages = len({path for _, path in fetches})
     elapsed = fetches[-1][0] - fetches[0][0] if len(fetches) > 1 else 0.0
+    print(f"{processes} processes ({crawl_id}): {pages} pages in {elapsed:.1f} s", flush=True)
     return pages, len(fetches) - pages, elapsed
 
 

@@ -31,6 +31,7 @@ import logging
 import os
 import socket
 import uuid
+from collections import Counter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis
@@ -94,6 +95,7 @@ class SharedCrawl:
         self.prefix = f"focused:{crawl_id}:"
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failed = False
+        self._own: Counter[str] = Counter()
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
         self._incr = self.redis.register_script(
@@ -128,8 +130,11 @@ class SharedCrawl:
             return default
 
     def incr(self, counter: str, amount: int = 1) -> int:
-        """Add to a crawl-wide counter and return its new value (0 once Redis is lost)."""
-        return int(self.run(self._incr, keys=[self.key("counters")], args=[counter, amount]) or 0)
+        """Add to a crawl-wide counter and return its new value; once Redis is lost, this
+        process's own count, so that the pages still under way get numbers."""
+        self._own[counter] += amount
+        value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
+        return self._own[counter] if value is None else int(value)
 
     def budget_spent(self) -> None:
         """The crawl's page budget is taken: finish what is under way, then close."""
@@ -147,7 +152,7 @@ class SharedCrawl:
 def shared_crawl(crawler: Crawler) -> SharedCrawl:
     shared = getattr(crawler.spider, "shared", None)
     if shared is None:
-        raise NotConfigured("FOCUSED_FRONTIER is not set")
+        raise NotConfigured  # FOCUSED_FRONTIER is not set (no message: no warning in the log)
     return shared
 
 
