@@ -33,6 +33,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
+from tests.test_resume import _reachable as reachable
 
 REDIS_SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
@@ -364,13 +365,3 @@ def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
     lines = crawl.result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Redis frontier at")
     assert not site.fetched
-
-
-def reachable(graph, seed: str) -> set[str]:
-    seen, todo = {seed}, [seed]
-    while todo:
-        for target in graph.links[todo.pop()]:
-            if target not in seen:
-                seen.add(target)
-                todo.append(target)
-    return seen
