@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from focused.errors import ConfigError
+from focused.languages import known_languages, language_code
 from focused.strategies import STRATEGIES, strategy_class
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
@@ -28,6 +29,7 @@ GENERAL_ARGUMENTS = (
     "strategy",
     "allowed_domains",
     "crawl_id",
+    "language",
 )
 DEFAULT_STRATEGY = "bestfirst"
 KIND_NAMES = {int: "an integer", float: "a number"}
@@ -77,6 +79,7 @@ class CrawlConfig:
     params: dict[str, Any]
     allowed_domains: tuple[str, ...] = ()
     crawl_id: str = field(default_factory=lambda: new_crawl_id())
+    language: str | None = None  # the query's, when given; else told from the query
 
 
 def new_crawl_id() -> str:
@@ -119,7 +122,21 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
     _check_resumed_strategy(settings, strategy)
-    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id)
+    language = _parse_language(args.get("language"))
+    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id, language)
+
+
+def _parse_language(raw: str | None) -> str | None:
+    if raw is None or not raw.strip():
+        return None
+    code = language_code(raw)
+    known = known_languages()
+    if code not in known:
+        raise ConfigError(
+            f"language={raw!r} is not a language the tokenizer knows; "
+            f"give an ISO 639-1 code: {', '.join(sorted(known))}"
+        )
+    return code
 
 
 def _read_text(path: str, what: str) -> str:

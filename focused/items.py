@@ -28,4 +28,5 @@ class PageItem(scrapy.Item):
     fetch_order = scrapy.Field()
     fetched_at = scrapy.Field()
     status = scrapy.Field()
+    language = scrapy.Field()  # ISO 639-1 code, None when unknown (focused.languages)
     scores = scrapy.Field()  # transient: removed by RelevancePipeline

@@ -58,6 +58,7 @@ PAGE_SCHEMA: dict[str, type] = {
     "fetch_order": int,
     "fetched_at": str,  # ISO 8601 UTC
     "status": int,  # HTTP status
+    "language": str,  # ISO 639-1 code of the page's language, None when unknown
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,
@@ -335,9 +336,18 @@ class SqliteStore(Store):
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SQLITE_SCHEMA)
+            self._add_missing_columns("pages", PAGE_SCHEMA)
 
     def close(self) -> None:
         self._conn.close()
+
+    def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
+        """Give a file written by an older version the fields added since (left NULL)."""
+        present = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+        with self._conn:
+            for name, kind in schema.items():
+                if name not in present:
+                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_SQL_TYPES[kind]}")
 
     @staticmethod
     def _encode(schema: Mapping[str, type], record: Mapping[str, Any]) -> tuple[Any, ...]:

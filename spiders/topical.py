@@ -7,6 +7,8 @@ Arguments (``-a name=value``; validated in ``focused.arguments``):
     seeds_file      a file with one seed URL a line
     strategy        traversal strategy (default ``bestfirst``; see ``focused.strategies``)
     allowed_domains comma-separated domains to stay within (default: the crawl may leave them)
+    language        the query's language, an ISO 639-1 code (default: told from the query's
+                    letters, or unknown; see ``focused.languages``)
     crawl_id        the id pages are stored under (default: new, or the JOBDIR crawl's)
 plus the chosen strategy's own parameters.
 
@@ -26,6 +28,7 @@ from scrapy.http import TextResponse
 from focused.arguments import CrawlConfig, parse_arguments, remember_job
 from focused.extract import extract_page
 from focused.items import PageItem
+from focused.languages import page_language, query_language
 from focused.strategies import STRATEGIES
 
 if TYPE_CHECKING:
@@ -100,6 +103,7 @@ class TopicalSpider(scrapy.Spider):
             strategy=self.strategy,
             fetched_at=datetime.now(UTC).isoformat(),
             status=response.status,
+            language=page_language(_declared_languages(response), page.text),
         )
         for link in page.links:
             yield scrapy.Request(
@@ -111,17 +115,27 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     """One model per crawl; a crawl resumed from JOBDIR gets back the model it had learnt."""
     from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
 
+    language = query_language(config.topic, config.language)
     jobdir = crawler.settings.get("JOBDIR")
     if not jobdir:
-        return RelevanceModel.from_settings(config.topic, crawler.settings)
+        return RelevanceModel.from_settings(config.topic, crawler.settings, language)
     saved = Path(jobdir, "relevance")
     model = (
         RelevanceModel.load(saved)
         if saved.exists()
-        else RelevanceModel.from_settings(config.topic, crawler.settings)
+        else RelevanceModel.from_settings(config.topic, crawler.settings, language)
     )
     crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
     return model
+
+
+def _declared_languages(response: TextResponse) -> list[str | None]:
+    """``<html lang>`` (or ``xml:lang``), then each language of the Content-Language header."""
+    header = response.headers.get(b"Content-Language", b"").decode("latin-1")
+    return [
+        response.xpath("/html/@lang").get() or response.xpath("/html/@xml:lang").get(),
+        *header.split(","),
+    ]
 
 
 def _is_html(response: TextResponse) -> bool:
