@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from focused.errors import ConfigError
+from focused.languages import known_languages, language_code
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.strategies import STRATEGIES, strategy_class
 
@@ -30,6 +31,7 @@ GENERAL_ARGUMENTS = (
     "allowed_domains",
     "crawl_id",
     "render",
+    "language",
 )
 DEFAULT_STRATEGY = "bestfirst"
 KIND_NAMES = {int: "an integer", float: "a number"}
@@ -80,6 +82,7 @@ class CrawlConfig:
     allowed_domains: tuple[str, ...] = ()
     crawl_id: str = field(default_factory=lambda: new_crawl_id())
     render: str = "never"
+    language: str | None = None  # the query's, when given; else told from the query
 
 
 # -a render=: a spider-level argument, parsed like a strategy parameter.
@@ -131,7 +134,21 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     _check_resumed_strategy(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
     _check_shared_frontier(settings, strategy, args)
-    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id, render)
+    language = _parse_language(args.get("language"))
+    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id, render, language)
+
+
+def _parse_language(raw: str | None) -> str | None:
+    if raw is None or not raw.strip():
+        return None
+    code = language_code(raw)
+    known = known_languages()
+    if code not in known:
+        raise ConfigError(
+            f"language={raw!r} is not a language the tokenizer knows; "
+            f"give an ISO 639-1 code: {', '.join(sorted(known))}"
+        )
+    return code
 
 
 def _read_text(path: str, what: str) -> str:

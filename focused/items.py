@@ -29,4 +29,5 @@ class PageItem(scrapy.Item):
     fetched_at = scrapy.Field()
     status = scrapy.Field()
     duplicate_of = scrapy.Field()  # see focused.dedup
+    language = scrapy.Field()  # ISO 639-1 code, None when unknown (focused.languages)
     scores = scrapy.Field()  # transient: removed by RelevancePipeline

@@ -4,8 +4,8 @@ Scrapy runs item pipelines only after the callback's requests have been schedule
 score of a page cannot come from a pipeline if the strategy is to use it. This middleware sees
 the whole output of the callback for one response (one ``PageItem`` and its link requests):
 
-- it scores the page once with the crawl's relevance model and attaches the ``Scores`` to the
-  item (``pipelines.relevance`` records them);
+- it scores the page once with the crawl's relevance model, in the page's ``language``, and
+  attaches the ``Scores`` to the item (``pipelines.relevance`` records them);
 - it scores all anchors and context windows in one batch;
 - it writes into each child's meta what strategies read: ``parent_url``, ``parent_relevance``,
   ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
@@ -106,18 +106,21 @@ class RelevanceMiddleware:
             return outputs
         page = pages[0]
         started = time.thread_time()
-        scores = self.model.score(page["text"])
+        language = page.get("language")
+        scores = self.model.score(page["text"], language)
         is_relevant = self.model.is_relevant(scores)
         page["scores"] = scores
         page["fetch_order"] = self._next("pages")
         relevant = self._next("relevant", int(is_relevant))
         if response.meta.get("depth", 0) == 0:
-            self.model.add_topic_text(page["text"])
+            self.model.add_topic_text(page["text"], language)
 
         children = [o for o in outputs if isinstance(o, Request)]
         if children:
-            self._annotate_children(response, scores.combined, is_relevant, scores, children)
-        self.model.observe(page["text"])
+            self._annotate_children(
+                response, scores.combined, is_relevant, scores, children, language
+            )
+        self.model.observe(page["text"], language)
         cpu_ms = (time.thread_time() - started) * 1000
         self._count(page["fetch_order"], relevant, cpu_ms)
         self._maybe_refit()
@@ -130,13 +133,15 @@ class RelevanceMiddleware:
         is_relevant: bool,
         scores: Any,
         children: list[Request],
+        language: str | None,
     ) -> None:
         anchors = [c.meta.get("anchor", "") for c in children]
         contexts = [c.meta.get("link_context", "") for c in children]
         both = [f"{a} {c}" for a, c in zip(anchors, contexts, strict=True)]
-        anchor_scores = self.model.score_texts(anchors)
-        context_scores = self.model.score_texts(contexts)
-        link_scores = self.model.score_texts(both)
+        # A page's links are written in its language.
+        anchor_scores = self.model.score_texts(anchors, language)
+        context_scores = self.model.score_texts(contexts, language)
+        link_scores = self.model.score_texts(both, language)
         parent_meta = response.meta
         path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)
         inherited = self._strategy.child_meta(parent_meta, scores, is_relevant)

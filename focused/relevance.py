@@ -17,6 +17,14 @@ refit builds completely and then swaps in with a single attribute assignment; ``
 attribute once. Between refits the dictionary is frozen (terms are looked up, never added): a
 gensim model fed term ids beyond its ``num_terms`` silently builds invalid matrices, so words first
 seen after the last fit get no dimension until the next one (they still lengthen their text).
+
+Languages: every text is tokenized in its own language (``focused.text.tokenize``): the query in
+the query's, a page and its anchors in the page's. A term's weight in a text is
+``focused.text.term_weights``: its count plus half the count of the words that fold to it
+without diacritics, so "vtaky" typed in a query matches "vtáky" on a Slovak page, more weakly
+than "vtáky" would. The folded forms are ordinary terms of the one dictionary (they are counted
+in its document frequencies at a fit), not a second model: a page without diacritics needs no
+second score, and ASCII text (English) costs and scores exactly as before.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import json
 import logging
 import math
 import threading
-from collections import Counter, OrderedDict, deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +46,7 @@ from gensim.models import LsiModel, TfidfModel
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
-from focused.text import tokenize
+from focused.text import term_weights, tokenize, with_folded
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -111,8 +119,9 @@ class _Snapshot:
     topic_tfidf: np.ndarray  # unit topic vector over the dictionary's term ids
     lsi_basis: np.ndarray | None  # terms x topics: the projection LsiModel.__getitem__ applies
     topic_lsi: np.ndarray | None  # unit topic vector in LSI space
-    # Combined scores by text. Scores depend on the snapshot, so the cache lives and dies with it.
-    cache: OrderedDict[str, float] = field(default_factory=OrderedDict)
+    # Combined scores by language and text. Scores depend on the snapshot, so the caches live
+    # and die with it.
+    caches: dict[str | None, OrderedDict[str, float]] = field(default_factory=dict)
 
 
 def _idf(dictionary: Dictionary, tfidf: TfidfModel) -> tuple[np.ndarray, float]:
@@ -138,12 +147,12 @@ def _unit_tfidf(
     """
     token2id = dictionary.token2id
     terms: list[int] = []
-    counts: list[int] = []
+    counts: list[float] = []
     indptr = [0]
     unseen = np.zeros(len(texts))
     for i, tokens in enumerate(texts):
-        missing = 0
-        for token, count in Counter(tokens).items():
+        missing = 0.0
+        for token, count in term_weights(tokens).items():
             term = token2id.get(token)
             if term is None:
                 missing += count * count
@@ -194,7 +203,7 @@ def _make_snapshot(
 
 def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:
     """The model before any fit: the topic's terms only, IDF 1, no LSI."""
-    dictionary = Dictionary(topic)
+    dictionary = Dictionary(with_folded(part) for part in topic)
     return _make_snapshot(
         dictionary, TfidfModel(dictionary=dictionary, wglobal=_flat_idf), None, topic, fitted=False
     )
@@ -203,12 +212,12 @@ def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:
 def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -> _Snapshot:
     """Build dictionary, IDF and LSI space from observed pages (space-joined tokens) and topic."""
     corpus = [doc.split() for doc in docs] + [list(part) for part in topic]
-    dictionary = Dictionary(corpus)
+    dictionary = Dictionary(with_folded(tokens) for tokens in corpus)
     dictionary.filter_extremes(
         no_below=_MIN_TERM_DOCS,
         no_above=1.0,  # a topic word found on every page is the signal, not noise
         keep_n=_MAX_TERMS,
-        keep_tokens={token for part in topic for token in part},
+        keep_tokens={token for part in topic for token in with_folded(part)},
     )
     tfidf = TfidfModel(dictionary=dictionary, wglobal=_smooth_idf)
     lsi = None
@@ -258,6 +267,7 @@ class RelevanceModel:
         refit_every: int = DEFAULT_REFIT_EVERY,
         max_docs: int = DEFAULT_MAX_DOCS,
         lsi_weight: float = DEFAULT_LSI_WEIGHT,
+        language: str | None = None,
     ) -> None:
         if not 0.0 <= threshold <= 1.0 or not 0.0 <= lsi_weight <= 1.0:
             raise ValueError("threshold and lsi_weight must be in [0, 1]")
@@ -268,12 +278,13 @@ class RelevanceModel:
         self.refit_every = refit_every
         self.max_docs = max_docs
         self.lsi_weight = lsi_weight
+        self.language = language  # the query's (focused.languages.query_language)
         # Guards the topic parts, the training buffer and the snapshot swap, which the reactor
         # thread (observe, add_topic_text) and a refit thread both touch.
         self._lock = threading.Lock()
         # Serialises refits; while held, a refit is running and refit_due is False.
         self._refit_lock = threading.Lock()
-        self._topic: list[list[str]] = [tokenize(topic)]
+        self._topic: list[list[str]] = [tokenize(topic, language)]
         # Pages as space-joined tokens: one string per page instead of hundreds of token objects.
         self._buffer: deque[str] = deque(maxlen=max_docs)
         self._since_fit = 0
@@ -281,13 +292,16 @@ class RelevanceModel:
         # The page score() saw last, with its tokens: the crawler scores a page and then observes
         # it (and adds a seed to the topic), and tokenizing it again would cost a quarter of the
         # page's scoring time.
-        self._last_page: tuple[str, list[str]] = ("", [])
+        self._last_page: tuple[str, str | None, list[str]] = ("", None, [])
 
     @classmethod
-    def from_settings(cls, topic: str, settings: BaseSettings) -> RelevanceModel:
+    def from_settings(
+        cls, topic: str, settings: BaseSettings, language: str | None = None
+    ) -> RelevanceModel:
         """Build the model from a Scrapy ``Settings`` (``RELEVANCE_*``)."""
         return cls(
             topic,
+            language=language,
             threshold=settings.getfloat("RELEVANCE_THRESHOLD", DEFAULT_THRESHOLD),
             num_topics=settings.getint("RELEVANCE_NUM_TOPICS", DEFAULT_NUM_TOPICS),
             refit_every=settings.getint("RELEVANCE_REFIT_EVERY", DEFAULT_REFIT_EVERY),
@@ -297,22 +311,24 @@ class RelevanceModel:
 
     # -- scoring -------------------------------------------------------------------------------
 
-    def score(self, text: str) -> Scores:
-        """Score one page's text."""
-        tokens = tokenize(text)
-        self._last_page = (text, tokens)
+    def score(self, text: str, language: str | None = None) -> Scores:
+        """Score one page's text, written in ``language`` (None: unknown)."""
+        tokens = tokenize(text, language)
+        self._last_page = (text, language, tokens)
         tfidf, lsi = _cosines(self._snapshot, [tokens])
         t, s = float(tfidf[0]), float(lsi[0])
         return Scores(t, s, (1.0 - self.lsi_weight) * t + self.lsi_weight * s)
 
-    def score_texts(self, texts: Sequence[str]) -> list[float]:
+    def score_texts(self, texts: Sequence[str], language: str | None = None) -> list[float]:
         """Combined scores of many short texts (anchors, link contexts), scored as one batch.
+
+        ``language`` is the texts' (their page's).
 
         Repeated strings are scored once per snapshot: menus and footers repeat the same anchors
         on every page of a site. Call it from one thread (the reactor): the cache is not locked.
         """
         snap = self._snapshot
-        cache = snap.cache
+        cache = snap.caches.setdefault(language, OrderedDict())
         results = [0.0] * len(texts)
         missing: dict[str, list[int]] = {}
         for i, text in enumerate(texts):
@@ -323,7 +339,7 @@ class RelevanceModel:
                 cache.move_to_end(text)
                 results[i] = cached
         if missing:
-            tfidf, lsi = _cosines(snap, [tokenize(text) for text in missing])
+            tfidf, lsi = _cosines(snap, [tokenize(text, language) for text in missing])
             combined = (1.0 - self.lsi_weight) * tfidf + self.lsi_weight * lsi
             for (text, positions), value in zip(missing.items(), combined.tolist(), strict=True):
                 cache[text] = value
@@ -333,10 +349,12 @@ class RelevanceModel:
                 cache.popitem(last=False)
         return results
 
-    def _page_tokens(self, text: str) -> list[str]:
+    def _page_tokens(self, text: str, language: str | None) -> list[str]:
         """Tokens of ``text``, reusing those of the page last scored when it is the same."""
-        last_text, tokens = self._last_page
-        return tokens if text == last_text else tokenize(text)
+        last_text, last_language, tokens = self._last_page
+        if text == last_text and language == last_language:
+            return tokens
+        return tokenize(text, language)
 
     def is_relevant(self, scores: Scores) -> bool:
         """Whether a page counts as on-topic (for harvest rate and strategies)."""
@@ -344,14 +362,14 @@ class RelevanceModel:
 
     # -- learning ------------------------------------------------------------------------------
 
-    def add_topic_text(self, text: str) -> None:
+    def add_topic_text(self, text: str, language: str | None = None) -> None:
         """Make a seed page's text part of the topic.
 
         Takes effect at once: before the first fit the bootstrap dictionary is rebuilt with the
         new words; after it, the topic vectors are recomputed in the current (frozen) spaces, and
         the text's new words join the dictionary and the LSI space at the next refit.
         """
-        tokens = self._page_tokens(text)
+        tokens = self._page_tokens(text, language)
         if not tokens:
             return
         with self._lock:
@@ -364,9 +382,9 @@ class RelevanceModel:
             else:
                 self._snapshot = _bootstrap(self._topic)
 
-    def observe(self, text: str) -> None:
+    def observe(self, text: str, language: str | None = None) -> None:
         """Add a fetched page to the training buffer (the last ``max_docs`` pages are kept)."""
-        doc = " ".join(self._page_tokens(text))
+        doc = " ".join(self._page_tokens(text, language))
         with self._lock:
             self._buffer.append(doc)
             self._since_fit += 1
@@ -424,6 +442,7 @@ class RelevanceModel:
                     "refit_every": self.refit_every,
                     "max_docs": self.max_docs,
                     "lsi_weight": self.lsi_weight,
+                    "language": self.language,
                 },
                 "fitted": snap.fitted,
                 "lsi": snap.lsi is not None,

@@ -61,6 +61,7 @@ PAGE_SCHEMA: dict[str, type] = {
     # Hardening (issue 8): a duplicate page (same rel=canonical, or near-duplicate content)
     # keeps the URL of the page it duplicates here and no text.
     "duplicate_of": str,
+    "language": str,  # ISO 639-1 code of the page's language, None when unknown
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,

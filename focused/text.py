@@ -2,12 +2,49 @@
 
 Every component that turns text into terms goes through :func:`tokenize`, so that a topic, a page
 and an anchor always land in the same vocabulary.
+
+What happens to a text depends first on its script, which the text itself shows, and only then
+on its language, which may be unknown or wrong (a template's ``lang="en"`` on a Persian page):
+
+- every text: NFC, lower case, words of two or more letters, digits and marks; numbers dropped;
+- Arabic script (Persian, Arabic, Urdu): NFKC (presentation forms become letters), Arabic and
+  Persian letter forms unified (ي ى → ی, ك → ک, ة ۀ → ه, أ إ ٱ → ا), Arabic-Indic digits
+  made ASCII, harakat and tatweel removed, and ZWNJ made a word boundary. Writers join a
+  Persian suffix with ZWNJ, a space or nothing; as a boundary ZWNJ makes the first two the same
+  ("کتاب‌ها" = "کتاب ها"), and the stem then matches the bare word while the suffix ("ها",
+  "های", "می") is a stop word. The third spelling stays one token: that needs a stemmer;
+- Han and Kana (Chinese, Japanese): NFKC, then each run of ideographs and kana becomes its
+  overlapping character bigrams ("候鸟迁徙" → 候鸟 鸟迁 迁徙), a one-character run itself. No
+  dictionary is needed, and a two-character word, the commonest length, is always one of the
+  bigrams; a segmenter (jieba) would cost a second of import and a dictionary in memory;
+- Vietnamese (``language="vi"``): every syllable is written apart, so words span syllables:
+  each syllable, tone marks kept, plus each pair of adjacent syllables within a phrase
+  ("di cư" → di, cư, di_cư). Pairs with a stop syllable are skipped;
+- stop words of the text's language, from the ``stopwordsiso`` package (English and unknown
+  languages: gensim's English list, as before languages were told apart).
+
+Diacritics are kept in tokens; :func:`term_weights` adds their folded form with a lower weight
+(see there). Underscores are replaced by spaces before matching, so the ``_`` that joins a
+Vietnamese syllable pair can never come from the text.
 """
+
+# Persian, Vietnamese and other letters here are meant, not look-alikes of Latin ones:
+# ruff: noqa: RUF001, RUF002
+from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+from functools import cache, lru_cache
 
+import stopwordsiso
 from gensim.parsing.preprocessing import STOPWORDS
+
+from focused.languages import ARABIC_SCRIPT, CJK_SCRIPT
+
+# A diacritic-folded form counts this much of an occurrence of its word (see term_weights).
+FOLDED_WEIGHT = 0.5
 
 
 def _bmp_combining_marks() -> str:
@@ -30,19 +67,174 @@ def _bmp_combining_marks() -> str:
     return "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in ranges)
 
 
+_MARKS = _bmp_combining_marks()
 # Runs of two or more letters, digits and marks (underscores are replaced by spaces before
 # matching): skipping 1-char runs in the regex is cheaper than filtering them afterwards.
-_WORD = re.compile(f"[\\w{_bmp_combining_marks()}]{{2,}}")
+_WORD = re.compile(f"[\\w{_MARKS}]{{2,}}")
+
+# One scan tells whether a text needs more than the plain word pattern (English never does).
+_SPECIAL = re.compile(f"[{ARABIC_SCRIPT}{CJK_SCRIPT}]")
+_ARABIC = re.compile(f"[{ARABIC_SCRIPT}]")
+_CJK_RUN = re.compile(f"[{CJK_SCRIPT}]+")
+# A CJK run, or a word of any other script (a word character that is not CJK, or a mark).
+_CJK_OR_WORD = re.compile(f"([{CJK_SCRIPT}]+)|(?:[^\\W{CJK_SCRIPT}]|[{_MARKS}]){{2,}}")
+
+_ARABIC_FORMS = str.maketrans(
+    {
+        "\u064a": "\u06cc",  # Arabic yeh -> Persian yeh
+        "\u0649": "\u06cc",  # alef maksura -> Persian yeh
+        "\u0643": "\u06a9",  # Arabic kaf -> keheh
+        "\u0629": "\u0647",  # teh marbuta -> heh
+        "\u06c0": "\u0647",  # heh with yeh above -> heh
+        "\u0623": "\u0627",  # alef with hamza above -> alef
+        "\u0625": "\u0627",  # alef with hamza below -> alef
+        "\u0671": "\u0627",  # alef wasla -> alef
+        "\u200c": " ",  # ZWNJ: a word boundary (see the module docstring)
+        "\u200d": None,  # ZWJ joins glyphs, not words
+        "\u0640": None,  # tatweel (kashida) only stretches a word
+        **{chr(code): None for code in range(0x064B, 0x0660)},  # harakat, shadda, sukun
+        "\u0670": None,  # superscript alef
+        **{chr(0x0660 + d): str(d) for d in range(10)},  # Arabic-Indic digits
+        **{chr(0x06F0 + d): str(d) for d in range(10)},  # extended (Persian) digits
+    }
+)
+
+# Latin letters with diacritics (Latin-1 Supplement to Latin Extended-B, Latin Extended
+# Additional: Vietnamese); only tokens with one of these are folded.
+_LATIN_MARKED = re.compile("[\u00c0-\u024f\u1e00-\u1eff]")
+# Letters whose diacritic is not a combining mark, so NFD cannot strip it.
+_LATIN_LETTERS = str.maketrans({"đ": "d", "ł": "l", "ø": "o", "ħ": "h", "ŧ": "t", "ı": "i"})
+_VIETNAMESE_PHRASE_BREAK = re.compile(f"[^\\w\\s{_MARKS}]+|\\n")
+_SYLLABLE = re.compile(f"[\\w{_MARKS}]+")
 
 
-def tokenize(text: str) -> list[str]:
+def normalize(text: str) -> str:
+    """The text as tokens are cut from it: NFC, lower case, Arabic script unified, no ``_``."""
+    text = unicodedata.normalize("NFC", text).lower().replace("_", " ")
+    return text if _SPECIAL.search(text) is None else _normalize_scripts(text)
+
+
+def _normalize_scripts(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text)
+    if _ARABIC.search(text) is not None:
+        text = text.translate(_ARABIC_FORMS)
+    return text
+
+
+@cache
+def stopwords(language: str | None) -> frozenset[str]:
+    """Stop words of a language (ISO 639-1), normalized as texts are; English for None.
+
+    A language ``stopwordsiso`` has no list for gets none: its frequent words then only get a low
+    IDF. Vietnamese entries of several syllables are kept as their ``_``-joined pairs.
+    """
+    if language in (None, "en"):
+        return STOPWORDS
+    if not stopwordsiso.has_lang(language):
+        return frozenset()
+    return frozenset("_".join(normalize(word).split()) for word in stopwordsiso.stopwords(language))
+
+
+def tokenize(text: str, language: str | None = None) -> list[str]:
     """Split ``text`` into lowercase terms, dropping stop words, pure numbers and 1-char tokens.
+
+    ``language`` is an ISO 639-1 code (``focused.languages``) or None when unknown; it chooses
+    the stop words and Vietnamese syllable pairs, the script does the rest (module docstring).
 
     NFC normalisation makes decomposed and precomposed accents ("cafe" + U+0301 and "café") the
     same term. Numbers are dropped because years, prices and counters carry no topic but bloat the
     vocabulary; alphanumerics such as "mp3" or "h5n1" are kept.
     """
     text = unicodedata.normalize("NFC", text).lower().replace("_", " ")
-    return [
-        token for token in _WORD.findall(text) if token not in STOPWORDS and not token.isdigit()
-    ]
+    stop = stopwords(language)
+    words = [] if language == "vi" else _WORD.findall(text)
+    # Arabic script and CJK need more. The scan for them is made only when some word is not
+    # ASCII: on an English page with curly quotes it would cost a sixth of the tokenizing.
+    if (language == "vi" or not "".join(words).isascii()) and _SPECIAL.search(text):
+        text = _normalize_scripts(text)
+        if _CJK_RUN.search(text) is not None:
+            return _with_cjk_bigrams(text, stop)
+        words = _WORD.findall(text)
+    if language == "vi":
+        return _vietnamese(text, stop)
+    return [word for word in words if word not in stop and not word.isdigit()]
+
+
+def _with_cjk_bigrams(text: str, stop: frozenset[str]) -> list[str]:
+    tokens = []
+    for match in _CJK_OR_WORD.finditer(text):
+        run = match.group(1)
+        if run is None:
+            token = match.group()
+            if token not in stop and not token.isdigit():
+                tokens.append(token)
+        elif len(run) == 1:
+            if run not in stop:
+                tokens.append(run)
+        else:
+            tokens.extend(bigram for bigram in map(str.__add__, run, run[1:]) if bigram not in stop)
+    return tokens
+
+
+def _vietnamese(text: str, stop: frozenset[str]) -> list[str]:
+    tokens = []
+    for phrase in _VIETNAMESE_PHRASE_BREAK.split(text):
+        previous = None  # the last syllable, when it may start a pair
+        for syllable in _SYLLABLE.findall(phrase):
+            if syllable in stop or syllable.isdigit():
+                previous = None
+                continue
+            if len(syllable) > 1:
+                tokens.append(syllable)
+            if previous is not None:
+                pair = f"{previous}_{syllable}"
+                if pair not in stop:
+                    tokens.append(pair)
+            previous = syllable
+    return tokens
+
+
+def fold(token: str) -> str:
+    """The token without the diacritics of its Latin letters ("vtáky" → "vtaky", "cư" → "cu").
+
+    Other scripts are left alone: their marks are letters' vowels (Devanagari), or were already
+    stripped (Arabic harakat).
+    """
+    if token.isascii():
+        return token
+    return _fold_latin(token)
+
+
+@lru_cache(maxsize=1 << 16)
+def _fold_latin(token: str) -> str:
+    if _LATIN_MARKED.search(token) is None:
+        return token
+    decomposed = unicodedata.normalize("NFD", token.translate(_LATIN_LETTERS))
+    return "".join(char for char in decomposed if not unicodedata.combining(char))
+
+
+def term_weights(tokens: Sequence[str]) -> Counter[str]:
+    """Each term's weight in a text: its count, plus ``FOLDED_WEIGHT`` times the count of every
+    token that folds to it.
+
+    A query typed without diacritics ("vtaky") then matches a Slovak or Vietnamese page that has
+    them ("vtáky"), through the page's folded forms, while the exact spelling still matches
+    better: a page that is one word "vtáky" is (1, ½) on (vtáky, vtaky), so its cosine to "vtáky"
+    is 0.89 and to "vtaky" 0.45. Folded forms share the exact forms' dimensions rather than a
+    separate channel: a word typed without its diacritics *is* the folded form, so the two
+    spellings meet without a second dictionary, IDF or LSI space, and texts of plain ASCII
+    (English) are left exactly as they were.
+    """
+    weights = Counter(tokens)
+    if "".join(weights).isascii():
+        return weights
+    for token, count in [(t, c) for t, c in weights.items() if not t.isascii()]:
+        form = _fold_latin(token)
+        if form != token:
+            weights[form] += FOLDED_WEIGHT * count
+    return weights
+
+
+def with_folded(tokens: Sequence[str]) -> list[str]:
+    """The tokens and the folded forms that differ from them: what a dictionary should hold."""
+    return [*tokens, *(form for token in tokens if (form := fold(token)) != token)]

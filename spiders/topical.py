@@ -7,6 +7,8 @@ Arguments (``-a name=value``; validated in ``focused.arguments``):
     seeds_file      a file with one seed URL a line
     strategy        traversal strategy (default ``bestfirst``; see ``focused.strategies``)
     allowed_domains comma-separated domains to stay within (default: the crawl may leave them)
+    language        the query's language, an ISO 639-1 code (default: told from the query's
+                    letters, or unknown; see ``focused.languages``)
     crawl_id        the id pages are stored under (default: new, or the JOBDIR crawl's)
     render          never (default), always, or auto: render pages in headless Chromium
                     (see ``focused.render``)
@@ -33,6 +35,7 @@ from focused.canonical import canonicalize, drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
+from focused.languages import page_language, query_language
 from focused.render import check_browser, enable_rendering
 from focused.strategies import STRATEGIES
 
@@ -135,6 +138,7 @@ class TopicalSpider(scrapy.Spider):
             strategy=self.strategy,
             fetched_at=datetime.now(UTC).isoformat(),
             status=response.status,
+            language=page_language(_declared_languages(response), page.text),
         )
         for link in page.links:
             yield scrapy.Request(
@@ -152,14 +156,24 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     """One model per crawl; a crawl resumed from JOBDIR gets back the model it had learnt."""
     from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
 
+    language = query_language(config.topic, config.language)
     jobdir = crawler.settings.get("JOBDIR")
     if not jobdir:
-        return RelevanceModel.from_settings(config.topic, crawler.settings)
+        return RelevanceModel.from_settings(config.topic, crawler.settings, language)
     saved = Path(jobdir, "relevance")
     model = (
         RelevanceModel.load(saved)
         if saved.exists()
-        else RelevanceModel.from_settings(config.topic, crawler.settings)
+        else RelevanceModel.from_settings(config.topic, crawler.settings, language)
     )
     crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
     return model
+
+
+def _declared_languages(response: TextResponse) -> list[str | None]:
+    """``<html lang>`` (or ``xml:lang``), then each language of the Content-Language header."""
+    header = response.headers.get(b"Content-Language", b"").decode("latin-1")
+    return [
+        response.xpath("/html/@lang").get() or response.xpath("/html/@xml:lang").get(),
+        *header.split(","),
+    ]

@@ -116,6 +116,7 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "fetched_at": "2024-05-01T10:00:01+00:00",
         "status": 200,
         "duplicate_of": None,
+        "language": "sk",
     }
     record.update(fields)
     return record
@@ -553,6 +554,7 @@ def scored_item(n: int) -> PageItem:
         fetch_order=n,
         fetched_at="2024-06-01T00:00:01+00:00",
         status=200,
+        language="sk",
         scores=Scores(combined, combined, combined),
     )
 
