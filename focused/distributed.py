@@ -27,6 +27,7 @@ What was popped and not finished stays in Redis, so a restart resumes without lo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -98,6 +99,7 @@ class SharedCrawl:
         self._own: Counter[str] = Counter()
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
+        self._topic_texts_seen = 0
         self._incr = self.redis.register_script(
             "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
         )
@@ -135,6 +137,16 @@ class SharedCrawl:
         self._own[counter] += amount
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
         return self._own[counter] if value is None else int(value)
+
+    def publish_topic_text(self, text: str, language: str | None) -> None:
+        """A seed page joins the topic of every process of the crawl, not only this one's."""
+        self.run(self.redis.rpush, self.key("topic"), json.dumps([text, language]))
+
+    def new_topic_texts(self) -> list[tuple[str, str | None]]:
+        """Topic texts published since the last call (by any process, this one included)."""
+        fresh = self.run(self.redis.lrange, self.key("topic"), self._topic_texts_seen, -1)
+        self._topic_texts_seen += len(fresh or ())
+        return [tuple(json.loads(entry)) for entry in fresh or ()]
 
     def budget_spent(self) -> None:
         """The crawl's page budget is taken: finish what is under way, then close."""

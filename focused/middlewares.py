@@ -112,8 +112,7 @@ class RelevanceMiddleware:
         page["scores"] = scores
         page["fetch_order"] = self._next("pages")
         relevant = self._next("relevant", int(is_relevant))
-        if response.meta.get("depth", 0) == 0:
-            self.model.add_topic_text(page["text"], language)
+        self._learn_topic(page["text"], language, is_seed=response.meta.get("depth", 0) == 0)
 
         children = [o for o in outputs if isinstance(o, Request)]
         if children:
@@ -125,6 +124,20 @@ class RelevanceMiddleware:
         self._count(page["fetch_order"], relevant, cpu_ms)
         self._maybe_refit()
         return outputs
+
+    def _learn_topic(self, text: str, language: str | None, *, is_seed: bool) -> None:
+        """Seed pages join the topic; in a shared crawl, those fetched by any process."""
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is None:
+            if is_seed:
+                self.model.add_topic_text(text, language)
+            return
+        # Every process must score against the same topic, or their scores, which order one
+        # shared frontier, would not be comparable.
+        if is_seed:
+            shared.publish_topic_text(text, language)
+        for topic_text, topic_language in shared.new_topic_texts():
+            self.model.add_topic_text(topic_text, topic_language)
 
     def _annotate_children(
         self,
