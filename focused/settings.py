@@ -54,3 +54,6 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 # -- Progress --------------------------------------------------------------------------------
 EXTENSIONS = {"focused.extensions.ProgressLog": 500}
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
+
+# -- Evaluation (benchmarks/) ----------------------------------------------------------------
+ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only the oracle reads it
