@@ -13,6 +13,7 @@ STRATEGIES: dict[str, str] = {
     "bfs": "schedulers.bfs.BreadthFirstQueue",
     "dfs": "schedulers.dfs.DepthFirstQueue",
     "bestfirst": "schedulers.bestfirst.BestFirstQueue",
+    "anchor": "schedulers.anchor.AnchorQueue",
     "oracle": "schedulers.oracle.OracleQueue",
 }
 
