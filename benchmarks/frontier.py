@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,7 @@ from scrapy.utils.request import fingerprint
 from scrapy.utils.test import get_crawler
 
 from benchmarks.harvest import DEFAULT_OUT
-from benchmarks.runner import REPO
+from benchmarks.runner import REPO, report_head
 from focused.arguments import DEFAULT_STRATEGY
 from focused.strategies import STRATEGIES, strategy_class
 
@@ -216,12 +215,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ThreadPoolExecutor(args.jobs) as pool:
         measured = list(pool.map(lambda case: run_memory_case(*case), cases))
     minutes = (time.monotonic() - started) / 60
-    command = "python -m benchmarks.frontier " + shlex.join(argv if argv else sys.argv[1:])
     report = [
-        "# Frontier benchmark",
-        "",
-        f"`{command}`",
-        "",
+        *report_head("Frontier benchmark", "benchmarks.frontier", argv),
         f"On {datetime.now(UTC):%Y-%m-%d}, {minutes:.1f} min. Speed: {args.ops:,} pushes then "
         f"{args.ops:,} pops, ops/s = 2N / s, every queue in one process on the same requests.",
         "",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import statistics
 import sys
 import tempfile
@@ -33,7 +32,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchmarks import metrics
-from benchmarks.runner import REPO, run_scrapy
+from benchmarks.runner import REPO, report_head, run_scrapy
 from focused.errors import ConfigError
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.storage import SqliteStore, StoreError
@@ -364,12 +363,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         server.stop()
     minutes = (time.monotonic() - started) / 60
-    command = "python -m benchmarks.harvest " + shlex.join(argv if argv else sys.argv[1:])
     header = [
-        "# Harvest benchmark",
-        "",
-        f"`{command}`",
-        "",
+        *report_head("Harvest benchmark", "benchmarks.harvest", argv),
         f"{len(pairs)} crawls ({len(strategies)} strategies x {len(topics)} topics), "
         f"{args.jobs} at a time, in {minutes:.1f} min on {datetime.now(UTC):%Y-%m-%d}. "
         "Budget = |rel| of each topic"

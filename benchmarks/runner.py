@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -79,3 +80,9 @@ def run_scrapy(
         return CrawlRun(-1, time.monotonic() - started, {}, stderr + "\nerror: timed out")
     wall = time.monotonic() - started
     return CrawlRun(result.returncode, wall, parse_stats(result.stderr), result.stderr)
+
+
+def report_head(title: str, module: str, argv: list[str] | None) -> list[str]:
+    """A report's title and the exact command that produced it."""
+    command = f"python -m {module} " + shlex.join(argv if argv else sys.argv[1:])
+    return [f"# {title}", "", f"`{command}`", ""]

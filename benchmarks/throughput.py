@@ -13,7 +13,6 @@ crawl's own elapsed time (Scrapy's stats), so interpreter start-up is not counte
 from __future__ import annotations
 
 import argparse
-import shlex
 import statistics
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.harvest import DEFAULT_OUT
-from benchmarks.runner import REPO, CrawlRun, run_scrapy
+from benchmarks.runner import REPO, CrawlRun, report_head, run_scrapy
 from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import ConfigError
 from focused.replayweb import ReplayServer, load_graph
@@ -85,14 +84,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         r.stats.get("focused/scoring_cpu_ms_per_page", 0.0) for r in runs["topical"]
     )
     ratio = speed["topical"] / speed["plain"]
-    command = "python -m benchmarks.throughput " + shlex.join(argv if argv else sys.argv[1:])
     per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["topical"])
     per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["plain"])
     report = [
-        "# Throughput benchmark",
-        "",
-        f"`{command}`",
-        "",
+        *report_head("Throughput benchmark", "benchmarks.throughput", argv),
         f"{args.repeats} alternating runs of each, {args.pages} pages each, seed {args.seed}, "
         f"on {datetime.now(UTC):%Y-%m-%d}; pages/s = responses / Scrapy's elapsed_time_seconds.",
         "",
