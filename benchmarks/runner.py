@@ -84,5 +84,5 @@ def run_scrapy(
 
 def report_head(title: str, module: str, argv: list[str] | None) -> list[str]:
     """A report's title and the exact command that produced it."""
-    command = f"python -m {module} " + shlex.join(argv if argv else sys.argv[1:])
+    command = f"python -m {module} {shlex.join(argv if argv else sys.argv[1:])}".strip()
     return [f"# {title}", "", f"`{command}`", ""]
