@@ -128,6 +128,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     allowed = tuple(d.strip() for d in args.get("allowed_domains", "").split(",") if d.strip())
     if settings is not None:
         check_settings(settings)
+        strategy_class(strategy).check_settings(settings)
     crawl_id = args.get("crawl_id", "").strip() or _resumed_crawl_id(settings) or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")

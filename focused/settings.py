@@ -120,3 +120,6 @@ FOCUSED_WORKER_TIMEOUT = 10.0  # seconds without a heartbeat before a process co
 EXTENSIONS = {**EXTENSIONS, "focused.distributed.DistributedCrawl": 520}
 SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
 DOWNLOADER_MIDDLEWARES = {**DOWNLOADER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
+
+# -- Evaluation (benchmarks/) ----------------------------------------------------------------
+ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only the oracle reads it

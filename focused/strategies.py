@@ -24,6 +24,8 @@ STRATEGIES: dict[str, str] = {
     "threshold": "schedulers.threshold.ThresholdQueue",
     "pso": "schedulers.pso.PsoQueue",
     "bees": "schedulers.bees.BeesQueue",
+    "anchor": "schedulers.anchor.AnchorQueue",
+    "oracle": "schedulers.oracle.OracleQueue",
 }
 
 

@@ -304,6 +304,10 @@ class StrategyQueue:
     def tiebreak(self, request: Request) -> float:
         return 0.0
 
+    @classmethod
+    def check_settings(cls, settings: Any) -> None:
+        """Refuse settings this strategy cannot run with (raise ConfigError); default: none."""
+
     def admit(self, request: Request) -> bool:
         """Whether the strategy queues this request at all (e.g. a depth limit)."""
         return True

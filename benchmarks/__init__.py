@@ -1,0 +1,1 @@
+"""Benchmarks of focused: harvest against ground truth, throughput, frontier cost."""

@@ -1,0 +1,240 @@
+"""Frontier cost: push+pop speed and memory per queued request, each strategy's queue against
+Scrapy's ``ScrapyPriorityQueue``, in memory and on disk (the JOBDIR queues).
+
+    python -m benchmarks.frontier
+
+Speed: N requests (``--ops``, default 100,000) with the meta the scoring middleware writes are
+pushed, then all popped; ops/s = 2N / seconds. Their fingerprints are computed first, as the
+scheduler's dupefilter does before a push (Scrapy caches them per request). Each strategy and
+the Scrapy baseline run in the same process, one after another, on the same requests; the ratio
+to the baseline of the same kind (memory or disk) is what to read on a noisy machine.
+
+Memory: each (queue, kind, size) case runs in a fresh subprocess, which pushes ``size``
+requests built one by one (nothing else holds them) and reports the growth of its resident set
+(RSS, so SQLite's own memory counts) per request, and for disk queues the bytes on disk per
+request. At 1,000,000 requests only the Scrapy baseline and the default strategy are measured
+(``--large-strategies``), since every StrategyQueue shares the same frontier code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import scrapy
+from scrapy.pqueues import ScrapyPriorityQueue
+from scrapy.utils.misc import load_object
+from scrapy.utils.request import fingerprint
+from scrapy.utils.test import get_crawler
+
+from benchmarks.harvest import DEFAULT_OUT
+from benchmarks.runner import REPO, report_head
+from focused.arguments import DEFAULT_STRATEGY
+from focused.strategies import STRATEGIES, strategy_class
+
+BASELINE = "scrapy"
+KINDS = ("memory", "disk")
+
+
+class BenchSpider(scrapy.Spider):
+    name = "frontier-bench"
+
+
+def make_requests(n: int, seed: int = 0) -> Iterator[scrapy.Request]:
+    """Requests as the crawl queues them: level, parent, anchor, context and scores in meta."""
+    rng = random.Random(seed)
+    context = "word " * 80  # two 200-character context windows, as LINK_CONTEXT_CHARS gives
+    for i in range(n):
+        depth = rng.randint(1, 5)  # within dfs's default max_depth: every queue keeps all
+        yield scrapy.Request(
+            f"http://127.0.0.1:8000/wiki/Article_{i}",
+            priority=-depth,
+            meta={
+                "depth": depth,
+                "anchor": f"Article {i}",
+                "link_context": context,
+                "parent_url": f"http://127.0.0.1:8000/wiki/Parent_{i // 50}",
+                "parent_relevance": rng.random(),
+                "parent_is_relevant": rng.random() < 0.3,
+                "anchor_relevance": rng.random(),
+                "context_relevance": rng.random(),
+                "link_relevance": rng.random(),
+                "path_cost": rng.random() * depth,
+                "discovery": i,
+            },
+        )
+
+
+def make_queue(name: str, kind: str, workdir: Path) -> Any:
+    """A strategy's queue or Scrapy's, built as Scrapy's scheduler builds them."""
+    distances = workdir / "distances.json"
+    distances.write_text("{}", encoding="utf-8")  # the oracle refuses to start without a file
+    crawler = get_crawler(BenchSpider, {"ORACLE_DISTANCES": str(distances)})
+    spider = BenchSpider()
+    spider.strategy_params, spider.state = {}, {}
+    crawler.spider, spider.crawler = spider, crawler
+    key = str(workdir / f"{name}-{kind}") if kind == "disk" else ""
+    if name == BASELINE:
+        setting = "SCHEDULER_DISK_QUEUE" if kind == "disk" else "SCHEDULER_MEMORY_QUEUE"
+        downstream = load_object(crawler.settings[setting])
+        return ScrapyPriorityQueue.from_crawler(crawler, downstream, key)
+    return strategy_class(name).from_crawler(crawler, None, key, ())
+
+
+def push_pop_rate(name: str, kind: str, requests: list[scrapy.Request]) -> float:
+    """(push all, then pop all) operations per second."""
+    with tempfile.TemporaryDirectory(prefix="focused-frontier-") as tmp:
+        queue = make_queue(name, kind, Path(tmp))
+        started = time.perf_counter()
+        for request in requests:
+            queue.push(request)
+        popped = 0
+        while queue.pop() is not None:
+            popped += 1
+        seconds = time.perf_counter() - started
+        queue.close()
+    if popped != len(requests):
+        raise RuntimeError(f"{name} ({kind}) popped {popped} of {len(requests)} requests")
+    return 2 * len(requests) / seconds
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_case(name: str, kind: str, size: int) -> dict[str, float]:
+    """Run in a fresh process: RSS growth and disk bytes per queued request."""
+    with tempfile.TemporaryDirectory(prefix="focused-frontier-") as tmp:
+        queue = make_queue(name, kind, Path(tmp))
+        before = _rss_bytes()
+        for request in make_requests(size):
+            queue.push(request)
+        rss = _rss_bytes() - before
+        disk = sum(f.stat().st_size for f in Path(tmp).rglob("*") if f.is_file())
+        queue.close()
+    return {"rss_per_request": rss / size, "disk_per_request": disk / size}
+
+
+def run_memory_case(name: str, kind: str, size: int) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.frontier", "--memory-case", name, kind, str(size)]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    case = {"queue": name, "kind": kind, "size": size, "seconds": time.monotonic() - started}
+    if done.returncode != 0:
+        return case | {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return case | json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def speed_table(strategies: list[str], n: int) -> list[str]:
+    requests = list(make_requests(n))
+    for request in requests:
+        fingerprint(request)  # as the scheduler's dupefilter does before any push (it is cached)
+    base = {kind: push_pop_rate(BASELINE, kind, requests) for kind in KINDS}
+    lines = [
+        "| queue | memory ops/s | x ScrapyPriorityQueue | disk ops/s | x ScrapyPriorityQueue |",
+        "|---|---|---|---|---|",
+        f"| `ScrapyPriorityQueue` | {base['memory']:,.0f} | 1.00 | {base['disk']:,.0f} | 1.00 |",
+    ]
+    for name in strategies:
+        cells = []
+        for kind in KINDS:
+            try:
+                rate = push_pop_rate(name, kind, requests)
+                cells += [f"{rate:,.0f}", f"{rate / base[kind]:.2f}"]
+            except Exception as exc:  # a strategy that cannot run here is reported, not fatal
+                cells += [f"error: {exc.__class__.__name__}", "-"]
+        lines.append(f"| `{name}` | {' | '.join(cells)} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def memory_table(cases: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "| queue | kind | requests | RSS bytes/request | disk bytes/request | seconds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for case in cases:
+        label = "ScrapyPriorityQueue" if case["queue"] == BASELINE else case["queue"]
+        if "error" in case:
+            lines.append(
+                f"| `{label}` | {case['kind']} | {case['size']:,} | error: {case['error']} | | |"
+            )
+            continue
+        disk = f"{case['disk_per_request']:.0f}" if case["kind"] == "disk" else "-"
+        lines.append(
+            f"| `{label}` | {case['kind']} | {case['size']:,} | {case['rss_per_request']:.0f} "
+            f"| {disk} | {case['seconds']:.0f} |"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.frontier")
+    parser.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
+    parser.add_argument("--ops", type=int, default=100_000, help="requests in the speed test")
+    parser.add_argument("--sizes", default="100000,1000000", help="queue sizes for memory")
+    parser.add_argument(
+        "--large-strategies", default=DEFAULT_STRATEGY, help="strategies measured above 100k"
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="memory cases at once")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    parser.add_argument("--memory-case", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_case:
+        name, kind, size = args.memory_case
+        print(json.dumps(memory_case(name, kind, int(size))))
+        return 0
+    strategies = list(STRATEGIES) if args.strategies == "all" else args.strategies.split(",")
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown:
+        print(f"frontier: error: unknown strategy {unknown[0]!r}", file=sys.stderr)
+        return 2
+    sizes = [int(s) for s in args.sizes.split(",")]
+    large = args.large_strategies.split(",")
+    started = time.monotonic()
+    speed = speed_table(strategies, args.ops)
+    cases = [
+        (name, kind, size)
+        for size in sizes
+        for name in [BASELINE, *(strategies if size <= 100_000 else large)]
+        for kind in KINDS
+    ]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        measured = list(pool.map(lambda case: run_memory_case(*case), cases))
+    minutes = (time.monotonic() - started) / 60
+    report = [
+        *report_head("Frontier benchmark", "benchmarks.frontier", argv),
+        f"On {datetime.now(UTC):%Y-%m-%d}, {minutes:.1f} min. Speed: {args.ops:,} pushes then "
+        f"{args.ops:,} pops, ops/s = 2N / s, every queue in one process on the same requests.",
+        "",
+        *speed,
+        "",
+        "Memory: RSS growth of a fresh process per queued request (the Request object and its",
+        "meta included for memory queues), and file bytes per request for disk queues.",
+        "",
+        *memory_table(measured),
+        "",
+    ]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "frontier.md").write_text("\n".join(report), encoding="utf-8")
+    print("\n".join(memory_table(measured)))
+    print(f"report in {out / 'frontier.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,381 @@
+"""Harvest benchmark: every strategy on every topic, as real crawls of a labelled replay web.
+
+    python -m benchmarks.harvest --corpus ../shared/corpora/wikispeedia.tar.xz \\
+        --topics ../shared/benchmarks/topics.json --strategies all
+
+Each (strategy, topic) pair is a ``scrapy crawl topical`` subprocess against the corpus served
+by ``focused.replayweb`` on 127.0.0.1, with a page budget of |rel| (the topic's number of
+relevant pages; ``--budget`` caps it). The pages are read back from the crawl's SQLite store in
+fetch order and scored against the categories, which no crawl sees. The ``oracle`` reference
+gets the true distances to the relevant set in a file (``ORACLE_DISTANCES``).
+
+Written under ``--out`` (default benchmarks/results/): ``harvest.md`` (harvest@|rel| per strategy
+and topic with the mean, and the other measures), ``levels.md`` (per-level relevance per seed),
+``harvest-<topic>.png`` (harvest curves, all strategies on one plot per topic) and
+``harvest.json`` (every figure, for later analysis).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from benchmarks import metrics
+from benchmarks.runner import REPO, report_head, run_scrapy
+from focused.errors import ConfigError
+from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
+from focused.storage import SqliteStore, StoreError
+from focused.strategies import STRATEGIES
+
+DEFAULT_OUT = REPO / "benchmarks" / "results"
+
+
+@dataclass(frozen=True)
+class Topic:
+    category: str
+    query: str
+    seeds: tuple[str, ...]
+    relevant: frozenset[str]
+    budget: int
+
+    @property
+    def short(self) -> str:
+        return self.category.rsplit(".", 1)[-1]
+
+
+def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> list[Topic]:
+    """The topics of a topics.json file, checked against the graph."""
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))["topics"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a topics file ({exc.__class__.__name__})") from None
+    topics = []
+    for entry in raw[:limit]:
+        try:
+            category, query, seeds = entry["category"], entry["query"], tuple(entry["seeds"])
+        except (KeyError, TypeError):
+            raise ConfigError(f"{path}: each topic needs category, query and seeds") from None
+        missing = [seed for seed in seeds if seed not in graph]
+        if missing or not seeds:
+            raise ConfigError(f"topic {category}: seed {missing[:1] or 'list'} not in the corpus")
+        relevant = frozenset(relevant_set(graph, category))
+        if not relevant:
+            raise ConfigError(f"topic {category}: no page of the corpus has this category")
+        budget = min(len(relevant), cap) if cap else len(relevant)
+        topics.append(Topic(category, query, seeds, relevant, budget))
+    return topics
+
+
+def select_strategies(spec: str) -> list[str]:
+    if spec == "all":
+        return list(STRATEGIES)
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = [name for name in names if name not in STRATEGIES]
+    if unknown or not names:
+        valid = ", ".join(["all", *STRATEGIES])
+        raise ConfigError(f"unknown strategy {unknown[:1] or spec!r}; valid: {valid}")
+    return names
+
+
+class Resolver:
+    """Article name of a crawled URL (crawlers may re-encode a path, e.g. %28 as '(')."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.decoded = {unquote(name): name for name in graph.names}
+
+    def __call__(self, url: str) -> str:
+        name = name_from_path(urlsplit(url).path)
+        if name is None:
+            return url
+        return name if name in self.graph else self.decoded.get(unquote(name), name)
+
+
+def write_distances(path: Path, graph: Graph, topic: Topic, base_url: str) -> None:
+    distances = metrics.distances_to_relevant(graph.links, set(topic.relevant))
+    by_url = {f"{base_url}/wiki/{name}": d for name, d in distances.items()}
+    path.write_text(json.dumps(by_url), encoding="utf-8")
+
+
+def evaluate(
+    pages: Sequence[dict[str, Any]], topic: Topic, resolve: Resolver, stats: dict[str, float]
+) -> dict[str, Any]:
+    """Every measure of one crawl, over its first ``topic.budget`` pages in fetch order."""
+    pages = sorted(pages, key=lambda page: page["fetch_order"])[: topic.budget]
+    names = [resolve(page["url"]) for page in pages]
+    labels = [name in topic.relevant for name in names]
+    parents = {page["url"]: page["parent_url"] for page in pages}
+    seeds = metrics.seed_of(parents)
+    levels = metrics.level_table(
+        ((page["url"], page["level"], label) for page, label in zip(pages, labels, strict=True)),
+        seeds,
+    )
+    pk, kn = metrics.top_quality(
+        (page["relevance"], label) for page, label in zip(pages, labels, strict=True)
+    )
+    precision, recall = metrics.precision_recall([p["is_relevant"] for p in pages], labels)
+    elapsed = stats.get("elapsed_time_seconds", 0.0)
+    return {
+        "fetched": len(pages),
+        "harvest": metrics.harvest_at(labels, topic.budget),
+        "target_recall": metrics.target_recall(names, set(topic.relevant), topic.budget),
+        "curve": metrics.harvest_curve(labels),
+        "levels": [
+            {"seed": resolve(r.seed), "level": r.level, "pages": r.pages, "relevant": r.relevant}
+            for r in levels
+        ],
+        "pk": pk,
+        "kn": kn,
+        "precision": precision,
+        "recall": recall,
+        "pages_per_second": metrics.pages_per_second(int(stats.get("focused/pages", 0)), elapsed),
+        "scoring_cpu_ms_per_page": stats.get("focused/scoring_cpu_ms_per_page"),
+    }
+
+
+def run_one(
+    strategy: str, topic: Topic, server: ReplayServer, workdir: Path, graph: Graph, timeout: float
+) -> dict[str, Any]:
+    slug = f"{strategy}-{topic.short}"
+    db = workdir / f"{slug}.sqlite3"
+    settings: dict[str, object] = {
+        "FOCUSED_DB": db,
+        # Robots.txt counts as a response, and a few more may finish while the spider closes:
+        # the measures use the first `budget` pages in fetch order.
+        "CLOSESPIDER_PAGECOUNT": topic.budget + 2,
+    }
+    if strategy == "oracle":
+        distances = workdir / f"distances-{topic.short}.json"
+        write_distances(distances, graph, topic, server.url)
+        settings["ORACLE_DISTANCES"] = distances
+    arguments = {
+        "strategy": strategy,
+        "query": topic.query,
+        "seeds": ",".join(server.base_url_for(seed) for seed in topic.seeds),
+        "crawl_id": slug,
+    }
+    run = run_scrapy(["crawl", "topical"], arguments, settings, timeout=timeout)
+    result: dict[str, Any] = {
+        "strategy": strategy,
+        "topic": topic.category,
+        "wall": run.wall_seconds,
+    }
+    if run.returncode != 0:
+        return result | {"error": run.error}
+    try:
+        store = SqliteStore(db)
+        try:
+            pages = store.pages(slug, order="fetch_order")
+        finally:
+            store.close()
+    except StoreError as exc:
+        return result | {"error": str(exc)}
+    return result | evaluate(pages, topic, Resolver(graph), run.stats)
+
+
+# -- reports --------------------------------------------------------------------------------------
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def harvest_table(results: dict, strategies: list[str], topics: list[Topic]) -> list[str]:
+    head = " | ".join(f"{t.short} ({t.budget})" for t in topics)
+    lines = [f"| strategy | {head} | mean |", "|---" * (len(topics) + 2) + "|"]
+    for strategy in strategies:
+        cells = [results[strategy, t.category].get("harvest") for t in topics]
+        row = " | ".join(_fmt(c) if c is not None else "failed" for c in cells)
+        mean = _fmt(_mean(cells)) if all(c is not None for c in cells) else "-"
+        lines.append(f"| `{strategy}` | {row} | **{mean}** |")
+    return lines
+
+
+MEASURES = (
+    ("target recall", "target_recall", 3),
+    ("PK (top 10)", "pk", 1),
+    ("KN", "kn", 3),
+    ("is_relevant precision", "precision", 3),
+    ("is_relevant recall", "recall", 3),
+    ("pages/s", "pages_per_second", 1),
+    ("scoring CPU ms/page", "scoring_cpu_ms_per_page", 2),
+)
+
+
+def measures_table(results: dict, strategies: list[str], topics: list[Topic]) -> list[str]:
+    head = " | ".join(name for name, _, _ in MEASURES)
+    lines = [f"| strategy | {head} |", "|---" * (len(MEASURES) + 1) + "|"]
+    for strategy in strategies:
+        runs = [results[strategy, t.category] for t in topics]
+        cells = [_fmt(_mean([r.get(key) for r in runs]), d) for _, key, d in MEASURES]
+        lines.append(f"| `{strategy}` | {' | '.join(cells)} |")
+    return lines
+
+
+def level_tables(results: dict, strategies: list[str], topics: list[Topic]) -> list[str]:
+    lines = []
+    for topic in topics:
+        runs = {s: results[s, topic.category] for s in strategies}
+        depth = max((row["level"] for r in runs.values() for row in r.get("levels", [])), default=0)
+        lines += [f"### {topic.category} (budget {topic.budget})", ""]
+        lines += [
+            "| strategy | seed | " + " | ".join(f"level {i}" for i in range(depth + 1)) + " |"
+        ]
+        lines.append("|---" * (depth + 3) + "|")
+        for strategy, run in runs.items():
+            by_seed: dict[str, dict[int, dict]] = {}
+            for row in run.get("levels", []):
+                by_seed.setdefault(row["seed"], {})[row["level"]] = row
+            for seed, rows in by_seed.items():
+                cells = []
+                for level in range(depth + 1):
+                    row = rows.get(level)
+                    pct = 100 * row["relevant"] / row["pages"] if row else 0
+                    cells.append(f"{row['pages']} ({pct:.0f}%)" if row else "")
+                lines.append(f"| `{strategy}` | {seed} | {' | '.join(cells)} |")
+        lines.append("")
+    return lines
+
+
+def plot_curves(results: dict, strategies: list[str], topic: Topic, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for strategy in strategies:
+        curve = results[strategy, topic.category].get("curve")
+        if curve:
+            style = "--" if strategy in ("oracle", "bfs") else "-"
+            ax.plot(range(1, len(curve) + 1), curve, style, label=strategy, linewidth=1.2)
+    ax.set_xlabel("pages fetched")
+    ax.set_ylabel("harvest rate (relevant / fetched)")
+    ax.set_ylim(0, 1.02)
+    ax.set_title(f"{topic.category} (|rel| = {len(topic.relevant)})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def write_reports(
+    results: dict, strategies: list[str], topics: list[Topic], out: Path, header: list[str]
+) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    failures = [
+        f"- `{s}` on {t.short}: {results[s, t.category]['error']}"
+        for s in strategies
+        for t in topics
+        if "error" in results[s, t.category]
+    ]
+    report = [
+        *header,
+        "",
+        "## harvest@|rel| (column: topic (budget))",
+        "",
+        *harvest_table(results, strategies, topics),
+        "",
+        "## Other measures (mean over topics, first budget pages)",
+        "",
+        *measures_table(results, strategies, topics),
+        "",
+    ]
+    if failures:
+        report += ["## Failed crawls", "", *failures, ""]
+    (out / "harvest.md").write_text("\n".join(report), encoding="utf-8")
+    levels = [*header, "", "Pages fetched at each level, and the percent relevant.", ""]
+    (out / "levels.md").write_text(
+        "\n".join(levels + level_tables(results, strategies, topics)), encoding="utf-8"
+    )
+    for topic in topics:
+        plot_curves(results, strategies, topic, out / f"harvest-{topic.short}.png")
+    raw = [results[s, t.category] for s in strategies for t in topics]
+    (out / "harvest.json").write_text(json.dumps(raw, indent=1), encoding="utf-8")
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.harvest", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
+    parser.add_argument("--topics", required=True, help="topics.json (category, query, seeds)")
+    parser.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
+    parser.add_argument("--topics-limit", type=int, help="only the first N topics")
+    parser.add_argument("--budget", type=int, help="cap the page budget (default |rel|)")
+    parser.add_argument("--jobs", type=int, default=2, help="crawls at once (default 2: cores)")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl")
+    args = parser.parse_args(argv)
+    for name in ("topics_limit", "budget", "jobs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        strategies = select_strategies(args.strategies)
+        graph = load_graph(args.corpus)
+        topics = load_topics(args.topics, graph, args.topics_limit, args.budget)
+        server = ReplayServer(graph).start()
+    except (ConfigError, OSError) as exc:
+        print(f"harvest: error: {exc}", file=sys.stderr)
+        return 2
+    started = time.monotonic()
+    pairs = [(s, t) for t in topics for s in strategies]
+    results: dict[tuple[str, str], dict[str, Any]] = {}
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="focused-harvest-") as tmp,
+            ThreadPoolExecutor(args.jobs) as pool,
+        ):
+            futures = {
+                pool.submit(run_one, s, t, server, Path(tmp), graph, args.timeout): (s, t)
+                for s, t in pairs
+            }
+            for future, (strategy, topic) in futures.items():
+                result = results[strategy, topic.category] = future.result()
+                status = result.get("error") or f"harvest@|rel| {result['harvest']:.3f}"
+                print(f"{strategy:>14} {topic.short:<28} {result['wall']:6.1f}s  {status}")
+    finally:
+        server.stop()
+    minutes = (time.monotonic() - started) / 60
+    header = [
+        *report_head("Harvest benchmark", "benchmarks.harvest", argv),
+        f"{len(pairs)} crawls ({len(strategies)} strategies x {len(topics)} topics), "
+        f"{args.jobs} at a time, in {minutes:.1f} min on {datetime.now(UTC):%Y-%m-%d}. "
+        "Budget = |rel| of each topic"
+        + (f", capped at {args.budget}" if args.budget else "")
+        + "; Scrapy's default concurrency (16). Measures over the first budget pages in fetch"
+        " order, labels = the corpus categories (never seen by a crawl).",
+    ]
+    write_reports(results, strategies, topics, Path(args.out), header)
+    print(f"{len(pairs)} crawls in {minutes:.1f} min; reports in {args.out}")
+    return 1 if any("error" in r for r in results.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

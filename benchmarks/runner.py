@@ -1,0 +1,88 @@
+"""Running real crawls for the benchmarks: each one a ``scrapy`` subprocess (the reactor cannot
+restart), against a replay web served from this process on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Stats worth keeping from Scrapy's end-of-crawl dump (numbers only).
+STAT_RE = re.compile(r"'([\w/]+)':\s*(-?[\d.]+(?:e-?\d+)?)[,}]")
+
+
+@dataclass
+class CrawlRun:
+    """One finished crawl subprocess: exit status, wall time, the stats it dumped, its stderr."""
+
+    returncode: int
+    wall_seconds: float
+    stats: dict[str, float] = field(default_factory=dict)
+    stderr: str = ""
+
+    @property
+    def error(self) -> str:
+        """The last line of stderr that says what went wrong ('' when the crawl succeeded)."""
+        if self.returncode == 0:
+            return ""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        hits = [line for line in lines if "error" in line.lower()]
+        return (hits or lines or [f"exit status {self.returncode}"])[-1].strip()[:300]
+
+
+def parse_stats(log: str) -> dict[str, float]:
+    """Numeric stats from the 'Dumping Scrapy stats' block of a crawl's log."""
+    _, _, dump = log.rpartition("Dumping Scrapy stats:")
+    return {name: float(value) for name, value in STAT_RE.findall(dump.split("\n}", 1)[0] + "}")}
+
+
+def scrapy_args(
+    command: list[str], arguments: Mapping[str, object], settings: Mapping[str, object]
+) -> list[str]:
+    args = [sys.executable, "-m", "scrapy", *command]
+    for name, value in arguments.items():
+        args += ["-a", f"{name}={value}"]
+    for name, value in settings.items():
+        args += ["-s", f"{name}={value}"]
+    return args
+
+
+def run_scrapy(
+    command: list[str],
+    arguments: Mapping[str, object] = {},
+    settings: Mapping[str, object] = {},
+    timeout: float = 1800,
+) -> CrawlRun:
+    """Run ``scrapy COMMAND`` in the project directory with INFO logging (for the stats dump)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    all_settings = {"LOG_LEVEL": "INFO", "FOCUSED_LOGSTATS_INTERVAL": 0, **settings}
+    started = time.monotonic()
+    try:
+        result = subprocess.run(
+            scrapy_args(command, arguments, all_settings),
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as exc:
+        stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        return CrawlRun(-1, time.monotonic() - started, {}, stderr + "\nerror: timed out")
+    wall = time.monotonic() - started
+    return CrawlRun(result.returncode, wall, parse_stats(result.stderr), result.stderr)
+
+
+def report_head(title: str, module: str, argv: list[str] | None) -> list[str]:
+    """A report's title and the exact command that produced it."""
+    command = f"python -m {module} {shlex.join(argv if argv else sys.argv[1:])}".strip()
+    return [f"# {title}", "", f"`{command}`", ""]

@@ -1,0 +1,111 @@
+"""Throughput: ``topical`` with the default strategy against a plain Scrapy spider.
+
+    python -m benchmarks.throughput --corpus ../shared/corpora/wikispeedia.tar.xz
+
+Both crawl the same replay web (served from this process on 127.0.0.1) from the same seed, with
+the same page budget and the project's settings; the plain spider (benchmarks/plain_spider.py)
+has no scoring, no pipelines and Scrapy's default scheduler. Runs alternate (topical, plain,
+topical, ...) and one runs at a time, so a noisy machine slows both alike; the medians and their
+ratio go to ``throughput.md`` under ``--out``. Pages per second = responses received / the
+crawl's own elapsed time (Scrapy's stats), so interpreter start-up is not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchmarks.harvest import DEFAULT_OUT
+from benchmarks.runner import REPO, CrawlRun, report_head, run_scrapy
+from focused.arguments import DEFAULT_STRATEGY
+from focused.errors import ConfigError
+from focused.replayweb import ReplayServer, load_graph
+
+PLAIN_SPIDER = REPO / "benchmarks" / "plain_spider.py"
+QUERY = "birds species feathers nest eggs wings flight plumage"
+
+
+def pages_per_second(run: CrawlRun) -> float:
+    elapsed = run.stats.get("elapsed_time_seconds", 0.0)
+    return run.stats.get("response_received_count", 0.0) / elapsed if elapsed else 0.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput")
+    parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
+    parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
+    parser.add_argument("--query", default=QUERY, help="topic of the topical crawl")
+    parser.add_argument("--strategy", default=DEFAULT_STRATEGY, help="topical's strategy")
+    parser.add_argument("--pages", type=int, default=1000, help="page budget of each run")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each spider")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    args = parser.parse_args(argv)
+    try:
+        graph = load_graph(args.corpus)
+        if args.seed not in graph:
+            raise ConfigError(f"unknown seed article {args.seed!r}")
+        server = ReplayServer(graph).start()
+    except (ConfigError, OSError) as exc:
+        print(f"throughput: error: {exc}", file=sys.stderr)
+        return 2
+    seed = server.base_url_for(args.seed)
+    settings = {"CLOSESPIDER_PAGECOUNT": args.pages}
+    runs: dict[str, list[CrawlRun]] = {"topical": [], "plain": []}
+    tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
+    try:
+        for i in range(args.repeats):
+            db = Path(tmp.name, f"run-{i}.sqlite3")
+            topical = run_scrapy(
+                ["crawl", "topical"],
+                {"strategy": args.strategy, "query": args.query, "seeds": seed},
+                {**settings, "FOCUSED_DB": db},
+            )
+            plain = run_scrapy(
+                ["runspider", str(REPO / "benchmarks" / "plain_spider.py")],
+                {"seeds": seed},
+                settings,
+            )
+            for name, run in (("topical", topical), ("plain", plain)):
+                if run.returncode != 0:
+                    print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
+                    return 1
+                runs[name].append(run)
+                print(f"run {i + 1} {name:>8}: {pages_per_second(run):7.1f} pages/s")
+    finally:
+        server.stop()
+        tmp.cleanup()
+    speed = {name: statistics.median(map(pages_per_second, rs)) for name, rs in runs.items()}
+    cpu = statistics.median(
+        r.stats.get("focused/scoring_cpu_ms_per_page", 0.0) for r in runs["topical"]
+    )
+    ratio = speed["topical"] / speed["plain"]
+    per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["topical"])
+    per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["plain"])
+    report = [
+        *report_head("Throughput benchmark", "benchmarks.throughput", argv),
+        f"{args.repeats} alternating runs of each, {args.pages} pages each, seed {args.seed}, "
+        f"on {datetime.now(UTC):%Y-%m-%d}; pages/s = responses / Scrapy's elapsed_time_seconds.",
+        "",
+        "| spider | pages/s (median) | runs | scoring CPU ms/page |",
+        "|---|---|---|---|",
+        f"| `topical` -a strategy={args.strategy} | {speed['topical']:.1f} | {per_run} "
+        f"| {cpu:.2f} |",
+        f"| plain Scrapy spider | {speed['plain']:.1f} | {per_plain} | - |",
+        "",
+        f"**Ratio topical / plain: {ratio:.2f}** (target >= 0.8).",
+        "",
+    ]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "throughput.md").write_text("\n".join(report), encoding="utf-8")
+    print(f"topical/plain = {ratio:.2f}; report in {out / 'throughput.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

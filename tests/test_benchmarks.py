@@ -1,0 +1,207 @@
+"""The benchmarks: metrics on a tiny hand-made graph, the oracle reference, and the harvest
+command end to end on the test sample (a smoke test, not a timing test).
+
+The replay web's links and robots.txt are tested in tests/test_replayweb.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import scrapy
+from scrapy.utils.test import get_crawler
+
+from benchmarks import metrics
+from benchmarks.runner import parse_stats
+from focused.arguments import parse_arguments
+from focused.errors import ConfigError
+from schedulers.oracle import OracleQueue
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    BIRDS,
+    REPO,
+    SAMPLE,
+    crawl_args,
+    crawl_env,
+    scrapy_command,
+)
+
+# S -> A -> R1 and S -> B -> X -> R2; Z links nowhere. R1 and R2 are the relevant pages.
+LINKS = {"S": ["A", "B"], "A": ["R1"], "B": ["X"], "X": ["R2"], "R1": [], "R2": [], "Z": []}
+RELEVANT = {"R1", "R2"}
+# A crawl of it, in fetch order: (page, level, parent).
+CRAWL = [
+    ("S", 0, None),
+    ("A", 1, "S"),
+    ("B", 1, "S"),
+    ("R1", 2, "A"),
+    ("X", 2, "B"),
+    ("R2", 3, "X"),
+]
+LABELS = [page in RELEVANT for page, _, _ in CRAWL]  # F F F T F T
+
+
+def test_harvest_curve_and_harvest_at() -> None:
+    assert metrics.harvest_curve(LABELS) == [0, 0, 0, 1 / 4, 1 / 5, 2 / 6]
+    assert metrics.harvest_at(LABELS, len(RELEVANT)) == 0.0  # harvest@|rel|: 0 of the first 2
+    assert metrics.harvest_at(LABELS, 4) == 0.25
+    assert metrics.harvest_at(LABELS, 10) == 2 / 6  # fewer pages than n: judged on what it got
+    assert metrics.harvest_at([], 3) == 0.0
+    with pytest.raises(ValueError):
+        metrics.harvest_at(LABELS, 0)
+
+
+def test_target_recall() -> None:
+    fetched = [page for page, _, _ in CRAWL]
+    assert metrics.target_recall(fetched, RELEVANT, 3) == 0.0
+    assert metrics.target_recall(fetched, RELEVANT, 4) == 0.5
+    assert metrics.target_recall(fetched, RELEVANT, 6) == 1.0
+    assert metrics.target_recall(["R1", "R1"], RELEVANT, 2) == 0.5  # a page counts once
+
+
+def test_seeds_and_level_table() -> None:
+    parents = {page: parent for page, _, parent in CRAWL} | {"T": None, "Y": "T"}
+    seeds = metrics.seed_of(parents)
+    assert seeds == {p: "S" for p, _, _ in CRAWL} | {"T": "T", "Y": "T"}
+    pages = [(page, level, page in RELEVANT) for page, level, _ in CRAWL] + [("T", 0, False)]
+    rows = metrics.level_table([*pages, ("Y", 1, True)], seeds)
+    assert [(r.seed, r.level, r.pages, r.relevant) for r in rows] == [
+        ("S", 0, 1, 0),
+        ("S", 1, 2, 0),
+        ("S", 2, 2, 1),
+        ("S", 3, 1, 1),
+        ("T", 0, 1, 0),
+        ("T", 1, 1, 1),
+    ]
+    assert [r.percent for r in rows] == [0.0, 0.0, 50.0, 100.0, 0.0, 100.0]
+    # a cycle of parents (rediscovery can make one) does not loop forever
+    assert metrics.seed_of({"P": "Q", "Q": "P"}) in ({"P": "P", "Q": "P"}, {"P": "Q", "Q": "Q"})
+
+
+def test_top_quality_pk_kn() -> None:
+    scored = [(0.2, True), (0.9, False), (0.8, True), (0.1, True)]
+    assert metrics.top_quality(scored, k=2) == (1, 0.9)  # best two: 0.9 (no), 0.8 (yes)
+    assert metrics.top_quality(scored) == (3, 0.9)
+    assert metrics.top_quality([]) == (0, 0.0)
+
+
+def test_precision_recall_and_speed() -> None:
+    predicted = [True, True, False, False]
+    actual = [True, False, True, False]
+    assert metrics.precision_recall(predicted, actual) == (0.5, 0.5)
+    assert metrics.precision_recall([False, False], [True, False]) == (0.0, 0.0)
+    assert metrics.pages_per_second(100, 4.0) == 25.0
+    assert metrics.pages_per_second(100, 0.0) == 0.0
+
+
+def test_distances_to_relevant() -> None:
+    distances = metrics.distances_to_relevant(LINKS, RELEVANT)
+    assert distances == {"R1": 0, "R2": 0, "A": 1, "X": 1, "B": 2, "S": 2}  # Z reaches none
+
+
+def test_parse_stats_reads_scrapys_dump() -> None:
+    log = (
+        "2026-01-01 [scrapy.statscollectors] INFO: Dumping Scrapy stats:\n"
+        "{'elapsed_time_seconds': 6.25,\n 'focused/scoring_cpu_ms_per_page': 1.5e-01,\n"
+        " 'finish_reason': 'closespider_pagecount',\n 'response_received_count': 121}\n"
+        "2026-01-01 [scrapy.core.engine] INFO: Spider closed\n"
+    )
+    assert parse_stats(log) == {
+        "elapsed_time_seconds": 6.25,
+        "focused/scoring_cpu_ms_per_page": 0.15,
+        "response_received_count": 121.0,
+    }
+
+
+# -- the oracle reference -------------------------------------------------------------------------
+
+
+class OracleSpider(scrapy.Spider):
+    name = "oracle-test"
+
+
+def test_oracle_is_refused_without_distances(tmp_path) -> None:
+    args = {"query": "birds", "seeds": "http://127.0.0.1:1/wiki/A", "strategy": "oracle"}
+    with pytest.raises(ConfigError, match="ORACLE_DISTANCES"):
+        parse_arguments(args, {})
+    bad = tmp_path / "bad.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="not a readable distances file"):
+        parse_arguments(args, {"ORACLE_DISTANCES": str(bad)})
+    result = subprocess.run(
+        scrapy_command(*crawl_args(args, {})),
+        cwd=REPO,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "ORACLE_DISTANCES" in result.stderr
+
+
+def test_oracle_pops_the_nearest_to_a_relevant_page_first(tmp_path) -> None:
+    base = "http://127.0.0.1:1/wiki/"
+    distances = metrics.distances_to_relevant(LINKS, RELEVANT)
+    path = tmp_path / "distances.json"
+    path.write_text(json.dumps({base + page: d for page, d in distances.items()}))
+    crawler = get_crawler(OracleSpider, {"ORACLE_DISTANCES": str(path)})
+    spider = OracleSpider()
+    spider.strategy_params, spider.state = {}, {}
+    crawler.spider, spider.crawler = spider, crawler
+    queue = OracleQueue.from_crawler(crawler, None, "", ())
+    for page in ["Z", "B", "S", "X", "R2", "A"]:
+        queue.push(scrapy.Request(base + page, meta={"depth": 1}))
+    order = []
+    while (request := queue.pop()) is not None:
+        order.append(request.url.rsplit("/", 1)[1])
+    # distance 0, then 1 (in push order), then 2, then the page that reaches nothing
+    assert order == ["R2", "X", "A", "B", "S", "Z"]
+
+
+# -- the harvest command, end to end ----------------------------------------------------------
+
+
+def test_harvest_command_on_the_sample(tmp_path) -> None:
+    topics = tmp_path / "topics.json"
+    topic = {"category": BIRDS, "query": BIRD_QUERY, "seeds": [BIRD_SEED]}
+    topics.write_text(json.dumps({"topics": [topic]}))
+    out = tmp_path / "results"
+    command = [
+        sys.executable, "-m", "benchmarks.harvest", "--corpus", str(SAMPLE),
+        "--topics", str(topics), "--strategies", "bfs,oracle", "--budget", "20",
+        "--out", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    report = (out / "harvest.md").read_text()
+    assert "| strategy | Birds (20) | mean |" in report
+    table = report.split("## Other measures")[0].splitlines()
+    rows = {line.split("|")[1].strip(): line for line in table if "| `" in line}
+    raw = {r["strategy"]: r for r in json.loads((out / "harvest.json").read_text())}
+    for strategy in ("bfs", "oracle"):
+        assert raw[strategy]["fetched"] == 20
+        assert f"**{raw[strategy]['harvest']:.3f}**" in rows[f"`{strategy}`"]
+        assert len(raw[strategy]["curve"]) == 20
+    # the seed is a Birds page, and every page one link from a relevant page is queued first
+    assert raw["oracle"]["harvest"] > raw["bfs"]["harvest"]
+    assert raw["oracle"]["levels"][0] == {"seed": BIRD_SEED, "level": 0, "pages": 1, "relevant": 1}
+    assert "Albatross" in (out / "levels.md").read_text()
+    assert (out / "harvest-Birds.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_harvest_command_rejects_bad_input(tmp_path) -> None:
+    for args in (["--strategies", "nope"], ["--topics", str(tmp_path / "missing.json")]):
+        command = [
+            sys.executable, "-m", "benchmarks.harvest", "--corpus", str(SAMPLE),
+            "--topics", str(SAMPLE / "README.md"), *args,
+        ]  # fmt: skip
+        result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+        assert result.returncode == 2
+        assert result.stderr.startswith("harvest: error:") and result.stderr.count("\n") == 1
