@@ -189,9 +189,11 @@ class RedisDupeFilter(RFPDupeFilter):
         return self._fingerprinter.fingerprint(request)
 
     def request_seen(self, request: Request) -> bool:
-        # Once Redis is lost every request counts as seen: it cannot be queued anyway.
-        added = self.shared.run(self.server.sadd, self.key, self.request_fingerprint(request))
-        return not added
+        # Only a look: the frontier adds a URL to the seen set in the same script that queues
+        # it (schedulers.redis_frontier.PUT). Once Redis is lost every request counts as seen:
+        # it cannot be queued anyway.
+        fingerprint = self.request_fingerprint(request)
+        return bool(self.shared.run(self.server.sismember, self.key, fingerprint, default=True))
 
     def close(self, reason: str = "") -> None:
         pass

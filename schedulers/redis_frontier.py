@@ -40,7 +40,10 @@ FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a memb
 BUDGET_SPENT = b"budget"
 
 # Insert a request, or raise its place (score, then tiebreak) if it is queued: a rediscovery
-# never lowers a URL. KEYS: frontier, members, requests, seq. ARGV: fp, score, tiebreak, blob.
+# never lowers a URL. A new URL joins the seen set in the same step, so that a URL can never be
+# seen without being queued (Redis lost between the two would lose it for good); one another
+# process saw meanwhile is not queued again, unless the request is dont_filter (a retry).
+# KEYS: frontier, members, requests, seq, seen. ARGV: fp, score, tiebreak, blob, dont_filter.
 PUT = """
 local function greater(a, b)  -- bytewise: Lua's < on strings follows the server's locale
   for i = 1, #a do
@@ -60,6 +63,7 @@ if old then
   end
   seq = string.sub(old, 9, 23)
 else
+  if redis.call('SADD', KEYS[5], fp) == 0 and ARGV[5] ~= '1' then return 0 end
   seq = string.format('%015d', 999999999999999 - redis.call('INCR', KEYS[4]))
 end
 local member = tiebreak .. seq .. fp
@@ -172,8 +176,15 @@ class RedisFrontier:
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         request.meta.pop(INFLIGHT_META, None)
         blob = dump_request(request, self._spider)  # may raise ValueError, as SqliteFrontier
-        args = [fp, repr(float(-key[0])), encode_tiebreak(float(-key[1])), blob]
-        self.shared.run(self._put, keys=[*self._keys, self.shared.key("seq")], args=args)
+        args = [
+            fp,
+            repr(float(-key[0])),
+            encode_tiebreak(float(-key[1])),
+            blob,
+            "1" if request.dont_filter else "0",
+        ]
+        keys = [*self._keys, self.shared.key("seq"), self.shared.key("seen")]
+        self.shared.run(self._put, keys=keys, args=args)
 
     def pop(self) -> Request | None:
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key()]

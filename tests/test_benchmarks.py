@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import scrapy
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from benchmarks import metrics
@@ -127,11 +128,11 @@ class OracleSpider(scrapy.Spider):
 def test_oracle_is_refused_without_distances(tmp_path) -> None:
     args = {"query": "birds", "seeds": "http://127.0.0.1:1/wiki/A", "strategy": "oracle"}
     with pytest.raises(ConfigError, match="ORACLE_DISTANCES"):
-        parse_arguments(args, {})
+        parse_arguments(args, Settings())
     bad = tmp_path / "bad.json"
     bad.write_text("[1, 2]")
     with pytest.raises(ConfigError, match="not a readable distances file"):
-        parse_arguments(args, {"ORACLE_DISTANCES": str(bad)})
+        parse_arguments(args, Settings({"ORACLE_DISTANCES": str(bad)}))
     result = subprocess.run(
         scrapy_command(*crawl_args(args, {})),
         cwd=REPO,

@@ -39,7 +39,8 @@ def key(request, tmp_path) -> str:
     return "" if request.param == "memory" else str(tmp_path / "requests.queue")
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+# The oracle (a benchmark reference) needs a distances file to start at all.
+@pytest.mark.parametrize("strategy", sorted(set(STRATEGIES) - {"oracle"}))
 def test_evict_drops_exactly_the_lowest_ranked(strategy, key, tmp_path):
     bounded = make_queue(strategy, key)
     for request in requests(60):
