@@ -48,7 +48,7 @@ MONGO_URI = None  # e.g. mongodb://127.0.0.1:27017; when unset pages go to FOCUS
 MONGO_DATABASE = "focused"
 MONGO_TIMEOUT_MS = 5000  # server selection timeout: an unreachable server fails fast
 FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the working directory
-STORAGE_BATCH_SIZE = 50  # page records written per batch
+STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)
 STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
@@ -110,3 +110,11 @@ PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_MAX_CONTEXTS = 1  # one browser context: PLAYWRIGHT_MAX_PAGES_PER_CONTEXT bounds all
 PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once (per scheme: http, https)
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load before it fails
+
+# -- Crash-safe resume (issue 8; focused.resume, README "Hardening") -------------------------
+# Under JOBDIR the seen set comes from the frontier file, not from Scrapy's buffered
+# requests.seen; FinishMiddleware queues a page's links before its item and tells the scheduler
+# when a response that produced no page is done, so that only requests in flight at a kill -9
+# are fetched again.
+DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
+SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.resume.FinishMiddleware": 10}
