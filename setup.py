@@ -1,4 +1,8 @@
-"""Packaging for Scrapyd: `scrapyd-deploy` builds an egg of these packages."""
+"""Packaging for Scrapyd: `scrapyd-deploy` builds an egg of these packages.
+
+Inside the egg every module lives in a zip file, so code reads its data files with
+``importlib.resources`` (never a path next to ``__file__``); ``package_data`` puts them in.
+"""
 
 from setuptools import find_packages, setup
 
@@ -7,7 +11,7 @@ setup(
     version="0.1.0",
     description="A topical crawler built on Scrapy",
     packages=find_packages(include=["focused*", "spiders*", "schedulers*", "pipelines*"]),
-    include_package_data=True,
+    package_data={"": ["*.json", "*.txt", "*.tsv"]},
     python_requires=">=3.11",
     entry_points={"scrapy": ["settings = focused.settings"]},
 )

@@ -130,6 +130,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
     _check_resumed_strategy(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
+    _check_shared_frontier(settings, strategy, args)
     return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id, render)
 
 
@@ -179,6 +180,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "FOCUSED_RENDER_SETTLE_MS": (int, 0, None),
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, None),
+    "FOCUSED_WORKER_TIMEOUT": (float, 1.0, None),
 }
 
 
@@ -231,6 +233,23 @@ def _check_resumed_strategy(settings: Any, strategy: str) -> None:
         raise ConfigError(
             f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
         )
+
+
+def _check_shared_frontier(settings: Any, strategy: str, args: Mapping[str, str]) -> None:
+    url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
+    if not url:
+        return
+    if not strategy_class(strategy).runs_distributed():
+        raise ConfigError(
+            f"strategy {strategy} keeps its order in one process: it cannot use FOCUSED_FRONTIER"
+        )
+    if not args.get("crawl_id", "").strip():
+        raise ConfigError("FOCUSED_FRONTIER needs -a crawl_id=ID, the same for every process")
+    if settings.get("JOBDIR"):
+        raise ConfigError("FOCUSED_FRONTIER and JOBDIR exclude each other: Redis keeps the crawl")
+    from focused.distributed import check_frontier  # imports redis: only when asked for
+
+    check_frontier(str(url))
 
 
 def remember_job(settings: Any, config: CrawlConfig) -> None:

@@ -16,7 +16,8 @@ Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``
 
 Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate``,
 ``focused/scoring_cpu_ms`` (total) and ``focused/scoring_cpu_ms_per_page``, ``focused/refits``.
-Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting.
+Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting, or in
+Redis for a crawl shared by several processes (``focused.distributed``).
 """
 
 from __future__ import annotations
@@ -67,8 +68,13 @@ class RelevanceMiddleware:
     def state(self) -> dict[str, Any]:
         return self.crawler.spider.state
 
-    def _next(self, counter: str) -> int:
-        value = self.state.get(counter, 0) + 1
+    def _next(self, counter: str, amount: int = 1) -> int:
+        """Add ``amount`` to a crawl counter; returns its new value. A crawl shared by several
+        processes (FOCUSED_FRONTIER) counts in Redis, so fetch and discovery orders are global."""
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is not None:
+            return shared.incr(counter, amount)
+        value = self.state.get(counter, 0) + amount
         self.state[counter] = value
         return value
 
@@ -104,8 +110,7 @@ class RelevanceMiddleware:
         is_relevant = self.model.is_relevant(scores)
         page["scores"] = scores
         page["fetch_order"] = self._next("pages")
-        relevant = self.state.get("relevant", 0) + is_relevant
-        self.state["relevant"] = relevant
+        relevant = self._next("relevant", int(is_relevant))
         if response.meta.get("depth", 0) == 0:
             self.model.add_topic_text(page["text"])
 
@@ -135,8 +140,14 @@ class RelevanceMiddleware:
         parent_meta = response.meta
         path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)
         inherited = self._strategy.child_meta(parent_meta, scores, is_relevant)
-        for child, anchor, context, link in zip(
-            children, anchor_scores, context_scores, link_scores, strict=True
+        first = self._next("discovered", len(children)) - len(children) + 1
+        for discovery, child, anchor, context, link in zip(
+            range(first, first + len(children)),
+            children,
+            anchor_scores,
+            context_scores,
+            link_scores,
+            strict=True,
         ):
             child.meta.update(
                 parent_url=response.url,
@@ -146,7 +157,7 @@ class RelevanceMiddleware:
                 context_relevance=context,
                 link_relevance=link,
                 path_cost=path_cost,
-                discovery=self._next("discovered"),
+                discovery=discovery,
                 **inherited,
             )
 

@@ -63,7 +63,8 @@ class FrontierDupeFilter(RFPDupeFilter):
 
 
 class FinishMiddleware:
-    """Spider middleware (order 10: it sees the final output of each callback).
+    """Spider middleware (order 15: only ``focused.distributed.FrontierAck``, which passes the
+    output through unchanged, is closer to the engine).
 
     It yields a page's link requests before its page item, so that the links are queued before
     the page is stored, and sends ``request_finished`` for a response that produced no page

@@ -111,10 +111,21 @@ PLAYWRIGHT_MAX_CONTEXTS = 1  # one browser context: PLAYWRIGHT_MAX_PAGES_PER_CON
 PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once (per scheme: http, https)
 PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load before it fails
 
+# -- Shared frontier on Redis (focused.distributed) ------------------------------------------
+# With FOCUSED_FRONTIER, every `scrapy crawl topical` process given the same -a crawl_id shares
+# one frontier, seen set and page budget in Redis. The components below switch themselves off
+# when it is unset.
+FOCUSED_FRONTIER = None  # e.g. redis://127.0.0.1:6379/0; None = the frontier is in this process
+FOCUSED_WORKER_TIMEOUT = 10.0  # seconds without a heartbeat before a process counts as dead
+EXTENSIONS = {**EXTENSIONS, "focused.distributed.DistributedCrawl": 520}
+SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
+DOWNLOADER_MIDDLEWARES = {**DOWNLOADER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
+
 # -- Crash-safe resume (issue 8; focused.resume, README "Hardening") -------------------------
 # Under JOBDIR the seen set comes from the frontier file, not from Scrapy's buffered
 # requests.seen; FinishMiddleware queues a page's links before its item and tells the scheduler
 # when a response that produced no page is done, so that only requests in flight at a kill -9
-# are fetched again.
+# are fetched again. Order 15: inside focused.distributed.FrontierAck (10), which passes the
+# output through unchanged.
 DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
-SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.resume.FinishMiddleware": 10}
+SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.resume.FinishMiddleware": 15}

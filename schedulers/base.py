@@ -36,9 +36,19 @@ if TYPE_CHECKING:
 
     from focused.arguments import Param
     from focused.relevance import Scores
+    from schedulers.redis_frontier import RedisFrontier
 
 # (-score, -tiebreak, seq): the smallest key pops first.
 Key = tuple[float, float, int]
+
+
+def dump_request(request: Request, spider: Spider) -> bytes:
+    """A request as bytes, for a frontier kept outside the process (may raise ValueError)."""
+    return pickle.dumps(request.to_dict(spider=spider), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def load_request(blob: bytes, spider: Spider) -> Request:
+    return request_from_dict(pickle.loads(blob), spider=spider)
 
 
 class MemoryFrontier:
@@ -181,10 +191,10 @@ class SqliteFrontier:
                 yield fp
 
     def _dump(self, request: Request) -> bytes:
-        return pickle.dumps(request.to_dict(spider=self._spider), protocol=pickle.HIGHEST_PROTOCOL)
+        return dump_request(request, self._spider)
 
     def _load(self, blob: bytes) -> Request:
-        return request_from_dict(pickle.loads(blob), spider=self._spider)
+        return load_request(blob, self._spider)
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         blob = self._dump(request)  # may raise ValueError: Scrapy then keeps it in memory
@@ -269,6 +279,9 @@ class StrategyQueue:
 
     name: ClassVar[str]
     params: ClassVar[dict[str, Param]] = {}
+    # Whether processes sharing a Redis frontier (FOCUSED_FRONTIER) can run the strategy. Its
+    # order must then be score() and tiebreak() alone; see runs_distributed().
+    distributable: ClassVar[bool] = True
 
     @classmethod
     def from_crawler(
@@ -292,9 +305,16 @@ class StrategyQueue:
             name: param.default for name, param in type(self).params.items()
         } | dict(getattr(spider, "strategy_params", {}))
         self._fingerprint = crawler.request_fingerprinter.fingerprint
-        self.frontier: MemoryFrontier | SqliteFrontier = (
-            SqliteFrontier(Path(key, "frontier.sqlite3"), spider) if key else MemoryFrontier()
-        )
+        self.frontier: MemoryFrontier | SqliteFrontier | RedisFrontier
+        shared = getattr(spider, "shared", None)  # the crawl's Redis state, FOCUSED_FRONTIER
+        if shared is not None:
+            from schedulers.redis_frontier import RedisFrontier
+
+            self.frontier = RedisFrontier(shared)
+        elif key:
+            self.frontier = SqliteFrontier(Path(key, "frontier.sqlite3"), spider)
+        else:
+            self.frontier = MemoryFrontier()
         state = state or {}
         # After a crash there is no saved state; the table still knows the last sequence number.
         self._seq: int = max(state.get("seq", 0), self.frontier.max_seq())
@@ -306,6 +326,15 @@ class StrategyQueue:
                     self.push(request)
             if recovered:
                 self.stats.inc_value("focused/resume/recovered_inflight", len(recovered))
+
+    @classmethod
+    def runs_distributed(cls) -> bool:
+        """Whether the order is the frontier's alone: a strategy that overrides the queue
+        methods or saves state of its own keeps part of its order in one process's memory."""
+        own = ("push", "pop", "peek", "rediscover", "state", "restore", "close")
+        return cls.distributable and all(
+            getattr(cls, method) is getattr(StrategyQueue, method) for method in own
+        )
 
     # -- what a strategy defines -------------------------------------------------------------
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from twisted.python.failure import Failure
 
+    from focused.distributed import SharedCrawl
     from focused.relevance import RelevanceModel
 
 
@@ -67,6 +68,16 @@ class TopicalSpider(scrapy.Spider):
             enable_rendering(crawler.settings)
         spider = super().from_crawler(crawler, config=config)
         spider.relevance = _relevance_model(crawler, config)
+        if crawler.settings.get("FOCUSED_FRONTIER"):
+            from focused.distributed import SharedCrawl
+
+            # The frontier and the seen set of the crawl live in Redis, shared by its processes.
+            spider.shared = SharedCrawl(
+                crawler, crawler.settings["FOCUSED_FRONTIER"], config.crawl_id
+            )
+            crawler.settings.set(
+                "DUPEFILTER_CLASS", "focused.distributed.RedisDupeFilter", "spider"
+            )
         remember_job(crawler.settings, config)
         return spider
 
@@ -81,6 +92,7 @@ class TopicalSpider(scrapy.Spider):
         self.state: dict[str, Any] = {}  # replaced by the saved state when resuming a JOBDIR
         self.started_at = datetime.now(UTC).isoformat()
         self.relevance: RelevanceModel  # one model per crawl, built in from_crawler
+        self.shared: SharedCrawl | None = None  # the crawl's Redis state when FOCUSED_FRONTIER
 
     def crawl_record(self) -> dict[str, Any]:
         config = self.config

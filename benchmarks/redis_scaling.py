@@ -1,0 +1,129 @@
+"""Pages per second of one crawl run by 1, 2 and 3 processes sharing a Redis frontier.
+
+    python -m benchmarks.redis_scaling --corpus /work/shared/corpora/wikispeedia.tar.xz
+
+The replay web is served from this process on 127.0.0.1 with a per-response delay (default
+20 ms, a fast network), and a redis-server of its own runs on a free loopback port. Each run
+is one crawl (bestfirst, the same seed, query and page budget) by N ``scrapy crawl``
+processes with the same crawl id; the baseline is one process with the frontier in memory
+(no Redis), run in the same session. Pages per second = distinct articles fetched / the
+time from the first to the last article fetch, as seen by the server, so interpreter start-up
+is not counted. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from focused.replayweb import ReplayServer, load_graph
+
+REPO = Path(__file__).resolve().parent.parent
+QUERY = "birds species feathers nest eggs wings flight plumage"
+
+
+class TimedReplayServer(ReplayServer):
+    """The replay web, remembering when each path was fetched."""
+
+    def record(self, path: str) -> None:
+        super().record(path)
+        self.times.append(time.monotonic())
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def crawl_command(seed: str, crawl_id: str, settings: dict[str, object]) -> list[str]:
+    command = [sys.executable, "-m", "scrapy", "crawl", "topical", "-a", "strategy=bestfirst"]
+    command += ["-a", f"query={QUERY}", "-a", f"seeds={seed}", "-a", f"crawl_id={crawl_id}"]
+    for name, value in settings.items():
+        command += ["-s", f"{name}={value}"]
+    return command
+
+
+def run(server: TimedReplayServer, processes: int, frontier: str | None, args, work: Path):
+    server.fetched.clear()
+    server.times.clear()
+    crawl_id = f"bench-{processes}-{'redis' if frontier else 'local'}-{time.time_ns()}"
+    settings: dict[str, object] = {
+        "CLOSESPIDER_PAGECOUNT": args.pages,
+        "FOCUSED_DB": work / f"{crawl_id}.sqlite3",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "WARNING",
+    }
+    if frontier:
+        settings["FOCUSED_FRONTIER"] = frontier
+    seed = server.base_url_for(args.seed)
+    workers = [
+        subprocess.Popen(crawl_command(seed, crawl_id, settings), cwd=REPO)
+        for _ in range(processes)
+    ]
+    for worker in workers:
+        worker.wait(timeout=300)
+    fetches = [(t, p) for t, p in zip(server.times, server.fetched, strict=True) if "/wiki/" in p]
+    pages = len({path for _, path in fetches})
+    elapsed = fetches[-1][0] - fetches[0][0] if len(fetches) > 1 else 0.0
+    print(f"{processes} processes ({crawl_id}): {pages} pages in {elapsed:.1f} s", flush=True)
+    return pages, len(fetches) - pages, elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.redis_scaling")
+    parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
+    parser.add_argument("--seed", default="Bird", help="start article (default Bird)")
+    parser.add_argument("--pages", type=int, default=600, help="page budget of each crawl")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds per response")
+    args = parser.parse_args()
+    redis_server = shutil.which("redis-server")
+    if redis_server is None:
+        print("redis_scaling: error: redis-server is not installed", file=sys.stderr)
+        return 2
+    graph = load_graph(args.corpus)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        port = free_port()
+        options = ["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp]
+        redis = subprocess.Popen(
+            [redis_server, "--port", str(port), *options],
+            stdout=subprocess.DEVNULL,
+        )
+        server = TimedReplayServer(graph, delay=args.delay)
+        server.times = []
+        server.start()
+        try:
+            time.sleep(0.5)
+            frontier = f"redis://127.0.0.1:{port}/0"
+            rows = [("1, frontier in memory (baseline)", *run(server, 1, None, args, work))]
+            for processes in (1, 2, 3):
+                rows.append(
+                    (f"{processes}, Redis frontier", *run(server, processes, frontier, args, work))
+                )
+        finally:
+            server.stop()
+            redis.terminate()
+            redis.wait()
+    baseline = rows[0][1] / rows[0][3]
+    print(
+        f"\n{len(graph)} articles, budget {args.pages}, {args.delay * 1000:.0f} ms per response\n"
+    )
+    print("| processes | pages | fetched twice | seconds | pages/s | vs baseline |")
+    print("|---|---|---|---|---|---|")
+    for name, pages, twice, elapsed in rows:
+        rate = pages / elapsed if elapsed else 0.0
+        print(
+            f"| {name} | {pages} | {twice} | {elapsed:.1f} | {rate:.1f} | {rate / baseline:.2f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

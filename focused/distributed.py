@@ -1,0 +1,318 @@
+"""Many crawler processes, on one machine or many, sharing one crawl through Redis.
+
+With ``-s FOCUSED_FRONTIER=redis://host:port/db`` and the same ``-a crawl_id=`` every
+``scrapy crawl topical`` process joins the same crawl:
+
+- ``SharedCrawl`` (``spider.shared``) holds the connection, the crawl's key names, its
+  counters (fetch order, relevant pages, discovery order) and this process's worker id;
+- ``schedulers.redis_frontier.RedisFrontier`` is the frontier, ``RedisDupeFilter`` the seen set
+  (scrapy-redis's, keyed by crawl id and kept when a process closes);
+- ``FrontierAck`` marks a popped request done once its links are queued, or once it failed;
+- ``DistributedCrawl`` beats a heartbeat, re-queues the requests of dead workers, keeps an idle
+  process waiting while others may still add links, and closes it when the crawl is done.
+
+The page budget (``CLOSESPIDER_PAGECOUNT``) is the crawl's total: a request takes a slot when it
+is popped, atomically, so the processes together never fetch more (a retry or redirect takes
+another slot). Politeness stays per process (AutoThrottle, ``CONCURRENT_REQUESTS_PER_DOMAIN``).
+
+Settings:
+    FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
+    FOCUSED_WORKER_TIMEOUT  seconds without a heartbeat after which a process counts as dead and
+                            its popped requests go back to the frontier (default 10)
+
+If Redis cannot be reached at start the crawl does not start (one line, exit 2); if it is lost
+during the crawl the process logs one error and closes with reason ``frontier_unreachable``.
+What was popped and not finished stays in Redis, so a restart resumes without losing it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from collections import Counter
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, NotConfigured
+from scrapy.utils.defer import deferred_from_coro
+from scrapy_redis.dupefilter import RFPDupeFilter
+from twisted.internet import task
+
+from focused.errors import ConfigError
+from schedulers.redis_frontier import INFLIGHT_META
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable
+
+    from scrapy import Request, Spider
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+    from twisted.internet.defer import Deferred
+
+    from schedulers.redis_frontier import RedisFrontier
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+SOCKET_TIMEOUT = 5.0  # seconds: a hung server stalls the reactor at most this long per call
+TICK = 0.5  # seconds between heartbeats, and between looks at the frontier while idle
+FRONTIER_UNREACHABLE = "frontier_unreachable"  # close reason when Redis is lost
+
+
+def connect(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url, socket_timeout=SOCKET_TIMEOUT, socket_connect_timeout=SOCKET_TIMEOUT
+    )
+
+
+def check_frontier(url: str) -> None:
+    """Raise ConfigError (one line) if ``url`` is not a Redis URL or the server does not answer."""
+    if url.partition("://")[0] not in REDIS_SCHEMES:
+        raise ConfigError(f"setting FOCUSED_FRONTIER={url!r} is not a redis:// URL")
+    try:
+        client = connect(url)
+        client.ping()
+        client.close()
+    except (redis.RedisError, ValueError) as exc:
+        raise ConfigError(f"cannot reach the Redis frontier at {url}: {_summary(exc)}") from None
+
+
+def _summary(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class SharedCrawl:
+    """One crawl's state in Redis, seen from one process (a "worker")."""
+
+    def __init__(self, crawler: Crawler, url: str, crawl_id: str) -> None:
+        self.crawler = crawler
+        self.url = url
+        self.redis = connect(url)
+        self.prefix = f"focused:{crawl_id}:"
+        self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.failed = False
+        self._own: Counter[str] = Counter()
+        self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
+        self._closing: Deferred[None] | None = None
+        self._incr = self.redis.register_script(
+            "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
+        )
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    def inflight_key(self, worker: str | None = None) -> str:
+        return self.key(f"inflight:{worker or self.worker}")
+
+    def run(self, call: Callable[..., _T], *args: Any, default: Any = None, **kwargs: Any) -> _T:
+        """``call(*args, **kwargs)``; once Redis fails, ``default`` and the spider closes.
+
+        After a failure nothing more is written, in particular no popped request is marked
+        done, so that whatever this process was doing is redone after a restart.
+        """
+        if self.failed:
+            return default
+        try:
+            return call(*args, **kwargs)
+        except redis.RedisError as exc:
+            self.failed = True
+            logger.error(
+                "Redis frontier at %s lost: %s; closing the spider (%s)",
+                self.url,
+                _summary(exc),
+                FRONTIER_UNREACHABLE,
+            )
+            self._close(FRONTIER_UNREACHABLE)
+            return default
+
+    def incr(self, counter: str, amount: int = 1) -> int:
+        """Add to a crawl-wide counter and return its new value; once Redis is lost, this
+        process's own count, so that the pages still under way get numbers."""
+        self._own[counter] += amount
+        value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
+        return self._own[counter] if value is None else int(value)
+
+    def budget_spent(self) -> None:
+        """The crawl's page budget is taken: finish what is under way, then close."""
+        self._close("closespider_pagecount")
+
+    def log_requeued(self, count: int, worker: str) -> None:
+        logger.info("Re-queued %d unfinished requests of worker %s", count, worker)
+
+    def _close(self, reason: str) -> None:
+        if self._closing is None and self.crawler.crawling:
+            engine = self.crawler.engine
+            self._closing = deferred_from_coro(engine.close_spider_async(reason=reason))
+
+
+def shared_crawl(crawler: Crawler) -> SharedCrawl:
+    shared = getattr(crawler.spider, "shared", None)
+    if shared is None:
+        raise NotConfigured  # FOCUSED_FRONTIER is not set (no message: no warning in the log)
+    return shared
+
+
+class RedisDupeFilter(RFPDupeFilter):
+    """scrapy-redis's seen set, under the crawl's key, with Scrapy's request fingerprints.
+
+    Unlike scrapy-redis's, closing leaves the set in place: the other processes still use it,
+    and a restart resumes with it.
+    """
+
+    def __init__(self, shared: SharedCrawl, fingerprinter: Any, debug: bool = False) -> None:
+        super().__init__(shared.redis, shared.key("seen"), debug)
+        self.shared = shared
+        self._fingerprinter = fingerprinter
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RedisDupeFilter:
+        debug = crawler.settings.getbool("DUPEFILTER_DEBUG")
+        return cls(shared_crawl(crawler), crawler.request_fingerprinter, debug)
+
+    def request_fingerprint(self, request: Request) -> bytes:
+        return self._fingerprinter.fingerprint(request)
+
+    def request_seen(self, request: Request) -> bool:
+        # Once Redis is lost every request counts as seen: it cannot be queued anyway.
+        added = self.shared.run(self.server.sadd, self.key, self.request_fingerprint(request))
+        return not added
+
+    def close(self, reason: str = "") -> None:
+        pass
+
+
+class FrontierAck:
+    """Marks each request popped from the shared frontier done, whatever its outcome.
+
+    A spider middleware (outermost: order 10) for responses: done once the callback's output,
+    the page's links included, has been handed to the scheduler. A downloader middleware
+    (outermost: order 10) for requests that failed for good (errors, robots.txt). A retry or
+    redirect of a popped request is done when its successor is scheduled (which is queued).
+    """
+
+    def __init__(self, shared: SharedCrawl) -> None:
+        self.shared = shared
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierAck:
+        middleware = cls(shared_crawl(crawler))
+        crawler.signals.connect(middleware.request_scheduled, signal=signals.request_scheduled)
+        return middleware
+
+    def _done(self, request: Request | None) -> None:
+        member = request.meta.pop(INFLIGHT_META, None) if request is not None else None
+        if member is not None:
+            self.shared.frontier.ack(member)
+
+    def request_scheduled(self, request: Request, spider: Spider) -> None:
+        self._done(request)
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
+    ) -> Iterable[Any]:
+        yield from result
+        self._done(response.request)
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
+    ) -> AsyncIterator[Any]:
+        async for output in result:
+            yield output
+        self._done(response.request)
+
+    def process_spider_exception(
+        self, response: Response, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        self._done(response.request)
+
+    def process_exception(
+        self, request: Request, exception: Exception, spider: Spider | None = None
+    ) -> None:
+        self._done(request)
+
+
+class DistributedCrawl:
+    """Heartbeat, recovery of dead workers, and when a process of a shared crawl may close."""
+
+    def __init__(self, crawler: Crawler, shared: SharedCrawl, timeout: float) -> None:
+        self.crawler = crawler
+        self.shared = shared
+        self.timeout = timeout
+        self._waiting = False  # idle, while other processes may still add links
+        self._loop: task.LoopingCall | None = None
+        self._pending = shared.redis.register_script(PENDING)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DistributedCrawl:
+        shared = shared_crawl(crawler)
+        extension = cls(crawler, shared, crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT"))
+        crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(extension.spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
+        return extension
+
+    def spider_opened(self, spider: Spider) -> None:
+        logger.info(
+            "Worker %s joined crawl %s on %s", self.shared.worker, spider.crawl_id, self.shared.url
+        )
+        self.tick()
+        self._loop = task.LoopingCall(self.tick)
+        self._loop.start(TICK, now=False)
+
+    def tick(self) -> None:
+        """Heartbeat; re-queue the work of workers silent for longer than the timeout."""
+        shared = self.shared
+        now = shared.run(shared.redis.time, default=(0, 0))[0]
+        workers = shared.key("workers")
+        shared.run(shared.redis.hset, workers, shared.worker, now)
+        for worker, beat in (shared.run(shared.redis.hgetall, workers, default={})).items():
+            name = worker.decode()
+            if name != shared.worker and now - int(beat) > self.timeout:
+                logger.warning(
+                    "Worker %s is silent for %d s: taking its work", name, now - int(beat)
+                )
+                requeued = shared.frontier.requeue(name)
+                if requeued:
+                    shared.log_requeued(requeued, name)
+        if self._waiting:
+            # The engine looks at the scheduler again only every 5 s when idle: wake it up.
+            self.crawler.engine._slot.nextcall.schedule()
+
+    def spider_idle(self, spider: Spider) -> None:
+        shared = self.shared
+        if shared.failed:
+            return
+        # Idle: nothing of ours is under way. Anything still in our in-flight set was missed
+        # by FrontierAck; putting it back keeps the crawl from waiting on it forever.
+        stray = shared.frontier.requeue(shared.worker)
+        if stray:
+            logger.warning("%d popped requests were never marked done; re-queued", stray)
+        self.tick()
+        args = [shared.key("inflight:")]
+        keys = [shared.key("frontier"), shared.key("workers")]
+        if shared.run(self._pending, keys=keys, args=args, default=0):
+            self._waiting = True
+            raise DontCloseSpider
+        self._waiting = False
+
+    def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        # The frontier left the crawl when the scheduler closed; a heartbeat since then must
+        # not make this process look alive.
+        self.shared.run(self.shared.redis.hdel, self.shared.key("workers"), self.shared.worker)
+
+
+# Requests queued or under way anywhere in the crawl. KEYS: frontier, workers. ARGV: prefix of
+# the in-flight keys.
+PENDING = """
+local n = redis.call('ZCARD', KEYS[1])
+for _, worker in ipairs(redis.call('HKEYS', KEYS[2])) do
+  n = n + redis.call('ZCARD', ARGV[1] .. worker)
+end
+return n
+"""

@@ -1,0 +1,242 @@
+"""The frontier of a crawl shared by many processes, in Redis (``-s FOCUSED_FRONTIER=redis://...``).
+
+A drop-in for ``MemoryFrontier``/``SqliteFrontier`` (same methods), so every strategy whose
+order is ``score()`` and ``tiebreak()`` runs distributed unchanged. Keys, under
+``focused:<crawl_id>:``:
+
+- ``frontier``: sorted set; the score is the strategy's float score, the member is
+  ``tiebreak (8 bytes) + sequence (15 digits) + fingerprint``, so that members of equal score
+  sort by tiebreak, then by discovery order (both encoded to sort as bytes), as the local
+  frontiers do. ``ZPOPMAX`` pops the best.
+- ``members``: hash fingerprint -> its member, to find a queued URL again (rediscovery).
+- ``requests``: hash fingerprint -> the pickled request, kept until the request is done.
+- ``inflight:<worker>``: sorted set of what one worker popped and has not finished; it goes
+  back to the frontier when the worker closes, or is found dead (``requeue``).
+- ``seq`` (discovery order) and ``popped`` (requests handed out: the shared page budget).
+
+Every change is one Lua script, so concurrent processes never see half of one. Requests are
+pickled: the Redis server must be as trusted as the crawl's own JOBDIR.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from schedulers.base import dump_request, load_request
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from scrapy import Request
+
+    from focused.distributed import SharedCrawl
+    from schedulers.base import Key
+
+INFLIGHT_META = "focused_inflight"  # meta key: the frontier member of a popped request
+TIEBREAK_BYTES = 8
+SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts higher
+FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
+BUDGET_SPENT = b"budget"
+
+# Insert a request, or raise its place (score, then tiebreak) if it is queued: a rediscovery
+# never lowers a URL. KEYS: frontier, members, requests, seq. ARGV: fp, score, tiebreak, blob.
+PUT = """
+local function greater(a, b)  -- bytewise: Lua's < on strings follows the server's locale
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return false
+end
+local fp, score, tiebreak = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local old = redis.call('HGET', KEYS[2], fp)
+local seq
+if old then
+  local old_score = tonumber(redis.call('ZSCORE', KEYS[1], old))
+  if score < old_score then return 0 end
+  if score == old_score then
+    if not greater(tiebreak, string.sub(old, 1, 8)) then return 0 end
+  end
+  seq = string.sub(old, 9, 23)
+else
+  seq = string.format('%015d', 999999999999999 - redis.call('INCR', KEYS[4]))
+end
+local member = tiebreak .. seq .. fp
+if member == old then
+  redis.call('ZADD', KEYS[1], 'GT', ARGV[2], member)
+else
+  if old then redis.call('ZREM', KEYS[1], old) end
+  redis.call('ZADD', KEYS[1], ARGV[2], member)
+  redis.call('HSET', KEYS[2], fp, member)
+end
+redis.call('HSET', KEYS[3], fp, ARGV[4])
+return 1
+"""
+
+# Pop the best request into this worker's in-flight set, unless the page budget is spent.
+# KEYS: frontier, members, requests, popped, inflight. ARGV: budget (0 = none).
+POP = """
+local budget = tonumber(ARGV[1])
+if budget > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= budget then
+  return {'budget'}
+end
+local top = redis.call('ZPOPMAX', KEYS[1])
+if #top == 0 then return {} end
+local fp = string.sub(top[1], 24)
+redis.call('HDEL', KEYS[2], fp)
+redis.call('ZADD', KEYS[5], top[2], top[1])
+redis.call('INCR', KEYS[4])
+return {top[1], redis.call('HGET', KEYS[3], fp)}
+"""
+
+# A popped request is done. If a worker took this one for dead and put the request back, it
+# is taken out again unless another worker popped it meanwhile, and counts against the budget
+# again. KEYS: inflight, requests, members, frontier, popped. ARGV: member.
+ACK = """
+local fp = string.sub(ARGV[1], 24)
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[2], fp)
+elseif redis.call('HGET', KEYS[3], fp) == ARGV[1] then
+  redis.call('ZREM', KEYS[4], ARGV[1])
+  redis.call('HDEL', KEYS[3], fp)
+  redis.call('HDEL', KEYS[2], fp)
+  redis.call('INCR', KEYS[5])
+end
+"""
+
+# Put a worker's in-flight requests back and forget the worker; their budget is given back.
+# KEYS: frontier, members, popped, inflight, workers. ARGV: worker.
+REQUEUE = """
+local entries = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
+for i = 1, #entries, 2 do
+  local member = entries[i]
+  redis.call('ZADD', KEYS[1], entries[i + 1], member)
+  redis.call('HSET', KEYS[2], string.sub(member, 24), member)
+end
+redis.call('DEL', KEYS[4])
+redis.call('HDEL', KEYS[5], ARGV[1])
+local n = #entries / 2
+if n > 0 then redis.call('DECRBY', KEYS[3], n) end
+return n
+"""
+
+# Take a queued request out. KEYS: frontier, members, requests. ARGV: fp.
+REMOVE = """
+local member = redis.call('HGET', KEYS[2], ARGV[1])
+if not member then return false end
+redis.call('ZREM', KEYS[1], member)
+redis.call('HDEL', KEYS[2], ARGV[1])
+local blob = redis.call('HGET', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+return blob
+"""
+
+
+def encode_tiebreak(value: float) -> bytes:
+    """8 bytes whose byte order is the numeric order of ``value`` (IEEE 754, sign-folded)."""
+    (bits,) = struct.unpack(">Q", struct.pack(">d", value))
+    bits = bits ^ 0xFFFFFFFFFFFFFFFF if bits >> 63 else bits | 1 << 63
+    return struct.pack(">Q", bits)
+
+
+def decode_tiebreak(data: bytes) -> float:
+    (bits,) = struct.unpack(">Q", data)
+    bits = bits & ~(1 << 63) if bits >> 63 else bits ^ 0xFFFFFFFFFFFFFFFF
+    return struct.unpack(">d", struct.pack(">Q", bits))[0]
+
+
+def decode_member(member: bytes, score: float) -> tuple[bytes, Key]:
+    """(fingerprint, the local frontiers' key) of a member and its score."""
+    tiebreak = decode_tiebreak(member[:TIEBREAK_BYTES])
+    seq = 10**SEQ_DIGITS - 1 - int(member[TIEBREAK_BYTES:FP_START])
+    return member[FP_START:], (-score, -tiebreak, seq)
+
+
+class RedisFrontier:
+    """The frontier entries of one crawl, in Redis, shared by every process of the crawl."""
+
+    def __init__(self, shared: SharedCrawl) -> None:
+        self.shared = shared
+        self.redis = shared.redis
+        self._spider = shared.crawler.spider
+        self._budget = shared.crawler.settings.getint("CLOSESPIDER_PAGECOUNT")
+        self._keys = [shared.key(name) for name in ("frontier", "members", "requests")]
+        self._put = self.redis.register_script(PUT)
+        self._pop = self.redis.register_script(POP)
+        self._ack = self.redis.register_script(ACK)
+        self._requeue = self.redis.register_script(REQUEUE)
+        self._remove = self.redis.register_script(REMOVE)
+        shared.frontier = self
+
+    def put(self, fp: bytes, key: Key, request: Request) -> None:
+        request.meta.pop(INFLIGHT_META, None)
+        blob = dump_request(request, self._spider)  # may raise ValueError, as SqliteFrontier
+        args = [fp, repr(float(-key[0])), encode_tiebreak(float(-key[1])), blob]
+        self.shared.run(self._put, keys=[*self._keys, self.shared.key("seq")], args=args)
+
+    def pop(self) -> Request | None:
+        keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key()]
+        popped = self.shared.run(self._pop, keys=keys, args=[self._budget], default=[])
+        if popped == [BUDGET_SPENT]:
+            self.shared.budget_spent()
+            return None
+        if not popped:
+            return None
+        member, blob = popped
+        request = load_request(blob, self._spider)
+        request.meta[INFLIGHT_META] = member
+        return request
+
+    def ack(self, member: bytes) -> None:
+        """The popped request whose member this is has been handled (its links are queued)."""
+        frontier, members, requests = self._keys
+        keys = [self.shared.inflight_key(), requests, members, frontier, self.shared.key("popped")]
+        self.shared.run(self._ack, keys=keys, args=[member])
+
+    def requeue(self, worker: str) -> int:
+        """Put back what ``worker`` popped and did not finish; returns how many requests."""
+        frontier, members, _ = self._keys
+        keys = [
+            frontier,
+            members,
+            self.shared.key("popped"),
+            self.shared.inflight_key(worker),
+            self.shared.key("workers"),
+        ]
+        return self.shared.run(self._requeue, keys=keys, args=[worker], default=0)
+
+    def peek(self) -> Request | None:
+        top = self.shared.run(self.redis.zrange, self._keys[0], 0, 0, desc=True, default=[])
+        if not top:
+            return None
+        blob = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
+        return load_request(blob, self._spider) if blob else None
+
+    def key_of(self, fp: bytes) -> Key | None:
+        member = self.shared.run(self.redis.hget, self._keys[1], fp)
+        score = member and self.shared.run(self.redis.zscore, self._keys[0], member)
+        return None if score is None or not member else decode_member(member, score)[1]
+
+    def remove(self, fp: bytes) -> Request | None:
+        blob = self.shared.run(self._remove, keys=self._keys, args=[fp])
+        return load_request(blob, self._spider) if blob else None
+
+    def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
+        for member, score in self.redis.zscan_iter(self._keys[0]):
+            fp, key = decode_member(member, score)
+            blob = self.redis.hget(self._keys[2], fp)
+            if blob is not None:
+                yield fp, key, load_request(blob, self._spider)
+
+    def max_seq(self) -> int:
+        return int(self.shared.run(self.redis.get, self.shared.key("seq")) or 0)
+
+    def __len__(self) -> int:
+        return self.shared.run(self.redis.zcard, self._keys[0], default=0)
+
+    def close(self) -> None:
+        """Give back what this process popped and did not finish, and leave the crawl."""
+        requeued = self.requeue(self.shared.worker)
+        if requeued:
+            self.shared.log_requeued(requeued, self.shared.worker)

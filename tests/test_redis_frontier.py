@@ -1,0 +1,367 @@
+"""The shared frontier on a real redis-server: the queue, then crawls by several processes."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from scrapy.utils.test import get_crawler
+
+from focused.distributed import SharedCrawl
+from focused.replayweb import ReplayServer
+from focused.strategies import strategy_class
+from schedulers.base import StrategyQueue
+from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    REPO,
+    Crawl,
+    crawl_args,
+    crawl_env,
+    page_name,
+    run_crawl,
+    scrapy_command,
+)
+from tests.queues import QueueSpider, make_queue, req
+from tests.test_resume import _reachable as reachable
+
+REDIS_SERVER = shutil.which("redis-server")
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server of our own on a free loopback port; ``persistent`` keeps data in ``dir``."""
+
+    def __init__(self, directory: Path, persistent: bool = False) -> None:
+        self.dir = directory
+        self.port = free_port()
+        self.persistent = persistent
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"]
+        if not self.persistent:
+            persistence = ["--appendonly", "no"]
+        address = ["--port", str(self.port), "--bind", "127.0.0.1"]
+        self.process = subprocess.Popen(
+            [REDIS_SERVER, *address, "--save", "", *persistence, "--dir", str(self.dir)],
+            stdout=subprocess.DEVNULL,
+        )
+        client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()  # SIGTERM: redis-server saves what it must, then exits
+            self.process.wait(timeout=20)
+        self.process = None
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    server = RedisServer(tmp_path).start()
+    yield server
+    server.stop()
+
+
+def shared_queue(url: str, strategy: str = "bestfirst", budget: int = 0, crawl_id: str = "t"):
+    """A strategy queue on the Redis frontier, as one process of a crawl would build it."""
+    crawler = get_crawler(QueueSpider, {"CLOSESPIDER_PAGECOUNT": budget})
+    spider = QueueSpider()
+    spider.strategy_params, spider.state = {}, {}
+    crawler.spider, spider.crawler = spider, crawler
+    spider.shared = SharedCrawl(crawler, url, crawl_id)
+    return strategy_class(strategy).from_crawler(crawler, None, "", ())
+
+
+def urls(requests) -> list[str]:
+    return [r.url.rsplit("/", 1)[1] for r in requests]
+
+
+def drain(queue) -> list[str]:
+    popped = []
+    while (request := queue.pop()) is not None:
+        popped.append(request)
+    return urls(popped)
+
+
+# -- the queue -----------------------------------------------------------------------------------
+
+
+def sample_requests():
+    rng = random.Random(5)
+    return [
+        req(
+            f"p{i}",
+            parent_relevance=rng.choice([0.1, 0.25, 0.5, 0.9]),  # many ties, broken by tiebreak
+            link_relevance=rng.choice([0.0, 0.3, 0.3, 0.7]),  # some ties, broken by push order
+            depth=rng.randint(0, 4),
+        )
+        for i in range(60)
+    ]
+
+
+@pytest.mark.parametrize("strategy", ["bestfirst", "bfs"])
+def test_pops_in_the_same_order_as_the_memory_frontier(redis_server, strategy):
+    shared, local = shared_queue(redis_server.url, strategy), make_queue(strategy)
+    for request in sample_requests():
+        shared.push(request)
+        local.push(request.copy())
+    assert len(shared) == len(local) == 60
+    assert urls([shared.peek()]) == urls([local.peek()])
+    assert drain(shared) == drain(local)
+    assert len(shared) == 0
+
+
+def test_tiebreak_bytes_sort_as_the_numbers():
+    rng = random.Random(1)
+    values = [0.0, -0.0, 1.0, -1.0, 1e-300, -1e300, 0.5] + [rng.uniform(-5, 5) for _ in range(200)]
+    encoded = sorted(values, key=encode_tiebreak)
+    assert [round(v, 12) for v in encoded] == [round(v, 12) for v in sorted(values)]
+    assert all(decode_tiebreak(encode_tiebreak(v)) == v for v in values)
+
+
+def test_rediscovery_only_raises_a_score(redis_server):
+    queue = shared_queue(redis_server.url)
+    queue.push(req("a", parent_relevance=0.5, link_relevance=0.1))
+    queue.push(req("b", parent_relevance=0.6))
+    assert not queue.rediscover(req("a", parent_relevance=0.2))  # worse: ignored
+    assert queue.rediscover(req("a", parent_relevance=0.5, link_relevance=0.4))  # tiebreak
+    assert queue.rediscover(req("a", parent_relevance=0.8, link_relevance=0.0))
+    assert len(queue) == 2  # raised in place, not added
+    first = queue.pop()
+    assert urls([first]) == ["a"] and first.meta["parent_relevance"] == 0.8
+    assert urls([queue.pop()]) == ["b"]
+
+
+def test_a_lower_score_from_another_process_never_wins(redis_server):
+    """The GT rule holds in Redis, not only in the process that checked first."""
+    one, two = shared_queue(redis_server.url), shared_queue(redis_server.url)
+    one.push(req("a", parent_relevance=0.3))
+    fp = one._fingerprint(req("a"))
+    two.frontier.put(fp, (-0.9, 0.0, 0), req("a", parent_relevance=0.9))
+    one.frontier.put(fp, (-0.5, 0.0, 0), req("a", parent_relevance=0.5))  # stale decision
+    assert one.frontier.key_of(fp)[0] == -0.9
+    assert one.pop().meta["parent_relevance"] == 0.9
+
+
+def test_concurrent_pops_hand_out_each_request_once(redis_server):
+    filler = shared_queue(redis_server.url, "bfs")
+    for i in range(400):
+        filler.push(req(f"p{i}", depth=i % 7))
+    workers = [shared_queue(redis_server.url, "bfs") for _ in range(4)]
+    results: list[list[str]] = [[] for _ in workers]
+
+    def work(queue, out):
+        while (request := queue.pop()) is not None:
+            out.append(request.url)
+
+    pairs = zip(workers, results, strict=True)
+    threads = [threading.Thread(target=work, args=pair) for pair in pairs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    popped = [url for result in results for url in result]
+    assert len(popped) == len(set(popped)) == 400
+    assert all(results), "every client got some"
+
+
+def test_budget_is_shared_and_unfinished_requests_go_back(redis_server):
+    one = shared_queue(redis_server.url, budget=5)
+    two = shared_queue(redis_server.url, budget=5)
+    for i in range(10):
+        one.push(req(f"p{i}", parent_relevance=i / 10))
+    taken = [one.pop(), two.pop(), one.pop(), two.pop(), two.pop()]
+    assert None not in taken
+    assert two.pop() is None and one.pop() is None  # 5 popped in all: the budget is spent
+    assert len(one) == 5
+    one.frontier.ack(taken[0].meta[INFLIGHT_META])
+    assert two.frontier.requeue(two.frontier.shared.worker) == 3  # two's, not finished
+    assert len(one) == 8
+    # Their budget came back, and they pop again in score order.
+    assert urls([one.pop(), one.pop(), two.pop()]) == urls([taken[1], taken[3], taken[4]])
+    assert one.pop() is None
+
+
+def test_stateful_strategies_do_not_run_distributed():
+    class OwnOrder(StrategyQueue):
+        name = "own"
+
+        def pop(self):
+            return None
+
+    assert strategy_class("bestfirst").runs_distributed()
+    assert strategy_class("dfs").runs_distributed()
+    assert not OwnOrder.runs_distributed()
+
+
+# -- crawls by several processes ----------------------------------------------------------------
+
+BUDGET = 60
+
+
+def arguments(site, strategy: str = "bestfirst") -> dict[str, str]:
+    return {"strategy": strategy, "query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+
+
+def start_worker(tmp_path: Path, site, settings: dict, name: str, crawl_id: str = "shared"):
+    all_settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+        "FOCUSED_WORKER_TIMEOUT": 5,
+        **settings,
+    }
+    args = crawl_args({"crawl_id": crawl_id, **arguments(site)}, all_settings)
+    log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed by finish)
+    process = subprocess.Popen(
+        scrapy_command(*args), cwd=REPO, env=crawl_env(), stdout=log, stderr=log, text=True
+    )
+    process.log_file = log
+    return process
+
+
+def finish(process, timeout: float = 240) -> str:
+    try:
+        process.wait(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        process.log_file.close()
+    return Path(process.log_file.name).read_text()
+
+
+def wiki_fetches(server) -> list[str]:
+    return [path for path in server.fetched if path.startswith("/wiki/")]
+
+
+def harvest(names: list[str], bird_pages: set[str]) -> float:
+    return sum(name in bird_pages for name in names) / len(names)
+
+
+def test_three_processes_share_one_crawl(tmp_path, site, redis_server, bird_pages):
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": BUDGET}
+    workers = [start_worker(tmp_path, site, settings, f"w{i}") for i in range(3)]
+    logs = [finish(worker) for worker in workers]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
+    fetched = wiki_fetches(site)
+    counts = Counter(fetched)
+    assert max(counts.values()) == 1, [p for p, n in counts.items() if n > 1]
+    assert len(fetched) == BUDGET  # the budget is reserved at pop time: no overshoot at all
+    assert sum("Worker" in log and "joined crawl shared" in log for log in logs) == 3
+    crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+    pages = crawl.pages()
+    assert len(pages) == BUDGET
+    assert sorted(page["fetch_order"] for page in pages) == list(range(1, BUDGET + 1))
+    assert crawl.crawl_record()["pages"] == BUDGET
+
+    single = run_crawl(
+        tmp_path / "single", arguments(site), {"CLOSESPIDER_PAGECOUNT": BUDGET}, crawl_id="one"
+    )
+    assert single.result.returncode == 0, single.result.stderr[-3000:]
+    alone = [page_name(page["url"]) for page in single.pages()][:BUDGET]
+    together = [page_name(page["url"]) for page in pages]
+    assert abs(harvest(together, bird_pages) - harvest(alone, bird_pages)) <= 0.1
+
+
+def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, redis_server):
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    try:
+        settings = {"FOCUSED_FRONTIER": redis_server.url, "CONCURRENT_REQUESTS": 4}
+        workers = [start_worker(tmp_path, server, settings, f"w{i}") for i in range(3)]
+        deadline = time.monotonic() + 90
+        while len(wiki_fetches(server)) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(wiki_fetches(server)) >= 40, "the crawl did not get going"
+        workers[0].send_signal(signal.SIGKILL)
+        finish(workers[0])
+        logs = [finish(worker) for worker in workers[1:]]
+    finally:
+        server.stop()
+    for worker, log in zip(workers[1:], logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert "Spider closed (finished)" in log, log[-3000:]
+    assert any("taking its work" in log for log in logs)
+    fetched = Counter(name for name in map(page_name, wiki_fetches(server)))
+    assert set(fetched) == reachable(sample_graph, BIRD_SEED)  # the whole crawl was done
+    # Only what the killed process had popped and not finished can have been fetched twice:
+    # its 4 downloads, and responses it had not parsed yet.
+    assert sum(n - 1 for n in fetched.values()) <= 8
+
+
+def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
+    data = tmp_path / "redis"
+    data.mkdir()
+    redis_server = RedisServer(data, persistent=True).start()
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    try:
+        settings = {"FOCUSED_FRONTIER": redis_server.url, "CONCURRENT_REQUESTS": 4}
+        first = start_worker(tmp_path, server, settings, "first")
+        deadline = time.monotonic() + 90
+        while len(wiki_fetches(server)) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        redis_server.stop()
+        log = finish(first)
+        assert "Redis frontier at" in log and "lost" in log, log[-3000:]
+        assert "Spider closed (frontier_unreachable)" in log, log[-3000:]
+        before = len(wiki_fetches(server))
+        crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+        assert crawl.crawl_record()["status"] == "interrupted"
+
+        redis_server.start()  # same port, same directory: the data is back
+        second = start_worker(tmp_path, server, settings, "second")
+        log = finish(second)
+        assert second.returncode == 0, log[-3000:]
+        assert "Spider closed (finished)" in log, log[-3000:]
+    finally:
+        server.stop()
+        redis_server.stop()
+    fetched = Counter(map(page_name, wiki_fetches(server)))
+    assert len(wiki_fetches(server)) > before
+    assert set(fetched) == reachable(sample_graph, BIRD_SEED)
+    # Requests under way when Redis went away are fetched again (as in the test above).
+    assert sum(n - 1 for n in fetched.values()) <= 8
+    assert crawl.crawl_record()["status"] == "finished"
+    assert {page_name(p["url"]) for p in crawl.pages()} == set(fetched)
+
+
+def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
+    crawl = run_crawl(
+        tmp_path, arguments(site), {"FOCUSED_FRONTIER": f"redis://127.0.0.1:{free_port()}/0"}
+    )
+    assert crawl.result.returncode == 2
+    lines = crawl.result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Redis frontier at")
+    assert not site.fetched

@@ -1,0 +1,143 @@
+"""Deploy the project to a real Scrapyd on loopback and run a crawl through its JSON API."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, Crawl
+
+SCRAPYD = Path(sys.executable).with_name("scrapyd")
+DEPLOY = Path(sys.executable).with_name("scrapyd-deploy")
+pytestmark = pytest.mark.skipif(
+    not (SCRAPYD.exists() and DEPLOY.exists()), reason="scrapyd and scrapyd-client not installed"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def api(base: str, endpoint: str, data: list[tuple[str, str]] | None = None) -> dict:
+    body = urllib.parse.urlencode(data).encode() if data is not None else None
+    with urllib.request.urlopen(f"{base}/{endpoint}", data=body, timeout=10) as response:
+        return json.load(response)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without the repository on the path: the job must run from the egg."""
+    hidden = ("PYTHONPATH", "SCRAPY_SETTINGS_MODULE")
+    return {k: v for k, v in os.environ.items() if k not in hidden}
+
+
+def wait_for(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture
+def scrapyd(tmp_path):
+    home = tmp_path / "scrapyd"  # outside the repository: a local spiders/ would shadow the egg
+    home.mkdir()
+    port = free_port()
+    (home / "scrapyd.conf").write_text(
+        "[scrapyd]\n"
+        "bind_address = 127.0.0.1\n"
+        f"http_port = {port}\n"
+        "eggs_dir = eggs\nlogs_dir = logs\ndbs_dir = dbs\nitems_dir =\n"
+        "poll_interval = 0.2\n"
+    )
+    server = subprocess.Popen(
+        [str(SCRAPYD)],
+        cwd=home,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # its job processes too are killed with the group
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+
+        def up():
+            try:
+                return api(base, "daemonstatus.json")["status"] == "ok"
+            except OSError:
+                return False
+
+        wait_for(up, 30, "scrapyd to start")
+        yield base, home
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def test_deploy_schedule_and_store_through_scrapyd(scrapyd, site, tmp_path):
+    base, home = scrapyd
+    deployed = subprocess.run(
+        [str(DEPLOY), "env", "-v", "1"],
+        cwd=REPO,
+        env={**clean_env(), "SCRAPYD_URL": base + "/"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert deployed.returncode == 0, deployed.stderr[-2000:]
+    assert json.loads(deployed.stdout)["spiders"] == 1, deployed.stdout
+
+    db = tmp_path / "scrapyd.sqlite3"
+    job = api(
+        base,
+        "schedule.json",
+        [
+            ("project", "focused"),
+            ("spider", "topical"),
+            ("strategy", "dfs"),
+            ("max_depth", "2"),
+            ("query", BIRD_QUERY),
+            ("seeds", f"{site.url}/wiki/{BIRD_SEED}"),
+            ("crawl_id", "via-scrapyd"),
+            ("setting", f"FOCUSED_DB={db}"),
+            ("setting", "CLOSESPIDER_PAGECOUNT=15"),
+            ("setting", "CONCURRENT_REQUESTS=2"),
+        ],
+    )
+    assert job["status"] == "ok", job
+
+    def finished():
+        jobs = api(base, "listjobs.json?project=focused")
+        return any(j["id"] == job["jobid"] for j in jobs["finished"])
+
+    wait_for(finished, 150, "the scrapyd job to finish")
+    log = next((home / "logs" / "focused" / "topical").glob("*.log")).read_text()
+    assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
+
+    crawl = Crawl(None, db, "via-scrapyd")
+    pages = crawl.pages()
+    assert len(pages) >= 15
+    assert {page["strategy"] for page in pages} == {"dfs"}
+    assert max(page["level"] for page in pages) <= 2  # the strategy parameter reached the queue
+    record = crawl.crawl_record()
+    assert record["strategy"] == "dfs" and record["params"] == {"max_depth": 2}
+    assert record["status"] == "finished"
+    assert len([p for p in site.fetched if p.startswith("/wiki/")]) == len(pages)
