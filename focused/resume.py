@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 request_finished = object()
 
 # Request meta: the fingerprint under which a popped request is recorded as in flight.
-INFLIGHT = "focused_inflight"
+INFLIGHT = "focused_jobdir_inflight"  # not schedulers.redis_frontier.INFLIGHT_META
 
 
 class FrontierDupeFilter(RFPDupeFilter):
