@@ -27,16 +27,24 @@ Frontier-wide limits live here, so that every strategy gets them:
 Both act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
 (``CONCURRENT_REQUESTS_PER_DOMAIN``, ``DOWNLOAD_DELAY``) and AutoThrottle then pace the
 fetches of each host as usual.
+
+Under JOBDIR the scheduler keeps the requests in flight in the frontier file until their
+outcome is safe, and fills the dupefilter from that file (``focused.resume``), so that a
+crawl killed with ``kill -9`` resumes without losing or refetching pages.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.httpobj import urlparse_cached
+
+from focused.resume import INFLIGHT, request_finished
+from schedulers.base import SqliteFrontier
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -59,9 +67,48 @@ class FocusedScheduler(Scheduler):
         scheduler.recent_hosts = deque()
         scheduler.in_window = Counter()
         scheduler.parked = []
+        for signal in (signals.item_scraped, signals.item_dropped, signals.spider_error):
+            crawler.signals.connect(scheduler._response_done, signal=signal)
+        crawler.signals.connect(scheduler._finished, signal=request_finished)
         return scheduler
 
+    def open(self, spider):
+        opened = super().open(spider)
+        frontier = self._durable_frontier()
+        if frontier is not None and hasattr(self.df, "remember"):
+            self.df.remember(frontier.fingerprints())
+        return opened
+
+    def _durable_frontier(self) -> SqliteFrontier | None:
+        frontier = getattr(self.dqs, "frontier", None)
+        return frontier if isinstance(frontier, SqliteFrontier) else None
+
+    def _dqpop(self) -> Request | None:
+        frontier = self._durable_frontier()
+        if frontier is None:
+            return super()._dqpop()
+        with frontier.transaction():
+            request = super()._dqpop()
+            if request is not None:
+                fp = self.crawler.request_fingerprinter.fingerprint(request)
+                frontier.start_inflight(fp, request)
+                request.meta[INFLIGHT] = fp
+        return request
+
+    def _response_done(self, response: Any = None, **kwargs: Any) -> None:
+        self._finished(getattr(response, "request", None))
+
+    def _finished(self, request: Request | None) -> None:
+        """The outcome of a request handed out is safe: it is no longer in flight."""
+        fp = request.meta.pop(INFLIGHT, None) if request is not None else None
+        frontier = self._durable_frontier()
+        if fp is not None and frontier is not None:
+            frontier.finish(fp)
+
     def enqueue_request(self, request: Request) -> bool:
+        # A redirect or retry of a request in flight carries its mark: once the new request
+        # is queued (or filtered), the old one is finished.
+        replaced = request.meta.pop(INFLIGHT, None)
         queued = super().enqueue_request(request)
         if not queued and not request.dont_filter:
             # Only the dupefilter makes Scheduler.enqueue_request return False.
@@ -70,6 +117,8 @@ class FocusedScheduler(Scheduler):
                     break
         if queued and self.frontier_max and len(self) > self.frontier_max:
             self._evict(len(self) - self.frontier_max)
+        if replaced is not None and self._durable_frontier() is not None:
+            self._durable_frontier().finish(replaced)
         self._count_frontier()
         return queued
 
@@ -121,6 +170,7 @@ class FocusedScheduler(Scheduler):
             host = self._host(request)
             if self.max_per_host and self._host_pages[host] >= self.max_per_host:
                 self.stats.inc_value("focused/skipped/host_limit")
+                self._finished(request)
                 continue
             if self.in_window[host]:
                 self.parked.append(request)

@@ -48,7 +48,7 @@ MONGO_URI = None  # e.g. mongodb://127.0.0.1:27017; when unset pages go to FOCUS
 MONGO_DATABASE = "focused"
 MONGO_TIMEOUT_MS = 5000  # server selection timeout: an unreachable server fails fast
 FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the working directory
-STORAGE_BATCH_SIZE = 50  # page records written per batch
+STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)
 STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
@@ -123,3 +123,12 @@ DOWNLOADER_MIDDLEWARES = {**DOWNLOADER_MIDDLEWARES, "focused.distributed.Frontie
 
 # -- Evaluation (benchmarks/) ----------------------------------------------------------------
 ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only the oracle reads it
+
+# -- Crash-safe resume (issue 8; focused.resume, README "Hardening") -------------------------
+# Under JOBDIR the seen set comes from the frontier file, not from Scrapy's buffered
+# requests.seen; FinishMiddleware queues a page's links before its item and tells the scheduler
+# when a response that produced no page is done, so that only requests in flight at a kill -9
+# are fetched again. Order 15: inside focused.distributed.FrontierAck (10), which passes the
+# output through unchanged.
+DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
+SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.resume.FinishMiddleware": 15}

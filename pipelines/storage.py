@@ -1,8 +1,14 @@
-"""Write the crawl record when the spider opens, page records in batches, and the crawl's
-outcome when it closes.
+"""Write the crawl record when the spider opens, each page record before its item leaves the
+pipeline, and the crawl's outcome when it closes.
+
+A page is written before ``process_item`` returns, so that a crawl killed with ``kill -9``
+loses no page it has finished (``focused.resume``): records that arrive while a write is under
+way (MongoDB, in a worker thread) wait for it and go together in the next write (group commit),
+up to STORAGE_BATCH_SIZE at a time. SQLite writes each page alone; in WAL mode with
+``synchronous=NORMAL`` a commit costs no fsync (see BENCHMARKS.md for the measured cost).
 
 Settings:
-    STORAGE_BATCH_SIZE   page records per write (default 50); the rest is written at close
+    STORAGE_BATCH_SIZE   most page records per write (default 50)
     STORAGE_RETRIES      retries of a failed write before giving up (default 3)
     STORAGE_RETRY_DELAY  seconds before the first retry, doubled for each next one (default 1.0)
 plus the settings of ``focused.storage.open_store`` (MONGO_URI, MONGO_DATABASE,
@@ -16,8 +22,13 @@ the thread that opened it, so it is called inline. Either way batches are writte
 and in order, by a single writer (``_drain``).
 
 If a write still fails after the retries, the spider is closed with reason
-``store_unreachable`` (the crawl record then says ``interrupted``); the records not written stay
-buffered, get one more try at close, and are reported as lost in the log if that fails too.
+``store_unreachable`` (the crawl record then says ``interrupted``) and ``process_item`` raises
+the ``StoreError``, so the page is not counted as done (``item_error``; under JOBDIR its
+request stays in flight and is fetched again on resume); the records not written get one more
+try at close, and are reported as lost in the log if that fails too.
+
+Under JOBDIR the pipeline also brings ``spider.state`` up to the stored pages when the spider
+opens (``focused.resume.recover_state``): Scrapy saves that state only on a clean close.
 """
 
 from __future__ import annotations
@@ -28,15 +39,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.utils.asyncio import run_in_thread, sleep
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 
+from focused.resume import recover_state
 from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy.crawler import Crawler
-    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +78,10 @@ class StoragePipeline:
         self.store: Store
         self.crawl_id: str
         self._buffer: list[dict[str, Any]] = []  # page records not yet written, oldest first
+        self._added = 0  # page records ever buffered
+        self._written = 0  # of which written
         self._writing = False  # a _drain is running
+        self._waiting: list[Deferred[None]] = []  # process_item calls waiting for a _drain
         self._failed = False  # gave up on the store: no more retries, spider closing
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
 
@@ -75,7 +90,19 @@ class StoragePipeline:
         pipeline = cls(crawler)
         # The close reason reaches signal handlers only, not close_spider().
         crawler.signals.connect(pipeline.spider_closed, signal=signals.spider_closed)
+        if crawler.settings.get("JOBDIR"):
+            # After SpiderState (an extension, connected earlier) has loaded spider.state.
+            crawler.signals.connect(pipeline.recover_state, signal=signals.spider_opened)
         return pipeline
+
+    def recover_state(self, spider: Any) -> None:
+        fields = ("url", "is_relevant", "fetch_order", "duplicate_of")
+        try:
+            pages = self.store.pages(self.crawl_id, order="fetch_order", fields=fields)
+        except StoreError as exc:
+            logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
+            return
+        recover_state(spider.state, pages)
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
@@ -93,17 +120,26 @@ class StoragePipeline:
         if record["duplicate_of"]:
             record["text"] = None  # stored once, with the page it duplicates
         self._buffer.append(record)
-        if len(self._buffer) >= self.batch_size and not self._failed:
+        self._added += 1
+        position = self._added
+        while self._written < position and not self._failed:
+            if self._writing:  # ours goes with the next write
+                waiting: Deferred[None] = Deferred()
+                self._waiting.append(waiting)
+                await maybe_deferred_to_future(waiting)
+                continue
             try:
                 await self._drain()
             except StoreError as exc:
                 self._give_up(exc)
+        if self._written < position:
+            raise StoreError(f"page {record['url']} not stored yet: the store is unreachable")
         return item
 
     async def close_spider(self) -> None:
         # Every process_item has returned by now, so no _drain is running.
         try:
-            await self._drain(final=True)
+            await self._drain()
         except StoreError as exc:
             logger.error(
                 "%d page records of crawl %s were not stored: %s",
@@ -129,24 +165,25 @@ class StoragePipeline:
         finally:
             self.store.close()
 
-    async def _drain(self, *, final: bool = False) -> None:
-        """Write full batches (everything buffered when ``final``), oldest first.
+    async def _drain(self) -> None:
+        """Write everything buffered, oldest first, up to ``batch_size`` records a write.
 
-        The only writer: a call made while another runs returns at once, its records being
-        written by the running one, so batches never overlap or reorder. A batch leaves the
-        buffer only once written.
+        The only writer (callers check ``_writing``), so batches never overlap or reorder. A
+        batch leaves the buffer only once written; the callers waiting are woken after each.
         """
-        if self._writing:
-            return
         self._writing = True
         try:
-            while self._buffer and (final or len(self._buffer) >= self.batch_size):
+            while self._buffer:
                 batch = self._buffer[: self.batch_size]
                 await self._retrying(self.store.save_pages, batch)
                 del self._buffer[: len(batch)]  # only appended to meanwhile
+                self._written += len(batch)
                 self.stats.inc_value("focused/stored", len(batch))
         finally:
             self._writing = False
+            waiting, self._waiting = self._waiting, []
+            for waiter in waiting:
+                waiter.callback(None)
 
     def _give_up(self, exc: StoreError) -> None:
         """Close the spider: crawling on would only pile up records that cannot be written."""

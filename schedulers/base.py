@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import pickle
 import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -126,9 +127,17 @@ class MemoryFrontier:
 
 
 class SqliteFrontier:
-    """The same entries in an SQLite table indexed by key, so a paused crawl resumes from disk."""
+    """The same entries in an SQLite table indexed by key, so a crawl resumes from disk.
 
-    COMMIT_EVERY = 500  # writes between commits: bounds what a crash can lose, keeps pushes cheap
+    Crash-safe (``kill -9``): every change is its own transaction (WAL, ``synchronous=NORMAL``:
+    a commit is a write to the OS, no fsync, so it survives the process but not a power cut).
+    Two more tables make the file the whole truth about which requests were seen:
+    ``inflight`` holds requests handed to the downloader and not finished (the scheduler moves
+    a request there in the same transaction that pops it, see ``transaction``), ``finished``
+    the fingerprints of requests done with (fetched, failed, dropped or evicted). When the file
+    is opened, requests still in flight were cut off by a crash: ``recover_inflight`` hands
+    them back to be queued again.
+    """
 
     def __init__(self, path: Path, spider: Spider) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -136,23 +145,50 @@ class SqliteFrontier:
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
+        self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
-            " neg_tiebreak REAL, seq INTEGER, request BLOB)"
-        )
-        self._db.execute(
-            "CREATE INDEX IF NOT EXISTS frontier_order ON frontier (neg_score, neg_tiebreak, seq)"
+            " neg_tiebreak REAL, seq INTEGER, request BLOB);"
+            "CREATE INDEX IF NOT EXISTS frontier_order"
+            " ON frontier (neg_score, neg_tiebreak, seq);"
+            "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB);"
+            "CREATE TABLE IF NOT EXISTS finished (fp BLOB PRIMARY KEY);"
         )
         self._len = self._db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]
-        self._pending_writes = 0
-        self._db.execute("BEGIN")
 
-    def _wrote(self) -> None:
-        self._pending_writes += 1
-        if self._pending_writes >= self.COMMIT_EVERY:
-            self._db.execute("COMMIT")
-            self._db.execute("BEGIN")
-            self._pending_writes = 0
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction around several changes (e.g. popping requests and recording them as
+        in flight), so that a crash leaves each request queued or in flight, never neither.
+        Nested uses join the outer transaction."""
+        if self._db.in_transaction:
+            yield
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def start_inflight(self, fp: bytes, request: Request) -> None:
+        self._db.execute("INSERT OR REPLACE INTO inflight VALUES (?, ?)", (fp, self._dump(request)))
+
+    def finish(self, fp: bytes) -> None:
+        with self.transaction():
+            self._db.execute("DELETE FROM inflight WHERE fp = ?", (fp,))
+            self._db.execute("INSERT OR IGNORE INTO finished VALUES (?)", (fp,))
+
+    def recover_inflight(self) -> list[tuple[bytes, Request]]:
+        """The requests a crash left in flight, removed from ``inflight``: queue them again."""
+        rows = self._db.execute("DELETE FROM inflight RETURNING fp, request").fetchall()
+        return [(fp, self._load(blob)) for fp, blob in rows]
+
+    def fingerprints(self) -> Iterator[bytes]:
+        """Every fingerprint queued, in flight or finished: what the dupefilter has seen."""
+        for table in ("frontier", "inflight", "finished"):
+            for (fp,) in self._db.execute(f"SELECT fp FROM {table}"):
+                yield fp
 
     def _dump(self, request: Request) -> bytes:
         return dump_request(request, self._spider)
@@ -173,7 +209,6 @@ class SqliteFrontier:
                 " WHERE fp = ?",
                 (*key, blob, fp),
             )
-        self._wrote()
 
     def _first(self) -> tuple[bytes, bytes] | None:
         return self._db.execute(
@@ -190,18 +225,18 @@ class SqliteFrontier:
             return None
         self._db.execute("DELETE FROM frontier WHERE fp = ?", (row[0],))
         self._len -= 1
-        self._wrote()
         return self._load(row[1])
 
     def evict_worst(self, count: int) -> int:
-        cursor = self._db.execute(
-            "DELETE FROM frontier WHERE fp IN (SELECT fp FROM frontier"
-            " ORDER BY neg_score DESC, neg_tiebreak DESC, seq DESC LIMIT ?)",
-            (count,),
-        )
-        self._len -= cursor.rowcount
-        self._wrote()
-        return cursor.rowcount
+        with self.transaction():  # an evicted request stays seen: it is finished
+            evicted = self._db.execute(
+                "DELETE FROM frontier WHERE fp IN (SELECT fp FROM frontier"
+                " ORDER BY neg_score DESC, neg_tiebreak DESC, seq DESC LIMIT ?) RETURNING fp",
+                (count,),
+            ).fetchall()
+            self._db.executemany("INSERT OR IGNORE INTO finished VALUES (?)", evicted)
+        self._len -= len(evicted)
+        return len(evicted)
 
     def key_of(self, fp: bytes) -> Key | None:
         row = self._db.execute(
@@ -215,7 +250,6 @@ class SqliteFrontier:
         if row is None:
             return None
         self._len -= 1
-        self._wrote()
         return self._load(row[0])
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
@@ -232,7 +266,6 @@ class SqliteFrontier:
         return self._len
 
     def close(self) -> None:
-        self._db.execute("COMMIT")
         self._db.close()
 
 
@@ -286,6 +319,13 @@ class StrategyQueue:
         # After a crash there is no saved state; the table still knows the last sequence number.
         self._seq: int = max(state.get("seq", 0), self.frontier.max_seq())
         self.restore(state)
+        if isinstance(self.frontier, SqliteFrontier):
+            with self.frontier.transaction():
+                recovered = self.frontier.recover_inflight()
+                for _, request in recovered:
+                    self.push(request)
+            if recovered:
+                self.stats.inc_value("focused/resume/recovered_inflight", len(recovered))
 
     @classmethod
     def runs_distributed(cls) -> bool:

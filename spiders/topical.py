@@ -37,6 +37,7 @@ from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
 from focused.render import check_browser, enable_rendering
+from focused.resume import request_finished
 from focused.strategies import STRATEGIES
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class TopicalSpider(scrapy.Spider):
     def skipped(self, failure: Failure) -> None:
         """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
         self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
+        self.crawler.signals.send_catch_log(request_finished, request=failure.request)
 
 
 def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:

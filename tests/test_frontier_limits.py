@@ -10,6 +10,7 @@ import pytest
 import scrapy
 from scrapy.utils.test import get_crawler
 
+from focused.resume import request_finished
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES
 from tests.conftest import run_crawl
@@ -134,15 +135,17 @@ def test_host_window_parks_requests_and_hands_them_out_later(tmp_path):
 
 
 def test_parked_requests_go_back_to_the_queue_on_close(tmp_path):
-    scheduler, _ = make_scheduler(tmp_path, True, HOST_WINDOW=5)
+    scheduler, crawler = make_scheduler(tmp_path, True, HOST_WINDOW=5)
     for i in range(4):
         scheduler.enqueue_request(
             scrapy.Request(f"http://a.test/{i}", meta={"parent_relevance": 1 - i / 10})
         )
     scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.1}))
-    assert scheduler.next_request().url == "http://a.test/0"
-    assert scheduler.next_request().url == "http://b.test/0"  # a.test/1..3 parked
+    handed_out = [scheduler.next_request(), scheduler.next_request()]
+    assert [r.url for r in handed_out] == ["http://a.test/0", "http://b.test/0"]  # 1..3 parked
     assert len(scheduler) == 3
+    for request in handed_out:  # their responses were processed (else they come back too)
+        crawler.signals.send_catch_log(request_finished, request=request)
     scheduler.close("shutdown")
     reopened, _ = make_scheduler(tmp_path, True)
     assert len(reopened) == 3

@@ -569,7 +569,7 @@ async def run_pipelines(
         await manager.open_spider_async()
         await crawler.signals.send_catch_log_async(signals.spider_opened, spider=crawler.spider)
         for item in items:
-            with contextlib.suppress(DropItem):
+            with contextlib.suppress(DropItem, StoreError):  # StoreError: the store is down
                 await manager.process_item_async(item)
         if between is not None:
             between()
@@ -584,7 +584,7 @@ async def run_pipelines(
 
 
 def check_pipeline_run(crawler, reader: Store, items: int = 10) -> None:
-    """Five pages written by batches of four while crawling, the rest at close."""
+    """Every page is written before it leaves the pipeline (crash safety), none at close."""
     stored_before_close = []
 
     def before_close() -> None:
@@ -593,7 +593,7 @@ def check_pipeline_run(crawler, reader: Store, items: int = 10) -> None:
     asyncio.run(
         run_pipelines(crawler, [scored_item(n) for n in range(items)], between=before_close)
     )
-    assert stored_before_close == [8]
+    assert stored_before_close == [items]
     assert crawler.stats.get_value("focused/stored") == items
 
     pages = reader.pages("pipe", order="fetch_order")
@@ -648,7 +648,8 @@ def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):
 
 def test_storage_pipeline_concurrent_items_one_writer(monkeypatch, mongo_client):
     """Items arriving while a (threaded) MongoDB write runs are neither lost nor written by a
-    second, overlapping writer."""
+    second, overlapping writer: they wait and go together in the next write (group commit),
+    at most STORAGE_BATCH_SIZE at a time, and each leaves the pipeline only once written."""
     monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
     upsert = MongoStore._upsert_pages
     active: list[int] = []
@@ -666,16 +667,26 @@ def test_storage_pipeline_concurrent_items_one_writer(monkeypatch, mongo_client)
     crawler = pipeline_crawler(MONGO_URI="mongodb://db.test", STORAGE_BATCH_SIZE=4)
     items = [scored_item(n) for n in range(23)]
 
+    reader = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    unwritten_on_return: list[str] = []
+
+    async def process(manager, item) -> None:
+        await manager.process_item_async(item)
+        if not reader.pages("pipe", fields=["url"]) or item["url"] not in {
+            p["url"] for p in reader.pages("pipe", fields=["url"])
+        }:
+            unwritten_on_return.append(item["url"])
+
     async def crawl() -> None:
         manager = ItemPipelineManager.from_crawler(crawler)
         await manager.open_spider_async()
-        await asyncio.gather(*(manager.process_item_async(item) for item in items))
+        await asyncio.gather(*(process(manager, item) for item in items))
         await manager.close_spider_async()
 
     asyncio.run(crawl())
-    assert batches[:5] == [4, 4, 4, 4, 4] and sum(batches) == 23
+    assert unwritten_on_return == []
+    assert batches[0] == 1 and max(batches) == 4 and sum(batches) == 23
     assert crawler.stats.get_value("focused/stored") == 23
-    reader = MongoStore("mongodb://db.test", "focused", client=mongo_client)
     stored = reader.pages("pipe", order="fetch_order")
     assert [p["url"] for p in stored] == [f"http://t/{n}" for n in range(23)]
 
@@ -739,7 +750,7 @@ def test_storage_pipeline_retries_a_failed_write(tmp_path, monkeypatch):
         FOCUSED_DB=str(db), STORAGE_BATCH_SIZE=3, STORAGE_RETRIES=2, STORAGE_RETRY_DELAY=0
     )
     asyncio.run(run_pipelines(crawler, [scored_item(n) for n in range(4)]))
-    assert attempts == [3, 3, 3, 1]
+    assert attempts == [1, 1, 1, 1, 1, 1]  # page 0 twice refused, then each page alone
     assert crawler.engine.close_reasons == []
     assert crawler.stats.get_value("focused/stored") == 4
     reader = SqliteStore(db)
@@ -762,8 +773,9 @@ def test_storage_pipeline_closes_the_spider_when_the_store_stays_down(
         asyncio.run(
             run_pipelines(crawler, [scored_item(n) for n in range(5)], reason=STORE_UNREACHABLE)
         )
-    # 3 attempts for the first batch, then one last try of everything at close
-    assert attempts == [2, 2, 2, 2]
+    # 3 attempts for the first page, the others refused at once, one last try (a batch of
+    # STORAGE_BATCH_SIZE) at close
+    assert attempts == [1, 1, 1, 2]
     assert crawler.engine.close_reasons == [STORE_UNREACHABLE]
     assert crawler.stats.get_value("focused/stored") is None
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]

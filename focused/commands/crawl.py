@@ -4,7 +4,8 @@ The check runs in ``process_options``, before Scrapy creates the crawler process
 logging), so a mistake prints exactly one line on stderr and exits with status 2.
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
-launching: close reason ``browser_unavailable``) exits with status 1.
+launching: close reason ``browser_unavailable``; the store no longer writable:
+``store_unreachable``) exits with status 1.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
+from pipelines.storage import STORE_UNREACHABLE
 
 if TYPE_CHECKING:
     import argparse
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
-FAILED_CLOSE_REASONS = frozenset({BROWSER_UNAVAILABLE})
+FAILED_CLOSE_REASONS = frozenset({BROWSER_UNAVAILABLE, STORE_UNREACHABLE})
 
 
 class Command(ScrapyCrawlCommand):

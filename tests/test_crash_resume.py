@@ -1,0 +1,171 @@
+"""Crash-safe resume: kill -9 a JOBDIR crawl twice, start it again, nothing is lost.
+
+Only the requests in flight at a kill (sent to the server, page not yet stored) may be fetched
+twice; every fetched page is stored once; the crawl completes the part of the sample reachable
+from the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+
+from focused.replayweb import ReplayServer
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    REPO,
+    Crawl,
+    crawl_args,
+    crawl_env,
+    page_name,
+    scrapy_command,
+)
+from tests.test_resume import _reachable
+
+CONCURRENT = 4
+
+
+def stored_names(db, crawl_id: str) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT url FROM pages WHERE crawl_id = ?", (crawl_id,)).fetchall()
+    return {page_name(url) for (url,) in rows}
+
+
+def in_flight_names(jobdir) -> set[str]:
+    """The pages whose requests the frontier file records as in flight."""
+    with sqlite3.connect(jobdir / "requests.queue" / "frontier.sqlite3") as conn:
+        blobs = conn.execute("SELECT request FROM inflight").fetchall()
+    return {page_name(pickle.loads(blob)["url"]) for (blob,) in blobs}
+
+
+def job_command(tmp_path, server, strategy: str, **settings) -> list[str]:
+    """The command of a bird crawl of the sample with JOBDIR ``tmp_path/job`` and the store
+    ``tmp_path/focused.sqlite3``, run again unchanged to resume."""
+    arguments = {
+        "strategy": strategy,
+        "query": BIRD_QUERY,
+        "seeds": f"{server.url}/wiki/{BIRD_SEED}",
+    }
+    base = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "JOBDIR": tmp_path / "job",
+        "CONCURRENT_REQUESTS": CONCURRENT,
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+    }
+    return scrapy_command(*crawl_args(arguments, base | settings))
+
+
+def test_kill_9_twice_then_resume_loses_nothing(tmp_path, sample_graph):
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    db = tmp_path / "focused.sqlite3"
+    jobdir = tmp_path / "job"
+    # SCRAPER_SLOT_MAX_ACTIVE_SIZE=1: no request is popped while a response waits for the
+    # spider, so that at most CONCURRENT_REQUESTS + 1 requests are in flight at any time
+    # (by default Scrapy lets up to 5 MB of responses wait).
+    command = job_command(
+        tmp_path, server, "bestfirst", RELEVANCE_REFIT_EVERY=30, SCRAPER_SLOT_MAX_ACTIVE_SIZE=1
+    )
+    in_flight_at_kills: list[set[str]] = []
+    try:
+        for kill_after in (40, 110):
+            run = subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=crawl_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            deadline = time.monotonic() + 90
+            while len(server.fetched) < kill_after and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert len(server.fetched) >= kill_after, "the crawl did not get going"
+            os.kill(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+            crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
+            requested = {page_name(p) for p in server.fetched if p.startswith("/wiki/")}
+            in_flight = in_flight_names(jobdir)
+            # Nothing requested is lost: stored, or still in flight (to be fetched again).
+            assert requested - stored_names(db, crawl_id) <= in_flight
+            in_flight_at_kills.append(in_flight)
+        final = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        assert final.returncode == 0, final.stderr[-3000:]
+    finally:
+        server.stop()
+
+    assert all(len(in_flight) <= CONCURRENT + 1 for in_flight in in_flight_at_kills), (
+        in_flight_at_kills
+    )
+    counts = Counter(page_name(p) for p in server.fetched if p.startswith("/wiki/"))
+    refetched = {name for name, n in counts.items() if n > 1}
+    assert max(counts.values()) <= 2, counts.most_common(3)
+    assert refetched <= set().union(*in_flight_at_kills), refetched
+
+    crawl = Crawl(final, db, crawl_id)
+    pages = crawl.pages()
+    names = [page_name(p["url"]) for p in pages]
+    assert len(names) == len(set(names))  # one record per (crawl_id, url)
+    assert set(names) == set(counts)  # every fetched page is stored
+    orders = [p["fetch_order"] for p in pages]
+    assert len(orders) == len(set(orders)) and None not in orders
+    assert set(names) == _reachable(sample_graph, BIRD_SEED)  # the crawl completed
+    record = crawl.crawl_record()
+    assert record["status"] == "finished"
+    assert "recovered_inflight" in final.stderr or not in_flight_at_kills[-1], final.stderr[-3000:]
+
+
+def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
+    tmp_path, sample_graph
+):
+    """Another process takes the SQLite store's write lock mid-crawl: the writes are retried,
+    the crawl stops (store_unreachable, exit status 1) with the error in its log; resumed once
+    the store is free, it stores every page it fetched."""
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    db = tmp_path / "focused.sqlite3"
+    jobdir = tmp_path / "job"
+    command = job_command(tmp_path, server, "bfs", STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0.1)
+    try:
+        run = subprocess.Popen(
+            command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 90
+        while len(server.fetched) < 30 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        locker = sqlite3.connect(db, isolation_level=None)
+        locker.execute("BEGIN EXCLUSIVE")  # a real writer holding the lock: writes time out
+        try:
+            _, stderr = run.communicate(timeout=120)
+        finally:
+            locker.execute("ROLLBACK")
+            locker.close()
+        crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
+        stopped_at = len(stored_names(db, crawl_id))
+        resumed = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        server.stop()
+
+    stderr = stderr.decode()
+    assert run.returncode == 1, stderr[-3000:]
+    assert "database is locked; retry 1 of 1" in stderr
+    assert "closing the spider (store_unreachable)" in stderr
+    assert "page records of crawl" in stderr and "were not stored" in stderr  # never silent
+    assert "store_unreachable" in stderr
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    counts = Counter(page_name(p) for p in server.fetched if p.startswith("/wiki/"))
+    pages = Crawl(resumed, db, crawl_id).pages()
+    assert stopped_at < len(pages)
+    assert (
+        {page_name(p["url"]) for p in pages} == set(counts) == _reachable(sample_graph, BIRD_SEED)
+    )
+    assert Crawl(resumed, db, crawl_id).crawl_record()["status"] == "finished"
