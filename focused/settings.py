@@ -30,8 +30,29 @@ SCHEDULER_PRIORITY_QUEUE = "schedulers.bestfirst.BestFirstQueue"
 DEPTH_PRIORITY = 0  # strategies order the frontier; depth must not skew Request.priority
 DEPTH_STATS_VERBOSE = True  # request_depth_count/N: how many links were queued at each level
 
+# -- Components -------------------------------------------------------------------------------
+# Spider middlewares, outermost (lowest number) first. FrontierAck marks a request popped from a
+# shared Redis frontier done once its output is queued; FinishMiddleware queues a page's links
+# before its item (crash-safe resume); RelevanceMiddleware scores a page before its links are
+# queued (Scrapy's DepthMiddleware, 900, has set their depth by then); DuplicateMiddleware
+# stores a page whose rel=canonical URL was already fetched once, as a duplicate.
+SPIDER_MIDDLEWARES = {
+    "focused.distributed.FrontierAck": 10,  # only with FOCUSED_FRONTIER
+    "focused.resume.FinishMiddleware": 15,
+    "focused.middlewares.RelevanceMiddleware": 800,
+    "focused.dedup.DuplicateMiddleware": 850,
+}
+DOWNLOADER_MIDDLEWARES = {
+    "focused.distributed.FrontierAck": 10,  # requests that failed for good are done too
+    "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
+}
+EXTENSIONS = {
+    "focused.extensions.ProgressLog": 500,
+    "focused.stopping.StopCriteria": 510,
+    "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
+}
+
 # -- Scoring ---------------------------------------------------------------------------------
-SPIDER_MIDDLEWARES = {"focused.middlewares.RelevanceMiddleware": 800}
 RELEVANCE_THRESHOLD = 0.15  # combined score at or above which a page is_relevant
 RELEVANCE_LSI_WEIGHT = 0.5  # combined = (1 - w) * tfidf + w * lsi
 RELEVANCE_NUM_TOPICS = 50  # LSI dimensions
@@ -54,13 +75,11 @@ STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each fur
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
 
 # -- Progress --------------------------------------------------------------------------------
-EXTENSIONS = {"focused.extensions.ProgressLog": 500}
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
 
 # -- Stop criteria (focused.stopping) --------------------------------------------------------
 # The page budget is Scrapy's CLOSESPIDER_PAGECOUNT (default 0, off); threshold crawl-and-store
 # is STORE_MIN_RELEVANCE above. Crawls stopped by any of these are recorded as finished.
-EXTENSIONS = {**EXTENSIONS, "focused.stopping.StopCriteria": 510}
 CLOSESPIDER_RELEVANT = 0  # stop after this many relevant pages (the crawl's count); 0 = off
 DRIFT_WINDOW = 0  # topic-drift stop: pages over which the recent harvest rate is taken; 0 = off
 DRIFT_MIN_HARVEST = 0.1  # stop when the harvest rate of the last DRIFT_WINDOW pages is below this
@@ -73,13 +92,10 @@ CANONICAL_DROP_PARAMS = [
     "utm_*", "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid*",
     "fbclid", "gclid", "msclkid",
 ]  # fmt: skip
-# Same page, other URL: stored once, with duplicate_of (focused.dedup).
-SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.dedup.DuplicateMiddleware": 850}
 # Response hygiene (focused.hygiene). DOWNLOAD_MAXSIZE, DOWNLOAD_TIMEOUT and REDIRECT_MAX_TIMES
 # are set above. HEAD_CHECK: a HEAD before each GET skips non-HTML and oversized bodies the URL
 # does not reveal; it costs a round trip per page (about half the throughput), so it is off.
 HEAD_CHECK = False
-DOWNLOADER_MIDDLEWARES = {"focused.hygiene.HeadCheckMiddleware": 560}
 # The frontier bound (the sources' MAX_BUFFER): when full, the lowest-ranked requests are
 # evicted, for every strategy, in memory and under JOBDIR. 0 = unbounded.
 FRONTIER_MAX = 1_000_000
@@ -117,9 +133,6 @@ PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load bef
 # when it is unset.
 FOCUSED_FRONTIER = None  # e.g. redis://127.0.0.1:6379/0; None = the frontier is in this process
 FOCUSED_WORKER_TIMEOUT = 10.0  # seconds without a heartbeat before a process counts as dead
-EXTENSIONS = {**EXTENSIONS, "focused.distributed.DistributedCrawl": 520}
-SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
-DOWNLOADER_MIDDLEWARES = {**DOWNLOADER_MIDDLEWARES, "focused.distributed.FrontierAck": 10}
 
 # -- Evaluation (benchmarks/) ----------------------------------------------------------------
 ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only the oracle reads it
@@ -131,4 +144,3 @@ ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only 
 # are fetched again. Order 15: inside focused.distributed.FrontierAck (10), which passes the
 # output through unchanged.
 DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
-SPIDER_MIDDLEWARES = {**SPIDER_MIDDLEWARES, "focused.resume.FinishMiddleware": 15}
