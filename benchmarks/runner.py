@@ -45,15 +45,20 @@ def parse_stats(log: str) -> dict[str, float]:
     return {name: float(value) for name, value in STAT_RE.findall(dump.split("\n}", 1)[0] + "}")}
 
 
-def scrapy_args(
-    command: list[str], arguments: Mapping[str, object], settings: Mapping[str, object]
-) -> list[str]:
-    args = [sys.executable, "-m", "scrapy", *command]
+def option_args(arguments: Mapping[str, object], settings: Mapping[str, object]) -> list[str]:
+    """``-a name=value`` for each spider argument, then ``-s NAME=value`` for each setting."""
+    args: list[str] = []
     for name, value in arguments.items():
         args += ["-a", f"{name}={value}"]
     for name, value in settings.items():
         args += ["-s", f"{name}={value}"]
     return args
+
+
+def scrapy_args(
+    command: list[str], arguments: Mapping[str, object], settings: Mapping[str, object]
+) -> list[str]:
+    return [sys.executable, "-m", "scrapy", *command, *option_args(arguments, settings)]
 
 
 def run_scrapy(

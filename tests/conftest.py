@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.runner import option_args
 from focused.replayweb import ReplayServer, load_graph, relevant_set
 from focused.storage import SqliteStore
 
@@ -67,12 +68,7 @@ def scrapy_command(*args: str) -> list[str]:
 
 
 def crawl_args(arguments: dict[str, str], settings: dict[str, object]) -> list[str]:
-    args = ["crawl", "topical"]
-    for name, value in arguments.items():
-        args += ["-a", f"{name}={value}"]
-    for name, value in settings.items():
-        args += ["-s", f"{name}={value}"]
-    return args
+    return ["crawl", "topical", *option_args(arguments, settings)]
 
 
 def run_crawl(
