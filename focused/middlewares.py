@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from focused.relevance import RelevanceModel
+    from focused.relevance import RelevanceModel, Scores
 
 logger = logging.getLogger(__name__)
 
@@ -116,9 +116,7 @@ class RelevanceMiddleware:
 
         children = [o for o in outputs if isinstance(o, Request)]
         if children:
-            self._annotate_children(
-                response, scores.combined, is_relevant, scores, children, language
-            )
+            self._annotate_children(response, scores, is_relevant, children, language)
         self.model.observe(page["text"], language)
         cpu_ms = (time.thread_time() - started) * 1000
         self._count(page["fetch_order"], relevant, cpu_ms)
@@ -142,9 +140,8 @@ class RelevanceMiddleware:
     def _annotate_children(
         self,
         response: Response,
-        relevance: float,
+        scores: Scores,
         is_relevant: bool,
-        scores: Any,
         children: list[Request],
         language: str | None,
     ) -> None:
@@ -155,6 +152,7 @@ class RelevanceMiddleware:
         anchor_scores = self.model.score_texts(anchors, language)
         context_scores = self.model.score_texts(contexts, language)
         link_scores = self.model.score_texts(both, language)
+        relevance = scores.combined
         parent_meta = response.meta
         path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)
         inherited = self._strategy.child_meta(parent_meta, scores, is_relevant)

@@ -100,7 +100,9 @@ class FocusedScheduler(Scheduler):
 
     def _finished(self, request: Request | None) -> None:
         """The outcome of a request handed out is safe: it is no longer in flight."""
-        fp = request.meta.pop(INFLIGHT, None) if request is not None else None
+        self._finish(request.meta.pop(INFLIGHT, None) if request is not None else None)
+
+    def _finish(self, fp: bytes | None) -> None:
         frontier = self._durable_frontier()
         if fp is not None and frontier is not None:
             frontier.finish(fp)
@@ -117,8 +119,7 @@ class FocusedScheduler(Scheduler):
                     break
         if queued and self.frontier_max and len(self) > self.frontier_max:
             self._evict(len(self) - self.frontier_max)
-        if replaced is not None and self._durable_frontier() is not None:
-            self._durable_frontier().finish(replaced)
+        self._finish(replaced)
         self._count_frontier()
         return queued
 

@@ -23,6 +23,7 @@ Skipped links and responses are counted as ``focused/skipped/<reason>``.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,10 +109,16 @@ class TopicalSpider(scrapy.Spider):
             "started_at": self.started_at,
         }
 
+    @cached_property
+    def drop_params(self) -> tuple[str, ...]:
+        """``CANONICAL_DROP_PARAMS``, read once: every page and link is canonicalized with it."""
+        return drop_params_setting(self.settings)
+
     async def start(self) -> AsyncIterator[scrapy.Request]:
-        drop = drop_params_setting(self.settings)
         for url in self.config.seeds:
-            yield scrapy.Request(canonicalize(url, drop), meta={"depth": 0}, errback=self.skipped)
+            yield scrapy.Request(
+                canonicalize(url, self.drop_params), meta={"depth": 0}, errback=self.skipped
+            )
 
     def parse(self, response: Response) -> Iterator[Any]:
         stats = self.crawler.stats
@@ -122,14 +129,14 @@ class TopicalSpider(scrapy.Spider):
         page = extract_page(
             response,
             self.settings.getint("LINK_CONTEXT_CHARS"),
-            drop_params_setting(self.settings),
+            self.drop_params,
         )
         for reason, count in page.skipped.items():
             stats.inc_value(f"focused/skipped/{reason}", count)
         meta = response.meta
         yield PageItem(
             crawl_id=self.crawl_id,
-            url=page.canonical or canonicalize(response.url, drop_params_setting(self.settings)),
+            url=page.canonical or canonicalize(response.url, self.drop_params),
             title=page.title,
             text=page.text,
             level=meta.get("depth", 0),
