@@ -25,6 +25,10 @@ the queued URLs, after which only the URLs whose class changed are re-keyed. See
 Under JOBDIR the graph is kept in ``linkgraph.sqlite3`` next to the frontier, so a resumed crawl
 ranks over everything found before the pause.
 
+With ``-s FOCUSED_FRONTIER=redis://...`` the processes of a crawl share the graph: every link is
+appended to a list in Redis, each process mirrors that list in its own ``LinkGraph``, and the
+classes are the scores of the shared frontier (see ``SharedLinks``).
+
 Parameters:
     band_low (quantile in [0, 1], default 0.1): ranks below this quantile are held back.
     band_high (quantile in [0, 1], default 0.9): ranks above this quantile are held back.
@@ -38,7 +42,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import sparse
@@ -48,6 +52,10 @@ from scrapy.crawler import Crawler
 from focused.arguments import Param
 from focused.errors import ConfigError
 from schedulers.base import StrategyQueue
+from schedulers.redis_frontier import GREATER, encode_tiebreak
+
+if TYPE_CHECKING:
+    from focused.distributed import SharedCrawl
 
 DAMPING = 0.85
 GRAPH_FILE = "linkgraph.sqlite3"
@@ -102,6 +110,110 @@ class LinkGraph:
         db.close()
 
 
+# Log a link (``edge`` is "parent\nurl", ``fp`` the URL's fingerprint) and elect the process
+# that ranks: the one whose call finds ``every`` links logged since the last ranking claims
+# them (returns how many links there are; 0: not elected). KEYS: links, urls, ranked.
+# ARGV: edge ('' = log nothing, only claim), fp, url, every.
+LOG_LINK = """
+if ARGV[1] ~= '' then
+  redis.call('RPUSH', KEYS[1], ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+end
+local n = redis.call('LLEN', KEYS[1])
+if n - tonumber(redis.call('GET', KEYS[3]) or '0') < tonumber(ARGV[4]) then return 0 end
+redis.call('SET', KEYS[3], n)
+return n
+"""
+
+# Rewrite the class (score) of queued URLs after a ranking of the first ``version`` links,
+# unless a ranking of a larger graph has re-keyed already. The class is worked out here from
+# the member as it is now (its similarity is the tiebreak), so that a rediscovery since the
+# ranking read the frontier is not undone; seeds stay seeds; popped URLs are gone.
+# KEYS: frontier, members, rekeyed. ARGV: version, T as tiebreak bytes, then (fp, in band).
+REKEY = (
+    GREATER
+    + f"""
+if tonumber(redis.call('GET', KEYS[3]) or '0') > tonumber(ARGV[1]) then return -1 end
+redis.call('SET', KEYS[3], ARGV[1])
+local changed = 0
+for i = 3, #ARGV, 2 do
+  local member = redis.call('HGET', KEYS[2], ARGV[i])
+  if member then
+    local old = tonumber(redis.call('ZSCORE', KEYS[1], member))
+    local class = {HELD_BACK}
+    if ARGV[i + 1] == '1' and not greater(ARGV[2], string.sub(member, 1, 8)) then
+      class = {CRAWLABLE}
+    end
+    if old ~= {SEED} and old ~= class then
+      redis.call('ZADD', KEYS[1], 'XX', class, member)
+      changed = changed + 1
+    end
+  end
+end
+return changed
+"""
+)
+REKEY_BATCH = 1000  # URLs per script call: Redis serves nobody else while a script runs
+
+
+class SharedLinks:
+    """The link graph of a crawl shared through Redis, and the re-keying of its frontier.
+
+    Why no lock: any process may rank, since each ranks the same list of links, and a ranking
+    only ever writes classes through ``REKEY``, which is atomic per batch and refuses a ranking
+    older than one already applied. So two rankings at once cannot leave the frontier with
+    classes from an older graph, and a process that dies while ranking holds nothing up: the
+    next ranking redoes its work. ``LOG_LINK`` elects one process per ``rank_every`` links,
+    so that the crawl ranks as often as one process would.
+    """
+
+    def __init__(self, shared: SharedCrawl) -> None:
+        self.shared = shared
+        self._links, self._urls = shared.key("rank:links"), shared.key("rank:urls")
+        self._ranked = shared.key("rank:ranked")
+        self._log = shared.redis.register_script(LOG_LINK)
+        self._rekey = shared.redis.register_script(REKEY)
+        self._read = 0  # links of the list already in this process's graph
+
+    def log(self, parent: str | None, url: str, fp: bytes, every: int) -> int:
+        """Log a link; the number of links to rank if this process is to rank now, else 0."""
+        edge = f"{parent}\n{url}" if parent else ""
+        keys = [self._links, self._urls, self._ranked]
+        return self.shared.run(self._log, keys=keys, args=[edge, fp, url, every], default=0)
+
+    def claim(self) -> int:
+        """Elect this process to rank if any link came since the last ranking (as ``log``)."""
+        return self.log(None, "", b"", 1)
+
+    def sync(self, graph: LinkGraph) -> int:
+        """Add the links logged since the last call to ``graph``; returns how many it holds."""
+        fresh = self.shared.run(self.shared.redis.lrange, self._links, self._read, -1) or []
+        for edge in fresh:
+            graph.add_edge(*edge.decode().split("\n"))
+        self._read += len(fresh)
+        return self._read
+
+    def queued_urls(self) -> dict[bytes, str]:
+        """Fingerprint -> URL of every URL queued in the shared frontier."""
+        fps = self.shared.run(self.shared.redis.hkeys, self.shared.key("members"), default=[])
+        urls = self.shared.run(self.shared.redis.hmget, self._urls, fps, default=[]) if fps else []
+        return {fp: url.decode() for fp, url in zip(fps, urls, strict=False) if url}
+
+    def rekey(self, version: int, threshold: float, in_band: dict[bytes, bool]) -> int:
+        """Apply a ranking of ``version`` links; returns how many URLs changed class."""
+        keys = [self.shared.key(name) for name in ("frontier", "members", "rank:rekeyed")]
+        head = [version, encode_tiebreak(threshold)]
+        items = [value for fp, band in in_band.items() for value in (fp, "1" if band else "0")]
+        changed = 0
+        for start in range(0, max(len(items), 1), 2 * REKEY_BATCH):
+            args = head + items[start : start + 2 * REKEY_BATCH]
+            done = self.shared.run(self._rekey, keys=keys, args=args, default=-1)
+            if done < 0:
+                break  # a ranking of a larger graph was applied meanwhile
+            changed += done
+        return changed
+
+
 class RankSemanticQueue(StrategyQueue):
     name = "rank_semantic"
     params = {
@@ -120,6 +232,8 @@ class RankSemanticQueue(StrategyQueue):
 
     def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
         self.graph = LinkGraph()
+        shared = getattr(crawler.spider, "shared", None)
+        self.links = SharedLinks(shared) if shared is not None else None
         self._graph_path = Path(key, GRAPH_FILE) if key else None
         # Under JOBDIR Scrapy also builds a memory queue, used only for requests that cannot be
         # serialised; rediscoveries go to both, and only the queue holding the crawl keeps them.
@@ -139,8 +253,8 @@ class RankSemanticQueue(StrategyQueue):
             return SEED
         if self.tiebreak(request) < self.params["T"]:
             return HELD_BACK
-        node = self.graph.node(request.url)
-        if node >= len(self._rank):
+        node = self.graph.ids.get(request.url)
+        if node is None or node >= len(self._rank):
             return UNRANKED
         return CRAWLABLE if self._band[0] <= self._rank[node] <= self._band[1] else HELD_BACK
 
@@ -149,9 +263,18 @@ class RankSemanticQueue(StrategyQueue):
 
     # -- the queue ---------------------------------------------------------------------------
 
+    @classmethod
+    def runs_distributed(cls) -> bool:
+        return True  # the graph and the classes live in Redis: see SharedLinks
+
     def push(self, request: Request) -> None:
-        self._record_link(request)
         fp = self._fingerprint(request)
+        if self.links is not None:
+            # Queued before its link is logged: a ranking that counts the link sees the URL.
+            self.frontier.put(fp, self.key(request), request)
+            self._share_link(request, fp)
+            return
+        self._record_link(request)
         key = self.key(request)
         self.frontier.put(fp, key, request)
         self._track(fp, request, key)
@@ -159,6 +282,12 @@ class RankSemanticQueue(StrategyQueue):
             self._rerank()
 
     def pop(self) -> Request | None:
+        if self.links is not None:
+            # Rank before fetching unranked URLs, if links came since the last ranking (else
+            # another process is applying it, and the URL is fetched unranked).
+            if self.frontier.top_score() == UNRANKED and self.links.claim():
+                self._rerank_shared()
+            return self.frontier.pop()
         if self._count[UNRANKED] and not (self._count[SEED] or self._count[CRAWLABLE]):
             self._rerank()
         request = self.frontier.pop()
@@ -167,6 +296,9 @@ class RankSemanticQueue(StrategyQueue):
         return request
 
     def rediscover(self, request: Request) -> bool:
+        if self.links is not None:
+            self._share_link(request, self._fingerprint(request))
+            return super().rediscover(request)
         if self._records_rediscoveries:
             self._record_link(request)
         fp = self._fingerprint(request)
@@ -182,6 +314,11 @@ class RankSemanticQueue(StrategyQueue):
             self.graph.add_edge(parent, request.url)
             self._new_links += 1
 
+    def _share_link(self, request: Request, fp: bytes) -> None:
+        parent = request.meta.get("parent_url")
+        if parent and self.links.log(parent, request.url, fp, self.params["rank_every"]):
+            self._rerank_shared()
+
     def _track(self, fp: bytes, request: Request, key: tuple[float, float, int]) -> None:
         cls = int(-key[0])
         self._queued[fp] = (self.graph.node(request.url), -key[1], cls)
@@ -195,11 +332,7 @@ class RankSemanticQueue(StrategyQueue):
         self._new_links = 0
         if not self.graph.ids:
             return
-        self._rank = self.graph.pagerank()
-        self._band = tuple(
-            np.quantile(self._rank, [self.params["band_low"], self.params["band_high"]])
-        )
-        self.stats.inc_value("focused/rankings")
+        self._rank_graph()
         if not self._queued:
             return
         fps = list(self._queued)
@@ -217,6 +350,26 @@ class RankSemanticQueue(StrategyQueue):
             self.frontier.put(fp, (-float(new[i]), key[1], key[2]), request)
             self._untrack(fp)
             self._track(fp, request, (-float(new[i]), key[1], key[2]))
+
+    def _rank_graph(self) -> None:
+        self._rank = self.graph.pagerank()
+        self._band = tuple(
+            np.quantile(self._rank, [self.params["band_low"], self.params["band_high"]])
+        )
+        self.stats.inc_value("focused/rankings")
+
+    def _rerank_shared(self) -> None:
+        """Rank the crawl's graph, then re-key the shared frontier (see SharedLinks)."""
+        version = self.links.sync(self.graph)
+        if not self.graph.ids:
+            return
+        self._rank_graph()
+        queued = self.links.queued_urls()
+        nodes = {fp: self.graph.ids.get(url) for fp, url in queued.items()}
+        nodes = {fp: node for fp, node in nodes.items() if node is not None}
+        rank = self._rank[np.fromiter(nodes.values(), dtype=np.int64, count=len(nodes))]
+        in_band = (rank >= self._band[0]) & (rank <= self._band[1])
+        self.links.rekey(version, self.params["T"], dict(zip(nodes, in_band.tolist(), strict=True)))
 
     # -- pause and resume ----------------------------------------------------------------------
 

@@ -39,19 +39,26 @@ SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts highe
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
 
-# Insert a request, or raise its place (score, then tiebreak) if it is queued: a rediscovery
-# never lowers a URL. A new URL joins the seen set in the same step, so that a URL can never be
-# seen without being queued (Redis lost between the two would lose it for good); one another
-# process saw meanwhile is not queued again, unless the request is dont_filter (a retry).
-# KEYS: frontier, members, requests, seq, seen. ARGV: fp, score, tiebreak, blob, dont_filter.
-PUT = """
-local function greater(a, b)  -- bytewise: Lua's < on strings follows the server's locale
+# Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
+# locale).
+GREATER = """
+local function greater(a, b)
   for i = 1, #a do
     local x, y = string.byte(a, i), string.byte(b, i)
     if x ~= y then return x > y end
   end
   return false
 end
+"""
+
+# Insert a request, or raise its place (score, then tiebreak) if it is queued: a rediscovery
+# never lowers a URL. A new URL joins the seen set in the same step, so that a URL can never be
+# seen without being queued (Redis lost between the two would lose it for good); one another
+# process saw meanwhile is not queued again, unless the request is dont_filter (a retry).
+# KEYS: frontier, members, requests, seq, seen. ARGV: fp, score, tiebreak, blob, dont_filter.
+PUT = (
+    GREATER
+    + """
 local fp, score, tiebreak = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local old = redis.call('HGET', KEYS[2], fp)
 local seq
@@ -77,6 +84,7 @@ end
 redis.call('HSET', KEYS[3], fp, ARGV[4])
 return 1
 """
+)
 
 # Pop the best request into this worker's in-flight set, unless the page budget is spent.
 # KEYS: frontier, members, requests, popped, inflight. ARGV: budget (0 = none).
@@ -223,6 +231,13 @@ class RedisFrontier:
             return None
         blob = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
         return load_request(blob, self._spider) if blob else None
+
+    def top_score(self) -> float | None:
+        """The score of the best queued request (None: the frontier is empty)."""
+        top = self.shared.run(
+            self.redis.zrange, self._keys[0], 0, 0, desc=True, withscores=True, default=[]
+        )
+        return top[0][1] if top else None
 
     def key_of(self, fp: bytes) -> Key | None:
         member = self.shared.run(self.redis.hget, self._keys[1], fp)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import signal
 import socket
@@ -12,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy
 import pytest
 import redis
 from scrapy.utils.test import get_crawler
@@ -20,6 +22,7 @@ from focused.distributed import SharedCrawl
 from focused.replayweb import ReplayServer
 from focused.strategies import strategy_class
 from schedulers.base import StrategyQueue
+from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
 from tests.conftest import (
     BIRD_QUERY,
@@ -34,6 +37,7 @@ from tests.conftest import (
 )
 from tests.queues import QueueSpider, make_queue, req
 from tests.test_resume import _reachable as reachable
+from tests.test_score_strategies import _band_graph
 
 REDIS_SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
@@ -92,11 +96,13 @@ def redis_server(tmp_path):
     server.stop()
 
 
-def shared_queue(url: str, strategy: str = "bestfirst", budget: int = 0, crawl_id: str = "t"):
+def shared_queue(
+    url: str, strategy: str = "bestfirst", budget: int = 0, crawl_id: str = "t", **params
+):
     """A strategy queue on the Redis frontier, as one process of a crawl would build it."""
     crawler = get_crawler(QueueSpider, {"CLOSESPIDER_PAGECOUNT": budget})
     spider = QueueSpider()
-    spider.strategy_params, spider.state = {}, {}
+    spider.strategy_params, spider.state = params, {}
     crawler.spider, spider.crawler = spider, crawler
     spider.shared = SharedCrawl(crawler, url, crawl_id)
     return strategy_class(strategy).from_crawler(crawler, None, "", ())
@@ -222,6 +228,103 @@ def test_stateful_strategies_do_not_run_distributed():
     assert strategy_class("bestfirst").runs_distributed()
     assert strategy_class("dfs").runs_distributed()
     assert not OwnOrder.runs_distributed()
+    assert strategy_class("rank_semantic").runs_distributed()  # its state is in Redis
+    assert not strategy_class("beam").runs_distributed()
+
+
+def test_a_strategy_that_runs_in_one_process_is_refused_in_one_line(tmp_path, site, redis_server):
+    settings = {"FOCUSED_FRONTIER": redis_server.url}
+    crawl = run_crawl(tmp_path, arguments(site, "beam"), settings, crawl_id="c")
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        "error: strategy beam keeps its order in one process: it cannot use FOCUSED_FRONTIER"
+    )
+    assert not site.fetched
+
+
+# -- rank_semantic on the shared frontier --------------------------------------------------------
+
+BAND = {"band_low": 0.65, "band_high": 0.9, "T": 0.1, "rank_every": 1000}
+
+
+def classes(queue, names: list[str]) -> dict[str, float]:
+    """The score (class) of each queued URL, read from Redis."""
+    return {name: queue.frontier.key_of(queue._fingerprint(req(name)))[0] * -1 for name in names}
+
+
+def test_rank_semantic_processes_rank_one_graph_and_rekey_the_frontier(redis_server):
+    one = shared_queue(redis_server.url, "rank_semantic", **BAND)
+    two = shared_queue(redis_server.url, "rank_semantic", **BAND)
+    _band_graph(one)  # every link found by the first process
+    assert two.graph.edges == set()
+    assert urls([one.pop()]) == ["seed"]
+    # The best left is unranked: the second process ranks the graph it reads from Redis.
+    assert urls([two.pop()]) == ["m2"]
+    assert len(two.graph.edges) == 10 and two.stats.get_value("focused/rankings") == 1
+    held = ["low1", "top", "low3", "low2", "m3"]
+    assert classes(one, ["m1", *held]) == {"m1": CRAWLABLE} | dict.fromkeys(held, HELD_BACK)
+    # The same order as one process (test_score_strategies), popped by both.
+    assert [urls([queue.pop()])[0] for queue in [one, two, one, two, one, two]] == [
+        "m1",
+        *held,
+    ]
+    assert one.pop() is None and one.stats.get_value("focused/rankings") is None
+
+
+def test_rank_semantic_rekey_never_goes_back_to_an_older_graph(redis_server):
+    queue = shared_queue(redis_server.url, "rank_semantic", **BAND)
+    _band_graph(queue)
+    queue.pop()  # the seed
+    queue.pop()  # ranks the 10 links, then pops m2
+    low1 = queue._fingerprint(req("low1"))
+    assert queue.links.rekey(9, 0.1, {low1: True}) == 0  # older than the ranking applied
+    assert classes(queue, ["low1"]) == {"low1": HELD_BACK}
+    m3 = queue._fingerprint(req("m3"))  # similarity 0.01 < T: held back even in the band
+    assert queue.links.rekey(10, 0.1, {low1: True, m3: True}) == 1
+    assert classes(queue, ["low1", "m3"]) == {"low1": CRAWLABLE, "m3": HELD_BACK}
+
+
+def test_rank_semantic_concurrent_rankings_leave_a_consistent_frontier(redis_server):
+    rng = random.Random(3)
+    pages = [f"p{i}" for i in range(120)]
+    links = [(rng.choice(pages[: i + 1]), page) for i, page in enumerate(pages[1:])]
+    links += [(rng.choice(pages), rng.choice(pages)) for _ in range(200)]
+    params = {**BAND, "rank_every": 7, "T": 0.0}
+    queues = [shared_queue(redis_server.url, "rank_semantic", **params) for _ in range(3)]
+
+    def discover(queue, share):
+        for parent, page in share:
+            request = req(page, parent_url=f"http://t/{parent}", link_relevance=rng.random())
+            if queue.frontier.key_of(queue._fingerprint(request)) is None:
+                queue.push(request)
+            else:
+                queue.rediscover(request)
+
+    threads = [
+        threading.Thread(target=discover, args=(queue, links[i::3]))
+        for i, queue in enumerate(queues)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    rankings = sum(queue.stats.get_value("focused/rankings", 0) for queue in queues)
+    assert rankings == len(links) // 7  # one process elected per 7 links, not three
+    queued = sorted({page for _, page in links})
+    assert len(queues[0]) == len(queued)  # nothing lost or queued twice
+    # A last ranking, by a process that read every link from Redis: each queued URL is in the
+    # class its rank in the whole graph gives.
+    queues[1]._rerank_shared()
+    graph = LinkGraph()
+    for parent, page in links:
+        graph.add_edge(f"http://t/{parent}", f"http://t/{page}")
+    rank = graph.pagerank()
+    low, high = numpy.quantile(rank, [BAND["band_low"], BAND["band_high"]])
+    expected = {
+        page: CRAWLABLE if low <= rank[graph.ids[f"http://t/{page}"]] <= high else HELD_BACK
+        for page in queued
+    }
+    assert classes(queues[0], queued) == expected
 
 
 # -- crawls by several processes ----------------------------------------------------------------
@@ -233,7 +336,9 @@ def arguments(site, strategy: str = "bestfirst") -> dict[str, str]:
     return {"strategy": strategy, "query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
 
 
-def start_worker(tmp_path: Path, site, settings: dict, name: str, crawl_id: str = "shared"):
+def start_worker(
+    tmp_path: Path, site, settings: dict, name: str, crawl_id: str = "shared", **spider_args
+):
     all_settings = {
         "FOCUSED_DB": tmp_path / "focused.sqlite3",
         "FOCUSED_LOGSTATS_INTERVAL": 0,
@@ -241,7 +346,7 @@ def start_worker(tmp_path: Path, site, settings: dict, name: str, crawl_id: str 
         "FOCUSED_WORKER_TIMEOUT": 5,
         **settings,
     }
-    args = crawl_args({"crawl_id": crawl_id, **arguments(site)}, all_settings)
+    args = crawl_args({"crawl_id": crawl_id, **arguments(site), **spider_args}, all_settings)
     log = open(tmp_path / f"{name}.log", "w")  # noqa: SIM115 (closed by finish)
     process = subprocess.Popen(
         scrapy_command(*args), cwd=REPO, env=crawl_env(), stdout=log, stderr=log, text=True
@@ -303,6 +408,31 @@ def test_three_processes_share_one_crawl(tmp_path, site, redis_server, bird_page
     alone = [page_name(page["url"]) for page in single.pages()][:BUDGET]
     together = [page_name(page["url"]) for page in pages]
     assert abs(harvest(together, bird_pages) - harvest(alone, bird_pages)) <= 0.1
+
+
+def test_two_processes_share_a_rank_semantic_crawl(tmp_path, site, redis_server):
+    budget = 60
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_PAGECOUNT": budget,
+        "CONCURRENT_REQUESTS": 4,
+        "LOGSTATS_INTERVAL": 0,
+    }
+    spider_args = {"strategy": "rank_semantic", "rank_every": "40"}
+    workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in range(2)]
+    logs = [finish(worker) for worker in workers]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
+    fetched = wiki_fetches(site)
+    assert max(Counter(fetched).values()) == 1
+    assert len(fetched) == budget
+    crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+    pages = crawl.pages()
+    assert len(pages) == budget and {page["strategy"] for page in pages} == {"rank_semantic"}
+    # Both ranked the shared graph: the process whose link completes rank_every ranks.
+    rankings = [int(m) for log in logs for m in re.findall(r"'focused/rankings': (\d+)", log)]
+    assert len(rankings) == 2 and min(rankings) >= 1, rankings
 
 
 def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, redis_server):
