@@ -11,11 +11,14 @@ import sys
 import time
 import urllib.parse
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from focused.replayweb import ReplayServer
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, Crawl
+from tests.test_redis_frontier import wiki_fetches
 
 SCRAPYD = Path(sys.executable).with_name("scrapyd")
 DEPLOY = Path(sys.executable).with_name("scrapyd-deploy")
@@ -92,8 +95,7 @@ def scrapyd(tmp_path):
             server.wait()
 
 
-def test_deploy_schedule_and_store_through_scrapyd(scrapyd, site, tmp_path):
-    base, home = scrapyd
+def deploy(base: str) -> None:
     deployed = subprocess.run(
         [str(DEPLOY), "env", "-v", "1"],
         cwd=REPO,
@@ -105,6 +107,20 @@ def test_deploy_schedule_and_store_through_scrapyd(scrapyd, site, tmp_path):
     assert deployed.returncode == 0, deployed.stderr[-2000:]
     assert json.loads(deployed.stdout)["spiders"] == 1, deployed.stdout
 
+
+def job_state(base: str, jobid: str) -> str | None:
+    """pending, running or finished."""
+    jobs = api(base, "listjobs.json?project=focused")
+    return next((state for state in jobs if any(j["id"] == jobid for j in jobs[state])), None)
+
+
+def job_log(home: Path, jobid: str) -> str:
+    return (home / "logs" / "focused" / "topical" / f"{jobid}.log").read_text()
+
+
+def test_deploy_schedule_and_store_through_scrapyd(scrapyd, site, tmp_path):
+    base, home = scrapyd
+    deploy(base)
     db = tmp_path / "scrapyd.sqlite3"
     job = api(
         base,
@@ -124,12 +140,8 @@ def test_deploy_schedule_and_store_through_scrapyd(scrapyd, site, tmp_path):
     )
     assert job["status"] == "ok", job
 
-    def finished():
-        jobs = api(base, "listjobs.json?project=focused")
-        return any(j["id"] == job["jobid"] for j in jobs["finished"])
-
-    wait_for(finished, 150, "the scrapyd job to finish")
-    log = next((home / "logs" / "focused" / "topical").glob("*.log")).read_text()
+    wait_for(lambda: job_state(base, job["jobid"]) == "finished", 150, "the job to finish")
+    log = job_log(home, job["jobid"])
     assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
 
     crawl = Crawl(None, db, "via-scrapyd")
@@ -140,4 +152,52 @@ def test_deploy_schedule_and_store_through_scrapyd(scrapyd, site, tmp_path):
     record = crawl.crawl_record()
     assert record["strategy"] == "dfs" and record["params"] == {"max_depth": 2}
     assert record["status"] == "finished"
-    assert len([p for p in site.fetched if p.startswith("/wiki/")]) == len(pages)
+    assert len(wiki_fetches(site)) == len(pages)
+
+
+def test_cancel_and_resume_a_jobdir_crawl_through_scrapyd(scrapyd, sample_graph, tmp_path):
+    """README step 5: cancel.json stops a JOBDIR crawl cleanly, scheduling it again resumes it."""
+    base, home = scrapyd
+    deploy(base)
+    server = ReplayServer(sample_graph, delay=0.05).start()  # slow enough to cancel midway
+    db, budget = tmp_path / "scrapyd.sqlite3", 30
+    schedule = [
+        ("project", "focused"),
+        ("spider", "topical"),
+        ("strategy", "bestfirst"),
+        ("query", BIRD_QUERY),
+        ("seeds", f"{server.url}/wiki/{BIRD_SEED}"),
+        ("crawl_id", "resumed"),
+        ("setting", f"FOCUSED_DB={db}"),
+        ("setting", f"JOBDIR={tmp_path / 'job'}"),
+        ("setting", f"CLOSESPIDER_PAGECOUNT={budget}"),
+        ("setting", "CONCURRENT_REQUESTS=2"),
+    ]
+    try:
+        first = api(base, "schedule.json", schedule)["jobid"]
+        wait_for(lambda: len(wiki_fetches(server)) >= 8, 150, "the first run to fetch pages")
+        assert api(base, "cancel.json", [("project", "focused"), ("job", first)])["status"] == "ok"
+        wait_for(lambda: job_state(base, first) == "finished", 60, "the cancelled job to end")
+        log = job_log(home, first)
+        assert "Spider closed (shutdown)" in log, log[-3000:]
+        paused = Crawl(None, db, "resumed")
+        fetched_first = wiki_fetches(server)
+        assert len(fetched_first) < budget
+        assert len(paused.pages()) == len(fetched_first)  # every page fetched was stored
+        assert paused.crawl_record()["status"] == "interrupted"
+
+        second = api(base, "schedule.json", schedule)["jobid"]
+        wait_for(lambda: job_state(base, second) == "finished", 150, "the resumed job to end")
+        log = job_log(home, second)
+        assert "Resuming crawl" in log and "Spider closed (closespider_pagecount)" in log
+    finally:
+        server.stop()
+    fetched = wiki_fetches(server)
+    counts = Counter(fetched)
+    assert max(counts.values()) == 1, [path for path, n in counts.items() if n > 1]
+    # The page budget is Scrapy's, counted per run: the resumed run fetches up to its own.
+    assert len(fetched) >= len(fetched_first) + budget
+    pages = paused.pages()
+    assert len(pages) == len(fetched)
+    assert sorted(page["fetch_order"] for page in pages) == list(range(1, len(pages) + 1))
+    assert paused.crawl_record()["status"] == "finished"
