@@ -27,7 +27,9 @@ ranks over everything found before the pause.
 
 With ``-s FOCUSED_FRONTIER=redis://...`` the processes of a crawl share the graph: every link is
 appended to a list in Redis, each process mirrors that list in its own ``LinkGraph``, and the
-classes are the scores of the shared frontier (see ``SharedLinks``).
+classes are the scores of the shared frontier (see ``SharedLinks``). ``rank_every`` then counts
+the crawl's links, not one process's. One difference: a process finding only unranked URLs
+while another process is applying a ranking fetches the best of them rather than wait.
 
 Parameters:
     band_low (quantile in [0, 1], default 0.1): ranks below this quantile are held back.
@@ -36,6 +38,8 @@ Parameters:
         gives no value, 0.05 holds back links whose anchor and context share almost nothing
         with the topic.
     rank_every (int >= 1, default 200): links discovered between two PageRank computations.
+
+Stats: ``focused/rankings`` (the rankings this process computed).
 """
 
 from __future__ import annotations
