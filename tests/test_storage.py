@@ -59,17 +59,23 @@ class Scores:
 def mongo_client(monkeypatch: pytest.MonkeyPatch) -> mongomock.MongoClient:
     """A fresh in-memory MongoDB.
 
-    mongomock 4.3 predates pymongo 4.20, whose ReplaceOne passes ``sort`` to the bulk builder;
-    mongomock's builder does not take it, so accept and check it here.
+    mongomock 4.3 predates pymongo 4.20, whose ReplaceOne and UpdateOne pass ``sort`` to the
+    bulk builder; mongomock's builder does not take it, so accept and check it here.
     """
     builder = mongomock.collection.BulkOperationBuilder
     add_replace = builder.add_replace
+    add_update = builder.add_update
 
     def add_replace_with_sort(self, selector, doc, upsert, collation=None, hint=None, sort=None):
         assert sort is None
         return add_replace(self, selector, doc, upsert, collation=collation, hint=hint)
 
+    def add_update_with_sort(self, *args, sort=None, **kwargs):
+        assert sort is None
+        return add_update(self, *args, **kwargs)
+
     monkeypatch.setattr(builder, "add_replace", add_replace_with_sort)
+    monkeypatch.setattr(builder, "add_update", add_update_with_sort)
     return mongomock.MongoClient()
 
 
