@@ -26,9 +26,12 @@ What a recrawl does:
   deleted. A page that comes back with other content counts one change;
 - other failures (timeouts, 5xx, robots.txt now disallowing the page) leave the record as it
   was and are counted as ``focused/skipped/<reason>``;
-- relevance scores are the crawl's: pages are not rescored.
+- relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
+  crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
+  keep the score they got during the crawl).
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
-AutoThrottle) and its store. Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``.
+AutoThrottle) and its store. Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
+``rescored``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from focused.extract import extract_page
 from focused.hygiene import is_html_type, skip_reason
 from focused.languages import page_language
 from focused.storage import open_store
+from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
 
 if TYPE_CHECKING:
@@ -55,6 +59,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from twisted.python.failure import Failure
 
+    from focused.relevance import RelevanceModel
     from focused.storage import Store
 
 logger = logging.getLogger(__name__)
@@ -190,12 +195,18 @@ class RecrawlSpider(scrapy.Spider):
     }
 
     def __init__(
-        self, crawl_id: str, pages: list[dict[str, Any]], policy: str, **kwargs: Any
+        self,
+        crawl_id: str,
+        pages: list[dict[str, Any]],
+        policy: str,
+        model: RelevanceModel | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.crawl_id = crawl_id
         self.pages = pages
         self.policy = policy
+        self.model = model  # rescores changed pages when given
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for page in self.pages:
@@ -220,6 +231,10 @@ class RecrawlSpider(scrapy.Spider):
         if "text" in update:
             # The stored language stands as the page's declaration, checked against the text.
             update["language"] = page_language([stored["language"]], page.text)
+            if self.model is not None:
+                scores = self.model.score(page.text, update["language"])
+                update.update(score_fields(scores, self.settings.getfloat("RELEVANCE_THRESHOLD")))
+                stats.inc_value("focused/refresh/rescored")
         stats.inc_value(f"focused/refresh/{'changed' if 'last_changed' in update else 'unchanged'}")
         yield update
 

@@ -22,9 +22,11 @@ from focused.refresh import (
     revisit,
     select_pages,
 )
+from focused.relevance import RelevanceModel
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
+from tests.test_commands import cli, one_line_error  # noqa: F401
 from tests.test_storage import crawl_record, make_store, mongo_client, page  # noqa: F401
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -128,7 +130,7 @@ def test_uniform_takes_the_least_recently_fetched(store):
 def test_uniform_budget_runs_go_round_every_page():
     pages = [stored(f"http://a.test/{n}", hours_ago=10 - n) for n in range(5)]
     seen = []
-    for run in range(5):  # each run fetches 2 pages, a second apart
+    for _run in range(5):  # each run fetches 2 pages, a second apart
         for chosen in select_pages(pages, "uniform", 2, NOW):
             seen.append(chosen["url"])
             chosen["fetched_at"] = (NOW + timedelta(seconds=len(seen))).isoformat()
@@ -252,7 +254,9 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     content = ChangingSite()
     with Site(content.respond) as site:
         crawl = run_crawl(
-            tmp_path, {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"}
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
+            {"JOBDIR": tmp_path / "job"},  # saves the relevance model, for --model
         )
         assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
         before = {p["url"].removeprefix(site.url): p for p in crawl.pages()}
@@ -267,7 +271,8 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         content.pages["/new"] = html("New", "<p>Never stored.</p>")
         del content.pages["/c"]
         site.log.entries.clear()
-        result = recrawl(crawl.db, "test", "--policy", "uniform")
+        model = tmp_path / "job" / "relevance"
+        result = recrawl(crawl.db, "test", "--policy", "uniform", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
         assert "Recrawl of crawl test (uniform, 4 pages): 1 changed, 2 unchanged, 1 gone" in (
             result.stderr
@@ -291,10 +296,12 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     c = after["/c"]  # gone: recorded, not deleted
     assert (c["status"], c["visits"], c["changes"]) == (404, 2, 0)
     assert c["text"] == before["/c"]["text"]
-    # Relevance and crawl order are the crawl's.
-    for path in before:
+    # The changed page is rescored with the crawl's model; the others keep the crawl's scores.
+    scores = RelevanceModel.load(model).score(b["text"], b["language"])
+    assert b["relevance"] == round(scores.combined, 6) != before["/b"]["relevance"]
+    for path in ("/", "/a", "/c"):
         assert after[path]["relevance"] == before[path]["relevance"]
-        assert after[path]["fetch_order"] == before[path]["fetch_order"]
+    assert all(after[path]["fetch_order"] == before[path]["fetch_order"] for path in before)
 
     record = crawl.crawl_record()
     assert record["status"] == "finished" and record["pages"] == 4
@@ -325,20 +332,15 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--budget", "0"), 2, "--budget=0 is below its minimum 1"),
         (("c1", "--budget", "many"), 2, "--budget='many' is not an integer"),
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
+        (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
     ],
 )
-def test_bad_input_is_one_line(small_store, args, status, message):
-    result = recrawl(small_store, *args)
-    assert result.returncode == status, result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811
+    # In-process (the checks run before the crawler process starts); the CLI below.
+    one_line_error(cli("recrawl", *args, settings={"FOCUSED_DB": small_store}), status, message)
 
 
-def test_a_missing_store_is_one_line(tmp_path):
+def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):
     result = recrawl(tmp_path / "none.sqlite3", "c1")
-    assert result.returncode == 1
-    assert (
-        result.stderr.strip() == f"error: SQLite store at {tmp_path / 'none.sqlite3'}: no such file"
-    )
+    one_line_error(result, 1, f"SQLite store at {tmp_path / 'none.sqlite3'}: no such file")
     assert not (tmp_path / "none.sqlite3").exists()

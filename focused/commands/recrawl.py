@@ -8,6 +8,7 @@ crawl or an unreachable store (as the reading commands, ``focused.storecommand``
 
 from __future__ import annotations
 
+import pickle
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
@@ -28,6 +29,8 @@ from focused.storecommand import (
 
 if TYPE_CHECKING:
     import argparse
+
+    from focused.relevance import RelevanceModel
 
 
 class Command(ScrapyCommand):
@@ -55,6 +58,12 @@ class Command(ScrapyCommand):
             "--policy", default="uniform", help=f"one of {', '.join(POLICIES)} (default uniform)"
         )
         parser.add_argument("--budget", metavar="N", help="fetch at most N pages")
+        parser.add_argument(
+            "--model",
+            metavar="DIR",
+            help="rescore changed pages with the relevance model a JOBDIR crawl saved in DIR"
+            " (JOBDIR/relevance); default: keep the crawl's scores",
+        )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
@@ -66,6 +75,7 @@ class Command(ScrapyCommand):
             parse_number(opts, "--budget", Param(1, low=1))
             if opts.policy == "proportional" and opts.budget is None:
                 raise ConfigError("--policy proportional needs --budget N (pages per run)")
+            self.model = _load_model(opts.model) if opts.model else None
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         self.pages = self._plan(args[0], opts)
@@ -89,8 +99,22 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.crawler_process is not None
         crawler = self.crawler_process.create_crawler(RecrawlSpider)
-        self.crawler_process.crawl(crawler, crawl_id=args[0], pages=self.pages, policy=opts.policy)
+        self.crawler_process.crawl(
+            crawler, crawl_id=args[0], pages=self.pages, policy=opts.policy, model=self.model
+        )
         self.crawler_process.start()
         reason = crawler.stats.get_value("finish_reason")
         if self.crawler_process.bootstrap_failed or reason in FAILED_CLOSE_REASONS:
             self.exitcode = 1
+
+
+def _load_model(directory: str) -> RelevanceModel:
+    from focused.relevance import RelevanceModel  # gensim is heavy: only when asked for
+
+    try:
+        return RelevanceModel.load(directory)
+    except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+        raise ConfigError(
+            f"--model {directory} holds no saved relevance model (a crawl's JOBDIR/relevance):"
+            f" {type(exc).__name__}"
+        ) from None
