@@ -1,7 +1,8 @@
 """Refresh: fetch the stored pages of a crawl again and record which of them changed.
 
-The refresh policies of the sources (Cho & Garcia-Molina): ``uniform`` revisits every page at
-the same rate, ``proportional`` revisits a page more often the more often it was seen to change.
+The refresh policies of the sources (Cho & Garcia-Molina, "Synchronizing a database to improve
+freshness", SIGMOD 2000): ``uniform`` revisits every page at the same rate, ``proportional``
+revisits a page more often the more often it was seen to change (see ``select_pages``).
 
 Change detection. A page's ``content_hash`` is the SHA-1 of its extracted title and visible text
 (``focused.extract``: no markup, scripts, styles or navigation), Unicode NFC, whitespace runs
