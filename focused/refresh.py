@@ -6,8 +6,8 @@ revisits a page more often the more often it was seen to change (see ``select_pa
 
 Change detection. A page's ``content_hash`` is the SHA-1 of its extracted title and visible text
 (``focused.extract``: no markup, scripts, styles or navigation), Unicode NFC, whitespace runs
-collapsed. So a rotated ad, a new session token in a link or a re-indented template is no
-change, while any edit of the words a reader sees is, a visible "updated at" date included.
+collapsed. So an ad served by a script, a new session token in a link or a re-indented
+template is no change, while any edit of the words a reader sees is, a visible date included.
 
 Each page record carries (``focused.storage``):
     content_hash  the hash of the content last fetched

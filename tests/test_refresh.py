@@ -333,6 +333,7 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--budget", "many"), 2, "--budget='many' is not an integer"),
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
         (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
+        (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
     ],
 )
 def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811

@@ -69,6 +69,9 @@ class Command(ScrapyCommand):
         super().process_options(args, opts)
         try:
             check_settings(self.settings)
+            for name in ("JOBDIR", "FOCUSED_FRONTIER"):
+                if self.settings.get(name):
+                    raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
             if len(args) != 1:
                 raise ConfigError(f"give one crawl id, not {len(args)}: {' '.join(args)}")
             opts.policy = Param("uniform", choices=POLICIES).parse("--policy", opts.policy)
