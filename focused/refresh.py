@@ -188,7 +188,6 @@ class RecrawlSpider(scrapy.Spider):
         "SCHEDULER": "scrapy.core.scheduler.Scheduler",
         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
         "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",  # in the policy's order
-        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
         "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
         "SPIDER_MIDDLEWARES": {},
         "EXTENSIONS": {},
