@@ -30,4 +30,8 @@ class PageItem(scrapy.Item):
     status = scrapy.Field()
     duplicate_of = scrapy.Field()  # see focused.dedup
     language = scrapy.Field()  # ISO 639-1 code, None when unknown (focused.languages)
+    content_hash = scrapy.Field()  # see focused.refresh
+    last_changed = scrapy.Field()
+    changes = scrapy.Field()
+    visits = scrapy.Field()
     scores = scrapy.Field()  # transient: removed by RelevancePipeline

@@ -62,6 +62,12 @@ PAGE_SCHEMA: dict[str, type] = {
     # keeps the URL of the page it duplicates here and no text.
     "duplicate_of": str,
     "language": str,  # ISO 639-1 code of the page's language, None when unknown
+    # Refresh (issue 8, focused.refresh): the hash of the page's normalised title and text, when
+    # it last changed (ISO 8601 UTC), how many changes the revisits saw, and how many fetches.
+    "content_hash": str,
+    "last_changed": str,
+    "changes": int,
+    "visits": int,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,
@@ -264,6 +270,21 @@ class Store(ABC):
         with self._failing(f"read pages of crawl {crawl_id}"):
             return self._find_pages(query)
 
+    def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
+        """Set the fields given in each record on the stored page (crawl_id, url); the other
+        fields keep their values, and a page not in the store is not created."""
+        updates = []
+        for record in records:
+            _require(record, "crawl_id", "url")
+            unknown = sorted(set(record) - set(PAGE_FIELDS))
+            if unknown:
+                raise ValueError(f"page fields must be some of {PAGE_FIELDS}, not {unknown}")
+            schema = {name: PAGE_SCHEMA[name] for name in record}
+            updates.append(_coerce(schema, record))
+        if updates:
+            with self._failing(f"update {len(updates)} pages"):
+                self._update_pages(updates)
+
     @abstractmethod
     def close(self) -> None: ...
 
@@ -274,6 +295,9 @@ class Store(ABC):
 
     @abstractmethod
     def _upsert_pages(self, pages: list[dict[str, Any]]) -> None: ...
+
+    @abstractmethod
+    def _update_pages(self, updates: list[dict[str, Any]]) -> None: ...
 
     @abstractmethod
     def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None: ...
@@ -414,6 +438,16 @@ class SqliteStore(Store):
                 _UPSERT_PAGE, [self._encode(PAGE_SCHEMA, page) for page in pages]
             )
 
+    def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        with self._conn:
+            for update in updates:
+                fields = [name for name in update if name not in _PAGE_KEY]
+                assignments = ", ".join(f"{name} = ?" for name in fields)  # checked names
+                self._conn.execute(
+                    f"UPDATE pages SET {assignments} WHERE crawl_id = ? AND url = ?",
+                    [*(update[name] for name in fields), update["crawl_id"], update["url"]],
+                )
+
     def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None:
         assignments = ", ".join(f"{name} = ?" for name in fields)  # names checked by the caller
         with self._conn:
@@ -524,6 +558,17 @@ class MongoStore(Store):
                     {"crawl_id": page["crawl_id"], "url": page["url"]}, page, upsert=True
                 )
                 for page in pages
+            ],
+            ordered=False,
+        )
+
+    def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        self._pages.bulk_write(
+            [
+                pymongo.UpdateOne(
+                    {"crawl_id": update["crawl_id"], "url": update["url"]}, {"$set": update}
+                )
+                for update in updates
             ],
             ordered=False,
         )

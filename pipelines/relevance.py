@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.statscollectors import StatsCollector
 
+    from focused.relevance import Scores
+
 DEFAULT_RELEVANCE_THRESHOLD = 0.15
 DIGITS = 6  # scores are stored rounded: more digits are noise, and they bloat the records
 
@@ -53,12 +55,7 @@ class RelevancePipeline:
             raise ValueError(f"page {adapter.get('url')} has no scores: is RelevanceMiddleware on?")
         scores = adapter.pop("scores")
         combined = float(scores.combined)
-        adapter["tfidf"] = round(float(scores.tfidf), DIGITS)
-        adapter["lsi"] = round(float(scores.lsi), DIGITS)
-        adapter["relevance"] = round(combined, DIGITS)
-        # Decided on the unrounded score, as RelevanceMiddleware does for focused/relevant, so
-        # that the relevant pages in the store match the crawl's harvest rate.
-        adapter["is_relevant"] = combined >= self.threshold
+        adapter.update(score_fields(scores, self.threshold))
         if self.store_min_relevance is not None and combined < self.store_min_relevance:
             self.stats.inc_value("focused/not_stored")
             raise DropItem(
@@ -66,3 +63,16 @@ class RelevancePipeline:
                 log_level="DEBUG",  # expected, and the dropped-item log line carries the whole text
             )
         return item
+
+
+def score_fields(scores: Scores, threshold: float) -> dict[str, Any]:
+    """The record fields of a page's ``Scores``."""
+    combined = float(scores.combined)
+    return {
+        "tfidf": round(float(scores.tfidf), DIGITS),
+        "lsi": round(float(scores.lsi), DIGITS),
+        "relevance": round(combined, DIGITS),
+        # Decided on the unrounded score, as RelevanceMiddleware does for focused/relevant, so
+        # that the relevant pages in the store match the crawl's harvest rate.
+        "is_relevant": combined >= threshold,
+    }

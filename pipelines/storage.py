@@ -114,11 +114,20 @@ class StoragePipeline:
             self.store.close()
             raise
 
-    async def process_item(self, item: Any) -> Any:
+    def page_record(self, item: Any) -> dict[str, Any]:
+        """What ``write`` stores for an item."""
         adapter = ItemAdapter(item)
         record = {name: adapter.get(name) for name in PAGE_FIELDS}
         if record["duplicate_of"]:
             record["text"] = None  # stored once, with the page it duplicates
+        return record
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        """Write a batch of page records (``focused.refresh`` updates pages instead)."""
+        self.store.save_pages(records)
+
+    async def process_item(self, item: Any) -> Any:
+        record = self.page_record(item)
         self._buffer.append(record)
         self._added += 1
         position = self._added
@@ -175,7 +184,7 @@ class StoragePipeline:
         try:
             while self._buffer:
                 batch = self._buffer[: self.batch_size]
-                await self._retrying(self.store.save_pages, batch)
+                await self._retrying(self.write, batch)
                 del self._buffer[: len(batch)]  # only appended to meanwhile
                 self._written += len(batch)
                 self.stats.inc_value("focused/stored", len(batch))

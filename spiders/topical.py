@@ -37,6 +37,7 @@ from focused.extract import extract_page
 from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
+from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
 from focused.strategies import STRATEGIES
@@ -134,6 +135,7 @@ class TopicalSpider(scrapy.Spider):
         for reason, count in page.skipped.items():
             stats.inc_value(f"focused/skipped/{reason}", count)
         meta = response.meta
+        fetched_at = datetime.now(UTC).isoformat()
         yield PageItem(
             crawl_id=self.crawl_id,
             url=page.canonical or canonicalize(response.url, self.drop_params),
@@ -144,9 +146,10 @@ class TopicalSpider(scrapy.Spider):
             anchor=meta.get("anchor"),
             link_relevance=meta.get("link_relevance"),
             strategy=self.strategy,
-            fetched_at=datetime.now(UTC).isoformat(),
+            fetched_at=fetched_at,
             status=response.status,
             language=page_language(_declared_languages(response), page.text),
+            **first_visit(page.title, page.text, fetched_at),
         )
         for link in page.links:
             yield scrapy.Request(

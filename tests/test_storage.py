@@ -59,17 +59,23 @@ class Scores:
 def mongo_client(monkeypatch: pytest.MonkeyPatch) -> mongomock.MongoClient:
     """A fresh in-memory MongoDB.
 
-    mongomock 4.3 predates pymongo 4.20, whose ReplaceOne passes ``sort`` to the bulk builder;
-    mongomock's builder does not take it, so accept and check it here.
+    mongomock 4.3 predates pymongo 4.20, whose ReplaceOne and UpdateOne pass ``sort`` to the
+    bulk builder; mongomock's builder does not take it, so accept and check it here.
     """
     builder = mongomock.collection.BulkOperationBuilder
     add_replace = builder.add_replace
+    add_update = builder.add_update
 
     def add_replace_with_sort(self, selector, doc, upsert, collation=None, hint=None, sort=None):
         assert sort is None
         return add_replace(self, selector, doc, upsert, collation=collation, hint=hint)
 
+    def add_update_with_sort(self, *args, sort=None, **kwargs):
+        assert sort is None
+        return add_update(self, *args, **kwargs)
+
     monkeypatch.setattr(builder, "add_replace", add_replace_with_sort)
+    monkeypatch.setattr(builder, "add_update", add_update_with_sort)
     return mongomock.MongoClient()
 
 
@@ -117,6 +123,10 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "status": 200,
         "duplicate_of": None,
         "language": "sk",
+        "content_hash": "9a0364b9e99bb480dd25e1f0284c8555c5a5ef0e",
+        "last_changed": "2024-05-01T10:00:01+00:00",
+        "changes": 0,
+        "visits": 1,
     }
     record.update(fields)
     return record
@@ -555,6 +565,10 @@ def scored_item(n: int) -> PageItem:
         fetched_at="2024-06-01T00:00:01+00:00",
         status=200,
         language="sk",
+        content_hash="9a0364b9e99bb480dd25e1f0284c8555c5a5ef0e",
+        last_changed="2024-06-01T00:00:01+00:00",
+        changes=0,
+        visits=1,
         scores=Scores(combined, combined, combined),
     )
 
@@ -601,6 +615,7 @@ def check_pipeline_run(crawler, reader: Store, items: int = 10) -> None:
     assert pages[7] == {
         **page("http://t/7", "pipe", title="page 7", text="text", level=1, anchor=None),
         "fetched_at": "2024-06-01T00:00:01+00:00",
+        "last_changed": "2024-06-01T00:00:01+00:00",
         "parent_url": "http://t/0",
         "link_relevance": None,
         "tfidf": 0.7,

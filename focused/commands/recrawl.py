@@ -1,0 +1,123 @@
+"""``scrapy recrawl CRAWL_ID --policy uniform|proportional [--budget N]``: fetch the stored
+pages of a crawl again and record which changed (``focused.refresh``).
+
+The options, the store and the crawl are checked before the crawler process starts, so a
+mistake ends the run with one line on stderr: exit status 2 for a bad option, 1 for an unknown
+crawl or an unreachable store (as the reading commands, ``focused.storecommand``).
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any
+
+from scrapy.commands import ScrapyCommand
+
+from focused.arguments import Param, check_settings
+from focused.commands.crawl import FAILED_CLOSE_REASONS
+from focused.errors import ConfigError
+from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
+from focused.storage import StoreError, open_store
+from focused.storecommand import (
+    NOT_FOUND,
+    USAGE_ERROR,
+    InspectError,
+    fail,
+    find_crawl,
+    parse_number,
+)
+
+if TYPE_CHECKING:
+    import argparse
+
+    from focused.relevance import RelevanceModel
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+
+    def syntax(self) -> str:
+        return "[options] CRAWL_ID"
+
+    def short_desc(self) -> str:
+        return "Fetch the stored pages of a crawl again and record which changed"
+
+    def long_desc(self) -> str:
+        return (
+            "Fetch the stored pages of a crawl again (new links are not followed) and record"
+            " each page's content hash, visits and, when its content changed, last_changed and"
+            " its number of changes. --policy uniform (default) fetches the least recently"
+            " fetched pages first, all of them unless --budget; --policy proportional fetches"
+            " the --budget pages with the highest (changes + 1) / (visits + 1) times the time"
+            " since their last fetch."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--policy", default="uniform", help=f"one of {', '.join(POLICIES)} (default uniform)"
+        )
+        parser.add_argument("--budget", metavar="N", help="fetch at most N pages")
+        parser.add_argument(
+            "--model",
+            metavar="DIR",
+            help="rescore changed pages with the relevance model a JOBDIR crawl saved in DIR"
+            " (JOBDIR/relevance); default: keep the crawl's scores",
+        )
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        try:
+            check_settings(self.settings)
+            for name in ("JOBDIR", "FOCUSED_FRONTIER"):
+                if self.settings.get(name):
+                    raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
+            if len(args) != 1:
+                raise ConfigError(f"give one crawl id, not {len(args)}: {' '.join(args)}")
+            opts.policy = Param("uniform", choices=POLICIES).parse("--policy", opts.policy)
+            parse_number(opts, "--budget", Param(1, low=1))
+            if opts.policy == "proportional" and opts.budget is None:
+                raise ConfigError("--policy proportional needs --budget N (pages per run)")
+            self.model = _load_model(opts.model) if opts.model else None
+        except ConfigError as exc:
+            fail(str(exc), USAGE_ERROR)
+        self.pages = self._plan(args[0], opts)
+
+    def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
+        try:
+            store = open_store(self.settings, create=False)
+        except StoreError as exc:
+            fail(str(exc), NOT_FOUND)
+        try:
+            find_crawl(store, crawl_id)
+            pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
+            if not pages:
+                raise InspectError(f"crawl {crawl_id} has no stored pages to fetch again")
+            return pages
+        except (StoreError, InspectError) as exc:
+            fail(str(exc), NOT_FOUND)
+        finally:
+            store.close()
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        assert self.crawler_process is not None
+        crawler = self.crawler_process.create_crawler(RecrawlSpider)
+        self.crawler_process.crawl(
+            crawler, crawl_id=args[0], pages=self.pages, policy=opts.policy, model=self.model
+        )
+        self.crawler_process.start()
+        reason = crawler.stats.get_value("finish_reason")
+        if self.crawler_process.bootstrap_failed or reason in FAILED_CLOSE_REASONS:
+            self.exitcode = 1
+
+
+def _load_model(directory: str) -> RelevanceModel:
+    from focused.relevance import RelevanceModel  # gensim is heavy: only when asked for
+
+    try:
+        return RelevanceModel.load(directory)
+    except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+        raise ConfigError(
+            f"--model {directory} holds no saved relevance model (a crawl's JOBDIR/relevance):"
+            f" {type(exc).__name__}"
+        ) from None

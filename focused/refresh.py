@@ -1,0 +1,272 @@
+"""Refresh: fetch the stored pages of a crawl again and record which of them changed.
+
+The refresh policies of the sources (Cho & Garcia-Molina, "Synchronizing a database to improve
+freshness", SIGMOD 2000): ``uniform`` revisits every page at the same rate, ``proportional``
+revisits a page more often the more often it was seen to change (see ``select_pages``).
+
+Change detection. A page's ``content_hash`` is the SHA-1 of its extracted title and visible text
+(``focused.extract``: no markup, scripts, styles or navigation), Unicode NFC, whitespace runs
+collapsed. So an ad served by a script, a new session token in a link or a re-indented
+template is no change, while any edit of the words a reader sees is, a visible date included.
+
+Each page record carries (``focused.storage``):
+    content_hash  the hash of the content last fetched
+    last_changed  when a fetch first saw the current content (the crawl's fetch at first)
+    changes       how many revisits found a new hash (0 after the crawl)
+    visits        fetches of the page, the crawl's included (1 after the crawl)
+A page stored before these fields existed gets its first hash on its first revisit, with no
+change counted (there is nothing to compare with) and ``last_changed`` left unknown (None).
+
+What a recrawl does:
+- it fetches only stored pages (duplicates, stored with ``duplicate_of``, are not fetched): a
+  refresh keeps a collection fresh, it does not grow it, so new outlinks are not followed (a
+  JOBDIR crawl resumed with the same ``crawl_id`` grows it);
+- a changed page gets its new title, text and hash, ``changes`` + 1 and ``last_changed``; an
+  unchanged one only its ``fetched_at``, ``status`` and ``visits``;
+- a page now gone (404, 410) keeps its last text and hash and records the status: nothing is
+  deleted. A page that comes back with other content counts one change;
+- other failures (timeouts, 5xx, robots.txt now disallowing the page) leave the record as it
+  was and are counted as ``focused/skipped/<reason>``;
+- relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
+  crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
+  keep the score they got during the crawl).
+It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
+AutoThrottle) and its store. Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
+``rescored``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import unicodedata
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import scrapy
+from scrapy.http import TextResponse
+
+from focused.canonical import drop_params_setting
+from focused.extract import extract_page
+from focused.hygiene import is_html_type, skip_reason
+from focused.languages import page_language
+from focused.storage import open_store
+from pipelines.relevance import score_fields
+from pipelines.storage import StoragePipeline
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable, Iterator
+
+    from scrapy.http import Response
+    from twisted.python.failure import Failure
+
+    from focused.relevance import RelevanceModel
+    from focused.storage import Store
+
+logger = logging.getLogger(__name__)
+
+POLICIES = ("uniform", "proportional")
+GONE = (404, 410)
+# What a recrawl needs to know of a stored page.
+PLAN_FIELDS = (
+    "crawl_id",
+    "url",
+    "fetched_at",
+    "duplicate_of",
+    "language",
+    "content_hash",
+    "last_changed",
+    "changes",
+    "visits",
+)
+
+
+def content_hash(title: str | None, text: str | None) -> str:
+    """SHA-1 (hex) of the title and text, NFC, with whitespace runs collapsed."""
+    content = unicodedata.normalize("NFC", f"{title or ''}\n{text or ''}")
+    return hashlib.sha1(" ".join(content.split()).encode("utf-8")).hexdigest()
+
+
+def first_visit(title: str | None, text: str | None, fetched_at: str) -> dict[str, Any]:
+    """The refresh fields of a page fetched by a crawl."""
+    return {
+        "content_hash": content_hash(title, text),
+        "last_changed": fetched_at,
+        "changes": 0,
+        "visits": 1,
+    }
+
+
+def revisit(
+    stored: dict[str, Any], title: str, text: str, fetched_at: str, status: int
+) -> dict[str, Any]:
+    """The fields to update on a stored page fetched again with this content."""
+    new_hash = content_hash(title, text)
+    old_hash = stored["content_hash"]
+    changes = stored["changes"] or 0
+    update = {**_visit(stored, fetched_at, status), "content_hash": new_hash, "changes": changes}
+    if new_hash != old_hash:
+        update.update(title=title, text=text)
+        if old_hash is not None:  # a page stored before hashes gets one, with no change
+            update.update(changes=changes + 1, last_changed=fetched_at)
+    return update
+
+
+def gone(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
+    """The fields to update on a stored page that is no longer there."""
+    return _visit(stored, fetched_at, status)
+
+
+def _visit(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
+    return {
+        "crawl_id": stored["crawl_id"],
+        "url": stored["url"],
+        "fetched_at": fetched_at,
+        "status": status,
+        "visits": (stored["visits"] or 1) + 1,
+    }
+
+
+# -- which pages to fetch again ----------------------------------------------------------------
+
+
+def change_rate(page: dict[str, Any]) -> float:
+    """The share of visits that found a change, smoothed so that a page seen once is 1/2:
+    (changes + 1) / (visits + 1)."""
+    return ((page["changes"] or 0) + 1) / ((page["visits"] or 1) + 1)
+
+
+def priority(page: dict[str, Any], now: datetime) -> float:
+    """``proportional``: change rate times the seconds since the last fetch (at least 1), i.e.
+    how many changes the page has probably missed. Under a fixed budget per run, a page's
+    revisits then grow in proportion to how often it changes."""
+    return change_rate(page) * max(1.0, (now - _fetched(page)).total_seconds())
+
+
+def select_pages(
+    pages: Iterable[dict[str, Any]], policy: str, budget: int | None, now: datetime
+) -> list[dict[str, Any]]:
+    """The pages a recrawl fetches, in order, at most ``budget`` (None: all).
+
+    ``uniform``: least recently fetched first, so that runs with a budget of N go round the
+    whole crawl N pages at a time and every page is revisited at the same rate.
+    ``proportional``: highest ``priority`` first.
+    """
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r} is not one of {POLICIES}")
+    candidates = [page for page in pages if not page["duplicate_of"]]
+    if policy == "uniform":
+        candidates.sort(key=lambda page: (_fetched(page), page["url"]))
+    else:
+        candidates.sort(key=lambda page: (-priority(page, now), page["url"]))
+    return candidates[:budget]
+
+
+def plan_recrawl(
+    store: Store, crawl_id: str, policy: str, budget: int | None, now: datetime | None = None
+) -> list[dict[str, Any]]:
+    pages = store.pages(crawl_id, fields=PLAN_FIELDS)
+    return select_pages(pages, policy, budget, now or datetime.now(UTC))
+
+
+def _fetched(page: dict[str, Any]) -> datetime:
+    fetched_at = page["fetched_at"]
+    return datetime.fromisoformat(fetched_at) if fetched_at else datetime.min.replace(tzinfo=UTC)
+
+
+# -- the crawl ---------------------------------------------------------------------------------
+
+
+class RecrawlSpider(scrapy.Spider):
+    """Fetches the pages ``scrapy recrawl`` selected; started by that command only."""
+
+    name = "recrawl"
+    handle_httpstatus_list = list(GONE)
+    # The topical crawl's frontier, scoring and storage components do not apply: the pages are
+    # known and in order, and records are updated, not inserted.
+    custom_settings = {
+        "SCHEDULER": "scrapy.core.scheduler.Scheduler",
+        "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",  # in the policy's order
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+        "SPIDER_MIDDLEWARES": {},
+        "EXTENSIONS": {},
+        "ITEM_PIPELINES": {"focused.refresh.RefreshPipeline": 800},
+    }
+
+    def __init__(
+        self,
+        crawl_id: str,
+        pages: list[dict[str, Any]],
+        policy: str,
+        model: RelevanceModel | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.crawl_id = crawl_id
+        self.pages = pages
+        self.policy = policy
+        self.model = model  # rescores changed pages when given
+
+    async def start(self) -> AsyncIterator[scrapy.Request]:
+        for page in self.pages:
+            yield scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
+
+    def parse(self, response: Response) -> Iterator[dict[str, Any]]:
+        stored = response.meta["stored"]
+        fetched_at = datetime.now(UTC).isoformat()
+        stats = self.crawler.stats
+        if response.status in GONE:
+            stats.inc_value("focused/refresh/gone")
+            yield gone(stored, fetched_at, response.status)
+            return
+        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
+        if not isinstance(response, TextResponse) or not is_html_type(content_type):
+            stats.inc_value("focused/skipped/not_html")
+            return
+        page = extract_page(
+            response, self.settings.getint("LINK_CONTEXT_CHARS"), drop_params_setting(self.settings)
+        )
+        update = revisit(stored, page.title, page.text, fetched_at, response.status)
+        if "text" in update:
+            # The stored language stands as the page's declaration, checked against the text.
+            update["language"] = page_language([stored["language"]], page.text)
+            if self.model is not None:
+                scores = self.model.score(page.text, update["language"])
+                update.update(score_fields(scores, self.settings.getfloat("RELEVANCE_THRESHOLD")))
+                stats.inc_value("focused/refresh/rescored")
+        stats.inc_value(f"focused/refresh/{'changed' if 'last_changed' in update else 'unchanged'}")
+        yield update
+
+    def skipped(self, failure: Failure) -> None:
+        self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
+
+    def closed(self, reason: str) -> None:
+        count = self.crawler.stats.get_value
+        logger.info(
+            "Recrawl of crawl %s (%s, %d pages): %d changed, %d unchanged, %d gone",
+            self.crawl_id,
+            self.policy,
+            len(self.pages),
+            count("focused/refresh/changed", 0),
+            count("focused/refresh/unchanged", 0),
+            count("focused/refresh/gone", 0),
+        )
+
+
+class RefreshPipeline(StoragePipeline):
+    """Writes a recrawl's updates with the storage pipeline's batching and retries; the crawl
+    record stays as the crawl left it."""
+
+    async def open_spider(self) -> None:
+        self.store = open_store(self.crawler.settings)
+        self.crawl_id = self.crawler.spider.crawl_id
+
+    def page_record(self, item: Any) -> dict[str, Any]:
+        return dict(item)
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        self.store.update_pages(records)
+
+    async def spider_closed(self, reason: str) -> None:
+        self.store.close()

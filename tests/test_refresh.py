@@ -1,0 +1,358 @@
+"""Refresh (``focused.refresh``, ``scrapy recrawl``): change detection, the refresh policies, the
+page updates on both stores, the migration of old files, and a recrawl of a loopback site."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pymongo
+import pytest
+from scrapy.pipelines import ItemPipelineManager
+from scrapy.utils.test import get_crawler
+
+from focused.refresh import (
+    RecrawlSpider,
+    content_hash,
+    first_visit,
+    plan_recrawl,
+    revisit,
+    select_pages,
+)
+from focused.relevance import RelevanceModel
+from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
+from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
+from tests.sites import Reply, Site, html
+from tests.test_commands import cli, one_line_error  # noqa: F401
+from tests.test_storage import crawl_record, make_store, mongo_client, page  # noqa: F401
+
+NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def at(hours_ago: float) -> str:
+    return (NOW - timedelta(hours=hours_ago)).isoformat()
+
+
+def stored(url: str, *, changes: int = 0, visits: int = 1, hours_ago: float = 1, **fields):
+    return page(
+        url,
+        content_hash=content_hash("t", url),
+        last_changed=at(hours_ago),
+        changes=changes,
+        visits=visits,
+        fetched_at=at(hours_ago),
+        **fields,
+    )
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def store(request, tmp_path, mongo_client):  # noqa: F811
+    store = make_store(request.param, tmp_path, mongo_client)
+    store.start_crawl(crawl_record())
+    yield store
+    store.close()
+
+
+# -- change detection ------------------------------------------------------------------------
+
+
+def test_the_hash_ignores_whitespace_and_normalisation_but_not_words():
+    base = content_hash("Birds", "Albatrosses nest on islands.")
+    assert content_hash("Birds", "  Albatrosses\n nest  on\tislands. ") == base
+    assert content_hash("Birds", "Albatrosses nest on islands.".replace("on", "o\u0301n")) != base
+    assert content_hash("Birds", "Albatrosse\u0301s") == content_hash("Birds", "Albatrossés")
+    assert content_hash("Birds", "Albatrosses nest on cliffs.") != base
+    assert content_hash("Birds!", "Albatrosses nest on islands.") != base
+
+
+def test_a_revisit_counts_a_change_only_when_the_content_differs():
+    page_ = {"crawl_id": "c1", "url": "http://a/", "language": None}
+    page_.update(first_visit("t", "old words", at(5)))
+    same = revisit(page_, "t", " old  words ", at(0), 200)
+    assert same == {
+        "crawl_id": "c1",
+        "url": "http://a/",
+        "fetched_at": at(0),
+        "status": 200,
+        "visits": 2,
+        "content_hash": page_["content_hash"],
+        "changes": 0,
+    }
+    changed = revisit({**page_, **same}, "t", "new words", at(-1), 200)
+    assert changed["changes"] == 1 and changed["last_changed"] == at(-1)
+    assert (changed["text"], changed["visits"]) == ("new words", 3)
+
+
+def test_a_page_stored_before_hashes_gets_one_without_a_change():
+    old = {"crawl_id": "c1", "url": "http://a/", "content_hash": None, "changes": None}
+    update = revisit({**old, "visits": None, "last_changed": None}, "t", "words", at(0), 200)
+    assert update["content_hash"] == content_hash("t", "words")
+    assert (update["changes"], update["visits"]) == (0, 2)
+    assert "last_changed" not in update
+
+
+# -- the policies, on the stores -------------------------------------------------------------
+
+
+def test_proportional_prefers_a_page_that_changed(store):
+    store.save_pages(
+        [
+            stored("http://a.test/never", changes=0, visits=3),
+            stored("http://a.test/changed", changes=1, visits=3),
+            stored("http://a.test/dup", changes=5, visits=6, duplicate_of="http://a.test/never"),
+        ]
+    )
+    chosen = plan_recrawl(store, "c1", "proportional", budget=1, now=NOW)
+    assert [p["url"] for p in chosen] == ["http://a.test/changed"]
+    # Time since the last visit weighs in: a page never seen changing but unvisited for
+    # three times as long goes first (rates 1/4 vs 2/4, ages 3 h vs 1 h).
+    store.save_pages([stored("http://a.test/never", changes=0, visits=3, hours_ago=3)])
+    chosen = plan_recrawl(store, "c1", "proportional", budget=2, now=NOW)
+    assert [p["url"] for p in chosen] == ["http://a.test/never", "http://a.test/changed"]
+
+
+def test_uniform_takes_the_least_recently_fetched(store):
+    store.save_pages(
+        [stored(f"http://a.test/{n}", changes=n, hours_ago=n) for n in range(1, 6)]
+        + [stored("http://a.test/dup", hours_ago=9, duplicate_of="http://a.test/1")]
+    )
+    every = plan_recrawl(store, "c1", "uniform", budget=None, now=NOW)
+    assert [p["url"] for p in every] == [f"http://a.test/{n}" for n in (5, 4, 3, 2, 1)]
+    assert [p["url"] for p in plan_recrawl(store, "c1", "uniform", 2)] == [
+        "http://a.test/5",
+        "http://a.test/4",
+    ]
+
+
+def test_uniform_budget_runs_go_round_every_page():
+    pages = [stored(f"http://a.test/{n}", hours_ago=10 - n) for n in range(5)]
+    seen = []
+    for _run in range(5):  # each run fetches 2 pages, a second apart
+        for chosen in select_pages(pages, "uniform", 2, NOW):
+            seen.append(chosen["url"])
+            chosen["fetched_at"] = (NOW + timedelta(seconds=len(seen))).isoformat()
+    assert seen == [p["url"] for p in pages] * 2
+
+
+def test_update_pages_sets_only_the_given_fields_and_creates_nothing(store):
+    store.save_pages([stored("http://a.test/x", title="old", relevance=0.5)])
+    store.update_pages(
+        [
+            {"crawl_id": "c1", "url": "http://a.test/x", "title": "new", "changes": 1},
+            {"crawl_id": "c1", "url": "http://a.test/absent", "title": "nothing"},
+        ]
+    )
+    [record] = store.pages("c1")
+    assert record == {**stored("http://a.test/x", relevance=0.5), "title": "new", "changes": 1}
+    with pytest.raises(ValueError, match="page fields must be"):
+        store.update_pages([{"crawl_id": "c1", "url": "http://a.test/x", "rank": 1}])
+
+
+def test_refresh_pipeline_updates_mongo(monkeypatch, mongo_client):  # noqa: F811
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    reader = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    reader.start_crawl(crawl_record())
+    reader.save_pages([stored("http://a.test/x")])
+    crawler = get_crawler(RecrawlSpider, {"MONGO_URI": "mongodb://db.test"})
+    crawler.spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    [before] = reader.pages("c1")
+    update = revisit(before, "t", "changed", NOW.isoformat(), 200)
+
+    async def run() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        await manager.process_item_async(update)
+        await manager.close_spider_async()
+
+    asyncio.run(run())
+    [after] = reader.pages("c1")
+    assert (after["changes"], after["last_changed"], after["text"]) == (
+        1,
+        NOW.isoformat(),
+        "changed",
+    )
+    assert reader.get_crawl("c1")["status"] == "running"  # the crawl record is left alone
+
+
+# -- migration -------------------------------------------------------------------------------
+
+NEW_FIELDS = ("content_hash", "last_changed", "changes", "visits")
+
+
+def test_an_older_sqlite_file_gains_the_refresh_columns(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    columns = ", ".join(name for name in PAGE_FIELDS if name not in NEW_FIELDS)
+    conn.execute(f"CREATE TABLE pages ({columns}, UNIQUE (crawl_id, url))")
+    conn.execute(
+        "INSERT INTO pages (crawl_id, url, title, text, fetched_at)"
+        f" VALUES ('c1', 'http://a/', 't', 'words', '{at(2)}')"
+    )
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        [old] = plan_recrawl(store, "c1", "proportional", budget=5, now=NOW)
+        assert {name: old[name] for name in NEW_FIELDS} == dict.fromkeys(NEW_FIELDS)
+        store.update_pages([revisit(old, "t", "words", NOW.isoformat(), 200)])
+        [record] = store.pages("c1")
+    finally:
+        store.close()
+    assert record["content_hash"] == content_hash("t", "words")
+    assert (record["changes"], record["visits"], record["last_changed"]) == (0, 2, None)
+
+
+def test_an_older_mongo_document_is_refreshed(mongo_client):  # noqa: F811
+    store = MongoStore("mongodb://mongomock", "focused_old", client=mongo_client)
+    old = {"crawl_id": "c1", "url": "http://a/", "text": "words", "fetched_at": at(2)}
+    mongo_client["focused_old"]["pages"].insert_one(dict(old))
+    [planned] = plan_recrawl(store, "c1", "uniform", budget=None, now=NOW)
+    store.update_pages([revisit(planned, "t", "words", NOW.isoformat(), 200)])
+    [record] = store.pages("c1")
+    assert (record["changes"], record["visits"]) == (0, 2)
+    assert record["content_hash"] == content_hash("t", "words")
+
+
+# -- a recrawl of a loopback site ------------------------------------------------------------
+
+
+class ChangingSite:
+    """A small site whose pages the test edits between the crawl and the recrawl."""
+
+    def __init__(self) -> None:
+        self.pages = {
+            "/": html("Home", " ".join(f'<a href="/{name}">{name}</a>' for name in "abcd")),
+            "/a": html("Albatross", "<p>The albatross nests on remote islands.</p>"),
+            "/b": html("Birds", "<p>Birds lay eggs in nests.</p>"),
+            "/c": html("Cormorant", "<p>Cormorants dive for fish.</p>"),
+            "/d": html("Dove", "<p>Doves coo.</p>"),
+        }
+
+    def respond(self, method: str, path: str) -> Reply:
+        body = self.pages.get(path)
+        return Reply(404, "not found", "text/plain") if body is None else Reply(body=body)
+
+
+def stored_by_path(crawl, site: Site) -> dict[str, dict]:
+    """The stored pages by path."""
+    return {p["url"].removeprefix(site.url): p for p in crawl.pages()}
+
+
+def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.CompletedProcess:
+    settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO", **(settings or {})}
+    options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+    return subprocess.run(
+        scrapy_command("recrawl", *args, *options),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=crawl_env(),
+    )
+
+
+def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_path):
+    content = ChangingSite()
+    with Site(content.respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
+            {"JOBDIR": tmp_path / "job"},  # saves the relevance model, for --model
+        )
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        before = stored_by_path(crawl, site)
+        assert set(before) == {"/", "/a", "/b", "/c", "/d"}
+        assert all(p["changes"] == 0 and p["visits"] == 1 for p in before.values())
+        assert all(p["last_changed"] == p["fetched_at"] for p in before.values())
+
+        content.pages["/a"] = content.pages["/a"].replace("<p>", '<p class="ad-42">  ')
+        content.pages["/b"] = html(
+            "Birds", '<p>Birds lay eggs in nests of twigs.</p><a href="/new">new page</a>'
+        )
+        content.pages["/new"] = html("New", "<p>Never stored.</p>")
+        del content.pages["/c"]
+        content.pages["/d"] = html("Dove", "<p>Doves coo loudly.</p>")
+        content.pages["/robots.txt"] = "User-agent: *\nDisallow: /d\n"
+        site.log.entries.clear()
+        model = tmp_path / "job" / "relevance"
+        # One request at a time: Scrapy 2.19's RobotsTxtMiddleware hands robots.txt only to the
+        # first request that waits for it; the others waiting meanwhile get None and are not
+        # checked (scrapy/scrapy#6802 replaced the callback that passed the parser on).
+        result = recrawl(
+            crawl.db, "test", "--model", str(model), settings={"CONCURRENT_REQUESTS": 1}
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        summary = "Recrawl of crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone"
+        assert summary in result.stderr, result.stderr[-3000:]
+        fetched = sorted(path for _, path in site.log.gets())
+    # Stored pages only (/new is not followed), as robots.txt allows (/d is now disallowed).
+    assert fetched == ["/", "/a", "/b", "/c"]
+    after = stored_by_path(crawl, site)
+    assert set(after) == set(before)
+    assert after["/d"] == before["/d"]
+    b = after["/b"]
+    assert (b["changes"], b["visits"]) == (1, 2)
+    assert b["last_changed"] > before["/b"]["last_changed"]
+    assert b["text"] == "Birds lay eggs in nests of twigs.\nnew page"
+    assert b["content_hash"] != before["/b"]["content_hash"]
+    for path in ("/", "/a"):  # the markup of /a changed, not its text
+        page_ = after[path]
+        assert (page_["changes"], page_["visits"]) == (0, 2)
+        assert page_["last_changed"] == before[path]["last_changed"]
+        assert page_["content_hash"] == before[path]["content_hash"]
+        assert page_["fetched_at"] > before[path]["fetched_at"]
+    c = after["/c"]  # gone: recorded, not deleted
+    assert (c["status"], c["visits"], c["changes"]) == (404, 2, 0)
+    assert c["text"] == before["/c"]["text"]
+    # The changed page is rescored with the crawl's model; the others keep the crawl's scores.
+    scores = RelevanceModel.load(model).score(b["text"], b["language"])
+    assert b["relevance"] == round(scores.combined, 6) != before["/b"]["relevance"]
+    for path in ("/", "/a", "/c"):
+        assert after[path]["relevance"] == before[path]["relevance"]
+    assert all(after[path]["fetch_order"] == before[path]["fetch_order"] for path in before)
+
+    record = crawl.crawl_record()
+    assert record["status"] == "finished" and record["pages"] == 5
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory) -> Path:
+    db = tmp_path_factory.mktemp("refresh") / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record())
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+    store.start_crawl(crawl_record("empty"))
+    store.close()
+    return db
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (("nosuch",), 1, "no crawl 'nosuch' in the SQLite store"),
+        (("empty",), 1, "crawl empty has no stored pages to fetch again"),
+        ((), 2, "give one crawl id, not 0"),
+        (("c1", "c2"), 2, "give one crawl id, not 2: c1 c2"),
+        (("c1", "--policy", "random"), 2, "--policy='random' is not one of: uniform, proportional"),
+        (("c1", "--budget", "0"), 2, "--budget=0 is below its minimum 1"),
+        (("c1", "--budget", "many"), 2, "--budget='many' is not an integer"),
+        (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
+        (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
+        (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
+    ],
+)
+def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811
+    # In-process (the checks run before the crawler process starts); the CLI below.
+    one_line_error(cli("recrawl", *args, settings={"FOCUSED_DB": small_store}), status, message)
+
+
+def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):
+    result = recrawl(tmp_path / "none.sqlite3", "c1")
+    one_line_error(result, 1, f"SQLite store at {tmp_path / 'none.sqlite3'}: no such file")
+    assert not (tmp_path / "none.sqlite3").exists()
