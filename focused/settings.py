@@ -44,6 +44,9 @@ SPIDER_MIDDLEWARES = {
 }
 DOWNLOADER_MIDDLEWARES = {
     "focused.distributed.FrontierAck": 10,  # requests that failed for good are done too
+    # Scrapy's checks only the first request waiting for a host's robots.txt (focused.robots).
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "focused.robots.RobotsTxtMiddleware": 100,
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
 }
 EXTENSIONS = {

@@ -278,12 +278,7 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         content.pages["/robots.txt"] = "User-agent: *\nDisallow: /d\n"
         site.log.entries.clear()
         model = tmp_path / "job" / "relevance"
-        # One request at a time: Scrapy 2.19's RobotsTxtMiddleware hands robots.txt only to the
-        # first request that waits for it; the others waiting meanwhile get None and are not
-        # checked (scrapy/scrapy#6802 replaced the callback that passed the parser on).
-        result = recrawl(
-            crawl.db, "test", "--model", str(model), settings={"CONCURRENT_REQUESTS": 1}
-        )
+        result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
         summary = "Recrawl of crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone"
         assert summary in result.stderr, result.stderr[-3000:]
