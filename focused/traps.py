@@ -44,8 +44,8 @@ TRAP_META = "trap_family"  # meta key: the family of a request queued at the bac
 _DIGITS = re.compile(r"\d+")
 _NUMERIC = re.compile(r"[\W_]*\d[\d\W_]*")  # digits and separators: 2026, 11, 2026-11-30
 _YEAR = r"(?:19|20)\d\d"
-_MONTH = r"(?:0?[1-9]|1[0-2])"
-_DAY = r"(?:0?[1-9]|[12]\d|3[01])"
+# Month and day are not checked: an endless calendar may well count on to month 13 or day 0.
+_MONTH = _DAY = r"\d\d?"
 _SEP = r"[-_./]"
 # A year and month (and day) with separators closing the path (a trailing slash or a file
 # extension allowed): /cal/2026/11/30, /archive/2026-11/. A year alone could be any number.
