@@ -50,9 +50,13 @@ _SEP = r"[-_./]"
 # A year and month (and day) with separators closing the path (a trailing slash or a file
 # extension allowed): /cal/2026/11/30, /archive/2026-11/. A year alone could be any number.
 _DATE_PATH_TAIL = re.compile(f"/{_YEAR}{_SEP}{_MONTH}(?:{_SEP}{_DAY})?(?:\\.\\w+)?/?$", re.ASCII)
-# As a query value: with separators, or compact YYYYMMDD.
-_DATE_VALUE = re.compile(f"{_YEAR}(?:[-_./]{_MONTH}(?:[-_./]{_DAY})?|{_MONTH}{_DAY})", re.ASCII)
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,}")
+# As a query value: with separators, or a valid compact YYYYMMDD (shorter numbers are ids).
+_DATE_VALUE = re.compile(
+    f"{_YEAR}(?:{_SEP}{_MONTH}(?:{_SEP}{_DAY})?|(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\\d|3[01]))",
+    re.ASCII,
+)
+# A random id: 16+ letters and digits in one run (a slug has hyphens), or a UUID.
+_TOKEN = re.compile(r"[A-Za-z0-9]{16,}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 REPEATS = 3  # a path segment this many times is a nested path
 
 

@@ -38,6 +38,7 @@ from tests.test_redis_frontier import redis_server, shared_queue  # noqa: F401 (
         ("http://h/cal?day=20261130&view=list", "calendar"),
         ("http://h/p?visit=3f9a0c1b2d4e5f60718293a4", "session_id"),
         ("http://h/p?s=ab12cd34ef56ab78cd90&q=x", "session_id"),
+        ("http://h/p?token=3f9a0c1b-2d4e-5f60-7182-93a4b5c6d7e8", "session_id"),
     ],
 )
 def test_each_trap_pattern_is_recognised(url, pattern):
@@ -56,6 +57,8 @@ def test_each_trap_pattern_is_recognised(url, pattern):
         "http://h/item?id=123",
         "http://h/search?q=birds&page=3",
         "http://h/p?ref=newsletterspring",  # long, but a word, not a token
+        "http://h/p?article=bird-migration-2024",  # a slug
+        "http://h/p?id=200512",  # an id, not a compact date
         "http://h/a/2026/11/11/b",
     ],
 )
