@@ -15,9 +15,10 @@ stored without text (the storage pipeline drops it); its links are not followed,
 original's were. Children whose canonical URL was already fetched are dropped too (the
 dupefilter does not know URLs that were only declared as canonical).
 
-The URLs seen and the SimHash index live in ``spider.state``, so a paused JOBDIR crawl keeps
-them; after a crash the URLs come back from the store (``focused.resume.recover_state``), the
-SimHash index as saved at the last pause.
+The URLs seen live in ``spider.state``, so a paused JOBDIR crawl keeps them (after a crash
+they come back from the store, ``focused.resume.recover_state``). The SimHash index is an
+SQLite file under JOBDIR (``nearduplicates.sqlite3``), written through, so both a pause and a
+``kill -9`` keep it; without JOBDIR it is in memory.
 
 Stats: ``focused/duplicates/canonical``, ``focused/duplicates/near``,
 ``focused/skipped/already_fetched``, ``focused/skipped/duplicate_links``.
@@ -25,14 +26,17 @@ Stats: ``focused/duplicates/canonical``, ``focused/duplicates/near``,
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scrapy import Request
+from scrapy import Request, signals
 
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem
 from focused.simhash import SimHashIndex, simhash
 from focused.text import tokenize
+
+INDEX_FILE = "nearduplicates.sqlite3"
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -46,7 +50,15 @@ class DuplicateMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.drop = drop_params_setting(crawler.settings)
-        self.near_distance = crawler.settings.getint("NEAR_DUPLICATE_DISTANCE")
+        self.near_index: SimHashIndex | None = None
+        distance = crawler.settings.getint("NEAR_DUPLICATE_DISTANCE")
+        if distance >= 0:
+            jobdir = crawler.settings.get("JOBDIR")
+            path = Path(jobdir, INDEX_FILE) if jobdir else ":memory:"
+            if jobdir:
+                Path(jobdir).mkdir(parents=True, exist_ok=True)
+            self.near_index = SimHashIndex(distance, path)
+            crawler.signals.connect(self.near_index.close, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DuplicateMiddleware:
@@ -85,8 +97,8 @@ class DuplicateMiddleware:
             self.stats.inc_value("focused/skipped/already_fetched")
             return []
         fetched.update((declared, fetched_as))
-        if not page.get("duplicate_of") and self.near_distance >= 0:
-            self._check_near_duplicate(page)
+        if not page.get("duplicate_of") and self.near_index is not None:
+            self._check_near_duplicate(page, self.near_index)
         if page.get("duplicate_of"):
             children = sum(isinstance(o, Request) for o in outputs)
             self.stats.inc_value("focused/skipped/duplicate_links", children)
@@ -99,12 +111,10 @@ class DuplicateMiddleware:
             kept.append(output)
         return kept
 
-    def _check_near_duplicate(self, page: PageItem) -> None:
+    def _check_near_duplicate(self, page: PageItem, index: SimHashIndex) -> None:
         fingerprint = simhash(tokenize(page.get("text") or "", page.get("language")))
         if fingerprint is None:
             return
-        buckets = self.crawler.spider.state.setdefault("simhash_bands", {})
-        index = SimHashIndex(buckets, self.near_distance)
         original = index.find(fingerprint)
         if original == page["url"]:  # fetched again (a request in flight at a crash)
             return

@@ -17,8 +17,10 @@ compares a fingerprint only with those sharing one of its blocks, not with every
 
 from __future__ import annotations
 
+import sqlite3
 from functools import lru_cache
 from hashlib import blake2b
+from pathlib import Path
 
 import numpy as np
 
@@ -69,21 +71,38 @@ def bands(fingerprint: int) -> list[tuple[int, int]]:
 
 
 class SimHashIndex:
-    """Fingerprints of the pages stored so far, by band; ``buckets`` may be a dict kept in
-    ``spider.state``, so that a paused JOBDIR crawl keeps them."""
+    """Fingerprints of the pages stored so far, by band, in SQLite: in memory, or in a file
+    under JOBDIR where each page is committed at once, so that a crawl resumed after a pause
+    or a ``kill -9`` still knows them (WAL, as the frontier file)."""
 
-    def __init__(self, buckets: dict[tuple[int, int], list[tuple[int, str]]], max_distance: int):
-        self.buckets = buckets
+    def __init__(self, max_distance: int, path: Path | str = ":memory:") -> None:
         self.max_distance = max_distance
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        if path != ":memory:":
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(
+            "CREATE TABLE IF NOT EXISTS bands (band INTEGER, value INTEGER, fingerprint BLOB,"
+            " url TEXT);"
+            "CREATE INDEX IF NOT EXISTS bands_value ON bands (band, value);"
+        )
 
     def find(self, fingerprint: int) -> str | None:
         """The URL of a page at most ``max_distance`` bits away, or None."""
         for band in bands(fingerprint):
-            for other, url in self.buckets.get(band, ()):
-                if distance(fingerprint, other) <= self.max_distance:
+            rows = self._db.execute(
+                "SELECT fingerprint, url FROM bands WHERE band = ? AND value = ?", band
+            )
+            for other, url in rows:
+                if distance(fingerprint, int.from_bytes(other, "big")) <= self.max_distance:
                     return url
         return None
 
     def add(self, fingerprint: int, url: str) -> None:
-        for band in bands(fingerprint):
-            self.buckets.setdefault(band, []).append((fingerprint, url))
+        blob = fingerprint.to_bytes(8, "big")  # SQLite integers are signed
+        rows = ", ".join(["(?, ?, ?, ?)"] * BANDS)  # one statement: all bands or none
+        values = [value for band in bands(fingerprint) for value in (*band, blob, url)]
+        self._db.execute(f"INSERT INTO bands VALUES {rows}", values)
+
+    def close(self) -> None:
+        self._db.close()

@@ -53,7 +53,7 @@ def test_too_little_text_has_no_fingerprint():
 def test_the_band_index_finds_exactly_what_a_full_scan_finds():
     rng = random.Random(3)
     stored = [rng.getrandbits(64) for _ in range(2000)]
-    index = SimHashIndex({}, MAX_DISTANCE)
+    index = SimHashIndex(MAX_DISTANCE)
     for i, value in enumerate(stored):
         index.add(value, f"u{i}")
     for _ in range(300):
@@ -65,6 +65,19 @@ def test_the_band_index_finds_exactly_what_a_full_scan_finds():
         found = index.find(probe)
         assert (found is None) == (not expected)
         assert found is None or found in expected
+
+
+def test_the_index_file_survives_a_kill(tmp_path):
+    """Each page is committed when it is added: a process killed without closing the file
+    leaves every fingerprint behind for the resumed crawl."""
+    path = tmp_path / "nearduplicates.sqlite3"
+    index = SimHashIndex(MAX_DISTANCE, path)
+    index.add(0xF0F0_0000_FFFF_1234, "http://h/a")
+    survivor = SimHashIndex(MAX_DISTANCE, path)  # opened while the first is still open
+    assert survivor.find(0xF0F0_0000_FFFF_1234 ^ 0b101) == "http://h/a"
+    assert survivor.find(0x0F0F_FFFF_0000_EDCB) is None
+    index.close()
+    survivor.close()
 
 
 def test_a_crawl_stores_a_near_duplicate_once_with_duplicate_of(tmp_path, sample_graph):
