@@ -17,12 +17,13 @@ compares a fingerprint only with those sharing one of its blocks, not with every
 
 from __future__ import annotations
 
-import sqlite3
 from functools import lru_cache
 from hashlib import blake2b
 from pathlib import Path
 
 import numpy as np
+
+from schedulers.base import connect_crash_safe
 
 SHINGLE = 3  # tokens per shingle
 MIN_SHINGLES = 20  # fewer distinct shingles than this: too little text for a fingerprint
@@ -77,10 +78,7 @@ class SimHashIndex:
 
     def __init__(self, max_distance: int, path: Path | str = ":memory:") -> None:
         self.max_distance = max_distance
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        if path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = connect_crash_safe(path)
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS bands (band INTEGER, value INTEGER, fingerprint BLOB,"
             " url TEXT);"

@@ -148,6 +148,15 @@ class MemoryFrontier:
         self._entries.clear()
 
 
+def connect_crash_safe(path: Path | str) -> sqlite3.Connection:
+    """An SQLite file where every statement outside ``BEGIN`` is its own transaction, and a
+    commit survives ``kill -9`` (WAL, ``synchronous=NORMAL``: written to the OS, no fsync)."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
+
+
 class SqliteFrontier:
     """The same entries in an SQLite table indexed by key, so a crawl resumes from disk.
 
@@ -164,9 +173,7 @@ class SqliteFrontier:
     def __init__(self, path: Path, spider: Spider) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._spider = spider
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = connect_crash_safe(path)
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
             " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0);"
