@@ -7,27 +7,36 @@
   If that canonical URL was already fetched, the page is a duplicate of it.
   A page fetched at a URL another page already declared as its canonical (and so was stored
   under) is not stored again.
-- **Near-duplicate content** (see ``focused.simhash``).
+- **Near-duplicate content** (``focused.simhash``, ``NEAR_DUPLICATE_DISTANCE``, default 3 bits;
+  -1 = off): a page whose SimHash is that close to the SimHash of a page stored earlier.
 
 A duplicate keeps its own URL, gets ``duplicate_of`` = the URL of the page it repeats, and is
 stored without text (the storage pipeline drops it); its links are not followed, since the
 original's were. Children whose canonical URL was already fetched are dropped too (the
 dupefilter does not know URLs that were only declared as canonical).
 
-The URLs seen live in ``spider.state`` so a paused JOBDIR crawl keeps them.
+The URLs seen live in ``spider.state``, so a paused JOBDIR crawl keeps them (after a crash
+they come back from the store, ``focused.resume.recover_state``). The SimHash index is an
+SQLite file under JOBDIR (``nearduplicates.sqlite3``), written through, so both a pause and a
+``kill -9`` keep it; without JOBDIR it is in memory.
 
-Stats: ``focused/duplicates/canonical``, ``focused/skipped/already_fetched``,
-``focused/skipped/duplicate_links``.
+Stats: ``focused/duplicates/canonical``, ``focused/duplicates/near``,
+``focused/skipped/already_fetched``, ``focused/skipped/duplicate_links``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from scrapy import Request
+from scrapy import Request, signals
 
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem
+from focused.simhash import SimHashIndex, simhash
+from focused.text import tokenize
+
+INDEX_FILE = "nearduplicates.sqlite3"
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -41,6 +50,15 @@ class DuplicateMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.drop = drop_params_setting(crawler.settings)
+        self.near_index: SimHashIndex | None = None
+        distance = crawler.settings.getint("NEAR_DUPLICATE_DISTANCE")
+        if distance >= 0:
+            jobdir = crawler.settings.get("JOBDIR")
+            path = Path(jobdir, INDEX_FILE) if jobdir else ":memory:"
+            if jobdir:
+                Path(jobdir).mkdir(parents=True, exist_ok=True)
+            self.near_index = SimHashIndex(distance, path)
+            crawler.signals.connect(self.near_index.close, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DuplicateMiddleware:
@@ -79,6 +97,8 @@ class DuplicateMiddleware:
             self.stats.inc_value("focused/skipped/already_fetched")
             return []
         fetched.update((declared, fetched_as))
+        if not page.get("duplicate_of") and self.near_index is not None:
+            self._check_near_duplicate(page, self.near_index)
         if page.get("duplicate_of"):
             children = sum(isinstance(o, Request) for o in outputs)
             self.stats.inc_value("focused/skipped/duplicate_links", children)
@@ -90,3 +110,16 @@ class DuplicateMiddleware:
                 continue
             kept.append(output)
         return kept
+
+    def _check_near_duplicate(self, page: PageItem, index: SimHashIndex) -> None:
+        fingerprint = simhash(tokenize(page.get("text") or "", page.get("language")))
+        if fingerprint is None:
+            return
+        original = index.find(fingerprint)
+        if original == page["url"]:  # fetched again (a request in flight at a crash)
+            return
+        if original is None:
+            index.add(fingerprint, page["url"])
+        else:
+            page["duplicate_of"] = original
+            self.stats.inc_value("focused/duplicates/near")

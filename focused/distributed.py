@@ -307,7 +307,7 @@ class DistributedCrawl:
             logger.warning("%d popped requests were never marked done; re-queued", stray)
         self.tick()
         args = [shared.key("inflight:")]
-        keys = [shared.key("frontier"), shared.key("workers")]
+        keys = [shared.key("frontier"), shared.key("workers"), shared.key("back")]
         if shared.run(self._pending, keys=keys, args=args, default=0):
             self._waiting = True
             raise DontCloseSpider
@@ -321,10 +321,10 @@ class DistributedCrawl:
         self.shared.run(self.shared.redis.hdel, self.shared.key("workers"), self.shared.worker)
 
 
-# Requests queued or under way anywhere in the crawl. KEYS: frontier, workers. ARGV: prefix of
-# the in-flight keys.
+# Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:
+# prefix of the in-flight keys.
 PENDING = """
-local n = redis.call('ZCARD', KEYS[1])
+local n = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[3])
 for _, worker in ipairs(redis.call('HKEYS', KEYS[2])) do
   n = n + redis.call('ZCARD', ARGV[1] .. worker)
 end

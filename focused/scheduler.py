@@ -24,7 +24,14 @@ Frontier-wide limits live here, so that every strategy gets them:
   host was fetched longest ago goes anyway (``focused/host_window/relaxed``), because the
   window counts fetches and would otherwise never move.
 
-Both act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
+- Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
+  whose family is a query-parameter explosion, is marked with its family and queued behind
+  every other request (the frontiers order by ``(back, key)``, so each strategy's keys stay its
+  own); once ``TRAP_MAX_PER_FAMILY`` (10; 0 = off) requests of one trap family were queued,
+  the rest are dropped. Stats ``focused/trap/penalised``, ``focused/trap/dropped``; a log line
+  per family dropped; counts survive a JOBDIR pause. Seeds are never taken for traps.
+
+The host limits act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
 (``CONCURRENT_REQUESTS_PER_DOMAIN``, ``DOWNLOAD_DELAY``) and AutoThrottle then pace the
 fetches of each host as usual.
 
@@ -44,6 +51,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.utils.httpobj import urlparse_cached
 
 from focused.resume import INFLIGHT, request_finished
+from focused.traps import TrapFamilies
 from schedulers.base import SqliteFrontier
 
 if TYPE_CHECKING:
@@ -67,12 +75,18 @@ class FocusedScheduler(Scheduler):
         scheduler.recent_hosts = deque()
         scheduler.in_window = Counter()
         scheduler.parked = []
+        scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
+        scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
+        scheduler.traps = None  # TrapFamilies, built on open (its counts are in spider.state)
         for signal in (signals.item_scraped, signals.item_dropped, signals.spider_error):
             crawler.signals.connect(scheduler._response_done, signal=signal)
         crawler.signals.connect(scheduler._finished, signal=request_finished)
         return scheduler
 
     def open(self, spider):
+        if self.trap_max:
+            counts = spider.state.setdefault("trap_families", {})
+            self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
         opened = super().open(spider)
         frontier = self._durable_frontier()
         if frontier is not None and hasattr(self.df, "remember"):
@@ -111,7 +125,12 @@ class FocusedScheduler(Scheduler):
         # A redirect or retry of a request in flight carries its mark: once the new request
         # is queued (or filtered), the old one is finished.
         replaced = request.meta.pop(INFLIGHT, None)
+        if self._is_trap_dropped(request):
+            self._finish(replaced)
+            return False
         queued = super().enqueue_request(request)
+        if queued and self.traps is not None:
+            self.traps.count(request)
         if not queued and not request.dont_filter:
             # Only the dupefilter makes Scheduler.enqueue_request return False.
             for queue in (self.dqs, self.mqs):
@@ -122,6 +141,13 @@ class FocusedScheduler(Scheduler):
         self._finish(replaced)
         self._count_frontier()
         return queued
+
+    def _is_trap_dropped(self, request: Request) -> bool:
+        """Mark a trap request for the back of the frontier; True if its family is full.
+        Seeds (no parent) and retries (``dont_filter``) are taken as they are."""
+        if self.traps is None or request.dont_filter or "parent_url" not in request.meta:
+            return False
+        return not self.traps.admit(request)
 
     def _evict(self, count: int) -> None:
         # The disk queue holds what could be serialized, i.e. nearly everything under JOBDIR.

@@ -147,3 +147,14 @@ ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only 
 # are fetched again. Order 15: inside focused.distributed.FrontierAck (10), which passes the
 # output through unchanged.
 DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
+
+# -- Trap defence (issue 8; focused.traps, focused.simhash, README "Trap defence") ------------
+# URL families that keep producing new URLs (nested paths, calendars, session ids, query
+# parameter explosions) are queued behind every other request; once TRAP_MAX_PER_FAMILY
+# requests of one such family were queued, the rest are dropped. 0 turns the URL part off.
+TRAP_MAX_PER_FAMILY = 10
+# A path whose URLs with one set of query parameters pass this many is a query explosion.
+TRAP_QUERY_VARIANTS = 100
+# Near-duplicate pages: a 64-bit SimHash over word shingles; a page within this many bits of
+# one stored earlier is stored once, as a duplicate of it (duplicate_of). -1 = off; at most 3.
+NEAR_DUPLICATE_DISTANCE = 3

@@ -15,6 +15,12 @@ queued score instead of being dropped by the dupefilter.
 (MAX_BUFFER), applied by ``focused.scheduler.FocusedScheduler`` for every strategy. Both
 frontiers find their worst entries in O(log n): the memory one keeps a second heap ordered
 worst-first, the SQLite one walks its order index backwards.
+
+A request of a trap family (``meta[TRAP_META]``, set by the scheduler, see ``focused.traps``)
+is kept behind every other one: each frontier orders its entries by ``(back, key)``. The
+penalty lives in the frontier, not in the key, because strategies read their keys back
+(``rank_semantic`` keeps a URL's class in the first element) and every strategy must respect it.
+Trap requests are also the first evicted.
 """
 
 from __future__ import annotations
@@ -28,8 +34,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.utils.request import request_from_dict
 
+from focused.traps import TRAP_META
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -40,6 +48,18 @@ if TYPE_CHECKING:
 
 # (-score, -tiebreak, seq): the smallest key pops first.
 Key = tuple[float, float, int]
+# How a frontier orders its entries: (back, *key). Requests of a trap family (marked by the
+# scheduler, see focused.traps) are at the back, behind every other request, whatever their
+# key: the penalty is the frontier's, so every strategy's keys stay its own.
+Order = tuple[int, float, float, int]
+
+
+def at_back(request: Request) -> int:
+    return 1 if request.meta.get(TRAP_META) else 0
+
+
+def negated(order: Sequence[float]) -> tuple:
+    return tuple(-value for value in order)
 
 
 def dump_request(request: Request, spider: Spider) -> bytes:
@@ -53,21 +73,23 @@ def load_request(blob: bytes, spider: Spider) -> Request:
 
 class MemoryFrontier:
     """Entries by fingerprint, plus two heaps (best first, worst first) whose stale items are
-    skipped when they reach the top."""
+    skipped when they reach the top. A heap item is ``(back, *key, fp)``: trap requests come
+    after every other one."""
 
     def __init__(self) -> None:
-        self._heap: list[tuple[float, float, int, bytes]] = []
-        self._worst: list[tuple[float, float, int, bytes]] = []  # negated keys
-        self._entries: dict[bytes, tuple[Key, Request]] = {}
+        self._heap: list[tuple[int, float, float, int, bytes]] = []
+        self._worst: list[tuple[int, float, float, int, bytes]] = []  # negated
+        self._entries: dict[bytes, tuple[Order, Request]] = {}
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
-        self._entries[fp] = (key, request)
-        heapq.heappush(self._heap, (*key, fp))
-        heapq.heappush(self._worst, (-key[0], -key[1], -key[2], fp))
+        order = (at_back(request), *key)
+        self._entries[fp] = (order, request)
+        heapq.heappush(self._heap, (*order, fp))
+        heapq.heappush(self._worst, (*negated(order), fp))
         if len(self._worst) > 2 * len(self._entries) + 1024:
             # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
             # n puts, so that the worst-first heap stays proportional to the frontier.
-            self._worst = [(-k[0], -k[1], -k[2], fp) for fp, (k, _) in self._entries.items()]
+            self._worst = [(*negated(order), fp) for fp, (order, _) in self._entries.items()]
             heapq.heapify(self._worst)
 
     def evict_worst(self, count: int) -> int:
@@ -75,9 +97,9 @@ class MemoryFrontier:
         worst, entries = self._worst, self._entries
         evicted = 0
         while worst and evicted < count:
-            neg0, neg1, neg2, fp = heapq.heappop(worst)
+            *order, fp = heapq.heappop(worst)
             entry = entries.get(fp)
-            if entry is not None and entry[0] == (-neg0, -neg1, -neg2):
+            if entry is not None and entry[0] == negated(order):
                 del entries[fp]  # its item in the best-first heap is now stale
                 evicted += 1
         return evicted
@@ -85,37 +107,37 @@ class MemoryFrontier:
     def _drop_stale(self) -> None:
         heap, entries = self._heap, self._entries
         while heap:
-            *key, fp = heap[0]
+            *order, fp = heap[0]
             entry = entries.get(fp)
-            if entry is not None and entry[0] == tuple(key):
+            if entry is not None and entry[0] == tuple(order):
                 return
             heapq.heappop(heap)
 
     def peek(self) -> Request | None:
         self._drop_stale()
-        return self._entries[self._heap[0][3]][1] if self._heap else None
+        return self._entries[self._heap[0][-1]][1] if self._heap else None
 
     def pop(self) -> Request | None:
         self._drop_stale()
         if not self._heap:
             return None
-        fp = heapq.heappop(self._heap)[3]
+        fp = heapq.heappop(self._heap)[-1]
         return self._entries.pop(fp)[1]
 
     def key_of(self, fp: bytes) -> Key | None:
         entry = self._entries.get(fp)
-        return entry[0] if entry else None
+        return entry[0][1:] if entry else None
 
     def remove(self, fp: bytes) -> Request | None:
         entry = self._entries.pop(fp, None)
         return entry[1] if entry else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
-        for fp, (key, request) in self._entries.items():
-            yield fp, key, request
+        for fp, (order, request) in self._entries.items():
+            yield fp, order[1:], request
 
     def max_seq(self) -> int:
-        return max((key[2] for key, _ in self._entries.values()), default=0)
+        return max((order[3] for order, _ in self._entries.values()), default=0)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -124,6 +146,15 @@ class MemoryFrontier:
         self._heap.clear()
         self._worst.clear()
         self._entries.clear()
+
+
+def connect_crash_safe(path: Path | str) -> sqlite3.Connection:
+    """An SQLite file where every statement outside ``BEGIN`` is its own transaction, and a
+    commit survives ``kill -9`` (WAL, ``synchronous=NORMAL``: written to the OS, no fsync)."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    return db
 
 
 class SqliteFrontier:
@@ -142,16 +173,20 @@ class SqliteFrontier:
     def __init__(self, path: Path, spider: Spider) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._spider = spider
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db = connect_crash_safe(path)
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
-            " neg_tiebreak REAL, seq INTEGER, request BLOB);"
-            "CREATE INDEX IF NOT EXISTS frontier_order"
-            " ON frontier (neg_score, neg_tiebreak, seq);"
+            " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0);"
             "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB);"
             "CREATE TABLE IF NOT EXISTS finished (fp BLOB PRIMARY KEY);"
+        )
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(frontier)")}
+        if "back" not in columns:  # a file written before trap requests went to the back
+            self._db.execute("ALTER TABLE frontier ADD COLUMN back INTEGER NOT NULL DEFAULT 0")
+        self._db.executescript(
+            "DROP INDEX IF EXISTS frontier_order;"
+            "CREATE INDEX IF NOT EXISTS frontier_rank"
+            " ON frontier (back, neg_score, neg_tiebreak, seq);"
         )
         self._len = self._db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]
 
@@ -198,21 +233,22 @@ class SqliteFrontier:
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         blob = self._dump(request)  # may raise ValueError: Scrapy then keeps it in memory
+        back = at_back(request)
         cursor = self._db.execute(
-            "INSERT OR IGNORE INTO frontier VALUES (?, ?, ?, ?, ?)", (fp, *key, blob)
+            "INSERT OR IGNORE INTO frontier VALUES (?, ?, ?, ?, ?, ?)", (fp, *key, blob, back)
         )
         if cursor.rowcount:
             self._len += 1
         else:
             self._db.execute(
-                "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ?, request = ?"
-                " WHERE fp = ?",
-                (*key, blob, fp),
+                "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ?, request = ?,"
+                " back = ? WHERE fp = ?",
+                (*key, blob, back, fp),
             )
 
     def _first(self) -> tuple[bytes, bytes] | None:
         return self._db.execute(
-            "SELECT fp, request FROM frontier ORDER BY neg_score, neg_tiebreak, seq LIMIT 1"
+            "SELECT fp, request FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT 1"
         ).fetchone()
 
     def peek(self) -> Request | None:
@@ -231,7 +267,8 @@ class SqliteFrontier:
         with self.transaction():  # an evicted request stays seen: it is finished
             evicted = self._db.execute(
                 "DELETE FROM frontier WHERE fp IN (SELECT fp FROM frontier"
-                " ORDER BY neg_score DESC, neg_tiebreak DESC, seq DESC LIMIT ?) RETURNING fp",
+                " ORDER BY back DESC, neg_score DESC, neg_tiebreak DESC, seq DESC LIMIT ?)"
+                " RETURNING fp",
                 (count,),
             ).fetchall()
             self._db.executemany("INSERT OR IGNORE INTO finished VALUES (?)", evicted)

@@ -8,6 +8,8 @@ order is ``score()`` and ``tiebreak()`` runs distributed unchanged. Keys, under
   ``tiebreak (8 bytes) + sequence (15 digits) + fingerprint``, so that members of equal score
   sort by tiebreak, then by discovery order (both encoded to sort as bytes), as the local
   frontiers do. ``ZPOPMAX`` pops the best.
+- ``back``: the same for requests of a trap family (``focused.traps``), popped only when
+  ``frontier`` is empty. A dead worker's in-flight requests go back to ``frontier``.
 - ``members``: hash fingerprint -> its member, to find a queued URL again (rediscovery).
 - ``requests``: hash fingerprint -> the pickled request, kept until the request is done.
 - ``inflight:<worker>``: sorted set of what one worker popped and has not finished; it goes
@@ -23,7 +25,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from schedulers.base import dump_request, load_request
+from schedulers.base import at_back, dump_request, load_request
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -55,17 +57,29 @@ end
 # never lowers a URL. A new URL joins the seen set in the same step, so that a URL can never be
 # seen without being queued (Redis lost between the two would lose it for good); one another
 # process saw meanwhile is not queued again, unless the request is dont_filter (a retry).
-# KEYS: frontier, members, requests, seq, seen. ARGV: fp, score, tiebreak, blob, dont_filter.
+# A request at the back (ARGV[6] = '1') goes to the back set; moving from the back to the front
+# raises a URL, the other way lowers it.
+# KEYS: frontier, members, requests, seq, seen, back.
+# ARGV: fp, score, tiebreak, blob, dont_filter, at_back.
 PUT = (
     GREATER
     + """
 local fp, score, tiebreak = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local queue = ARGV[6] == '1' and KEYS[6] or KEYS[1]
 local old = redis.call('HGET', KEYS[2], fp)
+local old_queue = KEYS[1]
 local seq
 if old then
-  local old_score = tonumber(redis.call('ZSCORE', KEYS[1], old))
-  if score < old_score then return 0 end
-  if score == old_score then
+  local old_score = redis.call('ZSCORE', KEYS[1], old)
+  if not old_score then
+    old_queue = KEYS[6]
+    old_score = redis.call('ZSCORE', KEYS[6], old)
+  end
+  old_score = tonumber(old_score)
+  if queue ~= old_queue then
+    if queue == KEYS[6] then return 0 end
+  elseif score < old_score then return 0
+  elseif score == old_score then
     if not greater(tiebreak, string.sub(old, 1, 8)) then return 0 end
   end
   seq = string.sub(old, 9, 23)
@@ -74,11 +88,11 @@ else
   seq = string.format('%015d', 999999999999999 - redis.call('INCR', KEYS[4]))
 end
 local member = tiebreak .. seq .. fp
-if member == old then
-  redis.call('ZADD', KEYS[1], 'GT', ARGV[2], member)
+if member == old and queue == old_queue then
+  redis.call('ZADD', queue, 'GT', ARGV[2], member)
 else
-  if old then redis.call('ZREM', KEYS[1], old) end
-  redis.call('ZADD', KEYS[1], ARGV[2], member)
+  if old then redis.call('ZREM', old_queue, old) end
+  redis.call('ZADD', queue, ARGV[2], member)
   redis.call('HSET', KEYS[2], fp, member)
 end
 redis.call('HSET', KEYS[3], fp, ARGV[4])
@@ -86,14 +100,16 @@ return 1
 """
 )
 
-# Pop the best request into this worker's in-flight set, unless the page budget is spent.
-# KEYS: frontier, members, requests, popped, inflight. ARGV: budget (0 = none).
+# Pop the best request (from the back set when the frontier is empty) into this worker's
+# in-flight set, unless the page budget is spent.
+# KEYS: frontier, members, requests, popped, inflight, back. ARGV: budget (0 = none).
 POP = """
 local budget = tonumber(ARGV[1])
 if budget > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= budget then
   return {'budget'}
 end
 local top = redis.call('ZPOPMAX', KEYS[1])
+if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
 if #top == 0 then return {} end
 local fp = string.sub(top[1], 24)
 redis.call('HDEL', KEYS[2], fp)
@@ -133,11 +149,12 @@ if n > 0 then redis.call('DECRBY', KEYS[3], n) end
 return n
 """
 
-# Take a queued request out. KEYS: frontier, members, requests. ARGV: fp.
+# Take a queued request out. KEYS: frontier, members, requests, back. ARGV: fp.
 REMOVE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return false end
 redis.call('ZREM', KEYS[1], member)
+redis.call('ZREM', KEYS[4], member)
 redis.call('HDEL', KEYS[2], ARGV[1])
 local blob = redis.call('HGET', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
@@ -174,6 +191,7 @@ class RedisFrontier:
         self._spider = shared.crawler.spider
         self._budget = shared.crawler.settings.getint("CLOSESPIDER_PAGECOUNT")
         self._keys = [shared.key(name) for name in ("frontier", "members", "requests")]
+        self._back = shared.key("back")
         self._put = self.redis.register_script(PUT)
         self._pop = self.redis.register_script(POP)
         self._ack = self.redis.register_script(ACK)
@@ -190,12 +208,13 @@ class RedisFrontier:
             encode_tiebreak(float(-key[1])),
             blob,
             "1" if request.dont_filter else "0",
+            str(at_back(request)),
         ]
-        keys = [*self._keys, self.shared.key("seq"), self.shared.key("seen")]
+        keys = [*self._keys, self.shared.key("seq"), self.shared.key("seen"), self._back]
         self.shared.run(self._put, keys=keys, args=args)
 
     def pop(self) -> Request | None:
-        keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key()]
+        keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
         popped = self.shared.run(self._pop, keys=keys, args=[self._budget], default=[])
         if popped == [BUDGET_SPENT]:
             self.shared.budget_spent()
@@ -226,8 +245,11 @@ class RedisFrontier:
         return self.shared.run(self._requeue, keys=keys, args=[worker], default=0)
 
     def peek(self) -> Request | None:
-        top = self.shared.run(self.redis.zrange, self._keys[0], 0, 0, desc=True, default=[])
-        if not top:
+        for queue in (self._keys[0], self._back):
+            top = self.shared.run(self.redis.zrange, queue, 0, 0, desc=True, default=[])
+            if top:
+                break
+        else:
             return None
         blob = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
         return load_request(blob, self._spider) if blob else None
@@ -241,25 +263,31 @@ class RedisFrontier:
 
     def key_of(self, fp: bytes) -> Key | None:
         member = self.shared.run(self.redis.hget, self._keys[1], fp)
-        score = member and self.shared.run(self.redis.zscore, self._keys[0], member)
-        return None if score is None or not member else decode_member(member, score)[1]
+        if not member:
+            return None
+        score = self.shared.run(self.redis.zscore, self._keys[0], member)
+        if score is None:
+            score = self.shared.run(self.redis.zscore, self._back, member)
+        return None if score is None else decode_member(member, score)[1]
 
     def remove(self, fp: bytes) -> Request | None:
-        blob = self.shared.run(self._remove, keys=self._keys, args=[fp])
+        blob = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])
         return load_request(blob, self._spider) if blob else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
-        for member, score in self.redis.zscan_iter(self._keys[0]):
-            fp, key = decode_member(member, score)
-            blob = self.redis.hget(self._keys[2], fp)
-            if blob is not None:
-                yield fp, key, load_request(blob, self._spider)
+        for queue in (self._keys[0], self._back):
+            for member, score in self.redis.zscan_iter(queue):
+                fp, key = decode_member(member, score)
+                blob = self.redis.hget(self._keys[2], fp)
+                if blob is not None:
+                    yield fp, key, load_request(blob, self._spider)
 
     def max_seq(self) -> int:
         return int(self.shared.run(self.redis.get, self.shared.key("seq")) or 0)
 
     def __len__(self) -> int:
-        return self.shared.run(self.redis.zcard, self._keys[0], default=0)
+        queued = self.shared.run(self.redis.zcard, self._keys[0], default=0)
+        return queued + self.shared.run(self.redis.zcard, self._back, default=0)
 
     def close(self) -> None:
         """Give back what this process popped and did not finish, and leave the crawl."""

@@ -69,7 +69,8 @@ def test_stored_records_carry_level_scores_and_path(tmp_path, site):
         assert isinstance(page["is_relevant"], bool)
         assert page["strategy"] == "bestfirst" and page["crawl_id"] == "bestfirst"
         assert page["anchor"], page["url"]
-        assert page["text"] and page["title"]
+        # The sample holds one article twice (Dove, Pigeon): the second is a near-duplicate.
+        assert page["title"] and (page["text"] or by_url.get(page["duplicate_of"]))
         parent = by_url.get(page["parent_url"])
         if parent is not None:
             assert page["level"] == parent["level"] + 1

@@ -1,0 +1,110 @@
+"""Near-duplicate pages: SimHash over word shingles, its band index, and a crawl that stores a
+near-duplicate once, with duplicate_of."""
+
+from __future__ import annotations
+
+import random
+from html import escape
+
+from focused.simhash import MAX_DISTANCE, SimHashIndex, distance, simhash
+from focused.text import tokenize
+from tests.conftest import run_crawl
+from tests.sites import Reply, Site, html
+
+NOVEMBER = "Last updated on 30 November 2026 at 10:14."
+DECEMBER = "Last updated on 1 December 2026 at 08:00."
+
+
+def fingerprint(text: str) -> int | None:
+    return simhash(tokenize(text))
+
+
+def sample_texts(sample_graph) -> list[str]:
+    return [sample_graph.text[name] for name in sorted(sample_graph.text)]
+
+
+def test_a_changed_date_line_is_a_near_duplicate(sample_graph):
+    article = sample_graph.text["Albatross"]
+    before, after = fingerprint(f"{NOVEMBER}\n{article}"), fingerprint(f"{DECEMBER}\n{article}")
+    assert distance(before, after) <= MAX_DISTANCE
+    other = fingerprint(f"{NOVEMBER}\n{sample_graph.text['Penguin']}")
+    assert distance(before, other) > 10
+
+
+def test_over_the_sample_date_changes_are_found_and_articles_kept_apart(sample_graph):
+    """Measured on every sample article: SimHash at 3 bits misses some changed pages (a
+    fingerprint's bits near a tie flip), but never takes two different articles for one."""
+    texts = sample_texts(sample_graph)
+    changed = [
+        distance(fingerprint(f"{NOVEMBER}\n{t}"), fingerprint(f"{DECEMBER}\n{t}")) for t in texts
+    ]
+    assert sum(d <= MAX_DISTANCE for d in changed) / len(changed) >= 0.8
+    prints = [fingerprint(t) for t in texts]
+    for i in range(len(texts)):
+        for j in range(i + 1, len(texts)):
+            if texts[i] != texts[j]:  # the sample holds one article twice (Dove, Pigeon)
+                assert distance(prints[i], prints[j]) > MAX_DISTANCE
+
+
+def test_too_little_text_has_no_fingerprint():
+    assert fingerprint("Bird events: none.") is None
+
+
+def test_the_band_index_finds_exactly_what_a_full_scan_finds():
+    rng = random.Random(3)
+    stored = [rng.getrandbits(64) for _ in range(2000)]
+    index = SimHashIndex(MAX_DISTANCE)
+    for i, value in enumerate(stored):
+        index.add(value, f"u{i}")
+    for _ in range(300):
+        base = rng.choice(stored)
+        probe = base
+        for bit in rng.sample(range(64), rng.randint(0, 5)):
+            probe ^= 1 << bit
+        expected = {f"u{i}" for i, v in enumerate(stored) if distance(v, probe) <= MAX_DISTANCE}
+        found = index.find(probe)
+        assert (found is None) == (not expected)
+        assert found is None or found in expected
+
+
+def test_the_index_file_survives_a_kill(tmp_path):
+    """Each page is committed when it is added: a process killed without closing the file
+    leaves every fingerprint behind for the resumed crawl."""
+    path = tmp_path / "nearduplicates.sqlite3"
+    index = SimHashIndex(MAX_DISTANCE, path)
+    index.add(0xF0F0_0000_FFFF_1234, "http://h/a")
+    survivor = SimHashIndex(MAX_DISTANCE, path)  # opened while the first is still open
+    assert survivor.find(0xF0F0_0000_FFFF_1234 ^ 0b101) == "http://h/a"
+    assert survivor.find(0x0F0F_FFFF_0000_EDCB) is None
+    index.close()
+    survivor.close()
+
+
+def test_a_crawl_stores_a_near_duplicate_once_with_duplicate_of(tmp_path, sample_graph):
+    pages = {
+        "/": ("Birds", '<a href="/a">albatross</a> <a href="/b">albatross again</a>'),
+        "/a": ("Albatross", f"<p>{NOVEMBER}</p><p>{escape(sample_graph.text['Albatross'])}</p>"),
+        "/b": ("Albatross", f"<p>{DECEMBER}</p><p>{escape(sample_graph.text['Albatross'])}</p>"),
+    }
+    pages["/"] = ("Birds", pages["/"][1] + ' <a href="/c">penguin</a>')
+    pages["/c"] = ("Penguin", f"<p>{escape(sample_graph.text['Penguin'])}</p>")
+
+    def respond(method: str, path: str) -> Reply:
+        if path not in pages:
+            return Reply(status=404, body="not found")
+        return Reply(body=html(*pages[path]))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"CONCURRENT_REQUESTS": 1},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    stored = {page["url"].removeprefix(site.url): page for page in crawl.pages()}
+    assert set(stored) == {"/", "/a", "/b", "/c"}
+    assert stored["/b"]["duplicate_of"] == f"{site.url}/a"
+    assert stored["/b"]["text"] is None  # stored once, with the page it repeats
+    assert stored["/a"]["duplicate_of"] is None and stored["/a"]["text"]
+    assert stored["/c"]["duplicate_of"] is None
+    assert "'focused/duplicates/near': 1" in crawl.result.stderr
