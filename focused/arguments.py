@@ -199,6 +199,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, None),
     "FOCUSED_WORKER_TIMEOUT": (float, 1.0, None),
+    "ENCODER_CACHE_SIZE": (int, 1, None),
 }
 
 

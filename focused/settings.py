@@ -144,3 +144,8 @@ ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only 
 # are fetched again. Order 15: inside focused.distributed.FrontierAck (10), which passes the
 # output through unchanged.
 DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
+
+# -- Semantic link scores (the `semantic` strategy; focused.encoder, README "Semantic") ------
+# Used only by strategies that ask for the sentence encoder (pip install -r
+# requirements-encoder.txt); other strategies never load it.
+ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is remembered (LRU)
