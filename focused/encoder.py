@@ -105,8 +105,17 @@ class LinkEncoder:
         return results
 
 
-def open_link_encoder(topic: str, settings: Any) -> LinkEncoder | None:
-    """The crawl's encoder, or None (with one warning) when the extra is not installed."""
+def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEncoder | None:
+    """The crawl's encoder, or None (with one warning) when the extra is not installed or the
+    query (in ``language``, None: unknown) is not English."""
+    if language not in (None, "en"):
+        # all-MiniLM-L6-v2 was trained on English text: other languages would get noise.
+        logger.warning(
+            "The sentence encoder knows English only and the query is in %r: links are scored "
+            "by the crawl's own relevance model instead, as the anchor strategy does.",
+            language,
+        )
+        return None
     try:
         encode = load_model()
     except ImportError as exc:

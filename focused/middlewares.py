@@ -64,7 +64,9 @@ class RelevanceMiddleware:
     def spider_opened(self, spider: Spider) -> None:
         self._strategy = load_object(self.crawler.settings["SCHEDULER_PRIORITY_QUEUE"])
         if getattr(self._strategy, "link_encoder", False):
-            self._encoder = open_link_encoder(spider.config.topic, self.crawler.settings)
+            self._encoder = open_link_encoder(
+                spider.config.topic, self.model.language, self.crawler.settings
+            )
 
     @property
     def model(self) -> RelevanceModel:
