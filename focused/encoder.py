@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from focused.textcache import cached_scores
+
 logger = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install -r requirements-encoder.txt"
@@ -82,27 +84,11 @@ class LinkEncoder:
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """Scores of ``texts`` in order; all uncached distinct texts go to the model at once."""
-        cache = self._cache
-        results = [0.0] * len(texts)
-        missing: dict[str, list[int]] = {}
-        for i, text in enumerate(texts):
-            cached = cache.get(text)
-            if cached is None:
-                missing.setdefault(text, []).append(i)
-            else:
-                cache.move_to_end(text)
-                results[i] = cached
-        if missing:
-            vectors = self._encode(list(missing))
-            self.encoded += len(missing)
-            scores = np.clip(vectors @ self._topic, 0.0, 1.0).tolist()
-            for (text, positions), value in zip(missing.items(), scores, strict=True):
-                cache[text] = value
-                for i in positions:
-                    results[i] = value
-            while len(cache) > self.cache_size:
-                cache.popitem(last=False)
-        return results
+        return cached_scores(self._cache, texts, self._score_batch, self.cache_size)
+
+    def _score_batch(self, texts: list[str]) -> list[float]:
+        self.encoded += len(texts)
+        return np.clip(self._encode(texts) @ self._topic, 0.0, 1.0).tolist()
 
 
 def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEncoder | None:

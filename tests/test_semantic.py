@@ -71,10 +71,10 @@ def test_the_encoder_is_not_used_for_a_query_in_another_language(monkeypatch, ca
 def test_semantic_orders_by_the_anchor_score_and_falls_back_to_link_relevance() -> None:
     queue = make_queue("semantic")
     queue.push(req("rich-parent", parent_relevance=0.9, anchor_semantic=0.0, link_relevance=0.9))
-    queue.push(req("bird-anchor", parent_relevance=0.1, anchor_semantic=0.6, link_relevance=0.0))
-    queue.push(req("no-encoder", parent_relevance=0.1, link_relevance=0.5))
+    queue.push(req("bird-anchor", parent_relevance=0.1, anchor_semantic=0.8, link_relevance=0.0))
+    queue.push(req("no-encoder", parent_relevance=0.1, link_relevance=0.7))
     queue.push(req("seed"))
-    # 0.8 * anchor + 0.2 * parent: 0.18, 0.50, (no anchor_semantic: link_relevance) 0.42
+    # 0.6 * anchor + 0.4 * parent: 0.36, 0.52, (no anchor_semantic: link_relevance) 0.46
     assert drain(queue) == ["seed", "bird-anchor", "no-encoder", "rich-parent"]
 
 
