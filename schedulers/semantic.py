@@ -9,12 +9,14 @@ different link evidence:
 
     score = link_weight * anchor_semantic + (1 - link_weight) * parent_relevance
 
-``anchor_semantic`` is the cosine of the anchor text to the topic (the query) in the encoder's
+``anchor_semantic`` is the cosine of the anchor text to the topic (the query, plus the
+``topic_file`` text when given) in the encoder's
 space, clipped to [0, 1], written by the scoring middleware (``focused.encoder``) because this
 strategy sets ``link_encoder``. Seeds come first; ties pop in discovery order.
 
-Without the encoder extra (``pip install -r requirements-encoder.txt``) the crawl logs one warning
-and each link is scored by the crawl's own anchor+context relevance, i.e. it runs as ``anchor``.
+Without the encoder extra (``pip install -r requirements-encoder.txt``), or for a query that is
+not English, the crawl logs one warning and the link evidence is the crawl's own anchor+context
+relevance (``link_relevance``), as in ``anchor``.
 
 Parameters:
     link_weight (float, default 0.6): share of the anchor's semantic score in the score. Chosen

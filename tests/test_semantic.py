@@ -6,17 +6,20 @@ The encoder extra is in requirements-test.txt, so these tests run the real all-M
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import pytest
 from scrapy.settings import Settings
 
 from focused import encoder
 from focused.encoder import LinkEncoder, load_model, open_link_encoder
-from tests.conftest import BIRD_QUERY, BIRD_SEED, crawl_env, page_name, run_crawl
+from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
 from tests.queues import drain, make_queue, req
 
 BUDGET = 60
-MARGIN = 0.15  # measured: see the test
+# On the sample, budget 60: semantic 0.50 vs bfs 0.18 (link_weight 0.8), 0.XX vs 0.XX (0.6).
+MARGIN = 0.15
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +101,6 @@ def test_semantic_crawl_beats_bfs_on_harvest(tmp_path, site, bird_pages) -> None
     bfs = bird_crawl(tmp_path / "bfs", site, "bfs")
     assert "focused/encoder/texts_encoded" in semantic.result.stderr
     rates = {"semantic": harvest(semantic, bird_pages), "bfs": harvest(bfs, bird_pages)}
-    print("RATES", rates)
     assert rates["semantic"] > rates["bfs"] + MARGIN, rates
 
 
@@ -114,3 +116,16 @@ def test_semantic_crawl_without_the_encoder_runs_as_anchor(tmp_path, site) -> No
     log = crawl.result.stderr
     assert log.count("Sentence encoder unavailable (not installed)") == 1
     assert "focused/encoder/texts_encoded" not in log
+
+
+def test_importing_the_project_loads_no_encoder() -> None:
+    # Scrapyd runs `scrapy list`, which imports every spider: it must stay fast.
+    code = (
+        "import sys, spiders.topical, focused.middlewares, schedulers.semantic\n"
+        "heavy = {'torch', 'sentence_transformers'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=crawl_env(), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
