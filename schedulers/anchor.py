@@ -30,5 +30,9 @@ class AnchorQueue(StrategyQueue):
         if "parent_relevance" not in request.meta:
             return 2.0  # a seed: above every link score, which is at most 1
         weight = self.params["link_weight"]
-        link = request.meta.get("link_relevance", 0.0)
+        link = self.link_evidence(request.meta)
         return weight * link + (1.0 - weight) * request.meta["parent_relevance"]
+
+    def link_evidence(self, meta: dict) -> float:
+        """What the link itself says about its target, in [0, 1]."""
+        return meta.get("link_relevance", 0.0)

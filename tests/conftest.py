@@ -79,6 +79,7 @@ def run_crawl(
     crawl_id: str = "test",
     extra: list[str] | None = None,
     timeout: float = 240,
+    env: dict[str, str] | None = None,
 ) -> Crawl:
     db = tmp_path / "focused.sqlite3"
     all_settings = {
@@ -90,7 +91,7 @@ def run_crawl(
     args = crawl_args({"crawl_id": crawl_id, **arguments}, all_settings)
     command = scrapy_command(*args, *(extra or []))
     result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=crawl_env()
+        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env or crawl_env()
     )
     return Crawl(result, db, crawl_id)
 
