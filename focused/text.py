@@ -37,6 +37,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache, lru_cache
+from itertools import filterfalse
 
 import stopwordsiso
 from gensim.parsing.preprocessing import STOPWORDS
@@ -157,7 +158,11 @@ def tokenize(text: str, language: str | None = None) -> list[str]:
         words = _WORD.findall(text)
     if language == "vi":
         return _vietnamese(text, stop)
-    return [word for word in words if word not in stop and not word.isdigit()]
+    # Decided once per distinct word, then one filter over the text in C.
+    distinct = set(words)
+    dropped = set(filter(str.isdigit, distinct))
+    dropped.update(stop.intersection(distinct))
+    return list(filterfalse(dropped.__contains__, words)) if dropped else words
 
 
 def _with_cjk_bigrams(text: str, stop: frozenset[str]) -> list[str]:
@@ -237,4 +242,6 @@ def term_weights(tokens: Sequence[str]) -> Counter[str]:
 
 def with_folded(tokens: Sequence[str]) -> list[str]:
     """The tokens and the folded forms that differ from them: what a dictionary should hold."""
+    if "".join(tokens).isascii():  # nothing to fold, as in any English text
+        return list(tokens)
     return [*tokens, *(form for token in tokens if (form := fold(token)) != token)]

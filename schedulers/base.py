@@ -7,14 +7,14 @@ queue class that Scrapy's scheduler builds in place of those (``SCHEDULER_PRIORI
 
 A strategy subclass defines ``score(request)`` (higher is fetched first) and optionally
 ``tiebreak(request)``; equal keys pop in push order. The entries live in a ``MemoryFrontier``
-(a heap with lazy deletion) or, for the JOBDIR queue, a ``SqliteFrontier`` file that survives
-pause and resume. ``rediscover(request)`` lets a URL found again from a better parent raise its
-queued score instead of being dropped by the dupefilter.
+(a sorted run and a heap, with lazy deletion) or, for the JOBDIR queue, a ``SqliteFrontier``
+file that survives pause and resume. ``rediscover(request)`` lets a URL found again from a
+better parent raise its queued score instead of being dropped by the dupefilter.
 
 ``evict(count)`` drops the ``count`` lowest-ranked entries: the frontier bound of the sources
 (MAX_BUFFER), applied by ``focused.scheduler.FocusedScheduler`` for every strategy. Both
 frontiers find their worst entries in O(log n): the memory one keeps a second heap ordered
-worst-first, the SQLite one walks its order index backwards.
+worst-first (from its first eviction on), the SQLite one walks its order index backwards.
 """
 
 from __future__ import annotations
@@ -52,77 +52,120 @@ def load_request(blob: bytes, spider: Spider) -> Request:
 
 
 class MemoryFrontier:
-    """Entries by fingerprint, plus two heaps (best first, worst first) whose stale items are
-    skipped when they reach the top."""
+    """Entries by fingerprint, and their keys in three places that together order them:
+
+    - ``_pending``, keys pushed since the last pop, unsorted (a push is a list append);
+    - ``_run``, keys sorted worst first, so the best is popped from its end;
+    - ``_heap``, a best-first heap.
+
+    A pop first moves the pending keys in: onto the heap when they are few, or, when they
+    outnumber the rest (a crawl's start, a resumed or benchmarked queue), by sorting everything
+    into a new run, which is much cheaper in C than a heap operation per key. A key that a pop,
+    a rescoring or an eviction made stale is skipped when it comes up: an entry holds the very
+    tuple that was queued, so a key is current exactly when it *is* its entry's key.
+    The worst-first heap of ``evict_worst`` is built on the first eviction: crawls that never
+    reach ``FRONTIER_MAX`` never pay for it.
+    """
 
     def __init__(self) -> None:
+        self._pending: list[tuple[float, float, int, bytes]] = []
+        self._run: list[tuple[float, float, int, bytes]] = []
         self._heap: list[tuple[float, float, int, bytes]] = []
-        self._worst: list[tuple[float, float, int, bytes]] = []  # negated keys
-        self._entries: dict[bytes, tuple[Key, Request]] = {}
+        self._worst: list[tuple[float, float, int, bytes]] | None = None  # negated keys
+        self._entries: dict[bytes, tuple[tuple[float, float, int, bytes], Request]] = {}
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
-        self._entries[fp] = (key, request)
-        heapq.heappush(self._heap, (*key, fp))
-        heapq.heappush(self._worst, (-key[0], -key[1], -key[2], fp))
-        if len(self._worst) > 2 * len(self._entries) + 1024:
+        item = (*key, fp)
+        self._entries[fp] = (item, request)
+        self._pending.append(item)
+        worst = self._worst
+        if worst is None:
+            return
+        heapq.heappush(worst, (-key[0], -key[1], -key[2], fp))
+        if len(worst) > 2 * len(self._entries) + 1024:
             # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
             # n puts, so that the worst-first heap stays proportional to the frontier.
-            self._worst = [(-k[0], -k[1], -k[2], fp) for fp, (k, _) in self._entries.items()]
-            heapq.heapify(self._worst)
+            self._build_worst()
+
+    def _build_worst(self) -> None:
+        self._worst = [(-k0, -k1, -k2, fp) for (k0, k1, k2, fp), _ in self._entries.values()]
+        heapq.heapify(self._worst)
 
     def evict_worst(self, count: int) -> int:
         """Remove up to ``count`` entries with the largest keys; returns how many."""
+        if self._worst is None:
+            self._build_worst()
         worst, entries = self._worst, self._entries
         evicted = 0
         while worst and evicted < count:
             neg0, neg1, neg2, fp = heapq.heappop(worst)
             entry = entries.get(fp)
-            if entry is not None and entry[0] == (-neg0, -neg1, -neg2):
-                del entries[fp]  # its item in the best-first heap is now stale
+            if entry is not None and entry[0][:3] == (-neg0, -neg1, -neg2):
+                del entries[fp]  # its key in the best-first structures is now stale
                 evicted += 1
         return evicted
 
-    def _drop_stale(self) -> None:
-        heap, entries = self._heap, self._entries
-        while heap:
-            *key, fp = heap[0]
-            entry = entries.get(fp)
-            if entry is not None and entry[0] == tuple(key):
-                return
-            heapq.heappop(heap)
+    def _take_pending(self) -> None:
+        pending, heap = self._pending, self._heap
+        self._pending = []
+        if len(pending) > len(heap) + len(self._run):
+            pending += heap
+            pending += self._run
+            pending.sort(reverse=True)
+            self._run, self._heap = pending, []
+        else:
+            for item in pending:
+                heapq.heappush(heap, item)
+
+    def _best(self, remove: bool) -> tuple[tuple[float, float, int, bytes], Request] | None:
+        """The current entry with the smallest key, stale keys dropped on the way."""
+        if self._pending:
+            self._take_pending()
+        heap, run, entries = self._heap, self._run, self._entries
+        while heap or run:
+            from_heap = bool(heap) and (not run or heap[0] < run[-1])
+            item = heap[0] if from_heap else run[-1]
+            entry = entries.get(item[3])
+            current = entry is not None and entry[0] is item
+            if current and not remove:
+                return entry
+            if from_heap:
+                heapq.heappop(heap)
+            else:
+                run.pop()
+            if current:
+                del entries[item[3]]
+                return entry
+        return None
 
     def peek(self) -> Request | None:
-        self._drop_stale()
-        return self._entries[self._heap[0][3]][1] if self._heap else None
+        entry = self._best(remove=False)
+        return entry[1] if entry else None
 
     def pop(self) -> Request | None:
-        self._drop_stale()
-        if not self._heap:
-            return None
-        fp = heapq.heappop(self._heap)[3]
-        return self._entries.pop(fp)[1]
+        entry = self._best(remove=True)
+        return entry[1] if entry else None
 
     def key_of(self, fp: bytes) -> Key | None:
         entry = self._entries.get(fp)
-        return entry[0] if entry else None
+        return entry[0][:3] if entry else None
 
     def remove(self, fp: bytes) -> Request | None:
         entry = self._entries.pop(fp, None)
         return entry[1] if entry else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
-        for fp, (key, request) in self._entries.items():
-            yield fp, key, request
+        for fp, (item, request) in self._entries.items():
+            yield fp, item[:3], request
 
     def max_seq(self) -> int:
-        return max((key[2] for key, _ in self._entries.values()), default=0)
+        return max((item[2] for item, _ in self._entries.values()), default=0)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def close(self) -> None:
-        self._heap.clear()
-        self._worst.clear()
+        self._pending, self._run, self._heap, self._worst = [], [], [], None
         self._entries.clear()
 
 
