@@ -37,7 +37,6 @@ import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache, lru_cache
-from itertools import filterfalse
 
 import stopwordsiso
 from gensim.parsing.preprocessing import STOPWORDS
@@ -158,11 +157,7 @@ def tokenize(text: str, language: str | None = None) -> list[str]:
         words = _WORD.findall(text)
     if language == "vi":
         return _vietnamese(text, stop)
-    # Decided once per distinct word, then one filter over the text in C.
-    distinct = set(words)
-    dropped = set(filter(str.isdigit, distinct))
-    dropped.update(stop.intersection(distinct))
-    return list(filterfalse(dropped.__contains__, words)) if dropped else words
+    return [word for word in words if word not in stop and not word.isdigit()]
 
 
 def _with_cjk_bigrams(text: str, stop: frozenset[str]) -> list[str]:
