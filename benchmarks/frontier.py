@@ -147,20 +147,24 @@ def run_memory_case(name: str, kind: str, size: int) -> dict[str, Any]:
     return case | json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def speed_table(strategies: list[str], n: int) -> list[str]:
+def speed_table(strategies: list[str], n: int, kinds: Sequence[str] = KINDS) -> list[str]:
     requests = list(make_requests(n))
     fingerprinter = load_object(FINGERPRINTER)()
     for request in requests:
         fingerprinter.fingerprint(request)  # as the dupefilter does before any push
-    base = {kind: push_pop_rate(BASELINE, kind, requests, fingerprinter) for kind in KINDS}
+    base = {kind: push_pop_rate(BASELINE, kind, requests, fingerprinter) for kind in kinds}
+    baseline = [f"{base[k]:,.0f} | 1.00" if k in kinds else "- | -" for k in KINDS]
     lines = [
         "| queue | memory ops/s | x ScrapyPriorityQueue | disk ops/s | x ScrapyPriorityQueue |",
         "|---|---|---|---|---|",
-        f"| `ScrapyPriorityQueue` | {base['memory']:,.0f} | 1.00 | {base['disk']:,.0f} | 1.00 |",
+        f"| `ScrapyPriorityQueue` | {' | '.join(baseline)} |",
     ]
     for name in strategies:
         cells = []
         for kind in KINDS:
+            if kind not in kinds:
+                cells += ["-", "-"]
+                continue
             try:
                 rate = push_pop_rate(name, kind, requests, fingerprinter)
                 cells += [f"{rate:,.0f}", f"{rate / base[kind]:.2f}"]
@@ -200,6 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--large-strategies", default=DEFAULT_STRATEGY, help="strategies measured above 100k"
     )
     parser.add_argument("--jobs", type=int, default=2, help="memory cases at once")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="speed of: memory,disk")
+    parser.add_argument("--no-memory-cases", action="store_true", help="speed table only")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
     parser.add_argument("--memory-case", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -215,10 +221,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
     large = args.large_strategies.split(",")
     started = time.monotonic()
-    speed = speed_table(strategies, args.ops)
+    speed = speed_table(strategies, args.ops, args.kinds.split(","))
     cases = [
         (name, kind, size)
-        for size in sizes
+        for size in ([] if args.no_memory_cases else sizes)
         for name in [BASELINE, *(strategies if size <= 100_000 else large)]
         for kind in KINDS
     ]
