@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 DEFAULT_DROP_PARAMS: tuple[str, ...] = tuple(default_settings.CANONICAL_DROP_PARAMS)
 DEFAULT_PORTS = {"http": 80, "https": 443}
 INDEX_PAGES = ("index.html", "index.htm")
+# URLs whose fingerprint is remembered (about 200 bytes each).
+FINGERPRINT_CACHE_SIZE = 200_000
 # RFC 3986 unreserved characters: percent-encoding them changes nothing, so they are decoded.
 UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -157,15 +159,31 @@ class CanonicalRequestFingerprinter:
     def __init__(self, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> None:
         self.drop = tuple(drop)
         self._cache: WeakKeyDictionary[Request, bytes] = WeakKeyDictionary()
+        # A GET request without a body is fingerprinted by its URL alone. The dupefilter, the
+        # frontier and the scheduler each ask for every request's fingerprint, and a URL is
+        # found again from many pages: a dict by URL answers several times faster than a
+        # WeakKeyDictionary, and spares canonicalizing the URL again.
+        self._by_url: dict[str, bytes] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CanonicalRequestFingerprinter:
         return cls(drop_params_setting(crawler.settings))
 
     def fingerprint(self, request: Request) -> bytes:
+        if request.method == "GET" and not request.body:
+            url = request.url
+            cached = self._by_url.get(url)
+            if cached is None:
+                if len(self._by_url) >= FINGERPRINT_CACHE_SIZE:
+                    self._by_url.clear()  # bounded; the next lookups fill it again
+                cached = self._by_url[url] = self._compute(request)
+            return cached
         cached = self._cache.get(request)
         if cached is None:
-            canonical = canonicalize(request.url, self.drop)
-            keyed = request if canonical == request.url else request.replace(url=canonical)
-            cached = self._cache[request] = fingerprint(keyed)
+            cached = self._cache[request] = self._compute(request)
         return cached
+
+    def _compute(self, request: Request) -> bytes:
+        canonical = canonicalize(request.url, self.drop)
+        keyed = request if canonical == request.url else request.replace(url=canonical)
+        return fingerprint(keyed)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
 
@@ -34,7 +35,7 @@ BLOCKS = frozenset(
     {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "br",
      "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption"}
 )  # fmt: skip
-SKIPPED_EXTENSIONS = frozenset(f".{ext}" for ext in IGNORED_EXTENSIONS)
+SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
 SPACES = re.compile(r"\s+")
 
 
@@ -61,7 +62,7 @@ def unfollowable_reason(url: str) -> str | None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "scheme"
     path = parts.path.lower()
-    if any(path.endswith(ext) for ext in SKIPPED_EXTENSIONS):
+    if path.endswith(SKIPPED_EXTENSIONS):
         return "extension"
     return None
 
@@ -123,9 +124,9 @@ def extract_page(
         base = urljoin(base, base_href.strip())
     links: dict[str, Link] = {}
     skipped: Counter[str] = Counter()
+    drop = tuple(drop_params)  # hashable, for _link_url's cache
     for href, anchor, start, end in raw_links:
-        url = safe_url_string(urljoin(base, href.strip()), encoding=response.encoding)
-        url = canonicalize(url, drop_params)
+        url = _link_url(urljoin(base, href.strip()), response.encoding, drop)
         if url in links:
             continue
         reason = unfollowable_reason(url)
@@ -144,6 +145,13 @@ def extract_page(
     return Page(
         title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
     )
+
+
+@lru_cache(maxsize=1 << 16)
+def _link_url(url: str, encoding: str, drop_params: tuple[str, ...]) -> str:
+    """A link's absolute URL, made safe and canonical: cached, since most links of a site point
+    to pages that other pages link to as well."""
+    return canonicalize(safe_url_string(url, encoding=encoding), drop_params)
 
 
 def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:

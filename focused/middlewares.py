@@ -154,12 +154,12 @@ class RelevanceMiddleware:
         language: str | None,
     ) -> None:
         anchors = [c.meta.get("anchor", "") for c in children]
-        contexts = [c.meta.get("link_context", "") for c in children]
-        both = [f"{a} {c}" for a, c in zip(anchors, contexts, strict=True)]
         # A page's links are written in its language.
-        anchor_scores = self.model.score_texts(anchors, language)
-        context_scores = self.model.score_texts(contexts, language)
-        link_scores = self.model.score_texts(both, language)
+        anchor_scores, context_scores, link_scores = self.model.score_links(
+            anchors,
+            [c.meta.get("link_context", "") for c in children],
+            language,
+        )
         relevance = scores.combined
         parent_meta = response.meta
         path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)

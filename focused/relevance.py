@@ -33,9 +33,10 @@ import json
 import logging
 import math
 import threading
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -131,47 +132,78 @@ def _idf(dictionary: Dictionary, tfidf: TfidfModel) -> tuple[np.ndarray, float]:
     return idf, tfidf.wglobal(0, tfidf.num_docs)
 
 
+@dataclass(frozen=True, slots=True)
+class _Terms:
+    """Texts over the frozen dictionary, before normalisation: what their cosines are made of.
+
+    Everything here is additive over concatenated texts except the squares, which need the
+    texts' shared terms (see ``_joined``): that is what lets a link's anchor+context be scored
+    from its anchor and its context without a third tokenization.
+    """
+
+    rows: sparse.csr_matrix  # texts x terms, count x IDF (not normalised)
+    known_squares: np.ndarray  # squared length of each row
+    unseen_squares: np.ndarray  # sum of squared weights of words outside the dictionary
+    weights: list[Counter[str]]  # term_weights of each text
+
+
+def _terms(dictionary: Dictionary, idf: np.ndarray, texts: Sequence[Sequence[str]]) -> _Terms:
+    """Term rows of tokenized texts over the frozen dictionary.
+
+    Terms are looked up in ``token2id`` directly, as ``doc2bow(allow_update=False)`` does but
+    without its per-token type checks and sorting, and with one ``map`` over the whole batch
+    instead of a Python loop per term; the dictionary is only read. The matrix is built from flat
+    arrays in one step for the same reason.
+    """
+    weights = [term_weights(tokens) for tokens in texts]
+    terms: list[str] = []
+    counts: list[float] = []
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    for i, text_weights in enumerate(weights):
+        terms.extend(text_weights)
+        counts.extend(text_weights.values())
+        lengths[i] = len(text_weights)
+    term_ids = np.fromiter(
+        map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
+    )
+    values = np.array(counts, dtype=np.float64)
+    row_of = np.repeat(np.arange(len(texts)), lengths)
+    known = term_ids >= 0
+    unseen = ~known
+    unseen_squares = np.bincount(row_of[unseen], weights=values[unseen] ** 2, minlength=len(texts))
+    term_ids, row_of = term_ids[known], row_of[known]
+    values = values[known] * idf[term_ids]
+    known_squares = np.bincount(row_of, weights=values * values, minlength=len(texts))
+    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=len(texts)), out=indptr[1:])
+    rows = sparse.csr_matrix((values, term_ids, indptr), shape=(len(texts), len(idf)))
+    return _Terms(rows, known_squares, unseen_squares, weights)
+
+
+def _inverse_norms(known_squares: np.ndarray, unseen_squares: np.ndarray, unseen_idf: float):
+    """1 / the length of each whole text, its unknown words included (0 for an empty text).
+
+    A word outside the dictionary has no dimension of its own, but it still counts in the norm
+    of its text (with ``unseen_idf``): otherwise a long page mentioning one topic word among
+    thousands of words the model has not seen yet would look as on-topic as the topic itself.
+    """
+    norms = np.sqrt(known_squares + unseen_squares * unseen_idf**2)
+    return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0.0)
+
+
 def _unit_tfidf(
     dictionary: Dictionary, idf: np.ndarray, unseen_idf: float, texts: Sequence[Sequence[str]]
 ) -> tuple[sparse.csr_matrix, np.ndarray]:
     """Unit tf-idf rows (texts x terms) over the frozen dictionary, and each row's length.
 
-    A word outside the dictionary has no dimension of its own, but it still counts in the norm
-    of its text (with ``unseen_idf``): otherwise a long page mentioning one topic word among
-    thousands of words the model has not seen yet would look as on-topic as the topic itself.
-    So a row's length is the share of its text the dictionary covers: 1 when every word is known,
-    0 when none is.
-
-    Terms are looked up in ``token2id`` directly, as ``doc2bow(allow_update=False)`` does but
-    without its per-token type checks and sorting, which cost more than all the arithmetic; the
-    dictionary is only read. The matrix is built from flat arrays in one step for the same reason.
+    A row's length is the share of its text the dictionary covers: 1 when every word is known,
+    0 when none is (see ``_inverse_norms``).
     """
-    token2id = dictionary.token2id
-    terms: list[int] = []
-    counts: list[float] = []
-    indptr = [0]
-    unseen = np.zeros(len(texts))
-    for i, tokens in enumerate(texts):
-        missing = 0.0
-        for token, count in term_weights(tokens).items():
-            term = token2id.get(token)
-            if term is None:
-                missing += count * count
-            else:
-                terms.append(term)
-                counts.append(count)
-        indptr.append(len(terms))
-        unseen[i] = missing
-    term_ids = np.array(terms, dtype=np.int64)
-    weights = np.array(counts, dtype=np.float64) * idf[term_ids]
-    row_of = np.repeat(np.arange(len(texts)), np.diff(indptr))
-    squares = np.bincount(row_of, weights=weights * weights, minlength=len(texts))
-    norms = np.sqrt(squares + unseen * unseen_idf**2)
-    inverse = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0.0)
-    rows = sparse.csr_matrix(
-        (weights * inverse[row_of], term_ids, indptr), shape=(len(texts), len(idf))
-    )
-    return rows, np.sqrt(squares) * inverse
+    terms = _terms(dictionary, idf, texts)
+    inverse = _inverse_norms(terms.known_squares, terms.unseen_squares, unseen_idf)
+    rows = terms.rows
+    rows.data *= np.repeat(inverse, np.diff(rows.indptr))
+    return rows, np.sqrt(terms.known_squares) * inverse
 
 
 def _make_snapshot(
@@ -234,26 +266,73 @@ def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -
     return _make_snapshot(dictionary, tfidf, lsi, topic, fitted=True)
 
 
-def _cosines(snap: _Snapshot, texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
-    """Cosines of tokenized texts to the topic: (tf-idf, LSI), each clipped to [0, 1].
+@dataclass(frozen=True, slots=True)
+class _Projection:
+    """Texts projected on the topic, unnormalised: sums of these are the projections of the
+    concatenated texts."""
+
+    tfidf_dots: np.ndarray  # row . topic_tfidf
+    lsi: np.ndarray | None  # rows x LSI topics
+    known_squares: np.ndarray
+    unseen_squares: np.ndarray
+
+
+def _project(snap: _Snapshot, terms: _Terms) -> _Projection:
+    lsi = None if snap.lsi_basis is None else np.asarray(terms.rows @ snap.lsi_basis)
+    return _Projection(
+        terms.rows @ snap.topic_tfidf, lsi, terms.known_squares, terms.unseen_squares
+    )
+
+
+def _joined(snap: _Snapshot, first: _Terms, second: _Terms) -> _Projection:
+    """The projection of each text of ``first`` followed by the same row's text of ``second``.
+
+    Term weights add up over concatenated texts, and so do the dot products and the LSI
+    projections; the squared lengths add up plus twice the terms the two texts share.
+    """
+    a, b = _project(snap, first), _project(snap, second)
+    shared_known = np.asarray(first.rows.multiply(second.rows).sum(axis=1)).ravel()
+    token2id = snap.dictionary.token2id
+    shared_unseen = np.array(
+        [
+            sum(w * other.get(t, 0.0) for t, w in mine.items() if t not in token2id)
+            for mine, other in zip(first.weights, second.weights, strict=True)
+        ],
+        dtype=np.float64,
+    )
+    return _Projection(
+        a.tfidf_dots + b.tfidf_dots,
+        None if a.lsi is None else a.lsi + b.lsi,
+        a.known_squares + b.known_squares + 2.0 * shared_known,
+        a.unseen_squares + b.unseen_squares + 2.0 * shared_unseen,
+    )
+
+
+def _cosines_of(snap: _Snapshot, projection: _Projection) -> tuple[np.ndarray, np.ndarray]:
+    """Cosines to the topic: (tf-idf, LSI), each clipped to [0, 1].
 
     The LSI cosine of the known part of a text is scaled by that part's length: as if LSI
     replaced the known words by their latent direction, keeping their weight, while words outside
     the dictionary stay orthogonal to the topic as they are in tf-idf space. Without it, one topic
     word on a page of new vocabulary would reach an LSI score of 1.
+    """
+    inverse = _inverse_norms(projection.known_squares, projection.unseen_squares, snap.unseen_idf)
+    tfidf = np.clip(projection.tfidf_dots * inverse, 0.0, 1.0)
+    if projection.lsi is None:
+        return tfidf, tfidf
+    norms = np.linalg.norm(projection.lsi, axis=1)
+    dots = projection.lsi @ snap.topic_lsi
+    lsi = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0.0)
+    return tfidf, np.clip(lsi * np.sqrt(projection.known_squares) * inverse, 0.0, 1.0)
+
+
+def _cosines(snap: _Snapshot, texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """Cosines of tokenized texts to the topic: (tf-idf, LSI), each clipped to [0, 1].
 
     One sparse matrix for the whole batch, so a page of 300 anchors costs a few matrix products
     rather than 300 trips through gensim's per-document transforms.
     """
-    rows, known = _unit_tfidf(snap.dictionary, snap.idf, snap.unseen_idf, texts)
-    tfidf = np.clip(rows @ snap.topic_tfidf, 0.0, 1.0)
-    if snap.lsi_basis is None:
-        return tfidf, tfidf
-    projected = np.asarray(rows @ snap.lsi_basis)
-    norms = np.linalg.norm(projected, axis=1)
-    dots = projected @ snap.topic_lsi
-    lsi = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0.0)
-    return tfidf, np.clip(lsi * known, 0.0, 1.0)
+    return _cosines_of(snap, _project(snap, _terms(snap.dictionary, snap.idf, texts)))
 
 
 class RelevanceModel:
@@ -336,6 +415,33 @@ class RelevanceModel:
 
         cache = snap.caches.setdefault(language, OrderedDict())
         return cached_scores(cache, texts, score_batch, _CACHE_SIZE)
+
+    def score_links(
+        self, anchors: Sequence[str], contexts: Sequence[str], language: str | None = None
+    ) -> tuple[list[float], list[float], list[float]]:
+        """Combined scores of each link's anchor, its context, and the two as one text.
+
+        ``anchors[i]`` and ``contexts[i]`` belong to one link; ``language`` is their page's.
+        Each anchor and context is tokenized once: the anchor+context score is derived from the
+        two texts' vectors (``_joined``), equal to scoring ``f"{anchor} {context}"`` up to float
+        rounding (except that no Vietnamese syllable pair spans the anchor and its context).
+        """
+        snap = self._snapshot
+        anchor_terms = _terms(
+            snap.dictionary, snap.idf, [tokenize(text, language) for text in anchors]
+        )
+        context_terms = _terms(
+            snap.dictionary, snap.idf, [tokenize(text, language) for text in contexts]
+        )
+        return (
+            self._combined(_cosines_of(snap, _project(snap, anchor_terms))),
+            self._combined(_cosines_of(snap, _project(snap, context_terms))),
+            self._combined(_cosines_of(snap, _joined(snap, anchor_terms, context_terms))),
+        )
+
+    def _combined(self, cosines: tuple[np.ndarray, np.ndarray]) -> list[float]:
+        tfidf, lsi = cosines
+        return ((1.0 - self.lsi_weight) * tfidf + self.lsi_weight * lsi).tolist()
 
     def _page_tokens(self, text: str, language: str | None) -> list[str]:
         """Tokens of ``text``, reusing those of the page last scored when it is the same."""

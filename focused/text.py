@@ -237,4 +237,6 @@ def term_weights(tokens: Sequence[str]) -> Counter[str]:
 
 def with_folded(tokens: Sequence[str]) -> list[str]:
     """The tokens and the folded forms that differ from them: what a dictionary should hold."""
+    if "".join(tokens).isascii():  # nothing to fold, as in any English text
+        return list(tokens)
     return [*tokens, *(form for token in tokens if (form := fold(token)) != token)]

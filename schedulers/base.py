@@ -7,14 +7,14 @@ queue class that Scrapy's scheduler builds in place of those (``SCHEDULER_PRIORI
 
 A strategy subclass defines ``score(request)`` (higher is fetched first) and optionally
 ``tiebreak(request)``; equal keys pop in push order. The entries live in a ``MemoryFrontier``
-(a heap with lazy deletion) or, for the JOBDIR queue, a ``SqliteFrontier`` file that survives
-pause and resume. ``rediscover(request)`` lets a URL found again from a better parent raise its
-queued score instead of being dropped by the dupefilter.
+(a sorted run and a heap, with lazy deletion) or, for the JOBDIR queue, a ``SqliteFrontier``
+file that survives pause and resume. ``rediscover(request)`` lets a URL found again from a
+better parent raise its queued score instead of being dropped by the dupefilter.
 
 ``evict(count)`` drops the ``count`` lowest-ranked entries: the frontier bound of the sources
 (MAX_BUFFER), applied by ``focused.scheduler.FocusedScheduler`` for every strategy. Both
 frontiers find their worst entries in O(log n): the memory one keeps a second heap ordered
-worst-first, the SQLite one walks its order index backwards.
+worst-first (from its first eviction on), the SQLite one walks its order index backwards.
 
 A request of a trap family (``meta[TRAP_META]``, set by the scheduler, see ``focused.traps``)
 is kept behind every other one: each frontier orders its entries by ``(back, key)``. The
@@ -52,6 +52,8 @@ Key = tuple[float, float, int]
 # scheduler, see focused.traps) are at the back, behind every other request, whatever their
 # key: the penalty is the frontier's, so every strategy's keys stay its own.
 Order = tuple[int, float, float, int]
+# A memory frontier's item: (back, *key, fp).
+Item = tuple[int, float, float, int, bytes]
 
 
 def at_back(request: Request) -> int:
@@ -72,79 +74,121 @@ def load_request(blob: bytes, spider: Spider) -> Request:
 
 
 class MemoryFrontier:
-    """Entries by fingerprint, plus two heaps (best first, worst first) whose stale items are
-    skipped when they reach the top. A heap item is ``(back, *key, fp)``: trap requests come
-    after every other one."""
+    """Entries by fingerprint, and their items ``(back, *key, fp)`` in three places that
+    together order them (``back`` first: trap requests come after every other one):
+
+    - ``_pending``, items pushed since the last pop, unsorted (a push is a list append);
+    - ``_run``, items sorted worst first, so the best is popped from its end;
+    - ``_heap``, a best-first heap.
+
+    A pop first moves the pending items in: onto the heap when they are few, or, when they
+    outnumber the rest (a crawl's start, a resumed or benchmarked queue), by sorting everything
+    into a new run, which is much cheaper in C than a heap operation per item. An item that a
+    pop, a rescoring or an eviction made stale is skipped when it comes up: an entry holds the
+    very tuple that was queued, so an item is current exactly when it *is* its entry's item.
+    The worst-first heap of ``evict_worst`` is built on the first eviction: crawls that never
+    reach ``FRONTIER_MAX`` never pay for it.
+    """
 
     def __init__(self) -> None:
-        self._heap: list[tuple[int, float, float, int, bytes]] = []
-        self._worst: list[tuple[int, float, float, int, bytes]] = []  # negated
-        self._entries: dict[bytes, tuple[Order, Request]] = {}
+        self._pending: list[Item] = []
+        self._run: list[Item] = []
+        self._heap: list[Item] = []
+        self._worst: list[Item] | None = None  # negated orders
+        self._entries: dict[bytes, tuple[Item, Request]] = {}
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
-        order = (at_back(request), *key)
-        self._entries[fp] = (order, request)
-        heapq.heappush(self._heap, (*order, fp))
-        heapq.heappush(self._worst, (*negated(order), fp))
-        if len(self._worst) > 2 * len(self._entries) + 1024:
+        item = (at_back(request), *key, fp)
+        self._entries[fp] = (item, request)
+        self._pending.append(item)
+        worst = self._worst
+        if worst is None:
+            return
+        heapq.heappush(worst, (*negated(item[:4]), fp))
+        if len(worst) > 2 * len(self._entries) + 1024:
             # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
             # n puts, so that the worst-first heap stays proportional to the frontier.
-            self._worst = [(*negated(order), fp) for fp, (order, _) in self._entries.items()]
-            heapq.heapify(self._worst)
+            self._build_worst()
+
+    def _build_worst(self) -> None:
+        self._worst = [(*negated(item[:4]), fp) for fp, (item, _) in self._entries.items()]
+        heapq.heapify(self._worst)
 
     def evict_worst(self, count: int) -> int:
-        """Remove up to ``count`` entries with the largest keys; returns how many."""
+        """Remove up to ``count`` entries with the largest orders; returns how many."""
+        if self._worst is None:
+            self._build_worst()
         worst, entries = self._worst, self._entries
         evicted = 0
         while worst and evicted < count:
             *order, fp = heapq.heappop(worst)
             entry = entries.get(fp)
-            if entry is not None and entry[0] == negated(order):
-                del entries[fp]  # its item in the best-first heap is now stale
+            if entry is not None and entry[0][:4] == negated(order):
+                del entries[fp]  # its item in the best-first structures is now stale
                 evicted += 1
         return evicted
 
-    def _drop_stale(self) -> None:
-        heap, entries = self._heap, self._entries
-        while heap:
-            *order, fp = heap[0]
-            entry = entries.get(fp)
-            if entry is not None and entry[0] == tuple(order):
-                return
-            heapq.heappop(heap)
+    def _take_pending(self) -> None:
+        pending, heap = self._pending, self._heap
+        self._pending = []
+        if len(pending) > len(heap) + len(self._run):
+            pending += heap
+            pending += self._run
+            pending.sort(reverse=True)
+            self._run, self._heap = pending, []
+        else:
+            for item in pending:
+                heapq.heappush(heap, item)
+
+    def _best(self, remove: bool) -> tuple[Item, Request] | None:
+        """The current entry with the smallest item, stale items dropped on the way."""
+        if self._pending:
+            self._take_pending()
+        heap, run, entries = self._heap, self._run, self._entries
+        while heap or run:
+            from_heap = bool(heap) and (not run or heap[0] < run[-1])
+            item = heap[0] if from_heap else run[-1]
+            entry = entries.get(item[4])
+            current = entry is not None and entry[0] is item
+            if current and not remove:
+                return entry
+            if from_heap:
+                heapq.heappop(heap)
+            else:
+                run.pop()
+            if current:
+                del entries[item[4]]
+                return entry
+        return None
 
     def peek(self) -> Request | None:
-        self._drop_stale()
-        return self._entries[self._heap[0][-1]][1] if self._heap else None
+        entry = self._best(remove=False)
+        return entry[1] if entry else None
 
     def pop(self) -> Request | None:
-        self._drop_stale()
-        if not self._heap:
-            return None
-        fp = heapq.heappop(self._heap)[-1]
-        return self._entries.pop(fp)[1]
+        entry = self._best(remove=True)
+        return entry[1] if entry else None
 
     def key_of(self, fp: bytes) -> Key | None:
         entry = self._entries.get(fp)
-        return entry[0][1:] if entry else None
+        return entry[0][1:4] if entry else None
 
     def remove(self, fp: bytes) -> Request | None:
         entry = self._entries.pop(fp, None)
         return entry[1] if entry else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
-        for fp, (order, request) in self._entries.items():
-            yield fp, order[1:], request
+        for fp, (item, request) in self._entries.items():
+            yield fp, item[1:4], request
 
     def max_seq(self) -> int:
-        return max((order[3] for order, _ in self._entries.values()), default=0)
+        return max((item[3] for item, _ in self._entries.values()), default=0)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def close(self) -> None:
-        self._heap.clear()
-        self._worst.clear()
+        self._pending, self._run, self._heap, self._worst = [], [], [], None
         self._entries.clear()
 
 

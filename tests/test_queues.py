@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+import random
 
+import pytest
+from scrapy import Request
+
+from schedulers.base import MemoryFrontier
 from tests.queues import drain, make_queue, req
 
 
@@ -100,3 +104,45 @@ def test_disk_queue_keeps_fifo_ties_across_reopen(tmp_path):
     reopened = make_queue("bfs", key, state)
     reopened.push(req("c", depth=1))
     assert drain(reopened) == ["a", "b", "c"]
+
+
+def test_memory_frontier_orders_bulk_and_trickled_pushes_alike():
+    """A pop sorts a large batch of pushes into a run and heaps a small one; interleaved with
+    pops, peeks, rescoring and removal, the order is always that of the keys."""
+    rng = random.Random(7)
+    frontier, live, seq = MemoryFrontier(), {}, 0
+
+    def put(fp: bytes, score: float) -> None:
+        nonlocal seq
+        seq += 1
+        live[fp] = (-score, 0.0, seq)
+        frontier.put(fp, live[fp], Request(f"http://example.com/{fp.decode()}"))
+
+    def url(request: Request | None) -> str | None:
+        return request and request.url.rsplit("/", 1)[1]
+
+    def pop() -> bytes:
+        best = min(live, key=live.get)
+        assert url(frontier.peek()) == best.decode()
+        assert url(frontier.pop()) == best.decode()
+        del live[best]
+        return best
+
+    for i in range(500):  # bulk: sorted into a run
+        put(b"b%d" % i, rng.random())
+    for _ in range(100):
+        pop()
+    for i in range(40):  # trickle: onto the heap, competing with the run
+        put(b"t%d" % i, rng.random())
+        pop()
+    for fp in rng.sample(sorted(live), 30):  # rescoring leaves stale keys in both
+        put(fp, 2.0 + rng.random())
+    for fp in rng.sample(sorted(live), 20):
+        assert url(frontier.remove(fp)) == fp.decode()
+        del live[fp]
+    assert frontier.evict_worst(10) == 10
+    for fp in sorted(live, key=live.get)[-10:]:
+        del live[fp]
+    while live:
+        pop()
+    assert frontier.pop() is None and frontier.peek() is None and len(frontier) == 0

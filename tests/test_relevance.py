@@ -322,6 +322,22 @@ def test_score_texts_agrees_with_score(fit: bool) -> None:
     assert model.score_texts(["Bird migration"])[0] > model.score_texts(["Next train times"])[0]
 
 
+@pytest.mark.parametrize("fit", [False, True], ids=["bootstrap", "fitted"])
+def test_score_links_agrees_with_scoring_each_text(fit: bool) -> None:
+    """The anchor+context score, derived from the two texts' vectors, is the score of the
+    joined text; shared words (known or not) count once with their summed weight."""
+    model = fitted_model(num_topics=10) if fit else RelevanceModel(QUERY)
+    anchors = [*SHORT_TEXTS, "Bird migration", "zzyzx seabirds", "vtáky"]
+    contexts = [*reversed(SHORT_TEXTS), "migration of birds", "zzyzx zzyzx nesting", "vtaky"]
+    joined = [f"{a} {c}" for a, c in zip(anchors, contexts, strict=True)]
+    anchor, context, link = model.score_links(anchors, contexts)
+    assert anchor == pytest.approx(model.score_texts(anchors), abs=1e-12)
+    assert context == pytest.approx(model.score_texts(contexts), abs=1e-12)
+    assert link == pytest.approx(model.score_texts(joined), abs=1e-12)
+    assert max(link) > 0.0
+    assert model.score_links([], []) == ([], [], [])
+
+
 def test_score_texts_cache_does_not_outlive_a_refit() -> None:
     model = RelevanceModel(QUERY, num_topics=10)
     stale = model.score_texts(SHORT_TEXTS)
