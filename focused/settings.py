@@ -100,7 +100,7 @@ CANONICAL_DROP_PARAMS = [
 # does not reveal; it costs a round trip per page (about half the throughput), so it is off.
 HEAD_CHECK = False
 # The frontier bound (the sources' MAX_BUFFER): when full, the lowest-ranked requests are
-# evicted, for every strategy, in memory and under JOBDIR. 0 = unbounded.
+# evicted, for every strategy, in memory, under JOBDIR and in Redis. 0 = unbounded.
 FRONTIER_MAX = 1_000_000
 # Per-host limits (focused.scheduler). MAX_PAGES_PER_HOST: pages fetched per host, 0 = no cap.
 # HOST_WINDOW k: at most one request per host among any k consecutive fetches (the sources use
