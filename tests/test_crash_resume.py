@@ -63,6 +63,18 @@ def job_command(tmp_path, server, strategy: str, **settings) -> list[str]:
     return scrapy_command(*crawl_args(arguments, base | settings))
 
 
+def start_until_fetched(command, server, count: int, stderr=subprocess.DEVNULL) -> subprocess.Popen:
+    """Start the crawl; return it once the server has answered ``count`` requests."""
+    run = subprocess.Popen(
+        command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=stderr
+    )
+    deadline = time.monotonic() + 90
+    while len(server.fetched) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(server.fetched) >= count, "the crawl did not get going"
+    return run
+
+
 def test_kill_9_twice_then_resume_loses_nothing(tmp_path, sample_graph):
     server = ReplayServer(sample_graph, delay=0.03).start()
     db = tmp_path / "focused.sqlite3"
@@ -76,17 +88,7 @@ def test_kill_9_twice_then_resume_loses_nothing(tmp_path, sample_graph):
     in_flight_at_kills: list[set[str]] = []
     try:
         for kill_after in (40, 110):
-            run = subprocess.Popen(
-                command,
-                cwd=REPO,
-                env=crawl_env(),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            deadline = time.monotonic() + 90
-            while len(server.fetched) < kill_after and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert len(server.fetched) >= kill_after, "the crawl did not get going"
+            run = start_until_fetched(command, server, kill_after)
             os.kill(run.pid, signal.SIGKILL)
             run.wait(timeout=30)
             crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
@@ -134,12 +136,7 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
     jobdir = tmp_path / "job"
     command = job_command(tmp_path, server, "bfs", STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0.1)
     try:
-        run = subprocess.Popen(
-            command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
-        deadline = time.monotonic() + 90
-        while len(server.fetched) < 30 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        run = start_until_fetched(command, server, 30, stderr=subprocess.PIPE)
         locker = sqlite3.connect(db, isolation_level=None)
         locker.execute("BEGIN EXCLUSIVE")  # a real writer holding the lock: writes time out
         try:
@@ -183,13 +180,7 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
         SCRAPER_SLOT_MAX_ACTIVE_SIZE=1,  # at most CONCURRENT + 1 in flight, as above
     )
     try:
-        run = subprocess.Popen(
-            command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.monotonic() + 90
-        while len(server.fetched) < 25 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert len(server.fetched) >= 25, "the crawl did not get going"
+        run = start_until_fetched(command, server, 25)
         os.kill(run.pid, signal.SIGKILL)
         run.wait(timeout=30)
         final = subprocess.run(
