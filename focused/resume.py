@@ -17,7 +17,8 @@ What a crash can cut off, and where it is kept instead:
   buffered, so a crash loses its tail); the seen fingerprints are those of the frontier file
   (queued, in flight, finished), which change in the same transactions as the queue.
 - **Counters** in ``spider.state`` (Scrapy saves it only on a clean close): ``recover_state``
-  takes fetch order, relevant pages, canonical URLs and per-host counts back from the store.
+  takes fetch order, relevant pages, canonical URLs, per-host counts and (at least) the page
+  budget's count back from the store.
 
 Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash).
 """
@@ -118,6 +119,8 @@ def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> Non
             urls.add(page["duplicate_of"])
         hosts[urlsplit(page["url"]).hostname or ""] += 1
     state["pages"] = max(state.get("pages", 0), last)
+    # The page budget's count (focused.stopping.PageBudget): each page fetched was a response.
+    state["responses"] = max(state.get("responses", 0), state["pages"])
     state["relevant"] = max(state.get("relevant", 0), relevant)
     state["fetched_urls"] = urls
     host_pages = state.setdefault("host_pages", Counter())

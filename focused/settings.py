@@ -50,6 +50,8 @@ DOWNLOADER_MIDDLEWARES = {
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
 }
 EXTENSIONS = {
+    "scrapy.extensions.closespider.CloseSpider": None,  # replaced by the one below
+    "focused.stopping.PageBudget": 0,  # CLOSESPIDER_PAGECOUNT counts the crawl's pages
     "focused.extensions.ProgressLog": 500,
     "focused.stopping.StopCriteria": 510,
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
@@ -81,7 +83,8 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off
 
 # -- Stop criteria (focused.stopping) --------------------------------------------------------
-# The page budget is Scrapy's CLOSESPIDER_PAGECOUNT (default 0, off); threshold crawl-and-store
+# The page budget is Scrapy's CLOSESPIDER_PAGECOUNT (default 0, off), the crawl's: a resumed JOBDIR
+# crawl stops at its total (focused.stopping.PageBudget); threshold crawl-and-store
 # is STORE_MIN_RELEVANCE above. Crawls stopped by any of these are recorded as finished.
 CLOSESPIDER_RELEVANT = 0  # stop after this many relevant pages (the crawl's count); 0 = off
 DRIFT_WINDOW = 0  # topic-drift stop: pages over which the recent harvest rate is taken; 0 = off
@@ -100,7 +103,7 @@ CANONICAL_DROP_PARAMS = [
 # does not reveal; it costs a round trip per page (about half the throughput), so it is off.
 HEAD_CHECK = False
 # The frontier bound (the sources' MAX_BUFFER): when full, the lowest-ranked requests are
-# evicted, for every strategy, in memory and under JOBDIR. 0 = unbounded.
+# evicted, for every strategy, in memory, under JOBDIR and in Redis. 0 = unbounded.
 FRONTIER_MAX = 1_000_000
 # Per-host limits (focused.scheduler). MAX_PAGES_PER_HOST: pages fetched per host, 0 = no cap.
 # HOST_WINDOW k: at most one request per host among any k consecutive fetches (the sources use

@@ -9,9 +9,13 @@ Settings (each off by default):
     DRIFT_MIN_HARVEST     stop when the harvest rate of the last DRIFT_WINDOW pages falls below
                           this (default 0.1). Close reason ``closespider_drift``.
 
-The others live where they act: the page budget is Scrapy's CLOSESPIDER_PAGECOUNT, threshold
-crawl-and-store is STORE_MIN_RELEVANCE (``pipelines.relevance``). A crawl stopped by any of them
-is recorded as ``finished``.
+The page budget is Scrapy's CLOSESPIDER_PAGECOUNT, counted by ``PageBudget`` over the whole
+crawl rather than per run: the responses to the crawl's requests (robots.txt not counted) are
+``spider.state["responses"]``, which a JOBDIR pause saves and a crash recovers from the store
+(``focused.resume.recover_state``), so a resumed crawl stops when the crawl's total reaches the
+budget. A crawl shared through Redis counts the budget in its atomic pops instead
+(``focused.distributed``). Threshold crawl-and-store is STORE_MIN_RELEVANCE
+(``pipelines.relevance``). A crawl stopped by any of them is recorded as ``finished``.
 
 Pages are counted as their items leave the pipelines (``item_scraped``, or ``item_dropped`` for
 a page not stored), by the ``is_relevant`` the relevance pipeline gave them. As with
@@ -27,10 +31,14 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy.extensions.closespider import CloseSpider
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 
 if TYPE_CHECKING:
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
@@ -78,3 +86,43 @@ class StopCriteria:
     def _close(self, reason: str, message: str, *args: Any) -> None:
         logger.info("Closing spider (%s): " + message, reason, *args)
         self._closing = deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
+
+
+class PageBudget(CloseSpider):
+    """Scrapy's CloseSpider (in its place in EXTENSIONS), with CLOSESPIDER_PAGECOUNT the crawl's
+    budget: a crawl resumed from JOBDIR stops when its total, not the run's, reaches it.
+
+    As with Scrapy's, the requests under way when the budget is reached still complete: a run
+    fetches at most CONCURRENT_REQUESTS - 1 pages beyond it.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        # Scrapy's own count of this run would close at the budget again after every resume.
+        self.budget = self.close_on["pagecount"]
+        self.close_on["pagecount"] = 0
+        if self.budget:
+            crawler.signals.connect(self.budget_opened, signal=signals.spider_opened)
+            crawler.signals.connect(self.budget_count, signal=signals.response_received)
+
+    def _counts(self) -> bool:
+        # A shared crawl takes a budget slot with each atomic pop from Redis.
+        return getattr(self.crawler.spider, "shared", None) is None
+
+    def budget_opened(self, spider: Spider) -> None:
+        # Later, once every spider_opened handler has run: the state is loaded and recovered.
+        call_later(0, self._check_budget)
+
+    def _check_budget(self) -> None:
+        spent = self.crawler.spider.state.get("responses", 0)
+        if self._counts() and spent >= self.budget:
+            logger.info("Page budget %d already spent by this crawl (%d pages)", self.budget, spent)
+            self._close_spider("closespider_pagecount")
+
+    def budget_count(self, response: Response, request: Request, spider: Spider) -> None:
+        if not self._counts() or request.meta.get("dont_obey_robotstxt"):
+            return
+        state = self.crawler.spider.state
+        state["responses"] = state.get("responses", 0) + 1
+        if state["responses"] == self.budget:
+            self._close_spider("closespider_pagecount")

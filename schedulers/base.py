@@ -114,18 +114,18 @@ class MemoryFrontier:
         self._worst = [(*negated(item[:4]), fp) for fp, (item, _) in self._entries.items()]
         heapq.heapify(self._worst)
 
-    def evict_worst(self, count: int) -> int:
-        """Remove up to ``count`` entries with the largest orders; returns how many."""
+    def evict_worst(self, count: int) -> list[bytes]:
+        """Remove up to ``count`` entries with the largest orders; returns their fingerprints."""
         if self._worst is None:
             self._build_worst()
         worst, entries = self._worst, self._entries
-        evicted = 0
-        while worst and evicted < count:
+        evicted: list[bytes] = []
+        while worst and len(evicted) < count:
             *order, fp = heapq.heappop(worst)
             entry = entries.get(fp)
             if entry is not None and entry[0][:4] == negated(order):
                 del entries[fp]  # its item in the best-first structures is now stale
-                evicted += 1
+                evicted.append(fp)
         return evicted
 
     def _take_pending(self) -> None:
@@ -307,7 +307,7 @@ class SqliteFrontier:
         self._len -= 1
         return self._load(row[1])
 
-    def evict_worst(self, count: int) -> int:
+    def evict_worst(self, count: int) -> list[bytes]:
         with self.transaction():  # an evicted request stays seen: it is finished
             evicted = self._db.execute(
                 "DELETE FROM frontier WHERE fp IN (SELECT fp FROM frontier"
@@ -317,7 +317,7 @@ class SqliteFrontier:
             ).fetchall()
             self._db.executemany("INSERT OR IGNORE INTO finished VALUES (?)", evicted)
         self._len -= len(evicted)
-        return len(evicted)
+        return [fp for (fp,) in evicted]
 
     def key_of(self, fp: bytes) -> Key | None:
         row = self._db.execute(
@@ -488,7 +488,13 @@ class StrategyQueue:
     def evict(self, count: int) -> int:
         """Drop the ``count`` lowest-ranked requests (the frontier is full); returns how many.
         A strategy that keeps requests outside ``self.frontier`` overrides this."""
-        return self.frontier.evict_worst(count)
+        evicted = self.frontier.evict_worst(count)
+        self.evicted(evicted)
+        return len(evicted)
+
+    def evicted(self, fps: list[bytes]) -> None:
+        """The queued requests with these fingerprints were evicted: a strategy that keeps its
+        own record of what is queued forgets them here (default: nothing to do)."""
 
     def close(self) -> dict[str, Any]:
         self.frontier.close()

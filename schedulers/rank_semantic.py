@@ -312,6 +312,11 @@ class RankSemanticQueue(StrategyQueue):
         self._track(fp, request, (-self.score(request), -self.tiebreak(request), 0))
         return True
 
+    def evicted(self, fps: list[bytes]) -> None:
+        if self.links is None:  # a shared frontier keeps no record here: see SharedLinks
+            for fp in fps:
+                self._untrack(fp)
+
     def _record_link(self, request: Request) -> None:
         parent = request.meta.get("parent_url")
         if parent:

@@ -16,6 +16,9 @@ order is ``score()`` and ``tiebreak()`` runs distributed unchanged. Keys, under
   back to the frontier when the worker closes, or is found dead (``requeue``).
 - ``seq`` (discovery order) and ``popped`` (requests handed out: the shared page budget).
 
+``FRONTIER_MAX`` bounds it as it bounds the local frontiers: ``evict_worst`` pops the
+lowest-ranked members (``ZPOPMIN``) and drops their stored requests, in one script.
+
 Every change is one Lua script, so concurrent processes never see half of one. Requests are
 pickled: the Redis server must be as trusted as the crawl's own JOBDIR.
 """
@@ -149,6 +152,32 @@ if n > 0 then redis.call('DECRBY', KEYS[3], n) end
 return n
 """
 
+# Evict the lowest-ranked queued requests (the frontier is full), the back set's (traps) first,
+# at most ARGV[1] of them and never below ARGV[2] queued in both sets (0 = no floor): processes
+# that find the frontier too large at the same time evict once between them. Evicted URLs stay
+# in the seen set, as in SqliteFrontier.
+# KEYS: frontier, members, requests, back. ARGV: count, floor. Returns the evicted fingerprints.
+EVICT = """
+local n = tonumber(ARGV[1])
+local floor = tonumber(ARGV[2])
+if floor > 0 then
+  n = math.min(n, redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[4]) - floor)
+end
+local fps = {}
+for _, queue in ipairs({KEYS[4], KEYS[1]}) do
+  if n <= 0 then break end
+  local worst = redis.call('ZPOPMIN', queue, n)
+  for i = 1, #worst, 2 do
+    local fp = string.sub(worst[i], 24)
+    redis.call('HDEL', KEYS[2], fp)
+    redis.call('HDEL', KEYS[3], fp)
+    fps[#fps + 1] = fp
+  end
+  n = n - #worst / 2
+end
+return fps
+"""
+
 # Take a queued request out. KEYS: frontier, members, requests, back. ARGV: fp.
 REMOVE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
@@ -190,6 +219,7 @@ class RedisFrontier:
         self.redis = shared.redis
         self._spider = shared.crawler.spider
         self._budget = shared.crawler.settings.getint("CLOSESPIDER_PAGECOUNT")
+        self._max = shared.crawler.settings.getint("FRONTIER_MAX")
         self._keys = [shared.key(name) for name in ("frontier", "members", "requests")]
         self._back = shared.key("back")
         self._put = self.redis.register_script(PUT)
@@ -197,6 +227,7 @@ class RedisFrontier:
         self._ack = self.redis.register_script(ACK)
         self._requeue = self.redis.register_script(REQUEUE)
         self._remove = self.redis.register_script(REMOVE)
+        self._evict = self.redis.register_script(EVICT)
         shared.frontier = self
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
@@ -260,6 +291,12 @@ class RedisFrontier:
             self.redis.zrange, self._keys[0], 0, 0, desc=True, withscores=True, default=[]
         )
         return top[0][1] if top else None
+
+    def evict_worst(self, count: int) -> list[bytes]:
+        """Remove up to ``count`` of the lowest-ranked requests, keeping at least FRONTIER_MAX
+        queued; returns their fingerprints."""
+        args = [count, self._max]
+        return self.shared.run(self._evict, keys=[*self._keys, self._back], args=args, default=[])
 
     def key_of(self, fp: bytes) -> Key | None:
         member = self.shared.run(self.redis.hget, self._keys[1], fp)

@@ -182,7 +182,7 @@ def test_crawl_respects_the_host_window_and_the_page_cap(tmp_path):
                 "HOST_WINDOW": 4,
                 "MAX_PAGES_PER_HOST": 3,
                 "CONCURRENT_REQUESTS": 1,
-                "CLOSESPIDER_PAGECOUNT": 12 + 30,  # robots.txt responses count too
+                "CLOSESPIDER_PAGECOUNT": 30,  # robots.txt responses do not count
             },
         )
     finally:
@@ -208,3 +208,25 @@ def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path):
     assert "http://b.test/0" in handed_out
     assert crawler.stats.get_value("focused/skipped/host_limit") == 7
     scheduler.close("finished")
+
+
+def test_rank_semantic_ranks_after_evictions(key):
+    """rank_semantic keeps its own record of queued URLs; an eviction must update it, or the
+    next ranking re-keys URLs that are gone."""
+    queue = make_queue("rank_semantic", key, band_low=0.3, band_high=0.7, T=0.1, rank_every=4)
+    rng = random.Random(3)
+    for i in range(60):
+        parent = f"http://t/u{rng.randrange(i)}" if i else "http://t/seed"
+        queue.push(
+            scrapy.Request(
+                f"http://t/u{i}", meta={"parent_url": parent, "link_relevance": rng.random()}
+            )
+        )
+        if len(queue) > 10:
+            assert queue.evict(len(queue) - 10) >= 1
+    assert queue.stats.get_value("focused/rankings") >= 10
+    assert len(queue) == 10 == sum(queue._count)
+    assert set(queue._queued) == {fp for fp, _, _ in queue.frontier.entries()}
+    queue.push(scrapy.Request("http://t/late", meta={"parent_url": "http://t/u1"}))
+    queue._rerank()  # a ranking with the evicted URLs' classes changing
+    assert len(drain(queue)) == 11

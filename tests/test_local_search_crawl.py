@@ -18,7 +18,7 @@ STRATEGIES = {
     "pso": ({"particles": "6", "epoch": "4", "discount": "0.7"}, "focused/pso/turns"),
     "bees": ({"n_bees": "4", "dance_time": "20", "seed": "5"}, "focused/bees/follows"),
 }
-FIRST_BUDGET, SECOND_BUDGET = 12, 30
+FIRST_BUDGET, SECOND_BUDGET = 12, 30  # the crawl's totals: the second run adds about 18
 # The saved counter of moves (one per fetch) of the strategies that keep one.
 MOVES = {"annealing": "moves", "threshold": "moves", "bees": "flights_made"}
 

@@ -20,7 +20,8 @@ from scrapy.utils.test import get_crawler
 
 from focused.distributed import SharedCrawl
 from focused.replayweb import ReplayServer
-from focused.strategies import strategy_class
+from focused.scheduler import FocusedScheduler
+from focused.strategies import STRATEGIES, strategy_class
 from schedulers.base import StrategyQueue
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
@@ -97,10 +98,16 @@ def redis_server(tmp_path):
 
 
 def shared_queue(
-    url: str, strategy: str = "bestfirst", budget: int = 0, crawl_id: str = "t", **params
+    url: str,
+    strategy: str = "bestfirst",
+    budget: int = 0,
+    crawl_id: str = "t",
+    frontier_max: int = 0,
+    **params,
 ):
     """A strategy queue on the Redis frontier, as one process of a crawl would build it."""
-    crawler = get_crawler(QueueSpider, {"CLOSESPIDER_PAGECOUNT": budget})
+    settings = {"CLOSESPIDER_PAGECOUNT": budget, "FRONTIER_MAX": frontier_max}
+    crawler = get_crawler(QueueSpider, settings)
     spider = QueueSpider()
     spider.strategy_params, spider.state = params, {}
     crawler.spider, spider.crawler = spider, crawler
@@ -216,6 +223,55 @@ def test_budget_is_shared_and_unfinished_requests_go_back(redis_server):
     # Their budget came back, and they pop again in score order.
     assert urls([one.pop(), one.pop(), two.pop()]) == urls([taken[1], taken[3], taken[4]])
     assert one.pop() is None
+
+
+def test_eviction_drops_the_lowest_ranked_as_the_memory_frontier(redis_server):
+    shared, local = shared_queue(redis_server.url), make_queue("bestfirst")
+    for request in sample_requests():
+        shared.push(request)
+        local.push(request.copy())
+    assert shared.evict(25) == local.evict(25) == 25
+    client, key = redis.Redis(port=redis_server.port), "focused:t:"
+    assert client.hlen(key + "members") == client.hlen(key + "requests") == len(shared) == 35
+    assert client.scard(key + "seen") == 60  # evicted URLs stay seen: not queued again
+    shared.push(sample_requests()[0])
+    assert drain(shared) == drain(local)
+
+
+def test_processes_evicting_at_once_keep_frontier_max(redis_server):
+    one, two = (shared_queue(redis_server.url, frontier_max=20) for _ in range(2))
+    for i in range(30):
+        one.push(req(f"p{i}", parent_relevance=i / 100))
+    # Both found 30 queued and evict 10: the second eviction finds the frontier at its bound.
+    assert one.evict(10) + two.evict(10) == 10
+    assert sorted(drain(two)) == sorted(f"p{i}" for i in range(10, 30))
+
+
+def test_a_full_shared_frontier_evicts_through_the_scheduler_and_counts(redis_server):
+    crawler = get_crawler(
+        QueueSpider,
+        {
+            "FRONTIER_MAX": 40,
+            "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"],
+            "DUPEFILTER_CLASS": "focused.distributed.RedisDupeFilter",
+            "REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter",
+        },
+    )
+    spider = QueueSpider()
+    spider.strategy_params, spider.state = {}, {}
+    crawler.spider, spider.crawler = spider, crawler
+    spider.shared = SharedCrawl(crawler, redis_server.url, "t")
+    crawler.stats.open_spider()
+    scheduler = FocusedScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    for i in range(100):
+        assert scheduler.enqueue_request(req(f"p{i}", parent_relevance=(i * 37 % 100) / 100))
+        assert len(scheduler) <= 40
+    assert crawler.stats.get_value("focused/evicted") == 60
+    popped = []
+    while (request := scheduler.next_request()) is not None:
+        popped.append(request)
+    assert sorted(r.meta["parent_relevance"] for r in popped) == [i / 100 for i in range(60, 100)]
 
 
 def test_stateful_strategies_do_not_run_distributed():

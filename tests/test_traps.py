@@ -162,6 +162,15 @@ def test_redis_frontier_pops_trap_requests_last(redis_server):  # noqa: F811
     assert queue.pop() is None
 
 
+def test_redis_frontier_evicts_trap_requests_first(redis_server):  # noqa: F811
+    queue = shared_queue(redis_server.url, frontier_max=6)
+    for request in trap_requests():
+        queue.push(request)
+    assert queue.evict(10) == 6  # never below FRONTIER_MAX
+    assert [TRAP_META in queue.pop().meta for _ in range(6)] == [False] * 6
+    assert queue.pop() is None
+
+
 # -- the cap per family ----------------------------------------------------------------------
 
 
