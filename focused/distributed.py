@@ -138,6 +138,11 @@ class SharedCrawl:
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
         return self._own[counter] if value is None else int(value)
 
+    def counter(self, name: str) -> int:
+        """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
+        value = self.run(self.redis.hget, self.key("counters"), name)
+        return self._own[name] if value is None else int(value)
+
     def publish_topic_text(self, text: str, language: str | None) -> None:
         """A seed page joins the topic of every process of the crawl, not only this one's."""
         self.run(self.redis.rpush, self.key("topic"), json.dumps([text, language]))

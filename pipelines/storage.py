@@ -165,14 +165,28 @@ class StoragePipeline:
                 self.crawl_id,
                 status=status,
                 finish_reason=reason,
-                pages=self.stats.get_value("focused/pages", 0),
-                relevant=self.stats.get_value("focused/relevant", 0),
-                harvest_rate=self.stats.get_value("focused/harvest_rate"),
+                **self._totals(),
             )
         except StoreError as exc:
             logger.error("crawl %s could not be recorded as %s: %s", self.crawl_id, status, exc)
         finally:
             self.store.close()
+
+    def _totals(self) -> dict[str, Any]:
+        """The crawl's page counts for its record. In a crawl shared by several processes this
+        process's stats hold the counters as of its own last page, and any process may close
+        last: the crawl-wide counters are read from Redis."""
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is None:
+            pages = self.stats.get_value("focused/pages", 0)
+            relevant = self.stats.get_value("focused/relevant", 0)
+        else:
+            pages, relevant = shared.counter("pages"), shared.counter("relevant")
+        return {
+            "pages": pages,
+            "relevant": relevant,
+            "harvest_rate": round(relevant / pages, 4) if pages else None,
+        }
 
     async def _drain(self) -> None:
         """Write everything buffered, oldest first, up to ``batch_size`` records a write.
