@@ -13,6 +13,12 @@ the whole output of the callback for one response (one ``PageItem`` and its link
   ``anchor_semantic`` (``focused.encoder``) when the strategy sets ``link_encoder``;
 - it feeds the page to the model and starts a refit off the reactor thread when one is due.
 
+The sentence encoder runs in one dedicated worker thread: in Scrapy's async output path (the
+one Scrapy 2.19 calls) the middleware awaits it there, so other responses are downloaded and
+parsed meanwhile (torch releases the GIL), and a page's children are still yielded only once
+scored. The sync path encodes in place. The encoder's CPU time, measured in the thread that
+runs it, counts in ``focused/scoring_cpu_ms``.
+
 Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``depth``.
 
 Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate``,
@@ -28,8 +34,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
+from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
-from twisted.internet.threads import deferToThread
+from twisted.internet.threads import deferToThread, deferToThreadPool
+from twisted.python.threadpool import ThreadPool
 
 from focused.encoder import open_link_encoder
 from focused.items import PageItem
@@ -54,11 +62,13 @@ class RelevanceMiddleware:
         self._refitting = False
         self._strategy = None
         self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
+        self._encoder_thread: ThreadPool | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
         middleware = cls(crawler)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
 
     def spider_opened(self, spider: Spider) -> None:
@@ -67,6 +77,13 @@ class RelevanceMiddleware:
             self._encoder = open_link_encoder(
                 spider.config.topic, self.model.language, self.crawler.settings
             )
+        if self._encoder is not None:
+            self._encoder_thread = ThreadPool(1, 1, name="focused-encoder")
+            self._encoder_thread.start()
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self._encoder_thread is not None:
+            self._encoder_thread.stop()
 
     @property
     def model(self) -> RelevanceModel:
@@ -100,18 +117,33 @@ class RelevanceMiddleware:
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
-        yield from self._annotate(response, list(result))
+        outputs = list(result)
+        children = self._annotate(response, outputs)
+        if children:
+            self._add_anchor_semantic(children, *self._encode_anchors(children))
+        yield from outputs
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        for output in self._annotate(response, [o async for o in result]):
+        outputs = [o async for o in result]
+        children = self._annotate(response, outputs)
+        if children:
+            from twisted.internet import reactor
+
+            encoded = deferToThreadPool(
+                reactor, self._encoder_thread, self._encode_anchors, children
+            )
+            self._add_anchor_semantic(children, *await maybe_deferred_to_future(encoded))
+        for output in outputs:
             yield output
 
-    def _annotate(self, response: Response, outputs: list[Any]) -> list[Any]:
+    def _annotate(self, response: Response, outputs: list[Any]) -> list[Request]:
+        """Score the page in ``outputs`` and annotate its children; returns those still waiting
+        for the encoder's ``anchor_semantic`` (none when the crawl has no encoder)."""
         pages = [o for o in outputs if isinstance(o, PageItem)]
         if not pages:
-            return outputs
+            return []
         page = pages[0]
         started = time.thread_time()
         language = page.get("language")
@@ -127,9 +159,10 @@ class RelevanceMiddleware:
             self._annotate_children(response, scores, is_relevant, children, language)
         self.model.observe(page["text"], language)
         cpu_ms = (time.thread_time() - started) * 1000
-        self._count(page["fetch_order"], relevant, cpu_ms)
+        self._count(page["fetch_order"], relevant)
+        self._add_scoring_cpu(cpu_ms, pages=1)
         self._maybe_refit()
-        return outputs
+        return children if self._encoder is not None else []
 
     def _learn_topic(self, text: str, language: str | None, *, is_seed: bool) -> None:
         """Seed pages join the topic; in a shared crawl, those fetched by any process."""
@@ -184,22 +217,33 @@ class RelevanceMiddleware:
                 discovery=discovery,
                 **inherited,
             )
-        if self._encoder is not None:
-            self._add_anchor_semantic(children, anchors)
 
-    def _add_anchor_semantic(self, children: list[Request], anchors: list[str]) -> None:
-        for child, score in zip(children, self._encoder.score_texts(anchors), strict=True):
+    def _encode_anchors(self, children: list[Request]) -> tuple[list[float], float]:
+        """The children's anchor scores and the CPU milliseconds spent on them by this thread
+        (the encoder's worker in a crawl: torch runs on the calling thread only)."""
+        started = time.thread_time()
+        scores = self._encoder.score_texts([c.meta.get("anchor", "") for c in children])
+        return scores, (time.thread_time() - started) * 1000
+
+    def _add_anchor_semantic(
+        self, children: list[Request], scores: list[float], cpu_ms: float
+    ) -> None:
+        for child, score in zip(children, scores, strict=True):
             child.meta["anchor_semantic"] = score
         self.stats.set_value("focused/encoder/texts_encoded", self._encoder.encoded)
+        self._add_scoring_cpu(cpu_ms)
 
-    def _count(self, pages: int, relevant: int, cpu_ms: float) -> None:
+    def _count(self, pages: int, relevant: int) -> None:
         stats = self.stats
         stats.set_value("focused/pages", pages)
         stats.set_value("focused/relevant", relevant)
         stats.set_value("focused/harvest_rate", round(relevant / pages, 4))
+
+    def _add_scoring_cpu(self, cpu_ms: float, pages: int = 0) -> None:
+        stats = self.stats
         total = stats.get_value("focused/scoring_cpu_ms", 0.0) + cpu_ms
         stats.set_value("focused/scoring_cpu_ms", round(total, 3))
-        scored = stats.get_value("focused/scored_pages", 0) + 1
+        scored = stats.get_value("focused/scored_pages", 0) + pages
         stats.set_value("focused/scored_pages", scored)
         stats.set_value("focused/scoring_cpu_ms_per_page", round(total / scored, 3))
 

@@ -211,7 +211,12 @@ def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site
         f'#!/bin/sh\n[ -e "{marker}" ] && exit 1\ntouch "{marker}"\nexec {CHROMIUM} "$@"\n'
     )
     browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
-    arguments = {"query": "birds", "seeds": f"{js_site.url}/app.html", "render": "always"}
+    arguments = {
+        "strategy": "bfs",
+        "query": "birds",
+        "seeds": f"{js_site.url}/app.html",
+        "render": "always",
+    }
     result = run_crawl(tmp_path, arguments, {"FOCUSED_CHROMIUM": browser})
     assert result.result.returncode == 1, result.result.stderr[-3000:]
     log = result.result.stderr

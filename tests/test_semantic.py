@@ -130,3 +130,78 @@ def test_importing_the_project_loads_no_encoder() -> None:
         [sys.executable, "-c", code], cwd=REPO, env=crawl_env(), capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_the_cheap_encoder_agrees_with_the_full_model(encode) -> None:
+    # The default is int8 with a 32-token cut; benchmarks/anchor_auc.py measures its ranking.
+    full = load_model(quantize=False, max_tokens=None)
+    anchors = ["Seabird", "Class 37", "Wandering Albatross", "France", "Iguanodon"]
+    cosines = (encode(anchors) * full(anchors)).sum(axis=1)
+    assert cosines.min() > 0.85, cosines
+    long_anchor = " ".join(["feathers"] * 40)  # past the cut, more words change nothing
+    assert (encode([long_anchor]) == encode([long_anchor + " locomotive railway"])).all()
+    assert not (full([long_anchor]) == full([long_anchor + " locomotive railway"])).all()
+
+
+# Drives the middleware's async output path on a running reactor with a stand-in encoder that
+# records its thread; prints the children's anchor_semantic and the threads used.
+ASYNC_PATH = """
+import threading
+from types import SimpleNamespace
+import numpy as np
+from scrapy import Request
+from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
+from twisted.internet import defer, task
+from focused.encoder import LinkEncoder
+from focused.items import PageItem
+from focused.middlewares import RelevanceMiddleware
+from focused.relevance import RelevanceModel
+
+threads = set()
+
+def encode(texts):
+    threads.add(threading.current_thread().name)
+    return np.array([[1.0, 0.0] if "bird" in t.lower() else [0.0, 1.0] for t in texts])
+
+async def main():
+    queue = "schedulers.semantic.SemanticQueue"
+    crawler = get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": queue})
+    crawler.spider = SimpleNamespace(
+        relevance=RelevanceModel("birds"), state={}, config=SimpleNamespace(topic="birds")
+    )
+    middleware = RelevanceMiddleware(crawler)
+    import focused.middlewares as module
+    module.open_link_encoder = lambda topic, language, settings: LinkEncoder(topic, encode)
+    middleware.spider_opened(crawler.spider)
+    url = "http://127.0.0.1/a"
+    response = HtmlResponse(url, body=b"<p>birds</p>", request=Request(url))
+    async def output():
+        yield PageItem(text="birds nest eggs feathers", language="en")
+        yield Request("http://127.0.0.1/b", meta={"anchor": "Seabird"})
+        yield Request("http://127.0.0.1/c", meta={"anchor": "Class 37"})
+    got = [o async for o in middleware.process_spider_output_async(response, output())]
+    middleware.spider_closed(crawler.spider)
+    print([o.meta.get("anchor_semantic") for o in got if isinstance(o, Request)])
+    print(sorted(threads - {"MainThread"}), "MainThread" in threads)
+    print(crawler.stats.get_value("focused/scored_pages"))
+
+task.react(lambda reactor: defer.Deferred.fromCoroutine(main()))
+"""
+
+
+def test_the_async_path_encodes_in_the_worker_thread_before_yielding_children() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", ASYNC_PATH],
+        cwd=REPO,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    scores, threads, scored = result.stdout.strip().splitlines()
+    assert scores == "[1.0, 0.0]"  # each child scored before it was yielded
+    # The topic is encoded when the encoder opens (reactor thread); every anchor in the worker.
+    assert threads == "['PoolThread-focused-encoder-0'] True"
+    assert scored == "1"
