@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -91,9 +90,7 @@ class LinkEncoder:
     """Cosine of short texts to the topic in the encoder's space, clipped to [0, 1], cached.
 
     ``encode`` is :func:`load_model`'s function (tests may pass it explicitly). ``encoded``
-    counts the texts sent to the model, so a cache hit is observable. A crawl calls it from
-    the scoring middleware's one encoder thread; the lock keeps the cache whole should another
-    thread call it too.
+    counts the texts sent to the model, so a cache hit is observable.
     """
 
     def __init__(
@@ -104,12 +101,10 @@ class LinkEncoder:
         self._cache: OrderedDict[str, float] = OrderedDict()
         self.cache_size = cache_size
         self.encoded = 0
-        self._lock = threading.Lock()
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """Scores of ``texts`` in order; all uncached distinct texts go to the model at once."""
-        with self._lock:
-            return cached_scores(self._cache, texts, self._score_batch, self.cache_size)
+        return cached_scores(self._cache, texts, self._score_batch, self.cache_size)
 
     def _score_batch(self, texts: list[str]) -> list[float]:
         self.encoded += len(texts)

@@ -13,11 +13,10 @@ the whole output of the callback for one response (one ``PageItem`` and its link
   ``anchor_semantic`` (``focused.encoder``) when the strategy sets ``link_encoder``;
 - it feeds the page to the model and starts a refit off the reactor thread when one is due.
 
-The sentence encoder runs in one dedicated worker thread: in Scrapy's async output path (the
-one Scrapy 2.19 calls) the middleware awaits it there, so other responses are downloaded and
-parsed meanwhile (torch releases the GIL), and a page's children are still yielded only once
-scored. The sync path encodes in place. The encoder's CPU time, measured in the thread that
-runs it, counts in ``focused/scoring_cpu_ms``.
+The sentence encoder runs in place, on the reactor thread, and its CPU time counts in
+``focused/scoring_cpu_ms``. Awaiting it in a worker thread instead was measured (BENCHMARKS.md,
+"Cheaper sentence encoder"): downloads go on meanwhile, but requests then leave a frontier that
+lacks the children still being encoded, and mean harvest@|rel| fell from 0.466 to 0.407.
 
 Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``depth``.
 
@@ -34,10 +33,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
-from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.misc import load_object
-from twisted.internet.threads import deferToThread, deferToThreadPool
-from twisted.python.threadpool import ThreadPool
+from twisted.internet.threads import deferToThread
 
 from focused.encoder import open_link_encoder
 from focused.items import PageItem
@@ -62,13 +59,11 @@ class RelevanceMiddleware:
         self._refitting = False
         self._strategy = None
         self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
-        self._encoder_thread: ThreadPool | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
         middleware = cls(crawler)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
 
     def spider_opened(self, spider: Spider) -> None:
@@ -77,13 +72,6 @@ class RelevanceMiddleware:
             self._encoder = open_link_encoder(
                 spider.config.topic, self.model.language, self.crawler.settings
             )
-        if self._encoder is not None:
-            self._encoder_thread = ThreadPool(1, 1, name="focused-encoder")
-            self._encoder_thread.start()
-
-    def spider_closed(self, spider: Spider) -> None:
-        if self._encoder_thread is not None:
-            self._encoder_thread.stop()
 
     @property
     def model(self) -> RelevanceModel:
@@ -117,26 +105,19 @@ class RelevanceMiddleware:
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
-        outputs = list(result)
-        children = self._annotate(response, outputs)
-        if children:
-            self._add_anchor_semantic(children, *self._encode_anchors(children))
-        yield from outputs
+        yield from self._score(response, list(result))
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        outputs = [o async for o in result]
+        for output in self._score(response, [o async for o in result]):
+            yield output
+
+    def _score(self, response: Response, outputs: list[Any]) -> list[Any]:
         children = self._annotate(response, outputs)
         if children:
-            from twisted.internet import reactor
-
-            encoded = deferToThreadPool(
-                reactor, self._encoder_thread, self._encode_anchors, children
-            )
-            self._add_anchor_semantic(children, *await maybe_deferred_to_future(encoded))
-        for output in outputs:
-            yield output
+            self._add_anchor_semantic(children, *self._encode_anchors(children))
+        return outputs
 
     def _annotate(self, response: Response, outputs: list[Any]) -> list[Request]:
         """Score the page in ``outputs`` and annotate its children; returns those still waiting
@@ -219,8 +200,8 @@ class RelevanceMiddleware:
             )
 
     def _encode_anchors(self, children: list[Request]) -> tuple[list[float], float]:
-        """The children's anchor scores and the CPU milliseconds spent on them by this thread
-        (the encoder's worker in a crawl: torch runs on the calling thread only)."""
+        """The children's anchor scores and the CPU milliseconds spent on them (torch runs on
+        the calling thread only)."""
         started = time.thread_time()
         scores = self._encoder.score_texts([c.meta.get("anchor", "") for c in children])
         return scores, (time.thread_time() - started) * 1000
