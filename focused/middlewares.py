@@ -105,26 +105,18 @@ class RelevanceMiddleware:
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterable[Any]:
-        yield from self._score(response, list(result))
+        yield from self._annotate(response, list(result))
 
     async def process_spider_output_async(
         self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
-        for output in self._score(response, [o async for o in result]):
+        for output in self._annotate(response, [o async for o in result]):
             yield output
 
-    def _score(self, response: Response, outputs: list[Any]) -> list[Any]:
-        children = self._annotate(response, outputs)
-        if children:
-            self._add_anchor_semantic(children, *self._encode_anchors(children))
-        return outputs
-
-    def _annotate(self, response: Response, outputs: list[Any]) -> list[Request]:
-        """Score the page in ``outputs`` and annotate its children; returns those still waiting
-        for the encoder's ``anchor_semantic`` (none when the crawl has no encoder)."""
+    def _annotate(self, response: Response, outputs: list[Any]) -> list[Any]:
         pages = [o for o in outputs if isinstance(o, PageItem)]
         if not pages:
-            return []
+            return outputs
         page = pages[0]
         started = time.thread_time()
         language = page.get("language")
@@ -140,10 +132,9 @@ class RelevanceMiddleware:
             self._annotate_children(response, scores, is_relevant, children, language)
         self.model.observe(page["text"], language)
         cpu_ms = (time.thread_time() - started) * 1000
-        self._count(page["fetch_order"], relevant)
-        self._add_scoring_cpu(cpu_ms, pages=1)
+        self._count(page["fetch_order"], relevant, cpu_ms)
         self._maybe_refit()
-        return children if self._encoder is not None else []
+        return outputs
 
     def _learn_topic(self, text: str, language: str | None, *, is_seed: bool) -> None:
         """Seed pages join the topic; in a shared crawl, those fetched by any process."""
@@ -198,33 +189,20 @@ class RelevanceMiddleware:
                 discovery=discovery,
                 **inherited,
             )
+        if self._encoder is not None:
+            # torch runs on the calling thread only, so the page's CPU time includes it.
+            for child, score in zip(children, self._encoder.score_texts(anchors), strict=True):
+                child.meta["anchor_semantic"] = score
+            self.stats.set_value("focused/encoder/texts_encoded", self._encoder.encoded)
 
-    def _encode_anchors(self, children: list[Request]) -> tuple[list[float], float]:
-        """The children's anchor scores and the CPU milliseconds spent on them (torch runs on
-        the calling thread only)."""
-        started = time.thread_time()
-        scores = self._encoder.score_texts([c.meta.get("anchor", "") for c in children])
-        return scores, (time.thread_time() - started) * 1000
-
-    def _add_anchor_semantic(
-        self, children: list[Request], scores: list[float], cpu_ms: float
-    ) -> None:
-        for child, score in zip(children, scores, strict=True):
-            child.meta["anchor_semantic"] = score
-        self.stats.set_value("focused/encoder/texts_encoded", self._encoder.encoded)
-        self._add_scoring_cpu(cpu_ms)
-
-    def _count(self, pages: int, relevant: int) -> None:
+    def _count(self, pages: int, relevant: int, cpu_ms: float) -> None:
         stats = self.stats
         stats.set_value("focused/pages", pages)
         stats.set_value("focused/relevant", relevant)
         stats.set_value("focused/harvest_rate", round(relevant / pages, 4))
-
-    def _add_scoring_cpu(self, cpu_ms: float, pages: int = 0) -> None:
-        stats = self.stats
         total = stats.get_value("focused/scoring_cpu_ms", 0.0) + cpu_ms
         stats.set_value("focused/scoring_cpu_ms", round(total, 3))
-        scored = stats.get_value("focused/scored_pages", 0) + pages
+        scored = stats.get_value("focused/scored_pages", 0) + 1
         stats.set_value("focused/scored_pages", scored)
         stats.set_value("focused/scoring_cpu_ms_per_page", round(total / scored, 3))
 
