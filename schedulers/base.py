@@ -37,7 +37,7 @@ from scrapy.utils.request import request_from_dict
 from focused.traps import TRAP_META
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -48,20 +48,15 @@ if TYPE_CHECKING:
 
 # (-score, -tiebreak, seq): the smallest key pops first.
 Key = tuple[float, float, int]
-# How a frontier orders its entries: (back, *key). Requests of a trap family (marked by the
+# Every frontier orders its entries by (back, *key): requests of a trap family (marked by the
 # scheduler, see focused.traps) are at the back, behind every other request, whatever their
-# key: the penalty is the frontier's, so every strategy's keys stay its own.
-Order = tuple[int, float, float, int]
-# A memory frontier's item: (back, *key, fp).
-Item = tuple[int, float, float, int, bytes]
+# key. The penalty is the frontier's, so every strategy's keys stay its own.
+# A memory frontier's item: (*key, fp).
+Item = tuple[float, float, int, bytes]
 
 
 def at_back(request: Request) -> int:
     return 1 if request.meta.get(TRAP_META) else 0
-
-
-def negated(order: Sequence[float]) -> tuple:
-    return tuple(-value for value in order)
 
 
 def dump_request(request: Request, spider: Spider) -> bytes:
@@ -73,123 +68,158 @@ def load_request(blob: bytes, spider: Spider) -> Request:
     return request_from_dict(pickle.loads(blob), spider=spider)
 
 
-class MemoryFrontier:
-    """Entries by fingerprint, and their items ``(back, *key, fp)`` in three places that
-    together order them (``back`` first: trap requests come after every other one):
+class _Order:
+    """Items ``(*key, fp)`` in three places that together order them, smallest first:
 
-    - ``_pending``, items pushed since the last pop, unsorted (a push is a list append);
-    - ``_run``, items sorted worst first, so the best is popped from its end;
-    - ``_heap``, a best-first heap.
+    - ``pending``, items put since the last pop, unsorted (a put is a list append);
+    - ``run``, items sorted largest first, so the smallest is popped from its end;
+    - ``heap``, a smallest-first heap.
 
     A pop first moves the pending items in: onto the heap when they are few, or, when they
     outnumber the rest (a crawl's start, a resumed or benchmarked queue), by sorting everything
-    into a new run, which is much cheaper in C than a heap operation per item. An item that a
-    pop, a rescoring or an eviction made stale is skipped when it comes up: an entry holds the
-    very tuple that was queued, so an item is current exactly when it *is* its entry's item.
+    into a new run, which is much cheaper in C than a heap operation per item.
+    """
+
+    __slots__ = ("heap", "pending", "run")
+
+    def __init__(self) -> None:
+        self.pending: list[Item] = []
+        self.run: list[Item] = []
+        self.heap: list[Item] = []
+
+    def _take_pending(self) -> None:
+        pending, heap = self.pending, self.heap
+        self.pending = []
+        if len(pending) > len(heap) + len(self.run):
+            pending += heap
+            pending += self.run
+            pending.sort(reverse=True)
+            self.run, self.heap = pending, []
+        else:
+            for item in pending:
+                heapq.heappush(heap, item)
+
+    def best(self, items: dict[bytes, Item], remove: bool) -> Item | None:
+        """The current item with the smallest key; stale items are dropped on the way. The
+        frontier holds the very tuple that was queued for each fingerprint, so an item is
+        current exactly when it *is* that tuple."""
+        if self.pending:
+            self._take_pending()
+        heap, run = self.heap, self.run
+        while heap or run:
+            from_heap = not run or (bool(heap) and heap[0] < run[-1])
+            item = heap[0] if from_heap else run[-1]
+            current = items.get(item[3]) is item
+            if current and not remove:
+                return item
+            if from_heap:
+                heapq.heappop(heap)
+            else:
+                run.pop()
+            if current:
+                return item
+        return None
+
+
+class MemoryFrontier:
+    """Entries by fingerprint, ordered by key in two tiers: requests of a trap family (the
+    back tier) come after every other one. Each tier is an ``_Order`` with lazy deletion: an
+    item that a pop, a rescoring or an eviction made stale is skipped when it comes up.
+
+    Two choices keep a push+pop cheap. The tiers are apart, rather than one order by
+    ``(back, *key)``, because tuples whose first element decides compare much faster (in a sort
+    and in the heap) than tuples whose first element is almost always equal. Items hold only
+    numbers and the fingerprint, and the requests are in a dict of their own: the garbage
+    collector stops tracking such tuples after its first pass over them, whereas a tuple that
+    held its request would stay tracked and make every full collection walk the frontier (three
+    times the cost of the push itself, measured with ``benchmarks/frontier.py``).
     The worst-first heap of ``evict_worst`` is built on the first eviction: crawls that never
     reach ``FRONTIER_MAX`` never pay for it.
     """
 
     def __init__(self) -> None:
-        self._pending: list[Item] = []
-        self._run: list[Item] = []
-        self._heap: list[Item] = []
-        self._worst: list[Item] | None = None  # negated orders
-        self._entries: dict[bytes, tuple[Item, Request]] = {}
+        self._front, self._back = _Order(), _Order()
+        self._worst: list[tuple] | None = None  # _worst_order() of items
+        self._items: dict[bytes, Item] = {}
+        self._requests: dict[bytes, Request] = {}
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
-        item = (at_back(request), *key, fp)
-        self._entries[fp] = (item, request)
-        self._pending.append(item)
+        item = (key[0], key[1], key[2], fp)
+        back = at_back(request)
+        self._items[fp] = item
+        self._requests[fp] = request
+        (self._back if back else self._front).pending.append(item)
         worst = self._worst
         if worst is None:
             return
-        heapq.heappush(worst, (*negated(item[:4]), fp))
-        if len(worst) > 2 * len(self._entries) + 1024:
+        heapq.heappush(worst, _worst_order(item, back))
+        if len(worst) > 2 * len(self._items) + 1024:
             # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
             # n puts, so that the worst-first heap stays proportional to the frontier.
             self._build_worst()
 
     def _build_worst(self) -> None:
-        self._worst = [(*negated(item[:4]), fp) for fp, (item, _) in self._entries.items()]
+        requests = self._requests
+        self._worst = [
+            _worst_order(item, at_back(requests[fp])) for fp, item in self._items.items()
+        ]
         heapq.heapify(self._worst)
 
     def evict_worst(self, count: int) -> list[bytes]:
         """Remove up to ``count`` entries with the largest orders; returns their fingerprints."""
         if self._worst is None:
             self._build_worst()
-        worst, entries = self._worst, self._entries
+        worst, items = self._worst, self._items
         evicted: list[bytes] = []
         while worst and len(evicted) < count:
-            *order, fp = heapq.heappop(worst)
-            entry = entries.get(fp)
-            if entry is not None and entry[0][:4] == negated(order):
-                del entries[fp]  # its item in the best-first structures is now stale
+            order = heapq.heappop(worst)
+            fp = order[4]
+            item = items.get(fp)
+            if item is not None and _worst_order(item, at_back(self._requests[fp])) == order:
+                self.remove(fp)  # its item in the best-first structures is now stale
                 evicted.append(fp)
         return evicted
 
-    def _take_pending(self) -> None:
-        pending, heap = self._pending, self._heap
-        self._pending = []
-        if len(pending) > len(heap) + len(self._run):
-            pending += heap
-            pending += self._run
-            pending.sort(reverse=True)
-            self._run, self._heap = pending, []
-        else:
-            for item in pending:
-                heapq.heappush(heap, item)
-
-    def _best(self, remove: bool) -> tuple[Item, Request] | None:
-        """The current entry with the smallest item, stale items dropped on the way."""
-        if self._pending:
-            self._take_pending()
-        heap, run, entries = self._heap, self._run, self._entries
-        while heap or run:
-            from_heap = bool(heap) and (not run or heap[0] < run[-1])
-            item = heap[0] if from_heap else run[-1]
-            entry = entries.get(item[4])
-            current = entry is not None and entry[0] is item
-            if current and not remove:
-                return entry
-            if from_heap:
-                heapq.heappop(heap)
-            else:
-                run.pop()
-            if current:
-                del entries[item[4]]
-                return entry
-        return None
+    def _best(self, remove: bool) -> Request | None:
+        item = self._front.best(self._items, remove) or self._back.best(self._items, remove)
+        if item is None:
+            return None
+        return self.remove(item[3]) if remove else self._requests[item[3]]
 
     def peek(self) -> Request | None:
-        entry = self._best(remove=False)
-        return entry[1] if entry else None
+        return self._best(remove=False)
 
     def pop(self) -> Request | None:
-        entry = self._best(remove=True)
-        return entry[1] if entry else None
+        return self._best(remove=True)
 
     def key_of(self, fp: bytes) -> Key | None:
-        entry = self._entries.get(fp)
-        return entry[0][1:4] if entry else None
+        item = self._items.get(fp)
+        return item[:3] if item else None
 
     def remove(self, fp: bytes) -> Request | None:
-        entry = self._entries.pop(fp, None)
-        return entry[1] if entry else None
+        if self._items.pop(fp, None) is None:
+            return None
+        return self._requests.pop(fp)
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
-        for fp, (item, request) in self._entries.items():
-            yield fp, item[1:4], request
+        for fp, item in self._items.items():
+            yield fp, item[:3], self._requests[fp]
 
     def max_seq(self) -> int:
-        return max((item[3] for item, _ in self._entries.values()), default=0)
+        return max((item[2] for item in self._items.values()), default=0)
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._items)
 
     def close(self) -> None:
-        self._pending, self._run, self._heap, self._worst = [], [], [], None
-        self._entries.clear()
+        self._front, self._back, self._worst = _Order(), _Order(), None
+        self._items.clear()
+        self._requests.clear()
+
+
+def _worst_order(item: Item, back: int) -> tuple:
+    """An entry's place in the worst-first heap: the back tier first, then the largest keys."""
+    return (-back, -item[0], -item[1], -item[2], item[3])
 
 
 def connect_crash_safe(path: Path | str) -> sqlite3.Connection:
