@@ -7,7 +7,8 @@ With ``-s FOCUSED_FRONTIER=redis://host:port/db`` and the same ``-a crawl_id=`` 
   counters (fetch order, relevant pages, discovery order) and this process's worker id;
 - ``schedulers.redis_frontier.RedisFrontier`` is the frontier, ``RedisDupeFilter`` the seen set
   (scrapy-redis's, keyed by crawl id and kept when a process closes);
-- ``FrontierAck`` marks a popped request done once its links are queued, or once it failed;
+- ``FrontierAck`` marks a popped request done once its page and links are queued and stored,
+  or once it failed;
 - ``DistributedCrawl`` beats a heartbeat, re-queues the requests of dead workers, keeps an idle
   process waiting while others may still add links, and closes it when the crawl is done.
 
@@ -43,10 +44,11 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
 from focused.errors import ConfigError
+from focused.resume import request_finished
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable
+    from collections.abc import Callable
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -207,10 +209,16 @@ class RedisDupeFilter(RFPDupeFilter):
 class FrontierAck:
     """Marks each request popped from the shared frontier done, whatever its outcome.
 
-    A spider middleware (outermost: order 10) for responses: done once the callback's output,
-    the page's links included, has been handed to the scheduler. A downloader middleware
-    (outermost: order 10) for requests that failed for good (errors, robots.txt). A retry or
-    redirect of a popped request is done when its successor is scheduled (which is queued).
+    A request is done once its page has left the item pipelines (``item_scraped``,
+    ``item_dropped``): ``FinishMiddleware`` hands a page's links to the scheduler before the
+    page, and Scrapy schedules a callback's output in its order, so the links are in Redis by
+    then. The end of the callback's output would be too early: Scrapy (2.13 and later) reads
+    the output into a queue and schedules it from there, so a page could be marked done before
+    its links were queued, and with Redis lost in between the links were lost for good.
+    Done as well: a response without a page (``request_finished``, from ``FinishMiddleware``),
+    a callback that raised (``spider_error``), a download that failed for good (the spider's
+    errback, or this downloader middleware, outermost: order 10), and a retry or redirect once
+    its successor is scheduled (which is queued).
     """
 
     def __init__(self, shared: SharedCrawl) -> None:
@@ -220,6 +228,9 @@ class FrontierAck:
     def from_crawler(cls, crawler: Crawler) -> FrontierAck:
         middleware = cls(shared_crawl(crawler))
         crawler.signals.connect(middleware.request_scheduled, signal=signals.request_scheduled)
+        for signal in (signals.item_scraped, signals.item_dropped, signals.spider_error):
+            crawler.signals.connect(middleware.response_done, signal=signal)
+        crawler.signals.connect(middleware.request_finished, signal=request_finished)
         return middleware
 
     def _done(self, request: Request | None) -> None:
@@ -230,23 +241,11 @@ class FrontierAck:
     def request_scheduled(self, request: Request, spider: Spider) -> None:
         self._done(request)
 
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Spider | None = None
-    ) -> Iterable[Any]:
-        yield from result
-        self._done(response.request)
+    def response_done(self, response: Response | None = None, **kwargs: Any) -> None:
+        self._done(getattr(response, "request", None))
 
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
-    ) -> AsyncIterator[Any]:
-        async for output in result:
-            yield output
-        self._done(response.request)
-
-    def process_spider_exception(
-        self, response: Response, exception: Exception, spider: Spider | None = None
-    ) -> None:
-        self._done(response.request)
+    def request_finished(self, request: Request) -> None:
+        self._done(request)
 
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None

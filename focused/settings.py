@@ -31,13 +31,12 @@ DEPTH_PRIORITY = 0  # strategies order the frontier; depth must not skew Request
 DEPTH_STATS_VERBOSE = True  # request_depth_count/N: how many links were queued at each level
 
 # -- Components -------------------------------------------------------------------------------
-# Spider middlewares, outermost (lowest number) first. FrontierAck marks a request popped from a
-# shared Redis frontier done once its output is queued; FinishMiddleware queues a page's links
-# before its item (crash-safe resume); RelevanceMiddleware scores a page before its links are
-# queued (Scrapy's DepthMiddleware, 900, has set their depth by then); DuplicateMiddleware
-# stores a page whose rel=canonical URL was already fetched once, as a duplicate.
+# Spider middlewares, outermost (lowest number) first. FinishMiddleware queues a page's links
+# before its item (crash-safe resume; FrontierAck of a shared crawl counts on it too);
+# RelevanceMiddleware scores a page before its links are queued (Scrapy's DepthMiddleware, 900,
+# has set their depth by then); DuplicateMiddleware stores a page whose rel=canonical URL was
+# already fetched once, as a duplicate.
 SPIDER_MIDDLEWARES = {
-    "focused.distributed.FrontierAck": 10,  # only with FOCUSED_FRONTIER
     "focused.resume.FinishMiddleware": 15,
     "focused.middlewares.RelevanceMiddleware": 800,
     "focused.dedup.DuplicateMiddleware": 850,
@@ -147,8 +146,7 @@ ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only 
 # Under JOBDIR the seen set comes from the frontier file, not from Scrapy's buffered
 # requests.seen; FinishMiddleware queues a page's links before its item and tells the scheduler
 # when a response that produced no page is done, so that only requests in flight at a kill -9
-# are fetched again. Order 15: inside focused.distributed.FrontierAck (10), which passes the
-# output through unchanged.
+# are fetched again.
 DUPEFILTER_CLASS = "focused.resume.FrontierDupeFilter"
 
 # -- Trap defence (issue 8; focused.traps, focused.simhash, README "Trap defence") ------------

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
@@ -58,6 +59,9 @@ _DATE_VALUE = re.compile(
 # A random id: 16+ letters and digits in one run (a slug has hyphens), or a UUID.
 _TOKEN = re.compile(r"[A-Za-z0-9]{16,}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
 REPEATS = 3  # a path segment this many times is a nested path
+# The scheduler asks for every link it is given, and most links of a crawl are found again
+# from many pages: the shape of a URL is computed once, while it stays in this many.
+SHAPE_CACHE = 1 << 16
 
 
 def _segments(path: str) -> list[str]:
@@ -76,6 +80,7 @@ def _repeats_itself(segments: list[str]) -> bool:
     )
 
 
+@lru_cache(maxsize=SHAPE_CACHE)
 def family(url: str) -> str:
     """The URL's family: host, path shape and query parameter names (see the module doc)."""
     parts = urlsplit(url)
@@ -93,6 +98,7 @@ def family(url: str) -> str:
     return f"{parts.hostname or ''}/{'/'.join(shape)}{query}"
 
 
+@lru_cache(maxsize=SHAPE_CACHE)
 def trap_pattern(url: str) -> str | None:
     """The trap pattern ``url`` shows by itself: ``repeated_path``, ``calendar``,
     ``session_id``, or None."""

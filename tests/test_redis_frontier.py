@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -18,6 +19,7 @@ import pytest
 import redis
 from scrapy.utils.test import get_crawler
 
+import focused.settings
 from focused.distributed import SharedCrawl
 from focused.replayweb import ReplayServer
 from focused.scheduler import FocusedScheduler
@@ -514,6 +516,28 @@ def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, re
     # Only what the killed process had popped and not finished can have been fetched twice:
     # its 4 downloads, and responses it had not parsed yet.
     assert sum(n - 1 for n in fetched.values()) <= 8
+
+
+def test_a_page_is_done_only_after_its_links_are_queued(tmp_path, site, redis_server):
+    # Were a page marked done before its links reach Redis, losing Redis in between would
+    # lose the links for good: the page is not fetched again (the test below once lost
+    # Sparrowhawk, reachable only through Hawk, that way).
+    record = tmp_path / "frontier.json"
+    extensions = {**focused.settings.EXTENSIONS, "tests.ack_recorder.FrontierRecorder": 900}
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_PAGECOUNT": 30,
+        "EXTENSIONS": json.dumps(extensions),
+        "FRONTIER_RECORD": record,
+    }
+    log = finish(start_worker(tmp_path, site, settings, "recorded"))
+    assert "Spider closed" in log, log[-3000:]
+    events = json.loads(record.read_text())
+    done_at = {event[1]: i for i, event in enumerate(events) if event[0] == "done"}
+    links = [(i, parent) for i, (kind, _, *parent) in enumerate(events) if kind == "put"]
+    late = [(i, parent[0]) for i, parent in links if parent and done_at.get(parent[0], i) < i]
+    assert len(done_at) >= 20 and len(links) > 100
+    assert not late, late[:5]
 
 
 def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
