@@ -100,7 +100,7 @@ def extract_page(
     collapsed = " ".join(joined.split()).split(NUL)[1:-1]
     collapsed = [piece or "\n" for piece in collapsed]
     offsets = [0, *accumulate(map(len, collapsed))]
-    text = "".join(collapsed)
+    text = "".join(collapsed)  # its only whitespace: spaces, and a line break per block edge
     base = response.urljoin("")
     base_href = response.xpath("//base/@href").get()
     if base_href:
@@ -123,18 +123,23 @@ def extract_page(
             continue
         context = ""
         if end > first and context_chars:
-            start = offsets[first]
-            context = " ".join(
-                text[max(0, start - context_chars) : offsets[end] + context_chars].split()
-            )
+            window = text[max(0, offsets[first] - context_chars) : offsets[end] + context_chars]
+            context = _squeeze(window.replace("\n", " ")).strip()
         links[url] = Link(url, " ".join(element.text_content().split()), context)
-    # Only blocks break lines: the text nodes' own whitespace is single spaces by now.
-    clean_text = "\n".join(filter(None, map(" ".join, map(str.split, text.split("\n")))))
+    clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
         title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
     return Page(
         title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
     )
+
+
+def _squeeze(text: str) -> str:
+    """Runs of spaces as one space, without splitting the text into words as ``str.split``
+    does (for a text whose only whitespace is spaces and line breaks)."""
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text
 
 
 def _walk(element: Any, visible: bool, pieces: list[str], links: list[Any]) -> None:
