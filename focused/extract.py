@@ -106,16 +106,20 @@ def extract_page(
     if base_href:
         base = urljoin(base, base_href.strip())
     # A path from the root ("/wiki/X", not "//host") resolves against the base's scheme and
-    # host alone (RFC 3986, 5.2.2), so such links share one cache entry across a site's pages.
+    # host alone (RFC 3986, 5.2.2), so such links share one cache entry across a site's pages
+    # without resolving each; other links are resolved first, then looked up.
     parts = urlsplit(base)
     root = f"{parts.scheme}://{parts.netloc}/" if parts.scheme and parts.netloc else base
     links: dict[str, Link] = {}
     skipped: Counter[str] = Counter()
     drop = tuple(drop_params)  # hashable, for _link_url's cache
+    encoding = response.encoding
     for href, element, first, end in raw_links:
         href = href.strip()
-        from_root = href[:1] == "/" and href[1:2] not in "/\t\r\n"  # urlsplit drops \t\r\n
-        url, reason = _link_url(root if from_root else base, href, response.encoding, drop)
+        if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
+            url, reason = _link_url(root, href, encoding, drop)
+        else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)
+            url, reason = _link_url("", urljoin(base, href), encoding, drop)
         if reason is not None:
             skipped[reason] += 1
             continue

@@ -96,3 +96,16 @@ def test_sample_pages_extract_as_recorded(sample_graph):
         assert page.text == expected["text"]
         assert [[link.url, link.anchor, link.context] for link in page.links] == expected["links"]
         assert (page.canonical, dict(page.skipped)) == (expected["canonical"], expected["skipped"])
+
+
+def test_links_from_the_root_resolve_against_each_pages_own_host():
+    # Such links share a cache entry per scheme and host: another host or <base> must not reuse it.
+    def urls(url: str, head: str = "") -> list[str]:
+        html = f'<html><head>{head}</head><body><a href="/wiki/A?b=1&amp;a=2">A</a></body></html>'
+        response = HtmlResponse(url, body=html.encode(), encoding="utf-8")
+        return [link.url for link in extract_page(response).links]
+
+    assert urls("http://one.example/x/y") == ["http://one.example/wiki/A?a=2&b=1"]
+    assert urls("https://two.example:8443/z") == ["https://two.example:8443/wiki/A?a=2&b=1"]
+    base = '<base href="http://three.example/dir/">'
+    assert urls("http://one.example/x/y", base) == ["http://three.example/wiki/A?a=2&b=1"]
