@@ -12,11 +12,11 @@ A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from itertools import accumulate
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
 from scrapy.linkextractors import IGNORED_EXTENSIONS
@@ -36,7 +36,15 @@ BLOCKS = frozenset(
      "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption"}
 )  # fmt: skip
 SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
-SPACES = re.compile(r"\s+")
+# What each tag means to the text walk, as bit flags, so that one dict lookup classifies it.
+HIDDEN, BOILERPLATE_KIND, BLOCK, ANCHOR = 1, 2, 4, 8
+KINDS: dict[object, int] = {
+    **dict.fromkeys(INVISIBLE, HIDDEN),
+    **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND),
+    **dict.fromkeys(BLOCKS, BLOCK),
+    "a": ANCHOR,
+}
+NUL = "\0"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,81 +85,107 @@ def extract_page(
     context_chars: int = 200,
     drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
 ) -> Page:
-    root = response.selector.root
     title = " ".join(response.xpath("//title//text()").getall()).strip()
-    body = root.find("body")
-    chunks: list[str] = []
-    raw_links: list[tuple[str, str, int, int]] = []  # href, anchor, start, end in text
-    size = 0
-
-    def add(text: str | None) -> None:
-        nonlocal size
-        if text:
-            chunks.append(text)
-            size += len(text)
-
-    def add_text(text: str | None) -> None:
-        # Line breaks in the HTML source are layout, not text: only blocks break lines.
-        if text:
-            add(SPACES.sub(" ", text))
-
-    def walk(element, visible: bool) -> None:
-        tag = element.tag if isinstance(element.tag, str) else ""
-        if tag in INVISIBLE:
-            return
-        visible = visible and tag not in BOILERPLATE
-        if tag in BLOCKS:
-            add("\n")
-        start = size
-        if visible:
-            add_text(element.text)
-        for child in element:
-            walk(child, visible)
-            if visible:
-                add_text(child.tail)
-        if tag == "a" and element.get("href"):
-            anchor = SPACES.sub(" ", element.text_content()).strip()
-            raw_links.append((element.get("href"), anchor, start, size if visible else start))
-        if tag in BLOCKS:
-            add("\n")
-
+    body = response.selector.root.find("body")
+    pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
+    raw_links: list[tuple[str, Any, int, int]] = []  # href, element, first and end piece
     if body is not None:
-        walk(body, True)
-    text = "".join(chunks)
+        _walk(body, True, pieces, raw_links)
+    # Whitespace runs collapse within each text node, not across nodes (so a link's context
+    # window is cut from the same text as before): the nodes are joined with NUL, which libxml2
+    # never leaves in a text node (its strings end at NUL), so that one split() and join() in C
+    # do what a regular expression per node did. A collapsed text node is never empty, so the
+    # empty pieces are exactly the block breaks.
+    joined = NUL + NUL.join(pieces) + NUL  # NUL ends: a node's first or last space stays
+    collapsed = " ".join(joined.split()).split(NUL)[1:-1]
+    collapsed = [piece or "\n" for piece in collapsed]
+    offsets = [0, *accumulate(map(len, collapsed))]
+    text = "".join(collapsed)  # its only whitespace: spaces, and a line break per block edge
     base = response.urljoin("")
     base_href = response.xpath("//base/@href").get()
     if base_href:
         base = urljoin(base, base_href.strip())
+    # A path from the root ("/wiki/X", not "//host") resolves against the base's scheme and
+    # host alone (RFC 3986, 5.2.2), so such links share one cache entry across a site's pages
+    # without resolving each; other links are resolved first, then looked up.
+    parts = urlsplit(base)
+    root = f"{parts.scheme}://{parts.netloc}/" if parts.scheme and parts.netloc else base
     links: dict[str, Link] = {}
     skipped: Counter[str] = Counter()
     drop = tuple(drop_params)  # hashable, for _link_url's cache
-    for href, anchor, start, end in raw_links:
-        url = _link_url(urljoin(base, href.strip()), response.encoding, drop)
-        if url in links:
-            continue
-        reason = unfollowable_reason(url)
+    encoding = response.encoding
+    for href, element, first, end in raw_links:
+        href = href.strip()
+        if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
+            url, reason = _link_url(root, href, encoding, drop)
+        else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)
+            url, reason = _link_url("", urljoin(base, href), encoding, drop)
         if reason is not None:
             skipped[reason] += 1
             continue
+        if url in links:
+            continue
         context = ""
-        if end > start and context_chars:
-            context = text[max(0, start - context_chars) : end + context_chars]
-        links[url] = Link(url, anchor, SPACES.sub(" ", context).strip())
-    clean_text = "\n".join(
-        line for line in (SPACES.sub(" ", part).strip() for part in text.split("\n")) if line
-    )
+        if end > first and context_chars:
+            window = text[max(0, offsets[first] - context_chars) : offsets[end] + context_chars]
+            context = _squeeze(window.replace("\n", " ")).strip()
+        links[url] = Link(url, " ".join(element.text_content().split()), context)
+    clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
-        title = SPACES.sub(" ", " ".join(response.xpath("//h1//text()").getall())).strip()
+        title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
     return Page(
         title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
     )
 
 
+def _squeeze(text: str) -> str:
+    """Runs of spaces as one space, without splitting the text into words as ``str.split``
+    does (for a text whose only whitespace is spaces and line breaks)."""
+    while "  " in text:
+        text = text.replace("  ", " ")
+    return text
+
+
+def _walk(element: Any, visible: bool, pieces: list[str], links: list[Any]) -> None:
+    """Append the visible text nodes under ``element`` to ``pieces`` in document order, and its
+    links to ``links`` (a link after the links inside it) with the span of pieces they cover.
+    Comments and processing instructions count as elements with no tag, as lxml gives them."""
+    kind = KINDS.get(element.tag, 0)  # a comment's tag is a function: no kind
+    if kind & HIDDEN:
+        return
+    if kind & BOILERPLATE_KIND:
+        visible = False
+    if kind & BLOCK:
+        pieces.append("")
+    first = len(pieces)
+    if visible:
+        text = element.text
+        if text:
+            pieces.append(text)
+        for child in element:
+            _walk(child, True, pieces, links)
+            tail = child.tail
+            if tail:
+                pieces.append(tail)
+    else:
+        for child in element:
+            _walk(child, False, pieces, links)
+    if kind & ANCHOR:
+        href = element.get("href")
+        if href:
+            links.append((href, element, first, len(pieces) if visible else first))
+    if kind & BLOCK:
+        pieces.append("")
+
+
 @lru_cache(maxsize=1 << 16)
-def _link_url(url: str, encoding: str, drop_params: tuple[str, ...]) -> str:
-    """A link's absolute URL, made safe and canonical: cached, since most links of a site point
-    to pages that other pages link to as well."""
-    return canonicalize(safe_url_string(url, encoding=encoding), drop_params)
+def _link_url(
+    base: str, href: str, encoding: str, drop_params: tuple[str, ...]
+) -> tuple[str, str | None]:
+    """A link's absolute URL, made safe and canonical, and why it is not followed (None when
+    it is): cached, since most links of a site point to pages that other pages link to."""
+    url = canonicalize(safe_url_string(urljoin(base, href), encoding=encoding), drop_params)
+    return url, unfollowable_reason(url)
 
 
 def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:
