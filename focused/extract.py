@@ -19,6 +19,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlsplit
 
+from lxml import etree
 from scrapy.linkextractors import IGNORED_EXTENSIONS
 from w3lib.url import safe_url_string
 
@@ -40,6 +41,10 @@ SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one s
 HIDDEN, BOILERPLATE_KIND, BLOCK, ANCHOR = 1, 2, 4, 8
 KINDS: dict[object, int] = {
     **dict.fromkeys(INVISIBLE, HIDDEN),
+    # lxml gives comments and processing instructions these functions as their tag. What they
+    # hold is not text of the page; the text after them is (their tail, read by the parent).
+    etree.Comment: HIDDEN,
+    etree.ProcessingInstruction: HIDDEN,
     **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND),
     **dict.fromkeys(BLOCKS, BLOCK),
     "a": ANCHOR,
@@ -148,9 +153,8 @@ def _squeeze(text: str) -> str:
 
 def _walk(element: Any, visible: bool, pieces: list[str], links: list[Any]) -> None:
     """Append the visible text nodes under ``element`` to ``pieces`` in document order, and its
-    links to ``links`` (a link after the links inside it) with the span of pieces they cover.
-    Comments and processing instructions count as elements with no tag, as lxml gives them."""
-    kind = KINDS.get(element.tag, 0)  # a comment's tag is a function: no kind
+    links to ``links`` (a link after the links inside it) with the span of pieces they cover."""
+    kind = KINDS.get(element.tag, 0)
     if kind & HIDDEN:
         return
     if kind & BOILERPLATE_KIND:

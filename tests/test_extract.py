@@ -41,6 +41,19 @@ def test_title_and_visible_text_without_boilerplate():
         assert hidden not in extracted.text
 
 
+def test_comments_and_processing_instructions_are_not_text():
+    body = (
+        b"<html><body><p>Before<!-- an editor's note --> after "
+        b'<a href="/wiki/Tern">terns<!-- hidden -->.</a><?php echo 1; ?> end</p></body></html>'
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Gull", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.text == "Before after terns. end"
+    assert [(link.anchor, link.context) for link in extracted.links] == [
+        ("terns.", "Before after terns. end")
+    ]
+
+
 def test_links_resolved_deduplicated_and_filtered():
     urls = [link.url for link in page().links]
     assert urls == [
