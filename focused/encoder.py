@@ -41,9 +41,6 @@ INSTALL_HINT = "pip install -r requirements-encoder.txt"
 DEFAULT_CACHE_SIZE = 50_000
 # Texts per forward pass: one page's new anchors rarely exceed it, and larger batches pad more.
 _BATCH_SIZE = 64
-# With ONNX Runtime, texts go in order of length, 16 per forward pass: a page's 50 anchors in one
-# pass cost 1.5 times as much CPU, mostly padding (sentence-transformers sorts by length too).
-_ONNX_BATCH_SIZE = 16
 # Anchors are short: Wikispeedia's titles are at most 17 word pieces (median 5 with [CLS] and
 # [SEP]) and a real page's anchor rarely says more. The model reads up to 256; cutting a long
 # anchor (or an image's alt text) at 32 bounds the cost of the rare long one.
@@ -153,27 +150,25 @@ def _load_onnx(
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    # The model's own fast tokenizer (what sentence-transformers runs); tokenizer.json pads and
-    # cuts at a fixed 128, so both are set here (padding below, per sub-batch).
+    # The model's own fast tokenizer (what sentence-transformers runs), padded per batch to
+    # its longest text; tokenizer.json pads and cuts at a fixed 128, so both are set here.
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=max_tokens or _MODEL_MAX_TOKENS)
-    tokenizer.no_padding()
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
 
     def encode(texts: Sequence[str]) -> np.ndarray:
-        encodings = tokenizer.encode_batch(list(texts))
-        order = sorted(range(len(encodings)), key=lambda index: len(encodings[index].ids))
-        vectors = np.empty((len(encodings), _DIMENSIONS), dtype=np.float32)
-        for start in range(0, len(order), _ONNX_BATCH_SIZE):
-            rows = order[start : start + _ONNX_BATCH_SIZE]
-            ids = np.zeros((len(rows), len(encodings[rows[-1]].ids)), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for row, index in enumerate(rows):
-                pieces = encodings[index].ids
-                ids[row, : len(pieces)] = pieces
-                mask[row, : len(pieces)] = 1
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            vectors[rows] = session.run(None, feed)[0]
-        return vectors
+        batches = []
+        for start in range(0, len(texts), _BATCH_SIZE):
+            encodings = tokenizer.encode_batch(list(texts[start : start + _BATCH_SIZE]))
+            feed = {
+                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            }
+            batches.append(session.run(None, feed)[0])
+        if not batches:
+            return np.zeros((0, _DIMENSIONS), dtype=np.float32)
+        return np.concatenate(batches)
 
     return encode
 
