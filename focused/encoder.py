@@ -99,6 +99,16 @@ def load_model(
                 exc,
                 INSTALL_HINT,
             )
+        except Exception as exc:  # PyTorch still serves: the crawl goes on
+            # An export directory that cannot be written, a full disk, an exporter that fails
+            # on an unforeseen torch build, a damaged cached file.
+            logger.warning(
+                "The ONNX export of the sentence encoder failed in %s (%s: %s): the encoder "
+                "runs on PyTorch, about 1.5 times slower.",
+                export_dir or DEFAULT_EXPORT_DIR,
+                type(exc).__name__,
+                exc,
+            )
     elif backend != "torch":
         raise ValueError(f"unknown encoder backend {backend!r}")
     return _load_torch(model_dir, quantize, max_tokens)

@@ -220,6 +220,17 @@ def test_without_onnxruntime_the_encoder_runs_on_torch(tmp_path, monkeypatch, ca
     assert np.allclose(fallback(anchors), load_model(backend="torch")(anchors), atol=1e-6)
 
 
+def test_a_failed_onnx_export_falls_back_to_torch(tmp_path, caplog) -> None:
+    not_a_directory = tmp_path / "export"
+    not_a_directory.write_text("a file where the export directory should be")
+    with caplog.at_level(logging.WARNING, logger="focused.encoder"):
+        fallback = load_model(export_dir=not_a_directory)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and messages[0].startswith("The ONNX export of the sentence encoder")
+    assert "FileExistsError" in messages[0] or "NotADirectoryError" in messages[0]
+    assert fallback(["Seabird"]).shape == (1, 384)
+
+
 # Drives the middleware's async output path on a running reactor with a stand-in encoder that
 # records its thread; prints the children's anchor_semantic and the threads used.
 ASYNC_PATH = """
