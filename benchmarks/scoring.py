@@ -2,12 +2,14 @@
 baseline revision, side by side.
 
     python -m benchmarks.scoring --corpus ../shared/corpora/wikispeedia.tar.xz --pages 300
+    python -m benchmarks.scoring --corpus ../shared/corpora/wikispeedia.tar.xz --strategy bestfirst
 
 The pages are fetched once from the replay web (breadth-first from ``--seed``). Then, in
 alternating subprocesses, one per checkout (the baseline is extracted with ``git archive``), each
-page goes through the checkout's own ``topical`` spider (``parse``: text and link extraction) and
-``RelevanceMiddleware`` exactly as in a crawl: page score, every link's anchor, context and
-anchor+context scores, the topic update and ``observe``. The model refits every
+page goes through the checkout's own ``topical`` spider (``parse``: text and link extraction)
+and ``RelevanceMiddleware`` exactly as in a crawl, with ``--strategy`` (default: the crawl's):
+page score, every link's anchor, context and anchor+context scores, the topic update and
+``observe``. The model refits every
 ``RELEVANCE_REFIT_EVERY`` pages as in a crawl; the refit runs in a thread there, so its CPU is
 reported apart. CPU is ``time.thread_time``, what ``focused/scoring_cpu_ms_per_page`` counts.
 Each figure is the least over the rounds: other processes on the machine only ever add.
@@ -28,6 +30,7 @@ from urllib.request import urlopen
 
 from benchmarks.runner import REPO
 from benchmarks.throughput import QUERY
+from focused.arguments import DEFAULT_STRATEGY
 from focused.replayweb import ReplayServer, load_graph
 
 LINK = 'href="/wiki/'
@@ -54,7 +57,7 @@ def fetch_pages(corpus: str, seed: str, count: int) -> list[dict[str, object]]:
         server.stop()
 
 
-def measure(pages_file: str, query: str) -> dict[str, float]:
+def measure(pages_file: str, query: str, strategy: str) -> dict[str, float]:
     """Run inside a checkout (cwd first on sys.path): ms of CPU per page."""
     from scrapy import Request
     from scrapy.http import HtmlResponse
@@ -69,7 +72,9 @@ def measure(pages_file: str, query: str) -> dict[str, float]:
     crawler = get_crawler(TopicalSpider, settings)
     crawler.settings = crawler.settings.copy()
     crawler.settings.frozen = False  # the spider sets its strategy, as in a crawl
-    spider = TopicalSpider.from_crawler(crawler, query=query, seeds=pages[0]["url"])
+    spider = TopicalSpider.from_crawler(
+        crawler, query=query, seeds=pages[0]["url"], strategy=strategy
+    )
     crawler.spider = spider
     middleware = RelevanceMiddleware.from_crawler(crawler)
     middleware.spider_opened(spider)
@@ -101,13 +106,13 @@ def measure(pages_file: str, query: str) -> dict[str, float]:
     }
 
 
-def run(checkout: Path, pages_file: Path, query: str) -> dict[str, float]:
+def run(checkout: Path, pages_file: Path, query: str, strategy: str) -> dict[str, float]:
     # This file runs in both checkouts (the baseline may not have it); the code it measures
     # is the checkout's own.
     code = (
         f"import sys, json, runpy; sys.path.insert(0, {str(checkout)!r}); "
         f"measure = runpy.run_path({__file__!r})['measure']; "
-        f"print(json.dumps(measure({str(pages_file)!r}, {query!r})))"
+        f"print(json.dumps(measure({str(pages_file)!r}, {query!r}, {strategy!r})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=False
@@ -125,6 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=300, help="pages scored (default 300)")
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each checkout")
+    parser.add_argument(
+        "--strategy", default=DEFAULT_STRATEGY, help=f"strategy (default {DEFAULT_STRATEGY})"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="focused-scoring-") as tmp:
         pages_file = Path(tmp, "pages.json")
@@ -137,9 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
-            results["baseline"].append(run(baseline, pages_file, args.query))
-            results["current"].append(run(REPO, pages_file, args.query))
-    print(f"{args.pages} pages from {args.seed}; least of {args.rounds} rounds")
+            results["baseline"].append(run(baseline, pages_file, args.query, args.strategy))
+            results["current"].append(run(REPO, pages_file, args.query, args.strategy))
+    print(f"{args.pages} pages from {args.seed}, {args.strategy}; least of {args.rounds} rounds")
     print(f"{'per page':<38} {'baseline':>9} {'current':>9} {'ratio':>6}")
     for name in results["current"][0]:
         base = min(r[name] for r in results["baseline"])

@@ -10,20 +10,23 @@ stock market as the off-topic subject).
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
+import unicodedata
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from focused import text as text_module
 from focused.arguments import parse_arguments
 from focused.errors import ConfigError
 from focused.languages import detect, language_code, page_language, query_language
 from focused.relevance import RelevanceModel
 from focused.storage import PAGE_FIELDS, SqliteStore
-from focused.text import fold, term_weights, tokenize, with_folded
-from tests.conftest import run_crawl
+from focused.text import fold, normalize, term_weights, tokenize, with_folded
+from tests.conftest import SAMPLE, run_crawl
 
 # -- texts -----------------------------------------------------------------------------------
 
@@ -129,6 +132,39 @@ def test_vietnamese_pairs_stop_at_punctuation_and_stop_words() -> None:
     assert tokenize("chim di cư. Cá hồi", "vi") == pairs  # no "cư_cá" across the full stop
     # "của" is a stop word: no pair crosses it
     assert tokenize("tổ của chim", "vi") == ["tổ", "chim"]
+
+
+def test_fast_word_patterns_match_what_the_plain_class_matches() -> None:
+    """The word pattern with ASCII named first, and the ASCII one on ASCII text, find exactly
+    the runs of letters, digits and marks, on real pages (whole, and line by line: most lines are
+    ASCII) and on every language's texts."""
+    plain = re.compile(f"[\\w{text_module._MARKS}]{{2,}}")
+    pages = [path.read_text() for path in sorted((SAMPLE / "plaintext_articles").glob("*.txt"))]
+    texts = [
+        normalize(text)
+        for text in [
+            *pages,
+            *(line for page in pages for line in page.splitlines()),
+            *(text for language in TEXTS.values() for text in language.values()),
+        ]
+    ]
+    ascii_texts = [text for text in texts if text.isascii()]
+    assert len(ascii_texts) > 1000 and len(texts) - len(ascii_texts) > 100
+    for text in texts:
+        assert text_module._WORD.findall(text) == plain.findall(text)
+    for text in ascii_texts:
+        assert text_module._ASCII_WORD.findall(text) == plain.findall(text)
+
+
+def test_arabic_forms_unified_run_by_run_as_in_one_translation() -> None:
+    texts = [
+        TEXTS["fa"]["on"],
+        TEXTS["fa"]["off"],
+        "Tehran (Persian: تهران‎, Arabic كتاب‌هاي فارسي ۱۴۰۲ ٢٠٢٣ كِتابِ مدرسة‍ کـــتاب) – ok",
+    ]
+    for text in texts:
+        nfkc = unicodedata.normalize("NFKC", text)
+        assert text_module._normalize_scripts(text) == nfkc.translate(text_module._ARABIC_FORMS)
 
 
 # -- folding rules ---------------------------------------------------------------------------
