@@ -112,7 +112,10 @@ class DuplicateMiddleware:
         return kept
 
     def _check_near_duplicate(self, page: PageItem, index: SimHashIndex) -> None:
-        fingerprint = simhash(tokenize(page.get("text") or "", page.get("language")))
+        # The relevance model tokenizes the page next, for its score: it keeps these tokens.
+        model = getattr(self.crawler.spider, "relevance", None)
+        split = model.page_tokens if model is not None else tokenize
+        fingerprint = simhash(split(page.get("text") or "", page.get("language")))
         if fingerprint is None:
             return
         original = index.find(fingerprint)

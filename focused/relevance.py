@@ -396,8 +396,7 @@ class RelevanceModel:
 
     def score(self, text: str, language: str | None = None) -> Scores:
         """Score one page's text, written in ``language`` (None: unknown)."""
-        tokens = tokenize(text, language)
-        self._last_page = (text, language, tokens)
+        tokens = self.page_tokens(text, language)
         tfidf, lsi = _cosines(self._snapshot, [tokens])
         t, s = float(tfidf[0]), float(lsi[0])
         return Scores(t, s, (1.0 - self.lsi_weight) * t + self.lsi_weight * s)
@@ -446,12 +445,16 @@ class RelevanceModel:
         tfidf, lsi = cosines
         return ((1.0 - self.lsi_weight) * tfidf + self.lsi_weight * lsi).tolist()
 
-    def _page_tokens(self, text: str, language: str | None) -> list[str]:
-        """Tokens of ``text``, reusing those of the page last scored when it is the same."""
+    def page_tokens(self, text: str, language: str | None = None) -> list[str]:
+        """Tokens of a page's ``text``, kept for the next call with the same text: a page is
+        tokenized once for its near-duplicate check (``focused.dedup``), its score and its
+        place in the training buffer. Do not change the list."""
         last_text, last_language, tokens = self._last_page
         if text == last_text and language == last_language:
             return tokens
-        return tokenize(text, language)
+        tokens = tokenize(text, language)
+        self._last_page = (text, language, tokens)
+        return tokens
 
     def is_relevant(self, scores: Scores) -> bool:
         """Whether a page counts as on-topic (for harvest rate and strategies)."""
@@ -466,7 +469,7 @@ class RelevanceModel:
         new words; after it, the topic vectors are recomputed in the current (frozen) spaces, and
         the text's new words join the dictionary and the LSI space at the next refit.
         """
-        tokens = self._page_tokens(text, language)
+        tokens = self.page_tokens(text, language)
         if not tokens:
             return
         with self._lock:
@@ -481,7 +484,7 @@ class RelevanceModel:
 
     def observe(self, text: str, language: str | None = None) -> None:
         """Add a fetched page to the training buffer (the last ``max_docs`` pages are kept)."""
-        doc = " ".join(self._page_tokens(text, language))
+        doc = " ".join(self.page_tokens(text, language))
         with self._lock:
             self._buffer.append(doc)
             self._since_fit += 1

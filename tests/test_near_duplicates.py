@@ -108,3 +108,31 @@ def test_a_crawl_stores_a_near_duplicate_once_with_duplicate_of(tmp_path, sample
     assert stored["/a"]["duplicate_of"] is None and stored["/a"]["text"]
     assert stored["/c"]["duplicate_of"] is None
     assert "'focused/duplicates/near': 1" in crawl.result.stderr
+
+
+def test_a_page_is_tokenized_once_for_its_fingerprint_score_and_training(monkeypatch):
+    from scrapy.utils.test import get_crawler
+
+    import focused.dedup
+    import focused.relevance
+    from focused.dedup import DuplicateMiddleware
+    from focused.items import PageItem
+    from focused.relevance import RelevanceModel
+
+    calls = []
+
+    def counted(text, language=None):
+        calls.append(text)
+        return tokenize(text, language)
+
+    monkeypatch.setattr(focused.relevance, "tokenize", counted)
+    monkeypatch.setattr(focused.dedup, "tokenize", counted)
+    text = " ".join(["Albatrosses are large seabirds that nest on remote islands."] * 10)
+    crawler = get_crawler(settings_dict={"NEAR_DUPLICATE_DISTANCE": MAX_DISTANCE})
+    crawler.spider = type("Spider", (), {"state": {}, "relevance": RelevanceModel("seabirds")})()
+    middleware = DuplicateMiddleware(crawler)
+    page = PageItem(url="http://127.0.0.1/wiki/Albatross", text=text, language="en")
+    middleware._check_near_duplicate(page, middleware.near_index)
+    crawler.spider.relevance.score(text, "en")
+    crawler.spider.relevance.observe(text, "en")
+    assert calls.count(text) == 1
