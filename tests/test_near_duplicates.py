@@ -136,3 +136,5 @@ def test_a_page_is_tokenized_once_for_its_fingerprint_score_and_training(monkeyp
     crawler.spider.relevance.score(text, "en")
     crawler.spider.relevance.observe(text, "en")
     assert calls.count(text) == 1
+    # Tokenized for the score, so counted as scoring CPU even though the dedup check asked first.
+    assert crawler.stats.get_value("focused/scoring_cpu_ms") > 0
