@@ -44,7 +44,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
 from focused.errors import ConfigError
-from focused.resume import request_finished
+from focused.resume import connect_request_done
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
     from twisted.internet.defer import Deferred
 
     from schedulers.redis_frontier import RedisFrontier
@@ -209,16 +208,15 @@ class RedisDupeFilter(RFPDupeFilter):
 class FrontierAck:
     """Marks each request popped from the shared frontier done, whatever its outcome.
 
-    A request is done once its page has left the item pipelines (``item_scraped``,
-    ``item_dropped``): ``FinishMiddleware`` hands a page's links to the scheduler before the
-    page, and Scrapy schedules a callback's output in its order, so the links are in Redis by
-    then. The end of the callback's output would be too early: Scrapy (2.13 and later) reads
-    the output into a queue and schedules it from there, so a page could be marked done before
-    its links were queued, and with Redis lost in between the links were lost for good.
-    Done as well: a response without a page (``request_finished``, from ``FinishMiddleware``),
-    a callback that raised (``spider_error``), a download that failed for good (the spider's
-    errback, or this downloader middleware, outermost: order 10), and a retry or redirect once
-    its successor is scheduled (which is queued).
+    A request is done when its outcome is safe (``focused.resume.connect_request_done``, as for
+    the JOBDIR scheduler): once its page has left the item pipelines, its links are in Redis
+    (``FinishMiddleware`` hands them to the scheduler before the page, and Scrapy schedules a
+    callback's output in its order). The end of the callback's output would be too early:
+    Scrapy (2.13 and later) reads the output into a queue and schedules it from there, so a page
+    could be marked done before its links were queued, and with Redis lost in between the links
+    were lost for good. Done as well: a download that failed for good (this downloader
+    middleware, outermost: order 10), and a retry or redirect once its successor is scheduled
+    (which is queued).
     """
 
     def __init__(self, shared: SharedCrawl) -> None:
@@ -228,9 +226,7 @@ class FrontierAck:
     def from_crawler(cls, crawler: Crawler) -> FrontierAck:
         middleware = cls(shared_crawl(crawler))
         crawler.signals.connect(middleware.request_scheduled, signal=signals.request_scheduled)
-        for signal in (signals.item_scraped, signals.item_dropped, signals.spider_error):
-            crawler.signals.connect(middleware.response_done, signal=signal)
-        crawler.signals.connect(middleware.request_finished, signal=request_finished)
+        connect_request_done(crawler, middleware._done)
         return middleware
 
     def _done(self, request: Request | None) -> None:
@@ -239,12 +235,6 @@ class FrontierAck:
             self.shared.frontier.ack(member)
 
     def request_scheduled(self, request: Request, spider: Spider) -> None:
-        self._done(request)
-
-    def response_done(self, response: Response | None = None, **kwargs: Any) -> None:
-        self._done(getattr(response, "request", None))
-
-    def request_finished(self, request: Request) -> None:
         self._done(request)
 
     def process_exception(

@@ -29,19 +29,37 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from scrapy import signals
 from scrapy.dupefilters import RFPDupeFilter
 
 from focused.items import PageItem
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable
 
+    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 # Signal: request_finished(request). The request's outcome is safe; it need not be fetched
 # again after a crash.
 request_finished = object()
+
+
+def connect_request_done(crawler: Crawler, done: Callable[[Request | None], None]) -> None:
+    """Call ``done(request)`` when a request's outcome is safe: its page left the item pipelines
+    (``item_scraped``, ``item_dropped``; ``FinishMiddleware`` hands the page's links to the
+    scheduler before the page), its callback raised (``spider_error``), or ``request_finished``
+    (a response without a page, a failed download)."""
+
+    def response_done(response: Response | None = None, **kwargs: Any) -> None:
+        done(getattr(response, "request", None))
+
+    for signal in (signals.item_scraped, signals.item_dropped, signals.spider_error):
+        # The closure would be collected at once if held weakly.
+        crawler.signals.connect(response_done, signal=signal, weak=False)
+    crawler.signals.connect(done, signal=request_finished)
+
 
 # Request meta: the fingerprint under which a popped request is recorded as in flight.
 INFLIGHT = "focused_jobdir_inflight"  # not schedulers.redis_frontier.INFLIGHT_META

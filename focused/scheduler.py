@@ -44,13 +44,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.httpobj import urlparse_cached
 
-from focused.resume import INFLIGHT, request_finished
+from focused.resume import INFLIGHT, connect_request_done
 from focused.traps import TrapFamilies
 from schedulers.base import SqliteFrontier
 
@@ -78,9 +77,7 @@ class FocusedScheduler(Scheduler):
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are in spider.state)
-        for signal in (signals.item_scraped, signals.item_dropped, signals.spider_error):
-            crawler.signals.connect(scheduler._response_done, signal=signal)
-        crawler.signals.connect(scheduler._finished, signal=request_finished)
+        connect_request_done(crawler, scheduler._finished)
         return scheduler
 
     def open(self, spider):
@@ -108,9 +105,6 @@ class FocusedScheduler(Scheduler):
                 frontier.start_inflight(fp, request)
                 request.meta[INFLIGHT] = fp
         return request
-
-    def _response_done(self, response: Any = None, **kwargs: Any) -> None:
-        self._finished(getattr(response, "request", None))
 
     def _finished(self, request: Request | None) -> None:
         """The outcome of a request handed out is safe: it is no longer in flight."""
