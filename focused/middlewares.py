@@ -193,7 +193,8 @@ class RelevanceMiddleware:
             # torch runs on the calling thread only, so the page's CPU time includes it.
             for child, score in zip(children, self._encoder.score_texts(anchors), strict=True):
                 child.meta["anchor_semantic"] = score
-            self.stats.set_value("focused/encoder/texts_encoded", self._encoder.encoded)
+            for name, count in self._encoder.counts().items():
+                self.stats.set_value(f"focused/encoder/{name}", count)
 
     def _count(self, pages: int, relevant: int, cpu_ms: float) -> None:
         stats = self.stats
