@@ -6,7 +6,8 @@ the whole output of the callback for one response (one ``PageItem`` and its link
 
 - it scores the page once with the crawl's relevance model, in the page's ``language``, and
   attaches the ``Scores`` to the item (``pipelines.relevance`` records them);
-- it scores all anchors and context windows in one batch;
+- it scores all anchors and context windows in one batch, when the strategy reads them
+  (``reads_link_scores``);
 - it writes into each child's meta what strategies read: ``parent_url``, ``parent_relevance``,
   ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
   ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``), and
@@ -59,6 +60,7 @@ class RelevanceMiddleware:
         self._refitting = False
         self._strategy = None
         self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
+        self._reads_link_scores = True
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
@@ -72,6 +74,10 @@ class RelevanceMiddleware:
             self._encoder = open_link_encoder(
                 spider.config.topic, self.model.language, self.crawler.settings
             )
+        # Without the encoder, a strategy that asked for it orders by the crawl's link scores.
+        self._reads_link_scores = self._strategy.reads_link_scores or (
+            getattr(self._strategy, "link_encoder", False) and self._encoder is None
+        )
 
     @property
     def model(self) -> RelevanceModel:
@@ -158,37 +164,30 @@ class RelevanceMiddleware:
         children: list[Request],
         language: str | None,
     ) -> None:
-        anchors = [c.meta.get("anchor", "") for c in children]
-        # A page's links are written in its language.
-        anchor_scores, context_scores, link_scores = self.model.score_links(
-            anchors,
-            [c.meta.get("link_context", "") for c in children],
-            language,
-        )
         relevance = scores.combined
         parent_meta = response.meta
         path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)
         inherited = self._strategy.child_meta(parent_meta, scores, is_relevant)
         first = self._next("discovered", len(children)) - len(children) + 1
-        for discovery, child, anchor, context, link in zip(
-            range(first, first + len(children)),
-            children,
-            anchor_scores,
-            context_scores,
-            link_scores,
-            strict=True,
-        ):
+        for discovery, child in enumerate(children, start=first):
             child.meta.update(
                 parent_url=response.url,
                 parent_relevance=relevance,
                 parent_is_relevant=is_relevant,
-                anchor_relevance=anchor,
-                context_relevance=context,
-                link_relevance=link,
                 path_cost=path_cost,
                 discovery=discovery,
                 **inherited,
             )
+        anchors = [c.meta.get("anchor", "") for c in children]
+        if self._reads_link_scores:
+            # A page's links are written in its language.
+            link_scores = self.model.score_links(
+                anchors, [c.meta.get("link_context", "") for c in children], language
+            )
+            for child, anchor, context, link in zip(children, *link_scores, strict=True):
+                child.meta.update(
+                    anchor_relevance=anchor, context_relevance=context, link_relevance=link
+                )
         if self._encoder is not None:
             # torch runs on the calling thread only, so the page's CPU time includes it.
             for child, score in zip(children, self._encoder.score_texts(anchors), strict=True):

@@ -27,6 +27,7 @@ from schedulers.ucs import UniformCostQueue
 
 class AStarQueue(UniformCostQueue):
     name = "astar"
+    reads_link_scores = True  # h reads link_relevance; uniform-cost does not
     params = {"h_weight": Param(1.0, "weight of the heuristic h", low=0.0)}
 
     def score(self, request: Request) -> float:

@@ -393,6 +393,11 @@ class StrategyQueue:
     # Whether processes sharing a Redis frontier (FOCUSED_FRONTIER) can run the strategy. Its
     # order must then be score() and tiebreak() alone; see runs_distributed().
     distributable: ClassVar[bool] = True
+    # Whether the order reads the crawl's own link scores (anchor_relevance, context_relevance,
+    # link_relevance). Scoring every link's anchor and context is a third of a page's scoring
+    # CPU, so the scoring middleware skips it for strategies that do not; the stored
+    # link_relevance is then None.
+    reads_link_scores: ClassVar[bool] = True
 
     @classmethod
     def from_crawler(

@@ -14,6 +14,7 @@ from schedulers.base import StrategyQueue
 
 class BreadthFirstQueue(StrategyQueue):
     name = "bfs"
+    reads_link_scores = False
 
     def score(self, request: Request) -> float:
         return -request.meta.get("depth", 0)

@@ -20,6 +20,7 @@ from schedulers.base import StrategyQueue
 
 class DepthFirstQueue(StrategyQueue):
     name = "dfs"
+    reads_link_scores = False
     params = {"max_depth": Param(5, "deepest level to queue", low=0)}
 
     def score(self, request: Request) -> float:

@@ -43,6 +43,7 @@ def load_distances(path: str) -> dict[str, int]:
 
 class OracleQueue(StrategyQueue):
     name = "oracle"
+    reads_link_scores = False
 
     @classmethod
     def distances(cls, settings: Any) -> dict[str, int]:

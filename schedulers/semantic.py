@@ -35,6 +35,8 @@ class SemanticQueue(AnchorQueue):
     name = "semantic"
     params = {"link_weight": Param(0.6, "share of the anchor's encoder score", 0.0, 1.0)}
     link_encoder = True  # the scoring middleware writes anchor_semantic into each child's meta
+    # With the encoder, the crawl's own link scores go unread (they are the fallback without it).
+    reads_link_scores = False
 
     def link_evidence(self, meta: dict) -> float:
         if "anchor_semantic" in meta:

@@ -18,6 +18,7 @@ from schedulers.base import StrategyQueue
 
 class UniformCostQueue(StrategyQueue):
     name = "ucs"
+    reads_link_scores = False
 
     def score(self, request: Request) -> float:
         return -request.meta.get("path_cost", 0.0)

@@ -5,9 +5,12 @@ ucs, astar, hybrid, shark and rank_semantic; each on the memory and the disk (JO
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from focused.relevance import Scores
+from focused.strategies import STRATEGIES, strategy_class
 from schedulers.rank_semantic import LinkGraph
 from schedulers.shark import SharkSearchQueue
 from tests.queues import drain, make_queue, req
@@ -248,3 +251,42 @@ def test_rank_semantic_rebuilds_its_graph_from_the_frontier_after_a_crash(tmp_pa
     # Every queued link is known again from its parent (top's three rediscoveries are lost).
     assert len(reopened.graph.edges) == 7
     assert len(drain(reopened)) == 8
+
+
+def _orders_without_link_scores(name: str) -> tuple[list[str], list[str]]:
+    """Pop order of one set of requests, then of the same with other link scores."""
+    orders = []
+    for link_seed in (1, 2):
+        rng, link_rng = random.Random(7), random.Random(link_seed)
+        queue = make_queue(name)
+        for i in range(40):
+            queue.push(
+                req(
+                    f"p{i}",
+                    depth=rng.randint(1, 4),
+                    discovery=i + 1,
+                    parent_url="http://t/seed",
+                    parent_relevance=rng.random(),
+                    parent_is_relevant=rng.random() < 0.5,
+                    path_cost=rng.random() * 3,
+                    anchor_semantic=rng.random(),
+                    anchor_relevance=link_rng.random(),
+                    context_relevance=link_rng.random(),
+                    link_relevance=link_rng.random(),
+                )
+            )
+        orders.append(drain(queue))
+    return orders[0], orders[1]
+
+
+def test_strategies_that_skip_link_scores_do_not_read_them():
+    # The scoring middleware does not score links for these (reads_link_scores False): their
+    # order must not depend on link scores. The oracle orders by graph distance alone.
+    skipping = {name for name in STRATEGIES if not strategy_class(name).reads_link_scores}
+    assert skipping == {"bfs", "dfs", "oracle", "semantic", "ucs"}
+    for name in sorted(skipping - {"oracle"}):
+        first, second = _orders_without_link_scores(name)
+        assert first == second, name
+    # The check can fail: a strategy that reads them pops in another order.
+    first, second = _orders_without_link_scores("astar")
+    assert first != second

@@ -14,7 +14,13 @@ import pytest
 from scrapy.settings import Settings
 
 from focused import encoder
-from focused.encoder import LinkEncoder, load_model, open_link_encoder
+from focused.encoder import (
+    LinkEncoder,
+    WordMeans,
+    load_model,
+    open_link_encoder,
+    vocabulary_vectors,
+)
 from focused.replayweb import title
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
 from tests.queues import drain, make_queue, req
@@ -103,6 +109,9 @@ def test_semantic_crawl_beats_bfs_on_harvest(tmp_path, site, bird_pages) -> None
     semantic = bird_crawl(tmp_path / "semantic", site, "semantic")
     bfs = bird_crawl(tmp_path / "bfs", site, "bfs")
     assert "focused/encoder/texts_encoded" in semantic.result.stderr
+    assert "focused/encoder/words_encoded" in semantic.result.stderr  # anchors word by word
+    # semantic orders by the encoder's anchor score: the crawl's own link scores were not spent.
+    assert {page["link_relevance"] for page in semantic.pages()} == {None}
     rates = {"semantic": harvest(semantic, bird_pages), "bfs": harvest(bfs, bird_pages)}
     assert rates["semantic"] > rates["bfs"] + MARGIN, rates
 
@@ -292,3 +301,84 @@ def test_the_async_path_encodes_on_the_reactor_thread_before_yielding_children()
     # On the reactor thread: a worker thread let requests leave before the children were queued.
     assert threads == "[] True"
     assert scored == "1"
+
+
+@pytest.fixture(scope="module")
+def word_means(encode) -> WordMeans:
+    # The default export directory: the vocabulary is encoded once per install, not per test.
+    return WordMeans(encode)
+
+
+def test_an_anchor_is_the_mean_of_its_words_each_encoded_alone(encode, word_means) -> None:
+    # int8 activations are quantized per batch, so a word's vector moves a little with the words
+    # it was encoded beside: equal up to that.
+    [vector] = word_means(["Wandering Albatross!"])
+    mean = encode(["wandering"])[0] + encode(["albatross"])[0]
+    assert vector @ mean / np.linalg.norm(mean) > 0.995
+    assert vector @ encode(["Wandering Albatross"])[0] < 0.95  # not the whole text's vector
+    # Case, accents and punctuation as the model's own tokenizer reads them.
+    assert word_means.words("Évora's (Portugal)") == ["evora", "s", "portugal"]
+    # A text without words is encoded whole, as the model reads an empty anchor.
+    assert word_means([""])[0] @ encode([""])[0] > 0.995
+
+
+def test_words_outside_the_vocabulary_are_encoded_once(encode) -> None:
+    sent: list[str] = []
+
+    def counting(texts):
+        sent.extend(texts)
+        return encode(texts)
+
+    word_means = WordMeans(counting)
+    sent.clear()  # the vocabulary's table and its probe
+    word_means(["Iguanodon bird", "Bird of Iguanodon", "Archaeopteryx"])
+    assert sorted(sent) == ["archaeopteryx", "iguanodon"]  # "bird" and "of" are in the table
+    word_means(["Iguanodon"])
+    assert word_means.words_encoded == 2 and len(sent) == 2
+
+
+def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) -> None:
+    vocabulary = ["albatross", "bird", "locomotive"]
+    first = vocabulary_vectors(encode, vocabulary, tmp_path)
+    assert len(list(tmp_path.iterdir())) == 1  # the table, and no temporary file left
+    calls: list[list[str]] = []
+    second = vocabulary_vectors(
+        lambda texts: calls.append(texts) or encode(texts), vocabulary, tmp_path
+    )
+    assert calls == [["focused vocabulary probe"]]  # the probe that names the file, no more
+    assert np.array_equal(first, second)
+    assert ((first * encode(vocabulary)).sum(axis=1) > 0.995).all()
+    # Another model (here: the same vectors, negated) never reads this table.
+    vocabulary_vectors(lambda texts: -encode(texts), vocabulary, tmp_path)
+    assert len(list(tmp_path.iterdir())) == 2
+    # A directory that cannot be written: the table is used all the same, with one warning.
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    with caplog.at_level(logging.WARNING, logger="focused.encoder"):
+        table = vocabulary_vectors(encode, vocabulary, blocked / "dir")
+    assert np.array_equal(table, first)
+    assert "cannot be kept" in caplog.records[-1].getMessage()
+
+
+def test_words_rank_anchors_as_well_as_whole_anchors(
+    encode, word_means, sample_graph, bird_pages
+) -> None:
+    # The sample's titles against its bird pages (benchmarks/anchor_auc.py: all topics, corpus).
+    from benchmarks.anchor_auc import roc_auc
+
+    names = sorted(sample_graph.names)
+    anchors = [title(name) for name in names]
+    labels = np.array([name in bird_pages for name in names])
+    whole = LinkEncoder(BIRD_QUERY, encode).score_texts(anchors)
+    words = LinkEncoder(BIRD_QUERY, encode, anchors=word_means).score_texts(anchors)
+    assert roc_auc(np.array(words), labels) > roc_auc(np.array(whole), labels) - 0.03
+
+
+def test_the_crawl_encodes_anchors_word_by_word_unless_told_otherwise() -> None:
+    settings = Settings({"ENCODER_CACHE_SIZE": 10})
+    words = open_link_encoder(BIRD_QUERY, "en", settings)
+    settings.set("ENCODER_ANCHORS", "whole")
+    whole = open_link_encoder(BIRD_QUERY, "en", settings)
+    assert set(words.counts()) == {"texts_encoded", "words_encoded"}
+    assert set(whole.counts()) == {"texts_encoded"}
+    assert words.cache_size == 10
