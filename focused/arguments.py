@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from focused.encoder import ANCHOR_MODES
 from focused.errors import ConfigError
 from focused.languages import known_languages, language_code
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
@@ -206,6 +205,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "TRAP_QUERY_VARIANTS": (int, 1, None),
     "NEAR_DUPLICATE_DISTANCE": (int, -1, 3),
     "ENCODER_CACHE_SIZE": (int, 1, None),
+    "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
 }
 
 
@@ -228,11 +228,6 @@ def check_settings(settings: Any) -> None:
             float(settings.get("STORE_MIN_RELEVANCE"))
         except (TypeError, ValueError):
             raise ConfigError("setting STORE_MIN_RELEVANCE is not a number") from None
-    anchors = settings.get("ENCODER_ANCHORS")
-    if anchors not in (None, "", *ANCHOR_MODES):
-        raise ConfigError(
-            f"setting ENCODER_ANCHORS={anchors!r} is not one of: {', '.join(ANCHOR_MODES)}"
-        )
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
         raise ConfigError(

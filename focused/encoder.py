@@ -12,15 +12,15 @@ The model runs with ONNX Runtime, int8: it is exported from the PyTorch weights 
 (``ENCODER_EXPORT_DIR``) and then needs neither torch nor sentence-transformers; without
 onnxruntime it runs on PyTorch as before, with one warning.
 
-Cost: about 1-3 ms of CPU per short text, and a crawl meets about ten new anchor texts a page.
-So by default an anchor is not run through the model: its vector is the mean of its words'
-vectors (:class:`WordMeans`), each word encoded alone, once. The model's whole-word vocabulary
-(23,511 words) is encoded once per install and kept next to the export; a word outside it is
-encoded the first time a crawl meets it. On the public topics this ranks anchors as well as
-encoding each anchor whole (mean ROC AUC 0.911 against 0.912, BENCHMARKS.md "Anchors as the
-mean of their words") at a fraction of the cost. The topic itself is encoded whole: averaged
-word by word, the query ranks anchors much worse (mean AUC 0.84). ``ENCODER_ANCHORS = "whole"``
-encodes each anchor text whole, as before.
+Cost: about 1-3 ms of CPU per short text, and a crawl meets about ten new anchor texts a page,
+so anchors go through the model in two stages. First every anchor is scored by the mean of its
+words' vectors (:class:`WordMeans`), each word encoded alone, once: the model's whole-word
+vocabulary (23,511 words) once per install, kept next to the export, and a word outside it the
+first time the crawl meets it. Then only the anchors whose word score is among the best
+``whole_share`` (``ENCODER_WHOLE_SHARE``, 0.1) of those seen so far are encoded whole, and that
+score replaces their word score. Only the best links are ever fetched, and there the whole text
+ranks better (BENCHMARKS.md, "Anchors in two stages": word scores alone cost 0.04 of mean
+harvest). The topic is always encoded whole: averaged word by word, it ranks anchors much worse.
 
 Scores are cached by text (anchors repeat across pages: "United States", menu links) and each
 page's uncached texts are encoded in one batch. Importing the runtimes takes seconds, so nothing
@@ -66,7 +66,10 @@ _EXPORT_VERSION = 1
 MAX_WORDS = 32
 # Words outside the vocabulary whose vectors a crawl remembers (LRU; 1.5 KB each).
 WORD_CACHE_SIZE = 20_000
-ANCHOR_MODES = ("words", "whole")  # setting ENCODER_ANCHORS
+DEFAULT_WHOLE_SHARE = 0.1  # setting ENCODER_WHOLE_SHARE
+# Until this many anchors were scored, every anchor is encoded whole: the best share of a
+# crawl's first page or two would be judged on too few scores.
+_WHOLE_UNTIL = 100
 # ONNX Runtime dynamic quantization of the default backend (onnxruntime.quantization keywords).
 # Per-channel 7-bit weights: plain int8 loses more of the anchor ranking (benchmarks/anchor_auc.py),
 # 7 bits without per-channel scales loses most.
@@ -392,9 +395,11 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
 class LinkEncoder:
     """Cosine of short texts to the topic in the encoder's space, clipped to [0, 1], cached.
 
-    ``encode`` is :func:`load_model`'s function (tests may pass it explicitly): it encodes the
-    topic, and the texts too unless ``anchors`` (e.g. :class:`WordMeans`) is given. ``encoded``
-    counts the texts sent to be encoded, so a cache hit is observable.
+    ``encode`` is :func:`load_model`'s function (tests may pass it explicitly); it encodes the
+    topic, and the texts whole. With ``words`` (a :class:`WordMeans`), a text is encoded whole
+    only when its word score is among the best ``whole_share`` of the word scores seen so far
+    (module docstring). ``encoded`` counts the texts scored, so a cache hit is observable, and
+    ``encoded_whole`` those encoded whole.
     """
 
     def __init__(
@@ -402,14 +407,19 @@ class LinkEncoder:
         topic: str,
         encode: Encode | None = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
-        anchors: Encode | None = None,
+        words: WordMeans | None = None,
+        whole_share: float = DEFAULT_WHOLE_SHARE,
     ) -> None:
-        encode = encode or load_model()
-        self._topic = encode([topic])[0]
-        self._encode_texts = anchors or encode
+        self._encode = encode or load_model()
+        self._topic = self._encode([topic])[0]
+        self._words = words
+        self._whole_share = whole_share
+        # Word scores seen so far, counted in 1,024 bins of [0, 1]: their best share's bound.
+        self._word_scores = np.zeros(1024, dtype=np.int64)
         self._cache: OrderedDict[str, float] = OrderedDict()
         self.cache_size = cache_size
         self.encoded = 0
+        self.encoded_whole = 0
 
     def score_texts(self, texts: Sequence[str]) -> list[float]:
         """Scores of ``texts`` in order; all uncached distinct texts go to the model at once."""
@@ -417,14 +427,40 @@ class LinkEncoder:
 
     def counts(self) -> dict[str, int]:
         """Work done so far, for the crawl's stats."""
-        counts = {"texts_encoded": self.encoded}
-        if isinstance(self._encode_texts, WordMeans):
-            counts["words_encoded"] = self._encode_texts.words_encoded
+        counts = {"texts_encoded": self.encoded, "texts_encoded_whole": self.encoded_whole}
+        if self._words is not None:
+            counts["words_encoded"] = self._words.words_encoded
         return counts
 
     def _score_batch(self, texts: list[str]) -> list[float]:
         self.encoded += len(texts)
-        return np.clip(self._encode_texts(texts) @ self._topic, 0.0, 1.0).tolist()
+        if self._words is None:
+            return self._score_whole(texts).tolist()
+        scores = self._cosines(self._words(texts))
+        bins = np.minimum((scores * len(self._word_scores)).astype(np.int64), 1023)
+        self._word_scores += np.bincount(bins, minlength=len(self._word_scores))
+        whole = [i for i, b in enumerate(bins) if b >= self._best_bin()]
+        if whole:
+            scores[whole] = self._score_whole([texts[i] for i in whole])
+        return scores.tolist()
+
+    def _best_bin(self) -> int:
+        """The lowest bin of the best ``whole_share`` of the word scores seen so far."""
+        if self._whole_share <= 0.0:
+            return len(self._word_scores)  # none
+        seen = int(self._word_scores.sum())
+        if seen < _WHOLE_UNTIL:
+            return 0
+        best_first = np.cumsum(self._word_scores[::-1])
+        bins_needed = int(np.searchsorted(best_first, self._whole_share * seen)) + 1
+        return len(self._word_scores) - bins_needed
+
+    def _score_whole(self, texts: list[str]) -> np.ndarray:
+        self.encoded_whole += len(texts)
+        return self._cosines(self._encode(texts))
+
+    def _cosines(self, vectors: np.ndarray) -> np.ndarray:
+        return np.clip(vectors @ self._topic, 0.0, 1.0)
 
 
 def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEncoder | None:
@@ -449,8 +485,9 @@ def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEn
             INSTALL_HINT,
         )
         return None
-    anchors = None
-    if settings.get("ENCODER_ANCHORS") != "whole":
-        anchors = WordMeans(encode, Path(export_dir) if export_dir else None)
+    whole_share = settings.getfloat("ENCODER_WHOLE_SHARE", DEFAULT_WHOLE_SHARE)
+    words = (
+        None if whole_share >= 1.0 else WordMeans(encode, Path(export_dir) if export_dir else None)
+    )
     cache_size = settings.getint("ENCODER_CACHE_SIZE", DEFAULT_CACHE_SIZE)
-    return LinkEncoder(topic, encode, cache_size, anchors)
+    return LinkEncoder(topic, encode, cache_size, words, whole_share)

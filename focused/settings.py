@@ -164,10 +164,11 @@ NEAR_DUPLICATE_DISTANCE = 3
 # Used only by strategies that ask for the sentence encoder (pip install -r
 # requirements-encoder.txt); other strategies never load it.
 ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is remembered (LRU)
-# How an anchor is encoded: "words" (default), the mean of its words' vectors, each word encoded
-# alone once (the vocabulary's once per install, in ENCODER_EXPORT_DIR); "whole", the anchor
-# text through the model, about ten times the CPU for the same ranking (BENCHMARKS.md).
-ENCODER_ANCHORS = "words"
+# Every anchor is first scored by the mean of its words' vectors (each word encoded alone, once;
+# the vocabulary's once per install, in ENCODER_EXPORT_DIR); the best this share of anchors, by
+# that score among those seen so far, is then encoded whole. 1.0: every anchor whole (about
+# three times the CPU); 0.0: words only (cheapest, lower harvest). BENCHMARKS.md, "Anchors".
+ENCODER_WHOLE_SHARE = 0.1
 
 # -- ONNX Runtime sentence encoder (focused.encoder, README "Semantic") ----------------------
 # The encoder runs as an int8 ONNX model with onnxruntime (PyTorch, slower, when onnxruntime is

@@ -370,15 +370,44 @@ def test_words_rank_anchors_as_well_as_whole_anchors(
     anchors = [title(name) for name in names]
     labels = np.array([name in bird_pages for name in names])
     whole = LinkEncoder(BIRD_QUERY, encode).score_texts(anchors)
-    words = LinkEncoder(BIRD_QUERY, encode, anchors=word_means).score_texts(anchors)
+    words = LinkEncoder(BIRD_QUERY, encode, words=word_means, whole_share=0.0).score_texts(anchors)
     assert roc_auc(np.array(words), labels) > roc_auc(np.array(whole), labels) - 0.03
 
 
-def test_the_crawl_encodes_anchors_word_by_word_unless_told_otherwise() -> None:
+def test_only_the_best_word_scores_are_encoded_whole(encode, word_means, sample_graph) -> None:
+    texts = sorted(title(name) for name in sample_graph.names)
+    word_scores = LinkEncoder(BIRD_QUERY, encode, words=word_means, whole_share=0.0)
+    whole_scores = LinkEncoder(BIRD_QUERY, encode)
+    sent: list[str] = []
+
+    def counting(batch):
+        sent.extend(batch)
+        return encode(batch)
+
+    two_stage = LinkEncoder(BIRD_QUERY, counting, words=word_means, whole_share=0.1)
+    sent.clear()  # the topic
+    # The first texts are all encoded whole: too few word scores to judge the best share by.
+    first = two_stage.score_texts(texts[:40])
+    assert sent == texts[:40] and first == pytest.approx(whole_scores.score_texts(texts[:40]))
+    sent.clear()
+    rest = texts[40:]
+    scores = two_stage.score_texts(rest)
+    words = word_scores.score_texts(rest)
+    # Then about a tenth of all scored so far, the best by word score, no other.
+    assert 0.05 * len(texts) <= len(sent) <= 0.2 * len(texts), len(sent)
+    best = sorted(range(len(rest)), key=lambda i: -words[i])[: len(sent)]
+    assert set(sent) == {rest[i] for i in best}
+    # (One batch, as the two-stage encoder sent them: int8 activations are quantized per batch.)
+    whole = dict(zip(sent, LinkEncoder(BIRD_QUERY, encode).score_texts(sent), strict=True))
+    assert scores == pytest.approx([whole.get(text, words[i]) for i, text in enumerate(rest)])
+    assert two_stage.counts()["texts_encoded_whole"] == 40 + len(sent)
+
+
+def test_the_crawl_encodes_the_best_anchors_whole_as_set() -> None:
     settings = Settings({"ENCODER_CACHE_SIZE": 10})
-    words = open_link_encoder(BIRD_QUERY, "en", settings)
-    settings.set("ENCODER_ANCHORS", "whole")
+    two_stage = open_link_encoder(BIRD_QUERY, "en", settings)
+    settings.set("ENCODER_WHOLE_SHARE", 1.0)
     whole = open_link_encoder(BIRD_QUERY, "en", settings)
-    assert set(words.counts()) == {"texts_encoded", "words_encoded"}
-    assert set(whole.counts()) == {"texts_encoded"}
-    assert words.cache_size == 10
+    assert set(two_stage.counts()) == {"texts_encoded", "texts_encoded_whole", "words_encoded"}
+    assert set(whole.counts()) == {"texts_encoded", "texts_encoded_whole"}  # no word table
+    assert two_stage.cache_size == 10
