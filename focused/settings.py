@@ -60,7 +60,9 @@ EXTENSIONS = {
 RELEVANCE_THRESHOLD = 0.15  # combined score at or above which a page is_relevant
 RELEVANCE_LSI_WEIGHT = 0.5  # combined = (1 - w) * tfidf + w * lsi
 RELEVANCE_NUM_TOPICS = 50  # LSI dimensions
-RELEVANCE_REFIT_EVERY = 100  # pages between refits of dictionary, IDF and LSI (off the reactor)
+# Pages between refits of dictionary, IDF and LSI (off the reactor): at least this many, and at
+# least half the pages the refit learns from, whose number bounds the cost of a refit.
+RELEVANCE_REFIT_EVERY = 100
 RELEVANCE_MAX_DOCS = 2000  # most recent pages the model is refit on
 LINK_CONTEXT_CHARS = 200  # characters of text kept on each side of a link as its context
 

@@ -245,6 +245,20 @@ def test_refit_due_counts_observed_pages() -> None:
     assert_ranks_on_topic_first(model)
 
 
+def test_refits_are_spaced_as_the_pages_learned_from_grow() -> None:
+    # A refit's cost grows with its pages: the gap is at least half of them, so the CPU a page
+    # pays for refits stays bounded as the crawl grows.
+    docs = crawl_buffer(per_topic=10)
+    model = RelevanceModel(QUERY, refit_every=2, max_docs=16)
+    for doc in docs[:10]:
+        model.observe(doc)
+    assert model.refit_due  # 10 pages >= max(2, 10 // 2)
+    model.refit()
+    for count, doc in enumerate(docs[10:19], start=1):
+        model.observe(doc)  # the buffer holds 10 + count pages, at most 16
+        assert model.refit_due == (count >= 8), count  # max(2, 16 // 2) = 8
+
+
 # -- the topic -------------------------------------------------------------------------------
 
 SEED = (
