@@ -31,8 +31,8 @@ from focused.replayweb import load_graph, relevant_set, title
 CONFIGURATIONS = {
     "whole": 1.0,
     "words only": 0.0,
-    "two stages, best 0.1 whole (default)": 0.1,
-    "two stages, best 0.2 whole": 0.2,
+    "two stages, best 0.1 whole": 0.1,
+    "two stages, best 0.25 whole (default)": 0.25,
 }
 
 

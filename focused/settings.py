@@ -168,9 +168,9 @@ NEAR_DUPLICATE_DISTANCE = 3
 ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is remembered (LRU)
 # Every anchor is first scored by the mean of its words' vectors (each word encoded alone, once;
 # the vocabulary's once per install, in ENCODER_EXPORT_DIR); the best this share of anchors, by
-# that score among those seen so far, is then encoded whole. 1.0: every anchor whole (about
-# three times the CPU); 0.0: words only (cheapest, lower harvest). BENCHMARKS.md, "Anchors".
-ENCODER_WHOLE_SHARE = 0.1
+# that score among those seen so far, is then encoded whole. 1.0: every anchor whole (1.5 times
+# the scoring CPU); 0.0: words only (cheapest, lower harvest). BENCHMARKS.md, "Anchors".
+ENCODER_WHOLE_SHARE = 0.25
 
 # -- ONNX Runtime sentence encoder (focused.encoder, README "Semantic") ----------------------
 # The encoder runs as an int8 ONNX model with onnxruntime (PyTorch, slower, when onnxruntime is
