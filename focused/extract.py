@@ -57,6 +57,9 @@ class Link:
     url: str
     anchor: str
     context: str
+    # The URL is as Scrapy's Request escapes its URL (w3lib's safe_url_string), so a Request
+    # for it can take it verbatim (spiders.topical): checked once per URL, in _link_url's cache.
+    escaped: bool = field(default=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +125,9 @@ def extract_page(
     for href, element, first, end in raw_links:
         href = href.strip()
         if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
-            url, reason = _link_url(root, href, encoding, drop)
+            url, reason, escaped = _link_url(root, href, encoding, drop)
         else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)
-            url, reason = _link_url("", urljoin(base, href), encoding, drop)
+            url, reason, escaped = _link_url("", urljoin(base, href), encoding, drop)
         if reason is not None:
             skipped[reason] += 1
             continue
@@ -134,7 +137,7 @@ def extract_page(
         if end > first and context_chars:
             window = text[max(0, offsets[first] - context_chars) : offsets[end] + context_chars]
             context = _squeeze(window.replace("\n", " ")).strip()
-        links[url] = Link(url, " ".join(element.text_content().split()), context)
+        links[url] = Link(url, " ".join(element.text_content().split()), context, escaped)
     clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
         title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
@@ -185,11 +188,12 @@ def _walk(element: Any, visible: bool, pieces: list[str], links: list[Any]) -> N
 @lru_cache(maxsize=1 << 16)
 def _link_url(
     base: str, href: str, encoding: str, drop_params: tuple[str, ...]
-) -> tuple[str, str | None]:
-    """A link's absolute URL, made safe and canonical, and why it is not followed (None when
-    it is): cached, since most links of a site point to pages that other pages link to."""
+) -> tuple[str, str | None, bool]:
+    """A link's absolute URL, made safe and canonical, why it is not followed (None when it
+    is), and whether a Request would leave the URL as it is (``Link.escaped``): cached, since
+    most links of a site point to pages that other pages link to."""
     url = canonicalize(safe_url_string(urljoin(base, href), encoding=encoding), drop_params)
-    return url, unfollowable_reason(url)
+    return url, unfollowable_reason(url), safe_url_string(url) == url
 
 
 def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:

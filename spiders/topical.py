@@ -33,7 +33,7 @@ from scrapy.http import TextResponse
 
 from focused.arguments import CrawlConfig, parse_arguments, remember_job
 from focused.canonical import canonicalize, drop_params_setting
-from focused.extract import extract_page
+from focused.extract import Link, extract_page
 from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
@@ -43,7 +43,7 @@ from focused.resume import request_finished
 from focused.strategies import STRATEGIES
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncIterator, Callable, Iterator
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -152,11 +152,7 @@ class TopicalSpider(scrapy.Spider):
             **first_visit(page.title, page.text, fetched_at),
         )
         for link in page.links:
-            yield scrapy.Request(
-                link.url,
-                meta={"anchor": link.anchor, "link_context": link.context},
-                errback=self.skipped,
-            )
+            yield _link_request(link, self.skipped)
 
     def skipped(self, failure: Failure) -> None:
         """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
@@ -180,6 +176,19 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     )
     crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
     return model
+
+
+def _link_request(link: Link, errback: Callable[[Failure], Any]) -> scrapy.Request:
+    """The request for a link. A Request escapes its URL (w3lib's safe_url_string, about 12 µs,
+    60 links a page) unless its meta says ``verbatim_url``; a link's URL that escaping leaves
+    as it is (``Link.escaped``, known once per URL) is taken verbatim, and the key is removed
+    so that the request is the one it would have been."""
+    meta = {"anchor": link.anchor, "link_context": link.context}
+    if link.escaped:
+        meta["verbatim_url"] = True
+    request = scrapy.Request(link.url, meta=meta, errback=errback)
+    request.meta.pop("verbatim_url", None)
+    return request
 
 
 def _declared_languages(response: TextResponse) -> list[str | None]:

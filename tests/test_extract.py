@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from scrapy import Request
 from scrapy.http import HtmlResponse
 
-from focused.extract import extract_page, is_followable
+from focused.extract import Link, extract_page, is_followable
 from focused.replayweb import render_article
+from spiders.topical import _link_request
 
 # Four sample articles as extracted by focused.extract before it was rewritten for speed
 # (main at 069c639, one re.sub per text node), with the default context of 200 characters.
@@ -122,3 +124,41 @@ def test_links_from_the_root_resolve_against_each_pages_own_host():
     assert urls("https://two.example:8443/z") == ["https://two.example:8443/wiki/A?a=2&b=1"]
     base = '<base href="http://three.example/dir/">'
     assert urls("http://one.example/x/y", base) == ["http://three.example/wiki/A?a=2&b=1"]
+
+
+AWKWARD_LINKS = """<html><body><p>
+<a href="../\u00dc\u00f1\u00ef c\u00f6d\u00e9/?q=\u00e4 \u00f6#frag">umlaut</a>
+<a href="http://EXAMPLE.com:80/%7euser/%2fx/index.html">escapes</a>
+<a href="//b\u00fccher.example/Path;jsessionid=1?b=2&amp;a=1">idn</a>
+<a href=" /wiki/Sp ace\t">space</a> <a href="/x%zz/%">bad escape</a>
+<a href="http://h/[x]{y}|^`">brackets</a> <a href="http://h/a'b\\&quot;c&lt;d&gt;">quotes</a>
+<a href="http://user:pw@H.example:8080/p?q=%E4&amp;r=%C3%A4">userinfo</a>
+<a href="http://h/%E2%82%AC/\u20ac">euro</a> <a href="http://[::1]:81/v6">ipv6</a>
+</p></body></html>"""
+
+
+def test_link_requests_are_the_requests_scrapy_builds(sample_graph):
+    # A link's request takes its URL verbatim when escaping it again would not change it: it
+    # must be the request Scrapy builds, escaping the URL itself.
+    responses = [
+        HtmlResponse(f"http://127.0.0.1:8000/wiki/{name}", body=body, encoding="utf-8")
+        for name, body in [
+            *((n, render_article(sample_graph, n).encode()) for n in list(sample_graph.links)[:20]),
+            ("Awkward", AWKWARD_LINKS.encode()),
+        ]
+    ]
+    links = [link for response in responses for link in extract_page(response).links]
+    assert len(links) > 100
+    assert {link.escaped for link in links} == {True}
+    # A URL that escaping changes (none comes out of extraction) is escaped by the request.
+    links.append(Link("http://h/a b/\u00e9", "anchor", "context", escaped=False))
+
+    def errback(failure):
+        pass
+
+    for link in links:
+        request = _link_request(link, errback)
+        meta = {"anchor": link.anchor, "link_context": link.context}
+        expected = Request(link.url, meta=meta, errback=errback)
+        assert (request.url, request.meta, request.errback) == (expected.url, meta, errback)
+    assert request.url == "http://h/a%20b/%C3%A9"

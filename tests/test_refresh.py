@@ -15,7 +15,9 @@ from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
 from focused.refresh import (
+    OTHER_WHITESPACE,
     RecrawlSpider,
+    collapse_whitespace,
     content_hash,
     first_visit,
     plan_recrawl,
@@ -66,6 +68,16 @@ def test_the_hash_ignores_whitespace_and_normalisation_but_not_words():
     assert content_hash("Birds", "Albatrosse\u0301s") == content_hash("Birds", "Albatrossés")
     assert content_hash("Birds", "Albatrosses nest on cliffs.") != base
     assert content_hash("Birds!", "Albatrosses nest on islands.") != base
+
+
+def test_whitespace_collapses_as_splitting_into_words_does():
+    everywhere = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    assert set(OTHER_WHITESPACE) == {c for c in everywhere if c.isspace() and c != " "}
+    texts = ["", " ", "\n", "a", "a b\nc", "Title\nline one\nline two", "a\n\nb", "a \nb"]
+    texts += [" a", "a ", "\na", "a\n", "a  b", "caf\u00e9 \u2013 \u4e2d\u6587\nx"]
+    texts += [f"a{space}b" for space in OTHER_WHITESPACE]
+    for text in texts:
+        assert collapse_whitespace(text) == " ".join(text.split()), repr(text)
 
 
 def test_a_revisit_counts_a_change_only_when_the_content_differs():
