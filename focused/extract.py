@@ -6,13 +6,17 @@ navigation boilerplate contribute no text; links inside navigation are kept (wit
 since site navigation is still part of the link graph.
 
 Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
-by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file).
+by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
+``bad_url``: no valid URL can be made of it). One bad link never costs its page or its other
+links: whatever makes a URL fail (a port out of range, a malformed host or IPv6 literal, a query
+character the page's encoding lacks) only skips that link.
 A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import suppress
 from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import accumulate
@@ -21,6 +25,7 @@ from urllib.parse import urljoin, urlsplit
 
 from lxml import etree
 from scrapy.linkextractors import IGNORED_EXTENSIONS
+from scrapy.utils.response import _baseurl_cache, get_base_url
 from w3lib.url import safe_url_string
 
 from focused.canonical import DEFAULT_DROP_PARAMS, canonicalize, same_host
@@ -50,6 +55,7 @@ KINDS: dict[object, int] = {
     "a": ANCHOR,
 }
 NUL = "\0"
+BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,7 @@ def extract_page(
     context_chars: int = 200,
     drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
 ) -> Page:
+    _ignore_malformed_base(response)
     title = " ".join(response.xpath("//title//text()").getall()).strip()
     body = response.selector.root.find("body")
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
@@ -112,7 +119,10 @@ def extract_page(
     base = response.urljoin("")
     base_href = response.xpath("//base/@href").get()
     if base_href:
-        base = urljoin(base, base_href.strip())
+        with suppress(ValueError):  # a malformed <base href> is ignored, as browsers do
+            resolved = urljoin(base, base_href.strip())
+            safe_url_string(resolved)  # raises for a port out of range, a malformed host
+            base = resolved
     # A path from the root ("/wiki/X", not "//host") resolves against the base's scheme and
     # host alone (RFC 3986, 5.2.2), so such links share one cache entry across a site's pages
     # without resolving each; other links are resolved first, then looked up.
@@ -127,7 +137,12 @@ def extract_page(
         if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
             url, reason, escaped = _link_url(root, href, encoding, drop)
         else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)
-            url, reason, escaped = _link_url("", urljoin(base, href), encoding, drop)
+            try:
+                absolute = urljoin(base, href)
+            except ValueError:  # a malformed host ("//[::1/"): one failed split, no cache
+                skipped[BAD_URL] += 1
+                continue
+            url, reason, escaped = _link_url("", absolute, encoding, drop)
         if reason is not None:
             skipped[reason] += 1
             continue
@@ -144,6 +159,16 @@ def extract_page(
     return Page(
         title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
     )
+
+
+def _ignore_malformed_base(response: TextResponse) -> None:
+    """Scrapy resolves a page's ``<base href>`` for its selector and ``urljoin`` and raises for a
+    malformed one (``http://[::1/``), which would lose the page: such a base is ignored, as
+    browsers do, by giving Scrapy's base cache (the only way in) the page's own URL."""
+    try:
+        get_base_url(response)
+    except ValueError:
+        _baseurl_cache[response] = response.url
 
 
 def _squeeze(text: str) -> str:
@@ -191,9 +216,18 @@ def _link_url(
 ) -> tuple[str, str | None, bool]:
     """A link's absolute URL, made safe and canonical, why it is not followed (None when it
     is), and whether a Request would leave the URL as it is (``Link.escaped``): cached, since
-    most links of a site point to pages that other pages link to."""
-    url = canonicalize(safe_url_string(urljoin(base, href), encoding=encoding), drop_params)
-    return url, unfollowable_reason(url), safe_url_string(url) == url
+    most links of a site point to pages that other pages link to.
+
+    A URL that cannot be made safe is ``bad_url``: a result, so that it is cached too (an
+    exception would not be, and a bad link in a site's template would fail on every page).
+    A followed URL has been through what a Request does to its URL (``safe_url_string`` with
+    Scrapy's default encoding, and it has a scheme and a host), so its Request cannot fail."""
+    try:
+        url = canonicalize(safe_url_string(urljoin(base, href), encoding=encoding), drop_params)
+        escaped = safe_url_string(url) == url
+    except ValueError:  # also UnicodeError: from the page's encoding, or IDNA
+        return href, BAD_URL, False
+    return url, unfollowable_reason(url), escaped
 
 
 def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:
@@ -201,7 +235,10 @@ def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) ->
     (a canonical pointing to another host is as likely a hijack as a mirror)."""
     for link in response.xpath("//link[@rel and @href]"):
         if "canonical" in link.attrib["rel"].lower().split():
-            url = canonicalize(urljoin(base, link.attrib["href"].strip()), drop_params)
+            try:
+                url = canonicalize(urljoin(base, link.attrib["href"].strip()), drop_params)
+            except ValueError:  # a malformed URL names no page
+                return None
             if is_followable(url) and same_host(url, response.url):
                 return url
             return None

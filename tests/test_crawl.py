@@ -6,6 +6,8 @@ import json
 from collections import Counter
 
 from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
+from tests.sites import Reply, Site, html
+from tests.test_canonical import stat
 
 BUDGET = 60
 
@@ -101,3 +103,34 @@ def test_feed_export_writes_the_same_pages(tmp_path, site):
         assert item["level"] == page["level"]
         assert item["relevance"] == page["relevance"]
         assert "scores" not in item
+
+
+BAD_LINKS = ["http://h:99999/", "http://[::1/", "//[zz]/", "/query?q=&#228;", "/frag#&#228;"]
+
+
+def bad_links_site(method: str, path: str) -> Reply:
+    """A seed page served as cp1251 (which has no "ä") with bad links among good ones."""
+    if path == "/":
+        hrefs = [*BAD_LINKS, "/good1", "/good2"]
+        body = "<p>birds feathers</p>" + "".join(f'<a href="{h}">link</a>' for h in hrefs)
+        return Reply(200, html("seed", body).encode("cp1251"), "text/html; charset=cp1251")
+    if path in ("/good1", "/good2"):
+        return Reply(200, html(path, "<p>birds nest</p>"))
+    return Reply(404, html("missing", "no such page"))
+
+
+def test_a_page_with_bad_links_is_stored_and_its_good_links_followed(tmp_path):
+    with Site(bad_links_site) as site:
+        crawl = run_crawl(
+            tmp_path, {"strategy": "bfs", "query": "birds feathers", "seeds": f"{site.url}/"}
+        )
+    stderr = crawl.result.stderr
+    assert crawl.result.returncode == 0, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert sorted(path for _, path in site.log.gets()) == ["/", "/good1", "/good2"]
+    assert sorted(p["url"].removeprefix(site.url) for p in crawl.pages()) == [
+        "/",
+        "/good1",
+        "/good2",
+    ]
+    assert stat(stderr, "focused/skipped/bad_url") == len(BAD_LINKS)

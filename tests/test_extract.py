@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
+import pytest
 from scrapy import Request
 from scrapy.http import HtmlResponse
 
-from focused.extract import Link, extract_page, is_followable
+from focused.extract import BAD_URL, Link, _link_url, extract_page, is_followable
 from focused.replayweb import render_article
 from spiders.topical import _link_request
 
@@ -162,3 +164,85 @@ def test_link_requests_are_the_requests_scrapy_builds(sample_graph):
         expected = Request(link.url, meta=meta, errback=errback)
         assert (request.url, request.meta, request.errback) == (expected.url, meta, errback)
     assert request.url == "http://h/a%20b/%C3%A9"
+
+
+# Links no valid URL can be made of, in any encoding: ports out of range or not numbers,
+# malformed hosts and IPv6 literals (in absolute and scheme-relative links).
+BAD_HREFS = [
+    "http://h:99999/", "http://h:65536/", "http://h:-1/", "http://h:abc/", "http://h:80:80/",
+    "http://h:99999999999999999999/", "http://[::1/", "http://[zz]/", "http://[::1]:99999/",
+    "http://]/", "http://h]/", "http://[::1]x/", "http://::1/", "//[::1/", "http://\u2100/",
+]  # fmt: skip
+# Links bad in the pages' encodings that lack one of their characters (w3lib escapes a query,
+# and a fragment, in the page's encoding): the page holds them as character references.
+QUERY_CHARS = ["\u00e4", "\u0416", "\u20ac", "\u4e2d"]
+GOOD_HREFS = {
+    "/wiki/A": "http://127.0.0.1/wiki/A",
+    "b?x=1": "http://127.0.0.1/dir/b?x=1",
+    "http://Other.example/c": "http://other.example/c",
+}
+
+
+def hostile_page(encoding: str) -> HtmlResponse:
+    hrefs = [
+        *BAD_HREFS,
+        *(f"/q?x={char}" for char in QUERY_CHARS),
+        *(f"/f#{char}" for char in QUERY_CHARS),
+        "javascript:alert('\u00e4')",
+        *GOOD_HREFS,
+    ]
+    anchors = "".join(f'<p><a href="{html.escape(href)}">link</a></p>' for href in hrefs)
+    body = f"<html><head><title>t</title></head><body>{anchors}</body></html>"
+    return HtmlResponse(
+        "http://127.0.0.1/dir/page",
+        body=body.encode(encoding, "xmlcharrefreplace"),
+        encoding=encoding,
+    )
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "cp1251", "latin-1", "shift_jis"])
+def test_bad_links_are_skipped_and_the_rest_of_the_page_kept(encoding):
+    page = extract_page(hostile_page(encoding))
+    lacking = [char for char in QUERY_CHARS if char.encode(encoding, "ignore") == b""]
+    assert page.skipped == {BAD_URL: len(BAD_HREFS) + 2 * len(lacking), "scheme": 1}
+    expected = {
+        *GOOD_HREFS.values(),
+        *(
+            Request(f"http://127.0.0.1/q?x={char}", encoding=encoding).url
+            for char in QUERY_CHARS
+            if char not in lacking
+        ),
+    }
+    if len(lacking) < len(QUERY_CHARS):
+        expected.add("http://127.0.0.1/f")  # the fragments are dropped
+    assert {link.url for link in page.links} == expected
+    assert page.title == "t"
+
+    def errback(failure):
+        pass
+
+    for link in page.links:  # whatever passes extraction makes a Request, Scrapy's own
+        assert _link_request(link, errback).url == Request(link.url).url == link.url
+
+
+def test_a_bad_link_is_a_cached_result():
+    # A bad link in a site's template is on every page: only its first sight costs anything.
+    _link_url.cache_clear()
+    extract_page(hostile_page("cp1251"))
+    first = _link_url.cache_info()
+    page = extract_page(hostile_page("cp1251"))
+    again = _link_url.cache_info()
+    assert again.misses == first.misses
+    assert again.hits - first.hits == first.misses
+    assert page.skipped[BAD_URL] == len(BAD_HREFS) + 2 * 2  # ä and 中 are not in cp1251
+
+
+def test_a_malformed_base_or_canonical_is_ignored():
+    for bad in ("http://[::1/", "http://h:99999/", "//[zz]/"):
+        head = f'<base href="{bad}"><link rel="canonical" href="{bad}">'
+        body = f"<html><head>{head}</head><body><a href='/a'>a</a> <a href='b'>b</a></body></html>"
+        response = HtmlResponse("http://127.0.0.1/dir/page", body=body.encode(), encoding="utf-8")
+        page = extract_page(response)
+        links = [link.url for link in page.links]
+        assert links == ["http://127.0.0.1/a", "http://127.0.0.1/dir/b"], bad
+        assert page.canonical is None
