@@ -174,5 +174,6 @@ ENCODER_WHOLE_SHARE = 0.25
 
 # -- ONNX Runtime sentence encoder (focused.encoder, README "Semantic") ----------------------
 # The encoder runs as an int8 ONNX model with onnxruntime (PyTorch, slower, when onnxruntime is
-# missing). The model is exported once per install and kept here; None: ~/.cache/focused/encoder.
+# missing). The model is exported once per install and kept here, with the vectors of its
+# vocabulary's words (ENCODER_WHOLE_SHARE); None: ~/.cache/focused/encoder.
 ENCODER_EXPORT_DIR = None
