@@ -71,6 +71,7 @@ DEFAULT_WHOLE_SHARE = 0.25  # setting ENCODER_WHOLE_SHARE
 # Until this many anchors were scored, every anchor is encoded whole: the best share of a
 # crawl's first page or two would be judged on too few scores.
 _WHOLE_UNTIL = 100
+_SCORE_BINS = 1024  # resolution of that best share's bound
 # ONNX Runtime dynamic quantization of the default backend (onnxruntime.quantization keywords).
 # Per-channel 7-bit weights: plain int8 loses more of the anchor ranking (benchmarks/anchor_auc.py),
 # 7 bits without per-channel scales loses most.
@@ -418,8 +419,8 @@ class LinkEncoder:
         self._topic = self._encode([topic])[0]
         self._words = words
         self._whole_share = whole_share
-        # Word scores seen so far, counted in 1,024 bins of [0, 1]: their best share's bound.
-        self._word_scores = np.zeros(1024, dtype=np.int64)
+        # Word scores seen so far, counted in bins of [0, 1]: their best share's bound.
+        self._word_scores = np.zeros(_SCORE_BINS, dtype=np.int64)
         self._cache: OrderedDict[str, float] = OrderedDict()
         self.cache_size = cache_size
         self.encoded = 0
@@ -441,7 +442,7 @@ class LinkEncoder:
         if self._words is None:
             return self._score_whole(texts).tolist()
         scores = self._cosines(self._words(texts))
-        bins = np.minimum((scores * len(self._word_scores)).astype(np.int64), 1023)
+        bins = np.minimum((scores * _SCORE_BINS).astype(np.int64), _SCORE_BINS - 1)
         self._word_scores += np.bincount(bins, minlength=len(self._word_scores))
         whole = np.flatnonzero(bins >= self._best_bin())
         if len(whole):
@@ -451,13 +452,12 @@ class LinkEncoder:
     def _best_bin(self) -> int:
         """The lowest bin of the best ``whole_share`` of the word scores seen so far."""
         if self._whole_share <= 0.0:
-            return len(self._word_scores)  # none
+            return _SCORE_BINS  # none
         seen = int(self._word_scores.sum())
         if seen < _WHOLE_UNTIL:
             return 0
         best_first = np.cumsum(self._word_scores[::-1])
-        bins_needed = int(np.searchsorted(best_first, self._whole_share * seen)) + 1
-        return len(self._word_scores) - bins_needed
+        return _SCORE_BINS - 1 - int(np.searchsorted(best_first, self._whole_share * seen))
 
     def _score_whole(self, texts: list[str]) -> np.ndarray:
         self.encoded_whole += len(texts)
