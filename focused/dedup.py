@@ -20,6 +20,10 @@ they come back from the store, ``focused.resume.recover_state``). The SimHash in
 SQLite file under JOBDIR (``nearduplicates.sqlite3``), written through, so both a pause and a
 ``kill -9`` keep it; without JOBDIR it is in memory.
 
+In a crawl shared by several processes through Redis (``spider.shared``) both are the crawl's:
+``SharedFetched`` and ``focused.simhash.SharedSimHashIndex``, each checked and added in one
+Lua step, so that a page is stored once in the crawl, whichever processes meet its copies.
+
 Stats: ``focused/duplicates/canonical``, ``focused/duplicates/near``,
 ``focused/skipped/already_fetched``, ``focused/skipped/duplicate_links``.
 """
