@@ -20,6 +20,10 @@ they come back from the store, ``focused.resume.recover_state``). The SimHash in
 SQLite file under JOBDIR (``nearduplicates.sqlite3``), written through, so both a pause and a
 ``kill -9`` keep it; without JOBDIR it is in memory.
 
+In a crawl shared by several processes through Redis (``spider.shared``) both are the crawl's:
+``SharedFetched`` and ``focused.simhash.SharedSimHashIndex``, each checked and added in one
+Lua step, so that a page is stored once in the crawl, whichever processes meet its copies.
+
 Stats: ``focused/duplicates/canonical``, ``focused/duplicates/near``,
 ``focused/skipped/already_fetched``, ``focused/skipped/duplicate_links``.
 """
@@ -34,7 +38,7 @@ from scrapy import Request, signals
 
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem
-from focused.simhash import SimHashIndex, simhash
+from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
 from focused.text import tokenize
 
 INDEX_FILE = "nearduplicates.sqlite3"
@@ -45,30 +49,86 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from focused.distributed import SharedCrawl
+
+
+class LocalFetched:
+    """The canonical URLs stored by one process, in ``spider.state`` (read at each use: a
+    resumed JOBDIR crawl replaces the state when the spider opens)."""
+
+    def __init__(self, spider: Any) -> None:
+        self.spider = spider
+
+    @property
+    def urls(self) -> set[str]:
+        return self.spider.state.setdefault("fetched_urls", set())
+
+    def claim(self, declared: str, fetched_as: str) -> bool:
+        """Take both URLs as fetched; True if ``declared`` was already."""
+        urls = self.urls
+        taken = declared in urls
+        urls.update((declared, fetched_as))
+        return taken
+
+    def taken(self, urls: list[str]) -> list[bool]:
+        return [url in self.urls for url in urls]
+
+
+# KEYS: the fetched hash. ARGV: declared URL, URL fetched. Returns 1 if another page holds the
+# declared URL. A URL is held by the URL fetched that first claimed it, so that a request
+# fetched again (popped by a worker that died, then re-queued) is not its own duplicate.
+CLAIM = """
+local owner = redis.call('HGET', KEYS[1], ARGV[1])
+redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSETNX', KEYS[1], ARGV[2], ARGV[2])
+if owner and owner ~= ARGV[2] then return 1 end
+return 0
+"""
+
+
+class SharedFetched:
+    """The canonical URLs stored by every process of a crawl shared through Redis: the hash
+    ``fetched`` (URL -> the URL fetched that claimed it) under the crawl's prefix."""
+
+    def __init__(self, shared: SharedCrawl) -> None:
+        self.shared = shared
+        self.key = shared.key("fetched")
+        self._claim = shared.redis.register_script(CLAIM)
+
+    def claim(self, declared: str, fetched_as: str) -> bool:
+        return bool(self.shared.run(self._claim, keys=[self.key], args=[declared, fetched_as]))
+
+    def taken(self, urls: list[str]) -> list[bool]:
+        if not urls:
+            return []
+        owners = self.shared.run(self.shared.redis.hmget, self.key, urls)
+        return [owner is not None for owner in owners or [None] * len(urls)]
+
 
 class DuplicateMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.drop = drop_params_setting(crawler.settings)
-        self.near_index: SimHashIndex | None = None
+        # A crawl shared by several processes keeps both in Redis, so that a page is stored
+        # once in the crawl, not once per process.
+        shared = getattr(crawler.spider, "shared", None)
+        self.fetched = LocalFetched(crawler.spider) if shared is None else SharedFetched(shared)
+        self.near_index: SimHashIndex | SharedSimHashIndex | None = None
         distance = crawler.settings.getint("NEAR_DUPLICATE_DISTANCE")
-        if distance >= 0:
+        if distance >= 0 and shared is not None:
+            self.near_index = SharedSimHashIndex(distance, shared)
+        elif distance >= 0:
             jobdir = crawler.settings.get("JOBDIR")
             path = Path(jobdir, INDEX_FILE) if jobdir else ":memory:"
             if jobdir:
                 Path(jobdir).mkdir(parents=True, exist_ok=True)
-            self.near_index = SimHashIndex(distance, path)
-            crawler.signals.connect(self.near_index.close, signal=signals.spider_closed)
+            index = self.near_index = SimHashIndex(distance, path)
+            crawler.signals.connect(index.close, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DuplicateMiddleware:
         return cls(crawler)
-
-    @property
-    def fetched(self) -> set[str]:
-        """Canonical URLs of the pages stored so far (as fetched or as declared canonical)."""
-        return self.crawler.spider.state.setdefault("fetched_urls", set())
 
     def process_spider_output(
         self, response: Response, result: Iterable[Any], spider: Any = None
@@ -86,33 +146,35 @@ class DuplicateMiddleware:
         if not pages:
             return outputs
         page = pages[0]
-        fetched = self.fetched
         fetched_as = canonicalize(response.url, self.drop)
         declared = page["url"]
-        if declared != fetched_as and declared in fetched:
+        if self.fetched.claim(declared, fetched_as):
+            if declared == fetched_as:
+                # Already stored under this URL, as the canonical of a page fetched earlier.
+                self.stats.inc_value("focused/skipped/already_fetched")
+                return []
             page["url"] = fetched_as
             page["duplicate_of"] = declared
             self.stats.inc_value("focused/duplicates/canonical")
-        elif declared == fetched_as and fetched_as in fetched:
-            # Already stored under this URL, as the canonical of a page fetched earlier.
-            self.stats.inc_value("focused/skipped/already_fetched")
-            return []
-        fetched.update((declared, fetched_as))
         if not page.get("duplicate_of") and self.near_index is not None:
             self._check_near_duplicate(page, self.near_index)
         if page.get("duplicate_of"):
             children = sum(isinstance(o, Request) for o in outputs)
             self.stats.inc_value("focused/skipped/duplicate_links", children)
             return [page]
+        links = [output.url for output in outputs if isinstance(output, Request)]
+        taken = iter(self.fetched.taken(links))  # links are canonical
         kept = []
         for output in outputs:
-            if isinstance(output, Request) and output.url in fetched:  # links are canonical
+            if isinstance(output, Request) and next(taken):
                 self.stats.inc_value("focused/skipped/already_fetched")
                 continue
             kept.append(output)
         return kept
 
-    def _check_near_duplicate(self, page: PageItem, index: SimHashIndex) -> None:
+    def _check_near_duplicate(
+        self, page: PageItem, index: SimHashIndex | SharedSimHashIndex
+    ) -> None:
         text, language = page.get("text") or "", page.get("language")
         model = getattr(self.crawler.spider, "relevance", None)
         if model is None:
@@ -127,11 +189,8 @@ class DuplicateMiddleware:
         fingerprint = simhash(tokens)
         if fingerprint is None:
             return
-        original = index.find(fingerprint)
-        if original == page["url"]:  # fetched again (a request in flight at a crash)
-            return
-        if original is None:
-            index.add(fingerprint, page["url"])
-        else:
+        original = index.find_or_add(fingerprint, page["url"])
+        # The page's own URL: fetched again (a request in flight at a crash).
+        if original is not None and original != page["url"]:
             page["duplicate_of"] = original
             self.stats.inc_value("focused/duplicates/near")

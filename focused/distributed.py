@@ -14,7 +14,10 @@ With ``-s FOCUSED_FRONTIER=redis://host:port/db`` and the same ``-a crawl_id=`` 
 
 The page budget (``CLOSESPIDER_PAGECOUNT``) is the crawl's total: a request takes a slot when it
 is popped, atomically, so the processes together never fetch more (a retry or redirect takes
-another slot). Politeness stays per process (AutoThrottle, ``CONCURRENT_REQUESTS_PER_DOMAIN``).
+another slot). So are the trap cap (``focused.traps.SharedCounts``) and the duplicate checks
+(``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
+``SharedCrawl.run``. Politeness stays per process (AutoThrottle,
+``CONCURRENT_REQUESTS_PER_DOMAIN``), as do ``MAX_PAGES_PER_HOST`` and ``HOST_WINDOW``.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)

@@ -29,7 +29,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   every other request (the frontiers order by ``(back, key)``, so each strategy's keys stay its
   own); once ``TRAP_MAX_PER_FAMILY`` (10; 0 = off) requests of one trap family were queued,
   the rest are dropped. Stats ``focused/trap/penalised``, ``focused/trap/dropped``; a log line
-  per family dropped; counts survive a JOBDIR pause. Seeds are never taken for traps.
+  per family dropped; counts survive a JOBDIR pause, and in a crawl shared through Redis
+  they are the crawl's (``focused.traps.trap_counts``). Seeds are never taken for traps.
 
 The host limits act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
 (``CONCURRENT_REQUESTS_PER_DOMAIN``, ``DOWNLOAD_DELAY``) and AutoThrottle then pace the
@@ -50,7 +51,7 @@ from scrapy.core.scheduler import Scheduler
 from scrapy.utils.httpobj import urlparse_cached
 
 from focused.resume import INFLIGHT, connect_request_done
-from focused.traps import TrapFamilies
+from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier
 
 if TYPE_CHECKING:
@@ -76,13 +77,13 @@ class FocusedScheduler(Scheduler):
         scheduler.parked = []
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
-        scheduler.traps = None  # TrapFamilies, built on open (its counts are in spider.state)
+        scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
         connect_request_done(crawler, scheduler._finished)
         return scheduler
 
     def open(self, spider):
         if self.trap_max:
-            counts = spider.state.setdefault("trap_families", {})
+            counts = trap_counts(spider)
             self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
         opened = super().open(spider)
         frontier = self._durable_frontier()
@@ -123,8 +124,11 @@ class FocusedScheduler(Scheduler):
             self._finish(replaced)
             return False
         queued = super().enqueue_request(request)
-        if queued and self.traps is not None:
-            self.traps.count(request)
+        if self.traps is not None:
+            if queued:
+                self.traps.count(request)
+            else:
+                self.traps.release(request)
         if not queued and not request.dont_filter:
             # Only the dupefilter makes Scheduler.enqueue_request return False.
             for queue in (self.dqs, self.mqs):

@@ -13,6 +13,7 @@ hundreds of shingles of an article, another article moves nearly all of them.
 ``SimHashIndex`` cuts a fingerprint into ``BANDS`` blocks of 16 bits. Two fingerprints at most
 3 bits apart differ in at most 3 blocks, so they agree on at least one of the 4: a lookup
 compares a fingerprint only with those sharing one of its blocks, not with every page.
+``SharedSimHashIndex`` is the same index in Redis, for a crawl shared by several processes.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from __future__ import annotations
 from functools import lru_cache
 from hashlib import blake2b
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from schedulers.base import connect_crash_safe
+
+if TYPE_CHECKING:
+    from focused.distributed import SharedCrawl
 
 SHINGLE = 3  # tokens per shingle
 MIN_SHINGLES = 20  # fewer distinct shingles than this: too little text for a fingerprint
@@ -102,5 +107,69 @@ class SimHashIndex:
         values = [value for band in bands(fingerprint) for value in (*band, blob, url)]
         self._db.execute(f"INSERT INTO bands VALUES {rows}", values)
 
+    def find_or_add(self, fingerprint: int, url: str) -> str | None:
+        """The URL of a page at most ``max_distance`` bits away; if there is none, ``url`` is
+        added and the answer is None."""
+        original = self.find(fingerprint)
+        if original is None:
+            self.add(fingerprint, url)
+        return original
+
     def close(self) -> None:
         self._db.close()
+
+
+# Find a fingerprint close to ARGV[1] among those sharing one of its bands, or add it: one
+# step, so that of two processes adding near-duplicates at the same moment one finds the
+# other's. Fingerprints are 16 hex digits; the distance is counted 16 bits at a time (Lua
+# numbers are doubles, exact to 2^53). KEYS: urls hash, then one set per band.
+# ARGV: fingerprint, url, max distance.
+FIND_OR_ADD = """
+local function bits(x)
+  local n = 0
+  while x ~= 0 do
+    n = n + bit.band(x, 1)
+    x = bit.rshift(x, 1)
+  end
+  return n
+end
+local function distance(a, b)
+  local d = 0
+  for i = 1, 13, 4 do
+    local x = tonumber(string.sub(a, i, i + 3), 16)
+    local y = tonumber(string.sub(b, i, i + 3), 16)
+    d = d + bits(bit.bxor(x, y))
+  end
+  return d
+end
+local fingerprint, limit = ARGV[1], tonumber(ARGV[3])
+for i = 2, #KEYS do
+  for _, other in ipairs(redis.call('SMEMBERS', KEYS[i])) do
+    if distance(fingerprint, other) <= limit then return redis.call('HGET', KEYS[1], other) end
+  end
+end
+for i = 2, #KEYS do redis.call('SADD', KEYS[i], fingerprint) end
+redis.call('HSET', KEYS[1], fingerprint, ARGV[2])
+return false
+"""
+
+
+class SharedSimHashIndex:
+    """The index of a crawl shared through Redis (``spider.shared``): a set per band value,
+    ``near:<band>:<value>``, of the fingerprints (hex) that have it, and the hash
+    ``near:urls``, fingerprint -> URL, under the crawl's prefix. Every process of the crawl
+    finds the pages the others stored. Once Redis is lost (``SharedCrawl.run``) nothing is
+    found: the spider is closing."""
+
+    def __init__(self, max_distance: int, shared: SharedCrawl) -> None:
+        self.max_distance = max_distance
+        self.shared = shared
+        self._find_or_add = shared.redis.register_script(FIND_OR_ADD)
+
+    def find_or_add(self, fingerprint: int, url: str) -> str | None:
+        """As ``SimHashIndex.find_or_add``, atomically across the processes."""
+        keys = [self.shared.key("near:urls")]
+        keys += [self.shared.key(f"near:{band}:{value:04x}") for band, value in bands(fingerprint)]
+        args = [f"{fingerprint:016x}", url, self.max_distance]
+        original = self.shared.run(self._find_or_add, keys=keys, args=args)
+        return None if original is None else original.decode()

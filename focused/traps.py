@@ -23,6 +23,10 @@ take. Here:
   of one path with one parameter set) and the counts: ``FocusedScheduler`` marks a trap
   request with ``TRAP_META`` (the frontiers queue it behind every other request) and drops it
   once its family has had ``TRAP_MAX_PER_FAMILY`` requests queued.
+- ``trap_counts(spider)`` decides where the counts live: in ``spider.state`` for one process
+  (``LocalCounts``, kept over a JOBDIR pause), in Redis for a crawl shared by several processes
+  (``SharedCounts``), so that the cap and the explosion test are the crawl's, not each
+  process's.
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.statscollectors import StatsCollector
+
+    from focused.distributed import SharedCrawl
 
 logger = logging.getLogger(__name__)
 
@@ -124,35 +130,117 @@ def _is_token(value: str) -> bool:
     )
 
 
+class LocalCounts:
+    """The counts of one process, in a dict of ``spider.state`` (saved on a JOBDIR pause)."""
+
+    def __init__(self, counts: dict) -> None:
+        self.variants: Counter[str] = counts.setdefault("variants", Counter())
+        self.queued: Counter[str] = counts.setdefault("queued", Counter())
+
+    def query_variants(self, name: str) -> int:
+        return self.variants[name]
+
+    def add_variant(self, name: str) -> None:
+        self.variants[name] += 1
+
+    def take(self, name: str, limit: int) -> bool:
+        """Count one more request of trap family ``name``, unless it has ``limit`` already."""
+        if self.queued[name] >= limit:
+            return False
+        self.queued[name] += 1
+        return True
+
+    def give_back(self, name: str) -> None:
+        self.queued[name] -= 1
+
+    def queued_count(self, name: str) -> int:
+        return self.queued[name]
+
+
+# Take a slot of a trap family unless it is full, in one step, so that processes taking slots
+# at the same moment never pass the cap together. KEYS: the queued hash. ARGV: family, limit.
+TAKE = """
+local queued = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if queued >= tonumber(ARGV[2]) then return -1 end
+return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+"""
+
+
+class SharedCounts:
+    """The counts of a crawl shared through Redis (``spider.shared``): hashes
+    ``trap:variants`` and ``trap:queued`` (family -> count) under the crawl's prefix, so that
+    a family's cap is the crawl's, whatever process queues its requests.
+
+    Once Redis is lost (``SharedCrawl.run``) a trap request is dropped: the spider is closing
+    and nothing can be queued anyway.
+    """
+
+    def __init__(self, shared: SharedCrawl) -> None:
+        self.shared = shared
+        self._variants = shared.key("trap:variants")
+        self._queued = shared.key("trap:queued")
+        self._take = shared.redis.register_script(TAKE)
+
+    def query_variants(self, name: str) -> int:
+        return int(self.shared.run(self.shared.redis.hget, self._variants, name, default=0) or 0)
+
+    def add_variant(self, name: str) -> None:
+        self.shared.run(self.shared.redis.hincrby, self._variants, name, 1)
+
+    def take(self, name: str, limit: int) -> bool:
+        return self.shared.run(self._take, keys=[self._queued], args=[name, limit], default=0) > 0
+
+    def give_back(self, name: str) -> None:
+        self.shared.run(self.shared.redis.hincrby, self._queued, name, -1)
+
+    def queued_count(self, name: str) -> int:
+        return int(self.shared.run(self.shared.redis.hget, self._queued, name, default=0) or 0)
+
+
+def trap_counts(spider: Spider) -> LocalCounts | SharedCounts:
+    """Where a crawl keeps its trap counts: in Redis when it is shared by several processes,
+    else in ``spider.state``."""
+    shared = getattr(spider, "shared", None)
+    if shared is not None:
+        return SharedCounts(shared)
+    return LocalCounts(spider.state.setdefault("trap_families", {}))
+
+
 class TrapFamilies:
     """Per-family counts, and the decision on each request the scheduler is given.
 
-    ``counts`` is kept in ``spider.state`` (saved on a JOBDIR pause): ``variants`` counts the
-    queued URLs of each family with a query (the explosion test), ``queued`` the queued trap
-    requests of each trap family (the cap).
+    ``counts`` (``trap_counts``) holds, per family, ``variants``: the queued URLs of each family
+    with a query (the explosion test), and ``queued``: the queued trap requests of each trap
+    family (the cap). A trap request takes its family's slot when it is admitted, and gives it
+    back if it is not queued after all (a URL seen before), so that the check and the count
+    are one step, also across the processes of a shared crawl.
     """
 
     def __init__(
-        self, max_per_family: int, max_variants: int, counts: dict, stats: StatsCollector
+        self,
+        max_per_family: int,
+        max_variants: int,
+        counts: LocalCounts | SharedCounts,
+        stats: StatsCollector,
     ) -> None:
         self.max_per_family = max_per_family
         self.max_variants = max_variants
-        self.variants: Counter[str] = counts.setdefault("variants", Counter())
-        self.queued: Counter[str] = counts.setdefault("queued", Counter())
+        self.counts = counts
         self.stats = stats
         self._logged: set[str] = set()
 
     def admit(self, request: Request) -> bool:
-        """Mark a trap request with its family (``TRAP_META``); False when the family is full."""
+        """Mark a trap request with its family (``TRAP_META``) and take one of the family's
+        slots; False when the family is full."""
         name = family(request.url)
         reason = trap_pattern(request.url)
-        if reason is None and "?" in name and self.variants[name] >= self.max_variants:
+        if reason is None and "?" in name and self.counts.query_variants(name) >= self.max_variants:
             reason = "query_explosion"
         if reason is None:
             request.meta.pop(TRAP_META, None)
             return True
         request.meta[TRAP_META] = name
-        if self.queued[name] < self.max_per_family:
+        if self.counts.take(name, self.max_per_family):
             return True
         self.stats.inc_value("focused/trap/dropped")
         if name not in self._logged:
@@ -162,15 +250,19 @@ class TrapFamilies:
                 " dropping the rest",
                 name,
                 reason,
-                self.queued[name],
+                self.counts.queued_count(name),
             )
         return False
 
     def count(self, request: Request) -> None:
         """``request`` (admitted) joined the frontier."""
-        name = request.meta.get(TRAP_META)
-        if name is not None:
-            self.queued[name] += 1
+        if request.meta.get(TRAP_META) is not None:
             self.stats.inc_value("focused/trap/penalised")
         elif urlsplit(request.url).query:
-            self.variants[family(request.url)] += 1
+            self.counts.add_variant(family(request.url))
+
+    def release(self, request: Request) -> None:
+        """``request`` (admitted) was not queued: its slot goes back to its family."""
+        name = request.meta.get(TRAP_META)
+        if name is not None:
+            self.counts.give_back(name)

@@ -4,12 +4,18 @@ near-duplicate once, with duplicate_of."""
 from __future__ import annotations
 
 import random
+import threading
 from html import escape
 
-from focused.simhash import MAX_DISTANCE, SimHashIndex, distance, simhash
+from scrapy.utils.test import get_crawler
+
+from focused.dedup import SharedFetched
+from focused.distributed import SharedCrawl
+from focused.simhash import MAX_DISTANCE, SharedSimHashIndex, SimHashIndex, distance, simhash
 from focused.text import tokenize
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
+from tests.test_redis_frontier import redis_server  # noqa: F401 (fixture)
 
 NOVEMBER = "Last updated on 30 November 2026 at 10:14."
 DECEMBER = "Last updated on 1 December 2026 at 08:00."
@@ -138,3 +144,74 @@ def test_a_page_is_tokenized_once_for_its_fingerprint_score_and_training(monkeyp
     assert calls.count(text) == 1
     # Tokenized for the score, so counted as scoring CPU even though the dedup check asked first.
     assert crawler.stats.get_value("focused/scoring_cpu_ms") > 0
+
+
+# -- a crawl shared by several processes: one index and one set of stored URLs in Redis -------
+
+
+def shared_crawl(url: str) -> SharedCrawl:
+    """The Redis state of one process of crawl ``t``."""
+    return SharedCrawl(get_crawler(), url, "t")
+
+
+def run_together(work, count: int) -> list:
+    """``work(i)`` in ``count`` threads started at once; their answers in thread order."""
+    answers = [None] * count
+    start = threading.Barrier(count)
+
+    def run(i):
+        start.wait()
+        answers[i] = work(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_the_shared_index_finds_what_a_full_scan_finds_across_processes(redis_server):  # noqa: F811
+    rng = random.Random(4)
+    one, two = (SharedSimHashIndex(MAX_DISTANCE, shared_crawl(redis_server.url)) for _ in "12")
+    stored = {f"u{i}": rng.getrandbits(64) for i in range(500)}
+    for i, (url, value) in enumerate(stored.items()):
+        assert (one if i % 2 else two).find_or_add(value, url) is None
+    for i in range(300):
+        probe = rng.choice(list(stored.values()))
+        for bit in rng.sample(range(64), rng.randint(0, 5)):
+            probe ^= 1 << bit
+        expected = {url for url, v in stored.items() if distance(v, probe) <= MAX_DISTANCE}
+        found = (one if i % 2 else two).find_or_add(probe, f"p{i}")
+        assert (found is None) == (not expected)
+        if found is None:
+            stored[f"p{i}"] = probe  # added, for every process
+        else:
+            assert found in expected
+
+
+def test_near_duplicates_added_at_once_by_many_processes_are_stored_once(redis_server):  # noqa: F811
+    indexes = [SharedSimHashIndex(MAX_DISTANCE, shared_crawl(redis_server.url)) for _ in range(6)]
+    for round_ in range(20):
+        base = random.Random(round_).getrandbits(64)
+        # Six versions of one page, a bit or two apart from each other, in six processes.
+        versions = [base ^ (1 << (i * 9 % 64)) for i in range(6)]
+        answers = run_together(
+            lambda i, v=versions, r=round_: indexes[i].find_or_add(v[i], f"r{r}/{i}"), 6
+        )
+        stored = [i for i, original in enumerate(answers) if original is None]
+        assert len(stored) == 1, answers
+        assert set(answers) == {None, f"r{round_}/{stored[0]}"}
+
+
+def test_a_url_is_claimed_once_across_processes(redis_server):  # noqa: F811
+    processes = [SharedFetched(shared_crawl(redis_server.url)) for _ in range(6)]
+    for round_ in range(20):
+        canonical = f"http://h/c{round_}"
+        taken = run_together(lambda i, c=canonical: processes[i].claim(c, f"{c}?from={i}"), 6)
+        assert taken.count(False) == 1  # one page stored under it, five duplicates of it
+    one, two = processes[:2]
+    assert not one.claim("http://h/a", "http://h/x")  # /x stored under its canonical /a
+    assert two.claim("http://h/a", "http://h/a")  # so /a itself is stored already
+    assert not two.claim("http://h/a", "http://h/x")  # /x again: not a copy of itself
+    assert two.taken(["http://h/a", "http://h/x", "http://h/new"]) == [True, True, False]

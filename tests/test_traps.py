@@ -5,18 +5,23 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections import Counter
 from datetime import date, datetime, timedelta
 from html import escape
 from urllib.parse import SplitResult, urlsplit
 
 import pytest
+import redis
 import scrapy
+from scrapy.utils.test import get_crawler
 
+from focused.distributed import SharedCrawl
+from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES
 from focused.traps import TRAP_META, family, trap_pattern
 from tests.conftest import run_crawl
-from tests.queues import make_queue, req
+from tests.queues import QueueSpider, make_queue, req
 from tests.sites import Reply, Site, html
 from tests.test_frontier_limits import make_scheduler
 from tests.test_redis_frontier import redis_server, shared_queue  # noqa: F401 (fixture)
@@ -225,11 +230,97 @@ def test_trap_counts_survive_a_jobdir_pause(tmp_path):
     scheduler.close("shutdown")
     scheduler, crawler = make_scheduler(tmp_path, True, **settings)
     crawler.spider.state.update(state)
-    scheduler.traps.queued.update(state["trap_families"]["queued"])
+    scheduler.traps.counts.queued.update(state["trap_families"]["queued"])
     for day in range(3, 10):
         scheduler.enqueue_request(scrapy.Request(f"http://h/cal/2026/2/{day}", meta=link))
     assert len(scheduler) == 3
     scheduler.close("finished")
+
+
+def shared_scheduler(redis_url: str, **settings):
+    """A scheduler of one process of a crawl shared through Redis (crawl id ``t``)."""
+    values = {
+        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"],
+        "DUPEFILTER_CLASS": "focused.distributed.RedisDupeFilter",
+        "REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter",
+        **settings,
+    }
+    crawler = get_crawler(QueueSpider, values)
+    spider = QueueSpider()
+    spider.strategy_params, spider.state = {}, {}
+    crawler.spider, spider.crawler = spider, crawler
+    spider.shared = SharedCrawl(crawler, redis_url, "t")
+    crawler.stats.open_spider()
+    scheduler = FocusedScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler, crawler
+
+
+def test_the_cap_holds_across_the_processes_of_a_shared_crawl(redis_server):  # noqa: F811
+    schedulers = [shared_scheduler(redis_server.url, TRAP_MAX_PER_FAMILY=5) for _ in range(2)]
+    link = {"depth": 1, "parent_url": "http://h/", "parent_relevance": 0.5}
+
+    def discover(scheduler, month):
+        for day in range(1, 29):
+            scheduler.enqueue_request(scrapy.Request(f"http://h/cal/2026/{month}/{day}", meta=link))
+
+    threads = [
+        threading.Thread(target=discover, args=(scheduler, month))
+        for (scheduler, _), month in zip(schedulers, (2, 3), strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    penalised = [crawler.stats.get_value("focused/trap/penalised", 0) for _, crawler in schedulers]
+    dropped = [crawler.stats.get_value("focused/trap/dropped", 0) for _, crawler in schedulers]
+    assert sum(penalised) == 5 and sum(dropped) == 2 * 28 - 5
+    one = schedulers[0][0]
+    popped = []
+    while (request := one.next_request()) is not None:
+        popped.append(request)
+    assert len(popped) == 5  # the frontier is the crawl's: all five, whoever queued them
+    # A URL seen before is not queued, and gives its slot back: the family stays full.
+    assert not one.enqueue_request(scrapy.Request(popped[0].url, meta=link))
+    counts = redis.Redis(port=redis_server.port).hgetall("focused:t:trap:queued")
+    assert counts == {b"h/cal/#": b"5"}
+    for scheduler, _ in schedulers:
+        scheduler.close("finished")
+
+
+def test_slots_taken_at_the_same_moment_never_pass_the_cap(redis_server):  # noqa: F811
+    schedulers = [shared_scheduler(redis_server.url, TRAP_MAX_PER_FAMILY=10) for _ in range(4)]
+    admitted = []
+
+    def admit(traps, worker):
+        days = (f"http://h/cal/{2000 + worker}/1/{day}" for day in range(1, 51))
+        admitted.extend(traps.admit(scrapy.Request(url)) for url in days)
+
+    threads = [
+        threading.Thread(target=admit, args=(scheduler.traps, worker))
+        for worker, (scheduler, _) in enumerate(schedulers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(admitted) == 10
+
+
+def test_a_query_explosion_is_counted_across_processes(redis_server):  # noqa: F811
+    (one, _), (two, crawler) = (
+        shared_scheduler(redis_server.url, TRAP_MAX_PER_FAMILY=2, TRAP_QUERY_VARIANTS=4)
+        for _ in range(2)
+    )
+    link = {"depth": 1, "parent_url": "http://h/"}
+    for i in range(2):
+        one.enqueue_request(scrapy.Request(f"http://h/list?sort=a&offset={i}", meta=link))
+    for i in range(2, 10):
+        two.enqueue_request(scrapy.Request(f"http://h/list?sort=a&offset={i}", meta=link))
+    assert len(one) == 4 + 2  # the crawl's frontier: four ordinary variants, two penalised
+    assert crawler.stats.get_value("focused/trap/dropped") == 4
+    one.close("finished")
+    two.close("finished")
 
 
 # -- a crawl of a site full of traps ---------------------------------------------------------

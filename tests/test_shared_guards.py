@@ -1,0 +1,113 @@
+"""A crawl shared by several processes through Redis keeps the trap cap and the duplicate
+checks crawl-wide: two processes crawl a loopback site with a trap and duplicate pages."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+from html import escape
+from urllib.parse import urlsplit
+
+import pytest
+
+from focused.simhash import distance
+from tests.conftest import Crawl
+from tests.sites import Reply, Site, html
+from tests.test_near_duplicates import DECEMBER, NOVEMBER, fingerprint
+from tests.test_redis_frontier import (
+    REDIS_SERVER,
+    finish,
+    redis_server,  # noqa: F401 (fixture)
+    start_worker,
+)
+
+pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+
+
+def guarded_site(sample_graph) -> Site:
+    """A home page linking to articles, each linking into an endless calendar (one trap
+    family); pairs of near-duplicate pages (``/pair/K/a``, ``/pair/K/b``: one article, two date
+    lines); pairs of pages declaring one canonical URL (``/alias/K/1``, ``/alias/K/2``). The
+    two pages of a pair are linked next to each other, so that two processes fetch them at
+    the same moment."""
+    texts = sorted({text for text in sample_graph.text.values() if len(text) > 2000})
+    articles, aliased, paired = texts[:30], texts[30:38], []
+    for text in texts[38:]:  # a date line changes these by at most a bit: found at any extraction
+        near = [fingerprint(f"{line}\n{text}") for line in (NOVEMBER, DECEMBER)]
+        if None not in near and distance(*near) <= 1:
+            paired.append(text)
+    paired = paired[:6]
+    assert len(paired) == 6
+    pages = {}
+    for i, text in enumerate(articles):
+        calendar = f'<a href="/cal/2026/11/{i % 28 + 1:02d}">bird events</a>'
+        pages[f"/article/{i}"] = html(f"Article {i}", f"<p>{escape(text)}</p>{calendar}")
+    for k, text in enumerate(paired):
+        for name, line in (("a", NOVEMBER), ("b", DECEMBER)):
+            pages[f"/pair/{k}/{name}"] = html("Pair", f"<p>{line}</p><p>{escape(text)}</p>")
+    for k in range(4):
+        head = f'<link rel="canonical" href="/canon/{k}">'
+        for n in (1, 2):
+            body = f"<p>{escape(aliased[2 * k + n - 1])}</p>"
+            pages[f"/alias/{k}/{n}"] = html("Alias", body, head)
+    pages["/"] = html("Birds", "".join(f'<a href="{path}">birds</a> ' for path in pages))
+
+    def respond(method: str, path: str) -> Reply:
+        if path.startswith("/cal/"):
+            day = date(*map(int, path.split("/")[2:5]))
+            links = "".join(
+                f'<a href="/cal/{other:%Y/%m/%d}">bird events</a>'
+                for other in (day - timedelta(1), day + timedelta(1))
+            )
+            return Reply(body=html("Calendar", f"<p>Bird events: none.</p>{links}"))
+        if path not in pages:
+            return Reply(status=404, body="not found")
+        return Reply(body=pages[path])
+
+    return Site(respond, delay=0.05)
+
+
+def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
+    tmp_path,
+    sample_graph,
+    redis_server,  # noqa: F811
+):
+    cap = 3
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CONCURRENT_REQUESTS": 2,
+        "TRAP_MAX_PER_FAMILY": cap,
+    }
+    spider_args = {"strategy": "bfs", "query": "birds"}
+    with guarded_site(sample_graph) as site:
+        spider_args["seeds"] = f"{site.url}/"
+        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
+        logs = [finish(worker) for worker in workers]
+        paths = [path for _, path in site.log.gets()]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert "Spider closed (finished)" in log, log[-3000:]
+
+    def stat(name: str) -> list[int]:
+        return [int(n) for log in logs for n in re.findall(rf"'focused/{name}': (\d+)", log)]
+
+    # The cap is the crawl's: both processes found calendar links, and queued three in all.
+    assert sum(stat("trap/penalised")) <= cap
+    assert len(stat("trap/dropped")) == 2, "a process never met the trap: nothing is shown"
+    assert 1 <= sum(path.startswith("/cal/") for path in paths) <= cap
+    pages = {
+        urlsplit(page["url"]).path: page
+        for page in Crawl(None, tmp_path / "focused.sqlite3", "shared").pages()
+    }
+    assert sum(path.startswith("/article/") for path in pages) == 30
+    for k in range(6):
+        pair = [pages[f"/pair/{k}/a"], pages[f"/pair/{k}/b"]]
+        originals = [page for page in pair if page["duplicate_of"] is None]
+        assert len(originals) == 1, f"pair {k} stored twice"
+        copy = pair[1 - pair.index(originals[0])]
+        assert copy["duplicate_of"] == originals[0]["url"] and copy["text"] is None
+    assert sum(stat("duplicates/near")) == 6
+    for k in range(4):
+        assert pages[f"/canon/{k}"]["duplicate_of"] is None
+        copies = [pages.get(f"/alias/{k}/{n}") for n in (1, 2)]
+        assert [copy["duplicate_of"] for copy in copies if copy] == [f"{site.url}/canon/{k}"]
