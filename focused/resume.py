@@ -16,6 +16,8 @@ What a crash can cut off, and where it is kept instead:
 - **The seen set**: ``FrontierDupeFilter`` keeps no ``requests.seen`` file (Scrapy's is
   buffered, so a crash loses its tail); the seen fingerprints are those of the frontier file
   (queued, in flight, finished), which change in the same transactions as the queue.
+- **Trap-family counts** (``focused.traps.SqliteCounts``): ``JOBDIR/trapfamilies.sqlite3``,
+  every change committed at once.
 - **Counters** in ``spider.state`` (Scrapy saves it only on a clean close): ``recover_state``
   takes fetch order, relevant pages, canonical URLs, per-host counts and (at least) the page
   budget's count back from the store.

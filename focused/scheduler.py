@@ -29,8 +29,9 @@ Frontier-wide limits live here, so that every strategy gets them:
   every other request (the frontiers order by ``(back, key)``, so each strategy's keys stay its
   own); once ``TRAP_MAX_PER_FAMILY`` (10; 0 = off) requests of one trap family were queued,
   the rest are dropped. Stats ``focused/trap/penalised``, ``focused/trap/dropped``; a log line
-  per family dropped; counts survive a JOBDIR pause, and in a crawl shared through Redis
-  they are the crawl's (``focused.traps.trap_counts``). Seeds are never taken for traps.
+  per family dropped; under JOBDIR the counts survive a pause and ``kill -9``, and in a crawl
+  shared through Redis they are the crawl's (``focused.traps.trap_counts``). Seeds are never
+  taken for traps.
 
 The host limits act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
 (``CONCURRENT_REQUESTS_PER_DOMAIN``, ``DOWNLOAD_DELAY``) and AutoThrottle then pace the
@@ -177,6 +178,8 @@ class FocusedScheduler(Scheduler):
             if not self._dqpush(request):
                 self._mqpush(request)
         self.parked.clear()
+        if self.traps is not None:
+            self.traps.close()
         return super().close(reason)
 
     @staticmethod

@@ -23,10 +23,11 @@ take. Here:
   of one path with one parameter set) and the counts: ``FocusedScheduler`` marks a trap
   request with ``TRAP_META`` (the frontiers queue it behind every other request) and drops it
   once its family has had ``TRAP_MAX_PER_FAMILY`` requests queued.
-- ``trap_counts(spider)`` decides where the counts live: in ``spider.state`` for one process
-  (``LocalCounts``, kept over a JOBDIR pause), in Redis for a crawl shared by several processes
-  (``SharedCounts``), so that the cap and the explosion test are the crawl's, not each
-  process's.
+- ``trap_counts(spider)`` decides where the counts live: in Redis for a crawl shared by several
+  processes (``SharedCounts``), so that the cap and the explosion test are the crawl's, not
+  each process's; under JOBDIR in an SQLite file written through (``SqliteCounts``,
+  ``JOBDIR/trapfamilies.sqlite3``), so that both a pause and a ``kill -9`` keep them; else in
+  memory (``LocalCounts``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,11 @@ import logging
 import re
 from collections import Counter
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlsplit
+
+from scrapy import signals
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+COUNTS_FILE = "trapfamilies.sqlite3"  # under JOBDIR
 TRAP_META = "trap_family"  # meta key: the family of a request queued at the back
 
 _DIGITS = re.compile(r"\d+")
@@ -131,11 +136,11 @@ def _is_token(value: str) -> bool:
 
 
 class LocalCounts:
-    """The counts of one process, in a dict of ``spider.state`` (saved on a JOBDIR pause)."""
+    """The counts of one process, in memory: ``variants`` and ``queued`` (family -> count)."""
 
-    def __init__(self, counts: dict) -> None:
-        self.variants: Counter[str] = counts.setdefault("variants", Counter())
-        self.queued: Counter[str] = counts.setdefault("queued", Counter())
+    def __init__(self) -> None:
+        self.variants: Counter[str] = Counter()
+        self.queued: Counter[str] = Counter()
 
     def query_variants(self, name: str) -> int:
         return self.variants[name]
@@ -197,13 +202,81 @@ class SharedCounts:
         return int(self.shared.run(self.shared.redis.hget, self._queued, name, default=0) or 0)
 
 
-def trap_counts(spider: Spider) -> LocalCounts | SharedCounts:
+class SqliteCounts(LocalCounts):
+    """The counts of a JOBDIR crawl: ``LocalCounts`` whose every change is also committed at
+    once to the table ``counts`` (family, kind, count; kind ``variants`` or ``queued``) of an
+    SQLite file, so that a crawl resumed after ``kill -9`` keeps its caps, as after a pause.
+
+    A JOBDIR written before kept the counts in ``spider.state["trap_families"]``, which Scrapy
+    loads only when the spider opens: ``carry_over`` then moves them into the file, the larger
+    count per family winning.
+    """
+
+    def __init__(self, path: Path) -> None:
+        # Imported here: schedulers.base imports this module.
+        from schedulers.base import connect_crash_safe
+
+        super().__init__()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = connect_crash_safe(path)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS counts (family TEXT, kind TEXT, count INTEGER NOT NULL,"
+            " PRIMARY KEY (family, kind))"
+        )
+        for name, kind, count in self._db.execute("SELECT family, kind, count FROM counts"):
+            self._kind(kind)[name] = count
+
+    def _kind(self, kind: str) -> Counter[str]:
+        return self.variants if kind == "variants" else self.queued
+
+    def _save(self, name: str, kind: str) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", (name, kind, self._kind(kind)[name])
+        )
+
+    def add_variant(self, name: str) -> None:
+        super().add_variant(name)
+        self._save(name, "variants")
+
+    def take(self, name: str, limit: int) -> bool:
+        taken = super().take(name, limit)
+        if taken:
+            self._save(name, "queued")
+        return taken
+
+    def give_back(self, name: str) -> None:
+        super().give_back(name)
+        self._save(name, "queued")
+
+    def carry_over(self, spider: Spider) -> None:
+        """Take over the counts an older version kept in ``spider.state`` (on spider_opened,
+        after Scrapy's SpiderState has loaded it)."""
+        old = spider.state.pop("trap_families", None) or {}
+        self._db.execute("BEGIN")
+        for kind in ("variants", "queued"):
+            counts = self._kind(kind)
+            for name, count in old.get(kind, {}).items():
+                if count > counts[name]:
+                    counts[name] = count
+                    self._save(name, kind)
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def trap_counts(spider: Spider) -> LocalCounts | SqliteCounts | SharedCounts:
     """Where a crawl keeps its trap counts: in Redis when it is shared by several processes,
-    else in ``spider.state``."""
+    in ``JOBDIR/trapfamilies.sqlite3`` under JOBDIR, else in memory."""
     shared = getattr(spider, "shared", None)
     if shared is not None:
         return SharedCounts(shared)
-    return LocalCounts(spider.state.setdefault("trap_families", {}))
+    jobdir = spider.crawler.settings.get("JOBDIR")
+    if not jobdir:
+        return LocalCounts()
+    counts = SqliteCounts(Path(jobdir, COUNTS_FILE))
+    spider.crawler.signals.connect(counts.carry_over, signal=signals.spider_opened)
+    return counts
 
 
 class TrapFamilies:
@@ -220,7 +293,7 @@ class TrapFamilies:
         self,
         max_per_family: int,
         max_variants: int,
-        counts: LocalCounts | SharedCounts,
+        counts: LocalCounts | SqliteCounts | SharedCounts,
         stats: StatsCollector,
     ) -> None:
         self.max_per_family = max_per_family
@@ -266,3 +339,7 @@ class TrapFamilies:
         name = request.meta.get(TRAP_META)
         if name is not None:
             self.counts.give_back(name)
+
+    def close(self) -> None:
+        if isinstance(self.counts, SqliteCounts):
+            self.counts.close()

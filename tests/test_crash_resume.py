@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import signal
 import sqlite3
 import subprocess
 import time
 from collections import Counter
+from datetime import date, timedelta
 
 from focused.replayweb import ReplayServer
 from tests.conftest import (
@@ -27,6 +29,7 @@ from tests.conftest import (
     page_name,
     scrapy_command,
 )
+from tests.sites import Reply, Site, html
 from tests.test_resume import _reachable
 
 CONCURRENT = 4
@@ -195,3 +198,73 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
     # CONCURRENT + 1 pages, fetched again); the resumed run stops with at most CONCURRENT - 1
     # requests under way beyond the budget. Counted per run, it would fetch `budget` more.
     assert budget - (CONCURRENT + 1) <= len(pages) <= budget + CONCURRENT - 1, len(pages)
+
+
+TRAP_CAP = 3
+ARTICLES = 30
+
+
+def calendar_site(method: str, path: str) -> Reply:
+    """Articles about birds, each linking to a day of an endless calendar (one trap family,
+    ``/cal/#``), whose days link to the next and the previous day."""
+    if path == "/":
+        links = "".join(f'<a href="/article/{i}">birds {i}</a> ' for i in range(ARTICLES))
+        return Reply(body=html("Birds", f"<p>Birds of the marsh.</p>{links}"))
+    if match := re.fullmatch(r"/article/(\d+)", path):
+        i = int(match[1])
+        text = f"<p>Birds: article {i} on the nesting birds of the marsh.</p>"
+        day = f'<a href="/cal/2026/11/{i % 28 + 1:02d}">bird events</a>'
+        return Reply(body=html(f"Article {i}", text + day))
+    if match := re.fullmatch(r"/cal/(\d+)/(\d+)/(\d+)", path):
+        day = date(*map(int, match.groups()))
+        links = "".join(
+            f'<a href="/cal/{other:%Y/%m/%d}">bird events</a>'
+            for other in (day + timedelta(1), day - timedelta(1))
+        )
+        return Reply(body=html("Calendar", f"<p>Bird events: none.</p>{links}"))
+    return Reply(status=404, body="not found")
+
+
+def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
+    """The trap-family counts are written through under JOBDIR: a crawl killed once its trap
+    family is full, then resumed, queues no more of the family than TRAP_MAX_PER_FAMILY in all
+    (with the counts of the last clean close, the resumed run would take the cap again from
+    the links of the calendar pages it fetches)."""
+    log = tmp_path / "killed.log"
+    with Site(calendar_site, delay=0.05) as site:
+        arguments = {"strategy": "bestfirst", "query": "birds", "seeds": f"{site.url}/"}
+        settings = {
+            "FOCUSED_DB": tmp_path / "focused.sqlite3",
+            "JOBDIR": tmp_path / "job",
+            "CONCURRENT_REQUESTS": 2,
+            "TRAP_MAX_PER_FAMILY": TRAP_CAP,
+            "CLOSESPIDER_PAGECOUNT": 200,  # a bound, should the cap not hold
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            "LOG_LEVEL": "INFO",
+        }
+        command = scrapy_command(*crawl_args(arguments, settings))
+        with log.open("wb") as stderr:
+            run = subprocess.Popen(
+                command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=stderr
+            )
+            deadline = time.monotonic() + 90
+            while b"Trap family" not in log.read_bytes() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+        assert b"Trap family" in log.read_bytes(), "the cap was never reached"
+        before_kill = len(site.log.gets())
+        final = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        paths = [path for _, path in site.log.gets()]
+    assert final.returncode == 0, final.stderr[-3000:]
+    calendar = {path for path in paths if path.startswith("/cal/")}
+    resumed_calendar = {path for path in paths[before_kill:] if path.startswith("/cal/")}
+    # The resumed run fetched calendar pages, so their links to other days were offered to it.
+    assert resumed_calendar, "no calendar page after the kill: the test would prove nothing"
+    assert {p for p in paths if p.startswith("/article/")} == {
+        f"/article/{i}" for i in range(ARTICLES)
+    }
+    assert len(calendar) <= TRAP_CAP, sorted(calendar)
+    assert "focused/trap/dropped" in final.stderr

@@ -4,6 +4,7 @@ and a 500-page crawl of a loopback site with an endless calendar and session-id 
 from __future__ import annotations
 
 import logging
+import pickle
 import re
 import threading
 from collections import Counter
@@ -14,6 +15,7 @@ from urllib.parse import SplitResult, urlsplit
 import pytest
 import redis
 import scrapy
+from scrapy import signals
 from scrapy.utils.test import get_crawler
 
 from focused.distributed import SharedCrawl
@@ -220,20 +222,53 @@ def test_a_query_explosion_becomes_a_trap_family(tmp_path):
     scheduler.close("finished")
 
 
-def test_trap_counts_survive_a_jobdir_pause(tmp_path):
-    settings = {"TRAP_MAX_PER_FAMILY": 3}
+def test_trap_counts_survive_a_crash_of_a_jobdir_crawl(tmp_path):
+    """Counts written through by one scheduler are those of the next one on the same JOBDIR,
+    though the first was never closed (as after ``kill -9``: no spider.state was saved)."""
+    settings = {"TRAP_MAX_PER_FAMILY": 3, "TRAP_QUERY_VARIANTS": 100}
     link = {"depth": 1, "parent_url": "http://h/"}
-    scheduler, crawler = make_scheduler(tmp_path, True, **settings)
+    crashed, _ = make_scheduler(tmp_path, True, **settings)
     for day in (1, 2):
-        scheduler.enqueue_request(scrapy.Request(f"http://h/cal/2026/2/{day}", meta=link))
-    state = crawler.spider.state  # what Scrapy's SpiderState pickles on a pause
-    scheduler.close("shutdown")
-    scheduler, crawler = make_scheduler(tmp_path, True, **settings)
-    crawler.spider.state.update(state)
-    scheduler.traps.counts.queued.update(state["trap_families"]["queued"])
+        crashed.enqueue_request(scrapy.Request(f"http://h/cal/2026/2/{day}", meta=link))
+    crashed.enqueue_request(scrapy.Request("http://h/list?offset=1", meta=link))
+    scheduler, crawler = make_scheduler(tmp_path, True, **settings)  # a new, empty spider.state
+    assert scheduler.traps.counts.query_variants("h/list?offset") == 1
     for day in range(3, 10):
         scheduler.enqueue_request(scrapy.Request(f"http://h/cal/2026/2/{day}", meta=link))
-    assert len(scheduler) == 3
+    assert crawler.stats.get_value("focused/trap/penalised") == 1  # day 3 only
+    assert crawler.stats.get_value("focused/trap/dropped") == 6
+    assert scheduler.traps.counts.queued_count("h/cal/#") == 3
+    scheduler.close("finished")
+
+
+def test_counts_of_an_older_jobdir_are_carried_over_from_spider_state(tmp_path):
+    """A JOBDIR whose counts are in spider.state (the previous version): the larger count of
+    each family is kept, and spider.state no longer holds them."""
+    settings = {"TRAP_MAX_PER_FAMILY": 3, "TRAP_QUERY_VARIANTS": 100, "LOGSTATS_INTERVAL": 0}
+    link = {"depth": 1, "parent_url": "http://h/"}
+    scheduler, crawler = make_scheduler(tmp_path, True, **settings)
+    scheduler.enqueue_request(scrapy.Request("http://h/cal/2026/2/1", meta=link))
+    for i in range(3):
+        scheduler.enqueue_request(scrapy.Request(f"http://h/a/{i}/a/b/a/b/", meta=link))
+    saved = {
+        "queued": Counter({"h/cal/#": 2, "h/a/#/...": 1, "h/x/#": 3}),
+        "variants": Counter({"h/list?offset": 7}),
+    }
+    # The state file an older version saved on a pause; Scrapy's SpiderState loads it when the
+    # spider opens, after the scheduler has opened.
+    with (tmp_path / "job" / "spider.state").open("wb") as state:
+        pickle.dump({"trap_families": saved, "responses": 5}, state)
+    crawler.signals.send_catch_log(signals.spider_opened, spider=crawler.spider)
+    assert crawler.spider.state == {"responses": 5}
+    counts = scheduler.traps.counts
+    assert counts.queued_count("h/cal/#") == 2  # the saved count was larger
+    assert counts.queued_count("h/a/#/...") == 3  # the file's count was larger
+    assert counts.queued_count("h/x/#") == 3
+    assert counts.query_variants("h/list?offset") == 7
+    scheduler.close("shutdown")
+    scheduler, _ = make_scheduler(tmp_path, True, **settings)  # and they are in the file
+    assert scheduler.traps.counts.queued_count("h/x/#") == 3
+    assert not scheduler.enqueue_request(scrapy.Request("http://h/x/2026/1/5", meta=link))
     scheduler.close("finished")
 
 
