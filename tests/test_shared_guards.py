@@ -1,14 +1,18 @@
-"""A crawl shared by several processes through Redis keeps the trap cap and the duplicate
-checks crawl-wide: two processes crawl a loopback site with a trap and duplicate pages."""
+"""A crawl shared by several processes through Redis keeps the trap cap, the duplicate checks
+and the pages per host crawl-wide: two processes crawl a loopback site with a trap and
+duplicate pages."""
 
 from __future__ import annotations
 
 import re
+import threading
 from datetime import date, timedelta
 from html import escape
 from urllib.parse import urlsplit
 
 import pytest
+import redis
+import scrapy
 
 from focused.simhash import distance
 from tests.conftest import Crawl
@@ -20,11 +24,12 @@ from tests.test_redis_frontier import (
     redis_server,  # noqa: F401 (fixture)
     start_worker,
 )
+from tests.test_traps import shared_scheduler
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 
 
-def guarded_site(sample_graph) -> Site:
+def guarded_site(sample_graph, delay: float = 0.05) -> Site:
     """A home page linking to articles, each linking into an endless calendar (one trap
     family); pairs of near-duplicate pages (``/pair/K/a``, ``/pair/K/b``: one article, two date
     lines); pairs of pages declaring one canonical URL (``/alias/K/1``, ``/alias/K/2``). The
@@ -64,7 +69,7 @@ def guarded_site(sample_graph) -> Site:
             return Reply(status=404, body="not found")
         return Reply(body=pages[path])
 
-    return Site(respond, delay=0.05)
+    return Site(respond, delay=delay)
 
 
 def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
@@ -111,3 +116,68 @@ def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
         assert pages[f"/canon/{k}"]["duplicate_of"] is None
         copies = [pages.get(f"/alias/{k}/{n}") for n in (1, 2)]
         assert [copy["duplicate_of"] for copy in copies if copy] == [f"{site.url}/canon/{k}"]
+
+
+def test_processes_taking_pages_of_one_host_at_once_get_exactly_the_cap(redis_server):  # noqa: F811
+    cap = 7
+    schedulers = [shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap) for _ in range(4)]
+    first = schedulers[0][0]
+    for i in range(120):  # the frontier is the crawl's: every process pops from it
+        first.enqueue_request(scrapy.Request(f"http://h.test/{i}", meta={"depth": 1}))
+    handed_out: list[list[str]] = [[] for _ in schedulers]
+
+    def fetch(scheduler, urls):
+        while (request := scheduler.next_request()) is not None:
+            urls.append(request.url)
+
+    threads = [
+        threading.Thread(target=fetch, args=(scheduler, urls))
+        for (scheduler, _), urls in zip(schedulers, handed_out, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(len(urls) for urls in handed_out) == cap
+    skipped = [
+        crawler.stats.get_value("focused/skipped/host_limit", 0) for _, crawler in schedulers
+    ]
+    assert sum(skipped) == 120 - cap
+    counts = redis.Redis(port=redis_server.port).hgetall("focused:t:host_pages")
+    assert counts == {b"h.test": str(cap).encode()}
+    for scheduler, _ in schedulers:
+        scheduler.close("finished")
+
+
+def test_two_processes_share_the_pages_per_host(
+    tmp_path,
+    sample_graph,
+    redis_server,  # noqa: F811
+):
+    cap = 8
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CONCURRENT_REQUESTS": 2,
+        "MAX_PAGES_PER_HOST": cap,
+    }
+    spider_args = {"strategy": "bfs", "query": "birds"}
+    # One host, over 40 pages, slow enough that both processes fetch before the cap is met.
+    with guarded_site(sample_graph, delay=0.5) as site:
+        spider_args["seeds"] = f"{site.url}/"
+        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
+        logs = [finish(worker) for worker in workers]
+        paths = [path for _, path in site.log.gets() if path != "/robots.txt"]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        # A request dropped at the cap is done with: no process waits on it, none re-queues it.
+        assert "Spider closed (finished)" in log, log[-3000:]
+        assert "never marked done" not in log, log[-3000:]
+    scraped = [re.findall(r"'item_scraped_count': (\d+)", log) for log in logs]
+    assert all(scraped), "a process stored nothing: the cap was never shared"
+    assert len(paths) <= cap
+    skipped = [
+        int(n) for log in logs for n in re.findall(r"'focused/skipped/host_limit': (\d+)", log)
+    ]
+    assert skipped and sum(skipped) >= 40 - cap
+    pages = Crawl(None, tmp_path / "focused.sqlite3", "shared").pages()
+    assert 1 <= len(pages) <= cap
