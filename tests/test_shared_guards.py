@@ -72,29 +72,36 @@ def guarded_site(sample_graph, delay: float = 0.05) -> Site:
     return Site(respond, delay=delay)
 
 
+def crawl_by_two_processes(tmp_path, redis_url: str, site: Site, **settings) -> list[str]:
+    """Crawl ``site`` from its home page (bfs) by two processes sharing one crawl; their logs,
+    once both closed as finished."""
+    settings = {"FOCUSED_FRONTIER": redis_url, "CONCURRENT_REQUESTS": 2, **settings}
+    spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+    workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
+    logs = [finish(worker) for worker in workers]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert "Spider closed (finished)" in log, log[-3000:]
+    return logs
+
+
+def stats(logs: list[str], name: str) -> list[int]:
+    """The values of stat ``name`` in the final stats of each log that has it."""
+    return [int(n) for log in logs for n in re.findall(rf"'{re.escape(name)}': (\d+)", log)]
+
+
 def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
     tmp_path,
     sample_graph,
     redis_server,  # noqa: F811
 ):
     cap = 3
-    settings = {
-        "FOCUSED_FRONTIER": redis_server.url,
-        "CONCURRENT_REQUESTS": 2,
-        "TRAP_MAX_PER_FAMILY": cap,
-    }
-    spider_args = {"strategy": "bfs", "query": "birds"}
     with guarded_site(sample_graph) as site:
-        spider_args["seeds"] = f"{site.url}/"
-        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
-        logs = [finish(worker) for worker in workers]
+        logs = crawl_by_two_processes(tmp_path, redis_server.url, site, TRAP_MAX_PER_FAMILY=cap)
         paths = [path for _, path in site.log.gets()]
-    for worker, log in zip(workers, logs, strict=True):
-        assert worker.returncode == 0, log[-3000:]
-        assert "Spider closed (finished)" in log, log[-3000:]
 
     def stat(name: str) -> list[int]:
-        return [int(n) for log in logs for n in re.findall(rf"'focused/{name}': (\d+)", log)]
+        return stats(logs, f"focused/{name}")
 
     # The cap is the crawl's: both processes found calendar links, and queued three in all.
     assert sum(stat("trap/penalised")) <= cap
@@ -155,29 +162,16 @@ def test_two_processes_share_the_pages_per_host(
     redis_server,  # noqa: F811
 ):
     cap = 8
-    settings = {
-        "FOCUSED_FRONTIER": redis_server.url,
-        "CONCURRENT_REQUESTS": 2,
-        "MAX_PAGES_PER_HOST": cap,
-    }
-    spider_args = {"strategy": "bfs", "query": "birds"}
     # One host, over 40 pages, slow enough that both processes fetch before the cap is met.
     with guarded_site(sample_graph, delay=0.5) as site:
-        spider_args["seeds"] = f"{site.url}/"
-        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
-        logs = [finish(worker) for worker in workers]
-        paths = [path for _, path in site.log.gets() if path != "/robots.txt"]
-    for worker, log in zip(workers, logs, strict=True):
-        assert worker.returncode == 0, log[-3000:]
-        # A request dropped at the cap is done with: no process waits on it, none re-queues it.
-        assert "Spider closed (finished)" in log, log[-3000:]
+        logs = crawl_by_two_processes(tmp_path, redis_server.url, site, MAX_PAGES_PER_HOST=cap)
+        paths = [path for _, path in site.log.gets()]  # robots.txt is not logged
+    for log in logs:
+        # A request dropped at the cap is done with: no process re-queues it when idle.
         assert "never marked done" not in log, log[-3000:]
-    scraped = [re.findall(r"'item_scraped_count': (\d+)", log) for log in logs]
-    assert all(scraped), "a process stored nothing: the cap was never shared"
+    stored = stats(logs, "item_scraped_count")
+    assert len(stored) == 2, "a process stored nothing: the cap was never shared"
     assert len(paths) <= cap
-    skipped = [
-        int(n) for log in logs for n in re.findall(r"'focused/skipped/host_limit': (\d+)", log)
-    ]
-    assert skipped and sum(skipped) >= 40 - cap
+    assert sum(stats(logs, "focused/skipped/host_limit")) >= 40 - cap
     pages = Crawl(None, tmp_path / "focused.sqlite3", "shared").pages()
     assert 1 <= len(pages) <= cap
