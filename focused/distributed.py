@@ -14,10 +14,11 @@ With ``-s FOCUSED_FRONTIER=redis://host:port/db`` and the same ``-a crawl_id=`` 
 
 The page budget (``CLOSESPIDER_PAGECOUNT``) is the crawl's total: a request takes a slot when it
 is popped, atomically, so the processes together never fetch more (a retry or redirect takes
-another slot). So are the trap cap (``focused.traps.SharedCounts``) and the duplicate checks
-(``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
+another slot). So are the pages per host (``MAX_PAGES_PER_HOST``, hash ``host_pages``), the trap
+cap (``focused.traps.SharedCounts``), both taken with ``SharedCrawl.take``, and the duplicate
+checks (``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
 ``SharedCrawl.run``. Politeness stays per process (AutoThrottle,
-``CONCURRENT_REQUESTS_PER_DOMAIN``), as do ``MAX_PAGES_PER_HOST`` and ``HOST_WINDOW``.
+``CONCURRENT_REQUESTS_PER_DOMAIN``), as does ``HOST_WINDOW``.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
@@ -107,6 +108,7 @@ class SharedCrawl:
         self._incr = self.redis.register_script(
             "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
         )
+        self._take = self.redis.register_script(TAKE)
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -141,6 +143,14 @@ class SharedCrawl:
         self._own[counter] += amount
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
         return self._own[counter] if value is None else int(value)
+
+    def take(self, hash_name: str, field: str, limit: int) -> bool:
+        """Add one to ``field`` of the crawl's hash ``hash_name`` unless it is at ``limit``
+        already; True if taken. Check and count are one step in Redis, so that processes
+        taking the last slot at the same moment never pass the limit together. Once Redis is
+        lost, False: the spider is closing."""
+        taken = self.run(self._take, keys=[self.key(hash_name)], args=[field, limit], default=0)
+        return taken > 0
 
     def counter(self, name: str) -> int:
         """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
@@ -317,6 +327,13 @@ class DistributedCrawl:
         # not make this process look alive.
         self.shared.run(self.shared.redis.hdel, self.shared.key("workers"), self.shared.worker)
 
+
+# Take a slot of a hash field unless it is full, in one step. KEYS: the hash. ARGV: field, limit.
+TAKE = """
+local taken = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+if taken >= tonumber(ARGV[2]) then return -1 end
+return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+"""
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:
 # prefix of the in-flight keys.

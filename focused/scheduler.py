@@ -16,13 +16,18 @@ Frontier-wide limits live here, so that every strategy gets them:
   a log line every 1,000 evictions.
 - ``MAX_PAGES_PER_HOST`` (default 0 = off): requests for a host that already had this many
   are dropped when they come up (``focused/skipped/host_limit``); counts survive a JOBDIR pause.
+  In a crawl shared through Redis the cap is the crawl's: a request takes its host's slot in
+  the hash ``host_pages`` when it comes up, check and count in one step
+  (``SharedCrawl.take``), so the processes together fetch at most the cap per host. A request
+  parked by ``HOST_WINDOW`` holds its slot (one parked when the process closes gives it up).
 - ``HOST_WINDOW`` k (default 0 = off): at most one request per host among any k consecutive
   dequeued requests (the sources' window rule, k = 100). A request whose host is in the window
   is parked, not lost, and handed out as soon as its host leaves the window; parked requests
   count in ``len()`` and go back to the queue on close. Up to ``HOST_WINDOW_SCAN`` (1,000)
   requests are looked at per dequeue; when none of them is allowed, the parked request whose
   host was fetched longest ago goes anyway (``focused/host_window/relaxed``), because the
-  window counts fetches and would otherwise never move.
+  window counts fetches and would otherwise never move. The window is each process's own,
+  also in a shared crawl.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -51,7 +56,7 @@ from typing import TYPE_CHECKING
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.httpobj import urlparse_cached
 
-from focused.resume import INFLIGHT, connect_request_done
+from focused.resume import INFLIGHT, connect_request_done, request_finished
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier
 
@@ -79,10 +84,12 @@ class FocusedScheduler(Scheduler):
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
+        scheduler.shared = None  # SharedCrawl of a crawl shared through Redis, set on open
         connect_request_done(crawler, scheduler._finished)
         return scheduler
 
     def open(self, spider):
+        self.shared = getattr(spider, "shared", None)
         if self.trap_max:
             counts = trap_counts(spider)
             self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
@@ -196,9 +203,11 @@ class FocusedScheduler(Scheduler):
             if request is None:
                 break
             host = self._host(request)
-            if self.max_per_host and self._host_pages[host] >= self.max_per_host:
+            if self.max_per_host and self._host_full(host):
                 self.stats.inc_value("focused/skipped/host_limit")
-                self._finished(request)
+                # Done with: under JOBDIR out of the frontier file, in a shared crawl out of
+                # this process's in-flight set (else it would be re-queued when idle).
+                self.crawler.signals.send_catch_log(request_finished, request=request)
                 continue
             if self.in_window[host]:
                 self.parked.append(request)
@@ -221,9 +230,16 @@ class FocusedScheduler(Scheduler):
             state["host_pages"] = Counter()
         return state["host_pages"]
 
+    def _host_full(self, host: str) -> bool:
+        """True if ``host`` had its ``MAX_PAGES_PER_HOST``. In a shared crawl a False takes
+        the host's slot (the crawl's count, in Redis); else ``_take`` counts the page."""
+        if self.shared is not None:
+            return not self.shared.take("host_pages", host, self.max_per_host)
+        return self._host_pages[host] >= self.max_per_host
+
     def _take(self, request: Request) -> Request:
         host = self._host(request)
-        if self.max_per_host:
+        if self.max_per_host and self.shared is None:
             self._host_pages[host] += 1
         if self.window:
             self.recent_hosts.append(host)

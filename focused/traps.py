@@ -162,19 +162,11 @@ class LocalCounts:
         return self.queued[name]
 
 
-# Take a slot of a trap family unless it is full, in one step, so that processes taking slots
-# at the same moment never pass the cap together. KEYS: the queued hash. ARGV: family, limit.
-TAKE = """
-local queued = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
-if queued >= tonumber(ARGV[2]) then return -1 end
-return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
-"""
-
-
 class SharedCounts:
     """The counts of a crawl shared through Redis (``spider.shared``): hashes
     ``trap:variants`` and ``trap:queued`` (family -> count) under the crawl's prefix, so that
-    a family's cap is the crawl's, whatever process queues its requests.
+    a family's cap is the crawl's, whatever process queues its requests (a slot is taken with
+    ``SharedCrawl.take``, check and count in one step).
 
     Once Redis is lost (``SharedCrawl.run``) a trap request is dropped: the spider is closing
     and nothing can be queued anyway.
@@ -184,7 +176,6 @@ class SharedCounts:
         self.shared = shared
         self._variants = shared.key("trap:variants")
         self._queued = shared.key("trap:queued")
-        self._take = shared.redis.register_script(TAKE)
 
     def query_variants(self, name: str) -> int:
         return int(self.shared.run(self.shared.redis.hget, self._variants, name, default=0) or 0)
@@ -193,7 +184,7 @@ class SharedCounts:
         self.shared.run(self.shared.redis.hincrby, self._variants, name, 1)
 
     def take(self, name: str, limit: int) -> bool:
-        return self.shared.run(self._take, keys=[self._queued], args=[name, limit], default=0) > 0
+        return self.shared.take("trap:queued", name, limit)
 
     def give_back(self, name: str) -> None:
         self.shared.run(self.shared.redis.hincrby, self._queued, name, -1)

@@ -1,14 +1,18 @@
-"""A crawl shared by several processes through Redis keeps the trap cap and the duplicate
-checks crawl-wide: two processes crawl a loopback site with a trap and duplicate pages."""
+"""A crawl shared by several processes through Redis keeps the trap cap, the duplicate checks
+and the pages per host crawl-wide: two processes crawl a loopback site with a trap and
+duplicate pages."""
 
 from __future__ import annotations
 
 import re
+import threading
 from datetime import date, timedelta
 from html import escape
 from urllib.parse import urlsplit
 
 import pytest
+import redis
+import scrapy
 
 from focused.simhash import distance
 from tests.conftest import Crawl
@@ -20,11 +24,12 @@ from tests.test_redis_frontier import (
     redis_server,  # noqa: F401 (fixture)
     start_worker,
 )
+from tests.test_traps import shared_scheduler
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 
 
-def guarded_site(sample_graph) -> Site:
+def guarded_site(sample_graph, delay: float = 0.05) -> Site:
     """A home page linking to articles, each linking into an endless calendar (one trap
     family); pairs of near-duplicate pages (``/pair/K/a``, ``/pair/K/b``: one article, two date
     lines); pairs of pages declaring one canonical URL (``/alias/K/1``, ``/alias/K/2``). The
@@ -64,7 +69,25 @@ def guarded_site(sample_graph) -> Site:
             return Reply(status=404, body="not found")
         return Reply(body=pages[path])
 
-    return Site(respond, delay=0.05)
+    return Site(respond, delay=delay)
+
+
+def crawl_by_two_processes(tmp_path, redis_url: str, site: Site, **settings) -> list[str]:
+    """Crawl ``site`` from its home page (bfs) by two processes sharing one crawl; their logs,
+    once both closed as finished."""
+    settings = {"FOCUSED_FRONTIER": redis_url, "CONCURRENT_REQUESTS": 2, **settings}
+    spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+    workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
+    logs = [finish(worker) for worker in workers]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert "Spider closed (finished)" in log, log[-3000:]
+    return logs
+
+
+def stats(logs: list[str], name: str) -> list[int]:
+    """The values of stat ``name`` in the final stats of each log that has it."""
+    return [int(n) for log in logs for n in re.findall(rf"'{re.escape(name)}': (\d+)", log)]
 
 
 def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
@@ -73,23 +96,12 @@ def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
     redis_server,  # noqa: F811
 ):
     cap = 3
-    settings = {
-        "FOCUSED_FRONTIER": redis_server.url,
-        "CONCURRENT_REQUESTS": 2,
-        "TRAP_MAX_PER_FAMILY": cap,
-    }
-    spider_args = {"strategy": "bfs", "query": "birds"}
     with guarded_site(sample_graph) as site:
-        spider_args["seeds"] = f"{site.url}/"
-        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
-        logs = [finish(worker) for worker in workers]
+        logs = crawl_by_two_processes(tmp_path, redis_server.url, site, TRAP_MAX_PER_FAMILY=cap)
         paths = [path for _, path in site.log.gets()]
-    for worker, log in zip(workers, logs, strict=True):
-        assert worker.returncode == 0, log[-3000:]
-        assert "Spider closed (finished)" in log, log[-3000:]
 
     def stat(name: str) -> list[int]:
-        return [int(n) for log in logs for n in re.findall(rf"'focused/{name}': (\d+)", log)]
+        return stats(logs, f"focused/{name}")
 
     # The cap is the crawl's: both processes found calendar links, and queued three in all.
     assert sum(stat("trap/penalised")) <= cap
@@ -111,3 +123,55 @@ def test_two_processes_share_the_trap_cap_and_the_duplicate_checks(
         assert pages[f"/canon/{k}"]["duplicate_of"] is None
         copies = [pages.get(f"/alias/{k}/{n}") for n in (1, 2)]
         assert [copy["duplicate_of"] for copy in copies if copy] == [f"{site.url}/canon/{k}"]
+
+
+def test_processes_taking_pages_of_one_host_at_once_get_exactly_the_cap(redis_server):  # noqa: F811
+    cap = 7
+    schedulers = [shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap) for _ in range(4)]
+    first = schedulers[0][0]
+    for i in range(120):  # the frontier is the crawl's: every process pops from it
+        first.enqueue_request(scrapy.Request(f"http://h.test/{i}", meta={"depth": 1}))
+    handed_out: list[list[str]] = [[] for _ in schedulers]
+
+    def fetch(scheduler, urls):
+        while (request := scheduler.next_request()) is not None:
+            urls.append(request.url)
+
+    threads = [
+        threading.Thread(target=fetch, args=(scheduler, urls))
+        for (scheduler, _), urls in zip(schedulers, handed_out, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(len(urls) for urls in handed_out) == cap
+    skipped = [
+        crawler.stats.get_value("focused/skipped/host_limit", 0) for _, crawler in schedulers
+    ]
+    assert sum(skipped) == 120 - cap
+    counts = redis.Redis(port=redis_server.port).hgetall("focused:t:host_pages")
+    assert counts == {b"h.test": str(cap).encode()}
+    for scheduler, _ in schedulers:
+        scheduler.close("finished")
+
+
+def test_two_processes_share_the_pages_per_host(
+    tmp_path,
+    sample_graph,
+    redis_server,  # noqa: F811
+):
+    cap = 8
+    # One host, over 40 pages, slow enough that both processes fetch before the cap is met.
+    with guarded_site(sample_graph, delay=0.5) as site:
+        logs = crawl_by_two_processes(tmp_path, redis_server.url, site, MAX_PAGES_PER_HOST=cap)
+        paths = [path for _, path in site.log.gets()]  # robots.txt is not logged
+    for log in logs:
+        # A request dropped at the cap is done with: no process re-queues it when idle.
+        assert "never marked done" not in log, log[-3000:]
+    stored = stats(logs, "item_scraped_count")
+    assert len(stored) == 2, "a process stored nothing: the cap was never shared"
+    assert len(paths) <= cap
+    assert sum(stats(logs, "focused/skipped/host_limit")) >= 40 - cap
+    pages = Crawl(None, tmp_path / "focused.sqlite3", "shared").pages()
+    assert 1 <= len(pages) <= cap
