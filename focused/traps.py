@@ -161,6 +161,9 @@ class LocalCounts:
     def queued_count(self, name: str) -> int:
         return self.queued[name]
 
+    def close(self) -> None:
+        """Nothing to release: the counts are in memory."""
+
 
 class SharedCounts:
     """The counts of a crawl shared through Redis (``spider.shared``): hashes
@@ -172,10 +175,12 @@ class SharedCounts:
     and nothing can be queued anyway.
     """
 
+    VARIANTS, QUEUED = "trap:variants", "trap:queued"  # hashes under the crawl's prefix
+
     def __init__(self, shared: SharedCrawl) -> None:
         self.shared = shared
-        self._variants = shared.key("trap:variants")
-        self._queued = shared.key("trap:queued")
+        self._variants = shared.key(self.VARIANTS)
+        self._queued = shared.key(self.QUEUED)
 
     def query_variants(self, name: str) -> int:
         return int(self.shared.run(self.shared.redis.hget, self._variants, name, default=0) or 0)
@@ -184,13 +189,16 @@ class SharedCounts:
         self.shared.run(self.shared.redis.hincrby, self._variants, name, 1)
 
     def take(self, name: str, limit: int) -> bool:
-        return self.shared.take("trap:queued", name, limit)
+        return self.shared.take(self.QUEUED, name, limit)
 
     def give_back(self, name: str) -> None:
         self.shared.run(self.shared.redis.hincrby, self._queued, name, -1)
 
     def queued_count(self, name: str) -> int:
         return int(self.shared.run(self.shared.redis.hget, self._queued, name, default=0) or 0)
+
+    def close(self) -> None:
+        """Nothing to release: the connection is the shared crawl's."""
 
 
 class SqliteCounts(LocalCounts):
@@ -332,5 +340,4 @@ class TrapFamilies:
             self.counts.give_back(name)
 
     def close(self) -> None:
-        if isinstance(self.counts, SqliteCounts):
-            self.counts.close()
+        self.counts.close()
