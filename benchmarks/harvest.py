@@ -145,7 +145,13 @@ def evaluate(
 
 
 def run_one(
-    strategy: str, topic: Topic, server: ReplayServer, workdir: Path, graph: Graph, timeout: float
+    strategy: str,
+    topic: Topic,
+    server: ReplayServer,
+    workdir: Path,
+    graph: Graph,
+    timeout: float,
+    encoder_store: str | None = None,
 ) -> dict[str, Any]:
     slug = f"{strategy}-{topic.short}"
     db = workdir / f"{slug}.sqlite3"
@@ -159,6 +165,8 @@ def run_one(
         distances = workdir / f"distances-{topic.short}.json"
         write_distances(distances, graph, topic, server.url)
         settings["ORACLE_DISTANCES"] = distances
+    if encoder_store:
+        settings["ENCODER_STORE_DIR"] = encoder_store
     arguments = {
         "strategy": strategy,
         "query": topic.query,
@@ -326,6 +334,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2, help="crawls at once (default 2: cores)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl")
+    parser.add_argument(
+        "--encoder-store",
+        help="keep the sentence encoder's vectors in this directory across the crawls "
+        "(default: each crawl starts without any, as a first crawl does)",
+    )
     args = parser.parse_args(argv)
     for name in ("topics_limit", "budget", "jobs"):
         value = getattr(args, name)
@@ -353,7 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ThreadPoolExecutor(args.jobs) as pool,
         ):
             futures = {
-                pool.submit(run_one, s, t, server, Path(tmp), graph, args.timeout): (s, t)
+                pool.submit(
+                    run_one, s, t, server, Path(tmp), graph, args.timeout, args.encoder_store
+                ): (s, t)
                 for s, t in pairs
             }
             for future, (strategy, topic) in futures.items():

@@ -9,6 +9,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -67,22 +68,32 @@ def run_scrapy(
     settings: Mapping[str, object] = {},
     timeout: float = 1800,
 ) -> CrawlRun:
-    """Run ``scrapy COMMAND`` in the project directory with INFO logging (for the stats dump)."""
+    """Run ``scrapy COMMAND`` in the project directory with INFO logging (for the stats dump).
+
+    Each run starts without the encoder vectors kept by earlier crawls (``focused.encodings``),
+    as a first crawl of a site does, unless ``settings`` name an ``ENCODER_STORE_DIR``.
+    """
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    all_settings = {"LOG_LEVEL": "INFO", "FOCUSED_LOGSTATS_INTERVAL": 0, **settings}
     started = time.monotonic()
-    try:
-        result = subprocess.run(
-            scrapy_args(command, arguments, all_settings),
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired as exc:
-        stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
-        return CrawlRun(-1, time.monotonic() - started, {}, stderr + "\nerror: timed out")
+    with tempfile.TemporaryDirectory(prefix="focused-encodings-") as store:
+        all_settings = {
+            "LOG_LEVEL": "INFO",
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            "ENCODER_STORE_DIR": store,
+            **settings,
+        }
+        try:
+            result = subprocess.run(
+                scrapy_args(command, arguments, all_settings),
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            stderr = exc.stderr.decode() if isinstance(exc.stderr, bytes) else exc.stderr or ""
+            return CrawlRun(-1, time.monotonic() - started, {}, stderr + "\nerror: timed out")
     wall = time.monotonic() - started
     return CrawlRun(result.returncode, wall, parse_stats(result.stderr), result.stderr)
 

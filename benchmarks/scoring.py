@@ -13,6 +13,10 @@ page score, every link's anchor, context and anchor+context scores, the topic up
 ``RELEVANCE_REFIT_EVERY`` pages as in a crawl; the refit runs in a thread there, so its CPU is
 reported apart. CPU is ``time.thread_time``, what ``focused/scoring_cpu_ms_per_page`` counts.
 Each figure is the least over the rounds: other processes on the machine only ever add.
+
+The encoder's vectors kept across crawls (``focused.encodings``) are in a fresh directory for
+each run: ``--store cold`` (default) measures a first crawl of the pages; ``--store warm`` first
+runs once, unmeasured, on the same directory, and measures the next crawl of the same pages.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ def fetch_pages(corpus: str, seed: str, count: int) -> list[dict[str, object]]:
         server.stop()
 
 
-def measure(pages_file: str, query: str, strategy: str) -> dict[str, float]:
+def measure(pages_file: str, query: str, strategy: str, store_dir: str) -> dict[str, float]:
     """Run inside a checkout (cwd first on sys.path): ms of CPU per page."""
     from scrapy import Request
     from scrapy.http import HtmlResponse
@@ -69,6 +73,7 @@ def measure(pages_file: str, query: str, strategy: str) -> dict[str, float]:
 
     pages = json.loads(Path(pages_file).read_text(encoding="utf-8"))
     settings = {k: v for k, v in vars(focused.settings).items() if k.isupper()}
+    settings["ENCODER_STORE_DIR"] = store_dir
     crawler = get_crawler(TopicalSpider, settings)
     crawler.settings = crawler.settings.copy()
     crawler.settings.frozen = False  # the spider sets its strategy, as in a crawl
@@ -95,6 +100,9 @@ def measure(pages_file: str, query: str, strategy: str) -> dict[str, float]:
             started = time.thread_time()
             model.refit()
             refit_ms += (time.thread_time() - started) * 1000
+    closed = getattr(middleware, "spider_closed", None)  # a baseline may keep nothing
+    if closed is not None:
+        closed(spider)
     n = len(pages)
     return {
         "scoring CPU ms/page": score_ms / n,
@@ -106,13 +114,23 @@ def measure(pages_file: str, query: str, strategy: str) -> dict[str, float]:
     }
 
 
-def run(checkout: Path, pages_file: Path, query: str, strategy: str) -> dict[str, float]:
+def run(checkout: Path, pages_file: Path, query: str, strategy: str, store: str) -> dict:
+    with tempfile.TemporaryDirectory(prefix="focused-encodings-") as store_dir:
+        if store == "warm":
+            measure_in(checkout, pages_file, query, strategy, store_dir)
+        return measure_in(checkout, pages_file, query, strategy, store_dir)
+
+
+def measure_in(
+    checkout: Path, pages_file: Path, query: str, strategy: str, store_dir: str
+) -> dict[str, float]:
     # This file runs in both checkouts (the baseline may not have it); the code it measures
     # is the checkout's own.
     code = (
         f"import sys, json, runpy; sys.path.insert(0, {str(checkout)!r}); "
         f"measure = runpy.run_path({__file__!r})['measure']; "
-        f"print(json.dumps(measure({str(pages_file)!r}, {query!r}, {strategy!r})))"
+        f"print(json.dumps(measure({str(pages_file)!r}, {query!r}, {strategy!r}, "
+        f"{store_dir!r})))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=False
@@ -133,6 +151,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--strategy", default=DEFAULT_STRATEGY, help=f"strategy (default {DEFAULT_STRATEGY})"
     )
+    parser.add_argument(
+        "--store",
+        choices=("cold", "warm"),
+        default="cold",
+        help="encoder vectors kept by an earlier crawl of the pages: none (cold, default) or all",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="focused-scoring-") as tmp:
         pages_file = Path(tmp, "pages.json")
@@ -145,9 +169,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
-            results["baseline"].append(run(baseline, pages_file, args.query, args.strategy))
-            results["current"].append(run(REPO, pages_file, args.query, args.strategy))
-    print(f"{args.pages} pages from {args.seed}, {args.strategy}; least of {args.rounds} rounds")
+            for name, checkout in (("baseline", baseline), ("current", REPO)):
+                results[name].append(
+                    run(checkout, pages_file, args.query, args.strategy, args.store)
+                )
+    print(
+        f"{args.pages} pages from {args.seed}, {args.strategy}, {args.store} encoder store; "
+        f"least of {args.rounds} rounds"
+    )
     print(f"{'per page':<38} {'baseline':>9} {'current':>9} {'ratio':>6}")
     for name in results["current"][0]:
         base = min(r[name] for r in results["baseline"])

@@ -206,6 +206,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "NEAR_DUPLICATE_DISTANCE": (int, -1, 3),
     "ENCODER_CACHE_SIZE": (int, 1, None),
     "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
+    "ENCODER_STORE_SIZE": (int, 0, None),
 }
 
 

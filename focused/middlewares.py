@@ -66,6 +66,7 @@ class RelevanceMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
         middleware = cls(crawler)
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         return middleware
 
     def spider_opened(self, spider: Spider) -> None:
@@ -78,6 +79,10 @@ class RelevanceMiddleware:
         self._reads_link_scores = self._strategy.reads_link_scores or (
             getattr(self._strategy, "link_encoder", False) and self._encoder is None
         )
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self._encoder is not None:
+            self._encoder.close()  # keeps this crawl's vectors for the next (focused.encodings)
 
     @property
     def model(self) -> RelevanceModel:

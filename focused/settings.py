@@ -171,6 +171,11 @@ ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is reme
 # that score among those seen so far, is then encoded whole. 1.0: every anchor whole (1.5 times
 # the scoring CPU); 0.0: words only (cheapest, lower harvest). BENCHMARKS.md, "Anchors".
 ENCODER_WHOLE_SHARE = 0.25
+# Texts (whole anchors, words outside the vocabulary) whose vectors are kept across crawls in
+# ENCODER_STORE_DIR, so that the next crawl of the same sites reads them instead of running the
+# model (focused.encodings; 768 bytes a text); the oldest go first. 0: nothing is kept.
+ENCODER_STORE_SIZE = 100_000
+ENCODER_STORE_DIR = None  # None: ENCODER_EXPORT_DIR
 
 # -- ONNX Runtime sentence encoder (focused.encoder, README "Semantic") ----------------------
 # The encoder runs as an int8 ONNX model with onnxruntime (PyTorch, slower, when onnxruntime is

@@ -86,6 +86,8 @@ def run_crawl(
         "FOCUSED_DB": db,
         "LOG_LEVEL": "INFO",
         "FOCUSED_LOGSTATS_INTERVAL": 0,
+        # Each crawl starts without the encoder vectors kept by earlier crawls (tests and users').
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
         **(settings or {}),
     }
     args = crawl_args({"crawl_id": crawl_id, **arguments}, all_settings)

@@ -84,6 +84,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"FOCUSED_RENDER_BLOCK": "image,document"}, "'document' is not one of"),
         (GOOD, {"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "0"}, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=0"),
         (GOOD, {"ENCODER_WHOLE_SHARE": "1.5"}, "ENCODER_WHOLE_SHARE=1.5 is outside"),
+        (GOOD, {"ENCODER_STORE_SIZE": "-1"}, "ENCODER_STORE_SIZE=-1 is outside"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):

@@ -6,6 +6,7 @@ The encoder extra is in requirements-test.txt, so these tests run the real all-M
 from __future__ import annotations
 
 import logging
+import sqlite3
 import subprocess
 import sys
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 from scrapy.settings import Settings
 
+from benchmarks.runner import parse_stats
 from focused import encoder
 from focused.encoder import (
     LinkEncoder,
@@ -114,6 +116,34 @@ def test_semantic_crawl_beats_bfs_on_harvest(tmp_path, site, bird_pages) -> None
     assert {page["link_relevance"] for page in semantic.pages()} == {None}
     rates = {"semantic": harvest(semantic, bird_pages), "bfs": harvest(bfs, bird_pages)}
     assert rates["semantic"] > rates["bfs"] + MARGIN, rates
+
+
+def test_the_next_crawl_reads_the_vectors_the_first_computed(tmp_path, site) -> None:
+    arguments = {
+        "strategy": "semantic",
+        "query": BIRD_QUERY,
+        "seeds": f"{site.url}/wiki/{BIRD_SEED}",
+    }
+    settings = {
+        "CLOSESPIDER_PAGECOUNT": 20,
+        "CONCURRENT_REQUESTS": 1,
+        "ENCODER_STORE_DIR": tmp_path / "store",
+    }
+    stats = []
+    for run in ("first", "second"):
+        crawl = run_crawl(tmp_path / run, arguments, settings)
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        stats.append(parse_stats(crawl.result.stderr))
+    first, second = stats
+    (store,) = (tmp_path / "store").glob("texts-*.sqlite3")
+    with sqlite3.connect(store) as reader:
+        (kept,) = reader.execute("SELECT count(*) FROM vectors").fetchone()
+    added = first["focused/encoder/vectors_to_store"]
+    assert first["focused/encoder/vectors_from_store"] == 0 and added > 100
+    assert kept == added + second["focused/encoder/vectors_to_store"]
+    # The same crawl again (up to float16 ties): almost nothing new reaches the model.
+    assert second["focused/encoder/vectors_from_store"] >= 0.95 * added
+    assert second["focused/encoder/vectors_to_store"] <= 0.05 * added
 
 
 def test_semantic_crawl_without_the_encoder_runs_as_anchor(tmp_path, site) -> None:
@@ -403,11 +433,19 @@ def test_only_the_best_word_scores_are_encoded_whole(encode, word_means, sample_
     assert two_stage.counts()["texts_encoded_whole"] == 40 + len(sent)
 
 
-def test_the_crawl_encodes_the_best_anchors_whole_as_set() -> None:
-    settings = Settings({"ENCODER_CACHE_SIZE": 10})
+def test_the_crawl_encodes_the_best_anchors_whole_as_set(tmp_path) -> None:
+    settings = Settings({"ENCODER_CACHE_SIZE": 10, "ENCODER_STORE_DIR": tmp_path})
     two_stage = open_link_encoder(BIRD_QUERY, "en", settings)
     settings.set("ENCODER_WHOLE_SHARE", 1.0)
+    settings.set("ENCODER_STORE_SIZE", 0)
     whole = open_link_encoder(BIRD_QUERY, "en", settings)
-    assert set(two_stage.counts()) == {"texts_encoded", "texts_encoded_whole", "words_encoded"}
-    assert set(whole.counts()) == {"texts_encoded", "texts_encoded_whole"}  # no word table
+    assert set(two_stage.counts()) == {
+        "texts_encoded",
+        "texts_encoded_whole",
+        "words_encoded",
+        "vectors_from_store",
+        "vectors_to_store",
+    }
+    two_stage.close()
+    assert set(whole.counts()) == {"texts_encoded", "texts_encoded_whole"}  # no table, no store
     assert two_stage.cache_size == 10
