@@ -222,8 +222,11 @@ def _link_url(
     exception would not be, and a bad link in a site's template would fail on every page).
     A followed URL has been through what a Request does to its URL (``safe_url_string`` with
     Scrapy's default encoding, and it has a scheme and a host), so its Request cannot fail."""
+    # The fragment goes first: canonical URLs drop it anyway, and escaped in an encoding that
+    # lacks one of its characters it would make a good link bad.
+    joined = urljoin(base, href).partition("#")[0]
     try:
-        url = canonicalize(safe_url_string(urljoin(base, href), encoding=encoding), drop_params)
+        url = canonicalize(safe_url_string(joined, encoding=encoding), drop_params)
         escaped = safe_url_string(url) == url
     except ValueError:  # also UnicodeError: from the page's encoding, or IDNA
         return href, BAD_URL, False
