@@ -106,17 +106,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratio = speed["topical"] / speed["plain"]
     per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["topical"])
     per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["plain"])
+    vectors = " / ".join(
+        f"{r.stats.get('focused/encoder/vectors_from_store', 0):.0f} read, "
+        f"{r.stats.get('focused/encoder/vectors_to_store', 0):.0f} encoded"
+        for r in runs["topical"]
+    )
     report = [
         *report_head("Throughput benchmark", "benchmarks.throughput", argv),
         f"{args.repeats} alternating runs of each, {args.pages} pages each, seed {args.seed}, "
         f"{args.store} encoder store, on {datetime.now(UTC):%Y-%m-%d}; "
         "pages/s = responses / Scrapy's elapsed_time_seconds.",
         "",
-        "| spider | pages/s (median) | runs | scoring CPU ms/page |",
-        "|---|---|---|---|",
+        "| spider | pages/s (median) | runs | scoring CPU ms/page | encoder store, per run |",
+        "|---|---|---|---|---|",
         f"| `topical` -a strategy={args.strategy} | {speed['topical']:.1f} | {per_run} "
-        f"| {cpu:.2f} |",
-        f"| plain Scrapy spider | {speed['plain']:.1f} | {per_plain} | - |",
+        f"| {cpu:.2f} | {vectors} |",
+        f"| plain Scrapy spider | {speed['plain']:.1f} | {per_plain} | - | - |",
         "",
         f"**Ratio topical / plain: {ratio:.2f}** (target >= 0.8).",
         "",

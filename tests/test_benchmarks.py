@@ -7,6 +7,7 @@ The replay web's links and robots.txt are tested in tests/test_replayweb.py.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -195,6 +196,26 @@ def test_harvest_command_on_the_sample(tmp_path) -> None:
     assert raw["oracle"]["levels"][0] == {"seed": BIRD_SEED, "level": 0, "pages": 1, "relevant": 1}
     assert "Albatross" in (out / "levels.md").read_text()
     assert (out / "harvest-Birds.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("store", ["cold", "warm"])
+def test_throughput_command_on_the_sample(tmp_path, store) -> None:
+    out = tmp_path / "results"
+    command = [
+        sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE),
+        "--pages", "12", "--repeats", "1", "--store", store, "--out", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    report = (out / "throughput.md").read_text()
+    assert f"12 pages each, seed Albatross, {store} encoder store" in report
+    assert re.search(r"\*\*Ratio topical / plain: \d+\.\d\d\*\*", report)
+    topical = next(line for line in report.splitlines() if line.startswith("| `topical`"))
+    read, encoded = map(int, re.search(r"(\d+) read, (\d+) encoded", topical).groups())
+    # warm: an unmeasured crawl of the same pages stored what the measured one reads
+    assert (read > 10 * encoded) if store == "warm" else (read == 0 and encoded > 0), topical
 
 
 def test_harvest_command_rejects_bad_input(tmp_path) -> None:
