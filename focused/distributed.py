@@ -15,8 +15,9 @@ With ``-s FOCUSED_FRONTIER=redis://host:port/db`` and the same ``-a crawl_id=`` 
 The page budget (``CLOSESPIDER_PAGECOUNT``) is the crawl's total: a request takes a slot when it
 is popped, atomically, so the processes together never fetch more (a retry or redirect takes
 another slot). So are the pages per host (``MAX_PAGES_PER_HOST``, hash ``host_pages``), the trap
-cap (``focused.traps.SharedCounts``), both taken with ``SharedCrawl.take``, and the duplicate
-checks (``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
+cap and query variants (``focused.traps.SharedCounts``), all taken with ``SharedCrawl.take`` and
+given back with ``SharedCrawl.give_back``, and the duplicate checks
+(``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
 ``SharedCrawl.run``. Politeness stays per process (AutoThrottle,
 ``CONCURRENT_REQUESTS_PER_DOMAIN``), as does ``HOST_WINDOW``.
 
@@ -109,6 +110,7 @@ class SharedCrawl:
             "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
         )
         self._take = self.redis.register_script(TAKE)
+        self._give_back = self.redis.register_script(GIVE_BACK)
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -151,6 +153,11 @@ class SharedCrawl:
         lost, False: the spider is closing."""
         taken = self.run(self._take, keys=[self.key(hash_name)], args=[field, limit], default=0)
         return taken > 0
+
+    def give_back(self, hash_name: str, field: str) -> None:
+        """Return a slot ``take`` gave: one less in ``field`` of the crawl's hash ``hash_name``,
+        in one step, never below 0 (a count already at 0 stays there)."""
+        self.run(self._give_back, keys=[self.key(hash_name)], args=[field])
 
     def counter(self, name: str) -> int:
         """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
@@ -333,6 +340,12 @@ TAKE = """
 local taken = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if taken >= tonumber(ARGV[2]) then return -1 end
 return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+"""
+
+# Give a slot back, never below 0, in one step. KEYS: the hash. ARGV: field.
+GIVE_BACK = """
+if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') <= 0 then return 0 end
+return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 """
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:

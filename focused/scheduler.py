@@ -19,7 +19,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   In a crawl shared through Redis the cap is the crawl's: a request takes its host's slot in
   the hash ``host_pages`` when it comes up, check and count in one step
   (``SharedCrawl.take``), so the processes together fetch at most the cap per host. A request
-  parked by ``HOST_WINDOW`` holds its slot (one parked when the process closes gives it up).
+  parked by ``HOST_WINDOW`` holds its slot; one still parked when its process closes goes
+  back to the crawl's frontier and gives its slot back (``SharedCrawl.give_back``).
 - ``HOST_WINDOW`` k (default 0 = off): at most one request per host among any k consecutive
   dequeued requests (the sources' window rule, k = 100). A request whose host is in the window
   is parked, not lost, and handed out as soon as its host leaves the window; parked requests
@@ -182,9 +183,18 @@ class FocusedScheduler(Scheduler):
 
     def close(self, reason: str):
         for request in self.parked:  # back to the queue, so a paused crawl keeps them
-            if not self._dqpush(request):
+            if self.shared is not None:
+                # Popped from the crawl's frontier, it goes back with this process's unfinished
+                # requests (below); the host slot it took goes back with it.
+                if self.max_per_host:
+                    self.shared.give_back("host_pages", self._host(request))
+            elif not self._dqpush(request):
                 self._mqpush(request)
         self.parked.clear()
+        if self.shared is not None:
+            # Scrapy's Scheduler.close closes only a JOBDIR queue: the Redis frontier (the
+            # memory queue's) puts back what this process popped and did not finish.
+            self.mqs.close()
         if self.traps is not None:
             self.traps.close()
         return super().close(reason)

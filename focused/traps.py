@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 COUNTS_FILE = "trapfamilies.sqlite3"  # under JOBDIR
 TRAP_META = "trap_family"  # meta key: the family of a request queued at the back
+VARIANT_META = "query_variant"  # meta key: the query family whose variant slot a request took
 
 _DIGITS = re.compile(r"\d+")
 _NUMERIC = re.compile(r"[\W_]*\d[\d\W_]*")  # digits and separators: 2026, 11, 2026-11-30
@@ -136,27 +137,47 @@ def _is_token(value: str) -> bool:
 
 
 class LocalCounts:
-    """The counts of one process, in memory: ``variants`` and ``queued`` (family -> count)."""
+    """The counts of one process, in memory: ``variants`` and ``queued`` (family -> count).
+
+    Each count is taken as a slot, check and count in one step (``take``, ``take_variant``),
+    and given back when the request is not queued after all (``give_back``,
+    ``give_back_variant``), as ``SharedCounts`` must do across processes.
+    """
 
     def __init__(self) -> None:
         self.variants: Counter[str] = Counter()
         self.queued: Counter[str] = Counter()
 
+    def _kind(self, kind: str) -> Counter[str]:
+        return self.variants if kind == "variants" else self.queued
+
+    def _take(self, kind: str, name: str, limit: int) -> bool:
+        counts = self._kind(kind)
+        if counts[name] >= limit:
+            return False
+        counts[name] += 1
+        return True
+
+    def _give_back(self, kind: str, name: str) -> None:
+        counts = self._kind(kind)
+        counts[name] = max(0, counts[name] - 1)
+
     def query_variants(self, name: str) -> int:
         return self.variants[name]
 
-    def add_variant(self, name: str) -> None:
-        self.variants[name] += 1
+    def take_variant(self, name: str, limit: int) -> bool:
+        """Count one more queued URL of query family ``name``, unless it has ``limit``."""
+        return self._take("variants", name, limit)
+
+    def give_back_variant(self, name: str) -> None:
+        self._give_back("variants", name)
 
     def take(self, name: str, limit: int) -> bool:
         """Count one more request of trap family ``name``, unless it has ``limit`` already."""
-        if self.queued[name] >= limit:
-            return False
-        self.queued[name] += 1
-        return True
+        return self._take("queued", name, limit)
 
     def give_back(self, name: str) -> None:
-        self.queued[name] -= 1
+        self._give_back("queued", name)
 
     def queued_count(self, name: str) -> int:
         return self.queued[name]
@@ -168,8 +189,9 @@ class LocalCounts:
 class SharedCounts:
     """The counts of a crawl shared through Redis (``spider.shared``): hashes
     ``trap:variants`` and ``trap:queued`` (family -> count) under the crawl's prefix, so that
-    a family's cap is the crawl's, whatever process queues its requests (a slot is taken with
-    ``SharedCrawl.take``, check and count in one step).
+    a family's cap and its query variants are the crawl's, whatever process queues the
+    requests (a slot is taken with ``SharedCrawl.take``, check and count in one step, and given
+    back with ``SharedCrawl.give_back``).
 
     Once Redis is lost (``SharedCrawl.run``) a trap request is dropped: the spider is closing
     and nothing can be queued anyway.
@@ -185,14 +207,17 @@ class SharedCounts:
     def query_variants(self, name: str) -> int:
         return int(self.shared.run(self.shared.redis.hget, self._variants, name, default=0) or 0)
 
-    def add_variant(self, name: str) -> None:
-        self.shared.run(self.shared.redis.hincrby, self._variants, name, 1)
+    def take_variant(self, name: str, limit: int) -> bool:
+        return self.shared.take(self.VARIANTS, name, limit)
+
+    def give_back_variant(self, name: str) -> None:
+        self.shared.give_back(self.VARIANTS, name)
 
     def take(self, name: str, limit: int) -> bool:
         return self.shared.take(self.QUEUED, name, limit)
 
     def give_back(self, name: str) -> None:
-        self.shared.run(self.shared.redis.hincrby, self._queued, name, -1)
+        self.shared.give_back(self.QUEUED, name)
 
     def queued_count(self, name: str) -> int:
         return int(self.shared.run(self.shared.redis.hget, self._queued, name, default=0) or 0)
@@ -225,27 +250,20 @@ class SqliteCounts(LocalCounts):
         for name, kind, count in self._db.execute("SELECT family, kind, count FROM counts"):
             self._kind(kind)[name] = count
 
-    def _kind(self, kind: str) -> Counter[str]:
-        return self.variants if kind == "variants" else self.queued
-
     def _save(self, name: str, kind: str) -> None:
         self._db.execute(
             "INSERT OR REPLACE INTO counts VALUES (?, ?, ?)", (name, kind, self._kind(kind)[name])
         )
 
-    def add_variant(self, name: str) -> None:
-        super().add_variant(name)
-        self._save(name, "variants")
-
-    def take(self, name: str, limit: int) -> bool:
-        taken = super().take(name, limit)
+    def _take(self, kind: str, name: str, limit: int) -> bool:
+        taken = super()._take(kind, name, limit)
         if taken:
-            self._save(name, "queued")
+            self._save(name, kind)
         return taken
 
-    def give_back(self, name: str) -> None:
-        super().give_back(name)
-        self._save(name, "queued")
+    def _give_back(self, kind: str, name: str) -> None:
+        super()._give_back(kind, name)
+        self._save(name, kind)
 
     def carry_over(self, spider: Spider) -> None:
         """Take over the counts an older version kept in ``spider.state`` (on spider_opened,
@@ -283,9 +301,11 @@ class TrapFamilies:
 
     ``counts`` (``trap_counts``) holds, per family, ``variants``: the queued URLs of each family
     with a query (the explosion test), and ``queued``: the queued trap requests of each trap
-    family (the cap). A trap request takes its family's slot when it is admitted, and gives it
-    back if it is not queued after all (a URL seen before), so that the check and the count
-    are one step, also across the processes of a shared crawl.
+    family (the cap). A URL with a query takes one of its family's ``TRAP_QUERY_VARIANTS``
+    variant slots when it is admitted (none left: a query explosion), a trap request one of its
+    family's ``TRAP_MAX_PER_FAMILY`` slots; either goes back if the request is not queued after
+    all (a URL seen before), so that the check and the count are one step, also across the
+    processes of a shared crawl. Seeds and retries are not admitted: they take no slot.
     """
 
     def __init__(
@@ -303,11 +323,16 @@ class TrapFamilies:
 
     def admit(self, request: Request) -> bool:
         """Mark a trap request with its family (``TRAP_META``) and take one of the family's
-        slots; False when the family is full."""
+        slots; False when the family is full. A URL with a query that is no trap takes a
+        variant slot instead (``VARIANT_META``)."""
         name = family(request.url)
         reason = trap_pattern(request.url)
-        if reason is None and "?" in name and self.counts.query_variants(name) >= self.max_variants:
-            reason = "query_explosion"
+        request.meta.pop(VARIANT_META, None)  # a redirect carries its original's marks
+        if reason is None and "?" in name:
+            if self.counts.take_variant(name, self.max_variants):
+                request.meta[VARIANT_META] = name
+            else:
+                reason = "query_explosion"
         if reason is None:
             request.meta.pop(TRAP_META, None)
             return True
@@ -327,14 +352,16 @@ class TrapFamilies:
         return False
 
     def count(self, request: Request) -> None:
-        """``request`` (admitted) joined the frontier."""
+        """``request`` (admitted) joined the frontier: its slot is used for good."""
+        request.meta.pop(VARIANT_META, None)
         if request.meta.get(TRAP_META) is not None:
             self.stats.inc_value("focused/trap/penalised")
-        elif urlsplit(request.url).query:
-            self.counts.add_variant(family(request.url))
 
     def release(self, request: Request) -> None:
         """``request`` (admitted) was not queued: its slot goes back to its family."""
+        variant_of = request.meta.pop(VARIANT_META, None)
+        if variant_of is not None:
+            self.counts.give_back_variant(variant_of)
         name = request.meta.get(TRAP_META)
         if name is not None:
             self.counts.give_back(name)

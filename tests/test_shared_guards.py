@@ -15,6 +15,7 @@ import redis
 import scrapy
 
 from focused.simhash import distance
+from schedulers.redis_frontier import INFLIGHT_META
 from tests.conftest import Crawl
 from tests.sites import Reply, Site, html
 from tests.test_near_duplicates import DECEMBER, NOVEMBER, fingerprint
@@ -175,3 +176,54 @@ def test_two_processes_share_the_pages_per_host(
     assert sum(stats(logs, "focused/skipped/host_limit")) >= 40 - cap
     pages = Crawl(None, tmp_path / "focused.sqlite3", "shared").pages()
     assert 1 <= len(pages) <= cap
+
+
+def test_a_request_parked_when_its_process_closes_gives_its_host_slot_back(redis_server):  # noqa: F811
+    cap = 3
+    one, _ = shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap, HOST_WINDOW=100)
+    for path in ("a.test/0", "a.test/1", "b.test/0", "a.test/2", "a.test/3"):
+        one.enqueue_request(scrapy.Request(f"http://{path}", meta={"depth": 1}))
+    fetched = [one.next_request(), one.next_request()]
+    for request in fetched:  # done with, as FrontierAck marks a fetched page
+        one.shared.frontier.ack(request.meta[INFLIGHT_META])
+    handed_out = [request.url for request in fetched]
+    # a.test/1 came up while a.test was in the window: parked, holding a.test's second slot.
+    assert handed_out == ["http://a.test/0", "http://b.test/0"]
+    assert [request.url for request in one.parked] == ["http://a.test/1"]
+    one.close("shutdown")  # a.test/1 goes back to the crawl's frontier, and its slot with it
+    client = redis.Redis(port=redis_server.port)
+    assert client.hget("focused:t:host_pages", "a.test") == b"1"
+    two, _ = shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap)
+    while (request := two.next_request()) is not None:
+        handed_out.append(request.url)
+    # The crawl fetches a.test exactly the cap, a.test/1 included (it was never fetched).
+    assert sorted(url for url in handed_out if "a.test" in url) == [
+        "http://a.test/0",
+        "http://a.test/1",
+        "http://a.test/2",
+    ]
+    assert client.hget("focused:t:host_pages", "a.test") == str(cap).encode()
+    two.close("finished")
+
+
+def test_slots_given_back_at_once_never_take_a_count_below_zero(redis_server):  # noqa: F811
+    schedulers = [shared_scheduler(redis_server.url)[0] for _ in range(4)]
+    shared = schedulers[0].shared
+    for _ in range(5):
+        assert shared.take("host_pages", "a.test", 5)
+
+    def give_back(scheduler):  # twenty returns of five slots, from four processes at once
+        for _ in range(5):
+            scheduler.shared.give_back("host_pages", "a.test")
+
+    threads = [threading.Thread(target=give_back, args=(scheduler,)) for scheduler in schedulers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    shared.give_back("host_pages", "b.test")  # never taken
+    client = redis.Redis(port=redis_server.port)
+    assert client.hgetall("focused:t:host_pages") == {b"a.test": b"0"}
+    assert shared.take("host_pages", "a.test", 1) and not shared.take("host_pages", "a.test", 1)
+    for scheduler in schedulers:
+        scheduler.close("finished")

@@ -21,7 +21,7 @@ from scrapy.utils.test import get_crawler
 from focused.distributed import SharedCrawl
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES
-from focused.traps import TRAP_META, family, trap_pattern
+from focused.traps import TRAP_META, VARIANT_META, family, trap_pattern
 from tests.conftest import run_crawl
 from tests.queues import QueueSpider, make_queue, req
 from tests.sites import Reply, Site, html
@@ -222,6 +222,28 @@ def test_a_query_explosion_becomes_a_trap_family(tmp_path):
     scheduler.close("finished")
 
 
+@pytest.mark.parametrize("store", ["memory", "jobdir", "redis"])
+def test_a_variant_seen_before_gives_its_slot_back(tmp_path, request, store):
+    settings = {"TRAP_MAX_PER_FAMILY": 2, "TRAP_QUERY_VARIANTS": 2}
+    if store == "redis":
+        scheduler, _ = shared_scheduler(request.getfixturevalue("redis_server").url, **settings)
+    else:
+        scheduler, _ = make_scheduler(tmp_path, store == "jobdir", **settings)
+    link = {"depth": 1, "parent_url": "http://h/"}
+    first = scrapy.Request("http://h/list?offset=1", meta=link)
+    assert scheduler.enqueue_request(first)
+    for _ in range(3):  # found again: not queued, and no variant of its own
+        assert not scheduler.enqueue_request(scrapy.Request(first.url, meta=link))
+    assert scheduler.traps.counts.query_variants("h/list?offset") == 1
+    second = scrapy.Request("http://h/list?offset=2", meta=link)
+    assert scheduler.enqueue_request(second)
+    third = scrapy.Request("http://h/list?offset=3", meta=link)
+    assert scheduler.enqueue_request(third)
+    assert [TRAP_META in r.meta for r in (first, second, third)] == [False, False, True]
+    assert VARIANT_META not in first.meta  # the slot is used for good
+    scheduler.close("finished")
+
+
 def test_trap_counts_survive_a_crash_of_a_jobdir_crawl(tmp_path):
     """Counts written through by one scheduler are those of the next one on the same JOBDIR,
     though the first was never closed (as after ``kill -9``: no spider.state was saved)."""
@@ -356,6 +378,38 @@ def test_a_query_explosion_is_counted_across_processes(redis_server):  # noqa: F
     assert crawler.stats.get_value("focused/trap/dropped") == 4
     one.close("finished")
     two.close("finished")
+
+
+def test_variants_counted_at_the_same_moment_never_pass_the_limit(redis_server):  # noqa: F811
+    limit, families = 3, [f"/list/{letter}" for letter in "abcdefghijklmnopqrst"]
+    settings = {"TRAP_MAX_PER_FAMILY": 1000, "TRAP_QUERY_VARIANTS": limit}
+    schedulers = [shared_scheduler(redis_server.url, **settings)[0] for _ in range(4)]
+    link = {"depth": 1, "parent_url": "http://h/"}
+    ordinary: list[Counter[str]] = [Counter() for _ in schedulers]
+    meet = threading.Barrier(len(schedulers))
+
+    def discover(scheduler, worker):
+        for path in families:
+            meet.wait()  # every process finds the family at the same moment
+            for i in range(limit):
+                request = scrapy.Request(f"http://h{path}?offset={worker}x{i}", meta=link)
+                if scheduler.enqueue_request(request) and TRAP_META not in request.meta:
+                    ordinary[worker][path] += 1
+
+    threads = [
+        threading.Thread(target=discover, args=(scheduler, worker))
+        for worker, scheduler in enumerate(schedulers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # The limit is the crawl's: the rest of each family went to the back as a query explosion.
+    assert sum(ordinary, Counter()) == dict.fromkeys(families, limit)
+    counts = redis.Redis(port=redis_server.port).hgetall("focused:t:trap:variants")
+    assert counts == {f"h{path}?offset".encode(): str(limit).encode() for path in families}
+    for scheduler in schedulers:
+        scheduler.close("finished")
 
 
 # -- a crawl of a site full of traps ---------------------------------------------------------
