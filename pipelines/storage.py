@@ -173,13 +173,14 @@ class StoragePipeline:
             self.store.close()
 
     def _totals(self) -> dict[str, Any]:
-        """The crawl's page counts for its record. In a crawl shared by several processes this
-        process's stats hold the counters as of its own last page, and any process may close
-        last: the crawl-wide counters are read from Redis."""
-        shared = getattr(self.crawler.spider, "shared", None)
+        """The crawl's page counts for its record: the crawl's counters, in ``spider.state``
+        (a run resumed from JOBDIR may fetch no page, and its stats then hold none). In a crawl
+        shared by several processes any process may close last: the crawl-wide counters are
+        read from Redis."""
+        spider = self.crawler.spider
+        shared = getattr(spider, "shared", None)
         if shared is None:
-            pages = self.stats.get_value("focused/pages", 0)
-            relevant = self.stats.get_value("focused/relevant", 0)
+            pages, relevant = spider.state.get("pages", 0), spider.state.get("relevant", 0)
         else:
             pages, relevant = shared.counter("pages"), shared.counter("relevant")
         return {

@@ -148,10 +148,11 @@ def test_rank_semantic_pauses_and_resumes_from_jobdir(tmp_path, site):
     assert second.result.returncode == 0, second.result.stderr[-3000:]
     assert "Resuming crawl" in second.result.stderr
     fetched = [p for p in site.fetched if p.startswith("/wiki/")]
-    # At each of the two stops, CONCURRENT_REQUESTS - 1 requests may be under way; a response
-    # that arrives after the first run saved its state is fetched but not counted (seen once
-    # on a loaded machine: 47). A budget counted per run would fetch 60.
-    assert 45 <= len(fetched) <= 45 + 2 * (settings["CONCURRENT_REQUESTS"] - 1)
+    # The first run's pages are all counted, those that arrived after its budget too; the second
+    # run stops with at most CONCURRENT_REQUESTS - 1 requests under way. (47 was once seen: the
+    # engine started a request after the budget was reached, before its close began; see
+    # tests/test_budget_pauses.py.) A budget counted per run would fetch 60.
+    assert 45 <= len(fetched) <= 45 + settings["CONCURRENT_REQUESTS"] - 1
     assert max(Counter(fetched).values()) == 1
     nodes, edges = _graph(tmp_path / "job")
     assert nodes > nodes_first and edges > edges_first  # the graph grew from the saved one

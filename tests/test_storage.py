@@ -587,9 +587,8 @@ async def run_pipelines(
                 await manager.process_item_async(item)
         if between is not None:
             between()
-        crawler.stats.set_value("focused/pages", len(items))
-        crawler.stats.set_value("focused/relevant", 4)
-        crawler.stats.set_value("focused/harvest_rate", 0.4)
+        # The crawl's counters, kept by the scoring middleware (focused.middlewares).
+        crawler.spider.state = {"pages": len(items), "relevant": 4}
         await manager.close_spider_async()
         await crawler.signals.send_catch_log_async(
             signals.spider_closed, spider=crawler.spider, reason=reason
