@@ -14,13 +14,15 @@ Frontier-wide limits live here, so that every strategy gets them:
 - ``FRONTIER_MAX`` (default 1,000,000; 0 = unbounded): when a push makes the frontier larger,
   the lowest-ranked requests are evicted (the sources' MAX_BUFFER). Stat ``focused/evicted``;
   a log line every 1,000 evictions.
-- ``MAX_PAGES_PER_HOST`` (default 0 = off): requests for a host that already had this many
-  are dropped when they come up (``focused/skipped/host_limit``); counts survive a JOBDIR pause.
-  In a crawl shared through Redis the cap is the crawl's: a request takes its host's slot in
-  the hash ``host_pages`` when it comes up, check and count in one step
-  (``SharedCrawl.take``), so the processes together fetch at most the cap per host. A request
-  parked by ``HOST_WINDOW`` holds its slot; one still parked when its process closes goes
-  back to the crawl's frontier and gives its slot back (``SharedCrawl.give_back``).
+- ``MAX_PAGES_PER_HOST`` (default 0 = off): a request takes one of its host's slots when it
+  comes up, check and count in one step; once the host's slots are taken, its requests are
+  dropped when they come up (``focused/skipped/host_limit``). A request parked by
+  ``HOST_WINDOW`` holds its slot, so parked requests never pass the cap; one still parked on
+  close gives its slot back and goes back to the queue, and takes a slot again when it comes
+  up after a resume. Counts survive a JOBDIR pause (``spider.state``). In a crawl shared
+  through Redis the count is the crawl's, in the hash ``host_pages`` (``SharedCrawl.take``,
+  ``SharedCrawl.give_back``), so the processes together fetch at most the cap per host; a
+  parked request goes back to the crawl's frontier when its process closes.
 - ``HOST_WINDOW`` k (default 0 = off): at most one request per host among any k consecutive
   dequeued requests (the sources' window rule, k = 100). A request whose host is in the window
   is parked, not lost, and handed out as soon as its host leaves the window; parked requests
@@ -183,12 +185,11 @@ class FocusedScheduler(Scheduler):
 
     def close(self, reason: str):
         for request in self.parked:  # back to the queue, so a paused crawl keeps them
-            if self.shared is not None:
-                # Popped from the crawl's frontier, it goes back with this process's unfinished
-                # requests (below); the host slot it took goes back with it.
-                if self.max_per_host:
-                    self.shared.give_back("host_pages", self._host(request))
-            elif not self._dqpush(request):
+            if self.max_per_host:  # it takes its host's slot again when it comes up
+                self._give_back_host_slot(self._host(request))
+            # In a shared crawl, popped from the crawl's frontier, it goes back with this
+            # process's unfinished requests (below).
+            if self.shared is None and not self._dqpush(request):
                 self._mqpush(request)
         self.parked.clear()
         if self.shared is not None:
@@ -241,16 +242,24 @@ class FocusedScheduler(Scheduler):
         return state["host_pages"]
 
     def _host_full(self, host: str) -> bool:
-        """True if ``host`` had its ``MAX_PAGES_PER_HOST``. In a shared crawl a False takes
-        the host's slot (the crawl's count, in Redis); else ``_take`` counts the page."""
+        """True if ``host`` had its ``MAX_PAGES_PER_HOST``; a False takes one of its slots,
+        check and count in one step (in a shared crawl the crawl's count, in Redis). The
+        request holds the slot while it is parked, so parked requests never pass the cap."""
         if self.shared is not None:
             return not self.shared.take("host_pages", host, self.max_per_host)
-        return self._host_pages[host] >= self.max_per_host
+        if self._host_pages[host] >= self.max_per_host:
+            return True
+        self._host_pages[host] += 1
+        return False
+
+    def _give_back_host_slot(self, host: str) -> None:
+        if self.shared is not None:
+            self.shared.give_back("host_pages", host)
+        else:
+            self._host_pages[host] -= 1
 
     def _take(self, request: Request) -> Request:
         host = self._host(request)
-        if self.max_per_host and self.shared is None:
-            self._host_pages[host] += 1
         if self.window:
             self.recent_hosts.append(host)
             self.in_window[host] += 1

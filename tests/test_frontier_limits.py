@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import pickle
 import random
 from collections import Counter
 
 import pytest
 import scrapy
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
 
 from focused.resume import request_finished
@@ -73,7 +75,9 @@ def test_memory_eviction_survives_pops_and_rescoring():
     assert len(queue.frontier._worst) <= 2 * 3000 + 1024  # compacted, not unbounded
 
 
-def make_scheduler(tmp_path, jobdir: bool, **settings):
+def make_scheduler(tmp_path, jobdir: bool, state: dict | None = None, **settings):
+    """A scheduler opened on a fresh spider; ``state`` is the spider's (as SpiderState loads
+    it on a JOBDIR resume)."""
     values = {"FRONTIER_MAX": 1000, "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"]}
     values |= {"REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter"}
     if jobdir:
@@ -81,7 +85,7 @@ def make_scheduler(tmp_path, jobdir: bool, **settings):
     values.update(settings)
     crawler = get_crawler(QueueSpider, values)
     spider = QueueSpider()
-    spider.strategy_params, spider.state = {}, {}
+    spider.strategy_params, spider.state = {}, {} if state is None else state
     crawler.spider, spider.crawler = spider, crawler
     crawler.stats.open_spider()
     scheduler = FocusedScheduler.from_crawler(crawler)
@@ -196,6 +200,33 @@ def test_crawl_respects_the_host_window_and_the_page_cap(tmp_path):
     assert max(Counter(fetched).values()) <= 3
 
 
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_crawl_of_few_hosts_with_a_wide_window_keeps_the_page_cap(tmp_path, jobdir):
+    """Two hosts and a window of 100: nearly every request is parked, and the window gives way
+    again and again (``relaxed``); the parked requests must not pass the cap."""
+    log = FetchLog()
+    hosts: list[str] = []
+    sites = [Site(multi_host_site(hosts), address, log) for address in ("127.0.0.2", "127.0.0.3")]
+    for site in sites:
+        site.__enter__()
+        hosts.append(site.url.removeprefix("http://"))
+    settings = {"HOST_WINDOW": 100, "MAX_PAGES_PER_HOST": 2, "CONCURRENT_REQUESTS": 1}
+    if jobdir:
+        settings["JOBDIR"] = str(tmp_path / "job")
+    try:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bestfirst", "query": "birds", "seeds": f"http://{hosts[0]}/p0"},
+            settings,
+        )
+    finally:
+        for site in sites:
+            site.__exit__()
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert Counter(host for host, _ in log.gets()) == {"127.0.0.2": 2, "127.0.0.3": 2}
+    assert "'focused/host_window/relaxed'" in crawl.result.stderr  # the window gave way
+
+
 def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path):
     scheduler, crawler = make_scheduler(tmp_path, True, MAX_PAGES_PER_HOST=3)
     for i in range(10):
@@ -208,6 +239,83 @@ def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path):
     assert "http://b.test/0" in handed_out
     assert crawler.stats.get_value("focused/skipped/host_limit") == 7
     scheduler.close("finished")
+
+
+def queue_hosts(scheduler, urls: list[str]) -> None:
+    """Queue ``urls`` best first, in the order given."""
+    for rank, url in enumerate(urls):
+        scheduler.enqueue_request(
+            scrapy.Request(url, meta={"parent_relevance": 1 - rank / (len(urls) + 1)})
+        )
+
+
+def inflight(scheduler) -> int:
+    return scheduler._durable_frontier()._db.execute("SELECT COUNT(*) FROM inflight").fetchone()[0]
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_requests_parked_by_the_window_never_pass_the_host_cap(tmp_path, jobdir):
+    scheduler, crawler = make_scheduler(tmp_path, jobdir, MAX_PAGES_PER_HOST=2, HOST_WINDOW=100)
+    queue_hosts(scheduler, [f"http://a.test/{i}" for i in range(4)] + ["http://b.test/0"])
+    handed_out = []
+    while (request := scheduler.next_request()) is not None:
+        handed_out.append(request.url)
+        crawler.signals.send_catch_log(request_finished, request=request)
+    # a.test/1 waits for the window while a.test/0 is the only page of a.test fetched; the cap
+    # must still stop a.test/2 and a.test/3, whatever comes out of the window later.
+    assert handed_out == ["http://a.test/0", "http://b.test/0", "http://a.test/1"]
+    assert crawler.stats.get_value("focused/skipped/host_limit") == 2
+    assert scheduler.spider.state["host_pages"] == {"a.test": 2, "b.test": 1}
+    if jobdir:  # the requests dropped at the cap are finished, as every other drop at the cap
+        assert inflight(scheduler) == 0
+    scheduler.close("finished")
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_host_cap_holds_whatever_the_order_of_parking_and_handing_out(tmp_path, jobdir, seed):
+    rng = random.Random(seed)
+    cap, hosts = rng.randint(1, 4), [f"h{i}.test" for i in range(rng.randint(2, 5))]
+    scheduler, crawler = make_scheduler(
+        tmp_path, jobdir, MAX_PAGES_PER_HOST=cap, HOST_WINDOW=rng.randint(2, 8)
+    )
+    queued, handed_out = 0, Counter()
+    for step in range(300):
+        if rng.random() < 0.6:
+            url = f"http://{rng.choice(hosts)}/{step}"
+            meta = {"parent_relevance": rng.random()}
+            queued += scheduler.enqueue_request(scrapy.Request(url, meta=meta))
+        elif (request := scheduler.next_request()) is not None:
+            handed_out[urlparse_cached(request).hostname] += 1
+    while (request := scheduler.next_request()) is not None:
+        handed_out[urlparse_cached(request).hostname] += 1
+    assert max(handed_out.values()) <= cap
+    assert scheduler.spider.state["host_pages"] == handed_out
+    skipped = crawler.stats.get_value("focused/skipped/host_limit", 0)
+    assert sum(handed_out.values()) + skipped == queued  # nothing lost, nothing twice
+    scheduler.close("finished")
+
+
+def test_a_resumed_crawl_keeps_the_host_cap_of_requests_parked_at_the_pause(tmp_path):
+    settings = {"MAX_PAGES_PER_HOST": 2, "HOST_WINDOW": 100}
+    scheduler, crawler = make_scheduler(tmp_path, True, **settings)
+    queue_hosts(scheduler, [f"http://a.test/{i}" for i in range(4)] + ["http://b.test/0"])
+    handed_out = [scheduler.next_request(), scheduler.next_request()]
+    assert [r.url for r in handed_out] == ["http://a.test/0", "http://b.test/0"]
+    for request in handed_out:
+        crawler.signals.send_catch_log(request_finished, request=request)
+    assert len(scheduler) == 1  # a.test/1 parked; a.test/2 and a.test/3 dropped at the cap
+    scheduler.close("shutdown")
+    # SpiderState pickles the state after the scheduler closed: the parked request's slot is back.
+    state = pickle.loads(pickle.dumps(scheduler.spider.state))
+    assert state["host_pages"] == {"a.test": 1, "b.test": 1}
+    reopened, crawler = make_scheduler(tmp_path, True, state=state, **settings)
+    # Found after the resume, ranked below a.test/1: the cap leaves no slot for it.
+    reopened.enqueue_request(scrapy.Request("http://a.test/9", meta={"parent_relevance": 0.0}))
+    assert [r.url for r in iter(reopened.next_request, None)] == ["http://a.test/1"]
+    assert crawler.stats.get_value("focused/skipped/host_limit") == 1
+    assert state["host_pages"] == {"a.test": 2, "b.test": 1}
+    reopened.close("finished")
 
 
 def test_rank_semantic_ranks_after_evictions(key):
