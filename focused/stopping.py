@@ -45,6 +45,8 @@ from scrapy.extensions.closespider import CloseSpider
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
 
+from focused.resume import add_to_counter
+
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -151,7 +153,5 @@ class PageBudget(CloseSpider):
     def budget_count(self, response: Response, request: Request, spider: Spider) -> None:
         if not self._counts() or request.meta.get("dont_obey_robotstxt"):
             return
-        state = self.crawler.spider.state
-        state["responses"] = state.get("responses", 0) + 1
-        if state["responses"] == self.budget:
+        if add_to_counter(self.crawler, "responses") == self.budget:
             self._close_spider("closespider_pagecount")
