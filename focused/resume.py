@@ -23,7 +23,8 @@ What a crash can cut off, and where it is kept instead:
   The counters the store cannot show, the page budget's ``responses`` (a response that gave
   no page leaves no record) and the discovery order ``discovered`` (the store holds no
   ``discovery``), are written through to ``JOBDIR/counters.sqlite3`` as they change
-  (``CrawlCounters``).
+  (``CrawlCounters``), so that the budget counts every response fetched before the crash and
+  links found after it are numbered after those queued before it.
 
 Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash).
 """
@@ -215,10 +216,12 @@ def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> Non
 
     After a crash ``spider.state`` is the one saved at the last clean close (or empty), behind
     the store. Counters only grow, so the larger value wins: fetch order (``pages``) continues
-    after the highest stored, ``relevant`` is at least the relevant pages stored, and each host
-    has at least its stored pages (``MAX_PAGES_PER_HOST``). The canonical URLs taken as fetched
-    (``focused.dedup``) are exactly those stored: a page seen but never stored (its write
-    failed) must not be taken for a duplicate of itself when its request is fetched again.
+    after the highest stored, ``relevant`` is at least the relevant pages stored, each host
+    has at least its stored pages (``MAX_PAGES_PER_HOST``), and the page budget's
+    ``responses`` (written through, ``CrawlCounters``) is at least the fetch order. The
+    canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
+    but never stored (its write failed) must not be taken for a duplicate of itself when its
+    request is fetched again.
     """
     last = relevant = 0
     urls: set[str] = set()
