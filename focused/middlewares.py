@@ -23,8 +23,9 @@ Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``
 
 Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate``,
 ``focused/scoring_cpu_ms`` (total) and ``focused/scoring_cpu_ms_per_page``, ``focused/refits``.
-Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting, or in
-Redis for a crawl shared by several processes (``focused.distributed``).
+Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting (the
+discovery order is also written through, ``focused.resume.CrawlCounters``, so that it goes on
+after ``kill -9``), or in Redis for a crawl shared by several processes (``focused.distributed``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from twisted.internet.threads import deferToThread
 
 from focused.encoder import open_link_encoder
 from focused.items import PageItem
+from focused.resume import add_to_counter
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -88,19 +90,13 @@ class RelevanceMiddleware:
     def model(self) -> RelevanceModel:
         return self.crawler.spider.relevance
 
-    @property
-    def state(self) -> dict[str, Any]:
-        return self.crawler.spider.state
-
     def _next(self, counter: str, amount: int = 1) -> int:
         """Add ``amount`` to a crawl counter; returns its new value. A crawl shared by several
         processes (FOCUSED_FRONTIER) counts in Redis, so fetch and discovery orders are global."""
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is not None:
             return shared.incr(counter, amount)
-        value = self.state.get(counter, 0) + amount
-        self.state[counter] = value
-        return value
+        return add_to_counter(self.crawler, counter, amount)
 
     # -- seeds ---------------------------------------------------------------------------------
 

@@ -19,8 +19,12 @@ What a crash can cut off, and where it is kept instead:
 - **Trap-family counts** (``focused.traps.SqliteCounts``): ``JOBDIR/trapfamilies.sqlite3``,
   every change committed at once.
 - **Counters** in ``spider.state`` (Scrapy saves it only on a clean close): ``recover_state``
-  takes fetch order, relevant pages, canonical URLs, per-host counts and (at least) the page
-  budget's count back from the store.
+  takes fetch order, relevant pages, canonical URLs and per-host counts back from the store.
+  The counters the store cannot show, the page budget's ``responses`` (a response that gave
+  no page leaves no record) and the discovery order ``discovered`` (the store holds no
+  ``discovery``), are written through to ``JOBDIR/counters.sqlite3`` as they change
+  (``CrawlCounters``), so that the budget counts every response fetched before the crash and
+  links found after it are numbered after those queued before it.
 
 Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash).
 """
@@ -28,24 +32,113 @@ Stats: ``focused/resume/recovered_inflight`` (requests queued again after a cras
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import signals
 from scrapy.dupefilters import RFPDupeFilter
+from scrapy.exceptions import NotConfigured
 
 from focused.items import PageItem
+from schedulers.base import connect_crash_safe
 
 if TYPE_CHECKING:
+    import sqlite3
     from collections.abc import AsyncIterator, Callable, Iterable
 
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 # Signal: request_finished(request). The request's outcome is safe; it need not be fetched
 # again after a crash.
 request_finished = object()
+
+
+# Signal: counter_changed(name, value). A crawl counter of spider.state has a new value
+# (``add_to_counter``).
+counter_changed = object()
+
+COUNTERS_FILE = "counters.sqlite3"  # under JOBDIR
+
+
+def add_to_counter(crawler: Crawler, name: str, amount: int = 1) -> int:
+    """Add ``amount`` to the crawl counter ``spider.state[name]`` and return its new value;
+    ``counter_changed`` tells ``CrawlCounters``, which writes it through under JOBDIR."""
+    state = crawler.spider.state
+    value = state[name] = state.get(name, 0) + amount
+    crawler.signals.send_catch_log(counter_changed, name=name, value=value)
+    return value
+
+
+class CrawlCounters:
+    """Extension (JOBDIR only): the crawl counters that the store cannot give back after
+    ``kill -9``, written through to the table ``counters`` (name, value) of
+    ``JOBDIR/counters.sqlite3``, one commit per change (``connect_crash_safe``: no fsync).
+
+    - ``responses``, the page budget's count (``focused.stopping.PageBudget``): a response that
+      gave no page (an HTTP error, not HTML) leaves nothing in the store;
+    - ``discovered``, the discovery order (``focused.middlewares.RelevanceMiddleware``): the
+      store holds no ``discovery``, and the children queued before a crash must stay behind
+      those found after it.
+
+    ``spider.state`` stays the counters' home (the spider, a clean pause and a resume read
+    them there): when the spider opens, after Scrapy's ``SpiderState`` has loaded the state
+    saved at the last clean close, each counter takes the larger of that value and the file's,
+    and the file takes the result (so a JOBDIR written before this file existed carries its
+    saved counts over once). ``focused.resume.recover_state`` may raise ``responses`` further
+    from the store: counters only grow, so the largest value wins whatever the order.
+
+    A crawl shared through Redis counts in Redis (``focused.distributed``): nothing is written.
+    """
+
+    NAMES = ("responses", "discovered")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> CrawlCounters:
+        jobdir = crawler.settings.get("JOBDIR")
+        if not jobdir:
+            raise NotConfigured
+        extension = cls(Path(jobdir, COUNTERS_FILE))
+        crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(extension.counter_changed, signal=counter_changed)
+        crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
+        return extension
+
+    def spider_opened(self, spider: Spider) -> None:
+        if getattr(spider, "shared", None) is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = connect_crash_safe(self.path)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
+        )
+        state = spider.state
+        for name, value in self._db.execute("SELECT name, value FROM counters"):
+            state[name] = max(state.get(name, 0), value)
+        self._db.execute("BEGIN")
+        for name in self.NAMES:
+            if name in state:
+                self._write(name, state[name])
+        self._db.execute("COMMIT")
+
+    def counter_changed(self, name: str, value: int) -> None:
+        if self._db is not None and name in self.NAMES:
+            self._write(name, value)
+
+    def _write(self, name: str, value: int) -> None:
+        assert self._db is not None
+        self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
 
 def connect_request_done(crawler: Crawler, done: Callable[[Request | None], None]) -> None:
@@ -123,10 +216,12 @@ def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> Non
 
     After a crash ``spider.state`` is the one saved at the last clean close (or empty), behind
     the store. Counters only grow, so the larger value wins: fetch order (``pages``) continues
-    after the highest stored, ``relevant`` is at least the relevant pages stored, and each host
-    has at least its stored pages (``MAX_PAGES_PER_HOST``). The canonical URLs taken as fetched
-    (``focused.dedup``) are exactly those stored: a page seen but never stored (its write
-    failed) must not be taken for a duplicate of itself when its request is fetched again.
+    after the highest stored, ``relevant`` is at least the relevant pages stored, each host
+    has at least its stored pages (``MAX_PAGES_PER_HOST``), and the page budget's
+    ``responses`` (written through, ``CrawlCounters``) is at least the fetch order. The
+    canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
+    but never stored (its write failed) must not be taken for a duplicate of itself when its
+    request is fetched again.
     """
     last = relevant = 0
     urls: set[str] = set()

@@ -51,6 +51,7 @@ DOWNLOADER_MIDDLEWARES = {
 EXTENSIONS = {
     "scrapy.extensions.closespider.CloseSpider": None,  # replaced by the one below
     "focused.stopping.PageBudget": 0,  # CLOSESPIDER_PAGECOUNT counts the crawl's pages
+    "focused.resume.CrawlCounters": 1,  # JOBDIR: after Scrapy's SpiderState (0) loads the state
     "focused.extensions.ProgressLog": 500,
     "focused.stopping.StopCriteria": 510,
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER

@@ -11,11 +11,12 @@ Settings (each off by default):
 
 The page budget is Scrapy's CLOSESPIDER_PAGECOUNT, counted by ``PageBudget`` over the whole
 crawl rather than per run: the responses to the crawl's requests (robots.txt not counted) are
-``spider.state["responses"]``, which a JOBDIR pause saves and a crash recovers from the store
-(``focused.resume.recover_state``), so a resumed crawl stops when the crawl's total reaches the
-budget. A crawl shared through Redis counts the budget in its atomic pops instead
-(``focused.distributed``). Threshold crawl-and-store is STORE_MIN_RELEVANCE
-(``pipelines.relevance``). A crawl stopped by any of them is recorded as ``finished``.
+``spider.state["responses"]``, which a JOBDIR pause saves and which is also written through to
+``JOBDIR/counters.sqlite3`` as it grows (``focused.resume.CrawlCounters``), so a crawl resumed
+after a pause or a crash stops when the crawl's total reaches the budget. A crawl shared
+through Redis counts the budget in its atomic pops instead (``focused.distributed``).
+Threshold crawl-and-store is STORE_MIN_RELEVANCE (``pipelines.relevance``). A crawl stopped by
+any of them is recorded as ``finished``.
 
 Pages are counted as their items leave the pipelines (``item_scraped``, or ``item_dropped`` for
 a page not stored), by the ``is_relevant`` the relevance pipeline gave them. As with
@@ -26,10 +27,14 @@ A JOBDIR pause loses no count: Scrapy's engine closes the spider only once every
 way has its response (``response_received``) and its items have left the pipelines, and only
 then sends ``spider_closed``, on which ``SpiderState`` saves ``spider.state``. The responses
 that arrive during the close are counted, saved and stored like the others
-(``tests/test_budget_pauses.py``). After ``kill -9`` no ``spider.state`` is saved, and the count
-comes back from the store as the fetch order of the last page stored: the responses that gave
-no page (an HTTP error, not HTML) since the last clean close are not counted again, and the
-crawl may fetch as many more pages than its budget.
+(``tests/test_budget_pauses.py``). After ``kill -9`` no ``spider.state`` is saved: the count
+comes back as the largest of the written-through count, the state saved at the last clean close
+and the fetch order of the last page stored (``focused.resume.recover_state``). Every response
+counted before the kill is in it, the ones that gave no page (an HTTP error, not HTML) too, so
+the crawl still fetches at most CONCURRENT_REQUESTS - 1 pages beyond its budget
+(``tests/test_crash_counts.py``). A response counted whose page was not yet stored at the kill
+is fetched again and counted again: a crash can only make the crawl stop early, by at most the
+requests in flight.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.extensions.closespider import CloseSpider
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro
+
+from focused.resume import add_to_counter
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -151,7 +158,5 @@ class PageBudget(CloseSpider):
     def budget_count(self, response: Response, request: Request, spider: Spider) -> None:
         if not self._counts() or request.meta.get("dont_obey_robotstxt"):
             return
-        state = self.crawler.spider.state
-        state["responses"] = state.get("responses", 0) + 1
-        if state["responses"] == self.budget:
+        if add_to_counter(self.crawler, "responses") == self.budget:
             self._close_spider("closespider_pagecount")

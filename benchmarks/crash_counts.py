@@ -1,0 +1,55 @@
+"""The cost of writing the crawl counters through under JOBDIR (``focused.resume.CrawlCounters``).
+
+Side by side in one run: ``add_to_counter`` with the counters written through to
+``JOBDIR/counters.sqlite3`` (one commit per change), against the same calls without JOBDIR (a
+``spider.state`` update and the signal only). A page costs two such calls (its response, its
+children's discovery numbers). Prints microseconds per call and the ratio.
+Run: python -m benchmarks.crash_counts
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from scrapy.utils.test import get_crawler
+
+from focused.resume import CrawlCounters, add_to_counter
+
+CALLS = 5000
+ROUNDS = 3
+
+
+def seconds_per_call(jobdir: Path | None) -> float:
+    crawler = get_crawler(settings_dict={"JOBDIR": str(jobdir)} if jobdir else {})
+    crawler.spider = SimpleNamespace(state={}, shared=None)
+    counters = CrawlCounters.from_crawler(crawler) if jobdir else None
+    if counters is not None:
+        counters.spider_opened(crawler.spider)
+    started = time.perf_counter()
+    for n in range(CALLS):
+        add_to_counter(crawler, "responses")
+        add_to_counter(crawler, "discovered", n % 20)
+    elapsed = (time.perf_counter() - started) / (2 * CALLS)
+    if counters is not None:
+        counters.spider_closed(crawler.spider)
+    return elapsed
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(ROUNDS):
+            written = seconds_per_call(Path(folder, f"job-{round_}"))
+            memory = seconds_per_call(None)
+            print(
+                f"round {round_ + 1}: written through {written * 1e6:.1f} us/call,"
+                f" spider.state only {memory * 1e6:.1f} us/call,"
+                f" ratio {written / memory:.1f}, extra per page (2 calls)"
+                f" {2 * (written - memory) * 1e3:.3f} ms"
+            )
+
+
+if __name__ == "__main__":
+    main()
