@@ -13,8 +13,8 @@ batch, and are stored.
   cosine, a tenth of what the int8 model itself moves a score with its batch-mates.
 - New vectors are written in batches (``FLUSH_EVERY``) and when the crawl closes; a crawl killed
   before that loses only what it would have stored.
-- The store keeps the ``max_texts`` most recently added texts: older ones are deleted when a crawl
-  closes.
+- The store keeps the ``max_texts`` most recently used texts: when a crawl closes, the texts it
+  read count as new again, and the oldest beyond ``max_texts`` are deleted.
 - Crawls running side by side share the file: SQLite's write-ahead log lets them read while one
   writes, and a text two crawls add at once is stored once.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +49,7 @@ class EncodingStore:
         self.hits = 0
         self.added = 0
         self._pending: dict[str, bytes] = {}
+        self._read: set[str] = set()  # texts this crawl read from the file
         self._failed = False
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT, isolation_level=None)
@@ -104,12 +105,13 @@ class EncodingStore:
     def _lookup(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         found = {text: self._pending[text] for text in texts if text in self._pending}
         wanted = list(dict.fromkeys(text for text in texts if text not in found))
-        for start in range(0, len(wanted), _LOOKUP_CHUNK):
-            chunk = wanted[start : start + _LOOKUP_CHUNK]
+        for chunk in _chunks(wanted):
             marks = ",".join("?" * len(chunk))
-            found.update(
+            read = dict(
                 self._db.execute(f"SELECT text, vector FROM vectors WHERE text IN ({marks})", chunk)
             )
+            self._read.update(read)
+            found.update(read)
         return {text: np.frombuffer(blob, dtype=np.float16) for text, blob in found.items()}
 
     def flush(self) -> None:
@@ -124,12 +126,20 @@ class EncodingStore:
         self._pending.clear()
 
     def close(self) -> None:
-        """Flush, keep only the ``max_texts`` most recently added texts, and close."""
+        """Flush, make the texts read the newest, keep only the ``max_texts`` newest, close."""
         try:
             if not self._failed:
                 self.flush()
                 with self._db:
                     self._db.execute("BEGIN")
+                    for chunk in _chunks(list(self._read)):
+                        # REPLACE deletes the row and inserts it again, with the newest rowid.
+                        marks = ",".join("?" * len(chunk))
+                        self._db.execute(
+                            "INSERT OR REPLACE INTO vectors (text, vector) SELECT text, vector "
+                            f"FROM vectors WHERE text IN ({marks}) ORDER BY rowid",
+                            chunk,
+                        )
                     self._db.execute(
                         "DELETE FROM vectors WHERE rowid <= "
                         "(SELECT rowid FROM vectors ORDER BY rowid DESC LIMIT 1 OFFSET ?)",
@@ -139,3 +149,8 @@ class EncodingStore:
             self._fail(exc)
         finally:
             self._db.close()
+
+
+def _chunks(texts: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(texts), _LOOKUP_CHUNK):
+        yield texts[start : start + _LOOKUP_CHUNK]

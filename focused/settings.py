@@ -174,7 +174,7 @@ ENCODER_CACHE_SIZE = 50_000  # distinct anchor texts whose encoder score is reme
 ENCODER_WHOLE_SHARE = 0.25
 # Texts (whole anchors, words outside the vocabulary) whose vectors are kept across crawls in
 # ENCODER_STORE_DIR, so that the next crawl of the same sites reads them instead of running the
-# model (focused.encodings; 768 bytes a text); the oldest go first. 0: nothing is kept.
+# model (focused.encodings; 768 bytes a text); the least recently used go first. 0: none kept.
 ENCODER_STORE_SIZE = 100_000
 ENCODER_STORE_DIR = None  # None: ENCODER_EXPORT_DIR
 

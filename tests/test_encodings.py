@@ -62,16 +62,18 @@ def test_vectors_are_written_in_batches_and_read_before_they_are(tmp_path) -> No
     store.close()
 
 
-def test_the_store_keeps_the_most_recent_texts(tmp_path) -> None:
+def test_the_store_keeps_the_most_recently_used_texts(tmp_path) -> None:
     path = tmp_path / "texts.sqlite3"
     model = CountingModel()
-    for batch in (["a", "b", "c"], ["d", "e"]):
+    for batch in (["a", "b", "c"], ["d", "e"], ["b", "f"]):  # the third crawl reads b again
         store = EncodingStore(path, 4, DIMENSIONS)
         store.wrap(model)(batch)
         store.close()
     with sqlite3.connect(path) as reader:
         kept = [text for (text,) in reader.execute("SELECT text FROM vectors ORDER BY rowid")]
-    assert kept == ["b", "c", "d", "e"]
+        (vector,) = reader.execute("SELECT vector FROM vectors WHERE text = 'b'").fetchone()
+    assert kept == ["d", "e", "f", "b"]  # a and c, the least recently used, are gone
+    np.testing.assert_allclose(np.frombuffer(vector, np.float16), model(["b"])[0], atol=2e-3)
 
 
 def test_crawls_side_by_side_keep_both_their_texts(tmp_path) -> None:
