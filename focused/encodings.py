@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from schedulers.base import connect_crash_safe
+
 logger = logging.getLogger(__name__)
 
 # Encodes texts into unit vectors (one row each).
@@ -35,7 +37,7 @@ Encode = Callable[[Sequence[str]], np.ndarray]
 
 FLUSH_EVERY = 256  # new vectors held in memory before they are written
 _LOOKUP_CHUNK = 500  # texts per SELECT, below SQLite's limit on bound parameters
-_BUSY_TIMEOUT = 30.0  # seconds to wait for another crawl's write
+_BUSY_TIMEOUT_MS = 30_000  # to wait for another crawl's write
 
 
 class EncodingStore:
@@ -52,10 +54,10 @@ class EncodingStore:
         self._read: set[str] = set()  # texts this crawl read from the file
         self._failed = False
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # A lost write costs an encoding at the next crawl, not data: no fsync per batch.
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        # The frontier's settings (WAL, no fsync per commit): a lost write costs an encoding at
+        # the next crawl, not data.
+        self._db = connect_crash_safe(path)
+        self._db.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS vectors (text TEXT PRIMARY KEY, vector BLOB NOT NULL)"
         )
