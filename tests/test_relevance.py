@@ -9,12 +9,16 @@ import time
 from dataclasses import astuple
 from pathlib import Path
 
+import numpy as np
 import pytest
+from gensim.corpora import Dictionary
+from gensim.matutils import Sparse2Corpus
+from gensim.models import LsiModel
 from scrapy.settings import Settings
 
 from focused import relevance
 from focused.relevance import RelevanceModel, Scores
-from focused.text import tokenize
+from focused.text import tokenize, with_folded
 
 QUERY = "birds bird migration nesting ornithology"
 
@@ -227,6 +231,63 @@ def test_empty_topic_scores_zero() -> None:
     model.refit()
     assert model.score(ON_TOPIC) == Scores(0.0, 0.0, 0.0)
     assert model.score_texts(["", ON_TOPIC]) == [0.0, 0.0]
+
+
+# -- the fit: gensim's dictionary and LSI space, built without gensim's Python loops -----------
+
+# Folded forms ("vtaky", "cu") are ordinary terms of the dictionary, also where a document has
+# both spellings.
+FOREIGN_TEXTS = ["Vtáky hniezdia v lese, vtaky aj vtáky.", "Chim cư trú ở rừng; chim cu gáy."]
+
+
+def training_texts(sample_graph) -> list[list[str]]:
+    """Real pages (the Wikispeedia sample), pages with diacritics, an empty page and one word
+    repeated, as a refit's corpus holds them."""
+    texts = [*list(sample_graph.text.values())[:150], *FOREIGN_TEXTS]
+    return [*(tokenize(text) for text in texts), [], ["nest", "nest", "nest"]]
+
+
+def test_dictionary_is_the_one_gensim_builds(sample_graph) -> None:
+    topic = [tokenize(QUERY), tokenize(FOREIGN_TEXTS[0], "sk"), tokenize(FOREIGN_TEXTS[1], "vi")]
+    documents = [with_folded(tokens) for tokens in [*training_texts(sample_graph), *topic]]
+    assert len(documents[-1]) > len(topic[-1])  # with folded forms
+    built, gensims = relevance._dictionary(documents), Dictionary(documents)
+    for dictionary in (built, gensims):
+        assert isinstance(dictionary, Dictionary)
+        # what a fit does next: the same filtering gives the same ids
+        dictionary.filter_extremes(no_below=2, no_above=1.0, keep_n=3000, keep_tokens=topic[1])
+    for name in ("token2id", "dfs", "cfs", "num_docs", "num_pos", "num_nnz"):
+        built_value, gensims_value = getattr(built, name), getattr(gensims, name)
+        assert built_value == gensims_value, name
+        if isinstance(built_value, dict):  # in the same order, too
+            assert list(built_value.items()) == list(gensims_value.items()), name
+    assert len(built) == 3000
+    assert relevance._dictionary([]).token2id == {}
+    assert relevance._dictionary([[], []]).num_docs == 2
+
+
+def test_lsi_space_is_the_one_gensim_fits_on_the_corpus(sample_graph) -> None:
+    """gensim's own LsiModel, fed the training rows as a streamed corpus, finds the same space."""
+    corpus = training_texts(sample_graph)
+    snap = relevance._fit([" ".join(tokens) for tokens in corpus], [tokenize(QUERY)], 20)
+    rows, _ = relevance._unit_tfidf(
+        snap.dictionary, snap.idf, snap.unseen_idf, [*corpus, tokenize(QUERY)]
+    )
+    streamed = LsiModel(
+        Sparse2Corpus(rows, documents_columns=False),
+        id2word=snap.dictionary,
+        num_topics=20,
+        extra_samples=relevance._LSI_OVERSAMPLING,
+        random_seed=relevance._LSI_SEED,
+    )
+    assert snap.lsi.projection.u.shape == (len(snap.dictionary), 20)
+    assert np.allclose(snap.lsi.projection.u, streamed.projection.u, rtol=0.0, atol=1e-12)
+    assert np.allclose(snap.lsi.projection.s, streamed.projection.s, rtol=1e-12, atol=0.0)
+    assert (snap.lsi.num_topics, snap.lsi.num_terms, snap.lsi.docs_processed) == (
+        streamed.num_topics,
+        streamed.num_terms,
+        streamed.docs_processed,
+    )
 
 
 def test_refit_due_counts_observed_pages() -> None:
