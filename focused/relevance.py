@@ -51,7 +51,7 @@ from gensim.models.lsimodel import Projection
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
-from focused.text import term_weights, tokenize, with_folded
+from focused.text import add_folded, term_weights, tokenize, with_folded
 from focused.textcache import cached_scores
 
 if TYPE_CHECKING:
@@ -152,17 +152,21 @@ class _Terms:
 
 
 def _terms(dictionary: Dictionary, idf: np.ndarray, texts: Sequence[Sequence[str]]) -> _Terms:
-    """Term rows of tokenized texts over the frozen dictionary.
+    """Term rows of tokenized texts over the frozen dictionary."""
+    return _weighted_terms(dictionary, idf, [term_weights(tokens) for tokens in texts])
+
+
+def _weighted_terms(dictionary: Dictionary, idf: np.ndarray, weights: list[Counter[str]]) -> _Terms:
+    """Term rows of texts given as their ``term_weights``, over the frozen dictionary.
 
     Terms are looked up in ``token2id`` directly, as ``doc2bow(allow_update=False)`` does but
     without its per-token type checks and sorting, and with one ``map`` over the whole batch
     instead of a Python loop per term; the dictionary is only read. The matrix is built from flat
     arrays in one step for the same reason.
     """
-    weights = [term_weights(tokens) for tokens in texts]
     terms: list[str] = []
     counts: list[float] = []
-    lengths = np.zeros(len(texts), dtype=np.int64)
+    lengths = np.zeros(len(weights), dtype=np.int64)
     for i, text_weights in enumerate(weights):
         terms.extend(text_weights)
         counts.extend(text_weights.values())
@@ -171,16 +175,18 @@ def _terms(dictionary: Dictionary, idf: np.ndarray, texts: Sequence[Sequence[str
         map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
     )
     values = np.array(counts, dtype=np.float64)
-    row_of = np.repeat(np.arange(len(texts)), lengths)
+    row_of = np.repeat(np.arange(len(weights)), lengths)
     known = term_ids >= 0
     unseen = ~known
-    unseen_squares = np.bincount(row_of[unseen], weights=values[unseen] ** 2, minlength=len(texts))
+    unseen_squares = np.bincount(
+        row_of[unseen], weights=values[unseen] ** 2, minlength=len(weights)
+    )
     term_ids, row_of = term_ids[known], row_of[known]
     values = values[known] * idf[term_ids]
-    known_squares = np.bincount(row_of, weights=values * values, minlength=len(texts))
-    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row_of, minlength=len(texts)), out=indptr[1:])
-    rows = sparse.csr_matrix((values, term_ids, indptr), shape=(len(texts), len(idf)))
+    known_squares = np.bincount(row_of, weights=values * values, minlength=len(weights))
+    indptr = np.zeros(len(weights) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row_of, minlength=len(weights)), out=indptr[1:])
+    rows = sparse.csr_matrix((values, term_ids, indptr), shape=(len(weights), len(idf)))
     return _Terms(rows, known_squares, unseen_squares, weights)
 
 
@@ -196,14 +202,15 @@ def _inverse_norms(known_squares: np.ndarray, unseen_squares: np.ndarray, unseen
 
 
 def _unit_tfidf(
-    dictionary: Dictionary, idf: np.ndarray, unseen_idf: float, texts: Sequence[Sequence[str]]
+    dictionary: Dictionary, idf: np.ndarray, unseen_idf: float, weights: list[Counter[str]]
 ) -> tuple[sparse.csr_matrix, np.ndarray]:
-    """Unit tf-idf rows (texts x terms) over the frozen dictionary, and each row's length.
+    """Unit tf-idf rows (texts x terms) of texts given as their ``term_weights``, over the frozen
+    dictionary, and each row's length.
 
     A row's length is the share of its text the dictionary covers: 1 when every word is known,
     0 when none is (see ``_inverse_norms``).
     """
-    terms = _terms(dictionary, idf, texts)
+    terms = _weighted_terms(dictionary, idf, weights)
     inverse = _inverse_norms(terms.known_squares, terms.unseen_squares, unseen_idf)
     rows = terms.rows
     rows.data *= np.repeat(inverse, np.diff(rows.indptr))
@@ -225,7 +232,7 @@ def _make_snapshot(
     projection of that tf-idf vector, exactly as a scored text is projected.
     """
     idf, unseen_idf = _idf(dictionary, tfidf)
-    parts, _ = _unit_tfidf(dictionary, idf, unseen_idf, topic)
+    parts, _ = _unit_tfidf(dictionary, idf, unseen_idf, [term_weights(part) for part in topic])
     topic_tfidf = parts[0].toarray().ravel()
     if len(topic) > 1:
         topic_tfidf += matutils.unitvec(np.asarray(parts[1:].sum(axis=0)).ravel())
@@ -240,36 +247,39 @@ def _make_snapshot(
 
 def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:
     """The model before any fit: the topic's terms only, IDF 1, no LSI."""
-    dictionary = _dictionary([with_folded(part) for part in topic])
+    dictionary = _dictionary([add_folded(Counter(part), 1) for part in topic])
     return _make_snapshot(
         dictionary, TfidfModel(dictionary=dictionary, wglobal=_flat_idf), None, topic, fitted=False
     )
 
 
-def _dictionary(documents: Sequence[list[str]]) -> Dictionary:
-    """``Dictionary(documents)``, built with no Python code per token.
+def _dictionary(counts: Sequence[Counter[str]]) -> Dictionary:
+    """``Dictionary(documents)`` from each document's ``Counter``, with no Python code per term.
 
     gensim counts each token of each document in a Python loop (``doc2bow``): at a refit on
-    2,000 pages that is 4 million iterations holding the GIL, half of the refit. Here documents
-    are counted with ``dict.fromkeys`` and ``Counter``, and ids assigned with set operations, all
-    in C; the result is the same dictionary, down to the order of its dicts: a document's new
-    terms get the next ids in sorted order, as ``doc2bow`` gives them. (gensim would also prune
-    the dictionary to 2 million terms every 10,000 documents; a buffer never gets there.)
+    2,000 pages that is 4 million iterations holding the GIL, half of the refit. Here the counts
+    are summed with numpy and ids assigned with set operations in C; the result is the same
+    dictionary, down to the order of its dicts: a document's new terms get the next ids in sorted
+    order, as ``doc2bow`` gives them. (gensim would also prune the dictionary to 2 million terms
+    every 10,000 documents; a buffer never gets there.)
     """
-    distinct = [dict.fromkeys(document) for document in documents]  # in order of first use
     dictionary = Dictionary()
     token2id = dictionary.token2id
-    for terms in distinct:
+    for terms in counts:
         new = sorted(filterfalse(token2id.__contains__, terms))
         token2id.update(zip(new, range(len(token2id), len(token2id) + len(new)), strict=True))
-    dfs = Counter(chain.from_iterable(distinct))  # keys in gensim's order: by first use
-    cfs = Counter(chain.from_iterable(documents))
-    ids = list(map(token2id.__getitem__, dfs))
-    dictionary.dfs = dict(zip(ids, dfs.values(), strict=True))
-    dictionary.cfs = dict(zip(ids, map(cfs.__getitem__, dfs), strict=True))
-    dictionary.num_docs = len(documents)
-    dictionary.num_pos = sum(map(len, documents))
-    dictionary.num_nnz = sum(map(len, distinct))
+    ids = np.fromiter(map(token2id.__getitem__, chain.from_iterable(counts)), np.int64)
+    frequencies = np.fromiter(chain.from_iterable(map(Counter.values, counts)), np.int64)
+    # gensim's dfs and cfs list the ids in order of first use
+    first_uses = ids[np.sort(np.unique(ids, return_index=True)[1])]
+    in_use_order = first_uses.tolist()
+    dfs = np.bincount(ids, minlength=len(token2id))[first_uses]
+    cfs = np.bincount(ids, weights=frequencies, minlength=len(token2id))[first_uses]
+    dictionary.dfs = dict(zip(in_use_order, dfs.tolist(), strict=True))
+    dictionary.cfs = dict(zip(in_use_order, cfs.astype(np.int64).tolist(), strict=True))
+    dictionary.num_docs = len(counts)
+    dictionary.num_pos = int(frequencies.sum())
+    dictionary.num_nnz = len(ids)
     return dictionary
 
 
@@ -305,8 +315,10 @@ def _lsi(rows: sparse.csr_matrix, dictionary: Dictionary, num_topics: int) -> Ls
 
 def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -> _Snapshot:
     """Build dictionary, IDF and LSI space from observed pages (space-joined tokens) and topic."""
-    corpus = [doc.split() for doc in docs] + [list(part) for part in topic]
-    dictionary = _dictionary([with_folded(tokens) for tokens in corpus])
+    # Each document's words are counted once, in C, for both the dictionary and the tf-idf rows:
+    # they differ only in the weight of folded forms, added over a page's distinct words.
+    counts = [Counter(doc.split()) for doc in docs] + [Counter(part) for part in topic]
+    dictionary = _dictionary([add_folded(Counter(text_counts), 1) for text_counts in counts])
     dictionary.filter_extremes(
         no_below=_MIN_TERM_DOCS,
         no_above=1.0,  # a topic word found on every page is the signal, not noise
@@ -315,9 +327,10 @@ def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -
     )
     tfidf = TfidfModel(dictionary=dictionary, wglobal=_smooth_idf)
     lsi = None
-    if len(corpus) >= _MIN_LSI_DOCS and len(dictionary) > 0:
-        rows, _ = _unit_tfidf(dictionary, *_idf(dictionary, tfidf), corpus)
-        lsi = _lsi(rows, dictionary, max(1, min(num_topics, len(corpus) - 1)))
+    if len(counts) >= _MIN_LSI_DOCS and len(dictionary) > 0:
+        weights = [add_folded(text_counts) for text_counts in counts]
+        rows, _ = _unit_tfidf(dictionary, *_idf(dictionary, tfidf), weights)
+        lsi = _lsi(rows, dictionary, max(1, min(num_topics, len(counts) - 1)))
     return _make_snapshot(dictionary, tfidf, lsi, topic, fitted=True)
 
 

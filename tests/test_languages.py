@@ -25,7 +25,7 @@ from focused.errors import ConfigError
 from focused.languages import detect, language_code, page_language, query_language
 from focused.relevance import RelevanceModel
 from focused.storage import PAGE_FIELDS, SqliteStore
-from focused.text import fold, normalize, term_weights, tokenize, with_folded
+from focused.text import add_folded, fold, normalize, term_weights, tokenize, with_folded
 from tests.conftest import SAMPLE, run_crawl
 
 # -- texts -----------------------------------------------------------------------------------
@@ -206,6 +206,17 @@ def test_folded_forms_weigh_less_than_exact_ones() -> None:
         "les": 1,
     }
     assert with_folded(["vtáky", "les", "cư"]) == ["vtáky", "les", "cư", "vtaky", "cu"]
+
+
+@pytest.mark.parametrize(
+    "tokens",
+    [[], ["les", "les"], ["vtáky", "les", "cư", "vtaky", "vtáky", "cu", "cư", "ñandú", "nandu"]],
+)
+def test_folded_counts_with_weight_one_are_the_counts_of_with_folded(tokens: list[str]) -> None:
+    """A refit counts a page's words once for its dictionary and its tf-idf rows."""
+    counts = add_folded(Counter(tokens), 1)
+    assert list(counts.items()) == list(Counter(with_folded(tokens)).items())
+    assert add_folded(Counter(tokens)) == term_weights(tokens)
 
 
 # -- ranking ---------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import math
 import random
 import threading
 import time
+from collections import Counter
 from dataclasses import astuple
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from scrapy.settings import Settings
 
 from focused import relevance
 from focused.relevance import RelevanceModel, Scores
-from focused.text import tokenize, with_folded
+from focused.text import term_weights, tokenize, with_folded
 
 QUERY = "birds bird migration nesting ornithology"
 
@@ -251,7 +252,8 @@ def test_dictionary_is_the_one_gensim_builds(sample_graph) -> None:
     topic = [tokenize(QUERY), tokenize(FOREIGN_TEXTS[0], "sk"), tokenize(FOREIGN_TEXTS[1], "vi")]
     documents = [with_folded(tokens) for tokens in [*training_texts(sample_graph), *topic]]
     assert len(documents[-1]) > len(topic[-1])  # with folded forms
-    built, gensims = relevance._dictionary(documents), Dictionary(documents)
+    built = relevance._dictionary([Counter(document) for document in documents])
+    gensims = Dictionary(documents)
     for dictionary in (built, gensims):
         assert isinstance(dictionary, Dictionary)
         # what a fit does next: the same filtering gives the same ids
@@ -263,16 +265,15 @@ def test_dictionary_is_the_one_gensim_builds(sample_graph) -> None:
             assert list(built_value.items()) == list(gensims_value.items()), name
     assert len(built) == 3000
     assert relevance._dictionary([]).token2id == {}
-    assert relevance._dictionary([[], []]).num_docs == 2
+    assert relevance._dictionary([Counter(), Counter()]).num_docs == 2
 
 
 def test_lsi_space_is_the_one_gensim_fits_on_the_corpus(sample_graph) -> None:
     """gensim's own LsiModel, fed the training rows as a streamed corpus, finds the same space."""
     corpus = training_texts(sample_graph)
     snap = relevance._fit([" ".join(tokens) for tokens in corpus], [tokenize(QUERY)], 20)
-    rows, _ = relevance._unit_tfidf(
-        snap.dictionary, snap.idf, snap.unseen_idf, [*corpus, tokenize(QUERY)]
-    )
+    weights = [term_weights(tokens) for tokens in [*corpus, tokenize(QUERY)]]
+    rows, _ = relevance._unit_tfidf(snap.dictionary, snap.idf, snap.unseen_idf, weights)
     streamed = LsiModel(
         Sparse2Corpus(rows, documents_columns=False),
         id2word=snap.dictionary,
