@@ -156,13 +156,19 @@ def _terms(dictionary: Dictionary, idf: np.ndarray, texts: Sequence[Sequence[str
     return _weighted_terms(dictionary, idf, [term_weights(tokens) for tokens in texts])
 
 
-def _weighted_terms(dictionary: Dictionary, idf: np.ndarray, weights: list[Counter[str]]) -> _Terms:
+def _weighted_terms(
+    dictionary: Dictionary,
+    idf: np.ndarray,
+    weights: list[Counter[str]],
+    term_ids: np.ndarray | None = None,
+) -> _Terms:
     """Term rows of texts given as their ``term_weights``, over the frozen dictionary.
 
     Terms are looked up in ``token2id`` directly, as ``doc2bow(allow_update=False)`` does but
     without its per-token type checks and sorting, and with one ``map`` over the whole batch
     instead of a Python loop per term; the dictionary is only read. The matrix is built from flat
-    arrays in one step for the same reason.
+    arrays in one step for the same reason. ``term_ids``, when given, are the ids of the texts'
+    terms in that order (-1: not in the dictionary), for a caller that knows them already.
     """
     terms: list[str] = []
     counts: list[float] = []
@@ -171,9 +177,10 @@ def _weighted_terms(dictionary: Dictionary, idf: np.ndarray, weights: list[Count
         terms.extend(text_weights)
         counts.extend(text_weights.values())
         lengths[i] = len(text_weights)
-    term_ids = np.fromiter(
-        map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
-    )
+    if term_ids is None:
+        term_ids = np.fromiter(
+            map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
+        )
     values = np.array(counts, dtype=np.float64)
     row_of = np.repeat(np.arange(len(weights)), lengths)
     known = term_ids >= 0
@@ -202,7 +209,11 @@ def _inverse_norms(known_squares: np.ndarray, unseen_squares: np.ndarray, unseen
 
 
 def _unit_tfidf(
-    dictionary: Dictionary, idf: np.ndarray, unseen_idf: float, weights: list[Counter[str]]
+    dictionary: Dictionary,
+    idf: np.ndarray,
+    unseen_idf: float,
+    weights: list[Counter[str]],
+    term_ids: np.ndarray | None = None,
 ) -> tuple[sparse.csr_matrix, np.ndarray]:
     """Unit tf-idf rows (texts x terms) of texts given as their ``term_weights``, over the frozen
     dictionary, and each row's length.
@@ -210,7 +221,7 @@ def _unit_tfidf(
     A row's length is the share of its text the dictionary covers: 1 when every word is known,
     0 when none is (see ``_inverse_norms``).
     """
-    terms = _weighted_terms(dictionary, idf, weights)
+    terms = _weighted_terms(dictionary, idf, weights, term_ids)
     inverse = _inverse_norms(terms.known_squares, terms.unseen_squares, unseen_idf)
     rows = terms.rows
     rows.data *= np.repeat(inverse, np.diff(rows.indptr))
@@ -247,14 +258,15 @@ def _make_snapshot(
 
 def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:
     """The model before any fit: the topic's terms only, IDF 1, no LSI."""
-    dictionary = _dictionary([add_folded(Counter(part), 1) for part in topic])
+    dictionary, _ = _dictionary([add_folded(Counter(part), 1) for part in topic])
     return _make_snapshot(
         dictionary, TfidfModel(dictionary=dictionary, wglobal=_flat_idf), None, topic, fitted=False
     )
 
 
-def _dictionary(counts: Sequence[Counter[str]]) -> Dictionary:
-    """``Dictionary(documents)`` from each document's ``Counter``, with no Python code per term.
+def _dictionary(counts: Sequence[Counter[str]]) -> tuple[Dictionary, np.ndarray]:
+    """``Dictionary(documents)`` from each document's ``Counter``, with no Python code per term,
+    and the id of each document's each term, in the order of ``counts``.
 
     gensim counts each token of each document in a Python loop (``doc2bow``): at a refit on
     2,000 pages that is 4 million iterations holding the GIL, half of the refit. Here the counts
@@ -280,7 +292,7 @@ def _dictionary(counts: Sequence[Counter[str]]) -> Dictionary:
     dictionary.num_docs = len(counts)
     dictionary.num_pos = int(frequencies.sum())
     dictionary.num_nnz = len(ids)
-    return dictionary
+    return dictionary, ids
 
 
 def _lsi(rows: sparse.csr_matrix, dictionary: Dictionary, num_topics: int) -> LsiModel:
@@ -318,7 +330,8 @@ def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -
     # Each document's words are counted once, in C, for both the dictionary and the tf-idf rows:
     # they differ only in the weight of folded forms, added over a page's distinct words.
     counts = [Counter(doc.split()) for doc in docs] + [Counter(part) for part in topic]
-    dictionary = _dictionary([add_folded(Counter(text_counts), 1) for text_counts in counts])
+    dictionary, unfiltered_ids = _dictionary([add_folded(Counter(c), 1) for c in counts])
+    unfiltered = dictionary.token2id  # filter_extremes makes a new one
     dictionary.filter_extremes(
         no_below=_MIN_TERM_DOCS,
         no_above=1.0,  # a topic word found on every page is the signal, not noise
@@ -328,8 +341,14 @@ def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -
     tfidf = TfidfModel(dictionary=dictionary, wglobal=_smooth_idf)
     lsi = None
     if len(counts) >= _MIN_LSI_DOCS and len(dictionary) > 0:
+        # A page's term weights list its terms in the order of its dictionary counts, so their
+        # ids are known without looking a million terms up again: only the kept ones moved.
         weights = [add_folded(text_counts) for text_counts in counts]
-        rows, _ = _unit_tfidf(dictionary, *_idf(dictionary, tfidf), weights)
+        new_id = np.full(len(unfiltered), -1)
+        new_id[list(map(unfiltered.__getitem__, dictionary.token2id))] = list(
+            dictionary.token2id.values()
+        )
+        rows, _ = _unit_tfidf(dictionary, *_idf(dictionary, tfidf), weights, new_id[unfiltered_ids])
         lsi = _lsi(rows, dictionary, max(1, min(num_topics, len(counts) - 1)))
     return _make_snapshot(dictionary, tfidf, lsi, topic, fitted=True)
 

@@ -252,8 +252,8 @@ def test_dictionary_is_the_one_gensim_builds(sample_graph) -> None:
     topic = [tokenize(QUERY), tokenize(FOREIGN_TEXTS[0], "sk"), tokenize(FOREIGN_TEXTS[1], "vi")]
     documents = [with_folded(tokens) for tokens in [*training_texts(sample_graph), *topic]]
     assert len(documents[-1]) > len(topic[-1])  # with folded forms
-    built = relevance._dictionary([Counter(document) for document in documents])
-    gensims = Dictionary(documents)
+    built, ids = relevance._dictionary([Counter(document) for document in documents])
+    gensims, gensims_unfiltered = Dictionary(documents), Dictionary(documents)
     for dictionary in (built, gensims):
         assert isinstance(dictionary, Dictionary)
         # what a fit does next: the same filtering gives the same ids
@@ -264,8 +264,10 @@ def test_dictionary_is_the_one_gensim_builds(sample_graph) -> None:
         if isinstance(built_value, dict):  # in the same order, too
             assert list(built_value.items()) == list(gensims_value.items()), name
     assert len(built) == 3000
-    assert relevance._dictionary([]).token2id == {}
-    assert relevance._dictionary([Counter(), Counter()]).num_docs == 2
+    # the ids of each document's terms, in order, as they were before the filtering
+    assert ids.tolist() == [gensims_unfiltered.token2id[t] for d in documents for t in Counter(d)]
+    assert relevance._dictionary([])[0].token2id == {}
+    assert relevance._dictionary([Counter(), Counter()])[0].num_docs == 2
 
 
 def test_lsi_space_is_the_one_gensim_fits_on_the_corpus(sample_graph) -> None:
