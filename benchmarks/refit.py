@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,23 +60,10 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, floa
     return results
 
 
-def measure_in(checkout: Path, pages_file: Path, query: str, sizes: Sequence[int]) -> dict:
-    # This file runs in both checkouts (the baseline may not have it); the code it measures
-    # is the checkout's own.
-    code = (
-        f"import sys, json, runpy; sys.path.insert(0, {str(checkout)!r}); "
-        f"measure = runpy.run_path({__file__!r})['measure']; "
-        f"print(json.dumps(measure({str(pages_file)!r}, {query!r}, {list(sizes)!r})))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{checkout}: {out.stderr.strip()[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    # Imported here: this module also runs in the baseline checkout, whose runner may be older.
+    from benchmarks.runner import call_in_checkout, extract_revision
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.refit")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
@@ -91,16 +77,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="focused-refit-") as tmp:
         pages_file = Path(tmp, "pages.json")
         pages_file.write_text(json.dumps(page_texts(args.corpus, args.seed, max(args.pages))))
-        baseline = Path(tmp, "baseline")
-        baseline.mkdir()
-        archive = subprocess.run(
-            ["git", "archive", args.baseline], cwd=REPO, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+        baseline = extract_revision(args.baseline, Path(tmp, "baseline"))
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
             for name, checkout in (("baseline", baseline), ("current", REPO)):
-                results[name].append(measure_in(checkout, pages_file, args.query, args.pages))
+                results[name].append(
+                    call_in_checkout(
+                        checkout, __file__, "measure", str(pages_file), args.query, args.pages
+                    )
+                )
     print(f"refit CPU (ms) from {args.seed}; least of {args.rounds} rounds")
     print(f"{'pages':>6} {'baseline':>9} {'current':>9} {'ratio':>6} {'current ms/page':>16}")
     for size in args.pages:

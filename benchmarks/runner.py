@@ -4,6 +4,7 @@ restart), against a replay web served from this process on 127.0.0.1.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -14,6 +15,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,3 +104,34 @@ def report_head(title: str, module: str, argv: list[str] | None) -> list[str]:
     """A report's title and the exact command that produced it."""
     command = f"python -m {module} {shlex.join(argv if argv else sys.argv[1:])}".strip()
     return [f"# {title}", "", f"`{command}`", ""]
+
+
+def extract_revision(revision: str, directory: Path) -> Path:
+    """The files of git ``revision`` of this repository, written to a new ``directory``: the
+    baseline a benchmark measures the working tree against."""
+    directory.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", revision], cwd=REPO, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return directory
+
+
+def call_in_checkout(checkout: Path, script: str, function: str, *args: object) -> Any:
+    """``function(*args)`` of the benchmark ``script``, run in a subprocess on ``checkout``'s
+    code; its result goes through JSON.
+
+    The script is this checkout's (the baseline may not have it); the code it measures is the
+    checkout's own.
+    """
+    code = (
+        f"import sys, json, runpy; sys.path.insert(0, {str(checkout)!r}); "
+        f"function = runpy.run_path({script!r})[{function!r}]; "
+        f"print(json.dumps(function(*json.loads({json.dumps(args)!r}))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{checkout}: {out.stderr.strip()[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -115,32 +114,19 @@ def measure(pages_file: str, query: str, strategy: str, store_dir: str) -> dict[
 
 
 def run(checkout: Path, pages_file: Path, query: str, strategy: str, store: str) -> dict:
+    from benchmarks.runner import call_in_checkout  # see main
+
+    arguments = (str(pages_file), query, strategy)
     with tempfile.TemporaryDirectory(prefix="focused-encodings-") as store_dir:
         if store == "warm":
-            measure_in(checkout, pages_file, query, strategy, store_dir)
-        return measure_in(checkout, pages_file, query, strategy, store_dir)
-
-
-def measure_in(
-    checkout: Path, pages_file: Path, query: str, strategy: str, store_dir: str
-) -> dict[str, float]:
-    # This file runs in both checkouts (the baseline may not have it); the code it measures
-    # is the checkout's own.
-    code = (
-        f"import sys, json, runpy; sys.path.insert(0, {str(checkout)!r}); "
-        f"measure = runpy.run_path({__file__!r})['measure']; "
-        f"print(json.dumps(measure({str(pages_file)!r}, {query!r}, {strategy!r}, "
-        f"{store_dir!r})))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{checkout}: {out.stderr.strip()[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+            call_in_checkout(checkout, __file__, "measure", *arguments, store_dir)
+        return call_in_checkout(checkout, __file__, "measure", *arguments, store_dir)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Imported here: this module also runs in the baseline checkout, whose runner may be older.
+    from benchmarks.runner import extract_revision
+
     parser = argparse.ArgumentParser(prog="python -m benchmarks.scoring")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
@@ -161,12 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="focused-scoring-") as tmp:
         pages_file = Path(tmp, "pages.json")
         pages_file.write_text(json.dumps(fetch_pages(args.corpus, args.seed, args.pages)))
-        baseline = Path(tmp, "baseline")
-        baseline.mkdir()
-        archive = subprocess.run(
-            ["git", "archive", args.baseline], cwd=REPO, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+        baseline = extract_revision(args.baseline, Path(tmp, "baseline"))
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
             for name, checkout in (("baseline", baseline), ("current", REPO)):
