@@ -6,9 +6,10 @@ as a plain term-frequency cosine against the topic (the dictionary holds only th
 every IDF is 1) and is refit in batches on the pages crawled so far: the dictionary, the IDF
 weights and the LSI space are rebuilt from the last ``max_docs`` pages plus the topic texts,
 once ``refit_every`` pages were observed since the last fit and at least half as many as it
-will learn from. A refit costs CPU in proportion to its pages (about 7 ms a Wikipedia page here,
-14 s for 2,000): refitting every 100 pages on a full buffer would cost 145 ms a page, five times
-the page's own scoring, while spacing refits with the buffer keeps it near 15 ms.
+will learn from. A refit costs CPU in proportion to its pages (about 3.5 ms a Wikipedia page
+here, 7 s for 2,000, most of it holding the GIL): refitting every 100 pages on a full buffer
+would cost 70 ms a page, several times the page's own scoring, while spacing refits with the
+buffer keeps it near 8 ms.
 
 The topic is the query text (plus an optional topic file's text) and, once they are fetched, the
 seed pages' texts. Its vector is the unit mean of two halves, the declared topic and the centroid
@@ -269,11 +270,11 @@ def _dictionary(counts: Sequence[Counter[str]]) -> tuple[Dictionary, np.ndarray]
     and the id of each document's each term, in the order of ``counts``.
 
     gensim counts each token of each document in a Python loop (``doc2bow``): at a refit on
-    2,000 pages that is 4 million iterations holding the GIL, half of the refit. Here the counts
-    are summed with numpy and ids assigned with set operations in C; the result is the same
-    dictionary, down to the order of its dicts: a document's new terms get the next ids in sorted
-    order, as ``doc2bow`` gives them. (gensim would also prune the dictionary to 2 million terms
-    every 10,000 documents; a buffer never gets there.)
+    2,000 pages that is 4 million iterations holding the GIL, half of the refit. Here documents
+    come counted (``Counter``, in C), new terms are found with C iterators and the counts summed
+    with numpy; the result is the same dictionary, down to the order of its dicts: a document's
+    new terms get the next ids in sorted order, as ``doc2bow`` gives them. (gensim would also
+    prune the dictionary to 2 million terms every 10,000 documents; a buffer never gets there.)
     """
     dictionary = Dictionary()
     token2id = dictionary.token2id

@@ -263,8 +263,4 @@ def with_folded(tokens: Sequence[str]) -> list[str]:
     """The tokens and the folded forms that differ from them: what a dictionary should hold."""
     if "".join(tokens).isascii():  # nothing to fold, as in any English text
         return list(tokens)
-    # The ASCII test runs in C, so that only the few words that are not ASCII reach Python: a
-    # refit folds every page it learns from, and an English page with one foreign name would
-    # otherwise cost a Python call per word.
-    marked = filterfalse(str.isascii, tokens)
-    return [*tokens, *(form for token in marked if (form := _fold_latin(token)) != token)]
+    return [*tokens, *(form for token in tokens if (form := fold(token)) != token)]
