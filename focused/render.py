@@ -41,10 +41,10 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
-from scrapy.utils.defer import deferred_from_coro
 
 from focused.errors import ConfigError
 from focused.extract import extract_page
+from focused.stopping import close_spider_now
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -232,9 +232,7 @@ class RenderMiddleware:
             return
         if self._closing is None:
             logger.error("cannot launch Chromium (%s); %s", _first_line(exception), INSTALL_HINT)
-            self._closing = deferred_from_coro(
-                self.crawler.engine.close_spider_async(reason=BROWSER_UNAVAILABLE)
-            )
+            self._closing = close_spider_now(self.crawler, BROWSER_UNAVAILABLE)
         raise IgnoreRequest(f"no browser to render {request.url}")
 
 

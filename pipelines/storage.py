@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.utils.asyncio import run_in_thread, sleep
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from focused.resume import recover_state
+from focused.stopping import close_spider_now
 from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
 
 if TYPE_CHECKING:
@@ -213,9 +214,7 @@ class StoragePipeline:
         """Close the spider: crawling on would only pile up records that cannot be written."""
         self._failed = True
         logger.error("%s; closing the spider (%s)", exc, STORE_UNREACHABLE)
-        self._closing_spider = deferred_from_coro(
-            self.crawler.engine.close_spider_async(reason=STORE_UNREACHABLE)
-        )
+        self._closing_spider = close_spider_now(self.crawler, STORE_UNREACHABLE)
 
     async def _retrying(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Call a store method, retrying a StoreError after doubling delays (a server failing

@@ -528,6 +528,10 @@ class FakeSpider(scrapy.Spider):
 class FakeEngine:
     def __init__(self) -> None:
         self.close_reasons: list[str] = []
+        self.paused = False
+
+    def pause(self) -> None:
+        self.paused = True
 
     async def close_spider_async(self, *, reason: str) -> None:
         self.close_reasons.append(reason)
@@ -766,6 +770,7 @@ def test_storage_pipeline_retries_a_failed_write(tmp_path, monkeypatch):
     asyncio.run(run_pipelines(crawler, [scored_item(n) for n in range(4)]))
     assert attempts == [1, 1, 1, 1, 1, 1]  # page 0 twice refused, then each page alone
     assert crawler.engine.close_reasons == []
+    assert not crawler.engine.paused
     assert crawler.stats.get_value("focused/stored") == 4
     reader = SqliteStore(db)
     try:
@@ -791,6 +796,7 @@ def test_storage_pipeline_closes_the_spider_when_the_store_stays_down(
     # STORAGE_BATCH_SIZE) at close
     assert attempts == [1, 1, 1, 2]
     assert crawler.engine.close_reasons == [STORE_UNREACHABLE]
+    assert crawler.engine.paused  # no new page is fetched that could not be stored
     assert crawler.stats.get_value("focused/stored") is None
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert len(errors) == 2, errors
