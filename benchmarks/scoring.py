@@ -162,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in results["current"][0]:
         base = min(r[name] for r in results["baseline"])
         current = min(r[name] for r in results["current"])
-        print(f"{name:<38} {base:>9.3f} {current:>9.3f} {current / base:>6.2f}")
+        ratio = f"{current / base:>6.2f}" if base else f"{'-':>6}"  # no refit in a short run
+        print(f"{name:<38} {base:>9.3f} {current:>9.3f} {ratio}")
     return 0
 
 

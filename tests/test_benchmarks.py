@@ -228,3 +228,31 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
         assert result.returncode == 2
         assert result.stderr.startswith("harvest: error:") and result.stderr.count("\n") == 1
+
+
+def test_scoring_and_refit_commands_on_the_sample() -> None:
+    """Both compare this checkout with a revision, here HEAD itself. 20 pages are fewer than a
+    refit needs: the refit row has no ratio (it divided by zero before)."""
+    commands = {
+        "scoring": ["--pages", "20", "--strategy", "bestfirst"],
+        "refit": ["--pages", "40"],
+    }
+    for module, args in commands.items():
+        command = [
+            sys.executable, "-m", f"benchmarks.{module}", "--corpus", str(SAMPLE),
+            "--rounds", "1", "--baseline", "HEAD", *args,
+        ]  # fmt: skip
+        result = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+        lines = result.stdout.splitlines()
+        if module == "scoring":
+            assert re.search(
+                r"^scoring CPU ms/page +\d+\.\d+ +\d+\.\d+ +\d+\.\d\d$", result.stdout, re.M
+            )
+            assert re.search(
+                r"^refit CPU ms/page \(thread\) +0\.000 +0\.000 +-$", result.stdout, re.M
+            )
+        else:
+            assert re.search(r"^ +40 +\d+\.\d +\d+\.\d +\d+\.\d\d +\d+\.\d\d$", lines[-1]), lines
