@@ -9,6 +9,9 @@ topical, ...) and one runs at a time, so a noisy machine slows both alike; the m
 ratio go to ``throughput.md`` under ``--out``. Pages per second = responses received / the
 crawl's own elapsed time (Scrapy's stats), so interpreter start-up is not counted.
 
+``--delay S`` makes the replay web wait S seconds before each response (served concurrently),
+as distant servers do; at 0 (default) the crawl is bound by its CPU alone.
+
 ``--store cold`` (default): each topical run starts without the encoder vectors kept by earlier
 crawls, as a first crawl of a site does. ``--store warm``: one unmeasured topical crawl first
 fills a store that every measured run then reads, as the next crawl of the same site does.
@@ -54,12 +57,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="cold",
         help="encoder vectors kept by an earlier crawl: none (cold, default) or all (warm)",
     )
+    parser.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        help="seconds the replay web waits before each response, as a distant server would "
+        "(responses are served concurrently; default 0)",
+    )
     args = parser.parse_args(argv)
     try:
+        if args.delay < 0:
+            raise ConfigError(f"--delay must be at least 0, not {args.delay:g}")
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")
-        server = ReplayServer(graph).start()
+        server = ReplayServer(graph, delay=args.delay).start()
     except (ConfigError, OSError) as exc:
         print(f"throughput: error: {exc}", file=sys.stderr)
         return 2
@@ -114,7 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = [
         *report_head("Throughput benchmark", "benchmarks.throughput", argv),
         f"{args.repeats} alternating runs of each, {args.pages} pages each, seed {args.seed}, "
-        f"{args.store} encoder store, on {datetime.now(UTC):%Y-%m-%d}; "
+        f"{args.store} encoder store, {args.delay:g} s latency per response, "
+        f"on {datetime.now(UTC):%Y-%m-%d}; "
         "pages/s = responses / Scrapy's elapsed_time_seconds.",
         "",
         "| spider | pages/s (median) | runs | scoring CPU ms/page | encoder store, per run |",

@@ -29,6 +29,12 @@ SCHEDULER = "focused.scheduler.FocusedScheduler"
 SCHEDULER_PRIORITY_QUEUE = "schedulers.bestfirst.BestFirstQueue"
 DEPTH_PRIORITY = 0  # strategies order the frontier; depth must not skew Request.priority
 DEPTH_STATS_VERBOSE = True  # request_depth_count/N: how many links were queued at each level
+# A request counts against CONCURRENT_REQUESTS until its page is scored, not only until it is
+# downloaded (focused.scheduler): when a burst of responses arrives, Scrapy would otherwise fill
+# every freed download slot from the frontier before scoring any of them, with requests that
+# miss the links the burst is about to queue. False: Scrapy's behaviour. BENCHMARKS.md,
+# "Scoring before dispatch".
+SCORE_BEFORE_DISPATCH = True
 
 # -- Components -------------------------------------------------------------------------------
 # Spider middlewares, outermost (lowest number) first. FinishMiddleware queues a page's links
