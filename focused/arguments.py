@@ -210,7 +210,18 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
 }
 
 
+# Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
+BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK")
+
+
 def check_settings(settings: Any) -> None:
+    for name in BOOLEAN_SETTINGS:
+        try:
+            settings.getbool(name)
+        except ValueError:
+            raise ConfigError(
+                f"setting {name}={settings.get(name)!r} is not true or false"
+            ) from None
     for name, (kind, low, high) in NUMERIC_SETTINGS.items():
         raw = settings.get(name)
         if raw is None or raw == "":

@@ -85,6 +85,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "0"}, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=0"),
         (GOOD, {"ENCODER_WHOLE_SHARE": "1.5"}, "ENCODER_WHOLE_SHARE=1.5 is outside"),
         (GOOD, {"ENCODER_STORE_SIZE": "-1"}, "ENCODER_STORE_SIZE=-1 is outside"),
+        (GOOD, {"SCORE_BEFORE_DISPATCH": "maybe"}, "SCORE_BEFORE_DISPATCH='maybe' is not true"),
+        (GOOD, {"HEAD_CHECK": "sometimes"}, "HEAD_CHECK='sometimes' is not true or false"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
