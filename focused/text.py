@@ -74,14 +74,22 @@ _MARKS = _bmp_combining_marks()
 # ASCII letters and digits are part of \w; named first, they are tested before \w's category
 # lookup, which made matching an English page a sixth faster.
 _WORD = re.compile(f"[a-z0-9\\w{_MARKS}]{{2,}}")
-# The same words in a lower-case ASCII text without underscores (where \w is [a-z0-9_]):
-# a third faster again, and most link contexts of an English page are ASCII.
-_ASCII_WORD = re.compile("[a-z0-9]{2,}")
+_WORD_CHARACTER = re.compile(f"[\\w{_MARKS}]")
+# For bytes.translate on a UTF-8 text: the ASCII characters that are not word characters become
+# spaces, and the bytes beyond ASCII stay (see _runs).
+_ASCII_BREAKS = bytes(
+    byte if byte >= 0x80 or _WORD_CHARACTER.match(chr(byte)) else 0x20 for byte in range(256)
+)
+_ASCII = bytes(range(0x80))
+_SHORT_TEXT = 32  # characters (see _words)
 
 # One scan tells whether a text needs more than the plain word pattern (English never does).
 _SPECIAL = re.compile(f"[{ARABIC_SCRIPT}{CJK_SCRIPT}]")
 _ARABIC = re.compile(f"[{ARABIC_SCRIPT}]")
 _CJK_RUN = re.compile(f"[{CJK_SCRIPT}]+")
+_CJK_RUN_SPLIT = re.compile(f"([{CJK_SCRIPT}]+)")
+_CJK_MARK = re.compile("[\u3099\u309a]")  # the combining kana sound marks
+_CJK_RUN_SPACING = 100  # characters per CJK run below which a text is not CJK (_with_cjk_bigrams)
 # A CJK run, or a word of any other script (a word character that is not CJK, or a mark).
 _CJK_OR_WORD = re.compile(f"([{CJK_SCRIPT}]+)|(?:[^\\W{CJK_SCRIPT}]|[{_MARKS}]){{2,}}")
 
@@ -162,21 +170,69 @@ def tokenize(text: str, language: str | None = None) -> list[str]:
     """
     text = unicodedata.normalize("NFC", text).lower().replace("_", " ")
     stop = stopwords(language)
-    pattern = _ASCII_WORD if text.isascii() else _WORD
-    words = [] if language == "vi" else pattern.findall(text)
+    words = [] if language == "vi" else _words(text)
     # Arabic script and CJK need more. The scan for them is made only when some word is not
     # ASCII: on an English page with curly quotes it would cost a sixth of the tokenizing.
-    if (language == "vi" or not "".join(words).isascii()) and _SPECIAL.search(text):
+    # (_words may hold one-character runs, which are no words.)
+    beyond_ascii = not text.isascii() and any(
+        len(word) > 1 for word in filterfalse(str.isascii, words)
+    )
+    if (language == "vi" or beyond_ascii) and _SPECIAL.search(text):
         text = _normalize_scripts(text)
         if _CJK_RUN.search(text) is not None:
             return _with_cjk_bigrams(text, stop)
-        words = _WORD.findall(text)
+        words = _words(text)
     if language == "vi":
         return _vietnamese(text, stop)
-    return [word for word in words if word not in stop and not word.isdigit()]
+    return _kept(words, stop)
+
+
+def _kept(words: list[str], stop: frozenset[str]) -> list[str]:
+    """The words of ``_words`` that are tokens: no stop words, numbers or 1-character words."""
+    return [word for word in words if len(word) > 1 and word not in stop and not word.isdigit()]
+
+
+def _words(text: str) -> list[str]:
+    """The words of a text (``_WORD``), in order, perhaps with one-character runs among them."""
+    # Below a few dozen characters the regular expression costs less than _runs's set-up.
+    return _WORD.findall(text) if len(text) < _SHORT_TEXT else _runs(text)
+
+
+def _runs(text: str) -> list[str]:
+    """The runs of word characters (letters, digits, marks) of a text, in order: the words
+    ``_WORD.findall`` finds, and the one-character runs it skips.
+
+    Every character that is no word character is made a space, and ``split()`` cuts the
+    rest, in C: half the time of the regular expression on a page. The ASCII ones through
+    ``bytes.translate`` on the UTF-8 text; the few distinct ones beyond ASCII (dashes, quotes,
+    a degree sign), found among the text's bytes beyond ASCII, each by one ``bytes.replace``.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if not text.isascii():
+        beyond = set(data.translate(None, _ASCII).decode("utf-8", "surrogatepass"))
+        for character in filterfalse(_WORD_CHARACTER.match, beyond):
+            data = data.replace(character.encode("utf-8", "surrogatepass"), b" ")
+    return data.translate(_ASCII_BREAKS).decode("utf-8", "surrogatepass").split()
 
 
 def _with_cjk_bigrams(text: str, stop: frozenset[str]) -> list[str]:
+    parts = _CJK_RUN_SPLIT.split(text)  # text, run, text, ..., text
+    # A page in Chinese or Japanese is mostly runs: one match at a time. An English page that
+    # names a few Chinese characters is mostly words, and a Python step per word cost five times
+    # the rest of its tokenizing: the words between the runs are cut as in any other text.
+    if len(parts) * _CJK_RUN_SPACING > 2 * len(text) or _CJK_MARK.search(text) is not None:
+        return _with_cjk_bigrams_by_match(text, stop)
+    tokens = _kept(_words(parts[0]), stop)
+    for run, between in zip(parts[1::2], parts[2::2], strict=True):
+        tokens.extend(_bigrams(run, stop))
+        tokens.extend(_kept(_words(between), stop))
+    return tokens
+
+
+def _with_cjk_bigrams_by_match(text: str, stop: frozenset[str]) -> list[str]:
+    """``_with_cjk_bigrams`` one match at a time. The only way for a text with a kana sound
+    mark: a mark, so a word character, that a word of another script takes in although it is
+    also CJK."""
     tokens = []
     for match in _CJK_OR_WORD.finditer(text):
         run = match.group(1)
@@ -184,12 +240,16 @@ def _with_cjk_bigrams(text: str, stop: frozenset[str]) -> list[str]:
             token = match.group()
             if token not in stop and not token.isdigit():
                 tokens.append(token)
-        elif len(run) == 1:
-            if run not in stop:
-                tokens.append(run)
         else:
-            tokens.extend(bigram for bigram in map(str.__add__, run, run[1:]) if bigram not in stop)
+            tokens.extend(_bigrams(run, stop))
     return tokens
+
+
+def _bigrams(run: str, stop: frozenset[str]) -> list[str]:
+    """The tokens of a CJK run: its overlapping character bigrams, or itself if one character."""
+    if len(run) == 1:
+        return [] if run in stop else [run]
+    return [bigram for bigram in map(str.__add__, run, run[1:]) if bigram not in stop]
 
 
 def _vietnamese(text: str, stop: frozenset[str]) -> list[str]:

@@ -256,3 +256,17 @@ def test_scoring_and_refit_commands_on_the_sample() -> None:
             )
         else:
             assert re.search(r"^ +40 +\d+\.\d +\d+\.\d +\d+\.\d\d +\d+\.\d\d$", lines[-1]), lines
+
+
+def test_pagecpu_command_on_the_sample() -> None:
+    """Against HEAD itself: every step runs in both checkouts and gives the same output."""
+    command = [
+        sys.executable, "-m", "benchmarks.pagecpu", "--corpus", str(SAMPLE),
+        "--pages", "10", "--rounds", "1", "--baseline", "HEAD",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    for step in ("tokenize", "simhash", "WordMeans"):
+        assert re.search(rf"^{step} .* +\d+\.\d\d  yes$", result.stdout, re.M), result.stdout

@@ -134,26 +134,69 @@ def test_vietnamese_pairs_stop_at_punctuation_and_stop_words() -> None:
     assert tokenize("tổ của chim", "vi") == ["tổ", "chim"]
 
 
-def test_fast_word_patterns_match_what_the_plain_class_matches() -> None:
-    """The word pattern with ASCII named first, and the ASCII one on ASCII text, find exactly
-    the runs of letters, digits and marks, on real pages (whole, and line by line: most lines are
-    ASCII) and on every language's texts."""
-    plain = re.compile(f"[\\w{text_module._MARKS}]{{2,}}")
+def _sample_texts() -> list[str]:
+    """Real pages (whole, and line by line: most lines are ASCII) and every language's texts."""
     pages = [path.read_text() for path in sorted((SAMPLE / "plaintext_articles").glob("*.txt"))]
-    texts = [
-        normalize(text)
-        for text in [
-            *pages,
-            *(line for page in pages for line in page.splitlines()),
-            *(text for language in TEXTS.values() for text in language.values()),
-        ]
+    return [
+        *pages,
+        *(line for page in pages for line in page.splitlines()),
+        *(text for language in TEXTS.values() for text in language.values()),
     ]
-    ascii_texts = [text for text in texts if text.isascii()]
-    assert len(ascii_texts) > 1000 and len(texts) - len(ascii_texts) > 100
+
+
+# What the fast paths must agree with: characters no pattern or split() treats alike.
+TRICKY_TEXTS = [
+    "bird–watching 1990—2000 °c 4°c • ±3 “quoted” l’homme aujourd’hui café é – ²³ ١٢٣ ۴۵",
+    "ℌello ＡＢＣ ﬁne ǅ ß \u0301abc e\u0301 ①② x\u00a0yy\u2028zz\x85ww \x1cab\x1fcd \ud800ok",
+    "渡り鳥は季節によって移動する。ab\u3099c が\u3099 か\u3099ki",
+    "每年秋天，成千上万的候鸟飞往南方的湿地过冬。Python3 用 2024年 ok",
+    "ab候鸟cd 候 x候y 12候34 é候—候 ｶﾞｲﾄﾞ ﾊﾟﾝ ﾞ " + "bird words around one run " * 10,
+    "bird words around one run " * 10 + "ab\u3099\u309a候鸟 x",  # a word takes the kana marks in
+    "كتاب‌ها مي‌آيند ١٢٣ ۴۵ test候 پرندگان",
+    "",
+]
+
+
+def test_word_runs_are_what_the_word_pattern_finds() -> None:
+    """_runs cuts a text where the plain class of word characters ends, on real pages and on
+    characters that are not ASCII, ASCII, white space or word characters alike."""
+    plain = re.compile(f"[\\w{text_module._MARKS}]{{2,}}")
+    texts = [normalize(text) for text in [*_sample_texts(), *TRICKY_TEXTS]]
+    assert sum(not text.isascii() for text in texts) > 100
     for text in texts:
-        assert text_module._WORD.findall(text) == plain.findall(text)
-    for text in ascii_texts:
-        assert text_module._ASCII_WORD.findall(text) == plain.findall(text)
+        words = plain.findall(text)
+        assert text_module._WORD.findall(text) == words
+        assert [word for word in text_module._runs(text) if len(word) > 1] == words
+        assert [word for word in text_module._words(text) if len(word) > 1] == words
+
+
+def _tokenize_by_pattern(text: str, language: str | None) -> list[str]:
+    """tokenize as it was first written: the pattern on the whole text, one word at a time."""
+    text = unicodedata.normalize("NFC", text).lower().replace("_", " ")
+    stop = text_module.stopwords(language)
+    words = [] if language == "vi" else text_module._WORD.findall(text)
+    if (language == "vi" or not "".join(words).isascii()) and text_module._SPECIAL.search(text):
+        text = text_module._normalize_scripts(text)
+        if text_module._CJK_RUN.search(text) is not None:
+            return text_module._with_cjk_bigrams_by_match(text, stop)
+        words = text_module._WORD.findall(text)
+    if language == "vi":
+        return text_module._vietnamese(text, stop)
+    return [word for word in words if word not in stop and not word.isdigit()]
+
+
+@pytest.mark.parametrize("language", [None, "en", "fa", "zh", "ja", "vi", "sk", "fr"])
+def test_tokenize_gives_the_tokens_of_the_plain_pattern(language: str | None) -> None:
+    """Same tokens in the same order (SimHash shingles read the order) as the straightforward
+    tokenizer, on real pages, pages that name a few CJK characters, and CJK pages."""
+    texts = [*_sample_texts(), *TRICKY_TEXTS]
+    pages = [path.read_text() for path in sorted((SAMPLE / "plaintext_articles").glob("*.txt"))]
+    texts += [page + " 候鸟 " + page[:2000] + " 渡り鳥" for page in pages[:20]]
+    if language in ("zh", "ja"):
+        texts += [TRICKY_TEXTS[2] * 50, TRICKY_TEXTS[3] * 50]
+    assert sum(bool(text_module._CJK_RUN.search(text)) for text in texts) >= 20
+    for text in texts:
+        assert tokenize(text, language) == _tokenize_by_pattern(text, language)
 
 
 def test_arabic_forms_unified_run_by_run_as_in_one_translation() -> None:

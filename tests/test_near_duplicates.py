@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import random
 import threading
+from hashlib import blake2b
 from html import escape
 
 from scrapy.utils.test import get_crawler
 
 from focused.dedup import SharedFetched
 from focused.distributed import SharedCrawl
-from focused.simhash import MAX_DISTANCE, SharedSimHashIndex, SimHashIndex, distance, simhash
+from focused.simhash import (
+    MAX_DISTANCE,
+    MIN_SHINGLES,
+    SHINGLE,
+    SharedSimHashIndex,
+    SimHashIndex,
+    distance,
+    simhash,
+)
 from focused.text import tokenize
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
@@ -50,6 +59,31 @@ def test_over_the_sample_date_changes_are_found_and_articles_kept_apart(sample_g
         for j in range(i + 1, len(texts)):
             if texts[i] != texts[j]:  # the sample holds one article twice (Dove, Pigeon)
                 assert distance(prints[i], prints[j]) > MAX_DISTANCE
+
+
+def _simhash_by_shingle(tokens: list[str]) -> int | None:
+    """The SimHash as its source defines it: each distinct shingle's hash, then a vote per bit."""
+    shingles = {tuple(tokens[i : i + SHINGLE]) for i in range(len(tokens) - SHINGLE + 1)}
+    hashes = set()
+    for shingle in shingles:
+        value = 0
+        for place, token in enumerate(shingle):
+            digest = int.from_bytes(blake2b(token.encode(), digest_size=8).digest(), "big")
+            turn = 64 * place // SHINGLE
+            value ^= ((digest << turn) | (digest >> (64 - turn))) & (2**64 - 1)
+        hashes.add(value)
+    if len(hashes) < MIN_SHINGLES:
+        return None
+    votes = [sum(value >> bit & 1 for value in hashes) for bit in range(64)]
+    return sum(1 << bit for bit, vote in enumerate(votes) if vote * 2 > len(hashes))
+
+
+def test_fingerprints_are_those_of_the_plain_definition(sample_graph):
+    texts = [*sample_texts(sample_graph)[:60], "Bird events: none.", "a b c " * 30, "word " * 40]
+    texts += [f"{NOVEMBER}\n{text}" for text in texts[:5]]
+    assert sum(fingerprint(text) is None for text in texts) >= 2
+    for text in texts:
+        assert fingerprint(text) == _simhash_by_shingle(tokenize(text))
 
 
 def test_too_little_text_has_no_fingerprint():

@@ -352,6 +352,38 @@ def test_an_anchor_is_the_mean_of_its_words_each_encoded_alone(encode, word_mean
     assert word_means([""])[0] @ encode([""])[0] > 0.995
 
 
+def _straight_unit_mean(vectors: list[np.ndarray]) -> np.ndarray:
+    mean = np.mean(vectors, axis=0)
+    return mean / max(float(np.linalg.norm(mean)), 1e-9)
+
+
+def test_word_means_are_each_anchors_own_mean_to_the_bit(word_means, sample_graph) -> None:
+    """All anchors of a page at once give each anchor's own mean and norm, bit for bit."""
+    anchors = [title(name) for name in sorted(sample_graph.names)]
+    anchors += ["", "Iguanodon", "Archaeopteryx of the Jurassic", "a b c d e f g " * 6, "!!"]
+    vectors = word_means(anchors)
+    for anchor, vector in zip(anchors, vectors, strict=True):
+        words = word_means.words(anchor)
+        if words:
+            expected = _straight_unit_mean([word_means._vector(word) for word in words])
+            assert vector.tobytes() == expected.astype(np.float32).tobytes(), anchor
+
+
+def test_unit_means_of_groups_to_the_bit() -> None:
+    """Groups of one and of many rows, a sum of -0.0, and means too short to normalise."""
+    rng = np.random.default_rng(7)
+    counts = np.array([1, 5, 2, 12, 1, 3, 3])
+    rows = list(rng.normal(size=(counts.sum(), encoder._DIMENSIONS)).astype(np.float32))
+    rows[1:6] = [row * np.float32(1e-12) for row in rows[1:6]]  # norm below 1e-9
+    rows[6][:4] = rows[7][:4] = -0.0  # a sum of -0.0
+    rows[19] = -rows[18]  # a mean of zeros
+    means = encoder._unit_means(rows, counts)
+    starts = np.cumsum(counts) - counts
+    for mean, start, count in zip(means, starts, counts, strict=True):
+        expected = _straight_unit_mean(rows[start : start + count]).astype(np.float32)
+        assert mean.tobytes() == expected.tobytes()
+
+
 def test_words_outside_the_vocabulary_are_encoded_once(encode) -> None:
     sent: list[str] = []
 
