@@ -4,11 +4,13 @@ The workload is the frontier benchmark's requests (``benchmarks.frontier.make_re
 what a crawl adds interleaved: rediscoveries from a better parent, trap requests queued at the
 back, evictions of the worst entries, and pops between pushes. The events of a run (each popped
 URL, each count evicted) are hashed; ``tests/data/queue_orders.json`` holds the hashes that
-main's code gave (session 7, before the queues were made faster), written by
+main's code gave (session 7, main at e57d249, before the queues were made faster), written by
+copying this file into that checkout's tests/ and running there
 
-    PYTHONPATH=<main checkout> python -m tests.test_queue_order > tests/data/queue_orders.json
+    PYTHONPATH=. python -m tests.test_queue_order > tests/data/queue_orders.json
 
-run against main's checkout. A change to any queue's order makes its hash differ.
+The recording is the same under another PYTHONHASHSEED. A change to any queue's order makes
+its hash differ.
 """
 
 from __future__ import annotations
