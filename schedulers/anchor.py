@@ -27,11 +27,12 @@ class AnchorQueue(StrategyQueue):
     params = {"link_weight": Param(0.7, "share of anchor+context relevance in the score", 0.0, 1.0)}
 
     def score(self, request: Request) -> float:
-        if "parent_relevance" not in request.meta:
+        meta = request.meta  # a property: read once, this runs on every push
+        if "parent_relevance" not in meta:
             return 2.0  # a seed: above every link score, which is at most 1
         weight = self.params["link_weight"]
-        link = self.link_evidence(request.meta)
-        return weight * link + (1.0 - weight) * request.meta["parent_relevance"]
+        link = self.link_evidence(meta)
+        return weight * link + (1.0 - weight) * meta["parent_relevance"]
 
     def link_evidence(self, meta: dict) -> float:
         """What the link itself says about its target, in [0, 1]."""

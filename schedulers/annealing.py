@@ -89,6 +89,7 @@ class AnnealingQueue(StrategyQueue):
             (url, [bytes.fromhex(fp) for fp in fps]) for url, fps in state.get("fresh", [])
         )
         self._random = seeded_random(self.params["seed"], state.get("random"))
+        self._shown_temperature: float | None = None  # the temperature stat last set
         settings = self.crawler.settings
         self._current_pages = settings.getint("CONCURRENT_REQUESTS", 16)
         self._budget = settings.getint("CLOSESPIDER_PAGECOUNT") or LINEAR_MOVES_WITHOUT_BUDGET
@@ -163,7 +164,10 @@ class AnnealingQueue(StrategyQueue):
 
     def pop(self) -> Request | None:
         temperature = self.temperature()
-        self.stats.set_value(f"focused/{self.name}/temperature", round(temperature, 6))
+        shown = round(temperature, 6)
+        if shown != self._shown_temperature:  # a stats call costs more than the rest of a pop
+            self.stats.set_value(f"focused/{self.name}/temperature", shown)
+            self._shown_temperature = shown
         for _ in range(DRAWS_PER_POP):
             fp = self._draw()
             if fp is None:
@@ -175,13 +179,13 @@ class AnnealingQueue(StrategyQueue):
             delta = candidate_value(request) - page_value(request)
             if self.accepts(delta, temperature):
                 outcome = "improving" if delta > 0 else "accepted_worse"
-                self.stats.inc_value(f"focused/{self.name}/{outcome}")
+                self.inc_stat(f"focused/{self.name}/{outcome}")
                 self._moves += 1
                 return request
-            self.stats.inc_value(f"focused/{self.name}/rejected")
+            self.inc_stat(f"focused/{self.name}/rejected")
             self.frontier.put(fp, (key[0] + REJECTED, *key[1:]), request)
         request = self.frontier.pop()
         if request is not None:
-            self.stats.inc_value(f"focused/{self.name}/best_queued")
+            self.inc_stat(f"focused/{self.name}/best_queued")
             self._moves += 1
         return request

@@ -52,6 +52,8 @@ Key = tuple[float, float, int]
 # scheduler, see focused.traps) are at the back, behind every other request, whatever their
 # key. The penalty is the frontier's, so every strategy's keys stay its own.
 # A memory frontier's item: (*key, fp).
+# The key's tiebreak for a strategy without one: -tiebreak() of the default, 0.0, as before.
+NO_TIEBREAK = -0.0
 Item = tuple[float, float, int, bytes]
 
 
@@ -105,16 +107,19 @@ class _Order:
         current exactly when it *is* that tuple."""
         if self.pending:
             self._take_pending()
-        heap, run = self.heap, self.run
-        while heap or run:
-            from_heap = not run or (bool(heap) and heap[0] < run[-1])
-            item = heap[0] if from_heap else run[-1]
-            current = items.get(item[3]) is item
-            if current and not remove:
-                return item
-            if from_heap:
+        heap, run, get = self.heap, self.run, items.get
+        while run or heap:
+            if heap and (not run or heap[0] < run[-1]):
+                item = heap[0]
+                current = get(item[3]) is item
+                if current and not remove:
+                    return item
                 heapq.heappop(heap)
             else:
+                item = run[-1]
+                current = get(item[3]) is item
+                if current and not remove:
+                    return item
                 run.pop()
             if current:
                 return item
@@ -145,14 +150,15 @@ class MemoryFrontier:
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         item = (key[0], key[1], key[2], fp)
-        back = at_back(request)
         self._items[fp] = item
         self._requests[fp] = request
+        # at_back(request), read here without the call: put is on every push's path.
+        back = request.meta.get(TRAP_META)
         (self._back if back else self._front).pending.append(item)
         worst = self._worst
         if worst is None:
             return
-        heapq.heappush(worst, _worst_order(item, back))
+        heapq.heappush(worst, _worst_order(item, 1 if back else 0))
         if len(worst) > 2 * len(self._items) + 1024:
             # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
             # n puts, so that the worst-first heap stays proportional to the frontier.
@@ -180,17 +186,19 @@ class MemoryFrontier:
                 evicted.append(fp)
         return evicted
 
-    def _best(self, remove: bool) -> Request | None:
-        item = self._front.best(self._items, remove) or self._back.best(self._items, remove)
-        if item is None:
-            return None
-        return self.remove(item[3]) if remove else self._requests[item[3]]
-
     def peek(self) -> Request | None:
-        return self._best(remove=False)
+        items = self._items
+        item = self._front.best(items, False) or self._back.best(items, False)
+        return None if item is None else self._requests[item[3]]
 
     def pop(self) -> Request | None:
-        return self._best(remove=True)
+        items = self._items
+        item = self._front.best(items, True) or self._back.best(items, True)
+        if item is None:
+            return None
+        fp = item[3]
+        del items[fp]
+        return self._requests.pop(fp)
 
     def key_of(self, fp: bytes) -> Key | None:
         item = self._items.get(fp)
@@ -416,6 +424,12 @@ class StrategyQueue:
     def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
         self.crawler = crawler
         self.stats = crawler.stats
+        # Scrapy's stats methods are looked up through a wrapper that costs more than a push:
+        # the strategies that count on every pop call this one, looked up once.
+        self.inc_stat = crawler.stats.inc_value
+        # Whether the strategy defines admit() and tiebreak(): if not, a push skips their calls.
+        self._admits = type(self).admit is not StrategyQueue.admit
+        self._tiebreaks = type(self).tiebreak is not StrategyQueue.tiebreak
         spider = crawler.spider
         self.params: dict[str, Any] = {
             name: param.default for name, param in type(self).params.items()
@@ -491,10 +505,11 @@ class StrategyQueue:
 
     def key(self, request: Request) -> Key:
         self._seq += 1
-        return (-self.score(request), -self.tiebreak(request), self._seq)
+        tiebreak = -self.tiebreak(request) if self._tiebreaks else NO_TIEBREAK
+        return (-self.score(request), tiebreak, self._seq)
 
     def push(self, request: Request) -> None:
-        if self.admit(request):
+        if not self._admits or self.admit(request):
             self.frontier.put(self._fingerprint(request), self.key(request), request)
 
     def pop(self) -> Request | None:

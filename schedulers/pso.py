@@ -64,6 +64,7 @@ LAMBDA = 1.0
 PATH_LINKS = 3  # anchors credited back along the path
 REKEY_PER_POP = 50
 FLYING_MEMORY = 1000  # popped pages whose outcome may still come back
+ANCHOR_WORDS_CACHE = 100_000  # anchor texts whose words are remembered
 
 
 class PsoQueue(StrategyQueue):
@@ -104,6 +105,7 @@ class PsoQueue(StrategyQueue):
         epoch = self.params["epoch"]
         self._outcomes = [deque(o, maxlen=epoch) for o in state.get("outcomes", [[]] * n)]
         self._flying: OrderedDict[str, int] = OrderedDict(state.get("flying", []))
+        self._anchor_words: dict[str, tuple[str, ...]] = {}
         if not state.get("swarm"):
             self.swarm["activity"][0] = 1  # particle 0 takes the first turn
 
@@ -126,9 +128,21 @@ class PsoQueue(StrategyQueue):
         alpha, beta = self.swarm["x"][self._active]
         return alpha, beta
 
+    def anchor_words(self, anchor: str) -> tuple[str, ...]:
+        """The distinct words of an anchor, tokenized once per anchor text: the frontier is
+        re-scored on every change of weights, and tokenizing was most of a score."""
+        words = self._anchor_words.get(anchor)
+        if words is None:
+            if len(self._anchor_words) >= ANCHOR_WORDS_CACHE:
+                self._anchor_words.clear()  # bounded; the next scores fill it again
+            words = self._anchor_words[anchor] = tuple(set(tokenize(anchor)))
+        return words
+
     def future_value(self, anchor: str) -> float:
-        words = set(tokenize(anchor))
-        if not words or not self._max_word_value:
+        if not self._max_word_value:
+            return 0.0  # no word credited yet
+        words = self.anchor_words(anchor)
+        if not words:
             return 0.0
         total = sum(self.word_value.get(word, 0.0) for word in words)
         return total / (len(words) * self._max_word_value)
@@ -215,14 +229,17 @@ class PsoQueue(StrategyQueue):
         self._put(request)
 
     def pop(self) -> Request | None:
+        rekeyed = 0
         for _ in range(REKEY_PER_POP):
             request = self.frontier.pop()
             if request is None or request.meta.get("pso_version") == self._version:
                 break
             self._put(request)
-            self.stats.inc_value("focused/pso/rekeyed")
+            rekeyed += 1
         else:
             request = self.frontier.pop()
+        if rekeyed:
+            self.inc_stat("focused/pso/rekeyed", rekeyed)
         if request is None:
             return None
         self._flying[request.url] = self._active

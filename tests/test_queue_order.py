@@ -1,0 +1,87 @@
+"""Every strategy's pop order is the one recorded from main's queues before they were sped up.
+
+The workload is the frontier benchmark's requests (``benchmarks.frontier.make_requests``) with
+what a crawl adds interleaved: rediscoveries from a better parent, trap requests queued at the
+back, evictions of the worst entries, and pops between pushes. The events of a run (each popped
+URL, each count evicted) are hashed; ``tests/data/queue_orders.json`` holds the hashes that
+main's code gave (session 7, main at e57d249, before the queues were made faster), written by
+copying this file into that checkout's tests/ and running there
+
+    PYTHONPATH=. python -m tests.test_queue_order > tests/data/queue_orders.json
+
+The recording is the same under another PYTHONHASHSEED. A change to any queue's order makes
+its hash differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+from scrapy.utils.misc import load_object
+
+from benchmarks.frontier import FINGERPRINTER, make_queue, make_requests
+from focused.strategies import STRATEGIES
+from focused.traps import TRAP_META
+
+RECORDED = Path(__file__).parent / "data" / "queue_orders.json"
+REQUESTS = 3000
+# (strategy, kind) pairs run on disk too: the JOBDIR frontier must keep its order as well.
+DISK = ("bfs", "bestfirst", "semantic", "rank_semantic", "hillclimbing", "annealing")
+
+
+def pop_events(strategy: str, kind: str, n: int = REQUESTS) -> list[str]:
+    """Push the benchmark's requests with rediscoveries, traps, evictions and pops between."""
+    requests = list(make_requests(n, seed=1))
+    fingerprinter = load_object(FINGERPRINTER)()
+    events: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="focused-order-") as tmp:
+        queue = make_queue(strategy, kind, Path(tmp), fingerprinter)
+
+        def pop(count: int) -> None:
+            for _ in range(count):
+                request = queue.pop()
+                events.append(request.url.rsplit("/", 1)[1] if request else "-")
+
+        for i, request in enumerate(requests):
+            if i % 37 == 5:
+                request.meta[TRAP_META] = "trap-family"
+            queue.push(request)
+            if i % 7 == 3 and i > 40:
+                # the URL of an earlier request found again from a better parent
+                earlier = requests[i - 1 - (i * 13) % 40]
+                better = {
+                    key: min(1.0, value + 0.3) if key.endswith("relevance") else value
+                    for key, value in earlier.meta.items()
+                }
+                better["parent_url"] = f"http://127.0.0.1:8000/wiki/Better_{i}"
+                better["discovery"] = n + i
+                events.append(f"r{int(queue.rediscover(earlier.replace(meta=better)))}")
+            if i % 10 == 9:
+                pop(3)
+            if i % 250 == 249:
+                events.append(f"e{queue.evict(20)}")
+        pop(len(queue) + 1)
+        queue.close()
+    return events
+
+
+def digest(events: list[str]) -> str:
+    return hashlib.sha256("\n".join(events).encode()).hexdigest()
+
+
+def cases() -> list[tuple[str, str]]:
+    return [(name, "memory") for name in STRATEGIES] + [(name, "disk") for name in DISK]
+
+
+@pytest.mark.parametrize(("strategy", "kind"), cases())
+def test_pop_order_is_mains(strategy: str, kind: str) -> None:
+    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
+    assert digest(pop_events(strategy, kind)) == recorded[f"{strategy}/{kind}"]
+
+
+if __name__ == "__main__":
+    print(json.dumps({f"{s}/{k}": digest(pop_events(s, k)) for s, k in cases()}, indent=1))
