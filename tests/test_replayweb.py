@@ -331,9 +331,24 @@ def test_cli_rejects_bad_input_with_one_line(args: list[str]) -> None:
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
+# The CLI as a terminal starts it: Ctrl-C (SIGINT) at its default and not blocked. A child
+# inherits an ignored or blocked SIGINT from its parent, and in a full run the test worker's
+# state is not ours to know (the test failed in 2 of 3 full runs of session 7, never alone).
+AS_FROM_A_TERMINAL = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); sys.argv[0] = 'replayweb'; "
+    "runpy.run_module('focused.replayweb', run_name='__main__')"
+)
+
+
+def sigint_state(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
+    return " ".join(line for line in status.splitlines() if line.startswith(("Sig", "Shd")))
+
+
 def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
     log = tmp_path / "cli.log"
-    command = [sys.executable, "-m", "focused.replayweb", "--corpus", str(SAMPLE), "--port", "0"]
+    command = [sys.executable, "-c", AS_FROM_A_TERMINAL, "--corpus", str(SAMPLE), "--port", "0"]
     proc = subprocess.Popen(
         [*command, "--log", str(log)], cwd=REPO, stdout=subprocess.PIPE, text=True
     )
@@ -344,8 +359,12 @@ def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
         assert match and int(match[1]) == len(rows(META / "articles.tsv"))
         assert get(match[2] + "/wiki/Albatross")[0] == 200
         assert log.read_text() == "/wiki/Albatross\n"
+        before = sigint_state(proc.pid)
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
+        try:
+            assert proc.wait(timeout=30) == 0
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still serving 30 s after SIGINT; before it: {before}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
