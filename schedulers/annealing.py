@@ -25,7 +25,8 @@ accepts it when Δ = value(candidate) - value(its page) > 0 (values as in
 it stays queued at a lower rank, below every candidate not yet rejected. When no fresh
 candidate is left (or a draw budget per pop is spent), the best queued candidate is fetched.
 Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
-``best_queued`` (fetches that were not a drawn move) and ``temperature``.
+``best_queued`` (fetches that were not a drawn move) and ``temperature`` (after the last move:
+the one the next pop decides at).
 
 State saved on pause: the moves made, T0, the Δs it was derived from, the current pages and
 their fresh candidates, and the random generator.
@@ -162,12 +163,16 @@ class AnnealingQueue(StrategyQueue):
             index -= len(fps)
         raise AssertionError("unreachable")
 
-    def pop(self) -> Request | None:
-        temperature = self.temperature()
-        shown = round(temperature, 6)
+    def _moved(self) -> None:
+        """Count a move and show the temperature it leaves, the one the next pop decides at."""
+        self._moves += 1
+        shown = round(self.temperature(), 6)
         if shown != self._shown_temperature:  # a stats call costs more than the rest of a pop
             self.stats.set_value(f"focused/{self.name}/temperature", shown)
             self._shown_temperature = shown
+
+    def pop(self) -> Request | None:
+        temperature = self.temperature()
         for _ in range(DRAWS_PER_POP):
             fp = self._draw()
             if fp is None:
@@ -180,12 +185,12 @@ class AnnealingQueue(StrategyQueue):
             if self.accepts(delta, temperature):
                 outcome = "improving" if delta > 0 else "accepted_worse"
                 self.inc_stat(f"focused/{self.name}/{outcome}")
-                self._moves += 1
+                self._moved()
                 return request
             self.inc_stat(f"focused/{self.name}/rejected")
             self.frontier.put(fp, (key[0] + REJECTED, *key[1:]), request)
         request = self.frontier.pop()
         if request is not None:
             self.inc_stat(f"focused/{self.name}/best_queued")
-            self._moves += 1
+            self._moved()
         return request
