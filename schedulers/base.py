@@ -109,17 +109,14 @@ class _Order:
             self._take_pending()
         heap, run, get = self.heap, self.run, items.get
         while run or heap:
-            if heap and (not run or heap[0] < run[-1]):
-                item = heap[0]
-                current = get(item[3]) is item
-                if current and not remove:
-                    return item
+            from_heap = bool(heap) and (not run or heap[0] < run[-1])
+            item = heap[0] if from_heap else run[-1]
+            current = get(item[3]) is item
+            if current and not remove:
+                return item
+            if from_heap:
                 heapq.heappop(heap)
             else:
-                item = run[-1]
-                current = get(item[3]) is item
-                if current and not remove:
-                    return item
                 run.pop()
             if current:
                 return item
@@ -152,13 +149,12 @@ class MemoryFrontier:
         item = (key[0], key[1], key[2], fp)
         self._items[fp] = item
         self._requests[fp] = request
-        # at_back(request), read here without the call: put is on every push's path.
-        back = request.meta.get(TRAP_META)
+        back = at_back(request)
         (self._back if back else self._front).pending.append(item)
         worst = self._worst
         if worst is None:
             return
-        heapq.heappush(worst, _worst_order(item, 1 if back else 0))
+        heapq.heappush(worst, _worst_order(item, back))
         if len(worst) > 2 * len(self._items) + 1024:
             # Popped and rescored entries leave stale items behind: rebuild, O(n) once per
             # n puts, so that the worst-first heap stays proportional to the frontier.
@@ -186,19 +182,17 @@ class MemoryFrontier:
                 evicted.append(fp)
         return evicted
 
-    def peek(self) -> Request | None:
-        items = self._items
-        item = self._front.best(items, False) or self._back.best(items, False)
-        return None if item is None else self._requests[item[3]]
-
-    def pop(self) -> Request | None:
-        items = self._items
-        item = self._front.best(items, True) or self._back.best(items, True)
+    def _best(self, remove: bool) -> Request | None:
+        item = self._front.best(self._items, remove) or self._back.best(self._items, remove)
         if item is None:
             return None
-        fp = item[3]
-        del items[fp]
-        return self._requests.pop(fp)
+        return self.remove(item[3]) if remove else self._requests[item[3]]
+
+    def peek(self) -> Request | None:
+        return self._best(remove=False)
+
+    def pop(self) -> Request | None:
+        return self._best(remove=True)
 
     def key_of(self, fp: bytes) -> Key | None:
         item = self._items.get(fp)
