@@ -30,12 +30,21 @@ from tests.test_traps import shared_scheduler
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 
 
+ARTICLES_HELD = 3  # more than one process's CONCURRENT_REQUESTS
+HOLD_TIMEOUT = 120  # s: a process starting this late fails the test's own checks
+
+
 def guarded_site(sample_graph, delay: float = 0.05) -> Site:
     """A home page linking to articles, each linking into an endless calendar (one trap
     family); pairs of near-duplicate pages (``/pair/K/a``, ``/pair/K/b``: one article, two date
     lines); pairs of pages declaring one canonical URL (``/alias/K/1``, ``/alias/K/2``). The
     two pages of a pair are linked next to each other, so that two processes fetch them at
-    the same moment."""
+    the same moment.
+
+    The first articles are answered only once ``ARTICLES_HELD`` of them are asked for at
+    once, which one process (2 requests at a time) cannot do alone: without that, a process
+    that starts seconds late on a loaded machine finds the crawl already done, and the tests
+    would check nothing shared."""
     texts = sorted({text for text in sample_graph.text.values() if len(text) > 2000})
     articles, aliased, paired = texts[:30], texts[30:38], []
     for text in texts[38:]:  # a date line changes these by at most a bit: found at any extraction
@@ -57,8 +66,19 @@ def guarded_site(sample_graph, delay: float = 0.05) -> Site:
             body = f"<p>{escape(aliased[2 * k + n - 1])}</p>"
             pages[f"/alias/{k}/{n}"] = html("Alias", body, head)
     pages["/"] = html("Birds", "".join(f'<a href="{path}">birds</a> ' for path in pages))
+    asked = threading.Condition()
+    articles_asked = 0
+
+    def both_processes_fetching() -> None:
+        nonlocal articles_asked
+        with asked:
+            articles_asked += 1
+            asked.notify_all()
+            asked.wait_for(lambda: articles_asked >= ARTICLES_HELD, timeout=HOLD_TIMEOUT)
 
     def respond(method: str, path: str) -> Reply:
+        if path.startswith("/article/"):
+            both_processes_fetching()
         if path.startswith("/cal/"):
             day = date(*map(int, path.split("/")[2:5]))
             links = "".join(
@@ -76,7 +96,12 @@ def guarded_site(sample_graph, delay: float = 0.05) -> Site:
 def crawl_by_two_processes(tmp_path, redis_url: str, site: Site, **settings) -> list[str]:
     """Crawl ``site`` from its home page (bfs) by two processes sharing one crawl; their logs,
     once both closed as finished."""
-    settings = {"FOCUSED_FRONTIER": redis_url, "CONCURRENT_REQUESTS": 2, **settings}
+    settings = {
+        "FOCUSED_FRONTIER": redis_url,
+        "CONCURRENT_REQUESTS": 2,
+        "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,  # a held article is not a timed-out one
+        **settings,
+    }
     spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
     workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
     logs = [finish(worker) for worker in workers]
