@@ -44,6 +44,7 @@ import tempfile
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -391,6 +392,7 @@ def _unit_means(rows: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
     return means / norms[:, None]
 
 
+@lru_cache(maxsize=4)  # the store and the word table both name their files by it
 def model_probe(encode: Encode) -> bytes:
     """A probe text's vector, rounded: what names the files of a model's vectors, so that
     another backend, quantization or weights never read a stale one."""

@@ -465,6 +465,22 @@ def test_only_the_best_word_scores_are_encoded_whole(encode, word_means, sample_
     assert two_stage.counts()["texts_encoded_whole"] == 40 + len(sent)
 
 
+def test_the_crawl_encodes_the_model_probe_once_at_start_up(tmp_path, encode, monkeypatch):
+    # The store and the word table both name their files by the probe's vector.
+    sent: list[str] = []
+
+    def counting(texts):
+        sent.extend(texts)
+        return encode(texts)
+
+    monkeypatch.setattr(encoder, "load_model", lambda export_dir: counting)
+    settings = Settings({"ENCODER_STORE_DIR": tmp_path, "ENCODER_EXPORT_DIR": tmp_path})
+    link_encoder = open_link_encoder(BIRD_QUERY, "en", settings)
+    link_encoder.close()
+    assert {"vectors_to_store", "words_encoded"} <= set(link_encoder.counts())  # store, table
+    assert sent.count("focused vocabulary probe") == 1
+
+
 def test_the_crawl_encodes_the_best_anchors_whole_as_set(tmp_path) -> None:
     settings = Settings({"ENCODER_CACHE_SIZE": 10, "ENCODER_STORE_DIR": tmp_path})
     two_stage = open_link_encoder(BIRD_QUERY, "en", settings)
