@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from focused.relevance import RelevanceModel
 
 
+# Set when a crawl found none of its seeds: the ``crawl`` command then exits with status 1.
+SEEDS_UNREACHABLE = "focused/seeds_unreachable"
+
+
 class TopicalSpider(scrapy.Spider):
     name = "topical"
 
@@ -98,6 +102,7 @@ class TopicalSpider(scrapy.Spider):
         self.started_at = datetime.now(UTC).isoformat()
         self.relevance: RelevanceModel  # one model per crawl, built in from_crawler
         self.shared: SharedCrawl | None = None  # the crawl's Redis state when FOCUSED_FRONTIER
+        self.failed_seeds: dict[str, str] = {}  # URL -> why, for the seeds this run could not get
 
     def crawl_record(self) -> dict[str, Any]:
         config = self.config
@@ -156,8 +161,25 @@ class TopicalSpider(scrapy.Spider):
 
     def skipped(self, failure: Failure) -> None:
         """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
-        self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
+        reason = skip_reason(failure)
+        self.crawler.stats.inc_value(f"focused/skipped/{reason}")
+        if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected
+            self.failed_seeds[failure.request.url] = (
+                reason if reason.startswith("http_") else failure.getErrorMessage()
+            )
         self.crawler.signals.send_catch_log(request_finished, request=failure.request)
+
+    def closed(self, reason: str) -> None:
+        """A crawl that got nothing because no seed could be fetched says so, in one line: a
+        mistyped host or port must not pass for a topic with no pages."""
+        stats = self.crawler.stats
+        if reason != "finished" or not self.failed_seeds or stats.get_value("item_scraped_count"):
+            return
+        stats.set_value(SEEDS_UNREACHABLE, len(self.failed_seeds))
+        self.logger.error(
+            "No seed could be fetched, so nothing was crawled: %s",
+            "; ".join(f"{url} ({why})" for url, why in self.failed_seeds.items()),
+        )
 
 
 def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:

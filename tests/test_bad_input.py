@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 
 import pytest
@@ -108,3 +109,38 @@ def test_bad_input_loses_nothing_already_crawled(tmp_path, site):
     assert bad.result.returncode == 2
     assert len(first.pages()) == stored
     assert first.crawl_record()["status"] == "finished"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (it was free a moment ago)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path, site):
+    refused = f"http://127.0.0.1:{closed_port()}/wiki/Albatross"
+    missing = f"{site.url}/wiki/No_such_article"
+    crawl = run_crawl(tmp_path, {"query": "birds", "seeds": f"{refused},{missing}"})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    errors = [line for line in log.splitlines() if "No seed could be fetched" in line]
+    assert len(errors) == 1, log[-3000:]
+    assert f"{refused} (Connection was refused" in errors[0]
+    assert f"{missing} (http_404)" in errors[0]
+    assert crawl.pages() == []
+
+
+def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
+    refused = f"http://127.0.0.1:{closed_port()}/wiki/Albatross"
+    seeds = f"{refused},{site.url}/wiki/Albatross"
+    crawl = run_crawl(tmp_path, {"query": "birds", "seeds": seeds}, {"CLOSESPIDER_PAGECOUNT": 5})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert len(crawl.pages()) >= 5
+    assert "No seed could be fetched" not in log
+    # The unreachable host's robots.txt: Scrapy's one line, without its traceback.
+    robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
+    assert len(robots) == 1 and refused in robots[0], log[-3000:]
+    assert "Traceback" not in log, log[-3000:]

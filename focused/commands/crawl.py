@@ -5,7 +5,7 @@ logging), so a mistake prints exactly one line on stderr and exits with status 2
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
-``store_unreachable``) exits with status 1.
+``store_unreachable``) exits with status 1, as does a crawl that could fetch none of its seeds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from scrapy.spiderloader import get_spider_loader
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
 from pipelines.storage import STORE_UNREACHABLE
+from spiders.topical import SEEDS_UNREACHABLE
 
 if TYPE_CHECKING:
     import argparse
@@ -54,8 +55,9 @@ class Command(ScrapyCrawlCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         super().run(args, opts)
         if self.crawler is not None and self.exitcode == 0:
-            reason = self.crawler.stats.get_value("finish_reason")
-            if reason in FAILED_CLOSE_REASONS:
+            stats = self.crawler.stats
+            failed = stats.get_value("finish_reason") in FAILED_CLOSE_REASONS
+            if failed or stats.get_value(SEEDS_UNREACHABLE):
                 self.exitcode = 1
 
     @staticmethod
