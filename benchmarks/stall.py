@@ -11,13 +11,17 @@ Twisted ``LoopingCall`` ticks every 10 ms on the reactor while ``refit()`` runs 
 tick's lag is how much later than 10 ms after the previous tick it ran; the report gives the
 largest lag and the 99th percentile over the refit, each the least over the rounds (other
 processes on the machine only ever add), the same over a second of ticks without a refit just
-before it (the noise floor), and the refit's wall time. A refit on 50 pages runs first, unmeasured:
-the first refit in a process pays one-time costs.
+before it (the noise floor), the longest pause of the garbage collector during the refit (it
+holds the GIL in whichever thread triggered it) and the refit's wall time. A refit on 50 pages
+runs first, unmeasured: the first refit in a process pays one-time costs.
+
+``--holds`` also lists each checkout's longest calls into C in one fit (``holds``).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import tempfile
@@ -57,6 +61,18 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, dict
             model.observe(page["text"], page["language"])
         return model
 
+    pauses: list[float] = []  # the cyclic garbage collector's, in either thread
+    collecting_since = 0.0
+
+    def on_collection(phase: str, info: dict) -> None:
+        nonlocal collecting_since
+        if phase == "start":
+            collecting_since = time.perf_counter()
+        else:
+            pauses.append((time.perf_counter() - collecting_since) * 1000)
+
+    gc.callbacks.append(on_collection)
+
     @inlineCallbacks
     def lags_during(work):
         """Lags of the 10 ms ticks while the deferred ``work()`` returns runs, and its wall time."""
@@ -87,12 +103,14 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, dict
                 model = model_of(size)
                 # The same ticks for a second without a refit: the machine's own noise floor.
                 idle, _ = yield lags_during(lambda: task.deferLater(reactor, 1.0, lambda: None))
+                pauses.clear()
                 lags, wall = yield lags_during(lambda model=model: deferToThread(model.refit))
                 results[str(size)] = {
                     "max": max(lags),
                     "p99": percentile(lags, 0.99),
                     "idle max": max(idle),
                     "idle p99": percentile(idle, 0.99),
+                    "gc max": max(pauses, default=0.0),
                     "ticks": len(lags),
                     "wall": wall * 1000,
                 }
@@ -102,6 +120,44 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, dict
     reactor.callWhenRunning(run_all)
     reactor.run()
     return results
+
+
+def holds(pages_file: str, query: str, size: int, count: int = 15) -> list[tuple[str, float]]:
+    """Run inside a checkout: the lines of one fit on ``size`` pages after which the longest
+    time passed before the next trace event, i.e. the longest calls into C, with their ms.
+
+    Under ``sys.settrace`` the fit's Python code runs slower, but a call into C takes as long as
+    ever. Whether a call holds the GIL meanwhile is not seen here: the lag above is.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from focused.languages import query_language
+    from focused.relevance import RelevanceModel, _fit
+
+    pages = json.loads(Path(pages_file).read_text(encoding="utf-8"))
+    model = RelevanceModel(query, max_docs=size, language=query_language(query))
+    model.add_topic_text(pages[0]["text"], pages[0]["language"])
+    for page in pages[:size]:
+        model.observe(page["text"], page["language"])
+    docs, topic = list(model._buffer), [list(part) for part in model._topic]
+    longest: dict[str, float] = {}
+    where, since = "", time.perf_counter()
+
+    def trace(frame, event, arg):
+        nonlocal where, since
+        elapsed = time.perf_counter() - since
+        longest[where] = max(longest.get(where, 0.0), elapsed)
+        code = frame.f_code
+        where = f"{code.co_filename.rsplit('/', 2)[-1]}:{frame.f_lineno} {code.co_name}"
+        since = time.perf_counter()
+        return trace
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        sys.settrace(trace)
+        _fit(docs, topic, model.num_topics)
+        sys.settrace(None)
+    ranked = sorted(longest.items(), key=lambda item: -item[1])[:count]
+    return [(line, seconds * 1000) for line, seconds in ranked]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
     parser.add_argument("--rounds", type=int, default=2, help="runs of each checkout")
+    parser.add_argument(
+        "--holds", action="store_true", help="also list each checkout's longest calls into C"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="focused-stall-") as tmp:
         pages_file = Path(tmp, "pages.json")
@@ -129,9 +188,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         checkout, __file__, "measure", str(pages_file), args.query, args.pages
                     )
                 )
+        if args.holds:
+            for name, checkout in (("baseline", baseline), ("current", REPO)):
+                calls = call_in_checkout(
+                    checkout, __file__, "holds", str(pages_file), args.query, max(args.pages)
+                )
+                print(f"{name}: longest calls into C in a fit on {max(args.pages)} pages (ms)")
+                for line, ms in calls:
+                    print(f"{ms:9.1f}  {line}")
     print(f"reactor lag (ms) beyond a {TICK * 1000:.0f} ms tick during a refit, from {args.seed};")
     print(f"least of {args.rounds} rounds (idle: the same ticks for 1 s without a refit)")
-    stats = ("max", "p99", "idle max", "idle p99", "wall")
+    stats = ("max", "p99", "idle max", "idle p99", "gc max", "wall")
     print(f"{'pages':>6} " + " ".join(f"{'base ' + s:>13} {'cur ' + s:>12}" for s in stats))
     for size in args.pages:
         row = [f"{size:>6}"]
@@ -140,6 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             current = min(r[str(size)][stat] for r in results["current"])
             row.append(f"{base:>13.1f} {current:>12.1f}")
         print(" ".join(row))
+    for name, rounds in results.items():
+        for size in args.pages:
+            each = ", ".join(f"{r[str(size)]['max']:.1f}" for r in rounds)
+            print(f"{name} max lag of each round, {size} pages: {each}")
     return 0
 
 
