@@ -20,7 +20,6 @@ runs first, unmeasured: the first refit in a process pays one-time costs.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import sys
@@ -31,7 +30,6 @@ from pathlib import Path
 
 from benchmarks.refit import page_texts
 from benchmarks.runner import REPO
-from benchmarks.throughput import QUERY
 
 TICK = 0.010
 
@@ -161,17 +159,11 @@ def holds(pages_file: str, query: str, size: int, count: int = 15) -> list[tuple
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Imported here: this module also runs in the baseline checkout, whose benchmarks may be older.
+    from benchmarks.refit import buffer_parser
     from benchmarks.runner import call_in_checkout, extract_revision
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.stall")
-    parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
-    parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
-    parser.add_argument("--query", default=QUERY, help="the topic")
-    parser.add_argument(
-        "--pages", type=int, nargs="+", default=[500, 1000, 2000], help="buffer sizes"
-    )
-    parser.add_argument("--baseline", default="main", help="git revision to compare with")
-    parser.add_argument("--rounds", type=int, default=2, help="runs of each checkout")
+    parser = buffer_parser("benchmarks.stall", rounds=2)
     parser.add_argument(
         "--holds", action="store_true", help="also list each checkout's longest calls into C"
     )
