@@ -60,11 +60,9 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, floa
     return results
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    # Imported here: this module also runs in the baseline checkout, whose runner may be older.
-    from benchmarks.runner import call_in_checkout, extract_revision
-
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.refit")
+def buffer_parser(module: str, rounds: int) -> argparse.ArgumentParser:
+    """The arguments of a benchmark of refits on a crawl's first pages against a baseline."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--query", default=QUERY, help="the topic")
@@ -72,8 +70,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--pages", type=int, nargs="+", default=[500, 1000, 2000], help="buffer sizes"
     )
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each checkout")
-    args = parser.parse_args(argv)
+    parser.add_argument("--rounds", type=int, default=rounds, help="runs of each checkout")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # Imported here: this module also runs in the baseline checkout, whose runner may be older.
+    from benchmarks.runner import call_in_checkout, extract_revision
+
+    args = buffer_parser("benchmarks.refit", rounds=3).parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="focused-refit-") as tmp:
         pages_file = Path(tmp, "pages.json")
         pages_file.write_text(json.dumps(page_texts(args.corpus, args.seed, max(args.pages))))

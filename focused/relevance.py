@@ -18,9 +18,12 @@ of the seeds, so that however many seeds there are the user's own words keep hal
 Threading: ``refit`` runs in a worker thread (``deferToThread``) while ``score`` keeps running on
 the reactor thread. Everything ``score`` needs lives in one immutable :class:`_Snapshot` that a
 refit builds completely and then swaps in with a single attribute assignment; ``score`` reads the
-attribute once. Between refits the dictionary is frozen (terms are looked up, never added): a
-gensim model fed term ids beyond its ``num_terms`` silently builds invalid matrices, so words first
-seen after the last fit get no dimension until the next one (they still lengthen their text).
+attribute once. While the refit thread holds the GIL in one C call the reactor thread cannot
+run at all (the interpreter switches threads only between bytecodes), so the fit reads millions
+of Python objects into numpy a document or a slice at a time, never in one call. Between refits
+the dictionary is frozen (terms are looked up, never added): a gensim model fed term ids beyond
+its ``num_terms`` silently builds invalid matrices, so words first seen after the last fit get no
+dimension until the next one (they still lengthen their text).
 
 Languages: every text is tokenized in its own language (``focused.text.tokenize``): the query in
 the query's, a page and its anchors in the page's. A term's weight in a text is
@@ -40,7 +43,7 @@ import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain, filterfalse, repeat
+from itertools import filterfalse, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +81,9 @@ _LSI_SEED = 0
 # Extra random directions in gensim's stochastic SVD. Its default of 100 is three times the
 # topics themselves; with its two power iterations 30 is ample, and it halves the cost of a refit.
 _LSI_OVERSAMPLING = 30
+
+# Python objects numpy reads in one call at a refit, at most: a few milliseconds of holding the GIL.
+_GIL_SLICE = 1 << 16
 
 _STATE_FILE = "state.json"
 
@@ -182,7 +188,7 @@ def _weighted_terms(
         term_ids = np.fromiter(
             map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
         )
-    values = np.array(counts, dtype=np.float64)
+    values = _float_array(counts)
     row_of = np.repeat(np.arange(len(weights)), lengths)
     known = term_ids >= 0
     unseen = ~known
@@ -196,6 +202,23 @@ def _weighted_terms(
     np.cumsum(np.bincount(row_of, minlength=len(weights)), out=indptr[1:])
     rows = sparse.csr_matrix((values, term_ids, indptr), shape=(len(weights), len(idf)))
     return _Terms(rows, known_squares, unseen_squares, weights)
+
+
+def _float_array(numbers: list[float]) -> np.ndarray:
+    """``np.array(numbers, dtype=np.float64)``, read in slices.
+
+    numpy holds the GIL while it reads Python numbers, and a refit has 2 million of them: in one
+    call that is a tenth of a second in which the reactor thread cannot run. Between slices the
+    interpreter can hand the GIL over.
+    """
+    if len(numbers) <= _GIL_SLICE:
+        return np.array(numbers, dtype=np.float64)
+    return np.concatenate(
+        [
+            np.array(numbers[start : start + _GIL_SLICE], dtype=np.float64)
+            for start in range(0, len(numbers), _GIL_SLICE)
+        ]
+    )
 
 
 def _inverse_norms(known_squares: np.ndarray, unseen_squares: np.ndarray, unseen_idf: float):
@@ -278,11 +301,17 @@ def _dictionary(counts: Sequence[Counter[str]]) -> tuple[Dictionary, np.ndarray]
     """
     dictionary = Dictionary()
     token2id = dictionary.token2id
+    # Ids and counts are read one document at a time: read in one call over a refit's 2 million
+    # terms, they held the GIL for most of a second, and the reactor thread with it.
+    ids_by_document, frequencies_by_document = [], []
     for terms in counts:
         new = sorted(filterfalse(token2id.__contains__, terms))
         token2id.update(zip(new, range(len(token2id), len(token2id) + len(new)), strict=True))
-    ids = np.fromiter(map(token2id.__getitem__, chain.from_iterable(counts)), np.int64)
-    frequencies = np.fromiter(chain.from_iterable(map(Counter.values, counts)), np.int64)
+        ids_by_document.append(np.fromiter(map(token2id.__getitem__, terms), np.int64, len(terms)))
+        frequencies_by_document.append(np.fromiter(terms.values(), np.int64, len(terms)))
+    # (an empty array first: there may be no documents)
+    ids = np.concatenate([np.zeros(0, np.int64), *ids_by_document])
+    frequencies = np.concatenate([np.zeros(0, np.int64), *frequencies_by_document])
     # gensim's dfs and cfs list the ids in order of first use
     first_uses = ids[np.sort(np.unique(ids, return_index=True)[1])]
     in_use_order = first_uses.tolist()

@@ -258,6 +258,24 @@ def test_scoring_and_refit_commands_on_the_sample() -> None:
             assert re.search(r"^ +40 +\d+\.\d +\d+\.\d +\d+\.\d\d +\d+\.\d\d$", lines[-1]), lines
 
 
+def test_stall_command_on_the_sample() -> None:
+    """Against HEAD itself: the reactor's lag during a 40-page refit in both checkouts, and the
+    fit's longest calls into C."""
+    command = [
+        sys.executable, "-m", "benchmarks.stall", "--corpus", str(SAMPLE),
+        "--pages", "40", "--rounds", "1", "--baseline", "HEAD", "--holds",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    assert re.search(r"^ +40( +\d+\.\d){12}$", result.stdout, re.M), result.stdout
+    for name in ("baseline", "current"):
+        assert f"{name}: longest calls into C in a fit on 40 pages (ms)" in result.stdout
+        assert f"{name} max lag of each round, 40 pages: " in result.stdout
+    assert re.search(r"^ +\d+\.\d  relevance\.py:\d+ _", result.stdout, re.M), result.stdout
+
+
 def test_pagecpu_command_on_the_sample() -> None:
     """Against HEAD itself: every step runs in both checkouts and gives the same output."""
     command = [

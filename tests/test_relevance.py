@@ -293,6 +293,22 @@ def test_lsi_space_is_the_one_gensim_fits_on_the_corpus(sample_graph) -> None:
     )
 
 
+def test_a_fit_read_in_slices_is_the_fit_read_at_once(sample_graph, monkeypatch) -> None:
+    """The training weights are read into numpy in slices (so that the reactor thread can take
+    the GIL between them); with slices of 7 numbers the fit is the same to the bit."""
+    corpus = [" ".join(tokens) for tokens in training_texts(sample_graph)]
+    topic = [tokenize(QUERY), tokenize(FOREIGN_TEXTS[0], "sk")]
+    at_once = relevance._fit(corpus, topic, 20)
+    monkeypatch.setattr(relevance, "_GIL_SLICE", 7)
+    numbers = [float(n) / 3 for n in range(23)]  # slices of 7, 7, 7 and 2
+    assert relevance._float_array(numbers).tolist() == numbers
+    in_slices = relevance._fit(corpus, topic, 20)
+    assert list(in_slices.dictionary.token2id.items()) == list(at_once.dictionary.token2id.items())
+    for name in ("idf", "topic_tfidf", "lsi_basis", "topic_lsi"):
+        assert np.array_equal(getattr(in_slices, name), getattr(at_once, name)), name
+    assert np.array_equal(in_slices.lsi.projection.s, at_once.lsi.projection.s)
+
+
 def test_refit_due_counts_observed_pages() -> None:
     model = RelevanceModel(QUERY, refit_every=5, max_docs=8)
     for doc in crawl_buffer()[:4]:
