@@ -7,9 +7,9 @@ every IDF is 1) and is refit in batches on the pages crawled so far: the diction
 weights and the LSI space are rebuilt from the last ``max_docs`` pages plus the topic texts,
 once ``refit_every`` pages were observed since the last fit and at least half as many as it
 will learn from. A refit costs CPU in proportion to its pages (about 3.5 ms a Wikipedia page
-here, 7 s for 2,000, most of it holding the GIL): refitting every 100 pages on a full buffer
-would cost 70 ms a page, several times the page's own scoring, while spacing refits with the
-buffer keeps it near 8 ms.
+here, 7 s for 2,000, much of it holding the GIL, though never for long at a time): refitting
+every 100 pages on a full buffer would cost 70 ms a page, several times the page's own scoring,
+while spacing refits with the buffer keeps it near 8 ms.
 
 The topic is the query text (plus an optional topic file's text) and, once they are fetched, the
 seed pages' texts. Its vector is the unit mean of two halves, the declared topic and the centroid
