@@ -41,6 +41,30 @@ class FetchLog:
         return [(host, path) for method, host, path in self.entries if method == "GET"]
 
 
+HOLD_TIMEOUT = 120  # s: a process starting this late fails the test's own checks
+
+
+class Gate:
+    """Holds each request that passes it until ``count`` are waiting at once, then lets every
+    request through. A test site holds the first pages of a crawl shared by several processes
+    with ``count`` above one process's CONCURRENT_REQUESTS, so that every process is fetching
+    before any can go on alone: one that starts seconds late on a loaded machine would
+    otherwise find the crawl done. After ``timeout`` seconds a request goes on anyway, and the
+    test's own checks fail (a crawl needs DOWNLOAD_TIMEOUT above ``timeout``)."""
+
+    def __init__(self, count: int, timeout: float = HOLD_TIMEOUT) -> None:
+        self.count = count
+        self.timeout = timeout
+        self._arrived = 0
+        self._condition = threading.Condition()
+
+    def wait(self) -> None:
+        with self._condition:
+            self._arrived += 1
+            self._condition.notify_all()
+            self._condition.wait_for(lambda: self._arrived >= self.count, timeout=self.timeout)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: Site
 

@@ -39,6 +39,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
+from tests.sites import HOLD_TIMEOUT, Gate
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -468,17 +469,34 @@ def test_three_processes_share_one_crawl(tmp_path, site, redis_server, bird_page
     assert abs(harvest(together, bird_pages) - harvest(alone, bird_pages)) <= 0.1
 
 
-def test_two_processes_share_a_rank_semantic_crawl(tmp_path, site, redis_server):
+class GatedReplay(ReplayServer):
+    """The sample, whose articles other than the seed pass ``gate`` before they are answered."""
+
+    def __init__(self, graph, gate: Gate, **kwargs) -> None:
+        super().__init__(graph, **kwargs)
+        self.gate = gate
+
+    def respond(self, path: str) -> tuple[int, str, str]:
+        if path.startswith("/wiki/") and path != f"/wiki/{BIRD_SEED}":
+            self.gate.wait()
+        return super().respond(path)
+
+
+def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis_server):
     budget = 60
     settings = {
         "FOCUSED_FRONTIER": redis_server.url,
         "CLOSESPIDER_PAGECOUNT": budget,
         "CONCURRENT_REQUESTS": 4,
         "LOGSTATS_INTERVAL": 0,
+        "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,  # a held article is not a timed-out one
     }
     spider_args = {"strategy": "rank_semantic", "rank_every": "40"}
-    workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in range(2)]
-    logs = [finish(worker) for worker in workers]
+    # A process starting late would find the budget spent and never rank: the first articles
+    # wait until more are asked for than one process fetches at a time (4).
+    with GatedReplay(sample_graph, Gate(5)).start() as site:
+        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "01"]
+        logs = [finish(worker) for worker in workers]
     for worker, log in zip(workers, logs, strict=True):
         assert worker.returncode == 0, log[-3000:]
         assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
