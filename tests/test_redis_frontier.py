@@ -511,15 +511,32 @@ def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis
     assert len(rankings) == 2 and min(rankings) >= 1, rankings
 
 
+def in_flight(redis_url: str, process: subprocess.Popen) -> int:
+    """How many requests the crawl process ``process`` has popped and not finished."""
+    client = redis.Redis.from_url(redis_url)
+    keys = client.keys(f"focused:shared:inflight:*:{process.pid}:*")  # host:pid:random
+    return sum(client.zcard(key) for key in keys)
+
+
 def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, redis_server):
-    server = ReplayServer(sample_graph, delay=0.03).start()
+    # The first articles wait until all three processes fetch (more than two fetch at a time,
+    # 8), and the kill waits until the process has work under way: the others then wait for
+    # that work, and take it, however late any of them started.
+    server = GatedReplay(sample_graph, Gate(9), delay=0.03).start()
     try:
-        settings = {"FOCUSED_FRONTIER": redis_server.url, "CONCURRENT_REQUESTS": 4}
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS": 4,
+            "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,
+        }
         workers = [start_worker(tmp_path, server, settings, f"w{i}") for i in range(3)]
-        deadline = time.monotonic() + 90
-        while len(wiki_fetches(server)) < 40 and time.monotonic() < deadline:
+        deadline = time.monotonic() + HOLD_TIMEOUT + 90
+        while time.monotonic() < deadline and (
+            len(wiki_fetches(server)) < 40 or not in_flight(redis_server.url, workers[0])
+        ):
             time.sleep(0.05)
         assert len(wiki_fetches(server)) >= 40, "the crawl did not get going"
+        assert in_flight(redis_server.url, workers[0]), "the process to kill had no work"
         workers[0].send_signal(signal.SIGKILL)
         finish(workers[0])
         logs = [finish(worker) for worker in workers[1:]]
