@@ -14,7 +14,6 @@ import re
 import signal
 import sqlite3
 import subprocess
-import threading
 import time
 from collections import Counter
 from datetime import date, timedelta
@@ -30,7 +29,7 @@ from tests.conftest import (
     page_name,
     scrapy_command,
 )
-from tests.sites import HOLD_TIMEOUT, Reply, Site, html
+from tests.sites import Hold, Reply, Site, html
 from tests.test_resume import _reachable
 
 CONCURRENT = 4
@@ -232,13 +231,13 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
     (with the counts of the last clean close, the resumed run would take the cap again from
     the links of the calendar pages it fetches)."""
     log = tmp_path / "killed.log"
-    killed = threading.Event()
+    until_killed = Hold()
 
     def respond(method: str, path: str) -> Reply:
         # The killed run's calendar pages wait for the kill, so the resumed run fetches the
         # calendar however late the kill comes after the cap (once 3 s were enough to fetch it).
         if path.startswith("/cal/"):
-            killed.wait(HOLD_TIMEOUT)
+            until_killed.wait()
         return calendar_site(method, path)
 
     with Site(respond, delay=0.05) as site:
@@ -262,7 +261,7 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
                 time.sleep(0.01)
             os.kill(run.pid, signal.SIGKILL)
             run.wait(timeout=30)
-            killed.set()
+            until_killed.release()
         assert b"Trap family" in log.read_bytes(), "the cap was never reached"
         before_kill = len(site.log.gets())
         final = subprocess.run(

@@ -39,7 +39,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
-from tests.sites import HOLD_TIMEOUT, Gate
+from tests.sites import HOLD_TIMEOUT, Gate, GatedReplay
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -469,19 +469,6 @@ def test_three_processes_share_one_crawl(tmp_path, site, redis_server, bird_page
     assert abs(harvest(together, bird_pages) - harvest(alone, bird_pages)) <= 0.1
 
 
-class GatedReplay(ReplayServer):
-    """The sample, whose articles other than the seed pass ``gate`` before they are answered."""
-
-    def __init__(self, graph, gate: Gate, **kwargs) -> None:
-        super().__init__(graph, **kwargs)
-        self.gate = gate
-
-    def respond(self, path: str) -> tuple[int, str, str]:
-        if path.startswith("/wiki/") and path != f"/wiki/{BIRD_SEED}":
-            self.gate.wait()
-        return super().respond(path)
-
-
 def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis_server):
     budget = 60
     settings = {
@@ -494,7 +481,7 @@ def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis
     spider_args = {"strategy": "rank_semantic", "rank_every": "40"}
     # A process starting late would find the budget spent and never rank: the first articles
     # wait until more are asked for than one process fetches at a time (4).
-    with GatedReplay(sample_graph, Gate(5)).start() as site:
+    with GatedReplay(sample_graph, Gate(5), BIRD_SEED).start() as site:
         workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "01"]
         logs = [finish(worker) for worker in workers]
     for worker, log in zip(workers, logs, strict=True):
@@ -522,7 +509,7 @@ def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, re
     # The first articles wait until all three processes fetch (more than two fetch at a time,
     # 8), and the kill waits until the process has work under way: the others then wait for
     # that work, and take it, however late any of them started.
-    server = GatedReplay(sample_graph, Gate(9), delay=0.03).start()
+    server = GatedReplay(sample_graph, Gate(9), BIRD_SEED, delay=0.03).start()
     try:
         settings = {
             "FOCUSED_FRONTIER": redis_server.url,
