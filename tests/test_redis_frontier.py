@@ -21,7 +21,6 @@ from scrapy.utils.test import get_crawler
 
 import focused.settings
 from focused.distributed import SharedCrawl
-from focused.replayweb import ReplayServer
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
 from schedulers.base import StrategyQueue
@@ -39,7 +38,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
-from tests.sites import HOLD_TIMEOUT, Gate, GatedReplay
+from tests.sites import HOLD_TIMEOUT, Gate, GatedReplay, Hold
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -566,7 +565,9 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
     data = tmp_path / "redis"
     data.mkdir()
     redis_server = RedisServer(data, persistent=True).start()
-    server = ReplayServer(sample_graph, delay=0.03).start()
+    # The articles beyond the first 30 wait until Redis is gone: the first run cannot finish
+    # the crawl first, however late that comes (10 s were enough).
+    server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
     try:
         settings = {"FOCUSED_FRONTIER": redis_server.url, "CONCURRENT_REQUESTS": 4}
         first = start_worker(tmp_path, server, settings, "first")
@@ -574,6 +575,7 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
         while len(wiki_fetches(server)) < 30 and time.monotonic() < deadline:
             time.sleep(0.05)
         redis_server.stop()
+        server.gate.release()
         log = finish(first)
         assert "Redis frontier at" in log and "lost" in log, log[-3000:]
         assert "Spider closed (frontier_unreachable)" in log, log[-3000:]
