@@ -29,7 +29,7 @@ from tests.conftest import (
     page_name,
     scrapy_command,
 )
-from tests.sites import Hold, Reply, Site, html
+from tests.sites import GatedReplay, Hold, Reply, Site, html
 from tests.test_resume import _reachable
 
 CONCURRENT = 4
@@ -134,7 +134,9 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
     """Another process takes the SQLite store's write lock mid-crawl: the writes are retried,
     the crawl stops (store_unreachable, exit status 1) with the error in its log; resumed once
     the store is free, it stores every page it fetched."""
-    server = ReplayServer(sample_graph, delay=0.03).start()
+    # The articles beyond the first 30 wait for the lock: the crawl still has pages to store
+    # however late the lock comes (30 s were enough to finish the sample).
+    server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
     db = tmp_path / "focused.sqlite3"
     jobdir = tmp_path / "job"
     command = job_command(tmp_path, server, "bfs", STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0.1)
@@ -142,6 +144,7 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
         run = start_until_fetched(command, server, 30, stderr=subprocess.PIPE)
         locker = sqlite3.connect(db, isolation_level=None)
         locker.execute("BEGIN EXCLUSIVE")  # a real writer holding the lock: writes time out
+        server.gate.release()
         try:
             _, stderr = run.communicate(timeout=120)
         finally:
