@@ -12,8 +12,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
-from focused.replayweb import check_loopback
+from focused.replayweb import WIKI_PREFIX, Graph, ReplayServer, check_loopback, url_for
 
 
 @dataclass
@@ -39,6 +40,69 @@ class FetchLog:
 
     def gets(self) -> list[tuple[str, str]]:
         return [(host, path) for method, host, path in self.entries if method == "GET"]
+
+
+HOLD_TIMEOUT = 120  # s: a process starting this late fails the test's own checks
+
+
+class Gate:
+    """Holds each request that passes it until ``count`` are waiting at once, then lets every
+    request through. A test site holds the first pages of a crawl shared by several processes
+    with ``count`` above one process's CONCURRENT_REQUESTS, so that every process is fetching
+    before any can go on alone: one that starts seconds late on a loaded machine would
+    otherwise find the crawl done. After ``timeout`` seconds a request goes on anyway, and the
+    test's own checks fail (a crawl needs DOWNLOAD_TIMEOUT above ``timeout``)."""
+
+    def __init__(self, count: int, timeout: float = HOLD_TIMEOUT) -> None:
+        self.count = count
+        self.timeout = timeout
+        self._arrived = 0
+        self._condition = threading.Condition()
+
+    def wait(self) -> None:
+        with self._condition:
+            self._arrived += 1
+            self._condition.notify_all()
+            self._condition.wait_for(lambda: self._arrived >= self.count, timeout=self.timeout)
+
+
+class Hold:
+    """Lets the first ``free`` requests that pass it through and holds the later ones until
+    ``release()``. A test that stops a crawl (kill -9, Ctrl-C, Redis gone) once the site has
+    served ``free`` pages releases after the stop: the crawl cannot go on meanwhile, however
+    late the stop comes on a loaded machine. After ``timeout`` seconds a request goes on."""
+
+    def __init__(self, free: int = 0, timeout: float = HOLD_TIMEOUT) -> None:
+        self.free = free
+        self.timeout = timeout
+        self._passed = 0
+        self._lock = threading.Lock()
+        self._released = threading.Event()
+
+    def wait(self) -> None:
+        with self._lock:
+            self._passed += 1
+            held = self._passed > self.free
+        if held:
+            self._released.wait(self.timeout)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+class GatedReplay(ReplayServer):
+    """The replay web, whose articles other than ``seed`` pass ``gate`` (a ``Gate`` or a
+    ``Hold``) before they are answered: the product's server, held from the test."""
+
+    def __init__(self, graph: Graph, gate: Gate | Hold, seed: str, **kwargs: Any) -> None:
+        super().__init__(graph, **kwargs)
+        self.gate = gate
+        self.seed_path = url_for(seed)
+
+    def respond(self, path: str) -> tuple[int, str, str]:
+        if path.startswith(WIKI_PREFIX) and path != self.seed_path:
+            self.gate.wait()
+        return super().respond(path)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -25,7 +25,6 @@ import pymongo
 import pytest
 from scrapy.cmdline import execute
 
-from focused.replayweb import ReplayServer
 from focused.report import build_report
 from focused.storage import FINISH_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
@@ -37,6 +36,7 @@ from tests.conftest import (
     run_crawl,
     scrapy_command,
 )
+from tests.sites import GatedReplay, Hold
 from tests.test_storage import mongo_client  # noqa: F401 - the patched mongomock fixture
 
 BUDGET = 60
@@ -61,7 +61,9 @@ class Stored:
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory, sample_graph) -> Stored:
     tmp = tmp_path_factory.mktemp("commands")
-    server = ReplayServer(sample_graph, delay=0.02).start()
+    # The articles beyond the first 20 wait for the Ctrl-C: the crawl is cut however late it
+    # comes (15 s were enough to finish the sample).
+    server = GatedReplay(sample_graph, Hold(20), BIRD_SEED, delay=0.02).start()
     arguments = {
         "strategy": "bestfirst",
         "query": BIRD_QUERY,
@@ -86,8 +88,9 @@ def stored(tmp_path_factory, sample_graph) -> Stored:
     return Stored(db, crawls, pages)
 
 
-def interrupt_crawl(server: ReplayServer, arguments: dict, db: Path, crawl_id: str) -> None:
-    """Start a crawl and press Ctrl-C once it has fetched some pages."""
+def interrupt_crawl(server: GatedReplay, arguments: dict, db: Path, crawl_id: str) -> None:
+    """Start a crawl and press Ctrl-C once it has fetched some pages, then let the server
+    answer the pages it holds."""
     settings = {
         "FOCUSED_DB": db,
         "CONCURRENT_REQUESTS": 2,
@@ -102,6 +105,7 @@ def interrupt_crawl(server: ReplayServer, arguments: dict, db: Path, crawl_id: s
             break
         time.sleep(0.05)
     process.send_signal(signal.SIGINT)
+    server.gate.release()
     assert process.wait(timeout=60) == 0, settings["LOG_FILE"].read_text()[-3000:]
 
 

@@ -25,7 +25,7 @@ from scrapy.utils.test import get_crawler
 
 from focused.resume import COUNTERS_FILE, CrawlCounters, add_to_counter
 from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
-from tests.sites import Reply, Site, html
+from tests.sites import Hold, Reply, Site, html
 
 BUDGET = 40
 CONCURRENT = 4
@@ -60,7 +60,16 @@ def kill_then_resume(tmp_path):
     then resume it; returns the paths served (before the kill, in all), the discovery numbers
     queued at the kill and those queued when the resumed run stopped, and its result."""
     jobdir = tmp_path / "job"
-    with Site(tree_site, delay=0.05) as site:
+    until_killed = Hold(KILL_AFTER)
+
+    def respond(method: str, path: str) -> Reply:
+        # GETs beyond KILL_AFTER wait for the kill: however late it comes, the killed run has
+        # left most of the budget to the resumed one (once 3 s were enough to spend it all).
+        if method == "GET" and path != "/robots.txt":
+            until_killed.wait()
+        return tree_site(method, path)
+
+    with Site(respond, delay=0.05) as site:
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         settings = {
             "FOCUSED_DB": tmp_path / "focused.sqlite3",
@@ -82,6 +91,7 @@ def kill_then_resume(tmp_path):
             time.sleep(0.01)
         os.kill(run.pid, signal.SIGKILL)
         run.wait(timeout=30)
+        until_killed.release()
         before_kill = [path for _, path in site.log.gets()]
         assert len(before_kill) >= KILL_AFTER, "the crawl did not get going"
         at_kill = queued_discoveries(jobdir)

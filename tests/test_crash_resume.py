@@ -29,7 +29,7 @@ from tests.conftest import (
     page_name,
     scrapy_command,
 )
-from tests.sites import Reply, Site, html
+from tests.sites import GatedReplay, Hold, Reply, Site, html
 from tests.test_resume import _reachable
 
 CONCURRENT = 4
@@ -134,7 +134,9 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
     """Another process takes the SQLite store's write lock mid-crawl: the writes are retried,
     the crawl stops (store_unreachable, exit status 1) with the error in its log; resumed once
     the store is free, it stores every page it fetched."""
-    server = ReplayServer(sample_graph, delay=0.03).start()
+    # The articles beyond the first 30 wait for the lock: the crawl still has pages to store
+    # however late the lock comes (30 s were enough to finish the sample).
+    server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
     db = tmp_path / "focused.sqlite3"
     jobdir = tmp_path / "job"
     command = job_command(tmp_path, server, "bfs", STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0.1)
@@ -142,6 +144,7 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
         run = start_until_fetched(command, server, 30, stderr=subprocess.PIPE)
         locker = sqlite3.connect(db, isolation_level=None)
         locker.execute("BEGIN EXCLUSIVE")  # a real writer holding the lock: writes time out
+        server.gate.release()
         try:
             _, stderr = run.communicate(timeout=120)
         finally:
@@ -231,7 +234,16 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
     (with the counts of the last clean close, the resumed run would take the cap again from
     the links of the calendar pages it fetches)."""
     log = tmp_path / "killed.log"
-    with Site(calendar_site, delay=0.05) as site:
+    until_killed = Hold()
+
+    def respond(method: str, path: str) -> Reply:
+        # The killed run's calendar pages wait for the kill, so the resumed run fetches the
+        # calendar however late the kill comes after the cap (once 3 s were enough to fetch it).
+        if path.startswith("/cal/"):
+            until_killed.wait()
+        return calendar_site(method, path)
+
+    with Site(respond, delay=0.05) as site:
         arguments = {"strategy": "bestfirst", "query": "birds", "seeds": f"{site.url}/"}
         settings = {
             "FOCUSED_DB": tmp_path / "focused.sqlite3",
@@ -252,6 +264,7 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
                 time.sleep(0.01)
             os.kill(run.pid, signal.SIGKILL)
             run.wait(timeout=30)
+            until_killed.release()
         assert b"Trap family" in log.read_bytes(), "the cap was never reached"
         before_kill = len(site.log.gets())
         final = subprocess.run(

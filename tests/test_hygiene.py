@@ -11,6 +11,9 @@ from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
 
 WORDS = "oiseaux plumes birds feathers"
+# Every page but /slow must answer within it on a loaded machine (at 1 s, a crawl that fell a
+# second behind timed out robots.txt and every page); /slow answers well after it.
+TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
     "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing",
@@ -25,7 +28,7 @@ def bad_site(method: str, path: str) -> Reply:
     if path == "/big":
         return Reply(200, html("big", "<p>" + "feathers " * 5000 + "</p>"))
     if path == "/slow":
-        time.sleep(2.5)
+        time.sleep(TIMEOUT + 5)
         return Reply(200, html("slow", WORDS))
     if path == "/wrong-charset":  # says UTF-8, is Latin-1
         return Reply(200, html("wrong", f"<p>caf\xe9 {WORDS}</p>").encode("latin-1"))
@@ -53,7 +56,7 @@ def default_crawl(tmp_path_factory):
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
-            {"DOWNLOAD_MAXSIZE": 20_000, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 0},
+            {"DOWNLOAD_MAXSIZE": 20_000, "DOWNLOAD_TIMEOUT": TIMEOUT, "RETRY_TIMES": 0},
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     return crawl, [path for _, path in site.log.gets()]
@@ -94,7 +97,7 @@ def test_head_check_skips_non_html_before_the_get(tmp_path):
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
-            {"HEAD_CHECK": True, "DOWNLOAD_TIMEOUT": 1, "RETRY_TIMES": 0},
+            {"HEAD_CHECK": True, "DOWNLOAD_TIMEOUT": TIMEOUT, "RETRY_TIMES": 0},
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     requests = site.log.entries

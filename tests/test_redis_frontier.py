@@ -21,7 +21,6 @@ from scrapy.utils.test import get_crawler
 
 import focused.settings
 from focused.distributed import SharedCrawl
-from focused.replayweb import ReplayServer
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
 from schedulers.base import StrategyQueue
@@ -39,6 +38,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
+from tests.sites import HOLD_TIMEOUT, Gate, GatedReplay, Hold
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -468,17 +468,21 @@ def test_three_processes_share_one_crawl(tmp_path, site, redis_server, bird_page
     assert abs(harvest(together, bird_pages) - harvest(alone, bird_pages)) <= 0.1
 
 
-def test_two_processes_share_a_rank_semantic_crawl(tmp_path, site, redis_server):
+def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis_server):
     budget = 60
     settings = {
         "FOCUSED_FRONTIER": redis_server.url,
         "CLOSESPIDER_PAGECOUNT": budget,
         "CONCURRENT_REQUESTS": 4,
         "LOGSTATS_INTERVAL": 0,
+        "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,  # a held article is not a timed-out one
     }
     spider_args = {"strategy": "rank_semantic", "rank_every": "40"}
-    workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in range(2)]
-    logs = [finish(worker) for worker in workers]
+    # A process starting late would find the budget spent and never rank: the first articles
+    # wait until more are asked for than one process fetches at a time (4).
+    with GatedReplay(sample_graph, Gate(5), BIRD_SEED).start() as site:
+        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "01"]
+        logs = [finish(worker) for worker in workers]
     for worker, log in zip(workers, logs, strict=True):
         assert worker.returncode == 0, log[-3000:]
         assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
@@ -493,15 +497,32 @@ def test_two_processes_share_a_rank_semantic_crawl(tmp_path, site, redis_server)
     assert len(rankings) == 2 and min(rankings) >= 1, rankings
 
 
+def in_flight(redis_url: str, process: subprocess.Popen) -> int:
+    """How many requests the crawl process ``process`` has popped and not finished."""
+    client = redis.Redis.from_url(redis_url)
+    keys = client.keys(f"focused:shared:inflight:*:{process.pid}:*")  # host:pid:random
+    return sum(client.zcard(key) for key in keys)
+
+
 def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, redis_server):
-    server = ReplayServer(sample_graph, delay=0.03).start()
+    # The first articles wait until all three processes fetch (more than two fetch at a time,
+    # 8), and the kill waits until the process has work under way: the others then wait for
+    # that work, and take it, however late any of them started.
+    server = GatedReplay(sample_graph, Gate(9), BIRD_SEED, delay=0.03).start()
     try:
-        settings = {"FOCUSED_FRONTIER": redis_server.url, "CONCURRENT_REQUESTS": 4}
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS": 4,
+            "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,
+        }
         workers = [start_worker(tmp_path, server, settings, f"w{i}") for i in range(3)]
-        deadline = time.monotonic() + 90
-        while len(wiki_fetches(server)) < 40 and time.monotonic() < deadline:
+        deadline = time.monotonic() + HOLD_TIMEOUT + 90
+        while time.monotonic() < deadline and (
+            len(wiki_fetches(server)) < 40 or not in_flight(redis_server.url, workers[0])
+        ):
             time.sleep(0.05)
         assert len(wiki_fetches(server)) >= 40, "the crawl did not get going"
+        assert in_flight(redis_server.url, workers[0]), "the process to kill had no work"
         workers[0].send_signal(signal.SIGKILL)
         finish(workers[0])
         logs = [finish(worker) for worker in workers[1:]]
@@ -544,7 +565,9 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
     data = tmp_path / "redis"
     data.mkdir()
     redis_server = RedisServer(data, persistent=True).start()
-    server = ReplayServer(sample_graph, delay=0.03).start()
+    # The articles beyond the first 30 wait until Redis is gone: the first run cannot finish
+    # the crawl first, however late that comes (10 s were enough).
+    server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
     try:
         settings = {"FOCUSED_FRONTIER": redis_server.url, "CONCURRENT_REQUESTS": 4}
         first = start_worker(tmp_path, server, settings, "first")
@@ -552,6 +575,7 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
         while len(wiki_fetches(server)) < 30 and time.monotonic() < deadline:
             time.sleep(0.05)
         redis_server.stop()
+        server.gate.release()
         log = finish(first)
         assert "Redis frontier at" in log and "lost" in log, log[-3000:]
         assert "Spider closed (frontier_unreachable)" in log, log[-3000:]

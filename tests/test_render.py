@@ -28,7 +28,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs i
 
 BIRDS = ("albatross", "puffin", "penguin")
 PLAIN = ("heron", "stork", "crane")
-API_DELAY_S = 1.0  # FOCUSED_RENDER_SETTLE_MS (2000) waits for it; without it, no links
+API_DELAY_S = 1.0  # the settle (FOCUSED_RENDER_SETTLE_MS) waits for it; without it, no links
 WORDS = "birds feathers wings nests eggs flight plumage beaks songs migration " * 8
 
 APP = """<!doctype html><html><head><title>Bird app</title>
@@ -121,7 +121,10 @@ def crawl(tmp_path, site: Site, render: str, **settings):
         "strategy": "bfs",
         "render": render,
     }
-    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 20, **settings})
+    # The page goes quiet half a second after the API answers, and the settle ends then; the
+    # default cap (2 s) left a loaded Chromium under a second for the fetch and the script.
+    settle = {"FOCUSED_RENDER_SETTLE_MS": 30_000}
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 20, **settle, **settings})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     return result
 

@@ -7,13 +7,15 @@ import subprocess
 import time
 from collections import Counter
 
-from focused.replayweb import ReplayServer
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, Crawl, crawl_args, crawl_env, scrapy_command
+from tests.sites import GatedReplay, Hold
 
 
 def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
     log = tmp_path / "access.log"
-    server = ReplayServer(sample_graph, delay=0.03, log_path=log).start()
+    # The articles beyond the first 40 wait for the Ctrl-C: the first run is cut however late
+    # it comes (30 s were enough to finish the sample).
+    server = GatedReplay(sample_graph, Hold(40), BIRD_SEED, delay=0.03, log_path=log).start()
     try:
         db = tmp_path / "focused.sqlite3"
         arguments = {
@@ -42,6 +44,7 @@ def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
             time.sleep(0.05)
         assert len(server.fetched) >= 40, "the first run did not get going"
         first.send_signal(signal.SIGINT)
+        server.gate.release()
         _, stderr = first.communicate(timeout=60)
         assert first.returncode == 0, stderr[-3000:]
         assert "shutdown" in stderr

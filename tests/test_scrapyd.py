@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from focused.replayweb import ReplayServer
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, Crawl
+from tests.sites import GatedReplay, Hold
 from tests.test_redis_frontier import wiki_fetches
 
 SCRAPYD = Path(sys.executable).with_name("scrapyd")
@@ -159,7 +159,9 @@ def test_cancel_and_resume_a_jobdir_crawl_through_scrapyd(scrapyd, sample_graph,
     """README step 5: cancel.json stops a JOBDIR crawl cleanly, scheduling it again resumes it."""
     base, home = scrapyd
     deploy(base)
-    server = ReplayServer(sample_graph, delay=0.05).start()  # slow enough to cancel midway
+    # The articles beyond the first 8 wait until the job has taken the cancel: it is cut midway
+    # however late the cancel comes (5 s were enough to spend the budget).
+    server = GatedReplay(sample_graph, Hold(8), BIRD_SEED, delay=0.05).start()
     db, budget = tmp_path / "scrapyd.sqlite3", 30
     schedule = [
         ("project", "focused"),
@@ -177,6 +179,8 @@ def test_cancel_and_resume_a_jobdir_crawl_through_scrapyd(scrapyd, sample_graph,
         first = api(base, "schedule.json", schedule)["jobid"]
         wait_for(lambda: len(wiki_fetches(server)) >= 8, 150, "the first run to fetch pages")
         assert api(base, "cancel.json", [("project", "focused"), ("job", first)])["status"] == "ok"
+        wait_for(lambda: "shutting down gracefully" in job_log(home, first), 60, "the cancel")
+        server.gate.release()
         wait_for(lambda: job_state(base, first) == "finished", 60, "the cancelled job to end")
         log = job_log(home, first)
         assert "Spider closed (shutdown)" in log, log[-3000:]

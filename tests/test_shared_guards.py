@@ -17,7 +17,7 @@ import scrapy
 from focused.simhash import distance
 from schedulers.redis_frontier import INFLIGHT_META
 from tests.conftest import Crawl
-from tests.sites import Reply, Site, html
+from tests.sites import HOLD_TIMEOUT, Gate, Reply, Site, html
 from tests.test_near_duplicates import DECEMBER, NOVEMBER, fingerprint
 from tests.test_redis_frontier import (
     REDIS_SERVER,
@@ -31,7 +31,6 @@ pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is no
 
 
 ARTICLES_HELD = 3  # more than one process's CONCURRENT_REQUESTS
-HOLD_TIMEOUT = 120  # s: a process starting this late fails the test's own checks
 
 
 def guarded_site(sample_graph, delay: float = 0.05) -> Site:
@@ -66,19 +65,11 @@ def guarded_site(sample_graph, delay: float = 0.05) -> Site:
             body = f"<p>{escape(aliased[2 * k + n - 1])}</p>"
             pages[f"/alias/{k}/{n}"] = html("Alias", body, head)
     pages["/"] = html("Birds", "".join(f'<a href="{path}">birds</a> ' for path in pages))
-    asked = threading.Condition()
-    articles_asked = 0
-
-    def both_processes_fetching() -> None:
-        nonlocal articles_asked
-        with asked:
-            articles_asked += 1
-            asked.notify_all()
-            asked.wait_for(lambda: articles_asked >= ARTICLES_HELD, timeout=HOLD_TIMEOUT)
+    both_processes_fetching = Gate(ARTICLES_HELD)
 
     def respond(method: str, path: str) -> Reply:
         if path.startswith("/article/"):
-            both_processes_fetching()
+            both_processes_fetching.wait()
         if path.startswith("/cal/"):
             day = date(*map(int, path.split("/")[2:5]))
             links = "".join(
