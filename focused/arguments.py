@@ -211,7 +211,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
 
 
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
-BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK")
+BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK", "FOCUSED_GC_FREEZE")
 
 
 def check_settings(settings: Any) -> None:
