@@ -207,6 +207,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ENCODER_CACHE_SIZE": (int, 1, None),
     "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
     "ENCODER_STORE_SIZE": (int, 0, None),
+    "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
 }
 
 

@@ -61,7 +61,7 @@ EXTENSIONS = {
     "focused.extensions.ProgressLog": 500,
     "focused.stopping.StopCriteria": 510,
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
-    "focused.collector.FreezeStartup": 530,  # only with FOCUSED_GC_FREEZE
+    "focused.collector.GarbageCollector": 530,  # FOCUSED_GC_FREEZE, FOCUSED_GC_GEN0_THRESHOLD
 }
 
 # -- Scoring ---------------------------------------------------------------------------------
@@ -196,3 +196,7 @@ ENCODER_EXPORT_DIR = None
 # left into the garbage collector's permanent generation (gc.freeze()), so that its full
 # collections no longer walk the start-up's libraries and tables. False: Python's behaviour.
 FOCUSED_GC_FREEZE = True
+# From then on, a young-generation collection every this many allocations (net of
+# deallocations) instead of Python's 700: ~30 collections a 1,000-page crawl instead of ~1,100.
+# 0: Python's threshold.
+FOCUSED_GC_GEN0_THRESHOLD = 10_000
