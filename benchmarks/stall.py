@@ -13,7 +13,8 @@ largest lag and the 99th percentile over the refit, each the least over the roun
 processes on the machine only ever add), the same over a second of ticks without a refit just
 before it (the noise floor), the longest pause of the garbage collector during the refit (it
 holds the GIL in whichever thread triggered it) and the refit's wall time. A refit on 50 pages
-runs first, unmeasured: the first refit in a process pays one-time costs.
+runs first, unmeasured: the first refit in a process pays one-time costs. Then a checkout that
+tunes the garbage collector once a crawl's start-up is done (``focused.collector``) does so.
 
 ``--holds`` also lists each checkout's longest calls into C in one fit (``holds``).
 """
@@ -51,6 +52,16 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, dict
 
     pages = json.loads(Path(pages_file).read_text(encoding="utf-8"))
     results: dict[str, dict[str, float]] = {}
+
+    def tune_start_up() -> None:
+        """What a crawl does to the garbage collector once its start-up is done, in a checkout
+        that does it (focused.collector)."""
+        try:
+            from focused import settings
+            from focused.collector import tune_collector
+        except ImportError:
+            return
+        tune_collector(settings.FOCUSED_GC_FREEZE, settings.FOCUSED_GC_GEN0_THRESHOLD)
 
     def model_of(size: int) -> RelevanceModel:
         model = RelevanceModel(query, max_docs=size, language=query_language(query))
@@ -97,6 +108,7 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, dict
             # The first refit in a process pays one-time costs (threadpoolctl's scan of the
             # loaded libraries, lazy imports): a crawl pays them on its first, small buffer.
             yield deferToThread(model_of(50).refit)
+            tune_start_up()
             for size in sizes:
                 model = model_of(size)
                 # The same ticks for a second without a refit: the machine's own noise floor.

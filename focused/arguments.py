@@ -207,11 +207,12 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ENCODER_CACHE_SIZE": (int, 1, None),
     "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
     "ENCODER_STORE_SIZE": (int, 0, None),
+    "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
 }
 
 
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
-BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK")
+BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK", "FOCUSED_GC_FREEZE")
 
 
 def check_settings(settings: Any) -> None:

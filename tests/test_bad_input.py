@@ -88,6 +88,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"ENCODER_STORE_SIZE": "-1"}, "ENCODER_STORE_SIZE=-1 is outside"),
         (GOOD, {"SCORE_BEFORE_DISPATCH": "maybe"}, "SCORE_BEFORE_DISPATCH='maybe' is not true"),
         (GOOD, {"HEAD_CHECK": "sometimes"}, "HEAD_CHECK='sometimes' is not true or false"),
+        (GOOD, {"FOCUSED_GC_FREEZE": "maybe"}, "FOCUSED_GC_FREEZE='maybe' is not true"),
+        (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):

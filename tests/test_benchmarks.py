@@ -288,3 +288,23 @@ def test_pagecpu_command_on_the_sample() -> None:
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]
     for step in ("tokenize", "simhash", "WordMeans"):
         assert re.search(rf"^{step} .* +\d+\.\d\d  yes$", result.stdout, re.M), result.stdout
+
+
+def test_collector_command_on_the_sample() -> None:
+    """The probe reports the collections of a crawl with the collector left alone, and the frozen
+    start-up objects with the project's settings."""
+    command = [
+        sys.executable, "-m", "benchmarks.collector", "--corpus", str(SAMPLE), "--pages", "5",
+        "--variant", "FOCUSED_GC_FREEZE=False FOCUSED_GC_GEN0_THRESHOLD=0", "--variant", "",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    left_alone, tuned = (
+        line.split(" | ")
+        for line in result.stdout.splitlines()[-2:]  # the report's two rows
+    )
+    assert left_alone[0] == "| FOCUSED_GC_FREEZE=False FOCUSED_GC_GEN0_THRESHOLD=0", left_alone
+    assert int(left_alone[3].split("/")[0]) > 0, left_alone  # young collections were timed
+    assert left_alone[8] == "0" and int(tuned[8]) > 10_000, result.stdout  # frozen objects
