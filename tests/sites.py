@@ -43,6 +43,8 @@ class FetchLog:
 
 
 HOLD_TIMEOUT = 120  # s: a process starting this late fails the test's own checks
+# DOWNLOAD_TIMEOUT of a crawl behind a Gate: a held request is not a timed-out one.
+GATED_DOWNLOAD_TIMEOUT = HOLD_TIMEOUT + 30
 
 
 class Gate:

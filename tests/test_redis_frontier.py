@@ -38,7 +38,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
-from tests.sites import HOLD_TIMEOUT, Gate, GatedReplay, Hold
+from tests.sites import GATED_DOWNLOAD_TIMEOUT, HOLD_TIMEOUT, Gate, GatedReplay, Hold
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -475,7 +475,7 @@ def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis
         "CLOSESPIDER_PAGECOUNT": budget,
         "CONCURRENT_REQUESTS": 4,
         "LOGSTATS_INTERVAL": 0,
-        "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,  # a held article is not a timed-out one
+        "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
     }
     spider_args = {"strategy": "rank_semantic", "rank_every": "40"}
     # A process starting late would find the budget spent and never rank: the first articles
@@ -513,7 +513,7 @@ def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, re
         settings = {
             "FOCUSED_FRONTIER": redis_server.url,
             "CONCURRENT_REQUESTS": 4,
-            "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
         }
         workers = [start_worker(tmp_path, server, settings, f"w{i}") for i in range(3)]
         deadline = time.monotonic() + HOLD_TIMEOUT + 90

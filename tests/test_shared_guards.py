@@ -17,7 +17,7 @@ import scrapy
 from focused.simhash import distance
 from schedulers.redis_frontier import INFLIGHT_META
 from tests.conftest import Crawl
-from tests.sites import HOLD_TIMEOUT, Gate, Reply, Site, html
+from tests.sites import GATED_DOWNLOAD_TIMEOUT, Gate, Reply, Site, html
 from tests.test_near_duplicates import DECEMBER, NOVEMBER, fingerprint
 from tests.test_redis_frontier import (
     REDIS_SERVER,
@@ -90,7 +90,7 @@ def crawl_by_two_processes(tmp_path, redis_url: str, site: Site, **settings) -> 
     settings = {
         "FOCUSED_FRONTIER": redis_url,
         "CONCURRENT_REQUESTS": 2,
-        "DOWNLOAD_TIMEOUT": HOLD_TIMEOUT + 30,  # a held article is not a timed-out one
+        "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
         **settings,
     }
     spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
