@@ -20,8 +20,10 @@ first time the crawl meets it. Then only the anchors whose word score is among t
 ``whole_share`` (``ENCODER_WHOLE_SHARE``, 0.25) of those seen so far are encoded whole, and
 that score replaces their word score. Only the best links are ever fetched, and there the whole
 text ranks better (BENCHMARKS.md, "Anchors in two stages": word scores alone cost 0.03 of mean
-harvest, the best quarter encoded whole about 0.01, at two thirds of the CPU). The topic is
-always encoded whole: averaged word by word, it ranks anchors much worse.
+harvest, the best quarter encoded whole about 0.01, at two thirds of the CPU). An anchor of one
+word ("Albatross", over half of that best quarter) is not encoded again: the model reads it as
+exactly its word's tokens, so its word vector is already its whole vector. The topic is always
+encoded whole: averaged word by word, it ranks anchors much worse.
 
 Scores are cached by text (anchors repeat across pages: "United States", menu links) and each
 page's uncached texts are encoded in one batch. The vectors a crawl computes (whole anchors, and
@@ -334,11 +336,23 @@ class WordMeans:
         self.words_encoded = 0
 
     def words(self, text: str) -> list[str]:
-        pieces = self._pre_tokenize(self._normalize(text))
-        return [word for word, _ in pieces if any(c.isalnum() for c in word)][:MAX_WORDS]
+        return self._split(text)[0]
+
+    def _split(self, text: str) -> tuple[list[str], bool]:
+        """The text's words, and whether the model reads the text as exactly its one word: a
+        single piece, so the same tokens between [CLS] and [SEP] as the word alone."""
+        pieces = [piece for piece, _ in self._pre_tokenize(self._normalize(text))]
+        words = [piece for piece in pieces if any(c.isalnum() for c in piece)][:MAX_WORDS]
+        return words, len(pieces) == len(words) == 1
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:
-        split = [self.words(text) for text in texts]
+        return self.vectors(texts)[0]
+
+    def vectors(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The texts' vectors, and which of them are already what encoding the text whole
+        gives: a text without words (encoded whole here) or of exactly one word."""
+        splits = [self._split(text) for text in texts]
+        split = [words for words, _ in splits]
         self._learn([word for words in split for word in words])
         vectors = np.empty((len(texts), _DIMENSIONS), dtype=np.float32)
         wordless = [i for i, words in enumerate(split) if not words]
@@ -350,7 +364,9 @@ class WordMeans:
                 [self._vector(word) for words in split for word in words],
                 np.array([len(split[i]) for i in worded]),
             )
-        return vectors
+        whole = np.array([one_word for _, one_word in splits], dtype=bool)
+        whole[wordless] = True
+        return vectors, whole
 
     def _vector(self, word: str) -> np.ndarray:
         row = self._index.get(word)
@@ -487,10 +503,13 @@ class LinkEncoder:
         self.encoded += len(texts)
         if self._words is None:
             return self._score_whole(texts).tolist()
-        scores = self._cosines(self._words(texts))
+        vectors, already_whole = self._words.vectors(texts)
+        scores = self._cosines(vectors)
         bins = np.minimum((scores * _SCORE_BINS).astype(np.int64), _SCORE_BINS - 1)
         self._word_scores += np.bincount(bins, minlength=len(self._word_scores))
-        whole = np.flatnonzero(bins >= self._best_bin())
+        # Over half the best anchors are one word ("Albatross"): the model would read the same
+        # tokens again and give the same vector, up to int8 noise.
+        whole = np.flatnonzero((bins >= self._best_bin()) & ~already_whole)
         if len(whole):
             scores[whole] = self._score_whole([texts[i] for i in whole])
         return scores.tolist()
