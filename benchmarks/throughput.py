@@ -9,6 +9,11 @@ topical, ...) and one runs at a time, so a noisy machine slows both alike; the m
 ratio go to ``throughput.md`` under ``--out``. Pages per second = responses received / the
 crawl's own elapsed time (Scrapy's stats), so interpreter start-up is not counted.
 
+Pages per second move with whatever else the machine runs (the plain spider alone has ranged
+73-114 pages/s within one session), so the report also gives each crawl process's CPU time per
+page (user + system, every thread, start-up included), which other processes disturb much less;
+its ratio plain / topical is what the pages/s ratio would be if both were bound by one core.
+
 ``--delay S`` makes the replay web wait S seconds before each response (served concurrently),
 as distant servers do; at 0 (default) the crawl is bound by its CPU alone.
 
@@ -20,6 +25,7 @@ fills a store that every measured run then reads, as the next crawl of the same 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -40,6 +46,16 @@ QUERY = "birds species feathers nest eggs wings flight plumage"
 def pages_per_second(run: CrawlRun) -> float:
     elapsed = run.stats.get("elapsed_time_seconds", 0.0)
     return run.stats.get("response_received_count", 0.0) / elapsed if elapsed else 0.0
+
+
+def crawl(*arguments: object) -> tuple[CrawlRun, float]:
+    """``run_scrapy(*arguments)`` and the CPU milliseconds per response its process spent.
+    Crawls run one at a time here, so the children's usage grows by this one's alone."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = run_scrapy(*arguments)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return run, 1000 * cpu / max(run.stats.get("response_received_count", 0.0), 1.0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = server.base_url_for(args.seed)
     settings = {"CLOSESPIDER_PAGECOUNT": args.pages}
     runs: dict[str, list[CrawlRun]] = {"topical": [], "plain": []}
+    cpu_per_page: dict[str, list[float]] = {"topical": [], "plain": []}
     tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
     topical_arguments = {"strategy": args.strategy, "query": args.query, "seeds": seed}
     topical_settings: dict[str, object] = dict(settings)
@@ -94,20 +111,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
         for i in range(args.repeats):
             db = Path(tmp.name, f"run-{i}.sqlite3")
-            topical = run_scrapy(
+            topical = crawl(
                 ["crawl", "topical"], topical_arguments, {**topical_settings, "FOCUSED_DB": db}
             )
-            plain = run_scrapy(
+            plain = crawl(
                 ["runspider", str(REPO / "benchmarks" / "plain_spider.py")],
                 {"seeds": seed},
                 settings,
             )
-            for name, run in (("topical", topical), ("plain", plain)):
+            for name, (run, cpu_ms) in (("topical", topical), ("plain", plain)):
                 if run.returncode != 0:
                     print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
                     return 1
                 runs[name].append(run)
-                print(f"run {i + 1} {name:>8}: {pages_per_second(run):7.1f} pages/s")
+                cpu_per_page[name].append(cpu_ms)
+                print(
+                    f"run {i + 1} {name:>8}: {pages_per_second(run):7.1f} pages/s, "
+                    f"{cpu_ms:6.2f} CPU ms/page"
+                )
     finally:
         server.stop()
         tmp.cleanup()
@@ -116,6 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         r.stats.get("focused/scoring_cpu_ms_per_page", 0.0) for r in runs["topical"]
     )
     ratio = speed["topical"] / speed["plain"]
+    process_cpu = {name: statistics.median(values) for name, values in cpu_per_page.items()}
+    cpu_ratio = process_cpu["plain"] / process_cpu["topical"]
     per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["topical"])
     per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["plain"])
     vectors = " / ".join(
@@ -130,19 +153,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"on {datetime.now(UTC):%Y-%m-%d}; "
         "pages/s = responses / Scrapy's elapsed_time_seconds.",
         "",
-        "| spider | pages/s (median) | runs | scoring CPU ms/page | encoder store, per run |",
-        "|---|---|---|---|---|",
+        "| spider | pages/s (median) | runs | process CPU ms/page (median) "
+        "| scoring CPU ms/page | encoder store, per run |",
+        "|---|---|---|---|---|---|",
         f"| `topical` -a strategy={args.strategy} | {speed['topical']:.1f} | {per_run} "
-        f"| {cpu:.2f} | {vectors} |",
-        f"| plain Scrapy spider | {speed['plain']:.1f} | {per_plain} | - | - |",
+        f"| {process_cpu['topical']:.2f} | {cpu:.2f} | {vectors} |",
+        f"| plain Scrapy spider | {speed['plain']:.1f} | {per_plain} "
+        f"| {process_cpu['plain']:.2f} | - | - |",
         "",
         f"**Ratio topical / plain: {ratio:.2f}** (target >= 0.8).",
+        "",
+        f"Process CPU per page, plain / topical: {cpu_ratio:.2f} (start-up included; "
+        "the refits' thread counts too).",
         "",
     ]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "throughput.md").write_text("\n".join(report), encoding="utf-8")
-    print(f"topical/plain = {ratio:.2f}; report in {out / 'throughput.md'}")
+    print(
+        f"topical/plain = {ratio:.2f} (CPU per page {cpu_ratio:.2f}); "
+        f"report in {out / 'throughput.md'}"
+    )
     return 0
 
 

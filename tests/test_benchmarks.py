@@ -213,6 +213,13 @@ def test_throughput_command_on_the_sample(tmp_path, store) -> None:
     assert f"12 pages each, seed Albatross, {store} encoder store" in report
     assert re.search(r"\*\*Ratio topical / plain: \d+\.\d\d\*\*", report)
     topical = next(line for line in report.splitlines() if line.startswith("| `topical`"))
+    plain = next(line for line in report.splitlines() if line.startswith("| plain"))
+    # Process CPU per page: a crawl of 12 pages costs more than a millisecond a page (start-up
+    # alone is a second or more), and topical, which loads its models, more than the plain one.
+    topical_cpu, plain_cpu = (float(line.split(" | ")[3]) for line in (topical, plain))
+    assert topical_cpu > plain_cpu > 1.0, report
+    ratio = float(re.search(r"Process CPU per page, plain / topical: (\d+\.\d\d)", report)[1])
+    assert ratio == pytest.approx(plain_cpu / topical_cpu, abs=0.01)
     read, encoded = map(int, re.search(r"(\d+) read, (\d+) encoded", topical).groups())
     # warm: an unmeasured crawl from the same seed stored most of what the measured one meets
     # (with 16 requests at once the two crawls may fetch a few different pages)
