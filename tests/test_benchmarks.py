@@ -237,6 +237,24 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         assert result.stderr.startswith("harvest: error:") and result.stderr.count("\n") == 1
 
 
+def test_encoder_calls_command() -> None:
+    """This checkout against HEAD itself: one row per batch size, each with its ratio."""
+    command = [
+        sys.executable, "-m", "benchmarks.encoder_calls", "--baseline", "HEAD",
+        "--rounds", "1", "--batches", "1,3", "--calls", "6",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    rows = re.findall(r"^ +(\d+) +(\d+\.\d+) +(\d+\.\d+) +(\d+\.\d\d)$", result.stdout, re.M)
+    assert [row[0] for row in rows] == ["1", "3"], result.stdout
+    for _, base, current, ratio in rows:
+        assert float(base) > 0 and float(ratio) == pytest.approx(
+            float(current) / float(base), abs=0.01
+        )
+
+
 def test_scoring_and_refit_commands_on_the_sample() -> None:
     """Both compare this checkout with a revision, here HEAD itself. 20 pages are fewer than a
     refit needs: the refit row has no ratio (it divided by zero before)."""
