@@ -303,17 +303,21 @@ def _dictionary(counts: Sequence[Counter[str]]) -> tuple[Dictionary, np.ndarray]
     token2id = dictionary.token2id
     # Ids and counts are read one document at a time: read in one call over a refit's 2 million
     # terms, they held the GIL for most of a second, and the reactor thread with it.
-    ids_by_document, frequencies_by_document = [], []
+    ids_by_document, frequencies_by_document, new_by_document = [], [], []
     for terms in counts:
         new = sorted(filterfalse(token2id.__contains__, terms))
-        token2id.update(zip(new, range(len(token2id), len(token2id) + len(new)), strict=True))
-        ids_by_document.append(np.fromiter(map(token2id.__getitem__, terms), np.int64, len(terms)))
+        first_new = len(token2id)
+        token2id.update(zip(new, range(first_new, first_new + len(new)), strict=True))
+        ids = np.fromiter(map(token2id.__getitem__, terms), np.int64, len(terms))
+        ids_by_document.append(ids)
+        # A document lists each term once, so the ids it adds are used first here, in its order.
+        new_by_document.append(ids[ids >= first_new])
         frequencies_by_document.append(np.fromiter(terms.values(), np.int64, len(terms)))
     # (an empty array first: there may be no documents)
     ids = np.concatenate([np.zeros(0, np.int64), *ids_by_document])
     frequencies = np.concatenate([np.zeros(0, np.int64), *frequencies_by_document])
     # gensim's dfs and cfs list the ids in order of first use
-    first_uses = ids[np.sort(np.unique(ids, return_index=True)[1])]
+    first_uses = np.concatenate([np.zeros(0, np.int64), *new_by_document])
     in_use_order = first_uses.tolist()
     dfs = np.bincount(ids, minlength=len(token2id))[first_uses]
     cfs = np.bincount(ids, weights=frequencies, minlength=len(token2id))[first_uses]
