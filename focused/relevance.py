@@ -43,7 +43,7 @@ import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import filterfalse, repeat
+from itertools import chain, filterfalse, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -177,14 +177,13 @@ def _weighted_terms(
     arrays in one step for the same reason. ``term_ids``, when given, are the ids of the texts'
     terms in that order (-1: not in the dictionary), for a caller that knows them already.
     """
-    terms: list[str] = []
     counts: list[float] = []
     lengths = np.zeros(len(weights), dtype=np.int64)
     for i, text_weights in enumerate(weights):
-        terms.extend(text_weights)
         counts.extend(text_weights.values())
         lengths[i] = len(text_weights)
-    if term_ids is None:
+    if term_ids is None:  # (a refit knows them: its million terms are not listed again)
+        terms = list(chain.from_iterable(weights))
         term_ids = np.fromiter(
             map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
         )
