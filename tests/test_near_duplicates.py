@@ -10,6 +10,7 @@ from html import escape
 
 from scrapy.utils.test import get_crawler
 
+from focused import simhash as simhash_module
 from focused.dedup import SharedFetched
 from focused.distributed import SharedCrawl
 from focused.simhash import (
@@ -84,6 +85,17 @@ def test_fingerprints_are_those_of_the_plain_definition(sample_graph):
     assert sum(fingerprint(text) is None for text in texts) >= 2
     for text in texts:
         assert fingerprint(text) == _simhash_by_shingle(tokenize(text))
+
+
+def test_the_token_hash_cache_stays_bounded_and_exact(sample_graph, monkeypatch):
+    """Emptied when it outgrows its bound, between pages: the fingerprints do not change."""
+    monkeypatch.setattr(simhash_module, "_MAX_CACHED_TOKENS", 50)
+    monkeypatch.setattr(simhash_module, "_TOKEN_HASHES", simhash_module._TokenHashes())
+    for text in sample_texts(sample_graph)[:20]:
+        tokens = tokenize(text)
+        assert simhash(tokens) == _simhash_by_shingle(tokens)
+        assert len(simhash_module._TOKEN_HASHES) <= 50 + len(set(tokens))
+    assert len(simhash_module._TOKEN_HASHES) > 0
 
 
 def test_too_little_text_has_no_fingerprint():

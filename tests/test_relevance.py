@@ -270,6 +270,29 @@ def test_dictionary_is_the_one_gensim_builds(sample_graph) -> None:
     assert relevance._dictionary([Counter(), Counter()])[0].num_docs == 2
 
 
+@pytest.mark.parametrize("max_terms", [50_000, 300, 0])
+def test_filtering_is_the_one_gensim_does(sample_graph, monkeypatch, max_terms: int) -> None:
+    """Same kept words, ids and frequencies, in the same order, as gensim's filter_extremes;
+    also when the bound cuts among words of equal document frequency, or keeps nothing."""
+    monkeypatch.setattr(relevance, "_MAX_TERMS", max_terms)
+    documents = [with_folded(tokens) for tokens in training_texts(sample_graph)]
+    once = next(t for t in documents[0] if sum(t in d for d in documents) == 1)
+    keep = {*with_folded(tokenize(QUERY)), once, "wordfoundnowhere"}
+    for corpus in (documents, [], [[]]):
+        ours, _ = relevance._dictionary([Counter(document) for document in corpus])
+        gensims, _ = relevance._dictionary([Counter(document) for document in corpus])
+        relevance._filter_extremes(ours, keep)
+        gensims.filter_extremes(no_below=2, no_above=1.0, keep_n=max_terms, keep_tokens=keep)
+        for name in ("token2id", "dfs", "cfs", "id2token"):
+            assert list(getattr(ours, name).items()) == list(getattr(gensims, name).items()), name
+        for name in ("num_docs", "num_pos", "num_nnz"):
+            assert getattr(ours, name) == getattr(gensims, name), name
+        # what the parameters are for: a kept word of a single page, and the bound
+        if corpus is documents:
+            assert (once in ours.token2id) == (max_terms > 0)
+            assert len(ours) == max_terms or max_terms == 50_000
+
+
 def test_lsi_space_is_the_one_gensim_fits_on_the_corpus(sample_graph) -> None:
     """gensim's own LsiModel, fed the training rows as a streamed corpus, finds the same space."""
     corpus = training_texts(sample_graph)
