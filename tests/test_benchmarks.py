@@ -253,6 +253,14 @@ def test_encoder_calls_command() -> None:
         assert float(base) > 0 and float(ratio) == pytest.approx(
             float(current) / float(base), abs=0.01
         )
+    for bad in (["--batches", "1,0"], ["--batches", "x"], ["--rounds", "0"]):
+        result = subprocess.run(
+            [*command[:3], *bad], cwd=REPO, env=crawl_env(), capture_output=True, text=True
+        )
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert result.stderr.splitlines()[-1].startswith(
+            "python -m benchmarks.encoder_calls: error:"
+        )
 
 
 def test_scoring_and_refit_commands_on_the_sample() -> None:
