@@ -307,16 +307,15 @@ def _dictionary(counts: Sequence[Counter[str]]) -> tuple[Dictionary, np.ndarray]
         new = sorted(filterfalse(token2id.__contains__, terms))
         first_new = len(token2id)
         token2id.update(zip(new, range(first_new, first_new + len(new)), strict=True))
-        ids = np.fromiter(map(token2id.__getitem__, terms), np.int64, len(terms))
-        ids_by_document.append(ids)
+        document_ids = np.fromiter(map(token2id.__getitem__, terms), np.int64, len(terms))
+        ids_by_document.append(document_ids)
         # A document lists each term once, so the ids it adds are used first here, in its order.
-        new_by_document.append(ids[ids >= first_new])
+        new_by_document.append(document_ids[document_ids >= first_new])
         frequencies_by_document.append(np.fromiter(terms.values(), np.int64, len(terms)))
-    # (an empty array first: there may be no documents)
-    ids = np.concatenate([np.zeros(0, np.int64), *ids_by_document])
-    frequencies = np.concatenate([np.zeros(0, np.int64), *frequencies_by_document])
+    ids = _int_concatenation(ids_by_document)
+    frequencies = _int_concatenation(frequencies_by_document)
     # gensim's dfs and cfs list the ids in order of first use
-    first_uses = np.concatenate([np.zeros(0, np.int64), *new_by_document])
+    first_uses = _int_concatenation(new_by_document)
     in_use_order = first_uses.tolist()
     dfs = np.bincount(ids, minlength=len(token2id))[first_uses]
     cfs = np.bincount(ids, weights=frequencies, minlength=len(token2id))[first_uses]
@@ -326,6 +325,11 @@ def _dictionary(counts: Sequence[Counter[str]]) -> tuple[Dictionary, np.ndarray]
     dictionary.num_pos = int(frequencies.sum())
     dictionary.num_nnz = len(ids)
     return dictionary, ids
+
+
+def _int_concatenation(arrays: list[np.ndarray]) -> np.ndarray:
+    """The int64 arrays end to end; an empty array when there are none (no documents)."""
+    return np.concatenate([np.zeros(0, np.int64), *arrays])
 
 
 def _filter_extremes(dictionary: Dictionary, keep_tokens: set[str]) -> None:
