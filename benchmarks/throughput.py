@@ -15,7 +15,9 @@ page (user + system, every thread, start-up included), which other processes dis
 its ratio plain / topical is what the pages/s ratio would be if both were bound by one core.
 
 ``--delay S`` makes the replay web wait S seconds before each response (served concurrently),
-as distant servers do; at 0 (default) the crawl is bound by its CPU alone.
+as distant servers do; at 0 (default) the crawl is bound by its CPU alone. Several values
+(``--delay 0 0.1 0.5``) measure each in turn and end the report with a table by latency: where
+the download slots, not the CPU, set the pace, what focusing costs shrinks.
 
 ``--store cold`` (default): each topical run starts without the encoder vectors kept by earlier
 crawls, as a first crawl of a site does. ``--store warm``: one unmeasured topical crawl first
@@ -30,6 +32,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -58,6 +61,129 @@ def crawl(*arguments: object) -> tuple[CrawlRun, float]:
     return run, 1000 * cpu / max(run.stats.get("response_received_count", 0.0), 1.0)
 
 
+@dataclass
+class Measured:
+    """The runs of both spiders at one latency."""
+
+    delay: float
+    runs: dict[str, list[CrawlRun]]
+    cpu_per_page: dict[str, list[float]]
+
+    def speed(self, name: str) -> float:
+        return statistics.median(map(pages_per_second, self.runs[name]))
+
+    def process_cpu(self, name: str) -> float:
+        return statistics.median(self.cpu_per_page[name])
+
+    @property
+    def ratio(self) -> float:
+        return self.speed("topical") / self.speed("plain")
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.process_cpu("plain") / self.process_cpu("topical")
+
+    def report(self, args: argparse.Namespace) -> list[str]:
+        topical = self.runs["topical"]
+        cpu = statistics.median(
+            r.stats.get("focused/scoring_cpu_ms_per_page", 0.0) for r in topical
+        )
+        per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in topical)
+        per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in self.runs["plain"])
+        vectors = " / ".join(
+            f"{r.stats.get('focused/encoder/vectors_from_store', 0):.0f} read, "
+            f"{r.stats.get('focused/encoder/vectors_to_store', 0):.0f} encoded"
+            for r in topical
+        )
+        return [
+            f"## {self.delay:g} s latency per response",
+            "",
+            f"{args.repeats} alternating runs of each, {args.pages} pages each, seed {args.seed}, "
+            f"{args.store} encoder store, {self.delay:g} s latency per response, "
+            f"on {datetime.now(UTC):%Y-%m-%d}; "
+            "pages/s = responses / Scrapy's elapsed_time_seconds.",
+            "",
+            "| spider | pages/s (median) | runs | process CPU ms/page (median) "
+            "| scoring CPU ms/page | encoder store, per run |",
+            "|---|---|---|---|---|---|",
+            f"| `topical` -a strategy={args.strategy} | {self.speed('topical'):.1f} | {per_run} "
+            f"| {self.process_cpu('topical'):.2f} | {cpu:.2f} | {vectors} |",
+            f"| plain Scrapy spider | {self.speed('plain'):.1f} | {per_plain} "
+            f"| {self.process_cpu('plain'):.2f} | - | - |",
+            "",
+            f"**Ratio topical / plain: {self.ratio:.2f}** (target >= 0.8).",
+            "",
+            f"Process CPU per page, plain / topical: {self.cpu_ratio:.2f} (start-up included; "
+            "the refits' thread counts too).",
+            "",
+        ]
+
+
+def latency_table(measured: list[Measured]) -> list[str]:
+    """One row per latency: where a crawl stops being bound by its CPU, focusing costs less."""
+    rows = [
+        f"| {m.delay:g} | {m.speed('topical'):.1f} | {m.speed('plain'):.1f} | **{m.ratio:.2f}** "
+        f"| {m.cpu_ratio:.2f} |"
+        for m in measured
+    ]
+    return [
+        "## By latency",
+        "",
+        "| latency per response (s) | topical pages/s | plain pages/s | topical / plain "
+        "| process CPU per page, plain / topical |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+class Spiders:
+    """Both spiders' crawls of the replay web from one seed, with the same page budget."""
+
+    def __init__(self, args: argparse.Namespace, seed: str, tmp: Path) -> None:
+        self.args, self.seed, self.tmp = args, seed, tmp
+        self.topical_arguments = {"strategy": args.strategy, "query": args.query, "seeds": seed}
+        self.settings: dict[str, object] = {"CLOSESPIDER_PAGECOUNT": args.pages}
+        self.topical_settings = dict(self.settings)
+        self.crawls = 0
+
+    def fill_store(self) -> bool:
+        """The warm store: one unmeasured topical crawl fills what every measured one reads."""
+        self.topical_settings["ENCODER_STORE_DIR"] = self.tmp / "encodings"
+        fill = run_scrapy(
+            ["crawl", "topical"],
+            self.topical_arguments,
+            {**self.topical_settings, "FOCUSED_DB": self.tmp / "fill.sqlite3"},
+        )
+        if fill.returncode != 0:
+            print(f"throughput: error: filling the store failed: {fill.error}", file=sys.stderr)
+        return fill.returncode == 0
+
+    def measure(self, delay: float) -> Measured | None:
+        """``repeats`` alternating runs of each spider; None (after one error line) if one fails."""
+        result = Measured(delay, {"topical": [], "plain": []}, {"topical": [], "plain": []})
+        for i in range(self.args.repeats):
+            self.crawls += 1
+            db = self.tmp / f"run-{self.crawls}.sqlite3"
+            topical = crawl(
+                ["crawl", "topical"],
+                self.topical_arguments,
+                {**self.topical_settings, "FOCUSED_DB": db},
+            )
+            plain = crawl(["runspider", str(PLAIN_SPIDER)], {"seeds": self.seed}, self.settings)
+            for name, (run, cpu_ms) in (("topical", topical), ("plain", plain)):
+                if run.returncode != 0:
+                    print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
+                    return None
+                result.runs[name].append(run)
+                result.cpu_per_page[name].append(cpu_ms)
+                print(
+                    f"{delay:g} s latency, run {i + 1} {name:>8}: "
+                    f"{pages_per_second(run):7.1f} pages/s, {cpu_ms:6.2f} CPU ms/page"
+                )
+        return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
@@ -76,104 +202,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--delay",
         type=float,
-        default=0.0,
+        nargs="+",
+        default=[0.0],
+        metavar="S",
         help="seconds the replay web waits before each response, as a distant server would "
-        "(responses are served concurrently; default 0)",
+        "(responses are served concurrently; default 0); several values measure each in turn",
     )
     args = parser.parse_args(argv)
     try:
-        if args.delay < 0:
-            raise ConfigError(f"--delay must be at least 0, not {args.delay:g}")
+        if min(args.delay) < 0:
+            raise ConfigError(f"--delay must be at least 0, not {min(args.delay):g}")
+        for name in ("pages", "repeats"):
+            if getattr(args, name) < 1:
+                raise ConfigError(f"--{name} must be at least 1, not {getattr(args, name)}")
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")
-        server = ReplayServer(graph, delay=args.delay).start()
+        server = ReplayServer(graph).start()
     except (ConfigError, OSError) as exc:
         print(f"throughput: error: {exc}", file=sys.stderr)
         return 2
-    seed = server.base_url_for(args.seed)
-    settings = {"CLOSESPIDER_PAGECOUNT": args.pages}
-    runs: dict[str, list[CrawlRun]] = {"topical": [], "plain": []}
-    cpu_per_page: dict[str, list[float]] = {"topical": [], "plain": []}
     tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
-    topical_arguments = {"strategy": args.strategy, "query": args.query, "seeds": seed}
-    topical_settings: dict[str, object] = dict(settings)
+    measured: list[Measured] = []
     try:
-        if args.store == "warm":
-            topical_settings["ENCODER_STORE_DIR"] = Path(tmp.name, "encodings")
-            fill = run_scrapy(
-                ["crawl", "topical"],
-                topical_arguments,
-                {**topical_settings, "FOCUSED_DB": Path(tmp.name, "fill.sqlite3")},
-            )
-            if fill.returncode != 0:
-                print(f"throughput: error: filling the store failed: {fill.error}", file=sys.stderr)
+        topical = Spiders(args, server.base_url_for(args.seed), Path(tmp.name))
+        if args.store == "warm" and not topical.fill_store():
+            return 1
+        for delay in args.delay:
+            server.delay = delay  # read by each request the server answers
+            result = topical.measure(delay)
+            if result is None:
                 return 1
-        for i in range(args.repeats):
-            db = Path(tmp.name, f"run-{i}.sqlite3")
-            topical = crawl(
-                ["crawl", "topical"], topical_arguments, {**topical_settings, "FOCUSED_DB": db}
-            )
-            plain = crawl(
-                ["runspider", str(REPO / "benchmarks" / "plain_spider.py")],
-                {"seeds": seed},
-                settings,
-            )
-            for name, (run, cpu_ms) in (("topical", topical), ("plain", plain)):
-                if run.returncode != 0:
-                    print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
-                    return 1
-                runs[name].append(run)
-                cpu_per_page[name].append(cpu_ms)
-                print(
-                    f"run {i + 1} {name:>8}: {pages_per_second(run):7.1f} pages/s, "
-                    f"{cpu_ms:6.2f} CPU ms/page"
-                )
+            measured.append(result)
     finally:
         server.stop()
         tmp.cleanup()
-    speed = {name: statistics.median(map(pages_per_second, rs)) for name, rs in runs.items()}
-    cpu = statistics.median(
-        r.stats.get("focused/scoring_cpu_ms_per_page", 0.0) for r in runs["topical"]
-    )
-    ratio = speed["topical"] / speed["plain"]
-    process_cpu = {name: statistics.median(values) for name, values in cpu_per_page.items()}
-    cpu_ratio = process_cpu["plain"] / process_cpu["topical"]
-    per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["topical"])
-    per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in runs["plain"])
-    vectors = " / ".join(
-        f"{r.stats.get('focused/encoder/vectors_from_store', 0):.0f} read, "
-        f"{r.stats.get('focused/encoder/vectors_to_store', 0):.0f} encoded"
-        for r in runs["topical"]
-    )
-    report = [
-        *report_head("Throughput benchmark", "benchmarks.throughput", argv),
-        f"{args.repeats} alternating runs of each, {args.pages} pages each, seed {args.seed}, "
-        f"{args.store} encoder store, {args.delay:g} s latency per response, "
-        f"on {datetime.now(UTC):%Y-%m-%d}; "
-        "pages/s = responses / Scrapy's elapsed_time_seconds.",
-        "",
-        "| spider | pages/s (median) | runs | process CPU ms/page (median) "
-        "| scoring CPU ms/page | encoder store, per run |",
-        "|---|---|---|---|---|---|",
-        f"| `topical` -a strategy={args.strategy} | {speed['topical']:.1f} | {per_run} "
-        f"| {process_cpu['topical']:.2f} | {cpu:.2f} | {vectors} |",
-        f"| plain Scrapy spider | {speed['plain']:.1f} | {per_plain} "
-        f"| {process_cpu['plain']:.2f} | - | - |",
-        "",
-        f"**Ratio topical / plain: {ratio:.2f}** (target >= 0.8).",
-        "",
-        f"Process CPU per page, plain / topical: {cpu_ratio:.2f} (start-up included; "
-        "the refits' thread counts too).",
-        "",
-    ]
+    report = report_head("Throughput benchmark", "benchmarks.throughput", argv)
+    for result in measured:
+        report += result.report(args)
+    if len(measured) > 1:
+        report += latency_table(measured)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "throughput.md").write_text("\n".join(report), encoding="utf-8")
-    print(
-        f"topical/plain = {ratio:.2f} (CPU per page {cpu_ratio:.2f}); "
-        f"report in {out / 'throughput.md'}"
-    )
+    for result in measured:
+        print(
+            f"{result.delay:g} s latency: topical/plain = {result.ratio:.2f} "
+            f"(CPU per page {result.cpu_ratio:.2f})"
+        )
+    print(f"report in {out / 'throughput.md'}")
     return 0
 
 

@@ -198,12 +198,13 @@ def test_harvest_command_on_the_sample(tmp_path) -> None:
     assert (out / "harvest-Birds.png").read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.parametrize("store", ["cold", "warm"])
-def test_throughput_command_on_the_sample(tmp_path, store) -> None:
+@pytest.mark.parametrize(("store", "delays"), [("cold", ["0", "0.05"]), ("warm", ["0"])])
+def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
     out = tmp_path / "results"
     command = [
         sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE),
         "--pages", "12", "--repeats", "1", "--store", store, "--out", str(out),
+        "--delay", *delays,
     ]  # fmt: skip
     result = subprocess.run(
         command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
@@ -224,6 +225,29 @@ def test_throughput_command_on_the_sample(tmp_path, store) -> None:
     # warm: an unmeasured crawl from the same seed stored most of what the measured one meets
     # (with 16 requests at once the two crawls may fetch a few different pages)
     assert (read > encoded) if store == "warm" else (read == 0 and encoded > 0), topical
+    sections = re.findall(r"^## (\S+) s latency per response$", report, re.M)
+    assert sections == delays
+    ratios = re.findall(r"\*\*Ratio topical / plain: (\d+\.\d\d)\*\*", report)
+    by_latency = re.findall(
+        r"^\| (\S+) \| [\d.]+ \| [\d.]+ \| \*\*(\d+\.\d\d)\*\* \|", report, re.M
+    )
+    # several latencies end in one table, a row each, with the ratios of their sections
+    assert by_latency == (list(zip(delays, ratios, strict=True)) if len(delays) > 1 else [])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error"),
+    [
+        (["--delay", "0", "-0.5"], "--delay must be at least 0, not -0.5"),
+        (["--repeats", "0"], "--repeats must be at least 1, not 0"),
+        (["--pages", "0"], "--pages must be at least 1, not 0"),
+    ],
+)
+def test_throughput_command_rejects_bad_input(arguments, error) -> None:
+    command = [sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE), *arguments]
+    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr == f"throughput: error: {error}\n"
 
 
 def test_harvest_command_rejects_bad_input(tmp_path) -> None:
