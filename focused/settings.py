@@ -28,7 +28,7 @@ FEED_EXPORT_ENCODING = "utf-8"
 SCHEDULER = "focused.scheduler.FocusedScheduler"
 SCHEDULER_PRIORITY_QUEUE = "schedulers.bestfirst.BestFirstQueue"
 DEPTH_PRIORITY = 0  # strategies order the frontier; depth must not skew Request.priority
-DEPTH_STATS_VERBOSE = True  # request_depth_count/N: how many links were queued at each level
+DEPTH_STATS_VERBOSE = True  # request_depth_count/N: links found at each level, duplicates included
 # A request counts against CONCURRENT_REQUESTS until its page is scored, not only until it is
 # downloaded (focused.scheduler): when a burst of responses arrives, Scrapy would otherwise fill
 # every freed download slot from the frontier before scoring any of them, with requests that
