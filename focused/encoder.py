@@ -43,6 +43,7 @@ import logging
 import os
 import sqlite3
 import tempfile
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -87,6 +88,13 @@ _SCORE_BINS = 1024  # resolution of that best share's bound
 # Per-channel 7-bit weights: plain int8 loses more of the anchor ranking (benchmarks/anchor_auc.py),
 # 7 bits without per-channel scales loses most.
 ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "reduce_range": True}
+# The files kept in ENCODER_EXPORT_DIR (and ENCODER_STORE_DIR): exports, vocabulary tables,
+# vector stores. Each reinstall (a new weights file) and each export version name new ones,
+# 60-110 MB an install, so those no crawl has used for STALE_AFTER_DAYS are deleted when a
+# crawl opens the encoder (prune_stale).
+_EXPORT_PREFIX = "all-MiniLM-L6-v2-"
+_KEPT_FILES = (f"{_EXPORT_PREFIX}*.onnx", "words-*.npy", "texts-*.sqlite3")
+STALE_AFTER_DAYS = 30
 
 
 def load_model(
@@ -243,6 +251,7 @@ def exported_model(
     """
     path = export_dir / _export_name(model_dir, quantization)
     if path.exists():
+        _mark_used(path)
         return path
     export_dir.mkdir(parents=True, exist_ok=True)
     logger.info("Exporting the sentence encoder to ONNX (once): %s", path)
@@ -274,7 +283,7 @@ def _export_name(model_dir: Path, quantization: Mapping[str, Any]) -> str:
         [_EXPORT_VERSION, str(model_dir), weights.st_size, weights.st_mtime_ns, quantization],
         sort_keys=True,
     )
-    return f"all-MiniLM-L6-v2-{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx"
+    return f"{_EXPORT_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx"
 
 
 def _export_fp32(model_dir: Path, path: Path) -> None:
@@ -453,6 +462,7 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
     key = hashlib.sha256(model_probe(encode) + "\n".join(vocabulary).encode()).hexdigest()[:16]
     path = export_dir / f"words-{key}.npy"
     if path.exists():
+        _mark_used(path)
         return np.load(path, mmap_mode="r")
     logger.info(
         "Encoding the sentence encoder's vocabulary, %d words one at a time (once): %s",
@@ -581,11 +591,14 @@ def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEn
         )
         return None
     store_size = settings.getint("ENCODER_STORE_SIZE", DEFAULT_STORE_SIZE)
-    store = open_store(encode, Path(settings.get("ENCODER_STORE_DIR") or export_dir), store_size)
+    store_dir = Path(settings.get("ENCODER_STORE_DIR") or export_dir)
+    store = open_store(encode, store_dir, store_size)
     encode_new = encode if store is None else store.wrap(encode)
     whole_share = settings.getfloat("ENCODER_WHOLE_SHARE", DEFAULT_WHOLE_SHARE)
     words = None if whole_share >= 1.0 else WordMeans(encode, export_dir, encode_new)
     cache_size = settings.getint("ENCODER_CACHE_SIZE", DEFAULT_CACHE_SIZE)
+    for directory in {export_dir, store_dir}:  # after this crawl's files were marked used
+        prune_stale(directory)
     return LinkEncoder(topic, encode_new, cache_size, words, whole_share, store)
 
 
@@ -595,8 +608,42 @@ def open_store(encode: Encode, directory: Path, max_texts: int) -> EncodingStore
     if max_texts <= 0:
         return None
     path = directory / f"texts-{hashlib.sha256(model_probe(encode)).hexdigest()[:16]}.sqlite3"
+    _mark_used(path)
     try:
         return EncodingStore(path, max_texts, _DIMENSIONS)
     except (OSError, sqlite3.Error) as exc:
         logger.warning("The encoder's vectors cannot be kept in %s (%s)", path, exc)
         return None
+
+
+def _mark_used(path: Path) -> None:
+    """Record a use of a kept file in its modification time, which ``prune_stale`` reads."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
+def prune_stale(directory: Path, max_age_days: float = STALE_AFTER_DAYS) -> int:
+    """Delete the encoder's kept files in ``directory`` that no crawl used for ``max_age_days``
+    (other files are never touched); returns how many. One that cannot be deleted stays."""
+    cutoff = time.time() - max_age_days * 86_400
+    removed, freed = 0, 0
+    for pattern in _KEPT_FILES:
+        for path in directory.glob(pattern):
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                if stat.st_mtime < cutoff:
+                    path.unlink()
+                    removed, freed = removed + 1, freed + stat.st_size
+                    # A store's SQLite companions go with it; they are never judged alone, as
+                    # a store in use may have an old one.
+                    for companion in ("-wal", "-shm"):
+                        path.with_name(path.name + companion).unlink(missing_ok=True)
+    if removed:
+        logger.info(
+            "Removed %d files of the sentence encoder unused for %g days from %s (%.0f MB)",
+            removed,
+            max_age_days,
+            directory,
+            freed / 1e6,
+        )
+    return removed

@@ -6,9 +6,11 @@ The encoder extra is in requirements-test.txt, so these tests run the real all-M
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +29,8 @@ from focused.encoder import (
 from focused.replayweb import title
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
 from tests.queues import drain, make_queue, req
+
+OLD = time.time() - 40 * 86_400  # a file no crawl has used for 40 days
 
 BUDGET = 60
 # Measured on the sample at budget 60: semantic 0.50 vs bfs 0.18 (link_weight 0.8), 0.58 vs
@@ -215,10 +219,10 @@ def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch) -> None:
     )
     first = load_model(export_dir=tmp_path)(["Seabird", "Class 37"])
     [path] = tmp_path.iterdir()  # the model, and no temporary file left behind
-    stamp = path.stat().st_mtime_ns
+    inode = path.stat().st_ino
     second = load_model(export_dir=tmp_path)(["Seabird", "Class 37"])
     assert len(exports) == 1 and list(tmp_path.iterdir()) == [path]
-    assert path.stat().st_mtime_ns == stamp
+    assert path.stat().st_ino == inode  # not written again
     assert (first == second).all()
 
 
@@ -438,6 +442,11 @@ def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) 
     assert calls == [["focused vocabulary probe"]]  # the probe that names the file, no more
     assert np.array_equal(first, second)
     assert ((first * encode(vocabulary)).sum(axis=1) > 0.995).all()
+    # Reading it marks it used, so that a crawl never prunes a table in use.
+    [table_file] = tmp_path.iterdir()
+    os.utime(table_file, (OLD, OLD))
+    vocabulary_vectors(encode, vocabulary, tmp_path)
+    assert table_file.stat().st_mtime > OLD + 86_400
     # Another model (here: the same vectors, negated) never reads this table.
     vocabulary_vectors(lambda texts: -encode(texts), vocabulary, tmp_path)
     assert len(list(tmp_path.iterdir())) == 2
@@ -540,6 +549,52 @@ def test_the_crawl_encodes_the_model_probe_once_at_start_up(tmp_path, encode, mo
     link_encoder.close()
     assert {"vectors_to_store", "words_encoded"} <= set(link_encoder.counts())  # store, table
     assert sent.count("focused vocabulary probe") == 1
+
+
+def test_an_existing_export_is_marked_used_when_loaded(tmp_path) -> None:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "model.safetensors").write_bytes(b"weights")
+    export = tmp_path / encoder._export_name(model_dir, encoder.ONNX_INT8)
+    export.write_bytes(b"an export")
+    os.utime(export, (OLD, OLD))
+    assert encoder.exported_model(model_dir, tmp_path) == export  # found, not exported again
+    assert export.stat().st_mtime > OLD + 86_400
+
+
+def test_opening_the_encoder_prunes_the_files_no_crawl_used_for_a_month(
+    tmp_path, encode, monkeypatch, caplog
+) -> None:
+    monkeypatch.setattr(encoder, "load_model", lambda export_dir: encode)
+    exports, stores = tmp_path / "export", tmp_path / "store"
+    settings = Settings(
+        {"ENCODER_EXPORT_DIR": exports, "ENCODER_STORE_DIR": stores, "ENCODER_WHOLE_SHARE": 1.0}
+    )
+    open_link_encoder(BIRD_QUERY, "en", settings).close()  # makes this model's store
+    [own_store] = stores.glob("texts-*.sqlite3")
+    exports.mkdir()
+    stale = [
+        exports / "all-MiniLM-L6-v2-0123456789abcdef.onnx",  # an export of an older install
+        exports / "words-0123456789abcdef.npy",
+        stores / "texts-0123456789abcdef.sqlite3",  # another model's store, with its WAL
+        stores / "texts-0123456789abcdef.sqlite3-wal",
+    ]
+    kept = [
+        exports / "all-MiniLM-L6-v2-fedcba9876543210.onnx",  # used by another install lately
+        exports / "notes.txt",  # not the encoder's: never touched, however old
+        own_store,  # used by this crawl, however old
+    ]
+    for path in stale + kept:
+        if not path.exists():
+            path.write_bytes(b"x" * 1000)
+        if "fedcba" not in path.name:
+            os.utime(path, (OLD, OLD))
+    with caplog.at_level(logging.INFO, logger="focused.encoder"):
+        open_link_encoder(BIRD_QUERY, "en", settings).close()
+    assert not any(path.exists() for path in stale)
+    assert all(path.exists() for path in kept)
+    assert "Removed 2 files of the sentence encoder unused for 30 days" in caplog.text
+    assert "Removed 1 files" in caplog.text  # the store directory's, apart
 
 
 def test_the_crawl_encodes_the_best_anchors_whole_as_set(tmp_path) -> None:
