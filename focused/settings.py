@@ -12,6 +12,10 @@ ROBOTSTXT_OBEY = True
 USER_AGENT = "focused/0.1 (+topical crawler; Scrapy)"
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
+# Scrapy starts this many tasks for each response's output, however little it holds (its
+# default, 100, cost about 1.5 ms of CPU a page: BENCHMARKS.md, session 10). A page yields one
+# item, which alone waits (for the store); its requests are queued at once.
+CONCURRENT_ITEMS = 8
 DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = 10 * 1024 * 1024  # a page larger than 10 MiB is not a topical page
 DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
