@@ -225,12 +225,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
     measured: list[Measured] = []
     try:
-        topical = Spiders(args, server.base_url_for(args.seed), Path(tmp.name))
-        if args.store == "warm" and not topical.fill_store():
+        spiders = Spiders(args, server.base_url_for(args.seed), Path(tmp.name))
+        if args.store == "warm" and not spiders.fill_store():
             return 1
         for delay in args.delay:
             server.delay = delay  # read by each request the server answers
-            result = topical.measure(delay)
+            result = spiders.measure(delay)
             if result is None:
                 return 1
             measured.append(result)

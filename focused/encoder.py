@@ -91,9 +91,12 @@ ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "re
 # The files kept in ENCODER_EXPORT_DIR (and ENCODER_STORE_DIR): exports, vocabulary tables,
 # vector stores. Each reinstall (a new weights file) and each export version name new ones,
 # 60-110 MB an install, so those no crawl has used for STALE_AFTER_DAYS are deleted when a
-# crawl opens the encoder (prune_stale).
-_EXPORT_PREFIX = "all-MiniLM-L6-v2-"
-_KEPT_FILES = (f"{_EXPORT_PREFIX}*.onnx", "words-*.npy", "texts-*.sqlite3")
+# crawl opens the encoder (prune_stale). Their names, each with the hash of what it holds, are
+# written once here, for the files' makers and for the prune alike.
+_EXPORT_FILE = "all-MiniLM-L6-v2-{}.onnx"
+_WORDS_FILE = "words-{}.npy"
+_STORE_FILE = "texts-{}.sqlite3"
+_KEPT_FILES = tuple(name.format("*") for name in (_EXPORT_FILE, _WORDS_FILE, _STORE_FILE))
 STALE_AFTER_DAYS = 30
 
 
@@ -283,7 +286,7 @@ def _export_name(model_dir: Path, quantization: Mapping[str, Any]) -> str:
         [_EXPORT_VERSION, str(model_dir), weights.st_size, weights.st_mtime_ns, quantization],
         sort_keys=True,
     )
-    return f"{_EXPORT_PREFIX}{hashlib.sha256(key.encode()).hexdigest()[:16]}.onnx"
+    return _EXPORT_FILE.format(hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
 def _export_fp32(model_dir: Path, path: Path) -> None:
@@ -460,7 +463,7 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
     the encoding again at the next crawl, not this one.
     """
     key = hashlib.sha256(model_probe(encode) + "\n".join(vocabulary).encode()).hexdigest()[:16]
-    path = export_dir / f"words-{key}.npy"
+    path = export_dir / _WORDS_FILE.format(key)
     if path.exists():
         _mark_used(path)
         return np.load(path, mmap_mode="r")
@@ -607,7 +610,7 @@ def open_store(encode: Encode, directory: Path, max_texts: int) -> EncodingStore
     when the file cannot be opened (one warning: the crawl encodes without it)."""
     if max_texts <= 0:
         return None
-    path = directory / f"texts-{hashlib.sha256(model_probe(encode)).hexdigest()[:16]}.sqlite3"
+    path = directory / _STORE_FILE.format(hashlib.sha256(model_probe(encode)).hexdigest()[:16])
     _mark_used(path)
     try:
         return EncodingStore(path, max_texts, _DIMENSIONS)
