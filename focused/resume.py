@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 
@@ -47,13 +47,18 @@ if TYPE_CHECKING:
     import sqlite3
     from collections.abc import AsyncIterator, Callable, Iterable
 
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
 # Signal: request_finished(request). The request's outcome is safe; it need not be fetched
 # again after a crash.
 request_finished = object()
+
+
+# Signal: links_yielded(page, links). FinishMiddleware hands the link requests of a page (its
+# response's request) to the scraper, which queues them one by one (focused.scheduler).
+links_yielded = object()
 
 
 # Signal: counter_changed(name, value). A crawl counter of spider.state has a new value
@@ -182,7 +187,8 @@ class FinishMiddleware:
 
     It yields a page's link requests before its page item, so that the links are queued before
     the page is stored, and sends ``request_finished`` for a response that produced no page
-    (not HTML, already fetched): nothing of it waits in the pipelines.
+    (not HTML, already fetched): nothing of it waits in the pipelines. Before the links leave,
+    it sends ``links_yielded``, so that the scheduler can tell when the last one is queued.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -208,7 +214,11 @@ class FinishMiddleware:
         if not pages:
             self.crawler.signals.send_catch_log(request_finished, request=response.request)
             return outputs
-        return [o for o in outputs if not isinstance(o, PageItem)] + pages
+        others = [o for o in outputs if not isinstance(o, PageItem)]
+        links = [o for o in others if isinstance(o, Request)]
+        if links:
+            self.crawler.signals.send_catch_log(links_yielded, page=response.request, links=links)
+        return others + pages
 
 
 def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> None:

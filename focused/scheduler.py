@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING
 from scrapy.core.scheduler import Scheduler
 from scrapy.utils.httpobj import urlparse_cached
 
-from focused.resume import INFLIGHT, connect_request_done, request_finished
+from focused.resume import INFLIGHT, connect_request_done, links_yielded, request_finished
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier
 
@@ -93,6 +93,10 @@ class FocusedScheduler(Scheduler):
             if settings.getbool("SCORE_BEFORE_DISPATCH")
             else 0
         )
+        # Pages whose links are on their way to the frontier: their request -> links not queued yet
+        scheduler.links_to_queue: dict[Request, set[Request]] = {}
+        if scheduler.outstanding_max:
+            crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
         connect_request_done(crawler, scheduler._finished)
         return scheduler
 
@@ -136,6 +140,8 @@ class FocusedScheduler(Scheduler):
         # A redirect or retry of a request in flight carries its mark: once the new request
         # is queued (or filtered), the old one is finished.
         replaced = request.meta.pop(INFLIGHT, None)
+        if self.links_to_queue:
+            self._link_reached(request)
         if self._is_trap_dropped(request):
             self._finish(replaced)
             return False
@@ -178,8 +184,11 @@ class FocusedScheduler(Scheduler):
             )
 
     def next_request(self) -> Request | None:
-        if self.outstanding_max and self._outstanding() >= self.outstanding_max:
-            return None  # the engine asks again when a page is scored (SCORE_BEFORE_DISPATCH)
+        if self.outstanding_max and (
+            self._outstanding() >= self.outstanding_max or self._links_pending()
+        ):
+            # The engine asks again when a page is scored or a link queued (SCORE_BEFORE_DISPATCH)
+            return None
         if self.window or self.max_per_host:
             request = self._next_allowed()
         else:
@@ -201,6 +210,33 @@ class FocusedScheduler(Scheduler):
         scraper = engine.scraper.slot
         backlog = len(scraper.queue) + len(scraper.active) if scraper is not None else 0
         return len(engine.downloader.active) + backlog
+
+    def _links_yielded(self, page: Request, links: list[Request]) -> None:
+        self.links_to_queue[page] = set(links)
+
+    def _link_reached(self, request: Request) -> None:
+        """``request`` reached the frontier (queued, or dropped as a duplicate or trap)."""
+        for page, links in self.links_to_queue.items():
+            if request in links:
+                links.remove(request)
+                if not links:
+                    del self.links_to_queue[page]
+                return
+
+    def _links_pending(self) -> bool:
+        """True while a page's links are still being queued (SCORE_BEFORE_DISPATCH).
+
+        Scrapy queues a page's links one at a time and may let the event loop run in between,
+        the more often the lower ``CONCURRENT_ITEMS``. A request handed out then would be chosen
+        from a frontier that lacks the page's later links: the frontier's order would depend on
+        the event loop's timing. A page whose scrape ended before all its links came (an error
+        cut its output short) holds nothing."""
+        if self.links_to_queue:
+            slot = self.crawler.engine.scraper.slot
+            scraping = slot.active if slot is not None else ()
+            for page in [page for page in self.links_to_queue if page not in scraping]:
+                del self.links_to_queue[page]
+        return bool(self.links_to_queue)
 
     def __len__(self) -> int:
         return super().__len__() + len(self.parked)

@@ -37,8 +37,9 @@ DEPTH_STATS_VERBOSE = True  # request_depth_count/N: links found at each level, 
 # A request counts against CONCURRENT_REQUESTS until its page is scored, not only until it is
 # downloaded (focused.scheduler): when a burst of responses arrives, Scrapy would otherwise fill
 # every freed download slot from the frontier before scoring any of them, with requests that
-# miss the links the burst is about to queue. False: Scrapy's behaviour. BENCHMARKS.md,
-# "Scoring before dispatch".
+# miss the links the burst is about to queue. Nor does a request leave while a page's links are
+# being queued: Scrapy lets the event loop run between them. False: Scrapy's behaviour.
+# BENCHMARKS.md, "Scoring before dispatch".
 SCORE_BEFORE_DISPATCH = True
 
 # -- Components -------------------------------------------------------------------------------

@@ -1,10 +1,16 @@
 """Scoring before dispatch (``SCORE_BEFORE_DISPATCH``): a request counts against
 ``CONCURRENT_REQUESTS`` until its page is scored, so a burst of responses does not refill the
-download slots from a frontier that lacks the burst's links."""
+download slots from a frontier that lacks the burst's links; and no request leaves while a
+page's links are still being queued."""
 
 from __future__ import annotations
 
+import json
+import re
+
 from benchmarks.runner import parse_stats
+from focused.replayweb import name_from_path, render_article
+from focused.settings import SPIDER_MIDDLEWARES
 from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
 
 CONCURRENCY = 16
@@ -36,3 +42,41 @@ def test_a_request_is_under_way_until_its_page_is_scored(tmp_path, site):
     assert stats["probe/max_outstanding_at_dispatch"] >= CONCURRENCY
     assert len(held.pages()) >= 60 and len(scrapy.pages()) >= 60
     assert page_name(held.pages()[0]["url"]) == BIRD_SEED
+
+
+def link_order(graph, name: str) -> list[str]:
+    """The pages ``name`` links to, in the order of its HTML (a page's links are queued so)."""
+    order: list[str] = []
+    for path in re.findall(r'href="([^"]+)"', render_article(graph, name)):
+        target = name_from_path(path)
+        if target is not None and target not in order:
+            order.append(target)
+    return order
+
+
+def test_no_request_leaves_while_a_pages_links_are_being_queued(tmp_path, site, sample_graph):
+    """With ``CONCURRENT_ITEMS`` 1 Scrapy lets the event loop run between each of a page's
+    links. Depth-first pops the newest link, so requests handed out meanwhile would be the
+    seed's first links; with the hold, the first four fetched after it are its last four."""
+    settings = {"CONCURRENT_ITEMS": 1, "CONCURRENT_REQUESTS": 4, "CLOSESPIDER_PAGECOUNT": 5}
+    arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}", "strategy": "dfs"}
+    done = run_crawl(tmp_path, arguments, settings)
+    assert done.result.returncode == 0, done.result.stderr[-3000:]
+    fetched = [page_name(page["url"]) for page in done.pages()]
+    assert fetched[0] == BIRD_SEED
+    assert set(fetched[1:5]) == set(link_order(sample_graph, BIRD_SEED)[-4:])
+
+
+def test_a_page_whose_links_were_cut_short_holds_nothing(tmp_path, site):
+    """The hold ends with the page's scrape: an error that stops its output does not stall."""
+    settings = {
+        "SPIDER_MIDDLEWARES": json.dumps(
+            {**SPIDER_MIDDLEWARES, "tests.dispatch_probe.CutShortMiddleware": 5}
+        ),
+        "CLOSESPIDER_PAGECOUNT": 3,
+    }
+    arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}", "strategy": "dfs"}
+    done = run_crawl(tmp_path, arguments, settings, timeout=90)
+    assert done.result.returncode == 0, done.result.stderr[-3000:]
+    assert "output cut short" in done.result.stderr
+    assert parse_stats(done.result.stderr)["focused/pages"] == 3
