@@ -12,10 +12,11 @@ ROBOTSTXT_OBEY = True
 USER_AGENT = "focused/0.1 (+topical crawler; Scrapy)"
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
-# Scrapy's default, kept on purpose: its scraper processes a page's outputs with this many tasks
-# at once. 8 saved about 1 ms of CPU a page, but mean harvest fell from 0.474 to 0.444, most
-# likely because the engine then handed out requests before all of a page's links were queued
-# (BENCHMARKS.md, session 10).
+# Scrapy's default: its scraper processes a page's outputs with this many tasks at once. The
+# fewer, the more often the event loop runs between two links of a page; the scheduler holds
+# dispatch meanwhile (SCORE_BEFORE_DISPATCH), so harvest no longer depends on it (8: 0.472 and
+# 0.474; before the hold, 0.444). 8 saved about 1 ms of CPU a page in session 10, nothing
+# measurable in session 11 (BENCHMARKS.md).
 CONCURRENT_ITEMS = 100
 DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = 10 * 1024 * 1024  # a page larger than 10 MiB is not a topical page
