@@ -14,7 +14,6 @@ every variant in turn.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from focused.encoder import MAX_TOKENS, ONNX_INT8, LinkEncoder, load_model
+from focused.errors import CommandLineParser
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> load_model keywords; the first is the reference.
@@ -55,7 +55,7 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--topics", required=True)
     parser.add_argument(

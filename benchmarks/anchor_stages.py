@@ -15,7 +15,6 @@ through every configuration in turn, so the machine's load weighs on all alike.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
@@ -25,6 +24,7 @@ import numpy as np
 
 from benchmarks.anchor_auc import roc_auc
 from focused.encoder import LinkEncoder, WordMeans, load_model
+from focused.errors import CommandLineParser
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> share of the anchors encoded whole (1.0: all, without word scores).
@@ -37,7 +37,7 @@ CONFIGURATIONS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = CommandLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--topics", required=True)
     parser.add_argument("--batch", type=int, default=20, help="new titles a page, per call")

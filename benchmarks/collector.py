@@ -13,7 +13,6 @@ the objects frozen by ``gc.freeze()`` and the process's max RSS.
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import resource
@@ -28,6 +27,7 @@ from scrapy import signals
 
 from benchmarks.runner import CrawlRun, report_head, run_scrapy
 from benchmarks.throughput import QUERY, pages_per_second
+from focused.errors import CommandLineParser
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -104,7 +104,7 @@ def row(name: str, run: CrawlRun) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     from focused.replayweb import ReplayServer, load_graph
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.collector")
+    parser = CommandLineParser(prog="python -m benchmarks.collector")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--pages", type=int, default=1000, help="page budget of each crawl")

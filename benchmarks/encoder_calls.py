@@ -11,7 +11,6 @@ the least over the rounds: other processes on the machine only ever add.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 import time
@@ -55,27 +54,21 @@ def measure(batches: list[int], calls: int) -> dict[str, float]:
     return result
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, not {text!r}")
-    return int(text)
-
-
-def _batches(text: str) -> list[int]:
-    return [_positive(size.strip()) for size in text.split(",")]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: this module also runs in the baseline checkout, whose runner may be older.
     from benchmarks.runner import REPO, call_in_checkout, extract_revision
+    from focused.errors import CommandLineParser, at_least_one
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.encoder_calls")
+    parser = CommandLineParser(prog="python -m benchmarks.encoder_calls")
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
-    parser.add_argument("--rounds", type=_positive, default=5, help="runs of each checkout")
+    parser.add_argument("--rounds", type=at_least_one, default=5, help="runs of each checkout")
     parser.add_argument(
-        "--batches", type=_batches, default="1,2,4,8,32", help="texts per call, comma-separated"
+        "--batches",
+        type=lambda text: [at_least_one(size.strip()) for size in text.split(",")],
+        default="1,2,4,8,32",
+        help="texts per call, comma-separated",
     )
-    parser.add_argument("--calls", type=_positive, default=200, help="texts encoded per size")
+    parser.add_argument("--calls", type=at_least_one, default=200, help="texts encoded per size")
     args = parser.parse_args(argv)
     batches = args.batches
     best: dict[str, dict[str, float]] = {"baseline": {}, "current": {}}

@@ -41,6 +41,7 @@ from scrapy.utils.test import get_crawler
 from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import REPO, report_head
 from focused.arguments import DEFAULT_STRATEGY
+from focused.errors import CommandLineParser
 from focused.strategies import STRATEGIES, strategy_class
 
 BASELINE = "scrapy"
@@ -196,7 +197,7 @@ def memory_table(cases: list[dict[str, Any]]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.frontier")
+    parser = CommandLineParser(prog="python -m benchmarks.frontier")
     parser.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
     parser.add_argument("--ops", type=int, default=100_000, help="requests in the speed test")
     parser.add_argument("--sizes", default="100000,1000000", help="queue sizes for memory")

@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 from benchmarks import metrics
 from benchmarks.runner import REPO, report_head, run_scrapy
-from focused.errors import ConfigError
+from focused.errors import CommandLineParser, ConfigError, at_least_one
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.storage import SqliteStore, StoreError
 from focused.strategies import STRATEGIES
@@ -323,15 +323,17 @@ def write_reports(
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="python -m benchmarks.harvest", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--topics", required=True, help="topics.json (category, query, seeds)")
     parser.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
-    parser.add_argument("--topics-limit", type=int, help="only the first N topics")
-    parser.add_argument("--budget", type=int, help="cap the page budget (default |rel|)")
-    parser.add_argument("--jobs", type=int, default=2, help="crawls at once (default 2: cores)")
+    parser.add_argument("--topics-limit", type=at_least_one, help="only the first N topics")
+    parser.add_argument("--budget", type=at_least_one, help="cap the page budget (default |rel|)")
+    parser.add_argument(
+        "--jobs", type=at_least_one, default=2, help="crawls at once (default 2: cores)"
+    )
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl")
     parser.add_argument(
@@ -339,12 +341,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="keep the sentence encoder's vectors in this directory across the crawls "
         "(default: each crawl starts without any, as a first crawl does)",
     )
-    args = parser.parse_args(argv)
-    for name in ("topics_limit", "budget", "jobs"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name.replace('_', '-')} must be at least 1")
-    return args
+    return parser.parse_args(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,7 +14,6 @@ so the table also says whether the two checkouts agree to the bit.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import sys
@@ -78,8 +77,9 @@ def measure(texts_file: str) -> dict[str, list[object]]:
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.runner import call_in_checkout, extract_revision
     from benchmarks.scoring import fetch_pages
+    from focused.errors import CommandLineParser
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.pagecpu")
+    parser = CommandLineParser(prog="python -m benchmarks.pagecpu")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--pages", type=int, default=200, help="pages (default 200)")

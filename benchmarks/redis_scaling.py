@@ -13,7 +13,6 @@ is not counted. Prints a Markdown table.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import socket
 import subprocess
@@ -22,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from focused.errors import CommandLineParser
 from focused.replayweb import ReplayServer, load_graph
 
 REPO = Path(__file__).resolve().parent.parent
@@ -77,7 +77,7 @@ def run(server: TimedReplayServer, processes: int, frontier: str | None, args, w
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.redis_scaling")
+    parser = CommandLineParser(prog="python -m benchmarks.redis_scaling")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Bird", help="start article (default Bird)")
     parser.add_argument("--pages", type=int, default=600, help="page budget of each crawl")

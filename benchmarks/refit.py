@@ -62,15 +62,18 @@ def measure(pages_file: str, query: str, sizes: Sequence[int]) -> dict[str, floa
 
 def buffer_parser(module: str, rounds: int) -> argparse.ArgumentParser:
     """The arguments of a benchmark of refits on a crawl's first pages against a baseline."""
-    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    # Imported here: this module also runs in the baseline checkout, whose code may be older.
+    from focused.errors import CommandLineParser, at_least_one
+
+    parser = CommandLineParser(prog=f"python -m {module}")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--query", default=QUERY, help="the topic")
     parser.add_argument(
-        "--pages", type=int, nargs="+", default=[500, 1000, 2000], help="buffer sizes"
+        "--pages", type=at_least_one, nargs="+", default=[500, 1000, 2000], help="buffer sizes"
     )
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
-    parser.add_argument("--rounds", type=int, default=rounds, help="runs of each checkout")
+    parser.add_argument("--rounds", type=at_least_one, default=rounds, help="runs of each checkout")
     return parser
 
 

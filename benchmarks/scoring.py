@@ -21,7 +21,6 @@ runs once, unmeasured, on the same directory, and measures the next crawl of the
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -126,8 +125,9 @@ def run(checkout: Path, pages_file: Path, query: str, strategy: str, store: str)
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: this module also runs in the baseline checkout, whose runner may be older.
     from benchmarks.runner import extract_revision
+    from focused.errors import CommandLineParser
 
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.scoring")
+    parser = CommandLineParser(prog="python -m benchmarks.scoring")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--query", default=QUERY, help="the topic")

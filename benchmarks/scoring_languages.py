@@ -11,7 +11,6 @@ API takes one. The texts are the relevance tests' English sentences.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import subprocess
@@ -76,7 +75,10 @@ def run(checkout: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # Imported here: the baseline checkout imports this module, and its focused may be older.
+    from focused.errors import CommandLineParser
+
+    parser = CommandLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="main")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()

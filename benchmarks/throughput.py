@@ -39,7 +39,7 @@ from pathlib import Path
 from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import REPO, CrawlRun, report_head, run_scrapy
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import ConfigError
+from focused.errors import CommandLineParser, ConfigError, at_least_one
 from focused.replayweb import ReplayServer, load_graph
 
 PLAIN_SPIDER = REPO / "benchmarks" / "plain_spider.py"
@@ -185,13 +185,13 @@ class Spiders:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.throughput")
+    parser = CommandLineParser(prog="python -m benchmarks.throughput")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--query", default=QUERY, help="topic of the topical crawl")
     parser.add_argument("--strategy", default=DEFAULT_STRATEGY, help="topical's strategy")
-    parser.add_argument("--pages", type=int, default=1000, help="page budget of each run")
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each spider")
+    parser.add_argument("--pages", type=at_least_one, default=1000, help="page budget of each run")
+    parser.add_argument("--repeats", type=at_least_one, default=3, help="runs of each spider")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
     parser.add_argument(
         "--store",
@@ -212,9 +212,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if min(args.delay) < 0:
             raise ConfigError(f"--delay must be at least 0, not {min(args.delay):g}")
-        for name in ("pages", "repeats"):
-            if getattr(args, name) < 1:
-                raise ConfigError(f"--{name} must be at least 1, not {getattr(args, name)}")
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")

@@ -11,7 +11,6 @@ truth only: they are never rendered into a page, so a crawler cannot read its ow
 
 from __future__ import annotations
 
-import argparse
 import functools
 import html
 import ipaddress
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from focused.errors import ConfigError
+from focused.errors import CommandLineParser, ConfigError
 
 GRAPH_DIR = "wikispeedia_paths-and-graph"
 TEXT_DIR = "plaintext_articles"
@@ -413,7 +412,7 @@ class ReplayServer(ThreadingHTTPServer):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Serve a corpus until Ctrl-C. Bad input ends with one line on stderr and exit status 2."""
-    parser = argparse.ArgumentParser(
+    parser = CommandLineParser(
         prog="python -m focused.replayweb", description="Serve a Wikispeedia-format graph as HTML."
     )
     parser.add_argument("--corpus", required=True, help="corpus directory or .tar.xz/.tar.gz")

@@ -235,30 +235,41 @@ def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
     assert by_latency == (list(zip(delays, ratios, strict=True)) if len(delays) > 1 else [])
 
 
+THROUGHPUT = "python -m benchmarks.throughput: error: argument"
+
+
 @pytest.mark.parametrize(
     ("arguments", "error"),
     [
-        (["--delay", "0", "-0.5"], "--delay must be at least 0, not -0.5"),
-        (["--repeats", "0"], "--repeats must be at least 1, not 0"),
-        (["--pages", "0"], "--pages must be at least 1, not 0"),
+        (["--delay", "0", "-0.5"], "throughput: error: --delay must be at least 0, not -0.5"),
+        (["--repeats", "0"], f"{THROUGHPUT} --repeats: must be at least 1, not 0"),
+        (["--pages", "0"], f"{THROUGHPUT} --pages: must be at least 1, not 0"),
+        (["--pages", "x"], f"{THROUGHPUT} --pages: expected a whole number, not 'x'"),
+        (["--bogus"], "python -m benchmarks.throughput: error: unrecognized arguments: --bogus"),
     ],
 )
 def test_throughput_command_rejects_bad_input(arguments, error) -> None:
     command = [sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE), *arguments]
     result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
     assert result.returncode == 2
-    assert result.stderr == f"throughput: error: {error}\n"
+    assert result.stderr == f"{error}\n"
 
 
 def test_harvest_command_rejects_bad_input(tmp_path) -> None:
-    for args in (["--strategies", "nope"], ["--topics", str(tmp_path / "missing.json")]):
+    argument_error = "python -m benchmarks.harvest: error: argument"
+    for args, error in (
+        (["--strategies", "nope"], "harvest: error: unknown strategy"),
+        (["--topics", str(tmp_path / "missing.json")], "harvest: error:"),
+        (["--jobs", "0"], f"{argument_error} --jobs: must be at least 1, not 0"),
+        (["--budget", "-3"], f"{argument_error} --budget: must be at least 1, not -3"),
+    ):
         command = [
             sys.executable, "-m", "benchmarks.harvest", "--corpus", str(SAMPLE),
             "--topics", str(SAMPLE / "README.md"), *args,
         ]  # fmt: skip
         result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
         assert result.returncode == 2
-        assert result.stderr.startswith("harvest: error:") and result.stderr.count("\n") == 1
+        assert result.stderr.startswith(error) and result.stderr.count("\n") == 1, result.stderr
 
 
 def test_encoder_calls_command() -> None:
@@ -282,9 +293,8 @@ def test_encoder_calls_command() -> None:
             [*command[:3], *bad], cwd=REPO, env=crawl_env(), capture_output=True, text=True
         )
         assert result.returncode == 2 and "Traceback" not in result.stderr
-        assert result.stderr.splitlines()[-1].startswith(
-            "python -m benchmarks.encoder_calls: error:"
-        )
+        assert result.stderr.startswith("python -m benchmarks.encoder_calls: error:")
+        assert result.stderr.count("\n") == 1
 
 
 def test_scoring_and_refit_commands_on_the_sample() -> None:

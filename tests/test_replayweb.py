@@ -322,6 +322,8 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["--corpus", str(SAMPLE), "--host", "0.0.0.0"],
         ["--corpus", str(SAMPLE), "--host", "192.168.1.1"],
         ["--corpus", "/nonexistent/corpus"],
+        ["--corpus", str(SAMPLE), "--port", "http"],  # argparse's own checks, one line too
+        ["--port", "8000"],
     ],
 )
 def test_cli_rejects_bad_input_with_one_line(args: list[str]) -> None:
