@@ -1,5 +1,6 @@
-"""Test-only scheduler: records how many requests were under way (downloading, or downloaded
-and not yet scored) each time one left the frontier (``tests/test_dispatch_hold.py``)."""
+"""Test-only parts for ``tests/test_dispatch_hold.py``: a scheduler that records how many
+requests were under way (downloading, or downloaded and not yet scored) each time one left the
+frontier, and a spider middleware that cuts a page's output short."""
 
 from __future__ import annotations
 
