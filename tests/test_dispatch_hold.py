@@ -6,12 +6,12 @@ page's links are still being queued."""
 from __future__ import annotations
 
 import json
-import re
 
 from benchmarks.runner import parse_stats
 from focused.replayweb import name_from_path, render_article
 from focused.settings import SPIDER_MIDDLEWARES
 from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
+from tests.test_replayweb import Anchors
 
 CONCURRENCY = 16
 PROBE = {
@@ -47,8 +47,8 @@ def test_a_request_is_under_way_until_its_page_is_scored(tmp_path, site):
 def link_order(graph, name: str) -> list[str]:
     """The pages ``name`` links to, in the order of its HTML (a page's links are queued so)."""
     order: list[str] = []
-    for path in re.findall(r'href="([^"]+)"', render_article(graph, name)):
-        target = name_from_path(path)
+    for href, *_ in Anchors(render_article(graph, name)).anchors:
+        target = name_from_path(href)
         if target is not None and target not in order:
             order.append(target)
     return order
