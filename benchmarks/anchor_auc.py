@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from focused.encoder import MAX_TOKENS, ONNX_INT8, LinkEncoder, load_model
-from focused.errors import CommandLineParser
+from focused.errors import CommandLineParser, at_least_one
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> load_model keywords; the first is the reference.
@@ -59,7 +59,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--topics", required=True)
     parser.add_argument(
-        "--batch", type=int, default=20, help="titles per encoder call, as a page's new anchors"
+        "--batch",
+        type=at_least_one,
+        default=20,
+        help="titles per encoder call, as a page's new anchors",
     )
     options = parser.parse_args(argv)
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks.anchor_auc import roc_auc
 from focused.encoder import LinkEncoder, WordMeans, load_model
-from focused.errors import CommandLineParser
+from focused.errors import CommandLineParser, at_least_one
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> share of the anchors encoded whole (1.0: all, without word scores).
@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = CommandLineParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", required=True)
     parser.add_argument("--topics", required=True)
-    parser.add_argument("--batch", type=int, default=20, help="new titles a page, per call")
+    parser.add_argument(
+        "--batch", type=at_least_one, default=20, help="new titles a page, per call"
+    )
     parser.add_argument("--seed", type=int, default=1, help="of the shuffled title order")
     options = parser.parse_args(argv)
 

@@ -27,7 +27,7 @@ from scrapy import signals
 
 from benchmarks.runner import CrawlRun, report_head, run_scrapy
 from benchmarks.throughput import QUERY, pages_per_second
-from focused.errors import CommandLineParser
+from focused.errors import CommandLineParser, at_least_one
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -107,8 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = CommandLineParser(prog="python -m benchmarks.collector")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
-    parser.add_argument("--pages", type=int, default=1000, help="page budget of each crawl")
-    parser.add_argument("--rounds", type=int, default=1, help="crawls of each variant")
+    parser.add_argument(
+        "--pages", type=at_least_one, default=1000, help="page budget of each crawl"
+    )
+    parser.add_argument("--rounds", type=at_least_one, default=1, help="crawls of each variant")
     parser.add_argument(
         "--variant",
         action="append",

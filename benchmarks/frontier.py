@@ -41,7 +41,7 @@ from scrapy.utils.test import get_crawler
 from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import REPO, report_head
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser
+from focused.errors import CommandLineParser, at_least_one
 from focused.strategies import STRATEGIES, strategy_class
 
 BASELINE = "scrapy"
@@ -199,12 +199,14 @@ def memory_table(cases: list[dict[str, Any]]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CommandLineParser(prog="python -m benchmarks.frontier")
     parser.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
-    parser.add_argument("--ops", type=int, default=100_000, help="requests in the speed test")
+    parser.add_argument(
+        "--ops", type=at_least_one, default=100_000, help="requests in the speed test"
+    )
     parser.add_argument("--sizes", default="100000,1000000", help="queue sizes for memory")
     parser.add_argument(
         "--large-strategies", default=DEFAULT_STRATEGY, help="strategies measured above 100k"
     )
-    parser.add_argument("--jobs", type=int, default=2, help="memory cases at once")
+    parser.add_argument("--jobs", type=at_least_one, default=2, help="memory cases at once")
     parser.add_argument("--kinds", default=",".join(KINDS), help="speed of: memory,disk")
     parser.add_argument("--no-memory-cases", action="store_true", help="speed table only")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")

@@ -77,14 +77,14 @@ def measure(texts_file: str) -> dict[str, list[object]]:
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.runner import call_in_checkout, extract_revision
     from benchmarks.scoring import fetch_pages
-    from focused.errors import CommandLineParser
+    from focused.errors import CommandLineParser, at_least_one
 
     parser = CommandLineParser(prog="python -m benchmarks.pagecpu")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
-    parser.add_argument("--pages", type=int, default=200, help="pages (default 200)")
+    parser.add_argument("--pages", type=at_least_one, default=200, help="pages (default 200)")
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each checkout")
+    parser.add_argument("--rounds", type=at_least_one, default=3, help="runs of each checkout")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="focused-pagecpu-") as tmp:
         texts_file = Path(tmp, "texts.json")

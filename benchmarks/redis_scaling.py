@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from focused.errors import CommandLineParser
+from focused.errors import CommandLineParser, at_least_one
 from focused.replayweb import ReplayServer, load_graph
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def main() -> int:
     parser = CommandLineParser(prog="python -m benchmarks.redis_scaling")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Bird", help="start article (default Bird)")
-    parser.add_argument("--pages", type=int, default=600, help="page budget of each crawl")
+    parser.add_argument("--pages", type=at_least_one, default=600, help="page budget of each crawl")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds per response")
     args = parser.parse_args()
     redis_server = shutil.which("redis-server")

@@ -125,15 +125,17 @@ def run(checkout: Path, pages_file: Path, query: str, strategy: str, store: str)
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: this module also runs in the baseline checkout, whose runner may be older.
     from benchmarks.runner import extract_revision
-    from focused.errors import CommandLineParser
+    from focused.errors import CommandLineParser, at_least_one
 
     parser = CommandLineParser(prog="python -m benchmarks.scoring")
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--query", default=QUERY, help="the topic")
-    parser.add_argument("--pages", type=int, default=300, help="pages scored (default 300)")
+    parser.add_argument(
+        "--pages", type=at_least_one, default=300, help="pages scored (default 300)"
+    )
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each checkout")
+    parser.add_argument("--rounds", type=at_least_one, default=3, help="runs of each checkout")
     parser.add_argument(
         "--strategy", default=DEFAULT_STRATEGY, help=f"strategy (default {DEFAULT_STRATEGY})"
     )

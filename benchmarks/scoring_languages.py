@@ -76,11 +76,11 @@ def run(checkout: Path) -> dict[str, float]:
 
 def main() -> None:
     # Imported here: the baseline checkout imports this module, and its focused may be older.
-    from focused.errors import CommandLineParser
+    from focused.errors import CommandLineParser, at_least_one
 
     parser = CommandLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default="main")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=at_least_one, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(

@@ -272,6 +272,32 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         assert result.stderr.startswith(error) and result.stderr.count("\n") == 1, result.stderr
 
 
+@pytest.mark.parametrize(
+    ("module", "option"),
+    [
+        ("frontier", "--ops"),
+        ("frontier", "--jobs"),
+        ("collector", "--pages"),
+        ("collector", "--rounds"),
+        ("scoring", "--pages"),
+        ("scoring", "--rounds"),
+        ("pagecpu", "--pages"),
+        ("pagecpu", "--rounds"),
+        ("redis_scaling", "--pages"),
+        ("anchor_auc", "--batch"),
+        ("anchor_stages", "--batch"),
+        ("scoring_languages", "--rounds"),
+    ],
+)
+def test_benchmark_counts_are_at_least_one(module, option) -> None:
+    """A count of 0 used to run, and e.g. wrote an empty frontier table."""
+    command = [sys.executable, "-m", f"benchmarks.{module}", option, "0"]
+    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.endswith(f"error: argument {option}: must be at least 1, not 0\n")
+    assert result.stderr.count("\n") == 1, result.stderr
+
+
 def test_encoder_calls_command() -> None:
     """This checkout against HEAD itself: one row per batch size, each with its ratio."""
     command = [
