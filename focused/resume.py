@@ -57,7 +57,8 @@ request_finished = object()
 
 
 # Signal: links_yielded(page, links). FinishMiddleware hands the link requests of a page (its
-# response's request) to the scraper, which queues them one by one (focused.scheduler).
+# response's request; none for a page without links) to the scraper, which queues them one by
+# one; once the last is queued the page is scored (focused.scheduler).
 links_yielded = object()
 
 
@@ -188,7 +189,8 @@ class FinishMiddleware:
     It yields a page's link requests before its page item, so that the links are queued before
     the page is stored, and sends ``request_finished`` for a response that produced no page
     (not HTML, already fetched): nothing of it waits in the pipelines. Before the links leave,
-    it sends ``links_yielded``, so that the scheduler can tell when the last one is queued.
+    it sends ``links_yielded`` for every page, with or without links, so that the scheduler can
+    tell when the last one is queued.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -216,8 +218,7 @@ class FinishMiddleware:
             return outputs
         others = [o for o in outputs if not isinstance(o, PageItem)]
         links = [o for o in others if isinstance(o, Request)]
-        if links:
-            self.crawler.signals.send_catch_log(links_yielded, page=response.request, links=links)
+        self.crawler.signals.send_catch_log(links_yielded, page=response.request, links=links)
         return others + pages
 
 

@@ -95,6 +95,8 @@ class FocusedScheduler(Scheduler):
         )
         # Pages whose links are on their way to the frontier: their request -> links not queued yet
         scheduler.links_to_queue: dict[Request, set[Request]] = {}
+        # Pages still in the scraper whose links have all reached the frontier
+        scheduler.scored_pages: set[Request] = set()
         if scheduler.outstanding_max:
             crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
         connect_request_done(crawler, scheduler._finished)
@@ -205,14 +207,25 @@ class FocusedScheduler(Scheduler):
         about to queue (a 33-page crawl of Storms fetched all 32 other links of its seed before
         any of the hurricane pages that one of those responses linked to). Counting a request
         until its page is scored makes each new request wait for one page's links, and keeps
-        as many requests under way as before."""
+        as many requests under way as before.
+
+        A page counts until its links are queued, not until its item has been stored: Scrapy
+        keeps it in the scraper while the item pipelines run, and a store a round trip away
+        (MongoDB, written in a thread) would otherwise hold a download slot for each write."""
         engine = self.crawler.engine
         scraper = engine.scraper.slot
-        backlog = len(scraper.queue) + len(scraper.active) if scraper is not None else 0
-        return len(engine.downloader.active) + backlog
+        if scraper is None:
+            return len(engine.downloader.active)
+        if self.scored_pages:
+            self.scored_pages &= scraper.active  # forget the pages whose scrape has ended
+        unscored = len(scraper.active) - len(self.scored_pages)
+        return len(engine.downloader.active) + len(scraper.queue) + unscored
 
     def _links_yielded(self, page: Request, links: list[Request]) -> None:
-        self.links_to_queue[page] = set(links)
+        if links:
+            self.links_to_queue[page] = set(links)
+        else:
+            self.scored_pages.add(page)
 
     def _link_reached(self, request: Request) -> None:
         """``request`` reached the frontier (queued, or dropped as a duplicate or trap)."""
@@ -221,6 +234,7 @@ class FocusedScheduler(Scheduler):
                 links.remove(request)
                 if not links:
                     del self.links_to_queue[page]
+                    self.scored_pages.add(page)
                 return
 
     def _links_pending(self) -> bool:

@@ -1,7 +1,7 @@
 """Scoring before dispatch (``SCORE_BEFORE_DISPATCH``): a request counts against
 ``CONCURRENT_REQUESTS`` until its page is scored, so a burst of responses does not refill the
-download slots from a frontier that lacks the burst's links; and no request leaves while a
-page's links are still being queued."""
+download slots from a frontier that lacks the burst's links; no request leaves while a page's
+links are still being queued; and a scored page waiting for its store holds no slot."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import json
 
 from benchmarks.runner import parse_stats
 from focused.replayweb import name_from_path, render_article
-from focused.settings import SPIDER_MIDDLEWARES
+from focused.settings import ITEM_PIPELINES, SPIDER_MIDDLEWARES
 from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
 from tests.test_replayweb import Anchors
 
@@ -80,3 +80,22 @@ def test_a_page_whose_links_were_cut_short_holds_nothing(tmp_path, site):
     assert done.result.returncode == 0, done.result.stderr[-3000:]
     assert "output cut short" in done.result.stderr
     assert parse_stats(done.result.stderr)["focused/pages"] == 3
+
+
+def test_a_page_waiting_for_its_store_holds_no_download_slot(tmp_path, site):
+    """One download slot; the seed's item stays in the pipelines until another response comes
+    in, as it would during a slow write. The seed's links are queued before its item leaves,
+    so the next request goes out meanwhile. Counting the seed until it had been stored, the
+    crawl waited for the time limit instead."""
+    pipelines = {**ITEM_PIPELINES, "tests.dispatch_probe.FirstItemWaitsForAResponse": 900}
+    settings = {
+        "ITEM_PIPELINES": json.dumps(pipelines),
+        "CONCURRENT_REQUESTS": 1,
+        "CLOSESPIDER_PAGECOUNT": 3,
+    }
+    arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    done = run_crawl(tmp_path, arguments, settings)
+    assert done.result.returncode == 0, done.result.stderr[-3000:]
+    stats = parse_stats(done.result.stderr)
+    assert stats.get("probe/first_item_released_by/response") == 1, stats
+    assert page_name(done.pages()[0]["url"]) == BIRD_SEED
