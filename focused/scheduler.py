@@ -210,8 +210,9 @@ class FocusedScheduler(Scheduler):
         as many requests under way as before.
 
         A page counts until its links are queued, not until its item has been stored: Scrapy
-        keeps it in the scraper while the item pipelines run, and a store a round trip away
-        (MongoDB, written in a thread) would otherwise hold a download slot for each write."""
+        keeps it in the scraper until the item pipelines are done, which can be long after,
+        while the reactor scores other pages and a store a round trip away (MongoDB, written
+        in a thread) writes it. Counting that time held download slots for nothing."""
         engine = self.crawler.engine
         scraper = engine.scraper.slot
         if scraper is None:

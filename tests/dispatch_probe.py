@@ -1,7 +1,7 @@
 """Test-only parts for ``tests/test_dispatch_hold.py``: a scheduler that records how many
 requests were under way (downloading, or downloaded and not yet scored) each time one left the
-frontier, a spider middleware that cuts a page's output short, and an item pipeline that keeps
-the first page's item as long as a slow store would."""
+frontier, spider middlewares that cut a page's output short or drop a seed's links, and an
+item pipeline that keeps the first page's item as long as a slow store would."""
 
 from __future__ import annotations
 
@@ -42,6 +42,23 @@ class CutShortMiddleware:
                 raise RuntimeError("output cut short")
             position += 1
             yield output
+
+
+class DropSeedLinksMiddleware:
+    """Test-only spider middleware, inside ``FinishMiddleware``: a seed's page comes out
+    without links, as a page that has none would."""
+
+    def process_spider_output(self, response, result, spider=None):
+        return [output for output in result if not self._seed_link(response, output)]
+
+    async def process_spider_output_async(self, response, result, spider=None):
+        async for output in result:
+            if not self._seed_link(response, output):
+                yield output
+
+    @staticmethod
+    def _seed_link(response, output) -> bool:
+        return isinstance(output, Request) and response.meta.get("depth", 0) == 0
 
 
 class FirstItemWaitsForAResponse:

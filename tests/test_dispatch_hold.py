@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from benchmarks.runner import parse_stats
 from focused.replayweb import name_from_path, render_article
 from focused.settings import ITEM_PIPELINES, SPIDER_MIDDLEWARES
@@ -82,20 +84,28 @@ def test_a_page_whose_links_were_cut_short_holds_nothing(tmp_path, site):
     assert parse_stats(done.result.stderr)["focused/pages"] == 3
 
 
-def test_a_page_waiting_for_its_store_holds_no_download_slot(tmp_path, site):
-    """One download slot; the seed's item stays in the pipelines until another response comes
-    in, as it would during a slow write. The seed's links are queued before its item leaves,
-    so the next request goes out meanwhile. Counting the seed until it had been stored, the
-    crawl waited for the time limit instead."""
+@pytest.mark.parametrize("seed_links", ["kept", "dropped"])
+def test_a_page_waiting_for_its_store_holds_no_download_slot(tmp_path, site, seed_links):
+    """One download slot; the first page's item stays in the pipelines until another response
+    comes in, as it would during a slow write. The page is scored once its links are queued
+    (at once if it has none), before its item leaves, so the next request goes out meanwhile.
+    Counting the page until it had been stored, the crawl waited for the time limit instead."""
     pipelines = {**ITEM_PIPELINES, "tests.dispatch_probe.FirstItemWaitsForAResponse": 900}
+    middlewares = {**SPIDER_MIDDLEWARES, "tests.dispatch_probe.DropSeedLinksMiddleware": 500}
     settings = {
         "ITEM_PIPELINES": json.dumps(pipelines),
         "CONCURRENT_REQUESTS": 1,
         "CLOSESPIDER_PAGECOUNT": 3,
     }
-    arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    seeds = [f"{site.url}/wiki/{BIRD_SEED}"]
+    if seed_links == "dropped":  # two seeds without links: the second is the other response
+        settings["SPIDER_MIDDLEWARES"] = json.dumps(middlewares)
+        seeds.append(f"{site.url}/wiki/Penguin")
+    arguments = {"query": BIRD_QUERY, "seeds": ",".join(seeds)}
     done = run_crawl(tmp_path, arguments, settings)
     assert done.result.returncode == 0, done.result.stderr[-3000:]
     stats = parse_stats(done.result.stderr)
     assert stats.get("probe/first_item_released_by/response") == 1, stats
-    assert page_name(done.pages()[0]["url"]) == BIRD_SEED
+    fetched = [page_name(page["url"]) for page in done.pages()]
+    assert fetched[0] == BIRD_SEED
+    assert len(fetched) == (2 if seed_links == "dropped" else 3), fetched
