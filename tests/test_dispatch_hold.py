@@ -91,7 +91,6 @@ def test_a_page_waiting_for_its_store_holds_no_download_slot(tmp_path, site, see
     (at once if it has none), before its item leaves, so the next request goes out meanwhile.
     Counting the page until it had been stored, the crawl waited for the time limit instead."""
     pipelines = {**ITEM_PIPELINES, "tests.dispatch_probe.FirstItemWaitsForAResponse": 900}
-    middlewares = {**SPIDER_MIDDLEWARES, "tests.dispatch_probe.DropSeedLinksMiddleware": 500}
     settings = {
         "ITEM_PIPELINES": json.dumps(pipelines),
         "CONCURRENT_REQUESTS": 1,
@@ -99,6 +98,7 @@ def test_a_page_waiting_for_its_store_holds_no_download_slot(tmp_path, site, see
     }
     seeds = [f"{site.url}/wiki/{BIRD_SEED}"]
     if seed_links == "dropped":  # two seeds without links: the second is the other response
+        middlewares = {**SPIDER_MIDDLEWARES, "tests.dispatch_probe.DropSeedLinksMiddleware": 500}
         settings["SPIDER_MIDDLEWARES"] = json.dumps(middlewares)
         seeds.append(f"{site.url}/wiki/Penguin")
     arguments = {"query": BIRD_QUERY, "seeds": ",".join(seeds)}
