@@ -182,7 +182,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "RELEVANCE_NUM_TOPICS": (int, 1, 10_000),
     "RELEVANCE_REFIT_EVERY": (int, 1, None),
     "RELEVANCE_MAX_DOCS": (int, 3, None),
-    "RELEVANCE_MAX_CHARS": (int, 0, None),
+    "RELEVANCE_FIT_TOKENS": (int, 0, None),
     "LINK_CONTEXT_CHARS": (int, 0, 100_000),
     "STORAGE_BATCH_SIZE": (int, 1, None),
     "CLOSESPIDER_PAGECOUNT": (int, 0, None),

@@ -8,9 +8,7 @@
   A page fetched at a URL another page already declared as its canonical (and so was stored
   under) is not stored again.
 - **Near-duplicate content** (``focused.simhash``, ``NEAR_DUPLICATE_DISTANCE``, default 3 bits;
-  -1 = off): a page whose SimHash is that close to the SimHash of a page stored earlier. The
-  SimHash is taken over the tokens the relevance model scores: the page's first
-  ``RELEVANCE_MAX_CHARS`` characters of text.
+  -1 = off): a page whose SimHash is that close to the SimHash of a page stored earlier.
 
 A duplicate keeps its own URL, gets ``duplicate_of`` = the URL of the page it repeats, and is
 stored without text (the storage pipeline drops it); its links are not followed, since the
@@ -41,7 +39,7 @@ from scrapy import Request, signals
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem
 from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
-from focused.text import text_head, tokenize
+from focused.text import tokenize
 
 INDEX_FILE = "nearduplicates.sqlite3"
 
@@ -112,7 +110,6 @@ class DuplicateMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.drop = drop_params_setting(crawler.settings)
-        self.max_chars = crawler.settings.getint("RELEVANCE_MAX_CHARS")  # as the model reads
         # A crawl shared by several processes keeps both in Redis, so that a page is stored
         # once in the crawl, not once per process.
         shared = getattr(crawler.spider, "shared", None)
@@ -181,7 +178,7 @@ class DuplicateMiddleware:
         text, language = page.get("text") or "", page.get("language")
         model = getattr(self.crawler.spider, "relevance", None)
         if model is None:
-            tokens = tokenize(text_head(text, self.max_chars), language)
+            tokens = tokenize(text, language)
         else:
             # The relevance model scores the page next and keeps these tokens for it: their CPU
             # is the scoring's, and counts in its stat (focused.middlewares).

@@ -11,9 +11,11 @@ here, 7 s for 2,000, much of it holding the GIL, though never for long at a time
 every 100 pages on a full buffer would cost 70 ms a page, several times the page's own scoring,
 while spacing refits with the buffer keeps it near 8 ms.
 
-A page is read on its first ``max_chars`` characters of text (``RELEVANCE_MAX_CHARS``, 10,000;
-``focused.text.text_head``) for its score, its near-duplicate check and the refits: the tail of a
-long article costs tokenizing, hashing and fitting without telling the model more.
+A page is scored on all of its text, but the refits learn it from its first ``fit_tokens``
+tokens (``RELEVANCE_FIT_TOKENS``, 1,000): a refit's CPU grows with the tokens it reads, and a
+long article's start already places it in the space. (Scoring pages on their start as well
+saved more, but cut the model's recall of bird articles by about a third: BENCHMARKS.md,
+session 13.)
 
 The topic is the query text (plus an optional topic file's text) and, once they are fetched, the
 seed pages' texts. Its vector is the unit mean of two halves, the declared topic and the centroid
@@ -59,7 +61,7 @@ from gensim.models.lsimodel import Projection
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
-from focused.text import add_folded, term_weights, text_head, tokenize, with_folded
+from focused.text import add_folded, term_weights, tokenize, with_folded
 from focused.textcache import cached_scores
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ DEFAULT_NUM_TOPICS = 50
 DEFAULT_REFIT_EVERY = 100
 DEFAULT_MAX_DOCS = 2000
 DEFAULT_LSI_WEIGHT = 0.5
-DEFAULT_MAX_CHARS = 10_000
+DEFAULT_FIT_TOKENS = 1000
 
 # LSI needs a few documents to find any structure; below this the snapshot has no LSI space.
 _MIN_LSI_DOCS = 3
@@ -517,22 +519,22 @@ class RelevanceModel:
         refit_every: int = DEFAULT_REFIT_EVERY,
         max_docs: int = DEFAULT_MAX_DOCS,
         lsi_weight: float = DEFAULT_LSI_WEIGHT,
-        max_chars: int = DEFAULT_MAX_CHARS,
+        fit_tokens: int = DEFAULT_FIT_TOKENS,
         language: str | None = None,
     ) -> None:
         if not 0.0 <= threshold <= 1.0 or not 0.0 <= lsi_weight <= 1.0:
             raise ValueError("threshold and lsi_weight must be in [0, 1]")
-        if num_topics < 1 or refit_every < 1 or max_docs < _MIN_LSI_DOCS or max_chars < 0:
+        if num_topics < 1 or refit_every < 1 or max_docs < _MIN_LSI_DOCS or fit_tokens < 0:
             raise ValueError(
                 f"need num_topics >= 1, refit_every >= 1, max_docs >= {_MIN_LSI_DOCS},"
-                " max_chars >= 0"
+                " fit_tokens >= 0"
             )
         self.threshold = threshold
         self.num_topics = num_topics
         self.refit_every = refit_every
         self.max_docs = max_docs
         self.lsi_weight = lsi_weight
-        self.max_chars = max_chars  # a page is scored on its first max_chars characters; 0: all
+        self.fit_tokens = fit_tokens  # the refits learn a page from its first tokens; 0: all
         self.language = language  # the query's (focused.languages.query_language)
         # Guards the topic parts, the training buffer and the snapshot swap, which the reactor
         # thread (observe, add_topic_text) and a refit thread both touch.
@@ -562,7 +564,7 @@ class RelevanceModel:
             refit_every=settings.getint("RELEVANCE_REFIT_EVERY", DEFAULT_REFIT_EVERY),
             max_docs=settings.getint("RELEVANCE_MAX_DOCS", DEFAULT_MAX_DOCS),
             lsi_weight=settings.getfloat("RELEVANCE_LSI_WEIGHT", DEFAULT_LSI_WEIGHT),
-            max_chars=settings.getint("RELEVANCE_MAX_CHARS", DEFAULT_MAX_CHARS),
+            fit_tokens=settings.getint("RELEVANCE_FIT_TOKENS", DEFAULT_FIT_TOKENS),
         )
 
     # -- scoring -------------------------------------------------------------------------------
@@ -625,7 +627,7 @@ class RelevanceModel:
         last_text, last_language, tokens = self._last_page
         if text == last_text and language == last_language:
             return tokens
-        tokens = tokenize(text_head(text, self.max_chars), language)
+        tokens = tokenize(text, language)
         self._last_page = (text, language, tokens)
         return tokens
 
@@ -656,8 +658,10 @@ class RelevanceModel:
                 self._snapshot = _bootstrap(self._topic)
 
     def observe(self, text: str, language: str | None = None) -> None:
-        """Add a fetched page to the training buffer (the last ``max_docs`` pages are kept)."""
-        doc = " ".join(self.page_tokens(text, language))
+        """Add a fetched page, its first ``fit_tokens`` tokens, to the training buffer (the last
+        ``max_docs`` pages are kept)."""
+        tokens = self.page_tokens(text, language)
+        doc = " ".join(tokens[: self.fit_tokens] if self.fit_tokens else tokens)
         with self._lock:
             self._buffer.append(doc)
             self._since_fit += 1
@@ -716,7 +720,7 @@ class RelevanceModel:
                     "refit_every": self.refit_every,
                     "max_docs": self.max_docs,
                     "lsi_weight": self.lsi_weight,
-                    "max_chars": self.max_chars,
+                    "fit_tokens": self.fit_tokens,
                     "language": self.language,
                 },
                 "fitted": snap.fitted,

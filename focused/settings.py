@@ -79,7 +79,7 @@ RELEVANCE_NUM_TOPICS = 50  # LSI dimensions
 # least half the pages the refit learns from, whose number bounds the cost of a refit.
 RELEVANCE_REFIT_EVERY = 100
 RELEVANCE_MAX_DOCS = 2000  # most recent pages the model is refit on
-RELEVANCE_MAX_CHARS = 10_000  # a page is scored on its first this many characters of text; 0 = all
+RELEVANCE_FIT_TOKENS = 1000  # the refits learn a page from its first this many tokens; 0 = all
 LINK_CONTEXT_CHARS = 200  # characters of text kept on each side of a link as its context
 
 # -- Storage ---------------------------------------------------------------------------------

@@ -187,17 +187,6 @@ def tokenize(text: str, language: str | None = None) -> list[str]:
     return _kept(words, stop)
 
 
-def text_head(text: str, max_chars: int) -> str:
-    """The first ``max_chars`` characters of ``text`` (all of it when 0), without a word cut in
-    two at the end (a page's text, ``focused.extract``, breaks words with spaces and lines)."""
-    if not max_chars or len(text) <= max_chars:
-        return text
-    if text[max_chars].isspace():
-        return text[:max_chars]
-    cut = max(text.rfind(" ", 0, max_chars), text.rfind("\n", 0, max_chars))
-    return text[:cut] if cut > 0 else text[:max_chars]
-
-
 def _kept(words: list[str], stop: frozenset[str]) -> list[str]:
     """The words of ``_words`` that are tokens: no stop words, numbers or 1-character words."""
     return [word for word in words if len(word) > 1 and word not in stop and not word.isdigit()]

@@ -8,7 +8,6 @@ import threading
 from hashlib import blake2b
 from html import escape
 
-import pytest
 from scrapy.utils.test import get_crawler
 
 from focused import simhash as simhash_module
@@ -23,12 +22,11 @@ from focused.simhash import (
     distance,
     simhash,
 )
-from focused.text import text_head, tokenize
+from focused.text import tokenize
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_redis_frontier import redis_server  # noqa: F401 (fixture)
 
-HEAD = 1_200  # characters of an article two test pages share; the rest of each differs
 NOVEMBER = "Last updated on 30 November 2026 at 10:14."
 DECEMBER = "Last updated on 1 December 2026 at 08:00."
 
@@ -192,33 +190,6 @@ def test_a_page_is_tokenized_once_for_its_fingerprint_score_and_training(monkeyp
     assert calls.count(text) == 1
     # Tokenized for the score, so counted as scoring CPU even though the dedup check asked first.
     assert crawler.stats.get_value("focused/scoring_cpu_ms") > 0
-
-
-@pytest.mark.parametrize("reader", ["relevance model", "no model"])
-@pytest.mark.parametrize("capped", [True, False], ids=["head", "whole text"])
-def test_the_near_duplicate_check_reads_the_scored_head(sample_graph, reader: str, capped: bool):
-    """Two pages with the same first RELEVANCE_MAX_CHARS and different rest: what is scored of
-    them is the same page, and the check reads what is scored."""
-    from focused.dedup import DuplicateMiddleware
-    from focused.items import PageItem
-    from focused.relevance import RelevanceModel
-
-    head = text_head(sample_graph.text["Albatross"], HEAD)
-    max_chars = len(head) if capped else 0  # each page has a space right after the head
-    crawler = get_crawler(
-        settings_dict={"NEAR_DUPLICATE_DISTANCE": MAX_DISTANCE, "RELEVANCE_MAX_CHARS": max_chars}
-    )
-    model = RelevanceModel("seabirds", max_chars=max_chars) if reader == "relevance model" else None
-    crawler.spider = type("Spider", (), {"state": {}, "relevance": model})()
-    middleware = DuplicateMiddleware(crawler)
-    pages = [
-        PageItem(url=f"http://127.0.0.1/wiki/{name}", text=f"{head} {sample_graph.text[name]}")
-        for name in ("Penguin", "Eagle")
-    ]
-    for page in pages:
-        middleware._check_near_duplicate(page, middleware.near_index)
-    assert pages[0].get("duplicate_of") is None
-    assert pages[1].get("duplicate_of") == (pages[0]["url"] if capped else None)
 
 
 # -- a crawl shared by several processes: one index and one set of stored URLs in Redis -------

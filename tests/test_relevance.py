@@ -19,7 +19,7 @@ from scrapy.settings import Settings
 
 from focused import relevance
 from focused.relevance import RelevanceModel, Scores
-from focused.text import term_weights, text_head, tokenize, with_folded
+from focused.text import term_weights, tokenize, with_folded
 
 QUERY = "birds bird migration nesting ornithology"
 
@@ -525,9 +525,9 @@ def test_topic_text_added_during_a_refit_is_kept(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize("fit", [False, True], ids=["bootstrap", "fitted"])
 def test_save_load_round_trip(tmp_path: Path, fit: bool) -> None:
     if fit:
-        model = fitted_model(num_topics=10, threshold=0.2, max_chars=80)
+        model = fitted_model(num_topics=10, threshold=0.2, fit_tokens=8)
     else:
-        model = RelevanceModel(QUERY, max_chars=80)
+        model = RelevanceModel(QUERY, fit_tokens=8)
     model.add_topic_text(SEED)
     model.observe(RAILWAY_TEXT)
     model.save(tmp_path / "model")
@@ -535,7 +535,7 @@ def test_save_load_round_trip(tmp_path: Path, fit: bool) -> None:
     texts = [ON_TOPIC, *OFF_TOPIC, LIKE_SEED, UNSEEN_WORDS, ""]
     assert [loaded.score(t) for t in texts] == [model.score(t) for t in texts]
     assert loaded.score_texts(SHORT_TEXTS) == model.score_texts(SHORT_TEXTS)
-    assert (loaded.threshold, loaded.max_chars) == (model.threshold, 80)
+    assert (loaded.threshold, loaded.fit_tokens) == (model.threshold, 8)
     assert loaded.refit_due == model.refit_due
     # the loaded model goes on learning the same way (up to BLAS rounding)
     model.refit()
@@ -561,7 +561,7 @@ def test_from_settings() -> None:
             "RELEVANCE_REFIT_EVERY": "3",
             "RELEVANCE_MAX_DOCS": "10",
             "RELEVANCE_LSI_WEIGHT": "0",
-            "RELEVANCE_MAX_CHARS": "500",
+            "RELEVANCE_FIT_TOKENS": "500",
         }
     )
     model = RelevanceModel.from_settings(QUERY, settings)
@@ -571,7 +571,7 @@ def test_from_settings() -> None:
         3,
         10,
     )
-    assert (model.lsi_weight, model.max_chars) == (0.0, 500)
+    assert (model.lsi_weight, model.fit_tokens) == (0.0, 500)
     for doc in crawl_buffer()[:3]:
         model.observe(doc)
     assert model.refit_due
@@ -580,7 +580,7 @@ def test_from_settings() -> None:
     assert scores.combined == scores.tfidf  # lsi_weight 0
     defaults = RelevanceModel.from_settings(QUERY, Settings())
     assert (defaults.threshold, defaults.num_topics, defaults.lsi_weight) == (0.15, 50, 0.5)
-    assert defaults.max_chars == 10_000
+    assert defaults.fit_tokens == 1000
 
 
 def test_rejects_bad_parameters() -> None:
@@ -589,41 +589,25 @@ def test_rejects_bad_parameters() -> None:
     with pytest.raises(ValueError):
         RelevanceModel(QUERY, num_topics=0)
     with pytest.raises(ValueError):
-        RelevanceModel(QUERY, max_chars=-1)
+        RelevanceModel(QUERY, fit_tokens=-1)
 
 
-# -- the part of a page that is scored -------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "max_chars", "head"),
-    [
-        ("nesting birds migrate", 0, "nesting birds migrate"),
-        ("nesting birds migrate", 100, "nesting birds migrate"),
-        ("nesting birds migrate", 13, "nesting birds"),  # the cut falls on a space
-        ("nesting birds migrate", 16, "nesting birds"),  # "mig" is not a word
-        ("nesting birds\nmigrate", 16, "nesting birds"),
-        ("ornithologists", 5, "ornit"),  # one long word: cut inside it
-    ],
-)
-def test_text_head(text: str, max_chars: int, head: str) -> None:
-    assert text_head(text, max_chars) == head
+# -- what the refits learn of a page --------------------------------------------------------
 
 
 @pytest.mark.parametrize("fit", [False, True], ids=["bootstrap", "fitted"])
-def test_a_page_is_scored_on_its_first_max_chars(fit: bool) -> None:
-    def model(**kwargs) -> RelevanceModel:
-        return fitted_model(num_topics=10, **kwargs) if fit else RelevanceModel(QUERY, **kwargs)
-
-    capped, whole = model(max_chars=len(ON_TOPIC)), model()
+def test_the_refits_learn_a_page_from_its_first_fit_tokens(fit: bool) -> None:
+    head = tokenize(ON_TOPIC)
+    model = fitted_model(num_topics=10) if fit else RelevanceModel(QUERY)
+    model.fit_tokens = len(head)
     page = f"{ON_TOPIC} {RAILWAY_TEXT * 5}"
-    # The capped model reads the on-topic head alone; the whole page is mostly railways.
-    assert capped.page_tokens(page) == tokenize(ON_TOPIC)
-    assert capped.score(page) == capped.score(ON_TOPIC)
-    assert whole.score(page).combined < whole.score(ON_TOPIC).combined
-    # What it learns from a page is the head, too.
-    capped.observe(page)
-    assert capped._buffer[-1] == " ".join(tokenize(ON_TOPIC))
+    model.observe(page)
+    assert model._buffer[-1] == " ".join(head)
+    # The page itself is scored on all of its text, mostly railways: the cap is the refits'.
+    assert model.score(page).combined < model.score(ON_TOPIC).combined
+    model.fit_tokens = 0
+    model.observe(page)
+    assert model._buffer[-1] == " ".join(tokenize(page))
 
 
 # -- cost ------------------------------------------------------------------------------------
