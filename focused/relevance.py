@@ -6,10 +6,10 @@ as a plain term-frequency cosine against the topic (the dictionary holds only th
 every IDF is 1) and is refit in batches on the pages crawled so far: the dictionary, the IDF
 weights and the LSI space are rebuilt from the last ``max_docs`` pages plus the topic texts,
 once ``refit_every`` pages were observed since the last fit and at least half as many as it
-will learn from. A refit costs CPU in proportion to its pages (about 3.5 ms a Wikipedia page
-here, 7 s for 2,000, much of it holding the GIL, though never for long at a time): refitting
-every 100 pages on a full buffer would cost 70 ms a page, several times the page's own scoring,
-while spacing refits with the buffer keeps it near 8 ms.
+will learn from. A refit costs CPU in proportion to its pages (about 3.5 ms a whole Wikipedia
+page here, 7 s for 2,000, much of it holding the GIL, though never for long at a time; the token
+cap below halves it): refitting every 100 pages on a full buffer would cost 70 ms a page, several
+times the page's own scoring, while spacing refits with the buffer keeps it near 8 ms.
 
 A page is scored on all of its text, but the refits learn it from its first ``fit_tokens``
 tokens (``RELEVANCE_FIT_TOKENS``, 1,000): a refit's CPU grows with the tokens it reads, and a
