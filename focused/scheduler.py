@@ -144,6 +144,12 @@ class FocusedScheduler(Scheduler):
         replaced = request.meta.pop(INFLIGHT, None)
         if self.links_to_queue:
             self._link_reached(request)
+        if not self.mqs.admit(request):
+            # Refused before the dupefilter sees it (a depth limit, shark's chain cut): marked
+            # seen, the URL would be dropped as a duplicate when found again on a path the
+            # strategy admits (a shallower level, a chain through relevant pages).
+            self._finish(replaced)
+            return False
         if self._is_trap_dropped(request):
             self._finish(replaced)
             return False

@@ -338,3 +338,32 @@ def test_rank_semantic_ranks_after_evictions(key):
     queue.push(scrapy.Request("http://t/late", meta={"parent_url": "http://t/u1"}))
     queue._rerank()  # a ranking with the evicted URLs' classes changing
     assert len(drain(queue)) == 11
+
+
+# -- depth limits --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+@pytest.mark.parametrize(
+    ("strategy", "refused", "admitted"),
+    [
+        ("dfs", {"depth": 6}, {"depth": 2}),  # beyond the default max_depth 5, then within it
+        ("shark", {"shark_run": 3, "shark_sim": 0.0}, {"shark_run": 0, "shark_sim": 0.5}),
+    ],
+)
+def test_a_url_refused_by_the_strategy_is_queued_when_found_on_an_admitted_path(
+    tmp_path, jobdir, strategy, refused, admitted
+):
+    """A URL first found past a depth limit (or at the end of shark's cut chain), then on a
+    path the strategy admits, is fetched: the refusal did not mark it seen."""
+    settings = {"SCHEDULER_PRIORITY_QUEUE": STRATEGIES[strategy]}
+    scheduler, crawler = make_scheduler(tmp_path, jobdir, **settings)
+    meta = {"parent_url": "http://t/p", "parent_relevance": 0.5, "link_relevance": 0.5}
+    scheduler.enqueue_request(scrapy.Request("http://t/x", meta=meta | refused))
+    assert crawler.stats.get_value("focused/depth_cut") == 1
+    assert len(scheduler) == 0
+    assert scheduler.enqueue_request(scrapy.Request("http://t/x", meta=meta | admitted))
+    request = scheduler.next_request()
+    assert request is not None and request.url == "http://t/x"
+    assert {name: request.meta[name] for name in admitted} == admitted
+    scheduler.close("finished")
