@@ -181,6 +181,9 @@ class FrontierDupeFilter(RFPDupeFilter):
     def remember(self, fingerprints: Iterable[bytes]) -> None:
         self._fingerprints.update(fingerprints)
 
+    def forget(self, fingerprints: Iterable[bytes]) -> None:
+        self._fingerprints.difference_update(fingerprints)
+
 
 class FinishMiddleware:
     """Spider middleware (order 15: only ``focused.distributed.FrontierAck``, which passes the

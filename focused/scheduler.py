@@ -164,11 +164,20 @@ class FocusedScheduler(Scheduler):
             for queue in (self.dqs, self.mqs):
                 if queue is not None and queue.rediscover(request):
                     break
+        self._forget_dropped()
         if queued and self.frontier_max and len(self) > self.frontier_max:
             self._evict(len(self) - self.frontier_max)
         self._finish(replaced)
         self._count_frontier()
         return queued
+
+    def _forget_dropped(self) -> None:
+        """Unmark the URLs the strategy dropped (``take_dropped``): found again, they compete
+        again. (A FRONTIER_MAX eviction stays seen: the sources drop those links for good.)"""
+        forget = getattr(self.df, "forget", None)
+        for queue in (self.dqs, self.mqs):
+            if queue is not None and (dropped := queue.take_dropped()) and forget is not None:
+                forget(dropped)
 
     def _is_trap_dropped(self, request: Request) -> bool:
         """Mark a trap request for the back of the frontier; True if its family is full.

@@ -540,6 +540,12 @@ class StrategyQueue:
         """The queued requests with these fingerprints were evicted: a strategy that keeps its
         own record of what is queued forgets them here (default: nothing to do)."""
 
+    def take_dropped(self) -> list[bytes]:
+        """Fingerprints of the requests the strategy itself dropped since the last call (beam
+        keeps only the k best of a generation). The scheduler forgets them in the dupefilter,
+        so that a URL found again later is a candidate again (default: none)."""
+        return []
+
     def close(self) -> dict[str, Any]:
         self.frontier.close()
         return {"strategy": self.name, "seq": self._seq, **self.state()}

@@ -11,6 +11,9 @@ pages of generation g. The current pages are the pages of the generation being f
 children arrive as candidates for the next one. While they arrive, only the ``beam_width``
 best (by link relevance, then the page's relevance; see ``schedulers.local``) are kept, and a
 better newcomer evicts the worst; every dropped candidate counts in ``focused/beam/dropped``.
+A dropped URL is not marked seen: found again on a page of a later generation, it is a
+candidate of that generation (as a resumed crawl, whose seen set is rebuilt from the frontier
+file, always had it).
 The next generation is held back until every page of the current one has landed, so that it
 is chosen among all of their children: ``pop`` returns None only while a page of the current
 generation is still being fetched or parsed, and its landing makes the engine ask again.
@@ -54,6 +57,7 @@ class BeamQueue(StrategyQueue):
         self._queued: dict[bytes, tuple[int, Key]] = {
             fp: (self._generation_of(request), key) for fp, key, request in self.frontier.entries()
         }
+        self._dropped: list[bytes] = []  # for take_dropped
 
     def state(self) -> dict[str, Any]:
         return {"generation": self._generation, "kept": self._kept}
@@ -69,6 +73,7 @@ class BeamQueue(StrategyQueue):
                 self._kept[generation] = self._kept.get(generation, 0) + 1
             elif not self._evict_worse_than(generation, key):
                 self.stats.inc_value("focused/beam/dropped")
+                self._dropped.append(fp)
                 return
         self.frontier.put(fp, key, request)
         self._queued[fp] = (generation, key)
@@ -84,7 +89,12 @@ class BeamQueue(StrategyQueue):
         self.frontier.remove(worst_fp)
         del self._queued[worst_fp]
         self.stats.inc_value("focused/beam/dropped")
+        self._dropped.append(worst_fp)
         return True
+
+    def take_dropped(self) -> list[bytes]:
+        dropped, self._dropped = self._dropped, []
+        return dropped
 
     def pop(self) -> Request | None:
         self.flights.land()

@@ -367,3 +367,26 @@ def test_a_url_refused_by_the_strategy_is_queued_when_found_on_an_admitted_path(
     assert request is not None and request.url == "http://t/x"
     assert {name: request.meta[name] for name in admitted} == admitted
     scheduler.close("finished")
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_a_candidate_the_beam_dropped_competes_again_when_found_again(tmp_path, jobdir):
+    """Beam keeps the k best of a generation; a URL it dropped stays unseen, so that found again
+    it is a candidate again (else a narrow beam ends its crawl with unfetched neighbours)."""
+    settings = {"SCHEDULER_PRIORITY_QUEUE": STRATEGIES["beam"]}
+    settings["DUPEFILTER_CLASS"] = "focused.resume.FrontierDupeFilter"  # the crawl's
+    scheduler, crawler = make_scheduler(tmp_path, jobdir, **settings)
+    for queue in (scheduler.mqs, scheduler.dqs):
+        if queue is not None:
+            queue.params["beam_width"] = 1
+    meta = {"depth": 1, "parent_url": "http://t/p", "parent_relevance": 0.5}
+    assert scheduler.enqueue_request(
+        scrapy.Request("http://t/a", meta=meta | {"link_relevance": 0.9})
+    )
+    scheduler.enqueue_request(scrapy.Request("http://t/b", meta=meta | {"link_relevance": 0.5}))
+    assert crawler.stats.get_value("focused/beam/dropped") == 1  # b: the beam holds one
+    found_again = meta | {"parent_url": "http://t/q", "link_relevance": 0.95}
+    assert scheduler.enqueue_request(scrapy.Request("http://t/b", meta=found_again))
+    assert crawler.stats.get_value("focused/beam/dropped") == 2  # a, now the worse one
+    assert [scheduler.next_request().url, scheduler.next_request()] == ["http://t/b", None]
+    scheduler.close("finished")
