@@ -13,7 +13,8 @@ Parameters:
     bfs_levels (int, default 2): the deepest level crawled breadth-first (0: the seeds only).
     then (str, default ``bestfirst``): the order below those levels, ``bestfirst`` or ``dfs``.
     max_depth (int, default 5): with ``then=dfs``, links deeper than this are not queued (the
-        thesis's fixed depth); ``bestfirst`` has no depth limit.
+        thesis's fixed depth), so it may not be below ``bfs_levels``; ``bestfirst`` has no
+        depth limit.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 
 from focused.arguments import Param
+from focused.errors import ConfigError
 from schedulers.base import StrategyQueue
 from schedulers.bestfirst import BestFirstQueue
 from schedulers.bfs import BreadthFirstQueue
@@ -44,6 +46,16 @@ class HybridQueue(StrategyQueue):
         "then": Param("bestfirst", "order below the BFS levels", choices=tuple(SECOND_ORDERS)),
         "max_depth": Param(5, "with then=dfs, deepest level to queue", low=0),
     }
+
+    @classmethod
+    def check_params(cls, params: dict[str, Any]) -> None:
+        # The thesis crawls the breadth-first levels, then depth-first down to the fixed depth:
+        # a depth limit below the last BFS level would cut it and end the crawl there.
+        if params["then"] == "dfs" and params["max_depth"] < params["bfs_levels"]:
+            raise ConfigError(
+                f"max_depth={params['max_depth']} is below bfs_levels={params['bfs_levels']}:"
+                " with then=dfs, the breadth-first levels would be cut"
+            )
 
     def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
         super().__init__(crawler, key, state)

@@ -66,6 +66,11 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             "then='annealing' is not one of: bestfirst, dfs",
         ),
         ({**GOOD, "strategy": "hybrid", "bfs_levels": "-1"}, {}, "bfs_levels=-1 is below"),
+        (
+            {**GOOD, "strategy": "hybrid", "then": "dfs", "bfs_levels": "3", "max_depth": "1"},
+            {},
+            "max_depth=1 is below bfs_levels=3",
+        ),
         ({**GOOD, "strategy": "astar", "h_weight": "-2"}, {}, "h_weight=-2 is below its minimum"),
         (
             {**GOOD, "strategy": "rank_semantic", "band_low": "0.8", "band_high": "0.2"},
