@@ -248,7 +248,11 @@ class RedisFrontier:
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
         popped = self.shared.run(self._pop, keys=keys, args=[self._budget], default=[])
         if popped == [BUDGET_SPENT]:
-            self.shared.budget_spent()
+            # Another process's unfinished requests hold slots of the budget, and a process
+            # killed with some gives them back once it is taken for dead: closing now would end
+            # the crawl short of its budget with those requests still queued. Wait for them.
+            if not self._others_in_flight():
+                self.shared.budget_spent()
             return None
         if not popped:
             return None
@@ -256,6 +260,16 @@ class RedisFrontier:
         request = load_request(blob, self._spider)
         request.meta[INFLIGHT_META] = member
         return request
+
+    def _others_in_flight(self) -> bool:
+        """Whether another process of the crawl has popped requests it has not finished."""
+        shared = self.shared
+        workers = shared.run(self.redis.hkeys, shared.key("workers"), default=[]) or []
+        return any(
+            shared.run(self.redis.zcard, shared.inflight_key(name), default=0)
+            for name in (worker.decode() for worker in workers)
+            if name != shared.worker
+        )
 
     def ack(self, member: bytes) -> None:
         """The popped request whose member this is has been handled (its links are queued)."""

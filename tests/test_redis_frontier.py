@@ -227,6 +227,30 @@ def test_budget_is_shared_and_unfinished_requests_go_back(redis_server):
     assert one.pop() is None
 
 
+def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_server):
+    # A process killed with requests popped holds their budget slots until another takes it
+    # for dead and puts them back; closing on the spent budget before then ended the crawl
+    # short of its budget, with those requests still queued.
+    killed = shared_queue(redis_server.url, budget=4)
+    live = shared_queue(redis_server.url, budget=4)
+    closes = []
+    live.frontier.shared.budget_spent = lambda: closes.append("closespider_pagecount")
+    workers = live.frontier.shared.key("workers")
+    for queue in (killed, live):  # their heartbeats, as DistributedCrawl beats them
+        live.frontier.redis.hset(workers, queue.frontier.shared.worker, int(time.time()))
+    for i in range(8):
+        live.push(req(f"p{i}", parent_relevance=i / 10))
+    held = [killed.pop(), killed.pop()]
+    for request in (live.pop(), live.pop()):
+        live.frontier.ack(request.meta[INFLIGHT_META])
+    assert live.pop() is None  # the budget is spent for now...
+    assert closes == []  # ...but the killed process's two slots may come back
+    assert live.frontier.requeue(killed.frontier.shared.worker) == 2
+    assert urls([live.pop(), live.pop()]) == urls(held)
+    assert live.pop() is None
+    assert closes == ["closespider_pagecount"]  # nothing is held elsewhere: spent for good
+
+
 def test_eviction_drops_the_lowest_ranked_as_the_memory_frontier(redis_server):
     shared, local = shared_queue(redis_server.url), make_queue("bestfirst")
     for request in sample_requests():
