@@ -136,6 +136,16 @@ elseif redis.call('HGET', KEYS[3], fp) == ARGV[1] then
 end
 """
 
+# A popped request goes back to the frontier as another (a page sent back to be rendered): it is
+# done, and the budget slot its pop took is given back, never below 0.
+# KEYS: inflight, requests, popped. ARGV: member.
+UNPOP = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[2], string.sub(ARGV[1], 24))
+  if tonumber(redis.call('GET', KEYS[3]) or '0') > 0 then redis.call('DECR', KEYS[3]) end
+end
+"""
+
 # Put a worker's in-flight requests back and forget the worker; their budget is given back.
 # KEYS: frontier, members, popped, inflight, workers. ARGV: worker.
 REQUEUE = """
@@ -225,6 +235,7 @@ class RedisFrontier:
         self._put = self.redis.register_script(PUT)
         self._pop = self.redis.register_script(POP)
         self._ack = self.redis.register_script(ACK)
+        self._unpop = self.redis.register_script(UNPOP)
         self._requeue = self.redis.register_script(REQUEUE)
         self._remove = self.redis.register_script(REMOVE)
         self._evict = self.redis.register_script(EVICT)
@@ -276,6 +287,12 @@ class RedisFrontier:
         frontier, members, requests = self._keys
         keys = [self.shared.inflight_key(), requests, members, frontier, self.shared.key("popped")]
         self.shared.run(self._ack, keys=keys, args=[member])
+
+    def unpop(self, member: bytes) -> None:
+        """The popped request whose member this is comes back as another request (queued by
+        the caller): done, and its budget slot given back."""
+        keys = [self.shared.inflight_key(), self._keys[2], self.shared.key("popped")]
+        self.shared.run(self._unpop, keys=keys, args=[member])
 
     def requeue(self, worker: str) -> int:
         """Put back what ``worker`` popped and did not finish; returns how many requests."""

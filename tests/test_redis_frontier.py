@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy
 import pytest
 import redis
+from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 import focused.settings
-from focused.distributed import SharedCrawl
+from focused.distributed import FrontierAck, SharedCrawl
+from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
 from schedulers.base import StrategyQueue
@@ -249,6 +251,27 @@ def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_serv
     assert urls([live.pop(), live.pop()]) == urls(held)
     assert live.pop() is None
     assert closes == ["closespider_pagecount"]  # nothing is held elsewhere: spent for good
+
+
+def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
+    # render=auto fetches a page plainly, then sends it back to be rendered; one process counts
+    # the page once. In a shared crawl both pops took a slot: with a budget of 2, the second
+    # page was never fetched.
+    queue = shared_queue(redis_server.url, budget=2)
+    shared = queue.frontier.shared
+    render = RenderMiddleware(shared.crawler, "auto")
+    render.min_words, render.min_links = 50, 3
+    ack = FrontierAck(shared)
+    for i in range(3):
+        queue.push(req(f"p{i}", parent_relevance=i / 10))
+    plain = queue.pop()
+    shell = b"<html><body><div id='root'></div><script>build()</script></body></html>"
+    again = render.process_response(plain, HtmlResponse(plain.url, body=shell))
+    assert again.meta["playwright"]
+    ack.request_scheduled(again, shared.crawler.spider)  # as the engine schedules it
+    queue.push(again)
+    assert urls([queue.pop(), queue.pop()]) == ["p2", "p1"]  # rendered, then the next page
+    assert queue.pop() is None  # the budget is spent
 
 
 def test_eviction_drops_the_lowest_ranked_as_the_memory_frontier(redis_server):
