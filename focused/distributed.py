@@ -49,6 +49,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
 from focused.errors import ConfigError
+from focused.render import RENDER_AGAIN_META
 from focused.resume import connect_request_done
 from schedulers.redis_frontier import INFLIGHT_META
 
@@ -255,6 +256,15 @@ class FrontierAck:
             self.shared.frontier.ack(member)
 
     def request_scheduled(self, request: Request, spider: Spider) -> None:
+        # A page render=auto fetched plainly and sends back to be rendered: the plain response
+        # is not the page and one process does not count it against the budget, so the slot
+        # its pop took goes back (else each such page cost two, and the last one could be
+        # fetched plainly, dropped, and never rendered).
+        if request.meta.pop(RENDER_AGAIN_META, False):
+            member = request.meta.pop(INFLIGHT_META, None)
+            if member is not None:
+                self.shared.frontier.unpop(member)
+            return
         self._done(request)
 
     def process_exception(

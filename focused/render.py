@@ -60,6 +60,9 @@ logger = logging.getLogger(__name__)
 RENDER_MODES = ("never", "always", "auto")
 PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
 BROWSER_UNAVAILABLE = "browser_unavailable"  # the close reason when Chromium cannot launch
+# meta key: a page ``auto`` fetched plainly and sends back to be rendered; that plain response is
+# not the page, so a shared crawl gives its budget slot back (``focused.distributed.FrontierAck``)
+RENDER_AGAIN_META = "focused_render_again"
 INSTALL_HINT = "install it with `sudo apt-get install chromium` or set FOCUSED_CHROMIUM to its path"
 # Without the background-networking flags Chromium phones home at start, which a closed
 # network refuses; the rest keep a headless browser lean.
@@ -224,7 +227,8 @@ class RenderMiddleware:
         ):
             self.stats.inc_value("focused/render_needed")
             logger.debug("Rendering %s: its plain HTML looks script-built", request.url)
-            return request.replace(meta={**request.meta, "playwright": True}, dont_filter=True)
+            meta = {**request.meta, "playwright": True, RENDER_AGAIN_META: True}
+            return request.replace(meta=meta, dont_filter=True)
         return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:

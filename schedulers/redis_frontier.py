@@ -136,6 +136,16 @@ elseif redis.call('HGET', KEYS[3], fp) == ARGV[1] then
 end
 """
 
+# A popped request goes back to the frontier as another (a page sent back to be rendered): it is
+# done, and the budget slot its pop took is given back, never below 0.
+# KEYS: inflight, requests, popped. ARGV: member.
+UNPOP = """
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
+  redis.call('HDEL', KEYS[2], string.sub(ARGV[1], 24))
+  if tonumber(redis.call('GET', KEYS[3]) or '0') > 0 then redis.call('DECR', KEYS[3]) end
+end
+"""
+
 # Put a worker's in-flight requests back and forget the worker; their budget is given back.
 # KEYS: frontier, members, popped, inflight, workers. ARGV: worker.
 REQUEUE = """
@@ -225,6 +235,7 @@ class RedisFrontier:
         self._put = self.redis.register_script(PUT)
         self._pop = self.redis.register_script(POP)
         self._ack = self.redis.register_script(ACK)
+        self._unpop = self.redis.register_script(UNPOP)
         self._requeue = self.redis.register_script(REQUEUE)
         self._remove = self.redis.register_script(REMOVE)
         self._evict = self.redis.register_script(EVICT)
@@ -248,7 +259,11 @@ class RedisFrontier:
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
         popped = self.shared.run(self._pop, keys=keys, args=[self._budget], default=[])
         if popped == [BUDGET_SPENT]:
-            self.shared.budget_spent()
+            # Another process's unfinished requests hold slots of the budget, and a process
+            # killed with some gives them back once it is taken for dead: closing now would end
+            # the crawl short of its budget with those requests still queued. Wait for them.
+            if not self._others_in_flight():
+                self.shared.budget_spent()
             return None
         if not popped:
             return None
@@ -257,11 +272,27 @@ class RedisFrontier:
         request.meta[INFLIGHT_META] = member
         return request
 
+    def _others_in_flight(self) -> bool:
+        """Whether another process of the crawl has popped requests it has not finished."""
+        shared = self.shared
+        workers = shared.run(self.redis.hkeys, shared.key("workers"), default=[]) or []
+        return any(
+            shared.run(self.redis.zcard, shared.inflight_key(name), default=0)
+            for name in (worker.decode() for worker in workers)
+            if name != shared.worker
+        )
+
     def ack(self, member: bytes) -> None:
         """The popped request whose member this is has been handled (its links are queued)."""
         frontier, members, requests = self._keys
         keys = [self.shared.inflight_key(), requests, members, frontier, self.shared.key("popped")]
         self.shared.run(self._ack, keys=keys, args=[member])
+
+    def unpop(self, member: bytes) -> None:
+        """The popped request whose member this is comes back as another request (queued by
+        the caller): done, and its budget slot given back."""
+        keys = [self.shared.inflight_key(), self._keys[2], self.shared.key("popped")]
+        self.shared.run(self._unpop, keys=keys, args=[member])
 
     def requeue(self, worker: str) -> int:
         """Put back what ``worker`` popped and did not finish; returns how many requests."""

@@ -107,6 +107,16 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
     assert "Traceback" not in result.stderr + result.stdout
 
 
+def test_bad_input_is_also_the_log_file_s_one_line(tmp_path):
+    # A Scrapyd job runs with -s LOG_FILE=logs/PROJECT/SPIDER/JOB.log and keeps its stderr only
+    # in the daemon's own log: the job's log, the one a user is told to read, must say why.
+    log_file = tmp_path / "job.log"
+    result = run({**GOOD, "strategy": "nosuch"}, {"LOG_FILE": log_file})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("error: unknown strategy 'nosuch'")
+    assert log_file.read_text() == result.stderr
+
+
 def test_bad_input_loses_nothing_already_crawled(tmp_path, site):
     arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
     first = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5}, crawl_id="kept")

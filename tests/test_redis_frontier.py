@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy
 import pytest
 import redis
+from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 import focused.settings
-from focused.distributed import SharedCrawl
+from focused.distributed import FrontierAck, SharedCrawl
+from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
 from schedulers.base import StrategyQueue
@@ -225,6 +227,51 @@ def test_budget_is_shared_and_unfinished_requests_go_back(redis_server):
     # Their budget came back, and they pop again in score order.
     assert urls([one.pop(), one.pop(), two.pop()]) == urls([taken[1], taken[3], taken[4]])
     assert one.pop() is None
+
+
+def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_server):
+    # A process killed with requests popped holds their budget slots until another takes it
+    # for dead and puts them back; closing on the spent budget before then ended the crawl
+    # short of its budget, with those requests still queued.
+    killed = shared_queue(redis_server.url, budget=4)
+    live = shared_queue(redis_server.url, budget=4)
+    closes = []
+    live.frontier.shared.budget_spent = lambda: closes.append("closespider_pagecount")
+    workers = live.frontier.shared.key("workers")
+    for queue in (killed, live):  # their heartbeats, as DistributedCrawl beats them
+        live.frontier.redis.hset(workers, queue.frontier.shared.worker, int(time.time()))
+    for i in range(8):
+        live.push(req(f"p{i}", parent_relevance=i / 10))
+    held = [killed.pop(), killed.pop()]
+    for request in (live.pop(), live.pop()):
+        live.frontier.ack(request.meta[INFLIGHT_META])
+    assert live.pop() is None  # the budget is spent for now...
+    assert closes == []  # ...but the killed process's two slots may come back
+    assert live.frontier.requeue(killed.frontier.shared.worker) == 2
+    assert urls([live.pop(), live.pop()]) == urls(held)
+    assert live.pop() is None
+    assert closes == ["closespider_pagecount"]  # nothing is held elsewhere: spent for good
+
+
+def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
+    # render=auto fetches a page plainly, then sends it back to be rendered; one process counts
+    # the page once. In a shared crawl both pops took a slot: with a budget of 2, the second
+    # page was never fetched.
+    queue = shared_queue(redis_server.url, budget=2)
+    shared = queue.frontier.shared
+    render = RenderMiddleware(shared.crawler, "auto")
+    render.min_words, render.min_links = 50, 3
+    ack = FrontierAck(shared)
+    for i in range(3):
+        queue.push(req(f"p{i}", parent_relevance=i / 10))
+    plain = queue.pop()
+    shell = b"<html><body><div id='root'></div><script>build()</script></body></html>"
+    again = render.process_response(plain, HtmlResponse(plain.url, body=shell))
+    assert again.meta["playwright"]
+    ack.request_scheduled(again, shared.crawler.spider)  # as the engine schedules it
+    queue.push(again)
+    assert urls([queue.pop(), queue.pop()]) == ["p2", "p1"]  # rendered, then the next page
+    assert queue.pop() is None  # the budget is spent
 
 
 def test_eviction_drops_the_lowest_ranked_as_the_memory_frontier(redis_server):

@@ -1,7 +1,10 @@
 """``scrapy crawl``, with bad arguments and settings reported in one line before anything runs.
 
 The check runs in ``process_options``, before Scrapy creates the crawler process (which starts
-logging), so a mistake prints exactly one line on stderr and exits with status 2.
+logging), so a mistake prints exactly one line on stderr and exits with status 2. When the
+crawl was to log to a file (``LOG_FILE``, as every Scrapyd job does), the same line is written
+there too: Scrapyd keeps a job's stderr only in its own daemon log, and a job that never
+started logging would otherwise have no log at all.
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
@@ -60,7 +63,15 @@ class Command(ScrapyCrawlCommand):
             if failed or stats.get_value(SEEDS_UNREACHABLE):
                 self.exitcode = 1
 
-    @staticmethod
-    def _fail(message: str) -> None:
-        sys.stderr.write(f"error: {message}\n")
+    def _fail(self, message: str) -> None:
+        line = f"error: {message}\n"
+        sys.stderr.write(line)
+        log_file = self.settings.get("LOG_FILE")
+        if log_file:
+            try:
+                encoding = self.settings.get("LOG_ENCODING") or "utf-8"
+                with open(log_file, "a", encoding=encoding) as log:
+                    log.write(line)
+            except OSError:
+                pass  # stderr has the line; an unwritable log is no reason for a traceback
         sys.exit(2)
