@@ -60,6 +60,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# A crawl that could fetch none of its seeds: the spider sets this stat when it closes, the
+# ``crawl`` command then exits with status 1, and the crawl is recorded with NO_SEED_FETCHED as
+# its finish reason.
+SEEDS_UNREACHABLE = "focused/seeds_unreachable"
+NO_SEED_FETCHED = "seeds_unreachable"
+
 
 def close_spider_now(crawler: Crawler, reason: str) -> Deferred[None]:
     """Close the spider, and start no new request meanwhile.

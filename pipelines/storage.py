@@ -43,7 +43,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from focused.resume import recover_state
-from focused.stopping import close_spider_now
+from focused.stopping import NO_SEED_FETCHED, SEEDS_UNREACHABLE, close_spider_now
 from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
 
 if TYPE_CHECKING:
@@ -159,6 +159,10 @@ class StoragePipeline:
             )
 
     async def spider_closed(self, reason: str) -> None:
+        if reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
+            # The spider's closed() found that no seed could be fetched: recorded as finished,
+            # the crawl would read as a topic with nothing to find.
+            reason = NO_SEED_FETCHED
         status = crawl_status(reason)
         try:
             await self._retrying(

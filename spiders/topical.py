@@ -40,6 +40,7 @@ from focused.languages import page_language, query_language
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
+from focused.stopping import SEEDS_UNREACHABLE
 from focused.strategies import STRATEGIES
 
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ if TYPE_CHECKING:
 
     from focused.distributed import SharedCrawl
     from focused.relevance import RelevanceModel
-
-
-# Set when a crawl found none of its seeds: the ``crawl`` command then exits with status 1.
-SEEDS_UNREACHABLE = "focused/seeds_unreachable"
 
 
 class TopicalSpider(scrapy.Spider):

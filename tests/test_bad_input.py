@@ -148,6 +148,9 @@ def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path
     assert f"{refused} (Connection was refused" in errors[0]
     assert f"{missing} (http_404)" in errors[0]
     assert crawl.pages() == []
+    # `scrapy crawls` must not list it as a crawl that finished with nothing to find.
+    record = crawl.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")
 
 
 def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):

@@ -21,8 +21,8 @@ from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
+from focused.stopping import SEEDS_UNREACHABLE
 from pipelines.storage import STORE_UNREACHABLE
-from spiders.topical import SEEDS_UNREACHABLE
 
 if TYPE_CHECKING:
     import argparse
