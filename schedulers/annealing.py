@@ -14,7 +14,14 @@ Parameters:
         (T = t0 · (1 - moves / budget), reaching 0 at the page budget CLOSESPIDER_PAGECOUNT,
         or after 1000 moves when there is no page budget).
     factor (float, default 0.99): the geometric cooling factor per move.
-    seed (int, default 0): seed of the random draws, for reproducible crawls.
+
+Cooling departs from the source by default. Only ``linear`` brings T to about 0 by the last
+iteration, as the source does, and that needs the budget known in advance. ``geometric`` is the
+default because a crawl is open-ended (often no page budget, or one that CLOSESPIDER_RELEVANT
+or the drift stop cuts short): it has no last iteration to cool towards. With factor 0.99, T is
+still about half of T0 after 60 moves (0.99^60 = 0.55) and nears 0 (1% of T0) only after about
+460, so a crawl of a few hundred pages still accepts worse moves at its end; a smaller
+``factor`` cools faster.
 
 A move is one fetch. The current pages are the most recently fetched pages whose children are
 arriving: the last CONCURRENT_REQUESTS pages whose children came in. Their children not yet

@@ -13,11 +13,13 @@ children arrive while it is parsed; there are up to ``n_bees`` current pages at 
 - Dispatch room: the seeds. A bee leaving it flies to a random unfetched seed, or else to a
   random unfetched link of a random seed page.
 - Outside the hive: when a bee's flight lands, the quality q of its page is the page's
-  relevance. The bee returns to the hive with probability q (a good find is worth reporting),
-  or when the page has no unfetched link; otherwise it follows one of the page's links at
-  random.
+  relevance, the crawl's combined score that every strategy's pages get (the source's quality
+  counts the query's words on the page, with those in the title and headings weighted more).
+  The bee returns to the hive with probability q (a good find is worth reporting), or when the
+  page has no unfetched link; otherwise it follows one of the page's links at random.
 - Dance floor: a bee returning from a relevant page (``RELEVANCE_THRESHOLD``) dances: it
-  advertises the page as a source for ceil(q · ``dance_time``) further flights.
+  advertises the page as a source for ceil(q · ``dance_time``) further flights (the source
+  gives no dance length; this rule is this project's choice).
 - Auditorium: an idle bee picks an advertised source with probability in proportion to its
   quality and flies to a random unfetched link of it; with no dance going on, it leaves from
   the dispatch room; when neither has an unfetched link, it scouts the best link queued

@@ -12,9 +12,13 @@ again at a shallow level moves into the BFS part.
 Parameters:
     bfs_levels (int, default 2): the deepest level crawled breadth-first (0: the seeds only).
     then (str, default ``bestfirst``): the order below those levels, ``bestfirst`` or ``dfs``.
+        The thesis continues depth-first (``then=dfs``); the default ``bestfirst`` is this
+        project's choice, not the thesis's.
     max_depth (int, default 5): with ``then=dfs``, links deeper than this are not queued (the
-        thesis's fixed depth), so it may not be below ``bfs_levels``; ``bestfirst`` has no
-        depth limit.
+        thesis's fixed depth), so it may not be below ``bfs_levels``. With ``then=bestfirst``
+        it has no effect (best-first has no depth limit), and a value given with it is
+        accepted all the same: the parameters reach ``check_params`` with their defaults
+        filled in, so a given value cannot be told from the default.
 """
 
 from __future__ import annotations

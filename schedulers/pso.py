@@ -21,12 +21,16 @@ counts its turns) flies next: v ← ω·v + c1·r1·(lbest - x) + c2·r2·(gbest
 with ω = 0.7298, c1 = c2 = 1.496, lbest the best position found in its ring neighbourhood of 5
 (itself and two on each side) and gbest the best of the swarm; x is clipped to [0, 1]² (and
 that component of v zeroed). A particle never evaluated is chosen first, at its initial
-random position.
+random position. So the swarm first flies no sooner than ``particles`` x ``epoch`` fetches
+(100 by default): a shorter crawl runs under the particles' random initial weights. From there
+one particle moves every ``epoch`` fetches, so tuning online needs budgets well above 100.
 
 Outcomes are learned from the queue's own input: the first child of a fetched page pushed
 back carries ``parent_is_relevant`` and the path's anchors (``pso_path``, from
 ``child_meta``). No signal handler is needed, and with JOBDIR only the queue that popped the
-page sees its children. A page without links teaches nothing (nothing of it is followed).
+page sees its children. So only a page with at least one new link (pushed, not a known URL
+found again) teaches, both the fitness and the word values: a page without links, or whose
+links are all known already (more of them late in a crawl), teaches nothing.
 
 The frontier is re-keyed lazily: each request carries the weights version it was scored under;
 a pop whose top is stale re-scores it and puts it back, at most 50 times per pop, so one

@@ -4,16 +4,21 @@ Source: K. Pavani and G. P. Sajeev, "A novel web crawling method for vertical se
 ICACCI 2017. Ordering a frontier by PageRank alone makes the rich richer: well-linked pages are
 fetched again and again while medium-ranked relevant pages stay hidden. So:
 
-1. PageRank, PR(p) = (1 - d)/N + d * sum over v -> p of PR(v)/out(v), d = 0.85, is computed over
-   the link graph discovered so far: every parent_url -> url edge the queue has seen, pushed or
+1. PageRank, PR(p) = (1 - d)/N + d * sum over v -> p of PR(v)/out(v), is computed over the
+   link graph discovered so far: every parent_url -> url edge the queue has seen, pushed or
    rediscovered (a URL found again adds its edge). Pages without known out-links spread their
-   rank evenly, as usual.
+   rank evenly, as usual. d = 0.85, PageRank's usual value, is this project's choice: the
+   paper gives none.
 2. Only URLs whose rank lies in a medium band tmin <= PR <= tmax are crawled; tmin and tmax
-   are the ``band_low`` and ``band_high`` quantiles of the current ranks of all discovered URLs.
-3. Among them, the one whose link is most similar to the topic is fetched first. The
-   similarity is ``link_relevance``, the cosine of the link's anchor and context to the topic
-   (the crawl's weighted tf-idf/LSI score; ``-s RELEVANCE_LSI_WEIGHT=1`` makes it the paper's
-   pure LSI cosine).
+   are the ``band_low`` and ``band_high`` quantiles of the current ranks of all discovered URLs
+   (the paper gives no values; ranks average 1/N, so fixed values would mean less and less
+   as the graph grows).
+3. Among them, the one whose link is most similar to the topic is fetched first. The paper
+   compares the content of the medium-band pages with the topic; here the similarity is
+   ``link_relevance``, the cosine of the link's anchor and context to the topic, known while
+   the URL waits in the frontier, before its page is fetched (the crawl's weighted
+   tf-idf/LSI score; ``-s RELEVANCE_LSI_WEIGHT=1`` makes it a pure LSI cosine, as in the
+   paper, but of the link's text, not the page's).
 4. A URL whose similarity is below ``T``, or whose rank is outside the band, is held back: it is
    not dropped, but fetched only when nothing else is left (most similar first).
 
@@ -36,7 +41,8 @@ while another process is applying a ranking fetches the best of them rather than
 
 Parameters:
     band_low (quantile in [0, 1], default 0.1): ranks below this quantile are held back.
-    band_high (quantile in [0, 1], default 0.9): ranks above this quantile are held back.
+    band_high (quantile in [0, 1], default 0.9): ranks above this quantile are held back. Both
+        defaults are this project's choice: the lowest and highest tenth are out of the band.
     T (float in [0, 1], default 0.05): links less similar to the topic are held back; the paper
         gives no value, 0.05 holds back links whose anchor and context share almost nothing
         with the topic.
@@ -65,7 +71,7 @@ from schedulers.redis_frontier import GREATER, encode_tiebreak
 if TYPE_CHECKING:
     from focused.distributed import SharedCrawl
 
-DAMPING = 0.85
+DAMPING = 0.85  # PageRank's usual d; the paper gives no value
 GRAPH_FILE = "linkgraph.sqlite3"
 # Classes of queued URLs, which are the first part of the frontier key: the highest pops first.
 HELD_BACK, UNRANKED, CRAWLABLE, SEED = 0, 1, 2, 3

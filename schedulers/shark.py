@@ -32,6 +32,10 @@ Parameters:
         neighbourhood.
     depth (int >= 1, default 3): irrelevant pages in a row after which a chain is dropped; the
         paper leaves its value open, 3 lets a crawl cross two off-topic pages to a third.
+
+The paper requires delta, beta and gamma < 1; 1 is accepted but degenerate: delta=1 never
+decays (a chain keeps sim(a) until ``depth`` cuts it), beta=1 ignores the context and gamma=1
+the whole neighbourhood (the link's own text).
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ SEED_SCORE = 2.0  # above any link score, which is at most 1
 
 class SharkSearchQueue(StrategyQueue):
     name = "shark"
+    # The paper has delta, beta, gamma < 1; Param's bounds are inclusive, so 1 is accepted
+    # (a degenerate case, said in the docstring) rather than a bound like 0.999 invented.
     params = {
         "delta": Param(0.5, "decay of the inherited score", low=0.0, high=1.0),
         "beta": Param(0.8, "weight of the anchor against its context", low=0.0, high=1.0),

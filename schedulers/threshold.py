@@ -12,6 +12,11 @@ default 0.99, ``seed`` default 0). Only two things differ:
 - a drawn candidate is accepted exactly when Δ > -T (no randomness in the decision);
 - the derived T0 is the 80th percentile of |Δ| over the worse moves among the first 30
   candidates, so that about 80% of those worse moves would be accepted at first.
+
+The source lowers T "linearly or non-linearly" and gives no schedule, so both coolings follow
+it; as in ``annealing``, only ``linear`` reaches 0 at the page budget, and the default
+``geometric`` (chosen because a crawl has no last iteration known in advance) still keeps about
+half of T0 after 60 moves (0.99^60 = 0.55).
 """
 
 from __future__ import annotations
