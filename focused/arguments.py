@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from w3lib.url import safe_url_string
 
@@ -295,12 +295,28 @@ def check_settings(settings: Any) -> None:
                 f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
             )
             raise ConfigError(f"setting {name}={raw} is outside {bounds}")
+    _check_feeds(settings)
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
         raise ConfigError(
             f"setting FOCUSED_RENDER_BLOCK: {unblockable[0]!r} is not one of:"
             f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
         )
+
+
+def _check_feeds(settings: Any) -> None:
+    """The local files of -o/-O (FEEDS) can be written. Scrapy opens them at the first page; a
+    path it cannot write fails then, with a traceback for every page, and the crawl exits 0."""
+    for uri in map(str, settings.getdict("FEEDS")):
+        parts = urlsplit(uri)
+        if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
+            continue
+        path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
+        folder = path.parent  # made by Scrapy if missing: its nearest existing ancestor counts
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"cannot write the feed {uri!r}: {folder} is not a writable folder")
 
 
 def _job_file(settings: Any, name: str) -> Path | None:

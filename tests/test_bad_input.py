@@ -215,3 +215,39 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
     )
     config = parse_arguments({"query": "birds", "seeds_file": str(seeds_file)})
     assert config.seeds == ("http://127.0.0.1:9/wiki/Bird",)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-a", "query"], "error: Invalid -a value, use -a NAME=VALUE"),
+        (["-s", "CLOSESPIDER_PAGECOUNT"], "error: Invalid -s value, use -s NAME=VALUE"),
+        (["-O", "pages.xyz"], "error: Unrecognized output format 'xyz'"),
+        (["topical"], "error: give one spider"),
+    ],
+)
+def test_a_malformed_option_gives_one_line(extra, message):
+    """Scrapy's usage errors printed its usage first (four lines); a second spider name came
+    after logging had started."""
+    command = scrapy_command(*crawl_args(GOOD, {}), *extra)
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+
+
+def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
+    """-O under a file: each page's export failed with a traceback, and the crawl exited 0."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine", encoding="utf-8")
+    output = a_file / "pages.jsonl"
+    command = scrapy_command(*crawl_args(GOOD, {"FOCUSED_DB": tmp_path / "db"}), "-O", output)
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write the feed"), lines
+    assert a_file.read_text(encoding="utf-8") == "mine"

@@ -14,6 +14,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
@@ -34,9 +35,14 @@ class Command(ScrapyCrawlCommand):
     crawler: Crawler | None = None
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
-        if len(args) != 1:
-            return  # Scrapy's own usage error follows
+        try:
+            super().process_options(args, opts)
+        except UsageError as exc:  # Scrapy prints its usage before the message: one line here
+            self._fail(str(exc))
+        if not args:
+            return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
+        if len(args) > 1:  # Scrapy would say so only once logging has started
+            self._fail(f"give one spider to crawl, not {len(args)}: {' '.join(args)}")
         try:
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
