@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit
 
 from w3lib.url import safe_url_string
 
-from focused.canonical import canonicalize
+from focused.canonical import SENDABLE_URL, canonicalize
 from focused.errors import ConfigError
 from focused.languages import known_languages, language_code
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
@@ -42,9 +42,6 @@ GENERAL_ARGUMENTS = (
 # scores"); without the encoder extra it runs as anchor, with one warning.
 DEFAULT_STRATEGY = "semantic"
 KIND_NAMES = {int: "an integer", float: "a number"}
-# What Twisted's HTTP client sends: printable ASCII. A host with a space in it passes urlsplit
-# and safe_url_string, and then fails in the downloader with a traceback.
-SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
 # allowed_domains are names the offsite filter compares hosts with: no scheme, path or port.
 DOMAIN = re.compile(r"[\w.-]+")
 
