@@ -5,7 +5,8 @@ logging), so a mistake prints exactly one line on stderr and exits with status 2
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
-``store_unreachable``) exits with status 1, as does a crawl that could fetch none of its seeds.
+``store_unreachable``) exits with status 1, as does a crawl that could fetch none of its seeds
+and one stopped uncleanly by a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -62,7 +63,10 @@ class Command(ScrapyCrawlCommand):
         super().run(args, opts)
         if self.crawler is not None and self.exitcode == 0:
             stats = self.crawler.stats
-            failed = stats.get_value("finish_reason") in FAILED_CLOSE_REASONS
+            reason = stats.get_value("finish_reason")
+            # No reason: the spider never closed, i.e. a second Ctrl-C stopped the reactor (an
+            # unclean stop, resumed like a crash), which Scrapy ends with status 0.
+            failed = reason is None or reason in FAILED_CLOSE_REASONS
             if failed or stats.get_value(SEEDS_UNREACHABLE):
                 self.exitcode = 1
 
