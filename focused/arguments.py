@@ -7,6 +7,8 @@ Every check raises :class:`focused.errors.ConfigError` with a one-line message, 
 from __future__ import annotations
 
 import json
+import math
+import os
 import re
 import uuid
 from collections.abc import Mapping
@@ -14,8 +16,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
+from w3lib.url import safe_url_string
+
+from focused.canonical import SENDABLE_URL, canonicalize
 from focused.errors import ConfigError
 from focused.languages import known_languages, language_code
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
@@ -37,6 +42,8 @@ GENERAL_ARGUMENTS = (
 # scores"); without the encoder extra it runs as anchor, with one warning.
 DEFAULT_STRATEGY = "semantic"
 KIND_NAMES = {int: "an integer", float: "a number"}
+# allowed_domains are names the offsite filter compares hosts with: no scheme, path or port.
+DOMAIN = re.compile(r"[\w.-]+")
 
 
 @dataclass(frozen=True)
@@ -127,10 +134,11 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if not re.search(r"\w", topic):
         raise ConfigError("the query has no words to match pages against")
     seeds = _parse_seeds(args)
-    allowed = tuple(d.strip() for d in args.get("allowed_domains", "").split(",") if d.strip())
+    allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
         check_settings(settings)
         strategy_class(strategy).check_settings(settings)
+        _check_jobdir(settings)
     crawl_id = args.get("crawl_id", "").strip() or _resumed_crawl_id(settings) or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
@@ -165,14 +173,48 @@ def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:
     raw = args.get("seeds", "").split(",")
     if args.get("seeds_file"):
         raw += _read_text(args["seeds_file"], "seeds_file").splitlines()
-    seeds = tuple(dict.fromkeys(s.strip() for s in raw if s.strip() and not s.startswith("#")))
+    stripped = (s.strip() for s in raw)
+    seeds = tuple(dict.fromkeys(s for s in stripped if s and not s.startswith("#")))
     if not seeds:
         raise ConfigError("missing seeds: give -a seeds=URL[,URL...] or -a seeds_file=PATH")
     for seed in seeds:
+        _check_seed(seed)
+    return seeds
+
+
+def _check_seed(seed: str) -> None:
+    """A seed the downloader can fetch: http(s), a host, a port in range, printable once
+    escaped (what the spider's start does to it). Otherwise the crawl would fail on it with a
+    traceback after starting."""
+    try:
         parts = urlsplit(seed)
+        parts.port  # noqa: B018 -- raises on a port out of range or not a number
+        sendable = SENDABLE_URL.fullmatch(safe_url_string(canonicalize(seed)))
+    except ValueError:  # also UnicodeError, from IDNA
+        sendable = None
+    else:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"seed {seed!r} is not an http(s) URL")
-    return seeds
+    if not sendable:
+        raise ConfigError(f"seed {seed!r} is not a valid URL")
+
+
+def _parse_allowed_domains(args: Mapping[str, str], seeds: tuple[str, ...]) -> tuple[str, ...]:
+    """Domains the offsite filter keeps the crawl within. A seed outside them would be dropped
+    before it is fetched (a DEBUG line, and a crawl of nothing that exits 0)."""
+    raw = args.get("allowed_domains", "").split(",")
+    allowed = tuple(d.strip().lower() for d in raw if d.strip())
+    for domain in allowed:
+        if not DOMAIN.fullmatch(domain):
+            raise ConfigError(
+                f"allowed_domains: {domain!r} is not a domain name (give example.org, "
+                "without scheme, port or path)"
+            )
+    for seed in seeds:
+        host = urlsplit(seed).hostname or ""
+        if allowed and not any(host == d or host.endswith(f".{d}") for d in allowed):
+            raise ConfigError(f"seed {seed!r} is outside allowed_domains {','.join(allowed)}")
+    return allowed
 
 
 # Numeric settings: name -> (type, low, high). Checked before the crawl starts.
@@ -185,6 +227,9 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "RELEVANCE_FIT_TOKENS": (int, 0, None),
     "LINK_CONTEXT_CHARS": (int, 0, 100_000),
     "STORAGE_BATCH_SIZE": (int, 1, None),
+    "STORAGE_RETRIES": (int, 0, None),
+    "STORAGE_RETRY_DELAY": (float, 0.0, None),
+    "STORE_MIN_RELEVANCE": (float, 0.0, 1.0),  # relevance is in [0, 1]: above 1 stores nothing
     "CLOSESPIDER_PAGECOUNT": (int, 0, None),
     "CONCURRENT_REQUESTS": (int, 1, None),
     "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
@@ -209,6 +254,14 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
     "ENCODER_STORE_SIZE": (int, 0, None),
     "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
+    # Scrapy's, documented in the README ("Hardening"): Scrapy reads them with a traceback.
+    "DOWNLOAD_TIMEOUT": (float, 0.0, None),
+    "DOWNLOAD_MAXSIZE": (int, 0, None),
+    "DOWNLOAD_WARNSIZE": (int, 0, None),
+    "REDIRECT_MAX_TIMES": (int, 0, None),
+    "RETRY_TIMES": (int, 0, None),
+    "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),
+    "DOWNLOAD_DELAY": (float, 0.0, None),
 }
 
 
@@ -232,16 +285,14 @@ def check_settings(settings: Any) -> None:
             value = kind(raw)
         except (TypeError, ValueError):
             raise ConfigError(f"setting {name}={raw!r} is not {KIND_NAMES[kind]}") from None
+        if not math.isfinite(value):  # nan passes every bound
+            raise ConfigError(f"setting {name}={raw!r} is not a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
             bounds = (
                 f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
             )
             raise ConfigError(f"setting {name}={raw} is outside {bounds}")
-    if settings.get("STORE_MIN_RELEVANCE") not in (None, ""):
-        try:
-            float(settings.get("STORE_MIN_RELEVANCE"))
-        except (TypeError, ValueError):
-            raise ConfigError("setting STORE_MIN_RELEVANCE is not a number") from None
+    _check_feeds(settings)
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
         raise ConfigError(
@@ -250,24 +301,66 @@ def check_settings(settings: Any) -> None:
         )
 
 
+def _check_feeds(settings: Any) -> None:
+    """The local files of -o/-O (FEEDS) can be written. Scrapy opens them at the first page; a
+    path it cannot write fails then, with a traceback for every page, and the crawl exits 0."""
+    for uri in map(str, settings.getdict("FEEDS")):
+        parts = urlsplit(uri)
+        if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
+            continue
+        path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
+        folder = path.parent  # made by Scrapy if missing: its nearest existing ancestor counts
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(f"cannot write the feed {uri!r}: {folder} is not a writable folder")
+
+
 def _job_file(settings: Any, name: str) -> Path | None:
     jobdir = settings.get("JOBDIR") if settings is not None else None
     return Path(jobdir, name) if jobdir else None
 
 
-def _resumed_crawl_id(settings: Any) -> str | None:
-    """A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store."""
+def _check_jobdir(settings: Any) -> None:
+    """JOBDIR is a directory the crawl can write (Scrapy would create it, with a traceback when
+    a file is in the way)."""
+    jobdir = settings.get("JOBDIR")
+    if not jobdir:
+        return
+    if Path(jobdir).exists() and not Path(jobdir).is_dir():
+        raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is a file, not a directory")
+    try:
+        Path(jobdir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot use JOBDIR {jobdir!r}: {exc.strerror}") from None
+    if not os.access(jobdir, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is not writable")
+
+
+def _job_record(settings: Any) -> dict[str, Any]:
+    """``JOBDIR/focused.json``: what a resumed crawl must reuse ({} for a new JOBDIR)."""
     path = _job_file(settings, "focused.json")
     if path is None or not path.exists():
-        return None
-    return json.loads(path.read_text(encoding="utf-8")).get("crawl_id")
+        return {}
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: also JSON and UTF-8 errors
+        record = None
+    if not isinstance(record, dict):
+        raise ConfigError(
+            f"JOBDIR {str(path.parent)!r} is not a job directory of this crawler: "
+            f"{path.name} cannot be read; use a new JOBDIR"
+        )
+    return record
+
+
+def _resumed_crawl_id(settings: Any) -> str | None:
+    """A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store."""
+    return _job_record(settings).get("crawl_id")
 
 
 def _check_resumed_strategy(settings: Any, strategy: str) -> None:
-    path = _job_file(settings, "focused.json")
-    if path is None or not path.exists():
-        return
-    saved = json.loads(path.read_text(encoding="utf-8")).get("strategy")
+    saved = _job_record(settings).get("strategy")
     if saved and saved != strategy:
         raise ConfigError(
             f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
@@ -289,6 +382,18 @@ def _check_shared_frontier(settings: Any, strategy: str, args: Mapping[str, str]
     from focused.distributed import check_frontier  # imports redis: only when asked for
 
     check_frontier(str(url))
+
+
+def check_store(settings: Any) -> None:
+    """The store opens: an SQLite file that can be made, a MongoDB server that answers. Run
+    once before the crawl starts; a store that fails later stops the crawl
+    (``store_unreachable``)."""
+    from focused.storage import StoreError, open_store  # pymongo: only when asked for
+
+    try:
+        open_store(settings).close()
+    except StoreError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def remember_job(settings: Any, config: CrawlConfig) -> None:

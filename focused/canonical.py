@@ -40,6 +40,9 @@ FINGERPRINT_CACHE_SIZE = 200_000
 # RFC 3986 unreserved characters: percent-encoding them changes nothing, so they are decoded.
 UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+# What Twisted's HTTP client sends: printable ASCII. A host with a space in it passes urlsplit
+# and safe_url_string, and then fails in the downloader (its robots.txt with a traceback).
+SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
 
 
 def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:

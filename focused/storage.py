@@ -510,7 +510,13 @@ class MongoStore(Store):
                     f"MongoDB URI {_redact(uri)!r} is invalid: {_summary(exc)}"
                 ) from exc
         self._client = client
-        db = client[database]
+        try:
+            db = client[database]
+        except PyMongoError as exc:  # InvalidName: a space, a dot, a slash...
+            self.close()
+            raise StoreError(
+                f"MongoDB database name {database!r} is invalid: {_summary(exc)}"
+            ) from exc
         self._pages: Collection = db["pages"]
         self._crawls: Collection = db["crawls"]
         try:

@@ -31,7 +31,7 @@ import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
 
-from focused.arguments import CrawlConfig, parse_arguments, remember_job
+from focused.arguments import CrawlConfig, check_store, parse_arguments, remember_job
 from focused.canonical import canonicalize, drop_params_setting
 from focused.extract import Link, extract_page
 from focused.hygiene import is_html_type, skip_reason
@@ -63,6 +63,7 @@ class TopicalSpider(scrapy.Spider):
         config = parse_arguments(kwargs, settings)
         if config.render != "never":
             check_browser(settings)
+        check_store(settings)
         return config
 
     @classmethod

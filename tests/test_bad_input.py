@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from focused.arguments import parse_arguments
 from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -96,6 +97,34 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"HEAD_CHECK": "sometimes"}, "HEAD_CHECK='sometimes' is not true or false"),
         (GOOD, {"FOCUSED_GC_FREEZE": "maybe"}, "FOCUSED_GC_FREEZE='maybe' is not true"),
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
+        # URLs the downloader cannot send: each failed in the crawl, with a traceback.
+        ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
+        ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
+        ({**GOOD, "seeds": "http://[::1/wiki/Bird"}, {}, "is not a valid URL"),
+        ({**GOOD, "seeds": "http://exa mple.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # Seeds the offsite filter drops: the crawl fetched nothing and exited 0.
+        ({**GOOD, "allowed_domains": "http://127.0.0.1:9/"}, {}, "is not a domain name"),
+        ({**GOOD, "allowed_domains": "example.org"}, {}, "is outside allowed_domains"),
+        (GOOD, {"RELEVANCE_THRESHOLD": "nan"}, "RELEVANCE_THRESHOLD='nan' is not a finite number"),
+        (GOOD, {"STORE_MIN_RELEVANCE": "2"}, "STORE_MIN_RELEVANCE=2 is outside [0.0, 1.0]"),
+        (GOOD, {"STORAGE_RETRIES": "x"}, "STORAGE_RETRIES='x' is not an integer"),
+        (GOOD, {"STORAGE_RETRY_DELAY": "x"}, "STORAGE_RETRY_DELAY='x' is not a number"),
+        (GOOD, {"DOWNLOAD_TIMEOUT": "x"}, "DOWNLOAD_TIMEOUT='x' is not a number"),
+        (GOOD, {"DOWNLOAD_MAXSIZE": "10MB"}, "DOWNLOAD_MAXSIZE='10MB' is not an integer"),
+        (GOOD, {"REDIRECT_MAX_TIMES": "x"}, "REDIRECT_MAX_TIMES='x' is not an integer"),
+        (GOOD, {"CONCURRENT_REQUESTS_PER_DOMAIN": "0"}, "CONCURRENT_REQUESTS_PER_DOMAIN=0 is"),
+        # A store that cannot be opened: the crawl started, then failed with a traceback.
+        (GOOD, {"MONGO_URI": "mongo://127.0.0.1"}, "MongoDB URI 'mongo://127.0.0.1' is invalid"),
+        (
+            GOOD,
+            {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_TIMEOUT_MS": "200"},
+            "cannot reach the server within 200 ms",
+        ),
+        (
+            GOOD,
+            {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_DATABASE": "a b"},
+            "MongoDB database name 'a b' is invalid",
+        ),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
@@ -165,3 +194,78 @@ def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
     assert len(robots) == 1 and refused in robots[0], log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("FOCUSED_DB", "cannot open the database"),  # a directory, not a database file
+        ("JOBDIR", "is not a job directory"),  # a JOBDIR whose focused.json is not JSON
+    ],
+)
+def test_a_store_or_jobdir_that_cannot_be_used_gives_one_line(tmp_path, setting, message):
+    unusable = tmp_path / "unusable"
+    unusable.mkdir()
+    (unusable / "focused.json").write_text("{not json", encoding="utf-8")
+    settings = {"FOCUSED_DB": tmp_path / "pages.sqlite3", setting: unusable}
+    result = run(GOOD, settings)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_jobdir_that_is_a_file_gives_one_line(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine", encoding="utf-8")
+    for jobdir in (a_file, a_file / "job"):
+        result = run(GOOD, {"FOCUSED_DB": tmp_path / "pages.sqlite3", "JOBDIR": jobdir})
+        assert result.returncode == 2, result.stderr[-3000:]
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: cannot use JOBDIR"), lines
+    assert a_file.read_text(encoding="utf-8") == "mine"
+
+
+def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
+    seeds_file = tmp_path / "seeds.txt"
+    seeds_file.write_text(
+        "# birds\nhttp://127.0.0.1:9/wiki/Bird\n  # the sea birds, indented\n", encoding="utf-8"
+    )
+    config = parse_arguments({"query": "birds", "seeds_file": str(seeds_file)})
+    assert config.seeds == ("http://127.0.0.1:9/wiki/Bird",)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["-a", "query"], "error: Invalid -a value, use -a NAME=VALUE"),
+        (["-s", "CLOSESPIDER_PAGECOUNT"], "error: Invalid -s value, use -s NAME=VALUE"),
+        (["-O", "pages.xyz"], "error: Unrecognized output format 'xyz'"),
+        (["topical"], "error: give one spider"),
+    ],
+)
+def test_a_malformed_option_gives_one_line(extra, message):
+    """Scrapy's usage errors printed its usage first (four lines); a second spider name came
+    after logging had started."""
+    command = scrapy_command(*crawl_args(GOOD, {}), *extra)
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), lines
+
+
+def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
+    """-O under a file: each page's export failed with a traceback, and the crawl exited 0."""
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine", encoding="utf-8")
+    output = a_file / "pages.jsonl"
+    command = scrapy_command(*crawl_args(GOOD, {"FOCUSED_DB": tmp_path / "db"}), "-O", output)
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: cannot write the feed"), lines
+    assert a_file.read_text(encoding="utf-8") == "mine"

@@ -281,3 +281,25 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
     }
     assert len(calendar) <= TRAP_CAP, sorted(calendar)
     assert "focused/trap/dropped" in final.stderr
+
+
+def test_a_forced_stop_exits_non_zero_and_resumes(tmp_path, sample_graph):
+    """A second Ctrl-C stops the crawl uncleanly (Scrapy stops the reactor without closing the
+    spider): it exited 0, as if the crawl had ended. It is a crash, resumed like one."""
+    server = ReplayServer(sample_graph, delay=0.2).start()
+    command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30)
+    try:
+        run = start_until_fetched(command, server, 8, stderr=subprocess.PIPE)
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=120)
+        assert b"forcing unclean shutdown" in stderr, stderr[-3000:]
+        assert run.returncode == 1, stderr[-3000:]
+        resumed = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        server.stop()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Resuming crawl" in resumed.stderr

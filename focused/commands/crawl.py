@@ -8,7 +8,8 @@ started logging would otherwise have no log at all.
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
-``store_unreachable``) exits with status 1, as does a crawl that could fetch none of its seeds.
+``store_unreachable``) exits with status 1, as does a crawl that could fetch none of its seeds
+and one stopped uncleanly by a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
@@ -37,9 +39,14 @@ class Command(ScrapyCrawlCommand):
     crawler: Crawler | None = None
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
-        if len(args) != 1:
-            return  # Scrapy's own usage error follows
+        try:
+            super().process_options(args, opts)
+        except UsageError as exc:  # Scrapy prints its usage before the message: one line here
+            self._fail(str(exc))
+        if not args:
+            return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
+        if len(args) > 1:  # Scrapy would say so only once logging has started
+            self._fail(f"give one spider to crawl, not {len(args)}: {' '.join(args)}")
         try:
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
@@ -59,7 +66,10 @@ class Command(ScrapyCrawlCommand):
         super().run(args, opts)
         if self.crawler is not None and self.exitcode == 0:
             stats = self.crawler.stats
-            failed = stats.get_value("finish_reason") in FAILED_CLOSE_REASONS
+            reason = stats.get_value("finish_reason")
+            # No reason: the spider never closed, i.e. a second Ctrl-C stopped the reactor (an
+            # unclean stop, resumed like a crash), which Scrapy ends with status 0.
+            failed = reason is None or reason in FAILED_CLOSE_REASONS
             if failed or stats.get_value(SEEDS_UNREACHABLE):
                 self.exitcode = 1
 
