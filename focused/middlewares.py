@@ -40,7 +40,7 @@ from twisted.internet.threads import deferToThread
 
 from focused.encoder import open_link_encoder
 from focused.items import PageItem
-from focused.resume import add_to_counter
+from focused.resume import TopicJournal, add_to_counter
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
@@ -63,6 +63,8 @@ class RelevanceMiddleware:
         self._strategy = None
         self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
         self._reads_link_scores = True
+        jobdir = crawler.settings.get("JOBDIR")
+        self._topic_journal = TopicJournal(jobdir) if jobdir else None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
@@ -72,6 +74,12 @@ class RelevanceMiddleware:
         return middleware
 
     def spider_opened(self, spider: Spider) -> None:
+        if self._topic_journal is not None and getattr(spider, "shared", None) is None:
+            # After kill -9 the model is the last clean close's, or a new one: the seed texts
+            # it lacks come back (a shared crawl keeps them in Redis).
+            restored = self._topic_journal.restore(self.model)
+            if restored:
+                self.stats.set_value("focused/resume/topic_texts_restored", restored)
         self._strategy = load_object(self.crawler.settings["SCHEDULER_PRIORITY_QUEUE"])
         if getattr(self._strategy, "link_encoder", False):
             self._encoder = open_link_encoder(
@@ -147,8 +155,8 @@ class RelevanceMiddleware:
         """Seed pages join the topic; in a shared crawl, those fetched by any process."""
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is None:
-            if is_seed:
-                self.model.add_topic_text(text, language)
+            if is_seed and self.model.add_topic_text(text, language) and self._topic_journal:
+                self._topic_journal.append(text, language)  # for a resume after a crash
             return
         # Every process must score against the same topic, or their scores, which order one
         # shared frontier, would not be comparable.

@@ -637,8 +637,13 @@ class RelevanceModel:
 
     # -- learning ------------------------------------------------------------------------------
 
-    def add_topic_text(self, text: str, language: str | None = None) -> None:
-        """Make a seed page's text part of the topic.
+    @property
+    def topic_texts(self) -> int:
+        """How many texts joined the topic beside the query (``add_topic_text``)."""
+        return len(self._topic) - 1
+
+    def add_topic_text(self, text: str, language: str | None = None) -> bool:
+        """Make a seed page's text part of the topic; False if it has no token to add.
 
         Takes effect at once: before the first fit the bootstrap dictionary is rebuilt with the
         new words; after it, the topic vectors are recomputed in the current (frozen) spaces, and
@@ -646,7 +651,7 @@ class RelevanceModel:
         """
         tokens = self.page_tokens(text, language)
         if not tokens:
-            return
+            return False
         with self._lock:
             self._topic.append(tokens)
             snap = self._snapshot
@@ -656,6 +661,7 @@ class RelevanceModel:
                 )
             else:
                 self._snapshot = _bootstrap(self._topic)
+        return True
 
     def observe(self, text: str, language: str | None = None) -> None:
         """Add a fetched page, its first ``fit_tokens`` tokens, to the training buffer (the last

@@ -25,12 +25,18 @@ What a crash can cut off, and where it is kept instead:
   ``discovery``), are written through to ``JOBDIR/counters.sqlite3`` as they change
   (``CrawlCounters``), so that the budget counts every response fetched before the crash and
   links found after it are numbered after those queued before it.
+- **The topic**: the relevance model is saved only on a clean close, and the seeds are not
+  fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
+  (``TopicJournal``) and rejoin it on restart.
 
-Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash).
+Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash),
+``focused/resume/topic_texts_restored`` (seed texts back in the topic).
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +57,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from focused.relevance import RelevanceModel
+
 # Signal: request_finished(request). The request's outcome is safe; it need not be fetched
 # again after a crash.
 request_finished = object()
@@ -67,6 +75,50 @@ links_yielded = object()
 counter_changed = object()
 
 COUNTERS_FILE = "counters.sqlite3"  # under JOBDIR
+TOPIC_FILE = "topic.jsonl"  # under JOBDIR
+
+
+class TopicJournal:
+    """The seed texts that joined the topic, in ``JOBDIR/topic.jsonl``, one JSON line each,
+    synced as each joins. After ``kill -9`` there is no saved model and the seeds are not
+    fetched again: a model rebuilt from the query alone would judge the rest of the crawl
+    against a far weaker topic (on the test sample, 4-7 relevant pages after the resume
+    against 17-19 after a clean pause)."""
+
+    def __init__(self, jobdir: str | Path) -> None:
+        self.path = Path(jobdir, TOPIC_FILE)
+
+    def append(self, text: str, language: str | None) -> None:
+        line = json.dumps([text, language]).encode() + b"\n"
+        with self.path.open("a+b") as file:  # appends go to the end, wherever it has read
+            if file.seek(0, os.SEEK_END):
+                file.seek(-1, os.SEEK_END)
+                if file.read(1) != b"\n":  # a crash cut the last line: start a line of its own
+                    line = b"\n" + line
+            file.write(line)
+            file.flush()
+            os.fsync(file.fileno())
+
+    def texts(self) -> list[tuple[str, str | None]]:
+        """The texts in the order they joined, without a line a crash cut off."""
+        if not self.path.exists():
+            return []
+        texts = []
+        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                text, language = json.loads(line)
+            except ValueError:
+                continue
+            texts.append((text, language))
+        return texts
+
+    def restore(self, model: RelevanceModel) -> int:
+        """Add to ``model`` the texts it lacks (a model saved at a clean close holds those that
+        joined before it); returns how many."""
+        missing = self.texts()[model.topic_texts :]
+        for text, language in missing:
+            model.add_topic_text(text, language)
+        return len(missing)
 
 
 def add_to_counter(crawler: Crawler, name: str, amount: int = 1) -> int:

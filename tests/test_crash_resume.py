@@ -203,6 +203,39 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
     assert budget - (CONCURRENT + 1) <= len(pages) <= budget + CONCURRENT - 1, len(pages)
 
 
+def test_kill_9_then_resume_keeps_the_seeds_in_the_topic(tmp_path, sample_graph):
+    """A seed page's text joins the topic. After kill -9 no model was saved and the seed is not
+    fetched again: its text comes back from JOBDIR/topic.jsonl, and the model the resumed run
+    saves at its close holds it. (Without it the topic was the query alone, and the resumed
+    crawl found a third of the relevant pages a clean pause gives.)"""
+    from focused.relevance import RelevanceModel
+
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30)
+    try:
+        run = start_until_fetched(command, server, 15)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        assert not (tmp_path / "job" / "relevance").exists()  # nothing saved by the kill
+        final = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        assert final.returncode == 0, final.stderr[-3000:]
+    finally:
+        server.stop()
+    seed = f"/wiki/{BIRD_SEED}"
+    assert server.fetched.count(seed) == 1, "the seed is fetched by the killed run only"
+    assert "'focused/resume/topic_texts_restored': 1" in final.stderr, final.stderr[-3000:]
+    model = RelevanceModel.load(tmp_path / "job" / "relevance")
+    assert model.topic_texts == 1
+    # The seed was scored before it joined the topic; in the topic, it is far closer to it.
+    with sqlite3.connect(tmp_path / "focused.sqlite3") as conn:
+        (text, relevance), *_ = conn.execute(
+            "SELECT text, relevance FROM pages WHERE level = 0"
+        ).fetchall()
+    assert model.score(text).combined > relevance + 0.2, relevance
+
+
 TRAP_CAP = 3
 ARTICLES = 30
 

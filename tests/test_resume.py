@@ -92,3 +92,26 @@ def _reachable(graph, seed: str) -> set[str]:
                 seen.add(target)
                 todo.append(target)
     return seen
+
+
+def test_the_topic_journal_survives_a_cut_line_and_restores_only_what_a_model_lacks(tmp_path):
+    from focused.relevance import RelevanceModel
+    from focused.resume import TopicJournal
+
+    journal = TopicJournal(tmp_path)
+    journal.append("albatross seabird wings", "en")
+    with journal.path.open("ab") as file:
+        file.write(b'["petrel nesting bur')  # a crash in the middle of a write
+    journal.append("penguin colony eggs", None)
+    assert journal.texts() == [("albatross seabird wings", "en"), ("penguin colony eggs", None)]
+
+    saved = RelevanceModel("birds")  # as saved at a clean close after the first seed joined
+    saved.add_topic_text("albatross seabird wings", "en")
+    assert journal.restore(saved) == 1
+    assert saved.topic_texts == 2
+    fresh = RelevanceModel("birds")  # no model saved before the crash
+    assert journal.restore(fresh) == 2
+    assert (
+        fresh.score("penguin colony eggs").combined
+        > RelevanceModel("birds").score("penguin colony eggs").combined
+    )
