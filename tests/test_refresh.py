@@ -344,7 +344,7 @@ def small_store(tmp_path_factory) -> Path:
     [
         (("nosuch",), 1, "no crawl 'nosuch' in the SQLite store"),
         (("empty",), 1, "crawl empty has no stored pages to fetch again"),
-        ((), 2, "give one crawl id, not 0"),
+        ((), 2, "give the id of a crawl to recrawl (`scrapy crawls` lists them)"),
         (("c1", "c2"), 2, "give one crawl id, not 2: c1 c2"),
         (("c1", "--policy", "random"), 2, "--policy='random' is not one of: uniform, proportional"),
         (("c1", "--budget", "0"), 2, "--budget=0 is below its minimum 1"),

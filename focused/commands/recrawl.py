@@ -72,7 +72,9 @@ class Command(ScrapyCommand):
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
                     raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
-            if len(args) != 1:
+            if not args:
+                raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
+            if len(args) > 1:
                 raise ConfigError(f"give one crawl id, not {len(args)}: {' '.join(args)}")
             opts.policy = Param("uniform", choices=POLICIES).parse("--policy", opts.policy)
             parse_number(opts, "--budget", Param(1, low=1))
