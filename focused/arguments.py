@@ -51,7 +51,9 @@ class Param:
     """A strategy parameter given as ``-a name=value``.
 
     The type is the default's type; ``low``/``high`` bound numbers (inclusive), ``choices``
-    lists the allowed strings.
+    lists the allowed strings. ``works_with`` (another parameter, its value) is the only setting
+    under which the parameter has an effect: given with another, it is refused rather than
+    ignored.
     """
 
     default: float | int | str
@@ -59,6 +61,7 @@ class Param:
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] = ()
+    works_with: tuple[str, str] | None = None
 
     def parse(self, name: str, raw: str) -> float | int | str:
         kind = type(self.default)
@@ -123,6 +126,13 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         name: param.parse(name, args[name]) if name in args else param.default
         for name, param in spec.items()
     }
+    for name in sorted(spec.keys() & args.keys()):
+        if spec[name].works_with is not None:
+            other, needed = spec[name].works_with
+            if params[other] != needed:
+                raise ConfigError(
+                    f"{name} works only with {other}={needed}, not {other}={params[other]}"
+                )
     strategy_class(strategy).check_params(params)
     query = args.get("query", "").strip()
     topic_file = args.get("topic_file")

@@ -13,7 +13,8 @@ Parameters:
     cooling (str, default ``geometric``): ``geometric`` (T = t0 · factor^moves) or ``linear``
         (T = t0 · (1 - moves / budget), reaching 0 at the page budget CLOSESPIDER_PAGECOUNT,
         or after 1000 moves when there is no page budget).
-    factor (float, default 0.99): the geometric cooling factor per move.
+    factor (float, default 0.99): the geometric cooling factor per move (refused with
+        ``cooling=linear``).
 
 Cooling departs from the source by default. Only ``linear`` brings T to about 0 by the last
 iteration, as the source does, and that needs the budget known in advance. ``geometric`` is the
@@ -63,7 +64,13 @@ class AnnealingQueue(StrategyQueue):
     params = {
         "t0": Param(0.0, "starting temperature; 0 derives it from the first worse moves", low=0),
         "cooling": Param("geometric", "how T falls", choices=("geometric", "linear")),
-        "factor": Param(0.99, "geometric cooling factor per move", low=0.0, high=1.0),
+        "factor": Param(
+            0.99,
+            "geometric cooling factor per move",
+            low=0.0,
+            high=1.0,
+            works_with=("cooling", "geometric"),
+        ),
         "seed": Param(0, "random seed"),
     }
 

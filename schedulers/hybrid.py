@@ -15,10 +15,8 @@ Parameters:
         The thesis continues depth-first (``then=dfs``); the default ``bestfirst`` is this
         project's choice, not the thesis's.
     max_depth (int, default 5): with ``then=dfs``, links deeper than this are not queued (the
-        thesis's fixed depth), so it may not be below ``bfs_levels``. With ``then=bestfirst``
-        it has no effect (best-first has no depth limit), and a value given with it is
-        accepted all the same: the parameters reach ``check_params`` with their defaults
-        filled in, so a given value cannot be told from the default.
+        thesis's fixed depth), so it may not be below ``bfs_levels``. Best-first has no depth
+        limit: given with ``then=bestfirst``, it is refused.
 """
 
 from __future__ import annotations
@@ -48,7 +46,9 @@ class HybridQueue(StrategyQueue):
     params = {
         "bfs_levels": Param(2, "deepest level crawled breadth-first", low=0),
         "then": Param("bestfirst", "order below the BFS levels", choices=tuple(SECOND_ORDERS)),
-        "max_depth": Param(5, "with then=dfs, deepest level to queue", low=0),
+        "max_depth": Param(
+            5, "with then=dfs, deepest level to queue", low=0, works_with=("then", "dfs")
+        ),
     }
 
     @classmethod

@@ -36,6 +36,16 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "strategy": "dfs", "max_depth": "-1"}, {}, "max_depth=-1 is below its minimum 0"),
         ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
         (
+            {**GOOD, "strategy": "hybrid", "max_depth": "3"},
+            {},
+            "max_depth works only with then=dfs, not then=bestfirst",
+        ),
+        (
+            {**GOOD, "strategy": "annealing", "cooling": "linear", "factor": "0.9"},
+            {"CLOSESPIDER_PAGECOUNT": 50},
+            "factor works only with cooling=geometric, not cooling=linear",
+        ),
+        (
             {**GOOD, "strategy": "beam", "beam_width": "-2"},
             {},
             "beam_width=-2 is below its minimum 1",
