@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 from benchmarks import metrics
 from benchmarks.runner import REPO, report_head, run_scrapy
+from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import CommandLineParser, ConfigError, at_least_one
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.storage import SqliteStore, StoreError
@@ -268,11 +269,16 @@ def plot_curves(results: dict, strategies: list[str], topic: Topic, path: Path) 
     from matplotlib import pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for strategy in strategies:
+    # Twenty colours, so that no two of the strategies share one (the default cycle has ten);
+    # the references dashed, the default strategy drawn thicker.
+    colours = plt.get_cmap("tab20").colors
+    for index, strategy in enumerate(strategies):
         curve = results[strategy, topic.category].get("curve")
         if curve:
             style = "--" if strategy in ("oracle", "bfs") else "-"
-            ax.plot(range(1, len(curve) + 1), curve, style, label=strategy, linewidth=1.2)
+            width = 2.4 if strategy == DEFAULT_STRATEGY else 1.2
+            colour = colours[index % len(colours)]
+            ax.plot(range(1, len(curve) + 1), curve, style, color=colour, label=strategy, lw=width)
     ax.set_xlabel("pages fetched")
     ax.set_ylabel("harvest rate (relevant / fetched)")
     ax.set_ylim(0, 1.02)
