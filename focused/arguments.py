@@ -73,13 +73,19 @@ class Param:
             value = kind(raw)
         except ValueError:
             raise ConfigError(f"{name}={raw!r} is not {KIND_NAMES[kind]}") from None
-        if value != value or value in (float("inf"), float("-inf")):
+        if not _finite(value):
             raise ConfigError(f"{name}={raw!r} is not a finite number")
         if self.low is not None and value < self.low:
             raise ConfigError(f"{name}={raw} is below its minimum {self.low:g}")
         if self.high is not None and value > self.high:
             raise ConfigError(f"{name}={raw} is above its maximum {self.high:g}")
         return value
+
+
+def _finite(value: float) -> bool:
+    """Not nan or infinite. An int is always finite, and math.isfinite would overflow on one
+    too large for a float (a setting of 400 digits)."""
+    return isinstance(value, int) or math.isfinite(value)
 
 
 @dataclass(frozen=True)
@@ -295,7 +301,7 @@ def check_settings(settings: Any) -> None:
             value = kind(raw)
         except (TypeError, ValueError):
             raise ConfigError(f"setting {name}={raw!r} is not {KIND_NAMES[kind]}") from None
-        if not math.isfinite(value):  # nan passes every bound
+        if not _finite(value):  # nan passes every bound
             raise ConfigError(f"setting {name}={raw!r} is not a finite number")
         if (low is not None and value < low) or (high is not None and value > high):
             bounds = (

@@ -35,6 +35,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         ({**GOOD, "strategy": "dfs", "max_depth": "-1"}, {}, "max_depth=-1 is below its minimum 0"),
         ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
+        (GOOD, {"RELEVANCE_NUM_TOPICS": "1" + "0" * 400}, "RELEVANCE_NUM_TOPICS=1000"),
         (
             {**GOOD, "strategy": "hybrid", "max_depth": "3"},
             {},
