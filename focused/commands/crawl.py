@@ -14,8 +14,7 @@ and one stopped uncleanly by a second Ctrl-C.
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.exceptions import UsageError
@@ -24,6 +23,7 @@ from scrapy.spiderloader import get_spider_loader
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
+from focused.storecommand import USAGE_ERROR, fail
 from pipelines.storage import STORE_UNREACHABLE
 
 if TYPE_CHECKING:
@@ -73,15 +73,13 @@ class Command(ScrapyCrawlCommand):
             if failed or stats.get_value(SEEDS_UNREACHABLE):
                 self.exitcode = 1
 
-    def _fail(self, message: str) -> None:
-        line = f"error: {message}\n"
-        sys.stderr.write(line)
+    def _fail(self, message: str) -> NoReturn:
         log_file = self.settings.get("LOG_FILE")
         if log_file:
             try:
                 encoding = self.settings.get("LOG_ENCODING") or "utf-8"
                 with open(log_file, "a", encoding=encoding) as log:
-                    log.write(line)
+                    log.write(f"error: {message}\n")
             except OSError:
                 pass  # stderr has the line; an unwritable log is no reason for a traceback
-        sys.exit(2)
+        fail(message, USAGE_ERROR)
