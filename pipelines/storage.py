@@ -139,6 +139,8 @@ class StoragePipeline:
         crawl as interrupted rather than leave it ``running``. Pages not yet written stay
         unwritten; a JOBDIR crawl fetches them again on resume, as after a crash."""
         self._forced_stop_trigger = None
+        if self._crawl_goes_on("interrupted"):
+            return
         try:
             self.store.finish_crawl(
                 self.crawl_id,
@@ -203,6 +205,9 @@ class StoragePipeline:
             # the crawl would read as a topic with nothing to find.
             reason = NO_SEED_FETCHED
         status = crawl_status(reason)
+        if self._crawl_goes_on(status):
+            self.store.close()
+            return
         try:
             await self._retrying(
                 self.store.finish_crawl,
@@ -215,6 +220,24 @@ class StoragePipeline:
             logger.error("crawl %s could not be recorded as %s: %s", self.crawl_id, status, exc)
         finally:
             self.store.close()
+
+    def _crawl_goes_on(self, status: str) -> bool:
+        """Whether this process of a shared crawl stopped on its own (Ctrl-C, its store or
+        browser failing) while others go on with the crawl: the record is then left to them,
+        not marked interrupted under them. A crawl-wide end (``finished``: nothing pending
+        anywhere, the budget spent) is always recorded: a process killed a moment before may
+        still look alive."""
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is None or status != "interrupted":
+            return False
+        others = shared.other_workers()
+        if others:
+            logger.info(
+                "Crawl %s goes on in %d other process(es): they will record how it ends",
+                self.crawl_id,
+                others,
+            )
+        return bool(others)
 
     def _totals(self) -> dict[str, Any]:
         """The crawl's page counts for its record: the crawl's counters, in ``spider.state``
