@@ -325,11 +325,21 @@ def _check_feeds(settings: Any) -> None:
         if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
             continue
         path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
-        folder = path.parent  # made by Scrapy if missing: its nearest existing ancestor counts
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if path.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-            raise ConfigError(f"cannot write the feed {uri!r}: {folder} is not a writable folder")
+        check_output_file(path, f"the feed {uri!r}", makes_folders=True)  # Scrapy makes them
+
+
+def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> None:
+    """A file the command will write (a feed, ``scrapy report --png``) can be written into its
+    folder: refused before anything runs rather than failing once the work is done. With
+    ``makes_folders`` the missing folders are made by the writer: the nearest existing
+    ancestor counts."""
+    folder = path.parent
+    while makes_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if path.is_dir():
+        raise ConfigError(f"cannot write {what}: it is a folder")
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {what}: {folder} is not a writable folder")
 
 
 def _job_file(settings: Any, name: str) -> Path | None:

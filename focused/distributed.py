@@ -165,6 +165,17 @@ class SharedCrawl:
         value = self.run(self.redis.hget, self.key("counters"), name)
         return self._own[name] if value is None else int(value)
 
+    def other_workers(self) -> int:
+        """How many other processes of the crawl are alive: their heartbeat is at most
+        ``FOCUSED_WORKER_TIMEOUT`` old. Once Redis is lost, 0."""
+        now = self.run(self.redis.time, default=(0, 0))[0]
+        beats = self.run(self.redis.hgetall, self.key("workers"), default={})
+        timeout = self.crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
+        return sum(
+            worker.decode() != self.worker and now - int(beat) <= timeout
+            for worker, beat in beats.items()
+        )
+
     def publish_topic_text(self, text: str, language: str | None) -> None:
         """A seed page joins the topic of every process of the crawl, not only this one's."""
         self.run(self.redis.rpush, self.key("topic"), json.dumps([text, language]))

@@ -65,6 +65,10 @@ logger = logging.getLogger(__name__)
 # its finish reason.
 SEEDS_UNREACHABLE = "focused/seeds_unreachable"
 NO_SEED_FETCHED = "seeds_unreachable"
+# The finish reason recorded for a crawl stopped by a second Ctrl-C (or SIGTERM): Scrapy then
+# stops the reactor without closing the spider, so no close reason exists
+# (``pipelines.storage``); the ``crawl`` command exits with status 1.
+FORCED_SHUTDOWN = "forced_shutdown"
 
 
 def close_spider_now(crawler: Crawler, reason: str) -> Deferred[None]:

@@ -82,6 +82,10 @@ CRAWL_SCHEMA: dict[str, type] = {
     "pages": int,
     "relevant": int,
     "harvest_rate": float,
+    # When the latest run of a crawl started, if it is not the first (a JOBDIR resume, the
+    # crawl's id run again, another process of a shared crawl); started_at stays the first
+    # run's. Last, where SQLite adds it to a file written before it.
+    "resumed_at": str,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)
@@ -179,10 +183,21 @@ class Store(ABC):
     # -- writing -------------------------------------------------------------------------------
 
     def start_crawl(self, record: Mapping[str, Any]) -> None:
-        """Insert or replace the crawl record, with status ``running`` and no finish fields."""
-        crawl = _coerce(CRAWL_SCHEMA, {"started_at": _utc_now(), **record, "status": "running"})
+        """Insert or replace the crawl record, with status ``running`` and no finish fields.
+
+        A crawl already recorded (resumed, or run again under its id) keeps its first
+        ``started_at``; the record's own start becomes its ``resumed_at``.
+        """
+        crawl = _coerce(
+            CRAWL_SCHEMA,
+            {"started_at": _utc_now(), **record, "status": "running", "resumed_at": None},
+        )
         _require(crawl, "crawl_id")
         with self._failing(f"save crawl {crawl['crawl_id']}"):
+            earlier = self._find_crawls(crawl["crawl_id"], limit=1)
+            if earlier and earlier[0]["started_at"]:
+                crawl["resumed_at"] = crawl["started_at"]
+                crawl["started_at"] = earlier[0]["started_at"]
             self._put_crawl(crawl)
 
     def save_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
@@ -231,9 +246,14 @@ class Store(ABC):
             return self._find_crawls(None, limit=None)
 
     def latest_crawl_id(self) -> str | None:
+        """The crawl whose latest run started last: a crawl just resumed is the latest, though
+        ``crawls()`` lists it by its first start."""
         with self._failing("read crawls"):
-            found = self._find_crawls(None, limit=1)
-        return found[0]["crawl_id"] if found else None
+            found = self._find_crawls(None, limit=None)  # one record a crawl: few
+        latest = max(
+            found, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
+        )
+        return latest["crawl_id"] if latest else None
 
     def pages(
         self,
@@ -377,6 +397,7 @@ class SqliteStore(Store):
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SQLITE_SCHEMA)
             self._add_missing_columns("pages", PAGE_SCHEMA)
+            self._add_missing_columns("crawls", CRAWL_SCHEMA)
 
     def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
         """A file made by an older version lacks the newer fields: add them (as NULL)."""

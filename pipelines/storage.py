@@ -21,6 +21,10 @@ round trip to the server never stalls the reactor; SQLite is fast and its connec
 the thread that opened it, so it is called inline. Either way batches are written one at a time
 and in order, by a single writer (``_drain``).
 
+A second Ctrl-C stops the reactor without closing the spider: no ``close_spider``, no
+``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
+``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries.
+
 If a write still fails after the retries, the spider is closed with reason
 ``store_unreachable`` (the crawl record then says ``interrupted``) and ``process_item`` raises
 the ``StoreError``, so the page is not counted as done (``item_error``; under JOBDIR its
@@ -40,10 +44,16 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.utils.asyncio import run_in_thread, sleep
 from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet.defer import Deferred
 
 from focused.resume import recover_state
-from focused.stopping import NO_SEED_FETCHED, SEEDS_UNREACHABLE, close_spider_now
+from focused.stopping import (
+    FORCED_SHUTDOWN,
+    NO_SEED_FETCHED,
+    SEEDS_UNREACHABLE,
+    close_spider_now,
+)
 from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
 
 if TYPE_CHECKING:
@@ -85,6 +95,7 @@ class StoragePipeline:
         self._waiting: list[Deferred[None]] = []  # process_item calls waiting for a _drain
         self._failed = False  # gave up on the store: no more retries, spider closing
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
+        self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
@@ -114,6 +125,31 @@ class StoragePipeline:
         except StoreError:
             self.store.close()
             raise
+        # Only under a reactor (not in a test driving the pipeline on asyncio alone): importing
+        # the reactor module would install Twisted's default one.
+        if is_reactor_installed():
+            from twisted.internet import reactor
+
+            self._forced_stop_trigger = reactor.addSystemEventTrigger(
+                "before", "shutdown", self.forced_stop
+            )
+
+    def forced_stop(self) -> None:
+        """The reactor is stopping with the spider still open (a second Ctrl-C): record the
+        crawl as interrupted rather than leave it ``running``. Pages not yet written stay
+        unwritten; a JOBDIR crawl fetches them again on resume, as after a crash."""
+        self._forced_stop_trigger = None
+        if self._crawl_goes_on("interrupted"):
+            return
+        try:
+            self.store.finish_crawl(
+                self.crawl_id,
+                status="interrupted",
+                finish_reason=FORCED_SHUTDOWN,
+                **self._totals(),
+            )
+        except StoreError as exc:
+            logger.error("crawl %s could not be recorded as interrupted: %s", self.crawl_id, exc)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         """What ``write`` stores for an item."""
@@ -159,11 +195,19 @@ class StoragePipeline:
             )
 
     async def spider_closed(self, reason: str) -> None:
+        if self._forced_stop_trigger is not None:  # closed cleanly: recorded here
+            from twisted.internet import reactor
+
+            reactor.removeSystemEventTrigger(self._forced_stop_trigger)
+            self._forced_stop_trigger = None
         if reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
             # The spider's closed() found that no seed could be fetched: recorded as finished,
             # the crawl would read as a topic with nothing to find.
             reason = NO_SEED_FETCHED
         status = crawl_status(reason)
+        if self._crawl_goes_on(status):
+            self.store.close()
+            return
         try:
             await self._retrying(
                 self.store.finish_crawl,
@@ -176,6 +220,24 @@ class StoragePipeline:
             logger.error("crawl %s could not be recorded as %s: %s", self.crawl_id, status, exc)
         finally:
             self.store.close()
+
+    def _crawl_goes_on(self, status: str) -> bool:
+        """Whether this process of a shared crawl stopped on its own (Ctrl-C, its store or
+        browser failing) while others go on with the crawl: the record is then left to them,
+        not marked interrupted under them. A crawl-wide end (``finished``: nothing pending
+        anywhere, the budget spent) is always recorded: a process killed a moment before may
+        still look alive."""
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is None or status != "interrupted":
+            return False
+        others = shared.other_workers()
+        if others:
+            logger.info(
+                "Crawl %s goes on in %d other process(es): they will record how it ends",
+                self.crawl_id,
+                others,
+            )
+        return bool(others)
 
     def _totals(self) -> dict[str, Any]:
         """The crawl's page counts for its record: the crawl's counters, in ``spider.state``

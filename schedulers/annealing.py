@@ -37,7 +37,9 @@ Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``
 the one the next pop decides at).
 
 State saved on pause: the moves made, T0, the Δs it was derived from, the current pages and
-their fresh candidates, and the random generator.
+their fresh candidates, and the random generator. After a crash the moves are taken to be the
+fetches the crawl counted (its budget's responses, its fetch order), so that the schedule
+goes on from where the crawl is, as after a pause (a derived T0 is derived again).
 """
 
 from __future__ import annotations
@@ -129,9 +131,21 @@ class AnnealingQueue(StrategyQueue):
             t0 = self.initial_temperature(self._worse_sample)
             if self._seen >= T0_SAMPLE:
                 self._t0 = t0  # fixed from here on
+        moves = self._crawl_moves()
         if self.params["cooling"] == "linear":
-            return t0 * max(0.0, 1.0 - self._moves / self._budget)
-        return t0 * self.params["factor"] ** self._moves
+            return t0 * max(0.0, 1.0 - moves / self._budget)
+        return t0 * self.params["factor"] ** moves
+
+    def _crawl_moves(self) -> int:
+        """The moves the crawl has made, across resumes. They are saved only on a clean pause;
+        the page budget's count of responses and the fetch order, which the budget and the
+        store count, survive ``kill -9`` (``focused.resume``). A move is one fetch, so the crawl
+        has made at least as many: without this a crawl resumed after a crash cooled from T0
+        again and reached its budget hot. (Read here, not in ``restore``: the spider's state is
+        loaded after the scheduler opens.)"""
+        state = self.crawler.spider.state
+        self._moves = max(self._moves, state.get("responses", 0), state.get("pages", 0))
+        return self._moves
 
     # -- the queue -----------------------------------------------------------------------------
 

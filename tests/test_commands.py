@@ -442,11 +442,24 @@ def test_report_png(stored, sqlite, mongo, tmp_path):
     assert png_size(tmp_path / "mongo.png") == PNG_SIZE
 
 
-def test_report_png_into_a_missing_directory(stored, sqlite, tmp_path):
-    result = sqlite("report", "--png", str(tmp_path / "no" / "such" / "r.png"))
-    assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1].startswith("error: cannot write ")
-    assert "Traceback" not in result.stderr
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("no/such/r.png", "no/such is not a writable folder"),
+        ("a_file/r.png", "a_file is not a writable folder"),
+        (".", "it is a folder"),
+    ],
+)
+def test_report_png_that_cannot_be_written_is_a_bad_option(
+    stored, sqlite, tmp_path, target, message
+):
+    """Refused before the report, with exit status 2 as an unwritable -O file is for a crawl:
+    it printed the report, then exited 1 as if the store had failed."""
+    (tmp_path / "a_file").write_text("mine", encoding="utf-8")
+    png = tmp_path / target
+    one_line_error(sqlite("report", "--png", str(png)), 2, f"cannot write --png '{png}': ")
+    assert sqlite("report", "--png", str(png)).stderr.rstrip().endswith(message)
+    assert (tmp_path / "a_file").read_text(encoding="utf-8") == "mine"
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold, Reply, Site, html
-from tests.test_resume import _reachable
+from tests.test_resume import _crawl_id_of, _reachable
 
 CONCURRENT = 4
 
@@ -316,9 +316,10 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
     assert "focused/trap/dropped" in final.stderr
 
 
-def test_a_forced_stop_exits_non_zero_and_resumes(tmp_path, sample_graph):
+def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_graph):
     """A second Ctrl-C stops the crawl uncleanly (Scrapy stops the reactor without closing the
-    spider): it exited 0, as if the crawl had ended. It is a crash, resumed like one."""
+    spider): it exited 0, as if the crawl had ended, and its record stayed ``running``. It is a
+    crash, resumed like one."""
     server = ReplayServer(sample_graph, delay=0.2).start()
     command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30)
     try:
@@ -329,6 +330,14 @@ def test_a_forced_stop_exits_non_zero_and_resumes(tmp_path, sample_graph):
         _, stderr = run.communicate(timeout=120)
         assert b"forcing unclean shutdown" in stderr, stderr[-3000:]
         assert run.returncode == 1, stderr[-3000:]
+        stopped = Crawl(None, tmp_path / "focused.sqlite3", _crawl_id_of(tmp_path / "job"))
+        record = stopped.crawl_record()
+        assert (record["status"], record["finish_reason"]) == ("interrupted", "forced_shutdown")
+        # Its counts so far: a page scored at the stop may not be stored yet.
+        stored = len(stopped.pages())
+        assert stored > 0
+        assert stored <= record["pages"] <= stored + CONCURRENT
+        assert record["finished_at"] > record["started_at"]
         resumed = subprocess.run(
             command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
         )

@@ -181,6 +181,25 @@ def test_linear_cooling_reaches_zero_at_the_page_budget():
     assert queue.temperature() == 0.0
 
 
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_cooling_resumed_after_a_crash_goes_on_from_the_crawls_fetches(key, strategy):
+    """The moves are saved only on a clean pause; after kill -9 the queue came back with none,
+    while the page budget's count (``responses``) and the fetch order (``pages``) survive: the
+    resumed crawl cooled from T0 again and reached its budget hot (0.1 · (1 - 128/150) after a
+    kill at 23 responses, instead of 0)."""
+    queue = make_queue(strategy, key, t0=0.4, cooling="linear")
+    queue._budget = 10  # CLOSESPIDER_PAGECOUNT
+    # Loaded and recovered when the spider opens, after the scheduler (focused.resume).
+    queue.crawler.spider.state.update(responses=6, pages=5)
+    assert queue.temperature() == pytest.approx(0.4 * (1 - 6 / 10))
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    assert queue.state()["moves"] == 7  # saved at the next pause, from the crawl's count on
+    assert queue.stats.get_value(f"focused/{strategy}/temperature") == pytest.approx(0.12)
+    queue.crawler.spider.state["responses"] = 10
+    assert queue.temperature() == 0.0
+
+
 def test_threshold_accepts_exactly_when_delta_is_above_minus_t(key):
     queue = make_queue("threshold", key, t0=0.125, factor=1.0)  # T stays 0.125
     assert queue.accepts(-0.124, 0.125) and not queue.accepts(-0.125, 0.125)

@@ -586,6 +586,45 @@ def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, re
     assert sum(n - 1 for n in fetched.values()) <= 8
 
 
+def test_one_process_stopped_leaves_the_crawl_record_to_those_going_on(
+    tmp_path, sample_graph, redis_server
+):
+    """Ctrl-C on one process of a shared crawl recorded the whole crawl as interrupted
+    (shutdown) while the other process crawled on; the last process to close records it."""
+    budget = 80
+    # The first articles wait until both processes have joined; the one going on is slow, so
+    # that it is still crawling when the other has stopped.
+    server = GatedReplay(sample_graph, Gate(3), BIRD_SEED, delay=0.03).start()
+    db = tmp_path / "focused.sqlite3"
+    try:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": budget,
+            "CONCURRENT_REQUESTS": 2,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        stopped = start_worker(tmp_path, server, settings, "stopped")
+        going_on = start_worker(tmp_path, server, {**settings, "DOWNLOAD_DELAY": 0.3}, "going_on")
+        deadline = time.monotonic() + HOLD_TIMEOUT + 90
+        while time.monotonic() < deadline and len(wiki_fetches(server)) < 20:
+            time.sleep(0.05)
+        assert len(wiki_fetches(server)) >= 20, "the crawl did not get going"
+        stopped.send_signal(signal.SIGINT)
+        log = finish(stopped, timeout=60)
+        assert stopped.returncode == 0 and "Spider closed (shutdown)" in log, log[-3000:]
+        record = Crawl(None, db, "shared").crawl_record()
+        assert going_on.poll() is None, "the other process ended first: this proves nothing"
+        assert (record["status"], record["finish_reason"]) == ("running", None)
+        assert "Crawl shared goes on in 1 other process" in log
+        other_log = finish(going_on)
+    finally:
+        server.stop()
+    assert going_on.returncode == 0, other_log[-3000:]
+    record = Crawl(None, db, "shared").crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("finished", "closespider_pagecount")
+    assert record["pages"] == budget
+
+
 def test_a_page_is_done_only_after_its_links_are_queued(tmp_path, site, redis_server):
     # Were a page marked done before its links reach Redis, losing Redis in between would
     # lose the links for good: the page is not fetched again (the test below once lost

@@ -51,7 +51,8 @@ def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
         fetched_first = [p for p in server.fetched if p.startswith("/wiki/")]
         crawl_id = _crawl_id_of(tmp_path / "job")
         paused = Crawl(None, db, crawl_id)
-        assert paused.crawl_record()["status"] == "interrupted"
+        paused_record = paused.crawl_record()
+        assert paused_record["status"] == "interrupted"
         assert len(paused.pages()) == len(fetched_first)
         assert (tmp_path / "job" / "relevance" / "state.json").exists()  # the model it learnt
 
@@ -74,6 +75,9 @@ def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
     record = resumed.crawl_record()
     assert record["status"] == "finished"
     assert record["pages"] == len(pages)
+    # Started when the crawl began; the resume is on record beside it.
+    assert record["started_at"] == paused_record["started_at"]
+    assert record["resumed_at"] > paused_record["finished_at"]
     # The whole part of the sample reachable from the seed was crawled.
     assert len(pages) == len(_reachable(sample_graph, BIRD_SEED))
 

@@ -146,6 +146,7 @@ def check_round_trip(store: Store) -> None:
         "pages": None,
         "relevant": None,
         "harvest_rate": None,
+        "resumed_at": None,
     }
     assert list(started) == list(CRAWL_FIELDS)
 
@@ -173,6 +174,7 @@ def check_round_trip(store: Store) -> None:
         "pages": 3,
         "relevant": 3,
         "harvest_rate": 1.0,
+        "resumed_at": None,
     }
     stored = store.pages("c1", order="fetch_order")
     assert stored == pages
@@ -208,12 +210,17 @@ def check_crawls_newest_first(store: Store) -> None:
     store.start_crawl(crawl_record("oldest", "2024-05-01T00:00:00+00:00"))
     assert [c["crawl_id"] for c in store.crawls()] == ["newest", "middle", "oldest"]
     assert store.latest_crawl_id() == "newest"
-    # starting a crawl again (a resumed JOBDIR crawl) replaces its record: one record, running
+    # starting a crawl again (a resumed JOBDIR crawl) replaces its record: one record, running,
+    # still started when it first started, and the latest crawl (its last run started last)
     store.finish_crawl("middle", status="interrupted", finish_reason="shutdown", pages=7)
     store.start_crawl(crawl_record("middle", "2024-05-04T00:00:00+00:00"))
-    assert [c["crawl_id"] for c in store.crawls()] == ["middle", "newest", "oldest"]
+    assert [c["crawl_id"] for c in store.crawls()] == ["newest", "middle", "oldest"]
+    assert store.latest_crawl_id() == "middle"
     again = store.get_crawl("middle")
     assert (again["status"], again["finish_reason"], again["pages"]) == ("running", None, None)
+    assert again["started_at"] == "2024-05-02T00:00:00+00:00"
+    assert again["resumed_at"] == "2024-05-04T00:00:00+00:00"
+    assert store.get_crawl("newest")["resumed_at"] is None
 
 
 # -- both backends ---------------------------------------------------------------------------
@@ -378,6 +385,24 @@ def test_sqlite_schema(tmp_path):
         ["crawl_id", "relevance"],
         ["crawl_id", "url"],
     ]
+
+
+def test_an_older_sqlite_file_gains_resumed_at(tmp_path):
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    columns = ", ".join(name for name in CRAWL_FIELDS if name != "resumed_at")
+    conn.execute(f"CREATE TABLE crawls ({columns}, UNIQUE (crawl_id))")
+    conn.execute("INSERT INTO crawls (crawl_id, started_at) VALUES ('c1', '2024-05-01')")
+    conn.commit()
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        assert store.get_crawl("c1")["resumed_at"] is None
+        store.start_crawl(crawl_record("c1", "2024-05-02"))
+        crawl = store.get_crawl("c1")
+    finally:
+        store.close()
+    assert (crawl["started_at"], crawl["resumed_at"]) == ("2024-05-01", "2024-05-02")
 
 
 def test_sqlite_unopenable_path_is_a_store_error(tmp_path):

@@ -68,7 +68,8 @@ class Command(ScrapyCrawlCommand):
             stats = self.crawler.stats
             reason = stats.get_value("finish_reason")
             # No reason: the spider never closed, i.e. a second Ctrl-C stopped the reactor (an
-            # unclean stop, resumed like a crash), which Scrapy ends with status 0.
+            # unclean stop, resumed like a crash; recorded as FORCED_SHUTDOWN by the storage
+            # pipeline), which Scrapy ends with status 0.
             failed = reason is None or reason in FAILED_CLOSE_REASONS
             if failed or stats.get_value(SEEDS_UNREACHABLE):
                 self.exitcode = 1

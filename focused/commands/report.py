@@ -4,8 +4,10 @@ pages; ``--png FILE`` plots it. The figures come from ``focused.report``."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from focused.arguments import check_output_file
 from focused.errors import ConfigError
 from focused.report import (
     DECILES,
@@ -61,6 +63,8 @@ class Command(StoreCommand):
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) > 1:
             raise ConfigError(f"give at most one crawl id, not {len(args)}: {' '.join(args)}")
+        if opts.png:  # a bad option (exit 2), as an unwritable -O file is for `scrapy crawl`
+            check_output_file(Path(opts.png), f"--png {opts.png!r}")
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, args[0] if args else None)
@@ -78,7 +82,7 @@ class Command(StoreCommand):
                 draw_png(report, opts.png)
             except ImportError:
                 fail("--png needs matplotlib: pip install 'matplotlib>=3.7'", NOT_FOUND)
-            except OSError as exc:
+            except OSError as exc:  # checked writable, yet failed: a full disk...
                 fail(f"cannot write {opts.png}: {exc.strerror or exc}", NOT_FOUND)
             sys.stderr.write(f"plot written to {opts.png}\n")
 
