@@ -22,7 +22,7 @@ from w3lib.url import safe_url_string
 
 from focused.canonical import SENDABLE_URL, canonicalize
 from focused.errors import ConfigError
-from focused.languages import known_languages, language_code
+from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.strategies import STRATEGIES, strategy_class
 
@@ -39,8 +39,12 @@ GENERAL_ARGUMENTS = (
     "language",
 )
 # semantic: the only strategy that reaches issue 7's harvest target (README "Semantic link
-# scores"); without the encoder extra it runs as anchor, with one warning.
+# scores"). Without its sentence encoder (the extra not installed, a query not in English) it
+# runs as anchor would, below shark, the best strategy without the encoder (mean harvest@|rel|
+# 0.291 against 0.356, BENCHMARKS "The default without the encoder"): a crawl that names no
+# strategy then runs shark, and says so (``default_strategy``).
 DEFAULT_STRATEGY = "semantic"
+NO_ENCODER_STRATEGY = "shark"
 KIND_NAMES = {int: "an integer", float: "a number"}
 # allowed_domains are names the offsite filter compares hosts with: no scheme, path or port.
 DOMAIN = re.compile(r"[\w.-]+")
@@ -101,6 +105,7 @@ class CrawlConfig:
     crawl_id: str = field(default_factory=lambda: new_crawl_id())
     render: str = "never"
     language: str | None = None  # the query's, when given; else told from the query
+    strategy_note: str | None = None  # why a crawl that names no strategy runs this one
 
 
 # -a render=: a spider-level argument, parsed like a strategy parameter.
@@ -116,7 +121,22 @@ def new_crawl_id() -> str:
 def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlConfig:
     """Validate the ``-a`` arguments of the ``topical`` spider (and the settings it reads)."""
     args = {k: str(v) for k, v in kwargs.items() if not k.startswith("_")}  # _job: Scrapyd's
-    strategy = args.pop("strategy", DEFAULT_STRATEGY).strip()
+    query = args.get("query", "").strip()
+    topic_file = args.get("topic_file")
+    topic = query
+    if topic_file:
+        topic = f"{query}\n{_read_text(topic_file, 'topic_file')}".strip()
+    if not query and not topic_file:
+        raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
+    if not re.search(r"\w", topic):
+        raise ConfigError("the query has no words to match pages against")
+    language = _parse_language(args.get("language"))
+    given = args.pop("strategy", None)
+    strategy_note = None
+    if given is None:
+        strategy, strategy_note = default_strategy(args, settings, topic, language)
+    else:
+        strategy = given.strip()
     if strategy not in STRATEGIES:
         raise ConfigError(
             f"unknown strategy {strategy!r}; valid strategies: {', '.join(sorted(STRATEGIES))}"
@@ -140,15 +160,6 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
                     f"{name} works only with {other}={needed}, not {other}={params[other]}"
                 )
     strategy_class(strategy).check_params(params)
-    query = args.get("query", "").strip()
-    topic_file = args.get("topic_file")
-    topic = query
-    if topic_file:
-        topic = f"{query}\n{_read_text(topic_file, 'topic_file')}".strip()
-    if not query and not topic_file:
-        raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
-    if not re.search(r"\w", topic):
-        raise ConfigError("the query has no words to match pages against")
     seeds = _parse_seeds(args)
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
@@ -161,8 +172,33 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     _check_resumed_strategy(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
     _check_shared_frontier(settings, strategy, args)
-    language = _parse_language(args.get("language"))
-    return CrawlConfig(query, topic, seeds, strategy, params, allowed, crawl_id, render, language)
+    return CrawlConfig(
+        query, topic, seeds, strategy, params, allowed, crawl_id, render, language, strategy_note
+    )
+
+
+def default_strategy(
+    args: Mapping[str, str], settings: Any, topic: str, language: str | None
+) -> tuple[str, str | None]:
+    """The strategy of a crawl that names none, and why it is not ``DEFAULT_STRATEGY`` (None
+    when it is). A resumed JOBDIR crawl goes on with its own; arguments that tune
+    ``DEFAULT_STRATEGY`` mean it; otherwise ``NO_ENCODER_STRATEGY`` when the sentence encoder
+    cannot score this crawl's links."""
+    saved = _job_record(settings).get("strategy")
+    if saved in STRATEGIES:
+        return saved, None
+    if strategy_class(DEFAULT_STRATEGY).params.keys() & args.keys():
+        return DEFAULT_STRATEGY, None
+    from focused.encoder import unavailable  # numpy: only when asked for
+
+    reason = unavailable(query_language(topic, language))
+    if reason is None:
+        return DEFAULT_STRATEGY, None
+    return NO_ENCODER_STRATEGY, (
+        f"No strategy given and the sentence encoder {DEFAULT_STRATEGY} needs is unavailable "
+        f"({reason}): the crawl runs {NO_ENCODER_STRATEGY}, the best strategy without it "
+        f"(-a strategy={DEFAULT_STRATEGY} runs {DEFAULT_STRATEGY} anyway)"
+    )
 
 
 def _parse_language(raw: str | None) -> str | None:

