@@ -41,7 +41,7 @@ GENERAL_ARGUMENTS = (
 # semantic: the only strategy that reaches issue 7's harvest target (README "Semantic link
 # scores"). Without its sentence encoder (the extra not installed, a query not in English) it
 # runs as anchor would, below shark, the best strategy without the encoder (mean harvest@|rel|
-# 0.291 against 0.356, BENCHMARKS "The default without the encoder"): a crawl that names no
+# 0.291 against 0.357, BENCHMARKS "The default without the encoder"): a crawl that names no
 # strategy then runs shark, and says so (``default_strategy``).
 DEFAULT_STRATEGY = "semantic"
 NO_ENCODER_STRATEGY = "shark"
