@@ -171,7 +171,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
     _check_resumed_strategy(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
-    _check_shared_frontier(settings, strategy, args)
+    _check_shared_frontier(settings, strategy, params, topic, args)
     return CrawlConfig(
         query, topic, seeds, strategy, params, allowed, crawl_id, render, language, strategy_note
     )
@@ -429,7 +429,9 @@ def _check_resumed_strategy(settings: Any, strategy: str) -> None:
         )
 
 
-def _check_shared_frontier(settings: Any, strategy: str, args: Mapping[str, str]) -> None:
+def _check_shared_frontier(
+    settings: Any, strategy: str, params: Mapping[str, Any], topic: str, args: Mapping[str, str]
+) -> None:
     url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
     if not url:
         return
@@ -443,7 +445,7 @@ def _check_shared_frontier(settings: Any, strategy: str, args: Mapping[str, str]
         raise ConfigError("FOCUSED_FRONTIER and JOBDIR exclude each other: Redis keeps the crawl")
     from focused.distributed import check_frontier  # imports redis: only when asked for
 
-    check_frontier(str(url))
+    check_frontier(str(url), args["crawl_id"].strip(), strategy, params, topic)
 
 
 def check_store(settings: Any) -> None:

@@ -33,6 +33,7 @@ What was popped and not finished stays in Redis, so a restart resumes without lo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -54,7 +55,7 @@ from focused.resume import connect_request_done
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -77,16 +78,50 @@ def connect(url: str) -> redis.Redis:
     )
 
 
-def check_frontier(url: str) -> None:
-    """Raise ConfigError (one line) if ``url`` is not a Redis URL or the server does not answer."""
+def check_frontier(
+    url: str, crawl_id: str, strategy: str, params: Mapping[str, Any], topic: str
+) -> None:
+    """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer,
+    or the crawl ``crawl_id`` on it orders its frontier otherwise than this process would:
+    another strategy, other parameters or another topic. The first process records its
+    order; every process of a shared crawl must score alike, or the frontier mixes orders."""
     if url.partition("://")[0] not in REDIS_SCHEMES:
         raise ConfigError(f"setting FOCUSED_FRONTIER={url!r} is not a redis:// URL")
+    order = {
+        "strategy": strategy,
+        "params": dict(params),
+        "topic": hashlib.sha256(topic.encode()).hexdigest()[:16],  # short: it may be a file
+    }
+    described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
-        client.ping()
+        key = crawl_prefix(crawl_id) + "order"
+        client.set(key, described, nx=True)
+        recorded = client.get(key)
         client.close()
     except (redis.RedisError, ValueError) as exc:
         raise ConfigError(f"cannot reach the Redis frontier at {url}: {_summary(exc)}") from None
+    if recorded is None or recorded.decode() == described:
+        return
+    theirs = json.loads(recorded)
+    if theirs["topic"] != order["topic"]:
+        difference = "another query or topic_file"
+    else:
+        difference = f"strategy {_describe(theirs)}, this process {_describe(order)}"
+    raise ConfigError(
+        f"crawl {crawl_id} on {url} runs {difference}: give every process of a shared crawl "
+        "the same strategy, parameters and query, or another crawl_id"
+    )
+
+
+def _describe(order: Mapping[str, Any]) -> str:
+    params = ", ".join(f"{name}={value}" for name, value in sorted(order["params"].items()))
+    return f"{order['strategy']} ({params})" if params else order["strategy"]
+
+
+def crawl_prefix(crawl_id: str) -> str:
+    """The prefix of a shared crawl's Redis keys."""
+    return f"focused:{crawl_id}:"
 
 
 def _summary(exc: BaseException) -> str:
@@ -100,7 +135,7 @@ class SharedCrawl:
         self.crawler = crawler
         self.url = url
         self.redis = connect(url)
-        self.prefix = f"focused:{crawl_id}:"
+        self.prefix = crawl_prefix(crawl_id)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failed = False
         self._own: Counter[str] = Counter()

@@ -18,10 +18,13 @@ import numpy
 import pytest
 import redis
 from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import focused.settings
+from focused.arguments import parse_arguments
 from focused.distributed import FrontierAck, SharedCrawl
+from focused.errors import ConfigError
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
@@ -343,6 +346,29 @@ def test_a_strategy_that_runs_in_one_process_is_refused_in_one_line(tmp_path, si
     assert crawl.result.returncode == 2
     assert crawl.result.stderr.strip() == (
         "error: strategy beam keeps its order in one process: it cannot use FOCUSED_FRONTIER"
+    )
+    assert not site.fetched
+
+
+def test_a_process_that_would_order_the_crawl_otherwise_is_refused_in_one_line(
+    tmp_path, site, redis_server
+):
+    settings = Settings({"FOCUSED_FRONTIER": redis_server.url})
+    first = {**arguments(site, "semantic"), "crawl_id": "c", "link_weight": "0.5"}
+    parse_arguments(first, settings)  # the first process records the crawl's order
+    parse_arguments(first, settings)  # the same command again joins it
+    with pytest.raises(ConfigError, match=r"runs strategy semantic \(link_weight=0.5\), this "):
+        parse_arguments({**first, "link_weight": "0.7"}, settings)
+    with pytest.raises(ConfigError, match="runs another query or topic_file"):
+        parse_arguments({**first, "query": "steam locomotives"}, settings)
+    parse_arguments({**arguments(site, "bfs"), "crawl_id": "d"}, settings)  # another crawl
+    frontier = {"FOCUSED_FRONTIER": redis_server.url}
+    crawl = run_crawl(tmp_path, arguments(site, "bestfirst"), frontier, crawl_id="c")
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr == (
+        f"error: crawl c on {redis_server.url} runs strategy semantic (link_weight=0.5), this "
+        "process bestfirst: give every process of a shared crawl the same strategy, parameters "
+        "and query, or another crawl_id\n"
     )
     assert not site.fetched
 
