@@ -27,10 +27,12 @@ What a crash can cut off, and where it is kept instead:
   links found after it are numbered after those queued before it.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
-  (``TopicJournal``) and rejoin it on restart.
+  (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
+  read back from the store and learned again (``relearn``, at most ``RELEVANCE_MAX_DOCS``).
 
 Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash),
-``focused/resume/topic_texts_restored`` (seed texts back in the topic).
+``focused/resume/topic_texts_restored`` (seed texts back in the topic),
+``focused/resume/pages_relearned`` (stored pages the relevance model learned again).
 """
 
 from __future__ import annotations
@@ -275,6 +277,27 @@ class FinishMiddleware:
         links = [o for o in others if isinstance(o, Request)]
         self.crawler.signals.send_catch_log(links_yielded, page=response.request, links=links)
         return others + pages
+
+
+def relearn(model: RelevanceModel, pages: Iterable[dict[str, Any]]) -> int:
+    """Give ``model`` the stored pages it lacks (``text`` and ``language``, oldest first), and
+    refit it if that makes a refit due; returns how many pages it learned.
+
+    The model is saved only on a clean close, with ``spider.state``: after a crash it lacks the
+    pages stored since. Refit on the pages after the resume alone, its LSI space was that of
+    wherever the crawl had drifted by then, and it took off-topic pages for relevant ones (a
+    2,000-page bird crawl of the full graph, killed at 1,000: 34 relevant pages after the
+    resume, most of them herbs and spices, against 7 after a clean pause). The refit runs
+    before the first page is fetched, so that every page after the resume is scored by it.
+    """
+    learned = 0
+    for page in pages:
+        if page["text"]:  # a duplicate is stored without its text
+            model.observe(page["text"], page["language"])
+            learned += 1
+    if learned and model.refit_due:
+        model.refit()
+    return learned
 
 
 def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> None:

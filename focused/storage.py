@@ -100,12 +100,13 @@ FINISH_FIELDS: tuple[str, ...] = (
 )
 CRAWL_STATUSES: tuple[str, ...] = ("running", "finished", "interrupted")
 
-PageOrder = Literal["relevance", "fetch_order"]
+PageOrder = Literal["relevance", "fetch_order", "latest"]
 SortSpec = tuple[tuple[str, int], ...]  # (field, 1 ascending | -1 descending), pymongo style
 # Each order ends on a unique key so that both backends return ties in the same order.
 PAGE_SORTS: dict[str, SortSpec] = {
     "relevance": (("relevance", -1), ("fetch_order", 1), ("url", 1)),
     "fetch_order": (("fetch_order", 1), ("url", 1)),
+    "latest": (("fetch_order", -1), ("url", 1)),  # the last fetched first
 }
 CRAWL_SORT: SortSpec = (("started_at", -1), ("crawl_id", -1))  # newest first
 

@@ -47,7 +47,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet.defer import Deferred
 
-from focused.resume import recover_state
+from focused.resume import recover_state, relearn
 from focused.stopping import (
     FORCED_SHUTDOWN,
     NO_SEED_FETCHED,
@@ -109,12 +109,36 @@ class StoragePipeline:
 
     def recover_state(self, spider: Any) -> None:
         fields = ("url", "is_relevant", "fetch_order", "duplicate_of")
+        # The relevance model is saved with spider.state, at a clean close: it has learned the
+        # pages up to this fetch order.
+        learned = spider.state.get("pages", 0)
         try:
             pages = self.store.pages(self.crawl_id, order="fetch_order", fields=fields)
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return
         recover_state(spider.state, pages)
+        model = getattr(spider, "relevance", None)
+        if model is not None and spider.state["pages"] > learned:
+            self._relearn(model, learned, spider.state["pages"])
+
+    def _relearn(self, model: Any, learned: int, last: int) -> None:
+        """After a crash: the model learns the pages stored after ``learned`` (fetch order),
+        at most the ``max_docs`` it keeps."""
+        fields = ("fetch_order", "text", "language")
+        limit = min(last - learned, model.max_docs)
+        try:
+            newest = self.store.pages(self.crawl_id, order="latest", limit=limit, fields=fields)
+        except StoreError as exc:
+            logger.warning("Cannot give the relevance model the stored pages: %s", exc)
+            return
+        missing = [page for page in reversed(newest) if page["fetch_order"] > learned]
+        relearned = relearn(model, missing)
+        self.stats.set_value("focused/resume/pages_relearned", relearned)
+        logger.info(
+            "Relevance model: learned the %d pages stored since its last save (a crash)",
+            relearned,
+        )
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)

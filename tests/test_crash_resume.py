@@ -236,6 +236,38 @@ def test_kill_9_then_resume_keeps_the_seeds_in_the_topic(tmp_path, sample_graph)
     assert model.score(text).combined > relevance + 0.2, relevance
 
 
+def test_kill_9_then_resume_relearns_the_pages_stored_before_the_kill(tmp_path, sample_graph):
+    """The relevance model is saved only on a clean close. After kill -9 the resumed run must
+    learn from the pages stored before the kill, as the crawl's model had: refit on the pages
+    after the resume alone, its LSI space was that of wherever the crawl had drifted (a
+    2,000-page bird crawl of the full graph judged 34 pages relevant after the resume, most of
+    them herbs and spices, against 7 after a clean pause)."""
+    from focused.relevance import RelevanceModel
+
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=70)
+    try:
+        run = start_until_fetched(command, server, 40)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        assert not (tmp_path / "job" / "relevance").exists()  # nothing saved by the kill
+        with sqlite3.connect(tmp_path / "focused.sqlite3") as conn:
+            before = conn.execute("SELECT text, language FROM pages WHERE text != ''").fetchall()
+        final = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        assert final.returncode == 0, final.stderr[-3000:]
+    finally:
+        server.stop()
+    assert len(before) >= 30, len(before)
+    assert f"'focused/resume/pages_relearned': {len(before)}" in final.stderr, final.stderr[-3000:]
+    model = RelevanceModel.load(tmp_path / "job" / "relevance")
+    learned = set(model._buffer)
+    for text, language in before:
+        tokens = model.page_tokens(text, language)
+        assert " ".join(tokens[: model.fit_tokens]) in learned
+
+
 TRAP_CAP = 3
 ARTICLES = 30
 

@@ -256,6 +256,7 @@ def test_page_filters_and_orders(store):
     # ties on relevance go by fetch order; unscored pages come last
     assert urls() == ["1", "4", "3", "2", "5"]
     assert urls(order="fetch_order") == ["4", "2", "3", "1", "5"]
+    assert urls(order="latest", limit=3) == ["5", "1", "3"]  # a crash resume relearns these
     assert urls(min_relevance=0.5) == ["1", "4", "3"]
     assert urls(level=1) == ["3", "2"]
     assert urls(level=0) == ["1"]
