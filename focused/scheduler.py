@@ -13,7 +13,8 @@ Frontier-wide limits live here, so that every strategy gets them:
 
 - ``FRONTIER_MAX`` (default 1,000,000; 0 = unbounded): when a push makes the frontier larger,
   the lowest-ranked requests are evicted (the sources' MAX_BUFFER). Stat ``focused/evicted``;
-  a log line every 1,000 evictions.
+  a log line every 1,000 evictions, and a warning if the frontier then runs empty (evicted
+  links stay seen, so a small bound can end a crawl before its page budget).
 - ``MAX_PAGES_PER_HOST`` (default 0 = off): a request takes one of its host's slots when it
   comes up, check and count in one step; once the host's slots are taken, its requests are
   dropped when they come up (``focused/skipped/host_limit``). A request parked by
@@ -286,6 +287,17 @@ class FocusedScheduler(Scheduler):
             self.mqs.close()
         if self.traps is not None:
             self.traps.close()
+        evicted = self.stats.get_value("focused/evicted", 0) if self.stats else 0
+        if reason == "finished" and evicted:
+            # The crawl ran out of requests, not of budget: the evicted links, which stay seen,
+            # would have kept it going, and without this line it looks like a finished crawl.
+            logger.warning(
+                "The frontier ran empty after %d requests were evicted (FRONTIER_MAX=%d):"
+                " evicted links are not queued again, so the crawl ends here; raise"
+                " FRONTIER_MAX to go on",
+                evicted,
+                self.frontier_max,
+            )
         return super().close(reason)
 
     @staticmethod

@@ -113,6 +113,28 @@ def test_full_frontier_evicts_the_worst_counts_and_logs_once_per_thousand(tmp_pa
     scheduler.close("finished")
 
 
+@pytest.mark.parametrize("reason", ["finished", "closespider_pagecount"])
+def test_a_crawl_that_ran_dry_after_evictions_says_so_at_its_close(tmp_path, caplog, reason):
+    """Evicted links stay seen, so a small FRONTIER_MAX can end a crawl before its budget (a
+    2,500-page crawl of the full graph with FRONTIER_MAX=300 closed "finished" at 1,728 pages).
+    That end, and only that one, gets a warning naming the cause."""
+    scheduler, _ = make_scheduler(tmp_path, False, FRONTIER_MAX=10)
+    for i in range(25):
+        scheduler.enqueue_request(scrapy.Request(f"http://t/u{i}", meta={"depth": 1}))
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.WARNING, logger="focused.scheduler"):
+        scheduler.close(reason)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    if reason == "finished":
+        assert warnings == [
+            "The frontier ran empty after 15 requests were evicted (FRONTIER_MAX=10): evicted"
+            " links are not queued again, so the crawl ends here; raise FRONTIER_MAX to go on"
+        ]
+    else:
+        assert warnings == []
+
+
 # -- per-host limits ---------------------------------------------------------------------------
 
 
