@@ -191,6 +191,25 @@ async def settle(page: Page, timeout_ms: int) -> None:
         await page.wait_for_load_state("networkidle", timeout=timeout_ms)
 
 
+class _PageFailureInOneLine(logging.Filter):
+    """scrapy-playwright logs each page the browser could not load (a timeout, a refused
+    connection) with its traceback and Playwright's call log, some forty lines for one page
+    skipped (``focused/skipped/download_error``). Here it is the first line, which names the
+    request and the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and _is_browser_error(record.exc_info[1]):
+            record.msg, record.args = record.getMessage().splitlines()[0], None
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _is_browser_error(exception: BaseException | None) -> bool:
+    from playwright.async_api import Error as BrowserError
+
+    return isinstance(exception, BrowserError)
+
+
 class RenderMiddleware:
     """Decides which requests the browser renders (downloader middleware; the spider enables
     it when ``render`` is not ``never``)."""
@@ -206,6 +225,9 @@ class RenderMiddleware:
         self.max_redirects = settings.getint("REDIRECT_MAX_TIMES")
         self.drop_params = drop_params_setting(settings)
         self._closing: Deferred[None] | None = None  # keeps the close task referenced
+        browser_logger = logging.getLogger("scrapy-playwright")
+        if not any(isinstance(f, _PageFailureInOneLine) for f in browser_logger.filters):
+            browser_logger.addFilter(_PageFailureInOneLine())
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderMiddleware:
@@ -276,7 +298,5 @@ class RenderMiddleware:
 
 
 def _is_launch_failure(exception: Exception) -> bool:
-    from playwright.async_api import Error as BrowserError
-
     # Playwright prefixes each error with the call that failed.
-    return isinstance(exception, BrowserError) and str(exception).startswith("BrowserType.launch")
+    return _is_browser_error(exception) and str(exception).startswith("BrowserType.launch")

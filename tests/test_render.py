@@ -32,6 +32,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs i
 BIRDS = ("albatross", "puffin", "penguin")
 PLAIN = ("heron", "stork", "crane")
 API_DELAY_S = 1.0  # the settle (FOCUSED_RENDER_SETTLE_MS) waits for it; without it, no links
+STUCK_S = 5.0  # longer than the navigation timeout of the test that uses it
 WORDS = "birds feathers wings nests eggs flight plumage beaks songs migration " * 8
 
 APP = """<!doctype html><html><head><title>Bird app</title>
@@ -90,6 +91,10 @@ class Site:
                     self.send_header("Location", site.redirects[self.path])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
+                    return
+                if self.path.startswith("/stuck/"):
+                    time.sleep(STUCK_S)  # a script that never comes: the load event never fires
+                    self.send_error(504)
                     return
                 if self.path not in site.pages:
                     self.send_error(404)
@@ -256,6 +261,28 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     assert stat_value(log, "robotstxt/forbidden") == 1
     assert stat_value(log, "offsite/filtered") == 2
     assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
+
+
+def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
+    """A page whose load never ends is skipped with one warning line, not a traceback and
+    Playwright's call log; the crawl goes on."""
+    stuck = '<html><head><script src="/stuck/app.js"></script></head><body></body></html>'
+    js_site.pages["/stuck.html"] = ("text/html", stuck)
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/stuck.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 5, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
+    result = run_crawl(tmp_path, arguments, settings)
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert "Traceback" not in log and "Call log" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 1 and "/stuck.html" in warnings[0] and "Timeout" in warnings[0]
+    assert stat_value(log, "focused/skipped/download_error") == 1
+    assert "plain.html" in stored_paths(result)
 
 
 def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site):
