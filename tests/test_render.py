@@ -285,6 +285,23 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     assert "plain.html" in stored_paths(result)
 
 
+def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
+    stuck = '<html><head><script src="/stuck/app.js"></script></head><body></body></html>'
+    js_site.pages["/stuck.html"] = ("text/html", stuck)
+    arguments = {
+        "query": "birds",
+        "seeds": f"{js_site.url}/stuck.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000})
+    assert result.result.returncode == 1, result.result.stderr[-3000:]
+    log = result.result.stderr.splitlines()
+    at = next(i for i, line in enumerate(log) if "No seed could be fetched" in line)
+    assert log[at].endswith(f"{js_site.url}/stuck.html (Page.goto: Timeout 1000ms exceeded.)")
+    assert log[at + 1].startswith("20"), log[at : at + 4]  # the next is a line of its own
+
+
 def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site):
     """Chromium launches for the check before the crawl, then no more: the crawl stops."""
     marker = tmp_path / "launched-once"
