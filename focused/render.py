@@ -14,7 +14,7 @@ another URL is not taken: that URL is requested in turn (``RenderMiddleware._red
 Scrapy's ``RedirectMiddleware`` requests a plain page's target.
 
 Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
-``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) stay plain.
+``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) and ``HEAD_CHECK``'s HEAD requests stay plain.
 
 The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` launches it once
 before the crawl starts, so a missing browser is a one-line error; a browser that fails to
@@ -234,7 +234,9 @@ class RenderMiddleware:
         return cls(crawler, crawler.spider.config.render)
 
     def process_request(self, request: Request) -> None:
-        if request.callback is NO_CALLBACK:
+        # A browser renders pages: not robots.txt, nor HEAD_CHECK's HEAD (which Chromium would
+        # fetch as a whole GET, and lose the page on a server that refuses HEAD).
+        if request.callback is NO_CALLBACK or request.method != "GET":
             return
         if self.mode == "always":
             request.meta["playwright"] = True
@@ -263,6 +265,7 @@ class RenderMiddleware:
         if (
             self.mode == "auto"
             and request.callback is not NO_CALLBACK
+            and request.method == "GET"
             and 200 <= response.status < 300
             and isinstance(response, HtmlResponse)
             and looks_script_built(response, self.min_words, self.min_links)

@@ -354,3 +354,16 @@ def test_a_browser_redirect_counts_once_against_redirect_max_times():
             render(again, landed, http_redirect=http_redirect)
     same = HtmlResponse(f"{page}#top", body=b"<html></html>")  # the same page: taken
     assert middleware.process_response(Request(page, meta={"playwright": True}), same) is same
+
+
+@pytest.mark.parametrize("mode", ["always", "auto"])
+def test_head_check_requests_are_not_rendered(mode):
+    """HEAD_CHECK's HEAD before each GET: Chromium would navigate to the page (a whole GET,
+    each page rendered twice) and fail on a server that refuses HEAD, losing the page."""
+    thresholds = {"FOCUSED_RENDER_AUTO_MIN_WORDS": 50, "FOCUSED_RENDER_AUTO_MIN_LINKS": 3}
+    middleware = RenderMiddleware(get_crawler(settings_dict=thresholds), mode)
+    head = Request("http://127.0.0.1/a.html", method="HEAD")
+    middleware.process_request(head)
+    assert "playwright" not in head.meta
+    app = HtmlResponse(head.url, body=APP.encode(), encoding="utf-8")  # looks script-built
+    assert middleware.process_response(head, app) is app
