@@ -17,6 +17,7 @@ which matches any page's words in their plain form. ``-a language=xx`` says it o
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pycld2
 import stopwordsiso
@@ -132,6 +133,9 @@ def query_language(query: str, language: str | None = None) -> str | None:
     """The query's language: ``language`` when given, else its letters', else CLD2's if sure."""
     if language:
         return language_code(language)
+    # A query typed or pasted decomposed (macOS file names, some Vietnamese input methods) has
+    # "u" and a combining horn where the letters below look for "ư"; the tokenizer composes too.
+    query = unicodedata.normalize("NFC", query)
     script = dominant_script(query)
     if script == "arabic":
         return "fa" if _PERSIAN_LETTERS.search(query) else detect(query) or "ar"

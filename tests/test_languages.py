@@ -366,6 +366,7 @@ def test_page_language_prefers_a_declaration_its_text_agrees_with() -> None:
         ("渡り鳥", "ja"),
         ("새", "ko"),
         ("chim di cư", "vi"),
+        (unicodedata.normalize("NFD", "chim di cư"), "vi"),  # typed decomposed
         ("sťahovavé vtáky hniezda", "sk"),
         ("birds", None),  # a word or two of plain Latin letters: unknown
     ],
