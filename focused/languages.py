@@ -84,8 +84,10 @@ def known_languages() -> frozenset[str]:
 
 def detect(text: str) -> str | None:
     """The language CLD2 finds in most of the text, or None when it finds none it trusts."""
-    # A lone surrogate (from a bad page) cannot be UTF-8: replaced rather than fatal.
-    sample = text[:DETECT_CHARS].encode("utf-8", "replace")
+    # CLD2 knows composed letters only: a page written decomposed (Vietnamese often is: "ư"
+    # as "u" and a combining horn) went undetected. A lone surrogate (from a bad page) cannot
+    # be UTF-8: replaced rather than fatal.
+    sample = unicodedata.normalize("NFC", text[:DETECT_CHARS]).encode("utf-8", "replace")
     try:
         reliable, _, found = pycld2.detect(sample)
     except pycld2.error:  # CLD2 refuses a few control characters

@@ -325,6 +325,7 @@ def test_fitted_model_keeps_the_ranking_and_its_language(tmp_path) -> None:
 def test_detect_each_language(language: str) -> None:
     assert detect(TEXTS[language]["on"]) == language
     assert detect(TEXTS[language]["off"]) == language
+    assert detect(unicodedata.normalize("NFD", TEXTS[language]["on"])) == language  # decomposed
 
 
 def test_detect_tells_slovak_from_czech() -> None:
