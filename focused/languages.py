@@ -61,6 +61,7 @@ _LANGUAGE_SCRIPT = {
     **dict.fromkeys(("hi", "mr", "ne", "sa"), "devanagari"),
     "th": "thai",
 }
+_LETTER = re.compile(r"[^\W\d_]")
 # Letters that give a short text's language away.
 _PERSIAN_LETTERS = re.compile("[\u067e\u0686\u0698\u06af\u06a9\u06cc]")  # پ چ ژ گ ک ی
 _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
@@ -105,6 +106,12 @@ def dominant_script(text: str) -> str | None:
     counts = {name: len(pattern.findall(sample)) for name, pattern in _SCRIPTS.items()}
     script = max(counts, key=counts.__getitem__)
     return script if counts[script] else None
+
+
+def no_latin_letters(text: str) -> bool:
+    """True when the text has letters and none of them is Latin: whatever its language (a
+    short query in Cyrillic or Devanagari the detector cannot name), it is not English."""
+    return _SCRIPTS["latin"].search(text) is None and _LETTER.search(text) is not None
 
 
 def page_language(declared: list[str | None], text: str) -> str | None:
