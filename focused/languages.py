@@ -17,6 +17,7 @@ which matches any page's words in their plain form. ``-a language=xx`` says it o
 from __future__ import annotations
 
 import re
+import unicodedata
 
 import pycld2
 import stopwordsiso
@@ -60,6 +61,7 @@ _LANGUAGE_SCRIPT = {
     **dict.fromkeys(("hi", "mr", "ne", "sa"), "devanagari"),
     "th": "thai",
 }
+_LETTER = re.compile(r"[^\W\d_]")
 # Letters that give a short text's language away.
 _PERSIAN_LETTERS = re.compile("[\u067e\u0686\u0698\u06af\u06a9\u06cc]")  # پ چ ژ گ ک ی
 _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
@@ -83,8 +85,10 @@ def known_languages() -> frozenset[str]:
 
 def detect(text: str) -> str | None:
     """The language CLD2 finds in most of the text, or None when it finds none it trusts."""
-    # A lone surrogate (from a bad page) cannot be UTF-8: replaced rather than fatal.
-    sample = text[:DETECT_CHARS].encode("utf-8", "replace")
+    # CLD2 knows composed letters only: a page written decomposed (Vietnamese often is: "ư"
+    # as "u" and a combining horn) went undetected. A lone surrogate (from a bad page) cannot
+    # be UTF-8: replaced rather than fatal.
+    sample = unicodedata.normalize("NFC", text[:DETECT_CHARS]).encode("utf-8", "replace")
     try:
         reliable, _, found = pycld2.detect(sample)
     except pycld2.error:  # CLD2 refuses a few control characters
@@ -102,6 +106,12 @@ def dominant_script(text: str) -> str | None:
     counts = {name: len(pattern.findall(sample)) for name, pattern in _SCRIPTS.items()}
     script = max(counts, key=counts.__getitem__)
     return script if counts[script] else None
+
+
+def no_latin_letters(text: str) -> bool:
+    """True when the text has letters and none of them is Latin: whatever its language (a
+    short query in Cyrillic or Devanagari the detector cannot name), it is not English."""
+    return _SCRIPTS["latin"].search(text) is None and _LETTER.search(text) is not None
 
 
 def page_language(declared: list[str | None], text: str) -> str | None:
@@ -132,6 +142,9 @@ def query_language(query: str, language: str | None = None) -> str | None:
     """The query's language: ``language`` when given, else its letters', else CLD2's if sure."""
     if language:
         return language_code(language)
+    # A query typed or pasted decomposed (macOS file names, some Vietnamese input methods) has
+    # "u" and a combining horn where the letters below look for "ư"; the tokenizer composes too.
+    query = unicodedata.normalize("NFC", query)
     script = dominant_script(query)
     if script == "arabic":
         return "fa" if _PERSIAN_LETTERS.search(query) else detect(query) or "ar"

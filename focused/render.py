@@ -9,8 +9,12 @@
   plain response never reaches the spider, so the page is scored, counted and stored once, from
   its rendered HTML, with the meta it was queued with (level, parent, scores).
 
+Chromium follows redirects (HTTP and script ones) on its own; a rendered page that ended on
+another URL is not taken: that URL is requested in turn (``RenderMiddleware._redirected``), as
+Scrapy's ``RedirectMiddleware`` requests a plain page's target.
+
 Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
-``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) stay plain.
+``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) and ``HEAD_CHECK``'s HEAD requests stay plain.
 
 The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` launches it once
 before the crawl starts, so a missing browser is a one-line error; a browser that fails to
@@ -42,6 +46,7 @@ from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
 
+from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import ConfigError
 from focused.extract import extract_page
 from focused.stopping import close_spider_now
@@ -63,6 +68,8 @@ BROWSER_UNAVAILABLE = "browser_unavailable"  # the close reason when Chromium ca
 # meta key: a page ``auto`` fetched plainly and sends back to be rendered; that plain response is
 # not the page, so a shared crawl gives its budget slot back (``focused.distributed.FrontierAck``)
 RENDER_AGAIN_META = "focused_render_again"
+# meta key: the redirects of a rendered request before the browser ran (RenderMiddleware)
+REDIRECTS_META = "focused_redirects_before_render"
 INSTALL_HINT = "install it with `sudo apt-get install chromium` or set FOCUSED_CHROMIUM to its path"
 # Without the background-networking flags Chromium phones home at start, which a closed
 # network refuses; the rest keep a headless browser lean.
@@ -184,6 +191,25 @@ async def settle(page: Page, timeout_ms: int) -> None:
         await page.wait_for_load_state("networkidle", timeout=timeout_ms)
 
 
+class _PageFailureInOneLine(logging.Filter):
+    """scrapy-playwright logs each page the browser could not load (a timeout, a refused
+    connection) with its traceback and Playwright's call log, some forty lines for one page
+    skipped (``focused/skipped/download_error``). Here it is the first line, which names the
+    request and the error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and _is_browser_error(record.exc_info[1]):
+            record.msg, record.args = record.getMessage().splitlines()[0], None
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def _is_browser_error(exception: BaseException | None) -> bool:
+    from playwright.async_api import Error as BrowserError
+
+    return isinstance(exception, BrowserError)
+
+
 class RenderMiddleware:
     """Decides which requests the browser renders (downloader middleware; the spider enables
     it when ``render`` is not ``never``)."""
@@ -196,17 +222,30 @@ class RenderMiddleware:
         self.min_words = settings.getint("FOCUSED_RENDER_AUTO_MIN_WORDS")
         self.min_links = settings.getint("FOCUSED_RENDER_AUTO_MIN_LINKS")
         self.settle_ms = settings.getint("FOCUSED_RENDER_SETTLE_MS")
+        self.max_redirects = settings.getint("REDIRECT_MAX_TIMES")
+        self.drop_params = drop_params_setting(settings)
         self._closing: Deferred[None] | None = None  # keeps the close task referenced
+        browser_logger = logging.getLogger("scrapy-playwright")
+        if not any(isinstance(f, _PageFailureInOneLine) for f in browser_logger.filters):
+            browser_logger.addFilter(_PageFailureInOneLine())
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderMiddleware:
         return cls(crawler, crawler.spider.config.render)
 
     def process_request(self, request: Request) -> None:
-        if request.callback is NO_CALLBACK:
+        # A browser renders pages: not robots.txt, nor HEAD_CHECK's HEAD (which Chromium would
+        # fetch as a whole GET, and lose the page on a server that refuses HEAD).
+        if request.callback is NO_CALLBACK or request.method != "GET":
             return
         if self.mode == "always":
             request.meta["playwright"] = True
+        if request.meta.get("playwright"):
+            # scrapy-playwright overwrites these with the browser's HTTP redirects, if any
+            request.meta[REDIRECTS_META] = (
+                request.meta.get("redirect_times", 0),
+                request.meta.get("redirect_urls", []),
+            )
         if request.meta.get("playwright") and self.settle_ms:
             from scrapy_playwright.page import PageMethod
 
@@ -216,11 +255,17 @@ class RenderMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get("playwright"):
+            # The browser's spelling of the URL may differ: the dupefilter's key decides.
+            if canonicalize(response.url, self.drop_params) != canonicalize(
+                request.url, self.drop_params
+            ):
+                return self._redirected(request, response.url)
             self.stats.inc_value("focused/rendered")
             return response
         if (
             self.mode == "auto"
             and request.callback is not NO_CALLBACK
+            and request.method == "GET"
             and 200 <= response.status < 300
             and isinstance(response, HtmlResponse)
             and looks_script_built(response, self.min_words, self.min_links)
@@ -230,6 +275,21 @@ class RenderMiddleware:
             meta = {**request.meta, "playwright": True, RENDER_AGAIN_META: True}
             return request.replace(meta=meta, dont_filter=True)
         return response
+
+    def _redirected(self, request: Request, url: str) -> Request:
+        """The browser followed a redirect (HTTP or script) and rendered another URL: that URL
+        is requested in turn, as Scrapy's RedirectMiddleware requests a plain page's, so that
+        robots.txt, ``allowed_domains`` and the URLs already seen judge it. Taking the page as
+        it came would store a page robots.txt forbids, off the allowed domains, or twice."""
+        # One navigation, however many HTTP redirects the browser followed in it, counts one.
+        times, urls = request.meta.get(REDIRECTS_META, (0, []))
+        if times + 1 > self.max_redirects:
+            raise IgnoreRequest("max redirections reached")
+        meta = {**request.meta, "redirect_times": times + 1, "redirect_urls": [*urls, request.url]}
+        meta.pop(RENDER_AGAIN_META, None)  # this is a request of its own
+        logger.debug("Rendering %s: the browser was redirected there from %s", url, request.url)
+        # Never dont_filter: auto's second request of a page is, to pass its own URL again.
+        return request.replace(url=url, meta=meta, dont_filter=False)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not request.meta.get("playwright") or not _is_launch_failure(exception):
@@ -241,7 +301,5 @@ class RenderMiddleware:
 
 
 def _is_launch_failure(exception: Exception) -> bool:
-    from playwright.async_api import Error as BrowserError
-
     # Playwright prefixes each error with the call that failed.
-    return isinstance(exception, BrowserError) and str(exception).startswith("BrowserType.launch")
+    return _is_browser_error(exception) and str(exception).startswith("BrowserType.launch")

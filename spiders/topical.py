@@ -167,8 +167,10 @@ class TopicalSpider(scrapy.Spider):
         reason = skip_reason(failure)
         self.crawler.stats.inc_value(f"focused/skipped/{reason}")
         if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected
+            # The first line: a browser's error goes on with its call log (render=).
+            message = failure.getErrorMessage().strip().split("\n", 1)[0]
             self.failed_seeds[failure.request.url] = (
-                reason if reason.startswith("http_") else failure.getErrorMessage()
+                reason if reason.startswith("http_") else message
             )
         self.crawler.signals.send_catch_log(request_finished, request=failure.request)
 

@@ -325,6 +325,7 @@ def test_fitted_model_keeps_the_ranking_and_its_language(tmp_path) -> None:
 def test_detect_each_language(language: str) -> None:
     assert detect(TEXTS[language]["on"]) == language
     assert detect(TEXTS[language]["off"]) == language
+    assert detect(unicodedata.normalize("NFD", TEXTS[language]["on"])) == language  # decomposed
 
 
 def test_detect_tells_slovak_from_czech() -> None:
@@ -366,6 +367,7 @@ def test_page_language_prefers_a_declaration_its_text_agrees_with() -> None:
         ("渡り鳥", "ja"),
         ("새", "ko"),
         ("chim di cư", "vi"),
+        (unicodedata.normalize("NFD", "chim di cư"), "vi"),  # typed decomposed
         ("sťahovavé vtáky hniezda", "sk"),
         ("birds", None),  # a word or two of plain Latin letters: unknown
     ],

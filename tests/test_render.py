@@ -19,9 +19,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
+from scrapy.utils.test import get_crawler
 
-from focused.render import looks_script_built
+from focused.render import RenderMiddleware, looks_script_built
 from tests.conftest import run_crawl
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs it
@@ -29,6 +32,7 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs i
 BIRDS = ("albatross", "puffin", "penguin")
 PLAIN = ("heron", "stork", "crane")
 API_DELAY_S = 1.0  # the settle (FOCUSED_RENDER_SETTLE_MS) waits for it; without it, no links
+STUCK_S = 5.0  # longer than the navigation timeout of the test that uses it
 WORDS = "birds feathers wings nests eggs flight plumage beaks songs migration " * 8
 
 APP = """<!doctype html><html><head><title>Bird app</title>
@@ -75,12 +79,23 @@ class Site:
                 for name in names
             },
         }
+        self.redirects: dict[str, str] = {}  # path -> Location of a 302
         self.fetched: list[str] = []
         site = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 site.fetched.append(self.path)
+                if self.path in site.redirects:
+                    self.send_response(302)
+                    self.send_header("Location", site.redirects[self.path])
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                if self.path.startswith("/stuck/"):
+                    time.sleep(STUCK_S)  # a script that never comes: the load event never fires
+                    self.send_error(504)
+                    return
                 if self.path not in site.pages:
                     self.send_error(404)
                     return
@@ -206,6 +221,87 @@ def test_looks_script_built(html, built):
     assert looks_script_built(response, min_words=50, min_links=3) is built
 
 
+def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_site):
+    """Chromium follows redirects itself, HTTP and script ones: where it lands must pass
+    robots.txt, allowed_domains and the seen URLs, as a plain redirect's target does."""
+    offsite = f"http://localhost:{js_site.server.server_port}/birds/puffin.html"
+    js_site.redirects.update(
+        {
+            "/moved/private": "/private/secret.html",
+            "/moved/offsite": offsite,
+            "/moved/heron": "/plain/heron.html",
+        }
+    )
+    script_moved = f"<html><head><script>location.href = '{offsite}';</script></head></html>"
+    links = ["/moved/private", "/moved/offsite", "/moved/heron", "/script-moved.html"]
+    hub = "".join(f'<p><a href="{link}">{link} birds</a></p>' for link in links)
+    js_site.pages.update(
+        {
+            "/robots.txt": ("text/plain", "User-agent: *\nDisallow: /private/\n"),
+            "/private/secret.html": ("text/html", target_page("secret")),
+            "/script-moved.html": ("text/html", script_moved),
+            "/hub.html": ("text/html", f"<html><body><p>{WORDS}</p>{hub}</body></html>"),
+        }
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/hub.html",
+        "allowed_domains": "127.0.0.1",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 20})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    urls = [page["url"] for page in result.pages()]
+    assert sorted(stored_paths(result)) == ["hub.html", "plain/heron.html"], urls
+    heron = next(page for page in result.pages() if page["url"].endswith("/plain/heron.html"))
+    assert heron["level"] == 1 and heron["parent_url"] == f"{js_site.url}/hub.html"
+    assert heron["anchor"] == "/moved/heron birds"
+    log = result.result.stderr
+    assert stat_value(log, "robotstxt/forbidden") == 1
+    assert stat_value(log, "offsite/filtered") == 2
+    assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
+
+
+def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
+    """A page whose load never ends is skipped with one warning line, not a traceback and
+    Playwright's call log; the crawl goes on."""
+    stuck = '<html><head><script src="/stuck/app.js"></script></head><body></body></html>'
+    js_site.pages["/stuck.html"] = ("text/html", stuck)
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/stuck.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 5, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
+    result = run_crawl(tmp_path, arguments, settings)
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert "Traceback" not in log and "Call log" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 1 and "/stuck.html" in warnings[0] and "Timeout" in warnings[0]
+    assert stat_value(log, "focused/skipped/download_error") == 1
+    assert "plain.html" in stored_paths(result)
+
+
+def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
+    stuck = '<html><head><script src="/stuck/app.js"></script></head><body></body></html>'
+    js_site.pages["/stuck.html"] = ("text/html", stuck)
+    arguments = {
+        "query": "birds",
+        "seeds": f"{js_site.url}/stuck.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000})
+    assert result.result.returncode == 1, result.result.stderr[-3000:]
+    log = result.result.stderr.splitlines()
+    at = next(i for i, line in enumerate(log) if "No seed could be fetched" in line)
+    assert log[at].endswith(f"{js_site.url}/stuck.html (Page.goto: Timeout 1000ms exceeded.)")
+    assert log[at + 1].startswith("20"), log[at : at + 4]  # the next is a line of its own
+
+
 def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site):
     """Chromium launches for the check before the crawl, then no more: the crawl stops."""
     marker = tmp_path / "launched-once"
@@ -229,3 +325,45 @@ def test_browser_failing_during_the_crawl_stops_it_with_exit_1(tmp_path, js_site
     assert result.crawl_record()["finish_reason"] == "browser_unavailable"
     assert result.crawl_record()["status"] == "interrupted"
     assert result.pages() == []
+
+
+def test_a_browser_redirect_counts_once_against_redirect_max_times():
+    """scrapy-playwright records the browser's HTTP redirects in the meta; a script redirect
+    it does not see. Each counts once, so that REDIRECT_MAX_TIMES means what it says."""
+    crawler = get_crawler(settings_dict={"REDIRECT_MAX_TIMES": 2})
+    middleware = RenderMiddleware(crawler, "always")
+    page = "http://127.0.0.1/a.html"
+    landed = HtmlResponse("http://127.0.0.1/b.html", body=b"<html></html>")
+
+    def render(request: Request, response: HtmlResponse, *, http_redirect: bool) -> Request:
+        middleware.process_request(request)
+        if http_redirect:  # what scrapy-playwright writes when the browser followed a 302
+            request.meta.update(redirect_urls=[request.url], redirect_times=1)
+        return middleware.process_response(request, response)
+
+    for http_redirect in (True, False):
+        followed = render(Request(page), landed, http_redirect=http_redirect)
+        assert isinstance(followed, Request) and followed.url == landed.url
+        assert followed.meta["redirect_urls"] == [page] and followed.meta["redirect_times"] == 1
+        assert not followed.dont_filter
+        back = HtmlResponse(page, body=b"<html></html>")
+        again = render(followed, back, http_redirect=http_redirect)
+        assert again.meta["redirect_urls"] == [page, landed.url]
+        assert again.meta["redirect_times"] == 2
+        with pytest.raises(IgnoreRequest, match="max redirections"):
+            render(again, landed, http_redirect=http_redirect)
+    same = HtmlResponse(f"{page}#top", body=b"<html></html>")  # the same page: taken
+    assert middleware.process_response(Request(page, meta={"playwright": True}), same) is same
+
+
+@pytest.mark.parametrize("mode", ["always", "auto"])
+def test_head_check_requests_are_not_rendered(mode):
+    """HEAD_CHECK's HEAD before each GET: Chromium would navigate to the page (a whole GET,
+    each page rendered twice) and fail on a server that refuses HEAD, losing the page."""
+    thresholds = {"FOCUSED_RENDER_AUTO_MIN_WORDS": 50, "FOCUSED_RENDER_AUTO_MIN_LINKS": 3}
+    middleware = RenderMiddleware(get_crawler(settings_dict=thresholds), mode)
+    head = Request("http://127.0.0.1/a.html", method="HEAD")
+    middleware.process_request(head)
+    assert "playwright" not in head.meta
+    app = HtmlResponse(head.url, body=APP.encode(), encoding="utf-8")  # looks script-built
+    assert middleware.process_response(head, app) is app

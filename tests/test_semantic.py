@@ -197,9 +197,12 @@ def test_the_default_strategy_is_semantic_only_where_its_encoder_scores_the_link
     assert strategy() == ("semantic", None)  # the encoder is installed here
     for_slovak, note = strategy(language="sk")  # all-MiniLM-L6-v2 knows English only
     assert for_slovak == "shark" and "English only" in note
+    # Cyrillic the detector cannot name from two words: no English either
+    for_russian, note = strategy(query="птицы гнёзда")
+    assert for_russian == "shark" and "not written in Latin letters" in note
     assert strategy(language="sk", link_weight="0.5") == ("semantic", None)  # tuned: meant
     assert strategy(language="sk", strategy="semantic") == ("semantic", None)
-    monkeypatch.setattr(encoder, "unavailable", lambda language: "not installed")
+    monkeypatch.setattr(encoder, "unavailable", lambda *_: "not installed")
     assert strategy()[0] == "shark"
     # A JOBDIR crawl resumed without naming its strategy goes on with its own.
     remember_job(settings, parse_arguments({"query": "birds", "seeds": seeds, "strategy": "bfs"}))
