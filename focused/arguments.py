@@ -131,10 +131,11 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if not re.search(r"\w", topic):
         raise ConfigError("the query has no words to match pages against")
     language = _parse_language(args.get("language"))
+    job = _job_record(settings)  # what a resumed JOBDIR crawl must reuse: read once
     given = args.pop("strategy", None)
     strategy_note = None
     if given is None:
-        strategy, strategy_note = default_strategy(args, settings, topic, language)
+        strategy, strategy_note = default_strategy(args, job.get("strategy"), topic, language)
     else:
         strategy = given.strip()
     if strategy not in STRATEGIES:
@@ -166,10 +167,11 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         check_settings(settings)
         strategy_class(strategy).check_settings(settings)
         _check_jobdir(settings)
-    crawl_id = args.get("crawl_id", "").strip() or _resumed_crawl_id(settings) or new_crawl_id()
+    # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
+    crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
-    _check_resumed_strategy(settings, strategy)
+    _check_resumed_strategy(job.get("strategy"), strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
     _check_shared_frontier(settings, strategy, params, topic, args)
     return CrawlConfig(
@@ -178,13 +180,12 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
 
 
 def default_strategy(
-    args: Mapping[str, str], settings: Any, topic: str, language: str | None
+    args: Mapping[str, str], saved: str | None, topic: str, language: str | None
 ) -> tuple[str, str | None]:
     """The strategy of a crawl that names none, and why it is not ``DEFAULT_STRATEGY`` (None
-    when it is). A resumed JOBDIR crawl goes on with its own; arguments that tune
+    when it is). A resumed JOBDIR crawl goes on with its own, ``saved``; arguments that tune
     ``DEFAULT_STRATEGY`` mean it; otherwise ``NO_ENCODER_STRATEGY`` when the sentence encoder
     cannot score this crawl's links."""
-    saved = _job_record(settings).get("strategy")
     if saved in STRATEGIES:
         return saved, None
     if strategy_class(DEFAULT_STRATEGY).params.keys() & args.keys():
@@ -416,13 +417,7 @@ def _job_record(settings: Any) -> dict[str, Any]:
     return record
 
 
-def _resumed_crawl_id(settings: Any) -> str | None:
-    """A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store."""
-    return _job_record(settings).get("crawl_id")
-
-
-def _check_resumed_strategy(settings: Any, strategy: str) -> None:
-    saved = _job_record(settings).get("strategy")
+def _check_resumed_strategy(saved: str | None, strategy: str) -> None:
     if saved and saved != strategy:
         raise ConfigError(
             f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
