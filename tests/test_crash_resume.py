@@ -78,6 +78,21 @@ def start_until_fetched(command, server, count: int, stderr=subprocess.DEVNULL) 
     return run
 
 
+def kill_9_once_fetched(command, server, count: int) -> None:
+    """Start the crawl and kill it with SIGKILL once the server has answered ``count``
+    requests."""
+    run = start_until_fetched(command, server, count)
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)
+
+
+def run_to_the_end(command) -> subprocess.CompletedProcess:
+    """Run the crawl (a resume) to its end, its log captured."""
+    return subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+
+
 def test_kill_9_twice_then_resume_loses_nothing(tmp_path, sample_graph):
     server = ReplayServer(sample_graph, delay=0.03).start()
     db = tmp_path / "focused.sqlite3"
@@ -91,18 +106,14 @@ def test_kill_9_twice_then_resume_loses_nothing(tmp_path, sample_graph):
     in_flight_at_kills: list[set[str]] = []
     try:
         for kill_after in (40, 110):
-            run = start_until_fetched(command, server, kill_after)
-            os.kill(run.pid, signal.SIGKILL)
-            run.wait(timeout=30)
+            kill_9_once_fetched(command, server, kill_after)
             crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
             requested = {page_name(p) for p in server.fetched if p.startswith("/wiki/")}
             in_flight = in_flight_names(jobdir)
             # Nothing requested is lost: stored, or still in flight (to be fetched again).
             assert requested - stored_names(db, crawl_id) <= in_flight
             in_flight_at_kills.append(in_flight)
-        final = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        final = run_to_the_end(command)
         assert final.returncode == 0, final.stderr[-3000:]
     finally:
         server.stop()
@@ -152,9 +163,7 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
             locker.close()
         crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
         stopped_at = len(stored_names(db, crawl_id))
-        resumed = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        resumed = run_to_the_end(command)
     finally:
         server.stop()
 
@@ -186,12 +195,8 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
         SCRAPER_SLOT_MAX_ACTIVE_SIZE=1,  # at most CONCURRENT + 1 in flight, as above
     )
     try:
-        run = start_until_fetched(command, server, 25)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-        final = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        kill_9_once_fetched(command, server, 25)
+        final = run_to_the_end(command)
         assert final.returncode == 0, final.stderr[-3000:]
     finally:
         server.stop()
@@ -213,13 +218,9 @@ def test_kill_9_then_resume_keeps_the_seeds_in_the_topic(tmp_path, sample_graph)
     server = ReplayServer(sample_graph, delay=0.03).start()
     command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30)
     try:
-        run = start_until_fetched(command, server, 15)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
+        kill_9_once_fetched(command, server, 15)
         assert not (tmp_path / "job" / "relevance").exists()  # nothing saved by the kill
-        final = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        final = run_to_the_end(command)
         assert final.returncode == 0, final.stderr[-3000:]
     finally:
         server.stop()
@@ -247,15 +248,11 @@ def test_kill_9_then_resume_relearns_the_pages_stored_before_the_kill(tmp_path, 
     server = ReplayServer(sample_graph, delay=0.03).start()
     command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=70)
     try:
-        run = start_until_fetched(command, server, 40)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
+        kill_9_once_fetched(command, server, 40)
         assert not (tmp_path / "job" / "relevance").exists()  # nothing saved by the kill
         with sqlite3.connect(tmp_path / "focused.sqlite3") as conn:
             before = conn.execute("SELECT text, language FROM pages WHERE text != ''").fetchall()
-        final = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        final = run_to_the_end(command)
         assert final.returncode == 0, final.stderr[-3000:]
     finally:
         server.stop()
@@ -332,9 +329,7 @@ def test_kill_9_after_the_trap_cap_then_resume_keeps_the_cap(tmp_path):
             until_killed.release()
         assert b"Trap family" in log.read_bytes(), "the cap was never reached"
         before_kill = len(site.log.gets())
-        final = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        final = run_to_the_end(command)
         paths = [path for _, path in site.log.gets()]
     assert final.returncode == 0, final.stderr[-3000:]
     calendar = {path for path in paths if path.startswith("/cal/")}
@@ -370,9 +365,7 @@ def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_g
         assert stored > 0
         assert stored <= record["pages"] <= stored + CONCURRENT
         assert record["finished_at"] > record["started_at"]
-        resumed = subprocess.run(
-            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
-        )
+        resumed = run_to_the_end(command)
     finally:
         server.stop()
     assert resumed.returncode == 0, resumed.stderr[-3000:]
