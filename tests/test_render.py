@@ -263,11 +263,17 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
 
 
+# A page whose load never ends: its script is never answered (see the site's /stuck/).
+STUCK_PAGE = (
+    "text/html",
+    '<html><head><script src="/stuck/app.js"></script></head><body></body></html>',
+)
+
+
 def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     """A page whose load never ends is skipped with one warning line, not a traceback and
     Playwright's call log; the crawl goes on."""
-    stuck = '<html><head><script src="/stuck/app.js"></script></head><body></body></html>'
-    js_site.pages["/stuck.html"] = ("text/html", stuck)
+    js_site.pages["/stuck.html"] = STUCK_PAGE
     arguments = {
         "query": "birds feathers wings",
         "seeds": f"{js_site.url}/stuck.html,{js_site.url}/plain.html",
@@ -286,8 +292,7 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
 
 
 def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
-    stuck = '<html><head><script src="/stuck/app.js"></script></head><body></body></html>'
-    js_site.pages["/stuck.html"] = ("text/html", stuck)
+    js_site.pages["/stuck.html"] = STUCK_PAGE
     arguments = {
         "query": "birds",
         "seeds": f"{js_site.url}/stuck.html",
