@@ -37,15 +37,13 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 
 from focused.canonical import canonicalize, drop_params_setting
-from focused.items import PageItem
+from focused.items import PageItem, PageOutputMiddleware
 from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
 from focused.text import tokenize
 
 INDEX_FILE = "nearduplicates.sqlite3"
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
-
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -105,9 +103,9 @@ class SharedFetched:
         return [owner is not None for owner in owners or [None] * len(urls)]
 
 
-class DuplicateMiddleware:
+class DuplicateMiddleware(PageOutputMiddleware):
     def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
+        super().__init__(crawler)
         self.stats = crawler.stats
         self.drop = drop_params_setting(crawler.settings)
         # A crawl shared by several processes keeps both in Redis, so that a page is stored
@@ -126,22 +124,7 @@ class DuplicateMiddleware:
             index = self.near_index = SimHashIndex(distance, path)
             crawler.signals.connect(index.close, signal=signals.spider_closed)
 
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> DuplicateMiddleware:
-        return cls(crawler)
-
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Any = None
-    ) -> Iterable[Any]:
-        yield from self._check(response, list(result))
-
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Any = None
-    ) -> AsyncIterator[Any]:
-        for output in self._check(response, [o async for o in result]):
-            yield output
-
-    def _check(self, response: Response, outputs: list[Any]) -> list[Any]:
+    def process_outputs(self, response: Response, outputs: list[Any]) -> list[Any]:
         pages = [o for o in outputs if isinstance(o, PageItem)]
         if not pages:
             return outputs

@@ -8,7 +8,15 @@ attaches and ``pipelines.relevance.RelevancePipeline`` turns into ``tfidf``, ``l
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import scrapy
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
 
 
 class PageItem(scrapy.Item):
@@ -35,3 +43,34 @@ class PageItem(scrapy.Item):
     changes = scrapy.Field()
     visits = scrapy.Field()
     scores = scrapy.Field()  # transient: removed by RelevancePipeline
+
+
+class PageOutputMiddleware:
+    """The base of the spider middlewares that take a callback's output whole: the page's item
+    and the requests for its links, as one list, because each needs both at once (a page is
+    scored, or found to be a duplicate, before its links are touched). A subclass defines
+    ``process_outputs``; Scrapy calls the synchronous or the asynchronous entry point depending
+    on the middlewares around it.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> PageOutputMiddleware:
+        return cls(crawler)
+
+    def process_spider_output(
+        self, response: Response, result: Iterable[Any], spider: Any = None
+    ) -> Iterable[Any]:
+        yield from self.process_outputs(response, list(result))
+
+    async def process_spider_output_async(
+        self, response: Response, result: AsyncIterator[Any], spider: Any = None
+    ) -> AsyncIterator[Any]:
+        for output in self.process_outputs(response, [o async for o in result]):
+            yield output
+
+    def process_outputs(self, response: Response, outputs: list[Any]) -> list[Any]:
+        """What goes on from one callback's ``outputs`` (the page item is at most one)."""
+        raise NotImplementedError

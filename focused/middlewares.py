@@ -39,11 +39,11 @@ from scrapy.utils.misc import load_object
 from twisted.internet.threads import deferToThread
 
 from focused.encoder import open_link_encoder
-from focused.items import PageItem
+from focused.items import PageItem, PageOutputMiddleware
 from focused.resume import TopicJournal, add_to_counter
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -55,9 +55,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class RelevanceMiddleware:
+class RelevanceMiddleware(PageOutputMiddleware):
     def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
+        super().__init__(crawler)
         self.stats = crawler.stats
         self._refitting = False
         self._strategy = None
@@ -117,18 +117,7 @@ class RelevanceMiddleware:
 
     # -- pages and their links -----------------------------------------------------------------
 
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Spider | None = None
-    ) -> Iterable[Any]:
-        yield from self._annotate(response, list(result))
-
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
-    ) -> AsyncIterator[Any]:
-        for output in self._annotate(response, [o async for o in result]):
-            yield output
-
-    def _annotate(self, response: Response, outputs: list[Any]) -> list[Any]:
+    def process_outputs(self, response: Response, outputs: list[Any]) -> list[Any]:
         pages = [o for o in outputs if isinstance(o, PageItem)]
         if not pages:
             return outputs

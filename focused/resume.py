@@ -48,12 +48,12 @@ from scrapy import Request, signals
 from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 
-from focused.items import PageItem
+from focused.items import PageItem, PageOutputMiddleware
 from schedulers.base import connect_crash_safe
 
 if TYPE_CHECKING:
     import sqlite3
-    from collections.abc import AsyncIterator, Callable, Iterable
+    from collections.abc import Callable, Iterable
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -239,7 +239,7 @@ class FrontierDupeFilter(RFPDupeFilter):
         self._fingerprints.difference_update(fingerprints)
 
 
-class FinishMiddleware:
+class FinishMiddleware(PageOutputMiddleware):
     """Spider middleware (order 15: only ``focused.distributed.FrontierAck``, which passes the
     output through unchanged, is closer to the engine).
 
@@ -250,25 +250,7 @@ class FinishMiddleware:
     tell when the last one is queued.
     """
 
-    def __init__(self, crawler: Crawler) -> None:
-        self.crawler = crawler
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> FinishMiddleware:
-        return cls(crawler)
-
-    def process_spider_output(
-        self, response: Response, result: Iterable[Any], spider: Any = None
-    ) -> Iterable[Any]:
-        yield from self._order(response, list(result))
-
-    async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any], spider: Any = None
-    ) -> AsyncIterator[Any]:
-        for output in self._order(response, [o async for o in result]):
-            yield output
-
-    def _order(self, response: Response, outputs: list[Any]) -> list[Any]:
+    def process_outputs(self, response: Response, outputs: list[Any]) -> list[Any]:
         pages = [o for o in outputs if isinstance(o, PageItem)]
         if not pages:
             self.crawler.signals.send_catch_log(request_finished, request=response.request)
