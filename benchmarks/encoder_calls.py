@@ -57,14 +57,14 @@ def measure(batches: list[int], calls: int) -> dict[str, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: this module also runs in the baseline checkout, whose runner may be older.
     from benchmarks.runner import REPO, call_in_checkout, extract_revision
-    from focused.errors import CommandLineParser, at_least_one
+    from focused.errors import CommandLineParser, at_least_one, counts
 
     parser = CommandLineParser(prog="python -m benchmarks.encoder_calls")
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
     parser.add_argument("--rounds", type=at_least_one, default=5, help="runs of each checkout")
     parser.add_argument(
         "--batches",
-        type=lambda text: [at_least_one(size.strip()) for size in text.split(",")],
+        type=counts,
         default="1,2,4,8,32",
         help="texts per call, comma-separated",
     )

@@ -44,7 +44,7 @@ from scrapy.utils.test import get_crawler
 from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import REPO, report_head
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, at_least_one
+from focused.errors import CommandLineParser, at_least_one, counts
 from focused.strategies import STRATEGIES, strategy_class
 
 BASELINE = "scrapy"
@@ -181,6 +181,35 @@ def speed_table(strategies: list[str], n: int, kinds: Sequence[str] = KINDS) -> 
     return lines
 
 
+def levels_table(levels: Sequence[int], n: int) -> list[str]:
+    """Scrapy's memory queue ordering the requests by a score, as a Scrapy user would: the
+    score (here ``link_relevance``, in [0, 1]) made an integer ``Request.priority`` at
+    ``levels`` steps. The queue keeps a FIFO per priority and, each time one empties, scans
+    all the others for the next (``_update_curprio``): the cost of a pop grows with the
+    number of distinct priorities, which a float score at full resolution makes as many as the
+    requests. The default strategy's memory queue runs first, in the same process, on the same
+    requests (it orders by its own score and ignores ``Request.priority``)."""
+    requests = list(make_requests(n))
+    fingerprinter = load_object(FINGERPRINTER)()
+    for request in requests:
+        fingerprinter.fingerprint(request)
+    default_rate, _ = push_pop_rate(DEFAULT_STRATEGY, "memory", requests, fingerprinter)
+    lines = [
+        f"| `ScrapyPriorityQueue` (memory) ordering by | ops/s | `{DEFAULT_STRATEGY}` ÷ it |",
+        "|---|---|---|",
+    ]
+    for count in levels:
+        by_score = [
+            request.replace(priority=round(request.meta["link_relevance"] * count))
+            for request in requests
+        ]
+        rate, _ = push_pop_rate(BASELINE, "memory", by_score, fingerprinter)
+        lines.append(f"| a score in {count:,} levels | {rate:,.0f} | {default_rate / rate:.2f} |")
+        print(lines[-1], flush=True)
+    lines.append(f"| (`{DEFAULT_STRATEGY}`, a float score) | {default_rate:,.0f} | 1.00 |")
+    return lines
+
+
 def _speed_cells(
     rates: dict[str, tuple[float, float]],
     base: dict[str, tuple[float, float]],
@@ -222,13 +251,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ops", type=at_least_one, default=100_000, help="requests in the speed test"
     )
-    parser.add_argument("--sizes", default="100000,1000000", help="queue sizes for memory")
+    parser.add_argument(
+        "--sizes", type=counts, default=[100_000, 1_000_000], help="queue sizes for memory"
+    )
     parser.add_argument(
         "--large-strategies", default=DEFAULT_STRATEGY, help="strategies measured above 100k"
     )
     parser.add_argument("--jobs", type=at_least_one, default=2, help="memory cases at once")
     parser.add_argument("--kinds", default=",".join(KINDS), help="speed of: memory,disk")
     parser.add_argument("--no-memory-cases", action="store_true", help="speed table only")
+    parser.add_argument(
+        "--score-levels",
+        type=lambda text: [] if text == "none" else counts(text),
+        default=[100, 1_000, 10_000],
+        help="Scrapy's queue ordering by a score made an integer at these many levels "
+        "(comma-separated; 'none' to skip)",
+    )
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
     parser.add_argument("--memory-case", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -241,13 +279,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"frontier: error: unknown strategy {unknown[0]!r}", file=sys.stderr)
         return 2
-    sizes = [int(s) for s in args.sizes.split(",")]
     large = args.large_strategies.split(",")
     started = time.monotonic()
     speed = speed_table(strategies, args.ops, args.kinds.split(","))
+    by_levels = levels_table(args.score_levels, args.ops) if args.score_levels else []
     cases = [
         (name, kind, size)
-        for size in ([] if args.no_memory_cases else sizes)
+        for size in ([] if args.no_memory_cases else args.sizes)
         for name in [BASELINE, *(strategies if size <= 100_000 else large)]
         for kind in KINDS
     ]
@@ -263,6 +301,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         *speed,
         "",
+        *(
+            [
+                "Scrapy's queue given the order of a score: `Request.priority` = round(score x "
+                "levels), the score being each request's `link_relevance`.",
+                "",
+                *by_levels,
+                "",
+            ]
+            if by_levels
+            else []
+        ),
         "Memory: RSS growth of a fresh process per queued request (the Request object and its",
         "meta included for memory queues), and file bytes per request for disk queues.",
         "",

@@ -31,3 +31,8 @@ def at_least_one(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+def counts(text: str) -> list[int]:
+    """argparse type of a comma-separated list of counts, e.g. ``100000,1000000``."""
+    return [at_least_one(part.strip()) for part in text.split(",")]

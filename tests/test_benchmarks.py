@@ -277,6 +277,9 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
     [
         ("frontier", "--ops"),
         ("frontier", "--jobs"),
+        ("frontier", "--sizes"),
+        ("frontier", "--score-levels"),
+        ("encoder_calls", "--batches"),
         ("collector", "--pages"),
         ("collector", "--rounds"),
         ("scoring", "--pages"),
@@ -409,3 +412,17 @@ def test_the_frontier_benchmark_times_a_queue_that_drops_requests(kind) -> None:
     requests = list(frontier.make_requests(300))
     memory_rate, wall_rate = frontier.push_pop_rate("beam", kind, requests)
     assert memory_rate > 0 and wall_rate > 0
+
+
+def test_the_frontier_benchmark_gives_scrapys_queue_a_score_in_levels() -> None:
+    # Each row pushes and pops every request (push_pop_rate checks it) with as many distinct
+    # priorities as levels, at most: fewer levels merge requests into one FIFO.
+    lines = frontier.levels_table([10, 1000], 400)
+    rows = [line.split(" | ") for line in lines[2:]]
+    assert [row[0] for row in rows] == [
+        "| a score in 10 levels",
+        "| a score in 1,000 levels",
+        f"| (`{frontier.DEFAULT_STRATEGY}`, a float score)",
+    ]
+    assert all(float(row[1].replace(",", "")) > 0 for row in rows)
+    assert rows[-1][2] == "1.00 |"
