@@ -28,7 +28,9 @@ one download handler per URL scheme, so a crawl of both http and https pages run
 each with its own ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT`` pages.
 
 Stats: ``focused/rendered`` (responses rendered by the browser), ``focused/render_needed``
-(``auto``: plain pages that looked script-built and were sent to the browser).
+(``auto``: plain pages that looked script-built and were sent to the browser),
+``focused/rendered_before_load`` (rendered pages taken before their load event, which did not
+come within the navigation timeout: ``settle``).
 """
 
 from __future__ import annotations
@@ -182,13 +184,39 @@ def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -
     return sparse and bool(response.xpath("//script") or response.xpath(APP_SHELL))
 
 
-async def settle(page: Page, timeout_ms: int) -> None:
-    """Give a loaded page up to ``timeout_ms`` for its network to go quiet: many pages fetch
-    their content after the load event. A page that never goes quiet keeps what it has."""
+async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
+    """Wait for the page's load event, then up to ``timeout_ms`` for its network to go quiet:
+    many pages fetch their content after the load event. A page that never goes quiet keeps
+    what it has.
+
+    The browser is only asked to wait for the page's response (``wait_until="commit"``), so a
+    page whose load event never comes (a script or stylesheet its server never finishes
+    sending) is not lost: once ``PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT`` has passed (the page's
+    navigation timeout, which ``wait_for_load_state`` uses), it is taken as rendered so far and
+    its URL and HTML are returned, for ``RenderMiddleware`` to put back in the response.
+    """
     from playwright.async_api import TimeoutError as BrowserTimeout
 
-    with suppress(BrowserTimeout):
-        await page.wait_for_load_state("networkidle", timeout=timeout_ms)
+    try:
+        await page.wait_for_load_state("load")
+    except BrowserTimeout:
+        url, html = page.url, await page.content()
+        # scrapy-playwright waits for the load event after each page method and fails the page
+        # without it; a blank page has it at once.
+        await page.goto("about:blank")
+        return url, html
+    if timeout_ms:
+        with suppress(BrowserTimeout):
+            await page.wait_for_load_state("networkidle", timeout=timeout_ms)
+    return None
+
+
+def _taken_before_load(request: Request) -> tuple[str, str] | None:
+    """The URL and HTML ``settle`` kept of a page whose load event did not come, if it did."""
+    for method in request.meta.get("playwright_page_methods") or ():
+        if getattr(method, "method", None) is settle:
+            return getattr(method, "result", None)
+    return None
 
 
 class _PageFailureInOneLine(logging.Filter):
@@ -246,21 +274,34 @@ class RenderMiddleware:
                 request.meta.get("redirect_times", 0),
                 request.meta.get("redirect_urls", []),
             )
-        if request.meta.get("playwright") and self.settle_ms:
+        if request.meta.get("playwright"):
             from scrapy_playwright.page import PageMethod
 
+            # The response is enough for the navigation to succeed; settle waits for the rest.
+            request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
             request.meta.setdefault(
                 "playwright_page_methods", [PageMethod(settle, timeout_ms=self.settle_ms)]
             )
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get("playwright"):
+            taken = _taken_before_load(request)
+            if taken:  # the response is settle's blank page: this is the page
+                url, html = taken
+                response = response.replace(
+                    cls=HtmlResponse, url=url, body=html.encode("utf-8"), encoding="utf-8"
+                )
             # The browser's spelling of the URL may differ: the dupefilter's key decides.
             if canonicalize(response.url, self.drop_params) != canonicalize(
                 request.url, self.drop_params
             ):
                 return self._redirected(request, response.url)
             self.stats.inc_value("focused/rendered")
+            if taken:
+                self.stats.inc_value("focused/rendered_before_load")
+                logger.debug(
+                    "Rendered %s as far as it loaded: its load event did not come in time", url
+                )
             return response
         if (
             self.mode == "auto"

@@ -151,7 +151,8 @@ FOCUSED_RENDER_AUTO_MIN_LINKS = 3  # render=auto: fewer followable links than th
 PLAYWRIGHT_BROWSER_TYPE = "chromium"
 PLAYWRIGHT_MAX_CONTEXTS = 1  # one browser context: PLAYWRIGHT_MAX_PAGES_PER_CONTEXT bounds all
 PLAYWRIGHT_MAX_PAGES_PER_CONTEXT = 4  # pages rendered at once (per scheme: http, https)
-PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms a page may take to load before it fails
+PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT = 30_000  # ms for a page's answer (else it fails), then
+# ^ for its load event (else it is taken as rendered so far: focused.render.settle)
 
 # -- Shared frontier on Redis (focused.distributed) ------------------------------------------
 # With FOCUSED_FRONTIER, every `scrapy crawl topical` process given the same -a crawl_id shares

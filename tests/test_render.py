@@ -26,6 +26,7 @@ from scrapy.utils.test import get_crawler
 
 from focused.render import RenderMiddleware, looks_script_built
 from tests.conftest import run_crawl
+from tests.test_bad_input import closed_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs it
 
@@ -93,7 +94,7 @@ class Site:
                     self.end_headers()
                     return
                 if self.path.startswith("/stuck/"):
-                    time.sleep(STUCK_S)  # a script that never comes: the load event never fires
+                    time.sleep(STUCK_S)  # an answer that never comes (within the timeout)
                     self.send_error(504)
                     return
                 if self.path not in site.pages:
@@ -178,6 +179,7 @@ def test_render_always_discovers_and_crawls_script_built_links(tmp_path, js_site
     log = result.result.stderr
     assert stat_value(log, "focused/rendered") == len(paths)
     assert stat_value(log, "focused/pages") == len(paths)
+    assert stat_value(log, "focused/rendered_before_load") == 0  # each page's load came
 
 
 def test_render_auto_renders_only_the_script_built_page(tmp_path, js_site):
@@ -263,20 +265,57 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
 
 
-# A page whose load never ends: its script is never answered (see the site's /stuck/).
+# A page whose load never ends: the script at its end is never answered (see the site's
+# /stuck/), so neither its DOMContentLoaded nor its load event comes; the rest was rendered.
 STUCK_PAGE = (
     "text/html",
-    '<html><head><script src="/stuck/app.js"></script></head><body></body></html>',
+    f"""<html><head><title>Stuck birds</title></head><body><h1>Stuck birds</h1>
+<p>{WORDS}</p><p id="made"></p>
+{"".join(f'<a href="/plain/{name}.html">{name} birds</a> ' for name in PLAIN)}
+<script>document.getElementById("made").textContent = "written by a script";</script>
+<script src="/stuck/app.js"></script></body></html>""",
 )
 
 
-def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
-    """A page whose load never ends is skipped with one warning line, not a traceback and
-    Playwright's call log; the crawl goes on."""
+def test_a_page_whose_load_never_ends_is_kept_as_rendered(tmp_path, js_site):
+    """Its load event does not come within the navigation timeout: the page is taken as it
+    was rendered by then, stored, and its links followed; no warning, one page counted."""
     js_site.pages["/stuck.html"] = STUCK_PAGE
     arguments = {
         "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/stuck.html,{js_site.url}/plain.html",
+        "seeds": f"{js_site.url}/stuck.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 10, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
+    result = run_crawl(tmp_path, arguments, settings)
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert js_site.count("/stuck/app.js") == 1
+    stuck = next(page for page in result.pages() if page["url"].endswith("/stuck.html"))
+    assert stuck["url"] == f"{js_site.url}/stuck.html" and stuck["status"] == 200
+    assert stuck["title"] == "Stuck birds"
+    assert "migration" in stuck["text"] and "written by a script" in stuck["text"]
+    assert sorted(stored_paths(result)) == sorted(
+        ["stuck.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
+    heron = next(page for page in result.pages() if page["url"].endswith("/plain/heron.html"))
+    assert heron["level"] == 1 and heron["parent_url"] == stuck["url"]
+    assert heron["anchor"] == "heron birds"
+    assert [line for line in log.splitlines() if "] WARNING: " in line] == []
+    assert stat_value(log, "focused/rendered_before_load") == 1
+    assert stat_value(log, "focused/rendered") == stat_value(log, "focused/pages") == 4
+    assert stat_value(log, "focused/skipped/download_error") == 0
+
+
+def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
+    """A page whose server does not answer within the navigation timeout, or refuses the
+    connection, is skipped with one warning line, not a traceback and Playwright's call log;
+    the crawl goes on."""
+    refused = f"http://127.0.0.1:{closed_port()}/refused.html"
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/stuck/page.html,{refused},{js_site.url}/plain.html",
         "strategy": "bfs",
         "render": "always",
     }
@@ -286,16 +325,19 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     log = result.result.stderr
     assert "Traceback" not in log and "Call log" not in log, log[-3000:]
     warnings = [line for line in log.splitlines() if "] WARNING: " in line]
-    assert len(warnings) == 1 and "/stuck.html" in warnings[0] and "Timeout" in warnings[0]
-    assert stat_value(log, "focused/skipped/download_error") == 1
+    assert len(warnings) == 2, warnings
+    timeout = next(line for line in warnings if "/stuck/page.html" in line)
+    assert "Timeout" in timeout
+    assert "ERR_CONNECTION_REFUSED" in next(line for line in warnings if refused in line)
+    assert stat_value(log, "focused/skipped/download_error") == 2
+    assert stat_value(log, "focused/rendered_before_load") == 0
     assert "plain.html" in stored_paths(result)
 
 
 def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
-    js_site.pages["/stuck.html"] = STUCK_PAGE
     arguments = {
         "query": "birds",
-        "seeds": f"{js_site.url}/stuck.html",
+        "seeds": f"{js_site.url}/stuck/page.html",
         "strategy": "bfs",
         "render": "always",
     }
@@ -303,7 +345,7 @@ def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
     assert result.result.returncode == 1, result.result.stderr[-3000:]
     log = result.result.stderr.splitlines()
     at = next(i for i, line in enumerate(log) if "No seed could be fetched" in line)
-    assert log[at].endswith(f"{js_site.url}/stuck.html (Page.goto: Timeout 1000ms exceeded.)")
+    assert log[at].endswith(f"{js_site.url}/stuck/page.html (Page.goto: Timeout 1000ms exceeded.)")
     assert log[at + 1].startswith("20"), log[at : at + 4]  # the next is a line of its own
 
 
