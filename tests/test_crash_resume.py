@@ -424,6 +424,7 @@ def test_kill_9_shows_the_crawl_as_stopped_not_running(tmp_path, sample_graph):
     finally:
         server.stop()
     assert alive == "running"
+    assert killed.startswith("stopped?"), killed
     assert stored["status"] == "running"  # the stored status is left as it was
     assert killed == f"stopped? (last seen {describe_time(stored['seen_at'])})"
     assert final.returncode == 0, final.stderr[-3000:]
