@@ -186,12 +186,13 @@ def describe_params(params: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{name}={value}" for name, value in (params or {}).items())
 
 
-def is_stale(crawl: Mapping[str, Any], heartbeat_interval: float, now: datetime) -> bool:
+def is_stale(crawl: Mapping[str, Any], now: datetime) -> bool:
     """Whether a crawl recorded ``running`` has not refreshed its ``seen_at`` for more than
-    ``STALE_BEATS`` heartbeat intervals: its process was killed (kill -9, a power cut, the OOM
-    killer) before it could record how it ended. A record without ``seen_at`` (written before
+    ``STALE_BEATS`` of its heartbeat intervals: its process was killed (kill -9, a power cut,
+    the OOM killer) before it could record how it ended. A record without them (written before
     there were heartbeats) cannot tell, and is taken at its word."""
-    if crawl.get("status") != "running" or not crawl.get("seen_at"):
+    interval = crawl.get("heartbeat_interval")
+    if crawl.get("status") != "running" or not crawl.get("seen_at") or not interval:
         return False
     try:
         seen = datetime.fromisoformat(crawl["seen_at"])
@@ -199,16 +200,14 @@ def is_stale(crawl: Mapping[str, Any], heartbeat_interval: float, now: datetime)
         return False
     if seen.tzinfo is None:
         seen = seen.replace(tzinfo=UTC)
-    return (now - seen).total_seconds() > STALE_BEATS * heartbeat_interval
+    return (now - seen).total_seconds() > STALE_BEATS * interval
 
 
-def describe_status(
-    crawl: Mapping[str, Any], heartbeat_interval: float | None = None, now: datetime | None = None
-) -> str:
+def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> str:
     """``finished``, ``running``, or ``interrupted (reason)``: why it stopped when it is not
-    the usual end. Given the crawl's ``heartbeat_interval``, a ``running`` crawl whose heartbeat
-    is stale (``is_stale``) is ``stopped? (last seen TIME)``: resuming its JOBDIR continues it."""
-    if heartbeat_interval and is_stale(crawl, heartbeat_interval, now or datetime.now(UTC)):
+    the usual end. A ``running`` crawl whose heartbeat is stale (``is_stale``) is
+    ``stopped? (last seen TIME)``: resuming its JOBDIR continues it."""
+    if is_stale(crawl, now or datetime.now(UTC)):
         return f"stopped? (last seen {describe_time(crawl['seen_at'])})"
     status = crawl.get("status") or "unknown"
     reason = crawl.get("finish_reason")

@@ -90,6 +90,8 @@ CRAWL_SCHEMA: dict[str, type] = {
     # FOCUSED_HEARTBEAT_INTERVAL seconds (pipelines.storage), so that a crawl killed outright
     # (kill -9, a power cut) can be told from a live one; None in records written before it.
     "seen_at": str,
+    # The FOCUSED_HEARTBEAT_INTERVAL of the crawl's latest run, by which seen_at is judged.
+    "heartbeat_interval": float,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)

@@ -19,7 +19,6 @@ from scrapy.commands import ScrapyCommand
 
 from focused.arguments import Param, check_settings
 from focused.errors import ConfigError
-from focused.report import describe_status
 from focused.storage import Store, StoreError, open_store
 
 if TYPE_CHECKING:
@@ -75,10 +74,6 @@ class StoreCommand(ScrapyCommand):
 
     @abstractmethod
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None: ...
-
-    def describe_status(self, crawl: dict[str, Any]) -> str:
-        """The crawl's status; ``running`` but silent for too long (killed) shows as stopped."""
-        return describe_status(crawl, self.settings.getfloat("FOCUSED_HEARTBEAT_INTERVAL"))
 
 
 def fail(message: str, status: int) -> NoReturn:

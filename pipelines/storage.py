@@ -158,7 +158,9 @@ class StoragePipeline:
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
-        record = self.crawler.spider.crawl_record()
+        record = self.crawler.spider.crawl_record() | {
+            "heartbeat_interval": self.heartbeat_interval
+        }
         self.crawl_id = record["crawl_id"]
         try:
             await self._retrying(self.store.start_crawl, record)

@@ -373,16 +373,11 @@ def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_g
     assert "Resuming crawl" in resumed.stderr
 
 
-def crawls_status(db, crawl_id: str, heartbeat_interval: float) -> str:
-    """The status column of the crawl's row in ``scrapy crawls`` (the real command line)."""
+def crawls_status(db, crawl_id: str) -> str:
+    """The status column of the crawl's row in ``scrapy crawls`` (the real command line, with
+    the default FOCUSED_HEARTBEAT_INTERVAL: the crawl's own is in its record)."""
     listed = subprocess.run(
-        scrapy_command(
-            "crawls",
-            "-s",
-            f"FOCUSED_DB={db}",
-            "-s",
-            f"FOCUSED_HEARTBEAT_INTERVAL={heartbeat_interval}",
-        ),
+        scrapy_command("crawls", "-s", f"FOCUSED_DB={db}"),
         cwd=REPO,
         env=crawl_env(),
         capture_output=True,
@@ -413,12 +408,12 @@ def test_kill_9_shows_the_crawl_as_stopped_not_running(tmp_path, sample_graph):
         # Longer than the 3 intervals after which a heartbeat is stale: only its refreshes
         # keep the crawl running.
         time.sleep(4 * interval)
-        alive = crawls_status(db, crawl_id, interval)
+        alive = crawls_status(db, crawl_id)
         os.kill(run.pid, signal.SIGKILL)
         run.wait(timeout=30)
         server.gate.release()
         time.sleep(4 * interval)
-        killed = crawls_status(db, crawl_id, interval)
+        killed = crawls_status(db, crawl_id)
         stored = Crawl(None, db, crawl_id).crawl_record()
         final = run_to_the_end(command)
     finally:
@@ -426,6 +421,7 @@ def test_kill_9_shows_the_crawl_as_stopped_not_running(tmp_path, sample_graph):
     assert alive == "running"
     assert killed.startswith("stopped?"), killed
     assert stored["status"] == "running"  # the stored status is left as it was
+    assert stored["heartbeat_interval"] == interval
     assert killed == f"stopped? (last seen {describe_time(stored['seen_at'])})"
     assert final.returncode == 0, final.stderr[-3000:]
-    assert crawls_status(db, crawl_id, interval) == "finished"
+    assert crawls_status(db, crawl_id) == "finished"

@@ -149,6 +149,7 @@ def check_round_trip(store: Store) -> None:
         "harvest_rate": None,
         "resumed_at": None,
         "seen_at": started["seen_at"],
+        "heartbeat_interval": None,  # given by the storage pipeline
     }
     assert started["seen_at"] > crawl_record()["started_at"]  # now
     assert list(started) == list(CRAWL_FIELDS)
@@ -179,6 +180,7 @@ def check_round_trip(store: Store) -> None:
         "harvest_rate": 1.0,
         "resumed_at": None,
         "seen_at": started["seen_at"],
+        "heartbeat_interval": None,  # given by the storage pipeline
     }
     stored = store.pages("c1", order="fetch_order")
     assert stored == pages
@@ -405,10 +407,11 @@ def test_sqlite_schema(tmp_path):
     ]
 
 
-def test_an_older_sqlite_file_gains_resumed_at_and_seen_at(tmp_path):
+def test_an_older_sqlite_file_gains_the_newer_crawl_fields(tmp_path):
     path = tmp_path / "old.sqlite3"
     conn = sqlite3.connect(path)
-    columns = ", ".join(name for name in CRAWL_FIELDS if name not in ("resumed_at", "seen_at"))
+    newer = ("resumed_at", "seen_at", "heartbeat_interval")
+    columns = ", ".join(name for name in CRAWL_FIELDS if name not in newer)
     conn.execute(f"CREATE TABLE crawls ({columns}, UNIQUE (crawl_id))")
     conn.execute("INSERT INTO crawls (crawl_id, started_at) VALUES ('c1', '2024-05-01')")
     conn.commit()
@@ -416,13 +419,14 @@ def test_an_older_sqlite_file_gains_resumed_at_and_seen_at(tmp_path):
     store = SqliteStore(path)
     try:
         old = store.get_crawl("c1")
-        assert (old["resumed_at"], old["seen_at"]) == (None, None)
-        store.start_crawl(crawl_record("c1", "2024-05-02"))
+        assert [old[name] for name in newer] == [None, None, None]
+        store.start_crawl(crawl_record("c1", "2024-05-02") | {"heartbeat_interval": 30.0})
         crawl = store.get_crawl("c1")
     finally:
         store.close()
     assert (crawl["started_at"], crawl["resumed_at"]) == ("2024-05-01", "2024-05-02")
     assert crawl["seen_at"] > "2024-05-02"
+    assert crawl["heartbeat_interval"] == 30.0
 
 
 def test_sqlite_unopenable_path_is_a_store_error(tmp_path):

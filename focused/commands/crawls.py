@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from focused.report import (
     TOTALS_FIELDS,
     describe_params,
+    describe_status,
     describe_time,
     needs_pages_for_totals,
     totals,
@@ -29,8 +30,8 @@ class Command(StoreCommand):
             " start time (UTC), status, strategy and parameters, pages fetched, relevant pages,"
             " harvest rate and query. A crawl still running is counted from its stored pages."
             " A crawl recorded as running whose heartbeat (FOCUSED_HEARTBEAT_INTERVAL) stopped"
-            " for 3 intervals is shown as 'stopped? (last seen TIME)': its process was killed"
-            " or crashed; run it again with the same JOBDIR to continue it."
+            " for 3 of its intervals is shown as 'stopped? (last seen TIME)': its process was"
+            " killed or crashed; run it again with the same JOBDIR to continue it."
         )
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
@@ -52,7 +53,7 @@ class Command(StoreCommand):
             [
                 crawl["crawl_id"],
                 describe_time(crawl["started_at"]),
-                self.describe_status(crawl),
+                describe_status(crawl),
                 crawl["strategy"] or "-",
                 describe_params(crawl["params"]) or "-",
                 total.fetched,

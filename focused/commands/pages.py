@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from focused.arguments import Param
+from focused.report import describe_status
 from focused.storage import PAGE_FIELDS
 from focused.storecommand import (
     StoreCommand,
@@ -62,7 +63,7 @@ class Command(StoreCommand):
         crawl = find_crawl(store, opts.crawl)
         if crawl["status"] != "finished":
             sys.stderr.write(
-                f"crawl {crawl['crawl_id']} is {self.describe_status(crawl)}:"
+                f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:"
                 " these are the pages it stored so far\n"
             )
         pages = store.pages(

@@ -17,6 +17,7 @@ from focused.report import (
     Report,
     build_report,
     describe_params,
+    describe_status,
     describe_time,
     draw_png,
     report_json,
@@ -75,7 +76,7 @@ class Command(StoreCommand):
         if opts.json:
             print_json(report_json(report))
         else:
-            print_report(report, self.describe_status(crawl))
+            print_report(report)
         if opts.png:
             try:
                 draw_png(report, opts.png)
@@ -86,7 +87,7 @@ class Command(StoreCommand):
             sys.stderr.write(f"plot written to {opts.png}\n")
 
 
-def print_report(report: Report, status: str) -> None:
+def print_report(report: Report) -> None:
     crawl, total = report.crawl, report.totals
     out = sys.stdout.write
     out(f"crawl      {crawl['crawl_id']}\n")
@@ -95,7 +96,7 @@ def print_report(report: Report, status: str) -> None:
     out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}\n")
     out(f"started    {describe_time(crawl['started_at'])}\n")
     out(f"finished   {describe_time(crawl['finished_at'])}\n")
-    out(f"status     {status}\n")
+    out(f"status     {describe_status(crawl)}\n")
     out(
         f"pages      {total.fetched} fetched, {report.stored} stored, {total.relevant} relevant,"
         f" harvest rate {score(total.harvest_rate)}\n"
