@@ -282,6 +282,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "STORAGE_BATCH_SIZE": (int, 1, None),
     "STORAGE_RETRIES": (int, 0, None),
     "STORAGE_RETRY_DELAY": (float, 0.0, None),
+    "FOCUSED_HEARTBEAT_INTERVAL": (float, 1.0, None),
     "STORE_MIN_RELEVANCE": (float, 0.0, 1.0),  # relevance is in [0, 1]: above 1 stores nothing
     "CLOSESPIDER_PAGECOUNT": (int, 0, None),
     "CONCURRENT_REQUESTS": (int, 1, None),

@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +34,9 @@ TOP_PAGES = 10
 DECILES = 10
 PNG_SIZE_INCHES = (11.0, 4.5)
 PNG_DPI = 100  # 1100 x 450 pixels
+# Heartbeats (FOCUSED_HEARTBEAT_INTERVAL) a running crawl may miss before it is shown as stopped:
+# one late beat (a store slow to answer, the reactor busy) is no dead crawl.
+STALE_BEATS = 3
 
 
 @dataclass(frozen=True)
@@ -182,9 +186,29 @@ def describe_params(params: Mapping[str, Any] | None) -> str:
     return ", ".join(f"{name}={value}" for name, value in (params or {}).items())
 
 
-def describe_status(crawl: Mapping[str, Any]) -> str:
+def is_stale(crawl: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a crawl recorded ``running`` has not refreshed its ``seen_at`` for more than
+    ``STALE_BEATS`` of its heartbeat intervals: its process was killed (kill -9, a power cut,
+    the OOM killer) before it could record how it ended. A record without them (written before
+    there were heartbeats) cannot tell, and is taken at its word."""
+    interval = crawl.get("heartbeat_interval")
+    if crawl.get("status") != "running" or not crawl.get("seen_at") or not interval:
+        return False
+    try:
+        seen = datetime.fromisoformat(crawl["seen_at"])
+    except ValueError:
+        return False
+    if seen.tzinfo is None:
+        seen = seen.replace(tzinfo=UTC)
+    return (now - seen).total_seconds() > STALE_BEATS * interval
+
+
+def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> str:
     """``finished``, ``running``, or ``interrupted (reason)``: why it stopped when it is not
-    the usual end."""
+    the usual end. A ``running`` crawl whose heartbeat is stale (``is_stale``) is
+    ``stopped? (last seen TIME)``: resuming its JOBDIR continues it."""
+    if is_stale(crawl, now or datetime.now(UTC)):
+        return f"stopped? (last seen {describe_time(crawl['seen_at'])})"
     status = crawl.get("status") or "unknown"
     reason = crawl.get("finish_reason")
     return f"{status} ({reason})" if status == "interrupted" and reason else status

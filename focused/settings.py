@@ -95,6 +95,9 @@ STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written bef
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)
 STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
+# Seconds between refreshes of the crawl record's seen_at while the crawl runs (one small update);
+# `scrapy crawls` shows a `running` crawl silent for 3 of them as stopped (killed, crashed).
+FOCUSED_HEARTBEAT_INTERVAL = 30.0
 
 # -- Progress --------------------------------------------------------------------------------
 FOCUSED_LOGSTATS_INTERVAL = 30.0  # seconds between progress lines; 0 turns them off

@@ -86,6 +86,12 @@ CRAWL_SCHEMA: dict[str, type] = {
     # crawl's id run again, another process of a shared crawl); started_at stays the first
     # run's. Last, where SQLite adds it to a file written before it.
     "resumed_at": str,
+    # When a process of the crawl last said it is alive: set at each start, refreshed every
+    # FOCUSED_HEARTBEAT_INTERVAL seconds (pipelines.storage), so that a crawl killed outright
+    # (kill -9, a power cut) can be told from a live one; None in records written before it.
+    "seen_at": str,
+    # The FOCUSED_HEARTBEAT_INTERVAL of the crawl's latest run, by which seen_at is judged.
+    "heartbeat_interval": float,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)
@@ -187,11 +193,13 @@ class Store(ABC):
         """Insert or replace the crawl record, with status ``running`` and no finish fields.
 
         A crawl already recorded (resumed, or run again under its id) keeps its first
-        ``started_at``; the record's own start becomes its ``resumed_at``.
+        ``started_at``; the record's own start becomes its ``resumed_at``. ``started_at`` and
+        ``seen_at`` default to now.
         """
+        now = _utc_now()
         crawl = _coerce(
             CRAWL_SCHEMA,
-            {"started_at": _utc_now(), **record, "status": "running", "resumed_at": None},
+            {"started_at": now, "seen_at": now, **record, "status": "running", "resumed_at": None},
         )
         _require(crawl, "crawl_id")
         with self._failing(f"save crawl {crawl['crawl_id']}"):
@@ -215,6 +223,11 @@ class Store(ABC):
         if pages:
             with self._failing(f"save {len(pages)} pages"):
                 self._upsert_pages(pages)
+
+    def heartbeat(self, crawl_id: str) -> None:
+        """Set the crawl record's ``seen_at`` to now: a process of the crawl is alive."""
+        with self._failing(f"refresh the heartbeat of crawl {crawl_id}"):
+            self._update_crawl(crawl_id, {"seen_at": _utc_now()})
 
     def finish_crawl(self, crawl_id: str, **fields: Any) -> None:
         """Update the finish fields (``FINISH_FIELDS``) of a crawl record.

@@ -11,6 +11,8 @@ Settings:
     STORAGE_BATCH_SIZE   most page records per write (default 50)
     STORAGE_RETRIES      retries of a failed write before giving up (default 3)
     STORAGE_RETRY_DELAY  seconds before the first retry, doubled for each next one (default 1.0)
+    FOCUSED_HEARTBEAT_INTERVAL  seconds between refreshes of the crawl record's ``seen_at``
+                         (default 30)
 plus the settings of ``focused.storage.open_store`` (MONGO_URI, MONGO_DATABASE,
 MONGO_TIMEOUT_MS, FOCUSED_DB).
 
@@ -20,6 +22,13 @@ Threads: a store that says it is ``threadsafe`` (MongoDB) is called in worker th
 round trip to the server never stalls the reactor; SQLite is fast and its connection belongs to
 the thread that opened it, so it is called inline. Either way batches are written one at a time
 and in order, by a single writer (``_drain``).
+
+Heartbeat: a crawl killed outright (``kill -9``, a power cut, the OOM killer) cannot record how
+it ended, and its record would say ``running`` for good. So while the spider is open the
+record's ``seen_at`` is refreshed every FOCUSED_HEARTBEAT_INTERVAL seconds (one small update,
+whatever the pages), and ``scrapy crawls`` shows a ``running`` record silent for longer than
+``focused.report.STALE_BEATS`` intervals as stopped. Each process of a shared crawl refreshes
+the same record.
 
 A second Ctrl-C stops the reactor without closing the spider: no ``close_spider``, no
 ``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
@@ -43,8 +52,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.utils.asyncio import run_in_thread, sleep
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.reactor import is_reactor_installed
+from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.resume import recover_state, relearn
@@ -66,6 +76,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 50
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
+DEFAULT_HEARTBEAT_INTERVAL = 30.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
 
 _T = TypeVar("_T")
@@ -86,6 +97,9 @@ class StoragePipeline:
         self.batch_size = max(1, settings.getint("STORAGE_BATCH_SIZE", DEFAULT_BATCH_SIZE))
         self.retries = max(0, settings.getint("STORAGE_RETRIES", DEFAULT_RETRIES))
         self.retry_delay = settings.getfloat("STORAGE_RETRY_DELAY", DEFAULT_RETRY_DELAY)
+        self.heartbeat_interval = settings.getfloat(
+            "FOCUSED_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL
+        )
         self.store: Store
         self.crawl_id: str
         self._buffer: list[dict[str, Any]] = []  # page records not yet written, oldest first
@@ -96,6 +110,8 @@ class StoragePipeline:
         self._failed = False  # gave up on the store: no more retries, spider closing
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
         self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
+        self._heartbeat: task.LoopingCall | None = None
+        self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:
@@ -142,7 +158,9 @@ class StoragePipeline:
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
-        record = self.crawler.spider.crawl_record()
+        record = self.crawler.spider.crawl_record() | {
+            "heartbeat_interval": self.heartbeat_interval
+        }
         self.crawl_id = record["crawl_id"]
         try:
             await self._retrying(self.store.start_crawl, record)
@@ -157,12 +175,29 @@ class StoragePipeline:
             self._forced_stop_trigger = reactor.addSystemEventTrigger(
                 "before", "shutdown", self.forced_stop
             )
+            self._heartbeat = task.LoopingCall(lambda: deferred_from_coro(self.beat()))
+            self._heartbeat_stopped = self._heartbeat.start(self.heartbeat_interval, now=False)
+
+    async def beat(self) -> None:
+        """Refresh the crawl record's ``seen_at``. A failure is only logged: the next beat tries
+        again (a LoopingCall would stop at an exception), and page writes have their retries."""
+        try:
+            await self._call(self.store.heartbeat, self.crawl_id)
+        except StoreError as exc:
+            logger.warning("%s", exc)
+
+    async def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None and self._heartbeat.running:
+            self._heartbeat.stop()
+            await maybe_deferred_to_future(self._heartbeat_stopped)  # a beat under way ends
 
     def forced_stop(self) -> None:
         """The reactor is stopping with the spider still open (a second Ctrl-C): record the
         crawl as interrupted rather than leave it ``running``. Pages not yet written stay
         unwritten; a JOBDIR crawl fetches them again on resume, as after a crash."""
         self._forced_stop_trigger = None
+        if self._heartbeat is not None and self._heartbeat.running:
+            self._heartbeat.stop()
         if self._crawl_goes_on("interrupted"):
             return
         try:
@@ -224,6 +259,7 @@ class StoragePipeline:
 
             reactor.removeSystemEventTrigger(self._forced_stop_trigger)
             self._forced_stop_trigger = None
+        await self._stop_heartbeat()  # before the store is closed
         if reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
             # The spider's closed() found that no seed could be fetched: recorded as finished,
             # the crawl would read as a topic with nothing to find.

@@ -120,6 +120,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"STORE_MIN_RELEVANCE": "2"}, "STORE_MIN_RELEVANCE=2 is outside [0.0, 1.0]"),
         (GOOD, {"STORAGE_RETRIES": "x"}, "STORAGE_RETRIES='x' is not an integer"),
         (GOOD, {"STORAGE_RETRY_DELAY": "x"}, "STORAGE_RETRY_DELAY='x' is not a number"),
+        (GOOD, {"FOCUSED_HEARTBEAT_INTERVAL": "0"}, "FOCUSED_HEARTBEAT_INTERVAL=0 is outside"),
         (GOOD, {"DOWNLOAD_TIMEOUT": "x"}, "DOWNLOAD_TIMEOUT='x' is not a number"),
         (GOOD, {"DOWNLOAD_MAXSIZE": "10MB"}, "DOWNLOAD_MAXSIZE='10MB' is not an integer"),
         (GOOD, {"REDIRECT_MAX_TIMES": "x"}, "REDIRECT_MAX_TIMES='x' is not an integer"),

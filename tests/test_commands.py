@@ -19,13 +19,15 @@ import subprocess
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pymongo
 import pytest
 from scrapy.cmdline import execute
 
-from focused.report import build_report
+from focused import storage
+from focused.report import build_report, describe_status, is_stale
 from focused.storage import FINISH_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
     BIRD_QUERY,
@@ -295,6 +297,28 @@ def test_figures_of_a_running_crawl_come_from_its_stored_pages():
     assert [p.relevant for p in built.deciles] == [1, 1, 1, 1, 1, 1, 2, 2, 2, 2]
 
 
+def test_a_running_crawl_is_stale_once_it_missed_three_heartbeats():
+    now = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC)
+
+    def crawl(status: str, seconds_ago: float, interval: float | None = 30.0) -> dict:
+        seen_at = (now - timedelta(seconds=seconds_ago)).isoformat()
+        return {"status": status, "seen_at": seen_at, "heartbeat_interval": interval}
+
+    assert not is_stale(crawl("running", 89), now)
+    assert is_stale(crawl("running", 91), now)
+    assert is_stale(crawl("running", 4, interval=1.0), now)
+    assert not is_stale(crawl("running", 91, interval=100.0), now)  # each crawl by its own
+    # Only a crawl that says it is running; a record written before heartbeats is believed.
+    assert not is_stale(crawl("finished", 1000), now)
+    assert not is_stale(crawl("interrupted", 1000), now)
+    assert not is_stale(crawl("running", 1000, interval=None), now)
+    assert not is_stale({"status": "running", "seen_at": None, "heartbeat_interval": 30}, now)
+    assert not is_stale({"status": "running"}, now)
+    stale = crawl("running", 91)
+    assert describe_status(stale, now) == "stopped? (last seen 2026-01-01 09:58:29 UTC)"
+    assert describe_status({**stale, "heartbeat_interval": 100.0}, now) == "running"
+
+
 # -- scrapy crawls ---------------------------------------------------------------------------
 
 
@@ -341,6 +365,37 @@ def test_crawls_counts_a_running_crawl_from_its_stored_pages(stored, mongo, mong
     relevant = sum(page["is_relevant"] for page in live)
     assert first[0] == "live" and first[2] == "running"
     assert first[5:8] == ["25", str(relevant), f"{relevant / 25:.3f}"]
+
+
+def test_a_crawl_whose_heartbeat_stopped_is_shown_as_stopped(
+    stored, mongo, mongo_copy, monkeypatch
+):
+    """A crawl killed outright (kill -9) stays ``running`` in the store. Its heartbeat, once
+    older than 3 FOCUSED_HEARTBEAT_INTERVALs, shows it as stopped, with the time it was last
+    seen, in ``crawls``, ``pages`` and ``report``; a live crawl's keeps it running."""
+    started = {name: stored.crawls["done"][name] for name in ("query", "strategy", "seeds")}
+    now = storage._utc_now
+    started |= {
+        "crawl_id": "killed",
+        "started_at": "3000",
+        "seen_at": "2026-01-01T10:00:00+00:00",
+        "heartbeat_interval": 30.0,
+    }
+    mongo_copy.start_crawl(started)
+    monkeypatch.setattr(storage, "_utc_now", lambda: "2026-01-01T10:00:30+00:00")
+    mongo_copy.heartbeat("killed")  # its last beat, then kill -9
+    monkeypatch.setattr(storage, "_utc_now", now)
+    mongo_copy.save_pages([{**page, "crawl_id": "killed"} for page in stored.pages["done"][:5]])
+    stopped = "stopped? (last seen 2026-01-01 10:00:30 UTC)"
+
+    first = rows(ok(mongo("crawls")))[0]
+    assert first[:3] == ["killed", "3000 UTC", stopped]
+    assert mongo_copy.get_crawl("killed")["status"] == "running"  # as stored
+    assert f"status     {stopped}\n" in ok(mongo("report", "killed"))
+    assert f"crawl killed is {stopped}:" in mongo("pages", "--crawl", "killed").stderr
+
+    mongo_copy.heartbeat("killed")  # alive after all (a process of a shared crawl)
+    assert rows(ok(mongo("crawls")))[0][2] == "running"
 
 
 # -- scrapy pages ----------------------------------------------------------------------------

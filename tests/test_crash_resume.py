@@ -19,6 +19,7 @@ from collections import Counter
 from datetime import date, timedelta
 
 from focused.replayweb import ReplayServer
+from focused.report import describe_time
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -370,3 +371,57 @@ def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_g
         server.stop()
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Resuming crawl" in resumed.stderr
+
+
+def crawls_status(db, crawl_id: str) -> str:
+    """The status column of the crawl's row in ``scrapy crawls`` (the real command line, with
+    the default FOCUSED_HEARTBEAT_INTERVAL: the crawl's own is in its record)."""
+    listed = subprocess.run(
+        scrapy_command("crawls", "-s", f"FOCUSED_DB={db}"),
+        cwd=REPO,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert listed.returncode == 0, listed.stderr[-3000:]
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith(crawl_id)]
+    return re.split(r"\s{2,}", row)[2]  # crawl, started, status, ...
+
+
+def test_kill_9_shows_the_crawl_as_stopped_not_running(tmp_path, sample_graph):
+    """A crawl killed with kill -9 cannot record how it ended: its record says ``running``.
+    While it lives its heartbeat keeps it ``running`` in ``scrapy crawls``; once killed, its
+    heartbeat ages and it is listed as stopped, with when it was last seen; resumed, it is
+    running again and finishes."""
+    interval = 1.0
+    # The articles beyond the first 10 wait for the kill: the crawl is alive, and busy with
+    # nothing, as long as the test needs.
+    server = GatedReplay(sample_graph, Hold(10), BIRD_SEED, delay=0.03).start()
+    db = tmp_path / "focused.sqlite3"
+    command = job_command(
+        tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30, FOCUSED_HEARTBEAT_INTERVAL=interval
+    )
+    try:
+        run = start_until_fetched(command, server, 10)
+        crawl_id = _crawl_id_of(tmp_path / "job")
+        # Longer than the 3 intervals after which a heartbeat is stale: only its refreshes
+        # keep the crawl running.
+        time.sleep(4 * interval)
+        alive = crawls_status(db, crawl_id)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        server.gate.release()
+        time.sleep(4 * interval)
+        killed = crawls_status(db, crawl_id)
+        stored = Crawl(None, db, crawl_id).crawl_record()
+        final = run_to_the_end(command)
+    finally:
+        server.stop()
+    assert alive == "running"
+    assert killed.startswith("stopped?"), killed
+    assert stored["status"] == "running"  # the stored status is left as it was
+    assert stored["heartbeat_interval"] == interval
+    assert killed == f"stopped? (last seen {describe_time(stored['seen_at'])})"
+    assert final.returncode == 0, final.stderr[-3000:]
+    assert crawls_status(db, crawl_id) == "finished"

@@ -27,6 +27,7 @@ from scrapy.pipelines import ItemPipelineManager
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
+from focused import storage
 from focused.items import PageItem
 from focused.storage import (
     CRAWL_FIELDS,
@@ -147,7 +148,10 @@ def check_round_trip(store: Store) -> None:
         "relevant": None,
         "harvest_rate": None,
         "resumed_at": None,
+        "seen_at": started["seen_at"],
+        "heartbeat_interval": None,  # given by the storage pipeline
     }
+    assert started["seen_at"] > crawl_record()["started_at"]  # now
     assert list(started) == list(CRAWL_FIELDS)
 
     seed = page(
@@ -175,6 +179,8 @@ def check_round_trip(store: Store) -> None:
         "relevant": 3,
         "harvest_rate": 1.0,
         "resumed_at": None,
+        "seen_at": started["seen_at"],
+        "heartbeat_interval": None,  # given by the storage pipeline
     }
     stored = store.pages("c1", order="fetch_order")
     assert stored == pages
@@ -232,6 +238,18 @@ def test_round_trip(store):
 
 def test_upsert_is_idempotent(store):
     check_upsert_idempotent(store)
+
+
+def test_a_heartbeat_sets_seen_at_and_nothing_else(store, monkeypatch):
+    monkeypatch.setattr(storage, "_utc_now", lambda: "2024-05-01T10:00:05+00:00")
+    store.start_crawl(crawl_record())
+    started = store.get_crawl("c1")
+    assert started["seen_at"] == "2024-05-01T10:00:05+00:00"
+    monkeypatch.setattr(storage, "_utc_now", lambda: "2024-05-01T10:01:05+00:00")
+    store.heartbeat("c1")
+    store.heartbeat("nope")  # a crawl without a record is left alone
+    assert store.get_crawl("c1") == {**started, "seen_at": "2024-05-01T10:01:05+00:00"}
+    assert store.crawls() == [store.get_crawl("c1")]
 
 
 def test_crawls_newest_first_and_latest(store):
@@ -304,7 +322,8 @@ def test_bad_records_and_fields_are_refused(store):
     store.save_pages([])  # nothing to do is fine
 
 
-def test_both_backends_give_identical_records(tmp_path, mongo_client):
+def test_both_backends_give_identical_records(tmp_path, mongo_client, monkeypatch):
+    monkeypatch.setattr(storage, "_utc_now", lambda: "2024-05-01T10:00:05+00:00")  # seen_at
     records = {}
     for backend in ("sqlite", "mongo"):
         store = make_store(backend, tmp_path, mongo_client)
@@ -388,22 +407,26 @@ def test_sqlite_schema(tmp_path):
     ]
 
 
-def test_an_older_sqlite_file_gains_resumed_at(tmp_path):
+def test_an_older_sqlite_file_gains_the_newer_crawl_fields(tmp_path):
     path = tmp_path / "old.sqlite3"
     conn = sqlite3.connect(path)
-    columns = ", ".join(name for name in CRAWL_FIELDS if name != "resumed_at")
+    newer = ("resumed_at", "seen_at", "heartbeat_interval")
+    columns = ", ".join(name for name in CRAWL_FIELDS if name not in newer)
     conn.execute(f"CREATE TABLE crawls ({columns}, UNIQUE (crawl_id))")
     conn.execute("INSERT INTO crawls (crawl_id, started_at) VALUES ('c1', '2024-05-01')")
     conn.commit()
     conn.close()
     store = SqliteStore(path)
     try:
-        assert store.get_crawl("c1")["resumed_at"] is None
-        store.start_crawl(crawl_record("c1", "2024-05-02"))
+        old = store.get_crawl("c1")
+        assert [old[name] for name in newer] == [None, None, None]
+        store.start_crawl(crawl_record("c1", "2024-05-02") | {"heartbeat_interval": 30.0})
         crawl = store.get_crawl("c1")
     finally:
         store.close()
     assert (crawl["started_at"], crawl["resumed_at"]) == ("2024-05-01", "2024-05-02")
+    assert crawl["seen_at"] > "2024-05-02"
+    assert crawl["heartbeat_interval"] == 30.0
 
 
 def test_sqlite_unopenable_path_is_a_store_error(tmp_path):

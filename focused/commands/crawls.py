@@ -29,6 +29,9 @@ class Command(StoreCommand):
             "List the crawl runs in the store (MONGO_URI, else FOCUSED_DB), newest first: id,"
             " start time (UTC), status, strategy and parameters, pages fetched, relevant pages,"
             " harvest rate and query. A crawl still running is counted from its stored pages."
+            " A crawl recorded as running whose heartbeat (FOCUSED_HEARTBEAT_INTERVAL) stopped"
+            " for 3 of its intervals is shown as 'stopped? (last seen TIME)': its process was"
+            " killed or crashed; run it again with the same JOBDIR to continue it."
         )
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
