@@ -221,6 +221,9 @@ def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
     assert topical_cpu > plain_cpu > 1.0, report
     ratio = float(re.search(r"Process CPU per page, plain / topical: (\d+\.\d\d)", report)[1])
     assert ratio == pytest.approx(plain_cpu / topical_cpu, abs=0.01)
+    # The console line names the ratio's direction too: "CPU per page 0.64" after
+    # "topical/plain" read as topical's CPU being the smaller.
+    assert f"(process CPU per page, plain/topical {ratio:.2f})" in result.stdout, result.stdout
     read, encoded = map(int, re.search(r"(\d+) read, (\d+) encoded", topical).groups())
     # warm: an unmeasured crawl from the same seed stored most of what the measured one meets
     # (with 16 requests at once the two crawls may fetch a few different pages)
