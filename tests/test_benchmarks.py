@@ -301,6 +301,21 @@ def test_benchmark_counts_are_at_least_one(module, option) -> None:
     assert result.stderr.count("\n") == 1, result.stderr
 
 
+@pytest.mark.parametrize("module", ["crash_counts", "crash_safety"])
+def test_benchmarks_without_options_refuse_arguments(module) -> None:
+    """They ignored their arguments: --help and a typo ran the whole measurement."""
+    command = [sys.executable, "-m", f"benchmarks.{module}", "--rounds", "1"]
+    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout
+    assert (
+        result.stderr
+        == f"python -m benchmarks.{module}: error: unrecognized arguments: --rounds 1\n"
+    )
+    assert result.stdout == ""
+    helped = subprocess.run([*command[:3], "--help"], cwd=REPO, capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m benchmarks.")
+
+
 def test_encoder_calls_command() -> None:
     """This checkout against HEAD itself: one row per batch size, each with its ratio."""
     command = [
