@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
 from scrapy.utils.test import get_crawler
 
+from focused.errors import CommandLineParser
 from focused.resume import CrawlCounters, add_to_counter
 
 CALLS = 5000
@@ -38,7 +40,12 @@ def seconds_per_call(jobdir: Path | None) -> float:
     return elapsed
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    # No options, but --help says what it measures and a stray argument is refused, not ignored.
+    parser = CommandLineParser(
+        prog="python -m benchmarks.crash_counts", description=__doc__.splitlines()[0]
+    )
+    parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as folder:
         for round_ in range(ROUNDS):
             written = seconds_per_call(Path(folder, f"job-{round_}"))

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import scrapy
 
+from focused.errors import CommandLineParser
 from focused.storage import SqliteStore
 from schedulers.base import SqliteFrontier
 
@@ -59,7 +61,12 @@ def frontier_seconds(folder: Path, group: int) -> float:
     return elapsed
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    # No options, but --help says what it measures and a stray argument is refused, not ignored.
+    parser = CommandLineParser(
+        prog="python -m benchmarks.crash_safety", description=__doc__.splitlines()[0]
+    )
+    parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for _ in range(3):

@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for result in measured:
         print(
             f"{result.delay:g} s latency: topical/plain = {result.ratio:.2f} "
-            f"(CPU per page {result.cpu_ratio:.2f})"
+            f"(process CPU per page, plain/topical {result.cpu_ratio:.2f})"
         )
     print(f"report in {out / 'throughput.md'}")
     return 0

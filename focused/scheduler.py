@@ -89,6 +89,7 @@ class FocusedScheduler(Scheduler):
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
         scheduler.shared = None  # SharedCrawl of a crawl shared through Redis, set on open
+        scheduler.closed = False
         scheduler.outstanding_max = (
             settings.getint("CONCURRENT_REQUESTS")
             if settings.getbool("SCORE_BEFORE_DISPATCH")
@@ -140,6 +141,11 @@ class FocusedScheduler(Scheduler):
             frontier.finish(fp)
 
     def enqueue_request(self, request: Request) -> bool:
+        if self.closed:
+            # The engine can still hand over a start request once the spider closes at open (a
+            # resumed crawl whose page budget is spent), and the frontier file is closed by then.
+            # Dropped: the seeds are yielded again by the next run.
+            return False
         # A redirect or retry of a request in flight carries its mark: once the new request
         # is queued (or filtered), the old one is finished.
         replaced = request.meta.pop(INFLIGHT, None)
@@ -298,6 +304,7 @@ class FocusedScheduler(Scheduler):
                 evicted,
                 self.frontier_max,
             )
+        self.closed = True
         return super().close(reason)
 
     @staticmethod

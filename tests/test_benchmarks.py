@@ -221,6 +221,9 @@ def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
     assert topical_cpu > plain_cpu > 1.0, report
     ratio = float(re.search(r"Process CPU per page, plain / topical: (\d+\.\d\d)", report)[1])
     assert ratio == pytest.approx(plain_cpu / topical_cpu, abs=0.01)
+    # The console line names the ratio's direction too: "CPU per page 0.64" after
+    # "topical/plain" read as topical's CPU being the smaller.
+    assert f"(process CPU per page, plain/topical {ratio:.2f})" in result.stdout, result.stdout
     read, encoded = map(int, re.search(r"(\d+) read, (\d+) encoded", topical).groups())
     # warm: an unmeasured crawl from the same seed stored most of what the measured one meets
     # (with 16 requests at once the two crawls may fetch a few different pages)
@@ -299,6 +302,21 @@ def test_benchmark_counts_are_at_least_one(module, option) -> None:
     assert result.returncode == 2, result.stderr
     assert result.stderr.endswith(f"error: argument {option}: must be at least 1, not 0\n")
     assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("module", ["crash_counts", "crash_safety"])
+def test_benchmarks_without_options_refuse_arguments(module) -> None:
+    """They ignored their arguments: --help and a typo ran the whole measurement."""
+    command = [sys.executable, "-m", f"benchmarks.{module}", "--rounds", "1"]
+    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    assert result.returncode == 2, result.stdout
+    assert (
+        result.stderr
+        == f"python -m benchmarks.{module}: error: unrecognized arguments: --rounds 1\n"
+    )
+    assert result.stdout == ""
+    helped = subprocess.run([*command[:3], "--help"], cwd=REPO, capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m benchmarks.")
 
 
 def test_encoder_calls_command() -> None:
