@@ -1,7 +1,8 @@
 """The progress line of a focused crawl, in the style of Scrapy's LogStats.
 
 Every ``FOCUSED_LOGSTATS_INTERVAL`` seconds (default 30; 0 turns it off) it logs pages fetched,
-relevant pages, harvest rate and frontier size, read from the ``focused/*`` stats.
+relevant pages, harvest rate and frontier size: the pages are the crawl's counters (so a run resumed
+from JOBDIR starts from the counts it resumes), the frontier the ``focused/frontier`` stat.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from focused.resume import crawl_counter
+
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -22,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 class ProgressLog:
     def __init__(self, crawler: Crawler, interval: float) -> None:
+        self.crawler = crawler
         self.stats = crawler.stats
         self.interval = interval
         self._loop: task.LoopingCall | None = None
@@ -41,15 +45,16 @@ class ProgressLog:
         self._loop.start(self.interval, now=False)
 
     def log(self) -> None:
-        get = self.stats.get_value
+        spider = self.crawler.spider
+        pages, relevant = crawl_counter(spider, "pages"), crawl_counter(spider, "relevant")
         logger.info(
             "Focused: %(pages)d pages, %(relevant)d relevant (harvest rate %(harvest).3f),"
             " frontier %(frontier)d requests",
             {
-                "pages": get("focused/pages", 0),
-                "relevant": get("focused/relevant", 0),
-                "harvest": get("focused/harvest_rate", 0.0),
-                "frontier": get("focused/frontier", 0),
+                "pages": pages,
+                "relevant": relevant,
+                "harvest": relevant / pages if pages else 0.0,
+                "frontier": self.stats.get_value("focused/frontier", 0),
             },
         )
 

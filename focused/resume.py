@@ -132,6 +132,14 @@ def add_to_counter(crawler: Crawler, name: str, amount: int = 1) -> int:
     return value
 
 
+def crawl_counter(spider: Spider, name: str) -> int:
+    """A crawl counter's value now: ``spider.state``'s, or in a crawl shared by several
+    processes the crawl-wide one in Redis. A run resumed from JOBDIR has its counts before it
+    fetches a page (its stats have none until then)."""
+    shared = getattr(spider, "shared", None)
+    return spider.state.get(name, 0) if shared is None else shared.counter(name)
+
+
 class CrawlCounters:
     """Extension (JOBDIR only): the crawl counters that the store cannot give back after
     ``kill -9``, written through to the table ``counters`` (name, value) of

@@ -57,7 +57,7 @@ from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
-from focused.resume import recover_state, relearn
+from focused.resume import crawl_counter, recover_state, relearn
 from focused.stopping import (
     FORCED_SHUTDOWN,
     NO_SEED_FETCHED,
@@ -300,16 +300,11 @@ class StoragePipeline:
         return bool(others)
 
     def _totals(self) -> dict[str, Any]:
-        """The crawl's page counts for its record: the crawl's counters, in ``spider.state``
-        (a run resumed from JOBDIR may fetch no page, and its stats then hold none). In a crawl
-        shared by several processes any process may close last: the crawl-wide counters are
-        read from Redis."""
+        """The crawl's page counts for its record: the crawl's counters (a run resumed from
+        JOBDIR may fetch no page, and its stats then hold none; in a crawl shared by several
+        processes any process may close last: the counters are the crawl-wide ones)."""
         spider = self.crawler.spider
-        shared = getattr(spider, "shared", None)
-        if shared is None:
-            pages, relevant = spider.state.get("pages", 0), spider.state.get("relevant", 0)
-        else:
-            pages, relevant = shared.counter("pages"), shared.counter("relevant")
+        pages, relevant = crawl_counter(spider, "pages"), crawl_counter(spider, "relevant")
         return {
             "pages": pages,
             "relevant": relevant,

@@ -75,8 +75,11 @@ def test_pauses_count_every_page_fetched(tmp_path):
             assert budget <= served <= budget + concurrency - 1, (budget, served)
             beyond.append(served - budget)
         # A budget already spent: the next run closes at once and fetches nothing.
-        again = run(tmp_path, site, budgets[-1], concurrency)
+        again = run(tmp_path, site, budgets[-1], concurrency, FOCUSED_LOGSTATS_INTERVAL=60)
         assert "already spent" in again.result.stderr
+        # Its progress line (logged at close) gives the crawl's counts, not the run's none.
+        progress = f"Focused: {state['pages']} pages, {state['relevant']} relevant"
+        assert progress in again.result.stderr, again.result.stderr[-3000:]
         assert "Traceback" not in again.result.stderr, again.result.stderr[-3000:]
         assert len(site.log.gets()) == served
         paths = [path for _, path in site.log.gets()]
