@@ -308,6 +308,8 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
     "ENCODER_STORE_SIZE": (int, 0, None),
     "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
+    "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
+    "RETRY_AFTER_MAX": (float, 0.0, None),
     # Scrapy's, documented in the README ("Hardening"): Scrapy reads them with a traceback.
     "DOWNLOAD_TIMEOUT": (float, 0.0, None),
     "DOWNLOAD_MAXSIZE": (int, 0, None),

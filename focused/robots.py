@@ -12,6 +12,16 @@ on to the next one.
 A robots.txt that cannot be downloaded (host down, refused, timed out, not resolved) is logged by
 Scrapy with the whole traceback, some sixty lines for each dead host a crawl meets; here it is
 the one line of Scrapy's message, which already names the host and the error.
+
+Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
+once every that many seconds: its downloader slot's delay is raised to it (never lowered: at
+least ``DOWNLOAD_DELAY``), without Scrapy's random jitter, which would make half the intervals
+shorter. The slot keeps it if Scrapy drops the idle slot and makes a new one (``DOWNLOAD_SLOTS``
+is where a new slot takes its delay from) and if AutoThrottle would lower it. A host that asks
+for more than ``ROBOTS_CRAWL_DELAY_MAX`` seconds is skipped, as Nutch does
+(``fetcher.max.crawl.delay``): fetching it faster than it asked would ignore its robots.txt, and
+a request waiting in a host's slot counts against ``CONCURRENT_REQUESTS``, so that a few such
+hosts would hold most of the crawl's downloads for minutes each.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from scrapy import exceptions
+from scrapy import exceptions, signals
 from scrapy.downloadermiddlewares import robotstxt
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -28,8 +38,12 @@ from twisted.internet.defer import Deferred
 
 if TYPE_CHECKING:
     from scrapy import Request
+    from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
+
+logger = logging.getLogger(__name__)
 
 
 # What a download of a site's robots.txt can fail with when the site is not there: not a bug.
@@ -56,6 +70,19 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         robots_logger = logging.getLogger(robotstxt.__name__)
         if not any(isinstance(f, _UnreachableInOneLine) for f in robots_logger.filters):
             robots_logger.addFilter(_UnreachableInOneLine())
+        self._crawl_delay_max = crawler.settings.getfloat("ROBOTS_CRAWL_DELAY_MAX")
+        self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
+        # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
+        self._skipped: dict[str, float] = {}
+        # The least delay of each downloader slot (keyed as the downloader keys them: by
+        # hostname) that a robots.txt asked for; two ports of one host share the larger.
+        self._slot_delays: dict[str, float] = {}
+        crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+        if crawler.settings.getbool("AUTOTHROTTLE_ENABLED"):
+            # AutoThrottle sets a slot's delay after each response, no lower than DOWNLOAD_DELAY
+            # only. This receiver, connected after it (extensions are built before the
+            # downloader's middlewares), raises it back before the slot sends its next request.
+            crawler.signals.connect(self._keep_crawl_delay, signal=signals.response_downloaded)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         pending = self._parsers.get(urlparse_cached(request).netloc)
@@ -69,3 +96,65 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
         pending.addCallback(hand_on)
         return await maybe_deferred_to_future(mine)
+
+    def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        super().process_request_2(rp, request)
+        netloc = urlparse_cached(request).netloc
+        if netloc in self._skipped:
+            self._stats.inc_value("focused/robots/crawl_delay_skipped")
+            raise exceptions.IgnoreRequest(
+                f"robots.txt Crawl-delay {self._skipped[netloc]:g} s is above "
+                f"ROBOTS_CRAWL_DELAY_MAX ({self._crawl_delay_max:g} s)"
+            )
+
+    def _useragent(self, request: Request) -> str | bytes:
+        # The user agent Scrapy's process_request_2 checks allowed() for.
+        return self._robotstxt_useragent or request.headers.get(
+            b"User-Agent", self._default_useragent
+        )
+
+    def _robots_parsed(self, robotparser: RobotParser, request: Request) -> None:
+        # Sent before the requests waiting for this robots.txt go on: none is sent sooner.
+        delay = robotparser.crawl_delay(self._useragent(request))
+        if not delay or delay <= 0:
+            return
+        netloc = urlparse_cached(request).netloc
+        if delay > self._crawl_delay_max:
+            self._skipped[netloc] = delay
+            logger.info(
+                "%s: robots.txt asks for a Crawl-delay of %g s, above ROBOTS_CRAWL_DELAY_MAX "
+                "(%g s): its pages are skipped",
+                netloc,
+                delay,
+                self._crawl_delay_max,
+            )
+            return
+        downloader: Downloader = self.crawler.engine.downloader
+        key = downloader.get_slot_key(request)
+        floor = max(delay, self._download_delay, self._slot_delays.get(key, 0.0))
+        self._slot_delays[key] = floor
+        # A slot made later (the first, or a new one after Scrapy dropped this one when idle
+        # for a minute) takes its delay from here; a DOWNLOAD_SLOTS delay is never lowered.
+        slot_settings = downloader.per_slot_settings.setdefault(key, {})
+        slot_settings["delay"] = max(floor, float(slot_settings.get("delay", 0.0)))
+        slot_settings["jitter"] = 0.0
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            slot.delay = max(floor, slot.delay)
+            slot.jitter = 0.0
+        self._stats.inc_value("focused/robots/crawl_delay_hosts")
+        logger.info(
+            "%s: robots.txt asks for a Crawl-delay of %g s: one request every %g s",
+            netloc,
+            delay,
+            slot_settings["delay"],
+        )
+
+    def _keep_crawl_delay(self, response: Response, request: Request) -> None:
+        key = request.meta.get("download_slot")
+        floor = self._slot_delays.get(key) if key is not None else None
+        if floor is None:
+            return
+        slot = self.crawler.engine.downloader.slots.get(key)
+        if slot is not None and slot.delay < floor:
+            slot.delay = floor

@@ -9,6 +9,15 @@ COMMANDS_MODULE = "focused.commands"
 
 # -- Politeness and fetching -----------------------------------------------------------------
 ROBOTSTXT_OBEY = True
+# A robots.txt Crawl-delay of N: at most one request to the host every N seconds (Scrapy ignores
+# it). A host asking for more than this many seconds is skipped, as Nutch does: fetching it
+# faster would ignore its robots.txt, and its requests waiting would hold the crawl's
+# CONCURRENT_REQUESTS (focused.robots).
+ROBOTS_CRAWL_DELAY_MAX = 30.0
+# A 429 or 503 with Retry-After: no request to that host before it says, at most this many
+# seconds; then Scrapy retries as usual (RETRY_TIMES). 0: retried at once, as Scrapy does
+# (focused.retryafter).
+RETRY_AFTER_MAX = 60.0
 USER_AGENT = "focused/0.1 (+topical crawler; Scrapy)"
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
@@ -59,6 +68,8 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's checks only the first request waiting for a host's robots.txt (focused.robots).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "focused.robots.RobotsTxtMiddleware": 100,
+    # Sees a 429/503 before Scrapy's RetryMiddleware (550) retries it: pauses the host first.
+    "focused.retryafter.RetryAfterMiddleware": 555,
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
 }
 EXTENSIONS = {

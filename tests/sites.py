@@ -32,11 +32,21 @@ def html(title: str, body: str, head: str = "") -> str:
 class FetchLog:
     def __init__(self) -> None:
         self.entries: list[tuple[str, str, str]] = []  # (method, host, path)
+        self.times: list[float] = []  # time.monotonic() of each entry's arrival
         self._lock = threading.Lock()
 
     def add(self, method: str, host: str, path: str) -> None:
         with self._lock:
             self.entries.append((method, host, path))
+            self.times.append(time.monotonic())
+
+    def get_times(self, host: str) -> list[float]:
+        """When each GET to ``host`` arrived, in order."""
+        return [
+            when
+            for (method, entry_host, _), when in zip(self.entries, self.times, strict=True)
+            if method == "GET" and entry_host == host
+        ]
 
     def gets(self) -> list[tuple[str, str]]:
         return [(host, path) for method, host, path in self.entries if method == "GET"]

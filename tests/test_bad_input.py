@@ -108,6 +108,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"HEAD_CHECK": "sometimes"}, "HEAD_CHECK='sometimes' is not true or false"),
         (GOOD, {"FOCUSED_GC_FREEZE": "maybe"}, "FOCUSED_GC_FREEZE='maybe' is not true"),
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
+        (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
+        (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
         # URLs the downloader cannot send: each failed in the crawl, with a traceback.
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),

@@ -1,0 +1,121 @@
+"""A robots.txt Crawl-delay paces its host (focused.robots); a 429/503 with Retry-After pauses
+its host before the retry (focused.retryafter). Scrapy ignores both."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from itertools import pairwise
+
+import pytest
+
+from focused.retryafter import retry_after_seconds
+from tests.conftest import run_crawl
+from tests.sites import FetchLog, Reply, Site, html
+from tests.test_canonical import stat
+
+PAGES = [f"/p{n}" for n in range(1, 5)]
+
+
+def pages_site(robots: str):
+    """A seed page / linking to four pages, behind the given robots.txt."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, robots, "text/plain")
+        links = " ".join(f'<a href="{page}">birds {page}</a>' for page in PAGES)
+        if path != "/":
+            links = ""
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{links}"))
+
+    return respond
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [later - earlier for earlier, later in pairwise(times)]
+
+
+@pytest.mark.parametrize("autothrottle", [False, True])
+def test_crawl_delay_paces_its_host_and_no_other(tmp_path, autothrottle):
+    log = FetchLog()
+    slow_robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n"
+    with (
+        Site(pages_site(slow_robots), "127.0.0.2", log) as slow,
+        Site(pages_site("User-agent: *\nDisallow: /private/\n"), "127.0.0.3", log) as fast,
+    ):
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/,{fast.url}/"},
+            # AutoThrottle, from a short start delay, would take the slot's delay down to the
+            # latency of a loopback server after the first response.
+            {"AUTOTHROTTLE_ENABLED": True, "AUTOTHROTTLE_START_DELAY": 0.1} if autothrottle else {},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    slow_times, fast_times = log.get_times(slow.host), log.get_times(fast.host)
+    assert len(slow_times) == len(fast_times) == 1 + len(PAGES)
+    # The downloader sends one request a second; arrival may lag its send a little (loaded CI).
+    assert min(gaps(slow_times)) >= 0.9, gaps(slow_times)
+    # The other host's pages go together once its seed has been parsed.
+    assert max(gaps(fast_times[1:])) < 0.5, gaps(fast_times)
+    assert stat(crawl.result.stderr, "focused/robots/crawl_delay_hosts") == 1
+    assert f"{slow.host}:{slow.server_address[1]}: robots.txt asks for a Crawl-delay of 1 s" in (
+        crawl.result.stderr
+    )
+
+
+def test_a_crawl_delay_above_the_cap_skips_its_host(tmp_path):
+    log = FetchLog()
+    with Site(pages_site("User-agent: *\nCrawl-delay: 5\n"), "127.0.0.2", log) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"ROBOTS_CRAWL_DELAY_MAX": 2},
+        )
+    assert log.gets() == []
+    # Its only seed skipped: the crawl fetched nothing, and says why.
+    assert crawl.result.returncode == 1, crawl.result.stderr[-3000:]
+    assert "Crawl-delay 5 s is above ROBOTS_CRAWL_DELAY_MAX (2 s)" in crawl.result.stderr
+    assert stat(crawl.result.stderr, "focused/robots/crawl_delay_skipped") == 1
+
+
+def busy_once(retry_after: str):
+    """A seed page answered 429 with ``Retry-After`` the first time, then 200."""
+    answered: list[str] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(404, "")
+        if path == "/" and not answered:
+            answered.append(path)
+            return Reply(429, "slow down", "text/plain", {"Retry-After": retry_after})
+        return Reply(200, html("birds", "<p>birds nest feathers</p>"))
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    ("retry_after", "settings", "least", "most"),
+    [("2", {}, 2.0, 10.0), ("120", {"RETRY_AFTER_MAX": 1}, 1.0, 10.0)],
+    ids=["retry_after", "capped"],
+)
+def test_retry_after_pauses_the_host_before_the_retry(tmp_path, retry_after, settings, least, most):
+    log = FetchLog()
+    with Site(busy_once(retry_after), "127.0.0.2", log) as site:
+        crawl = run_crawl(
+            tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}, settings
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    times = log.get_times(site.host)
+    assert len(times) == 2, log.entries
+    assert least <= times[1] - times[0] < most
+    assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
+    assert stat(crawl.result.stderr, "focused/retry_after/pauses") == 1
+
+
+def test_retry_after_is_seconds_or_an_http_date():
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds(b"120", now) == 120.0
+    assert retry_after_seconds(b"Thu, 01 Jan 2026 12:00:30 GMT", now) == 30.0
+    assert retry_after_seconds(b"Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0  # past
+    assert retry_after_seconds(b"-5", now) is None
+    assert retry_after_seconds(b"soon", now) is None
+    assert retry_after_seconds(None, now) is None
