@@ -136,7 +136,7 @@ def linking_site(robots: str, links: dict[str, list[str]]):
 @pytest.mark.xfail(
     strict=True,
     reason="known limitation: requests waiting for a host's delay count against "
-    "CONCURRENT_REQUESTS, so a slow host ranked first paces the crawl (hostready-result.md)",
+    "CONCURRENT_REQUESTS, so a slow host ranked first paces the crawl (README, Hardening)",
 )
 def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path):
     """Host A's pages come first in the frontier (bfs: A's seed links to eight of them, then to
