@@ -158,11 +158,22 @@ def run_memory_case(name: str, kind: str, size: int) -> dict[str, Any]:
     return case | json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def speed_table(strategies: list[str], n: int, kinds: Sequence[str] = KINDS) -> list[str]:
+def fingerprinted_requests(n: int) -> tuple[list[scrapy.Request], Any]:
+    """``n`` requests and the crawl's fingerprinter, which has already fingerprinted each, as
+    the dupefilter does before any push."""
     requests = list(make_requests(n))
     fingerprinter = load_object(FINGERPRINTER)()
     for request in requests:
-        fingerprinter.fingerprint(request)  # as the dupefilter does before any push
+        fingerprinter.fingerprint(request)
+    return requests, fingerprinter
+
+
+def speed_table(
+    strategies: list[str],
+    requests: list[scrapy.Request],
+    fingerprinter: Any,
+    kinds: Sequence[str] = KINDS,
+) -> list[str]:
     base = {kind: push_pop_rate(BASELINE, kind, requests, fingerprinter) for kind in kinds}
     lines = [
         "| queue | memory ops/s | x ScrapyPriorityQueue | disk ops/s | x ScrapyPriorityQueue "
@@ -181,7 +192,9 @@ def speed_table(strategies: list[str], n: int, kinds: Sequence[str] = KINDS) -> 
     return lines
 
 
-def levels_table(levels: Sequence[int], n: int) -> list[str]:
+def levels_table(
+    levels: Sequence[int], requests: list[scrapy.Request], fingerprinter: Any
+) -> list[str]:
     """Scrapy's memory queue ordering the requests by a score, as a Scrapy user would: the
     score (here ``link_relevance``, in [0, 1]) made an integer ``Request.priority`` at
     ``levels`` steps. The queue keeps a FIFO per priority and, each time one empties, scans
@@ -189,10 +202,6 @@ def levels_table(levels: Sequence[int], n: int) -> list[str]:
     number of distinct priorities, which a float score at full resolution makes as many as the
     requests. The default strategy's memory queue runs first, in the same process, on the same
     requests (it orders by its own score and ignores ``Request.priority``)."""
-    requests = list(make_requests(n))
-    fingerprinter = load_object(FINGERPRINTER)()
-    for request in requests:
-        fingerprinter.fingerprint(request)
     default_rate, _ = push_pop_rate(DEFAULT_STRATEGY, "memory", requests, fingerprinter)
     lines = [
         f"| `ScrapyPriorityQueue` (memory) ordering by | ops/s | `{DEFAULT_STRATEGY}` ÷ it |",
@@ -281,8 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     large = args.large_strategies.split(",")
     started = time.monotonic()
-    speed = speed_table(strategies, args.ops, args.kinds.split(","))
-    by_levels = levels_table(args.score_levels, args.ops) if args.score_levels else []
+    requests, fingerprinter = fingerprinted_requests(args.ops)
+    speed = speed_table(strategies, requests, fingerprinter, args.kinds.split(","))
+    levels = args.score_levels
+    by_levels = levels_table(levels, requests, fingerprinter) if levels else []
     cases = [
         (name, kind, size)
         for size in ([] if args.no_memory_cases else args.sizes)

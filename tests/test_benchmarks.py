@@ -435,7 +435,7 @@ def test_the_frontier_benchmark_times_a_queue_that_drops_requests(kind) -> None:
 def test_the_frontier_benchmark_gives_scrapys_queue_a_score_in_levels() -> None:
     # Each row pushes and pops every request (push_pop_rate checks it) with as many distinct
     # priorities as levels, at most: fewer levels merge requests into one FIFO.
-    lines = frontier.levels_table([10, 1000], 400)
+    lines = frontier.levels_table([10, 1000], *frontier.fingerprinted_requests(400))
     rows = [line.split(" | ") for line in lines[2:]]
     assert [row[0] for row in rows] == [
         "| a score in 10 levels",
