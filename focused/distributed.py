@@ -51,6 +51,7 @@ from twisted.internet import task
 
 from focused.errors import ConfigError
 from focused.render import RENDER_AGAIN_META
+from focused.report import describe_params
 from focused.resume import connect_request_done
 from schedulers.redis_frontier import INFLIGHT_META
 
@@ -115,7 +116,7 @@ def check_frontier(
 
 
 def _describe(order: Mapping[str, Any]) -> str:
-    params = ", ".join(f"{name}={value}" for name, value in sorted(order["params"].items()))
+    params = describe_params(dict(sorted(order["params"].items())))
     return f"{order['strategy']} ({params})" if params else order["strategy"]
 
 

@@ -269,14 +269,13 @@ class RenderMiddleware:
         if self.mode == "always":
             request.meta["playwright"] = True
         if request.meta.get("playwright"):
+            from scrapy_playwright.page import PageMethod
+
             # scrapy-playwright overwrites these with the browser's HTTP redirects, if any
             request.meta[REDIRECTS_META] = (
                 request.meta.get("redirect_times", 0),
                 request.meta.get("redirect_urls", []),
             )
-        if request.meta.get("playwright"):
-            from scrapy_playwright.page import PageMethod
-
             # The response is enough for the navigation to succeed; settle waits for the rest.
             request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
             request.meta.setdefault(

@@ -151,10 +151,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         )
 
     def _keep_crawl_delay(self, response: Response, request: Request) -> None:
-        key = request.meta.get("download_slot")
+        downloader: Downloader = self.crawler.engine.downloader
+        key = request.meta.get(downloader.DOWNLOAD_SLOT)
         floor = self._slot_delays.get(key) if key is not None else None
         if floor is None:
             return
-        slot = self.crawler.engine.downloader.slots.get(key)
+        slot = downloader.slots.get(key)
         if slot is not None and slot.delay < floor:
             slot.delay = floor
