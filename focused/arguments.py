@@ -295,6 +295,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "MAX_PAGES_PER_HOST": (int, 0, None),
     "HOST_WINDOW": (int, 0, None),
     "HOST_WINDOW_SCAN": (int, 1, None),
+    "HELD_HOST_LOOKAHEAD": (int, 0, None),
     "FOCUSED_RENDER_AUTO_MIN_WORDS": (int, 0, None),
     "FOCUSED_RENDER_AUTO_MIN_LINKS": (int, 0, None),
     "FOCUSED_RENDER_SETTLE_MS": (int, 0, None),

@@ -324,12 +324,15 @@ class ReplayServer(ThreadingHTTPServer):
         delay: float = 0.0,
         log_path: str | os.PathLike[str] | None = None,
         start_pages: Sequence[str] = (),
+        crawl_delay: float = 0.0,
     ) -> None:
         host = check_loopback(host)
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.graph = graph
         self.delay = delay
         self.start_pages = list(start_pages)
+        # A polite crawler then fetches this host at most once every crawl_delay seconds.
+        self.robots_txt = ROBOTS_TXT + (f"Crawl-delay: {crawl_delay:g}\n" if crawl_delay else "")
         self.fetched: list[str] = []
         self._lock = threading.Lock()
         # Lazy: rendering the full corpus (4,598 articles) up front takes seconds. Bounded: a full
@@ -396,7 +399,7 @@ class ReplayServer(ThreadingHTTPServer):
         html_type = "text/html; charset=utf-8"
         plain = urlsplit(path).path
         if plain == "/robots.txt":
-            return 200, "text/plain; charset=utf-8", ROBOTS_TXT
+            return 200, "text/plain; charset=utf-8", self.robots_txt
         if plain == "/":
             return 200, html_type, render_index(self.start_pages)
         name = name_from_path(plain)
@@ -421,6 +424,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log", help="append each fetched path to this file, one per line")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds of latency per response")
     parser.add_argument("--start", action="append", default=[], help="article linked from /")
+    parser.add_argument(
+        "--crawl-delay", type=float, default=0.0, help="Crawl-delay asked by robots.txt, seconds"
+    )
     args = parser.parse_args(argv)
     try:
         check_loopback(args.host)
@@ -428,7 +434,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         unknown = [n for n in args.start if n not in graph]
         if unknown:
             raise ConfigError(f"unknown start article {unknown[0]!r}")
-        server = ReplayServer(graph, args.host, args.port, args.delay, args.log, args.start)
+        if args.crawl_delay < 0:
+            raise ConfigError(f"--crawl-delay must be at least 0, not {args.crawl_delay:g}")
+        server = ReplayServer(
+            graph, args.host, args.port, args.delay, args.log, args.start, args.crawl_delay
+        )
     except ConfigError as exc:
         print(f"replayweb: error: {exc}", file=sys.stderr)
         return 2

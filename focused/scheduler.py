@@ -32,6 +32,15 @@ Frontier-wide limits live here, so that every strategy gets them:
   host was fetched longest ago goes anyway (``focused/host_window/relaxed``), because the
   window counts fetches and would otherwise never move. The window is each process's own,
   also in a shared crawl.
+- ``HELD_HOST_LOOKAHEAD`` k (default 100; 0 = off): Scrapy counts a request waiting in its
+  download slot against ``CONCURRENT_REQUESTS``, so the best-ranked requests of a host held by
+  its delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle) or a Retry-After pause
+  would fill the downloader and pace the whole crawl. While such a host has a request waiting,
+  and the frontier's next request is of it, the first of the next k whose host is not held goes
+  instead, listed by the strategy queue's ``lookahead`` without popping and taken out by
+  ``take``: nothing is parked, and when all k are held the first goes, so the strategy's order
+  is unchanged for one host or without delays (``focused/held_host/passed_over``). A strategy
+  that decides as it pops lists nothing and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -65,6 +74,8 @@ from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request
     from scrapy.crawler import Crawler
 
@@ -85,6 +96,7 @@ class FocusedScheduler(Scheduler):
         scheduler.recent_hosts = deque()
         scheduler.in_window = Counter()
         scheduler.parked = []
+        scheduler.lookahead = settings.getint("HELD_HOST_LOOKAHEAD")
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -120,11 +132,16 @@ class FocusedScheduler(Scheduler):
         return frontier if isinstance(frontier, SqliteFrontier) else None
 
     def _dqpop(self) -> Request | None:
+        return self._in_flight(super()._dqpop)
+
+    def _in_flight(self, pop: Callable[[], Request | None]) -> Request | None:
+        """``pop()`` from the disk queue; under JOBDIR the request moves to the frontier file's
+        in-flight table in the same transaction."""
         frontier = self._durable_frontier()
         if frontier is None:
-            return super()._dqpop()
+            return pop()
         with frontier.transaction():
-            request = super()._dqpop()
+            request = pop()
             if request is not None:
                 fp = self.crawler.request_fingerprinter.fingerprint(request)
                 frontier.start_inflight(fp, request)
@@ -213,11 +230,61 @@ class FocusedScheduler(Scheduler):
         ):
             # The engine asks again when a page is scored or a link queued (SCORE_BEFORE_DISPATCH)
             return None
-        if self.window or self.max_per_host:
-            request = self._next_allowed()
-        else:
-            request = super().next_request()
+        request = self._next_allowed() if self.window or self.max_per_host else self._pop()
         self._count_frontier()
+        return request
+
+    def _pop(self) -> Request | None:
+        """The frontier's next request; if its host is held (``HELD_HOST_LOOKAHEAD``), the
+        first of the next few whose host is not."""
+        if self.lookahead:
+            held = self._held_slots()
+            if held and (request := self._pop_not_held(held)) is not None:
+                return request
+        return super().next_request()
+
+    def _held_slots(self) -> set[str]:
+        """The download slots held by a delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay,
+        AutoThrottle's) or a Retry-After pause that already have a request waiting: another
+        would only wait there too, counted against ``CONCURRENT_REQUESTS``. A request handed
+        out is in ``downloader.active`` at once, before the downloader middlewares let it
+        reach its slot; sent, it is in the slot's ``transferring``."""
+        engine = getattr(self.crawler, "engine", None)
+        if engine is None:
+            return set()
+        downloader = engine.downloader
+        handed_out = Counter(map(downloader.get_slot_key, downloader.active))
+        held = set()
+        for key, count in handed_out.items():
+            slot = downloader.slots.get(key)
+            if slot is None or (slot.delay <= 0 and slot.latercall is None):
+                continue  # no delay, no pause: a crawl without delays is never changed
+            if count > len(slot.transferring):
+                held.add(key)
+        return held
+
+    def _pop_not_held(self, held: set[str]) -> Request | None:
+        """The first of the next ``lookahead`` requests whose slot is not held, if the very
+        first one's is; None when the first is not held, or all of them are: the first then
+        goes as usual, so a crawl of one host keeps its strategy's order exactly."""
+        queue = self.mqs if len(self.mqs) else self.dqs
+        if queue is None:
+            return None
+        slot_key = self.crawler.engine.downloader.get_slot_key
+        candidates = queue.lookahead(self.lookahead)
+        if not candidates or slot_key(candidates[0][1]) not in held:
+            return None
+        fp = next((fp for fp, request in candidates if slot_key(request) not in held), None)
+        if fp is None:
+            return None
+        if queue is self.mqs:
+            request, kind = queue.take(fp), "memory"
+        else:
+            request, kind = self._in_flight(lambda: queue.take(fp)), "disk"
+        if request is not None:  # None: another process of a shared crawl popped it
+            self.stats.inc_value(f"scheduler/dequeued/{kind}")
+            self.stats.inc_value("scheduler/dequeued")
+            self.stats.inc_value("focused/held_host/passed_over")
         return request
 
     def _outstanding(self) -> int:
@@ -317,7 +384,7 @@ class FocusedScheduler(Scheduler):
                 del self.parked[index]
                 return self._take(request)
         for _ in range(self.window_scan):
-            request = super().next_request()
+            request = self._pop()
             if request is None:
                 break
             host = self._host(request)

@@ -146,6 +146,11 @@ FRONTIER_MAX = 1_000_000
 MAX_PAGES_PER_HOST = 0
 HOST_WINDOW = 0
 HOST_WINDOW_SCAN = 1000  # queued requests looked at per fetch to find one outside the window
+# A host held by its delay (DOWNLOAD_DELAY, a robots.txt Crawl-delay, AutoThrottle) or a
+# Retry-After pause, with a request already waiting, is passed over for the first of the next
+# HELD_HOST_LOOKAHEAD queued requests whose host is not held; 0 = off (requests go strictly in
+# the strategy's order, and one slow host ranked first paces the whole crawl).
+HELD_HOST_LOOKAHEAD = 100
 
 # -- Rendering JavaScript pages (-a render=always|auto; focused.render) ----------------------
 # With render=never (the default) none of this is used and scrapy-playwright is not loaded. With

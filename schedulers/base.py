@@ -11,6 +11,10 @@ A strategy subclass defines ``score(request)`` (higher is fetched first) and opt
 file that survives pause and resume. ``rediscover(request)`` lets a URL found again from a
 better parent raise its queued score instead of being dropped by the dupefilter.
 
+``lookahead(k)`` lists the next k requests in pop's order without taking them out, and
+``take(fp)`` hands out one of them: the scheduler passes over a host held by its delay this way
+(``HELD_HOST_LOOKAHEAD``) without changing the order of what it leaves queued.
+
 ``evict(count)`` drops the ``count`` lowest-ranked entries: the frontier bound of the sources
 (MAX_BUFFER), applied by ``focused.scheduler.FocusedScheduler`` for every strategy. Both
 frontiers find their worst entries in O(log n): the memory one keeps a second heap ordered
@@ -122,6 +126,29 @@ class _Order:
                 return item
         return None
 
+    def first(self, items: dict[bytes, Item], limit: int) -> list[Item]:
+        """Up to ``limit`` current items, smallest first, left where they are: the run is read
+        from its end, and the heap's smallest walked through a small heap of its indices, so
+        the cost grows with ``limit`` (and the stale items met), not with the frontier."""
+        if self.pending:
+            self._take_pending()
+        heap, run, get = self.heap, self.run, items.get
+        found: list[Item] = []
+        next_in_heap = [(heap[0], 0)] if heap else []
+        in_run = len(run) - 1
+        while len(found) < limit and (next_in_heap or in_run >= 0):
+            if next_in_heap and (in_run < 0 or next_in_heap[0][0] < run[in_run]):
+                item, index = heapq.heappop(next_in_heap)
+                for child in (2 * index + 1, 2 * index + 2):
+                    if child < len(heap):
+                        heapq.heappush(next_in_heap, (heap[child], child))
+            else:
+                item = run[in_run]
+                in_run -= 1
+            if get(item[3]) is item:
+                found.append(item)
+        return found
+
 
 class MemoryFrontier:
     """Entries by fingerprint, ordered by key in two tiers: requests of a trap family (the
@@ -194,6 +221,13 @@ class MemoryFrontier:
     def pop(self) -> Request | None:
         return self._best(remove=True)
 
+    def first(self, limit: int) -> list[tuple[bytes, Request]]:
+        """Up to ``limit`` entries in the order ``pop`` would hand them out, left queued."""
+        items = self._front.first(self._items, limit)
+        if len(items) < limit:
+            items += self._back.first(self._items, limit - len(items))
+        return [(item[3], self._requests[item[3]]) for item in items]
+
     def key_of(self, fp: bytes) -> Key | None:
         item = self._items.get(fp)
         return item[:3] if item else None
@@ -202,6 +236,8 @@ class MemoryFrontier:
         if self._items.pop(fp, None) is None:
             return None
         return self._requests.pop(fp)
+
+    take = remove  # an entry ``first`` listed, handed out
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
         for fp, item in self._items.items():
@@ -322,14 +358,23 @@ class SqliteFrontier:
                 (*key, blob, back, fp),
             )
 
-    def _first(self) -> tuple[bytes, bytes] | None:
+    def _ranked(self, limit: int) -> list[tuple[bytes, bytes]]:
+        """The first ``limit`` rows (fingerprint, pickled request) in the frontier's order."""
         return self._db.execute(
-            "SELECT fp, request FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT 1"
-        ).fetchone()
+            "SELECT fp, request FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT ?",
+            (limit,),
+        ).fetchall()
+
+    def _first(self) -> tuple[bytes, bytes] | None:
+        rows = self._ranked(1)
+        return rows[0] if rows else None
 
     def peek(self) -> Request | None:
         row = self._first()
         return self._load(row[1]) if row else None
+
+    def first(self, limit: int) -> list[tuple[bytes, Request]]:
+        return [(fp, self._load(blob)) for fp, blob in self._ranked(limit)]
 
     def pop(self) -> Request | None:
         row = self._first()
@@ -364,6 +409,8 @@ class SqliteFrontier:
             return None
         self._len -= 1
         return self._load(row[0])
+
+    take = remove
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
         rows = self._db.execute(
@@ -511,6 +558,19 @@ class StrategyQueue:
 
     def peek(self) -> Request | None:
         return self.frontier.peek()
+
+    def lookahead(self, limit: int) -> list[tuple[bytes, Request]]:
+        """Up to ``limit`` requests in the order ``pop`` would hand them out, with their
+        fingerprints, left queued; ``take`` hands out one of them instead of the first. None
+        for a strategy that decides as it pops (a local search, a beam, the bees): its pops
+        are taken as they come."""
+        if type(self).pop is not StrategyQueue.pop:
+            return []
+        return self.frontier.first(limit)
+
+    def take(self, fp: bytes) -> Request | None:
+        """Hand out the queued request ``lookahead`` listed under ``fp`` (None if it is gone)."""
+        return self.frontier.take(fp)
 
     def rediscover(self, request: Request) -> bool:
         """Raise the queued score of ``request``'s URL if this discovery scores higher.

@@ -103,22 +103,38 @@ return 1
 """
 )
 
-# Pop the best request (from the back set when the frontier is empty) into this worker's
-# in-flight set, unless the page budget is spent.
-# KEYS: frontier, members, requests, popped, inflight, back. ARGV: budget (0 = none).
+# Pop the best request (from the back set when the frontier is empty), or the queued request of
+# fingerprint ARGV[2] if one is given (one a look ahead chose), into this worker's in-flight
+# set, unless the page budget is spent.
+# KEYS: frontier, members, requests, popped, inflight, back. ARGV: budget (0 = none), fp or ''.
 POP = """
 local budget = tonumber(ARGV[1])
 if budget > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= budget then
   return {'budget'}
 end
-local top = redis.call('ZPOPMAX', KEYS[1])
-if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
-if #top == 0 then return {} end
-local fp = string.sub(top[1], 24)
+local member, score
+if ARGV[2] == '' then
+  local top = redis.call('ZPOPMAX', KEYS[1])
+  if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
+  if #top == 0 then return {} end
+  member, score = top[1], top[2]
+else
+  member = redis.call('HGET', KEYS[2], ARGV[2])
+  if not member then return {} end
+  for _, queue in ipairs({KEYS[1], KEYS[6]}) do
+    score = redis.call('ZSCORE', queue, member)
+    if score then
+      redis.call('ZREM', queue, member)
+      break
+    end
+  end
+  if not score then return {} end
+end
+local fp = string.sub(member, 24)
 redis.call('HDEL', KEYS[2], fp)
-redis.call('ZADD', KEYS[5], top[2], top[1])
+redis.call('ZADD', KEYS[5], score, member)
 redis.call('INCR', KEYS[4])
-return {top[1], redis.call('HGET', KEYS[3], fp)}
+return {member, redis.call('HGET', KEYS[3], fp)}
 """
 
 # A popped request is done. If a worker took this one for dead and put the request back, it
@@ -256,8 +272,13 @@ class RedisFrontier:
         self.shared.run(self._put, keys=keys, args=args)
 
     def pop(self) -> Request | None:
+        return self.take(b"")
+
+    def take(self, fp: bytes) -> Request | None:
+        """Pop the queued request of fingerprint ``fp`` (one ``first`` listed; None if another
+        process popped it meanwhile), or with ``b""`` the best one."""
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
-        popped = self.shared.run(self._pop, keys=keys, args=[self._budget], default=[])
+        popped = self.shared.run(self._pop, keys=keys, args=[self._budget, fp], default=[])
         if popped == [BUDGET_SPENT]:
             # Another process's unfinished requests hold slots of the budget, and a process
             # killed with some gives them back once it is taken for dead: closing now would end
@@ -315,6 +336,19 @@ class RedisFrontier:
             return None
         blob = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
         return load_request(blob, self._spider) if blob else None
+
+    def first(self, limit: int) -> list[tuple[bytes, Request]]:
+        """Up to ``limit`` entries in the order ``pop`` would hand them out, left queued."""
+        members: list[bytes] = []
+        for queue in (self._keys[0], self._back):
+            if len(members) < limit:
+                end = limit - len(members) - 1
+                members += self.shared.run(self.redis.zrange, queue, 0, end, desc=True, default=[])
+        fps = [member[FP_START:] for member in members]
+        blobs = self.shared.run(self.redis.hmget, self._keys[2], fps, default=[]) if fps else []
+        # No blob: popped since the ZRANGE; no blobs at all: Redis was lost (the spider closes).
+        pairs = zip(fps, blobs, strict=False)
+        return [(fp, load_request(blob, self._spider)) for fp, blob in pairs if blob]
 
     def top_score(self) -> float | None:
         """The score of the best queued request (None: the frontier is empty)."""

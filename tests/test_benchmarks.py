@@ -241,6 +241,28 @@ def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
 THROUGHPUT = "python -m benchmarks.throughput: error: argument"
 
 
+def test_held_host_command_on_the_sample(tmp_path) -> None:
+    out = tmp_path / "results"
+    command = [
+        sys.executable, "-m", "benchmarks.held_host", "--corpus", str(SAMPLE), "--pages", "30",
+        "--repeats", "1", "--crawl-delay", "0.3", "--out", str(out),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    report = (out / "held_host.md").read_text()
+    cells = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in report.splitlines()
+        if line.startswith(("| passed over", "| strict order"))
+    ]
+    # Both hosts were crawled under each rule
+    assert [row[0] for row in cells] == ["passed over (default)", "strict order"], report
+    assert all(int(row[3]) and int(row[4]) for row in cells), report
+    assert re.search(r"passed over ÷ strict order: \*\*\d+\.\d\d\*\*", report), report
+
+
 @pytest.mark.parametrize(
     ("arguments", "error"),
     [
@@ -293,6 +315,8 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         ("anchor_auc", "--batch"),
         ("anchor_stages", "--batch"),
         ("scoring_languages", "--rounds"),
+        ("held_host", "--pages"),
+        ("held_host", "--repeats"),
     ],
 )
 def test_benchmark_counts_are_at_least_one(module, option) -> None:

@@ -133,16 +133,14 @@ def linking_site(robots: str, links: dict[str, list[str]]):
     return respond
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known limitation: requests waiting for a host's delay count against "
-    "CONCURRENT_REQUESTS, so a slow host ranked first paces the crawl (README, Hardening)",
-)
-def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path):
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path, jobdir):
     """Host A's pages come first in the frontier (bfs: A's seed links to eight of them, then to
     B's seed, whose pages are a level deeper), more of them than CONCURRENT_REQUESTS. Scrapy
     counts a request waiting for its host's delay against CONCURRENT_REQUESTS: handed out in the
-    frontier's order, A's would fill the downloader, and B would wait for them, one a second."""
+    frontier's order, A's would fill the downloader, and B would wait for them, one a second.
+    The scheduler passes over A while one of its requests waits (HELD_HOST_LOOKAHEAD); under
+    JOBDIR the request it takes instead comes out of the frontier file."""
     log = FetchLog()
     slow_pages = [f"/a{n}" for n in range(1, 9)]
     fast_pages = [f"/b{n}" for n in range(1, 9)]
@@ -157,7 +155,7 @@ def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path):
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/"},
-            {"CONCURRENT_REQUESTS": 4},
+            {"CONCURRENT_REQUESTS": 4, **({"JOBDIR": str(tmp_path / "job")} if jobdir else {})},
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     slow_times, fast_times = log.get_times(slow.host), log.get_times(fast.host)
@@ -170,3 +168,4 @@ def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path):
         gaps(slow_times),
         [when - slow_times[0] for when in fast_times],
     )
+    assert stat(crawl.result.stderr, "focused/held_host/passed_over") >= len(fast_pages)

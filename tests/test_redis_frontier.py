@@ -28,6 +28,7 @@ from focused.errors import ConfigError
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
+from focused.traps import TRAP_META
 from schedulers.base import StrategyQueue
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
@@ -159,6 +160,25 @@ def test_pops_in_the_same_order_as_the_memory_frontier(redis_server, strategy):
     assert urls([shared.peek()]) == urls([local.peek()])
     assert drain(shared) == drain(local)
     assert len(shared) == 0
+
+
+def test_lookahead_lists_the_pop_order_and_take_pops_one_into_flight(redis_server):
+    one = shared_queue(redis_server.url, budget=4)
+    two = shared_queue(redis_server.url, budget=4)
+    for request in sample_requests()[:8]:
+        one.push(request)
+    one.push(req("trap", parent_relevance=1.0, **{TRAP_META: "calendar"}))  # at the back
+    listed = one.lookahead(9)
+    assert len(one) == 9
+    assert urls(r for _, r in listed)[-1] == "trap"
+    fp, third = listed[2]
+    taken = two.take(fp)  # another process: the request goes into its flight, on its budget
+    assert urls([taken]) == urls([third])
+    assert two.frontier.redis.zscore(two.frontier.shared.inflight_key(), taken.meta[INFLIGHT_META])
+    assert one.take(fp) is None  # popped meanwhile
+    assert urls([one.pop(), one.pop(), one.pop()]) == urls(r for _, r in listed[:2] + listed[3:4])
+    assert one.take(listed[4][0]) is None  # four popped: the budget is spent
+    assert len(one) == 5
 
 
 def test_tiebreak_bytes_sort_as_the_numbers():

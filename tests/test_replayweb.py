@@ -286,6 +286,12 @@ def test_robots_index_and_404(server: ReplayServer) -> None:
         assert status == 404 and ctype == "text/html; charset=utf-8", path
 
 
+def test_robots_asks_for_the_crawl_delay_given(graph) -> None:
+    with ReplayServer(graph, crawl_delay=1.5).start() as server:
+        _, _, robots = get(server.url + "/robots.txt")
+    assert robots == "User-agent: *\nDisallow: /private/\nCrawl-delay: 1.5\n"
+
+
 def test_access_log_in_memory_and_file(server: ReplayServer, tmp_path: Path) -> None:
     paths = ["/robots.txt", "/wiki/Albatross", "/wiki/Nope", "/wiki/Bird", "/wiki/Albatross"]
     for path in paths:
@@ -324,6 +330,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["--corpus", "/nonexistent/corpus"],
         ["--corpus", str(SAMPLE), "--port", "http"],  # argparse's own checks, one line too
         ["--port", "8000"],
+        ["--corpus", str(SAMPLE), "--crawl-delay", "-1"],
     ],
 )
 def test_cli_rejects_bad_input_with_one_line(args: list[str]) -> None:

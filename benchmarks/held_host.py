@@ -1,0 +1,108 @@
+"""A crawl of two hosts, one held by its robots.txt Crawl-delay: passing it over
+(``HELD_HOST_LOOKAHEAD``, the default) against handing requests out strictly in the strategy's
+order (``HELD_HOST_LOOKAHEAD=0``).
+
+    python -m benchmarks.held_host --corpus ../shared/corpora/wikispeedia.tar.xz
+
+The same corpus is served twice, on 127.0.0.2 with a Crawl-delay (``--crawl-delay``, 0.5 s) and
+on 127.0.0.3 without, and each crawl starts from the seed article on both, with the same page
+budget. Both hosts serve the same articles, so the near-duplicate check is off (else every page
+of the second host would be dropped as a copy). Runs alternate, on then off, one at a time, so a
+noisy machine slows both alike; ``held_host.md`` under ``--out`` gives each run's pages per
+second (Scrapy's elapsed time), how many fetches each host served, and the ratio of the medians.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchmarks.harvest import DEFAULT_OUT
+from benchmarks.runner import report_head, run_scrapy
+from benchmarks.throughput import QUERY, pages_per_second
+from focused.arguments import DEFAULT_STRATEGY
+from focused.errors import CommandLineParser, ConfigError, at_least_one
+from focused.replayweb import ReplayServer, load_graph
+
+RULES = {"passed over (default)": {}, "strict order": {"HELD_HOST_LOOKAHEAD": 0}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = CommandLineParser(prog="python -m benchmarks.held_host")
+    parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
+    parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
+    parser.add_argument("--query", default=QUERY, help="topic of the crawl")
+    parser.add_argument("--strategy", default=DEFAULT_STRATEGY, help="the crawl's strategy")
+    parser.add_argument("--pages", type=at_least_one, default=200, help="page budget of each run")
+    parser.add_argument("--repeats", type=at_least_one, default=2, help="runs of each rule")
+    parser.add_argument("--crawl-delay", type=float, default=0.5, help="the held host's, s")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    args = parser.parse_args(argv)
+    try:
+        if args.crawl_delay <= 0:
+            raise ConfigError(f"--crawl-delay must be above 0, not {args.crawl_delay:g}")
+        graph = load_graph(args.corpus)
+        if args.seed not in graph:
+            raise ConfigError(f"unknown seed article {args.seed!r}")
+        held = ReplayServer(graph, "127.0.0.2", crawl_delay=args.crawl_delay).start()
+        free = ReplayServer(graph, "127.0.0.3").start()
+    except (ConfigError, OSError) as exc:
+        print(f"held_host: error: {exc}", file=sys.stderr)
+        return 2
+    seeds = f"{held.base_url_for(args.seed)},{free.base_url_for(args.seed)}"
+    arguments = {"strategy": args.strategy, "query": args.query, "seeds": seeds}
+    rows: dict[str, list[tuple[float, int, int]]] = {rule: [] for rule in RULES}
+    try:
+        with tempfile.TemporaryDirectory(prefix="focused-held-host-") as tmp:
+            for i in range(args.repeats):
+                for rule, settings in RULES.items():
+                    held.fetched.clear()
+                    free.fetched.clear()
+                    run = run_scrapy(
+                        ["crawl", "topical"],
+                        arguments,
+                        {
+                            "CLOSESPIDER_PAGECOUNT": args.pages,
+                            "NEAR_DUPLICATE_DISTANCE": -1,
+                            "FOCUSED_DB": Path(tmp, f"run-{i}-{len(rows[rule])}.sqlite3"),
+                            **settings,
+                        },
+                    )
+                    if run.returncode != 0:
+                        print(f"held_host: error: a crawl failed: {run.error}", file=sys.stderr)
+                        return 1
+                    row = (pages_per_second(run), len(held.fetched), len(free.fetched))
+                    rows[rule].append(row)
+                    print(
+                        f"run {i + 1} {rule:>21}: {row[0]:6.1f} pages/s,"
+                        f" fetches held/free host {row[1]}/{row[2]}"
+                    )
+    finally:
+        held.stop()
+        free.stop()
+    report = report_head("A host held by its Crawl-delay", "benchmarks.held_host", argv)
+    report += [
+        f"{args.pages} pages from {args.seed} on both hosts, `{args.strategy}`, Crawl-delay"
+        f" {args.crawl_delay:g} s on 127.0.0.2.",
+        "",
+        "| rule | run | pages/s | fetches from the held host | from the other |",
+        "|---|---|---|---|---|",
+    ]
+    for rule, runs in rows.items():
+        for i, (speed, held_fetches, free_fetches) in enumerate(runs, 1):
+            report.append(f"| {rule} | {i} | {speed:.1f} | {held_fetches} | {free_fetches} |")
+    medians = {rule: statistics.median(row[0] for row in runs) for rule, runs in rows.items()}
+    on, off = medians.values()
+    report += ["", f"Median pages/s, passed over ÷ strict order: **{on / off:.2f}**", ""]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "held_host.md").write_text("\n".join(report), encoding="utf-8")
+    print(f"passed over / strict order = {on / off:.2f}; report in {out / 'held_host.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""A host held by its delay or a pause is passed over (HELD_HOST_LOOKAHEAD): the scheduler looks
+at the frontier's next requests without popping them (``lookahead``) and takes the first whose
+host can be fetched now."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import pytest
+import scrapy
+from scrapy.core.downloader import Slot
+from scrapy.utils.httpobj import urlparse_cached
+
+import focused.settings
+from focused.traps import TRAP_META
+from tests.queues import make_queue
+from tests.test_frontier_limits import inflight, make_scheduler, queue_hosts
+
+
+@pytest.mark.parametrize("kind", ["memory", "disk"])
+def test_lookahead_lists_what_pop_hands_out_and_leaves_it_queued(tmp_path, kind):
+    queue = make_queue("bestfirst", "" if kind == "memory" else str(tmp_path / "queue"))
+    rng = random.Random(3)
+    pushed = 0
+
+    def push(count: int) -> None:
+        nonlocal pushed
+        for _ in range(count):
+            # a few trap requests, which every frontier keeps behind the rest
+            meta = {"parent_relevance": round(rng.random(), 2), TRAP_META: rng.random() < 0.1}
+            queue.push(scrapy.Request(f"http://t/u{pushed}", meta=meta))
+            pushed += 1
+
+    # The memory frontier's three places: unsorted puts, a sorted run, a heap; rediscovery
+    # leaves stale items in them.
+    for count, pops in [(300, 20), (60, 30), (5, 0), (0, 400)]:
+        push(count)
+        for i in rng.sample(range(pushed), 15):
+            queue.rediscover(scrapy.Request(f"http://t/u{i}", meta={"parent_relevance": 0.995}))
+        size = len(queue)
+        listed = queue.lookahead(40)
+        assert len(queue) == size
+        assert len(listed) == min(40, size)
+        popped = [queue.pop() for _ in range(len(listed))]
+        assert [request.url for _, request in listed] == [request.url for request in popped]
+        assert [fp for fp, _ in listed] == [queue._fingerprint(r) for r in popped]
+        for _ in range(pops):
+            queue.pop()
+    queue.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "disk"])
+def test_take_hands_out_one_listed_request_and_leaves_the_rest_in_order(tmp_path, kind):
+    queue = make_queue("bestfirst", "" if kind == "memory" else str(tmp_path / "queue"))
+    for i in range(6):
+        queue.push(scrapy.Request(f"http://t/u{i}", meta={"parent_relevance": 1 - i / 10}))
+    listed = queue.lookahead(4)
+    assert queue.take(listed[2][0]).url == "http://t/u2"
+    assert queue.take(listed[2][0]) is None  # gone
+    assert [queue.pop().url for _ in range(5)] == [f"http://t/u{i}" for i in (0, 1, 3, 4, 5)]
+    queue.close()
+
+
+def test_a_strategy_that_decides_as_it_pops_lists_nothing():
+    queue = make_queue("annealing")
+    queue.push(scrapy.Request("http://t/a", meta={"parent_relevance": 0.5}))
+    assert queue.lookahead(10) == []
+
+
+class Downloader:
+    """What the scheduler reads of Scrapy's downloader: its requests and slots (real ``Slot``)."""
+
+    def __init__(self) -> None:
+        self.active: set[scrapy.Request] = set()
+        self.slots: dict[str, Slot] = {}
+
+    def get_slot_key(self, request: scrapy.Request) -> str:
+        return urlparse_cached(request).hostname or ""
+
+    def hand_to(self, request: scrapy.Request, delay: float = 0.0) -> None:
+        """``request`` handed out by the scheduler, waiting for its slot."""
+        self.active.add(request)
+        self.slots.setdefault(self.get_slot_key(request), Slot(8, delay, 0.0))
+
+
+def held_scheduler(tmp_path, urls: list[str], jobdir: bool = False, **settings):
+    """A scheduler with ``urls`` queued best first, and a downloader of its own."""
+    settings = {"HELD_HOST_LOOKAHEAD": focused.settings.HELD_HOST_LOOKAHEAD} | settings
+    scheduler, crawler = make_scheduler(tmp_path, jobdir, **settings)
+    crawler.engine = SimpleNamespace(downloader=Downloader())
+    queue_hosts(scheduler, urls)
+    return scheduler, crawler, crawler.engine.downloader
+
+
+def hand_out(scheduler, downloader: Downloader, delay: float = 0.0) -> str | None:
+    request = scheduler.next_request()
+    if request is None:
+        return None
+    downloader.hand_to(request, delay)
+    return request.url.removeprefix("http://")
+
+
+A_THEN_B = [f"http://a.test/{i}" for i in range(3)] + ["http://b.test/0", "http://b.test/1"]
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_a_held_host_is_passed_over_while_other_hosts_have_requests(tmp_path, jobdir):
+    scheduler, crawler, downloader = held_scheduler(tmp_path, A_THEN_B, jobdir)
+    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"  # waits for its delay
+    # a.test/1 and /2 would only wait behind it: b.test goes meanwhile.
+    assert hand_out(scheduler, downloader) == "b.test/0"
+    assert hand_out(scheduler, downloader) == "b.test/1"
+    assert crawler.stats.get_value("focused/held_host/passed_over") == 2
+    assert crawler.stats.get_value("scheduler/dequeued") == 3
+    if jobdir:  # taken past the first, a request is in flight in the frontier file as a pop's
+        assert inflight(scheduler) == 3
+    # Only held hosts left: the best request goes, as without the rule.
+    assert hand_out(scheduler, downloader) == "a.test/1"
+    downloader.active.clear()
+    assert hand_out(scheduler, downloader) == "a.test/2"
+    assert hand_out(scheduler, downloader) is None
+    scheduler.close("finished")
+
+
+@pytest.mark.parametrize("hold", ["none", "sent", "pause"])
+def test_a_host_is_held_only_with_a_delay_or_pause_and_a_request_waiting(tmp_path, hold):
+    scheduler, crawler, downloader = held_scheduler(tmp_path, A_THEN_B)
+    first = scheduler.next_request()
+    downloader.hand_to(first)  # a slot without delay: never held, whatever waits in it
+    slot = downloader.slots["a.test"]
+    if hold == "sent":  # delayed, but its one request is on the wire: the next waits for nothing
+        slot.delay = 1.0
+        slot.transferring.add(first)
+    elif hold == "pause":  # a Retry-After pause (focused.retryafter) holds a slot without delay
+        slot.latercall = object()
+    urls = [hand_out(scheduler, downloader) for _ in range(2)]
+    # "sent": a.test/1 goes, and then waits in the slot, so a.test/2 is passed over.
+    expected = {"none": ["a.test/1", "a.test/2"], "sent": ["a.test/1", "b.test/0"]}
+    assert urls == expected.get(hold, ["b.test/0", "b.test/1"])
+    passed_over = crawler.stats.get_value("focused/held_host/passed_over", 0)
+    assert passed_over == {"none": 0, "sent": 1, "pause": 2}[hold]
+    slot.latercall = None
+    scheduler.close("finished")
+
+
+@pytest.mark.parametrize("lookahead", [0, 3, 100])
+def test_a_crawl_of_one_delayed_host_keeps_the_strategys_order(tmp_path, lookahead):
+    urls = [f"http://a.test/{i}" for i in range(8)]
+    scheduler, crawler, downloader = held_scheduler(tmp_path, urls, HELD_HOST_LOOKAHEAD=lookahead)
+    handed_out = [hand_out(scheduler, downloader, delay=1.0) for _ in range(9)]
+    assert handed_out == [url.removeprefix("http://") for url in urls] + [None]
+    assert crawler.stats.get_value("focused/held_host/passed_over") is None
+    scheduler.close("finished")
+
+
+@pytest.mark.parametrize("lookahead", [0, 2, 3])
+def test_the_lookahead_bounds_how_far_the_scheduler_looks(tmp_path, lookahead):
+    scheduler, _, downloader = held_scheduler(tmp_path, A_THEN_B, HELD_HOST_LOOKAHEAD=lookahead)
+    hand_out(scheduler, downloader, delay=1.0)
+    # b.test/0 is the third request left in the frontier: reached with a lookahead of 3
+    expected = "b.test/0" if lookahead >= 3 else "a.test/1"
+    assert hand_out(scheduler, downloader) == expected
+    scheduler.close("finished")
+
+
+def test_a_strategy_that_decides_as_it_pops_is_taken_as_it_comes(tmp_path):
+    from focused.strategies import STRATEGIES
+
+    scheduler, crawler, downloader = held_scheduler(
+        tmp_path, A_THEN_B, SCHEDULER_PRIORITY_QUEUE=STRATEGIES["hillclimbing"]
+    )
+    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"
+    assert hand_out(scheduler, downloader) == "a.test/1"
+    assert crawler.stats.get_value("focused/held_host/passed_over") is None
+    scheduler.close("finished")
+
+
+def test_the_host_window_and_a_held_host_work_together(tmp_path):
+    urls = [*A_THEN_B, "http://c.test/0"]
+    scheduler, _, downloader = held_scheduler(tmp_path, urls, HOST_WINDOW=3)
+    assert hand_out(scheduler, downloader) == "a.test/0"  # no delay: a.test is not held
+    downloader.slots["b.test"] = Slot(8, 1.0, 0.0)
+    assert hand_out(scheduler, downloader) == "b.test/0"  # a.test is in the window: parked
+    # a.test is in the window and b.test is held, with b.test/0 waiting: c.test goes.
+    assert hand_out(scheduler, downloader) == "c.test/0"
+    scheduler.close("finished")
