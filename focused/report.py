@@ -159,7 +159,7 @@ def build_report(
 def report_json(report: Report) -> dict[str, Any]:
     """The report as plain JSON data (the per-page curve left out: the deciles sum it up)."""
     return {
-        "crawl": report.crawl,
+        "crawl": crawl_json(report.crawl),
         "totals": {
             **asdict(report.totals),
             "stored": report.stored,
@@ -212,6 +212,12 @@ def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> st
     status = crawl.get("status") or "unknown"
     reason = crawl.get("finish_reason")
     return f"{status} ({reason})" if status == "interrupted" and reason else status
+
+
+def crawl_json(crawl: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
+    """The crawl record as stored, with ``stale``: whether ``describe_status`` shows it as
+    ``stopped?``, so that a script reading ``--json`` need not repeat the rule."""
+    return {**crawl, "stale": is_stale(crawl, now or datetime.now(UTC))}
 
 
 def draw_png(report: Report, path: str | os.PathLike[str]) -> None:

@@ -367,12 +367,9 @@ def test_crawls_counts_a_running_crawl_from_its_stored_pages(stored, mongo, mong
     assert first[5:8] == ["25", str(relevant), f"{relevant / 25:.3f}"]
 
 
-def test_a_crawl_whose_heartbeat_stopped_is_shown_as_stopped(
-    stored, mongo, mongo_copy, monkeypatch
-):
-    """A crawl killed outright (kill -9) stays ``running`` in the store. Its heartbeat, once
-    older than 3 FOCUSED_HEARTBEAT_INTERVALs, shows it as stopped, with the time it was last
-    seen, in ``crawls``, ``pages`` and ``report``; a live crawl's keeps it running."""
+def kill_a_crawl(stored: Stored, mongo_copy: MongoStore, monkeypatch) -> None:
+    """Record crawl ``killed`` as kill -9 leaves it: ``running``, with 5 pages and a last
+    heartbeat at 2026-01-01 10:00:30 UTC, long older than 3 of its 30 s intervals."""
     started = {name: stored.crawls["done"][name] for name in ("query", "strategy", "seeds")}
     now = storage._utc_now
     started |= {
@@ -386,6 +383,15 @@ def test_a_crawl_whose_heartbeat_stopped_is_shown_as_stopped(
     mongo_copy.heartbeat("killed")  # its last beat, then kill -9
     monkeypatch.setattr(storage, "_utc_now", now)
     mongo_copy.save_pages([{**page, "crawl_id": "killed"} for page in stored.pages["done"][:5]])
+
+
+def test_a_crawl_whose_heartbeat_stopped_is_shown_as_stopped(
+    stored, mongo, mongo_copy, monkeypatch
+):
+    """A crawl killed outright (kill -9) stays ``running`` in the store. Its heartbeat, once
+    older than 3 FOCUSED_HEARTBEAT_INTERVALs, shows it as stopped, with the time it was last
+    seen, in ``crawls``, ``pages`` and ``report``; a live crawl's keeps it running."""
+    kill_a_crawl(stored, mongo_copy, monkeypatch)
     stopped = "stopped? (last seen 2026-01-01 10:00:30 UTC)"
 
     first = rows(ok(mongo("crawls")))[0]
@@ -396,6 +402,32 @@ def test_a_crawl_whose_heartbeat_stopped_is_shown_as_stopped(
 
     mongo_copy.heartbeat("killed")  # alive after all (a process of a shared crawl)
     assert rows(ok(mongo("crawls")))[0][2] == "running"
+
+
+def test_json_says_whether_a_crawl_recorded_running_has_stopped(
+    stored, mongo, mongo_copy, monkeypatch
+):
+    """``crawls --json`` and ``report --json`` print the stored status (``running``) and
+    ``stale``, true exactly when the text shows ``stopped?``: a script need not repeat the
+    heartbeat rule."""
+    kill_a_crawl(stored, mongo_copy, monkeypatch)
+
+    def judged() -> list[tuple[str, str, bool]]:
+        listed = [json.loads(line) for line in ok(mongo("crawls", "--json")).splitlines()]
+        shown = {row[0]: row[2] for row in rows(ok(mongo("crawls")))}
+        for record in listed:
+            assert record["stale"] == shown[record["crawl_id"]].startswith("stopped?")
+        reported = json.loads(ok(mongo("report", "killed", "--json")))["crawl"]
+        assert reported["stale"] == listed[0]["stale"]
+        return [(record["crawl_id"], record["status"], record["stale"]) for record in listed]
+
+    assert judged() == [
+        ("killed", "running", True),
+        ("done", "finished", False),
+        ("cut", "interrupted", False),
+    ]
+    mongo_copy.heartbeat("killed")  # alive after all
+    assert judged()[0] == ("killed", "running", False)
 
 
 # -- scrapy pages ----------------------------------------------------------------------------
@@ -467,7 +499,7 @@ def test_report_json(stored, sqlite, mongo):
     out = ok(sqlite("report", "done", "--json"))
     report = json.loads(out)
     pages = stored.pages["done"]
-    assert report["crawl"] == stored.crawls["done"]
+    assert report["crawl"] == {**stored.crawls["done"], "stale": False}
     assert report["totals"]["stored"] == len(pages)
     assert [
         [str(row["level"]), str(row["pages"]), str(row["relevant"])] for row in report["levels"]

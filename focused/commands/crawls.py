@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from focused.report import (
     TOTALS_FIELDS,
+    crawl_json,
     describe_params,
     describe_status,
     describe_time,
@@ -47,7 +48,7 @@ class Command(StoreCommand):
         if opts.json:
             for crawl, total in zip(crawls, counted, strict=True):
                 fields = {"pages": total.fetched, "relevant": total.relevant}
-                print_json({**crawl, **fields, "harvest_rate": total.harvest_rate})
+                print_json({**crawl_json(crawl), **fields, "harvest_rate": total.harvest_rate})
             return
         rows = [
             [
