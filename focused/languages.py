@@ -1,12 +1,14 @@
 """Which language a page or a query is in, as an ISO 639-1 code (``"fa"``, ``"vi"``, ...).
 
 A page declares its language in ``<html lang>`` or the ``Content-Language`` header, and the
-declaration is taken when the script of the language detected in its text agrees with it: site
-templates often say ``lang="en"`` on every page, whatever the text. Otherwise, or when nothing
-is declared, the text decides, through Google's Compact Language Detector 2 (``pycld2``): it
-ships its tables inside the package, knows 80+ languages (Persian, Vietnamese, Chinese,
-Japanese, Slovak and Czech apart among them) and reads a page in about 0.1 ms. Only the first
-``DETECT_CHARS`` characters are read: more does not change the answer on a real page.
+declaration is taken when the script of the language detected in its text agrees with it. Site
+templates often say ``lang="en"`` on every page, whatever the text: ``en`` is taken only when
+the text is plain ASCII or CLD2 does not find most of it reliably in another language.
+Otherwise, or when nothing is declared, the text decides, through Google's Compact Language
+Detector 2 (``pycld2``): it ships its tables inside the package, knows 80+ languages (Persian,
+Vietnamese, Chinese, Japanese, Slovak and Czech apart among them) and reads a page in about
+0.1 ms. Only the first ``DETECT_CHARS`` characters are read: more does not change the answer on
+a real page.
 
 A query is a few words, too short for statistics, so its script speaks first (Arabic letters
 only Persian uses, kana, Han, Hangul, Vietnamese letters), then CLD2 if it is sure, and
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import NamedTuple
 
 import pycld2
 import stopwordsiso
@@ -32,6 +35,11 @@ DETECT_CHARS = 2000
 # A text this long (UTF-8 bytes) is in the language of its largest part, even when CLD2 finds
 # several; a shorter one only in a language CLD2 is sure of.
 PLURALITY_MIN_BYTES = 200
+# A page declared English is taken for another language only when CLD2 reliably finds that one
+# in more than this share (percent) of a text at least this long (UTF-8 bytes): a quote, a few
+# names or a line or two leave it English (CLD2 is sure "My résumé (PDF)" is French).
+NOT_ENGLISH_MIN_PERCENT = 50
+NOT_ENGLISH_MIN_BYTES = 100
 # The script of a query is told from this many characters.
 SCRIPT_SAMPLE_CHARS = 1000
 
@@ -83,8 +91,16 @@ def known_languages() -> frozenset[str]:
     return frozenset({"en", *stopwordsiso.langs()})
 
 
-def detect(text: str) -> str | None:
-    """The language CLD2 finds in most of the text, or None when it finds none it trusts."""
+class _Finding(NamedTuple):
+    """What CLD2 reads in the beginning of a text."""
+
+    language: str | None  # of the largest share of the text; None when CLD2 finds none
+    percent: int  # that share of the text's bytes
+    reliable: bool  # CLD2's own judgement
+    size: int  # bytes read
+
+
+def _cld2(text: str) -> _Finding:
     # CLD2 knows composed letters only: a page written decomposed (Vietnamese often is: "ư"
     # as "u" and a combining horn) went undetected. A lone surrogate (from a bad page) cannot
     # be UTF-8: replaced rather than fatal.
@@ -92,12 +108,21 @@ def detect(text: str) -> str | None:
     try:
         reliable, _, found = pycld2.detect(sample)
     except pycld2.error:  # CLD2 refuses a few control characters
-        return None
-    code = found[0][1]
+        return _Finding(None, 0, False, len(sample))
+    _, code, percent, _ = found[0]
+    return _Finding(language_code(code) if code != "un" else None, percent, reliable, len(sample))
+
+
+def _trusted(finding: _Finding) -> str | None:
     # A page that mixes languages (links listed in others) is not "reliable" to CLD2, yet the
     # language of the largest share of its text is its language. A short text's guess is not.
-    sure = reliable or len(sample) >= PLURALITY_MIN_BYTES
-    return language_code(code) if sure and code != "un" else None
+    sure = finding.reliable or finding.size >= PLURALITY_MIN_BYTES
+    return finding.language if sure else None
+
+
+def detect(text: str) -> str | None:
+    """The language CLD2 finds in most of the text, or None when it finds none it trusts."""
+    return _trusted(_cld2(text))
 
 
 def dominant_script(text: str) -> str | None:
@@ -121,14 +146,26 @@ def page_language(declared: list[str | None], text: str) -> str | None:
     ``declared`` lists ``<html lang>`` and then ``Content-Language`` (either may be None; a
     header naming several languages is split by the caller). The declaration is checked against
     the script of the language CLD2 finds, so a Slovak page declared ``sk`` that CLD2 takes for
-    Czech stays Slovak, while ``lang="en"`` on a Persian page does not. A page of plain ASCII
-    declared in a Latin-script language (most English pages) is not read at all.
+    Czech stays Slovak, while ``lang="en"`` on a Persian page does not. ``en``, which templates
+    put on every page, is not taken either when CLD2 reliably finds most of the text in another
+    language (Vietnamese, German, Slovak...); a few names or a quote in another leave it English.
+    A page of plain ASCII declared in a Latin-script language (most English pages) is not read
+    at all.
     """
     codes = [code for code in map(language_code, declared) if code]
     if codes and _script_of(codes[0]) == "latin" and text[:DETECT_CHARS].isascii():
         return codes[0]
-    detected = detect(text)
+    finding = _cld2(text)
+    detected = _trusted(finding)
+    not_english = (
+        finding.reliable
+        and finding.percent > NOT_ENGLISH_MIN_PERCENT
+        and finding.size >= NOT_ENGLISH_MIN_BYTES
+        and detected not in (None, "en")
+    )
     for code in codes:
+        if code == "en" and not_english:
+            continue
         if detected is None or _script_of(code) == _script_of(detected):
             return code
     return detected

@@ -19,10 +19,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from focused import languages
 from focused import text as text_module
 from focused.arguments import parse_arguments
 from focused.errors import ConfigError
-from focused.languages import detect, language_code, page_language, query_language
+from focused.languages import (
+    DETECT_CHARS,
+    detect,
+    language_code,
+    page_language,
+    query_language,
+)
 from focused.relevance import RelevanceModel
 from focused.storage import PAGE_FIELDS, SqliteStore
 from focused.text import add_folded, fold, normalize, term_weights, tokenize, with_folded
@@ -358,6 +365,59 @@ def test_page_language_prefers_a_declaration_its_text_agrees_with() -> None:
     assert page_language([], "") is None
 
 
+# Birds in German: a Latin-script language none of TEXTS is.
+DE_BIRDS = (
+    "Jedes Jahr im Herbst fliegen Millionen Zugvögel aus Nordeuropa nach Süden. Kraniche, Gänse "
+    "und Störche rasten an den Seen und Feuchtgebieten, bevor sie weiter nach Afrika ziehen."
+)
+
+
+def test_page_language_does_not_believe_a_template_english_declaration() -> None:
+    """lang="en" on a page in another Latin-script language (where the scripts agree): the text
+    decides, else it would be tokenized and scored as English."""
+    vi, sk = TEXTS["vi"]["on"], TEXTS["sk"]["on"]
+    assert page_language(["en"], vi) == "vi"
+    assert page_language(["en-US"], sk) == "sk"
+    assert page_language(["en"], DE_BIRDS) == "de"
+    assert page_language(["en", "vi-VN"], vi) == "vi"  # the header's declaration agrees
+    assert page_language(["en", "de"], sk) == "de"  # any other declaration is still taken
+    # ... as before: a Slovak page declared sk that CLD2 takes for Czech stays Slovak
+    czech_like = "Každý podzim odlétají stěhovaví ptáci z Evropy do Afriky a na jaře se vracejí."
+    assert detect(czech_like) == "cs"
+    assert page_language(["sk"], czech_like) == "sk"
+
+
+def test_page_language_keeps_english_with_a_few_words_of_another() -> None:
+    """A page declared en whose text is not ASCII (names, a quote, a shorter part in another
+    language) is read by CLD2, and stays English."""
+    en = f"{TEXTS['en']['on']} {TEXTS['en']['off']}"
+    names = f"José Martí and Antonín Dvořák met in Zürich, where Søren Kierkegaard studied. {en}"
+    quote = f"{en} As Goethe wrote: „Über allen Gipfeln ist Ruh, in allen Wipfeln spürest du kaum"
+    quote += ' einen Hauch." The motto « Liberté, égalité, fraternité » is on the town hall.'
+    short = ["Welcome to Café Müller, home of the best crêpes in town.", "My résumé (PDF)"]
+    mixed = f"{TEXTS['en']['on']} {TEXTS['en']['off']} {DE_BIRDS}"  # English the larger part
+    for text in [names, quote, *short, mixed, f"{TEXTS['en']['on']} {TEXTS['vi']['on']}"]:
+        assert not text[:DETECT_CHARS].isascii()
+        assert page_language(["en"], text) == "en", text
+    assert page_language([None], mixed) == "en"
+    assert page_language([None], f"{DE_BIRDS} {DE_BIRDS} {TEXTS['en']['on']}") == "de"
+
+
+def test_page_language_does_not_read_an_ascii_page_declared_in_a_latin_language(
+    monkeypatch,
+) -> None:
+    """The fast path that keeps English crawls cheap: no CLD2 call for a plain ASCII page."""
+
+    def no_detector(sample: bytes) -> None:
+        raise AssertionError("CLD2 called")
+
+    monkeypatch.setattr(languages.pycld2, "detect", no_detector)
+    assert page_language(["en"], TEXTS["en"]["on"]) == "en"
+    assert page_language(["de"], "Zugvoegel fliegen im Herbst nach Sueden.") == "de"
+    with pytest.raises(AssertionError, match="CLD2"):
+        page_language(["en"], TEXTS["vi"]["on"])
+
+
 @pytest.mark.parametrize(
     ("query", "language"),
     [
@@ -519,10 +579,10 @@ def site_pages() -> dict[str, tuple[str, dict[str, str]]]:
             lang: str | None = language
             if language == "vi":  # declared by the header only
                 headers, lang = {"Content-Language": "vi-VN"}, None
-            elif language in ("zh", "sk"):  # not declared: detected
+            elif language == "zh" or (language == "sk" and i % 2):  # not declared: detected
                 lang = None
-            elif group == "fa-market" and i == 0:  # a template's wrong declaration
-                lang = "en"
+            elif language == "sk" or (group == "fa-market" and i == 0):
+                lang = "en"  # a template's wrong declaration: the text decides
             pages[path] = (html(path, body, nav, lang), headers)
     return pages
 
@@ -586,3 +646,23 @@ def test_persian_crawl_fetches_persian_on_topic_pages_first(tmp_path, mixed_site
     assert min(page["relevance"] for page in by_group["fa-birds"]) > max(
         page["relevance"] for page in pages[1:] if page["url"].split("/")[3] != "fa-birds"
     )
+
+
+def test_slovak_pages_behind_a_template_english_declaration_are_slovak(
+    tmp_path, mixed_site
+) -> None:
+    """Half the Slovak pages say lang="en" (see site_pages): each is stored, so tokenized and
+    scored, as Slovak, like the Slovak pages that declare nothing."""
+    crawl = run_crawl(
+        tmp_path,
+        {"strategy": "bestfirst", "query": TEXTS["sk"]["query"], "seeds": f"{mixed_site}/"},
+        {"CONCURRENT_REQUESTS": 1, "CLOSESPIDER_PAGECOUNT": 14},
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    slovak = {
+        page["url"].split("/", 3)[3]: page["language"]
+        for page in crawl.pages()
+        if "/sk-birds/" in page["url"]
+    }
+    # the portal links to sk-birds/0 and /2, the pages declared en
+    assert slovak == dict.fromkeys([f"sk-birds/{i}" for i in range(4)], "sk")
