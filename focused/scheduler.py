@@ -32,15 +32,17 @@ Frontier-wide limits live here, so that every strategy gets them:
   host was fetched longest ago goes anyway (``focused/host_window/relaxed``), because the
   window counts fetches and would otherwise never move. The window is each process's own,
   also in a shared crawl.
-- ``HELD_HOST_LOOKAHEAD`` k (default 100; 0 = off): Scrapy counts a request waiting in its
+- ``HELD_HOST_LOOKAHEAD`` k (default 1,000; 0 = off): Scrapy counts a request waiting in its
   download slot against ``CONCURRENT_REQUESTS``, so the best-ranked requests of a host held by
   its delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle) or a Retry-After pause
-  would fill the downloader and pace the whole crawl. While such a host has a request waiting,
-  and the frontier's next request is of it, the first of the next k whose host is not held goes
-  instead, listed by the strategy queue's ``lookahead`` without popping and taken out by
-  ``take``: nothing is parked, and when all k are held the first goes, so the strategy's order
-  is unchanged for one host or without delays (``focused/held_host/passed_over``). A strategy
-  that decides as it pops lists nothing and is taken as it comes.
+  would fill the downloader and pace the whole crawl. While such a host has a request waiting
+  and the frontier's next request is of it, the first of the next k whose host is not held
+  goes instead: the strategy queue lists hosts in its order without popping (``ranked``) and
+  hands out the one chosen (``take``), so nothing is parked and the rest keep their order
+  (``focused/held_host/passed_over``). When all k are held, the first goes while its slot has
+  fewer requests handed out than its concurrency (so a crawl of one host keeps its order and
+  its concurrency), and nothing goes past that. A strategy that decides as it pops lists
+  nothing and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -64,20 +66,23 @@ from __future__ import annotations
 
 import logging
 from collections import Counter, deque
+from contextlib import closing
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
-from scrapy.utils.httpobj import urlparse_cached
 
 from focused.resume import INFLIGHT, connect_request_done, links_yielded, request_finished
 from focused.traps import TrapFamilies, trap_counts
-from schedulers.base import SqliteFrontier
+from schedulers.base import SqliteFrontier, host_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from scrapy import Request
     from scrapy.crawler import Crawler
+
+    from schedulers.base import StrategyQueue
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +102,8 @@ class FocusedScheduler(Scheduler):
         scheduler.in_window = Counter()
         scheduler.parked = []
         scheduler.lookahead = settings.getint("HELD_HOST_LOOKAHEAD")
+        # The hosts of the last look ahead that found only held ones (see _look_past_held)
+        scheduler.held_ahead = None
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -178,6 +185,8 @@ class FocusedScheduler(Scheduler):
             self._finish(replaced)
             return False
         queued = super().enqueue_request(request)
+        if queued:
+            self.held_ahead = None  # the request may be of a host not held
         if self.traps is not None:
             if queued:
                 self.traps.count(request)
@@ -235,48 +244,71 @@ class FocusedScheduler(Scheduler):
         return request
 
     def _pop(self) -> Request | None:
-        """The frontier's next request; if its host is held (``HELD_HOST_LOOKAHEAD``), the
-        first of the next few whose host is not."""
-        if self.lookahead:
-            held = self._held_slots()
-            if held and (request := self._pop_not_held(held)) is not None:
-                return request
-        return super().next_request()
+        """The frontier's next request, unless its host is held (``HELD_HOST_LOOKAHEAD``)."""
+        held = self._held_hosts() if self.lookahead else {}
+        if not held:
+            return super().next_request()
+        queue = self.mqs if len(self.mqs) else self.dqs
+        if queue is None:
+            return None
+        first, other = self._look_past_held(queue, held)
+        if first not in held:
+            return super().next_request()
+        if other is not None and (request := self._take_queued(queue, other)) is not None:
+            return request
+        # Every request looked at is of a held host. The first goes while its slot can still
+        # take it, as it would without the rule, so that a crawl of one host keeps its order and
+        # its concurrency; past that it would only wait in the slot, holding a download that a
+        # link found meanwhile could use. Nothing goes: a response or a new link asks again.
+        return super().next_request() if held[first] else None
 
-    def _held_slots(self) -> set[str]:
-        """The download slots held by a delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay,
-        AutoThrottle's) or a Retry-After pause that already have a request waiting: another
-        would only wait there too, counted against ``CONCURRENT_REQUESTS``. A request handed
-        out is in ``downloader.active`` at once, before the downloader middlewares let it
+    def _held_hosts(self) -> dict[str, bool]:
+        """The hosts whose download slot is held by a delay (``DOWNLOAD_DELAY``, a robots.txt
+        Crawl-delay, AutoThrottle's) or a Retry-After pause and already has a request waiting:
+        another would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with
+        whether its slot can still take one (fewer handed out than its concurrency). A request
+        handed out is in ``downloader.active`` at once, before the downloader middlewares let it
         reach its slot; sent, it is in the slot's ``transferring``."""
         engine = getattr(self.crawler, "engine", None)
         if engine is None:
-            return set()
+            return {}
         downloader = engine.downloader
-        handed_out = Counter(map(downloader.get_slot_key, downloader.active))
-        held = set()
-        for key, count in handed_out.items():
+        slot_keys = {request: downloader.get_slot_key(request) for request in downloader.active}
+        room: dict[str, bool] = {}
+        for key, count in Counter(slot_keys.values()).items():
             slot = downloader.slots.get(key)
             if slot is None or (slot.delay <= 0 and slot.latercall is None):
                 continue  # no delay, no pause: a crawl without delays is never changed
             if count > len(slot.transferring):
-                held.add(key)
-        return held
+                room[key] = count < slot.concurrency
+        return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
 
-    def _pop_not_held(self, held: set[str]) -> Request | None:
-        """The first of the next ``lookahead`` requests whose slot is not held, if the very
-        first one's is; None when the first is not held, or all of them are: the first then
-        goes as usual, so a crawl of one host keeps its strategy's order exactly."""
-        queue = self.mqs if len(self.mqs) else self.dqs
-        if queue is None:
-            return None
-        slot_key = self.crawler.engine.downloader.get_slot_key
-        candidates = queue.lookahead(self.lookahead)
-        if not candidates or slot_key(candidates[0][1]) not in held:
-            return None
-        fp = next((fp for fp, request in candidates if slot_key(request) not in held), None)
-        if fp is None:
-            return None
+    def _look_past_held(
+        self, queue: StrategyQueue, held: dict[str, bool]
+    ) -> tuple[str | None, bytes | None]:
+        """The host of the frontier's first request and, if that host is held, the fingerprint
+        of the first of the next ``HELD_HOST_LOOKAHEAD`` requests whose host is not (None if
+        there is none). A look that found only held hosts is not made again until a request is
+        queued or one of those hosts is no longer held: the engine asks for requests one after
+        another, and the walk, long in a crawl of one delayed host, would find the same."""
+        with closing(queue.ranked()) as ranked:
+            top = next(ranked, None)
+            if top is None or top[1] not in held:
+                return (top[1] if top else None), None
+            first = top[1]
+            if self.held_ahead is not None and self.held_ahead <= held.keys():
+                return first, None
+            hosts = {first}
+            for fp, host in islice(ranked, self.lookahead - 1):
+                if host not in held:
+                    self.held_ahead = None
+                    return first, fp
+                hosts.add(host)
+        self.held_ahead = frozenset(hosts)
+        return first, None
+
+    def _take_queued(self, queue: StrategyQueue, fp: bytes) -> Request | None:
+        """Hand out the queued request ``fp`` in place of the frontier's first."""
         if queue is self.mqs:
             request, kind = queue.take(fp), "memory"
         else:
@@ -374,9 +406,7 @@ class FocusedScheduler(Scheduler):
         self.closed = True
         return super().close(reason)
 
-    @staticmethod
-    def _host(request: Request) -> str:
-        return urlparse_cached(request).hostname or ""
+    _host = staticmethod(host_of)
 
     def _next_allowed(self) -> Request | None:
         for index, request in enumerate(self.parked):

@@ -150,7 +150,7 @@ HOST_WINDOW_SCAN = 1000  # queued requests looked at per fetch to find one outsi
 # Retry-After pause, with a request already waiting, is passed over for the first of the next
 # HELD_HOST_LOOKAHEAD queued requests whose host is not held; 0 = off (requests go strictly in
 # the strategy's order, and one slow host ranked first paces the whole crawl).
-HELD_HOST_LOOKAHEAD = 100
+HELD_HOST_LOOKAHEAD = 1000
 
 # -- Rendering JavaScript pages (-a render=always|auto; focused.render) ----------------------
 # With render=never (the default) none of this is used and scrapy-playwright is not loaded. With

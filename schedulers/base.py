@@ -11,7 +11,7 @@ A strategy subclass defines ``score(request)`` (higher is fetched first) and opt
 file that survives pause and resume. ``rediscover(request)`` lets a URL found again from a
 better parent raise its queued score instead of being dropped by the dupefilter.
 
-``lookahead(k)`` lists the next k requests in pop's order without taking them out, and
+``ranked()`` lists the queued requests' hosts in pop's order without taking them out, and
 ``take(fp)`` hands out one of them: the scheduler passes over a host held by its delay this way
 (``HELD_HOST_LOOKAHEAD``) without changing the order of what it leaves queued.
 
@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
 from focused.traps import TRAP_META
@@ -63,6 +64,10 @@ Item = tuple[float, float, int, bytes]
 
 def at_back(request: Request) -> int:
     return 1 if request.meta.get(TRAP_META) else 0
+
+
+def host_of(request: Request) -> str:
+    return urlparse_cached(request).hostname or ""
 
 
 def dump_request(request: Request, spider: Spider) -> bytes:
@@ -126,17 +131,17 @@ class _Order:
                 return item
         return None
 
-    def first(self, items: dict[bytes, Item], limit: int) -> list[Item]:
-        """Up to ``limit`` current items, smallest first, left where they are: the run is read
-        from its end, and the heap's smallest walked through a small heap of its indices, so
-        the cost grows with ``limit`` (and the stale items met), not with the frontier."""
+    def ranked(self, items: dict[bytes, Item]) -> Iterator[Item]:
+        """The current items, smallest first, left where they are, as long as the caller reads
+        on: the run is read from its end and the heap's smallest walked through a small heap of
+        its indices, so the cost grows with what is read (and the stale items met), not with
+        the frontier. Nothing may change the order while the iterator is in use."""
         if self.pending:
             self._take_pending()
         heap, run, get = self.heap, self.run, items.get
-        found: list[Item] = []
         next_in_heap = [(heap[0], 0)] if heap else []
         in_run = len(run) - 1
-        while len(found) < limit and (next_in_heap or in_run >= 0):
+        while next_in_heap or in_run >= 0:
             if next_in_heap and (in_run < 0 or next_in_heap[0][0] < run[in_run]):
                 item, index = heapq.heappop(next_in_heap)
                 for child in (2 * index + 1, 2 * index + 2):
@@ -146,8 +151,7 @@ class _Order:
                 item = run[in_run]
                 in_run -= 1
             if get(item[3]) is item:
-                found.append(item)
-        return found
+                yield item
 
 
 class MemoryFrontier:
@@ -221,12 +225,13 @@ class MemoryFrontier:
     def pop(self) -> Request | None:
         return self._best(remove=True)
 
-    def first(self, limit: int) -> list[tuple[bytes, Request]]:
-        """Up to ``limit`` entries in the order ``pop`` would hand them out, left queued."""
-        items = self._front.first(self._items, limit)
-        if len(items) < limit:
-            items += self._back.first(self._items, limit - len(items))
-        return [(item[3], self._requests[item[3]]) for item in items]
+    def ranked(self) -> Iterator[tuple[bytes, str]]:
+        """Every entry's fingerprint and host, in the order ``pop`` would hand them out, left
+        queued; lazily, so reading a few costs a few."""
+        requests = self._requests
+        for tier in (self._front, self._back):
+            for item in tier.ranked(self._items):
+                yield item[3], host_of(requests[item[3]])
 
     def key_of(self, fp: bytes) -> Key | None:
         item = self._items.get(fp)
@@ -237,7 +242,7 @@ class MemoryFrontier:
             return None
         return self._requests.pop(fp)
 
-    take = remove  # an entry ``first`` listed, handed out
+    take = remove  # an entry ``ranked`` listed, handed out
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
         for fp, item in self._items.items():
@@ -288,13 +293,16 @@ class SqliteFrontier:
         self._db = connect_crash_safe(path)
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
-            " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0);"
+            " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0,"
+            " host TEXT);"
             "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB);"
             "CREATE TABLE IF NOT EXISTS finished (fp BLOB PRIMARY KEY);"
         )
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(frontier)")}
         if "back" not in columns:  # a file written before trap requests went to the back
             self._db.execute("ALTER TABLE frontier ADD COLUMN back INTEGER NOT NULL DEFAULT 0")
+        if "host" not in columns:  # a file written before the scheduler read hosts ahead
+            self._db.execute("ALTER TABLE frontier ADD COLUMN host TEXT")
         self._db.executescript(
             "DROP INDEX IF EXISTS frontier_order;"
             "CREATE INDEX IF NOT EXISTS frontier_rank"
@@ -345,36 +353,46 @@ class SqliteFrontier:
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         blob = self._dump(request)  # may raise ValueError: Scrapy then keeps it in memory
-        back = at_back(request)
+        back, host = at_back(request), host_of(request)
         cursor = self._db.execute(
-            "INSERT OR IGNORE INTO frontier VALUES (?, ?, ?, ?, ?, ?)", (fp, *key, blob, back)
+            "INSERT OR IGNORE INTO frontier VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (fp, *key, blob, back, host),
         )
         if cursor.rowcount:
             self._len += 1
         else:
             self._db.execute(
                 "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ?, request = ?,"
-                " back = ? WHERE fp = ?",
-                (*key, blob, back, fp),
+                " back = ?, host = ? WHERE fp = ?",
+                (*key, blob, back, host, fp),
             )
 
-    def _ranked(self, limit: int) -> list[tuple[bytes, bytes]]:
-        """The first ``limit`` rows (fingerprint, pickled request) in the frontier's order."""
-        return self._db.execute(
-            "SELECT fp, request FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT ?",
-            (limit,),
-        ).fetchall()
-
     def _first(self) -> tuple[bytes, bytes] | None:
-        rows = self._ranked(1)
-        return rows[0] if rows else None
+        return self._db.execute(
+            "SELECT fp, request FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT 1"
+        ).fetchone()
 
     def peek(self) -> Request | None:
         row = self._first()
         return self._load(row[1]) if row else None
 
-    def first(self, limit: int) -> list[tuple[bytes, Request]]:
-        return [(fp, self._load(blob)) for fp, blob in self._ranked(limit)]
+    def ranked(self) -> Iterator[tuple[bytes, str]]:
+        """As ``MemoryFrontier.ranked``: the rows are read in chunks as the caller reads on, and
+        the host is a column, so no request is unpickled."""
+        cursor = self._db.execute(
+            "SELECT fp, host FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq"
+        )
+        try:
+            while rows := cursor.fetchmany(64):
+                for fp, host in rows:
+                    if host is None:  # a row of a file written before the column
+                        host = host_of(self._load(self._blob(fp)))
+                    yield fp, host
+        finally:
+            cursor.close()
+
+    def _blob(self, fp: bytes) -> bytes:
+        return self._db.execute("SELECT request FROM frontier WHERE fp = ?", (fp,)).fetchone()[0]
 
     def pop(self) -> Request | None:
         row = self._first()
@@ -559,17 +577,16 @@ class StrategyQueue:
     def peek(self) -> Request | None:
         return self.frontier.peek()
 
-    def lookahead(self, limit: int) -> list[tuple[bytes, Request]]:
-        """Up to ``limit`` requests in the order ``pop`` would hand them out, with their
-        fingerprints, left queued; ``take`` hands out one of them instead of the first. None
-        for a strategy that decides as it pops (a local search, a beam, the bees): its pops
-        are taken as they come."""
-        if type(self).pop is not StrategyQueue.pop:
-            return []
-        return self.frontier.first(limit)
+    def ranked(self) -> Iterator[tuple[bytes, str]]:
+        """The queued requests' fingerprints and hosts, in the order ``pop`` would hand them
+        out, lazily and left queued; ``take`` hands out one of them instead of the first.
+        Nothing for a strategy that decides as it pops (a local search, a beam, the bees): its
+        pops are taken as they come."""
+        if type(self).pop is StrategyQueue.pop:
+            yield from self.frontier.ranked()
 
     def take(self, fp: bytes) -> Request | None:
-        """Hand out the queued request ``lookahead`` listed under ``fp`` (None if it is gone)."""
+        """Hand out the queued request ``ranked`` listed under ``fp`` (None if it is gone)."""
         return self.frontier.take(fp)
 
     def rediscover(self, request: Request) -> bool:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from schedulers.base import at_back, dump_request, load_request
+from schedulers.base import at_back, dump_request, host_of, load_request
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,6 +43,7 @@ TIEBREAK_BYTES = 8
 SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts higher
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
+RANKED_CHUNK = 64  # members read at a time by ranked()
 
 # Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
 # locale).
@@ -275,7 +276,7 @@ class RedisFrontier:
         return self.take(b"")
 
     def take(self, fp: bytes) -> Request | None:
-        """Pop the queued request of fingerprint ``fp`` (one ``first`` listed; None if another
+        """Pop the queued request of fingerprint ``fp`` (one ``ranked`` listed; None if another
         process popped it meanwhile), or with ``b""`` the best one."""
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
         popped = self.shared.run(self._pop, keys=keys, args=[self._budget, fp], default=[])
@@ -337,18 +338,21 @@ class RedisFrontier:
         blob = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
         return load_request(blob, self._spider) if blob else None
 
-    def first(self, limit: int) -> list[tuple[bytes, Request]]:
-        """Up to ``limit`` entries in the order ``pop`` would hand them out, left queued."""
-        members: list[bytes] = []
+    def ranked(self) -> Iterator[tuple[bytes, str]]:
+        """As ``MemoryFrontier.ranked``, read from Redis in chunks as the caller reads on. Other
+        processes pop meanwhile: a request listed may be gone when taken."""
         for queue in (self._keys[0], self._back):
-            if len(members) < limit:
-                end = limit - len(members) - 1
-                members += self.shared.run(self.redis.zrange, queue, 0, end, desc=True, default=[])
-        fps = [member[FP_START:] for member in members]
-        blobs = self.shared.run(self.redis.hmget, self._keys[2], fps, default=[]) if fps else []
-        # No blob: popped since the ZRANGE; no blobs at all: Redis was lost (the spider closes).
-        pairs = zip(fps, blobs, strict=False)
-        return [(fp, load_request(blob, self._spider)) for fp, blob in pairs if blob]
+            start = 0
+            while members := self.shared.run(
+                self.redis.zrange, queue, start, start + RANKED_CHUNK - 1, desc=True, default=[]
+            ):
+                start += len(members)
+                fps = [member[FP_START:] for member in members]
+                blobs = self.shared.run(self.redis.hmget, self._keys[2], fps, default=[])
+                # No blob: popped since the ZRANGE; none at all: Redis was lost.
+                for fp, blob in zip(fps, blobs, strict=False):
+                    if blob:
+                        yield fp, host_of(load_request(blob, self._spider))
 
     def top_score(self) -> float | None:
         """The score of the best queued request (None: the frontier is empty)."""

@@ -5,6 +5,7 @@ host can be fetched now."""
 from __future__ import annotations
 
 import random
+from itertools import islice
 from types import SimpleNamespace
 
 import pytest
@@ -18,8 +19,12 @@ from tests.queues import make_queue
 from tests.test_frontier_limits import inflight, make_scheduler, queue_hosts
 
 
+def ranked(queue, count: int) -> list[tuple[bytes, str]]:
+    return list(islice(queue.ranked(), count))
+
+
 @pytest.mark.parametrize("kind", ["memory", "disk"])
-def test_lookahead_lists_what_pop_hands_out_and_leaves_it_queued(tmp_path, kind):
+def test_ranked_lists_what_pop_hands_out_and_leaves_it_queued(tmp_path, kind):
     queue = make_queue("bestfirst", "" if kind == "memory" else str(tmp_path / "queue"))
     rng = random.Random(3)
     pushed = 0
@@ -29,7 +34,7 @@ def test_lookahead_lists_what_pop_hands_out_and_leaves_it_queued(tmp_path, kind)
         for _ in range(count):
             # a few trap requests, which every frontier keeps behind the rest
             meta = {"parent_relevance": round(rng.random(), 2), TRAP_META: rng.random() < 0.1}
-            queue.push(scrapy.Request(f"http://t/u{pushed}", meta=meta))
+            queue.push(scrapy.Request(f"http://h{pushed % 7}.test/u{pushed}", meta=meta))
             pushed += 1
 
     # The memory frontier's three places: unsorted puts, a sorted run, a heap; rediscovery
@@ -37,16 +42,19 @@ def test_lookahead_lists_what_pop_hands_out_and_leaves_it_queued(tmp_path, kind)
     for count, pops in [(300, 20), (60, 30), (5, 0), (0, 400)]:
         push(count)
         for i in rng.sample(range(pushed), 15):
-            queue.rediscover(scrapy.Request(f"http://t/u{i}", meta={"parent_relevance": 0.995}))
+            queue.rediscover(
+                scrapy.Request(f"http://h{i % 7}.test/u{i}", meta={"parent_relevance": 0.995})
+            )
         size = len(queue)
-        listed = queue.lookahead(40)
+        listed = ranked(queue, 40)
         assert len(queue) == size
         assert len(listed) == min(40, size)
         popped = [queue.pop() for _ in range(len(listed))]
-        assert [request.url for _, request in listed] == [request.url for request in popped]
+        assert [host for _, host in listed] == [urlparse_cached(r).hostname for r in popped]
         assert [fp for fp, _ in listed] == [queue._fingerprint(r) for r in popped]
         for _ in range(pops):
             queue.pop()
+    assert ranked(queue, 10) == []
     queue.close()
 
 
@@ -55,17 +63,26 @@ def test_take_hands_out_one_listed_request_and_leaves_the_rest_in_order(tmp_path
     queue = make_queue("bestfirst", "" if kind == "memory" else str(tmp_path / "queue"))
     for i in range(6):
         queue.push(scrapy.Request(f"http://t/u{i}", meta={"parent_relevance": 1 - i / 10}))
-    listed = queue.lookahead(4)
+    listed = ranked(queue, 4)
     assert queue.take(listed[2][0]).url == "http://t/u2"
     assert queue.take(listed[2][0]) is None  # gone
     assert [queue.pop().url for _ in range(5)] == [f"http://t/u{i}" for i in (0, 1, 3, 4, 5)]
     queue.close()
 
 
+def test_a_frontier_file_written_before_the_host_column_reads_hosts_from_its_requests(tmp_path):
+    queue = make_queue("bestfirst", str(tmp_path / "queue"))
+    for i in range(3):
+        queue.push(scrapy.Request(f"http://h{i}.test/", meta={"parent_relevance": 1 - i / 10}))
+    queue.frontier._db.execute("UPDATE frontier SET host = NULL")  # as the column added later
+    assert [host for _, host in ranked(queue, 3)] == ["h0.test", "h1.test", "h2.test"]
+    queue.close()
+
+
 def test_a_strategy_that_decides_as_it_pops_lists_nothing():
     queue = make_queue("annealing")
     queue.push(scrapy.Request("http://t/a", meta={"parent_relevance": 0.5}))
-    assert queue.lookahead(10) == []
+    assert ranked(queue, 10) == []
 
 
 class Downloader:
@@ -184,4 +201,39 @@ def test_the_host_window_and_a_held_host_work_together(tmp_path):
     assert hand_out(scheduler, downloader) == "b.test/0"  # a.test is in the window: parked
     # a.test is in the window and b.test is held, with b.test/0 waiting: c.test goes.
     assert hand_out(scheduler, downloader) == "c.test/0"
+    scheduler.close("finished")
+
+
+def test_a_held_host_whose_slot_is_full_gets_nothing_more_until_a_request_leaves(tmp_path):
+    urls = [f"http://a.test/{i}" for i in range(3)]
+    scheduler, _, downloader = held_scheduler(tmp_path, urls)
+    first = scheduler.next_request()
+    downloader.hand_to(first, delay=1.0)
+    downloader.slots["a.test"].concurrency = 1  # a robots.txt Crawl-delay: one at a time
+    # a.test/1 would only wait behind a.test/0, and hold a download meanwhile
+    assert scheduler.next_request() is None
+    downloader.active.clear()  # a.test/0 was fetched
+    assert hand_out(scheduler, downloader) == "a.test/1"
+    scheduler.close("finished")
+
+
+def test_a_look_that_found_only_held_hosts_is_made_again_once_a_request_is_queued(tmp_path):
+    urls = [f"http://a.test/{i}" for i in range(4)]
+    scheduler, _, downloader = held_scheduler(tmp_path, urls)
+    read = []
+    frontier, ranked_entries = scheduler.mqs.frontier, scheduler.mqs.frontier.ranked
+
+    def counted():
+        for entry in ranked_entries():
+            read.append(entry)
+            yield entry
+
+    frontier.ranked = counted
+    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"  # nothing held yet
+    assert hand_out(scheduler, downloader) == "a.test/1"  # looked at a.test/1, /2 and /3
+    assert hand_out(scheduler, downloader) == "a.test/2"  # looked at the first only
+    assert len(read) == 4
+    scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
+    assert hand_out(scheduler, downloader) == "b.test/0"
+    assert len(read) == 6
     scheduler.close("finished")

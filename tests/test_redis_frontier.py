@@ -31,7 +31,12 @@ from focused.strategies import STRATEGIES, strategy_class
 from focused.traps import TRAP_META
 from schedulers.base import StrategyQueue
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
-from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
+from schedulers.redis_frontier import (
+    INFLIGHT_META,
+    RANKED_CHUNK,
+    decode_tiebreak,
+    encode_tiebreak,
+)
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -162,23 +167,24 @@ def test_pops_in_the_same_order_as_the_memory_frontier(redis_server, strategy):
     assert len(shared) == 0
 
 
-def test_lookahead_lists_the_pop_order_and_take_pops_one_into_flight(redis_server):
+def test_ranked_lists_the_pop_order_and_take_pops_one_into_flight(redis_server):
     one = shared_queue(redis_server.url, budget=4)
     two = shared_queue(redis_server.url, budget=4)
-    for request in sample_requests()[:8]:
+    requests = [req(f"p{i}", parent_relevance=1 - i / 100) for i in range(RANKED_CHUNK + 8)]
+    for request in requests:
         one.push(request)
     one.push(req("trap", parent_relevance=1.0, **{TRAP_META: "calendar"}))  # at the back
-    listed = one.lookahead(9)
-    assert len(one) == 9
-    assert urls(r for _, r in listed)[-1] == "trap"
-    fp, third = listed[2]
-    taken = two.take(fp)  # another process: the request goes into its flight, on its budget
-    assert urls([taken]) == urls([third])
+    listed = list(one.ranked())  # read in chunks: more than one of them
+    assert len(one) == len(listed) == len(requests) + 1
+    assert [fp for fp, _ in listed] == [one._fingerprint(r) for r in [*requests, req("trap")]]
+    assert {host for _, host in listed} == {"t"}
+    taken = two.take(listed[2][0])  # another process: into its flight, on its budget
+    assert urls([taken]) == ["p2"]
     assert two.frontier.redis.zscore(two.frontier.shared.inflight_key(), taken.meta[INFLIGHT_META])
-    assert one.take(fp) is None  # popped meanwhile
-    assert urls([one.pop(), one.pop(), one.pop()]) == urls(r for _, r in listed[:2] + listed[3:4])
+    assert one.take(listed[2][0]) is None  # popped meanwhile
+    assert urls([one.pop(), one.pop(), one.pop()]) == ["p0", "p1", "p3"]
     assert one.take(listed[4][0]) is None  # four popped: the budget is spent
-    assert len(one) == 5
+    assert len(one) == len(requests) - 3
 
 
 def test_tiebreak_bytes_sort_as_the_numbers():
