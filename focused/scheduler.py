@@ -248,7 +248,8 @@ class FocusedScheduler(Scheduler):
         AutoThrottle's) or a Retry-After pause that already have a request waiting: another
         would only wait there too, counted against ``CONCURRENT_REQUESTS``. A request handed
         out is in ``downloader.active`` at once, before the downloader middlewares let it
-        reach its slot; sent, it is in the slot's ``transferring``."""
+        reach its slot; sent, it is in the slot's ``transferring``. A Crawl-delay's slot sends
+        one at a time (focused.robots): one waiting behind the one in flight holds it too."""
         engine = getattr(self.crawler, "engine", None)
         if engine is None:
             return set()
