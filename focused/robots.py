@@ -16,8 +16,13 @@ the one line of Scrapy's message, which already names the host and the error.
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds: its downloader slot's delay is raised to it (never lowered: at
 least ``DOWNLOAD_DELAY``), without Scrapy's random jitter, which would make half the intervals
-shorter. The slot keeps it if Scrapy drops the idle slot and makes a new one (``DOWNLOAD_SLOTS``
-is where a new slot takes its delay from) and if AutoThrottle would lower it. A host that asks
+shorter. Scrapy counts the delay between sends, so a page slower than it would overlap the next
+ones (``CONCURRENT_REQUESTS_PER_DOMAIN`` of them): the slot also sends one request at a time, as
+Nutch (``fetcher.threads.per.queue``) and Heritrix do, unless ``DOWNLOAD_SLOTS`` gives the host a
+concurrency (the user's choice for that host, as a ``DOWNLOAD_SLOTS`` delay above the
+Crawl-delay is kept). The slot keeps both if Scrapy drops the idle slot and makes a new one
+(``DOWNLOAD_SLOTS`` is where a new slot takes them from) and if AutoThrottle would lower the
+delay (it never changes the concurrency). A host that asks
 for more than ``ROBOTS_CRAWL_DELAY_MAX`` seconds is skipped, as Nutch does
 (``fetcher.max.crawl.delay``): fetching it faster than it asked would ignore its robots.txt, and
 a request waiting in a host's slot counts against ``CONCURRENT_REQUESTS``, so that a few such
@@ -138,10 +143,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         slot_settings = downloader.per_slot_settings.setdefault(key, {})
         slot_settings["delay"] = max(floor, float(slot_settings.get("delay", 0.0)))
         slot_settings["jitter"] = 0.0
+        # Scrapy's delay is between sends: a page slower than it would overlap the next. One
+        # request at a time, unless DOWNLOAD_SLOTS gives the host a concurrency of its own.
+        slot_settings.setdefault("concurrency", 1)
         slot = downloader.slots.get(key)
         if slot is not None:
             slot.delay = max(floor, slot.delay)
             slot.jitter = 0.0
+            slot.concurrency = slot_settings["concurrency"]
         self._stats.inc_value("focused/robots/crawl_delay_hosts")
         logger.info(
             "%s: robots.txt asks for a Crawl-delay of %g s: one request every %g s",

@@ -268,7 +268,9 @@ class FocusedScheduler(Scheduler):
         another would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with
         whether its slot can still take one (fewer handed out than its concurrency). A request
         handed out is in ``downloader.active`` at once, before the downloader middlewares let it
-        reach its slot; sent, it is in the slot's ``transferring``."""
+        reach its slot; sent, it is in the slot's ``transferring``. A Crawl-delay's slot sends
+        one at a time (focused.robots): one waiting behind the one in flight holds it, and it
+        has room for no other."""
         engine = getattr(self.crawler, "engine", None)
         if engine is None:
             return {}

@@ -9,10 +9,10 @@ COMMANDS_MODULE = "focused.commands"
 
 # -- Politeness and fetching -----------------------------------------------------------------
 ROBOTSTXT_OBEY = True
-# A robots.txt Crawl-delay of N: at most one request to the host every N seconds (Scrapy ignores
-# it). A host asking for more than this many seconds is skipped, as Nutch does: fetching it
-# faster would ignore its robots.txt, and its requests waiting would hold the crawl's
-# CONCURRENT_REQUESTS (focused.robots).
+# A robots.txt Crawl-delay of N: at most one request to the host every N seconds, one at a time
+# (Scrapy ignores it). A host asking for more than this many seconds is skipped, as Nutch does:
+# fetching it faster would ignore its robots.txt, and its requests waiting would hold the
+# crawl's CONCURRENT_REQUESTS (focused.robots).
 ROBOTS_CRAWL_DELAY_MAX = 30.0
 # A 429 or 503 with Retry-After: no request to that host before it says, at most this many
 # seconds; then Scrapy retries as usual (RETRY_TIMES). 0: retried at once, as Scrapy does

@@ -3,6 +3,9 @@ its host before the retry (focused.retryafter). Scrapy ignores both."""
 
 from __future__ import annotations
 
+import json
+import threading
+import time
 from datetime import UTC, datetime
 from itertools import pairwise
 
@@ -169,3 +172,69 @@ def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path, jobdir
         [when - slow_times[0] for when in fast_times],
     )
     assert stat(crawl.result.stderr, "focused/held_host/passed_over") >= len(fast_pages)
+
+
+class Timed:
+    """A site's pages, each answered ``latency`` seconds after it arrives; when each arrived and
+    was answered, on the server's side (robots.txt is answered at once, and not recorded)."""
+
+    def __init__(self, respond, latency: float) -> None:
+        self.respond = respond
+        self.latency = latency
+        self.spans: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return self.respond(method, path)
+        arrived = time.monotonic()
+        time.sleep(self.latency)
+        reply = self.respond(method, path)
+        with self._lock:
+            self.spans.append((arrived, time.monotonic()))
+        return reply
+
+    def most_at_once(self) -> int:
+        """The most requests the site was answering at one time."""
+        events = sorted(
+            [(start, 1) for start, _ in self.spans] + [(end, -1) for _, end in self.spans]
+        )
+        at_once = most = 0
+        for _, change in events:  # at a tie, an answer (-1) sorts before an arrival
+            at_once += change
+            most = max(most, at_once)
+        return most
+
+
+@pytest.mark.parametrize(
+    ("settings", "most"),
+    [
+        ({}, {1}),
+        # AutoThrottle aiming at four requests at once would set the delay to latency / 4, below
+        # the Crawl-delay (kept), and does not change the slot's concurrency.
+        (
+            {
+                "AUTOTHROTTLE_ENABLED": True,
+                "AUTOTHROTTLE_START_DELAY": 0.1,
+                "AUTOTHROTTLE_TARGET_CONCURRENCY": 4,
+            },
+            {1},
+        ),
+        # The user's concurrency for the host (DOWNLOAD_SLOTS) is kept: sent 0.2 s apart, three
+        # 0.6 s pages overlap (two on a machine so loaded that sends lag).
+        ({"DOWNLOAD_SLOTS": json.dumps({"127.0.0.2": {"concurrency": 3}})}, {2, 3}),
+    ],
+    ids=["plain", "autothrottle", "download_slots"],
+)
+def test_a_host_with_a_crawl_delay_gets_one_request_at_a_time(tmp_path, settings, most: set[int]):
+    """Scrapy's slot delay is counted between sends: pages slower than the Crawl-delay would
+    overlap, CONCURRENT_REQUESTS_PER_DOMAIN (8) of them at once, on a host that asked to be left
+    alone."""
+    site = Timed(pages_site("User-agent: *\nCrawl-delay: 0.2\n"), latency=0.6)
+    with Site(site, "127.0.0.2") as slow:
+        crawl = run_crawl(
+            tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/"}, settings
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(site.spans) == 1 + len(PAGES)
+    assert site.most_at_once() in most, sorted(site.spans)
