@@ -75,6 +75,7 @@ from scrapy.core.scheduler import Scheduler
 from focused.resume import INFLIGHT, connect_request_done, links_yielded, request_finished
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier, host_of
+from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -422,6 +423,10 @@ class FocusedScheduler(Scheduler):
             host = self._host(request)
             if self.max_per_host and self._host_full(host):
                 self.stats.inc_value("focused/skipped/host_limit")
+                if self.shared is not None and (member := request.meta.pop(INFLIGHT_META, None)):
+                    # Never fetched: the slot of the crawl's page budget its pop took goes back
+                    # (else a capped host's dropped requests spent the budget of the others).
+                    self.shared.frontier.unpop(member)
                 # Done with: under JOBDIR out of the frontier file, in a shared crawl out of
                 # this process's in-flight set (else it would be re-queued when idle).
                 self.crawler.signals.send_catch_log(request_finished, request=request)

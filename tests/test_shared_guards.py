@@ -173,6 +173,21 @@ def test_processes_taking_pages_of_one_host_at_once_get_exactly_the_cap(redis_se
         scheduler.close("finished")
 
 
+def test_a_request_dropped_at_the_host_cap_takes_no_slot_of_the_page_budget(redis_server):  # noqa: F811
+    one, _ = shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=2, CLOSESPIDER_PAGECOUNT=5)
+    urls = [f"http://a.test/{i}" for i in range(10)] + ["http://b.test/0", "http://b.test/1"]
+    for url in urls:
+        one.enqueue_request(scrapy.Request(url, meta={"depth": 1}))
+    handed_out = []
+    while (request := one.next_request()) is not None:
+        handed_out.append(request.url)
+    # a.test/2 to /9 are dropped, never fetched: the budget counts pages fetched, so b.test's
+    # pages are still handed out (before, the drops spent the budget: a.test/0 and /1 only).
+    assert handed_out == urls[:2] + urls[-2:]
+    assert redis.Redis(port=redis_server.port).get("focused:t:popped") == b"4"
+    one.close("finished")
+
+
 def test_two_processes_share_the_pages_per_host(
     tmp_path,
     sample_graph,
