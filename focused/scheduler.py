@@ -39,7 +39,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   and the frontier's next request is of it, the first of the next k whose host is not held
   goes instead: the strategy queue lists hosts in its order without popping (``ranked``) and
   hands out the one chosen (``take``), so nothing is parked and the rest keep their order
-  (``focused/held_host/passed_over``). When all k are held, the first goes while its slot has
+  (``focused/held_host/passed_over``); a host in the ``HOST_WINDOW`` is passed over too (the
+  window would only park its request). When all k are held, the first goes while its slot has
   fewer requests handed out than its concurrency (so a crawl of one host keeps its order and
   its concurrency), and nothing goes past that. A strategy that decides as it pops lists
   nothing and is taken as it comes.
@@ -88,6 +89,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 EVICTION_LOG_EVERY = 1000
+AHEAD_CHUNK = 64  # the least number of queued requests read at a time past held hosts
 
 
 class FocusedScheduler(Scheduler):
@@ -103,8 +105,10 @@ class FocusedScheduler(Scheduler):
         scheduler.in_window = Counter()
         scheduler.parked = []
         scheduler.lookahead = settings.getint("HELD_HOST_LOOKAHEAD")
-        # The hosts of the last look ahead that found only held ones (see _look_past_held)
-        scheduler.held_ahead = None
+        # This next_request's look past held hosts, and the hosts of the last look that found
+        # none other (see _first_not_held)
+        scheduler.ahead: list[tuple[bytes, str]] = []
+        scheduler.blocked_ahead = None
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -187,7 +191,7 @@ class FocusedScheduler(Scheduler):
             return False
         queued = super().enqueue_request(request)
         if queued:
-            self.held_ahead = None  # the request may be of a host not held
+            self.blocked_ahead = None  # the request may be of a host not held
         if self.traps is not None:
             if queued:
                 self.traps.count(request)
@@ -240,6 +244,7 @@ class FocusedScheduler(Scheduler):
         ):
             # The engine asks again when a page is scored or a link queued (SCORE_BEFORE_DISPATCH)
             return None
+        self.ahead = []
         request = self._next_allowed() if self.window or self.max_per_host else self._pop()
         self._count_frontier()
         return request
@@ -248,20 +253,78 @@ class FocusedScheduler(Scheduler):
         """The frontier's next request, unless its host is held (``HELD_HOST_LOOKAHEAD``)."""
         held = self._held_hosts() if self.lookahead else {}
         if not held:
-            return super().next_request()
+            return self._pop_first()
         queue = self.mqs if len(self.mqs) else self.dqs
         if queue is None:
             return None
-        first, other = self._look_past_held(queue, held)
-        if first not in held:
-            return super().next_request()
-        if other is not None and (request := self._take_queued(queue, other)) is not None:
+        if not self.ahead:
+            self._read_ahead(queue, 1)
+        if not self.ahead or (first := self.ahead[0][1]) not in held:
+            return self._pop_first()
+        index = self._first_not_held(queue, held)
+        if index is not None and (request := self._take_queued(queue, index)) is not None:
             return request
         # Every request looked at is of a held host. The first goes while its slot can still
         # take it, as it would without the rule, so that a crawl of one host keeps its order and
         # its concurrency; past that it would only wait in the slot, holding a download that a
         # link found meanwhile could use. Nothing goes: a response or a new link asks again.
-        return super().next_request() if held[first] else None
+        return self._pop_first() if held[first] else None
+
+    def _pop_first(self) -> Request | None:
+        request = super().next_request()
+        if self.ahead:
+            fingerprint = self.crawler.request_fingerprinter.fingerprint
+            if request is not None and fingerprint(request) == self.ahead[0][0]:
+                del self.ahead[0]
+            else:  # another process of a shared crawl popped from the frontier meanwhile
+                self.ahead.clear()
+        return request
+
+    def _first_not_held(self, queue: StrategyQueue, held: dict[str, bool]) -> int | None:
+        """The index in ``ahead`` of the first request among the frontier's next
+        ``HELD_HOST_LOOKAHEAD`` whose host is neither held nor in the ``HOST_WINDOW`` (which
+        would only park it); None if there is none. The frontier is read in growing chunks,
+        once per ``next_request``: ``ahead`` lists what was read and is still queued, in order,
+        for the pops of a window or host-cap scan. A look that found none is not made again
+        until a request is queued or one of those hosts may go: the engine asks for requests
+        one after another, and in a crawl of one delayed host the look reads the whole prefix."""
+        blocked = held.keys() | {host for host, count in self.in_window.items() if count}
+        if self.blocked_ahead is not None and self.blocked_ahead <= blocked:
+            return None
+        ahead, read = self.ahead, 0
+        while True:
+            for index in range(read, len(ahead)):
+                if ahead[index][1] not in blocked:
+                    return index
+            read = len(ahead)
+            if not self._read_ahead(queue, max(AHEAD_CHUNK, read)):
+                break
+        self.blocked_ahead = frozenset(host for _, host in ahead)
+        return None
+
+    def _read_ahead(self, queue: StrategyQueue, count: int) -> int:
+        """Append to ``ahead`` up to ``count`` more of the frontier's next
+        ``HELD_HOST_LOOKAHEAD`` requests (fingerprint, host); returns how many."""
+        start = len(self.ahead)
+        with closing(queue.ranked()) as ranked:
+            entries = list(islice(ranked, start, min(start + count, self.lookahead)))
+        self.ahead += entries
+        return len(entries)
+
+    def _take_queued(self, queue: StrategyQueue, index: int) -> Request | None:
+        """Hand out the queued request ``ahead[index]`` in place of the frontier's first."""
+        fp, _ = self.ahead.pop(index)
+        if queue is self.mqs:
+            request, kind = queue.take(fp), "memory"
+        else:
+            request, kind = self._in_flight(lambda: queue.take(fp)), "disk"
+        if request is None:  # another process of a shared crawl popped it
+            self.ahead.clear()
+            return None
+        self.stats.inc_value(f"scheduler/dequeued/{kind}")
+        self.stats.inc_value("scheduler/dequeued")
+        self.stats.inc_value("focused/held_host/passed_over")
+        return request
 
     def _held_hosts(self) -> dict[str, bool]:
         """The hosts whose download slot is held by a delay (``DOWNLOAD_DELAY``, a robots.txt
@@ -285,42 +348,6 @@ class FocusedScheduler(Scheduler):
             if count > len(slot.transferring):
                 room[key] = count < slot.concurrency
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
-
-    def _look_past_held(
-        self, queue: StrategyQueue, held: dict[str, bool]
-    ) -> tuple[str | None, bytes | None]:
-        """The host of the frontier's first request and, if that host is held, the fingerprint
-        of the first of the next ``HELD_HOST_LOOKAHEAD`` requests whose host is not (None if
-        there is none). A look that found only held hosts is not made again until a request is
-        queued or one of those hosts is no longer held: the engine asks for requests one after
-        another, and the walk, long in a crawl of one delayed host, would find the same."""
-        with closing(queue.ranked()) as ranked:
-            top = next(ranked, None)
-            if top is None or top[1] not in held:
-                return (top[1] if top else None), None
-            first = top[1]
-            if self.held_ahead is not None and self.held_ahead <= held.keys():
-                return first, None
-            hosts = {first}
-            for fp, host in islice(ranked, self.lookahead - 1):
-                if host not in held:
-                    self.held_ahead = None
-                    return first, fp
-                hosts.add(host)
-        self.held_ahead = frozenset(hosts)
-        return first, None
-
-    def _take_queued(self, queue: StrategyQueue, fp: bytes) -> Request | None:
-        """Hand out the queued request ``fp`` in place of the frontier's first."""
-        if queue is self.mqs:
-            request, kind = queue.take(fp), "memory"
-        else:
-            request, kind = self._in_flight(lambda: queue.take(fp)), "disk"
-        if request is not None:  # None: another process of a shared crawl popped it
-            self.stats.inc_value(f"scheduler/dequeued/{kind}")
-            self.stats.inc_value("scheduler/dequeued")
-            self.stats.inc_value("focused/held_host/passed_over")
-        return request
 
     def _outstanding(self) -> int:
         """Requests downloading, plus downloaded pages not yet scored (SCORE_BEFORE_DISPATCH).
