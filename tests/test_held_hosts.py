@@ -1,5 +1,5 @@
 """A host held by its delay or a pause is passed over (HELD_HOST_LOOKAHEAD): the scheduler looks
-at the frontier's next requests without popping them (``lookahead``) and takes the first whose
+at the frontier's next requests without popping them (``ranked``) and takes the first whose
 host can be fetched now."""
 
 from __future__ import annotations
