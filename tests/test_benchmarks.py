@@ -255,12 +255,13 @@ def test_held_host_command_on_the_sample(tmp_path) -> None:
     cells = [
         [cell.strip() for cell in line.strip("|").split("|")]
         for line in report.splitlines()
-        if line.startswith(("| passed over", "| strict order"))
+        if line.startswith(("| passed over", "| strict order", "| no Crawl-delay"))
     ]
     # Both hosts were crawled under each rule
-    assert [row[0] for row in cells] == ["passed over (default)", "strict order"], report
+    rules = ["passed over (default)", "strict order", "no Crawl-delay (reference)"]
+    assert [row[0] for row in cells] == rules, report
     assert all(int(row[3]) and int(row[4]) for row in cells), report
-    assert re.search(r"passed over ÷ strict order: \*\*\d+\.\d\d\*\*", report), report
+    assert re.search(r"passed over ÷ strict order: \*\*\d+\.\d\d\*\*; passed over ÷ no", report)
 
 
 @pytest.mark.parametrize(
