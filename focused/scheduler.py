@@ -41,9 +41,9 @@ Frontier-wide limits live here, so that every strategy gets them:
   hands out the one chosen (``take``), so nothing is parked and the rest keep their order
   (``focused/held_host/passed_over``); a host in the ``HOST_WINDOW`` is passed over too (the
   window would only park its request). When all k are held, the first goes while its slot has
-  fewer requests handed out than its concurrency (so a crawl of one host keeps its order and
-  its concurrency), and nothing goes past that. A strategy that decides as it pops lists
-  nothing and is taken as it comes.
+  fewer requests handed out than its concurrency (so a crawl of one host hands out the
+  frontier's first, with its concurrency), and nothing goes past that. A strategy that decides
+  as it pops lists nothing and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -265,9 +265,9 @@ class FocusedScheduler(Scheduler):
         if index is not None and (request := self._take_queued(queue, index)) is not None:
             return request
         # Every request looked at is of a held host. The first goes while its slot can still
-        # take it, as it would without the rule, so that a crawl of one host keeps its order and
-        # its concurrency; past that it would only wait in the slot, holding a download that a
-        # link found meanwhile could use. Nothing goes: a response or a new link asks again.
+        # take it, as it would without the rule, so that a crawl of one host hands out its order
+        # with its concurrency; past that it would only wait in the slot, holding a download
+        # that a link found meanwhile could use. Nothing goes: a response or a new link asks again.
         return self._pop_first() if held[first] else None
 
     def _pop_first(self) -> Request | None:
