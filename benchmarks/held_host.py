@@ -22,11 +22,9 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import report_head, run_scrapy
-from benchmarks.throughput import QUERY, pages_per_second
-from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one
+from benchmarks.throughput import crawl_arguments, pages_per_second
+from focused.errors import ConfigError
 from focused.replayweb import ReplayServer, load_graph
 
 # name: (settings, whether 127.0.0.2 asks for its Crawl-delay)
@@ -38,15 +36,8 @@ RULES = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = CommandLineParser(prog="python -m benchmarks.held_host")
-    parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
-    parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
-    parser.add_argument("--query", default=QUERY, help="topic of the crawl")
-    parser.add_argument("--strategy", default=DEFAULT_STRATEGY, help="the crawl's strategy")
-    parser.add_argument("--pages", type=at_least_one, default=200, help="page budget of each run")
-    parser.add_argument("--repeats", type=at_least_one, default=2, help="runs of each rule")
+    parser = crawl_arguments("python -m benchmarks.held_host", 200, 2, "each rule")
     parser.add_argument("--crawl-delay", type=float, default=0.5, help="the held host's, s")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
     args = parser.parse_args(argv)
     try:
         if args.crawl_delay <= 0:

@@ -184,15 +184,21 @@ class Spiders:
         return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = CommandLineParser(prog="python -m benchmarks.throughput")
+def crawl_arguments(prog: str, pages: int, repeats: int, runs_of: str) -> CommandLineParser:
+    """A benchmark's parser with the options of its crawls of the replay web."""
+    parser = CommandLineParser(prog=prog)
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Albatross", help="start article (default Albatross)")
     parser.add_argument("--query", default=QUERY, help="topic of the topical crawl")
     parser.add_argument("--strategy", default=DEFAULT_STRATEGY, help="topical's strategy")
-    parser.add_argument("--pages", type=at_least_one, default=1000, help="page budget of each run")
-    parser.add_argument("--repeats", type=at_least_one, default=3, help="runs of each spider")
+    parser.add_argument("--pages", type=at_least_one, default=pages, help="page budget of each run")
+    parser.add_argument("--repeats", type=at_least_one, default=repeats, help=f"runs of {runs_of}")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = crawl_arguments("python -m benchmarks.throughput", 1000, 3, "each spider")
     parser.add_argument(
         "--store",
         choices=("cold", "warm"),
