@@ -102,6 +102,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         pending.addCallback(hand_on)
         return await maybe_deferred_to_future(mine)
 
+    def waits_for_robots(self, request: Request) -> bool:
+        """True if ``request`` waits (or, handed out, would wait) in this middleware for its
+        host's robots.txt: not asked for yet, or downloading. The scheduler holds such a host
+        (``HELD_HOST_LOOKAHEAD``): its requests would each hold one of ``CONCURRENT_REQUESTS``
+        meanwhile, and its Crawl-delay, which sends them one at a time, is not known yet."""
+        if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
+            return False
+        parser = self._parsers.get(urlparse_cached(request).netloc, self)  # self: not asked
+        return parser is self or isinstance(parser, Deferred)
+
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
         super().process_request_2(rp, request)
         netloc = urlparse_cached(request).netloc

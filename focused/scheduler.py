@@ -42,8 +42,9 @@ Frontier-wide limits live here, so that every strategy gets them:
   (``focused/held_host/passed_over``); a host in the ``HOST_WINDOW`` is passed over too (the
   window would only park its request). When all k are held, the first goes while its slot has
   fewer requests handed out than its concurrency (so a crawl of one host hands out the
-  frontier's first, with its concurrency), and nothing goes past that. A strategy that decides
-  as it pops lists nothing and is taken as it comes.
+  frontier's first, with its concurrency), and nothing goes past that. A host with a request
+  waiting for its robots.txt is held the same way (focused.robots ``waits_for_robots``). A
+  strategy that decides as it pops lists nothing and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -109,6 +110,7 @@ class FocusedScheduler(Scheduler):
         # none other (see _first_not_held)
         scheduler.ahead: list[tuple[bytes, str]] = []
         scheduler.blocked_ahead = None
+        scheduler.robots_check = None  # focused.robots' waits_for_robots, found on first use
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -334,20 +336,46 @@ class FocusedScheduler(Scheduler):
         handed out is in ``downloader.active`` at once, before the downloader middlewares let it
         reach its slot; sent, it is in the slot's ``transferring``. A Crawl-delay's slot sends
         one at a time (focused.robots): one waiting behind the one in flight holds it, and it
-        has room for no other."""
+        has room for no other.
+
+        A host with a request waiting for its robots.txt is held too: its requests would wait
+        with it, each counted against ``CONCURRENT_REQUESTS`` (up to ``DOWNLOAD_TIMEOUT`` for a
+        slow host), and then go to a slot whose Crawl-delay, not known yet, may send them one
+        at a time. Its room is that of the slot it has or will get, so that a crawl of one host
+        from many URLs is not slowed: the engine asks again when the robots.txt download ends,
+        before it is parsed, and then not until a response; its slot sends no more at once."""
         engine = getattr(self.crawler, "engine", None)
         if engine is None:
             return {}
         downloader = engine.downloader
         slot_keys = {request: downloader.get_slot_key(request) for request in downloader.active}
         room: dict[str, bool] = {}
+        reading_robots = set()
+        if waits_for_robots := self._robots_check(downloader):
+            reading_robots = {key for r, key in slot_keys.items() if waits_for_robots(r)}
         for key, count in Counter(slot_keys.values()).items():
             slot = downloader.slots.get(key)
+            if key in reading_robots:
+                if slot is not None:  # the robots.txt request's
+                    room[key] = count < slot.concurrency
+                else:  # as Downloader._get_slot will make it
+                    settings = downloader.per_slot_settings.get(key, {})
+                    concurrency = downloader.ip_concurrency or downloader.domain_concurrency
+                    room[key] = count < settings.get("concurrency", concurrency)
+                continue
             if slot is None or (slot.delay <= 0 and slot.latercall is None):
-                continue  # no delay, no pause: a crawl without delays is never changed
+                continue  # no delay, no pause: a crawl without delays keeps its order
             if count > len(slot.transferring):
                 room[key] = count < slot.concurrency
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
+
+    def _robots_check(self, downloader) -> Callable[[Request], bool] | None:
+        """focused.robots' ``waits_for_robots``, None without it (``ROBOTSTXT_OBEY`` off)."""
+        if self.robots_check is None:
+            middlewares = getattr(getattr(downloader, "middleware", None), "middlewares", ())
+            checks = [mw.waits_for_robots for mw in middlewares if hasattr(mw, "waits_for_robots")]
+            self.robots_check = checks[0] if checks else False
+        return self.robots_check or None
 
     def _outstanding(self) -> int:
         """Requests downloading, plus downloaded pages not yet scored (SCORE_BEFORE_DISPATCH).

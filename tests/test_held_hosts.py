@@ -91,6 +91,8 @@ class Downloader:
     def __init__(self) -> None:
         self.active: set[scrapy.Request] = set()
         self.slots: dict[str, Slot] = {}
+        self.per_slot_settings: dict[str, dict] = {}
+        self.domain_concurrency, self.ip_concurrency = 8, 0
 
     def get_slot_key(self, request: scrapy.Request) -> str:
         return urlparse_cached(request).hostname or ""
@@ -285,4 +287,44 @@ def test_requests_the_host_window_would_park_are_not_taken_past_a_held_host(tmp_
     assert hand_out(scheduler, downloader) == "a.test/1"
     assert scheduler.parked == []
     assert len(read) < 3 * 1000  # HELD_HOST_LOOKAHEAD
+    scheduler.close("finished")
+
+
+@pytest.mark.parametrize("robots", ["unread", "reading", "read", "off"])
+def test_a_host_whose_robots_txt_is_not_read_yet_is_passed_over(tmp_path, robots):
+    """Its requests wait in the downloader middlewares for its robots.txt, each holding one of
+    ``CONCURRENT_REQUESTS``, and then go to a slot whose Crawl-delay may send one at a time: a
+    shared crawl had 15 of its 16 downloads waiting on such a host for 7 s."""
+    from twisted.internet.defer import Deferred
+
+    from focused.robots import RobotsTxtMiddleware
+
+    scheduler, crawler, downloader = held_scheduler(tmp_path, A_THEN_B, ROBOTSTXT_OBEY=True)
+    middleware = RobotsTxtMiddleware(crawler)
+    middleware._parsers["b.test"] = None  # read: b.test's requests go on to its slot
+    if robots != "off":  # ROBOTSTXT_OBEY on: focused.robots is among the downloader's
+        downloader.middleware = SimpleNamespace(middlewares=[middleware])
+    assert hand_out(scheduler, downloader) == "a.test/0"  # waits in the middleware: no slot
+    del downloader.slots["a.test"]
+    pending = middleware._parsers["a.test"] = Deferred()  # robots.txt downloading
+    if robots == "unread":  # a.test/0 has not reached the middleware yet
+        del middleware._parsers["a.test"]
+    elif robots == "read":
+        middleware._parsers["a.test"] = None
+    if robots in ("unread", "reading"):
+        assert hand_out(scheduler, downloader) == "b.test/0"
+        assert hand_out(scheduler, downloader) == "b.test/1"
+        assert crawler.stats.get_value("focused/held_host/passed_over") == 2
+        # Only a.test left: the first goes while the slot a.test will get can take it.
+        downloader.per_slot_settings["a.test"] = {"concurrency": 2}
+        second = scheduler.next_request()
+        assert second.url == "http://a.test/1"
+        downloader.active.add(second)  # waits for the robots.txt too, as a.test/0 does
+        assert scheduler.next_request() is None
+        middleware._parsers["a.test"] = None  # read, no Crawl-delay: a.test/0 and /1 go on
+        downloader.active -= {r for r in downloader.active if "a.test" in r.url}  # fetched
+    else:
+        assert hand_out(scheduler, downloader) == "a.test/1"
+    assert hand_out(scheduler, downloader) == "a.test/2"
+    pending.callback(None)
     scheduler.close("finished")
