@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING
 from scrapy.core.scheduler import Scheduler
 
 from focused.resume import INFLIGHT, connect_request_done, links_yielded, request_finished
+from focused.robots import RobotsTxtMiddleware
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier, host_of
 from schedulers.redis_frontier import INFLIGHT_META
@@ -351,7 +352,7 @@ class FocusedScheduler(Scheduler):
         slot_keys = {request: downloader.get_slot_key(request) for request in downloader.active}
         room: dict[str, bool] = {}
         reading_robots = set()
-        if waits_for_robots := self._robots_check(downloader):
+        if waits_for_robots := self._robots_check():
             reading_robots = {key for r, key in slot_keys.items() if waits_for_robots(r)}
         for key, count in Counter(slot_keys.values()).items():
             slot = downloader.slots.get(key)
@@ -369,12 +370,11 @@ class FocusedScheduler(Scheduler):
                 room[key] = count < slot.concurrency
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
 
-    def _robots_check(self, downloader) -> Callable[[Request], bool] | None:
+    def _robots_check(self) -> Callable[[Request], bool] | None:
         """focused.robots' ``waits_for_robots``, None without it (``ROBOTSTXT_OBEY`` off)."""
         if self.robots_check is None:
-            middlewares = getattr(getattr(downloader, "middleware", None), "middlewares", ())
-            checks = [mw.waits_for_robots for mw in middlewares if hasattr(mw, "waits_for_robots")]
-            self.robots_check = checks[0] if checks else False
+            robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
+            self.robots_check = robots.waits_for_robots if robots is not None else False
         return self.robots_check or None
 
     def _outstanding(self) -> int:

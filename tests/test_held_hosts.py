@@ -91,6 +91,7 @@ class Downloader:
     def __init__(self) -> None:
         self.active: set[scrapy.Request] = set()
         self.slots: dict[str, Slot] = {}
+        self.middleware = SimpleNamespace(middlewares=[])  # no robots.txt middleware
         self.per_slot_settings: dict[str, dict] = {}
         self.domain_concurrency, self.ip_concurrency = 8, 0
 
