@@ -62,6 +62,11 @@ NO_TIEBREAK = -0.0
 Item = tuple[float, float, int, bytes]
 
 
+# The SQLite frontier's order, as its index and every read in that order name it.
+RANK_ORDER = "back, neg_score, neg_tiebreak, seq"
+RANKED_CHUNK = 64  # entries read at a time by a frontier's ranked() outside the process
+
+
 def at_back(request: Request) -> int:
     return 1 if request.meta.get(TRAP_META) else 0
 
@@ -305,8 +310,7 @@ class SqliteFrontier:
             self._db.execute("ALTER TABLE frontier ADD COLUMN host TEXT")
         self._db.executescript(
             "DROP INDEX IF EXISTS frontier_order;"
-            "CREATE INDEX IF NOT EXISTS frontier_rank"
-            " ON frontier (back, neg_score, neg_tiebreak, seq);"
+            f"CREATE INDEX IF NOT EXISTS frontier_rank ON frontier ({RANK_ORDER});"
         )
         self._len = self._db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]
 
@@ -369,7 +373,7 @@ class SqliteFrontier:
 
     def _first(self) -> tuple[bytes, bytes] | None:
         return self._db.execute(
-            "SELECT fp, request FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT 1"
+            f"SELECT fp, request FROM frontier ORDER BY {RANK_ORDER} LIMIT 1"
         ).fetchone()
 
     def peek(self) -> Request | None:
@@ -379,11 +383,9 @@ class SqliteFrontier:
     def ranked(self) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``: the rows are read in chunks as the caller reads on, and
         the host is a column, so no request is unpickled."""
-        cursor = self._db.execute(
-            "SELECT fp, host FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq"
-        )
+        cursor = self._db.execute(f"SELECT fp, host FROM frontier ORDER BY {RANK_ORDER}")
         try:
-            while rows := cursor.fetchmany(64):
+            while rows := cursor.fetchmany(RANKED_CHUNK):
                 for fp, host in rows:
                     if host is None:  # a row of a file written before the column
                         host = host_of(self._load(self._blob(fp)))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from schedulers.base import at_back, dump_request, host_of, load_request
+from schedulers.base import RANKED_CHUNK, at_back, dump_request, host_of, load_request
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -43,7 +43,6 @@ TIEBREAK_BYTES = 8
 SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts higher
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
-RANKED_CHUNK = 64  # members read at a time by ranked()
 
 # Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
 # locale).

@@ -29,14 +29,9 @@ from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
 from focused.traps import TRAP_META
-from schedulers.base import StrategyQueue
+from schedulers.base import RANKED_CHUNK, StrategyQueue
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
-from schedulers.redis_frontier import (
-    INFLIGHT_META,
-    RANKED_CHUNK,
-    decode_tiebreak,
-    encode_tiebreak,
-)
+from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
