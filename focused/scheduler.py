@@ -67,6 +67,7 @@ crawl killed with ``kill -9`` resumes without losing or refetching pages.
 from __future__ import annotations
 
 import logging
+import math
 from collections import Counter, deque
 from contextlib import closing
 from itertools import islice
@@ -92,6 +93,7 @@ logger = logging.getLogger(__name__)
 
 EVICTION_LOG_EVERY = 1000
 AHEAD_CHUNK = 64  # the least number of queued requests read at a time past held hosts
+POPS_PER_LOOK = 64  # pops after which a look past held hosts cut short by the lookahead is redone
 
 
 class FocusedScheduler(Scheduler):
@@ -107,10 +109,11 @@ class FocusedScheduler(Scheduler):
         scheduler.in_window = Counter()
         scheduler.parked = []
         scheduler.lookahead = settings.getint("HELD_HOST_LOOKAHEAD")
-        # This next_request's look past held hosts, and the hosts of the last look that found
-        # none other (see _first_not_held)
+        # This next_request's look past held hosts; the hosts of the last look that found none
+        # other, and the pops it stays good for (see _first_not_held)
         scheduler.ahead: list[tuple[bytes, str]] = []
         scheduler.blocked_ahead = None
+        scheduler.pops_until_look = 0
         scheduler.robots_check = None  # focused.robots' waits_for_robots, found on first use
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
@@ -194,7 +197,7 @@ class FocusedScheduler(Scheduler):
             return False
         queued = super().enqueue_request(request)
         if queued:
-            self.blocked_ahead = None  # the request may be of a host not held
+            self._came_into_reach(request)
         if self.traps is not None:
             if queued:
                 self.traps.count(request)
@@ -204,6 +207,7 @@ class FocusedScheduler(Scheduler):
             # Only the dupefilter makes Scheduler.enqueue_request return False.
             for queue in (self.dqs, self.mqs):
                 if queue is not None and queue.rediscover(request):
+                    self._came_into_reach(request)
                     break
         self._forget_dropped()
         if queued and self.frontier_max and len(self) > self.frontier_max:
@@ -211,6 +215,13 @@ class FocusedScheduler(Scheduler):
         self._finish(replaced)
         self._count_frontier()
         return queued
+
+    def _came_into_reach(self, request: Request) -> None:
+        """``request`` was queued or raised, perhaps into the next ``HELD_HOST_LOOKAHEAD``: a
+        look that found only blocked hosts is made again if it is of another host. (Links of
+        the blocked hosts, a single host's crawl's all, leave the look as good as it was.)"""
+        if self.blocked_ahead is not None and self._host(request) not in self.blocked_ahead:
+            self.blocked_ahead = None
 
     def _forget_dropped(self) -> None:
         """Unmark the URLs the strategy dropped (``take_dropped``): found again, they compete
@@ -275,6 +286,7 @@ class FocusedScheduler(Scheduler):
 
     def _pop_first(self) -> Request | None:
         request = super().next_request()
+        self.pops_until_look -= 1
         if self.ahead:
             fingerprint = self.crawler.request_fingerprinter.fingerprint
             if request is not None and fingerprint(request) == self.ahead[0][0]:
@@ -289,10 +301,16 @@ class FocusedScheduler(Scheduler):
         would only park it); None if there is none. The frontier is read in growing chunks,
         once per ``next_request``: ``ahead`` lists what was read and is still queued, in order,
         for the pops of a window or host-cap scan. A look that found none is not made again
-        until a request is queued or one of those hosts may go: the engine asks for requests
-        one after another, and in a crawl of one delayed host the look reads the whole prefix."""
+        until a request of another host is queued or one of those hosts may go: the engine
+        asks for requests one after another, and in a crawl of one held host the look reads
+        the whole prefix. Pops bring requests from beyond a look cut short by
+        ``HELD_HOST_LOOKAHEAD`` into reach: such a look is made again after ``POPS_PER_LOOK``."""
         blocked = held.keys() | {host for host, count in self.in_window.items() if count}
-        if self.blocked_ahead is not None and self.blocked_ahead <= blocked:
+        if (
+            self.blocked_ahead is not None
+            and self.blocked_ahead <= blocked
+            and self.pops_until_look > 0
+        ):
             return None
         ahead, read = self.ahead, 0
         while True:
@@ -303,6 +321,7 @@ class FocusedScheduler(Scheduler):
             if not self._read_ahead(queue, max(AHEAD_CHUNK, read)):
                 break
         self.blocked_ahead = frozenset(host for _, host in ahead)
+        self.pops_until_look = POPS_PER_LOOK if len(ahead) >= self.lookahead else math.inf
         return None
 
     def _read_ahead(self, queue: StrategyQueue, count: int) -> int:
@@ -331,9 +350,10 @@ class FocusedScheduler(Scheduler):
 
     def _held_hosts(self) -> dict[str, bool]:
         """The hosts whose download slot is held by a delay (``DOWNLOAD_DELAY``, a robots.txt
-        Crawl-delay, AutoThrottle's) or a Retry-After pause and already has a request waiting:
-        another would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with
-        whether its slot can still take one (fewer handed out than its concurrency). A request
+        Crawl-delay, AutoThrottle's) or a Retry-After pause, or full (a slow host: its
+        concurrency's worth of requests on the wire), and already has a request waiting: another
+        would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with whether its
+        slot can still take one (fewer handed out than its concurrency). A request
         handed out is in ``downloader.active`` at once, before the downloader middlewares let it
         reach its slot; sent, it is in the slot's ``transferring``. A Crawl-delay's slot sends
         one at a time (focused.robots): one waiting behind the one in flight holds it, and it
@@ -364,10 +384,12 @@ class FocusedScheduler(Scheduler):
                     concurrency = downloader.ip_concurrency or downloader.domain_concurrency
                     room[key] = count < settings.get("concurrency", concurrency)
                 continue
-            if slot is None or (slot.delay <= 0 and slot.latercall is None):
-                continue  # no delay, no pause: a crawl without delays keeps its order
-            if count > len(slot.transferring):
+            if slot is None or count <= len(slot.transferring):
+                continue  # nothing waits in it
+            if slot.delay > 0 or slot.latercall is not None:
                 room[key] = count < slot.concurrency
+            elif len(slot.transferring) >= slot.concurrency:
+                room[key] = False  # a slow host: its slot is full, a request already waits
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
 
     def _robots_check(self) -> Callable[[Request], bool] | None:

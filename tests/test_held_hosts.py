@@ -143,23 +143,26 @@ def test_a_held_host_is_passed_over_while_other_hosts_have_requests(tmp_path, jo
     scheduler.close("finished")
 
 
-@pytest.mark.parametrize("hold", ["none", "sent", "pause"])
-def test_a_host_is_held_only_with_a_delay_or_pause_and_a_request_waiting(tmp_path, hold):
+@pytest.mark.parametrize("hold", ["none", "sent", "pause", "full"])
+def test_a_host_is_held_only_with_a_delay_pause_or_full_slot_and_a_request_waiting(tmp_path, hold):
     scheduler, crawler, downloader = held_scheduler(tmp_path, A_THEN_B)
     first = scheduler.next_request()
-    downloader.hand_to(first)  # a slot without delay: never held, whatever waits in it
+    downloader.hand_to(first)  # a slot without delay, with room: not held, whatever waits in it
     slot = downloader.slots["a.test"]
     if hold == "sent":  # delayed, but its one request is on the wire: the next waits for nothing
         slot.delay = 1.0
         slot.transferring.add(first)
     elif hold == "pause":  # a Retry-After pause (focused.retryafter) holds a slot without delay
         slot.latercall = object()
+    elif hold == "full":  # a slow host: as many requests on the wire as its concurrency
+        slot.concurrency = 1
+        slot.transferring.add(first)
     urls = [hand_out(scheduler, downloader) for _ in range(2)]
-    # "sent": a.test/1 goes, and then waits in the slot, so a.test/2 is passed over.
-    expected = {"none": ["a.test/1", "a.test/2"], "sent": ["a.test/1", "b.test/0"]}
-    assert urls == expected.get(hold, ["b.test/0", "b.test/1"])
+    # "sent", "full": a.test/1 goes, and then waits in the slot, so a.test/2 is passed over.
+    expected = {"none": ["a.test/1", "a.test/2"], "pause": ["b.test/0", "b.test/1"]}
+    assert urls == expected.get(hold, ["a.test/1", "b.test/0"])
     passed_over = crawler.stats.get_value("focused/held_host/passed_over", 0)
-    assert passed_over == {"none": 0, "sent": 1, "pause": 2}[hold]
+    assert passed_over == {"none": 0, "pause": 2}.get(hold, 1)
     slot.latercall = None
     scheduler.close("finished")
 
@@ -239,6 +242,64 @@ def test_a_look_that_found_only_held_hosts_is_made_again_once_a_request_is_queue
     assert len(read) == looked_at + 1  # the first only
     scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
     assert hand_out(scheduler, downloader) == "b.test/0"
+    scheduler.close("finished")
+
+
+def test_a_slow_hosts_full_slot_gets_nothing_more_until_a_request_leaves_it(tmp_path):
+    """One host without delay, its slot's concurrency on the wire and one more waiting: more
+    handed out would only wait in the slot (a slow host at the top of the frontier filled
+    ``CONCURRENT_REQUESTS`` that way); a response that frees the slot lets the next go."""
+    urls = [f"http://a.test/{i}" for i in range(4)]
+    scheduler, _, downloader = held_scheduler(tmp_path, urls)
+    for expected in ("a.test/0", "a.test/1", "a.test/2"):
+        assert hand_out(scheduler, downloader) == expected
+    slot = downloader.slots["a.test"]
+    slot.concurrency = 2
+    on_the_wire = [r for r in downloader.active if r.url.endswith(("/0", "/1"))]
+    slot.transferring.update(on_the_wire)
+    assert scheduler.next_request() is None
+    downloader.active.remove(on_the_wire[0])  # fetched: a.test/2 goes on the wire
+    slot.transferring.remove(on_the_wire[0])
+    assert hand_out(scheduler, downloader) == "a.test/3"
+    scheduler.close("finished")
+
+
+def test_links_of_the_held_hosts_do_not_make_the_look_again(tmp_path):
+    urls = [f"http://a.test/{i}" for i in range(4)]
+    scheduler, _, downloader = held_scheduler(tmp_path, urls)
+    read = count_reads(scheduler.mqs)
+    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"
+    assert hand_out(scheduler, downloader) == "a.test/1"  # looked at a.test/1, /2 and /3
+    looked_at = len(read)
+    for i in range(4, 40):  # a page of the held host, its links found
+        link = scrapy.Request(f"http://a.test/{i}", meta={"parent_relevance": 1})
+        scheduler.enqueue_request(link)
+    assert hand_out(scheduler, downloader) == "a.test/4"
+    assert len(read) == looked_at + 1  # the first only
+    # raised into reach, a request of another host is looked at
+    scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
+    assert hand_out(scheduler, downloader) == "b.test/0"
+    scheduler.close("finished")
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_a_look_cut_short_by_the_lookahead_is_made_again_as_requests_are_popped(tmp_path, jobdir):
+    """A delayed host's 150 requests, then another host's: with a look-ahead of 100 the other
+    host's request comes into reach as the first ones go, and is found no later than
+    ``POPS_PER_LOOK`` pops after that (before, only a request queued made the look again)."""
+    from focused.scheduler import POPS_PER_LOOK
+
+    urls = [f"http://a.test/{i}" for i in range(150)] + ["http://b.test/0"]
+    scheduler, _, downloader = held_scheduler(tmp_path, urls, jobdir, HELD_HOST_LOOKAHEAD=100)
+    handed_out = []
+    while "b.test/0" not in handed_out and len(handed_out) < len(urls):
+        url = hand_out(scheduler, downloader, delay=1.0)
+        if url is None:  # the slot is full: its requests were fetched
+            downloader.active.clear()
+        else:
+            handed_out.append(url)
+    assert handed_out[-1] == "b.test/0"
+    assert 50 <= len(handed_out) - 1 <= 50 + POPS_PER_LOOK
     scheduler.close("finished")
 
 
