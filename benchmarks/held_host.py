@@ -1,17 +1,18 @@
-"""A crawl of two hosts, one held by its robots.txt Crawl-delay: passing it over
-(``HELD_HOST_LOOKAHEAD``, the default) against handing requests out strictly in the strategy's
-order (``HELD_HOST_LOOKAHEAD=0``).
+"""A crawl of two hosts, one held by its robots.txt Crawl-delay or by its slow responses:
+passing it over (``HELD_HOST_LOOKAHEAD``, the default) against handing requests out strictly in
+the strategy's order (``HELD_HOST_LOOKAHEAD=0``).
 
     python -m benchmarks.held_host --corpus ../shared/corpora/wikispeedia.tar.xz
+    python -m benchmarks.held_host --corpus ../shared/corpora/wikispeedia.tar.xz --latency 1
 
-The same corpus is served twice, on 127.0.0.2 with a Crawl-delay (``--crawl-delay``, 0.5 s) and
-on 127.0.0.3 without, and each crawl starts from the seed article on both, with the same page
-budget. A third run of each round asks for no Crawl-delay at all: the pace the crawl would have
-if no host held it. Both hosts serve the same articles, so the near-duplicate check is off
-(else every page of the second host would be dropped as a copy). Runs alternate, one at a
-time, so a noisy machine slows all alike; ``held_host.md`` under ``--out`` gives each run's
-pages per second (Scrapy's elapsed time), how many fetches each host served, and the ratios of
-the medians.
+The same corpus is served twice, on 127.0.0.2 with a Crawl-delay (``--crawl-delay``, 0.5 s) or,
+with ``--latency S``, answering each request after S seconds instead, and on 127.0.0.3 without
+either, and each crawl starts from the seed article on both, with the same page budget. A third
+run of each round holds neither host: the pace the crawl would have if no host held it. Both
+hosts serve the same articles, so the near-duplicate check is off (else every page of the
+second host would be dropped as a copy). Runs alternate, one at a time, so a noisy machine
+slows all alike; ``held_host.md`` under ``--out`` gives each run's pages per second (Scrapy's
+elapsed time), how many fetches each host served, and the ratios of the medians.
 """
 
 from __future__ import annotations
@@ -27,25 +28,31 @@ from benchmarks.throughput import crawl_arguments, pages_per_second
 from focused.errors import ConfigError
 from focused.replayweb import ReplayServer, load_graph
 
-# name: (settings, whether 127.0.0.2 asks for its Crawl-delay)
+# name: (settings, whether 127.0.0.2 is held)
 RULES = {
     "passed over (default)": ({}, True),
     "strict order": ({"HELD_HOST_LOOKAHEAD": 0}, True),
-    "no Crawl-delay (reference)": ({}, False),
+    "not held (reference)": ({}, False),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = crawl_arguments("python -m benchmarks.held_host", 200, 2, "each rule")
     parser.add_argument("--crawl-delay", type=float, default=0.5, help="the held host's, s")
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="hold it by this latency a response, s, instead"
+    )
     args = parser.parse_args(argv)
     try:
         if args.crawl_delay <= 0:
             raise ConfigError(f"--crawl-delay must be above 0, not {args.crawl_delay:g}")
+        if args.latency < 0:
+            raise ConfigError(f"--latency must be at least 0, not {args.latency:g}")
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")
-        held = ReplayServer(graph, "127.0.0.2", crawl_delay=args.crawl_delay).start()
+        crawl_delay = 0.0 if args.latency else args.crawl_delay
+        held = ReplayServer(graph, "127.0.0.2", crawl_delay=crawl_delay).start()
         free = ReplayServer(graph, "127.0.0.3").start()
     except (ConfigError, OSError) as exc:
         print(f"held_host: error: {exc}", file=sys.stderr)
@@ -57,8 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="focused-held-host-") as tmp:
             for i in range(args.repeats):
-                for rule, (settings, delayed) in RULES.items():
-                    held.robots_txt = delayed_robots if delayed else free.robots_txt
+                for rule, (settings, holds) in RULES.items():
+                    held.robots_txt = delayed_robots if holds else free.robots_txt
+                    held.delay = args.latency if holds else 0.0
                     held.fetched.clear()
                     free.fetched.clear()
                     run = run_scrapy(
@@ -83,10 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         held.stop()
         free.stop()
-    report = report_head("A host held by its Crawl-delay", "benchmarks.held_host", argv)
+    hold = f"latency {args.latency:g} s" if args.latency else f"Crawl-delay {crawl_delay:g} s"
+    report = report_head(f"A host held by its {hold.split()[0]}", "benchmarks.held_host", argv)
     report += [
-        f"{args.pages} pages from {args.seed} on both hosts, `{args.strategy}`, Crawl-delay"
-        f" {args.crawl_delay:g} s on 127.0.0.2.",
+        f"{args.pages} pages from {args.seed} on both hosts, `{args.strategy}`, {hold} on"
+        " 127.0.0.2.",
         "",
         "| rule | run | pages/s | fetches from the held host | from the other |",
         "|---|---|---|---|---|",
@@ -98,8 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     on, off, reference = medians.values()
     report += [
         "",
-        f"Median pages/s, passed over ÷ strict order: **{on / off:.2f}**; passed over ÷ no"
-        f" Crawl-delay: **{on / reference:.2f}**",
+        f"Median pages/s, passed over ÷ strict order: **{on / off:.2f}**; passed over ÷ not"
+        f" held: **{on / reference:.2f}**",
         "",
     ]
     out = Path(args.out)
