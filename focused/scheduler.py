@@ -34,15 +34,17 @@ Frontier-wide limits live here, so that every strategy gets them:
   also in a shared crawl.
 - ``HELD_HOST_LOOKAHEAD`` k (default 1,000; 0 = off): Scrapy counts a request waiting in its
   download slot against ``CONCURRENT_REQUESTS``, so the best-ranked requests of a host held by
-  its delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle) or a Retry-After pause
-  would fill the downloader and pace the whole crawl. While such a host has a request waiting
-  and the frontier's next request is of it, the first of the next k whose host is not held
-  goes instead: the strategy queue lists hosts in its order without popping (``ranked``) and
-  hands out the one chosen (``take``), so nothing is parked and the rest keep their order
-  (``focused/held_host/passed_over``); a host in the ``HOST_WINDOW`` is passed over too (the
-  window would only park its request). When all k are held, the first goes while its slot has
-  fewer requests handed out than its concurrency (so a crawl of one host hands out the
-  frontier's first, with its concurrency), and nothing goes past that. A host with a request
+  its delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle), a Retry-After pause or
+  a full slot (a slow host) would fill the downloader and pace the whole crawl (Scrapy's
+  ``DownloaderAwarePriorityQueue``, which the strategy queues replace, hands out by slot for
+  this reason). While such a host has a request waiting and the frontier's next request is of
+  it, the first of the next k whose host is not held goes instead: the strategy queue lists
+  hosts in its order without popping (``ranked``) and hands out the one chosen (``take``), so
+  nothing is parked and the rest keep their order (``focused/held_host/passed_over``); a host
+  in the ``HOST_WINDOW`` is passed over too (the window would only park its request). When all
+  k are held, the first goes while its slot has fewer requests handed out than its concurrency
+  (so a crawl of one delayed host hands out the frontier's first, with its concurrency; a full
+  slot has no room), and nothing goes past that. A host with a request
   waiting for its robots.txt is held the same way (focused.robots ``waits_for_robots``). A
   strategy that decides as it pops lists nothing and is taken as it comes.
 
