@@ -352,8 +352,8 @@ class FocusedScheduler(Scheduler):
 
     def _held_hosts(self) -> dict[str, bool]:
         """The hosts whose download slot is held by a delay (``DOWNLOAD_DELAY``, a robots.txt
-        Crawl-delay, AutoThrottle's) or a Retry-After pause, or full (a slow host: its
-        concurrency's worth of requests on the wire), and already has a request waiting: another
+        Crawl-delay, AutoThrottle's) or a Retry-After pause, or full (a slow host: more
+        requests handed out than its concurrency), and already has a request waiting: another
         would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with whether its
         slot can still take one (fewer handed out than its concurrency). A request
         handed out is in ``downloader.active`` at once, before the downloader middlewares let it
@@ -390,8 +390,11 @@ class FocusedScheduler(Scheduler):
                 continue  # nothing waits in it
             if slot.delay > 0 or slot.latercall is not None:
                 room[key] = count < slot.concurrency
-            elif len(slot.transferring) >= slot.concurrency:
-                room[key] = False  # a slow host: its slot is full, a request already waits
+            elif count > slot.concurrency:
+                # A slow host: more handed out than its slot sends at once, so one waits. Not
+                # its transferring set: the engine asks for requests one after another, and
+                # those handed out reach the slot only after the downloader middlewares.
+                room[key] = False
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
 
     def _robots_check(self) -> Callable[[Request], bool] | None:

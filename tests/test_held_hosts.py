@@ -264,6 +264,23 @@ def test_a_slow_hosts_full_slot_gets_nothing_more_until_a_request_leaves_it(tmp_
     scheduler.close("finished")
 
 
+def test_a_slow_host_gets_no_more_than_its_slot_can_send_while_its_requests_reach_it(tmp_path):
+    """The engine asks for requests one after another in one go, and those handed out reach
+    their slot only after the downloader middlewares: its ``transferring`` set is still empty.
+    Past its concurrency and one more, the host's requests would only wait in its slot (in a
+    crawl of a fast and a slow host, 16 of the slow host's were handed out at once)."""
+    urls = [f"http://a.test/{i}" for i in range(5)] + ["http://b.test/0"]
+    scheduler, crawler, downloader = held_scheduler(tmp_path, urls)
+    assert hand_out(scheduler, downloader) == "a.test/0"
+    downloader.slots["a.test"].concurrency = 2
+    handed_out = [hand_out(scheduler, downloader) for _ in range(3)]
+    # a.test/0 and /1 will go on the wire, /2 wait for one of them: b.test/0 goes meanwhile.
+    assert handed_out == ["a.test/1", "a.test/2", "b.test/0"]
+    assert crawler.stats.get_value("focused/held_host/passed_over") == 1
+    assert scheduler.next_request() is None  # only the full slot's host is left
+    scheduler.close("finished")
+
+
 def test_links_of_the_held_hosts_do_not_make_the_look_again(tmp_path):
     urls = [f"http://a.test/{i}" for i in range(4)]
     scheduler, _, downloader = held_scheduler(tmp_path, urls)
