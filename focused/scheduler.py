@@ -171,6 +171,10 @@ class FocusedScheduler(Scheduler):
     def _finished(self, request: Request | None) -> None:
         """The outcome of a request handed out is safe: it is no longer in flight."""
         self._finish(request.meta.pop(INFLIGHT, None) if request is not None else None)
+        if self.shared is not None:
+            # The other processes queue links of any host without this scheduler seeing it:
+            # a look past held hosts holds for one page, as when every link queued redid it.
+            self.blocked_ahead = None
 
     def _finish(self, fp: bytes | None) -> None:
         frontier = self._durable_frontier()
@@ -303,9 +307,10 @@ class FocusedScheduler(Scheduler):
         would only park it); None if there is none. The frontier is read in growing chunks,
         once per ``next_request``: ``ahead`` lists what was read and is still queued, in order,
         for the pops of a window or host-cap scan. A look that found none is not made again
-        until a request of another host is queued or one of those hosts may go: the engine
-        asks for requests one after another, and in a crawl of one held host the look reads
-        the whole prefix. Pops bring requests from beyond a look cut short by
+        until a request of another host is queued (in a shared crawl, until a page is done: the
+        other processes queue unseen) or one of those hosts may go: the engine asks for
+        requests one after another, and in a crawl of one held host the look reads the whole
+        prefix. Pops bring requests from beyond a look cut short by
         ``HELD_HOST_LOOKAHEAD`` into reach: such a look is made again after ``POPS_PER_LOOK``."""
         blocked = held.keys() | {host for host, count in self.in_window.items() if count}
         if (

@@ -281,6 +281,30 @@ def test_a_slow_host_gets_no_more_than_its_slot_can_send_while_its_requests_reac
     scheduler.close("finished")
 
 
+def test_a_shared_crawl_looks_again_once_a_request_is_done(tmp_path):
+    """In a crawl shared through Redis the other processes queue into the frontier without this
+    scheduler seeing it: a look that found only held hosts, cached until this process queues a
+    link of another host, hid their requests for as long as the held host ranked first."""
+    from focused.resume import request_finished
+
+    urls = [f"http://a.test/{i}" for i in range(5)]
+    scheduler, crawler, downloader = held_scheduler(tmp_path, urls)
+    scheduler.shared = SimpleNamespace()  # a shared crawl's (only tested for None here)
+    assert hand_out(scheduler, downloader) == "a.test/0"
+    downloader.slots["a.test"].concurrency = 2
+    assert [hand_out(scheduler, downloader) for _ in range(2)] == ["a.test/1", "a.test/2"]
+    assert scheduler.next_request() is None  # looked at a.test/3 and /4: only a.test
+    # another process queues a request of b.test
+    scheduler.mqs.push(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
+    fetched = next(r for r in downloader.active if r.url.endswith("/0"))
+    downloader.active.remove(fetched)
+    crawler.signals.send_catch_log(request_finished, request=fetched)
+    assert hand_out(scheduler, downloader) == "a.test/3"  # the first, its slot has room again
+    assert hand_out(scheduler, downloader) == "b.test/0"
+    scheduler.shared = None
+    scheduler.close("finished")
+
+
 def test_links_of_the_held_hosts_do_not_make_the_look_again(tmp_path):
     urls = [f"http://a.test/{i}" for i in range(4)]
     scheduler, _, downloader = held_scheduler(tmp_path, urls)
