@@ -398,8 +398,9 @@ class FocusedScheduler(Scheduler):
             elif count > slot.concurrency:
                 # A slow host: more handed out than its slot sends at once, so one waits. Not
                 # its transferring set: the engine asks for requests one after another, and
-                # those handed out reach the slot only after the downloader middlewares.
-                room[key] = False
+                # those handed out reach the slot only after the downloader middlewares. Room
+                # until that set is full, so that a crawl of one host keeps its pace.
+                room[key] = len(slot.transferring) < slot.concurrency
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
 
     def _robots_check(self) -> Callable[[Request], bool] | None:

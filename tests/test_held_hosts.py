@@ -277,7 +277,12 @@ def test_a_slow_host_gets_no_more_than_its_slot_can_send_while_its_requests_reac
     # a.test/0 and /1 will go on the wire, /2 wait for one of them: b.test/0 goes meanwhile.
     assert handed_out == ["a.test/1", "a.test/2", "b.test/0"]
     assert crawler.stats.get_value("focused/held_host/passed_over") == 1
-    assert scheduler.next_request() is None  # only the full slot's host is left
+    # Alone in the look, it goes on as without the rule until its slot has its concurrency's
+    # worth on the wire (Scrapy sends what reaches the slot together at once).
+    assert hand_out(scheduler, downloader) == "a.test/3"
+    slot = downloader.slots["a.test"]
+    slot.transferring.update(r for r in downloader.active if r.url.endswith(("/0", "/1")))
+    assert scheduler.next_request() is None
     scheduler.close("finished")
 
 
@@ -293,11 +298,17 @@ def test_a_shared_crawl_looks_again_once_a_request_is_done(tmp_path):
     assert hand_out(scheduler, downloader) == "a.test/0"
     downloader.slots["a.test"].concurrency = 2
     assert [hand_out(scheduler, downloader) for _ in range(2)] == ["a.test/1", "a.test/2"]
+    on_the_wire = [r for r in downloader.active if r.url.endswith(("/0", "/1"))]
+    downloader.slots["a.test"].transferring.update(on_the_wire)
     assert scheduler.next_request() is None  # looked at a.test/3 and /4: only a.test
     # another process queues a request of b.test
     scheduler.mqs.push(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
-    fetched = next(r for r in downloader.active if r.url.endswith("/0"))
-    downloader.active.remove(fetched)
+    fetched = next(r for r in on_the_wire if r.url.endswith("/0"))
+    downloader.active.remove(fetched)  # a.test/2 takes its place on the wire
+    downloader.slots["a.test"].transferring.remove(fetched)
+    downloader.slots["a.test"].transferring.update(
+        r for r in downloader.active if r not in on_the_wire
+    )
     crawler.signals.send_catch_log(request_finished, request=fetched)
     assert hand_out(scheduler, downloader) == "a.test/3"  # the first, its slot has room again
     assert hand_out(scheduler, downloader) == "b.test/0"
