@@ -172,6 +172,10 @@ class FocusedScheduler(Scheduler):
     def _finished(self, request: Request | None) -> None:
         """The outcome of a request handed out is safe: it is no longer in flight."""
         self._finish(request.meta.pop(INFLIGHT, None) if request is not None else None)
+        if self.shared is not None:
+            # The other processes queue links of any host without this scheduler seeing it:
+            # a look past held hosts holds for one page, as when every link queued redid it.
+            self.blocked_ahead = None
 
     def _finish(self, fp: bytes | None) -> None:
         frontier = self._durable_frontier()
@@ -304,9 +308,10 @@ class FocusedScheduler(Scheduler):
         would only park it); None if there is none. The frontier is read in growing chunks,
         once per ``next_request``: ``ahead`` lists what was read and is still queued, in order,
         for the pops of a window or host-cap scan. A look that found none is not made again
-        until a request of another host is queued or one of those hosts may go: the engine
-        asks for requests one after another, and in a crawl of one held host the look reads
-        the whole prefix. Pops bring requests from beyond a look cut short by
+        until a request of another host is queued (in a shared crawl, until a page is done: the
+        other processes queue unseen) or one of those hosts may go: the engine asks for
+        requests one after another, and in a crawl of one held host the look reads the whole
+        prefix. Pops bring requests from beyond a look cut short by
         ``HELD_HOST_LOOKAHEAD`` into reach: such a look is made again after ``POPS_PER_LOOK``."""
         blocked = held.keys() | {host for host, count in self.in_window.items() if count}
         if (
@@ -353,8 +358,8 @@ class FocusedScheduler(Scheduler):
 
     def _held_hosts(self) -> dict[str, bool]:
         """The hosts whose download slot is held by a delay (``DOWNLOAD_DELAY``, a robots.txt
-        Crawl-delay, AutoThrottle's) or a Retry-After pause, or full (a slow host: its
-        concurrency's worth of requests on the wire), and already has a request waiting: another
+        Crawl-delay, AutoThrottle's) or a Retry-After pause, or full (a slow host: more
+        requests handed out than its concurrency), and already has a request waiting: another
         would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with whether its
         slot can still take one when no other host is in reach: a delayed slot while fewer are
         handed out than its concurrency, a full one always. A request handed out is in
@@ -392,9 +397,11 @@ class FocusedScheduler(Scheduler):
                 continue  # nothing waits in it
             if slot.delay > 0 or slot.latercall is not None:
                 room[key] = count < slot.concurrency
-            elif len(slot.transferring) >= slot.concurrency:
-                # A slow host: its slot is full and a request already waits. When no other host
-                # is in reach its next requests still go: each waits to be sent the moment a
+            elif count > slot.concurrency:
+                # A slow host: more handed out than its slot sends at once, so one waits (not
+                # its transferring set: the engine hands out a burst of requests before any of
+                # them reaches the slot, past the downloader middlewares). When no other host is
+                # in reach its next requests still go: each waits to be sent the moment a
                 # transfer ends, rather than when the reactor, busy scoring pages, asks again
                 # (holding them back took a crawl of one host at 0.1 s a response to 0.8 x).
                 room[key] = True

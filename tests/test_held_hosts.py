@@ -265,6 +265,48 @@ def test_a_slow_hosts_full_slot_still_takes_the_first_when_no_other_host_is_in_r
     scheduler.close("finished")
 
 
+def test_a_slow_host_gets_no_more_than_its_slot_can_send_while_its_requests_reach_it(tmp_path):
+    """The engine asks for requests one after another in one go, and those handed out reach
+    their slot only after the downloader middlewares: its ``transferring`` set is still empty.
+    Past its concurrency and one more, the host's requests would only wait in its slot (in a
+    crawl of a fast and a slow host, 16 of the slow host's were handed out at once)."""
+    urls = [f"http://a.test/{i}" for i in range(5)] + ["http://b.test/0"]
+    scheduler, crawler, downloader = held_scheduler(tmp_path, urls)
+    assert hand_out(scheduler, downloader) == "a.test/0"
+    downloader.slots["a.test"].concurrency = 2
+    handed_out = [hand_out(scheduler, downloader) for _ in range(3)]
+    # a.test/0 and /1 will go on the wire, /2 wait for one of them: b.test/0 goes meanwhile.
+    assert handed_out == ["a.test/1", "a.test/2", "b.test/0"]
+    assert crawler.stats.get_value("focused/held_host/passed_over") == 1
+    # Alone in the look, it goes on as without the rule.
+    assert hand_out(scheduler, downloader) == "a.test/3"
+    scheduler.close("finished")
+
+
+def test_a_shared_crawl_looks_again_once_a_request_is_done(tmp_path):
+    """In a crawl shared through Redis the other processes queue into the frontier without this
+    scheduler seeing it: a look that found only held hosts, cached until this process queues a
+    link of another host, hid their requests for as long as the held host ranked first."""
+    from focused.resume import request_finished
+
+    urls = [f"http://a.test/{i}" for i in range(6)]
+    scheduler, crawler, downloader = held_scheduler(tmp_path, urls)
+    scheduler.shared = SimpleNamespace()  # a shared crawl's (only tested for None here)
+    assert hand_out(scheduler, downloader) == "a.test/0"
+    downloader.slots["a.test"].concurrency = 2
+    assert [hand_out(scheduler, downloader) for _ in range(2)] == ["a.test/1", "a.test/2"]
+    # a.test is held, and only a.test is in the look: its first goes.
+    assert hand_out(scheduler, downloader) == "a.test/3"
+    # another process queues a request of b.test, and a request of this one is done
+    scheduler.mqs.push(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
+    fetched = next(r for r in downloader.active if r.url.endswith("/0"))
+    downloader.active.remove(fetched)
+    crawler.signals.send_catch_log(request_finished, request=fetched)
+    assert hand_out(scheduler, downloader) == "b.test/0"
+    scheduler.shared = None
+    scheduler.close("finished")
+
+
 def test_links_of_the_held_hosts_do_not_make_the_look_again(tmp_path):
     urls = [f"http://a.test/{i}" for i in range(4)]
     scheduler, _, downloader = held_scheduler(tmp_path, urls)
