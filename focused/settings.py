@@ -21,6 +21,10 @@ RETRY_AFTER_MAX = 60.0
 USER_AGENT = "focused/0.1 (+topical crawler; Scrapy)"
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 8
+# Scrapy's downloader, but a request counts against its host's concurrency as soon as its slot
+# lets it go: Scrapy 2.19 counts it only once its download task has started, and sent twice the
+# per-host limit at once under the asyncio reactor (focused.downloader).
+DOWNLOADER = "focused.downloader.PoliteDownloader"
 # Scrapy's default: its scraper processes a page's outputs with this many tasks at once. The
 # fewer, the more often the event loop runs between two links of a page; the scheduler holds
 # dispatch meanwhile (SCORE_BEFORE_DISPATCH), so harvest no longer depends on it (8: 0.472 and

@@ -238,3 +238,36 @@ def test_a_host_with_a_crawl_delay_gets_one_request_at_a_time(tmp_path, settings
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert len(site.spans) == 1 + len(PAGES)
     assert site.most_at_once() in most, sorted(site.spans)
+
+
+def many_pages_site(count: int):
+    """A seed page / linking to ``count`` pages."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, "User-agent: *\nDisallow:\n", "text/plain")
+        links = (
+            "" if path != "/" else " ".join(f'<a href="/p{n}">birds {n}</a>' for n in range(count))
+        )
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{links}"))
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    "setting", ["CONCURRENT_REQUESTS_PER_DOMAIN", "CONCURRENT_REQUESTS_PER_IP"]
+)
+def test_a_host_gets_no_more_requests_at_once_than_its_concurrency(tmp_path, setting):
+    """Scrapy 2.19 under the asyncio reactor counts a request against its slot's concurrency only
+    once the download task has started: requests reaching a slot in one turn of the event loop
+    all went on the wire (12 at once to a host whose limit was 4)."""
+    site = Timed(many_pages_site(24), latency=0.5)
+    with Site(site, "127.0.0.2") as slow:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/"},
+            {setting: 4, "CONCURRENT_REQUESTS": 16},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(site.spans) == 25
+    assert site.most_at_once() == 4, sorted(site.spans)
