@@ -45,9 +45,9 @@ Frontier-wide limits live here, so that every strategy gets them:
   k are held, the first goes while its slot has fewer requests handed out than its concurrency
   (so a crawl of one delayed host hands out the frontier's first, with its concurrency), or
   whenever its slot is merely full (its requests wait to be sent as soon as a transfer ends),
-  and nothing goes past that. A host with a request
-  waiting for its robots.txt is held the same way (focused.robots ``waits_for_robots``). A
-  strategy that decides as it pops lists nothing and is taken as it comes.
+  and nothing goes past that. A host with a request waiting for its robots.txt is held the same
+  way (focused.robots ``waits_for_robots``). A strategy that decides as it pops lists nothing
+  and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
