@@ -247,19 +247,24 @@ def test_a_look_that_found_only_held_hosts_is_made_again_once_a_request_is_queue
 
 def test_a_slow_hosts_full_slot_still_takes_the_first_when_no_other_host_is_in_reach(tmp_path):
     """One host without delay, its slot's concurrency on the wire and one more waiting: passed
-    over while another host is in reach, but alone it gets the frontier's first as before, so
-    that a request waits to be sent as soon as a transfer ends (held back until the reactor
-    asked again, a crawl of one host at 0.1 s a response went at 0.8 x its pace)."""
-    urls = [f"http://a.test/{i}" for i in range(5)]
+    over while another host is in reach, but alone it gets the frontier's first, so that a
+    request waits to be sent as soon as each transfer ends (held back until the reactor asked
+    again, a crawl of one host at 0.1 s a response went at 0.8 x its pace); no more than one a
+    transfer, which would only wait (and keep a closing crawl fetching)."""
+    urls = [f"http://a.test/{i}" for i in range(6)]
     scheduler, crawler, downloader = held_scheduler(tmp_path, urls)
     for expected in ("a.test/0", "a.test/1", "a.test/2"):
         assert hand_out(scheduler, downloader) == expected
     slot = downloader.slots["a.test"]
     slot.concurrency = 2
-    slot.transferring.update(r for r in downloader.active if r.url.endswith(("/0", "/1")))
+    on_the_wire = [r for r in downloader.active if r.url.endswith(("/0", "/1"))]
+    slot.transferring.update(on_the_wire)
     assert hand_out(scheduler, downloader) == "a.test/3"
     scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
     assert hand_out(scheduler, downloader) == "b.test/0"
+    assert scheduler.next_request() is None  # a.test/2 and /3 wait, one for each transfer
+    downloader.active.remove(on_the_wire[0])  # fetched: a.test/2 goes on the wire
+    slot.transferring.remove(on_the_wire[0])
     assert hand_out(scheduler, downloader) == "a.test/4"
     assert crawler.stats.get_value("focused/held_host/passed_over") == 1
     scheduler.close("finished")
