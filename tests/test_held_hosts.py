@@ -223,28 +223,6 @@ def test_a_held_host_whose_slot_is_full_gets_nothing_more_until_a_request_leaves
     scheduler.close("finished")
 
 
-def test_a_look_that_found_only_held_hosts_is_made_again_once_a_request_is_queued(tmp_path):
-    urls = [f"http://a.test/{i}" for i in range(4)]
-    scheduler, _, downloader = held_scheduler(tmp_path, urls)
-    read = []
-    frontier, ranked_entries = scheduler.mqs.frontier, scheduler.mqs.frontier.ranked
-
-    def counted():
-        for entry in ranked_entries():
-            read.append(entry)
-            yield entry
-
-    frontier.ranked = counted
-    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"  # nothing held yet
-    assert hand_out(scheduler, downloader) == "a.test/1"  # looked at a.test/1, /2 and /3
-    looked_at = len(read)
-    assert hand_out(scheduler, downloader) == "a.test/2"
-    assert len(read) == looked_at + 1  # the first only
-    scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
-    assert hand_out(scheduler, downloader) == "b.test/0"
-    scheduler.close("finished")
-
-
 def test_a_slow_hosts_full_slot_still_takes_the_first_when_no_other_host_is_in_reach(tmp_path):
     """One host without delay, its slot's concurrency on the wire and one more waiting: passed
     over while another host is in reach, but alone it gets the frontier's first, so that a
@@ -312,19 +290,21 @@ def test_a_shared_crawl_looks_again_once_a_request_is_done(tmp_path):
     scheduler.close("finished")
 
 
-def test_links_of_the_held_hosts_do_not_make_the_look_again(tmp_path):
+def test_a_look_that_found_only_held_hosts_is_made_again_for_a_request_of_another_host(tmp_path):
     urls = [f"http://a.test/{i}" for i in range(4)]
     scheduler, _, downloader = held_scheduler(tmp_path, urls)
     read = count_reads(scheduler.mqs)
-    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"
+    assert hand_out(scheduler, downloader, delay=1.0) == "a.test/0"  # nothing held yet
     assert hand_out(scheduler, downloader) == "a.test/1"  # looked at a.test/1, /2 and /3
     looked_at = len(read)
+    assert hand_out(scheduler, downloader) == "a.test/2"
+    assert len(read) == looked_at + 1  # the first only
     for i in range(4, 40):  # a page of the held host, its links found
         link = scrapy.Request(f"http://a.test/{i}", meta={"parent_relevance": 1})
         scheduler.enqueue_request(link)
     assert hand_out(scheduler, downloader) == "a.test/4"
-    assert len(read) == looked_at + 1  # the first only
-    # raised into reach, a request of another host is looked at
+    assert len(read) == looked_at + 2  # the first only: links of the held host leave the look
+    # queued, a request of another host is looked at
     scheduler.enqueue_request(scrapy.Request("http://b.test/0", meta={"parent_relevance": 0.01}))
     assert hand_out(scheduler, downloader) == "b.test/0"
     scheduler.close("finished")
