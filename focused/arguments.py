@@ -6,7 +6,9 @@ Every check raises :class:`focused.errors.ConfigError` with a one-line message, 
 
 from __future__ import annotations
 
+import codecs
 import json
+import logging
 import math
 import os
 import re
@@ -14,6 +16,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -311,44 +314,63 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
     "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
     "RETRY_AFTER_MAX": (float, 0.0, None),
-    # Scrapy's, documented in the README ("Hardening"): Scrapy reads them with a traceback.
-    "DOWNLOAD_TIMEOUT": (float, 0.0, None),
-    "DOWNLOAD_MAXSIZE": (int, 0, None),
-    "DOWNLOAD_WARNSIZE": (int, 0, None),
-    "REDIRECT_MAX_TIMES": (int, 0, None),
-    "RETRY_TIMES": (int, 0, None),
+    # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
+    # two must also be at least 1.
     "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),
-    "DOWNLOAD_DELAY": (float, 0.0, None),
+    "CONCURRENT_ITEMS": (int, 1, None),  # 0: Scrapy scrapes the first page and stops
 }
 
 
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
 BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK", "FOCUSED_GC_FREEZE")
 
+# Scrapy's own settings whose getter is not that of their default's type.
+SCRAPY_READS_AS = {
+    "DNS_TIMEOUT": float,
+    "DOWNLOAD_DELAY": float,
+    "DOWNLOAD_TIMEOUT": float,
+    "TELNETCONSOLE_ENABLED": bool,
+}
+
+
+@cache
+def scrapy_setting_checks() -> tuple[tuple[str, ...], dict[str, tuple[type, float | None, None]]]:
+    """Scrapy's own boolean and numeric settings, with the type each is read as: its default's
+    (``SCRAPY_READS_AS`` where Scrapy reads it otherwise). Given as text (``-s NAME=VALUE``,
+    Scrapyd's ``-d setting=NAME=VALUE``), a value Scrapy cannot read is a traceback once the
+    crawl has started, and a negative count or limit is taken as one (``DEPTH_LIMIT=-1`` drops
+    every link, ``URLLENGTH_LIMIT=-1`` every URL): only the ``*PRIORITY*`` adjustments may be
+    negative."""
+    from scrapy.settings import default_settings
+
+    booleans, numbers = [], {}
+    for name, default in vars(default_settings).items():
+        if not name.isupper() or name in NUMERIC_SETTINGS:
+            continue
+        kind = SCRAPY_READS_AS.get(name, type(default))
+        if kind is bool:
+            booleans.append(name)
+        elif kind in (int, float):
+            numbers[name] = (kind, None if "PRIORITY" in name else kind(0), None)
+    return tuple(booleans), numbers
+
 
 def check_settings(settings: Any) -> None:
-    for name in BOOLEAN_SETTINGS:
+    scrapy_booleans, scrapy_numbers = scrapy_setting_checks()
+    given_as_text = [name for name in scrapy_booleans if isinstance(settings.get(name), str)]
+    for name in (*BOOLEAN_SETTINGS, *given_as_text):
         try:
             settings.getbool(name)
         except ValueError:
             raise ConfigError(
                 f"setting {name}={settings.get(name)!r} is not true or false"
             ) from None
-    for name, (kind, low, high) in NUMERIC_SETTINGS.items():
-        raw = settings.get(name)
-        if raw is None or raw == "":
-            continue
-        try:
-            value = kind(raw)
-        except (TypeError, ValueError):
-            raise ConfigError(f"setting {name}={raw!r} is not {KIND_NAMES[kind]}") from None
-        if not _finite(value):  # nan passes every bound
-            raise ConfigError(f"setting {name}={raw!r} is not a finite number")
-        if (low is not None and value < low) or (high is not None and value > high):
-            bounds = (
-                f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-            )
-            raise ConfigError(f"setting {name}={raw} is outside {bounds}")
+    for name, bounds in NUMERIC_SETTINGS.items():
+        _check_number(name, settings.get(name), *bounds)
+    for name, bounds in scrapy_numbers.items():
+        if isinstance(raw := settings.get(name), str):
+            _check_number(name, raw, *bounds)
+    _check_logging(settings)
     _check_feeds(settings)
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
@@ -356,6 +378,41 @@ def check_settings(settings: Any) -> None:
             f"setting FOCUSED_RENDER_BLOCK: {unblockable[0]!r} is not one of:"
             f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
         )
+
+
+def _check_number(name: str, raw: Any, kind: type, low: float | None, high: float | None) -> None:
+    if raw is None or raw == "":
+        return
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name}={raw!r} is not {KIND_NAMES[kind]}") from None
+    if not _finite(value):  # nan passes every bound
+        raise ConfigError(f"setting {name}={raw!r} is not a finite number")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        raise ConfigError(f"setting {name}={raw} is outside {bounds}")
+
+
+def _check_logging(settings: Any) -> None:
+    """LOG_LEVEL, LOG_ENCODING and LOG_FILE, which Scrapy uses as it sets up logging, before
+    anything else: a mistake there is a traceback and no log."""
+    level = settings.get("LOG_LEVEL")
+    # Scrapy hands it to logging.Handler.setLevel as it is: a name, in capitals.
+    if isinstance(level, str) and level not in logging.getLevelNamesMapping():
+        raise ConfigError(
+            f"setting LOG_LEVEL={level!r} is not a log level: CRITICAL, ERROR, WARNING, INFO "
+            "or DEBUG"
+        )
+    encoding = settings.get("LOG_ENCODING")
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigError(f"setting LOG_ENCODING={encoding!r} is not an encoding") from None
+    log_file = settings.get("LOG_FILE")
+    if log_file:
+        check_output_file(Path(log_file), f"LOG_FILE {str(log_file)!r}")
 
 
 def _check_feeds(settings: Any) -> None:

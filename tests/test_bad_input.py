@@ -6,8 +6,10 @@ import socket
 import subprocess
 
 import pytest
+from scrapy.settings import Settings
 
-from focused.arguments import parse_arguments
+from focused.arguments import check_settings, parse_arguments
+from focused.errors import ConfigError
 from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -127,6 +129,14 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"DOWNLOAD_MAXSIZE": "10MB"}, "DOWNLOAD_MAXSIZE='10MB' is not an integer"),
         (GOOD, {"REDIRECT_MAX_TIMES": "x"}, "REDIRECT_MAX_TIMES='x' is not an integer"),
         (GOOD, {"CONCURRENT_REQUESTS_PER_DOMAIN": "0"}, "CONCURRENT_REQUESTS_PER_DOMAIN=0 is"),
+        # Scrapy's own settings, checked from their defaults: each was a traceback, or a crawl
+        # that silently did nothing (DEPTH_LIMIT=-1 dropped every link, CONCURRENT_ITEMS=0
+        # scraped one page).
+        (GOOD, {"ROBOTSTXT_OBEY": "perhaps"}, "ROBOTSTXT_OBEY='perhaps' is not true or false"),
+        (GOOD, {"CLOSESPIDER_TIMEOUT": "1h"}, "CLOSESPIDER_TIMEOUT='1h' is not a number"),
+        (GOOD, {"DEPTH_LIMIT": "-1"}, "DEPTH_LIMIT=-1 is outside [0, inf]"),
+        (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, inf]"),
+        (GOOD, {"LOG_LEVEL": "info"}, "LOG_LEVEL='info' is not a log level"),
         # A store that cannot be opened: the crawl started, then failed with a traceback.
         (GOOD, {"MONGO_URI": "mongo://127.0.0.1"}, "MongoDB URI 'mongo://127.0.0.1' is invalid"),
         (
@@ -148,6 +158,53 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and message in lines[0], lines[0]
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"LOG_ENABLED": "nah"}, "setting LOG_ENABLED='nah' is not true or false"),
+        ({"MEMUSAGE_LIMIT_MB": "2GB"}, "setting MEMUSAGE_LIMIT_MB='2GB' is not an integer"),
+        ({"RETRY_TIMES": "1.5"}, "setting RETRY_TIMES='1.5' is not an integer"),
+        ({"URLLENGTH_LIMIT": "-1"}, "setting URLLENGTH_LIMIT=-1 is outside [0, inf]"),
+        ({"DOWNLOAD_DELAY": "-0.5"}, "setting DOWNLOAD_DELAY=-0.5 is outside [0.0, inf]"),
+        ({"LOG_LEVEL": "LOUD"}, "setting LOG_LEVEL='LOUD' is not a log level"),
+        ({"LOG_ENCODING": "utf-9"}, "setting LOG_ENCODING='utf-9' is not an encoding"),
+    ],
+)
+def test_scrapy_settings_given_as_text_are_checked(settings, message):
+    with pytest.raises(ConfigError) as refused:
+        check_settings(Settings(settings, priority="cmdline"))
+    assert str(refused.value).startswith(message), refused.value
+
+
+def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
+    """Every boolean and numeric default of Scrapy's, given back as text, passes
+    (TELNETCONSOLE_ENABLED's is 1 and is read as a boolean; DOWNLOAD_DELAY's is 0 and is read
+    as a float), as do a priority below 0, a fraction of a second and a log file to be made."""
+    from scrapy.settings import default_settings
+
+    given = {
+        name: str(value)
+        for name, value in vars(default_settings).items()
+        if name.isupper() and isinstance(value, (bool, int, float))
+    }
+    given |= {
+        "TELNETCONSOLE_ENABLED": "False",
+        "DEPTH_PRIORITY": "-1",
+        "DOWNLOAD_DELAY": "0.25",
+        "CLOSESPIDER_TIMEOUT": "1.5",
+        "LOG_LEVEL": "WARNING",
+        "LOG_FILE": str(tmp_path / "crawl.log"),
+    }
+    check_settings(Settings(given, priority="cmdline"))
+
+
+def test_a_log_file_that_cannot_be_written_gives_one_line(tmp_path):
+    """Scrapy opens LOG_FILE as it sets up logging: a folder there was a traceback and no log."""
+    result = run(GOOD, {"LOG_FILE": tmp_path})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"error: cannot write LOG_FILE '{tmp_path}': it is a folder\n"
 
 
 def test_bad_input_is_also_the_log_file_s_one_line(tmp_path):
