@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.conf import feed_complete_default_values_from_settings
+from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
 from focused.canonical import SENDABLE_URL, canonicalize
@@ -168,6 +171,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
         check_settings(settings)
+        _check_no_queue_given(settings)
         strategy_class(strategy).check_settings(settings)
         _check_jobdir(settings)
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
@@ -324,8 +328,12 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
 BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK", "FOCUSED_GC_FREEZE")
 
-# Scrapy's own settings whose getter is not that of their default's type.
+# A dotted name of a module's attribute: the default of a setting that names what to import.
+IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+# Scrapy's own settings whose getter is not that of their default's type (REFERRER_POLICY
+# also takes a policy's name, "no-referrer").
 SCRAPY_READS_AS = {
+    "REFERRER_POLICY": object,
     "DNS_TIMEOUT": float,
     "DOWNLOAD_DELAY": float,
     "DOWNLOAD_TIMEOUT": float,
@@ -334,16 +342,19 @@ SCRAPY_READS_AS = {
 
 
 @cache
-def scrapy_setting_checks() -> tuple[tuple[str, ...], dict[str, tuple[type, float | None, None]]]:
-    """Scrapy's own boolean and numeric settings, with the type each is read as: its default's
-    (``SCRAPY_READS_AS`` where Scrapy reads it otherwise). Given as text (``-s NAME=VALUE``,
-    Scrapyd's ``-d setting=NAME=VALUE``), a value Scrapy cannot read is a traceback once the
-    crawl has started, and a negative count or limit is taken as one (``DEPTH_LIMIT=-1`` drops
-    every link, ``URLLENGTH_LIMIT=-1`` every URL): only the ``*PRIORITY*`` adjustments may be
-    negative."""
+def scrapy_setting_checks() -> tuple[
+    tuple[str, ...], dict[str, tuple[type, float | None, None]], tuple[str, ...]
+]:
+    """Scrapy's own boolean settings; its numeric ones, with the type each is read as: its
+    default's (``SCRAPY_READS_AS`` where Scrapy reads it otherwise); and those that name a class
+    or function to import (``DUPEFILTER_CLASS``, ``DOWNLOADER``). Given as text (``-s NAME=VALUE``,
+    Scrapyd's ``-d setting=NAME=VALUE``), a value Scrapy cannot read or import is a traceback
+    once the crawl has started, and a negative count or limit is taken as one (``DEPTH_LIMIT=-1``
+    drops every link, ``URLLENGTH_LIMIT=-1`` every URL): only the ``*PRIORITY*`` adjustments may
+    be negative."""
     from scrapy.settings import default_settings
 
-    booleans, numbers = [], {}
+    booleans, numbers, classes = [], {}, []
     for name, default in vars(default_settings).items():
         if not name.isupper() or name in NUMERIC_SETTINGS:
             continue
@@ -352,12 +363,14 @@ def scrapy_setting_checks() -> tuple[tuple[str, ...], dict[str, tuple[type, floa
             booleans.append(name)
         elif kind in (int, float):
             numbers[name] = (kind, None if "PRIORITY" in name else kind(0), None)
-    return tuple(booleans), numbers
+        elif kind is str and IMPORT_PATH.fullmatch(default):
+            classes.append(name)
+    return tuple(booleans), numbers, tuple(classes)
 
 
 def check_settings(settings: Any) -> None:
-    scrapy_booleans, scrapy_numbers = scrapy_setting_checks()
-    given_as_text = [name for name in scrapy_booleans if isinstance(settings.get(name), str)]
+    scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
+    given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
     for name in (*BOOLEAN_SETTINGS, *given_as_text):
         try:
             settings.getbool(name)
@@ -368,8 +381,15 @@ def check_settings(settings: Any) -> None:
     for name, bounds in NUMERIC_SETTINGS.items():
         _check_number(name, settings.get(name), *bounds)
     for name, bounds in scrapy_numbers.items():
-        if isinstance(raw := settings.get(name), str):
+        if isinstance(raw := settings[name], str):
             _check_number(name, raw, *bounds)
+    for name in scrapy_classes:  # those the project names are imported anyway
+        if settings.getpriority(name) >= SETTINGS_PRIORITIES["cmdline"]:
+            path = settings[name]
+            try:
+                load_object(path)
+            except (ImportError, NameError, ValueError) as exc:  # ValueError: not a dotted path
+                raise ConfigError(f"setting {name}={path!r} cannot be imported: {exc}") from None
     _check_logging(settings)
     _check_feeds(settings)
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
@@ -394,6 +414,16 @@ def _check_number(name: str, raw: Any, kind: type, low: float | None, high: floa
         raise ConfigError(f"setting {name}={raw} is outside {bounds}")
 
 
+def _check_no_queue_given(settings: Any) -> None:
+    """The strategy is the crawl's priority queue: one given as a setting would order the
+    crawl while its record and its scoring follow ``-a strategy``."""
+    if settings.getpriority("SCHEDULER_PRIORITY_QUEUE") >= SETTINGS_PRIORITIES["cmdline"]:
+        raise ConfigError(
+            "setting SCHEDULER_PRIORITY_QUEUE is the strategy's queue: choose the strategy "
+            "with -a strategy=NAME"
+        )
+
+
 def _check_logging(settings: Any) -> None:
     """LOG_LEVEL, LOG_ENCODING and LOG_FILE, which Scrapy uses as it sets up logging, before
     anything else: a mistake there is a traceback and no log."""
@@ -416,9 +446,19 @@ def _check_logging(settings: Any) -> None:
 
 
 def _check_feeds(settings: Any) -> None:
-    """The local files of -o/-O (FEEDS) can be written. Scrapy opens them at the first page; a
-    path it cannot write fails then, with a traceback for every page, and the crawl exits 0."""
-    for uri in map(str, settings.getdict("FEEDS")):
+    """The feeds (-o/-O, FEEDS) have a format Scrapy exports (it would export nothing, after an
+    error line, and the crawl would exit 0) and their local files can be written. Scrapy opens
+    them at the first page; a path it cannot write fails then, with a traceback for every page,
+    and the crawl exits 0."""
+    formats = sorted(k for k, v in settings.getwithbase("FEED_EXPORTERS").items() if v)
+    for uri, options in settings.getdict("FEEDS").items():
+        uri = str(uri)
+        # Without a format, Scrapy takes the file's extension.
+        kind = feed_complete_default_values_from_settings(options, settings, uri)["format"]
+        if kind not in formats:
+            raise ConfigError(
+                f"the feed {uri!r} has format {kind!r}; Scrapy exports: {', '.join(formats)}"
+            )
         parts = urlsplit(uri)
         if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
             continue

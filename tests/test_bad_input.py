@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 
@@ -137,6 +138,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"DEPTH_LIMIT": "-1"}, "DEPTH_LIMIT=-1 is outside [0, inf]"),
         (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, inf]"),
         (GOOD, {"LOG_LEVEL": "info"}, "LOG_LEVEL='info' is not a log level"),
+        (GOOD, {"DUPEFILTER_CLASS": "dupes.Filter"}, "DUPEFILTER_CLASS='dupes.Filter' cannot be"),
+        # It would order the crawl while the record and the scoring follow -a strategy.
+        (
+            GOOD,
+            {"SCHEDULER_PRIORITY_QUEUE": "schedulers.bfs.BreadthFirstQueue"},
+            "SCHEDULER_PRIORITY_QUEUE is the strategy's queue: choose the strategy with -a",
+        ),
         # A store that cannot be opened: the crawl started, then failed with a traceback.
         (GOOD, {"MONGO_URI": "mongo://127.0.0.1"}, "MongoDB URI 'mongo://127.0.0.1' is invalid"),
         (
@@ -170,6 +178,11 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"DOWNLOAD_DELAY": "-0.5"}, "setting DOWNLOAD_DELAY=-0.5 is outside [0.0, inf]"),
         ({"LOG_LEVEL": "LOUD"}, "setting LOG_LEVEL='LOUD' is not a log level"),
         ({"LOG_ENCODING": "utf-9"}, "setting LOG_ENCODING='utf-9' is not an encoding"),
+        ({"DOWNLOADER": "focused.Downloader"}, "setting DOWNLOADER='focused.Downloader' cannot"),
+        ({"LOG_FORMATTER": "focused"}, "setting LOG_FORMATTER='focused' cannot be imported"),
+        # Scrapy logged an error, exported nothing and the crawl exited 0.
+        ({"FEEDS": '{"pages.nope": {}}'}, "the feed 'pages.nope' has format 'nope'; Scrapy"),
+        ({"FEEDS": '{"pages.json": {"format": "js"}}'}, "the feed 'pages.json' has format 'js'"),
     ],
 )
 def test_scrapy_settings_given_as_text_are_checked(settings, message):
@@ -181,7 +194,8 @@ def test_scrapy_settings_given_as_text_are_checked(settings, message):
 def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
     """Every boolean and numeric default of Scrapy's, given back as text, passes
     (TELNETCONSOLE_ENABLED's is 1 and is read as a boolean; DOWNLOAD_DELAY's is 0 and is read
-    as a float), as do a priority below 0, a fraction of a second and a log file to be made."""
+    as a float), as do a priority below 0, a fraction of a second, a log file to be made and
+    what imports."""
     from scrapy.settings import default_settings
 
     given = {
@@ -196,6 +210,9 @@ def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
         "CLOSESPIDER_TIMEOUT": "1.5",
         "LOG_LEVEL": "WARNING",
         "LOG_FILE": str(tmp_path / "crawl.log"),
+        "REFERRER_POLICY": "same-origin",  # a policy's name, or a class to import
+        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
+        "FEEDS": json.dumps({str(tmp_path / "pages.jsonl"): {}, "s3://b/p": {"format": "csv"}}),
     }
     check_settings(Settings(given, priority="cmdline"))
 
