@@ -148,6 +148,8 @@ class SharedCrawl:
         )
         self._take = self.redis.register_script(TAKE)
         self._give_back = self.redis.register_script(GIVE_BACK)
+        self._lease = self.redis.register_script(LEASE)
+        self._pause = self.redis.register_script(PAUSE)
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -195,6 +197,25 @@ class SharedCrawl:
         """Return a slot ``take`` gave: one less in ``field`` of the crawl's hash ``hash_name``,
         in one step, never below 0 (a count already at 0 stays there)."""
         self.run(self._give_back, keys=[self.key(hash_name)], args=[field])
+
+    def lease(self, slot: str, delay: float) -> float:
+        """Take the crawl's lease on download slot ``slot`` (a host) for ``delay`` seconds,
+        before sending to it: 0 if taken, else the seconds until the lease or a pause of the
+        host (``pause``) ends, in which no process sends to it. With no ``delay`` nothing is
+        taken, only a pause looked for. Once Redis is lost, 0: what waits in the slot goes, as
+        in one process, so that the closing spider is not kept waiting for it."""
+        ms = max(1, round(delay * 1000)) if delay > 0 else 0
+        wait = self.run(self._lease, keys=[self.polite_key(slot)], args=[self.worker, ms])
+        return (wait or 0) / 1000
+
+    def pause(self, slot: str, seconds: float) -> None:
+        """No process of the crawl sends to download slot ``slot`` for ``seconds`` (a
+        Retry-After), nor before a longer lease or pause already taken ends."""
+        ms = max(1, round(seconds * 1000))
+        self.run(self._pause, keys=[self.polite_key(slot)], args=[ms])
+
+    def polite_key(self, slot: str) -> str:
+        return self.key(f"polite:{slot}")
 
     def counter(self, name: str) -> int:
         """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
@@ -403,6 +424,24 @@ return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 GIVE_BACK = """
 if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') <= 0 then return 0 end
 return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+"""
+
+# The crawl-wide delay of a download slot. KEYS: the slot's key. ARGV: worker, delay in ms (0:
+# none, only a Retry-After pause holds). Returns 0 if the slot may send, else the ms to wait.
+LEASE = """
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 and (ARGV[2] ~= '0' or redis.call('GET', KEYS[1]) == 'retry-after') then
+  return ttl
+end
+if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return 0
+"""
+
+# A Retry-After pause of a download slot, never shortening a lease or pause that ends later.
+# KEYS: the slot's key. ARGV: the pause in ms.
+PAUSE = """
+local ms = math.max(tonumber(ARGV[1]), redis.call('PTTL', KEYS[1]))
+redis.call('SET', KEYS[1], 'retry-after', 'PX', ms)
 """
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:
