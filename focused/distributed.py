@@ -18,8 +18,12 @@ another slot). So are the pages per host (``MAX_PAGES_PER_HOST``, hash ``host_pa
 cap and query variants (``focused.traps.SharedCounts``), all taken with ``SharedCrawl.take`` and
 given back with ``SharedCrawl.give_back``, and the duplicate checks
 (``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
-``SharedCrawl.run``. Politeness stays per process (AutoThrottle,
-``CONCURRENT_REQUESTS_PER_DOMAIN``), as does ``HOST_WINDOW``.
+``SharedCrawl.run``. So is a host's delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay,
+AutoThrottle's): before a delayed slot sends, ``focused.downloader.PoliteDownloader`` takes the
+host's lease (``SharedCrawl.lease``, key ``polite:<slot>``, set if absent, expiring after the
+delay) or waits for it, and a Retry-After pause is set on the same key (``SharedCrawl.pause``)
+for every process to wait out. The per-host concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``)
+stays per process, as does ``HOST_WINDOW``.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
