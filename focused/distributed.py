@@ -143,6 +143,9 @@ class SharedCrawl:
         self.prefix = crawl_prefix(crawl_id)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failed = False
+        # The page budget is spent and other processes still have requests under way: this one
+        # closes once they are done, which only a look at the frontier notices (DistributedCrawl).
+        self.waiting_for_others = False
         self._own: Counter[str] = Counter()
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
@@ -388,8 +391,9 @@ class DistributedCrawl:
                 requeued = shared.frontier.requeue(name)
                 if requeued:
                     shared.log_requeued(requeued, name)
-        if self._waiting:
-            # The engine looks at the scheduler again only every 5 s when idle: wake it up.
+        if self._waiting or shared.waiting_for_others:
+            # The engine looks at the scheduler again only every 5 s when it has nothing under
+            # way (idle, or the frontier queued but the budget spent): wake it up.
             self.crawler.engine._slot.nextcall.schedule()
 
     def spider_idle(self, spider: Spider) -> None:

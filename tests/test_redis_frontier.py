@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy
 import pytest
@@ -24,7 +25,7 @@ from scrapy.utils.test import get_crawler
 
 import focused.settings
 from focused.arguments import parse_arguments
-from focused.distributed import FrontierAck, SharedCrawl
+from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl
 from focused.errors import ConfigError
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
@@ -286,6 +287,31 @@ def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_serv
     assert urls([live.pop(), live.pop()]) == urls(held)
     assert live.pop() is None
     assert closes == ["closespider_pagecount"]  # nothing is held elsewhere: spent for good
+
+
+def test_a_spent_budget_with_others_under_way_is_looked_at_each_tick(redis_server):
+    # With nothing of its own under way, a process whose pop found the budget spent while
+    # another process still had requests was asked for requests again only by the engine's
+    # 5-s heartbeat (its frontier is not empty, so it is not idle): it closed up to 5 s after
+    # the crawl's last page.
+    waiting = shared_queue(redis_server.url, budget=2)
+    other = shared_queue(redis_server.url, budget=2)
+    shared = waiting.frontier.shared
+    shared.budget_spent = lambda: None
+    for queue in (waiting, other):
+        shared.redis.hset(shared.key("workers"), queue.frontier.shared.worker, int(time.time()))
+    for i in range(4):
+        waiting.push(req(f"p{i}", parent_relevance=i / 10))
+    assert other.pop() is not None and other.pop() is not None
+    woken = []
+    nextcall = SimpleNamespace(schedule=lambda: woken.append("next_request"))
+    shared.crawler.engine = SimpleNamespace(_slot=SimpleNamespace(nextcall=nextcall))
+    extension = DistributedCrawl(shared.crawler, shared, timeout=10)
+    extension.tick()
+    assert woken == []  # the budget was not looked at yet
+    assert waiting.pop() is None
+    extension.tick()
+    assert woken == ["next_request"]  # the engine asks the frontier again, 0.5 s later
 
 
 def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
