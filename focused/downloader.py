@@ -63,7 +63,7 @@ class PoliteDownloader(Downloader):
         if not delay:
             super()._process_queue(slot)  # no pause: Scrapy sends what the slot's room allows
             return
-        # Taken: one request now, and the next no sooner than the delay (Scrapy's, below).
+        # Taken: one request now; the look below holds the slot for the delay before the next.
         slot.lastseen = monotonic()
         request, queue_dfd = slot.queue.popleft()
         _schedule_coro(self._wait_for_download(slot, request, queue_dfd))
