@@ -18,8 +18,12 @@ another slot). So are the pages per host (``MAX_PAGES_PER_HOST``, hash ``host_pa
 cap and query variants (``focused.traps.SharedCounts``), all taken with ``SharedCrawl.take`` and
 given back with ``SharedCrawl.give_back``, and the duplicate checks
 (``focused.dedup.SharedFetched``, ``focused.simhash.SharedSimHashIndex``), all through
-``SharedCrawl.run``. Politeness stays per process (AutoThrottle,
-``CONCURRENT_REQUESTS_PER_DOMAIN``), as does ``HOST_WINDOW``.
+``SharedCrawl.run``. So is a host's delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay,
+AutoThrottle's): before a delayed slot sends, ``focused.downloader.PoliteDownloader`` takes the
+host's lease (``SharedCrawl.lease``, key ``polite:<slot>``, set if absent, expiring after the
+delay) or waits for it, and a Retry-After pause is set on the same key (``SharedCrawl.pause``)
+for every process to wait out. The per-host concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``)
+stays per process, as does ``HOST_WINDOW``.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
@@ -139,6 +143,9 @@ class SharedCrawl:
         self.prefix = crawl_prefix(crawl_id)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failed = False
+        # The page budget is spent and other processes still have requests under way: this one
+        # closes once they are done, which only a look at the frontier notices (DistributedCrawl).
+        self.waiting_for_others = False
         self._own: Counter[str] = Counter()
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
@@ -148,6 +155,8 @@ class SharedCrawl:
         )
         self._take = self.redis.register_script(TAKE)
         self._give_back = self.redis.register_script(GIVE_BACK)
+        self._lease = self.redis.register_script(LEASE)
+        self._pause = self.redis.register_script(PAUSE)
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -195,6 +204,25 @@ class SharedCrawl:
         """Return a slot ``take`` gave: one less in ``field`` of the crawl's hash ``hash_name``,
         in one step, never below 0 (a count already at 0 stays there)."""
         self.run(self._give_back, keys=[self.key(hash_name)], args=[field])
+
+    def lease(self, slot: str, delay: float) -> float:
+        """Take the crawl's lease on download slot ``slot`` (a host) for ``delay`` seconds,
+        before sending to it: 0 if taken, else the seconds until the lease or a pause of the
+        host (``pause``) ends, in which no process sends to it. With no ``delay`` nothing is
+        taken, only a pause looked for. Once Redis is lost, 0: what waits in the slot goes, as
+        in one process, so that the closing spider is not kept waiting for it."""
+        ms = max(1, round(delay * 1000)) if delay > 0 else 0
+        wait = self.run(self._lease, keys=[self.polite_key(slot)], args=[self.worker, ms])
+        return (wait or 0) / 1000
+
+    def pause(self, slot: str, seconds: float) -> None:
+        """No process of the crawl sends to download slot ``slot`` for ``seconds`` (a
+        Retry-After), nor before a longer lease or pause already taken ends."""
+        ms = max(1, round(seconds * 1000))
+        self.run(self._pause, keys=[self.polite_key(slot)], args=[ms])
+
+    def polite_key(self, slot: str) -> str:
+        return self.key(f"polite:{slot}")
 
     def counter(self, name: str) -> int:
         """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
@@ -363,8 +391,9 @@ class DistributedCrawl:
                 requeued = shared.frontier.requeue(name)
                 if requeued:
                     shared.log_requeued(requeued, name)
-        if self._waiting:
-            # The engine looks at the scheduler again only every 5 s when idle: wake it up.
+        if self._waiting or shared.waiting_for_others:
+            # The engine looks at the scheduler again only every 5 s when it has nothing under
+            # way (idle, or the frontier queued but the budget spent): wake it up.
             self.crawler.engine._slot.nextcall.schedule()
 
     def spider_idle(self, spider: Spider) -> None:
@@ -403,6 +432,24 @@ return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 GIVE_BACK = """
 if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') <= 0 then return 0 end
 return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
+"""
+
+# The crawl-wide delay of a download slot. KEYS: the slot's key. ARGV: worker, delay in ms (0:
+# none, only a Retry-After pause holds). Returns 0 if the slot may send, else the ms to wait.
+LEASE = """
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl > 0 and (ARGV[2] ~= '0' or redis.call('GET', KEYS[1]) == 'retry-after') then
+  return ttl
+end
+if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
+return 0
+"""
+
+# A Retry-After pause of a download slot, never shortening a lease or pause that ends later.
+# KEYS: the slot's key. ARGV: the pause in ms.
+PAUSE = """
+local ms = math.max(tonumber(ARGV[1]), redis.call('PTTL', KEYS[1]))
+redis.call('SET', KEYS[1], 'retry-after', 'PX', ms)
 """
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:

@@ -11,7 +11,10 @@ host that keeps answering 429 costs at most ``RETRY_TIMES`` pauses of the cap fo
 
 The pause uses the slot's own hold, ``Slot.latercall``, by which the downloader spaces requests
 by ``DOWNLOAD_DELAY``: while it is set the slot sends nothing, and when it fires the downloader
-sends the slot's queue, by the slot's delay as before. Other hosts are not held.
+sends the slot's queue, by the slot's delay as before. Other hosts are not held. In a crawl
+shared by several processes (``focused.distributed``) the pause is the crawl's: it is also set on
+the host's lease in Redis (``SharedCrawl.pause``), which every process's downloader looks at
+before it sends to the host (``focused.downloader``).
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ class RetryAfterMiddleware:
         # Scrapy drops a slot idle for a minute past lastseen + delay, and a new one would not be
         # held: this keeps it a minute past the pause. The delay then ends with the pause.
         slot.lastseen = max(slot.lastseen, until - slot.delay)
+        if (shared := getattr(self.crawler.spider, "shared", None)) is not None:
+            shared.pause(key, seconds)
         self.stats.inc_value("focused/retry_after/pauses")
         logger.info(
             "%s answered %d with Retry-After %s: no request to it for %.3g s",

@@ -285,6 +285,8 @@ class RedisFrontier:
             # the crawl short of its budget with those requests still queued. Wait for them.
             if not self._others_in_flight():
                 self.shared.budget_spent()
+            else:
+                self.shared.waiting_for_others = True
             return None
         if not popped:
             return None

@@ -12,7 +12,9 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy
 import pytest
@@ -23,7 +25,7 @@ from scrapy.utils.test import get_crawler
 
 import focused.settings
 from focused.arguments import parse_arguments
-from focused.distributed import FrontierAck, SharedCrawl
+from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl
 from focused.errors import ConfigError
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
@@ -44,7 +46,17 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.queues import QueueSpider, make_queue, req
-from tests.sites import GATED_DOWNLOAD_TIMEOUT, HOLD_TIMEOUT, Gate, GatedReplay, Hold
+from tests.sites import (
+    GATED_DOWNLOAD_TIMEOUT,
+    HOLD_TIMEOUT,
+    FetchLog,
+    Gate,
+    GatedReplay,
+    Hold,
+    Reply,
+    Site,
+    html,
+)
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -275,6 +287,31 @@ def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_serv
     assert urls([live.pop(), live.pop()]) == urls(held)
     assert live.pop() is None
     assert closes == ["closespider_pagecount"]  # nothing is held elsewhere: spent for good
+
+
+def test_a_spent_budget_with_others_under_way_is_looked_at_each_tick(redis_server):
+    # With nothing of its own under way, a process whose pop found the budget spent while
+    # another process still had requests was asked for requests again only by the engine's
+    # 5-s heartbeat (its frontier is not empty, so it is not idle): it closed up to 5 s after
+    # the crawl's last page.
+    waiting = shared_queue(redis_server.url, budget=2)
+    other = shared_queue(redis_server.url, budget=2)
+    shared = waiting.frontier.shared
+    shared.budget_spent = lambda: None
+    for queue in (waiting, other):
+        shared.redis.hset(shared.key("workers"), queue.frontier.shared.worker, int(time.time()))
+    for i in range(4):
+        waiting.push(req(f"p{i}", parent_relevance=i / 10))
+    assert other.pop() is not None and other.pop() is not None
+    woken = []
+    nextcall = SimpleNamespace(schedule=lambda: woken.append("next_request"))
+    shared.crawler.engine = SimpleNamespace(_slot=SimpleNamespace(nextcall=nextcall))
+    extension = DistributedCrawl(shared.crawler, shared, timeout=10)
+    extension.tick()
+    assert woken == []  # the budget was not looked at yet
+    assert waiting.pop() is None
+    extension.tick()
+    assert woken == ["next_request"]  # the engine asks the frontier again, 0.5 s later
 
 
 def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
@@ -741,3 +778,133 @@ def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
     lines = crawl.result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Redis frontier at")
     assert not site.fetched
+
+
+# -- politeness across processes ----------------------------------------------------------------
+
+
+def test_a_host_lease_spaces_every_process_and_a_pause_holds_them_all(redis_server):
+    crawler = get_crawler(QueueSpider)
+    one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
+    assert one.lease("a", 0.3) == 0  # taken
+    assert 0 < other.lease("a", 0.3) <= 0.3  # held: what is left of it
+    assert 0 < one.lease("a", 0.3) <= 0.3  # its holder waits too, when it asks again
+    assert other.lease("b", 0.3) == 0  # another host is not held
+    assert other.lease("a", 0) == 0  # a slot without a delay is not held by one
+    time.sleep(0.35)
+    assert other.lease("a", 0.3) == 0  # expired: nothing stays behind a process that died
+    client = redis.Redis.from_url(redis_server.url)
+    assert 0 < client.pttl("focused:t:polite:a") <= 300
+    # A Retry-After pause holds the host for every process, with or without a delay...
+    one.pause("a", 2)
+    assert 1 < other.lease("a", 0) <= 2 and 1 < other.lease("a", 0.3) <= 2
+    # ...and a shorter one never shortens it.
+    other.pause("a", 0.5)
+    assert 1 < one.lease("a", 0) <= 2
+    # Redis lost: one error, the spider closing, and the slot sends as in one process.
+    redis_server.stop()
+    assert other.lease("c", 0.3) == 0 and other.failed
+    other.pause("c", 1)
+
+
+class TimedReplay(GatedReplay):
+    """The gated replay web, with when each article arrived (before the gate holds it)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrivals: list[float] = []
+
+    def record(self, path: str) -> None:
+        if path.startswith("/wiki/"):
+            with self._lock:
+                self.arrivals.append(time.monotonic())
+        super().record(path)
+
+
+def responses(log: str) -> int:
+    return int(re.findall(r"'downloader/response_count': (\d+)", log)[-1])
+
+
+def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_graph, redis_server):
+    """Two processes each kept the host's robots.txt Crawl-delay on their own: together they
+    sent twice as often as it asks, every other request half a delay after the last."""
+    delay, budget = 0.5, 20
+    # The first articles wait until both processes have one under way (a Crawl-delay sends
+    # one at a time), so that both fetch, however late the second starts.
+    server = TimedReplay(sample_graph, Gate(2), BIRD_SEED, crawl_delay=delay).start()
+    try:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": budget,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        workers = [start_worker(tmp_path, server, settings, f"w{i}") for i in "01"]
+        logs = [finish(worker) for worker in workers]
+    finally:
+        server.stop()
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+        assert responses(log) >= 3, log[-3000:]  # its robots.txt and articles
+    assert len(server.arrivals) == budget
+    gaps = [later - earlier for earlier, later in pairwise(server.arrivals)]
+    # Arrival may lag a send a little on a loaded machine; two processes each keeping the delay
+    # alone leave one gap of every two at most half of it.
+    assert min(gaps) >= delay - 0.1, [round(gap, 3) for gap in gaps]
+
+
+class BusyOnce:
+    """A seed page / linking to ``count`` pages, each answered ``latency`` seconds after it
+    arrives; the ``busy``-th page to arrive is answered 429 with ``Retry-After: pause``. Pages
+    wait at ``gate`` first."""
+
+    def __init__(self, count: int, gate: Gate, busy: int, pause: int, latency: float) -> None:
+        self.count, self.gate, self.busy = count, gate, busy
+        self.pause, self.latency = pause, latency
+        self.arrived = 0
+        self.busy_at: float | None = None  # when the page answered 429 arrived
+        self._lock = threading.Lock()
+
+    def __call__(self, method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, "User-agent: *\nDisallow:\n", "text/plain")
+        if path == "/":
+            links = " ".join(f'<a href="/p{n}">birds {n}</a>' for n in range(self.count))
+            return Reply(200, html("birds", f"<p>birds nest feathers</p>{links}"))
+        arrival = time.monotonic()
+        with self._lock:
+            self.arrived += 1
+            busy = self.arrived == self.busy
+        self.gate.wait()
+        time.sleep(self.latency)
+        if busy:
+            self.busy_at = arrival
+            return Reply(429, "slow down", "text/plain", {"Retry-After": str(self.pause)})
+        return Reply(200, html(f"birds {path}", "<p>birds nest feathers</p>"))
+
+
+def test_a_retry_after_pauses_the_host_for_every_process_of_a_crawl(tmp_path, redis_server):
+    """A 429 with Retry-After paused its host in the process that got it only: the others went
+    on sending to the host throughout the pause."""
+    log, latency, pause = FetchLog(), 0.2, 2
+    # The first pages wait until both processes have some under way (each sends two at once).
+    respond = BusyOnce(60, Gate(3), busy=8, pause=pause, latency=latency)
+    with Site(respond, "127.0.0.2", log) as site:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": 40,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "01"]
+        logs = [finish(worker) for worker in workers]
+    for worker, text in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, text[-3000:]
+        assert responses(text) >= 3, text[-3000:]
+    assert respond.busy_at is not None
+    assert sum("with Retry-After 2: no request to it for 2 s" in text for text in logs) == 1
+    # The pause starts when the 429 is answered; a request another process sent just before
+    # its crawler read the answer may still arrive.
+    start, end = respond.busy_at + latency + 0.3, respond.busy_at + latency + pause - 0.1
+    during = [when - respond.busy_at for when in log.get_times(site.host) if start < when < end]
+    assert not during, during
