@@ -1,0 +1,53 @@
+"""The private parts of Scrapy 2.19 that the crawler overrides or calls are there, in the shape
+it uses them.
+
+Scrapy has no public hook for what they do (a request counted against its host's concurrency
+as its slot lets it go, a slot held for a crawl-wide delay or a Retry-After pause, the engine
+woken early, a malformed ``<base href>`` ignored), so ``requirements.txt`` allows Scrapy 2.19.x
+only. A Scrapy upgrade starts here: each failure names what moved, where the behaviour tests
+would fail further from the cause, or pass while a politeness fix silently no longer runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import scrapy
+from scrapy.core.downloader import Downloader, Slot
+from scrapy.core.engine import _Slot
+from scrapy.utils.defer import _schedule_coro
+from scrapy.utils.response import _baseurl_cache
+
+
+def parameters(function) -> list[str]:
+    return list(inspect.signature(function).parameters)
+
+
+def test_the_installed_scrapy_is_the_version_the_requirements_allow():
+    assert scrapy.__version__.startswith("2.19."), scrapy.__version__
+
+
+def test_the_downloader_methods_focused_overrides_or_calls():
+    # focused.downloader.PoliteDownloader overrides the first two; focused.retryafter and
+    # PoliteDownloader hold a slot with the third, as Scrapy does for its own delay.
+    assert parameters(Downloader._wait_for_download) == ["self", "slot", "request", "queue_dfd"]
+    assert parameters(Downloader._process_queue) == ["self", "slot"]
+    assert parameters(Downloader._latercall) == ["self", "slot"]
+    assert Downloader.DOWNLOAD_SLOT == "download_slot"
+    # PoliteDownloader sends a leased request as Scrapy's _process_queue does.
+    assert "_schedule_coro(self._wait_for_download(" in inspect.getsource(Downloader._process_queue)
+    assert parameters(_schedule_coro) == ["coro"]
+
+
+def test_a_download_slot_has_what_the_scheduler_and_downloader_read():
+    slot = Slot(concurrency=2, delay=0.5, jitter=0.0)
+    assert slot.latercall is None and not slot.queue and slot.transferring == set()
+    assert slot.free_transfer_slots() == 2 and slot.download_delay() == 0.5
+    assert slot.lastseen == 0  # monotonic() seconds of the last send
+
+
+def test_the_engine_can_be_woken_and_a_base_url_overridden():
+    # focused.distributed wakes an idle engine through its slot's nextcall (Scrapy otherwise
+    # looks again only every 5 s); focused.extract gives a page a base URL through the cache.
+    assert "nextcall" in parameters(_Slot.__init__)
+    assert hasattr(_baseurl_cache, "__setitem__")
