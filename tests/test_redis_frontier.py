@@ -555,6 +555,15 @@ def finish(process, timeout: float = 240) -> str:
     return Path(process.log_file.name).read_text()
 
 
+def crawl_by_two_processes(tmp_path: Path, site, settings: dict, **spider_args) -> list[str]:
+    """Crawl ``site`` by two processes sharing one crawl; their logs, once both exited 0."""
+    workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "12"]
+    logs = [finish(worker) for worker in workers]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+    return logs
+
+
 def wiki_fetches(server) -> list[str]:
     return [path for path in server.fetched if path.startswith("/wiki/")]
 
@@ -838,12 +847,10 @@ def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_gr
             "CLOSESPIDER_PAGECOUNT": budget,
             "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
         }
-        workers = [start_worker(tmp_path, server, settings, f"w{i}") for i in "01"]
-        logs = [finish(worker) for worker in workers]
+        logs = crawl_by_two_processes(tmp_path, server, settings)
     finally:
         server.stop()
-    for worker, log in zip(workers, logs, strict=True):
-        assert worker.returncode == 0, log[-3000:]
+    for log in logs:
         assert responses(log) >= 3, log[-3000:]  # its robots.txt and articles
     assert len(server.arrivals) == budget
     gaps = [later - earlier for earlier, later in pairwise(server.arrivals)]
@@ -896,10 +903,8 @@ def test_a_retry_after_pauses_the_host_for_every_process_of_a_crawl(tmp_path, re
             "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
         }
         spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
-        workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "01"]
-        logs = [finish(worker) for worker in workers]
-    for worker, text in zip(workers, logs, strict=True):
-        assert worker.returncode == 0, text[-3000:]
+        logs = crawl_by_two_processes(tmp_path, site, settings, **spider_args)
+    for text in logs:
         assert responses(text) >= 3, text[-3000:]
     assert respond.busy_at is not None
     assert sum("with Retry-After 2: no request to it for 2 s" in text for text in logs) == 1
