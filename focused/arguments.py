@@ -453,6 +453,11 @@ def _check_feeds(settings: Any) -> None:
     formats = sorted(k for k, v in settings.getwithbase("FEED_EXPORTERS").items() if v)
     for uri, options in settings.getdict("FEEDS").items():
         uri = str(uri)
+        if not isinstance(options, dict):
+            raise ConfigError(
+                f"the feed {uri!r} has options {options!r}; give a JSON object, such as "
+                '{"format": "jsonlines"}'
+            )
         # Without a format, Scrapy takes the file's extension.
         kind = feed_complete_default_values_from_settings(options, settings, uri)["format"]
         if kind not in formats:

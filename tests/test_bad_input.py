@@ -139,6 +139,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, inf]"),
         (GOOD, {"LOG_LEVEL": "info"}, "LOG_LEVEL='info' is not a log level"),
         (GOOD, {"DUPEFILTER_CLASS": "dupes.Filter"}, "DUPEFILTER_CLASS='dupes.Filter' cannot be"),
+        (GOOD, {"DOWNLOAD_SLOTS": "[2]"}, "a -s setting cannot be read (cannot unpack"),
         # It would order the crawl while the record and the scoring follow -a strategy.
         (
             GOOD,
@@ -183,6 +184,7 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         # Scrapy logged an error, exported nothing and the crawl exited 0.
         ({"FEEDS": '{"pages.nope": {}}'}, "the feed 'pages.nope' has format 'nope'; Scrapy"),
         ({"FEEDS": '{"pages.json": {"format": "js"}}'}, "the feed 'pages.json' has format 'js'"),
+        ({"FEEDS": '{"pages.json": "json"}'}, "the feed 'pages.json' has options 'json'; give a"),
     ],
 )
 def test_scrapy_settings_given_as_text_are_checked(settings, message):

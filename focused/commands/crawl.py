@@ -43,6 +43,11 @@ class Command(ScrapyCrawlCommand):
             super().process_options(args, opts)
         except UsageError as exc:  # Scrapy prints its usage before the message: one line here
             self._fail(str(exc))
+        except (TypeError, ValueError) as exc:  # a -s value a dict setting cannot take
+            self._fail(
+                f"a -s setting cannot be read ({exc}): one that holds a dict (FEEDS, "
+                "DOWNLOAD_SLOTS, ITEM_PIPELINES...) takes a JSON object"
+            )
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
         if len(args) > 1:  # Scrapy would say so only once logging has started
