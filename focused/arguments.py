@@ -6,12 +6,15 @@ Every check raises :class:`focused.errors.ConfigError` with a one-line message, 
 
 from __future__ import annotations
 
+import ast
 import codecs
+import importlib.util
 import json
 import logging
 import math
 import os
 import re
+import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -23,7 +26,6 @@ from urllib.parse import unquote, urlsplit
 
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import feed_complete_default_values_from_settings
-from scrapy.utils.misc import load_object
 from w3lib.url import safe_url_string
 
 from focused.canonical import SENDABLE_URL, canonicalize
@@ -386,10 +388,8 @@ def check_settings(settings: Any) -> None:
     for name in scrapy_classes:  # those the project names are imported anyway
         if settings.getpriority(name) >= SETTINGS_PRIORITIES["cmdline"]:
             path = settings[name]
-            try:
-                load_object(path)
-            except (ImportError, NameError, ValueError) as exc:  # ValueError: not a dotted path
-                raise ConfigError(f"setting {name}={path!r} cannot be imported: {exc}") from None
+            if isinstance(path, str) and (problem := _import_problem(path)):
+                raise ConfigError(f"setting {name}={path!r} cannot be imported: {problem}")
     _check_logging(settings)
     _check_feeds(settings)
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
@@ -412,6 +412,49 @@ def _check_number(name: str, raw: Any, kind: type, low: float | None, high: floa
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
         raise ConfigError(f"setting {name}={raw} is outside {bounds}")
+
+
+def _import_problem(path: str) -> str | None:
+    """Why ``path`` (``module.attribute``) would not import; None if it would, or may. The
+    module is found but not run: a module that imports Twisted's reactor would install the
+    default one before Scrapy installs the crawl's (asyncio), and the crawl could not start.
+    The attribute is looked for among the names its source binds anywhere (a module built
+    otherwise, or one with a ``__getattr__`` or a star import, may have any)."""
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        return "give a full path, module.Name"
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError) as exc:  # a parent is no package, or cannot be imported
+        return str(exc)
+    if spec is None:
+        return f"no module named {module_name!r}"
+    if module_name in sys.modules:
+        found = hasattr(sys.modules[module_name], attribute)
+    elif spec.origin and spec.origin.endswith(".py"):
+        names = _bound_names(Path(spec.origin))
+        found = attribute in names or not names.isdisjoint({"*", "__getattr__"})
+    else:
+        found = True
+    return None if found else f"module {module_name!r} has no {attribute!r}"
+
+
+def _bound_names(source: Path) -> set[str]:
+    """The names a module's source binds, at any depth ("*": a star import, which may bind
+    any; a source that cannot be read or parsed may too)."""
+    try:
+        tree = ast.parse(source.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return {"*"}
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
 
 
 def _check_no_queue_given(settings: Any) -> None:

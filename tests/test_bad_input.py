@@ -359,3 +359,15 @@ def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot write the feed"), lines
     assert a_file.read_text(encoding="utf-8") == "mine"
+
+
+def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkeypatch):
+    """Imported to be checked, a module that imports Twisted's reactor installed the default
+    one before Scrapy could install the crawl's, and the crawl could not start."""
+    module = tmp_path / "probe_module.py"
+    module.write_text("open(__file__ + '.ran', 'w').close()\n\n\nclass Filter:\n    pass\n")
+    monkeypatch.syspath_prepend(tmp_path)
+    check_settings(Settings({"DUPEFILTER_CLASS": "probe_module.Filter"}, priority="cmdline"))
+    assert not (tmp_path / "probe_module.py.ran").exists()
+    with pytest.raises(ConfigError, match="module 'probe_module' has no 'Filtre'"):
+        check_settings(Settings({"DUPEFILTER_CLASS": "probe_module.Filtre"}, priority="cmdline"))
