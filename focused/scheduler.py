@@ -46,7 +46,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   (so a crawl of one delayed host hands out the frontier's first, with its concurrency), or
   while a merely full slot has fewer than twice its concurrency (a request waits to be sent as
   soon as each transfer ends), and nothing goes past that. A host with a request waiting for
-  its robots.txt is held the same way (focused.robots ``waits_for_robots``). A strategy that
+  its robots.txt is held the same way (focused.robots ``waits_for_robots``), and nothing more of
+  it goes until the robots.txt is read, when focused.robots wakes the engine. A strategy that
   decides as it pops lists nothing and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
