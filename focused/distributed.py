@@ -53,6 +53,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
+from focused.engine import wake_engine
 from focused.errors import ConfigError
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
@@ -394,7 +395,7 @@ class DistributedCrawl:
         if self._waiting or shared.waiting_for_others:
             # The engine looks at the scheduler again only every 5 s when it has nothing under
             # way (idle, or the frontier queued but the budget spent): wake it up.
-            self.crawler.engine._slot.nextcall.schedule()
+            wake_engine(self.crawler)
 
     def spider_idle(self, spider: Spider) -> None:
         shared = self.shared

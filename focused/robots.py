@@ -41,6 +41,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred
 
+from focused.engine import wake_engine
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.core.downloader import Downloader
@@ -90,9 +92,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             crawler.signals.connect(self._keep_crawl_delay, signal=signals.response_downloaded)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
-        pending = self._parsers.get(urlparse_cached(request).netloc)
+        netloc = urlparse_cached(request).netloc
+        pending = self._parsers.get(netloc)
         if not isinstance(pending, Deferred):
-            return await super().robot_parser(request)
+            if netloc in self._parsers:  # read already
+                return await super().robot_parser(request)
+            try:  # this request downloads it
+                return await super().robot_parser(request)
+            finally:
+                # The scheduler holds the host's other requests until now (waits_for_robots).
+                wake_engine(self.crawler)
         mine: Deferred[RobotParser | None] = Deferred()
 
         def hand_on(parser: RobotParser | None) -> RobotParser | None:
@@ -106,7 +115,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         """True if ``request`` waits (or, handed out, would wait) in this middleware for its
         host's robots.txt: not asked for yet, or downloading. The scheduler holds such a host
         (``HELD_HOST_LOOKAHEAD``): its requests would each hold one of ``CONCURRENT_REQUESTS``
-        meanwhile, and its Crawl-delay, which sends them one at a time, is not known yet."""
+        meanwhile, and its Crawl-delay, which sends them one at a time, is not known yet; the
+        engine is woken once it is read (``robot_parser``)."""
         if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
             return False
         parser = self._parsers.get(urlparse_cached(request).netloc, self)  # self: not asked

@@ -46,7 +46,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   (so a crawl of one delayed host hands out the frontier's first, with its concurrency), or
   while a merely full slot has fewer than twice its concurrency (a request waits to be sent as
   soon as each transfer ends), and nothing goes past that. A host with a request waiting for
-  its robots.txt is held the same way (focused.robots ``waits_for_robots``). A strategy that
+  its robots.txt is held the same way (focused.robots ``waits_for_robots``), and nothing more of
+  it goes until the robots.txt is read, when focused.robots wakes the engine. A strategy that
   decides as it pops lists nothing and is taken as it comes.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
@@ -368,12 +369,12 @@ class FocusedScheduler(Scheduler):
         (focused.robots): one waiting behind the one in flight holds it, and it has room for no
         other.
 
-        A host with a request waiting for its robots.txt is held too: its requests would wait
-        with it, each counted against ``CONCURRENT_REQUESTS`` (up to ``DOWNLOAD_TIMEOUT`` for a
-        slow host), and then go to a slot whose Crawl-delay, not known yet, may send them one
-        at a time. Its room is that of the slot it has or will get, so that a crawl of one host
-        from many URLs is not slowed: the engine asks again when the robots.txt download ends,
-        before it is parsed, and then not until a response; its slot sends no more at once."""
+        A host with a request waiting for its robots.txt is held too, with no room: its requests
+        would wait with it, each counted against ``CONCURRENT_REQUESTS`` (up to
+        ``DOWNLOAD_TIMEOUT`` for a slow host), and then go to a slot whose Crawl-delay, not known
+        yet, may send them one at a time. Once the robots.txt is read, focused.robots wakes the
+        engine, which asks again at once (it would otherwise wait for a response, or for its
+        5-second heartbeat)."""
         engine = getattr(self.crawler, "engine", None)
         if engine is None:
             return {}
@@ -384,15 +385,10 @@ class FocusedScheduler(Scheduler):
         if waits_for_robots := self._robots_check():
             reading_robots = {key for r, key in slot_keys.items() if waits_for_robots(r)}
         for key, count in Counter(slot_keys.values()).items():
-            slot = downloader.slots.get(key)
             if key in reading_robots:
-                if slot is not None:  # the robots.txt request's
-                    room[key] = count < slot.concurrency
-                else:  # as Downloader._get_slot will make it
-                    settings = downloader.per_slot_settings.get(key, {})
-                    concurrency = downloader.ip_concurrency or downloader.domain_concurrency
-                    room[key] = count < settings.get("concurrency", concurrency)
+                room[key] = False  # focused.robots wakes the engine once the robots.txt is read
                 continue
+            slot = downloader.slots.get(key)
             if slot is None or count <= len(slot.transferring):
                 continue  # nothing waits in it
             if slot.delay > 0 or slot.latercall is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
@@ -25,9 +27,36 @@ def test_every_seed_waiting_for_robots_txt_is_checked(tmp_path):
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": seeds},
-            {"CONCURRENT_REQUESTS": 16},
+            # The scheduler holds a host's requests while its robots.txt is read: handed out
+            # all at once, as without the rule, they all wait for it in the middleware.
+            {"CONCURRENT_REQUESTS": 16, "HELD_HOST_LOOKAHEAD": 0},
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     fetched = sorted(path for _, path in site.log.gets())
     assert fetched == sorted(public)
     assert stat(crawl.result.stderr, "robotstxt/forbidden") == len(private)
+
+
+def test_a_hosts_requests_held_for_its_robots_txt_go_as_soon_as_it_is_read(tmp_path):
+    """The scheduler holds a host's requests while its robots.txt is being read (its
+    Crawl-delay may send them one at a time); the engine, woken once it is read, hands them out
+    at once, rather than after the first page's response."""
+    latency = 1.0
+
+    def slow_pages(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, "User-agent: *\nDisallow:\n", "text/plain")
+        time.sleep(latency)
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(slow_pages) as site:
+        seeds = ",".join(f"{site.url}/seed/{n}" for n in range(4))
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": seeds},
+            {"CONCURRENT_REQUESTS": 16},
+        )
+        arrivals = site.log.get_times(site.host)
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(arrivals) == 4, site.log.gets()
+    assert arrivals[-1] - arrivals[0] < latency / 2, [round(t - arrivals[0], 3) for t in arrivals]

@@ -1,0 +1,22 @@
+"""Waking Scrapy's engine.
+
+The engine asks the scheduler for requests when a download ends, when a request is queued, and
+every 5 seconds (its heartbeat). A request the scheduler held back for a reason that ends
+otherwise (a host's robots.txt read, another process of a shared crawl done) would wait for one
+of those; ``wake_engine`` makes the engine ask at its next turn. Scrapy has no public call for
+it: its engine slot's ``nextcall`` (tests/test_scrapy_internals.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+
+def wake_engine(crawler: Crawler) -> None:
+    """Make the engine ask the scheduler again at its next turn (nothing while it is closed)."""
+    slot = getattr(crawler.engine, "_slot", None)
+    if slot is not None:
+        slot.nextcall.schedule()
