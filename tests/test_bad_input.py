@@ -183,6 +183,10 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         # Scrapy logged an error, exported nothing and the crawl exited 0.
         ({"FEEDS": '{"pages.nope": {}}'}, "the feed 'pages.nope' has format 'nope'; Scrapy"),
         ({"FEEDS": '{"pages.json": {"format": "js"}}'}, "the feed 'pages.json' has format 'js'"),
+        # scrapy-playwright's: a traceback for each once the crawl renders.
+        ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
+        ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
+        ({"PLAYWRIGHT_BROWSER_TYPE": "firefox"}, "setting PLAYWRIGHT_BROWSER_TYPE='firefox':"),
     ],
 )
 def test_scrapy_settings_given_as_text_are_checked(settings, message):
@@ -357,3 +361,26 @@ def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot write the feed"), lines
     assert a_file.read_text(encoding="utf-8") == "mine"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        # Bytes of the command line that are not UTF-8 become lone surrogates: the crawl
+        # started, then failed with tracebacks as the store wrote its record.
+        ({"query": "bird\udcff"}, "query='bird\\udcff' is not UTF-8 text"),
+        # Integers past 64 bits: OverflowError once the crawl started (a deque's maxlen, a list
+        # of bees)...
+        ({"strategy": "pso", "epoch": "1" + "0" * 20}, "epoch=100000000000000000000 is too large"),
+        ({"strategy": "bees", "n_bees": "1" + "0" * 20}, "n_bees=100000000000000000000 is too"),
+        ({"strategy": "bees", "seed": "-" + "9" * 20}, "seed=-99999999999999999999 is too large"),
+        # ... and below it, a swarm that filled the memory (the OOM killer ended the crawl), or
+        # bees that a pop looked over one by one.
+        ({"strategy": "pso", "particles": "1000000000"}, "particles=1000000000 is above its max"),
+        ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
+    ],
+)
+def test_odd_argument_values_are_refused(arguments, message):
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "bestfirst", **arguments})
+    assert str(refused.value).startswith(message), refused.value
