@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
 
-from focused.arguments import Param, check_settings
+from focused.arguments import Param, check_settings, is_text
 from focused.errors import ConfigError
 from focused.storage import Store, StoreError, open_store
 
@@ -51,6 +51,7 @@ class StoreCommand(ScrapyCommand):
 
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         """Validate (and convert) the options in place; raise ``ConfigError``."""
+        check_no_unknown_option(args)
         if args:
             raise ConfigError(f"unexpected arguments: {' '.join(args)}")
 
@@ -81,6 +82,14 @@ def fail(message: str, status: int) -> NoReturn:
     sys.exit(status)
 
 
+def check_no_unknown_option(args: list[str]) -> None:
+    """Scrapy leaves the options it does not know among the arguments: a mistyped one
+    (``scrapy report --jsno``) would be taken for a crawl id."""
+    unknown = [arg for arg in args if arg.startswith("-")]
+    if unknown:
+        raise ConfigError(f"unknown option {unknown[0]} (--help lists the options)")
+
+
 def parse_number(opts: argparse.Namespace, option: str, param: Param) -> None:
     """Turn the string value of ``--option`` into a number checked by ``param``."""
     name = option.lstrip("-").replace("-", "_")
@@ -92,6 +101,8 @@ def parse_number(opts: argparse.Namespace, option: str, param: Param) -> None:
 def find_crawl(store: Store, crawl_id: str | None) -> dict[str, Any]:
     """The record of ``crawl_id``, or of the latest crawl when it is None."""
     where = f"the {store.backend} store at {store.location}"
+    if crawl_id is not None and not is_text(crawl_id):  # no store can be asked for it
+        raise InspectError(f"no crawl {crawl_id!r} in {where}: crawl ids are UTF-8 text")
     if crawl_id is None:
         crawl_id = store.latest_crawl_id()
         if crawl_id is None:

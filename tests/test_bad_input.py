@@ -334,6 +334,7 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
         (["-s", "CLOSESPIDER_PAGECOUNT"], "error: Invalid -s value, use -s NAME=VALUE"),
         (["-O", "pages.xyz"], "error: Unrecognized output format 'xyz'"),
         (["topical"], "error: give one spider"),
+        (["--bogus"], "error: unknown option --bogus"),  # was: give one spider, not 2
     ],
 )
 def test_a_malformed_option_gives_one_line(extra, message):
