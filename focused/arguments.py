@@ -410,6 +410,14 @@ def check_settings(settings: Any) -> None:
                 raise ConfigError(f"setting {name}={path!r} cannot be imported: {exc}") from None
     _check_logging(settings)
     _check_feeds(settings)
+    # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
+    headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
+    for name, text in (
+        ("USER_AGENT", settings.get("USER_AGENT")),
+        ("DEFAULT_REQUEST_HEADERS", " ".join(str(part) for part in [*headers, *headers.values()])),
+    ):
+        if isinstance(text, str) and not is_text(text):
+            raise ConfigError(f"setting {name} is not UTF-8 text: it is sent with every request")
     # focused.render launches Chromium (FOCUSED_CHROMIUM) with its options: scrapy-playwright
     # would fail on another browser type with a traceback once the crawl renders.
     browser = settings.get("PLAYWRIGHT_BROWSER_TYPE")

@@ -16,6 +16,7 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
 
 from focused.arguments import Param, check_settings, is_text
 from focused.errors import ConfigError
@@ -23,7 +24,7 @@ from focused.storage import Store, StoreError, open_store
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 USAGE_ERROR = 2
 NOT_FOUND = 1
@@ -42,8 +43,8 @@ class StoreCommand(ScrapyCommand):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
         try:
+            scrapy_options(super().process_options, args, opts)
             check_settings(self.settings)
             self.check_options(args, opts)
         except ConfigError as exc:
@@ -80,6 +81,25 @@ class StoreCommand(ScrapyCommand):
 def fail(message: str, status: int) -> NoReturn:
     sys.stderr.write(f"error: {message}\n")
     sys.exit(status)
+
+
+def scrapy_options(
+    process: Callable[[list[str], argparse.Namespace], None],
+    args: list[str],
+    opts: argparse.Namespace,
+) -> None:
+    """Scrapy's own handling of the options (``-s``, ``-a``, ``-L``...), its mistakes raised as
+    ``ConfigError``: Scrapy prints its usage before the message of a ``UsageError`` (four
+    lines), and a setting that holds a dict given JSON that is no object (``-s FEEDS='[1]'``)
+    is a ``TypeError`` traceback."""
+    try:
+        process(args, opts)
+    except UsageError as exc:
+        raise ConfigError(str(exc)) from None
+    except TypeError:
+        raise ConfigError(
+            "Invalid -s value: a setting that holds a dict takes a JSON object, -s NAME='{...}'"
+        ) from None
 
 
 def check_no_unknown_option(args: list[str]) -> None:

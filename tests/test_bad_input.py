@@ -183,6 +183,9 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         # Scrapy logged an error, exported nothing and the crawl exited 0.
         ({"FEEDS": '{"pages.nope": {}}'}, "the feed 'pages.nope' has format 'nope'; Scrapy"),
         ({"FEEDS": '{"pages.json": {"format": "js"}}'}, "the feed 'pages.json' has format 'js'"),
+        # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
+        ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
+        ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
         # scrapy-playwright's: a traceback for each once the crawl renders.
         ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
         ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
@@ -335,6 +338,8 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
         (["-O", "pages.xyz"], "error: Unrecognized output format 'xyz'"),
         (["topical"], "error: give one spider"),
         (["--bogus"], "error: unknown option --bogus"),  # was: give one spider, not 2
+        # A TypeError traceback from Scrapy's own -s handling.
+        (["-s", "FEEDS=[1]"], "error: Invalid -s value: a setting that holds a dict takes a JSON"),
     ],
 )
 def test_a_malformed_option_gives_one_line(extra, message):

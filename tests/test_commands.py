@@ -635,6 +635,9 @@ def one_crawl(tmp_path) -> dict:
         # A mistyped option was taken for a crawl id (status 1, "no crawl '--jsno'").
         (("report", "--jsno"), 2, "unknown option --jsno (--help lists the options)"),
         (("recrawl", "--polcy", "one"), 2, "unknown option --polcy"),
+        # Scrapy's usage and then its message (four lines); a TypeError traceback.
+        (("crawls", "-s", "FOCUSED_DB"), 2, "Invalid -s value, use -s NAME=VALUE"),
+        (("recrawl", "one", "-s", "FEEDS=[1]"), 2, "Invalid -s value: a setting that holds a"),
     ],
 )
 def test_odd_command_lines_give_one_line(cli, one_crawl, args, status, message):

@@ -17,13 +17,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NoReturn
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
-from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
-from focused.storecommand import USAGE_ERROR, check_no_unknown_option, fail
+from focused.storecommand import USAGE_ERROR, check_no_unknown_option, fail, scrapy_options
 from pipelines.storage import STORE_UNREACHABLE
 
 if TYPE_CHECKING:
@@ -40,8 +39,8 @@ class Command(ScrapyCrawlCommand):
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
-            super().process_options(args, opts)
-        except UsageError as exc:  # Scrapy prints its usage before the message: one line here
+            scrapy_options(super().process_options, args, opts)
+        except ConfigError as exc:
             self._fail(str(exc))
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help

@@ -26,6 +26,7 @@ from focused.storecommand import (
     fail,
     find_crawl,
     parse_number,
+    scrapy_options,
 )
 
 if TYPE_CHECKING:
@@ -67,8 +68,8 @@ class Command(ScrapyCommand):
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
         try:
+            scrapy_options(super().process_options, args, opts)
             check_settings(self.settings)
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
