@@ -24,7 +24,7 @@ import numpy as np
 
 from benchmarks.anchor_auc import roc_auc
 from focused.encoder import LinkEncoder, WordMeans, load_model
-from focused.errors import CommandLineParser, at_least_one
+from focused.errors import CommandLineParser, ConfigError, at_least_one, exit_on_config_error
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> share of the anchors encoded whole (1.0: all, without word scores).
@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> None:
     options = parser.parse_args(argv)
 
     graph = load_graph(options.corpus)
-    topics = json.loads(Path(options.topics).read_text(encoding="utf-8"))["topics"]
+    try:
+        topics = json.loads(Path(options.topics).read_text(encoding="utf-8"))["topics"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # as benchmarks.harvest says it
+        raise ConfigError(f"{options.topics}: not a topics file ({type(exc).__name__})") from None
     names = sorted(graph.names)
     random.Random(options.seed).shuffle(names)
     titles = [title(name) for name in names]
@@ -99,4 +102,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    exit_on_config_error(main, "python -m benchmarks.anchor_stages")

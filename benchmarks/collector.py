@@ -27,7 +27,7 @@ from scrapy import signals
 
 from benchmarks.runner import CrawlRun, report_head, run_scrapy
 from benchmarks.throughput import QUERY, pages_per_second
-from focused.errors import CommandLineParser, at_least_one
+from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -155,4 +155,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_on_config_error(main, "python -m benchmarks.collector")

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from focused.errors import CommandLineParser, at_least_one
+from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
 from focused.replayweb import ReplayServer, load_graph
 
 REPO = Path(__file__).resolve().parent.parent
@@ -126,4 +126,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_on_config_error(main, "python -m benchmarks.redis_scaling")

@@ -219,4 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Here, not on top: a baseline checkout runs this file's code and may not have it.
+    from focused.errors import exit_on_config_error
+
+    exit_on_config_error(main, "python -m benchmarks.stall")

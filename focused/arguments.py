@@ -87,11 +87,24 @@ class Param:
             raise ConfigError(f"{name}={raw!r} is not {KIND_NAMES[kind]}") from None
         if not _finite(value):
             raise ConfigError(f"{name}={raw!r} is not a finite number")
+        if kind is int and abs(value) > sys.maxsize:  # an index, a seed, an SQLite INTEGER
+            raise ConfigError(f"{name}={raw} is too large: at most {sys.maxsize}")
         if self.low is not None and value < self.low:
             raise ConfigError(f"{name}={raw} is below its minimum {self.low:g}")
         if self.high is not None and value > self.high:
             raise ConfigError(f"{name}={raw} is above its maximum {self.high:g}")
         return value
+
+
+def is_text(value: str) -> bool:
+    """Encodable as UTF-8. Bytes of the command line that are not UTF-8 reach Python as lone
+    surrogates, which no store, log line or HTTP header can take: the crawl would fail on them
+    with a traceback once started."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _finite(value: float) -> bool:
@@ -129,6 +142,9 @@ def new_crawl_id() -> str:
 def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlConfig:
     """Validate the ``-a`` arguments of the ``topical`` spider (and the settings it reads)."""
     args = {k: str(v) for k, v in kwargs.items() if not k.startswith("_")}  # _job: Scrapyd's
+    for name, value in args.items():
+        if not is_text(value):
+            raise ConfigError(f"{name}={value!r} is not UTF-8 text")
     query = args.get("query", "").strip()
     topic_file = args.get("topic_file")
     topic = query
@@ -309,6 +325,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "FOCUSED_RENDER_AUTO_MIN_LINKS": (int, 0, None),
     "FOCUSED_RENDER_SETTLE_MS": (int, 0, None),
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
+    "PLAYWRIGHT_MAX_CONTEXTS": (int, 1, None),
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, None),
     "FOCUSED_WORKER_TIMEOUT": (float, 1.0, None),
     "TRAP_MAX_PER_FAMILY": (int, 0, None),
@@ -392,6 +409,19 @@ def check_settings(settings: Any) -> None:
                 raise ConfigError(f"setting {name}={path!r} cannot be imported: {problem}")
     _check_logging(settings)
     _check_feeds(settings)
+    # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
+    headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
+    for name, text in (
+        ("USER_AGENT", settings.get("USER_AGENT")),
+        ("DEFAULT_REQUEST_HEADERS", " ".join(str(part) for part in [*headers, *headers.values()])),
+    ):
+        if isinstance(text, str) and not is_text(text):
+            raise ConfigError(f"setting {name} is not UTF-8 text: it is sent with every request")
+    # focused.render launches Chromium (FOCUSED_CHROMIUM) with its options: scrapy-playwright
+    # would fail on another browser type with a traceback once the crawl renders.
+    browser = settings.get("PLAYWRIGHT_BROWSER_TYPE")
+    if browser and browser != "chromium":
+        raise ConfigError(f"setting PLAYWRIGHT_BROWSER_TYPE={browser!r}: pages render in chromium")
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
         raise ConfigError(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 
@@ -33,6 +35,30 @@ def at_least_one(text: str) -> int:
     return value
 
 
+def port(text: str) -> int:
+    """argparse type of a TCP port: 0 (any free port) to 65535. The socket would refuse
+    another with a traceback."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+    return value
+
+
 def counts(text: str) -> list[int]:
     """argparse type of a comma-separated list of counts, e.g. ``100000,1000000``."""
     return [at_least_one(part.strip()) for part in text.split(",")]
+
+
+def exit_on_config_error(main: Callable[[], int | None], prog: str) -> NoReturn:
+    """Run a command's ``main`` and exit with its status. Input found bad only once it is read
+    (``--corpus`` naming no corpus, for every benchmark that loads one) ends with one line,
+    ``PROG: error: MESSAGE``, and exit status 2, as argparse's own checks do."""
+    try:
+        status = main()
+    except ConfigError as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        status = 2
+    sys.exit(status)

@@ -407,11 +407,24 @@ class SqliteStore(Store):
         with self._failing("open the database"):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(path)
+            if not create:
+                self._check_is_store()
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.executescript(_SQLITE_SCHEMA)
             self._add_missing_columns("pages", PAGE_SCHEMA)
             self._add_missing_columns("crawls", CRAWL_SCHEMA)
+
+    def _check_is_store(self) -> None:
+        """A reader finds the crawler's tables before it writes anything: another program's
+        database (or an empty file) given as FOCUSED_DB is left as it was, not given them."""
+        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master")}
+        if not {"crawls", "pages"} <= tables:
+            self._conn.close()
+            raise StoreError(
+                f"{self.backend} store at {self.location}: not a store of this crawler (no"
+                " crawls and pages tables)"
+            )
 
     def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
         """A file made by an older version lacks the newer fields: add them (as NULL)."""

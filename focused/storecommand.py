@@ -16,14 +16,15 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
+from scrapy.exceptions import UsageError
 
-from focused.arguments import Param, check_settings
+from focused.arguments import Param, check_settings, is_text
 from focused.errors import ConfigError
 from focused.storage import Store, StoreError, open_store
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
 USAGE_ERROR = 2
 NOT_FOUND = 1
@@ -42,8 +43,8 @@ class StoreCommand(ScrapyCommand):
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
         try:
+            scrapy_options(super().process_options, args, opts)
             check_settings(self.settings)
             self.check_options(args, opts)
         except ConfigError as exc:
@@ -51,6 +52,7 @@ class StoreCommand(ScrapyCommand):
 
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         """Validate (and convert) the options in place; raise ``ConfigError``."""
+        check_no_unknown_option(args)
         if args:
             raise ConfigError(f"unexpected arguments: {' '.join(args)}")
 
@@ -81,6 +83,33 @@ def fail(message: str, status: int) -> NoReturn:
     sys.exit(status)
 
 
+def scrapy_options(
+    process: Callable[[list[str], argparse.Namespace], None],
+    args: list[str],
+    opts: argparse.Namespace,
+) -> None:
+    """Scrapy's own handling of the options (``-s``, ``-a``, ``-L``...), its mistakes raised as
+    ``ConfigError``: Scrapy prints its usage before the message of a ``UsageError`` (four
+    lines), and a setting that holds a dict given JSON that is no object (``-s FEEDS='[1]'``)
+    is a ``TypeError`` traceback."""
+    try:
+        process(args, opts)
+    except UsageError as exc:
+        raise ConfigError(str(exc)) from None
+    except TypeError:
+        raise ConfigError(
+            "Invalid -s value: a setting that holds a dict takes a JSON object, -s NAME='{...}'"
+        ) from None
+
+
+def check_no_unknown_option(args: list[str]) -> None:
+    """Scrapy leaves the options it does not know among the arguments: a mistyped one
+    (``scrapy report --jsno``) would be taken for a crawl id."""
+    unknown = [arg for arg in args if arg.startswith("-")]
+    if unknown:
+        raise ConfigError(f"unknown option {unknown[0]} (--help lists the options)")
+
+
 def parse_number(opts: argparse.Namespace, option: str, param: Param) -> None:
     """Turn the string value of ``--option`` into a number checked by ``param``."""
     name = option.lstrip("-").replace("-", "_")
@@ -92,6 +121,8 @@ def parse_number(opts: argparse.Namespace, option: str, param: Param) -> None:
 def find_crawl(store: Store, crawl_id: str | None) -> dict[str, Any]:
     """The record of ``crawl_id``, or of the latest crawl when it is None."""
     where = f"the {store.backend} store at {store.location}"
+    if crawl_id is not None and not is_text(crawl_id):  # no store can be asked for it
+        raise InspectError(f"no crawl {crawl_id!r} in {where}: crawl ids are UTF-8 text")
     if crawl_id is None:
         crawl_id = store.latest_crawl_id()
         if crawl_id is None:

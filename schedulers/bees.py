@@ -29,7 +29,7 @@ Never more than ``n_bees`` flights are out at once: ``pop`` returns None while t
 asked again as soon as one lands; see ``schedulers.local``).
 
 Parameters:
-    n_bees (int, default 20): the bees, and so the most flights out at once.
+    n_bees (int, default 20, at most 1000): the bees, and so the most flights out at once.
     dance_time (int, default 50): flights a dance of quality 1 lasts.
     seed (int, default 0): seed of the bees' random choices.
 
@@ -56,7 +56,9 @@ if TYPE_CHECKING:
 class BeesQueue(StrategyQueue):
     name = "bees"
     params = {
-        "n_bees": Param(20, "bees: the most flights out at once", low=1),
+        # At most 1000: every pop looks over the bees, and a mistyped count (n_bees=10000000)
+        # would stall the crawl or fill the memory.
+        "n_bees": Param(20, "bees: the most flights out at once", low=1, high=1000),
         "dance_time": Param(50, "flights a dance of quality 1 lasts", low=1),
         "seed": Param(0, "random seed"),
     }

@@ -37,7 +37,7 @@ a pop whose top is stale re-scores it and puts it back, at most 50 times per pop
 change of weights costs nothing up front and a bounded amount per fetch.
 
 Parameters:
-    particles (int, default 10): swarm size (at least 5, the ring neighbourhood).
+    particles (int, default 10): swarm size (5, the ring neighbourhood, to 1000).
     epoch (int, default 10): fetches per turn, and the fitness window.
     discount (float, default 0.5): credit factor per link back along the path.
     seed (int, default 0): seed of the initial positions and of r1, r2.
@@ -74,7 +74,9 @@ ANCHOR_WORDS_CACHE = 100_000  # anchor texts whose words are remembered
 class PsoQueue(StrategyQueue):
     name = "pso"
     params = {
-        "particles": Param(10, "swarm size", low=5),
+        # At most 1000: each particle is state kept and scanned at every turn, and a mistyped
+        # size (particles=1000000000) would fill the memory before the first page.
+        "particles": Param(10, "swarm size", low=5, high=1000),
         "epoch": Param(10, "fetches per particle turn (and fitness window)", low=1),
         "discount": Param(0.5, "credit factor per link back along the path", low=0, high=1),
         "seed": Param(0, "random seed"),

@@ -139,7 +139,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, inf]"),
         (GOOD, {"LOG_LEVEL": "info"}, "LOG_LEVEL='info' is not a log level"),
         (GOOD, {"DUPEFILTER_CLASS": "dupes.Filter"}, "DUPEFILTER_CLASS='dupes.Filter' cannot be"),
-        (GOOD, {"DOWNLOAD_SLOTS": "[2]"}, "a -s setting cannot be read (cannot unpack"),
+        (GOOD, {"DOWNLOAD_SLOTS": "[2]"}, "Invalid -s value: a setting that holds a dict takes"),
         # It would order the crawl while the record and the scoring follow -a strategy.
         (
             GOOD,
@@ -185,6 +185,13 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"FEEDS": '{"pages.nope": {}}'}, "the feed 'pages.nope' has format 'nope'; Scrapy"),
         ({"FEEDS": '{"pages.json": {"format": "js"}}'}, "the feed 'pages.json' has format 'js'"),
         ({"FEEDS": '{"pages.json": "json"}'}, "the feed 'pages.json' has options 'json'; give a"),
+        # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
+        ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
+        ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
+        # scrapy-playwright's: a traceback for each once the crawl renders.
+        ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
+        ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
+        ({"PLAYWRIGHT_BROWSER_TYPE": "firefox"}, "setting PLAYWRIGHT_BROWSER_TYPE='firefox':"),
     ],
 )
 def test_scrapy_settings_given_as_text_are_checked(settings, message):
@@ -332,6 +339,9 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
         (["-s", "CLOSESPIDER_PAGECOUNT"], "error: Invalid -s value, use -s NAME=VALUE"),
         (["-O", "pages.xyz"], "error: Unrecognized output format 'xyz'"),
         (["topical"], "error: give one spider"),
+        (["--bogus"], "error: unknown option --bogus"),  # was: give one spider, not 2
+        # A TypeError traceback from Scrapy's own -s handling.
+        (["-s", "FEEDS=[1]"], "error: Invalid -s value: a setting that holds a dict takes a JSON"),
     ],
 )
 def test_a_malformed_option_gives_one_line(extra, message):
@@ -371,3 +381,26 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
     assert not (tmp_path / "probe_module.py.ran").exists()
     with pytest.raises(ConfigError, match="module 'probe_module' has no 'Filtre'"):
         check_settings(Settings({"DUPEFILTER_CLASS": "probe_module.Filtre"}, priority="cmdline"))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        # Bytes of the command line that are not UTF-8 become lone surrogates: the crawl
+        # started, then failed with tracebacks as the store wrote its record.
+        ({"query": "bird\udcff"}, "query='bird\\udcff' is not UTF-8 text"),
+        # Integers past 64 bits: OverflowError once the crawl started (a deque's maxlen, a list
+        # of bees)...
+        ({"strategy": "pso", "epoch": "1" + "0" * 20}, "epoch=100000000000000000000 is too large"),
+        ({"strategy": "bees", "n_bees": "1" + "0" * 20}, "n_bees=100000000000000000000 is too"),
+        ({"strategy": "bees", "seed": "-" + "9" * 20}, "seed=-99999999999999999999 is too large"),
+        # ... and below it, a swarm that filled the memory (the OOM killer ended the crawl), or
+        # bees that a pop looked over one by one.
+        ({"strategy": "pso", "particles": "1000000000"}, "particles=1000000000 is above its max"),
+        ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
+    ],
+)
+def test_odd_argument_values_are_refused(arguments, message):
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "bestfirst", **arguments})
+    assert str(refused.value).startswith(message), refused.value

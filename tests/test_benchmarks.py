@@ -282,6 +282,35 @@ def test_throughput_command_rejects_bad_input(arguments, error) -> None:
     assert result.stderr == f"{error}\n"
 
 
+CORPUS_READERS = ("anchor_auc", "anchor_stages", "collector", "pagecpu", "redis_scaling")
+
+
+@pytest.mark.parametrize("module", [*CORPUS_READERS, "refit", "stall", "scoring"])
+def test_a_missing_corpus_is_one_line(module) -> None:
+    """Each of these read --corpus only once running: a traceback."""
+    topics = ["--topics", str(SAMPLE / "README.md")] if module.startswith("anchor") else []
+    command = [sys.executable, "-m", f"benchmarks.{module}", "--corpus", "/nonexistent", *topics]
+    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"python -m benchmarks.{module}: error: /nonexistent: no such corpus directory or"
+        " .tar.xz/.tar.gz file\n"
+    )
+
+
+@pytest.mark.parametrize("module", ["anchor_auc", "anchor_stages"])
+def test_a_file_that_is_not_topics_is_one_line(module) -> None:
+    topics = str(SAMPLE / "README.md")
+    command = [sys.executable, "-m", f"benchmarks.{module}", "--corpus", str(SAMPLE)]
+    result = subprocess.run(
+        [*command, "--topics", topics], cwd=REPO, env=crawl_env(), capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"python -m benchmarks.{module}: error: {topics}: not a topics file (JSONDecodeError)\n"
+    )
+
+
 def test_harvest_command_rejects_bad_input(tmp_path) -> None:
     argument_error = "python -m benchmarks.harvest: error: argument"
     for args, error in (

@@ -14,6 +14,7 @@ import json
 import math
 import re
 import signal
+import sqlite3
 import struct
 import subprocess
 import time
@@ -602,13 +603,64 @@ def test_unreachable_mongo(cli, command):
         (("pages", "--level", "-1"), "--level=-1 is below its minimum 0"),
         (("pages", "--min-relevance", "2"), "--min-relevance=2 is above its maximum 1"),
         (("pages", "extra"), "unexpected arguments: extra"),
-        (("crawls", "--bogus"), "unexpected arguments: --bogus"),
+        (("crawls", "--bogus"), "unknown option --bogus (--help lists the options)"),
         (("report", "a", "b"), "give at most one crawl id, not 2: a b"),
         (("report", "-s", "MONGO_TIMEOUT_MS=soon"), "MONGO_TIMEOUT_MS='soon' is not an integer"),
     ],
 )
 def test_bad_options(mongo, args, message):
     one_line_error(mongo(*args), 2, message)
+
+
+@pytest.fixture
+def one_crawl(tmp_path) -> dict:
+    """The settings of an SQLite store holding one crawl, ``one``, and no page."""
+    db = tmp_path / "one.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl({"crawl_id": "one", "query": "birds"})
+    store.close()
+    return {"FOCUSED_DB": db}
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        # Each was a traceback: SQLite takes no integer above 2**63 - 1, nor a lone surrogate
+        # (what Python makes of command-line bytes that are not UTF-8).
+        (("pages", "--top", "1" + "0" * 20), 2, "--top=100000000000000000000 is too large"),
+        (("pages", "--level", "1" + "0" * 20), 2, "--level=100000000000000000000 is too large"),
+        (("report", "one\udcff"), 1, "no crawl 'one\\udcff' in the SQLite store at "),
+        (("pages", "--crawl", "one\udcff"), 1, "no crawl 'one\\udcff' in the SQLite store at "),
+        (("recrawl", "one\udcff"), 1, "no crawl 'one\\udcff' in the SQLite store at "),
+        # A mistyped option was taken for a crawl id (status 1, "no crawl '--jsno'").
+        (("report", "--jsno"), 2, "unknown option --jsno (--help lists the options)"),
+        (("recrawl", "--polcy", "one"), 2, "unknown option --polcy"),
+        # Scrapy's usage and then its message (four lines); a TypeError traceback.
+        (("crawls", "-s", "FOCUSED_DB"), 2, "Invalid -s value, use -s NAME=VALUE"),
+        (("recrawl", "one", "-s", "FEEDS=[1]"), 2, "Invalid -s value: a setting that holds a"),
+    ],
+)
+def test_odd_command_lines_give_one_line(cli, one_crawl, args, status, message):
+    one_line_error(cli(*args, settings=one_crawl), status, message)
+
+
+@pytest.mark.parametrize("command", ["crawls", "pages", "report"])
+def test_a_database_of_another_program_is_left_as_it_was(tmp_path, cli, command):
+    """The reading commands write nothing: they gave another program's SQLite file (or an
+    empty file) the crawler's tables, and then said it held no crawls."""
+    db = tmp_path / "other.sqlite3"
+    with sqlite3.connect(db) as other:
+        other.execute("CREATE TABLE notes (text)")
+    other.close()
+    before = db.read_bytes()
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    for path in (db, empty):
+        one_line_error(
+            cli(command, settings={"FOCUSED_DB": path}), 1, "not a store of this crawler"
+        )
+    assert db.read_bytes() == before and empty.read_bytes() == b""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite3", "other.sqlite3"]
 
 
 # -- the real command line -------------------------------------------------------------------

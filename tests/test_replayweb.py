@@ -329,8 +329,12 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["--corpus", str(SAMPLE), "--host", "192.168.1.1"],
         ["--corpus", "/nonexistent/corpus"],
         ["--corpus", str(SAMPLE), "--port", "http"],  # argparse's own checks, one line too
+        ["--corpus", str(SAMPLE), "--port", "99999"],  # the socket's traceback, before
+        ["--corpus", str(SAMPLE), "--port", "-1"],
         ["--port", "8000"],
         ["--corpus", str(SAMPLE), "--crawl-delay", "-1"],
+        ["--corpus", str(SAMPLE), "--crawl-delay", "nan"],  # served as "Crawl-delay: nan"
+        ["--corpus", str(SAMPLE), "--delay", "-1"],  # served with no delay
     ],
 )
 def test_cli_rejects_bad_input_with_one_line(args: list[str]) -> None:

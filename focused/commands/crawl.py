@@ -17,13 +17,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NoReturn
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
-from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
-from focused.storecommand import USAGE_ERROR, fail
+from focused.storecommand import USAGE_ERROR, check_no_unknown_option, fail, scrapy_options
 from pipelines.storage import STORE_UNREACHABLE
 
 if TYPE_CHECKING:
@@ -40,16 +39,15 @@ class Command(ScrapyCrawlCommand):
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
-            super().process_options(args, opts)
-        except UsageError as exc:  # Scrapy prints its usage before the message: one line here
+            scrapy_options(super().process_options, args, opts)
+        except ConfigError as exc:
             self._fail(str(exc))
-        except (TypeError, ValueError) as exc:  # a -s value a dict setting cannot take
-            self._fail(
-                f"a -s setting cannot be read ({exc}): one that holds a dict (FEEDS, "
-                "DOWNLOAD_SLOTS, ITEM_PIPELINES...) takes a JSON object"
-            )
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
+        try:
+            check_no_unknown_option(args)
+        except ConfigError as exc:
+            self._fail(str(exc))
         if len(args) > 1:  # Scrapy would say so only once logging has started
             self._fail(f"give one spider to crawl, not {len(args)}: {' '.join(args)}")
         try:

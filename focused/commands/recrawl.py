@@ -22,9 +22,11 @@ from focused.storecommand import (
     NOT_FOUND,
     USAGE_ERROR,
     InspectError,
+    check_no_unknown_option,
     fail,
     find_crawl,
     parse_number,
+    scrapy_options,
 )
 
 if TYPE_CHECKING:
@@ -66,12 +68,13 @@ class Command(ScrapyCommand):
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        super().process_options(args, opts)
         try:
+            scrapy_options(super().process_options, args, opts)
             check_settings(self.settings)
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
                     raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
+            check_no_unknown_option(args)
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
             if len(args) > 1:
