@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import hashlib
 import importlib.util
 import json
 import logging
@@ -32,6 +33,7 @@ from focused.canonical import SENDABLE_URL, canonicalize
 from focused.errors import ConfigError
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
+from focused.report import describe_params
 from focused.strategies import STRATEGIES, strategy_class
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
@@ -196,7 +198,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
-    _check_resumed_strategy(job.get("strategy"), strategy)
+    _check_resumed_job(job, crawl_order(strategy, params, topic), args.get("crawl_id", "").strip())
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
     _check_shared_frontier(settings, strategy, params, topic, args)
     return CrawlConfig(
@@ -596,10 +598,42 @@ def _job_record(settings: Any) -> dict[str, Any]:
     return record
 
 
-def _check_resumed_strategy(saved: str | None, strategy: str) -> None:
-    if saved and saved != strategy:
+def crawl_order(strategy: str, params: Mapping[str, Any], topic: str) -> dict[str, Any]:
+    """What orders a crawl's frontier, which a resumed JOBDIR crawl and every process of a
+    shared crawl must be given alike: the topic hashed (it may be a whole file), the parameters
+    as JSON gives them back."""
+    return {
+        "strategy": strategy,
+        "params": json.loads(json.dumps(dict(params))),
+        "topic": hashlib.sha256(topic.encode()).hexdigest()[:16],
+    }
+
+
+def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_id: str) -> None:
+    """A JOBDIR goes on only with the crawl it holds: its frontier was ordered by its strategy,
+    parameters and topic, and its pages are stored under its crawl id. (A job directory
+    written before session 19 has no order: only its strategy is compared.)"""
+    saved = job.get("strategy")
+    if saved and saved != order["strategy"]:
         raise ConfigError(
             f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
+        )
+    saved_order = job.get("order")
+    if saved_order and saved_order["topic"] != order["topic"]:
+        raise ConfigError(
+            "JOBDIR holds a crawl of another query or topic_file; resume it with the same, or "
+            "use a new JOBDIR"
+        )
+    if saved_order and saved_order["params"] != order["params"]:
+        raise ConfigError(
+            f"JOBDIR holds a {saved} crawl with {describe_params(saved_order['params'])}; resume "
+            "it with the same parameters or use a new JOBDIR"
+        )
+    saved_id = job.get("crawl_id")
+    if crawl_id and saved_id and crawl_id != saved_id:
+        raise ConfigError(
+            f"JOBDIR holds crawl {saved_id}; resume it with -a crawl_id={saved_id} (or none), or "
+            "use a new JOBDIR"
         )
 
 
@@ -640,5 +674,9 @@ def remember_job(settings: Any, config: CrawlConfig) -> None:
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"crawl_id": config.crawl_id, "strategy": config.strategy}
+    record = {
+        "crawl_id": config.crawl_id,
+        "strategy": config.strategy,
+        "order": crawl_order(config.strategy, config.params, config.topic),
+    }
     path.write_text(json.dumps(record), encoding="utf-8")

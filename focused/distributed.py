@@ -37,7 +37,6 @@ What was popped and not finished stays in Redis, so a restart resumes without lo
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -53,6 +52,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
+from focused.arguments import crawl_order
 from focused.engine import wake_engine
 from focused.errors import ConfigError
 from focused.render import RENDER_AGAIN_META
@@ -93,11 +93,7 @@ def check_frontier(
     order; every process of a shared crawl must score alike, or the frontier mixes orders."""
     if url.partition("://")[0] not in REDIS_SCHEMES:
         raise ConfigError(f"setting FOCUSED_FRONTIER={url!r} is not a redis:// URL")
-    order = {
-        "strategy": strategy,
-        "params": dict(params),
-        "topic": hashlib.sha256(topic.encode()).hexdigest()[:16],  # short: it may be a file
-    }
+    order = crawl_order(strategy, params, topic)
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 from scrapy.settings import Settings
 
-from focused.arguments import check_settings, parse_arguments
+from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError
 from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
 
@@ -403,4 +403,25 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
 def test_odd_argument_values_are_refused(arguments, message):
     with pytest.raises(ConfigError) as refused:
         parse_arguments({**GOOD, "strategy": "bestfirst", **arguments})
+    assert str(refused.value).startswith(message), refused.value
+
+
+@pytest.mark.parametrize(
+    ("changed", "message"),
+    [
+        ({"query": "fish"}, "JOBDIR holds a crawl of another query or topic_file; resume it"),
+        ({"delta": "0.3"}, "JOBDIR holds a shark crawl with delta=0.5, beta=0.8, gamma=0.8, dep"),
+        ({"crawl_id": "other"}, "JOBDIR holds crawl first; resume it with -a crawl_id=first"),
+        ({"strategy": "bfs"}, "JOBDIR holds a shark crawl; resume it with -a strategy=shark"),
+    ],
+)
+def test_a_jobdir_resumes_only_the_crawl_it_holds(tmp_path, changed, message):
+    """Only its strategy was compared: resumed with another query, other parameters or another
+    crawl id, the frontier ordered for the first went on under the second's record."""
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    arguments = {**GOOD, "strategy": "shark", "crawl_id": "first"}
+    remember_job(settings, parse_arguments(arguments, settings))
+    assert parse_arguments({**GOOD, "strategy": "shark"}, settings).crawl_id == "first"
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**arguments, **changed}, settings)
     assert str(refused.value).startswith(message), refused.value
