@@ -191,7 +191,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
         check_settings(settings)
-        _check_no_queue_given(settings)
+        _check_no_made_setting_given(settings)
         strategy_class(strategy).check_settings(settings)
         _check_jobdir(settings)
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
@@ -489,14 +489,19 @@ def _bound_names(source: Path) -> set[str]:
     return names
 
 
-def _check_no_queue_given(settings: Any) -> None:
-    """The strategy is the crawl's priority queue: one given as a setting would order the
-    crawl while its record and its scoring follow ``-a strategy``."""
-    if settings.getpriority("SCHEDULER_PRIORITY_QUEUE") >= SETTINGS_PRIORITIES["cmdline"]:
-        raise ConfigError(
-            "setting SCHEDULER_PRIORITY_QUEUE is the strategy's queue: choose the strategy "
-            "with -a strategy=NAME"
-        )
+# Settings the crawl makes from its arguments and its own settings: given on the command line,
+# one would order the crawl while its record and scoring follow -a strategy, or be replaced.
+MADE_SETTINGS = {
+    "SCHEDULER_PRIORITY_QUEUE": "the strategy's queue: choose the strategy with -a strategy=NAME",
+    "PLAYWRIGHT_LAUNCH_OPTIONS": "made for the crawl's Chromium: choose it with FOCUSED_CHROMIUM",
+    "PLAYWRIGHT_ABORT_REQUEST": "made from FOCUSED_RENDER_BLOCK: list the resource types there",
+}
+
+
+def _check_no_made_setting_given(settings: Any) -> None:
+    for name, why in MADE_SETTINGS.items():
+        if settings.getpriority(name) >= SETTINGS_PRIORITIES["cmdline"]:
+            raise ConfigError(f"setting {name} is {why}")
 
 
 def _check_logging(settings: Any) -> None:

@@ -146,6 +146,12 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"SCHEDULER_PRIORITY_QUEUE": "schedulers.bfs.BreadthFirstQueue"},
             "SCHEDULER_PRIORITY_QUEUE is the strategy's queue: choose the strategy with -a",
         ),
+        # Replaced by the crawl's own as it renders.
+        (
+            GOOD,
+            {"PLAYWRIGHT_LAUNCH_OPTIONS": '{"headless": false}'},
+            "setting PLAYWRIGHT_LAUNCH_OPTIONS is made for the crawl's Chromium: choose it with",
+        ),
         # A store that cannot be opened: the crawl started, then failed with a traceback.
         (GOOD, {"MONGO_URI": "mongo://127.0.0.1"}, "MongoDB URI 'mongo://127.0.0.1' is invalid"),
         (
