@@ -500,7 +500,7 @@ MADE_SETTINGS = {
 
 def _check_no_made_setting_given(settings: Any) -> None:
     for name, why in MADE_SETTINGS.items():
-        if settings.getpriority(name) >= SETTINGS_PRIORITIES["cmdline"]:
+        if (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]:  # None: unset
             raise ConfigError(f"setting {name} is {why}")
 
 
