@@ -52,7 +52,6 @@ class StoreCommand(ScrapyCommand):
 
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         """Validate (and convert) the options in place; raise ``ConfigError``."""
-        check_no_unknown_option(args)
         if args:
             raise ConfigError(f"unexpected arguments: {' '.join(args)}")
 
@@ -91,7 +90,8 @@ def scrapy_options(
     """Scrapy's own handling of the options (``-s``, ``-a``, ``-L``...), its mistakes raised as
     ``ConfigError``: Scrapy prints its usage before the message of a ``UsageError`` (four
     lines), and a setting that holds a dict given JSON that is no object (``-s FEEDS='[1]'``)
-    is a ``TypeError`` traceback."""
+    is a ``TypeError`` traceback. Scrapy leaves the options it does not know among the
+    arguments: a mistyped one (``scrapy report --jsno``) would be taken for a crawl id."""
     try:
         process(args, opts)
     except UsageError as exc:
@@ -100,11 +100,6 @@ def scrapy_options(
         raise ConfigError(
             "Invalid -s value: a setting that holds a dict takes a JSON object, -s NAME='{...}'"
         ) from None
-
-
-def check_no_unknown_option(args: list[str]) -> None:
-    """Scrapy leaves the options it does not know among the arguments: a mistyped one
-    (``scrapy report --jsno``) would be taken for a crawl id."""
     unknown = [arg for arg in args if arg.startswith("-")]
     if unknown:
         raise ConfigError(f"unknown option {unknown[0]} (--help lists the options)")

@@ -22,7 +22,7 @@ from scrapy.spiderloader import get_spider_loader
 from focused.errors import ConfigError
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
-from focused.storecommand import USAGE_ERROR, check_no_unknown_option, fail, scrapy_options
+from focused.storecommand import USAGE_ERROR, fail, scrapy_options
 from pipelines.storage import STORE_UNREACHABLE
 
 if TYPE_CHECKING:
@@ -44,10 +44,6 @@ class Command(ScrapyCrawlCommand):
             self._fail(str(exc))
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
-        try:
-            check_no_unknown_option(args)
-        except ConfigError as exc:
-            self._fail(str(exc))
         if len(args) > 1:  # Scrapy would say so only once logging has started
             self._fail(f"give one spider to crawl, not {len(args)}: {' '.join(args)}")
         try:

@@ -22,7 +22,6 @@ from focused.storecommand import (
     NOT_FOUND,
     USAGE_ERROR,
     InspectError,
-    check_no_unknown_option,
     fail,
     find_crawl,
     parse_number,
@@ -74,7 +73,6 @@ class Command(ScrapyCommand):
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
                     raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
-            check_no_unknown_option(args)
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
             if len(args) > 1:

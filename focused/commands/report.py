@@ -26,7 +26,6 @@ from focused.storecommand import (
     NOT_FOUND,
     InspectError,
     StoreCommand,
-    check_no_unknown_option,
     fail,
     find_crawl,
     print_json,
@@ -62,7 +61,6 @@ class Command(StoreCommand):
         )
 
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
-        check_no_unknown_option(args)
         if len(args) > 1:
             raise ConfigError(f"give at most one crawl id, not {len(args)}: {' '.join(args)}")
         if opts.png:  # a bad option (exit 2), as an unwritable -O file is for `scrapy crawl`
