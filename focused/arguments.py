@@ -198,9 +198,10 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
-    _check_resumed_job(job, crawl_order(strategy, params, topic), args.get("crawl_id", "").strip())
+    order = crawl_order(strategy, params, topic)
+    _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
-    _check_shared_frontier(settings, strategy, params, topic, args)
+    _check_shared_frontier(settings, order, args)
     return CrawlConfig(
         query, topic, seeds, strategy, params, allowed, crawl_id, render, language, strategy_note
     )
@@ -405,7 +406,7 @@ def check_settings(settings: Any) -> None:
         if isinstance(raw := settings[name], str):
             _check_number(name, raw, *bounds)
     for name in scrapy_classes:  # those the project names are imported anyway
-        if settings.getpriority(name) >= SETTINGS_PRIORITIES["cmdline"]:
+        if _given_on_command_line(settings, name):
             path = settings[name]
             if isinstance(path, str) and (problem := _import_problem(path)):
                 raise ConfigError(f"setting {name}={path!r} cannot be imported: {problem}")
@@ -500,8 +501,13 @@ MADE_SETTINGS = {
 
 def _check_no_made_setting_given(settings: Any) -> None:
     for name, why in MADE_SETTINGS.items():
-        if (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]:  # None: unset
+        if _given_on_command_line(settings, name):
             raise ConfigError(f"setting {name} is {why}")
+
+
+def _given_on_command_line(settings: Any, name: str) -> bool:
+    """Set with ``-s`` (or Scrapyd's ``-d setting=``), not by the project or Scrapy."""
+    return (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]  # None: unset
 
 
 def _check_logging(settings: Any) -> None:
@@ -643,11 +649,12 @@ def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_i
 
 
 def _check_shared_frontier(
-    settings: Any, strategy: str, params: Mapping[str, Any], topic: str, args: Mapping[str, str]
+    settings: Any, order: Mapping[str, Any], args: Mapping[str, str]
 ) -> None:
     url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
     if not url:
         return
+    strategy = order["strategy"]
     if not strategy_class(strategy).runs_distributed():
         raise ConfigError(
             f"strategy {strategy} keeps its order in one process: it cannot use FOCUSED_FRONTIER"
@@ -658,7 +665,7 @@ def _check_shared_frontier(
         raise ConfigError("FOCUSED_FRONTIER and JOBDIR exclude each other: Redis keeps the crawl")
     from focused.distributed import check_frontier  # imports redis: only when asked for
 
-    check_frontier(str(url), args["crawl_id"].strip(), strategy, params, topic)
+    check_frontier(str(url), args["crawl_id"].strip(), order)
 
 
 def check_store(settings: Any) -> None:

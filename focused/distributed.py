@@ -52,7 +52,6 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
-from focused.arguments import crawl_order
 from focused.engine import wake_engine
 from focused.errors import ConfigError
 from focused.render import RENDER_AGAIN_META
@@ -84,16 +83,13 @@ def connect(url: str) -> redis.Redis:
     )
 
 
-def check_frontier(
-    url: str, crawl_id: str, strategy: str, params: Mapping[str, Any], topic: str
-) -> None:
+def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer,
     or the crawl ``crawl_id`` on it orders its frontier otherwise than this process would:
     another strategy, other parameters or another topic. The first process records its
     order; every process of a shared crawl must score alike, or the frontier mixes orders."""
     if url.partition("://")[0] not in REDIS_SCHEMES:
         raise ConfigError(f"setting FOCUSED_FRONTIER={url!r} is not a redis:// URL")
-    order = crawl_order(strategy, params, topic)
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
