@@ -14,14 +14,13 @@ every variant in turn.
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 import numpy as np
 
+from benchmarks.harvest import read_topics
 from focused.encoder import MAX_TOKENS, ONNX_INT8, LinkEncoder, load_model
-from focused.errors import CommandLineParser, ConfigError, at_least_one, exit_on_config_error
+from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> load_model keywords; the first is the reference.
@@ -67,10 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     options = parser.parse_args(argv)
 
     graph = load_graph(options.corpus)
-    try:
-        topics = json.loads(Path(options.topics).read_text(encoding="utf-8"))["topics"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # as benchmarks.harvest says it
-        raise ConfigError(f"{options.topics}: not a topics file ({type(exc).__name__})") from None
+    topics = read_topics(options.topics)
     titles = [title(name) for name in graph.names]
     labels = {}
     for topic in topics:

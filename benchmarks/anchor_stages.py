@@ -15,16 +15,15 @@ through every configuration in turn, so the machine's load weighs on all alike.
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from pathlib import Path
 
 import numpy as np
 
 from benchmarks.anchor_auc import roc_auc
+from benchmarks.harvest import read_topics
 from focused.encoder import LinkEncoder, WordMeans, load_model
-from focused.errors import CommandLineParser, ConfigError, at_least_one, exit_on_config_error
+from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
 from focused.replayweb import load_graph, relevant_set, title
 
 # name -> share of the anchors encoded whole (1.0: all, without word scores).
@@ -47,10 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     options = parser.parse_args(argv)
 
     graph = load_graph(options.corpus)
-    try:
-        topics = json.loads(Path(options.topics).read_text(encoding="utf-8"))["topics"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:  # as benchmarks.harvest says it
-        raise ConfigError(f"{options.topics}: not a topics file ({type(exc).__name__})") from None
+    topics = read_topics(options.topics)
     names = sorted(graph.names)
     random.Random(options.seed).shuffle(names)
     titles = [title(name) for name in names]

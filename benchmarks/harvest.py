@@ -55,14 +55,18 @@ class Topic:
         return self.category.rsplit(".", 1)[-1]
 
 
-def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> list[Topic]:
-    """The topics of a topics.json file, checked against the graph."""
+def read_topics(path: str) -> list[dict[str, Any]]:
+    """The entries of a topics.json file, as they are."""
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))["topics"]
+        return json.loads(Path(path).read_text(encoding="utf-8"))["topics"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a topics file ({exc.__class__.__name__})") from None
+
+
+def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> list[Topic]:
+    """The topics of a topics.json file, checked against the graph."""
     topics = []
-    for entry in raw[:limit]:
+    for entry in read_topics(path)[:limit]:
         try:
             category, query, seeds = entry["category"], entry["query"], tuple(entry["seeds"])
         except (KeyError, TypeError):
