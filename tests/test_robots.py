@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
+from tests.test_politeness import Timed
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -42,15 +41,8 @@ def test_a_hosts_requests_held_for_its_robots_txt_go_as_soon_as_it_is_read(tmp_p
     Crawl-delay may send them one at a time); the engine, woken once it is read, hands them out
     at once, rather than after the first page's response."""
     latency = 1.0
-
-    def slow_pages(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            return Reply(200, "User-agent: *\nDisallow:\n", "text/plain")
-        time.sleep(latency)
-        return Reply(200, html(path, "<p>birds feathers nests</p>"))
-
-    with Site(slow_pages) as site:
-        seeds = ",".join(f"{site.url}/seed/{n}" for n in range(4))
+    with Site(Timed(site_with_private_pages, latency)) as site:
+        seeds = ",".join(f"{site.url}/public/{n}" for n in range(4))
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": seeds},
