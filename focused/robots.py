@@ -95,13 +95,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         netloc = urlparse_cached(request).netloc
         pending = self._parsers.get(netloc)
         if not isinstance(pending, Deferred):
-            if netloc in self._parsers:  # read already
-                return await super().robot_parser(request)
-            try:  # this request downloads it
+            downloads_it = netloc not in self._parsers  # else read already
+            try:
                 return await super().robot_parser(request)
             finally:
-                # The scheduler holds the host's other requests until now (waits_for_robots).
-                wake_engine(self.crawler)
+                if downloads_it:  # the scheduler held the host's other requests until now
+                    wake_engine(self.crawler)
         mine: Deferred[RobotParser | None] = Deferred()
 
         def hand_on(parser: RobotParser | None) -> RobotParser | None:
