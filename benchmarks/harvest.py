@@ -9,6 +9,10 @@ relevant pages; ``--budget`` caps it). The pages are read back from the crawl's 
 fetch order and scored against the categories, which no crawl sees. The ``oracle`` reference
 gets the true distances to the relevant set in a file (``ORACLE_DISTANCES``).
 
+A strategy may be given with parameters, as ``-a`` gives them to a crawl, so that settings of
+one strategy are compared in one run: ``--strategies rank_semantic,rank_semantic:rank_every=50``
+(``name:param=value:param=value``; the whole spec names its row and curve).
+
 Written under ``--out`` (default benchmarks/results/): ``harvest.md`` (harvest@|rel| per strategy
 and topic with the mean, and the other measures), ``levels.md`` (per-level relevance per seed),
 ``harvest-<topic>.png`` (harvest curves, all strategies on one plot per topic) and
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -37,7 +42,7 @@ from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import CommandLineParser, ConfigError, at_least_one
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.storage import SqliteStore, StoreError
-from focused.strategies import STRATEGIES
+from focused.strategies import STRATEGIES, strategy_class
 
 DEFAULT_OUT = REPO / "benchmarks" / "results"
 
@@ -83,14 +88,35 @@ def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> 
 
 
 def select_strategies(spec: str) -> list[str]:
+    """The strategies ``--strategies`` names, each checked with its parameters."""
     if spec == "all":
         return list(STRATEGIES)
     names = [name.strip() for name in spec.split(",") if name.strip()]
-    unknown = [name for name in names if name not in STRATEGIES]
+    unknown = [name for name in names if name.split(":", 1)[0] not in STRATEGIES]
     if unknown or not names:
         valid = ", ".join(["all", *STRATEGIES])
         raise ConfigError(f"unknown strategy {unknown[:1] or spec!r}; valid: {valid}")
+    for name in names:
+        strategy, given = strategy_arguments(name)
+        known = strategy_class(strategy).params
+        params = {key: param.default for key, param in known.items()}
+        for param, raw in given.items():
+            if param not in known:
+                valid = ", ".join(known) or "none"
+                raise ConfigError(f"{strategy} has no parameter {param!r}; valid: {valid}")
+            params[param] = known[param].parse(param, raw)
+        strategy_class(strategy).check_params(params)
     return names
+
+
+def strategy_arguments(spec: str) -> tuple[str, dict[str, str]]:
+    """``name:param=value:...`` as the strategy's name and its ``-a`` parameters."""
+    name, *given = spec.split(":")
+    pairs = [item.partition("=") for item in given]
+    bad = [key for key, sign, _ in pairs if not sign or not key]
+    if bad or len({key for key, _, _ in pairs}) < len(pairs):
+        raise ConfigError(f"{spec!r}: give parameters as {name}:name=value:name=value")
+    return name, {key: value for key, _, value in pairs}
 
 
 class Resolver:
@@ -158,7 +184,8 @@ def run_one(
     timeout: float,
     encoder_store: str | None = None,
 ) -> dict[str, Any]:
-    slug = f"{strategy}-{topic.short}"
+    name, params = strategy_arguments(strategy)
+    slug = re.sub(r"[^\w.-]", "-", f"{strategy}-{topic.short}")
     db = workdir / f"{slug}.sqlite3"
     settings: dict[str, object] = {
         "FOCUSED_DB": db,
@@ -166,14 +193,15 @@ def run_one(
         # the measures use the first `budget` pages in fetch order.
         "CLOSESPIDER_PAGECOUNT": topic.budget + 2,
     }
-    if strategy == "oracle":
+    if name == "oracle":
         distances = workdir / f"distances-{topic.short}.json"
         write_distances(distances, graph, topic, server.url)
         settings["ORACLE_DISTANCES"] = distances
     if encoder_store:
         settings["ENCODER_STORE_DIR"] = encoder_store
     arguments = {
-        "strategy": strategy,
+        **params,
+        "strategy": name,
         "query": topic.query,
         "seeds": ",".join(server.base_url_for(seed) for seed in topic.seeds),
         "crawl_id": slug,

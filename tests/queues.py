@@ -33,6 +33,17 @@ def req(url: str, **meta: Any) -> scrapy.Request:
     return scrapy.Request(f"http://t/{url}", meta=meta)
 
 
+def rankings_after(queue, links: int) -> list[int]:
+    """Push ``links`` new links, one by one, to a ``rank_semantic`` queue: after which of them
+    (counted from 1) a PageRank was computed."""
+    points = []
+    for count in range(1, links + 1):
+        queue.push(req(f"u{count}", parent_url=f"http://t/p{count}", link_relevance=0.5))
+        if queue.stats.get_value("focused/rankings", 0) > len(points):
+            points.append(count)
+    return points
+
+
 def drain(queue) -> list[str]:
     urls = []
     while (request := queue.pop()) is not None:

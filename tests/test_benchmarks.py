@@ -175,7 +175,7 @@ def test_harvest_command_on_the_sample(tmp_path) -> None:
     out = tmp_path / "results"
     command = [
         sys.executable, "-m", "benchmarks.harvest", "--corpus", str(SAMPLE),
-        "--topics", str(topics), "--strategies", "bfs,oracle", "--budget", "20",
+        "--topics", str(topics), "--strategies", "bfs,oracle,dfs:max_depth=1", "--budget", "20",
         "--out", str(out),
     ]  # fmt: skip
     result = subprocess.run(
@@ -196,6 +196,11 @@ def test_harvest_command_on_the_sample(tmp_path) -> None:
     assert raw["oracle"]["levels"][0] == {"seed": BIRD_SEED, "level": 0, "pages": 1, "relevant": 1}
     assert "Albatross" in (out / "levels.md").read_text()
     assert (out / "harvest-Birds.png").read_bytes()[:4] == b"\x89PNG"
+    # A strategy given with a parameter is crawled with it, under its whole spec: dfs would go
+    # deeper than level 1 within 20 pages of the sample (its default max_depth is 5).
+    limited = raw["dfs:max_depth=1"]
+    assert limited["fetched"] == 20 and "`dfs:max_depth=1`" in rows
+    assert {row["level"] for row in limited["levels"]} == {0, 1}
 
 
 @pytest.mark.parametrize(("store", "delays"), [("cold", ["0", "0.05"]), ("warm", ["0"])])
@@ -315,6 +320,14 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
     argument_error = "python -m benchmarks.harvest: error: argument"
     for args, error in (
         (["--strategies", "nope"], "harvest: error: unknown strategy"),
+        (["--strategies", "bfs:nope=1"], "harvest: error: bfs has no parameter 'nope'"),
+        (["--strategies", "dfs:max_depth=-1"], "harvest: error: max_depth=-1 is below its min"),
+        (["--strategies", "dfs:max_depth"], "harvest: error: 'dfs:max_depth': give parameters"),
+        (["--strategies", "dfs:max_depth=1:max_depth=2"], "harvest: error: 'dfs:max_depth=1:"),
+        (
+            ["--strategies", "rank_semantic:band_low=0.9:band_high=0.2"],
+            "harvest: error: band_low=0.9 is above band_high=0.2",
+        ),
         (["--topics", str(tmp_path / "missing.json")], "harvest: error:"),
         (["--jobs", "0"], f"{argument_error} --jobs: must be at least 1, not 0"),
         (["--budget", "-3"], f"{argument_error} --budget: must be at least 1, not -3"),

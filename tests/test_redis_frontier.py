@@ -45,7 +45,7 @@ from tests.conftest import (
     run_crawl,
     scrapy_command,
 )
-from tests.queues import QueueSpider, make_queue, req
+from tests.queues import QueueSpider, make_queue, rankings_after, req
 from tests.sites import (
     GATED_DOWNLOAD_TIMEOUT,
     HOLD_TIMEOUT,
@@ -473,12 +473,18 @@ def test_rank_semantic_rekey_never_goes_back_to_an_older_graph(redis_server):
     assert classes(queue, ["low1", "m3"]) == {"low1": CRAWLABLE, "m3": HELD_BACK}
 
 
+def test_rank_semantic_processes_space_their_rankings_by_the_graphs_growth(redis_server):
+    queue = shared_queue(redis_server.url, "rank_semantic", rank_every=3, rank_growth=0.5)
+    # As one process (test_score_strategies): the links counted are the crawl's, in Redis.
+    assert rankings_after(queue, 32) == [3, 6, 9, 14, 21, 32]
+
+
 def test_rank_semantic_concurrent_rankings_leave_a_consistent_frontier(redis_server):
     rng = random.Random(3)
     pages = [f"p{i}" for i in range(120)]
     links = [(rng.choice(pages[: i + 1]), page) for i, page in enumerate(pages[1:])]
     links += [(rng.choice(pages), rng.choice(pages)) for _ in range(200)]
-    params = {**BAND, "rank_every": 7, "T": 0.0}
+    params = {**BAND, "rank_every": 7, "rank_growth": 0.0, "T": 0.0}
     queues = [shared_queue(redis_server.url, "rank_semantic", **params) for _ in range(3)]
 
     def discover(queue, share):

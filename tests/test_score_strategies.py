@@ -13,7 +13,7 @@ from focused.relevance import Scores
 from focused.strategies import STRATEGIES, strategy_class
 from schedulers.rank_semantic import LinkGraph
 from schedulers.shark import SharkSearchQueue
-from tests.queues import drain, make_queue, req
+from tests.queues import drain, make_queue, rankings_after, req
 
 
 @pytest.fixture(params=["memory", "disk"])
@@ -213,7 +213,7 @@ def test_rank_semantic_with_the_full_band_orders_by_similarity(key):
 
 
 def test_rank_semantic_reranks_every_rank_every_links(key):
-    queue = make_queue("rank_semantic", key, rank_every=3)
+    queue = make_queue("rank_semantic", key, rank_every=3, rank_growth=0.0)
     for i in range(7):
         queue.push(req(f"u{i}", parent_url="http://t/p", link_relevance=0.5))
     assert queue.stats.get_value("focused/rankings") == 2
@@ -221,6 +221,14 @@ def test_rank_semantic_reranks_every_rank_every_links(key):
     # v and u6 wait for a rank; popping would rank them first if nothing else were crawlable.
     popped = drain(queue)
     assert sorted(popped) == sorted([*(f"u{i}" for i in range(7)), "v"])
+
+
+def test_rank_semantic_spaces_its_rankings_by_the_graphs_growth(key):
+    queue = make_queue("rank_semantic", key, rank_every=3, rank_growth=0.5)
+    # 3 links, then max(3, 0.5 x the links ranked last): 3, 3, 4.5, 7, 10.5 more.
+    assert rankings_after(queue, 32) == [3, 6, 9, 14, 21, 32]
+    fixed = make_queue("rank_semantic", rank_every=3, rank_growth=0.0)
+    assert rankings_after(fixed, 12) == [3, 6, 9, 12]
 
 
 def test_rank_semantic_graph_and_order_survive_close_and_reopen(tmp_path):
