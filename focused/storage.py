@@ -125,6 +125,12 @@ class StoreError(Exception):
     """The store cannot be opened, reached or written; the message is one line for the user."""
 
 
+class StoreSettingError(StoreError):
+    """The setting names no store this command can use: a folder, or a store it cannot write
+    (read-only media, another user's file) for a command that writes. A bad setting (exit
+    status 2), where a store that fails or does not exist is not."""
+
+
 @dataclass(frozen=True)
 class PageQuery:
     """A validated ``Store.pages`` request, handed to the backend."""
@@ -399,21 +405,71 @@ class SqliteStore(Store):
     errors = (sqlite3.Error, OSError)
     threadsafe = False
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
+    ) -> None:
         self.location = os.fspath(path)
-        if not create and not Path(path).is_file():
+        file = Path(path)
+        if file.is_dir():
+            raise StoreSettingError(
+                f"{self.backend} store at {self.location}: it is a folder, not a file"
+            )
+        if (read_only or not create) and not file.is_file():
             # A reader (a report) must not leave an empty database behind a mistyped path.
             raise StoreError(f"{self.backend} store at {self.location}: no such file")
         with self._failing("open the database"):
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(path)
-            if not create:
+            if read_only:
+                self._conn = self._connect_read_only(file)
                 self._check_is_store()
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            self._conn.executescript(_SQLITE_SCHEMA)
-            self._add_missing_columns("pages", PAGE_SCHEMA)
-            self._add_missing_columns("crawls", CRAWL_SCHEMA)
+            else:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                self._check_writable(file)
+                self._conn = sqlite3.connect(file)
+                if not create:
+                    self._check_is_store()
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SQLITE_SCHEMA)
+                self._add_missing_columns("pages", PAGE_SCHEMA)
+                self._add_missing_columns("crawls", CRAWL_SCHEMA)
+            # A reader leaves a file of an older version as it is: the fields it lacks are read
+            # as NULL.
+            self._columns = {table: self._present_columns(table) for table in ("crawls", "pages")}
+
+    def _check_writable(self, path: Path) -> None:
+        """Checked before opening: SQLite opens a read-only file for reading without a word,
+        and in WAL mode even writes go on, into the -wal file, until a checkpoint fails."""
+        folder = path.parent
+        if path.exists() and not os.access(path, os.W_OK):
+            what = "the file"
+        elif not os.access(folder, os.W_OK | os.X_OK):  # where the -wal and -shm files go
+            what = f"its folder {folder}"
+        else:
+            return
+        raise StoreSettingError(
+            f"{self.backend} store at {self.location} is read-only: {what} cannot be written"
+        )
+
+    def _connect_read_only(self, path: Path) -> sqlite3.Connection:
+        """A connection that writes nothing. A store in WAL mode needs its -shm file, which
+        SQLite cannot make in a folder it may not write (read-only media, a crawl copied from
+        another user): there the file is opened as immutable, which nothing can change."""
+        uri = f"{path.absolute().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file
+            return conn
+        except sqlite3.OperationalError:
+            conn.close()
+            if os.access(path.parent, os.W_OK | os.X_OK):
+                raise
+        wal = path.with_name(f"{path.name}-wal")
+        if wal.exists() and wal.stat().st_size:  # immutable would ignore the pages it holds
+            raise StoreError(
+                f"{self.backend} store at {self.location}: its write-ahead log {wal} cannot be"
+                " read in a read-only folder; copy the store with it to a writable folder"
+            )
+        return sqlite3.connect(f"{uri}&immutable=1", uri=True)
 
     def _check_is_store(self) -> None:
         """A reader finds the crawler's tables before it writes anything: another program's
@@ -428,11 +484,14 @@ class SqliteStore(Store):
 
     def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
         """A file made by an older version lacks the newer fields: add them (as NULL)."""
-        present = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+        present = self._present_columns(table)
         with self._conn:
             for name, kind in schema.items():
                 if name not in present:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_SQL_TYPES[kind]}")
+
+    def _present_columns(self, table: str) -> set[str]:
+        return {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
 
     def close(self) -> None:
         self._conn.close()
@@ -466,7 +525,8 @@ class SqliteStore(Store):
         limit: int | None,
     ) -> list[dict[str, Any]]:
         """Rows matching every ``(condition with one ?, parameter)`` of ``where``."""
-        sql = f"SELECT {', '.join(schema)} FROM {table}"
+        columns = [name if name in self._columns[table] else f"NULL AS {name}" for name in schema]
+        sql = f"SELECT {', '.join(columns)} FROM {table}"
         params = [param for _, param in where]
         if where:
             sql += " WHERE " + " AND ".join(condition for condition, _ in where)
@@ -651,11 +711,15 @@ def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) ->
     return default if value is None or value == "" else value
 
 
-def open_store(settings: Settings | Mapping[str, Any], *, create: bool = True) -> Store:
+def open_store(
+    settings: Settings | Mapping[str, Any], *, create: bool = True, read_only: bool = False
+) -> Store:
     """The store the settings ask for (a scrapy ``Settings`` or a plain dict).
 
-    ``create=False`` is for readers: nothing is created (a missing SQLite file is a
-    ``StoreError``, not a new empty database).
+    ``create=False`` is for a command that works on an existing store: nothing is created (a
+    missing SQLite file is a ``StoreError``, not a new empty database). ``read_only`` is for
+    readers: nothing is created or written, so that a store on read-only media can be read. A
+    store that cannot be written when it should be is a ``StoreSettingError``.
     """
     uri = _setting(settings, "MONGO_URI", None)
     if uri:
@@ -663,6 +727,7 @@ def open_store(settings: Settings | Mapping[str, Any], *, create: bool = True) -
             uri,
             _setting(settings, "MONGO_DATABASE", DEFAULT_MONGO_DATABASE),
             timeout_ms=int(_setting(settings, "MONGO_TIMEOUT_MS", DEFAULT_MONGO_TIMEOUT_MS)),
-            create=create,
+            create=create and not read_only,
         )
-    return SqliteStore(_setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH), create=create)
+    path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
+    return SqliteStore(path, create=create, read_only=read_only)

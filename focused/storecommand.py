@@ -1,10 +1,11 @@
 """The base of the commands that read the store (``crawls``, ``pages``, ``report``).
 
 They read the crawl's own settings (``MONGO_URI``/``MONGO_DATABASE``, else ``FOCUSED_DB``), start
-no crawler process (so no reactor and no logging), and end any failure with one line on stderr:
-exit status 2 for a bad option (as ``scrapy crawl``), 1 when the store is unreachable or empty
-or the crawl unknown. This module lives outside ``focused.commands`` because Scrapy would take
-every command class found there for a command of its own.
+no crawler process (so no reactor and no logging), write nothing (a store on read-only media
+can be read), and end any failure with one line on stderr: exit status 2 for a bad option or
+setting (as ``scrapy crawl``; a folder as ``FOCUSED_DB``), 1 when the store is unreachable or
+empty or the crawl unknown. This module lives outside ``focused.commands`` because Scrapy would
+take every command class found there for a command of its own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from scrapy.exceptions import UsageError
 
 from focused.arguments import Param, check_settings, is_text
 from focused.errors import ConfigError
-from focused.storage import Store, StoreError, open_store
+from focused.storage import Store, StoreError, StoreSettingError, open_store
 
 if TYPE_CHECKING:
     import argparse
@@ -57,7 +58,9 @@ class StoreCommand(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
-            store = open_store(self.settings, create=False)
+            store = open_store(self.settings, read_only=True)
+        except StoreSettingError as exc:
+            fail(str(exc), USAGE_ERROR)
         except StoreError as exc:
             fail(str(exc), NOT_FOUND)
         try:
@@ -103,6 +106,11 @@ def scrapy_options(
     unknown = [arg for arg in args if arg.startswith("-")]
     if unknown:
         raise ConfigError(f"unknown option {unknown[0]} (--help lists the options)")
+    # Scrapy's options and the commands' own test their values for truth: an empty one would
+    # be taken for one not given (`--png ''` drawing nothing, `--logfile ''` logging to stderr).
+    for name, value in vars(opts).items():
+        if value == "":
+            raise ConfigError(f"--{name.replace('_', '-')} needs a value, not ''")
 
 
 def parse_number(opts: argparse.Namespace, option: str, param: Param) -> None:

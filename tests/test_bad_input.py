@@ -12,6 +12,7 @@ from scrapy.settings import Settings
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError
 from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.test_storage import filled_sqlite, read_only
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
 
@@ -302,7 +303,8 @@ def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("FOCUSED_DB", "cannot open the database"),  # a directory, not a database file
+        # It said "unable to open database file".
+        ("FOCUSED_DB", "SQLite store at {unusable}: it is a folder, not a file"),
         ("JOBDIR", "is not a job directory"),  # a JOBDIR whose focused.json is not JSON
     ],
 )
@@ -312,10 +314,25 @@ def test_a_store_or_jobdir_that_cannot_be_used_gives_one_line(tmp_path, setting,
     (unusable / "focused.json").write_text("{not json", encoding="utf-8")
     settings = {"FOCUSED_DB": tmp_path / "pages.sqlite3", setting: unusable}
     result = run(GOOD, settings)
+    message = message.format(unusable=unusable)
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("immutable", ["folder", "file"])
+def test_a_store_on_read_only_media_gives_one_line(tmp_path, immutable):
+    """A crawl into a store it cannot write: SQLite said "unable to open database file" for a
+    read-only folder, and took a read-only file for reading without a word (the crawl then
+    wrote into the -wal file until a checkpoint failed)."""
+    db = tmp_path / "media" / "focused.sqlite3"
+    filled_sqlite(db)
+    what = f"its folder {db.parent}" if immutable == "folder" else "the file"
+    with read_only(db.parent if immutable == "folder" else db):
+        result = run(GOOD, {"FOCUSED_DB": db})
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == f"error: SQLite store at {db} is read-only: {what} cannot be written\n"
 
 
 def test_a_jobdir_that_is_a_file_gives_one_line(tmp_path):
@@ -346,6 +363,7 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
         (["-O", "pages.xyz"], "error: Unrecognized output format 'xyz'"),
         (["topical"], "error: give one spider"),
         (["--bogus"], "error: unknown option --bogus"),  # was: give one spider, not 2
+        (["--logfile", ""], "error: --logfile needs a value, not ''"),  # was: logged to stderr
         # A TypeError traceback from Scrapy's own -s handling.
         (["-s", "FEEDS=[1]"], "error: Invalid -s value: a setting that holds a dict takes a JSON"),
     ],

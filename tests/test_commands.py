@@ -40,7 +40,10 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold
-from tests.test_storage import mongo_client  # noqa: F401 - the patched mongomock fixture
+from tests.test_storage import (
+    mongo_client,  # noqa: F401 - the patched mongomock fixture
+    read_only,
+)
 
 BUDGET = 60
 MONGO_SETTINGS = {"MONGO_URI": "mongodb://mongomock", "MONGO_DATABASE": "focused"}
@@ -661,6 +664,70 @@ def test_a_database_of_another_program_is_left_as_it_was(tmp_path, cli, command)
         )
     assert db.read_bytes() == before and empty.read_bytes() == b""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite3", "other.sqlite3"]
+
+
+@pytest.fixture
+def media(stored, tmp_path) -> Path:
+    """A copy of the stored crawls in a folder of its own, to be made read-only."""
+    db = tmp_path / "media" / stored.db.name
+    db.parent.mkdir()
+    db.write_bytes(stored.db.read_bytes())  # a store in WAL mode, its log merged
+    return db
+
+
+def test_a_store_on_read_only_media_can_be_read(sqlite, cli, media):
+    """It could not be opened ("unable to open database file"): a reader opened it to write,
+    and a store in WAL mode needs a -shm file made next to it."""
+    with read_only(media.parent):
+        for args in (("crawls",), ("pages", "--json"), ("report", "cut", "--json")):
+            assert ok(cli(*args, settings={"FOCUSED_DB": media})) == ok(sqlite(*args))
+
+
+def test_a_store_on_a_read_only_mount_can_be_read(sqlite, media):
+    """As from a CD: the folder mounted read-only (in a mount namespace of the command's own)."""
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace can be made here")
+    folder = str(media.parent)
+    mounted = ["unshare", "-m", "sh", "-c", 'mount --bind -o ro "$0" "$0" && exec "$@"', folder]
+    for args in (("crawls",), ("report", "--json")):
+        command = [*mounted, *scrapy_command(*args, "-s", f"FOCUSED_DB={media}")]
+        result = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=120, env=crawl_env()
+        )
+        assert ok(Result(result.returncode, result.stdout, result.stderr)) == ok(sqlite(*args))
+    assert sorted(path.name for path in media.parent.iterdir()) == [media.name]
+
+
+@pytest.mark.parametrize("immutable", ["folder", "file"])
+def test_recrawl_refuses_a_store_on_read_only_media(cli, media, immutable):
+    """Planned from the store, the recrawl would then have failed on its first write."""
+    what = f"its folder {media.parent}" if immutable == "folder" else "the file"
+    with read_only(media.parent if immutable == "folder" else media):
+        result = cli("recrawl", "done", settings={"FOCUSED_DB": media})
+    one_line_error(result, 2, f"SQLite store at {media} is read-only: {what} cannot be written")
+
+
+@pytest.mark.parametrize("command", [("crawls",), ("pages",), ("report",), ("recrawl", "one")])
+def test_a_folder_given_as_the_store_is_a_bad_setting(cli, tmp_path, command):
+    """It said "no such file" (status 1)."""
+    result = cli(*command, settings={"FOCUSED_DB": tmp_path})
+    one_line_error(result, 2, f"SQLite store at {tmp_path}: it is a folder, not a file")
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("report", "--png", ""), "--png"),  # drew nothing
+        (("recrawl", "one", "--model", ""), "--model"),  # kept the crawl's scores
+        (("pages", "--crawl", ""), "--crawl"),  # "no crawl ''", status 1
+        (("recrawl", "one", "--policy", ""), "--policy"),
+        (("crawls", "--logfile", ""), "--logfile"),  # Scrapy's own: ignored
+        (("report", "-L", ""), "--loglevel"),
+        (("pages", "--pidfile", ""), "--pidfile"),
+    ],
+)
+def test_an_empty_option_value_is_a_bad_option(cli, one_crawl, args, option):
+    one_line_error(cli(*args, settings=one_crawl), 2, f"{option} needs a value, not ''")
 
 
 # -- the real command line -------------------------------------------------------------------

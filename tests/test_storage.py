@@ -11,11 +11,13 @@ import contextlib
 import logging
 import os
 import sqlite3
+import subprocess
 import time
 import uuid
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import mongomock
 import pymongo
@@ -36,10 +38,14 @@ from focused.storage import (
     SqliteStore,
     Store,
     StoreError,
+    StoreSettingError,
     open_store,
 )
 from pipelines.relevance import RelevancePipeline
 from pipelines.storage import STORE_UNREACHABLE, StoragePipeline, crawl_status
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 REAL_MONGO_URI = os.environ.get("FOCUSED_TEST_MONGO_URI")
 
@@ -436,6 +442,107 @@ def test_sqlite_unopenable_path_is_a_store_error(tmp_path):
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"SQLite store at {tmp_path / 'a_file'}")
+
+
+@contextlib.contextmanager
+def read_only(path: Path) -> Iterator[None]:
+    """``path`` made immutable (``chattr +i``): a file that cannot be written, a folder where
+    nothing can be made, as on read-only media. Permissions would not do: the tests run as root,
+    which ignores them."""
+    made = subprocess.run(["chattr", "+i", path], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"chattr +i is not permitted here: {made.stderr.strip()}")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", path], check=True)
+
+
+def filled_sqlite(path: Path) -> Path:
+    """A store as a crawl leaves it: in WAL mode, its -wal and -shm files gone with the last
+    connection."""
+    store = SqliteStore(path)
+    store.start_crawl(crawl_record())
+    store.save_pages([page("http://a.test/1")])
+    store.close()
+    assert not list(path.parent.glob(f"{path.name}-*"))
+    return path
+
+
+@pytest.mark.parametrize("immutable", ["folder", "file"])
+def test_a_sqlite_store_on_read_only_media_can_be_read(tmp_path, immutable):
+    """A crawl copied from a CD, a read-only mount, another user's folder: a reader opened it
+    for writing (and made it WAL, and added columns), and SQLite could not open it at all."""
+    db = filled_sqlite(tmp_path / "media" / "focused.sqlite3")
+    with read_only(db.parent if immutable == "folder" else db):
+        store = SqliteStore(db, read_only=True)
+        try:
+            assert store.get_crawl("c1")["query"] == "birds nest eggs"
+            assert [p["url"] for p in store.pages("c1")] == ["http://a.test/1"]
+        finally:
+            store.close()
+
+
+@pytest.mark.parametrize("immutable", ["folder", "file"])
+@pytest.mark.parametrize("create", [True, False])
+def test_a_sqlite_store_on_read_only_media_is_refused_for_writing(tmp_path, immutable, create):
+    """Refused as it is opened: SQLite would open a read-only file for reading without a word
+    and, in WAL mode, take writes into its -wal file until a checkpoint failed."""
+    db = filled_sqlite(tmp_path / "media" / "focused.sqlite3")
+    what = f"its folder {db.parent}" if immutable == "folder" else "the file"
+    immutable_path = db.parent if immutable == "folder" else db
+    with read_only(immutable_path), pytest.raises(StoreSettingError) as caught:
+        SqliteStore(db, create=create)
+    assert str(caught.value) == f"SQLite store at {db} is read-only: {what} cannot be written"
+
+
+def test_a_reader_leaves_an_older_sqlite_file_as_it_is(tmp_path):
+    """The fields it lacks read as None; the file is not given them (nor made WAL)."""
+    db = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(db)
+    newer = ("resumed_at", "seen_at", "heartbeat_interval")
+    columns = ", ".join(name for name in CRAWL_FIELDS if name not in newer)
+    conn.execute(f"CREATE TABLE crawls ({columns}, UNIQUE (crawl_id))")
+    conn.execute(f"CREATE TABLE pages ({', '.join(PAGE_FIELDS[:-4])})")
+    conn.execute("INSERT INTO crawls (crawl_id, started_at) VALUES ('c1', '2024-05-01')")
+    conn.execute("INSERT INTO pages (crawl_id, url, relevance) VALUES ('c1', 'http://a.test/', 1)")
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    store = SqliteStore(db, read_only=True)
+    try:
+        assert [store.get_crawl("c1")[name] for name in newer] == [None, None, None]
+        assert store.pages("c1")[0]["visits"] is None
+    finally:
+        store.close()
+    assert db.read_bytes() == before
+
+
+def test_a_write_ahead_log_left_on_read_only_media_is_not_ignored(tmp_path):
+    """A crawl killed before its last checkpoint, copied with its -wal file but not its -shm:
+    opened as immutable, the store would be read without the pages the log holds."""
+    media = tmp_path / "media"
+    media.mkdir()
+    db = filled_sqlite(tmp_path / "focused.sqlite3")
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    with conn:
+        conn.execute("INSERT INTO crawls (crawl_id) VALUES ('c2')")
+    for name in (db.name, f"{db.name}-wal"):  # while open: the log is not merged
+        (media / name).write_bytes((tmp_path / name).read_bytes())
+    conn.close()
+    assert (media / f"{db.name}-wal").stat().st_size > 0
+    with read_only(media), pytest.raises(StoreError) as caught:
+        SqliteStore(media / db.name, read_only=True)
+    assert f"its write-ahead log {media / db.name}-wal cannot be read" in str(caught.value)
+
+
+@pytest.mark.parametrize(("create", "read"), [(True, False), (False, False), (False, True)])
+def test_a_folder_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, read):
+    """It said "no such file" to a reader, and "unable to open database file" to a crawl."""
+    with pytest.raises(StoreSettingError) as caught:
+        SqliteStore(tmp_path, create=create, read_only=read)
+    assert str(caught.value) == f"SQLite store at {tmp_path}: it is a folder, not a file"
 
 
 # -- MongoDB specifics -----------------------------------------------------------------------

@@ -2,8 +2,9 @@
 pages of a crawl again and record which changed (``focused.refresh``).
 
 The options, the store and the crawl are checked before the crawler process starts, so a
-mistake ends the run with one line on stderr: exit status 2 for a bad option, 1 for an unknown
-crawl or an unreachable store (as the reading commands, ``focused.storecommand``).
+mistake ends the run with one line on stderr: exit status 2 for a bad option or a store it
+cannot write (read-only media), 1 for an unknown crawl or an unreachable store (as the reading
+commands, ``focused.storecommand``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from focused.arguments import Param, check_settings
 from focused.commands.crawl import FAILED_CLOSE_REASONS
 from focused.errors import ConfigError
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
-from focused.storage import StoreError, open_store
+from focused.storage import StoreError, StoreSettingError, open_store
 from focused.storecommand import (
     NOT_FOUND,
     USAGE_ERROR,
@@ -88,7 +89,9 @@ class Command(ScrapyCommand):
 
     def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
         try:
-            store = open_store(self.settings, create=False)
+            store = open_store(self.settings, create=False)  # checked writable: it is written
+        except StoreSettingError as exc:
+            fail(str(exc), USAGE_ERROR)
         except StoreError as exc:
             fail(str(exc), NOT_FOUND)
         try:
