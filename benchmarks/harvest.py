@@ -394,6 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     pairs = [(s, t) for t in topics for s in strategies]
+    width = max(map(len, strategies))
     results: dict[tuple[str, str], dict[str, Any]] = {}
     try:
         with (
@@ -409,7 +410,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for future, (strategy, topic) in futures.items():
                 result = results[strategy, topic.category] = future.result()
                 status = result.get("error") or f"harvest@|rel| {result['harvest']:.3f}"
-                print(f"{strategy:>14} {topic.short:<28} {result['wall']:6.1f}s  {status}")
+                print(f"{strategy:>{width}} {topic.short:<28} {result['wall']:6.1f}s  {status}")
     finally:
         server.stop()
     minutes = (time.monotonic() - started) / 60

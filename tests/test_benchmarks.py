@@ -361,6 +361,8 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         ("scoring_languages", "--rounds"),
         ("held_host", "--pages"),
         ("held_host", "--repeats"),
+        ("rankings", "--links"),
+        ("rankings", "--pops-every"),
     ],
 )
 def test_benchmark_counts_are_at_least_one(module, option) -> None:
@@ -385,6 +387,33 @@ def test_benchmarks_without_options_refuse_arguments(module) -> None:
     assert result.stdout == ""
     helped = subprocess.run([*command[:3], "--help"], cwd=REPO, capture_output=True, text=True)
     assert helped.returncode == 0 and helped.stdout.startswith("usage: python -m benchmarks.")
+
+
+def test_rankings_command() -> None:
+    command = [
+        sys.executable, "-m", "benchmarks.rankings", "--links", "3000", "--growth", "0,0.5",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    rows = re.findall(
+        r"^\| 3,000 \| ([\d.]+) \| (\d+) \| [\d.]+ \| [\d.]+ \| ([\d.]+) \|$", result.stdout, re.M
+    )
+    assert [growth for growth, _, _ in rows] == ["0", "0.5"], result.stdout
+    # 3,000 links: a ranking per 200 links at a fixed interval (and whenever a pop finds only
+    # unranked URLs), fewer spaced by the graph's growth (200 links, then 200, 200, 300, 450...).
+    fixed, spaced = (int(rankings) for _, rankings, _ in rows)
+    assert fixed >= 15 > spaced, result.stdout
+    bad = subprocess.run(
+        [*command[:3], "--growth", "0,-1"],
+        cwd=REPO,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.endswith("error: argument --growth: must be at least 0: '0,-1'\n")
 
 
 def test_encoder_calls_command() -> None:
