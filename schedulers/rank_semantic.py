@@ -53,8 +53,9 @@ Parameters:
     rank_every (int >= 1, default 200): links discovered between two PageRank computations, at
         least.
     rank_growth (float >= 0, default 0.1): and at least this fraction of the links ranked last
-        time; 0 ranks every ``rank_every`` links whatever the graph's size. This project's
-        choice: the paper recomputes ranks as the graph grows but gives no interval.
+        time; 0 ranks every ``rank_every`` links whatever the graph's size. Both are this
+        project's choice: the paper ranks "the extracted URLs" and says nothing of when to rank
+        again as more are extracted.
 
 Stats: ``focused/rankings`` (the rankings this process computed).
 """
