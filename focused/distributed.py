@@ -22,8 +22,9 @@ given back with ``SharedCrawl.give_back``, and the duplicate checks
 AutoThrottle's): before a delayed slot sends, ``focused.downloader.PoliteDownloader`` takes the
 host's lease (``SharedCrawl.lease``, key ``polite:<slot>``, set if absent, expiring after the
 delay) or waits for it, and a Retry-After pause is set on the same key (``SharedCrawl.pause``)
-for every process to wait out. The per-host concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``)
-stays per process, as does ``HOST_WINDOW``.
+for every process to wait out. So is a host's concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``,
+``_PER_IP``, ``DOWNLOAD_SLOTS``): in the same call each request takes one of the host's places
+(key ``conc:<slot>``), given back as its download ends. ``HOST_WINDOW`` stays per process.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
@@ -37,13 +38,14 @@ What was popped and not finished stays in Redis, so a restart resumes without lo
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import socket
 import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import redis
 from scrapy import signals
@@ -60,7 +62,7 @@ from focused.resume import connect_request_done
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
@@ -75,6 +77,7 @@ REDIS_SCHEMES = ("redis", "rediss", "unix")
 SOCKET_TIMEOUT = 5.0  # seconds: a hung server stalls the reactor at most this long per call
 TICK = 0.5  # seconds between heartbeats, and between looks at the frontier while idle
 FRONTIER_UNREACHABLE = "frontier_unreachable"  # close reason when Redis is lost
+CONC_KEYS = ("conc", "conc-waiting", "conc-asked")  # a host's places, its waiting processes
 
 
 def connect(url: str) -> redis.Redis:
@@ -126,6 +129,14 @@ def _summary(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+class Lease(NamedTuple):
+    """What ``SharedCrawl.lease`` gave: seconds to wait before the host may be sent to, and the
+    places taken at it."""
+
+    wait: float
+    places: list[str]
+
+
 class SharedCrawl:
     """One crawl's state in Redis, seen from one process (a "worker")."""
 
@@ -150,6 +161,7 @@ class SharedCrawl:
         self._give_back = self.redis.register_script(GIVE_BACK)
         self._lease = self.redis.register_script(LEASE)
         self._pause = self.redis.register_script(PAUSE)
+        self._places = itertools.count()  # names this process's places at its hosts
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -198,15 +210,45 @@ class SharedCrawl:
         in one step, never below 0 (a count already at 0 stays there)."""
         self.run(self._give_back, keys=[self.key(hash_name)], args=[field])
 
-    def lease(self, slot: str, delay: float) -> float:
-        """Take the crawl's lease on download slot ``slot`` (a host) for ``delay`` seconds,
-        before sending to it: 0 if taken, else the seconds until the lease or a pause of the
-        host (``pause``) ends, in which no process sends to it. With no ``delay`` nothing is
-        taken, only a pause looked for. Once Redis is lost, 0: what waits in the slot goes, as
-        in one process, so that the closing spider is not kept waiting for it."""
+    def lease(
+        self,
+        slot: str,
+        delay: float,
+        wanted: int = 0,
+        concurrency: int = 0,
+        expiry: float = 0,
+        given_back: Sequence[str] = (),
+    ) -> Lease:
+        """Before sending to download slot ``slot`` (a host): give back the places
+        ``given_back`` (downloads of this process that ended), then take the crawl's lease on
+        the slot for ``delay`` seconds and up to ``wanted`` of its ``concurrency`` places, all
+        in one Redis call.
+
+        A place is one request of the whole crawl under way to the host (sorted set
+        ``conc:<slot>``, scored by when it expires, ``expiry`` seconds from now: a process that
+        dies never gives its places back, and they lapse). ``Lease.places`` are those taken,
+        each to be given back as its download ends (``given_back`` of the next call, or
+        ``release``); none when the host has ``concurrency`` requests under way already. A
+        process that found the host full waits in line (``conc-waiting:<slot>``): places coming
+        free go first to those that found it full earlier, as long as they ask again within a
+        second, so that none starves behind a process that always has a request for the host.
+        ``Lease.wait`` is 0 if the host may be sent to, else the seconds until the lease or a
+        pause of the host (``pause``) ends, in which no process sends to it and nothing is
+        taken. With no ``delay`` no lease is taken, only a pause looked for. Once Redis is
+        lost, no wait and every place wanted: what waits in the slot goes, as in one process,
+        so that the closing spider is not kept waiting for it."""
         ms = max(1, round(delay * 1000)) if delay > 0 else 0
-        wait = self.run(self._lease, keys=[self.polite_key(slot)], args=[self.worker, ms])
-        return (wait or 0) / 1000
+        places = [f"{self.worker}:{next(self._places)}" for _ in range(wanted)]
+        keys = [self.polite_key(slot), *(self.key(f"{name}:{slot}") for name in CONC_KEYS)]
+        args = [self.worker, ms, concurrency, round(expiry * 1000), len(given_back)]
+        wait, taken = self.run(
+            self._lease, keys=keys, args=[*args, *given_back, *places], default=(0, wanted)
+        )
+        return Lease(wait / 1000, places[:taken])
+
+    def release(self, slot: str, places: Sequence[str]) -> None:
+        """Give back places of download slot ``slot`` that ``lease`` took."""
+        self.run(self.redis.zrem, self.key(f"conc:{slot}"), *places)
 
     def pause(self, slot: str, seconds: float) -> None:
         """No process of the crawl sends to download slot ``slot`` for ``seconds`` (a
@@ -427,15 +469,57 @@ if tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') <= 0 then return 0 end
 return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 """
 
-# The crawl-wide delay of a download slot. KEYS: the slot's key. ARGV: worker, delay in ms (0:
-# none, only a Retry-After pause holds). Returns 0 if the slot may send, else the ms to wait.
+# The crawl-wide delay and concurrency of a download slot. KEYS: the slot's polite key, its
+# places (sorted set: place -> ms at which it expires), its waiting processes (worker -> ms at
+# which it first found the slot full), when each waiting process last asked (worker -> ms).
+# ARGV: worker, delay in ms (0: none, only a Retry-After pause holds), concurrency, ms a place
+# lasts, the number n of places given back, those n places, then the places wanted. Returns
+# {ms to wait, places taken}: {0, 0} when the slot has its concurrency under way, or the places
+# free go to processes that waited longer; the first places wanted are those taken. A waiting
+# process asks again every few tenths of a second (focused.downloader.FULL_HOST_WAIT): one that
+# has not asked for 1 s (closed, dead) no longer waits.
 LEASE = """
+local back = tonumber(ARGV[5])
+if back > 0 then redis.call('ZREM', KEYS[2], unpack(ARGV, 6, 5 + back)) end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl > 0 and (ARGV[2] ~= '0' or redis.call('GET', KEYS[1]) == 'retry-after') then
-  return ttl
+  return {ttl, 0}
+end
+local wanted = #ARGV - 5 - back
+local taken = 0
+if wanted > 0 then
+  local clock = redis.call('TIME')
+  local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now - 1000)
+  if #gone > 0 then
+    redis.call('ZREM', KEYS[3], unpack(gone))
+    redis.call('ZREM', KEYS[4], unpack(gone))
+  end
+  local since = redis.call('ZSCORE', KEYS[3], ARGV[1])
+  local ahead = since and redis.call('ZCOUNT', KEYS[3], '-inf', '(' .. since)
+    or redis.call('ZCARD', KEYS[3])
+  local free = tonumber(ARGV[3]) - redis.call('ZCARD', KEYS[2]) - ahead
+  taken = math.max(0, math.min(wanted, free))
+  if taken < wanted then
+    redis.call('ZADD', KEYS[3], 'NX', now, ARGV[1])
+    redis.call('ZADD', KEYS[4], now, ARGV[1])
+    redis.call('PEXPIRE', KEYS[3], 1000)
+    redis.call('PEXPIRE', KEYS[4], 1000)
+  elseif since then
+    redis.call('ZREM', KEYS[3], ARGV[1])
+    redis.call('ZREM', KEYS[4], ARGV[1])
+  end
+  if taken == 0 then return {0, 0} end
+  for i = 6 + back, 5 + back + taken do
+    redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[i])
+  end
+  if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[4]) then
+    redis.call('PEXPIRE', KEYS[2], ARGV[4])  -- never before a place taken earlier expires
+  end
 end
 if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
-return 0
+return {0, taken}
 """
 
 # A Retry-After pause of a download slot, never shortening a lease or pause that ends later.

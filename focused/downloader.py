@@ -15,11 +15,22 @@ process's: before a delayed slot sends, it takes its host's lease in Redis
 (``SharedCrawl.lease``), which no process gets again until the delay has passed. Not taken, the
 slot is held (``Slot.latercall``, as for its own delay) until the lease ends. A slot without a
 delay only looks whether another process was asked to pause the host (Retry-After,
-``focused.retryafter``). Concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``) stays per process.
+``focused.retryafter``).
+
+A slot's concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``, ``_PER_IP``, ``DOWNLOAD_SLOTS``) is the
+crawl's too: in the same Redis call, each request sent takes one of its host's places in the
+crawl, and gives it back in the call after its download ends (Scrapy's ``_download`` calls
+``_process_queue`` then), or alone when nothing waits to be sent. A place given back goes first
+to a process that found the host full earlier, so that none starves behind one whose slot is
+never empty. A host full crawl-wide holds the slot for ``FULL_HOST_WAIT``: a place another
+process gives back is seen only when the slot asks again (a wake-up through Redis would need a
+subscriber connection and its thread in every process), but one of this process's own downloads
+ending there wakes the slot at once. One process alone (no ``FOCUSED_FRONTIER``) makes no call.
 """
 
 from __future__ import annotations
 
+from itertools import islice
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
@@ -32,10 +43,28 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.core.downloader import Slot
+    from scrapy.crawler import Crawler
+    from scrapy.utils.asyncio import CallLaterResult
     from twisted.internet.defer import Deferred
+
+    from focused.distributed import SharedCrawl
+
+FULL_HOST_WAIT = 0.1  # seconds before a host full crawl-wide is looked at again
 
 
 class PoliteDownloader(Downloader):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        # In a shared crawl: the crawl-wide place at its host that each request under way holds.
+        self._places: dict[Slot, dict[Request, str]] = {}
+        # Slots held because their host is full crawl-wide, by that hold: a download of this
+        # process ending there gives a place back, and the slot looks again at once.
+        self._full: dict[Slot, CallLaterResult] = {}
+        # A place outlives the longest a live process takes to give it back: its download's
+        # timeout, and a stalled process's silence before it counts as dead.
+        self._place_margin = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
+        self._timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
+
     def _wait_for_download(
         self, slot: Slot, request: Request, queue_dfd: Deferred
     ) -> Coroutine[Any, Any, None]:
@@ -47,24 +76,75 @@ class PoliteDownloader(Downloader):
 
     def _process_queue(self, slot: Slot) -> None:
         shared = getattr(self.crawler.spider, "shared", None)
-        if shared is None or slot.latercall or not slot.queue or slot.free_transfer_slots() <= 0:
-            super()._process_queue(slot)  # one process, or nothing to send now
+        if shared is None:
+            super()._process_queue(slot)  # one process
             return
-        key = slot.queue[0][0].meta[self.DOWNLOAD_SLOT]  # set as the request reached the slot
+        ended = self._ended(slot)
+        if slot.latercall is None:
+            self._full.pop(slot, None)
+        elif ended and self._full.get(slot) is slot.latercall:
+            slot.latercall.cancel()
+            slot.latercall = None
+            del self._full[slot]
+        if slot.latercall or not slot.queue or slot.free_transfer_slots() <= 0:
+            self._release(shared, ended)
+            super()._process_queue(slot)  # nothing to send now
+            return
         # Drawn once: Scrapy draws a jittered delay at each look, and the lease must last the
         # delay the send below is spaced by.
         delay = slot.download_delay()
         wait = delay - (monotonic() - slot.lastseen)  # this process's own delay comes first
-        if wait <= 0:
-            wait = shared.lease(key, delay)
         if wait > 0:
+            self._release(shared, ended)
             slot.latercall = call_later(wait, self._latercall, slot)
             return
-        if not delay:
-            super()._process_queue(slot)  # no pause: Scrapy sends what the slot's room allows
+        # A delayed slot sends one request per lease; the look after it holds the slot for the
+        # delay before the next.
+        wanted = 1 if delay else min(len(slot.queue), slot.free_transfer_slots())
+        requests = [request for request, _ in islice(slot.queue, wanted)]
+        timeout = max(request.meta.get("download_timeout", self._timeout) for request in requests)
+        lease = shared.lease(
+            requests[0].meta[self.DOWNLOAD_SLOT],  # set as the request reached the slot
+            delay,
+            wanted,
+            slot.concurrency,
+            timeout + self._place_margin,
+            list(ended.values()),
+        )
+        if lease.wait > 0:
+            slot.latercall = call_later(lease.wait, self._latercall, slot)
             return
-        # Taken: one request now; the look below holds the slot for the delay before the next.
-        slot.lastseen = monotonic()
-        request, queue_dfd = slot.queue.popleft()
-        _schedule_coro(self._wait_for_download(slot, request, queue_dfd))
-        self._process_queue(slot)
+        if lease.places:
+            slot.lastseen = monotonic()
+            held = self._places.setdefault(slot, {})
+            for place in lease.places:
+                request, queue_dfd = slot.queue.popleft()
+                _schedule_coro(self._wait_for_download(slot, request, queue_dfd))
+                held[request] = place
+        if delay and lease.places:
+            self._process_queue(slot)  # holds the slot for the delay before the next
+        elif len(lease.places) < wanted:
+            # The other processes have the host's concurrency under way, and none of them tells
+            # this one when a place comes back: it looks again shortly.
+            slot.latercall = call_later(FULL_HOST_WAIT, self._latercall, slot)
+            self._full[slot] = slot.latercall
+
+    def _ended(self, slot: Slot) -> dict[Request, str]:
+        """The places of the slot's requests whose download ended, no longer held. Scrapy's
+        _download calls _process_queue as each download ends, success, failure or cancel, right
+        after it left ``slot.transferring``."""
+        held = self._places.get(slot)
+        if not held:
+            return {}
+        ended = {
+            request: place for request, place in held.items() if request not in slot.transferring
+        }
+        for request in ended:
+            del held[request]
+        if not held:
+            del self._places[slot]
+        return ended
+
+    def _release(self, shared: SharedCrawl, ended: dict[Request, str]) -> None:
+        if ended:
+            shared.release(next(iter(ended)).meta[self.DOWNLOAD_SLOT], list(ended.values()))

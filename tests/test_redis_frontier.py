@@ -57,6 +57,7 @@ from tests.sites import (
     Site,
     html,
 )
+from tests.test_politeness import Timed, many_pages_site
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
 
@@ -650,11 +651,30 @@ def in_flight(redis_url: str, process: subprocess.Popen) -> int:
     return sum(client.zcard(key) for key in keys)
 
 
+class Joined:
+    """Holds each request that passes it (``wait()``) until ``workers`` processes have joined
+    crawl ``shared``, or ``HOLD_TIMEOUT`` has passed. A site holds the first pages of a shared
+    crawl so: a process that starts seconds late on a loaded machine would otherwise find the
+    crawl done, and a test would check nothing shared. (``Gate`` waits for more requests at once
+    than one process sends, which a host's concurrency, crawl-wide, may not allow.)"""
+
+    def __init__(self, redis_url: str, workers: int = 2) -> None:
+        self.client = redis.Redis.from_url(redis_url)
+        self.workers = workers
+        self.opened = False  # for good: a process that leaves later leaves the crawl's workers
+
+    def wait(self) -> None:
+        deadline = time.monotonic() + HOLD_TIMEOUT
+        while not self.opened and time.monotonic() < deadline:
+            self.opened = self.client.hlen("focused:shared:workers") >= self.workers
+            time.sleep(0.05)
+
+
 def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, redis_server):
-    # The first articles wait until all three processes fetch (more than two fetch at a time,
-    # 8), and the kill waits until the process has work under way: the others then wait for
-    # that work, and take it, however late any of them started.
-    server = GatedReplay(sample_graph, Gate(9), BIRD_SEED, delay=0.03).start()
+    # The first articles wait until all three processes have joined, and the kill waits until
+    # the process has work under way: the others then wait for that work, and take it, however
+    # late any of them started.
+    server = GatedReplay(sample_graph, Joined(redis_server.url, 3), BIRD_SEED, delay=0.03).start()
     try:
         settings = {
             "FOCUSED_FRONTIER": redis_server.url,
@@ -801,25 +821,71 @@ def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
 def test_a_host_lease_spaces_every_process_and_a_pause_holds_them_all(redis_server):
     crawler = get_crawler(QueueSpider)
     one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
-    assert one.lease("a", 0.3) == 0  # taken
-    assert 0 < other.lease("a", 0.3) <= 0.3  # held: what is left of it
-    assert 0 < one.lease("a", 0.3) <= 0.3  # its holder waits too, when it asks again
-    assert other.lease("b", 0.3) == 0  # another host is not held
-    assert other.lease("a", 0) == 0  # a slot without a delay is not held by one
+    assert one.lease("a", 0.3).wait == 0  # taken
+    assert 0 < other.lease("a", 0.3).wait <= 0.3  # held: what is left of it
+    assert 0 < one.lease("a", 0.3).wait <= 0.3  # its holder waits too, when it asks again
+    assert other.lease("b", 0.3).wait == 0  # another host is not held
+    assert other.lease("a", 0).wait == 0  # a slot without a delay is not held by one
     time.sleep(0.35)
-    assert other.lease("a", 0.3) == 0  # expired: nothing stays behind a process that died
+    assert other.lease("a", 0.3).wait == 0  # expired: nothing stays behind a process that died
     client = redis.Redis.from_url(redis_server.url)
     assert 0 < client.pttl("focused:t:polite:a") <= 300
     # A Retry-After pause holds the host for every process, with or without a delay...
     one.pause("a", 2)
-    assert 1 < other.lease("a", 0) <= 2 and 1 < other.lease("a", 0.3) <= 2
+    assert 1 < other.lease("a", 0).wait <= 2 and 1 < other.lease("a", 0.3).wait <= 2
     # ...and a shorter one never shortens it.
     other.pause("a", 0.5)
-    assert 1 < one.lease("a", 0) <= 2
+    assert 1 < one.lease("a", 0).wait <= 2
     # Redis lost: one error, the spider closing, and the slot sends as in one process.
     redis_server.stop()
-    assert other.lease("c", 0.3) == 0 and other.failed
+    assert other.lease("c", 0.3).wait == 0 and other.failed
     other.pause("c", 1)
+
+
+def test_a_host_has_its_concurrency_in_places_of_the_whole_crawl(redis_server):
+    crawler = get_crawler(QueueSpider)
+    one, other, third = (SharedCrawl(crawler, redis_server.url, "t") for _ in "123")
+
+    def take(shared: SharedCrawl, expiry: float = 30, **kwargs) -> list[str]:
+        return shared.lease("a", 0, concurrency=2, expiry=expiry, **kwargs).places
+
+    first = take(one, wanted=2, expiry=0.3)
+    assert len(first) == 2  # the host's two places
+    assert take(other, wanted=1) == []  # full: it waits
+    assert len(other.lease("b", 0, wanted=1, concurrency=2, expiry=30).places) == 1
+    # A place given back goes to the process that waited longest, not to the one giving it back
+    # (in the call that asks for the next), which waits too, after the first...
+    assert take(one, wanted=1, given_back=first[:1]) == []
+    assert take(third, wanted=1) == []
+    assert len(take(other, wanted=1)) == 1
+    # ...or given back alone.
+    one.release("a", first[1:2])
+    assert take(third, wanted=1) == []
+    assert len(take(one, wanted=1, expiry=0.3)) == 1
+    # A full host takes no delay lease: another process may send once a place comes back.
+    assert one.lease("a", 0.3, wanted=1, concurrency=2, expiry=30).places == []
+    assert one.lease("a", 0.3).wait == 0
+    client = redis.Redis.from_url(redis_server.url)
+    client.delete("focused:t:polite:a")
+    # A place never given back (its process died) expires.
+    time.sleep(0.35)
+    lasting = take(third, wanted=1)
+    assert len(lasting) == 1
+    assert client.zcard("focused:t:conc:a") == 2
+    assert 29_000 < client.pttl("focused:t:conc:a") <= 30_000  # gone once all could have lapsed
+    # A waiting process that no longer asks (closed, dead) is passed over after a second.
+    assert take(one, wanted=1) == []
+    assert 0 < client.pttl("focused:t:conc-waiting:a") <= 1000
+    third.release("a", lasting)
+    time.sleep(1.1)
+    assert len(take(other, wanted=1)) == 1
+    # A pause holds the host and takes no place.
+    one.pause("b", 2)
+    assert one.lease("b", 0, wanted=1, concurrency=2, expiry=30) == (pytest.approx(2, 0.1), [])
+    # Redis lost: every place wanted, as in one process.
+    redis_server.stop()
+    assert len(take(other, wanted=3)) == 3 and other.failed
+    other.release("a", ["x"])
 
 
 class TimedReplay(GatedReplay):
@@ -844,9 +910,10 @@ def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_gr
     """Two processes each kept the host's robots.txt Crawl-delay on their own: together they
     sent twice as often as it asks, every other request half a delay after the last."""
     delay, budget = 0.5, 20
-    # The first articles wait until both processes have one under way (a Crawl-delay sends
-    # one at a time), so that both fetch, however late the second starts.
-    server = TimedReplay(sample_graph, Gate(2), BIRD_SEED, crawl_delay=delay).start()
+    # The first articles wait until both processes have joined, so that both fetch, however late
+    # the second starts.
+    gate = Joined(redis_server.url)
+    server = TimedReplay(sample_graph, gate, BIRD_SEED, crawl_delay=delay).start()
     try:
         settings = {
             "FOCUSED_FRONTIER": redis_server.url,
@@ -870,7 +937,7 @@ class BusyOnce:
     arrives; the ``busy``-th page to arrive is answered 429 with ``Retry-After: pause``. Pages
     wait at ``gate`` first."""
 
-    def __init__(self, count: int, gate: Gate, busy: int, pause: int, latency: float) -> None:
+    def __init__(self, count: int, gate: Joined, busy: int, pause: int, latency: float) -> None:
         self.count, self.gate, self.busy = count, gate, busy
         self.pause, self.latency = pause, latency
         self.arrived = 0
@@ -899,8 +966,8 @@ def test_a_retry_after_pauses_the_host_for_every_process_of_a_crawl(tmp_path, re
     """A 429 with Retry-After paused its host in the process that got it only: the others went
     on sending to the host throughout the pause."""
     log, latency, pause = FetchLog(), 0.2, 2
-    # The first pages wait until both processes have some under way (each sends two at once).
-    respond = BusyOnce(60, Gate(3), busy=8, pause=pause, latency=latency)
+    # The first pages wait until both processes have joined.
+    respond = BusyOnce(60, Joined(redis_server.url), busy=8, pause=pause, latency=latency)
     with Site(respond, "127.0.0.2", log) as site:
         settings = {
             "FOCUSED_FRONTIER": redis_server.url,
@@ -919,3 +986,31 @@ def test_a_retry_after_pauses_the_host_for_every_process_of_a_crawl(tmp_path, re
     start, end = respond.busy_at + latency + 0.3, respond.busy_at + latency + pause - 0.1
     during = [when - respond.busy_at for when in log.get_times(site.host) if start < when < end]
     assert not during, during
+
+
+@pytest.mark.parametrize("setting", ["CONCURRENT_REQUESTS_PER_DOMAIN", "DOWNLOAD_SLOTS"])
+def test_a_host_gets_no_more_requests_at_once_than_its_concurrency_crawl_wide(
+    tmp_path,
+    redis_server,
+    setting,
+):
+    """Each process kept a host's concurrency on its own: two processes had twice as many
+    requests under way to it."""
+    respond, gate = many_pages_site(24), Joined(redis_server.url)
+
+    def gated(method: str, path: str) -> Reply:
+        gate.wait()
+        return respond(method, path)
+
+    site = Timed(gated, latency=0.5)
+    limit = {"CONCURRENT_REQUESTS_PER_DOMAIN": 2}
+    if setting == "DOWNLOAD_SLOTS":
+        limit = {"DOWNLOAD_SLOTS": json.dumps({"127.0.0.2": {"concurrency": 2}})}
+    with Site(site, "127.0.0.2") as slow:
+        settings = {"FOCUSED_FRONTIER": redis_server.url, **limit}
+        spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/"}
+        logs = crawl_by_two_processes(tmp_path, slow, settings, **spider_args)
+    for log in logs:
+        assert responses(log) >= 3, log[-3000:]  # its robots.txt and pages
+    assert len(site.spans) == 25
+    assert site.most_at_once() == 2, sorted(site.spans)

@@ -2,8 +2,9 @@
 it uses them.
 
 Scrapy has no public hook for what they do (a request counted against its host's concurrency
-as its slot lets it go, a slot held for a crawl-wide delay or a Retry-After pause, the engine
-woken early, a malformed ``<base href>`` ignored), so ``requirements.txt`` allows Scrapy 2.19.x
+as its slot lets it go, and in a shared crawl given back crawl-wide as its download ends, a slot
+held for a crawl-wide delay or a Retry-After pause, the engine woken early, a malformed
+``<base href>`` ignored), so ``requirements.txt`` allows Scrapy 2.19.x
 only. A Scrapy upgrade starts here: each failure names what moved, where the behaviour tests
 would fail further from the cause, or pass while a politeness fix silently no longer runs.
 """
@@ -37,6 +38,13 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     # PoliteDownloader sends a leased request as Scrapy's _process_queue does.
     assert "_schedule_coro(self._wait_for_download(" in inspect.getsource(Downloader._process_queue)
     assert parameters(_schedule_coro) == ["coro"]
+    # In a shared crawl, a request gives back its place at its host crawl-wide in the
+    # _process_queue call that Scrapy's _download makes as the download ends (success, failure
+    # or cancel), once the request has left the slot's transferring set.
+    source = inspect.getsource(Downloader._download)
+    finally_block = source[source.index("finally:") :]
+    removed = finally_block.index("slot.transferring.remove(request)")
+    assert removed < finally_block.index("self._process_queue(slot)")
 
 
 def test_a_download_slot_has_what_the_scheduler_and_downloader_read():
