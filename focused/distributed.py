@@ -161,6 +161,7 @@ class SharedCrawl:
         self._give_back = self.redis.register_script(GIVE_BACK)
         self._lease = self.redis.register_script(LEASE)
         self._pause = self.redis.register_script(PAUSE)
+        self._renew = self.redis.register_script(RENEW)
         self._places = itertools.count()  # names this process's places at its hosts
 
     def key(self, name: str) -> str:
@@ -225,8 +226,9 @@ class SharedCrawl:
         in one Redis call.
 
         A place is one request of the whole crawl under way to the host (sorted set
-        ``conc:<slot>``, scored by when it expires, ``expiry`` seconds from now: a process that
-        dies never gives its places back, and they lapse). ``Lease.places`` are those taken,
+        ``conc:<slot>``, scored by when it expires, ``expiry`` seconds from now unless ``renew``
+        puts that off: a process that dies never gives its places back, and they lapse).
+        ``Lease.places`` are those taken,
         each to be given back as its download ends (``given_back`` of the next call, or
         ``release``); none when the host has ``concurrency`` requests under way already. A
         process that found the host full waits in line (``conc-waiting:<slot>``): places coming
@@ -249,6 +251,15 @@ class SharedCrawl:
     def release(self, slot: str, places: Sequence[str]) -> None:
         """Give back places of download slot ``slot`` that ``lease`` took."""
         self.run(self.redis.zrem, self.key(f"conc:{slot}"), *places)
+
+    def renew(self, places: Mapping[str, Sequence[str]], expiry: float) -> None:
+        """The places ``lease`` took (by download slot) expire ``expiry`` seconds from now; a
+        place that lapsed or was given back meanwhile is not taken again. One call for all."""
+        keys = [self.key(f"conc:{slot}") for slot in places]
+        args = [round(expiry * 1000)]
+        for held in places.values():
+            args += [len(held), *held]
+        self.run(self._renew, keys=keys, args=args)
 
     def pause(self, slot: str, seconds: float) -> None:
         """No process of the crawl sends to download slot ``slot`` for ``seconds`` (a
@@ -520,6 +531,21 @@ if wanted > 0 then
 end
 if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
 return {0, taken}
+"""
+
+# Places at download slots (SharedCrawl.renew) expire later. KEYS: the slots' place keys. ARGV:
+# ms from now, then for each key the number of its places and those places.
+RENEW = """
+local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local ms = tonumber(ARGV[1])
+local i = 2
+for _, key in ipairs(KEYS) do
+  local n = tonumber(ARGV[i])
+  for j = i + 1, i + n do redis.call('ZADD', key, 'XX', now + ms, ARGV[j]) end
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+  i = i + n + 1
+end
 """
 
 # A Retry-After pause of a download slot, never shortening a lease or pause that ends later.

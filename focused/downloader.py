@@ -25,17 +25,19 @@ to a process that found the host full earlier, so that none starves behind one w
 never empty. A host full crawl-wide holds the slot for ``FULL_HOST_WAIT``: a place another
 process gives back is seen only when the slot asks again (a wake-up through Redis would need a
 subscriber connection and its thread in every process), but one of this process's own downloads
-ending there wakes the slot at once. One process alone (no ``FOCUSED_FRONTIER``) makes no call.
+ending there wakes the slot at once. A place lasts ``FOCUSED_WORKER_TIMEOUT`` and the process
+renews the places it holds four times in that time (``SharedCrawl.renew``): a process that
+dies, whose downloads never end, leaves its hosts' places taken no longer than it takes the
+others to count it dead. One process alone (no ``FOCUSED_FRONTIER``) makes no call.
 """
 
 from __future__ import annotations
 
-from itertools import islice
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from scrapy.core.downloader import Downloader
-from scrapy.utils.asyncio import call_later
+from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import _schedule_coro
 
 if TYPE_CHECKING:
@@ -44,8 +46,9 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.core.downloader import Slot
     from scrapy.crawler import Crawler
-    from scrapy.utils.asyncio import CallLaterResult
+    from scrapy.utils.asyncio import AsyncioLoopingCall, CallLaterResult
     from twisted.internet.defer import Deferred
+    from twisted.internet.task import LoopingCall
 
     from focused.distributed import SharedCrawl
 
@@ -60,10 +63,9 @@ class PoliteDownloader(Downloader):
         # Slots held because their host is full crawl-wide, by that hold: a download of this
         # process ending there gives a place back, and the slot looks again at once.
         self._full: dict[Slot, CallLaterResult] = {}
-        # A place outlives the longest a live process takes to give it back: its download's
-        # timeout, and a stalled process's silence before it counts as dead.
-        self._place_margin = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
-        self._timeout = crawler.settings.getfloat("DOWNLOAD_TIMEOUT")
+        # Places last as long as a silent process counts as alive, renewed while this one lives.
+        self._place_life = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
+        self._renewal: AsyncioLoopingCall | LoopingCall | None = None
 
     def _wait_for_download(
         self, slot: Slot, request: Request, queue_dfd: Deferred
@@ -101,14 +103,12 @@ class PoliteDownloader(Downloader):
         # A delayed slot sends one request per lease; the look after it holds the slot for the
         # delay before the next.
         wanted = 1 if delay else min(len(slot.queue), slot.free_transfer_slots())
-        requests = [request for request, _ in islice(slot.queue, wanted)]
-        timeout = max(request.meta.get("download_timeout", self._timeout) for request in requests)
         lease = shared.lease(
-            requests[0].meta[self.DOWNLOAD_SLOT],  # set as the request reached the slot
+            slot.queue[0][0].meta[self.DOWNLOAD_SLOT],  # set as the request reached the slot
             delay,
             wanted,
             slot.concurrency,
-            timeout + self._place_margin,
+            self._place_life,
             list(ended.values()),
         )
         if lease.wait > 0:
@@ -121,6 +121,9 @@ class PoliteDownloader(Downloader):
                 request, queue_dfd = slot.queue.popleft()
                 _schedule_coro(self._wait_for_download(slot, request, queue_dfd))
                 held[request] = place
+            if self._renewal is None:
+                self._renewal = create_looping_call(self._renew, shared)
+                self._renewal.start(self._place_life / 4, now=False)
         if delay and lease.places:
             self._process_queue(slot)  # holds the slot for the delay before the next
         elif len(lease.places) < wanted:
@@ -144,6 +147,20 @@ class PoliteDownloader(Downloader):
         if not held:
             del self._places[slot]
         return ended
+
+    def _renew(self, shared: SharedCrawl) -> None:
+        held = {
+            next(iter(places)).meta[self.DOWNLOAD_SLOT]: list(places.values())
+            for places in self._places.values()
+        }
+        if held:
+            shared.renew(held, self._place_life)
+
+    def close(self) -> None:
+        if self._renewal is not None:
+            self._renewal.stop()
+            self._renewal = None
+        super().close()
 
     def _release(self, shared: SharedCrawl, ended: dict[Request, str]) -> None:
         if ended:

@@ -888,6 +888,25 @@ def test_a_host_has_its_concurrency_in_places_of_the_whole_crawl(redis_server):
     other.release("a", ["x"])
 
 
+def test_places_renewed_outlast_their_expiry_and_only_they(redis_server):
+    crawler = get_crawler(QueueSpider)
+    one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
+
+    def take(shared: SharedCrawl, slot: str, wanted: int) -> list[str]:
+        return shared.lease(slot, 0, wanted, concurrency=2, expiry=1.0).places
+
+    a, b = take(one, "a", 2), take(one, "b", 1)
+    one.release("a", a[1:])
+    time.sleep(0.6)
+    one.renew({"a": a, "b": b}, 1.0)  # one call for every slot
+    time.sleep(0.6)
+    # Past their first expiry, the renewed places are held, and the one given back was not taken
+    # again by the renewal: each host has one place free.
+    assert len(take(other, "a", 2)) == 1 and len(take(other, "b", 2)) == 1
+    time.sleep(1.0)
+    assert len(take(other, "b", 2)) == 2  # no renewal since: lapsed
+
+
 class TimedReplay(GatedReplay):
     """The gated replay web, with when each article arrived (before the gate holds it)."""
 
@@ -986,6 +1005,74 @@ def test_a_retry_after_pauses_the_host_for_every_process_of_a_crawl(tmp_path, re
     start, end = respond.busy_at + latency + 0.3, respond.busy_at + latency + pause - 0.1
     during = [when - respond.busy_at for when in log.get_times(site.host) if start < when < end]
     assert not during, during
+
+
+def test_a_host_keeps_its_concurrency_crawl_wide_through_downloads_longer_than_a_places_life(
+    tmp_path, redis_server
+):
+    """A place lasted the download timeout, so that a process that died held its host's places
+    for three minutes; now it lasts FOCUSED_WORKER_TIMEOUT and is renewed while its download
+    goes on, here longer than that."""
+    respond, gate = many_pages_site(4), Joined(redis_server.url)
+
+    def gated(method: str, path: str) -> Reply:
+        gate.wait()
+        return respond(method, path)
+
+    site = Timed(gated, latency=4)
+    with Site(site, "127.0.0.2") as slow:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+            "FOCUSED_WORKER_TIMEOUT": 3,
+        }
+        spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/"}
+        crawl_by_two_processes(tmp_path, slow, settings, **spider_args)
+    assert len(site.spans) == 5
+    assert site.most_at_once() == 2, sorted(site.spans)
+
+
+def test_a_dead_processs_places_at_a_host_lapse_as_it_counts_dead(tmp_path, redis_server):
+    """A place lasted the download timeout and the worker timeout: a process killed while it had
+    requests under way kept its host's places from the others for over a minute here (three
+    minutes by default)."""
+    respond, gate = many_pages_site(30), Joined(redis_server.url)
+
+    def gated(method: str, path: str) -> Reply:
+        gate.wait()
+        return respond(method, path)
+
+    site, life = Timed(gated, latency=1), 3
+    client = redis.Redis.from_url(redis_server.url)
+    with Site(site, "127.0.0.2") as slow:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+            "FOCUSED_WORKER_TIMEOUT": life,
+            "DOWNLOAD_TIMEOUT": 60,
+        }
+        spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/"}
+        workers = [start_worker(tmp_path, slow, settings, f"w{i}", **spider_args) for i in "01"]
+        mark = f":{workers[0].pid}:"  # in the worker's name, host:pid:random
+        deadline = time.monotonic() + HOLD_TIMEOUT + 60
+        while time.monotonic() < deadline and not any(
+            mark in place.decode()
+            for place in client.zrange("focused:shared:conc:127.0.0.2", 0, -1)
+        ):
+            time.sleep(0.05)
+        assert len(site.spans) < 20, (
+            "the crawl went too far before the process to kill held a place"
+        )
+        workers[0].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        finish(workers[0])
+        log = finish(workers[1])
+    assert workers[1].returncode == 0, log[-3000:]
+    # Within the worker timeout, and a look at the host after, the survivor has both places.
+    later = Timed(None, 0)
+    later.spans = [span for span in site.spans if span[0] > killed + life + 1]
+    assert len(later.spans) >= 4, sorted(site.spans)
+    assert later.most_at_once() == 2, sorted(site.spans)
 
 
 @pytest.mark.parametrize("setting", ["CONCURRENT_REQUESTS_PER_DOMAIN", "DOWNLOAD_SLOTS"])
