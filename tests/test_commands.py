@@ -553,6 +553,16 @@ def test_report_png_that_cannot_be_written_is_a_bad_option(
     assert (tmp_path / "a_file").read_text(encoding="utf-8") == "mine"
 
 
+def test_report_png_over_a_file_that_cannot_be_written_is_a_bad_option(stored, sqlite, tmp_path):
+    """A writable folder, a file in it that is not: the report was printed, then exit status 1."""
+    png = tmp_path / "kept.png"
+    png.write_bytes(b"mine")
+    with read_only(png):
+        result = sqlite("report", "--png", str(png))
+    one_line_error(result, 2, f"cannot write --png '{png}': the file cannot be written")
+    assert png.read_bytes() == b"mine"
+
+
 # -- errors ----------------------------------------------------------------------------------
 
 
