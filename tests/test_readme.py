@@ -194,3 +194,14 @@ def test_a_readme_command_line_uses_the_commands_options(words):
     command.add_options(parser)
     _, unknown = parser.parse_known_args(words[2:])
     assert [word for word in unknown if word.startswith("-")] == []
+
+
+def test_every_module_of_focused_has_a_row_in_the_architecture_layout():
+    layout = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `(focused/\w+\.py)`", layout, re.M))
+    modules = {
+        str(path.relative_to(REPO))
+        for path in (REPO / "focused").glob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert sorted(modules - rows) == []
