@@ -10,6 +10,7 @@ focused.report.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -21,11 +22,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from importlib import import_module
 from pathlib import Path
 
 import pymongo
 import pytest
 from scrapy.cmdline import execute
+from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
+from scrapy.settings import Settings
 
 from focused import storage
 from focused.report import build_report, describe_status, is_stale
@@ -758,3 +762,26 @@ def test_the_command_line_prints_the_same(stored, sqlite, tmp_path):
 def test_errors_on_the_command_line():
     one_line_error(run_cli("pages", "--top", "0", settings={}), 2, "--top=0 is below its minimum 1")
     one_line_error(run_cli("report", settings=UNREACHABLE_MONGO), 1, "cannot reach the server")
+
+
+# -- --help ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["crawls", "pages", "report", "recrawl"])
+def test_help_prints_each_option_as_written(name):
+    """Scrapy's help formatter takes a line of an option's help ending in ":" for a heading and
+    title-cases it: "--model" read "Jobdir Crawl Saved In Dir (Jobdir/Relevance); Default" in
+    a terminal of 80 columns."""
+    command = import_module(f"focused.commands.{name}").Command()
+    command.settings = Settings()
+    scrapys = argparse.ArgumentParser()
+    ScrapyCommand.add_options(command, scrapys)
+    for width in range(40, 121):
+        parser = argparse.ArgumentParser(
+            formatter_class=lambda prog, width=width: ScrapyHelpFormatter(prog, width=width)
+        )
+        command.add_options(parser)
+        printed = " ".join(parser.format_help().split())
+        ours = {action.help for action in parser._actions} - {a.help for a in scrapys._actions}
+        for text in ours - {None}:
+            assert " ".join(text.split()) in printed, width
