@@ -205,3 +205,9 @@ def test_every_module_of_focused_has_a_row_in_the_architecture_layout():
         if path.name != "__init__.py"
     }
     assert sorted(modules - rows) == []
+
+
+def test_the_strategies_storing_no_link_relevance_are_those_that_never_read_it():
+    listed = re.search(r"`link_relevance` \(.*?none with (.*?), which never\s", README, re.S)
+    named = set(re.findall(r"`(\w+)`", listed.group(1)))
+    assert named == {name for name in STRATEGIES if not strategy_class(name).reads_link_scores}
