@@ -72,14 +72,11 @@ SPELLED_OUT = {
 def documented_settings() -> list[tuple[str, str]]:
     """(name, README default) for every row of the README's settings tables."""
     found = []
-    for header in ("setting", "`render`"):
-        for row in table_rows(README, header):
-            names = re.findall(r"`([A-Z][A-Z0-9_]+)`", row[0])
-            if not names or len(row) < 3:
-                continue
-            # "none, `focused`" is the default of each of "`MONGO_URI`, `MONGO_DATABASE`".
-            defaults = row[1].split(", ") if len(names) > 1 else [row[1]]
-            found += zip(names, defaults, strict=True)
+    for row in table_rows(README, "setting"):
+        names = re.findall(r"`([A-Z][A-Z0-9_]+)`", row[0])
+        # "none, `focused`" is the default of each of "`MONGO_URI`, `MONGO_DATABASE`".
+        defaults = row[1].split(", ") if len(names) > 1 else [row[1]]
+        found += zip(names, defaults, strict=True)
     return found
 
 
