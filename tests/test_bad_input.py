@@ -395,6 +395,31 @@ def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
     assert a_file.read_text(encoding="utf-8") == "mine"
 
 
+@pytest.mark.parametrize("option", ["-O", "LOG_FILE"])
+def test_an_existing_file_that_cannot_be_written_gives_one_line(tmp_path, option):
+    """Its folder is writable, the file is not (another user's, read-only, immutable): -O
+    failed with a traceback for each page and exited 0, LOG_FILE with a traceback and 1."""
+    taken = tmp_path / "taken.jsonl"
+    taken.write_text("mine", encoding="utf-8")
+    settings = {"FOCUSED_DB": tmp_path / "db"}
+    extra = ("-O", taken) if option == "-O" else ()
+    if option == "LOG_FILE":
+        settings["LOG_FILE"] = taken
+    with read_only(taken):
+        result = subprocess.run(
+            scrapy_command(*crawl_args(GOOD, settings), *extra),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=crawl_env(),
+        )
+    what = f"the feed '{taken}'" if option == "-O" else f"LOG_FILE '{taken}'"
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == f"error: cannot write {what}: the file cannot be written\n"
+    assert taken.read_text(encoding="utf-8") == "mine"
+
+
 def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkeypatch):
     """Imported to be checked, a module that imports Twisted's reactor installed the default
     one before Scrapy could install the crawl's, and the crawl could not start."""

@@ -10,6 +10,7 @@ focused.report.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import re
@@ -21,11 +22,14 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from importlib import import_module
 from pathlib import Path
 
 import pymongo
 import pytest
 from scrapy.cmdline import execute
+from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
+from scrapy.settings import Settings
 
 from focused import storage
 from focused.report import build_report, describe_status, is_stale
@@ -553,6 +557,16 @@ def test_report_png_that_cannot_be_written_is_a_bad_option(
     assert (tmp_path / "a_file").read_text(encoding="utf-8") == "mine"
 
 
+def test_report_png_over_a_file_that_cannot_be_written_is_a_bad_option(stored, sqlite, tmp_path):
+    """A writable folder, a file in it that is not: the report was printed, then exit status 1."""
+    png = tmp_path / "kept.png"
+    png.write_bytes(b"mine")
+    with read_only(png):
+        result = sqlite("report", "--png", str(png))
+    one_line_error(result, 2, f"cannot write --png '{png}': the file cannot be written")
+    assert png.read_bytes() == b"mine"
+
+
 # -- errors ----------------------------------------------------------------------------------
 
 
@@ -748,3 +762,26 @@ def test_the_command_line_prints_the_same(stored, sqlite, tmp_path):
 def test_errors_on_the_command_line():
     one_line_error(run_cli("pages", "--top", "0", settings={}), 2, "--top=0 is below its minimum 1")
     one_line_error(run_cli("report", settings=UNREACHABLE_MONGO), 1, "cannot reach the server")
+
+
+# -- --help ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["crawls", "pages", "report", "recrawl"])
+def test_help_prints_each_option_as_written(name):
+    """Scrapy's help formatter takes a line of an option's help ending in ":" for a heading and
+    title-cases it: "--model" read "Jobdir Crawl Saved In Dir (Jobdir/Relevance); Default" in
+    a terminal of 80 columns."""
+    command = import_module(f"focused.commands.{name}").Command()
+    command.settings = Settings()
+    scrapys = argparse.ArgumentParser()
+    ScrapyCommand.add_options(command, scrapys)
+    for width in range(40, 121):
+        parser = argparse.ArgumentParser(
+            formatter_class=lambda prog, width=width: ScrapyHelpFormatter(prog, width=width)
+        )
+        command.add_options(parser)
+        printed = " ".join(parser.format_help().split())
+        ours = {action.help for action in parser._actions} - {a.help for a in scrapys._actions}
+        for text in ours - {None}:
+            assert " ".join(text.split()) in printed, width

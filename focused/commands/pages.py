@@ -43,7 +43,7 @@ class Command(StoreCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
-        parser.add_argument("--crawl", metavar="ID", help="crawl id (default: the latest crawl)")
+        parser.add_argument("--crawl", metavar="ID", help="crawl id (by default the latest crawl)")
         parser.add_argument(
             "--min-relevance", metavar="X", help="only pages with relevance >= X (0 to 1)"
         )

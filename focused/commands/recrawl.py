@@ -64,7 +64,7 @@ class Command(ScrapyCommand):
             "--model",
             metavar="DIR",
             help="rescore changed pages with the relevance model a JOBDIR crawl saved in DIR"
-            " (JOBDIR/relevance); default: keep the crawl's scores",
+            " (JOBDIR/relevance); without it the crawl's scores are kept",
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
