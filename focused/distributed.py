@@ -487,7 +487,7 @@ return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 # lasts, the number n of places given back, those n places, then the places wanted. Returns
 # {ms to wait, places taken}: {0, 0} when the slot has its concurrency under way, or the places
 # free go to processes that waited longer; the first places wanted are those taken. A waiting
-# process asks again every few tenths of a second (focused.downloader.FULL_HOST_WAIT): one that
+# process asks again at least every 0.1 s (focused.downloader.FULL_HOST_WAIT): one that
 # has not asked for 1 s (closed, dead) no longer waits.
 LEASE = """
 local back = tonumber(ARGV[5])

@@ -22,8 +22,9 @@ crawl's too: in the same Redis call, each request sent takes one of its host's p
 crawl, and gives it back in the call after its download ends (Scrapy's ``_download`` calls
 ``_process_queue`` then), or alone when nothing waits to be sent. A place given back goes first
 to a process that found the host full earlier, so that none starves behind one whose slot is
-never empty. A host full crawl-wide holds the slot for ``FULL_HOST_WAIT``: a place another
-process gives back is seen only when the slot asks again (a wake-up through Redis would need a
+never empty. A host full crawl-wide holds the slot for ``FULL_HOST_FIRST_WAIT``, twice as long
+at each look that finds it full again, up to ``FULL_HOST_WAIT``: a place another process gives
+back is seen only when the slot asks again (a wake-up through Redis would need a
 subscriber connection and its thread in every process), but one of this process's own downloads
 ending there wakes the slot at once. A place lasts ``FOCUSED_WORKER_TIMEOUT`` and the process
 renews the places it holds four times in that time (``SharedCrawl.renew``): a process that
@@ -52,7 +53,10 @@ if TYPE_CHECKING:
 
     from focused.distributed import SharedCrawl
 
-FULL_HOST_WAIT = 0.1  # seconds before a host full crawl-wide is looked at again
+# Seconds before a host full crawl-wide is looked at again: first soon, since a fast host's
+# places come back within milliseconds, then twice as long at each look, up to the most.
+FULL_HOST_FIRST_WAIT = 0.01
+FULL_HOST_WAIT = 0.1
 
 
 class PoliteDownloader(Downloader):
@@ -63,6 +67,7 @@ class PoliteDownloader(Downloader):
         # Slots held because their host is full crawl-wide, by that hold: a download of this
         # process ending there gives a place back, and the slot looks again at once.
         self._full: dict[Slot, CallLaterResult] = {}
+        self._next_full_wait: dict[Slot, float] = {}  # of slots found full at their last look
         # Places last as long as a silent process counts as alive, renewed while this one lives.
         self._place_life = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         self._renewal: AsyncioLoopingCall | LoopingCall | None = None
@@ -116,6 +121,7 @@ class PoliteDownloader(Downloader):
             return
         if lease.places:
             slot.lastseen = monotonic()
+            self._next_full_wait.pop(slot, None)
             held = self._places.setdefault(slot, {})
             for place in lease.places:
                 request, queue_dfd = slot.queue.popleft()
@@ -129,7 +135,9 @@ class PoliteDownloader(Downloader):
         elif len(lease.places) < wanted:
             # The other processes have the host's concurrency under way, and none of them tells
             # this one when a place comes back: it looks again shortly.
-            slot.latercall = call_later(FULL_HOST_WAIT, self._latercall, slot)
+            wait = self._next_full_wait.get(slot, FULL_HOST_FIRST_WAIT)
+            self._next_full_wait[slot] = min(2 * wait, FULL_HOST_WAIT)
+            slot.latercall = call_later(wait, self._latercall, slot)
             self._full[slot] = slot.latercall
 
     def _ended(self, slot: Slot) -> dict[Request, str]:
