@@ -413,19 +413,32 @@ def test_sqlite_schema(tmp_path):
     ]
 
 
-def test_an_older_sqlite_file_gains_the_newer_crawl_fields(tmp_path):
-    path = tmp_path / "old.sqlite3"
+# Crawl fields an older version's file lacks.
+NEWER_CRAWL_FIELDS = ("resumed_at", "seen_at", "heartbeat_interval")
+
+
+def older_sqlite_file(path: Path, *, with_pages: bool = False) -> Path:
+    """A store as an older version wrote it: crawl c1 without NEWER_CRAWL_FIELDS, and with
+    ``with_pages`` a page of c1 without the last four page fields."""
     conn = sqlite3.connect(path)
-    newer = ("resumed_at", "seen_at", "heartbeat_interval")
-    columns = ", ".join(name for name in CRAWL_FIELDS if name not in newer)
+    columns = ", ".join(name for name in CRAWL_FIELDS if name not in NEWER_CRAWL_FIELDS)
     conn.execute(f"CREATE TABLE crawls ({columns}, UNIQUE (crawl_id))")
     conn.execute("INSERT INTO crawls (crawl_id, started_at) VALUES ('c1', '2024-05-01')")
+    if with_pages:
+        conn.execute(f"CREATE TABLE pages ({', '.join(PAGE_FIELDS[:-4])})")
+        conn.execute(
+            "INSERT INTO pages (crawl_id, url, relevance) VALUES ('c1', 'http://a.test/', 1)"
+        )
     conn.commit()
     conn.close()
-    store = SqliteStore(path)
+    return path
+
+
+def test_an_older_sqlite_file_gains_the_newer_crawl_fields(tmp_path):
+    store = SqliteStore(older_sqlite_file(tmp_path / "old.sqlite3"))
     try:
         old = store.get_crawl("c1")
-        assert [old[name] for name in newer] == [None, None, None]
+        assert [old[name] for name in NEWER_CRAWL_FIELDS] == [None, None, None]
         store.start_crawl(crawl_record("c1", "2024-05-02") | {"heartbeat_interval": 30.0})
         crawl = store.get_crawl("c1")
     finally:
@@ -498,20 +511,11 @@ def test_a_sqlite_store_on_read_only_media_is_refused_for_writing(tmp_path, immu
 
 def test_a_reader_leaves_an_older_sqlite_file_as_it_is(tmp_path):
     """The fields it lacks read as None; the file is not given them (nor made WAL)."""
-    db = tmp_path / "old.sqlite3"
-    conn = sqlite3.connect(db)
-    newer = ("resumed_at", "seen_at", "heartbeat_interval")
-    columns = ", ".join(name for name in CRAWL_FIELDS if name not in newer)
-    conn.execute(f"CREATE TABLE crawls ({columns}, UNIQUE (crawl_id))")
-    conn.execute(f"CREATE TABLE pages ({', '.join(PAGE_FIELDS[:-4])})")
-    conn.execute("INSERT INTO crawls (crawl_id, started_at) VALUES ('c1', '2024-05-01')")
-    conn.execute("INSERT INTO pages (crawl_id, url, relevance) VALUES ('c1', 'http://a.test/', 1)")
-    conn.commit()
-    conn.close()
+    db = older_sqlite_file(tmp_path / "old.sqlite3", with_pages=True)
     before = db.read_bytes()
     store = SqliteStore(db, read_only=True)
     try:
-        assert [store.get_crawl("c1")[name] for name in newer] == [None, None, None]
+        assert [store.get_crawl("c1")[name] for name in NEWER_CRAWL_FIELDS] == [None, None, None]
         assert store.pages("c1")[0]["visits"] is None
     finally:
         store.close()
