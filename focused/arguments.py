@@ -638,7 +638,7 @@ def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_i
             "JOBDIR holds a crawl of another query or topic_file; resume it with the same, or "
             "use a new JOBDIR"
         )
-    if saved_order and saved_order["params"] != order["params"]:
+    if saved_order and saved_order["params"] != _asked_of_older_job(saved_order, order):
         raise ConfigError(
             f"JOBDIR holds a {saved} crawl with {describe_params(saved_order['params'])}; resume "
             "it with the same parameters or use a new JOBDIR"
@@ -649,6 +649,19 @@ def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_i
             f"JOBDIR holds crawl {saved_id}; resume it with -a crawl_id={saved_id} (or none), or "
             "use a new JOBDIR"
         )
+
+
+def _asked_of_older_job(saved: Mapping[str, Any], order: Mapping[str, Any]) -> dict[str, Any]:
+    """The parameters ``order`` asks of a job whose ``saved`` order may be older than a
+    parameter: one it does not name counts only when given another value than its default."""
+    defaults = {
+        name: param.default for name, param in strategy_class(order["strategy"]).params.items()
+    }
+    return {
+        name: value
+        for name, value in order["params"].items()
+        if name in saved["params"] or value != defaults[name]
+    }
 
 
 def _check_shared_frontier(

@@ -455,6 +455,22 @@ def test_odd_argument_values_are_refused(arguments, message):
     assert str(refused.value).startswith(message), refused.value
 
 
+def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since(tmp_path):
+    """rank_growth came after rank_semantic's first JOBDIRs: their order does not name it, and
+    the resume was refused for "other parameters" that no -a could make the same."""
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    arguments = {**GOOD, "strategy": "rank_semantic", "crawl_id": "first"}
+    remember_job(settings, parse_arguments(arguments, settings))
+    record_file = tmp_path / "job" / "focused.json"
+    record = json.loads(record_file.read_text())
+    del record["order"]["params"]["rank_growth"]
+    record_file.write_text(json.dumps(record))
+    assert parse_arguments(arguments, settings).params["rank_growth"] == 0.1
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**arguments, "rank_growth": "0.5"}, settings)
+    assert str(refused.value).startswith("JOBDIR holds a rank_semantic crawl with band_low=0.1")
+
+
 @pytest.mark.parametrize(
     ("changed", "message"),
     [
