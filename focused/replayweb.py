@@ -136,6 +136,24 @@ def _find_root(path: Path) -> Path:
     return found[0]
 
 
+# Python 3.11.4 and later also check what they unpack ("data" filter); Debian 12's Python 3.11.2
+# has no filters, and extractall would write a member named ../x or /x outside the folder.
+_DATA_FILTER = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+
+
+def _plain_members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
+    """The folders and regular files of ``tar`` that unpack inside its destination: a corpus has
+    nothing else, and links or a path leaving the folder are skipped on every Python."""
+    for member in tar:
+        path = Path(member.name)
+        if (
+            (member.isfile() or member.isdir())
+            and not path.is_absolute()
+            and ".." not in path.parts
+        ):
+            yield member
+
+
 def _extract(archive: Path, cache_dir: Path) -> Path:
     """Unpack a tarball once into the cache, keyed by name, size and mtime; return the dir.
 
@@ -150,7 +168,7 @@ def _extract(archive: Path, cache_dir: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=cache_dir))
     try:
         with tarfile.open(archive) as tar:
-            tar.extractall(tmp, filter="data")
+            tar.extractall(tmp, members=_plain_members(tar), **_DATA_FILTER)
         os.rename(tmp, dest)
     except (OSError, tarfile.TarError) as exc:
         if not dest.is_dir():  # else another process unpacked it first: use theirs

@@ -6,6 +6,7 @@ hand-made graph whose expected HTML is known exactly.
 
 from __future__ import annotations
 
+import io
 import re
 import signal
 import subprocess
@@ -171,6 +172,27 @@ def test_load_graph_from_a_parent_dir_and_a_tarball(graph: Graph, tmp_path: Path
     for bad in ("missing", "two", "cache/..", "junk.tar.gz"):
         with pytest.raises(ConfigError):
             load_graph(tmp_path / bad, cache_dir=cache)
+
+
+def test_a_tarball_unpacks_only_its_folders_and_files_inside_the_cache(
+    graph: Graph, tmp_path: Path
+) -> None:
+    """Python 3.11.2 (Debian 12's) has no extraction filter: extractall(filter=) was a
+    TypeError there, and without a filter a member ../x is written outside the folder."""
+    archive, cache = tmp_path / "corpus.tar.gz", tmp_path / "cache" / "deep"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(SAMPLE, arcname="wikisample")
+        for name, kind in (
+            ("../../outside.txt", tarfile.REGTYPE),
+            ("wikisample/link", tarfile.SYMTYPE),
+        ):
+            member = tarfile.TarInfo(name)
+            member.type, member.linkname = kind, "/etc/hostname"
+            tar.addfile(member, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+    loaded = load_graph(archive, cache_dir=cache)
+    assert loaded.names == graph.names and loaded.text == graph.text
+    assert not (tmp_path / "cache" / "outside.txt").exists()  # ../../ from the unpacking folder
+    assert not (loaded.root / "link").exists() and not (loaded.root / "link").is_symlink()
 
 
 def test_load_graph_keeps_link_order_drops_duplicates_and_unknown_targets(tmp_path: Path) -> None:
