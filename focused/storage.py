@@ -22,6 +22,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -123,6 +124,12 @@ DEFAULT_SQLITE_PATH = "focused.sqlite3"
 
 class StoreError(Exception):
     """The store cannot be opened, reached or written; the message is one line for the user."""
+
+
+# A new file's switch to WAL lost to another process's: tried again this often, this far apart
+# (5 s in all, sqlite3's own busy timeout).
+WAL_SWITCH_TRIES = 100
+WAL_SWITCH_PAUSE = 0.05  # seconds
 
 
 class StoreSettingError(StoreError):
@@ -427,7 +434,7 @@ class SqliteStore(Store):
                 self._conn = sqlite3.connect(file)
                 if not create:
                     self._check_is_store()
-                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._use_wal()
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.executescript(_SQLITE_SCHEMA)
                 self._add_missing_columns("pages", PAGE_SCHEMA)
@@ -435,6 +442,20 @@ class SqliteStore(Store):
             # A reader leaves a file of an older version as it is: the fields it lacks are read
             # as NULL.
             self._columns = {table: self._present_columns(table) for table in ("crawls", "pages")}
+
+    def _use_wal(self) -> None:
+        """WAL mode, which lets a crawl's readers in while it writes. Processes opening a new
+        file at once (a shared crawl's start) race to switch it, and SQLite answers the losers
+        "database is locked" at once, without waiting out the busy timeout: they try again."""
+        for _ in range(WAL_SWITCH_TRIES - 1):
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc):
+                    raise
+                time.sleep(WAL_SWITCH_PAUSE)
+        self._conn.execute("PRAGMA journal_mode=WAL")
 
     def _check_writable(self, path: Path) -> None:
         """Checked before opening: SQLite opens a read-only file for reading without a word,

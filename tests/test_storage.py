@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
+import multiprocessing.synchronize
 import os
 import sqlite3
 import subprocess
@@ -446,6 +448,37 @@ def test_an_older_sqlite_file_gains_the_newer_crawl_fields(tmp_path):
     assert (crawl["started_at"], crawl["resumed_at"]) == ("2024-05-01", "2024-05-02")
     assert crawl["seen_at"] > "2024-05-02"
     assert crawl["heartbeat_interval"] == 30.0
+
+
+def _open_at_once(path: str, start: multiprocessing.synchronize.Barrier, results) -> None:
+    start.wait()
+    try:
+        SqliteStore(path).close()
+        results.put("ok")
+    except StoreError as exc:
+        results.put(str(exc))
+
+
+def test_processes_opening_a_new_sqlite_file_at_once_all_open_it(tmp_path):
+    """Two processes of a shared crawl starting together: one in a few dozen got "database is
+    locked" at once from its switch of the new file to WAL, and the crawl did not start."""
+    context = multiprocessing.get_context("fork")
+    outcomes = []
+    for attempt in range(60):
+        path, start, results = (
+            str(tmp_path / f"{attempt}.sqlite3"),
+            context.Barrier(3),
+            context.Queue(),
+        )
+        openers = [
+            context.Process(target=_open_at_once, args=(path, start, results)) for _ in "abc"
+        ]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+        outcomes += [results.get() for _ in openers]
+    assert [outcome for outcome in outcomes if outcome != "ok"] == []
 
 
 def test_sqlite_unopenable_path_is_a_store_error(tmp_path):
