@@ -656,18 +656,33 @@ class Joined:
     crawl ``shared``, or ``HOLD_TIMEOUT`` has passed. A site holds the first pages of a shared
     crawl so: a process that starts seconds late on a loaded machine would otherwise find the
     crawl done, and a test would check nothing shared. (``Gate`` waits for more requests at once
-    than one process sends, which a host's concurrency, crawl-wide, may not allow.)"""
+    than one process sends, which a host's concurrency, crawl-wide, may not allow.)
+
+    The crawl's workers are watched from the start, not only while a request waits: a process
+    killed before any request reached the site has still joined, although the others remove it
+    from the crawl's workers once it counts as dead."""
 
     def __init__(self, redis_url: str, workers: int = 2) -> None:
         self.client = redis.Redis.from_url(redis_url)
         self.workers = workers
-        self.opened = False  # for good: a process that leaves later leaves the crawl's workers
+        self.seen: set[bytes] = set()
+        self.opened = threading.Event()  # for good: a process that leaves later has joined
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        deadline = time.monotonic() + HOLD_TIMEOUT
+        while time.monotonic() < deadline:
+            try:
+                self.seen.update(self.client.hkeys("focused:shared:workers"))
+            except redis.ConnectionError:  # the test is over and its server stopped
+                return
+            if len(self.seen) >= self.workers:
+                self.opened.set()
+                return
+            time.sleep(0.05)
 
     def wait(self) -> None:
-        deadline = time.monotonic() + HOLD_TIMEOUT
-        while not self.opened and time.monotonic() < deadline:
-            self.opened = self.client.hlen("focused:shared:workers") >= self.workers
-            time.sleep(0.05)
+        self.opened.wait(timeout=HOLD_TIMEOUT)
 
 
 def test_the_others_finish_when_one_process_is_killed(tmp_path, sample_graph, redis_server):
