@@ -24,7 +24,9 @@ host's lease (``SharedCrawl.lease``, key ``polite:<slot>``, set if absent, expir
 delay) or waits for it, and a Retry-After pause is set on the same key (``SharedCrawl.pause``)
 for every process to wait out. So is a host's concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``,
 ``_PER_IP``, ``DOWNLOAD_SLOTS``): in the same call each request takes one of the host's places
-(key ``conc:<slot>``), given back as its download ends. ``HOST_WINDOW`` stays per process.
+(key ``conc:<slot>``), given back as its download ends. So is a host's robots.txt: one process
+downloads it and the others read what it read (``SharedCrawl.robots_txt``, hash ``robots``).
+``HOST_WINDOW`` stays per process.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
@@ -162,6 +164,8 @@ class SharedCrawl:
         self._lease = self.redis.register_script(LEASE)
         self._pause = self.redis.register_script(PAUSE)
         self._renew = self.redis.register_script(RENEW)
+        self._robots_txt = self.redis.register_script(ROBOTS_TXT)
+        self._share_robots_txt = self.redis.register_script(SHARE_ROBOTS_TXT)
         self._places = itertools.count()  # names this process's places at its hosts
 
     def key(self, name: str) -> str:
@@ -266,6 +270,21 @@ class SharedCrawl:
         Retry-After), nor before a longer lease or pause already taken ends."""
         ms = max(1, round(seconds * 1000))
         self.run(self._pause, keys=[self.polite_key(slot)], args=[ms])
+
+    def robots_txt(self, netloc: str) -> tuple[bytes | None, bool]:
+        """What a process of the crawl read at ``netloc``'s robots.txt (``share_robots_txt``),
+        else None and whether this process is now the one to download it: no live process is
+        downloading it (none is, or the one that was is silent for ``FOCUSED_WORKER_TIMEOUT``
+        or has left the crawl). Once Redis is lost, (None, True): each process downloads."""
+        keys = [self.key("robots"), self.key("robots-fetching"), self.key("workers")]
+        args = [netloc, self.worker, self.crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")]
+        outcome, ours = self.run(self._robots_txt, keys=keys, args=args, default=(b"", 1))
+        return outcome or None, bool(ours)
+
+    def share_robots_txt(self, netloc: str, outcome: bytes) -> None:
+        """What this process read at ``netloc``'s robots.txt, for every process of the crawl."""
+        keys = [self.key("robots"), self.key("robots-fetching")]
+        self.run(self._share_robots_txt, keys=keys, args=[netloc, outcome])
 
     def polite_key(self, slot: str) -> str:
         return self.key(f"polite:{slot}")
@@ -553,6 +572,30 @@ end
 PAUSE = """
 local ms = math.max(tonumber(ARGV[1]), redis.call('PTTL', KEYS[1]))
 redis.call('SET', KEYS[1], 'retry-after', 'PX', ms)
+"""
+
+# A host's robots.txt as the crawl read it, or the download of it taken by this process unless
+# a live one has it. KEYS: robots (netloc -> outcome), robots-fetching (netloc -> worker),
+# workers (worker -> heartbeat, s). ARGV: netloc, worker, seconds of silence that make a worker
+# dead. Returns {outcome or '', 1 if this worker downloads it}.
+ROBOTS_TXT = """
+local outcome = redis.call('HGET', KEYS[1], ARGV[1])
+if outcome then return {outcome, 0} end
+local fetcher = redis.call('HGET', KEYS[2], ARGV[1])
+if fetcher and fetcher ~= ARGV[2] then
+  local beat = redis.call('HGET', KEYS[3], fetcher)
+  if beat and tonumber(redis.call('TIME')[1]) - tonumber(beat) <= tonumber(ARGV[3]) then
+    return {'', 0}
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return {'', 1}
+"""
+
+# KEYS: robots, robots-fetching. ARGV: netloc, outcome.
+SHARE_ROBOTS_TXT = """
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HDEL', KEYS[2], ARGV[1])
 """
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:

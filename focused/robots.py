@@ -27,6 +27,12 @@ for more than ``ROBOTS_CRAWL_DELAY_MAX`` seconds is skipped, as Nutch does
 (``fetcher.max.crawl.delay``): fetching it faster than it asked would ignore its robots.txt, and
 a request waiting in a host's slot counts against ``CONCURRENT_REQUESTS``, so that a few such
 hosts would hold most of the crawl's downloads for minutes each.
+
+In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
+once for the crawl: the first process to need it downloads it and puts what it read in Redis,
+and the others wait for that and parse the same body (``SharedCrawl.robots_txt``), so each
+also learns the Crawl-delay. A process that dies downloading it is replaced once it counts as
+dead.
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ from typing import TYPE_CHECKING
 from scrapy import exceptions, signals
 from scrapy.downloadermiddlewares import robotstxt
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
+from scrapy.utils.asyncio import sleep
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
@@ -51,6 +59,13 @@ if TYPE_CHECKING:
     from scrapy.robotstxt import RobotParser
 
 logger = logging.getLogger(__name__)
+
+# What a process of a shared crawl read at a robots.txt: the body it parsed, or that the
+# download failed (no parser: every URL allowed, as Scrapy does).
+PARSED, FAILED = b"+", b"-"
+# Seconds before a process looks again whether the one downloading a robots.txt is done:
+# first soon, then twice as long at each look, up to the most.
+SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
 
 
 # What a download of a site's robots.txt can fail with when the site is not there: not a bug.
@@ -97,6 +112,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if not isinstance(pending, Deferred):
             downloads_it = netloc not in self._parsers  # else read already
             try:
+                if downloads_it and getattr(self.crawler.spider, "shared", None) is not None:
+                    return await self._read_by_the_crawl(request, netloc)
                 return await super().robot_parser(request)
             finally:
                 if downloads_it:  # the scheduler held the host's other requests until now
@@ -109,6 +126,46 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
         pending.addCallback(hand_on)
         return await maybe_deferred_to_future(mine)
+
+    async def _read_by_the_crawl(self, request: Request, netloc: str) -> RobotParser | None:
+        """``netloc``'s robots.txt as another process of the crawl read it, waited for while
+        that process downloads it, or downloaded by this one, which then shares it."""
+        shared = self.crawler.spider.shared
+        waiting: Deferred[RobotParser | None] = Deferred()
+        self._parsers[netloc] = waiting  # the scheduler holds the host; later requests chain
+        wait = SHARED_FIRST_WAIT
+        outcome, ours = shared.robots_txt(netloc)
+        while outcome is None and not ours:
+            await sleep(wait)
+            wait = min(2 * wait, SHARED_MAX_WAIT)
+            outcome, ours = shared.robots_txt(netloc)
+        if outcome is None:
+            del self._parsers[netloc]  # for Scrapy's download, which shares it when done
+            parser = await super().robot_parser(request)
+        else:
+            parser = None
+            if outcome.startswith(PARSED):
+                parser = build_from_crawler(self._parserimpl, self.crawler, outcome[1:])
+                await self.crawler.signals.send_catch_log_async(
+                    signal=signals.robots_parsed, robotparser=parser, request=request
+                )
+            self._parsers[netloc] = parser
+            self._stats.inc_value("focused/robots/read_by_another_process")
+        waiting.callback(parser)
+        return parser
+
+    async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        await super()._parse_robots(response, netloc, request)
+        self._share(netloc, PARSED + response.body)
+
+    def _robots_error(self, exc: Exception, netloc: str) -> None:
+        super()._robots_error(exc, netloc)
+        self._share(netloc, FAILED)
+
+    def _share(self, netloc: str, outcome: bytes) -> None:
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is not None:
+            shared.share_robots_txt(netloc, outcome)
 
     def waits_for_robots(self, request: Request) -> bool:
         """True if ``request`` waits (or, handed out, would wait) in this middleware for its

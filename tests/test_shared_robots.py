@@ -1,0 +1,102 @@
+"""A host's robots.txt in a crawl shared by several processes: downloaded once for the crawl."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import redis
+from scrapy.utils.test import get_crawler
+
+from focused.distributed import SharedCrawl
+from focused.replayweb import ReplayServer
+from tests.conftest import BIRD_SEED
+from tests.queues import QueueSpider
+from tests.sites import GATED_DOWNLOAD_TIMEOUT
+from tests.test_redis_frontier import (  # noqa: F401 (redis_server is a fixture)
+    Joined,
+    crawl_by_two_processes,
+    redis_server,
+    responses,
+)
+
+TIMEOUT = 5  # FOCUSED_WORKER_TIMEOUT of the processes below
+
+
+def process(url: str) -> SharedCrawl:
+    """One process's view of crawl ``t``, with a heartbeat, as ``DistributedCrawl`` beats it."""
+    crawler = get_crawler(QueueSpider, {"FOCUSED_WORKER_TIMEOUT": TIMEOUT})
+    shared = SharedCrawl(crawler, url, "t")
+    beat(shared, 0)
+    return shared
+
+
+def beat(shared: SharedCrawl, age: int) -> None:
+    now = shared.redis.time()[0]
+    shared.redis.hset(shared.key("workers"), shared.worker, now - age)
+
+
+def test_one_process_downloads_a_robots_txt_and_the_others_read_what_it_read(redis_server):  # noqa: F811
+    first, second = process(redis_server.url), process(redis_server.url)
+    assert first.robots_txt("a.example") == (None, True)
+    assert second.robots_txt("a.example") == (None, False)  # wait: the first is downloading
+    assert first.robots_txt("a.example") == (None, True)  # still its own to download
+    assert second.robots_txt("b.example") == (None, True)  # another host is another download
+    first.share_robots_txt("a.example", b"+User-agent: *\nDisallow: /private/\n")
+    assert second.robots_txt("a.example") == (b"+User-agent: *\nDisallow: /private/\n", False)
+    assert first.robots_txt("a.example")[0] is not None
+
+
+def test_a_robots_txt_download_goes_to_another_process_when_its_own_is_gone(redis_server):  # noqa: F811
+    first, second, third = (process(redis_server.url) for _ in range(3))
+    assert first.robots_txt("a.example") == (None, True)
+    beat(first, TIMEOUT + 2)  # silent for longer than the timeout: dead
+    assert second.robots_txt("a.example") == (None, True)
+    assert third.robots_txt("a.example") == (None, False)  # the second has it now
+    second.redis.hdel(second.key("workers"), second.worker)  # closed, as spider_closed does
+    assert third.robots_txt("a.example") == (None, True)
+
+
+class SlowRobots(ReplayServer):
+    """The replay web whose robots.txt is answered once both processes of crawl ``shared``
+    have joined, a second later, and whose other articles than the seed wait for both too:
+    the second process asks for robots.txt while the first is downloading it, and both fetch."""
+
+    def __init__(self, *args, joined: Joined, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.joined = joined
+
+    def respond(self, path: str) -> tuple[int, str, str]:
+        if path == "/robots.txt":
+            self.joined.wait()
+            time.sleep(1.0)
+        elif path != f"/wiki/{BIRD_SEED}":
+            self.joined.wait()
+        return super().respond(path)
+
+
+def test_processes_of_a_crawl_download_a_hosts_robots_txt_once_and_all_obey_it(
+    tmp_path,
+    sample_graph,
+    redis_server,  # noqa: F811
+):
+    """Each process downloaded the host's robots.txt itself: two GETs of it for one crawl."""
+    server = SlowRobots(sample_graph, joined=Joined(redis_server.url), crawl_delay=0.2).start()
+    try:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": 12,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        logs = crawl_by_two_processes(tmp_path, server, settings)
+    finally:
+        server.stop()
+    assert server.fetched.count("/robots.txt") == 1, server.fetched
+    for log in logs:
+        assert responses(log) >= 1, log[-3000:]  # each fetched articles
+        # Each learnt the Crawl-delay, so each parsed the robots.txt.
+        assert "robots.txt asks for a Crawl-delay of 0.2 s" in log, log[-3000:]
+    stats = [re.findall(r"'focused/robots/read_by_another_process': (\d+)", log) for log in logs]
+    assert sorted(stats) == [[], ["1"]], stats  # the other read it from the first
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.hlen("focused:shared:robots-fetching") == 0
