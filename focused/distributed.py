@@ -25,8 +25,8 @@ delay) or waits for it, and a Retry-After pause is set on the same key (``Shared
 for every process to wait out. So is a host's concurrency (``CONCURRENT_REQUESTS_PER_DOMAIN``,
 ``_PER_IP``, ``DOWNLOAD_SLOTS``): in the same call each request takes one of the host's places
 (key ``conc:<slot>``), given back as its download ends. So is a host's robots.txt: one process
-downloads it and the others read what it read (``SharedCrawl.robots_txt``, hash ``robots``).
-``HOST_WINDOW`` stays per process.
+downloads it and the others read what it read (``SharedCrawl.robots_txt``, key
+``robots:<netloc>``). ``HOST_WINDOW`` stays per process.
 
 Settings:
     FOCUSED_FRONTIER        Redis URL of the shared frontier; unset = one process (default None)
@@ -80,6 +80,9 @@ SOCKET_TIMEOUT = 5.0  # seconds: a hung server stalls the reactor at most this l
 TICK = 0.5  # seconds between heartbeats, and between looks at the frontier while idle
 FRONTIER_UNREACHABLE = "frontier_unreachable"  # close reason when Redis is lost
 CONC_KEYS = ("conc", "conc-waiting", "conc-asked")  # a host's places, its waiting processes
+# Seconds a robots.txt read by one process serves the others: RFC 9309 (2.4) asks crawlers not
+# to use a cached robots.txt for more than 24 hours. A process keeps what it read, as Scrapy does.
+ROBOTS_TXT_LIFE = 24 * 3600
 
 
 def connect(url: str) -> redis.Redis:
@@ -272,19 +275,23 @@ class SharedCrawl:
         self.run(self._pause, keys=[self.polite_key(slot)], args=[ms])
 
     def robots_txt(self, netloc: str) -> tuple[bytes | None, bool]:
-        """What a process of the crawl read at ``netloc``'s robots.txt (``share_robots_txt``),
-        else None and whether this process is now the one to download it: no live process is
-        downloading it (none is, or the one that was is silent for ``FOCUSED_WORKER_TIMEOUT``
-        or has left the crawl). Once Redis is lost, (None, True): each process downloads."""
-        keys = [self.key("robots"), self.key("robots-fetching"), self.key("workers")]
-        args = [netloc, self.worker, self.crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")]
-        outcome, ours = self.run(self._robots_txt, keys=keys, args=args, default=(b"", 1))
+        """What a process of the crawl read at ``netloc``'s robots.txt (``share_robots_txt``)
+        within ``ROBOTS_TXT_LIFE``, else None and whether this process is now the one to
+        download it: no live process is downloading it (none is, or the one that was is silent
+        for ``FOCUSED_WORKER_TIMEOUT`` or has left the crawl). Once Redis is lost, (None, True):
+        each process downloads."""
+        keys = [self.key(f"robots:{netloc}"), self.key(f"robots-fetching:{netloc}")]
+        timeout = self.crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
+        args = [self.worker, timeout, ROBOTS_TXT_LIFE * 1000]
+        outcome, ours = self.run(
+            self._robots_txt, keys=[*keys, self.key("workers")], args=args, default=(b"", 1)
+        )
         return outcome or None, bool(ours)
 
     def share_robots_txt(self, netloc: str, outcome: bytes) -> None:
         """What this process read at ``netloc``'s robots.txt, for every process of the crawl."""
-        keys = [self.key("robots"), self.key("robots-fetching")]
-        self.run(self._share_robots_txt, keys=keys, args=[netloc, outcome])
+        keys = [self.key(f"robots:{netloc}"), self.key(f"robots-fetching:{netloc}")]
+        self.run(self._share_robots_txt, keys=keys, args=[outcome, ROBOTS_TXT_LIFE * 1000])
 
     def polite_key(self, slot: str) -> str:
         return self.key(f"polite:{slot}")
@@ -575,27 +582,28 @@ redis.call('SET', KEYS[1], 'retry-after', 'PX', ms)
 """
 
 # A host's robots.txt as the crawl read it, or the download of it taken by this process unless
-# a live one has it. KEYS: robots (netloc -> outcome), robots-fetching (netloc -> worker),
-# workers (worker -> heartbeat, s). ARGV: netloc, worker, seconds of silence that make a worker
-# dead. Returns {outcome or '', 1 if this worker downloads it}.
+# a live one has it. KEYS: the host's robots key (its outcome), its robots-fetching key (the
+# worker downloading it), workers (worker -> heartbeat, s). ARGV: worker, seconds of silence
+# that make a worker dead, ms a claim lasts at most. Returns {outcome or '', 1 if this worker
+# downloads it}.
 ROBOTS_TXT = """
-local outcome = redis.call('HGET', KEYS[1], ARGV[1])
+local outcome = redis.call('GET', KEYS[1])
 if outcome then return {outcome, 0} end
-local fetcher = redis.call('HGET', KEYS[2], ARGV[1])
-if fetcher and fetcher ~= ARGV[2] then
+local fetcher = redis.call('GET', KEYS[2])
+if fetcher and fetcher ~= ARGV[1] then
   local beat = redis.call('HGET', KEYS[3], fetcher)
-  if beat and tonumber(redis.call('TIME')[1]) - tonumber(beat) <= tonumber(ARGV[3]) then
+  if beat and tonumber(redis.call('TIME')[1]) - tonumber(beat) <= tonumber(ARGV[2]) then
     return {'', 0}
   end
 end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
 return {'', 1}
 """
 
-# KEYS: robots, robots-fetching. ARGV: netloc, outcome.
+# KEYS: a host's robots key, its robots-fetching key. ARGV: the outcome, ms it is kept.
 SHARE_ROBOTS_TXT = """
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('DEL', KEYS[2])
 """
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:

@@ -99,4 +99,6 @@ def test_processes_of_a_crawl_download_a_hosts_robots_txt_once_and_all_obey_it(
     stats = [re.findall(r"'focused/robots/read_by_another_process': (\d+)", log) for log in logs]
     assert sorted(stats) == [[], ["1"]], stats  # the other read it from the first
     client = redis.Redis.from_url(redis_server.url)
-    assert client.hlen("focused:shared:robots-fetching") == 0
+    assert client.keys("focused:shared:robots-fetching:*") == []
+    (kept,) = client.keys("focused:shared:robots:*")
+    assert 23 * 3600 < client.ttl(kept) <= 24 * 3600  # RFC 9309: a cached copy serves 24 h
