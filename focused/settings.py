@@ -86,6 +86,9 @@ EXTENSIONS = {
     "focused.collector.GarbageCollector": 530,  # FOCUSED_GC_FREEZE, FOCUSED_GC_GEN0_THRESHOLD
 }
 
+# Scrapy's in-memory stats, a call 16 x cheaper (focused.stats).
+STATS_CLASS = "focused.stats.StatsCollector"
+
 # -- Scoring ---------------------------------------------------------------------------------
 RELEVANCE_THRESHOLD = 0.15  # combined score at or above which a page is_relevant
 RELEVANCE_LSI_WEIGHT = 0.5  # combined = (1 - w) * tfidf + w * lsi

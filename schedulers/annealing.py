@@ -212,13 +212,13 @@ class AnnealingQueue(StrategyQueue):
             delta = candidate_value(request) - page_value(request)
             if self.accepts(delta, temperature):
                 outcome = "improving" if delta > 0 else "accepted_worse"
-                self.inc_stat(f"focused/{self.name}/{outcome}")
+                self.stats.inc_value(f"focused/{self.name}/{outcome}")
                 self._moved()
                 return request
-            self.inc_stat(f"focused/{self.name}/rejected")
+            self.stats.inc_value(f"focused/{self.name}/rejected")
             self.frontier.put(fp, (key[0] + REJECTED, *key[1:]), request)
         request = self.frontier.pop()
         if request is not None:
-            self.inc_stat(f"focused/{self.name}/best_queued")
+            self.stats.inc_value(f"focused/{self.name}/best_queued")
             self._moved()
         return request

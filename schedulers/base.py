@@ -485,9 +485,6 @@ class StrategyQueue:
     def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
         self.crawler = crawler
         self.stats = crawler.stats
-        # Scrapy's stats methods are looked up through a wrapper that costs more than a push:
-        # the strategies that count on every pop call this one, looked up once.
-        self.inc_stat = crawler.stats.inc_value
         # Whether the strategy defines admit() and tiebreak(): if not, a push skips their calls.
         self._admits = type(self).admit is not StrategyQueue.admit
         self._tiebreaks = type(self).tiebreak is not StrategyQueue.tiebreak

@@ -156,14 +156,14 @@ class BeesQueue(StrategyQueue):
         live = [fp for fp in found["links"] if self.frontier.key_of(bytes.fromhex(fp))]
         if live and self._random.random() >= found["q"]:
             self._target[bee] = live[self._random.randrange(len(live))]
-            self.inc_stat("focused/bees/follows")
+            self.stats.inc_value("focused/bees/follows")
             return
         self._target[bee] = None
-        self.inc_stat("focused/bees/returns")
+        self.stats.inc_value("focused/bees/returns")
         if found["relevant"] and live:
             until = self._flights_made + math.ceil(found["q"] * self.params["dance_time"])
             self.dances.append({"q": found["q"], "until": until, "links": live})
-            self.inc_stat("focused/bees/dances")
+            self.stats.inc_value("focused/bees/dances")
 
     def choose_dance(self) -> dict[str, Any] | None:
         """An advertised source, picked with probability in proportion to its quality."""
@@ -183,15 +183,15 @@ class BeesQueue(StrategyQueue):
     def _leave_hive(self) -> Request | None:
         dance = self.choose_dance()
         if dance is not None and (request := self._take(dance["links"])) is not None:
-            self.inc_stat("focused/bees/from_dance")
+            self.stats.inc_value("focused/bees/from_dance")
             return request
         request = self._take(self._seeds) or self._take(self._seed_links)
         if request is not None:
-            self.inc_stat("focused/bees/from_dispatch")
+            self.stats.inc_value("focused/bees/from_dispatch")
             return request
         request = self.frontier.pop()
         if request is not None:
-            self.inc_stat("focused/bees/scouts")
+            self.stats.inc_value("focused/bees/scouts")
         return request
 
     def pop(self) -> Request | None:
@@ -199,7 +199,7 @@ class BeesQueue(StrategyQueue):
             self._return_or_follow(bee)
         self._landing = []
         if len(self.flights) >= self.params["n_bees"]:
-            self.inc_stat("focused/bees/held")
+            self.stats.inc_value("focused/bees/held")
             return None
         out = set(self.flights.payloads())
         home = [b for b in range(self.params["n_bees"]) if b not in out]

@@ -99,5 +99,5 @@ class HillClimbingQueue(StrategyQueue):
         if request is not None and request.meta.get("parent_url") is not None:
             climbing = self._best_child.get(request.meta["parent_url"])
             is_climb = climbing is not None and climbing[0] == self._fingerprint(request)
-            self.inc_stat(f"focused/hillclimbing/{'climbs' if is_climb else 'restarts'}")
+            self.stats.inc_value(f"focused/hillclimbing/{'climbs' if is_climb else 'restarts'}")
         return request

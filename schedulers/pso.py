@@ -245,7 +245,7 @@ class PsoQueue(StrategyQueue):
         else:
             request = self.frontier.pop()
         if rekeyed:
-            self.inc_stat("focused/pso/rekeyed", rekeyed)
+            self.stats.inc_value("focused/pso/rekeyed", rekeyed)
         if request is None:
             return None
         self._flying[request.url] = self._active
