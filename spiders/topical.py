@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+OFFSITE_MIDDLEWARE = "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware"
+
 
 class TopicalSpider(scrapy.Spider):
     name = "topical"
@@ -78,6 +80,12 @@ class TopicalSpider(scrapy.Spider):
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
         if config.render != "never":
             enable_rendering(crawler.settings)
+        if not config.allowed_domains:
+            # Nothing to stay within: Scrapy's offsite filter would only parse the URL of every
+            # link queued (its request_scheduled receiver), most of them never fetched.
+            middlewares = crawler.settings.getdict("DOWNLOADER_MIDDLEWARES")
+            middlewares[OFFSITE_MIDDLEWARE] = None
+            crawler.settings.set("DOWNLOADER_MIDDLEWARES", middlewares, "spider")
         spider = super().from_crawler(crawler, config=config)
         spider.relevance = _relevance_model(crawler, config)
         if crawler.settings.get("FOCUSED_FRONTIER"):

@@ -1,0 +1,53 @@
+"""``allowed_domains``: Scrapy's offsite filter where the crawl must stay within domains, and
+only there."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.conftest import run_crawl
+from tests.sites import FetchLog, Reply, Site, html
+
+
+def two_sites(log: FetchLog):
+    """A seed site on 127.0.0.2 linking to a page of its own and to one on 127.0.0.3."""
+    other = Site(
+        lambda method, path: Reply(200, html("birds", "<p>birds nest</p>")), "127.0.0.3", log
+    )
+
+    def seed(method: str, path: str) -> Reply:
+        links = f'<a href="/nest">birds nest</a> <a href="{other.url}/feathers">bird feathers</a>'
+        return Reply(200, html("birds", f"<p>birds nest feathers</p>{links}"))
+
+    return Site(seed, "127.0.0.2", log), other
+
+
+def enabled_downloader_middlewares(log: str) -> str:
+    return re.search(r"Enabled downloader middlewares:\n(\[.*?\])", log, re.S).group(1)
+
+
+@pytest.mark.parametrize("allowed", [None, "127.0.0.2"])
+def test_links_leave_the_seed_site_unless_allowed_domains_keeps_them(tmp_path, allowed):
+    """Without allowed_domains, Scrapy's offsite filter ran anyway, parsing every queued link's
+    URL for nothing."""
+    log = FetchLog()
+    seed, other = two_sites(log)
+    arguments = {"strategy": "bfs", "query": "birds nest", "seeds": f"{seed.url}/"}
+    if allowed:
+        arguments["allowed_domains"] = allowed
+    with seed, other:
+        crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    fetched = {(host, path) for host, path in log.gets()}
+    assert ("127.0.0.2", "/nest") in fetched
+    offsite = "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware"
+    middlewares = enabled_downloader_middlewares(crawl.result.stderr)
+    if allowed:
+        assert ("127.0.0.3", "/feathers") not in fetched
+        assert offsite in middlewares
+        assert "'offsite/filtered': " in crawl.result.stderr  # found once a page
+    else:
+        assert ("127.0.0.3", "/feathers") in fetched
+        assert offsite not in middlewares
