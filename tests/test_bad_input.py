@@ -490,3 +490,94 @@ def test_a_jobdir_resumes_only_the_crawl_it_holds(tmp_path, changed, message):
     with pytest.raises(ConfigError) as refused:
         parse_arguments({**arguments, **changed}, settings)
     assert str(refused.value).startswith(message), refused.value
+
+
+def _one_feed_error(log: str, uri: str) -> None:
+    """The feed's failure is the crawl's one error line, without a traceback."""
+    errors = [line for line in log.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1, log[-3000:]
+    assert errors[0].endswith(f"the feed {uri} cannot be written: No space left on device")
+    assert "Traceback" not in log and "Exception ignored" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("option", "uri"),
+    [("-O", "/dev/full:jsonl"), ("-o", "file:///dev/full:jsonl")],
+)
+def test_a_feed_that_fails_mid_crawl_stops_it_in_one_line(tmp_path, site, option, uri):
+    """A full disk (/dev/full answers every write so): each page's export was a traceback, the
+    crawl went on to its budget writing nothing to the feed, and exited 0."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    budget = 60
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": budget}, extra=[option, uri])
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    _one_feed_error(log, uri.removesuffix(":jsonl"))
+    assert "Spider closed (feed_failed)" in log
+    # Stopped at the first page's export: only the requests under way were completed.
+    pages = crawl.pages()
+    assert 1 <= len(pages) < budget
+    record = crawl.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "feed_failed")
+    assert record["pages"] == len(pages)
+
+
+def test_the_other_feeds_get_every_page_stored_after_one_fails(tmp_path, site):
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    kept = tmp_path / "pages.jsonl"
+    feeds = json.dumps({"/dev/full": {"format": "jsonl"}, str(kept): {"format": "jsonl"}})
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 60, "FEEDS": feeds})
+    assert crawl.result.returncode == 1, crawl.result.stderr[-3000:]
+    _one_feed_error(crawl.result.stderr, "/dev/full")
+    exported = [json.loads(line)["url"] for line in kept.read_text().splitlines()]
+    assert exported == [page["url"] for page in crawl.pages()]
+
+
+def test_a_feed_that_fails_as_the_crawl_closes_says_so_in_one_line(tmp_path, site):
+    """A feed of small records is buffered: a full disk showed only as Scrapy stored the file
+    at the close, a traceback, and the crawl exited 0."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    feeds = json.dumps({"/dev/full": {"format": "json", "fields": ["url"]}})
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5, "FEEDS": feeds})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    _one_feed_error(log, "/dev/full")
+    record = crawl.crawl_record()  # the crawl itself ended on its budget
+    assert (record["status"], record["finish_reason"]) == ("finished", "closespider_pagecount")
+    assert record["pages"] == len(crawl.pages()) >= 5
+
+
+def test_a_feed_whose_batches_fail_as_they_close_stops_the_crawl_in_one_line(tmp_path, site):
+    """A batch of a few small records is written as it closes: each batch failed there with a
+    traceback, and the crawl went on to its budget."""
+    for batch in range(1, 100):  # a full disk for each batch's file
+        (tmp_path / f"feed-{batch}.json").symlink_to("/dev/full")
+    uri = str(tmp_path / "feed-%(batch_id)d.json")
+    feeds = json.dumps({uri: {"format": "json", "fields": ["url"], "batch_item_count": 2}})
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    budget = 60
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": budget, "FEEDS": feeds})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    _one_feed_error(log, str(tmp_path / "feed-1.json"))
+    record = crawl.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "feed_failed")
+    assert record["pages"] == len(crawl.pages()) < budget
+
+
+def test_a_crawl_stopped_by_its_feed_resumes_from_its_jobdir(tmp_path, site):
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"CLOSESPIDER_PAGECOUNT": 20, "JOBDIR": tmp_path / "job"}
+    stopped = run_crawl(tmp_path, arguments, settings, extra=["-O", "/dev/full:jsonl"])
+    assert stopped.result.returncode == 1, stopped.result.stderr[-3000:]
+    first = {page["url"] for page in stopped.pages()}
+    feed = tmp_path / "pages.jsonl"
+    resumed = run_crawl(tmp_path, arguments, settings, extra=["-O", str(feed)])
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert "Resuming crawl" in resumed.result.stderr
+    pages = [page["url"] for page in resumed.pages()]
+    fetched = [path for path in site.fetched if path.startswith("/wiki/")]
+    assert len(pages) == len(fetched) == len(set(fetched)) >= 20  # nothing fetched twice
+    exported = [json.loads(line)["url"] for line in feed.read_text().splitlines()]
+    assert sorted(exported) == sorted(set(pages) - first)
+    assert resumed.crawl_record()["status"] == "finished"
