@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from scrapy.settings import Settings
@@ -114,6 +115,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
+        # It meant the default file, focused.sqlite3 in the working directory.
+        (GOOD, {"FOCUSED_DB": ""}, "setting FOCUSED_DB needs a file, not ''"),
         # URLs the downloader cannot send: each failed in the crawl, with a traceback.
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
@@ -395,26 +398,44 @@ def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
     assert a_file.read_text(encoding="utf-8") == "mine"
 
 
+def run_writing(
+    target: Path, option: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess, str]:
+    """A crawl of GOOD with ``target`` as its -O file or its LOG_FILE, and what the error line
+    calls it."""
+    settings: dict[str, object] = {"FOCUSED_DB": tmp_path / "db"}
+    extra = ("-O", target) if option == "-O" else ()
+    if option == "LOG_FILE":
+        settings["LOG_FILE"] = target
+    result = subprocess.run(
+        scrapy_command(*crawl_args(GOOD, settings), *extra),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=crawl_env(),
+    )
+    return result, f"the feed '{target}'" if option == "-O" else f"LOG_FILE '{target}'"
+
+
+@pytest.mark.parametrize("option", ["-O", "LOG_FILE"])
+def test_a_file_in_a_folder_that_takes_no_new_file_gives_one_line(tmp_path, option):
+    """/proc takes no new file, not even from root, whom its mode lets write there: -O failed
+    at the first page (a traceback a page, exit 0), LOG_FILE with a traceback at the start."""
+    result, what = run_writing(Path("/proc/focused-test.jsonl"), option, tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {what}: "), lines
+
+
 @pytest.mark.parametrize("option", ["-O", "LOG_FILE"])
 def test_an_existing_file_that_cannot_be_written_gives_one_line(tmp_path, option):
     """Its folder is writable, the file is not (another user's, read-only, immutable): -O
     failed with a traceback for each page and exited 0, LOG_FILE with a traceback and 1."""
     taken = tmp_path / "taken.jsonl"
     taken.write_text("mine", encoding="utf-8")
-    settings = {"FOCUSED_DB": tmp_path / "db"}
-    extra = ("-O", taken) if option == "-O" else ()
-    if option == "LOG_FILE":
-        settings["LOG_FILE"] = taken
     with read_only(taken):
-        result = subprocess.run(
-            scrapy_command(*crawl_args(GOOD, settings), *extra),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=crawl_env(),
-        )
-    what = f"the feed '{taken}'" if option == "-O" else f"LOG_FILE '{taken}'"
+        result, what = run_writing(taken, option, tmp_path)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr == f"error: cannot write {what}: the file cannot be written\n"
     assert taken.read_text(encoding="utf-8") == "mine"
