@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import resource
 import socket
 import subprocess
 from pathlib import Path
@@ -12,7 +14,7 @@ from scrapy.settings import Settings
 
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError
-from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.test_storage import filled_sqlite, read_only
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -602,3 +604,36 @@ def test_a_crawl_stopped_by_its_feed_resumes_from_its_jobdir(tmp_path, site):
     exported = [json.loads(line)["url"] for line in feed.read_text().splitlines()]
     assert sorted(exported) == sorted(set(pages) - first)
     assert resumed.crawl_record()["status"] == "finished"
+
+
+def test_a_store_that_fills_up_mid_crawl_stops_it_without_a_traceback(tmp_path, site):
+    """The SQLite file may grow no further (a file-size limit: a full disk without mounting
+    one; SQLite says "disk I/O error" here, "database or disk is full" on a full disk, the same
+    StoreError): the crawl stopped (store_unreachable), then Scrapy logged each page still
+    under way with its whole record and traceback, some 17,000 lines for 140 pages."""
+    db = tmp_path / "focused.sqlite3"
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {
+        "FOCUSED_DB": db,
+        "CLOSESPIDER_PAGECOUNT": 150,
+        "STORAGE_RETRY_DELAY": 0.1,
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+    }
+    limit = 300_000  # bytes: the store takes about a dozen pages (stderr is a pipe, not limited)
+    result = subprocess.run(
+        scrapy_command(*crawl_args({**arguments, "crawl_id": "full"}, settings)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=crawl_env(),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )
+    log = result.stderr
+    assert result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log and "Error processing" not in log, log[-3000:]
+    closing = [line for line in log.splitlines() if "closing the spider" in line]
+    assert len(closing) == 1 and closing[0].endswith("(store_unreachable)"), closing
+    unstored = re.findall(r"ERROR: page (\S+) not stored yet: the store is unreachable$", log, re.M)
+    stored = {page["url"] for page in Crawl(result, db, "full").pages()}
+    assert stored and unstored and not stored & set(unstored)
