@@ -16,6 +16,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -572,6 +573,15 @@ def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> 
     # A writable folder does not make its files writable (another user's, read-only, immutable).
     if path.exists() and not os.access(path, os.W_OK):
         raise ConfigError(f"cannot write {what}: the file cannot be written")
+    if not path.exists():
+        # Root may write any folder by its mode, but not /proc or /sys: a file is made to know.
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write {what}: no file can be made in {folder} ({exc.strerror})"
+            ) from None
 
 
 def _job_file(settings: Any, name: str) -> Path | None:

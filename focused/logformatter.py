@@ -5,10 +5,14 @@ page's extracted text made 25 KB of log a page (66 MB for a 2,500-page crawl of 
 0.9 KB a page without it) and cost 1-2 ms of process CPU a page (1,000 pages of the replay web,
 two runs each: 28.5 and 31.9 s of CPU with the text, 27.5 and 29.6 s without). A page is
 logged here with its fields but its text, which is in the store, replaced by its length.
+
+``add_log_filter`` puts a filter on another library's logger (the project's one-line versions
+of Scrapy's and scrapy-playwright's tracebacks for failures that are not bugs).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from scrapy.logformatter import LogFormatter
@@ -48,3 +52,22 @@ class PageLogFormatter(LogFormatter):
         result = super().dropped(item, exception, response, spider)
         result["args"] = {**result["args"], "item": _without_text(item)}
         return result
+
+    def item_error(
+        self,
+        item: Any,
+        exception: BaseException,
+        response: Response | Failure | None,
+        spider: Spider,
+    ) -> LogFormatterResult:
+        result = super().item_error(item, exception, response, spider)
+        result["args"] = {**result["args"], "item": _without_text(item)}
+        return result
+
+
+def add_log_filter(name: str, log_filter: type[logging.Filter]) -> None:
+    """Put a ``log_filter`` on the logger ``name``, once: loggers live as long as the process,
+    and each crawler's component would add its own."""
+    target = logging.getLogger(name)
+    if not any(isinstance(f, log_filter) for f in target.filters):
+        target.addFilter(log_filter())

@@ -51,6 +51,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import ConfigError
 from focused.extract import extract_page
+from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
 
 if TYPE_CHECKING:
@@ -253,9 +254,7 @@ class RenderMiddleware:
         self.max_redirects = settings.getint("REDIRECT_MAX_TIMES")
         self.drop_params = drop_params_setting(settings)
         self._closing: Deferred[None] | None = None  # keeps the close task referenced
-        browser_logger = logging.getLogger("scrapy-playwright")
-        if not any(isinstance(f, _PageFailureInOneLine) for f in browser_logger.filters):
-            browser_logger.addFilter(_PageFailureInOneLine())
+        add_log_filter("scrapy-playwright", _PageFailureInOneLine)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderMiddleware:

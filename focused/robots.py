@@ -50,6 +50,7 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
+from focused.logformatter import add_log_filter
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -89,9 +90,7 @@ class _UnreachableInOneLine(logging.Filter):
 class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
-        robots_logger = logging.getLogger(robotstxt.__name__)
-        if not any(isinstance(f, _UnreachableInOneLine) for f in robots_logger.filters):
-            robots_logger.addFilter(_UnreachableInOneLine())
+        add_log_filter(robotstxt.__name__, _UnreachableInOneLine)
         self._crawl_delay_max = crawler.settings.getfloat("ROBOTS_CRAWL_DELAY_MAX")
         self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.

@@ -77,6 +77,8 @@ DOWNLOADER_MIDDLEWARES = {
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
 }
 EXTENSIONS = {
+    "scrapy.extensions.feedexport.FeedExporter": None,  # replaced by the one below
+    "focused.feeds.FeedExporter": 0,  # a feed that cannot be written stops the crawl
     "scrapy.extensions.closespider.CloseSpider": None,  # replaced by the one below
     "focused.stopping.PageBudget": 0,  # CLOSESPIDER_PAGECOUNT counts the crawl's pages
     "focused.resume.CrawlCounters": 1,  # JOBDIR: after Scrapy's SpiderState (0) loads the state

@@ -5,7 +5,8 @@ Settings read by ``open_store``:
     MONGO_DATABASE    MongoDB database name (default ``focused``)
     MONGO_TIMEOUT_MS  server selection timeout in ms, so that a dead server fails fast
                       (default 5000)
-    FOCUSED_DB        SQLite file, relative to the working directory (default ``focused.sqlite3``)
+    FOCUSED_DB        SQLite file, relative to the working directory (default ``focused.sqlite3``;
+                      empty is refused)
 
 Both backends take and return plain dicts with the same keys (``PAGE_FIELDS``,
 ``CRAWL_FIELDS``, in that order) and the same value types, so that commands and reports never
@@ -750,5 +751,10 @@ def open_store(
             timeout_ms=int(_setting(settings, "MONGO_TIMEOUT_MS", DEFAULT_MONGO_TIMEOUT_MS)),
             create=create and not read_only,
         )
+    if settings.get("FOCUSED_DB") == "":
+        # Unlike an empty MONGO_URI (-s MONGO_URI= is how the command line turns off a server
+        # the project's settings name), it cannot mean "no file": it would mean the default file,
+        # another crawl's store perhaps, which a variable that expanded to nothing did not ask for.
+        raise StoreSettingError("setting FOCUSED_DB needs a file, not ''")
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
     return SqliteStore(path, create=create, read_only=read_only)

@@ -38,7 +38,9 @@ If a write still fails after the retries, the spider is closed with reason
 ``store_unreachable`` (the crawl record then says ``interrupted``) and ``process_item`` raises
 the ``StoreError``, so the page is not counted as done (``item_error``; under JOBDIR its
 request stays in flight and is fetched again on resume); the records not written get one more
-try at close, and are reported as lost in the log if that fails too.
+try at close, and are reported as lost in the log if that fails too. Scrapy's scraper logs each
+such page with its record and the traceback, a hundred lines a page: that is the error's one
+line here, which names the page.
 
 Under JOBDIR the pipeline also brings ``spider.state`` up to the stored pages when the spider
 opens (``focused.resume.recover_state``): Scrapy saves that state only on a clean close.
@@ -51,12 +53,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
 from scrapy import signals
+from scrapy.core import scraper
 from scrapy.utils.asyncio import run_in_thread, sleep
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
+from focused.logformatter import add_log_filter
 from focused.resume import crawl_counter, recover_state, relearn
 from focused.stopping import (
     FORCED_SHUTDOWN,
@@ -89,6 +93,14 @@ def crawl_status(reason: str) -> str:
     )
 
 
+class _UnstoredInOneLine(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], StoreError):
+            record.msg, record.args = str(record.exc_info[1]), None
+            record.exc_info = record.exc_text = None
+        return True
+
+
 class StoragePipeline:
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
@@ -112,6 +124,7 @@ class StoragePipeline:
         self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
+        add_log_filter(scraper.__name__, _UnstoredInOneLine)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StoragePipeline:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+import resource
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 from scrapy.settings import Settings
 
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError
-from tests.conftest import REPO, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.test_storage import filled_sqlite, read_only
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -114,6 +117,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
+        # It meant the default file, focused.sqlite3 in the working directory.
+        (GOOD, {"FOCUSED_DB": ""}, "setting FOCUSED_DB needs a file, not ''"),
         # URLs the downloader cannot send: each failed in the crawl, with a traceback.
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
@@ -395,26 +400,44 @@ def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
     assert a_file.read_text(encoding="utf-8") == "mine"
 
 
+def run_writing(
+    target: Path, option: str, tmp_path: Path
+) -> tuple[subprocess.CompletedProcess, str]:
+    """A crawl of GOOD with ``target`` as its -O file or its LOG_FILE, and what the error line
+    calls it."""
+    settings: dict[str, object] = {"FOCUSED_DB": tmp_path / "db"}
+    extra = ("-O", target) if option == "-O" else ()
+    if option == "LOG_FILE":
+        settings["LOG_FILE"] = target
+    result = subprocess.run(
+        scrapy_command(*crawl_args(GOOD, settings), *extra),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=crawl_env(),
+    )
+    return result, f"the feed '{target}'" if option == "-O" else f"LOG_FILE '{target}'"
+
+
+@pytest.mark.parametrize("option", ["-O", "LOG_FILE"])
+def test_a_file_in_a_folder_that_takes_no_new_file_gives_one_line(tmp_path, option):
+    """/proc takes no new file, not even from root, whom its mode lets write there: -O failed
+    at the first page (a traceback a page, exit 0), LOG_FILE with a traceback at the start."""
+    result, what = run_writing(Path("/proc/focused-test.jsonl"), option, tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: cannot write {what}: "), lines
+
+
 @pytest.mark.parametrize("option", ["-O", "LOG_FILE"])
 def test_an_existing_file_that_cannot_be_written_gives_one_line(tmp_path, option):
     """Its folder is writable, the file is not (another user's, read-only, immutable): -O
     failed with a traceback for each page and exited 0, LOG_FILE with a traceback and 1."""
     taken = tmp_path / "taken.jsonl"
     taken.write_text("mine", encoding="utf-8")
-    settings = {"FOCUSED_DB": tmp_path / "db"}
-    extra = ("-O", taken) if option == "-O" else ()
-    if option == "LOG_FILE":
-        settings["LOG_FILE"] = taken
     with read_only(taken):
-        result = subprocess.run(
-            scrapy_command(*crawl_args(GOOD, settings), *extra),
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=crawl_env(),
-        )
-    what = f"the feed '{taken}'" if option == "-O" else f"LOG_FILE '{taken}'"
+        result, what = run_writing(taken, option, tmp_path)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr == f"error: cannot write {what}: the file cannot be written\n"
     assert taken.read_text(encoding="utf-8") == "mine"
@@ -490,3 +513,127 @@ def test_a_jobdir_resumes_only_the_crawl_it_holds(tmp_path, changed, message):
     with pytest.raises(ConfigError) as refused:
         parse_arguments({**arguments, **changed}, settings)
     assert str(refused.value).startswith(message), refused.value
+
+
+def _one_feed_error(log: str, uri: str) -> None:
+    """The feed's failure is the crawl's one error line, without a traceback."""
+    errors = [line for line in log.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1, log[-3000:]
+    assert errors[0].endswith(f"the feed {uri} cannot be written: No space left on device")
+    assert "Traceback" not in log and "Exception ignored" not in log, log[-3000:]
+
+
+@pytest.mark.parametrize(
+    ("option", "uri"),
+    [("-O", "/dev/full:jsonl"), ("-o", "file:///dev/full:jsonl")],
+)
+def test_a_feed_that_fails_mid_crawl_stops_it_in_one_line(tmp_path, site, option, uri):
+    """A full disk (/dev/full answers every write so): each page's export was a traceback, the
+    crawl went on to its budget writing nothing to the feed, and exited 0."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    budget = 60
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": budget}, extra=[option, uri])
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    _one_feed_error(log, uri.removesuffix(":jsonl"))
+    assert "Spider closed (feed_failed)" in log
+    # Stopped at the first page's export: only the requests under way were completed.
+    pages = crawl.pages()
+    assert 1 <= len(pages) < budget
+    record = crawl.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "feed_failed")
+    assert record["pages"] == len(pages)
+
+
+def test_the_other_feeds_get_every_page_stored_after_one_fails(tmp_path, site):
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    kept = tmp_path / "pages.jsonl"
+    feeds = json.dumps({"/dev/full": {"format": "jsonl"}, str(kept): {"format": "jsonl"}})
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 60, "FEEDS": feeds})
+    assert crawl.result.returncode == 1, crawl.result.stderr[-3000:]
+    _one_feed_error(crawl.result.stderr, "/dev/full")
+    exported = [json.loads(line)["url"] for line in kept.read_text().splitlines()]
+    assert exported == [page["url"] for page in crawl.pages()]
+
+
+def test_a_feed_that_fails_as_the_crawl_closes_says_so_in_one_line(tmp_path, site):
+    """A feed of small records is buffered: a full disk showed only as Scrapy stored the file
+    at the close, a traceback, and the crawl exited 0."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    feeds = json.dumps({"/dev/full": {"format": "json", "fields": ["url"]}})
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5, "FEEDS": feeds})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    _one_feed_error(log, "/dev/full")
+    record = crawl.crawl_record()  # the crawl itself ended on its budget
+    assert (record["status"], record["finish_reason"]) == ("finished", "closespider_pagecount")
+    assert record["pages"] == len(crawl.pages()) >= 5
+
+
+def test_a_feed_whose_batches_fail_as_they_close_stops_the_crawl_in_one_line(tmp_path, site):
+    """A batch of a few small records is written as it closes: each batch failed there with a
+    traceback, and the crawl went on to its budget."""
+    for batch in range(1, 100):  # a full disk for each batch's file
+        (tmp_path / f"feed-{batch}.json").symlink_to("/dev/full")
+    uri = str(tmp_path / "feed-%(batch_id)d.json")
+    feeds = json.dumps({uri: {"format": "json", "fields": ["url"], "batch_item_count": 2}})
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    budget = 60
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": budget, "FEEDS": feeds})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    _one_feed_error(log, str(tmp_path / "feed-1.json"))
+    record = crawl.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "feed_failed")
+    assert record["pages"] == len(crawl.pages()) < budget
+
+
+def test_a_crawl_stopped_by_its_feed_resumes_from_its_jobdir(tmp_path, site):
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"CLOSESPIDER_PAGECOUNT": 20, "JOBDIR": tmp_path / "job"}
+    stopped = run_crawl(tmp_path, arguments, settings, extra=["-O", "/dev/full:jsonl"])
+    assert stopped.result.returncode == 1, stopped.result.stderr[-3000:]
+    first = {page["url"] for page in stopped.pages()}
+    feed = tmp_path / "pages.jsonl"
+    resumed = run_crawl(tmp_path, arguments, settings, extra=["-O", str(feed)])
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert "Resuming crawl" in resumed.result.stderr
+    pages = [page["url"] for page in resumed.pages()]
+    fetched = [path for path in site.fetched if path.startswith("/wiki/")]
+    assert len(pages) == len(fetched) == len(set(fetched)) >= 20  # nothing fetched twice
+    exported = [json.loads(line)["url"] for line in feed.read_text().splitlines()]
+    assert sorted(exported) == sorted(set(pages) - first)
+    assert resumed.crawl_record()["status"] == "finished"
+
+
+def test_a_store_that_fills_up_mid_crawl_stops_it_without_a_traceback(tmp_path, site):
+    """The SQLite file may grow no further (a file-size limit: a full disk without mounting
+    one; SQLite says "disk I/O error" here, "database or disk is full" on a full disk, the same
+    StoreError): the crawl stopped (store_unreachable), then Scrapy logged each page still
+    under way with its whole record and traceback, some 17,000 lines for 140 pages."""
+    db = tmp_path / "focused.sqlite3"
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {
+        "FOCUSED_DB": db,
+        "CLOSESPIDER_PAGECOUNT": 150,
+        "STORAGE_RETRY_DELAY": 0.1,
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+    }
+    limit = 300_000  # bytes: the store takes about a dozen pages (stderr is a pipe, not limited)
+    result = subprocess.run(
+        scrapy_command(*crawl_args({**arguments, "crawl_id": "full"}, settings)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=crawl_env(),
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )
+    log = result.stderr
+    assert result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log and "Error processing" not in log, log[-3000:]
+    closing = [line for line in log.splitlines() if "closing the spider" in line]
+    assert len(closing) == 1 and closing[0].endswith("(store_unreachable)"), closing
+    unstored = re.findall(r"ERROR: page (\S+) not stored yet: the store is unreachable$", log, re.M)
+    stored = {page["url"] for page in Crawl(result, db, "full").pages()}
+    assert stored and unstored and not stored & set(unstored)

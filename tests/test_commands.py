@@ -728,6 +728,13 @@ def test_a_folder_given_as_the_store_is_a_bad_setting(cli, tmp_path, command):
     one_line_error(result, 2, f"SQLite store at {tmp_path}: it is a folder, not a file")
 
 
+@pytest.mark.parametrize("command", [("crawls",), ("pages",), ("report",), ("recrawl", "one")])
+def test_an_empty_store_file_is_a_bad_setting(cli, command):
+    """It meant the default file, focused.sqlite3 in the working directory."""
+    result = cli(*command, settings={"FOCUSED_DB": ""})
+    one_line_error(result, 2, "setting FOCUSED_DB needs a file, not ''")
+
+
 @pytest.mark.parametrize(
     ("args", "option"),
     [

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from focused.items import PageItem
+from focused.logformatter import PageLogFormatter
 from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
@@ -151,3 +153,10 @@ def test_the_debug_log_names_each_page_without_its_text(tmp_path, site):
             continue
         assert f"'text': '<{len(page['text'])} characters>'" in log
         assert page["text"][-200:] not in log
+
+
+def test_a_page_a_pipeline_fails_on_is_logged_without_its_text():
+    """Scrapy logs an item a pipeline raised on with its fields: the text was printed whole."""
+    page = PageItem(url="http://127.0.0.1:9/wiki/Bird", text="feathers " * 1000)
+    logged = PageLogFormatter().item_error(page, ValueError("a bug"), None, None)
+    assert logged["args"]["item"] == {"url": page["url"], "text": "<9000 characters>"}

@@ -8,8 +8,9 @@ started logging would otherwise have no log at all.
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
-``store_unreachable``) exits with status 1, as does a crawl that could fetch none of its seeds
-and one stopped uncleanly by a second Ctrl-C.
+``store_unreachable``; a feed, ``-o``/``-O``, no longer writable: ``feed_failed``) exits with
+status 1, as do a crawl whose feed failed as it closed, a crawl that could fetch none of its
+seeds and one stopped uncleanly by a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError
+from focused.feeds import FEED_FAILED, feeds_failed
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
 from focused.storecommand import USAGE_ERROR, fail, scrapy_options
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
-FAILED_CLOSE_REASONS = frozenset({BROWSER_UNAVAILABLE, STORE_UNREACHABLE})
+FAILED_CLOSE_REASONS = frozenset({BROWSER_UNAVAILABLE, FEED_FAILED, STORE_UNREACHABLE})
 
 
 class Command(ScrapyCrawlCommand):
@@ -70,7 +72,7 @@ class Command(ScrapyCrawlCommand):
             # unclean stop, resumed like a crash; recorded as FORCED_SHUTDOWN by the storage
             # pipeline), which Scrapy ends with status 0.
             failed = reason is None or reason in FAILED_CLOSE_REASONS
-            if failed or stats.get_value(SEEDS_UNREACHABLE):
+            if failed or stats.get_value(SEEDS_UNREACHABLE) or feeds_failed(stats):
                 self.exitcode = 1
 
     def _fail(self, message: str) -> NoReturn:

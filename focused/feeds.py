@@ -1,0 +1,114 @@
+"""Scrapy's feed export (``-o``/``-O``, FEEDS), with a feed that cannot be written told in one
+line.
+
+Scrapy opens a feed's file at the first page and writes each page as it leaves the pipelines.
+When the disk fills (or the file cannot be made at all: ``/proc`` for root), each page's write
+failed with a traceback, the crawl went on writing nothing to the feed and exited 0; a failure
+that only showed as the buffered end of the file (or of a batch) was written, as it closed, was
+a traceback too. Here the first failure of a feed is one error line, ``the feed URI cannot be
+written: REASON``, the feed is dropped (its file closed as it is: what was written stays; with
+batches, the batches to come too) and the spider is closed with reason ``feed_failed``, so the
+crawl stops as it does when its store fails: the pages already stored stay, the crawl record
+says ``interrupted (feed_failed)``, a JOBDIR resumes. A feed that fails as the crawl closes is
+the same line, under the crawl's own close reason.
+
+Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
+Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
+status 1 when any feed failed.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+from scrapy.extensions.feedexport import FeedExporter as ScrapyFeedExporter
+from scrapy.extensions.postprocessing import PostProcessingManager
+
+from focused.stopping import close_spider_now
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.extensions.feedexport import FeedSlot
+    from scrapy.statscollectors import StatsCollector
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+FEED_FAILED = "feed_failed"  # the close reason when a feed cannot be written
+FAILED_STAT = "feedexport/failed_count/"  # Scrapy's, followed by the storage's class name
+
+
+def feeds_failed(stats: StatsCollector) -> int:
+    """How many feeds of the crawl could not be written or stored."""
+    return sum(v for k, v in stats.get_stats().items() if k.startswith(FAILED_STAT))
+
+
+class FeedExporter(ScrapyFeedExporter):
+    def __init__(self, crawler: Crawler) -> None:
+        super().__init__(crawler)
+        self._failed: set[str] = set()  # the URIs (templates, for batches) of the feeds given up
+        self._spider_closed = False
+        self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
+
+    def item_scraped(self, item: Any, spider: Spider) -> None:
+        # Scrapy's export, handed one feed at a time, so that the one that fails is known and
+        # the others still get the page.
+        kept: list[FeedSlot] = []
+        for slot in self.slots:
+            if slot.uri_template in self._failed:  # the batch before this one failed to close
+                self._discard(slot)
+                continue
+            self.slots = [slot]
+            try:
+                super().item_scraped(item, spider)
+            except OSError as exc:
+                self._give_up(slot, exc)
+                continue
+            kept.extend(self.slots)  # the slot, or the next batch's that replaced it
+        self.slots = kept
+
+    async def close_spider(self, spider: Spider) -> None:
+        self._spider_closed = True
+        await super().close_spider(spider)
+
+    async def _close_slot(self, slot: FeedSlot, spider: Spider) -> None:
+        if slot.uri_template in self._failed:
+            self._discard(slot)
+            return
+        # The end of the feed (or batch) is written here, where a failure is one line: Scrapy
+        # would write it as it stores the file, and log a failure there with its traceback.
+        if slot.itemcount:
+            try:
+                slot.finish_exporting()
+                self._target(slot).flush()
+            except OSError as exc:
+                self._give_up(slot, exc)
+                return
+        await super()._close_slot(slot, spider)
+
+    def _give_up(self, slot: FeedSlot, exc: OSError) -> None:
+        self._failed.add(slot.uri_template)
+        logger.error("the feed %s cannot be written: %s", slot.uri, exc.strerror or exc)
+        self.crawler.stats.inc_value(f"{FAILED_STAT}{type(slot.storage).__name__}")
+        self._discard(slot)
+        if not self._spider_closed and self._closing_spider is None:
+            self._closing_spider = close_spider_now(self.crawler, FEED_FAILED)
+
+    @classmethod
+    def _discard(cls, slot: FeedSlot) -> None:
+        """Close the feed's file as it is: its unwritten buffer would otherwise fail again,
+        unhandled, when the file is collected."""
+        if slot.file is None:
+            return
+        for file in (slot.file, cls._target(slot)):
+            with suppress(OSError):
+                file.close()
+
+    @staticmethod
+    def _target(slot: FeedSlot) -> Any:
+        """The file the feed's bytes go to, under its compression (``postprocessing``), if any."""
+        file = slot.file
+        return file.file if isinstance(file, PostProcessingManager) else file
