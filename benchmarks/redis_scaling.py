@@ -9,11 +9,13 @@ processes with the same crawl id; the baseline is one process with the frontier 
 (no Redis), run in the same session. Pages per second = distinct articles fetched / the
 time from the first to the last article fetch, as seen by the server, so interpreter start-up
 is not counted. With ``--count-calls``, also the calls the processes sent to Redis (round
-trips, about) and how many of them were script calls. Prints a Markdown table.
+trips, about) and how many of them were script calls. CPU ms/page = the user and system CPU
+time of the crawl's processes (start-up included) / distinct articles. Prints a Markdown table.
 """
 
 from __future__ import annotations
 
+import resource
 import shutil
 import socket
 import subprocess
@@ -103,12 +105,15 @@ def run(
     if frontier:
         settings["FOCUSED_FRONTIER"] = frontier
     seed = server.base_url_for(args.seed)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     workers = [
         subprocess.Popen(crawl_command(seed, crawl_id, settings), cwd=REPO)
         for _ in range(processes)
     ]
     for worker in workers:
         worker.wait(timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     calls: Counter[str] = Counter()
     if counter is not None:
         time.sleep(0.2)  # MONITOR's last lines come in
@@ -121,7 +126,7 @@ def run(
         counts = ", ".join(f"{name} {n}" for name, n in calls.most_common())
         print(f"  Redis calls: {counts}", flush=True)
     scripts = calls["evalsha"] + calls["eval"]
-    return pages, len(fetches) - pages, elapsed, calls.total(), scripts
+    return pages, len(fetches) - pages, elapsed, cpu, calls.total(), scripts
 
 
 def main() -> int:
@@ -171,14 +176,17 @@ def main() -> int:
         f"\n{len(graph)} articles, budget {args.pages}, {args.delay * 1000:.0f} ms per response\n"
     )
     calls = " | Redis calls | of them scripts" if args.count_calls else ""
-    print(f"| processes | pages | fetched twice | seconds | pages/s | vs baseline{calls} |")
-    print("|---|---|---|---|---|---|" + "---|---|" * args.count_calls)
-    for name, pages, twice, elapsed, total, scripts in rows:
+    print(
+        "| processes | pages | fetched twice | seconds | pages/s | vs baseline "
+        f"| CPU ms/page{calls} |"
+    )
+    print("|---|---|---|---|---|---|---|" + "---|---|" * args.count_calls)
+    for name, pages, twice, elapsed, cpu, total, scripts in rows:
         rate = pages / elapsed if elapsed else 0.0
         counted = f" | {total} | {scripts}" if args.count_calls else ""
         print(
             f"| {name} | {pages} | {twice} | {elapsed:.1f} | {rate:.1f} | {rate / baseline:.2f}"
-            f"{counted} |"
+            f" | {cpu / pages * 1000:.1f}{counted} |"
         )
     return 0
 
