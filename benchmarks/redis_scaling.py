@@ -8,18 +8,25 @@ is one crawl (bestfirst, the same seed, query and page budget) by N ``scrapy cra
 processes with the same crawl id; the baseline is one process with the frontier in memory
 (no Redis), run in the same session. Pages per second = distinct articles fetched / the
 time from the first to the last article fetch, as seen by the server, so interpreter start-up
-is not counted. Prints a Markdown table.
+is not counted. With ``--count-calls``, also the calls the processes sent to Redis (round
+trips, about) and how many of them were script calls. CPU ms/page = the user and system CPU
+time of the crawl's processes (start-up included) / distinct articles. Prints a Markdown table.
 """
 
 from __future__ import annotations
 
+import resource
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
+
+import redis as redis_client
 
 from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
 from focused.replayweb import ReplayServer, load_graph
@@ -50,7 +57,42 @@ def crawl_command(seed: str, crawl_id: str, settings: dict[str, object]) -> list
     return command
 
 
-def run(server: TimedReplayServer, processes: int, frontier: str | None, args, work: Path):
+class CallCounter(threading.Thread):
+    """Counts the commands clients send to Redis (``MONITOR``), by name: a script call counts
+    once, not the commands it runs, and so one round trip is one call (a pipeline sends its
+    calls in one). MONITOR slows the server down: pages/s of a counted run are not comparable."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.client = redis_client.Redis.from_url(url, socket_timeout=None)  # idle at times
+        self.calls: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        try:
+            with self.client.monitor() as monitor:
+                for entry in monitor.listen():
+                    if entry.get("client_type") != "lua":
+                        with self.lock:
+                            self.calls[entry["command"].split(" ", 1)[0].lower()] += 1
+        except redis_client.ConnectionError:
+            pass  # the server stopped: the benchmark is over
+
+    def take(self) -> Counter[str]:
+        """The calls counted since the last take."""
+        with self.lock:
+            calls, self.calls = self.calls, Counter()
+        return calls
+
+
+def run(
+    server: TimedReplayServer,
+    processes: int,
+    counter: CallCounter | None,
+    frontier: str | None,
+    args,
+    work: Path,
+):
     server.fetched.clear()
     server.times.clear()
     crawl_id = f"bench-{processes}-{'redis' if frontier else 'local'}-{time.time_ns()}"
@@ -63,17 +105,28 @@ def run(server: TimedReplayServer, processes: int, frontier: str | None, args, w
     if frontier:
         settings["FOCUSED_FRONTIER"] = frontier
     seed = server.base_url_for(args.seed)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     workers = [
         subprocess.Popen(crawl_command(seed, crawl_id, settings), cwd=REPO)
         for _ in range(processes)
     ]
     for worker in workers:
         worker.wait(timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    calls: Counter[str] = Counter()
+    if counter is not None:
+        time.sleep(0.2)  # MONITOR's last lines come in
+        calls = counter.take()
     fetches = [(t, p) for t, p in zip(server.times, server.fetched, strict=True) if "/wiki/" in p]
     pages = len({path for _, path in fetches})
     elapsed = fetches[-1][0] - fetches[0][0] if len(fetches) > 1 else 0.0
     print(f"{processes} processes ({crawl_id}): {pages} pages in {elapsed:.1f} s", flush=True)
-    return pages, len(fetches) - pages, elapsed
+    if calls:
+        counts = ", ".join(f"{name} {n}" for name, n in calls.most_common())
+        print(f"  Redis calls: {counts}", flush=True)
+    scripts = calls["evalsha"] + calls["eval"]
+    return pages, len(fetches) - pages, elapsed, cpu, calls.total(), scripts
 
 
 def main() -> int:
@@ -82,6 +135,11 @@ def main() -> int:
     parser.add_argument("--seed", default="Bird", help="start article (default Bird)")
     parser.add_argument("--pages", type=at_least_one, default=600, help="page budget of each crawl")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds per response")
+    parser.add_argument(
+        "--count-calls",
+        action="store_true",
+        help="count the calls to Redis (MONITOR: slower, pages/s not comparable)",
+    )
     args = parser.parse_args()
     redis_server = shutil.which("redis-server")
     if redis_server is None:
@@ -102,11 +160,13 @@ def main() -> int:
         try:
             time.sleep(0.5)
             frontier = f"redis://127.0.0.1:{port}/0"
-            rows = [("1, frontier in memory (baseline)", *run(server, 1, None, args, work))]
+            counter = CallCounter(frontier) if args.count_calls else None
+            if counter is not None:
+                counter.start()
+            rows = [("1, frontier in memory (baseline)", *run(server, 1, None, None, args, work))]
             for processes in (1, 2, 3):
-                rows.append(
-                    (f"{processes}, Redis frontier", *run(server, processes, frontier, args, work))
-                )
+                result = run(server, processes, counter, frontier, args, work)
+                rows.append((f"{processes}, Redis frontier", *result))
         finally:
             server.stop()
             redis.terminate()
@@ -115,12 +175,18 @@ def main() -> int:
     print(
         f"\n{len(graph)} articles, budget {args.pages}, {args.delay * 1000:.0f} ms per response\n"
     )
-    print("| processes | pages | fetched twice | seconds | pages/s | vs baseline |")
-    print("|---|---|---|---|---|---|")
-    for name, pages, twice, elapsed in rows:
+    calls = " | Redis calls | of them scripts" if args.count_calls else ""
+    print(
+        "| processes | pages | fetched twice | seconds | pages/s | vs baseline "
+        f"| CPU ms/page{calls} |"
+    )
+    print("|---|---|---|---|---|---|---|" + "---|---|" * args.count_calls)
+    for name, pages, twice, elapsed, cpu, total, scripts in rows:
         rate = pages / elapsed if elapsed else 0.0
+        counted = f" | {total} | {scripts}" if args.count_calls else ""
         print(
-            f"| {name} | {pages} | {twice} | {elapsed:.1f} | {rate:.1f} | {rate / baseline:.2f} |"
+            f"| {name} | {pages} | {twice} | {elapsed:.1f} | {rate:.1f} | {rate / baseline:.2f}"
+            f" | {cpu / pages * 1000:.1f}{counted} |"
         )
     return 0
 

@@ -322,8 +322,10 @@ class RankSemanticQueue(StrategyQueue):
     def push(self, request: Request) -> None:
         fp = self._fingerprint(request)
         if self.links is not None:
-            # Queued before its link is logged: a ranking that counts the link sees the URL.
+            # Queued (in Redis, not only buffered) before its link is logged: a ranking that
+            # counts the link sees the URL.
             self.frontier.put(fp, self.key(request), request)
+            self.frontier.flush()
             self._share_link(request, fp)
             return
         self._record_link(request)
@@ -351,7 +353,11 @@ class RankSemanticQueue(StrategyQueue):
     def rediscover(self, request: Request) -> bool:
         if self.links is not None:
             self._share_link(request, self._fingerprint(request))
-            return super().rediscover(request)
+            raised = super().rediscover(request)
+            # Its class is this process's latest ranking's: in Redis at once, not after a
+            # ranking another process applies meanwhile, which it would undo.
+            self.frontier.flush()
+            return raised
         if self._records_rediscoveries:
             self._record_link(request)
         fp = self._fingerprint(request)

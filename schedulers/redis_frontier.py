@@ -21,6 +21,16 @@ lowest-ranked members (``ZPOPMIN``) and drops their stored requests, in one scri
 
 Every change is one Lua script, so concurrent processes never see half of one. Requests are
 pickled: the Redis server must be as trusted as the crawl's own JOBDIR.
+
+``put`` only buffers: a page's links reach Redis in one script call (``flush``), not one round
+trip each. Everything else that reads or changes the frontier flushes first (``key_of`` only
+when the URL asked for is buffered: nothing else changes its key), ``ack`` among them, so a
+page is marked done only once its links are in Redis (a process killed with links buffered has
+its page put back by the others); so does a buffer of ``FLUSH_EVERY`` requests. A URL buffered
+counts as seen in this process (``RedisDupeFilter``), so a page's second link to it is a
+rediscovery, as it is once in Redis. While links are buffered, ``len()`` adds them to what
+Redis held when this process last looked, so that the scheduler's look after each link queued
+costs no round trip.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ TIEBREAK_BYTES = 8
 SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts higher
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
+FLUSH_EVERY = 500  # at most this many requests wait in put's buffer (a page has 25-100 links)
 
 # Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
 # locale).
@@ -56,50 +67,56 @@ local function greater(a, b)
 end
 """
 
-# Insert a request, or raise its place (score, then tiebreak) if it is queued: a rediscovery
-# never lowers a URL. A new URL joins the seen set in the same step, so that a URL can never be
-# seen without being queued (Redis lost between the two would lose it for good); one another
-# process saw meanwhile is not queued again, unless the request is dont_filter (a retry).
-# A request at the back (ARGV[6] = '1') goes to the back set; moving from the back to the front
-# raises a URL, the other way lowers it.
+# Insert requests, or raise the place (score, then tiebreak) of one queued: a rediscovery never
+# lowers a URL. A new URL joins the seen set in the same step, so that a URL can never be seen
+# without being queued (Redis lost between the two would lose it for good); one another process
+# saw meanwhile is not queued again, unless the request is dont_filter (a retry). A request at
+# the back (at_back = '1') goes to the back set; moving from the back to the front raises a URL,
+# the other way lowers it. The requests are put in their order, each as if alone (a page's
+# links in one call: RedisFrontier.flush). Returns how many requests both sets hold then.
 # KEYS: frontier, members, requests, seq, seen, back.
-# ARGV: fp, score, tiebreak, blob, dont_filter, at_back.
+# ARGV: per request six: fp, score, tiebreak, blob, dont_filter, at_back.
 PUT = (
     GREATER
     + """
-local fp, score, tiebreak = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local queue = ARGV[6] == '1' and KEYS[6] or KEYS[1]
-local old = redis.call('HGET', KEYS[2], fp)
-local old_queue = KEYS[1]
-local seq
-if old then
-  local old_score = redis.call('ZSCORE', KEYS[1], old)
-  if not old_score then
-    old_queue = KEYS[6]
-    old_score = redis.call('ZSCORE', KEYS[6], old)
+local function put(fp, score_arg, tiebreak, blob, dont_filter, at_back)
+  local score = tonumber(score_arg)
+  local queue = at_back == '1' and KEYS[6] or KEYS[1]
+  local old = redis.call('HGET', KEYS[2], fp)
+  local old_queue = KEYS[1]
+  local seq
+  if old then
+    local old_score = redis.call('ZSCORE', KEYS[1], old)
+    if not old_score then
+      old_queue = KEYS[6]
+      old_score = redis.call('ZSCORE', KEYS[6], old)
+    end
+    old_score = tonumber(old_score)
+    if queue ~= old_queue then
+      if queue == KEYS[6] then return end
+    elseif score < old_score then return
+    elseif score == old_score then
+      if not greater(tiebreak, string.sub(old, 1, 8)) then return end
+    end
+    seq = string.sub(old, 9, 23)
+  else
+    if redis.call('SADD', KEYS[5], fp) == 0 and dont_filter ~= '1' then return end
+    seq = string.format('%015d', 999999999999999 - redis.call('INCR', KEYS[4]))
   end
-  old_score = tonumber(old_score)
-  if queue ~= old_queue then
-    if queue == KEYS[6] then return 0 end
-  elseif score < old_score then return 0
-  elseif score == old_score then
-    if not greater(tiebreak, string.sub(old, 1, 8)) then return 0 end
+  local member = tiebreak .. seq .. fp
+  if member == old and queue == old_queue then
+    redis.call('ZADD', queue, 'GT', score_arg, member)
+  else
+    if old then redis.call('ZREM', old_queue, old) end
+    redis.call('ZADD', queue, score_arg, member)
+    redis.call('HSET', KEYS[2], fp, member)
   end
-  seq = string.sub(old, 9, 23)
-else
-  if redis.call('SADD', KEYS[5], fp) == 0 and ARGV[5] ~= '1' then return 0 end
-  seq = string.format('%015d', 999999999999999 - redis.call('INCR', KEYS[4]))
+  redis.call('HSET', KEYS[3], fp, blob)
 end
-local member = tiebreak .. seq .. fp
-if member == old and queue == old_queue then
-  redis.call('ZADD', queue, 'GT', ARGV[2], member)
-else
-  if old then redis.call('ZREM', old_queue, old) end
-  redis.call('ZADD', queue, ARGV[2], member)
-  redis.call('HSET', KEYS[2], fp, member)
+for i = 1, #ARGV, 6 do
+  put(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
 end
-redis.call('HSET', KEYS[3], fp, ARGV[4])
-return 1
+return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[6])
 """
 )
 
@@ -204,6 +221,16 @@ end
 return fps
 """
 
+# The member and score of a queued request, if it is queued. KEYS: frontier, members, back.
+# ARGV: fp.
+KEY_OF = """
+local member = redis.call('HGET', KEYS[2], ARGV[1])
+if not member then return false end
+local score = redis.call('ZSCORE', KEYS[1], member) or redis.call('ZSCORE', KEYS[3], member)
+if not score then return false end
+return {member, score}
+"""
+
 # Take a queued request out. KEYS: frontier, members, requests, back. ARGV: fp.
 REMOVE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
@@ -254,13 +281,22 @@ class RedisFrontier:
         self._unpop = self.redis.register_script(UNPOP)
         self._requeue = self.redis.register_script(REQUEUE)
         self._remove = self.redis.register_script(REMOVE)
+        self._key_of = self.redis.register_script(KEY_OF)
         self._evict = self.redis.register_script(EVICT)
+        self._put_keys = [*self._keys, shared.key("seq"), shared.key("seen"), self._back]
+        self._buffer: list[bytes | str] = []  # PUT's arguments of the requests put, in order
+        self._buffered: set[bytes] = set()  # their fingerprints
+        self._adding: set[bytes] = set()  # those that may add a request: not rediscoveries
+        self._found: bytes | None = None  # what key_of found queued: put next, it adds none
+        # Requests in both sets when this process last looked, the buffer aside (None: to be
+        # looked at again): len() needs no round trip while a page's links are put.
+        self._size: int | None = None
         shared.frontier = self
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         request.meta.pop(INFLIGHT_META, None)
         blob = dump_request(request, self._spider)  # may raise ValueError, as SqliteFrontier
-        args = [
+        self._buffer += [
             fp,
             repr(float(-key[0])),
             encode_tiebreak(float(-key[1])),
@@ -268,8 +304,30 @@ class RedisFrontier:
             "1" if request.dont_filter else "0",
             str(at_back(request)),
         ]
-        keys = [*self._keys, self.shared.key("seq"), self.shared.key("seen"), self._back]
-        self.shared.run(self._put, keys=keys, args=args)
+        self._buffered.add(fp)
+        if fp != self._found:
+            self._adding.add(fp)
+        if len(self._buffer) >= 6 * FLUSH_EVERY:
+            self.flush()
+
+    def buffered(self, fp: bytes) -> bool:
+        """Whether a request of fingerprint ``fp`` was put and is not in Redis yet."""
+        return fp in self._buffered
+
+    def flush(self) -> None:
+        """Send the requests put since the last flush to Redis, in one call."""
+        self._found = None
+        if not self._buffer:
+            return
+        args, self._buffer = self._buffer, []
+        self._buffered.clear()
+        self._adding.clear()
+        self._size = self.shared.run(self._put, keys=self._put_keys, args=args)
+
+    def _changing(self) -> None:
+        """Flush before a change other than put, after which the size is to be looked at."""
+        self.flush()
+        self._size = None
 
     def pop(self) -> Request | None:
         return self.take(b"")
@@ -277,6 +335,7 @@ class RedisFrontier:
     def take(self, fp: bytes) -> Request | None:
         """Pop the queued request of fingerprint ``fp`` (one ``ranked`` listed; None if another
         process popped it meanwhile), or with ``b""`` the best one."""
+        self._changing()
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
         popped = self.shared.run(self._pop, keys=keys, args=[self._budget, fp], default=[])
         if popped == [BUDGET_SPENT]:
@@ -307,6 +366,7 @@ class RedisFrontier:
 
     def ack(self, member: bytes) -> None:
         """The popped request whose member this is has been handled (its links are queued)."""
+        self._changing()  # its links are in Redis before it is done
         frontier, members, requests = self._keys
         keys = [self.shared.inflight_key(), requests, members, frontier, self.shared.key("popped")]
         self.shared.run(self._ack, keys=keys, args=[member])
@@ -314,11 +374,13 @@ class RedisFrontier:
     def unpop(self, member: bytes) -> None:
         """The popped request whose member this is comes back as another request (queued by
         the caller): done, and its budget slot given back."""
+        self._changing()
         keys = [self.shared.inflight_key(), self._keys[2], self.shared.key("popped")]
         self.shared.run(self._unpop, keys=keys, args=[member])
 
     def requeue(self, worker: str) -> int:
         """Put back what ``worker`` popped and did not finish; returns how many requests."""
+        self._changing()
         frontier, members, _ = self._keys
         keys = [
             frontier,
@@ -330,6 +392,7 @@ class RedisFrontier:
         return self.shared.run(self._requeue, keys=keys, args=[worker], default=0)
 
     def peek(self) -> Request | None:
+        self.flush()
         for queue in (self._keys[0], self._back):
             top = self.shared.run(self.redis.zrange, queue, 0, 0, desc=True, default=[])
             if top:
@@ -342,6 +405,7 @@ class RedisFrontier:
     def ranked(self) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``, read from Redis in chunks as the caller reads on. Other
         processes pop meanwhile: a request listed may be gone when taken."""
+        self.flush()
         for queue in (self._keys[0], self._back):
             start = 0
             while members := self.shared.run(
@@ -357,6 +421,7 @@ class RedisFrontier:
 
     def top_score(self) -> float | None:
         """The score of the best queued request (None: the frontier is empty)."""
+        self.flush()
         top = self.shared.run(
             self.redis.zrange, self._keys[0], 0, 0, desc=True, withscores=True, default=[]
         )
@@ -365,23 +430,25 @@ class RedisFrontier:
     def evict_worst(self, count: int) -> list[bytes]:
         """Remove up to ``count`` of the lowest-ranked requests, keeping at least FRONTIER_MAX
         queued; returns their fingerprints."""
+        self._changing()
         args = [count, self._max]
         return self.shared.run(self._evict, keys=[*self._keys, self._back], args=args, default=[])
 
     def key_of(self, fp: bytes) -> Key | None:
-        member = self.shared.run(self.redis.hget, self._keys[1], fp)
-        if not member:
-            return None
-        score = self.shared.run(self.redis.zscore, self._keys[0], member)
-        if score is None:
-            score = self.shared.run(self.redis.zscore, self._back, member)
-        return None if score is None else decode_member(member, score)[1]
+        # Only a put of fp itself changes its key: the buffer stays unless it holds one.
+        if fp in self._buffered:
+            self.flush()
+        found = self.shared.run(self._key_of, keys=[*self._keys[:2], self._back], args=[fp])
+        self._found = fp if found else None
+        return decode_member(found[0], float(found[1]))[1] if found else None
 
     def remove(self, fp: bytes) -> Request | None:
+        self._changing()
         blob = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])
         return load_request(blob, self._spider) if blob else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
+        self.flush()
         for queue in (self._keys[0], self._back):
             for member, score in self.redis.zscan_iter(queue):
                 fp, key = decode_member(member, score)
@@ -390,11 +457,18 @@ class RedisFrontier:
                     yield fp, key, load_request(blob, self._spider)
 
     def max_seq(self) -> int:
+        self.flush()
         return int(self.shared.run(self.redis.get, self.shared.key("seq")) or 0)
 
     def __len__(self) -> int:
-        queued = self.shared.run(self.redis.zcard, self._keys[0], default=0)
-        return queued + self.shared.run(self.redis.zcard, self._back, default=0)
+        """Requests queued, counting each one buffered (a rediscovery among them adds none).
+        While requests are buffered, as this process last saw Redis (no round trip per link
+        put): another process's changes since are counted once they are flushed."""
+        if self._size is None or not self._buffer:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.zcard(self._keys[0]).zcard(self._back)
+            self._size = sum(self.shared.run(pipe.execute, default=[0, 0]))
+        return self._size + len(self._adding)
 
     def close(self) -> None:
         """Give back what this process popped and did not finish, and leave the crawl."""

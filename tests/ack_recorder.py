@@ -1,5 +1,6 @@
 """Test-only extension: records, in order, what a crawl process puts on the shared Redis
-frontier and which popped requests it marks done (``tests/test_redis_frontier.py``)."""
+frontier (as it reaches Redis: the frontier buffers puts) and which popped requests it marks
+done (``tests/test_redis_frontier.py``)."""
 
 from __future__ import annotations
 
@@ -24,12 +25,18 @@ class FrontierRecorder:
 
     def opened(self, spider) -> None:
         frontier = spider.shared.frontier
-        put, pop, ack = frontier.put, frontier.pop, frontier.ack
+        put, flush, pop, ack = frontier.put, frontier.flush, frontier.pop, frontier.ack
         urls: dict[bytes, str] = {}  # popped member -> its URL
+        buffered: list[list] = []
 
         def recorded_put(fp, key, request):
-            self.events.append(["put", request.url, request.meta.get("parent_url")])
+            buffered.append(["put", request.url, request.meta.get("parent_url")])
             return put(fp, key, request)
+
+        def recorded_flush():
+            self.events.extend(buffered)
+            buffered.clear()
+            return flush()
 
         def recorded_pop():
             request = pop()
@@ -38,10 +45,11 @@ class FrontierRecorder:
             return request
 
         def recorded_ack(member):
+            ack(member)  # which sends the buffered links first
             self.events.append(["done", urls.get(member)])
-            return ack(member)
 
-        frontier.put, frontier.pop, frontier.ack = recorded_put, recorded_pop, recorded_ack
+        frontier.put, frontier.flush = recorded_put, recorded_flush
+        frontier.pop, frontier.ack = recorded_pop, recorded_ack
 
     def closed(self, spider) -> None:
         self.path.write_text(json.dumps(self.events), encoding="utf-8")

@@ -220,8 +220,10 @@ def test_a_lower_score_from_another_process_never_wins(redis_server):
     """The GT rule holds in Redis, not only in the process that checked first."""
     one, two = shared_queue(redis_server.url), shared_queue(redis_server.url)
     one.push(req("a", parent_relevance=0.3))
+    one.frontier.flush()  # as its page is done
     fp = one._fingerprint(req("a"))
     two.frontier.put(fp, (-0.9, 0.0, 0), req("a", parent_relevance=0.9))
+    two.frontier.flush()
     one.frontier.put(fp, (-0.5, 0.0, 0), req("a", parent_relevance=0.5))  # stale decision
     assert one.frontier.key_of(fp)[0] == -0.9
     assert one.pop().meta["parent_relevance"] == 0.9
@@ -231,6 +233,7 @@ def test_concurrent_pops_hand_out_each_request_once(redis_server):
     filler = shared_queue(redis_server.url, "bfs")
     for i in range(400):
         filler.push(req(f"p{i}", depth=i % 7))
+    filler.frontier.flush()
     workers = [shared_queue(redis_server.url, "bfs") for _ in range(4)]
     results: list[list[str]] = [[] for _ in workers]
 
@@ -279,6 +282,7 @@ def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_serv
         live.frontier.redis.hset(workers, queue.frontier.shared.worker, int(time.time()))
     for i in range(8):
         live.push(req(f"p{i}", parent_relevance=i / 10))
+    live.frontier.flush()
     held = [killed.pop(), killed.pop()]
     for request in (live.pop(), live.pop()):
         live.frontier.ack(request.meta[INFLIGHT_META])
@@ -303,6 +307,7 @@ def test_a_spent_budget_with_others_under_way_is_looked_at_each_tick(redis_serve
         shared.redis.hset(shared.key("workers"), queue.frontier.shared.worker, int(time.time()))
     for i in range(4):
         waiting.push(req(f"p{i}", parent_relevance=i / 10))
+    waiting.frontier.flush()
     assert other.pop() is not None and other.pop() is not None
     woken = []
     nextcall = SimpleNamespace(schedule=lambda: woken.append("next_request"))
@@ -358,11 +363,12 @@ def test_processes_evicting_at_once_keep_frontier_max(redis_server):
     assert sorted(drain(two)) == sorted(f"p{i}" for i in range(10, 30))
 
 
-def test_a_full_shared_frontier_evicts_through_the_scheduler_and_counts(redis_server):
+def shared_scheduler(url: str, frontier_max: int = 0) -> FocusedScheduler:
+    """The scheduler of one process of a crawl shared on ``url``, with the shared seen set."""
     crawler = get_crawler(
         QueueSpider,
         {
-            "FRONTIER_MAX": 40,
+            "FRONTIER_MAX": frontier_max,
             "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"],
             "DUPEFILTER_CLASS": "focused.distributed.RedisDupeFilter",
             "REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter",
@@ -371,10 +377,98 @@ def test_a_full_shared_frontier_evicts_through_the_scheduler_and_counts(redis_se
     spider = QueueSpider()
     spider.strategy_params, spider.state = {}, {}
     crawler.spider, spider.crawler = spider, crawler
-    spider.shared = SharedCrawl(crawler, redis_server.url, "t")
+    spider.shared = SharedCrawl(crawler, url, "t")
     crawler.stats.open_spider()
     scheduler = FocusedScheduler.from_crawler(crawler)
     scheduler.open(spider)
+    return scheduler
+
+
+def script_calls(client: redis.Redis) -> int:
+    """Script calls the server ran so far (each one round trip), not counting the first call
+    of a script not loaded yet, which fails and is sent again once it is."""
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    return stats.get("calls", 0) - stats.get("failed_calls", 0)
+
+
+def test_a_pages_links_reach_redis_in_one_call_when_it_is_done(redis_server):
+    # One script call per link was one loopback round trip each: a page's links, 25 to 100,
+    # took most of a shared crawl's time at 150 pages/s.
+    scheduler = shared_scheduler(redis_server.url)
+    shared = scheduler.spider.shared
+    client, key = redis.Redis(port=redis_server.port), "focused:t:"
+    assert scheduler.enqueue_request(req("page", parent_relevance=1.0))
+    page = scheduler.next_request()
+    before = script_calls(client)
+    for i in range(60):
+        assert scheduler.enqueue_request(req(f"p{i}", parent_relevance=0.5))
+    assert len(scheduler) == 60
+    assert client.zcard(key + "frontier") == 0  # not in Redis before the page is done...
+    shared.frontier.ack(page.meta[INFLIGHT_META])
+    assert script_calls(client) - before == 2  # ...then in one call, and the ack in another
+    assert client.zcard(key + "frontier") == client.scard(key + "seen") - 1 == 60
+    assert client.zcard(shared.inflight_key()) == 0
+    popped = [scheduler.next_request() for _ in range(61)]
+    assert sorted(urls(popped[:60])) == sorted(f"p{i}" for i in range(60))
+    assert popped[60] is None
+
+
+def test_a_url_twice_on_a_page_is_queued_once_at_its_better_place(redis_server):
+    scheduler = shared_scheduler(redis_server.url)
+    assert scheduler.enqueue_request(req("a", parent_relevance=0.2))
+    assert scheduler.enqueue_request(req("b", parent_relevance=0.5))
+    # Found again before the first reaches Redis: seen all the same, and raised.
+    assert not scheduler.enqueue_request(req("a", parent_relevance=0.9))
+    assert not scheduler.enqueue_request(req("a", parent_relevance=0.1))
+    assert len(scheduler) == 2
+    popped = [scheduler.next_request() for _ in range(3)]
+    assert urls(popped[:2]) == ["a", "b"] and popped[0].meta["parent_relevance"] == 0.9
+    assert popped[2] is None
+
+
+def test_a_process_killed_before_its_links_reach_redis_loses_nothing(redis_server):
+    killed, other = shared_queue(redis_server.url), shared_queue(redis_server.url)
+    killed.push(req("page", parent_relevance=1.0))
+    page = killed.pop()
+    for i in range(5):
+        killed.push(req(f"p{i}", parent_relevance=0.5))
+    client, key = redis.Redis(port=redis_server.port), "focused:t:"
+    assert client.zcard(key + "frontier") == client.scard(key + "seen") - 1 == 0
+    # Killed now: its links never reach Redis, and its page was never done. Taken for dead,
+    # it gives the page back, to be fetched again, and its links found again.
+    worker = killed.frontier.shared.worker
+    del killed
+    assert other.frontier.requeue(worker) == 1
+    again = other.pop()
+    assert urls([again]) == ["page"] and again.url == page.url
+    for i in range(5):
+        other.push(req(f"p{i}", parent_relevance=0.5))
+    other.frontier.ack(again.meta[INFLIGHT_META])
+    assert sorted(drain(other)) == [f"p{i}" for i in range(5)]
+
+
+def test_links_that_fail_to_reach_redis_leave_their_page_not_done(redis_server, caplog):
+    queue = shared_queue(redis_server.url)
+    shared = queue.frontier.shared
+    queue.push(req("page", parent_relevance=1.0))
+    page = queue.pop()
+    client, key = redis.Redis(port=redis_server.port), "focused:t:"
+    client.delete(key + "seen")
+    client.set(key + "seen", "not a set")  # every put of a new URL fails
+    for i in range(5):
+        queue.push(req(f"p{i}", parent_relevance=0.5))
+    assert not shared.failed  # buffered: nothing sent yet
+    queue.frontier.ack(page.meta[INFLIGHT_META])
+    assert shared.failed
+    assert "Redis frontier at" in caplog.text and "lost" in caplog.text
+    # As after any loss of Redis: the page is still in flight, to be fetched again.
+    assert client.zcard(shared.inflight_key()) == 1
+    assert client.zcard(key + "frontier") == 0
+
+
+def test_a_full_shared_frontier_evicts_through_the_scheduler_and_counts(redis_server):
+    scheduler = shared_scheduler(redis_server.url, frontier_max=40)
+    crawler = scheduler.crawler
     for i in range(100):
         assert scheduler.enqueue_request(req(f"p{i}", parent_relevance=(i * 37 % 100) / 100))
         assert len(scheduler) <= 40

@@ -329,6 +329,8 @@ def test_the_cap_holds_across_the_processes_of_a_shared_crawl(redis_server):  # 
         thread.start()
     for thread in threads:
         thread.join()
+    for scheduler, _ in schedulers:
+        scheduler.mqs.frontier.flush()  # their pages done: the links they queued are in Redis
     penalised = [crawler.stats.get_value("focused/trap/penalised", 0) for _, crawler in schedulers]
     dropped = [crawler.stats.get_value("focused/trap/dropped", 0) for _, crawler in schedulers]
     assert sum(penalised) == 5 and sum(dropped) == 2 * 28 - 5
@@ -374,6 +376,8 @@ def test_a_query_explosion_is_counted_across_processes(redis_server):  # noqa: F
         one.enqueue_request(scrapy.Request(f"http://h/list?sort=a&offset={i}", meta=link))
     for i in range(2, 10):
         two.enqueue_request(scrapy.Request(f"http://h/list?sort=a&offset={i}", meta=link))
+    for scheduler in (one, two):
+        scheduler.mqs.frontier.flush()  # their pages done: the links they queued are in Redis
     assert len(one) == 4 + 2  # the crawl's frontier: four ordinary variants, two penalised
     assert crawler.stats.get_value("focused/trap/dropped") == 4
     one.close("finished")
