@@ -11,7 +11,9 @@ order is ``score()`` and ``tiebreak()`` runs distributed unchanged. Keys, under
 - ``back``: the same for requests of a trap family (``focused.traps``), popped only when
   ``frontier`` is empty. A dead worker's in-flight requests go back to ``frontier``.
 - ``members``: hash fingerprint -> its member, to find a queued URL again (rediscovery).
-- ``requests``: hash fingerprint -> the pickled request, kept until the request is done.
+- ``requests``: hash fingerprint -> the request's host, a newline and the pickled request,
+  kept until the request is done; ``ranked`` reads the hosts alone (a request stored by an
+  older version, the pickle alone, is unpickled for its host).
 - ``inflight:<worker>``: sorted set of what one worker popped and has not finished; it goes
   back to the frontier when the worker closes, or is found dead (``requeue``).
 - ``seq`` (discovery order) and ``popped`` (requests handed out: the shared page budget).
@@ -54,6 +56,8 @@ SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts highe
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
 FLUSH_EVERY = 500  # at most this many requests wait in put's buffer (a page has 25-100 links)
+HOST_END = b"\n"  # ends the host that starts a stored request (no host name holds one)
+PICKLE_START = b"\x80"  # how a pickle of protocol 2 or later starts: a request stored hostless
 
 # Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
 # locale).
@@ -231,6 +235,23 @@ if not score then return false end
 return {member, score}
 """
 
+# The fingerprint and host of each request in ranks ARGV[1] to ARGV[2] of a queue, best first,
+# in one call: {fp, host, fp, host, ...}; for a request stored without its host, its pickle in
+# place of the host. KEYS: the queue (frontier or back), requests.
+RANKED = """
+local listed = {}
+for _, member in ipairs(redis.call('ZREVRANGE', KEYS[1], ARGV[1], ARGV[2])) do
+  local fp = string.sub(member, 24)
+  local stored = redis.call('HGET', KEYS[2], fp)
+  if stored then
+    local host_end = string.byte(stored, 1) ~= 128 and string.find(stored, '\\n', 1, true)
+    listed[#listed + 1] = fp
+    listed[#listed + 1] = host_end and string.sub(stored, 1, host_end - 1) or stored
+  end
+end
+return listed
+"""
+
 # Take a queued request out. KEYS: frontier, members, requests, back. ARGV: fp.
 REMOVE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
@@ -282,6 +303,7 @@ class RedisFrontier:
         self._requeue = self.redis.register_script(REQUEUE)
         self._remove = self.redis.register_script(REMOVE)
         self._key_of = self.redis.register_script(KEY_OF)
+        self._ranked = self.redis.register_script(RANKED)
         self._evict = self.redis.register_script(EVICT)
         self._put_keys = [*self._keys, shared.key("seq"), shared.key("seen"), self._back]
         self._buffer: list[bytes | str] = []  # PUT's arguments of the requests put, in order
@@ -295,12 +317,12 @@ class RedisFrontier:
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         request.meta.pop(INFLIGHT_META, None)
-        blob = dump_request(request, self._spider)  # may raise ValueError, as SqliteFrontier
+        stored = dump_request(request, self._spider)  # may raise ValueError, as SqliteFrontier
         self._buffer += [
             fp,
             repr(float(-key[0])),
             encode_tiebreak(float(-key[1])),
-            blob,
+            host_of(request).encode() + HOST_END + stored,
             "1" if request.dont_filter else "0",
             str(at_back(request)),
         ]
@@ -349,8 +371,8 @@ class RedisFrontier:
             return None
         if not popped:
             return None
-        member, blob = popped
-        request = load_request(blob, self._spider)
+        member, stored = popped
+        request = self._load(stored)
         request.meta[INFLIGHT_META] = member
         return request
 
@@ -399,8 +421,13 @@ class RedisFrontier:
                 break
         else:
             return None
-        blob = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
-        return load_request(blob, self._spider) if blob else None
+        stored = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
+        return self._load(stored) if stored else None
+
+    def _load(self, stored: bytes) -> Request:
+        if not stored.startswith(PICKLE_START):
+            stored = stored.partition(HOST_END)[2]
+        return load_request(stored, self._spider)
 
     def ranked(self) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``, read from Redis in chunks as the caller reads on. Other
@@ -408,16 +435,18 @@ class RedisFrontier:
         self.flush()
         for queue in (self._keys[0], self._back):
             start = 0
-            while members := self.shared.run(
-                self.redis.zrange, queue, start, start + RANKED_CHUNK - 1, desc=True, default=[]
+            while listed := self.shared.run(
+                self._ranked,
+                keys=[queue, self._keys[2]],
+                args=[start, start + RANKED_CHUNK - 1],
+                default=[],
             ):
-                start += len(members)
-                fps = [member[FP_START:] for member in members]
-                blobs = self.shared.run(self.redis.hmget, self._keys[2], fps, default=[])
-                # No blob: popped since the ZRANGE; none at all: Redis was lost.
-                for fp, blob in zip(fps, blobs, strict=False):
-                    if blob:
-                        yield fp, host_of(load_request(blob, self._spider))
+                start += RANKED_CHUNK
+                for fp, host in zip(listed[::2], listed[1::2], strict=True):
+                    if host.startswith(PICKLE_START):  # stored by an older version
+                        yield fp, host_of(self._load(host))
+                    else:
+                        yield fp, host.decode()
 
     def top_score(self) -> float | None:
         """The score of the best queued request (None: the frontier is empty)."""
@@ -444,17 +473,17 @@ class RedisFrontier:
 
     def remove(self, fp: bytes) -> Request | None:
         self._changing()
-        blob = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])
-        return load_request(blob, self._spider) if blob else None
+        stored = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])
+        return self._load(stored) if stored else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
         self.flush()
         for queue in (self._keys[0], self._back):
             for member, score in self.redis.zscan_iter(queue):
                 fp, key = decode_member(member, score)
-                blob = self.redis.hget(self._keys[2], fp)
-                if blob is not None:
-                    yield fp, key, load_request(blob, self._spider)
+                stored = self.redis.hget(self._keys[2], fp)
+                if stored is not None:
+                    yield fp, key, self._load(stored)
 
     def max_seq(self) -> int:
         self.flush()

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import numpy
 import pytest
 import redis
+import scrapy
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -31,7 +32,8 @@ from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.strategies import STRATEGIES, strategy_class
 from focused.traps import TRAP_META
-from schedulers.base import RANKED_CHUNK, StrategyQueue
+from schedulers import redis_frontier
+from schedulers.base import RANKED_CHUNK, StrategyQueue, host_of, load_request
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
 from tests.conftest import (
@@ -193,6 +195,42 @@ def test_ranked_lists_the_pop_order_and_take_pops_one_into_flight(redis_server):
     assert urls([one.pop(), one.pop(), one.pop()]) == ["p0", "p1", "p3"]
     assert one.take(listed[4][0]) is None  # four popped: the budget is spent
     assert len(one) == len(requests) - 3
+
+
+def test_ranked_reads_each_hosts_without_unpickling_a_request(redis_server, monkeypatch):
+    """A look past held hosts unpickled every request it listed to learn its host: 17.6 of 45 s
+    of a profiled 500-page crawl by one process on Redis (session 21)."""
+    queue = shared_queue(redis_server.url)
+    requests = [
+        scrapy.Request(f"http://h{i % 3}.example/p{i}", meta={"parent_relevance": 1 - i / 100})
+        for i in range(RANKED_CHUNK + 8)
+    ]
+    requests.append(scrapy.Request("data:,no-host", meta={"parent_relevance": 0.0}))
+    for request in requests:
+        queue.push(request)
+    unpickled = []
+    monkeypatch.setattr(
+        redis_frontier, "load_request", lambda *args: unpickled.append(args) or load_request(*args)
+    )
+    listed = list(queue.ranked())
+    assert [host for _, host in listed] == [host_of(request) for request in requests]
+    assert listed[-1][1] == ""
+    assert unpickled == []
+    assert urls([queue.pop()]) == ["p0"]  # the host before the pickle is not the request's
+
+
+def test_requests_stored_by_an_older_version_are_ranked_and_popped(redis_server):
+    """A crawl begun before hosts were stored with requests (their pickle alone) goes on."""
+    queue = shared_queue(redis_server.url)
+    for i in range(3):
+        queue.push(req(f"p{i}", parent_relevance=1 - i / 10))
+    frontier = queue.frontier
+    frontier.flush()
+    stored_key = frontier._keys[2]
+    for fp, stored in frontier.redis.hgetall(stored_key).items():
+        frontier.redis.hset(stored_key, fp, stored.partition(redis_frontier.HOST_END)[2])
+    assert [host for _, host in queue.ranked()] == ["t", "t", "t"]
+    assert drain(queue) == ["p0", "p1", "p2"]
 
 
 def test_tiebreak_bytes_sort_as_the_numbers():
