@@ -26,21 +26,20 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 
-def _without_text(item: Any) -> Any:
-    if not isinstance(item, PageItem) or not item.get("text"):
-        return item
-    fields = dict(item)
-    fields["text"] = f"<{len(item['text'])} characters>"
-    return fields
+def _without_text(result: LogFormatterResult, item: Any) -> LogFormatterResult:
+    """Scrapy's log entry of ``item``, the page's text replaced by its length."""
+    if isinstance(item, PageItem) and item.get("text"):
+        fields = dict(item)
+        fields["text"] = f"<{len(item['text'])} characters>"
+        result["args"] = {**result["args"], "item": fields}
+    return result
 
 
 class PageLogFormatter(LogFormatter):
     def scraped(
         self, item: Any, response: Response | Failure | None, spider: Spider
     ) -> LogFormatterResult:
-        result = super().scraped(item, response, spider)
-        result["args"] = {**result["args"], "item": _without_text(item)}
-        return result
+        return _without_text(super().scraped(item, response, spider), item)
 
     def dropped(
         self,
@@ -49,9 +48,7 @@ class PageLogFormatter(LogFormatter):
         response: Response | Failure | None,
         spider: Spider,
     ) -> LogFormatterResult:
-        result = super().dropped(item, exception, response, spider)
-        result["args"] = {**result["args"], "item": _without_text(item)}
-        return result
+        return _without_text(super().dropped(item, exception, response, spider), item)
 
     def item_error(
         self,
@@ -60,9 +57,7 @@ class PageLogFormatter(LogFormatter):
         response: Response | Failure | None,
         spider: Spider,
     ) -> LogFormatterResult:
-        result = super().item_error(item, exception, response, spider)
-        result["args"] = {**result["args"], "item": _without_text(item)}
-        return result
+        return _without_text(super().item_error(item, exception, response, spider), item)
 
 
 def add_log_filter(name: str, log_filter: type[logging.Filter]) -> None:

@@ -337,8 +337,8 @@ class FocusedScheduler(Scheduler):
         """Append to ``ahead`` up to ``count`` more of the frontier's next
         ``HELD_HOST_LOOKAHEAD`` requests (fingerprint, host); returns how many."""
         start = len(self.ahead)
-        with closing(queue.ranked()) as ranked:
-            entries = list(islice(ranked, start, min(start + count, self.lookahead)))
+        with closing(queue.ranked(start)) as ranked:
+            entries = list(islice(ranked, max(0, min(count, self.lookahead - start))))
         self.ahead += entries
         return len(entries)
 

@@ -33,6 +33,7 @@ import heapq
 import pickle
 import sqlite3
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -230,13 +231,13 @@ class MemoryFrontier:
     def pop(self) -> Request | None:
         return self._best(remove=True)
 
-    def ranked(self) -> Iterator[tuple[bytes, str]]:
-        """Every entry's fingerprint and host, in the order ``pop`` would hand them out, left
-        queued; lazily, so reading a few costs a few."""
-        requests = self._requests
-        for tier in (self._front, self._back):
-            for item in tier.ranked(self._items):
-                yield item[3], host_of(requests[item[3]])
+    def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
+        """Every entry's fingerprint and host, in the order ``pop`` would hand them out, from
+        the ``start``-th on, left queued; lazily, so reading a few costs a few."""
+        requests, entries = self._requests, self._items
+        in_order = (item for tier in (self._front, self._back) for item in tier.ranked(entries))
+        for item in islice(in_order, start, None):
+            yield item[3], host_of(requests[item[3]])
 
     def key_of(self, fp: bytes) -> Key | None:
         item = self._items.get(fp)
@@ -380,10 +381,12 @@ class SqliteFrontier:
         row = self._first()
         return self._load(row[1]) if row else None
 
-    def ranked(self) -> Iterator[tuple[bytes, str]]:
+    def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``: the rows are read in chunks as the caller reads on, and
         the host is a column, so no request is unpickled."""
-        cursor = self._db.execute(f"SELECT fp, host FROM frontier ORDER BY {RANK_ORDER}")
+        cursor = self._db.execute(
+            f"SELECT fp, host FROM frontier ORDER BY {RANK_ORDER} LIMIT -1 OFFSET ?", (start,)
+        )
         try:
             while rows := cursor.fetchmany(RANKED_CHUNK):
                 for fp, host in rows:
@@ -576,13 +579,13 @@ class StrategyQueue:
     def peek(self) -> Request | None:
         return self.frontier.peek()
 
-    def ranked(self) -> Iterator[tuple[bytes, str]]:
+    def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
         """The queued requests' fingerprints and hosts, in the order ``pop`` would hand them
-        out, lazily and left queued; ``take`` hands out one of them instead of the first.
-        Nothing for a strategy that decides as it pops (a local search, a beam, the bees): its
-        pops are taken as they come."""
+        out, from the ``start``-th on, lazily and left queued; ``take`` hands out one of them
+        instead of the first. Nothing for a strategy that decides as it pops (a local search,
+        a beam, the bees): its pops are taken as they come."""
         if type(self).pop is StrategyQueue.pop:
-            yield from self.frontier.ranked()
+            yield from self.frontier.ranked(start)
 
     def take(self, fp: bytes) -> Request | None:
         """Hand out the queued request ``ranked`` listed under ``fp`` (None if it is gone)."""

@@ -58,6 +58,7 @@ BUDGET_SPENT = b"budget"
 FLUSH_EVERY = 500  # at most this many requests wait in put's buffer (a page has 25-100 links)
 HOST_END = b"\n"  # ends the host that starts a stored request (no host name holds one)
 PICKLE_START = b"\x80"  # how a pickle of protocol 2 or later starts: a request stored hostless
+RANKED_CHUNK_MAX = 1024  # the most requests ranked() reads in one call
 
 # Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
 # locale).
@@ -429,24 +430,34 @@ class RedisFrontier:
             stored = stored.partition(HOST_END)[2]
         return load_request(stored, self._spider)
 
-    def ranked(self) -> Iterator[tuple[bytes, str]]:
-        """As ``MemoryFrontier.ranked``, read from Redis in chunks as the caller reads on. Other
-        processes pop meanwhile: a request listed may be gone when taken."""
+    def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
+        """As ``MemoryFrontier.ranked``, read from Redis as the caller reads on, in chunks
+        twice as large each time: a look past a host held in a crawl of one host reads a
+        thousand. Other processes pop meanwhile: a request listed may be gone when taken."""
         self.flush()
+        chunk = RANKED_CHUNK
         for queue in (self._keys[0], self._back):
-            start = 0
+            if start:  # the back set's ranks follow the frontier's
+                size = self.shared.run(self.redis.zcard, queue, default=0)
+                if start >= size:
+                    start -= size
+                    continue
             while listed := self.shared.run(
                 self._ranked,
                 keys=[queue, self._keys[2]],
-                args=[start, start + RANKED_CHUNK - 1],
+                args=[start, start + chunk - 1],
                 default=[],
             ):
-                start += RANKED_CHUNK
                 for fp, host in zip(listed[::2], listed[1::2], strict=True):
                     if host.startswith(PICKLE_START):  # stored by an older version
                         yield fp, host_of(self._load(host))
                     else:
                         yield fp, host.decode()
+                if len(listed) < 2 * chunk:
+                    break  # the end of this set
+                start += chunk
+                chunk = min(2 * chunk, RANKED_CHUNK_MAX)
+            start = 0
 
     def top_score(self) -> float | None:
         """The score of the best queued request (None: the frontier is empty)."""

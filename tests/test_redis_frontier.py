@@ -219,6 +219,19 @@ def test_ranked_reads_each_hosts_without_unpickling_a_request(redis_server, monk
     assert urls([queue.pop()]) == ["p0"]  # the host before the pickle is not the request's
 
 
+def test_ranked_from_a_rank_on_reads_from_there(redis_server):
+    queue = shared_queue(redis_server.url)
+    count = 3 * RANKED_CHUNK + 5
+    for i in range(count):
+        meta = {"parent_relevance": (i % 13) / 13, TRAP_META: "family" if i % 10 == 0 else None}
+        queue.push(req(f"p{i}", **{k: v for k, v in meta.items() if v is not None}))
+    every = list(queue.ranked())
+    assert len(every) == count
+    back = count - sum(1 for i in range(count) if i % 10)  # the trap requests, ranked last
+    for start in (0, 1, RANKED_CHUNK, 2 * RANKED_CHUNK + 1, count - back, count - 1, count + 3):
+        assert list(queue.ranked(start)) == every[start:]
+
+
 def test_requests_stored_by_an_older_version_are_ranked_and_popped(redis_server):
     """A crawl begun before hosts were stored with requests (their pickle alone) goes on."""
     queue = shared_queue(redis_server.url)
