@@ -289,7 +289,8 @@ class SharedCrawl:
         return outcome or None, bool(ours)
 
     def share_robots_txt(self, netloc: str, outcome: bytes) -> None:
-        """What this process read at ``netloc``'s robots.txt, for every process of the crawl."""
+        """What this process read at ``netloc``'s robots.txt, for every process of the crawl;
+        with ``b""``, nothing to share: the download is left to the next process that asks."""
         keys = [self.key(f"robots:{netloc}"), self.key(f"robots-fetching:{netloc}")]
         self.run(self._share_robots_txt, keys=keys, args=[outcome, ROBOTS_TXT_LIFE * 1000])
 
@@ -602,9 +603,10 @@ redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
 return {'', 1}
 """
 
-# KEYS: a host's robots key, its robots-fetching key. ARGV: the outcome, ms it is kept.
+# KEYS: a host's robots key, its robots-fetching key. ARGV: the outcome ('' = none), ms it is
+# kept.
 SHARE_ROBOTS_TXT = """
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if ARGV[1] ~= '' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
 redis.call('DEL', KEYS[2])
 """
 

@@ -61,8 +61,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# What a process of a shared crawl read at a robots.txt: the body it parsed, or that the
-# download failed (no parser: every URL allowed, as Scrapy does).
+# What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
+# could not be reached (no parser: every URL allowed, as Scrapy does).
 PARSED, FAILED = b"+", b"-"
 # Seconds before a process looks again whether the one downloading a robots.txt is done:
 # first soon, then twice as long at each look, up to the most.
@@ -159,7 +159,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     def _robots_error(self, exc: Exception, netloc: str) -> None:
         super()._robots_error(exc, netloc)
-        self._share(netloc, FAILED)
+        # A host that cannot be reached fails every process alike: each would let every URL
+        # through, as Scrapy does. Any other failure (the download cancelled as this process
+        # stops, the request ignored here) is this process's: another downloads it.
+        self._share(netloc, FAILED if isinstance(exc, UNREACHABLE) else b"")
 
     def _share(self, netloc: str, outcome: bytes) -> None:
         shared = getattr(self.crawler.spider, "shared", None)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 import time
+from asyncio import CancelledError
 
 import redis
+from scrapy.exceptions import DownloadTimeoutError
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
 
 from focused.distributed import SharedCrawl
 from focused.replayweb import ReplayServer
+from focused.robots import FAILED, RobotsTxtMiddleware
 from tests.conftest import BIRD_SEED
 from tests.queues import QueueSpider
 from tests.sites import GATED_DOWNLOAD_TIMEOUT
@@ -42,6 +46,8 @@ def test_one_process_downloads_a_robots_txt_and_the_others_read_what_it_read(red
     assert second.robots_txt("a.example") == (None, False)  # wait: the first is downloading
     assert first.robots_txt("a.example") == (None, True)  # still its own to download
     assert second.robots_txt("b.example") == (None, True)  # another host is another download
+    second.share_robots_txt("b.example", b"")  # gave up: not the host's failure, none to share
+    assert first.robots_txt("b.example") == (None, True)  # the next to ask downloads it
     first.share_robots_txt("a.example", b"+User-agent: *\nDisallow: /private/\n")
     assert second.robots_txt("a.example") == (b"+User-agent: *\nDisallow: /private/\n", False)
     assert first.robots_txt("a.example")[0] is not None
@@ -102,3 +108,23 @@ def test_processes_of_a_crawl_download_a_hosts_robots_txt_once_and_all_obey_it(
     assert client.keys("focused:shared:robots-fetching:*") == []
     (kept,) = client.keys("focused:shared:robots:*")
     assert 23 * 3600 < client.ttl(kept) <= 24 * 3600  # RFC 9309: a cached copy serves 24 h
+
+
+def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(redis_server):  # noqa: F811
+    """A download that failed for any reason was shared as the host's: a process stopping while
+    it downloaded a robots.txt let every process of the crawl through every URL of the host."""
+    crawler = get_crawler(QueueSpider, {"ROBOTSTXT_OBEY": True, "FOCUSED_WORKER_TIMEOUT": TIMEOUT})
+    crawler.spider = QueueSpider()
+    crawler.spider.shared = shared = SharedCrawl(crawler, redis_server.url, "t")
+    middleware = RobotsTxtMiddleware(crawler)
+    for netloc, error in [
+        ("down.example", DownloadTimeoutError()),
+        ("mine.example", CancelledError()),
+    ]:
+        assert shared.robots_txt(netloc) == (None, True)
+        middleware._parsers[netloc] = Deferred()  # as while it downloads
+        middleware._robots_error(error, netloc)
+        assert middleware._parsers[netloc] is None  # this process lets the host's URLs through
+    other = process(redis_server.url)
+    assert other.robots_txt("down.example") == (FAILED, False)
+    assert other.robots_txt("mine.example") == (None, True)  # to download again
