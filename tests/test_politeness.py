@@ -55,8 +55,9 @@ def test_crawl_delay_paces_its_host_and_no_other(tmp_path, autothrottle):
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     slow_times, fast_times = log.get_times(slow.host), log.get_times(fast.host)
     assert len(slow_times) == len(fast_times) == 1 + len(PAGES)
-    # The downloader sends one request a second; arrival may lag its send a little (loaded CI).
-    assert min(gaps(slow_times)) >= 0.9, gaps(slow_times)
+    # The downloader sends one request a second; arrival may lag its send a little (loaded CI:
+    # 0.11 s once in a run of the whole suite). Scrapy's jitter would draw 0.5-1.5 s.
+    assert min(gaps(slow_times)) >= 0.85, gaps(slow_times)
     # The other host's pages go together once its seed has been parsed.
     assert max(gaps(fast_times[1:])) < 0.5, gaps(fast_times)
     assert stat(crawl.result.stderr, "focused/robots/crawl_delay_hosts") == 1
