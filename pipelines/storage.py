@@ -16,7 +16,9 @@ Settings:
 plus the settings of ``focused.storage.open_store`` (MONGO_URI, MONGO_DATABASE,
 MONGO_TIMEOUT_MS, FOCUSED_DB).
 
-Stats: ``focused/stored`` (page records written).
+Stats: ``focused/stored`` (page records written), ``focused/unstored`` (page records that could
+not be written at the close: the crawl then ends as ``store_unreachable``, whatever closed the
+spider, such as its page budget reached while the store was being retried).
 
 Threads: a store that says it is ``threadsafe`` (MongoDB) is called in worker threads, so that a
 round trip to the server never stalls the reactor; SQLite is fast and its connection belongs to
@@ -82,6 +84,7 @@ DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
+UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
 
 _T = TypeVar("_T")
 
@@ -259,6 +262,8 @@ class StoragePipeline:
         try:
             await self._drain()
         except StoreError as exc:
+            self._failed = True
+            self.stats.set_value(UNSTORED, len(self._buffer))
             logger.error(
                 "%d page records of crawl %s were not stored: %s",
                 len(self._buffer),
@@ -273,7 +278,11 @@ class StoragePipeline:
             reactor.removeSystemEventTrigger(self._forced_stop_trigger)
             self._forced_stop_trigger = None
         await self._stop_heartbeat()  # before the store is closed
-        if reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
+        if self._failed:
+            # Pages were lost, whatever closed the spider (its budget may be reached while the
+            # store is being retried): the crawl is recorded as the store's failure.
+            reason = STORE_UNREACHABLE
+        elif reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
             # The spider's closed() found that no seed could be fetched: recorded as finished,
             # the crawl would read as a topic with nothing to find.
             reason = NO_SEED_FETCHED

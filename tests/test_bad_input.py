@@ -606,7 +606,12 @@ def test_a_crawl_stopped_by_its_feed_resumes_from_its_jobdir(tmp_path, site):
     assert resumed.crawl_record()["status"] == "finished"
 
 
-def test_a_store_that_fills_up_mid_crawl_stops_it_without_a_traceback(tmp_path, site):
+# The page budget reached after the store gave up (retried for 0.7 s), or while it is retried
+# (for 21 s): a crawl that reached its budget first exited 0, its pages lost.
+@pytest.mark.parametrize(("budget", "retry_delay"), [(150, 0.1), (30, 3.0)])
+def test_a_store_that_fills_up_mid_crawl_stops_it_without_a_traceback(
+    tmp_path, site, budget, retry_delay
+):
     """The SQLite file may grow no further (a file-size limit: a full disk without mounting
     one; SQLite says "disk I/O error" here, "database or disk is full" on a full disk, the same
     StoreError): the crawl stopped (store_unreachable), then Scrapy logged each page still
@@ -615,8 +620,8 @@ def test_a_store_that_fills_up_mid_crawl_stops_it_without_a_traceback(tmp_path, 
     arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
     settings = {
         "FOCUSED_DB": db,
-        "CLOSESPIDER_PAGECOUNT": 150,
-        "STORAGE_RETRY_DELAY": 0.1,
+        "CLOSESPIDER_PAGECOUNT": budget,
+        "STORAGE_RETRY_DELAY": retry_delay,
         "ENCODER_STORE_DIR": tmp_path / "encodings",
     }
     limit = 300_000  # bytes: the store takes about a dozen pages (stderr is a pipe, not limited)

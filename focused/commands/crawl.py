@@ -9,8 +9,9 @@ started logging would otherwise have no log at all.
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
 ``store_unreachable``; a feed, ``-o``/``-O``, no longer writable: ``feed_failed``) exits with
-status 1, as do a crawl whose feed failed as it closed, a crawl that could fetch none of its
-seeds and one stopped uncleanly by a second Ctrl-C.
+status 1, as do a crawl whose feed failed as it closed, one whose store could not take its last
+pages at the close (whatever closed it), a crawl that could fetch none of its seeds and one
+stopped uncleanly by a second Ctrl-C.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from focused.feeds import FEED_FAILED, feeds_failed
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
 from focused.storecommand import USAGE_ERROR, fail, scrapy_options
-from pipelines.storage import STORE_UNREACHABLE
+from pipelines.storage import STORE_UNREACHABLE, UNSTORED
 
 if TYPE_CHECKING:
     import argparse
@@ -72,7 +73,8 @@ class Command(ScrapyCrawlCommand):
             # unclean stop, resumed like a crash; recorded as FORCED_SHUTDOWN by the storage
             # pipeline), which Scrapy ends with status 0.
             failed = reason is None or reason in FAILED_CLOSE_REASONS
-            if failed or stats.get_value(SEEDS_UNREACHABLE) or feeds_failed(stats):
+            lost = stats.get_value(UNSTORED)  # pages not stored, whatever closed the spider
+            if failed or lost or stats.get_value(SEEDS_UNREACHABLE) or feeds_failed(stats):
                 self.exitcode = 1
 
     def _fail(self, message: str) -> NoReturn:
