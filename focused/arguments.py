@@ -570,10 +570,12 @@ def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> 
         raise ConfigError(f"cannot write {what}: it is a folder")
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write {what}: {folder} is not a writable folder")
-    # A writable folder does not make its files writable (another user's, read-only, immutable).
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ConfigError(f"cannot write {what}: the file cannot be written")
-    if not path.exists():
+    if path.exists():
+        # A writable folder does not make its files writable (another user's, read-only,
+        # immutable).
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"cannot write {what}: the file cannot be written")
+    else:
         # Root may write any folder by its mode, but not /proc or /sys: a file is made to know.
         try:
             with tempfile.TemporaryFile(dir=folder):
