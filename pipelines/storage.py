@@ -36,6 +36,10 @@ A second Ctrl-C stops the reactor without closing the spider: no ``close_spider`
 ``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
 ``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries.
 
+While a write is retried the engine is paused: no new request is sent, so no page is fetched
+only to wait in memory for a store that may not come back. The first write that succeeds
+unpauses it.
+
 If a write still fails after the retries, the spider is closed with reason
 ``store_unreachable`` (the crawl record then says ``interrupted``) and ``process_item`` raises
 the ``StoreError``, so the page is not counted as done (``item_error``; under JOBDIR its
@@ -62,6 +66,7 @@ from scrapy.utils.reactor import is_reactor_installed
 from twisted.internet import task
 from twisted.internet.defer import Deferred
 
+from focused.engine import wake_engine
 from focused.logformatter import add_log_filter
 from focused.resume import crawl_counter, recover_state, relearn
 from focused.stopping import (
@@ -123,6 +128,7 @@ class StoragePipeline:
         self._writing = False  # a _drain is running
         self._waiting: list[Deferred[None]] = []  # process_item calls waiting for a _drain
         self._failed = False  # gave up on the store: no more retries, spider closing
+        self._holding = False  # the engine is paused while the store is retried
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
         self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
         self._heartbeat: task.LoopingCall | None = None
@@ -361,17 +367,43 @@ class StoragePipeline:
 
     async def _retrying(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Call a store method, retrying a StoreError after doubling delays (a server failing
-        over, a locked file); once the store was given up on, try only once."""
+        over, a locked file); once the store was given up on, try only once. While it is
+        retried no new request is sent (``_hold_requests``)."""
         retries = 0 if self._failed else self.retries
         delay = self.retry_delay
         for attempt in range(1, retries + 1):
             try:
-                return await self._call(method, *args, **kwargs)
+                result = await self._call(method, *args, **kwargs)
             except StoreError as exc:
                 logger.warning("%s; retry %d of %d in %.1f s", exc, attempt, retries, delay)
+                self._hold_requests()
+            else:
+                self._release_requests()
+                return result
             await sleep(delay)
             delay *= 2
-        return await self._call(method, *args, **kwargs)
+        result = await self._call(method, *args, **kwargs)
+        self._release_requests()
+        return result
+
+    def _hold_requests(self) -> None:
+        """Pause the engine: each page fetched while the store fails would wait in memory for a
+        write that may never come, and be lost if the store is given up on (without JOBDIR,
+        for good). Left as it is if something else paused it (a close, the telnet console)."""
+        engine = self.crawler.engine
+        if engine is None or engine.paused or self._holding:
+            return
+        engine.pause()
+        self._holding = True
+        logger.warning("The store is failing: no new request is sent until it answers")
+
+    def _release_requests(self) -> None:
+        if not self._holding or self._failed:  # given up on: the spider is closing
+            return
+        self._holding = False
+        self.crawler.engine.unpause()
+        wake_engine(self.crawler)  # rather than at the engine's next 5-second heartbeat
+        logger.info("The store answers again: sending requests again")
 
     async def _call(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         if self.store.threadsafe:

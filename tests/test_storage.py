@@ -726,6 +726,9 @@ class FakeEngine:
     def pause(self) -> None:
         self.paused = True
 
+    def unpause(self) -> None:
+        self.paused = False
+
     async def close_spider_async(self, *, reason: str) -> None:
         self.close_reasons.append(reason)
 
@@ -973,6 +976,35 @@ def test_storage_pipeline_retries_a_failed_write(tmp_path, monkeypatch):
         reader.close()
 
 
+def test_no_request_is_sent_while_a_failed_write_is_retried(tmp_path, monkeypatch):
+    """Pages fetched while the store fails would wait for a write that may never come."""
+    failing_writes(monkeypatch, failures=2)
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(tmp_path / "crawl.sqlite3"), STORAGE_RETRIES=2, STORAGE_RETRY_DELAY=0
+    )
+    paused_at_attempts: list[bool] = []
+    flaky = SqliteStore._upsert_pages
+
+    def watched(self, pages):
+        paused_at_attempts.append(crawler.engine.paused)
+        return flaky(self, pages)
+
+    monkeypatch.setattr(SqliteStore, "_upsert_pages", watched)
+    asyncio.run(run_pipelines(crawler, [scored_item(0), scored_item(1)]))
+    assert paused_at_attempts == [False, True, True, False]
+    assert not crawler.engine.paused
+
+
+def test_a_pause_made_by_another_is_left_to_it(tmp_path, monkeypatch):
+    failing_writes(monkeypatch, failures=1)
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(tmp_path / "crawl.sqlite3"), STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0
+    )
+    crawler.engine.pause()  # the telnet console's engine.pause(), or a close under way
+    asyncio.run(run_pipelines(crawler, [scored_item(0)]))
+    assert crawler.engine.paused
+
+
 def test_storage_pipeline_closes_the_spider_when_the_store_stays_down(
     tmp_path, monkeypatch, caplog
 ):
@@ -1055,3 +1087,68 @@ class TestRealMongo:
             MONGO_URI=REAL_MONGO_URI, MONGO_DATABASE=database, **PIPELINE_SETTINGS
         )
         check_pipeline_run(crawler, store)
+
+
+def test_a_crawl_fetches_nothing_new_while_its_store_is_locked_and_goes_on_after(tmp_path, site):
+    """Another process holds the SQLite file's write lock for a while (a long write, a backup):
+    the crawl's writes fail and are retried. Before, the crawl fetched page after page meanwhile,
+    each kept in memory for a write that, had the store not come back, would never be made."""
+    from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
+
+    db, concurrency, budget = tmp_path / "focused.sqlite3", 4, 120
+    settings = {
+        "FOCUSED_DB": db,
+        "CONCURRENT_REQUESTS": concurrency,
+        "CLOSESPIDER_PAGECOUNT": budget,
+        "STORAGE_RETRY_DELAY": 3,
+        "LOG_LEVEL": "INFO",
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+    }
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    crawl = subprocess.Popen(
+        scrapy_command(*crawl_args({**arguments, "crawl_id": "locked"}, settings)),
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=crawl_env(),
+    )
+    log: list[str] = []
+    while not db.exists():  # created by the crawl, in WAL mode
+        time.sleep(0.05)
+    locker = sqlite3.connect(db, isolation_level=None, timeout=30)
+    try:
+        while _stored_count(locker) < 10:
+            time.sleep(0.05)
+        locker.execute("BEGIN IMMEDIATE")  # the write lock, until ROLLBACK
+        for line in crawl.stderr:
+            log.append(line)
+            if "retry 1 of" in line:
+                break
+        fetched_at_failure = len(site.fetched)
+        time.sleep(2)  # within the first retry's delay of 3 s
+        fetched_while_locked = len(site.fetched) - fetched_at_failure
+        locker.execute("ROLLBACK")
+        log += crawl.stderr.readlines()
+        crawl.wait(timeout=120)
+    finally:
+        locker.close()
+        crawl.kill()
+    # Only the requests already handed to the downloader may still arrive.
+    assert fetched_while_locked <= concurrency, "".join(log[-40:])
+    assert crawl.returncode == 0, "".join(log[-40:])
+    assert any("The store answers again" in line for line in log)
+    stored = SqliteStore(db)
+    try:
+        pages = stored.pages("locked")
+        assert stored.get_crawl("locked")["status"] == "finished"
+    finally:
+        stored.close()
+    fetched = {path for path in site.fetched if path.startswith("/wiki/")}
+    assert len(pages) == len(fetched) >= budget  # every page fetched was stored
+
+
+def _stored_count(connection: sqlite3.Connection) -> int:
+    try:
+        return connection.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
+    except sqlite3.OperationalError:  # the crawl has not made its tables yet
+        return 0
