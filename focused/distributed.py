@@ -57,7 +57,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
 from focused.engine import wake_engine
-from focused.errors import ConfigError
+from focused.errors import ConfigError, one_line, redact_uri
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
 from focused.resume import connect_request_done
@@ -96,8 +96,9 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     or the crawl ``crawl_id`` on it orders its frontier otherwise than this process would:
     another strategy, other parameters or another topic. The first process records its
     order; every process of a shared crawl must score alike, or the frontier mixes orders."""
+    shown = redact_uri(url)  # a redis:// URL may hold a password
     if url.partition("://")[0] not in REDIS_SCHEMES:
-        raise ConfigError(f"setting FOCUSED_FRONTIER={url!r} is not a redis:// URL")
+        raise ConfigError(f"setting FOCUSED_FRONTIER={shown!r} is not a redis:// URL")
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
@@ -106,7 +107,7 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         recorded = client.get(key)
         client.close()
     except (redis.RedisError, ValueError) as exc:
-        raise ConfigError(f"cannot reach the Redis frontier at {url}: {_summary(exc)}") from None
+        raise ConfigError(f"cannot reach the Redis frontier at {shown}: {one_line(exc)}") from None
     if recorded is None or recorded.decode() == described:
         return
     theirs = json.loads(recorded)
@@ -115,7 +116,7 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     else:
         difference = f"strategy {_describe(theirs)}, this process {_describe(order)}"
     raise ConfigError(
-        f"crawl {crawl_id} on {url} runs {difference}: give every process of a shared crawl "
+        f"crawl {crawl_id} on {shown} runs {difference}: give every process of a shared crawl "
         "the same strategy, parameters and query, or another crawl_id"
     )
 
@@ -128,10 +129,6 @@ def _describe(order: Mapping[str, Any]) -> str:
 def crawl_prefix(crawl_id: str) -> str:
     """The prefix of a shared crawl's Redis keys."""
     return f"focused:{crawl_id}:"
-
-
-def _summary(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class Lease(NamedTuple):
@@ -191,8 +188,8 @@ class SharedCrawl:
             self.failed = True
             logger.error(
                 "Redis frontier at %s lost: %s; closing the spider (%s)",
-                self.url,
-                _summary(exc),
+                redact_uri(self.url),
+                one_line(exc),
                 FRONTIER_UNREACHABLE,
             )
             self._close(FRONTIER_UNREACHABLE)

@@ -3,9 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line, or its type's name if it has none."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def redact_uri(text: str) -> str:
+    """``text`` with the user and password of each URI in it hidden: fit for logs."""
+    return re.sub(r"(?<=//)[^/@\s]*@", "***@", text)
 
 
 class ConfigError(ValueError):

@@ -14,7 +14,9 @@ the same line, under the crawl's own close reason.
 
 Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
 Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
-status 1 when any feed failed.
+status 1 when any feed failed. Scrapy logs such a failure, at the close, with its traceback (an
+upload refused, a compressed feed's last block that cannot be written): one line here too, with
+the reason. Its lines name the feed's URI without its user and password.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from scrapy.extensions.feedexport import FeedExporter as ScrapyFeedExporter
 from scrapy.extensions.postprocessing import PostProcessingManager
 
+from focused.errors import one_line, redact_uri
+from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
 
 if TYPE_CHECKING:
@@ -46,9 +50,23 @@ def feeds_failed(stats: StatsCollector) -> int:
     return sum(v for k, v in stats.get_stats().items() if k.startswith(FAILED_STAT))
 
 
+class _StoringInOneLine(logging.Filter):
+    """Scrapy's lines on storing a feed: a failure without its traceback, no URI's password."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg in ("Error storing %s", "Stored %s"):
+            record.args = tuple(redact_uri(str(arg)) for arg in record.args or ())
+            if record.exc_info and record.exc_info[1] is not None:
+                record.msg += ": %s"
+                record.args += (one_line(record.exc_info[1]),)
+                record.exc_info = record.exc_text = None
+        return True
+
+
 class FeedExporter(ScrapyFeedExporter):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
+        add_log_filter(ScrapyFeedExporter.__module__, _StoringInOneLine)
         self._failed: set[str] = set()  # the URIs (templates, for batches) of the feeds given up
         self._spider_closed = False
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
@@ -91,7 +109,7 @@ class FeedExporter(ScrapyFeedExporter):
 
     def _give_up(self, slot: FeedSlot, exc: OSError) -> None:
         self._failed.add(slot.uri_template)
-        logger.error("the feed %s cannot be written: %s", slot.uri, exc.strerror or exc)
+        logger.error("the feed %s cannot be written: %s", redact_uri(slot.uri), exc.strerror or exc)
         self.crawler.stats.inc_value(f"{FAILED_STAT}{type(slot.storage).__name__}")
         self._discard(slot)
         if not self._spider_closed and self._closing_spider is None:

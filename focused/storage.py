@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pymongo
 from pymongo.errors import PyMongoError
 
+from focused.errors import redact_uri
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
@@ -604,11 +606,6 @@ class SqliteStore(Store):
 # -- MongoDB ---------------------------------------------------------------------------------
 
 
-def _redact(uri: str) -> str:
-    """The URI without its password, fit for logs."""
-    return re.sub(r"(?<=//)[^/@]*@", "***@", uri)
-
-
 class MongoStore(Store):
     """A MongoDB database: several crawls (e.g. under Scrapyd) can write to one place.
 
@@ -630,14 +627,14 @@ class MongoStore(Store):
         timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
         create: bool = True,
     ) -> None:
-        self.location = f"{_redact(uri)}/{database}"
+        self.location = f"{redact_uri(uri)}/{database}"
         self._owns_client = client is None
         if client is None:
             try:
                 client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
             except (PyMongoError, ValueError) as exc:  # a malformed URI is a plain ValueError
                 raise StoreError(
-                    f"MongoDB URI {_redact(uri)!r} is invalid: {_summary(exc)}"
+                    f"MongoDB URI {redact_uri(uri)!r} is invalid: {_summary(exc)}"
                 ) from exc
         self._client = client
         try:

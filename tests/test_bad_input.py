@@ -570,6 +570,34 @@ def test_a_feed_that_fails_as_the_crawl_closes_says_so_in_one_line(tmp_path, sit
     assert record["pages"] == len(crawl.pages()) >= 5
 
 
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once closed
+
+
+def test_a_feed_scrapy_cannot_store_at_the_close_is_one_line(tmp_path, site):
+    """An upload refused (FTP here; S3 and a compressed feed's last block fail at the same
+    step) as Scrapy stores the feed at the close: it was a traceback, and the line named the
+    feed with its password."""
+    uri = f"ftp://crawler:secret@127.0.0.1:{_closed_port()}/pages.jsonl"
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5}, extra=["-o", uri])
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log and "secret" not in log, log[-3000:]
+    errors = [line for line in log.splitlines() if " ERROR: " in line]
+    assert len(errors) == 1, log[-3000:]
+    shown = r"ftp://\*\*\*@127\.0\.0\.1:\d+/pages\.jsonl"
+    reason = r"\[Errno 111\] Connection refused"
+    assert re.search(
+        rf"ERROR: Error storing jsonl feed \(\d+ items\) in: {shown}: {reason}$", errors[0]
+    )
+    record = crawl.crawl_record()  # the crawl itself ended on its budget, its pages stored
+    assert (record["status"], record["finish_reason"]) == ("finished", "closespider_pagecount")
+    assert record["pages"] == len(crawl.pages()) >= 5
+
+
 def test_a_feed_whose_batches_fail_as_they_close_stops_the_crawl_in_one_line(tmp_path, site):
     """A batch of a few small records is written as it closes: each batch failed there with a
     traceback, and the crawl went on to its budget."""

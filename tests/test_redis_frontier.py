@@ -966,12 +966,13 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
 
 
 def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
-    crawl = run_crawl(
-        tmp_path, arguments(site), {"FOCUSED_FRONTIER": f"redis://127.0.0.1:{free_port()}/0"}
-    )
+    url = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
     assert crawl.result.returncode == 2
     lines = crawl.result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: cannot reach the Redis frontier at")
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: cannot reach the Redis frontier at redis://***@127.0.0.1:")
+    assert "secret" not in lines[0]  # the password stays out of logs
     assert not site.fetched
 
 
