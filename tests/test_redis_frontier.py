@@ -576,6 +576,35 @@ def test_rank_semantic_takes_no_key_put_as_a_bound_a_ranking_may_lower(redis_ser
     assert asked == []
 
 
+def test_rediscoveries_raise_as_in_the_memory_frontier_with_fewer_round_trips(
+    redis_server, monkeypatch
+):
+    shared, local = shared_queue(redis_server.url), make_queue("bestfirst")
+    asked = key_of_calls(shared.frontier, monkeypatch)
+    rng = random.Random(7)
+    found, popped, rediscoveries = [], [], 0
+    for step in range(600):
+        choice = rng.random()
+        if choice < 0.25 or not found:
+            name = f"p{step}"
+            found.append(name)
+            request = req(name, parent_relevance=rng.choice([0.2, 0.4, 0.6]))
+            shared.push(request)
+            local.push(request.copy())
+        elif choice < 0.9:
+            relevance = {"parent_relevance": rng.choice([0.2, 0.4, 0.6, 0.8])}
+            request = req(rng.choice(found), link_relevance=rng.random() / 2, **relevance)
+            assert shared.rediscover(request) == local.rediscover(request.copy())
+            rediscoveries += 1
+        else:
+            popped.append((urls([shared.pop()]), urls([local.pop()])))
+    assert all(one == other for one, other in popped)
+    assert drain(shared) == drain(local)
+    rescored = [queue.stats.get_value("focused/rescored") for queue in (shared, local)]
+    assert rescored[0] == rescored[1] > 0
+    assert len(asked) < rediscoveries / 2
+
+
 def test_what_a_process_knows_seen_is_bounded(redis_server, monkeypatch):
     monkeypatch.setattr(redis_frontier, "KNOWN_MAX", 5)
     scheduler = shared_scheduler(redis_server.url)
