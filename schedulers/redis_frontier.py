@@ -39,11 +39,11 @@ without Redis (``seen``, ``key_to_beat``). The seen set only grows (a shared cra
 URL: ``StrategyQueue.runs_distributed``), so a URL once known seen here stays seen. And a queued
 request's key only gets better (PUT raises, never lowers; a request in ``frontier`` never moves
 to ``back``), so a key this process put, or found queued in ``frontier``, bounds the key queued
-now, and a URL this process took out is not queued (but as a ``dont_filter`` request, which
-this process puts itself, or another's: a retry, a page sent back to be rendered, a seed of a
-process that joins later, which this process may not raise meanwhile). A rediscovery no better
-than that bound is refused as ``key_of`` would have it refused. A strategy that re-keys queued
-requests (``StrategyQueue.rekeys``) has only the URLs taken out as bounds.
+now. A URL this process took out is not queued: only the process that took it out queues it
+again (a retry, a page sent back to be rendered: ``dont_filter``, put here with its key), or
+the others when they take this process for dead. A rediscovery no better than the bound known
+is refused without KEY_OF, as it would be with it. A strategy that re-keys queued requests
+(``StrategyQueue.rekeys``) has only the URLs taken out as bounds.
 """
 
 from __future__ import annotations
