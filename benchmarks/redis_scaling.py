@@ -9,12 +9,15 @@ processes with the same crawl id; the baseline is one process with the frontier 
 (no Redis), run in the same session. Pages per second = distinct articles fetched / the
 time from the first to the last article fetch, as seen by the server, so interpreter start-up
 is not counted. With ``--count-calls``, also the calls the processes sent to Redis (round
-trips, about) and how many of them were script calls. CPU ms/page = the user and system CPU
+trips, about) by command, a script call by the script's name, and how many of them were
+script calls. CPU ms/page = the user and system CPU
 time of the crawl's processes (start-up included) / distinct articles. Prints a Markdown table.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import resource
 import shutil
 import socket
@@ -32,6 +35,14 @@ from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
 from focused.replayweb import ReplayServer, load_graph
 
 REPO = Path(__file__).resolve().parent.parent
+# The modules whose Lua scripts the crawl runs, named in the call counts by their constants.
+SCRIPT_MODULES = (
+    "schedulers.redis_frontier",
+    "schedulers.rank_semantic",
+    "focused.distributed",
+    "focused.dedup",
+    "focused.simhash",
+)
 QUERY = "birds species feathers nest eggs wings flight plumage"
 
 
@@ -57,6 +68,16 @@ def crawl_command(seed: str, crawl_id: str, settings: dict[str, object]) -> list
     return command
 
 
+def script_names() -> dict[str, str]:
+    """The SHA1 by which Redis knows each Lua script of the crawl -> its constant's name."""
+    names = {}
+    for module in map(importlib.import_module, SCRIPT_MODULES):
+        for name, value in vars(module).items():
+            if name.isupper() and isinstance(value, str) and "redis.call" in value:
+                names[hashlib.sha1(value.encode()).hexdigest()] = name
+    return names
+
+
 class CallCounter(threading.Thread):
     """Counts the commands clients send to Redis (``MONITOR``), by name: a script call counts
     once, not the commands it runs, and so one round trip is one call (a pipeline sends its
@@ -67,14 +88,19 @@ class CallCounter(threading.Thread):
         self.client = redis_client.Redis.from_url(url, socket_timeout=None)  # idle at times
         self.calls: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.scripts = script_names()
 
     def run(self) -> None:
         try:
             with self.client.monitor() as monitor:
                 for entry in monitor.listen():
                     if entry.get("client_type") != "lua":
+                        words = entry["command"].split(" ", 2)
+                        name = words[0].lower()
+                        if name == "evalsha":
+                            name += ":" + self.scripts.get(words[1], words[1][:8])
                         with self.lock:
-                            self.calls[entry["command"].split(" ", 1)[0].lower()] += 1
+                            self.calls[name] += 1
         except redis_client.ConnectionError:
             pass  # the server stopped: the benchmark is over
 
@@ -125,7 +151,7 @@ def run(
     if calls:
         counts = ", ".join(f"{name} {n}" for name, n in calls.most_common())
         print(f"  Redis calls: {counts}", flush=True)
-    scripts = calls["evalsha"] + calls["eval"]
+    scripts = sum(n for name, n in calls.items() if name.split(":")[0] in ("evalsha", "eval"))
     return pages, len(fetches) - pages, elapsed, cpu, calls.total(), scripts
 
 

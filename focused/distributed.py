@@ -362,12 +362,9 @@ class RedisDupeFilter(RFPDupeFilter):
 
     def request_seen(self, request: Request) -> bool:
         # Only a look: the frontier adds a URL to the seen set in the same script that queues
-        # it (schedulers.redis_frontier.PUT), and until then it is seen if put here (buffered).
-        # Once Redis is lost every request counts as seen: it cannot be queued anyway.
-        fingerprint = self.request_fingerprint(request)
-        if self.shared.frontier.buffered(fingerprint):
-            return True
-        return bool(self.shared.run(self.server.sismember, self.key, fingerprint, default=True))
+        # it (schedulers.redis_frontier.PUT), and until then it is seen if put here (buffered);
+        # it remembers what it knows seen, so that a URL found again costs no round trip.
+        return self.shared.frontier.seen(self.request_fingerprint(request))
 
     def close(self, reason: str = "") -> None:
         pass

@@ -243,6 +243,11 @@ class MemoryFrontier:
         item = self._items.get(fp)
         return item[:3] if item else None
 
+    def key_to_beat(self, fp: bytes, better: tuple[float, float]) -> Key | None:
+        """The key a rediscovery of ``better`` (-score, -tiebreak) would have to beat: here
+        simply ``key_of`` (see ``RedisFrontier.key_to_beat``)."""
+        return self.key_of(fp)
+
     def remove(self, fp: bytes) -> Request | None:
         if self._items.pop(fp, None) is None:
             return None
@@ -425,6 +430,8 @@ class SqliteFrontier:
         ).fetchone()
         return tuple(row) if row else None
 
+    key_to_beat = MemoryFrontier.key_to_beat
+
     def remove(self, fp: bytes) -> Request | None:
         row = self._db.execute("DELETE FROM frontier WHERE fp = ? RETURNING request", (fp,))
         row = row.fetchone()
@@ -470,6 +477,9 @@ class StrategyQueue:
     # CPU, so the scoring middleware skips it for strategies that do not; the stored
     # link_relevance is then None.
     reads_link_scores: ClassVar[bool] = True
+    # Whether the strategy changes the keys of queued requests itself (rank_semantic re-classes
+    # them), lowering some: a shared frontier then takes no key put as a bound of the key queued.
+    rekeys: ClassVar[bool] = False
 
     @classmethod
     def from_crawler(
@@ -501,7 +511,7 @@ class StrategyQueue:
         if shared is not None:
             from schedulers.redis_frontier import RedisFrontier
 
-            self.frontier = RedisFrontier(shared)
+            self.frontier = RedisFrontier(shared, keys_only_rise=not self.rekeys)
         elif key:
             self.frontier = SqliteFrontier(Path(key, "frontier.sqlite3"), spider)
         else:
@@ -598,11 +608,10 @@ class StrategyQueue:
         describes the better path. Returns whether anything changed.
         """
         fp = self._fingerprint(request)
-        queued = self.frontier.key_of(fp)
-        if queued is None or not self.admit(request):
-            return False
+        # Scored first: a shared frontier may then know without a round trip that it cannot raise.
         better = (-self.score(request), -self.tiebreak(request))
-        if better >= queued[:2]:
+        queued = self.frontier.key_to_beat(fp, better)
+        if queued is None or not self.admit(request) or better >= queued[:2]:
             return False
         self.frontier.put(fp, (*better, queued[2]), request)
         self.stats.inc_value("focused/rescored")

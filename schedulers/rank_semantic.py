@@ -315,6 +315,8 @@ class RankSemanticQueue(StrategyQueue):
 
     # -- the queue ---------------------------------------------------------------------------
 
+    rekeys = True
+
     @classmethod
     def runs_distributed(cls) -> bool:
         return True  # the graph and the classes live in Redis: see SharedLinks

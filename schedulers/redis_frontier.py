@@ -33,10 +33,22 @@ counts as seen in this process (``RedisDupeFilter``), so a page's second link to
 rediscovery, as it is once in Redis. While links are buffered, ``len()`` adds them to what
 Redis held when this process last looked, so that the scheduler's look after each link queued
 costs no round trip.
+
+Most links of a page lead to URLs found before, and this process answers for most of them
+without Redis (``seen``, ``key_to_beat``). The seen set only grows (a shared crawl forgets no
+URL: ``StrategyQueue.runs_distributed``), so a URL once known seen here stays seen. And a queued
+request's key only gets better (PUT raises, never lowers; a request in ``frontier`` never moves
+to ``back``), so a key this process put, or found queued in ``frontier``, bounds the key queued
+now. A URL this process took out is not queued: only the process that took it out queues it
+again (a retry, a page sent back to be rendered: ``dont_filter``, put here with its key), or
+the others when they take this process for dead. A rediscovery no better than the bound known
+is refused without KEY_OF, as it would be with it. A strategy that re-keys queued requests
+(``StrategyQueue.rekeys``) has only the URLs taken out as bounds.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import TYPE_CHECKING
 
@@ -59,6 +71,12 @@ FLUSH_EVERY = 500  # at most this many requests wait in put's buffer (a page has
 HOST_END = b"\n"  # ends the host that starts a stored request (no host name holds one)
 PICKLE_START = b"\x80"  # how a pickle of protocol 2 or later starts: a request stored hostless
 RANKED_CHUNK_MAX = 1024  # the most requests ranked() reads in one call
+# Fingerprints known here as seen, with their bounds (about 200 bytes each): past this many the
+# record starts again, and what is met again is asked of Redis again.
+KNOWN_MAX = 200_000
+# (-score, -tiebreak) bounds of a URL seen: a rediscovery raises the URL only if its own is less.
+SEEN_ONLY = (math.inf, math.inf)  # no bound known: ask Redis (KEY_OF)
+TAKEN_OUT = (-math.inf, -math.inf)  # not queued: no rediscovery raises it
 
 # Lua: whether tiebreak bytes a sort above b (bytewise: Lua's < on strings follows the server's
 # locale).
@@ -226,14 +244,16 @@ end
 return fps
 """
 
-# The member and score of a queued request, if it is queued. KEYS: frontier, members, back.
-# ARGV: fp.
+# The member and score of a queued request, if it is queued, and 1 if it is in the back set.
+# KEYS: frontier, members, back. ARGV: fp.
 KEY_OF = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return false end
-local score = redis.call('ZSCORE', KEYS[1], member) or redis.call('ZSCORE', KEYS[3], member)
+local score = redis.call('ZSCORE', KEYS[1], member)
+if score then return {member, score, 0} end
+score = redis.call('ZSCORE', KEYS[3], member)
 if not score then return false end
-return {member, score}
+return {member, score, 1}
 """
 
 # The fingerprint and host of each request in ranks ARGV[1] to ARGV[2] of a queue, best first,
@@ -289,7 +309,7 @@ def decode_member(member: bytes, score: float) -> tuple[bytes, Key]:
 class RedisFrontier:
     """The frontier entries of one crawl, in Redis, shared by every process of the crawl."""
 
-    def __init__(self, shared: SharedCrawl) -> None:
+    def __init__(self, shared: SharedCrawl, keys_only_rise: bool = True) -> None:
         self.shared = shared
         self.redis = shared.redis
         self._spider = shared.crawler.spider
@@ -306,7 +326,8 @@ class RedisFrontier:
         self._key_of = self.redis.register_script(KEY_OF)
         self._ranked = self.redis.register_script(RANKED)
         self._evict = self.redis.register_script(EVICT)
-        self._put_keys = [*self._keys, shared.key("seq"), shared.key("seen"), self._back]
+        self._seen = shared.key("seen")
+        self._put_keys = [*self._keys, shared.key("seq"), self._seen, self._back]
         self._buffer: list[bytes | str] = []  # PUT's arguments of the requests put, in order
         self._buffered: set[bytes] = set()  # their fingerprints
         self._adding: set[bytes] = set()  # those that may add a request: not rediscoveries
@@ -314,18 +335,26 @@ class RedisFrontier:
         # Requests in both sets when this process last looked, the buffer aside (None: to be
         # looked at again): len() needs no round trip while a page's links are put.
         self._size: int | None = None
+        # Fingerprints known to be in the seen set, each with its bound (see the module's
+        # docstring); puts and keys found are bounds only if nothing lowers a queued key.
+        self._known: dict[bytes, tuple[float, float]] = {}
+        self._keys_only_rise = keys_only_rise
         shared.frontier = self
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         request.meta.pop(INFLIGHT_META, None)
         stored = dump_request(request, self._spider)  # may raise ValueError, as SqliteFrontier
+        back = at_back(request)
+        # Whether it adds the URL or raises it, its key in Redis is this one or better, unless
+        # it goes to the back set, which leaves a request queued in front where it is.
+        self._know(fp, key[:2] if self._keys_only_rise and not back else SEEN_ONLY)
         self._buffer += [
             fp,
             repr(float(-key[0])),
             encode_tiebreak(float(-key[1])),
             host_of(request).encode() + HOST_END + stored,
             "1" if request.dont_filter else "0",
-            str(at_back(request)),
+            str(back),
         ]
         self._buffered.add(fp)
         if fp != self._found:
@@ -333,9 +362,22 @@ class RedisFrontier:
         if len(self._buffer) >= 6 * FLUSH_EVERY:
             self.flush()
 
-    def buffered(self, fp: bytes) -> bool:
-        """Whether a request of fingerprint ``fp`` was put and is not in Redis yet."""
-        return fp in self._buffered
+    def seen(self, fp: bytes) -> bool:
+        """Whether ``fp`` is in the crawl's seen set, or was put here and is not in Redis yet;
+        Redis is asked only about a fingerprint not known here. Once Redis is lost, every one
+        is seen: it could not be queued anyway."""
+        if fp in self._known or fp in self._buffered:
+            return True
+        if not self.shared.run(self.redis.sismember, self._seen, fp, default=True):
+            return False
+        self._know(fp, SEEN_ONLY)
+        return True
+
+    def _know(self, fp: bytes, bound: tuple[float, float]) -> None:
+        known = self._known
+        if len(known) >= KNOWN_MAX and fp not in known:
+            known.clear()  # bounded: what is met again is asked of Redis again
+        known[fp] = bound
 
     def flush(self) -> None:
         """Send the requests put since the last flush to Redis, in one call."""
@@ -373,6 +415,7 @@ class RedisFrontier:
         if not popped:
             return None
         member, stored = popped
+        self._know(member[FP_START:], TAKEN_OUT)
         request = self._load(stored)
         request.meta[INFLIGHT_META] = member
         return request
@@ -412,7 +455,10 @@ class RedisFrontier:
             self.shared.inflight_key(worker),
             self.shared.key("workers"),
         ]
-        return self.shared.run(self._requeue, keys=keys, args=[worker], default=0)
+        requeued = self.shared.run(self._requeue, keys=keys, args=[worker], default=0)
+        if requeued and worker == self.shared.worker:
+            self._known.clear()  # some taken out are queued again (rare: see spider_idle)
+        return requeued
 
     def peek(self) -> Request | None:
         self.flush()
@@ -472,7 +518,11 @@ class RedisFrontier:
         queued; returns their fingerprints."""
         self._changing()
         args = [count, self._max]
-        return self.shared.run(self._evict, keys=[*self._keys, self._back], args=args, default=[])
+        keys = [*self._keys, self._back]
+        evicted = self.shared.run(self._evict, keys=keys, args=args, default=[])
+        for fp in evicted:
+            self._know(fp, TAKEN_OUT)
+        return evicted
 
     def key_of(self, fp: bytes) -> Key | None:
         # Only a put of fp itself changes its key: the buffer stays unless it holds one.
@@ -480,11 +530,24 @@ class RedisFrontier:
             self.flush()
         found = self.shared.run(self._key_of, keys=[*self._keys[:2], self._back], args=[fp])
         self._found = fp if found else None
-        return decode_member(found[0], float(found[1]))[1] if found else None
+        if not found:
+            return None
+        key = decode_member(found[0], float(found[1]))[1]
+        if self._keys_only_rise and not found[2]:
+            self._know(fp, key[:2])
+        return key
+
+    def key_to_beat(self, fp: bytes, better: tuple[float, float]) -> Key | None:
+        """``key_of(fp)``, or None without a round trip if a rediscovery of ``better``
+        (-score, -tiebreak) cannot raise ``fp``: its bound known here is no worse."""
+        if better >= self._known.get(fp, SEEN_ONLY):
+            return None
+        return self.key_of(fp)
 
     def remove(self, fp: bytes) -> Request | None:
         self._changing()
         stored = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])
+        self._know(fp, TAKEN_OUT)
         return self._load(stored) if stored else None
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:

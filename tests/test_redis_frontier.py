@@ -34,7 +34,7 @@ from focused.strategies import STRATEGIES, strategy_class
 from focused.traps import TRAP_META
 from schedulers import redis_frontier
 from schedulers.base import RANKED_CHUNK, StrategyQueue, host_of, load_request
-from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, LinkGraph
+from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, UNRANKED, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
 from tests.conftest import (
     BIRD_QUERY,
@@ -475,6 +475,150 @@ def test_a_url_twice_on_a_page_is_queued_once_at_its_better_place(redis_server):
     popped = [scheduler.next_request() for _ in range(3)]
     assert urls(popped[:2]) == ["a", "b"] and popped[0].meta["parent_relevance"] == 0.9
     assert popped[2] is None
+
+
+def command_calls(client: redis.Redis, command: str) -> int:
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return stats.get("calls", 0) - stats.get("failed_calls", 0)
+
+
+def key_of_calls(frontier, monkeypatch) -> list[bytes]:
+    """The fingerprints whose key ``frontier`` asks Redis for (KEY_OF), from now on."""
+    asked: list[bytes] = []
+    script = frontier._key_of
+
+    def counted(**kwargs):
+        asked.append(kwargs["args"][0])
+        return script(**kwargs)
+
+    monkeypatch.setattr(frontier, "_key_of", counted)
+    return asked
+
+
+def test_links_found_again_ask_redis_only_what_this_process_cannot_know(redis_server):
+    # Most links of a page lead to URLs found before: a SISMEMBER each, and a KEY_OF each for
+    # one seen, were about a third of a shared crawl's reactor thread.
+    scheduler = shared_scheduler(redis_server.url)
+    shared, stats = scheduler.spider.shared, scheduler.crawler.stats
+    client = redis.Redis(port=redis_server.port)
+    assert scheduler.enqueue_request(req("page", parent_relevance=1.0))
+    page = scheduler.next_request()
+    for i in range(20):
+        assert scheduler.enqueue_request(req(f"p{i}", parent_relevance=0.5))
+    shared.frontier.ack(page.meta[INFLIGHT_META])
+    assert urls([scheduler.next_request()]) == ["p0"]
+    calls = command_calls(client, "sismember"), script_calls(client)
+    # Another page links to them all again, none from a better page, and to the first page.
+    for i in range(20):
+        assert not scheduler.enqueue_request(req(f"p{i}", parent_relevance=0.5))
+    assert not scheduler.enqueue_request(req("page", parent_relevance=1.0))
+    assert not scheduler.enqueue_request(req("p0", parent_relevance=0.9))  # fetched already
+    assert (command_calls(client, "sismember"), script_calls(client)) == calls
+    # Better than the key this process put: Redis is asked for the key queued, and it is raised.
+    assert not scheduler.enqueue_request(req("p7", parent_relevance=0.9))
+    assert script_calls(client) == calls[1] + 1
+    assert stats.get_value("focused/rescored") == 1
+    assert urls([scheduler.next_request() for _ in range(2)]) == ["p7", "p1"]
+
+
+def test_a_url_another_process_queued_or_raised_is_raised_by_a_better_discovery(
+    redis_server, monkeypatch
+):
+    one, two = shared_scheduler(redis_server.url), shared_scheduler(redis_server.url)
+    first, second = (scheduler.spider.shared.frontier for scheduler in (one, two))
+    asked = key_of_calls(first, monkeypatch)
+    assert two.enqueue_request(req("a", parent_relevance=0.3))
+    second.flush()  # as each page is done
+    assert not one.enqueue_request(req("a", parent_relevance=0.5))  # seen, and raised
+    first.flush()
+    assert not two.enqueue_request(req("a", parent_relevance=0.6))  # better than 0.5 in Redis
+    second.flush()
+    assert len(asked) == 1
+    assert not one.enqueue_request(req("a", parent_relevance=0.55))  # not better than 0.6
+    assert len(asked) == 2
+    assert not one.enqueue_request(req("a", parent_relevance=0.4))  # not better than its own
+    assert len(asked) == 2
+    for scheduler in (one, two):
+        assert scheduler.crawler.stats.get_value("focused/rescored") == 1
+    popped = one.next_request()
+    assert urls([popped]) == ["a"] and popped.meta["parent_relevance"] == 0.6
+    assert one.next_request() is None and two.next_request() is None
+
+
+def test_a_url_found_again_into_the_back_still_leaves_it_to_be_raised(redis_server, monkeypatch):
+    # A trap request goes to the back set, and a request queued in front stays there: the key
+    # put is no bound of the key queued.
+    queue = shared_queue(redis_server.url)
+    asked = key_of_calls(queue.frontier, monkeypatch)
+    queue.push(req("a", parent_relevance=0.5))
+    assert queue.rediscover(req("a", parent_relevance=0.9, **{TRAP_META: "t"}))  # left as is
+    assert queue.rediscover(req("a", parent_relevance=0.7))
+    assert not queue.rediscover(req("a", parent_relevance=0.6))
+    assert len(asked) == 2
+    popped = queue.pop()
+    assert popped.meta["parent_relevance"] == 0.7 and TRAP_META not in popped.meta
+
+
+def test_rank_semantic_takes_no_key_put_as_a_bound_a_ranking_may_lower(redis_server, monkeypatch):
+    queue = shared_queue(redis_server.url, "rank_semantic", rank_every=1000)
+    asked = key_of_calls(queue.frontier, monkeypatch)
+    link = {"parent_url": "http://t/p", "link_relevance": 0.9}
+    for name in ("a", "b"):
+        queue.push(req(name, **link))
+    assert classes(queue, ["a"]) == {"a": UNRANKED}
+    # Another process's ranking holds the URL back; found again unranked, it is raised.
+    client, key = redis.Redis(port=redis_server.port), "focused:t:"
+    client.zadd(key + "frontier", {client.hget(key + "members", queue._fingerprint(req("a"))): 0})
+    assert queue.rediscover(req("a", **link))
+    assert urls([queue.pop()]) == ["a"]
+    del asked[:]
+    assert not queue.rediscover(req("a", **link))  # taken out: not queued
+    assert asked == []
+
+
+def test_rediscoveries_raise_as_in_the_memory_frontier_with_fewer_round_trips(
+    redis_server, monkeypatch
+):
+    shared, local = shared_queue(redis_server.url), make_queue("bestfirst")
+    asked = key_of_calls(shared.frontier, monkeypatch)
+    rng = random.Random(7)
+    found, popped, rediscoveries = [], [], 0
+    for step in range(600):
+        choice = rng.random()
+        if choice < 0.25 or not found:
+            name = f"p{step}"
+            found.append(name)
+            request = req(name, parent_relevance=rng.choice([0.2, 0.4, 0.6]))
+            shared.push(request)
+            local.push(request.copy())
+        elif choice < 0.9:
+            relevance = {"parent_relevance": rng.choice([0.2, 0.4, 0.6, 0.8])}
+            request = req(rng.choice(found), link_relevance=rng.random() / 2, **relevance)
+            assert shared.rediscover(request) == local.rediscover(request.copy())
+            rediscoveries += 1
+        else:
+            popped.append((urls([shared.pop()]), urls([local.pop()])))
+    assert all(one == other for one, other in popped)
+    assert drain(shared) == drain(local)
+    rescored = [queue.stats.get_value("focused/rescored") for queue in (shared, local)]
+    assert rescored[0] == rescored[1] > 0
+    assert len(asked) < rediscoveries / 2
+
+
+def test_what_a_process_knows_seen_is_bounded(redis_server, monkeypatch):
+    monkeypatch.setattr(redis_frontier, "KNOWN_MAX", 5)
+    scheduler = shared_scheduler(redis_server.url)
+    frontier = scheduler.spider.shared.frontier
+    client = redis.Redis(port=redis_server.port)
+    for i in range(12):
+        assert scheduler.enqueue_request(req(f"p{i}", parent_relevance=0.5))
+    frontier.flush()
+    assert len(frontier._known) <= 5
+    calls = command_calls(client, "sismember")
+    for i in range(12):  # seen all the same, asked again where forgotten
+        assert not scheduler.enqueue_request(req(f"p{i}", parent_relevance=0.5))
+    assert command_calls(client, "sismember") > calls
+    assert len(frontier._known) <= 5 and len(scheduler) == 12
 
 
 def test_a_process_killed_before_its_links_reach_redis_loses_nothing(redis_server):
