@@ -144,7 +144,7 @@ class SharedCrawl:
 
     def __init__(self, crawler: Crawler, url: str, crawl_id: str) -> None:
         self.crawler = crawler
-        self.url = url
+        self.location = redact_uri(url)  # the server, for messages: no password
         self.redis = connect(url)
         self.prefix = crawl_prefix(crawl_id)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -188,7 +188,7 @@ class SharedCrawl:
             self.failed = True
             logger.error(
                 "Redis frontier at %s lost: %s; closing the spider (%s)",
-                redact_uri(self.url),
+                self.location,
                 one_line(exc),
                 FRONTIER_UNREACHABLE,
             )
@@ -439,7 +439,10 @@ class DistributedCrawl:
 
     def spider_opened(self, spider: Spider) -> None:
         logger.info(
-            "Worker %s joined crawl %s on %s", self.shared.worker, spider.crawl_id, self.shared.url
+            "Worker %s joined crawl %s on %s",
+            self.shared.worker,
+            spider.crawl_id,
+            self.shared.location,
         )
         self.tick()
         self._loop = task.LoopingCall(self.tick)

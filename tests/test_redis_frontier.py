@@ -76,26 +76,31 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server of our own on a free loopback port; ``persistent`` keeps data in ``dir``."""
 
-    def __init__(self, directory: Path, persistent: bool = False) -> None:
+    def __init__(
+        self, directory: Path, persistent: bool = False, password: str | None = None
+    ) -> None:
         self.dir = directory
         self.port = free_port()
         self.persistent = persistent
+        self.password = password
         self.process: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        login = f":{self.password}@" if self.password else ""
+        return f"redis://{login}127.0.0.1:{self.port}/0"
 
     def start(self) -> RedisServer:
         persistence = ["--appendonly", "yes", "--appendfsync", "always"]
         if not self.persistent:
             persistence = ["--appendonly", "no"]
         address = ["--port", str(self.port), "--bind", "127.0.0.1"]
+        login = ["--requirepass", self.password] if self.password else []
         self.process = subprocess.Popen(
-            [REDIS_SERVER, *address, "--save", "", *persistence, "--dir", str(self.dir)],
+            [REDIS_SERVER, *address, *login, "--save", "", *persistence, "--dir", str(self.dir)],
             stdout=subprocess.DEVNULL,
         )
-        client = redis.Redis(port=self.port)
+        client = redis.Redis(port=self.port, password=self.password)
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -686,6 +691,21 @@ def test_stateful_strategies_do_not_run_distributed():
     assert not OwnOrder.runs_distributed()
     assert strategy_class("rank_semantic").runs_distributed()  # its state is in Redis
     assert not strategy_class("beam").runs_distributed()
+
+
+def test_a_redis_password_never_reaches_the_log(tmp_path, site):
+    """A shared crawl's log named its Redis server by the URL given, password included."""
+    server = RedisServer(tmp_path, password="hush-hush").start()
+    try:
+        settings = {"FOCUSED_FRONTIER": server.url, "CLOSESPIDER_PAGECOUNT": 5}
+        crawl = run_crawl(tmp_path, arguments(site), settings, crawl_id="c")
+    finally:
+        server.stop()
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert f"joined crawl c on redis://***@127.0.0.1:{server.port}/0" in log
+    assert "hush-hush" not in log
+    assert len(crawl.pages()) >= 5
 
 
 def test_a_strategy_that_runs_in_one_process_is_refused_in_one_line(tmp_path, site, redis_server):
