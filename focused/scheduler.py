@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import Counter, deque
 from contextlib import closing
 from itertools import islice
@@ -98,6 +99,7 @@ logger = logging.getLogger(__name__)
 EVICTION_LOG_EVERY = 1000
 AHEAD_CHUNK = 64  # the least number of queued requests read at a time past held hosts
 POPS_PER_LOOK = 64  # pops after which a look past held hosts cut short by the lookahead is redone
+FRONTIER_STAT_EVERY = 1.0  # seconds between two counts of the frontier for the progress log
 
 
 class FocusedScheduler(Scheduler):
@@ -124,6 +126,7 @@ class FocusedScheduler(Scheduler):
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
         scheduler.shared = None  # SharedCrawl of a crawl shared through Redis, set on open
         scheduler.closed = False
+        scheduler._frontier_counted_at = -math.inf
         scheduler.outstanding_max = (
             settings.getint("CONCURRENT_REQUESTS")
             if settings.getbool("SCORE_BEFORE_DISPATCH")
@@ -276,9 +279,8 @@ class FocusedScheduler(Scheduler):
         held = self._held_hosts() if self.lookahead else {}
         if not held:
             return self._pop_first()
-        queue = self.mqs if len(self.mqs) else self.dqs
-        if queue is None:
-            return None
+        # Without JOBDIR the memory queue, empty or not: a shared crawl's len() asks Redis.
+        queue = self.dqs if self.dqs is not None and not len(self.mqs) else self.mqs
         if not self.ahead:
             self._read_ahead(queue, 1)
         if not self.ahead or (first := self.ahead[0][1]) not in held:
@@ -471,6 +473,7 @@ class FocusedScheduler(Scheduler):
         return super().__len__() + len(self.parked)
 
     def close(self, reason: str):
+        self._count_frontier(now=True)  # the crawl's last word on it
         for request in self.parked:  # back to the queue, so a paused crawl keeps them
             if self.max_per_host:  # it takes its host's slot again when it comes up
                 self._give_back_host_slot(self._host(request))
@@ -568,6 +571,11 @@ class FocusedScheduler(Scheduler):
                 self.in_window[self.recent_hosts.popleft()] -= 1
         return request
 
-    def _count_frontier(self) -> None:
+    def _count_frontier(self, now: bool = False) -> None:
+        """The ``focused/frontier`` stat of the progress log, at most every
+        FRONTIER_STAT_EVERY seconds: in a shared crawl each look is a round trip to Redis."""
         assert self.stats is not None
-        self.stats.set_value("focused/frontier", len(self))
+        clock = time.monotonic()
+        if now or clock >= self._frontier_counted_at + FRONTIER_STAT_EVERY:
+            self._frontier_counted_at = clock
+            self.stats.set_value("focused/frontier", len(self))
