@@ -9,9 +9,11 @@ from collections.abc import Callable
 from typing import NoReturn
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception's message on one line, or its type's name if it has none."""
-    return " ".join(str(exc).split()) or type(exc).__name__
+def one_line(exc: BaseException, cut: re.Pattern[str] | None = None) -> str:
+    """An exception's message on one line, or its type's name if it has none; with ``cut``,
+    only what comes before its first match (a library's dump appended to the message)."""
+    text = str(exc) if cut is None else cut.split(str(exc), maxsplit=1)[0]
+    return " ".join(text.split()) or type(exc).__name__
 
 
 def redact_uri(text: str) -> str:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pymongo
 from pymongo.errors import PyMongoError
 
-from focused.errors import redact_uri
+from focused.errors import one_line, redact_uri
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -177,8 +177,7 @@ _PYMONGO_DETAIL = re.compile(r" \(configured timeouts:|, Timeout: |, Topology De
 
 def _summary(exc: BaseException) -> str:
     """One line out of a backend exception (pymongo appends a whole topology dump)."""
-    text = " ".join(_PYMONGO_DETAIL.split(str(exc), maxsplit=1)[0].split())
-    return text or type(exc).__name__
+    return one_line(exc, cut=_PYMONGO_DETAIL)
 
 
 class Store(ABC):
