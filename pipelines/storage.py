@@ -37,7 +37,9 @@ the same record.
 
 A second Ctrl-C stops the reactor without closing the spider: no ``close_spider``, no
 ``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
-``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries.
+``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries; the
+records still waiting for the store (a write being retried) go to the file of unstored records,
+as at a close.
 
 While a write is retried the engine is paused: no new request is sent, so no page is fetched
 only to wait in memory for a store that may not come back. The first write that succeeds
@@ -228,22 +230,21 @@ class StoragePipeline:
 
     def forced_stop(self) -> None:
         """The reactor is stopping with the spider still open (a second Ctrl-C): record the
-        crawl as interrupted rather than leave it ``running``. Pages not yet written stay
-        unwritten; a JOBDIR crawl fetches them again on resume, as after a crash."""
+        crawl as interrupted rather than leave it ``running``. Records waiting for the store
+        (the user stopped a crawl stuck retrying it) are kept in the file of unstored records,
+        as at a close: the reactor stops before they could be written."""
         self._forced_stop_trigger = None
         if self._heartbeat is not None and self._heartbeat.running:
             self._heartbeat.stop()
+        if self._buffer:
+            self._keep_unwritten(f"the crawl was stopped ({FORCED_SHUTDOWN}) while they waited")
         if self._crawl_goes_on("interrupted"):
             return
+        outcome = {"status": "interrupted", "finish_reason": FORCED_SHUTDOWN, **self._totals()}
         try:
-            self.store.finish_crawl(
-                self.crawl_id,
-                status="interrupted",
-                finish_reason=FORCED_SHUTDOWN,
-                **self._totals(),
-            )
+            self.store.finish_crawl(self.crawl_id, **outcome)
         except StoreError as exc:
-            logger.error("crawl %s could not be recorded as interrupted: %s", self.crawl_id, exc)
+            self._keep_outcome(outcome, exc)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         """What ``write`` stores for an item."""
@@ -282,11 +283,7 @@ class StoragePipeline:
             await self._drain()
         except StoreError as exc:
             self._failed = True
-            count = len(self._buffer)
-            self.stats.set_value(UNSTORED, count)
-            failure = f"{count} page records of crawl {self.crawl_id} were not stored: {exc}"
-            if self._keep(self.unstored_kind, self._buffer, failure):
-                self.stats.set_value(UNSTORED_SPILLED, count)
+            self._keep_unwritten(str(exc))
 
     async def spider_closed(self, reason: str) -> None:
         if self._forced_stop_trigger is not None:  # closed cleanly: recorded here
@@ -311,8 +308,7 @@ class StoragePipeline:
         try:
             await self._retrying(self.store.finish_crawl, self.crawl_id, **outcome)
         except StoreError as exc:
-            failure = f"crawl {self.crawl_id} could not be recorded as {status}: {exc}"
-            self._keep("finish", [{"crawl_id": self.crawl_id, **outcome}], failure)
+            self._keep_outcome(outcome, exc)
         finally:
             self.store.close()
 
@@ -365,6 +361,17 @@ class StoragePipeline:
             waiting, self._waiting = self._waiting, []
             for waiter in waiting:
                 waiter.callback(None)
+
+    def _keep_unwritten(self, why: str) -> None:
+        count = len(self._buffer)
+        self.stats.set_value(UNSTORED, count)
+        failure = f"{count} page records of crawl {self.crawl_id} were not stored: {why}"
+        if self._keep(self.unstored_kind, self._buffer, failure):
+            self.stats.set_value(UNSTORED_SPILLED, count)
+
+    def _keep_outcome(self, outcome: dict[str, Any], exc: StoreError) -> None:
+        failure = f"crawl {self.crawl_id} could not be recorded as {outcome['status']}: {exc}"
+        self._keep("finish", [{"crawl_id": self.crawl_id, **outcome}], failure)
 
     def _keep(self, kind: str, records: list[dict[str, Any]], failure: str) -> bool:
         """Write records the store refused for good to the run's file of unstored records,

@@ -21,7 +21,7 @@ from scrapy.utils.test import get_crawler
 from focused.refresh import RecrawlSpider, revisit
 from focused.storage import FINISH_FIELDS, SqliteStore, StoreError
 from focused.unstored import read_unstored, restore
-from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED
+from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
 from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
 from tests.test_commands import cli, one_crawl, one_line_error  # noqa: F401
 from tests.test_storage import (  # noqa: F401
@@ -148,6 +148,48 @@ def test_a_folder_that_cannot_take_the_file_leaves_one_line_saying_why(
     assert crawler.stats.get_value(UNSTORED) == ITEMS
     assert crawler.stats.get_value(UNSTORED_SPILLED) is None
     assert list(tmp_path.rglob("unstored-*")) == []
+
+
+def test_a_forced_stop_keeps_the_pages_waiting_for_the_store(tmp_path, monkeypatch, caplog):
+    """A second Ctrl-C while a write is retried: the reactor stops, the spider never closes."""
+    db = tmp_path / "down.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db), STORAGE_RETRIES=3, STORAGE_RETRY_DELAY=600)
+    store_down(monkeypatch)
+
+    async def stop_while_retrying() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        [pipeline] = [p for p in manager.middlewares if isinstance(p, StoragePipeline)]
+        waiting = [asyncio.ensure_future(manager.process_item_async(item)) for item in items()]
+        while len(pipeline._buffer) < ITEMS:
+            await asyncio.sleep(0.01)
+        crawler.spider.state = {"pages": ITEMS, "relevant": 4}
+        pipeline.forced_stop()
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(stop_while_retrying())
+    [path] = unstored_files(tmp_path)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [line["record"]["url"] for line in lines] == [f"http://t/{n}" for n in range(ITEMS)]
+    [kept] = [r.getMessage() for r in error_lines(caplog)]
+    assert kept.startswith(
+        f"{ITEMS} page records of crawl pipe were not stored: the crawl was stopped"
+        f" (forced_shutdown) while they waited; kept in {path}"
+    )
+    assert crawler.stats.get_value(UNSTORED_SPILLED) == ITEMS
+    store = SqliteStore(db)
+    try:
+        crawl = store.get_crawl("pipe")
+    finally:
+        store.close()
+    assert (crawl["status"], crawl["finish_reason"], crawl["pages"]) == (
+        "interrupted",
+        "forced_shutdown",
+        ITEMS,
+    )
 
 
 def test_a_recrawl_keeps_its_page_updates(tmp_path, monkeypatch):
