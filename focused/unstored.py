@@ -173,7 +173,7 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
     if not isinstance(entry, dict) or set(entry) != {"kind", "record"}:
         raise ConfigError(f'{where}: not an unstored record ({{"kind": ..., "record": ...}})')
     kind, record = entry["kind"], entry["record"]
-    if kind not in KINDS:
+    if not isinstance(kind, str) or kind not in KINDS:
         raise ConfigError(f"{where}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
     if not isinstance(record, dict):
         raise ConfigError(f"{where}: its record is not a JSON object")

@@ -288,6 +288,10 @@ def without(name: str) -> str:
         (b"[1, 2]\n", '{path}, line 1: not an unstored record ({"kind": ..., "record": ...})'),
         (line("pages"), "{path}, line 2: unknown kind 'pages'; known: page, update, finish"),
         (
+            json.dumps({"kind": ["page"], "record": {}}),
+            "{path}, line 2: unknown kind ['page']; known: page, update, finish",
+        ),
+        (
             json.dumps({"kind": "page", "record": None}),
             "{path}, line 2: its record is not a JSON object",
         ),
