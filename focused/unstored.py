@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -181,9 +182,14 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
     if missing:
         raise ConfigError(f"{where}: a {kind} record without {', '.join(missing)}")
     try:
-        unstored.records[kind].append(KINDS[kind].convert(record))
+        converted = KINDS[kind].convert(record)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    for name, value in converted.items():
+        # Neither SQLite nor BSON takes more than 64 bits: an OverflowError once writing.
+        if isinstance(value, int) and abs(value) > sys.maxsize:
+            raise ConfigError(f"{where}: {name}={value} is too large: at most {sys.maxsize}")
+    unstored.records[kind].append(converted)
 
 
 def restore(store: Store, unstored: Unstored) -> None:
