@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from focused.arguments import is_text
 from focused.errors import ConfigError
 from focused.storage import (
     DEFAULT_SQLITE_PATH,
@@ -185,10 +186,13 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
         converted = KINDS[kind].convert(record)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    # What the store would refuse only once writing, with a traceback: more than 64 bits
+    # (SQLite, BSON), text that is not UTF-8 (a lone surrogate, from a JSON escape).
     for name, value in converted.items():
-        # Neither SQLite nor BSON takes more than 64 bits: an OverflowError once writing.
         if isinstance(value, int) and abs(value) > sys.maxsize:
             raise ConfigError(f"{where}: {name}={value} is too large: at most {sys.maxsize}")
+        if isinstance(value, str) and not is_text(value):
+            raise ConfigError(f"{where}: {name} is not UTF-8 text")
     unstored.records[kind].append(converted)
 
 
