@@ -195,6 +195,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         _check_no_made_setting_given(settings)
         strategy_class(strategy).check_settings(settings)
         _check_jobdir(settings)
+        check_unstored_dir(settings)
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
@@ -605,6 +606,17 @@ def _check_jobdir(settings: Any) -> None:
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: {exc.strerror}") from None
     if not os.access(jobdir, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is not writable")
+
+
+def check_unstored_dir(settings: Any) -> None:
+    """FOCUSED_UNSTORED_DIR, when given, is a folder the crawl can make its file in: found out
+    now rather than once the store has failed and the records have nowhere else to go. Its
+    default, the folder of FOCUSED_DB, is checked with the store."""
+    folder = settings.get("FOCUSED_UNSTORED_DIR")
+    if folder:
+        check_output_file(
+            Path(folder, "unstored.jsonl"), f"FOCUSED_UNSTORED_DIR {folder!r}", makes_folders=True
+        )
 
 
 def _job_record(settings: Any) -> dict[str, Any]:

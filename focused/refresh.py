@@ -277,6 +277,8 @@ class RefreshPipeline(StoragePipeline):
     """Writes a recrawl's updates with the storage pipeline's batching and retries; the crawl
     record stays as the crawl left it."""
 
+    unstored_kind = "update"
+
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
         self.crawl_id = self.crawler.spider.crawl_id

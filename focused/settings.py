@@ -114,6 +114,11 @@ FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the wor
 STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)
 STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one
+# The records the store could not take at the close of a crawl that gave up on it
+# (store_unreachable) are kept in a file here, unstored-<crawl_id>-<UTC time>.jsonl, for
+# `scrapy restore FILE` to load (focused.unstored); made when needed. None: the folder of
+# FOCUSED_DB (the working directory unless FOCUSED_DB names another).
+FOCUSED_UNSTORED_DIR = None
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
 # Seconds between refreshes of the crawl record's seen_at while the crawl runs (one small update);
 # `scrapy crawls` shows a `running` crawl silent for 3 of them as stopped (killed, crashed).

@@ -172,6 +172,39 @@ def _require(record: Mapping[str, Any], *names: str) -> None:
             raise ValueError(f"a record needs a non-empty {name!r}: {dict(record)!r:.200}")
 
 
+# The records the writing methods take, validated and given the store's types: also what
+# ``focused.unstored`` keeps in a file when the store cannot take them, and checks as it loads
+# them back. A mistake raises ValueError or TypeError.
+
+
+def page_to_save(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A page record as ``Store.save_pages`` stores it: every field of ``PAGE_FIELDS``."""
+    page = _coerce(PAGE_SCHEMA, record)
+    _require(page, "crawl_id", "url")
+    return page
+
+
+def page_update(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields ``Store.update_pages`` sets on the stored page (crawl_id, url)."""
+    _require(record, "crawl_id", "url")
+    unknown = sorted(set(record) - set(PAGE_FIELDS))
+    if unknown:
+        raise ValueError(f"page fields must be some of {PAGE_FIELDS}, not {unknown}")
+    return _coerce({name: PAGE_SCHEMA[name] for name in record}, record)
+
+
+def crawl_finish(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields ``Store.finish_crawl`` sets on a crawl record: ``finished_at`` defaults to
+    now and ``status`` to ``finished``."""
+    unknown = sorted(set(fields) - set(FINISH_FIELDS))
+    if unknown:
+        raise TypeError(f"finish_crawl() got unknown fields {unknown}; known: {FINISH_FIELDS}")
+    fields = {"finished_at": _utc_now(), "status": "finished", **fields}
+    if fields["status"] not in CRAWL_STATUSES:
+        raise ValueError(f"crawl status {fields['status']!r} is not one of {CRAWL_STATUSES}")
+    return {name: value for name, value in _coerce(CRAWL_SCHEMA, fields).items() if name in fields}
+
+
 _PYMONGO_DETAIL = re.compile(r" \(configured timeouts:|, Timeout: |, Topology Description: ")
 
 
@@ -229,8 +262,7 @@ class Store(ABC):
         the latest, so a retried or resumed batch never duplicates pages."""
         latest: dict[tuple[str, str], dict[str, Any]] = {}
         for record in records:
-            page = _coerce(PAGE_SCHEMA, record)
-            _require(page, "crawl_id", "url")
+            page = page_to_save(record)
             # A page twice in one batch: keep the later. MongoDB runs an unordered bulk write's
             # operations in no fixed order, so it must not be left to decide.
             latest[page["crawl_id"], page["url"]] = page
@@ -250,15 +282,7 @@ class Store(ABC):
         ``finished_at`` defaults to now and ``status`` to ``finished``. A crawl_id without a
         record is left alone.
         """
-        unknown = sorted(set(fields) - set(FINISH_FIELDS))
-        if unknown:
-            raise TypeError(f"finish_crawl() got unknown fields {unknown}; known: {FINISH_FIELDS}")
-        fields = {"finished_at": _utc_now(), "status": "finished", **fields}
-        if fields["status"] not in CRAWL_STATUSES:
-            raise ValueError(f"crawl status {fields['status']!r} is not one of {CRAWL_STATUSES}")
-        update = {
-            name: value for name, value in _coerce(CRAWL_SCHEMA, fields).items() if name in fields
-        }
+        update = crawl_finish(fields)
         with self._failing(f"finish crawl {crawl_id}"):
             self._update_crawl(crawl_id, update)
 
@@ -322,14 +346,7 @@ class Store(ABC):
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
         fields keep their values, and a page not in the store is not created."""
-        updates = []
-        for record in records:
-            _require(record, "crawl_id", "url")
-            unknown = sorted(set(record) - set(PAGE_FIELDS))
-            if unknown:
-                raise ValueError(f"page fields must be some of {PAGE_FIELDS}, not {unknown}")
-            schema = {name: PAGE_SCHEMA[name] for name in record}
-            updates.append(_coerce(schema, record))
+        updates = [page_update(record) for record in records]
         if updates:
             with self._failing(f"update {len(updates)} pages"):
                 self._update_pages(updates)

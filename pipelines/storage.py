@@ -13,12 +13,15 @@ Settings:
     STORAGE_RETRY_DELAY  seconds before the first retry, doubled for each next one (default 1.0)
     FOCUSED_HEARTBEAT_INTERVAL  seconds between refreshes of the crawl record's ``seen_at``
                          (default 30)
+    FOCUSED_UNSTORED_DIR where the records the store could not take at the close are kept
+                         (default: the folder of FOCUSED_DB; ``focused.unstored``)
 plus the settings of ``focused.storage.open_store`` (MONGO_URI, MONGO_DATABASE,
 MONGO_TIMEOUT_MS, FOCUSED_DB).
 
 Stats: ``focused/stored`` (page records written), ``focused/unstored`` (page records that could
 not be written at the close: the crawl then ends as ``store_unreachable``, whatever closed the
-spider, such as its page budget reached while the store was being retried).
+spider, such as its page budget reached while the store was being retried),
+``focused/unstored_spilled`` (of which kept in the file of unstored records).
 
 Threads: a store that says it is ``threadsafe`` (MongoDB) is called in worker threads, so that a
 round trip to the server never stalls the reactor; SQLite is fast and its connection belongs to
@@ -34,7 +37,9 @@ the same record.
 
 A second Ctrl-C stops the reactor without closing the spider: no ``close_spider``, no
 ``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
-``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries.
+``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries; the
+records still waiting for the store (a write being retried) go to the file of unstored records,
+as at a close.
 
 While a write is retried the engine is paused: no new request is sent, so no page is fetched
 only to wait in memory for a store that may not come back. The first write that succeeds
@@ -44,9 +49,12 @@ If a write still fails after the retries, the spider is closed with reason
 ``store_unreachable`` (the crawl record then says ``interrupted``) and ``process_item`` raises
 the ``StoreError``, so the page is not counted as done (``item_error``; under JOBDIR its
 request stays in flight and is fetched again on resume); the records not written get one more
-try at close, and are reported as lost in the log if that fails too. Scrapy's scraper logs each
-such page with its record and the traceback, a hundred lines a page: that is the error's one
-line here, which names the page.
+try at close. Those that fail it too are not lost: they are written to a file of unstored
+records (``focused.unstored``, in FOCUSED_UNSTORED_DIR), as is the crawl record's outcome if the
+store cannot take that either, and ``scrapy restore FILE`` loads them into the store. Only a
+file that cannot be written either (a read-only folder, a full disk) leaves them lost, said in
+the log. Scrapy's scraper logs each page not stored with its record and the traceback, a
+hundred lines a page: that is the error's one line here, which names the page.
 
 Under JOBDIR the pipeline also brings ``spider.state`` up to the stored pages when the spider
 opens (``focused.resume.recover_state``): Scrapy saves that state only on a clean close.
@@ -55,6 +63,7 @@ opens (``focused.resume.recover_state``): Scrapy saves that state only on a clea
 from __future__ import annotations
 
 import logging
+import shlex
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
@@ -67,6 +76,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
+from focused.errors import one_line
 from focused.logformatter import add_log_filter
 from focused.resume import crawl_counter, recover_state, relearn
 from focused.stopping import (
@@ -76,6 +86,7 @@ from focused.stopping import (
     close_spider_now,
 )
 from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
+from focused.unstored import UnstoredFile, unstored_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,6 +101,7 @@ DEFAULT_RETRY_DELAY = 1.0
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
 UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
+UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
 
 _T = TypeVar("_T")
 
@@ -110,6 +122,8 @@ class _UnstoredInOneLine(logging.Filter):
 
 
 class StoragePipeline:
+    unstored_kind = "page"  # what ``write`` is given, for the file of unstored records
+
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.crawler = crawler
@@ -133,6 +147,7 @@ class StoragePipeline:
         self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
+        self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
         add_log_filter(scraper.__name__, _UnstoredInOneLine)
 
     @classmethod
@@ -215,22 +230,21 @@ class StoragePipeline:
 
     def forced_stop(self) -> None:
         """The reactor is stopping with the spider still open (a second Ctrl-C): record the
-        crawl as interrupted rather than leave it ``running``. Pages not yet written stay
-        unwritten; a JOBDIR crawl fetches them again on resume, as after a crash."""
+        crawl as interrupted rather than leave it ``running``. Records waiting for the store
+        (the user stopped a crawl stuck retrying it) are kept in the file of unstored records,
+        as at a close: the reactor stops before they could be written."""
         self._forced_stop_trigger = None
         if self._heartbeat is not None and self._heartbeat.running:
             self._heartbeat.stop()
+        if self._buffer:
+            self._keep_unwritten(f"the crawl was stopped ({FORCED_SHUTDOWN}) while they waited")
         if self._crawl_goes_on("interrupted"):
             return
+        outcome = {"status": "interrupted", "finish_reason": FORCED_SHUTDOWN, **self._totals()}
         try:
-            self.store.finish_crawl(
-                self.crawl_id,
-                status="interrupted",
-                finish_reason=FORCED_SHUTDOWN,
-                **self._totals(),
-            )
+            self.store.finish_crawl(self.crawl_id, **outcome)
         except StoreError as exc:
-            logger.error("crawl %s could not be recorded as interrupted: %s", self.crawl_id, exc)
+            self._keep_outcome(outcome, exc)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         """What ``write`` stores for an item."""
@@ -269,13 +283,7 @@ class StoragePipeline:
             await self._drain()
         except StoreError as exc:
             self._failed = True
-            self.stats.set_value(UNSTORED, len(self._buffer))
-            logger.error(
-                "%d page records of crawl %s were not stored: %s",
-                len(self._buffer),
-                self.crawl_id,
-                exc,
-            )
+            self._keep_unwritten(str(exc))
 
     async def spider_closed(self, reason: str) -> None:
         if self._forced_stop_trigger is not None:  # closed cleanly: recorded here
@@ -296,16 +304,11 @@ class StoragePipeline:
         if self._crawl_goes_on(status):
             self.store.close()
             return
+        outcome = {"status": status, "finish_reason": reason, **self._totals()}
         try:
-            await self._retrying(
-                self.store.finish_crawl,
-                self.crawl_id,
-                status=status,
-                finish_reason=reason,
-                **self._totals(),
-            )
+            await self._retrying(self.store.finish_crawl, self.crawl_id, **outcome)
         except StoreError as exc:
-            logger.error("crawl %s could not be recorded as %s: %s", self.crawl_id, status, exc)
+            self._keep_outcome(outcome, exc)
         finally:
             self.store.close()
 
@@ -358,6 +361,38 @@ class StoragePipeline:
             waiting, self._waiting = self._waiting, []
             for waiter in waiting:
                 waiter.callback(None)
+
+    def _keep_unwritten(self, why: str) -> None:
+        count = len(self._buffer)
+        self.stats.set_value(UNSTORED, count)
+        failure = f"{count} page records of crawl {self.crawl_id} were not stored: {why}"
+        if self._keep(self.unstored_kind, self._buffer, failure):
+            self.stats.set_value(UNSTORED_SPILLED, count)
+
+    def _keep_outcome(self, outcome: dict[str, Any], exc: StoreError) -> None:
+        failure = f"crawl {self.crawl_id} could not be recorded as {outcome['status']}: {exc}"
+        self._keep("finish", [{"crawl_id": self.crawl_id, **outcome}], failure)
+
+    def _keep(self, kind: str, records: list[dict[str, Any]], failure: str) -> bool:
+        """Write records the store refused for good to the run's file of unstored records,
+        and say so, with the store's failure, in one line; False if the file cannot be
+        written either (the records are then lost)."""
+        if self._unstored is None:
+            self._unstored = UnstoredFile(unstored_dir(self.crawler.settings), self.crawl_id)
+        path = self._unstored.path
+        try:
+            self._unstored.add(kind, records)
+        except (OSError, ValueError, TypeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
+            logger.error("%s; not kept in %s either: %s", failure, path, reason)
+            return False
+        logger.error(
+            "%s; kept in %s: load into the store with `scrapy restore %s`",
+            failure,
+            path,
+            shlex.quote(str(path)),
+        )
+        return True
 
     def _give_up(self, exc: StoreError) -> None:
         """Close the spider: crawling on would only pile up records that cannot be written."""

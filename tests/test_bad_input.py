@@ -132,6 +132,12 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"STORAGE_RETRIES": "x"}, "STORAGE_RETRIES='x' is not an integer"),
         (GOOD, {"STORAGE_RETRY_DELAY": "x"}, "STORAGE_RETRY_DELAY='x' is not a number"),
         (GOOD, {"FOCUSED_HEARTBEAT_INTERVAL": "0"}, "FOCUSED_HEARTBEAT_INTERVAL=0 is outside"),
+        # Found out only once the store failed and its pages had nowhere to go.
+        (
+            GOOD,
+            {"FOCUSED_UNSTORED_DIR": "scrapy.cfg"},
+            "cannot write FOCUSED_UNSTORED_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
+        ),
         (GOOD, {"DOWNLOAD_TIMEOUT": "x"}, "DOWNLOAD_TIMEOUT='x' is not a number"),
         (GOOD, {"DOWNLOAD_MAXSIZE": "10MB"}, "DOWNLOAD_MAXSIZE='10MB' is not an integer"),
         (GOOD, {"REDIRECT_MAX_TIMES": "x"}, "REDIRECT_MAX_TIMES='x' is not an integer"),

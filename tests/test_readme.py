@@ -19,7 +19,7 @@ from scrapy.settings import Settings, default_settings
 
 import focused.settings
 from focused.arguments import GENERAL_ARGUMENTS
-from focused.commands import crawls, pages, recrawl, report
+from focused.commands import crawls, pages, recrawl, report, restore
 from focused.encoder import DEFAULT_EXPORT_DIR
 from focused.strategies import STRATEGIES, strategy_class
 
@@ -66,6 +66,7 @@ SPELLED_OUT = {
     "ENCODER_EXPORT_DIR": ("~/.cache/focused/encoder", None),
     "ENCODER_STORE_DIR": ("ENCODER_EXPORT_DIR", None),
     "FOCUSED_CHROMIUM": ("/usr/bin/chromium when present", focused.settings.FOCUSED_CHROMIUM),
+    "FOCUSED_UNSTORED_DIR": ("the folder of FOCUSED_DB", None),
 }
 
 
@@ -162,7 +163,13 @@ def test_links_inside_the_repository_lead_somewhere(doc):
     assert broken == []
 
 
-COMMANDS = {"crawls": crawls, "pages": pages, "report": report, "recrawl": recrawl}
+COMMANDS = {
+    "crawls": crawls,
+    "pages": pages,
+    "report": report,
+    "recrawl": recrawl,
+    "restore": restore,
+}
 
 
 def command_lines() -> list[list[str]]:

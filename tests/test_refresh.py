@@ -352,6 +352,12 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
         (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
         (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
+        # Found out only once the store failed and its updates had nowhere to go.
+        (
+            ("c1", "-s", "FOCUSED_UNSTORED_DIR=scrapy.cfg"),
+            2,
+            "cannot write FOCUSED_UNSTORED_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
+        ),
     ],
 )
 def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
-from focused.arguments import Param, check_settings
+from focused.arguments import Param, check_settings, check_unstored_dir
 from focused.commands.crawl import FAILED_CLOSE_REASONS
 from focused.errors import ConfigError
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
@@ -71,6 +71,7 @@ class Command(ScrapyCommand):
         try:
             scrapy_options(super().process_options, args, opts)
             check_settings(self.settings)
+            check_unstored_dir(self.settings)
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
                     raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")

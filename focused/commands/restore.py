@@ -1,0 +1,85 @@
+"""``scrapy restore FILE [FILE ...]``: write into the store the records a crawl could not store
+(``focused.unstored``).
+
+Every record of every file is checked before the store is opened, so a bad file writes
+nothing: it ends the run with one line on stderr and exit status 2, as does a store it cannot
+write (read-only media); an unreachable store, or one without the files' crawls (the settings
+name another store than the crawl's), with exit status 1, as for the other store commands
+(``focused.storecommand``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from scrapy.commands import ScrapyCommand
+
+from focused.arguments import check_settings
+from focused.errors import ConfigError
+from focused.storage import StoreError, StoreSettingError, open_store
+from focused.storecommand import (
+    NOT_FOUND,
+    USAGE_ERROR,
+    InspectError,
+    fail,
+    find_crawl,
+    scrapy_options,
+)
+from focused.unstored import read_unstored, restore
+
+if TYPE_CHECKING:
+    import argparse
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+
+    def syntax(self) -> str:
+        return "[options] FILE [FILE ...]"
+
+    def short_desc(self) -> str:
+        return "Write into the store the records a crawl could not store (unstored-*.jsonl)"
+
+    def long_desc(self) -> str:
+        return (
+            "Write into the store (MONGO_URI, else FOCUSED_DB) the records a crawl kept in a file"
+            " when its store failed (unstored-CRAWL-TIME.jsonl, named in the crawl's log): its"
+            " pages, a recrawl's page updates, the crawl record's outcome. Pages are written by"
+            " (crawl_id, url), as the crawl does, so loading a file twice is harmless."
+        )
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        try:
+            scrapy_options(super().process_options, args, opts)
+            check_settings(self.settings)
+            if not args:
+                raise ConfigError("give the files of unstored records to load (unstored-*.jsonl)")
+            self.unstored = read_unstored(args)
+        except ConfigError as exc:
+            fail(str(exc), USAGE_ERROR)
+        for path in self.unstored.cut_short:
+            sys.stderr.write(
+                f"{path}: its last line was cut short (a crash as it was written): left out\n"
+            )
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        try:
+            store = open_store(self.settings, create=False)  # checked writable: it is written
+        except StoreSettingError as exc:
+            fail(str(exc), USAGE_ERROR)
+        except StoreError as exc:
+            fail(str(exc), NOT_FOUND)
+        try:
+            for crawl_id in self.unstored.crawl_ids():
+                find_crawl(store, crawl_id)  # pages of no crawl would be listed nowhere
+            restore(store, self.unstored)
+        except (StoreError, InspectError) as exc:
+            fail(str(exc), NOT_FOUND)
+        finally:
+            store.close()
+        sys.stdout.write(
+            f"restored {self.unstored.summary()} into the {store.backend} store at"
+            f" {store.location}\n"
+        )

@@ -1,0 +1,203 @@
+"""Records the store could not take, kept in a file and loaded back later (``scrapy restore``).
+
+When the store stays unreachable the storage pipeline gives up on it (``store_unreachable``),
+and the records it still holds at the close get one last try. Rather than lose those that
+fail it too, the pipeline writes them to ``unstored-<crawl_id>-<UTC time>.jsonl`` in
+FOCUSED_UNSTORED_DIR (default: the folder of FOCUSED_DB), with the crawl record's outcome if
+that could not be written either; ``scrapy restore FILE`` writes them into the store.
+
+Each line is one JSON object, ``{"kind": KIND, "record": {...}}``:
+
+    page     a page record, as ``Store.save_pages`` takes it
+    update   the fields a recrawl sets on a stored page, as ``Store.update_pages`` takes them
+    finish   ``crawl_id`` and the outcome fields of its crawl record (``Store.finish_crawl``)
+
+A record is written as the store's own conversion makes it (``focused.storage.page_to_save``
+and the like: every value of the store's type, a numpy float a float), so it loads back as
+the store would have kept it, and loading is checked by the same functions. Loading writes
+pages by (crawl_id, url) as the crawl does, so loading a file twice is harmless.
+
+Each line is flushed as it is written: a crash while writing leaves every line but the last
+whole, and loading leaves out a last line cut short (with a warning) rather than the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from focused.arguments import is_text
+from focused.errors import ConfigError
+from focused.storage import (
+    DEFAULT_SQLITE_PATH,
+    FINISH_FIELDS,
+    PAGE_FIELDS,
+    Store,
+    crawl_finish,
+    page_to_save,
+    page_update,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    from scrapy.settings import Settings
+
+
+def _crawl_outcome(record: Mapping[str, Any]) -> dict[str, Any]:
+    crawl_id = record.get("crawl_id")
+    if not isinstance(crawl_id, str) or not crawl_id:
+        raise ValueError("a crawl's outcome needs a non-empty 'crawl_id'")
+    return {
+        "crawl_id": crawl_id,
+        **crawl_finish({k: v for k, v in record.items() if k != "crawl_id"}),
+    }
+
+
+def _finish_crawls(store: Store, records: list[dict[str, Any]]) -> None:
+    for record in records:
+        store.finish_crawl(**record)
+
+
+@dataclass(frozen=True)
+class Kind:
+    convert: Callable[[Mapping[str, Any]], dict[str, Any]]  # the store's own check and types
+    required: tuple[str, ...]  # fields a line must have
+    write: Callable[[Store, list[dict[str, Any]]], None]
+    noun: str  # for the summary
+
+
+# In the order they are written back: a recrawl's updates apply to the pages saved before them.
+KINDS: dict[str, Kind] = {
+    "page": Kind(page_to_save, PAGE_FIELDS, Store.save_pages, "page"),
+    "update": Kind(page_update, ("crawl_id", "url"), Store.update_pages, "page update"),
+    "finish": Kind(_crawl_outcome, ("crawl_id", *FINISH_FIELDS), _finish_crawls, "crawl outcome"),
+}
+
+
+def unstored_dir(settings: Settings | Mapping[str, Any]) -> Path:
+    """FOCUSED_UNSTORED_DIR, by default the folder of FOCUSED_DB (the working directory unless
+    FOCUSED_DB names another): beside the store the records are for."""
+    given = settings.get("FOCUSED_UNSTORED_DIR")
+    return Path(given) if given else Path(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH).parent
+
+
+class UnstoredFile:
+    """The file of one run of a crawl, made at its first record: the pipeline may add the
+    crawl's outcome after its pages. Raises OSError when it cannot be written, ValueError or
+    TypeError for a record the store would refuse as well."""
+
+    def __init__(self, folder: Path, crawl_id: str) -> None:
+        # To the microsecond: the processes of a shared crawl may close in the same second.
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+        name = re.sub(r"[^\w.-]", "_", crawl_id)  # an id from the store may hold a slash
+        self.path = folder.absolute() / f"unstored-{name}-{stamp}.jsonl"  # for a log read later
+        self._made = False
+
+    def add(self, kind: str, records: Iterable[Mapping[str, Any]]) -> None:
+        convert = KINDS[kind].convert
+        # ASCII (json's default escapes): any text, a lone surrogate too, loads back as it was.
+        lines = [json.dumps({"kind": kind, "record": convert(record)}) + "\n" for record in records]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # "x": never into another's file.
+        with self.path.open("a" if self._made else "x", encoding="utf-8") as file:
+            self._made = True
+            for line in lines:
+                file.write(line)
+                file.flush()
+            os.fsync(file.fileno())  # on disk before the log says the records are kept
+
+
+@dataclass
+class Unstored:
+    """The records of the files given to ``scrapy restore``, checked, by kind in file order."""
+
+    records: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {kind: [] for kind in KINDS}
+    )
+    cut_short: list[str] = field(default_factory=list)  # files whose last line was left out
+
+    def crawl_ids(self) -> list[str]:
+        return sorted(
+            {record["crawl_id"] for records in self.records.values() for record in records}
+        )
+
+    def summary(self) -> str:
+        """What the records are, e.g. ``12 pages, 1 crawl outcome of crawl c1``."""
+        counts = [
+            f"{len(records)} {KINDS[kind].noun}{'' if len(records) == 1 else 's'}"
+            for kind, records in self.records.items()
+            if records
+        ]
+        crawls = self.crawl_ids()
+        return f"{', '.join(counts)} of crawl{'s' * (len(crawls) > 1)} {', '.join(crawls)}"
+
+
+def read_unstored(paths: Sequence[str]) -> Unstored:
+    """Every record of the files, checked before any is written: a file that is not one of
+    unstored records, or a record the store would refuse, is a ``ConfigError`` naming its line."""
+    unstored = Unstored()
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path} is not a file of unstored records: not UTF-8 text") from None
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+        lines = text.split("\n")
+        last = lines.pop()  # "" after the newline that ends a whole file
+        for number, line in enumerate(lines, 1):
+            try:
+                entry = json.loads(line)
+            except ValueError as exc:
+                raise ConfigError(f"{path}, line {number}: not a JSON record ({exc})") from None
+            _add(unstored, f"{path}, line {number}", entry)
+        if last:
+            try:
+                entry = json.loads(last)
+            except ValueError:
+                unstored.cut_short.append(path)  # the write a crash cut short
+            else:
+                _add(unstored, f"{path}, line {len(lines) + 1}", entry)
+                lines.append(last)
+        if not lines:
+            raise ConfigError(f"{path} holds no unstored records")
+    return unstored
+
+
+def _add(unstored: Unstored, where: str, entry: Any) -> None:
+    if not isinstance(entry, dict) or set(entry) != {"kind", "record"}:
+        raise ConfigError(f'{where}: not an unstored record ({{"kind": ..., "record": ...}})')
+    kind, record = entry["kind"], entry["record"]
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ConfigError(f"{where}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+    if not isinstance(record, dict):
+        raise ConfigError(f"{where}: its record is not a JSON object")
+    missing = [name for name in KINDS[kind].required if name not in record]
+    if missing:
+        raise ConfigError(f"{where}: a {kind} record without {', '.join(missing)}")
+    try:
+        converted = KINDS[kind].convert(record)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    # What the store would refuse only once writing, with a traceback: more than 64 bits
+    # (SQLite, BSON), text that is not UTF-8 (a lone surrogate, from a JSON escape).
+    for name, value in converted.items():
+        if isinstance(value, int) and abs(value) > sys.maxsize:
+            raise ConfigError(f"{where}: {name}={value} is too large: at most {sys.maxsize}")
+        if isinstance(value, str) and not is_text(value):
+            raise ConfigError(f"{where}: {name} is not UTF-8 text")
+    unstored.records[kind].append(converted)
+
+
+def restore(store: Store, unstored: Unstored) -> None:
+    """Write the records into the store: pages by (crawl_id, url), as the crawl does."""
+    for kind, spec in KINDS.items():
+        if unstored.records[kind]:
+            spec.write(store, unstored.records[kind])

@@ -1,0 +1,429 @@
+"""Records the store could not take: kept in a file at the close (``focused.unstored``), and
+loaded back by ``scrapy restore``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy
+import pytest
+from scrapy.pipelines import ItemPipelineManager
+from scrapy.utils.test import get_crawler
+
+from focused.refresh import RecrawlSpider, revisit
+from focused.storage import FINISH_FIELDS, SqliteStore, StoreError
+from focused.unstored import read_unstored, restore
+from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
+from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
+from tests.test_commands import cli, one_crawl, one_line_error  # noqa: F401
+from tests.test_storage import (  # noqa: F401
+    FakeEngine,
+    FakeSpider,
+    _stored_count,
+    make_store,
+    mongo_client,
+    page,
+    pipeline_crawler,
+    run_pipelines,
+    scored_item,
+)
+
+ITEMS = 7
+
+
+def items() -> list:
+    """Pages with values JSON does not know, as a spider or a pipeline may hand them over."""
+    pages = [scored_item(n) for n in range(ITEMS)]
+    pages[1]["fetched_at"] = datetime(2024, 6, 1, 0, 0, 1, 250, tzinfo=UTC)
+    pages[2]["link_relevance"] = numpy.float32(0.3)
+    pages[3]["title"] = 'Ptáci \u2013 鳥 \u2028 "quoted"\n'
+    return pages
+
+
+def locked(*args, **kwargs) -> None:
+    raise sqlite3.OperationalError("database is locked")
+
+
+def store_down(monkeypatch, *, crawl_record_too: bool = False) -> None:
+    """SQLite refuses every page write (and every crawl record update), as a locked file."""
+    monkeypatch.setattr(SqliteStore, "_upsert_pages", locked)
+    if crawl_record_too:
+        monkeypatch.setattr(SqliteStore, "_update_crawl", locked)
+
+
+def run(crawler, pages: list) -> None:
+    asyncio.run(run_pipelines(crawler, pages, reason=STORE_UNREACHABLE))
+
+
+def unstored_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("unstored-*.jsonl"))
+
+
+def error_lines(caplog) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_pages_the_store_refused_are_kept_and_load_back_as_stored(
+    tmp_path,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    caplog,
+    backend,
+):
+    settings = {"STORAGE_BATCH_SIZE": 3, "STORAGE_RETRIES": 1, "STORAGE_RETRY_DELAY": 0}
+    # What a store that works keeps of the same pages.
+    good = tmp_path / "good.sqlite3"
+    run(pipeline_crawler(FOCUSED_DB=str(good), **settings), items())
+    reference = SqliteStore(good)
+    expected_pages = reference.pages("pipe", order="fetch_order")
+    expected_crawl = reference.get_crawl("pipe")
+    reference.close()
+
+    spill = tmp_path / "spill"
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(tmp_path / "down.sqlite3"), FOCUSED_UNSTORED_DIR=str(spill), **settings
+    )
+    with monkeypatch.context() as patch, caplog.at_level(logging.ERROR):
+        store_down(patch, crawl_record_too=True)
+        closed_after = datetime.now(UTC).isoformat()
+        run(crawler, items())
+    [path] = unstored_files(spill)
+    assert path.name.startswith("unstored-pipe-")
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [line["kind"] for line in lines] == ["page"] * ITEMS + ["finish"]
+    assert [line["record"]["url"] for line in lines[:-1]] == [f"http://t/{n}" for n in range(ITEMS)]
+    assert crawler.stats.get_value(UNSTORED) == crawler.stats.get_value(UNSTORED_SPILLED) == ITEMS
+    kept = [r.getMessage() for r in error_lines(caplog) if str(path) in r.getMessage()]
+    assert len(kept) == 2, [r.getMessage() for r in error_lines(caplog)]
+    assert kept[0].startswith(f"{ITEMS} page records of crawl pipe were not stored: ")
+    assert f"kept in {path}: load into the store with `scrapy restore {path}`" in kept[0]
+    assert kept[1].startswith("crawl pipe could not be recorded as interrupted: ")
+    assert all(r.exc_info is None for r in error_lines(caplog))
+
+    second = make_store(backend, tmp_path, mongo_client)
+    second.start_crawl(FakeSpider().crawl_record())
+    unstored = read_unstored([str(path)])
+    restore(second, unstored)
+    assert second.pages("pipe", order="fetch_order") == expected_pages
+    crawl = second.get_crawl("pipe")
+    assert closed_after < crawl["finished_at"] < datetime.now(UTC).isoformat()
+    outcome = [name for name in FINISH_FIELDS if name != "finished_at"]
+    assert {name: crawl[name] for name in outcome} == {
+        name: expected_crawl[name] for name in outcome
+    }
+    assert (crawl["status"], crawl["finish_reason"]) == ("interrupted", STORE_UNREACHABLE)
+    restore(second, unstored)  # twice: the same records, no more
+    assert second.pages("pipe", order="fetch_order") == expected_pages
+    second.close()
+
+
+def test_a_folder_that_cannot_take_the_file_leaves_one_line_saying_why(
+    tmp_path, monkeypatch, caplog
+):
+    blocker = tmp_path / "a file"
+    blocker.write_text("", encoding="utf-8")
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(tmp_path / "down.sqlite3"),
+        FOCUSED_UNSTORED_DIR=str(blocker / "unstored"),
+        STORAGE_RETRIES=0,
+    )
+    store_down(monkeypatch)
+    with caplog.at_level(logging.ERROR):
+        run(crawler, items())
+    lost = [r for r in error_lines(caplog) if "page records" in r.getMessage()]
+    assert len(lost) == 1
+    message = lost[0].getMessage()
+    assert message.startswith(f"{ITEMS} page records of crawl pipe were not stored: ")
+    assert message.endswith(": Not a directory") and f"not kept in {blocker}/unstored/" in message
+    assert lost[0].exc_info is None and "\n" not in message
+    assert crawler.stats.get_value(UNSTORED) == ITEMS
+    assert crawler.stats.get_value(UNSTORED_SPILLED) is None
+    assert list(tmp_path.rglob("unstored-*")) == []
+
+
+def test_a_forced_stop_keeps_the_pages_waiting_for_the_store(tmp_path, monkeypatch, caplog):
+    """A second Ctrl-C while a write is retried: the reactor stops, the spider never closes."""
+    db = tmp_path / "down.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db), STORAGE_RETRIES=3, STORAGE_RETRY_DELAY=600)
+    store_down(monkeypatch)
+
+    async def stop_while_retrying() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        [pipeline] = [p for p in manager.middlewares if isinstance(p, StoragePipeline)]
+        waiting = [asyncio.ensure_future(manager.process_item_async(item)) for item in items()]
+        while len(pipeline._buffer) < ITEMS:
+            await asyncio.sleep(0.01)
+        crawler.spider.state = {"pages": ITEMS, "relevant": 4}
+        pipeline.forced_stop()
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(stop_while_retrying())
+    [path] = unstored_files(tmp_path)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [line["record"]["url"] for line in lines] == [f"http://t/{n}" for n in range(ITEMS)]
+    [kept] = [r.getMessage() for r in error_lines(caplog)]
+    assert kept.startswith(
+        f"{ITEMS} page records of crawl pipe were not stored: the crawl was stopped"
+        f" (forced_shutdown) while they waited; kept in {path}"
+    )
+    assert crawler.stats.get_value(UNSTORED_SPILLED) == ITEMS
+    store = SqliteStore(db)
+    try:
+        crawl = store.get_crawl("pipe")
+    finally:
+        store.close()
+    assert (crawl["status"], crawl["finish_reason"], crawl["pages"]) == (
+        "interrupted",
+        "forced_shutdown",
+        ITEMS,
+    )
+
+
+def test_a_recrawl_keeps_its_page_updates(tmp_path, monkeypatch):
+    db = tmp_path / "crawl.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(FakeSpider().crawl_record())
+    store.save_pages([page("http://t/1", "pipe")])
+    [before] = store.pages("pipe")
+    update = revisit(before, "t", "changed", "2024-06-02T00:00:00+00:00", 200)
+    crawler = get_crawler(RecrawlSpider, {"FOCUSED_DB": str(db), "STORAGE_RETRIES": 0})
+    crawler.spider = RecrawlSpider.from_crawler(crawler, "pipe", pages=[], policy="uniform")
+    crawler.engine = FakeEngine()
+
+    async def recrawl() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        with contextlib.suppress(StoreError):  # not stored: the store is down
+            await manager.process_item_async(update)
+        await manager.close_spider_async()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SqliteStore, "_update_pages", locked)
+        asyncio.run(recrawl())
+    [path] = unstored_files(tmp_path)
+    assert [json.loads(line)["kind"] for line in path.read_text().splitlines()] == ["update"]
+    assert store.pages("pipe") == [before]
+    restore(store, read_unstored([str(path)]))
+    [after] = store.pages("pipe")
+    assert (after["text"], after["changes"], after["fetched_at"]) == (
+        "changed",
+        1,
+        "2024-06-02T00:00:00+00:00",
+    )
+    store.close()
+
+
+# -- scrapy restore --------------------------------------------------------------------------
+
+
+def spilled(tmp_path: Path, crawl_id: str = "one") -> Path:
+    path = tmp_path / "unstored-one.jsonl"
+    lines = [{"kind": "page", "record": page(f"http://t/{n}", crawl_id)} for n in range(3)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def stored_urls(settings: dict) -> list[str]:
+    store = SqliteStore(settings["FOCUSED_DB"], create=False)
+    try:
+        return [p["url"] for p in store.pages("one", order="fetch_order", fields=["url"])]
+    finally:
+        store.close()
+
+
+def test_restore_writes_the_file_into_the_store(cli, one_crawl, tmp_path):  # noqa: F811
+    path = spilled(tmp_path)
+    result = cli("restore", str(path), settings=one_crawl)
+    assert result.returncode == 0 and result.stderr == "", result
+    assert result.stdout == (
+        f"restored 3 pages of crawl one into the SQLite store at {one_crawl['FOCUSED_DB']}\n"
+    )
+    assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
+
+
+def test_restore_leaves_out_a_last_line_cut_short(cli, one_crawl, tmp_path):  # noqa: F811
+    path = spilled(tmp_path)
+    whole = path.read_text(encoding="utf-8")
+    path.write_text(whole[: whole.rindex("\n", 0, -1) + 40], encoding="utf-8")
+    result = cli("restore", str(path), settings=one_crawl)
+    assert result.returncode == 0, result
+    assert result.stderr == (
+        f"{path}: its last line was cut short (a crash as it was written): left out\n"
+    )
+    assert result.stdout.startswith("restored 2 pages of crawl one")
+    assert stored_urls(one_crawl) == ["http://t/0", "http://t/1"]
+
+
+def line(kind: str = "page", **record) -> str:
+    return json.dumps({"kind": kind, "record": {**page("http://t/9", "one"), **record}})
+
+
+def without(name: str) -> str:
+    record = page("http://t/9", "one")
+    del record[name]
+    return json.dumps({"kind": "page", "record": record})
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read {path}: No such file or directory"),
+        ("folder", "cannot read {path}: Is a directory"),
+        (b"", "{path} holds no unstored records"),
+        (b"\xff\xfe\x00", "{path} is not a file of unstored records: not UTF-8 text"),
+        (b"url,title\nhttp://t/1,a\n", "{path}, line 1: not a JSON record (Expecting value"),
+        (b"[1, 2]\n", '{path}, line 1: not an unstored record ({"kind": ..., "record": ...})'),
+        (line("pages"), "{path}, line 2: unknown kind 'pages'; known: page, update, finish"),
+        (
+            json.dumps({"kind": ["page"], "record": {}}),
+            "{path}, line 2: unknown kind ['page']; known: page, update, finish",
+        ),
+        (
+            json.dumps({"kind": "page", "record": None}),
+            "{path}, line 2: its record is not a JSON object",
+        ),
+        (without("title"), "{path}, line 2: a page record without title"),
+        (line(level="deep"), "{path}, line 2: invalid literal for int() with base 10: 'deep'"),
+        (line(url=""), "{path}, line 2: a record needs a non-empty 'url'"),
+        (line(visits=2**63), "{path}, line 2: visits=9223372036854775808 is too large: at most"),
+        (line(title="\udc80"), "{path}, line 2: title is not UTF-8 text"),
+        (line("update", rank=1), "{path}, line 2: page fields must be some of"),
+        (
+            json.dumps({"kind": "finish", "record": {"crawl_id": "one", "status": "done"}}),
+            "{path}, line 2: a finish record without finished_at, finish_reason, pages",
+        ),
+    ],
+)
+def test_a_bad_file_is_one_line_and_writes_nothing(cli, one_crawl, tmp_path, content, message):  # noqa: F811
+    good = spilled(tmp_path)
+    path = tmp_path / "bad.jsonl"
+    if content == "folder":
+        path.mkdir()
+    elif isinstance(content, str):  # after a good line: nothing is written before the check
+        path.write_text(f"{line()}\n{content}\n", encoding="utf-8")
+    elif content is not None:
+        path.write_bytes(content)
+    result = cli("restore", str(good), str(path), settings=one_crawl)
+    one_line_error(result, 2, message.replace("{path}", str(path)))
+    assert stored_urls(one_crawl) == []
+
+
+def test_a_store_without_the_crawl_is_one_line(cli, tmp_path):  # noqa: F811
+    other = {"FOCUSED_DB": tmp_path / "other.sqlite3"}
+    SqliteStore(other["FOCUSED_DB"]).close()
+    path = spilled(tmp_path)
+    message = f"no crawl 'one' in the SQLite store at {other['FOCUSED_DB']}"
+    one_line_error(cli("restore", str(path), settings=other), 1, message)
+    missing = {"FOCUSED_DB": tmp_path / "missing.sqlite3"}
+    one_line_error(cli("restore", str(path), settings=missing), 1, "no such file")
+    assert not missing["FOCUSED_DB"].exists()
+
+
+def test_restore_without_a_file_is_one_line(cli, one_crawl):  # noqa: F811
+    message = "give the files of unstored records to load (unstored-*.jsonl)"
+    one_line_error(cli("restore", settings=one_crawl), 2, message)
+    one_line_error(cli("restore", "--bogus", settings=one_crawl), 2, "unknown option --bogus")
+
+
+# -- a real crawl ----------------------------------------------------------------------------
+
+
+def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, site):
+    """Another process holds the SQLite file's write lock until the crawl has given up on it
+    and ended: every page fetched and not stored is in the file, and `scrapy restore` stores
+    it once the lock is gone."""
+    db, spill = tmp_path / "focused.sqlite3", tmp_path / "unstored"
+    settings = {
+        "FOCUSED_DB": db,
+        "FOCUSED_UNSTORED_DIR": spill,
+        "CONCURRENT_REQUESTS": 4,
+        "CLOSESPIDER_PAGECOUNT": 120,
+        "STORAGE_RETRIES": 0,  # each try waits out SQLite's busy timeout, 5 s
+        "LOG_LEVEL": "INFO",
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+    }
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    crawl = subprocess.Popen(
+        scrapy_command(*crawl_args({**arguments, "crawl_id": "locked"}, settings)),
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=crawl_env(),
+    )
+    while not db.exists():  # created by the crawl, in WAL mode
+        time.sleep(0.05)
+    locker = sqlite3.connect(db, isolation_level=None, timeout=30)
+    try:
+        while _stored_count(locker) < 10:
+            time.sleep(0.05)
+        locker.execute("BEGIN IMMEDIATE")  # the write lock, until the crawl has ended
+        stored_before = _stored_count(locker)
+        _, log = crawl.communicate(timeout=180)
+        locker.execute("ROLLBACK")
+    finally:
+        locker.close()
+        crawl.kill()
+    assert crawl.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [path] = unstored_files(spill)
+    kept = [line for line in log.splitlines() if f"kept in {path}" in line]
+    assert len(kept) == 2 and " ERROR: " in kept[0], log[-3000:]
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    pages = [line["record"] for line in lines if line["kind"] == "page"]
+    assert lines[-1]["kind"] == "finish" and 0 < len(pages) == len(lines) - 1
+    assert f"{len(pages)} page records of crawl locked were not stored" in kept[0]
+    fetched = {f"{site.url}{path}" for path in site.fetched if path.startswith("/wiki/")}
+    store = SqliteStore(db)
+    try:
+        before = {p["url"] for p in store.pages("locked", fields=["url"])}
+        assert len(before) == stored_before
+        assert {p["url"] for p in pages} == fetched - before  # fetched, not stored: all kept
+        assert store.get_crawl("locked")["status"] == "running"
+    finally:
+        store.close()
+
+    restored = subprocess.run(
+        scrapy_command("restore", str(path), "-s", f"FOCUSED_DB={db}"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=crawl_env(),
+    )
+    assert restored.returncode == 0, restored.stderr
+    assert restored.stdout == (
+        f"restored {len(pages)} pages, 1 crawl outcome of crawl locked into the SQLite store"
+        f" at {db}\n"
+    )
+    listed = subprocess.run(
+        scrapy_command("pages", "--crawl", "locked", "--json", "-s", f"FOCUSED_DB={db}"),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=crawl_env(),
+    )
+    assert {json.loads(line)["url"] for line in listed.stdout.splitlines()} == fetched
+    store = SqliteStore(db)
+    try:
+        crawl_record = store.get_crawl("locked")
+    finally:
+        store.close()
+    assert (crawl_record["status"], crawl_record["finish_reason"]) == (
+        "interrupted",
+        STORE_UNREACHABLE,
+    )
+    assert crawl_record["pages"] == len(fetched)
