@@ -124,6 +124,17 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://[::1/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://exa mple.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # A host Twisted does not connect to: a traceback at its robots.txt.
+        ({**GOOD, "seeds": "http://*.example.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # Scrapy's UrlLengthMiddleware dropped it: the crawl fetched nothing and exited 0.
+        (
+            {**GOOD, "seeds": "http://127.0.0.1:9/" + "a" * 3000},
+            {},
+            "characters long: Scrapy drops a URL longer than URLLENGTH_LIMIT (2083)",
+        ),
+        # A number given empty (also with Scrapyd's -d setting=NAME=): read once the crawl ran.
+        (GOOD, {"RELEVANCE_THRESHOLD": ""}, "setting RELEVANCE_THRESHOLD='' is not a number"),
+        (GOOD, {"DOWNLOAD_DELAY": ""}, "setting DOWNLOAD_DELAY='' is not a number"),
         # Seeds the offsite filter drops: the crawl fetched nothing and exited 0.
         ({**GOOD, "allowed_domains": "http://127.0.0.1:9/"}, {}, "is not a domain name"),
         ({**GOOD, "allowed_domains": "example.org"}, {}, "is outside allowed_domains"),
@@ -142,7 +153,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"ROBOTSTXT_OBEY": "perhaps"}, "ROBOTSTXT_OBEY='perhaps' is not true or false"),
         (GOOD, {"CLOSESPIDER_TIMEOUT": "1h"}, "CLOSESPIDER_TIMEOUT='1h' is not a number"),
         (GOOD, {"DEPTH_LIMIT": "-1"}, "DEPTH_LIMIT=-1 is outside [0, inf]"),
-        (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, inf]"),
+        (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, 10000]"),
         (GOOD, {"LOG_LEVEL": "info"}, "LOG_LEVEL='info' is not a log level"),
         (GOOD, {"DUPEFILTER_CLASS": "dupes.Filter"}, "DUPEFILTER_CLASS='dupes.Filter' cannot be"),
         (GOOD, {"DOWNLOAD_SLOTS": "[2]"}, "Invalid -s value: a setting that holds a dict takes"),
@@ -204,6 +215,42 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
         ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
         ({"PLAYWRIGHT_BROWSER_TYPE": "firefox"}, "setting PLAYWRIGHT_BROWSER_TYPE='firefox':"),
+        # Given empty, each was a traceback once read (STORE_MIN_RELEVANCE's none means off).
+        ({"RELEVANCE_MAX_DOCS": ""}, "setting RELEVANCE_MAX_DOCS='' is not an integer"),
+        ({"LINK_CONTEXT_CHARS": ""}, "setting LINK_CONTEXT_CHARS='' is not an integer"),
+        ({"RETRY_TIMES": ""}, "setting RETRY_TIMES='' is not an integer"),
+        # Past 64 bits: an OverflowError as the crawl opened (a deque's length).
+        ({"DRIFT_WINDOW": "1" + "0" * 30}, "setting DRIFT_WINDOW=1000000000000000000000000000000"),
+        ({"RELEVANCE_MAX_DOCS": "1" + "0" * 30}, "setting RELEVANCE_MAX_DOCS=100000000000000000"),
+        # Scrapy made a million tasks for each page's outputs: about a minute a page.
+        ({"CONCURRENT_ITEMS": "1000000"}, "setting CONCURRENT_ITEMS=1000000 is outside [1, 10000]"),
+        # Read with int() as the crawl opened (a traceback), or compared with a status (never).
+        ({"RETRY_HTTP_CODES": "500,5xx"}, "setting RETRY_HTTP_CODES: '5xx' is not a whole number"),
+        ({"HTTPERROR_ALLOWED_CODES": "[404]"}, "setting HTTPERROR_ALLOWED_CODES: '[404]' is not"),
+        # Classes Scrapy loads as the crawl opens: a traceback.
+        (
+            {"ITEM_PIPELINES": '{"pipelines.storage.StoragePipeline": 800, "pipelines.no.P": 9}'},
+            "setting ITEM_PIPELINES: 'pipelines.no.P' cannot be imported: no module named",
+        ),
+        (
+            {"EXTENSIONS": '{"focused.extensions.ProgressLog": "last"}'},
+            "setting EXTENSIONS: 'focused.extensions.ProgressLog' has order 'last'; give a number",
+        ),
+        ({"DOWNLOAD_HANDLERS": '{"http": "handlers.Nope"}'}, "setting DOWNLOAD_HANDLERS: 'handl"),
+        ({"RETRY_EXCEPTIONS": "builtins.OSError,no.Error"}, "setting RETRY_EXCEPTIONS: 'no.Error'"),
+        # Read as the host's slot is made: a traceback for each request, or none ever sent.
+        ({"DOWNLOAD_SLOTS": '{"127.0.0.1": 2}'}, "setting DOWNLOAD_SLOTS: '127.0.0.1' has 2; give"),
+        (
+            {"DOWNLOAD_SLOTS": '{"127.0.0.1": {"concurrency": 0}}'},
+            "setting DOWNLOAD_SLOTS: '127.0.0.1' has concurrency=0; give an integer, at least 1",
+        ),
+        (
+            {"DOWNLOAD_SLOTS": '{"127.0.0.1": {"delay": "1"}}'},
+            "setting DOWNLOAD_SLOTS: '127.0.0.1' has delay='1'; give a number, at least 0",
+        ),
+        # Every log line failed to format (an error report each, exit 0), or logging did not start.
+        ({"LOG_FORMAT": "%(nosuch)s"}, "setting LOG_FORMAT='%(nosuch)s' cannot format a log line"),
+        ({"LOG_FORMAT": "{message}"}, "setting LOG_FORMAT='{message}' cannot format a log line"),
     ],
 )
 def test_scrapy_settings_given_as_text_are_checked(settings, message):
@@ -234,6 +281,12 @@ def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
         "REFERRER_POLICY": "same-origin",  # a policy's name, or a class to import
         "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
         "FEEDS": json.dumps({str(tmp_path / "pages.jsonl"): {}, "s3://b/p": {"format": "csv"}}),
+        "STORE_MIN_RELEVANCE": "",  # none: every page stored
+        "RETRY_HTTP_CODES": "500, 503",
+        "ITEM_PIPELINES": '{"pipelines.storage.StoragePipeline": 800.5, "a.B": null}',
+        "DOWNLOAD_HANDLERS": '{"ftp": null}',
+        "DOWNLOAD_SLOTS": '{"127.0.0.1": {"concurrency": 2, "delay": 0, "jitter": 0.5}}',
+        "LOG_FORMAT": "%(levelname)s %(name)s: %(message)s",
     }
     check_settings(Settings(given, priority="cmdline"))
 
@@ -470,6 +523,8 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
         # bees that a pop looked over one by one.
         ({"strategy": "pso", "particles": "1000000000"}, "particles=1000000000 is above its max"),
         ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
+        # Not from a shell, whose arguments end at a NUL, but from a program that starts crawls.
+        ({"topic_file": "topic\x00.txt"}, "cannot read topic_file 'topic\\x00.txt': ValueError"),
     ],
 )
 def test_odd_argument_values_are_refused(arguments, message):
