@@ -119,6 +119,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
         # It meant the default file, focused.sqlite3 in the working directory.
         (GOOD, {"FOCUSED_DB": ""}, "setting FOCUSED_DB needs a file, not ''"),
+        (GOOD, {"FOCUSED_DB": " "}, "setting FOCUSED_DB needs a file, not ' '"),  # made " "
         # URLs the downloader cannot send: each failed in the crawl, with a traceback.
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
