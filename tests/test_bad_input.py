@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.sites import Reply, Site, html
 from tests.test_storage import filled_sqlite, read_only
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -357,6 +358,32 @@ def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
     assert len(robots) == 1 and refused in robots[0], log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+
+
+def redirect_to_a_host_no_one_can_reach(method: str, path: str) -> Reply:
+    if path == "/robots.txt":
+        return Reply(404, "")
+    if path == "/moved":
+        return Reply(301, headers={"Location": "http://*.example.org/birds"})
+    if path == "/refresh":
+        return Reply(200, html("t", "", '<meta http-equiv="refresh" content="0; url=http://a!b/">'))
+    return Reply(
+        200, html("Birds", '<p>birds nests</p><a href="/moved">m</a> <a href="/refresh">r</a>')
+    )
+
+
+def test_a_redirect_to_a_host_the_downloader_cannot_connect_to_is_one_line(tmp_path):
+    """Seeds and links are checked for such a host, a redirect's target is not: its robots.txt
+    failed with a traceback."""
+    with Site(redirect_to_a_host_no_one_can_reach) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": site.url})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
+    hosts = sorted(line.rpartition("invalid hostname: ")[2] for line in robots)
+    assert hosts == ["*.example.org", "a!b"], log[-3000:]
+    assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
 
 
 @pytest.mark.parametrize(
