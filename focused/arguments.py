@@ -742,12 +742,25 @@ def _job_record(settings: Any) -> dict[str, Any]:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # ValueError: also JSON and UTF-8 errors
         record = None
-    if not isinstance(record, dict):
+    if not _is_job_record(record):
         raise ConfigError(
             f"JOBDIR {str(path.parent)!r} is not a job directory of this crawler: "
             f"{path.name} cannot be read; use a new JOBDIR"
         )
     return record
+
+
+def _is_job_record(record: Any) -> bool:
+    """What ``remember_job`` writes: another value was a traceback as the resume compared it
+    (a crawl id of 5, an order without its topic)."""
+    if not isinstance(record, dict):
+        return False
+    if not all(isinstance(record.get(name, ""), str) for name in ("crawl_id", "strategy")):
+        return False
+    order = record.get("order", {})
+    return isinstance(order, dict) and (
+        not order or (isinstance(order.get("topic"), str) and isinstance(order.get("params"), dict))
+    )
 
 
 def crawl_order(strategy: str, params: Mapping[str, Any], topic: str) -> dict[str, Any]:

@@ -578,6 +578,28 @@ def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since
 
 
 @pytest.mark.parametrize(
+    "record",
+    [
+        {"crawl_id": 5, "strategy": "shark"},
+        {"crawl_id": "first", "strategy": ["shark"]},
+        {"crawl_id": "first", "strategy": "shark", "order": {"params": {}}},
+        {"crawl_id": "first", "strategy": "shark", "order": {"topic": "ab", "params": [1]}},
+    ],
+)
+def test_a_job_record_of_another_shape_is_refused_in_one_line(tmp_path, record):
+    """A focused.json that is JSON but not what a crawl writes: a traceback as the resume
+    compared it (or a strategy shown as ['shark'])."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "focused.json").write_text(json.dumps(record))
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert "is not a job directory of this crawler: focused.json cannot be read" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize(
     ("changed", "message"),
     [
         ({"query": "fish"}, "JOBDIR holds a crawl of another query or topic_file; resume it"),
