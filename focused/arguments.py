@@ -255,7 +255,8 @@ def _parse_language(raw: str | None) -> str | None:
 
 def _read_text(path: str, what: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
+        # utf-8-sig: a file saved with a byte-order mark (Notepad's) began its first seed with it.
+        return Path(path).read_text(encoding="utf-8-sig")
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
         raise ConfigError(f"cannot read {what} {path!r}: {exc.__class__.__name__}") from None
 

@@ -441,6 +441,16 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
     assert config.seeds == ("http://127.0.0.1:9/wiki/Bird",)
 
 
+def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
+    """As Notepad saves UTF-8: its first seed was refused as no http(s) URL."""
+    seeds_file, topic_file = tmp_path / "seeds.txt", tmp_path / "topic.txt"
+    seeds_file.write_text("http://127.0.0.1:9/wiki/Bird\n", encoding="utf-8-sig")
+    topic_file.write_text("sea birds", encoding="utf-8-sig")
+    arguments = {"topic_file": str(topic_file), "seeds_file": str(seeds_file)}
+    config = parse_arguments(arguments)
+    assert (config.seeds, config.topic) == (("http://127.0.0.1:9/wiki/Bird",), "sea birds")
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
