@@ -81,7 +81,9 @@ EXTENSIONS = {
     "focused.feeds.FeedExporter": 0,  # a feed that cannot be written stops the crawl
     "scrapy.extensions.closespider.CloseSpider": None,  # replaced by the one below
     "focused.stopping.PageBudget": 0,  # CLOSESPIDER_PAGECOUNT counts the crawl's pages
-    "focused.resume.CrawlCounters": 1,  # JOBDIR: after Scrapy's SpiderState (0) loads the state
+    "scrapy.extensions.spiderstate.SpiderState": None,  # replaced by the one below
+    "focused.resume.SpiderState": 0,  # JOBDIR/spider.state written whole, or read as missing
+    "focused.resume.CrawlCounters": 1,  # JOBDIR: after SpiderState (0) loads the state
     "focused.extensions.ProgressLog": 500,
     "focused.stopping.StopCriteria": 510,
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
