@@ -15,10 +15,12 @@ import logging
 import math
 import os
 import re
+import sqlite3
 import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -732,6 +734,22 @@ def _check_jobdir(settings: Any) -> None:
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: {exc.strerror}") from None
     if not os.access(jobdir, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is not writable")
+    _check_job_databases(Path(jobdir))
+
+
+def _check_job_databases(jobdir: Path) -> None:
+    """Every SQLite file of a job directory (the frontier, the counters, the trap families...)
+    is a database: one that is not (damaged, or another program's) failed with a traceback as
+    the component that owns it opened, and the crawl went on without it or stopped."""
+    for path in sorted(jobdir.rglob("*.sqlite3")):
+        try:
+            with closing(sqlite3.connect(path)) as database:
+                database.execute("PRAGMA schema_version")
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"JOBDIR {str(jobdir)!r} is not a job directory of this crawler: "
+                f"{path.relative_to(jobdir)} cannot be read ({exc}); use a new JOBDIR"
+            ) from None
 
 
 def _job_record(settings: Any) -> dict[str, Any]:

@@ -610,6 +610,24 @@ def test_a_job_record_of_another_shape_is_refused_in_one_line(tmp_path, record):
 
 
 @pytest.mark.parametrize(
+    "damaged", ["counters.sqlite3", "trapfamilies.sqlite3", "requests.queue/frontier.sqlite3"]
+)
+def test_a_job_database_that_is_no_database_is_refused_in_one_line(tmp_path, damaged):
+    """Damaged, or another program's: a traceback as the component owning it opened it (the
+    counters' and the trap families' with the crawl going on without them)."""
+    job = tmp_path / "job"
+    (job / damaged).parent.mkdir(parents=True)
+    (job / damaged).write_bytes(b"not a database, whatever its name says" * 4)
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert str(refused.value) == (
+        f"JOBDIR {str(job)!r} is not a job directory of this crawler: {damaged} cannot be read "
+        "(file is not a database); use a new JOBDIR"
+    )
+
+
+@pytest.mark.parametrize(
     ("changed", "message"),
     [
         ({"query": "fish"}, "JOBDIR holds a crawl of another query or topic_file; resume it"),
