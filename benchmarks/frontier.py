@@ -42,7 +42,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 
 from benchmarks.harvest import DEFAULT_OUT
-from benchmarks.runner import REPO, report_head
+from benchmarks.runner import REPO, output_folder, report_head
 from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import CommandLineParser, at_least_one, counts
 from focused.strategies import STRATEGIES, strategy_class
@@ -254,6 +254,16 @@ def memory_table(cases: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def queue_kinds(text: str) -> list[str]:
+    """argparse type of ``--kinds``: some of ``KINDS``, comma-separated (another was measured
+    as a memory queue, under its own name)."""
+    chosen = [kind.strip() for kind in text.split(",")]
+    unknown = [kind for kind in chosen if kind not in KINDS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no queue kind {unknown[0]!r}: give {','.join(KINDS)}")
+    return chosen
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = CommandLineParser(prog="python -m benchmarks.frontier")
     parser.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
@@ -267,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--large-strategies", default=DEFAULT_STRATEGY, help="strategies measured above 100k"
     )
     parser.add_argument("--jobs", type=at_least_one, default=2, help="memory cases at once")
-    parser.add_argument("--kinds", default=",".join(KINDS), help="speed of: memory,disk")
+    parser.add_argument(
+        "--kinds", type=queue_kinds, default=",".join(KINDS), help="speed of: memory,disk"
+    )
     parser.add_argument("--no-memory-cases", action="store_true", help="speed table only")
     parser.add_argument(
         "--score-levels",
@@ -276,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="Scrapy's queue ordering by a score made an integer at these many levels "
         "(comma-separated; 'none' to skip)",
     )
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    parser.add_argument("--out", type=output_folder, default=str(DEFAULT_OUT), help="output dir")
     parser.add_argument("--memory-case", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_case:
@@ -291,7 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     large = args.large_strategies.split(",")
     started = time.monotonic()
     requests, fingerprinter = fingerprinted_requests(args.ops)
-    speed = speed_table(strategies, requests, fingerprinter, args.kinds.split(","))
+    speed = speed_table(strategies, requests, fingerprinter, args.kinds)
     levels = args.score_levels
     by_levels = levels_table(levels, requests, fingerprinter) if levels else []
     cases = [

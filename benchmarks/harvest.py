@@ -37,9 +37,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchmarks import metrics
-from benchmarks.runner import REPO, report_head, run_scrapy
+from benchmarks.runner import REPO, output_folder, report_head, run_scrapy
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one
+from focused.errors import CommandLineParser, ConfigError, at_least_one, seconds
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.storage import SqliteStore, StoreError
 from focused.strategies import STRATEGIES, strategy_class
@@ -372,8 +372,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--jobs", type=at_least_one, default=2, help="crawls at once (default 2: cores)"
     )
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
-    parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawl")
+    parser.add_argument("--out", type=output_folder, default=str(DEFAULT_OUT), help="output dir")
+    parser.add_argument("--timeout", type=seconds, default=1800, help="seconds per crawl")
     parser.add_argument(
         "--encoder-store",
         help="keep the sentence encoder's vectors in this directory across the crawls "

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.runner import report_head, run_scrapy
 from benchmarks.throughput import crawl_arguments, pages_per_second
-from focused.errors import ConfigError
+from focused.errors import ConfigError, seconds
 from focused.replayweb import ReplayServer, load_graph
 
 # name: (settings, whether 127.0.0.2 is held)
@@ -38,16 +38,17 @@ RULES = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = crawl_arguments("python -m benchmarks.held_host", 200, 2, "each rule")
-    parser.add_argument("--crawl-delay", type=float, default=0.5, help="the held host's, s")
+    parser.add_argument("--crawl-delay", type=seconds, default=0.5, help="the held host's, s")
     parser.add_argument(
-        "--latency", type=float, default=0.0, help="hold it by this latency a response, s, instead"
+        "--latency",
+        type=seconds,
+        default=0.0,
+        help="hold it by this latency a response, s, instead",
     )
     args = parser.parse_args(argv)
     try:
         if args.crawl_delay <= 0:
             raise ConfigError(f"--crawl-delay must be above 0, not {args.crawl_delay:g}")
-        if args.latency < 0:
-            raise ConfigError(f"--latency must be at least 0, not {args.latency:g}")
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")

@@ -31,7 +31,13 @@ from pathlib import Path
 
 import redis as redis_client
 
-from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
+from focused.errors import (
+    CommandLineParser,
+    ConfigError,
+    at_least_one,
+    exit_on_config_error,
+    seconds,
+)
 from focused.replayweb import ReplayServer, load_graph
 
 REPO = Path(__file__).resolve().parent.parent
@@ -160,7 +166,7 @@ def main() -> int:
     parser.add_argument("--corpus", required=True, help="Wikispeedia-format dir or .tar.xz")
     parser.add_argument("--seed", default="Bird", help="start article (default Bird)")
     parser.add_argument("--pages", type=at_least_one, default=600, help="page budget of each crawl")
-    parser.add_argument("--delay", type=float, default=0.02, help="seconds per response")
+    parser.add_argument("--delay", type=seconds, default=0.02, help="seconds per response")
     parser.add_argument(
         "--count-calls",
         action="store_true",
@@ -172,6 +178,8 @@ def main() -> int:
         print("redis_scaling: error: redis-server is not installed", file=sys.stderr)
         return 2
     graph = load_graph(args.corpus)
+    if args.seed not in graph:
+        raise ConfigError(f"unknown seed article {args.seed!r}")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         port = free_port()

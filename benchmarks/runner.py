@@ -4,6 +4,7 @@ restart), against a replay web served from this process on 127.0.0.1.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -106,14 +107,31 @@ def report_head(title: str, module: str, argv: list[str] | None) -> list[str]:
     return [f"# {title}", "", f"`{command}`", ""]
 
 
+def output_folder(text: str) -> Path:
+    """argparse type of ``--out``: a folder the reports can be written in (made if missing),
+    checked before the benchmark runs; one that cannot be was a traceback once the run, of
+    hours perhaps, was over."""
+    from focused.arguments import check_output_file
+    from focused.errors import ConfigError
+
+    try:
+        check_output_file(Path(text, "report.md"), f"reports in {text!r}", makes_folders=True)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return Path(text)
+
+
 def extract_revision(revision: str, directory: Path) -> Path:
     """The files of git ``revision`` of this repository, written to a new ``directory``: the
     baseline a benchmark measures the working tree against."""
+    from focused.errors import ConfigError  # here: a baseline checkout runs this module too
+
     directory.mkdir()
-    archive = subprocess.run(
-        ["git", "archive", revision], cwd=REPO, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    archive = subprocess.run(["git", "archive", revision], cwd=REPO, capture_output=True)
+    if archive.returncode != 0:  # a mistyped --baseline: CalledProcessError's traceback
+        message = " ".join(archive.stderr.decode(errors="replace").split())
+        raise ConfigError(f"--baseline {revision!r} is no revision of this repository: {message}")
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True)
     return directory
 
 

@@ -37,9 +37,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.harvest import DEFAULT_OUT
-from benchmarks.runner import REPO, CrawlRun, report_head, run_scrapy
+from benchmarks.runner import REPO, CrawlRun, output_folder, report_head, run_scrapy
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one
+from focused.errors import CommandLineParser, ConfigError, at_least_one, seconds
 from focused.replayweb import ReplayServer, load_graph
 
 PLAIN_SPIDER = REPO / "benchmarks" / "plain_spider.py"
@@ -193,7 +193,7 @@ def crawl_arguments(prog: str, pages: int, repeats: int, runs_of: str) -> Comman
     parser.add_argument("--strategy", default=DEFAULT_STRATEGY, help="topical's strategy")
     parser.add_argument("--pages", type=at_least_one, default=pages, help="page budget of each run")
     parser.add_argument("--repeats", type=at_least_one, default=repeats, help=f"runs of {runs_of}")
-    parser.add_argument("--out", default=str(DEFAULT_OUT), help="output dir")
+    parser.add_argument("--out", type=output_folder, default=str(DEFAULT_OUT), help="output dir")
     return parser
 
 
@@ -207,7 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--delay",
-        type=float,
+        type=seconds,
         nargs="+",
         default=[0.0],
         metavar="S",
@@ -216,8 +216,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        if min(args.delay) < 0:
-            raise ConfigError(f"--delay must be at least 0, not {min(args.delay):g}")
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")

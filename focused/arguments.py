@@ -15,10 +15,12 @@ import logging
 import math
 import os
 import re
+import sqlite3
 import sys
 import tempfile
 import uuid
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -30,8 +32,8 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import feed_complete_default_values_from_settings
 from w3lib.url import safe_url_string
 
-from focused.canonical import SENDABLE_URL, canonicalize
-from focused.errors import ConfigError
+from focused.canonical import canonicalize, drop_params_setting, is_sendable
+from focused.errors import ConfigError, one_line
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
@@ -84,14 +86,7 @@ class Param:
             if self.choices and raw not in self.choices:
                 raise ConfigError(f"{name}={raw!r} is not one of: {', '.join(self.choices)}")
             return raw
-        try:
-            value = kind(raw)
-        except ValueError:
-            raise ConfigError(f"{name}={raw!r} is not {KIND_NAMES[kind]}") from None
-        if not _finite(value):
-            raise ConfigError(f"{name}={raw!r} is not a finite number")
-        if kind is int and abs(value) > sys.maxsize:  # an index, a seed, an SQLite INTEGER
-            raise ConfigError(f"{name}={raw} is too large: at most {sys.maxsize}")
+        value = _read_number(name, raw, kind)
         if self.low is not None and value < self.low:
             raise ConfigError(f"{name}={raw} is below its minimum {self.low:g}")
         if self.high is not None and value > self.high:
@@ -108,6 +103,21 @@ def is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _read_number(label: str, raw: Any, kind: type) -> Any:
+    """``raw`` read as ``kind`` (int or float), as the crawl will read it; ``label`` names it in
+    the error."""
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):  # also "": a setting given empty is no number
+        raise ConfigError(f"{label}={raw!r} is not {KIND_NAMES[kind]}") from None
+    if not _finite(value):  # nan passes every bound
+        raise ConfigError(f"{label}={raw!r} is not a finite number")
+    # An index, a seed, a deque's length, an SQLite INTEGER: an OverflowError once the crawl ran.
+    if kind is int and abs(value) > sys.maxsize:
+        raise ConfigError(f"{label}={raw} is too large: at most {sys.maxsize}")
+    return value
 
 
 def _finite(value: float) -> bool:
@@ -192,6 +202,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
         check_settings(settings)
+        _check_seed_lengths(seeds, settings)
         _check_no_made_setting_given(settings)
         strategy_class(strategy).check_settings(settings)
         _check_jobdir(settings)
@@ -247,8 +258,9 @@ def _parse_language(raw: str | None) -> str | None:
 
 def _read_text(path: str, what: str) -> str:
     try:
-        return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        # utf-8-sig: a file saved with a byte-order mark (Notepad's) began its first seed with it.
+        return Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
         raise ConfigError(f"cannot read {what} {path!r}: {exc.__class__.__name__}") from None
 
 
@@ -272,7 +284,7 @@ def _check_seed(seed: str) -> None:
     try:
         parts = urlsplit(seed)
         parts.port  # noqa: B018 -- raises on a port out of range or not a number
-        sendable = SENDABLE_URL.fullmatch(safe_url_string(canonicalize(seed)))
+        sendable = is_sendable(safe_url_string(canonicalize(seed)))
     except ValueError:  # also UnicodeError, from IDNA
         sendable = None
     else:
@@ -280,6 +292,21 @@ def _check_seed(seed: str) -> None:
             raise ConfigError(f"seed {seed!r} is not an http(s) URL")
     if not sendable:
         raise ConfigError(f"seed {seed!r} is not a valid URL")
+
+
+def _check_seed_lengths(seeds: tuple[str, ...], settings: Any) -> None:
+    """Scrapy's UrlLengthMiddleware drops a request whose URL, as sent, is longer than
+    ``URLLENGTH_LIMIT`` (0: no limit), a seed too: a DEBUG line, and a crawl of nothing that
+    exits 0."""
+    limit = settings.getint("URLLENGTH_LIMIT")
+    drop = drop_params_setting(settings)
+    for seed in seeds:
+        url = safe_url_string(canonicalize(seed, drop))
+        if limit and len(url) > limit:
+            raise ConfigError(
+                f"seed {url[:60]}... is {len(url)} characters long: Scrapy drops a URL longer "
+                f"than URLLENGTH_LIMIT ({limit})"
+            )
 
 
 def _parse_allowed_domains(args: Mapping[str, str], seeds: tuple[str, ...]) -> tuple[str, ...]:
@@ -345,8 +372,13 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
     # two must also be at least 1.
     "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),
-    "CONCURRENT_ITEMS": (int, 1, None),  # 0: Scrapy scrapes the first page and stops
+    # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
+    # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
+    "CONCURRENT_ITEMS": (int, 1, 10_000),
 }
+# Numeric settings off by default (None): given empty (-s NAME=), they stay off. Any other
+# number given empty is read as one once the crawl has started: a traceback.
+EMPTY_MEANS_NONE = frozenset({"STORE_MIN_RELEVANCE"})
 
 
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
@@ -409,9 +441,10 @@ def check_settings(settings: Any) -> None:
             _check_number(name, raw, *bounds)
     for name in scrapy_classes:  # those the project names are imported anyway
         if _given_on_command_line(settings, name):
-            path = settings[name]
-            if isinstance(path, str) and (problem := _import_problem(path)):
-                raise ConfigError(f"setting {name}={path!r} cannot be imported: {problem}")
+            _check_import(f"setting {name}=", settings[name])
+    _check_components(settings)
+    _check_integer_lists(settings)
+    _check_download_slots(settings)
     _check_logging(settings)
     _check_feeds(settings)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
@@ -435,15 +468,104 @@ def check_settings(settings: Any) -> None:
         )
 
 
+# Scrapy's settings that give the order of the classes they name (None: not loaded), and those
+# that name a class for each scheme or format (None: none). Scrapy loads them as the crawl
+# starts: a class that does not import, or an order that is no number, was a traceback.
+COMPONENT_ORDERS = (
+    "ADDONS",
+    "DOWNLOADER_MIDDLEWARES",
+    "EXTENSIONS",
+    "ITEM_PIPELINES",
+    "SPIDER_CONTRACTS",
+    "SPIDER_MIDDLEWARES",
+)
+COMPONENTS_BY_NAME = ("DOWNLOAD_HANDLERS", "FEED_EXPORTERS", "FEED_STORAGES")
+
+
+def _check_components(settings: Any) -> None:
+    for name in (*COMPONENT_ORDERS, *COMPONENTS_BY_NAME):
+        if not _given_on_command_line(settings, name):
+            continue
+        for key, value in settings.getdict(name).items():
+            if value is None:  # not loaded
+                continue
+            _check_import(f"setting {name}: ", key if name in COMPONENT_ORDERS else value)
+            if name in COMPONENT_ORDERS and not _is_number(value, float):
+                raise ConfigError(
+                    f"setting {name}: {key!r} has order {value!r}; give a number, or null to "
+                    "turn it off"
+                )
+    if _given_on_command_line(settings, "RETRY_EXCEPTIONS"):
+        for path in settings.getlist("RETRY_EXCEPTIONS"):
+            _check_import("setting RETRY_EXCEPTIONS: ", path)
+
+
+def _check_import(label: str, path: Any) -> None:
+    """A class (or function) named by its path imports; ``label`` starts the error."""
+    if isinstance(path, str) and (problem := _import_problem(path)):
+        raise ConfigError(f"{label}{path!r} cannot be imported: {problem}")
+
+
+# Scrapy's settings that list whole numbers (HTTP status codes, ports), which it reads with
+# int() as the crawl starts (a traceback) or compares with a response's status (a code given
+# as "abc" matched nothing, silently).
+INTEGER_LISTS = (
+    "HTTPCACHE_IGNORE_HTTP_CODES",
+    "HTTPERROR_ALLOWED_CODES",
+    "RETRY_HTTP_CODES",
+    "TELNETCONSOLE_PORT",
+)
+
+
+def _check_integer_lists(settings: Any) -> None:
+    for name in INTEGER_LISTS:
+        for item in settings.getlist(name):
+            try:
+                int(item)
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"setting {name}: {item!r} is not a whole number (give them separated by "
+                    "commas: 500,502)"
+                ) from None
+
+
+# What Scrapy's downloader reads from a DOWNLOAD_SLOTS entry as it makes the host's slot, and
+# the least of each.
+SLOT_NUMBERS: dict[str, tuple[type, float]] = {
+    "concurrency": (int, 1),
+    "delay": (float, 0.0),
+    "jitter": (float, 0.0),
+}
+
+
+def _check_download_slots(settings: Any) -> None:
+    """A value of another type was a traceback for each request to the host, a concurrency
+    below 1 a crawl that never fetched from it."""
+    for host, slot in settings.getdict("DOWNLOAD_SLOTS").items():
+        if not isinstance(slot, dict):
+            raise ConfigError(
+                f"setting DOWNLOAD_SLOTS: {host!r} has {slot!r}; give a JSON object, such as "
+                '{"concurrency": 2, "delay": 1.0}'
+            )
+        for key, (kind, low) in SLOT_NUMBERS.items():
+            value = slot.get(key, low)
+            if not _is_number(value, kind) or value < low:
+                raise ConfigError(
+                    f"setting DOWNLOAD_SLOTS: {host!r} has {key}={value!r}; give "
+                    f"{KIND_NAMES[kind]}, at least {low:g}"
+                )
+
+
+def _is_number(value: Any, kind: type) -> bool:
+    """A JSON number of ``kind`` (a float may be written as an int), finite; not a bool."""
+    kinds = (int,) if kind is int else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and _finite(value)
+
+
 def _check_number(name: str, raw: Any, kind: type, low: float | None, high: float | None) -> None:
-    if raw is None or raw == "":
+    if raw is None or (raw == "" and name in EMPTY_MEANS_NONE):
         return
-    try:
-        value = kind(raw)
-    except (TypeError, ValueError):
-        raise ConfigError(f"setting {name}={raw!r} is not {KIND_NAMES[kind]}") from None
-    if not _finite(value):  # nan passes every bound
-        raise ConfigError(f"setting {name}={raw!r} is not a finite number")
+    value = _read_number(f"setting {name}", raw, kind)
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
         raise ConfigError(f"setting {name}={raw} is outside {bounds}")
@@ -513,8 +635,8 @@ def _given_on_command_line(settings: Any, name: str) -> bool:
 
 
 def _check_logging(settings: Any) -> None:
-    """LOG_LEVEL, LOG_ENCODING and LOG_FILE, which Scrapy uses as it sets up logging, before
-    anything else: a mistake there is a traceback and no log."""
+    """LOG_LEVEL, LOG_FORMAT, LOG_ENCODING and LOG_FILE, which Scrapy uses as it sets up
+    logging, before anything else: a mistake there is a traceback and no log."""
     level = settings.get("LOG_LEVEL")
     # Scrapy hands it to logging.Handler.setLevel as it is: a name, in capitals.
     if isinstance(level, str) and level not in logging.getLevelNamesMapping():
@@ -522,6 +644,13 @@ def _check_logging(settings: Any) -> None:
             f"setting LOG_LEVEL={level!r} is not a log level: CRITICAL, ERROR, WARNING, INFO "
             "or DEBUG"
         )
+    fmt, datefmt = settings.get("LOG_FORMAT"), settings.get("LOG_DATEFORMAT")
+    try:  # a field no log record has fails on every line, each an error report of its own
+        logging.Formatter(fmt, datefmt).format(logging.makeLogRecord({"msg": "a line"}))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"setting LOG_FORMAT={fmt!r} cannot format a log line: {one_line(exc)}"
+        ) from None
     encoding = settings.get("LOG_ENCODING")
     if encoding:
         try:
@@ -606,6 +735,22 @@ def _check_jobdir(settings: Any) -> None:
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: {exc.strerror}") from None
     if not os.access(jobdir, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is not writable")
+    _check_job_databases(Path(jobdir))
+
+
+def _check_job_databases(jobdir: Path) -> None:
+    """Every SQLite file of a job directory (the frontier, the counters, the trap families...)
+    is a database: one that is not (damaged, or another program's) failed with a traceback as
+    the component that owns it opened, and the crawl went on without it or stopped."""
+    for path in sorted(jobdir.rglob("*.sqlite3")):
+        try:
+            with closing(sqlite3.connect(path)) as database:
+                database.execute("PRAGMA schema_version")
+        except sqlite3.Error as exc:
+            raise ConfigError(
+                f"JOBDIR {str(jobdir)!r} is not a job directory of this crawler: "
+                f"{path.relative_to(jobdir)} cannot be read ({exc}); use a new JOBDIR"
+            ) from None
 
 
 def check_unstored_dir(settings: Any) -> None:
@@ -628,12 +773,25 @@ def _job_record(settings: Any) -> dict[str, Any]:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # ValueError: also JSON and UTF-8 errors
         record = None
-    if not isinstance(record, dict):
+    if not _is_job_record(record):
         raise ConfigError(
             f"JOBDIR {str(path.parent)!r} is not a job directory of this crawler: "
             f"{path.name} cannot be read; use a new JOBDIR"
         )
     return record
+
+
+def _is_job_record(record: Any) -> bool:
+    """What ``remember_job`` writes: another value was a traceback as the resume compared it
+    (a crawl id of 5, an order without its topic)."""
+    if not isinstance(record, dict):
+        return False
+    if not all(isinstance(record.get(name, ""), str) for name in ("crawl_id", "strategy")):
+        return False
+    order = record.get("order", {})
+    return isinstance(order, dict) and (
+        not order or (isinstance(order.get("topic"), str) and isinstance(order.get("params"), dict))
+    )
 
 
 def crawl_order(strategy: str, params: Mapping[str, Any], topic: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from urllib.parse import SplitResult, urlsplit, urlunsplit
 from weakref import WeakKeyDictionary
 
 from scrapy.utils.request import fingerprint
+from twisted.internet.abstract import isIPv6Address
 from w3lib.url import safe_url_string
 
 from focused import settings as default_settings
@@ -43,6 +44,10 @@ PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 # What Twisted's HTTP client sends: printable ASCII. A host with a space in it passes urlsplit
 # and safe_url_string, and then fails in the downloader (its robots.txt with a traceback).
 SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
+# The host names Twisted connects to once IDNA-encoded (as safe_url_string leaves them; Scrapy
+# lets the underscore through too), besides IPv6 addresses. Another one (``*.example.org``,
+# ``a!b.org``, ``ex%41mple.org``) fails in the downloader the same way.
+HOST_NAME = re.compile(r"[a-z0-9._-]+")
 
 
 def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:
@@ -145,6 +150,15 @@ def canonicalize(url: str, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> str:
     parts = drop_params(parts, drop)
     parts = sort_query(parts)
     return urlunsplit(parts)
+
+
+def is_sendable(url: str) -> bool:
+    """``url`` (made safe: ``safe_url_string``) can be sent by the downloader: printable ASCII,
+    and its host, if it has one, is one Twisted connects to."""
+    if not SENDABLE_URL.fullmatch(url):
+        return False
+    host = urlsplit(url).hostname
+    return host is None or HOST_NAME.fullmatch(host) is not None or isIPv6Address(host)
 
 
 def same_host(url: str, other: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from collections.abc import Callable
@@ -57,6 +58,18 @@ def port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """argparse type of a duration in seconds: at least 0, and finite (nan passes every
+    comparison, and a timeout or a sleep of inf fails with a traceback)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not 0 <= value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and finite, not {text}")
     return value
 
 

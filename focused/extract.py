@@ -28,7 +28,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS
 from scrapy.utils.response import _baseurl_cache, get_base_url
 from w3lib.url import safe_url_string
 
-from focused.canonical import DEFAULT_DROP_PARAMS, SENDABLE_URL, canonicalize, same_host
+from focused.canonical import DEFAULT_DROP_PARAMS, canonicalize, is_sendable, same_host
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -230,7 +230,7 @@ def _link_url(
         escaped = safe_url_string(url) == url
     except ValueError:  # also UnicodeError: from the page's encoding, or IDNA
         return href, BAD_URL, False
-    if not SENDABLE_URL.fullmatch(url):  # a space in the host: escaping leaves it there
+    if not is_sendable(url):  # a space in the host: escaping leaves it there
         return href, BAD_URL, False
     return url, unfollowable_reason(url), escaped
 

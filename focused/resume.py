@@ -18,7 +18,8 @@ What a crash can cut off, and where it is kept instead:
   (queued, in flight, finished), which change in the same transactions as the queue.
 - **Trap-family counts** (``focused.traps.SqliteCounts``): ``JOBDIR/trapfamilies.sqlite3``,
   every change committed at once.
-- **Counters** in ``spider.state`` (Scrapy saves it only on a clean close): ``recover_state``
+- **Counters** in ``spider.state`` (Scrapy saves it only on a clean close; ``SpiderState``
+  writes it whole or not at all, and reads one cut short as missing): ``recover_state``
   takes fetch order, relevant pages, canonical URLs and per-host counts back from the store.
   The counters the store cannot show, the page budget's ``responses`` (a response that gave
   no page leaves no record) and the discovery order ``discovered`` (the store holds no
@@ -38,7 +39,9 @@ Stats: ``focused/resume/recovered_inflight`` (requests queued again after a cras
 from __future__ import annotations
 
 import json
+import logging
 import os
+import pickle
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,7 +50,9 @@ from urllib.parse import urlsplit
 from scrapy import Request, signals
 from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
+from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
+from focused.errors import one_line
 from focused.items import PageItem, PageOutputMiddleware
 from schedulers.base import connect_crash_safe
 
@@ -76,8 +81,35 @@ links_yielded = object()
 # (``add_to_counter``).
 counter_changed = object()
 
+logger = logging.getLogger(__name__)
+
 COUNTERS_FILE = "counters.sqlite3"  # under JOBDIR
 TOPIC_FILE = "topic.jsonl"  # under JOBDIR
+
+
+class SpiderState(ScrapySpiderState):
+    """Scrapy's ``JOBDIR/spider.state``, written to a temporary file and renamed: Scrapy wrote
+    it in place, so a kill as a crawl closed left it cut short, and the resume logged a
+    traceback. One that cannot be read (cut short so, or damaged) is taken as missing, as after
+    a crash (whose counters come back from the store: ``recover_state``), in one warning."""
+
+    def spider_closed(self, spider: Spider) -> None:
+        if self.jobdir:
+            written = Path(f"{self.statefn}.tmp")
+            with written.open("wb") as file:
+                pickle.dump(spider.state, file, protocol=4)
+            os.replace(written, self.statefn)
+
+    def spider_opened(self, spider: Spider) -> None:
+        try:
+            super().spider_opened(spider)
+        except Exception as exc:  # unpickling damaged bytes raises about anything
+            logger.warning(
+                "%s cannot be read (%s): the crawl resumes as after a crash",
+                self.statefn,
+                one_line(exc),
+            )
+            spider.state = {}
 
 
 class TopicJournal:

@@ -80,9 +80,21 @@ UNREACHABLE = (
 )
 
 
+# What Twisted's HostnameEndpoint fails with for a host it cannot connect to, which seeds and
+# links are checked for (focused.canonical.is_sendable) but a redirect (a Location header, a
+# meta refresh) is not: http://*.example.org/.
+INVALID_HOST = "invalid hostname: "
+
+
+def _unreachable(exc: BaseException | None) -> bool:
+    return isinstance(exc, UNREACHABLE) or (
+        isinstance(exc, ValueError) and str(exc).startswith(INVALID_HOST)
+    )
+
+
 class _UnreachableInOneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and isinstance(record.exc_info[1], UNREACHABLE):
+        if record.exc_info and _unreachable(record.exc_info[1]):
             record.exc_info = record.exc_text = None
         return True
 

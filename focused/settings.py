@@ -30,7 +30,7 @@ DOWNLOADER = "focused.downloader.PoliteDownloader"
 # dispatch meanwhile (SCORE_BEFORE_DISPATCH), so harvest no longer depends on it (8: 0.472 and
 # 0.474; before the hold, 0.444). 8 saved about 1 ms of CPU a page in session 10, nothing
 # measurable in session 11 (BENCHMARKS.md).
-CONCURRENT_ITEMS = 100
+CONCURRENT_ITEMS = 100  # at most 10,000: Scrapy starts this many tasks for every page
 DOWNLOAD_TIMEOUT = 30
 DOWNLOAD_MAXSIZE = 10 * 1024 * 1024  # a page larger than 10 MiB is not a topical page
 DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
@@ -81,7 +81,9 @@ EXTENSIONS = {
     "focused.feeds.FeedExporter": 0,  # a feed that cannot be written stops the crawl
     "scrapy.extensions.closespider.CloseSpider": None,  # replaced by the one below
     "focused.stopping.PageBudget": 0,  # CLOSESPIDER_PAGECOUNT counts the crawl's pages
-    "focused.resume.CrawlCounters": 1,  # JOBDIR: after Scrapy's SpiderState (0) loads the state
+    "scrapy.extensions.spiderstate.SpiderState": None,  # replaced by the one below
+    "focused.resume.SpiderState": 0,  # JOBDIR/spider.state written whole, or read as missing
+    "focused.resume.CrawlCounters": 1,  # JOBDIR: after SpiderState (0) loads the state
     "focused.extensions.ProgressLog": 500,
     "focused.stopping.StopCriteria": 510,
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER

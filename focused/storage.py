@@ -764,10 +764,12 @@ def open_store(
             timeout_ms=int(_setting(settings, "MONGO_TIMEOUT_MS", DEFAULT_MONGO_TIMEOUT_MS)),
             create=create and not read_only,
         )
-    if settings.get("FOCUSED_DB") == "":
+    db = settings.get("FOCUSED_DB")
+    if isinstance(db, str) and not db.strip():
         # Unlike an empty MONGO_URI (-s MONGO_URI= is how the command line turns off a server
         # the project's settings name), it cannot mean "no file": it would mean the default file,
-        # another crawl's store perhaps, which a variable that expanded to nothing did not ask for.
-        raise StoreSettingError("setting FOCUSED_DB needs a file, not ''")
+        # another crawl's store perhaps, which a variable that expanded to nothing did not ask for
+        # (nor a file named " " in the working directory, which one that expanded to a space).
+        raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {db!r}")
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
     return SqliteStore(path, create=create, read_only=read_only)

@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.sites import Reply, Site, html
 from tests.test_storage import filled_sqlite, read_only
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -119,11 +120,23 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
         # It meant the default file, focused.sqlite3 in the working directory.
         (GOOD, {"FOCUSED_DB": ""}, "setting FOCUSED_DB needs a file, not ''"),
+        (GOOD, {"FOCUSED_DB": " "}, "setting FOCUSED_DB needs a file, not ' '"),  # made " "
         # URLs the downloader cannot send: each failed in the crawl, with a traceback.
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://[::1/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://exa mple.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # A host Twisted does not connect to: a traceback at its robots.txt.
+        ({**GOOD, "seeds": "http://*.example.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # Scrapy's UrlLengthMiddleware dropped it: the crawl fetched nothing and exited 0.
+        (
+            {**GOOD, "seeds": "http://127.0.0.1:9/" + "a" * 3000},
+            {},
+            "characters long: Scrapy drops a URL longer than URLLENGTH_LIMIT (2083)",
+        ),
+        # A number given empty (also with Scrapyd's -d setting=NAME=): read once the crawl ran.
+        (GOOD, {"RELEVANCE_THRESHOLD": ""}, "setting RELEVANCE_THRESHOLD='' is not a number"),
+        (GOOD, {"DOWNLOAD_DELAY": ""}, "setting DOWNLOAD_DELAY='' is not a number"),
         # Seeds the offsite filter drops: the crawl fetched nothing and exited 0.
         ({**GOOD, "allowed_domains": "http://127.0.0.1:9/"}, {}, "is not a domain name"),
         ({**GOOD, "allowed_domains": "example.org"}, {}, "is outside allowed_domains"),
@@ -148,7 +161,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"ROBOTSTXT_OBEY": "perhaps"}, "ROBOTSTXT_OBEY='perhaps' is not true or false"),
         (GOOD, {"CLOSESPIDER_TIMEOUT": "1h"}, "CLOSESPIDER_TIMEOUT='1h' is not a number"),
         (GOOD, {"DEPTH_LIMIT": "-1"}, "DEPTH_LIMIT=-1 is outside [0, inf]"),
-        (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, inf]"),
+        (GOOD, {"CONCURRENT_ITEMS": "0"}, "CONCURRENT_ITEMS=0 is outside [1, 10000]"),
         (GOOD, {"LOG_LEVEL": "info"}, "LOG_LEVEL='info' is not a log level"),
         (GOOD, {"DUPEFILTER_CLASS": "dupes.Filter"}, "DUPEFILTER_CLASS='dupes.Filter' cannot be"),
         (GOOD, {"DOWNLOAD_SLOTS": "[2]"}, "Invalid -s value: a setting that holds a dict takes"),
@@ -210,6 +223,42 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
         ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
         ({"PLAYWRIGHT_BROWSER_TYPE": "firefox"}, "setting PLAYWRIGHT_BROWSER_TYPE='firefox':"),
+        # Given empty, each was a traceback once read (STORE_MIN_RELEVANCE's none means off).
+        ({"RELEVANCE_MAX_DOCS": ""}, "setting RELEVANCE_MAX_DOCS='' is not an integer"),
+        ({"LINK_CONTEXT_CHARS": ""}, "setting LINK_CONTEXT_CHARS='' is not an integer"),
+        ({"RETRY_TIMES": ""}, "setting RETRY_TIMES='' is not an integer"),
+        # Past 64 bits: an OverflowError as the crawl opened (a deque's length).
+        ({"DRIFT_WINDOW": "1" + "0" * 30}, "setting DRIFT_WINDOW=1000000000000000000000000000000"),
+        ({"RELEVANCE_MAX_DOCS": "1" + "0" * 30}, "setting RELEVANCE_MAX_DOCS=100000000000000000"),
+        # Scrapy made a million tasks for each page's outputs: about a minute a page.
+        ({"CONCURRENT_ITEMS": "1000000"}, "setting CONCURRENT_ITEMS=1000000 is outside [1, 10000]"),
+        # Read with int() as the crawl opened (a traceback), or compared with a status (never).
+        ({"RETRY_HTTP_CODES": "500,5xx"}, "setting RETRY_HTTP_CODES: '5xx' is not a whole number"),
+        ({"HTTPERROR_ALLOWED_CODES": "[404]"}, "setting HTTPERROR_ALLOWED_CODES: '[404]' is not"),
+        # Classes Scrapy loads as the crawl opens: a traceback.
+        (
+            {"ITEM_PIPELINES": '{"pipelines.storage.StoragePipeline": 800, "pipelines.no.P": 9}'},
+            "setting ITEM_PIPELINES: 'pipelines.no.P' cannot be imported: no module named",
+        ),
+        (
+            {"EXTENSIONS": '{"focused.extensions.ProgressLog": "last"}'},
+            "setting EXTENSIONS: 'focused.extensions.ProgressLog' has order 'last'; give a number",
+        ),
+        ({"DOWNLOAD_HANDLERS": '{"http": "handlers.Nope"}'}, "setting DOWNLOAD_HANDLERS: 'handl"),
+        ({"RETRY_EXCEPTIONS": "builtins.OSError,no.Error"}, "setting RETRY_EXCEPTIONS: 'no.Error'"),
+        # Read as the host's slot is made: a traceback for each request, or none ever sent.
+        ({"DOWNLOAD_SLOTS": '{"127.0.0.1": 2}'}, "setting DOWNLOAD_SLOTS: '127.0.0.1' has 2; give"),
+        (
+            {"DOWNLOAD_SLOTS": '{"127.0.0.1": {"concurrency": 0}}'},
+            "setting DOWNLOAD_SLOTS: '127.0.0.1' has concurrency=0; give an integer, at least 1",
+        ),
+        (
+            {"DOWNLOAD_SLOTS": '{"127.0.0.1": {"delay": "1"}}'},
+            "setting DOWNLOAD_SLOTS: '127.0.0.1' has delay='1'; give a number, at least 0",
+        ),
+        # Every log line failed to format (an error report each, exit 0), or logging did not start.
+        ({"LOG_FORMAT": "%(nosuch)s"}, "setting LOG_FORMAT='%(nosuch)s' cannot format a log line"),
+        ({"LOG_FORMAT": "{message}"}, "setting LOG_FORMAT='{message}' cannot format a log line"),
     ],
 )
 def test_scrapy_settings_given_as_text_are_checked(settings, message):
@@ -240,6 +289,12 @@ def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
         "REFERRER_POLICY": "same-origin",  # a policy's name, or a class to import
         "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
         "FEEDS": json.dumps({str(tmp_path / "pages.jsonl"): {}, "s3://b/p": {"format": "csv"}}),
+        "STORE_MIN_RELEVANCE": "",  # none: every page stored
+        "RETRY_HTTP_CODES": "500, 503",
+        "ITEM_PIPELINES": '{"pipelines.storage.StoragePipeline": 800.5, "a.B": null}',
+        "DOWNLOAD_HANDLERS": '{"ftp": null}',
+        "DOWNLOAD_SLOTS": '{"127.0.0.1": {"concurrency": 2, "delay": 0, "jitter": 0.5}}',
+        "LOG_FORMAT": "%(levelname)s %(name)s: %(message)s",
     }
     check_settings(Settings(given, priority="cmdline"))
 
@@ -311,6 +366,32 @@ def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     assert "Traceback" not in log, log[-3000:]
 
 
+def redirect_to_a_host_no_one_can_reach(method: str, path: str) -> Reply:
+    if path == "/robots.txt":
+        return Reply(404, "")
+    if path == "/moved":
+        return Reply(301, headers={"Location": "http://*.example.org/birds"})
+    if path == "/refresh":
+        return Reply(200, html("t", "", '<meta http-equiv="refresh" content="0; url=http://a!b/">'))
+    return Reply(
+        200, html("Birds", '<p>birds nests</p><a href="/moved">m</a> <a href="/refresh">r</a>')
+    )
+
+
+def test_a_redirect_to_a_host_the_downloader_cannot_connect_to_is_one_line(tmp_path):
+    """Seeds and links are checked for such a host, a redirect's target is not: its robots.txt
+    failed with a traceback."""
+    with Site(redirect_to_a_host_no_one_can_reach) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": site.url})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
+    hosts = sorted(line.rpartition("invalid hostname: ")[2] for line in robots)
+    assert hosts == ["*.example.org", "a!b"], log[-3000:]
+    assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
@@ -364,6 +445,16 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
     )
     config = parse_arguments({"query": "birds", "seeds_file": str(seeds_file)})
     assert config.seeds == ("http://127.0.0.1:9/wiki/Bird",)
+
+
+def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
+    """As Notepad saves UTF-8: its first seed was refused as no http(s) URL."""
+    seeds_file, topic_file = tmp_path / "seeds.txt", tmp_path / "topic.txt"
+    seeds_file.write_text("http://127.0.0.1:9/wiki/Bird\n", encoding="utf-8-sig")
+    topic_file.write_text("sea birds", encoding="utf-8-sig")
+    arguments = {"topic_file": str(topic_file), "seeds_file": str(seeds_file)}
+    config = parse_arguments(arguments)
+    assert (config.seeds, config.topic) == (("http://127.0.0.1:9/wiki/Bird",), "sea birds")
 
 
 @pytest.mark.parametrize(
@@ -476,6 +567,8 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
         # bees that a pop looked over one by one.
         ({"strategy": "pso", "particles": "1000000000"}, "particles=1000000000 is above its max"),
         ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
+        # Not from a shell, whose arguments end at a NUL, but from a program that starts crawls.
+        ({"topic_file": "topic\x00.txt"}, "cannot read topic_file 'topic\\x00.txt': ValueError"),
     ],
 )
 def test_odd_argument_values_are_refused(arguments, message):
@@ -498,6 +591,46 @@ def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since
     with pytest.raises(ConfigError) as refused:
         parse_arguments({**arguments, "rank_growth": "0.5"}, settings)
     assert str(refused.value).startswith("JOBDIR holds a rank_semantic crawl with band_low=0.1")
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"crawl_id": 5, "strategy": "shark"},
+        {"crawl_id": "first", "strategy": ["shark"]},
+        {"crawl_id": "first", "strategy": "shark", "order": {"params": {}}},
+        {"crawl_id": "first", "strategy": "shark", "order": {"topic": "ab", "params": [1]}},
+    ],
+)
+def test_a_job_record_of_another_shape_is_refused_in_one_line(tmp_path, record):
+    """A focused.json that is JSON but not what a crawl writes: a traceback as the resume
+    compared it (or a strategy shown as ['shark'])."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "focused.json").write_text(json.dumps(record))
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert "is not a job directory of this crawler: focused.json cannot be read" in str(
+        refused.value
+    )
+
+
+@pytest.mark.parametrize(
+    "damaged", ["counters.sqlite3", "trapfamilies.sqlite3", "requests.queue/frontier.sqlite3"]
+)
+def test_a_job_database_that_is_no_database_is_refused_in_one_line(tmp_path, damaged):
+    """Damaged, or another program's: a traceback as the component owning it opened it (the
+    counters' and the trap families' with the crawl going on without them)."""
+    job = tmp_path / "job"
+    (job / damaged).parent.mkdir(parents=True)
+    (job / damaged).write_bytes(b"not a database, whatever its name says" * 4)
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert str(refused.value) == (
+        f"JOBDIR {str(job)!r} is not a job directory of this crawler: {damaged} cannot be read "
+        "(file is not a database); use a new JOBDIR"
+    )
 
 
 @pytest.mark.parametrize(

@@ -273,18 +273,60 @@ def test_held_host_command_on_the_sample(tmp_path, hold) -> None:
 @pytest.mark.parametrize(
     ("arguments", "error"),
     [
-        (["--delay", "0", "-0.5"], "throughput: error: --delay must be at least 0, not -0.5"),
+        (["--delay", "-0.5"], f"{THROUGHPUT} --delay: must be at least 0 and finite, not -0.5"),
+        (["--delay", "0", "nan"], f"{THROUGHPUT} --delay: must be at least 0 and finite, not nan"),
         (["--repeats", "0"], f"{THROUGHPUT} --repeats: must be at least 1, not 0"),
         (["--pages", "0"], f"{THROUGHPUT} --pages: must be at least 1, not 0"),
         (["--pages", "x"], f"{THROUGHPUT} --pages: expected a whole number, not 'x'"),
         (["--bogus"], "python -m benchmarks.throughput: error: unrecognized arguments: --bogus"),
     ],
 )
-def test_throughput_command_rejects_bad_input(arguments, error) -> None:
-    command = [sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE), *arguments]
+def test_throughput_command_rejects_bad_input(arguments, error, tmp_path) -> None:
+    # --out: a value taken runs the benchmark, whose report must not replace the repository's.
+    command = [sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE)]
+    command += ["--out", str(tmp_path), *arguments]
     result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr == f"{error}\n"
+
+
+# Each as cheap as a run can be, since before it ran anyway.
+HARVEST = ["--corpus", str(SAMPLE), "--topics", str(REPO / "benchmarks" / "topics-sample.json")]
+HARVEST += ["--strategies", "bfs", "--budget", "3"]
+FRONTIER = ["--ops", "10", "--no-memory-cases", "--score-levels", "none"]
+SCORING = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
+REDIS_SCALING = ["--corpus", str(SAMPLE), "--pages", "3"]
+
+
+@pytest.mark.parametrize(
+    ("module", "arguments", "error"),
+    [
+        # A timeout of nan or inf: each crawl's traceback, then the run's.
+        ("harvest", [*HARVEST, "--timeout", "nan"], "argument --timeout: must be at least 0 and"),
+        # Found only as the reports were written, once every crawl had run: a traceback.
+        ("harvest", [*HARVEST, "--out", str(REPO / "README.md")], "argument --out: cannot write"),
+        ("frontier", [*FRONTIER, "--out", str(REPO / "README.md")], "argument --out: cannot wr"),
+        # Measured a memory queue under the name given.
+        ("frontier", [*FRONTIER, "--kinds", "memory,tape"], "argument --kinds: no queue kind 'ta"),
+        # Each a traceback once the benchmark ran.
+        ("scoring", [*SCORING, "--seed", "Nowhere"], "unknown seed article 'Nowhere'"),
+        ("scoring", [*SCORING, "--baseline", "no-such-rev"], "--baseline 'no-such-rev' is no rev"),
+        ("redis_scaling", [*REDIS_SCALING, "--seed", "Nowhere"], "unknown seed article 'Nowhere'"),
+        # Taken as no delay: the benchmark ran, and measured no latency.
+        ("redis_scaling", [*REDIS_SCALING, "--delay", "-1"], "argument --delay: must be at least"),
+    ],
+)
+def test_a_benchmark_refuses_bad_input_in_one_line(module, arguments, error, tmp_path) -> None:
+    # As above; the last --out given is the one taken.
+    out = ["--out", str(tmp_path)] if module in ("harvest", "frontier") else []
+    command = [sys.executable, "-m", f"benchmarks.{module}", *out, *arguments]
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith(f"python -m benchmarks.{module}: error: ") and error in lines[0]
 
 
 CORPUS_READERS = ("anchor_auc", "anchor_stages", "collector", "pagecpu", "redis_scaling")

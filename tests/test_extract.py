@@ -173,6 +173,7 @@ BAD_HREFS = [
     "http://h:99999999999999999999/", "http://[::1/", "http://[zz]/", "http://[::1]:99999/",
     "http://]/", "http://h]/", "http://[::1]x/", "http://::1/", "//[::1/", "http://\u2100/",
     "http://exa mple.org/",  # a space in the host: the downloader cannot send it
+    "http://*.example.org/", "http://a!b.example/", "http://ex%41mple.org/",  # nor connect to
 ]  # fmt: skip
 # Links bad in the pages' encodings that lack one of their characters (w3lib escapes a query in
 # the page's encoding): the page holds them as character references. The same characters in a

@@ -7,7 +7,16 @@ import subprocess
 import time
 from collections import Counter
 
-from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, Crawl, crawl_args, crawl_env, scrapy_command
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    REPO,
+    Crawl,
+    crawl_args,
+    crawl_env,
+    run_crawl,
+    scrapy_command,
+)
 from tests.sites import GatedReplay, Hold
 
 
@@ -119,3 +128,26 @@ def test_the_topic_journal_survives_a_cut_line_and_restores_only_what_a_model_la
         fresh.score("penguin colony eggs").combined
         > RelevanceModel("birds").score("penguin colony eggs").combined
     )
+
+
+def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site):
+    """Scrapy wrote JOBDIR/spider.state in place as the crawl closed: a kill then left it cut
+    short, and the resume logged a traceback."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 10}
+    first = run_crawl(tmp_path, arguments, settings)
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    assert not (tmp_path / "job" / "spider.state.tmp").exists()  # written, then renamed
+    stored = len(first.pages())
+    state = tmp_path / "job" / "spider.state"
+    state.write_bytes(state.read_bytes()[:20])
+    resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 40})
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if "spider.state cannot be read" in line]
+    assert len(warnings) == 1 and warnings[0].endswith("the crawl resumes as after a crash")
+    pages = [page["url"] for page in resumed.pages()]
+    assert len(pages) == len(set(pages)) > stored
+    fetched = [path for path in site.fetched if path.startswith("/wiki/")]
+    assert len(fetched) == len(set(fetched))  # nothing fetched twice
