@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from benchmarks.runner import report_head, run_scrapy
+from benchmarks.runner import check_topical_arguments, report_head, run_scrapy
 from benchmarks.throughput import crawl_arguments, pages_per_second
 from focused.errors import ConfigError, seconds
 from focused.replayweb import ReplayServer, load_graph
@@ -47,6 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        check_topical_arguments(args.query, args.strategy)
         if args.crawl_delay <= 0:
             raise ConfigError(f"--crawl-delay must be above 0, not {args.crawl_delay:g}")
         graph = load_graph(args.corpus)
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         held = ReplayServer(graph, "127.0.0.2", crawl_delay=crawl_delay).start()
         free = ReplayServer(graph, "127.0.0.3").start()
     except (ConfigError, OSError) as exc:
-        print(f"held_host: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     delayed_robots = held.robots_txt
     seeds = f"{held.base_url_for(args.seed)},{free.base_url_for(args.seed)}"

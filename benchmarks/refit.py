@@ -78,9 +78,10 @@ def buffer_parser(module: str, rounds: int) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: this module also runs in the baseline checkout, whose runner may be older.
-    from benchmarks.runner import call_in_checkout, extract_revision
+    from benchmarks.runner import call_in_checkout, check_topical_arguments, extract_revision
 
     args = buffer_parser("benchmarks.refit", rounds=3).parse_args(argv)
+    check_topical_arguments(args.query)
     with tempfile.TemporaryDirectory(prefix="focused-refit-") as tmp:
         pages_file = Path(tmp, "pages.json")
         pages_file.write_text(json.dumps(page_texts(args.corpus, args.seed, max(args.pages))))

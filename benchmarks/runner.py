@@ -121,6 +121,18 @@ def output_folder(text: str) -> Path:
     return Path(text)
 
 
+def check_topical_arguments(query: str, strategy: str | None = None) -> None:
+    """The ``topical`` crawl's own check of a benchmark's ``--query`` and ``--strategy``, made
+    before the benchmark starts: a bad one raises ``ConfigError`` (one line, exit 2), where it
+    was a crawl failing after the set-up (exit 1), or a traceback in a baseline checkout."""
+    from focused.arguments import parse_arguments
+
+    arguments = {"query": query, "seeds": "http://127.0.0.1/"}  # the seed is checked apart
+    if strategy is not None:
+        arguments["strategy"] = strategy
+    parse_arguments(arguments)
+
+
 def extract_revision(revision: str, directory: Path) -> Path:
     """The files of git ``revision`` of this repository, written to a new ``directory``: the
     baseline a benchmark measures the working tree against."""

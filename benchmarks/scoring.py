@@ -131,7 +131,7 @@ def run(checkout: Path, pages_file: Path, query: str, strategy: str, store: str)
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here: this module also runs in the baseline checkout, whose runner may be older.
-    from benchmarks.runner import extract_revision
+    from benchmarks.runner import check_topical_arguments, extract_revision
     from focused.errors import CommandLineParser, at_least_one
 
     parser = CommandLineParser(prog="python -m benchmarks.scoring")
@@ -153,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="encoder vectors kept by an earlier crawl of the pages: none (cold, default) or all",
     )
     args = parser.parse_args(argv)
+    check_topical_arguments(args.query, args.strategy)
     with tempfile.TemporaryDirectory(prefix="focused-scoring-") as tmp:
         pages_file = Path(tmp, "pages.json")
         pages_file.write_text(json.dumps(fetch_pages(args.corpus, args.seed, args.pages)))

@@ -37,7 +37,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.harvest import DEFAULT_OUT
-from benchmarks.runner import REPO, CrawlRun, output_folder, report_head, run_scrapy
+from benchmarks.runner import (
+    REPO,
+    CrawlRun,
+    check_topical_arguments,
+    output_folder,
+    report_head,
+    run_scrapy,
+)
 from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import CommandLineParser, ConfigError, at_least_one, seconds
 from focused.replayweb import ReplayServer, load_graph
@@ -216,12 +223,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
+        check_topical_arguments(args.query, args.strategy)
         graph = load_graph(args.corpus)
         if args.seed not in graph:
             raise ConfigError(f"unknown seed article {args.seed!r}")
         server = ReplayServer(graph).start()
     except (ConfigError, OSError) as exc:
-        print(f"throughput: error: {exc}", file=sys.stderr)
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
     tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
     measured: list[Measured] = []

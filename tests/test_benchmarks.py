@@ -296,6 +296,8 @@ HARVEST += ["--strategies", "bfs", "--budget", "3"]
 FRONTIER = ["--ops", "10", "--no-memory-cases", "--score-levels", "none"]
 SCORING = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
 REDIS_SCALING = ["--corpus", str(SAMPLE), "--pages", "3"]
+CRAWLS = ["--corpus", str(SAMPLE), "--pages", "3", "--repeats", "1"]
+REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
 
 
 @pytest.mark.parametrize(
@@ -314,11 +316,23 @@ REDIS_SCALING = ["--corpus", str(SAMPLE), "--pages", "3"]
         ("redis_scaling", [*REDIS_SCALING, "--seed", "Nowhere"], "unknown seed article 'Nowhere'"),
         # Taken as no delay: the benchmark ran, and measured no latency.
         ("redis_scaling", [*REDIS_SCALING, "--delay", "-1"], "argument --delay: must be at least"),
+        # The crawl's own check of its query and strategy, before the set-up: each was a crawl
+        # failing once started (exit 1), or a traceback in the baseline checkout.
+        ("throughput", [*CRAWLS, "--strategy", "nosuch"], "unknown strategy 'nosuch'; valid"),
+        ("throughput", [*CRAWLS, "--query", " "], "missing query: give -a query="),
+        ("held_host", [*CRAWLS, "--query", "..."], "the query has no words to match pages"),
+        ("scoring", [*SCORING, "--query", ""], "missing query: give -a query="),
+        ("scoring", [*SCORING, "--strategy", "nosuch"], "unknown strategy 'nosuch'; valid"),
+        ("refit", [*REFIT, "--query", "..."], "the query has no words to match pages"),
     ],
 )
 def test_a_benchmark_refuses_bad_input_in_one_line(module, arguments, error, tmp_path) -> None:
     # As above; the last --out given is the one taken.
-    out = ["--out", str(tmp_path)] if module in ("harvest", "frontier") else []
+    out = (
+        ["--out", str(tmp_path)]
+        if module in ("harvest", "frontier", "throughput", "held_host")
+        else []
+    )
     command = [sys.executable, "-m", f"benchmarks.{module}", *out, *arguments]
     result = subprocess.run(
         command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=600
