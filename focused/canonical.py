@@ -14,6 +14,7 @@ their canonical URL, so a redirect target or a seed spelled another way is still
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from fnmatch import fnmatchcase
@@ -166,8 +167,23 @@ def same_host(url: str, other: str) -> bool:
 
 
 def drop_params_setting(settings) -> tuple[str, ...]:
-    """``CANONICAL_DROP_PARAMS`` as a tuple (a list, or a comma-separated string from -s)."""
-    return tuple(p.strip() for p in settings.getlist("CANONICAL_DROP_PARAMS") if p.strip())
+    """``CANONICAL_DROP_PARAMS`` as a tuple of lowercase globs: a list, a comma-separated string
+    from -s, or a JSON list from -s.
+
+    Parameter names are matched in lower case (``drop_params``), so a pattern is lowered too:
+    ``UTM_*`` matched nothing. Scrapy's ``getlist`` cuts a JSON list at its commas, into
+    patterns such as ``["utm_*"`` that matched nothing either, silently.
+    """
+    raw = settings.get("CANONICAL_DROP_PARAMS")
+    patterns = settings.getlist("CANONICAL_DROP_PARAMS")
+    if isinstance(raw, str) and raw.lstrip().startswith("["):
+        try:
+            given = json.loads(raw)
+        except ValueError:
+            given = None  # a name such as "[x" is a pattern of its own
+        if isinstance(given, list) and all(isinstance(pattern, str) for pattern in given):
+            patterns = given
+    return tuple(p.strip().lower() for p in patterns if p.strip())
 
 
 class CanonicalRequestFingerprinter:

@@ -757,6 +757,11 @@ def open_store(
     store that cannot be written when it should be is a ``StoreSettingError``.
     """
     uri = _setting(settings, "MONGO_URI", None)
+    if isinstance(uri, str) and not uri.strip():
+        # pymongo would take it for a host with no name, and say so only after MONGO_TIMEOUT_MS.
+        raise StoreSettingError(
+            f"setting MONGO_URI needs a mongodb:// URI, not {uri!r} (empty: the SQLite store)"
+        )
     if uri:
         return MongoStore(
             uri,

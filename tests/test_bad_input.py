@@ -121,6 +121,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         # It meant the default file, focused.sqlite3 in the working directory.
         (GOOD, {"FOCUSED_DB": ""}, "setting FOCUSED_DB needs a file, not ''"),
         (GOOD, {"FOCUSED_DB": " "}, "setting FOCUSED_DB needs a file, not ' '"),  # made " "
+        # pymongo took it for a host without a name, and said so after MONGO_TIMEOUT_MS.
+        (GOOD, {"MONGO_URI": " "}, "setting MONGO_URI needs a mongodb:// URI, not ' '"),
         # URLs the downloader cannot send: each failed in the crawl, with a traceback.
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),

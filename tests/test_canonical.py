@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 import pytest
 from scrapy import Request
 from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
 
 from focused.canonical import (
     CanonicalRequestFingerprinter,
@@ -16,6 +17,7 @@ from focused.canonical import (
     drop_fragment,
     drop_index_page,
     drop_params,
+    drop_params_setting,
     lowercase_scheme_and_host,
     normalise_percent_encoding,
     resolve_dot_segments,
@@ -174,3 +176,25 @@ def test_crawl_fetches_each_page_once_under_its_canonical_url(tmp_path):
     assert stat(crawl.result.stderr, "focused/duplicates/canonical") == 1
     # /e was stored as /d's canonical: the link to it is not followed again
     assert stat(crawl.result.stderr, "focused/skipped/already_fetched") >= 1
+
+
+@pytest.mark.parametrize(
+    ("given", "patterns"),
+    [
+        (["utm_*", "sid"], ("utm_*", "sid")),
+        ("utm_*, sid", ("utm_*", "sid")),  # -s NAME=a,b
+        # Each matched nothing: a parameter's name is matched in lower case, and Scrapy's
+        # getlist cut a JSON list at its commas, into '["utm_*"' and '"sid"]'.
+        ("UTM_*,Sid", ("utm_*", "sid")),
+        ('["utm_*", "sid"]', ("utm_*", "sid")),
+        # Not a JSON list of names: patterns as Scrapy's getlist gives them ("a[" is a name).
+        ("[x,a[", ("[x", "a[")),
+        ("", ()),
+    ],
+)
+def test_the_dropped_parameters_as_the_command_line_gives_them(given, patterns):
+    settings = Settings({"CANONICAL_DROP_PARAMS": given})
+    assert drop_params_setting(settings) == patterns
+    url = "http://example.org/p?UTM_source=x&sid=1&keep=2"
+    if "sid" in patterns:
+        assert canonicalize(url, drop_params_setting(settings)) == "http://example.org/p?keep=2"
