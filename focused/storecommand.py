@@ -140,10 +140,21 @@ def print_json(record: Any) -> None:
     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+# C0 and C1 control characters and DEL, each shown as its escape. A page's title comes from the
+# web and a query from whoever started the crawl: an escape sequence in one would drive the
+# reader's terminal (colours, a cleared screen, a line rewritten), a newline break a table.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+
+
+def printable(text: str) -> str:
+    """``text`` with its control characters escaped, for a terminal."""
+    return text.translate(_CONTROLS)
+
+
 def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str) -> None:
     """Columns padded to their widest cell, ``align`` giving ``l`` or ``r`` for each; the last
     column is not padded (it holds free text: a query, a title)."""
-    cells = [[str(cell) for cell in row] for row in [header, *rows]]
+    cells = [[printable(str(cell)) for cell in row] for row in [header, *rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         padded = [

@@ -33,7 +33,7 @@ from scrapy.settings import Settings
 
 from focused import storage
 from focused.report import build_report, describe_status, is_stale
-from focused.storage import FINISH_FIELDS, MongoStore, SqliteStore
+from focused.storage import FINISH_FIELDS, PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -792,3 +792,21 @@ def test_help_prints_each_option_as_written(name):
         ours = {action.help for action in parser._actions} - {a.help for a in scrapys._actions}
         for text in ours - {None}:
             assert " ".join(text.split()) in printed, width
+
+
+def test_a_title_or_query_never_drives_the_terminal(cli, tmp_path):
+    """A page's title comes from the web: its escape sequences (a cleared screen, a window
+    title, colours) and newlines were printed as they were."""
+    db = tmp_path / "hostile.sqlite3"
+    store = SqliteStore(db)
+    hostile = "\x1b[2J\x1b]0;owned\x07birds\nfake row\x9b31m"
+    shown = "\\x1b[2J\\x1b]0;owned\\x07birds\\x0afake row\\x9b31m"
+    store.start_crawl({"crawl_id": "c1", "query": hostile, "strategy": "bfs", "seeds": []})
+    page = {name: None for name in PAGE_FIELDS}
+    page |= {"crawl_id": "c1", "url": "http://a.test/", "title": hostile, "level": 0}
+    store.save_pages([{**page, "relevance": 0.5, "is_relevant": True, "fetch_order": 1}])
+    store.close()
+    for command in (["crawls"], ["pages"], ["report", "c1"]):
+        out = ok(cli(*command, settings={"FOCUSED_DB": str(db)}))
+        assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in out), out
+        assert shown in out, (command, out)

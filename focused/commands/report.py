@@ -30,6 +30,7 @@ from focused.storecommand import (
     find_crawl,
     print_json,
     print_table,
+    printable,
     score,
 )
 
@@ -91,7 +92,7 @@ def print_report(report: Report) -> None:
     crawl, total = report.crawl, report.totals
     out = sys.stdout.write
     out(f"crawl      {crawl['crawl_id']}\n")
-    out(f"query      {crawl['query']}\n")
+    out(f"query      {printable(str(crawl['query']))}\n")
     params = describe_params(crawl["params"])
     out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}\n")
     out(f"started    {describe_time(crawl['started_at'])}\n")
