@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
@@ -550,6 +551,9 @@ class RelevanceModel:
         # it (and adds a seed to the topic), and tokenizing it again would cost a quarter of the
         # page's scoring time.
         self._last_page: tuple[str, str | None, list[str]] = ("", None, [])
+        # Read back by load(): it knows the pages learned before a save (a resumed crawl relearns
+        # from its store only the pages stored since; a model made anew must relearn them all).
+        self.restored = False
 
     @classmethod
     def from_settings(
@@ -714,9 +718,16 @@ class RelevanceModel:
         """Write the models (gensim ``save``), the topic and the training buffer to a directory.
 
         The buffer is kept so that a resumed crawl's next refit still learns from earlier pages.
+        The files are written to a new directory that then takes the old one's place: a crawl
+        killed as it saved (as it closed) leaves the old model whole, or none, never files of
+        two models that would load as one and fail once scoring.
         """
         path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
+        written = path.with_name(f"{path.name}.new")
+        replaced = path.with_name(f"{path.name}.old")
+        for leftover in (written, replaced):  # a save killed before
+            shutil.rmtree(leftover, ignore_errors=True)
+        written.mkdir(parents=True)
         with self._lock:
             snap = self._snapshot
             state = {
@@ -735,11 +746,15 @@ class RelevanceModel:
                 "buffer": list(self._buffer),
                 "since_fit": self._since_fit,
             }
-        snap.dictionary.save(str(path / "dictionary"))
-        snap.tfidf.save(str(path / "tfidf"))
+        snap.dictionary.save(str(written / "dictionary"))
+        snap.tfidf.save(str(written / "tfidf"))
         if snap.lsi is not None:
-            snap.lsi.save(str(path / "lsi"))
-        (path / _STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+            snap.lsi.save(str(written / "lsi"))
+        (written / _STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+        if path.exists():
+            path.rename(replaced)
+        written.rename(path)
+        shutil.rmtree(replaced, ignore_errors=True)
 
     @classmethod
     def load(cls, directory: str | Path) -> RelevanceModel:
@@ -760,4 +775,5 @@ class RelevanceModel:
             model._topic,
             fitted=state["fitted"],
         )
+        model.restored = True
         return model

@@ -163,15 +163,16 @@ class StoragePipeline:
     def recover_state(self, spider: Any) -> None:
         fields = ("url", "is_relevant", "fetch_order", "duplicate_of")
         # The relevance model is saved with spider.state, at a clean close: it has learned the
-        # pages up to this fetch order.
-        learned = spider.state.get("pages", 0)
+        # pages up to this fetch order. One made anew (none saved, or one that could not be
+        # read) has learned none.
+        model = getattr(spider, "relevance", None)
+        learned = spider.state.get("pages", 0) if model is not None and model.restored else 0
         try:
             pages = self.store.pages(self.crawl_id, order="fetch_order", fields=fields)
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return
         recover_state(spider.state, pages)
-        model = getattr(spider, "relevance", None)
         if model is not None and spider.state["pages"] > learned:
             self._relearn(model, learned, spider.state["pages"])
 

@@ -34,6 +34,7 @@ from scrapy.http import TextResponse
 
 from focused.arguments import CrawlConfig, check_store, parse_arguments, remember_job
 from focused.canonical import canonicalize, drop_params_setting
+from focused.errors import one_line
 from focused.extract import Link, extract_page
 from focused.hygiene import is_html_type, skip_reason
 from focused.items import PageItem
@@ -204,11 +205,18 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     if not jobdir:
         return RelevanceModel.from_settings(config.topic, crawler.settings, language)
     saved = Path(jobdir, "relevance")
-    model = (
-        RelevanceModel.load(saved)
-        if saved.exists()
-        else RelevanceModel.from_settings(config.topic, crawler.settings, language)
-    )
+    model = None
+    if saved.exists():
+        try:
+            model = RelevanceModel.load(saved)
+        except Exception as exc:  # gensim's files are pickles: damaged, they raise anything
+            logger.warning(
+                "%s cannot be read (%s): the relevance model learns again from the stored pages",
+                saved,
+                one_line(exc),
+            )
+    if model is None:
+        model = RelevanceModel.from_settings(config.topic, crawler.settings, language)
     crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
     return model
 

@@ -544,6 +544,34 @@ def test_save_load_round_trip(tmp_path: Path, fit: bool) -> None:
         assert astuple(loaded.score(text)) == pytest.approx(astuple(model.score(text)), abs=1e-9)
 
 
+def test_a_save_cut_short_leaves_the_saved_model_whole(tmp_path: Path, monkeypatch) -> None:
+    """A crawl killed as it saved its model (as it closed) left the new dictionary beside the old
+    LSI space: files of two models, which loaded as one and failed once scoring."""
+    old = fitted_model(num_topics=10)
+    old.save(tmp_path / "model")
+    assert old.restored is False and RelevanceModel.load(tmp_path / "model").restored is True
+    new = fitted_model(num_topics=10)
+    new.observe(RAILWAY_TEXT)
+    new.add_topic_text(SEED)
+    new.refit()
+
+    def killed(self, *args, **kwargs):
+        raise KeyboardInterrupt  # the process dies here, after the dictionary and tf-idf
+
+    monkeypatch.setattr(LsiModel, "save", killed)
+    with pytest.raises(KeyboardInterrupt):
+        new.save(tmp_path / "model")
+    loaded = RelevanceModel.load(tmp_path / "model")
+    texts = [ON_TOPIC, *OFF_TOPIC, LIKE_SEED]
+    assert [loaded.score(t) for t in texts] == [old.score(t) for t in texts]
+    monkeypatch.undo()
+    new.save(tmp_path / "model")  # the next save clears what the cut one left
+    assert [RelevanceModel.load(tmp_path / "model").score(t) for t in texts] == [
+        new.score(t) for t in texts
+    ]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model"]
+
+
 def test_is_relevant_uses_the_threshold() -> None:
     model = RelevanceModel(QUERY, threshold=0.3)
     assert model.is_relevant(Scores(0.0, 0.0, 0.3))

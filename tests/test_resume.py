@@ -151,3 +151,24 @@ def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site):
     assert len(pages) == len(set(pages)) > stored
     fetched = [path for path in site.fetched if path.startswith("/wiki/")]
     assert len(fetched) == len(set(fetched))  # nothing fetched twice
+
+
+def test_a_damaged_relevance_model_is_learned_again_from_the_store(tmp_path, site):
+    """JOBDIR/relevance that cannot be read (a disk error, a kill as it was written by an older
+    version) was a gensim traceback and exit 1: the crawl could not be resumed."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 10}
+    first = run_crawl(tmp_path, arguments, settings)
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    stored = len(first.pages())
+    (tmp_path / "job" / "relevance" / "dictionary").write_bytes(b"not a pickle")
+    resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if "relevance cannot be read" in line]
+    assert len(warnings) == 1, log[-3000:]
+    assert warnings[0].endswith("the relevance model learns again from the stored pages")
+    # every page stored before, not only those after the saved state's count
+    assert f"'focused/resume/pages_relearned': {stored}," in log, log[-3000:]
+    assert len(resumed.pages()) > stored
