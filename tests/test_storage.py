@@ -1093,33 +1093,15 @@ def test_a_crawl_fetches_nothing_new_while_its_store_is_locked_and_goes_on_after
     """Another process holds the SQLite file's write lock for a while (a long write, a backup):
     the crawl's writes fail and are retried. Before, the crawl fetched page after page meanwhile,
     each kept in memory for a write that, had the store not come back, would never be made."""
-    from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
-
     db, concurrency, budget = tmp_path / "focused.sqlite3", 4, 120
     settings = {
         "FOCUSED_DB": db,
         "CONCURRENT_REQUESTS": concurrency,
         "CLOSESPIDER_PAGECOUNT": budget,
         "STORAGE_RETRY_DELAY": 3,
-        "LOG_LEVEL": "INFO",
-        "ENCODER_STORE_DIR": tmp_path / "encodings",
     }
-    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
-    crawl = subprocess.Popen(
-        scrapy_command(*crawl_args({**arguments, "crawl_id": "locked"}, settings)),
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=crawl_env(),
-    )
     log: list[str] = []
-    while not db.exists():  # created by the crawl, in WAL mode
-        time.sleep(0.05)
-    locker = sqlite3.connect(db, isolation_level=None, timeout=30)
-    try:
-        while _stored_count(locker) < 10:
-            time.sleep(0.05)
-        locker.execute("BEGIN IMMEDIATE")  # the write lock, until ROLLBACK
+    with locked_store_crawl(tmp_path, site, settings) as (crawl, locker):
         for line in crawl.stderr:
             log.append(line)
             if "retry 1 of" in line:
@@ -1130,9 +1112,6 @@ def test_a_crawl_fetches_nothing_new_while_its_store_is_locked_and_goes_on_after
         locker.execute("ROLLBACK")
         log += crawl.stderr.readlines()
         crawl.wait(timeout=120)
-    finally:
-        locker.close()
-        crawl.kill()
     # Only the requests already handed to the downloader may still arrive.
     assert fetched_while_locked <= concurrency, "".join(log[-40:])
     assert crawl.returncode == 0, "".join(log[-40:])
@@ -1145,6 +1124,43 @@ def test_a_crawl_fetches_nothing_new_while_its_store_is_locked_and_goes_on_after
         stored.close()
     fetched = {path for path in site.fetched if path.startswith("/wiki/")}
     assert len(pages) == len(fetched) >= budget  # every page fetched was stored
+
+
+@contextlib.contextmanager
+def locked_store_crawl(
+    tmp_path: Path, site: Any, settings: dict[str, Any]
+) -> Iterator[tuple[subprocess.Popen[str], sqlite3.Connection]]:
+    """A ``bfs`` crawl ``locked`` of ``site`` with ``settings`` (FOCUSED_DB among them), whose
+    SQLite file another process locks for writing (``BEGIN IMMEDIATE``) once 10 pages are
+    stored. Yields the crawl, its log on a pipe, and the locking connection: the caller ends
+    the lock (``ROLLBACK``) when it wants; the crawl is killed on the way out."""
+    from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
+
+    db = Path(settings["FOCUSED_DB"])
+    settings = {"LOG_LEVEL": "INFO", "ENCODER_STORE_DIR": tmp_path / "encodings", **settings}
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    crawl = subprocess.Popen(
+        scrapy_command(*crawl_args({**arguments, "crawl_id": "locked"}, settings)),
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=crawl_env(),
+    )
+    try:
+        while not db.exists():  # created by the crawl, in WAL mode
+            assert crawl.poll() is None, crawl.stderr.read()[-3000:]
+            time.sleep(0.05)
+        locker = sqlite3.connect(db, isolation_level=None, timeout=30)
+        try:
+            while _stored_count(locker) < 10:
+                assert crawl.poll() is None, crawl.stderr.read()[-3000:]
+                time.sleep(0.05)
+            locker.execute("BEGIN IMMEDIATE")
+            yield crawl, locker
+        finally:
+            locker.close()
+    finally:
+        crawl.kill()
 
 
 def _stored_count(connection: sqlite3.Connection) -> int:

@@ -9,7 +9,6 @@ import json
 import logging
 import sqlite3
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,12 +21,13 @@ from focused.refresh import RecrawlSpider, revisit
 from focused.storage import FINISH_FIELDS, SqliteStore, StoreError
 from focused.unstored import read_unstored, restore
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
-from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
+from tests.conftest import REPO, crawl_env, scrapy_command
 from tests.test_commands import cli, one_crawl, one_line_error  # noqa: F401
 from tests.test_storage import (  # noqa: F401
     FakeEngine,
     FakeSpider,
     _stored_count,
+    locked_store_crawl,
     make_store,
     mongo_client,
     page,
@@ -352,30 +352,11 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
         "CONCURRENT_REQUESTS": 4,
         "CLOSESPIDER_PAGECOUNT": 120,
         "STORAGE_RETRIES": 0,  # each try waits out SQLite's busy timeout, 5 s
-        "LOG_LEVEL": "INFO",
-        "ENCODER_STORE_DIR": tmp_path / "encodings",
     }
-    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
-    crawl = subprocess.Popen(
-        scrapy_command(*crawl_args({**arguments, "crawl_id": "locked"}, settings)),
-        cwd=REPO,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=crawl_env(),
-    )
-    while not db.exists():  # created by the crawl, in WAL mode
-        time.sleep(0.05)
-    locker = sqlite3.connect(db, isolation_level=None, timeout=30)
-    try:
-        while _stored_count(locker) < 10:
-            time.sleep(0.05)
-        locker.execute("BEGIN IMMEDIATE")  # the write lock, until the crawl has ended
+    with locked_store_crawl(tmp_path, site, settings) as (crawl, locker):
         stored_before = _stored_count(locker)
-        _, log = crawl.communicate(timeout=180)
+        _, log = crawl.communicate(timeout=180)  # the lock held until the crawl has ended
         locker.execute("ROLLBACK")
-    finally:
-        locker.close()
-        crawl.kill()
     assert crawl.returncode == 1, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     [path] = unstored_files(spill)
