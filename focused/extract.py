@@ -105,7 +105,7 @@ def extract_page(
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
     raw_links: list[tuple[str, Any, int, int]] = []  # href, element, first and end piece
     if body is not None:
-        _walk(body, True, pieces, raw_links)
+        _walk(body, pieces, raw_links)
     # Whitespace runs collapse within each text node, not across nodes (so a link's context
     # window is cut from the same text as before): the nodes are joined with NUL, which libxml2
     # never leaves in a text node (its strings end at NUL), so that one split() and join() in C
@@ -179,35 +179,57 @@ def _squeeze(text: str) -> str:
     return text
 
 
-def _walk(element: Any, visible: bool, pieces: list[str], links: list[Any]) -> None:
-    """Append the visible text nodes under ``element`` to ``pieces`` in document order, and its
-    links to ``links`` (a link after the links inside it) with the span of pieces they cover."""
-    kind = KINDS.get(element.tag, 0)
-    if kind & HIDDEN:
-        return
-    if kind & BOILERPLATE_KIND:
-        visible = False
-    if kind & BLOCK:
-        pieces.append("")
-    first = len(pieces)
-    if visible:
-        text = element.text
-        if text:
-            pieces.append(text)
-        for child in element:
-            _walk(child, True, pieces, links)
-            tail = child.tail
+# What _walk does with an element taken from its stack.
+_ENTER, _TAIL, _LEAVE = 0, 1, 2
+
+
+def _walk(root: Any, pieces: list[str], links: list[Any]) -> None:
+    """Append the visible text nodes under ``root`` to ``pieces`` in document order, and its
+    links to ``links`` (a link after the links inside it) with the span of pieces they cover.
+
+    A loop over a stack of steps rather than a call per element: a page nested a thousand
+    elements deep (unclosed tags that libxml2 nests, a hostile page) went past Python's
+    recursion limit, and the page was lost with a traceback. Each step is (action, element,
+    visible, first piece of the element); an element's children and their tails are pushed in
+    reverse, so that they pop in document order before the element is left.
+    """
+    steps = [(_ENTER, root, True, 0)]
+    pop, push = steps.pop, steps.append
+    while steps:
+        action, element, visible, first = pop()
+        if action == _TAIL:  # a visible element's text after a child, in its parent's flow
+            tail = element.tail
             if tail:
                 pieces.append(tail)
-    else:
-        for child in element:
-            _walk(child, False, pieces, links)
-    if kind & ANCHOR:
-        href = element.get("href")
-        if href:
-            links.append((href, element, first, len(pieces) if visible else first))
-    if kind & BLOCK:
-        pieces.append("")
+            continue
+        kind = KINDS.get(element.tag, 0)
+        if action == _LEAVE:
+            if kind & ANCHOR:
+                href = element.get("href")
+                if href:
+                    links.append((href, element, first, len(pieces) if visible else first))
+            if kind & BLOCK:
+                pieces.append("")
+            continue
+        if kind & HIDDEN:
+            continue
+        if kind & BOILERPLATE_KIND:
+            visible = False
+        if kind & BLOCK:
+            pieces.append("")
+        first = len(pieces)
+        if visible:
+            text = element.text
+            if text:
+                pieces.append(text)
+        push((_LEAVE, element, visible, first))
+        if visible:
+            for child in reversed(element):
+                push((_TAIL, child, True, 0))
+                push((_ENTER, child, True, 0))
+        else:
+            for child in reversed(element):
+                push((_ENTER, child, False, 0))
 
 
 @lru_cache(maxsize=1 << 16)

@@ -13,6 +13,8 @@ from scrapy.http import HtmlResponse
 from focused.extract import BAD_URL, Link, _link_url, extract_page, is_followable
 from focused.replayweb import render_article
 from spiders.topical import _link_request
+from tests.conftest import run_crawl
+from tests.sites import Reply, Site
 
 # Four sample articles as extracted by focused.extract before it was rewritten for speed
 # (main at 069c639, one re.sub per text node), with the default context of 200 characters.
@@ -248,3 +250,46 @@ def test_a_malformed_base_or_canonical_is_ignored():
         links = [link.url for link in page.links]
         assert links == ["http://127.0.0.1/a", "http://127.0.0.1/dir/b"], bad
         assert page.canonical is None
+
+
+# Deeper than Python's recursion limit, within what libxml2 parses (it gives up past ~2,500).
+DEEP = 1500
+
+
+def deep_page(path: str) -> str:
+    """A page of unclosed tags, which libxml2 nests: its text and link sit DEEP elements down."""
+    return (
+        f"<html><head><title>deep {path}</title></head><body>"
+        + "<div>" * DEEP
+        + f"birds nest here <a href='{path}/next'>more birds</a>"
+        + "</body></html>"
+    )
+
+
+def test_a_page_nested_deeper_than_the_recursion_limit_is_extracted():
+    """Its walk was a call per element: a RecursionError, and the page lost."""
+    response = HtmlResponse(
+        "http://127.0.0.1/deep", body=deep_page("/deep").encode(), encoding="utf-8"
+    )
+    extracted = extract_page(response)
+    assert extracted.text == "birds nest here more birds"
+    assert [(link.url, link.anchor) for link in extracted.links] == [
+        ("http://127.0.0.1/deep/next", "more birds")
+    ]
+
+
+def test_a_crawl_stores_and_follows_deeply_nested_pages(tmp_path):
+    def deep_site(method: str, path: str) -> Reply:
+        return Reply(200, deep_page(path))
+
+    with Site(deep_site) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nest", "seeds": f"{site.url}/a"},
+            {"CLOSESPIDER_PAGECOUNT": 3, "CONCURRENT_REQUESTS": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log and "RecursionError" not in log, log[-3000:]
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/a", "/a/next", "/a/next/next"]
