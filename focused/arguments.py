@@ -529,6 +529,15 @@ def _check_integer_lists(settings: Any) -> None:
                 ) from None
 
 
+def allow_status_codes_as_numbers(settings: Any) -> None:
+    """HTTPERROR_ALLOWED_CODES as integers. Scrapy's HttpErrorMiddleware compares its items with
+    each response's status as they are, and from ``-s HTTPERROR_ALLOWED_CODES=404`` they are
+    strings: no response was ever let through. (Checked as whole numbers by check_settings.)"""
+    name = "HTTPERROR_ALLOWED_CODES"
+    codes = [int(code) for code in settings.getlist(name)]
+    settings.set(name, codes, settings.getpriority(name) or "project")
+
+
 # What Scrapy's downloader reads from a DOWNLOAD_SLOTS entry as it makes the host's slot, and
 # the least of each.
 SLOT_NUMBERS: dict[str, tuple[type, float]] = {

@@ -32,7 +32,13 @@ import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
 
-from focused.arguments import CrawlConfig, check_store, parse_arguments, remember_job
+from focused.arguments import (
+    CrawlConfig,
+    allow_status_codes_as_numbers,
+    check_store,
+    parse_arguments,
+    remember_job,
+)
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import one_line
 from focused.extract import Link, extract_page
@@ -75,6 +81,7 @@ class TopicalSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
         config = parse_arguments(kwargs, crawler.settings)
+        allow_status_codes_as_numbers(crawler.settings)
         if config.strategy_note:
             logger.warning(config.strategy_note)
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.

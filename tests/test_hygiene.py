@@ -105,3 +105,23 @@ def test_head_check_skips_non_html_before_the_get(tmp_path):
     assert ("GET", site.host, "/download?id=1") not in requests
     assert ("GET", site.host, "/no-type") in requests  # HTML (or unknown) is fetched
     assert stat(crawl.result.stderr, "focused/skipped/head_not_html") == 1
+
+
+def test_status_codes_allowed_on_the_command_line_let_their_pages_through(tmp_path):
+    """Scrapy compared -s HTTPERROR_ALLOWED_CODES=404's items, strings, with each response's
+    integer status: the page was dropped as if the setting were not given."""
+
+    def site(method: str, path: str) -> Reply:
+        if path == "/":
+            return Reply(200, html("birds", "birds nest <a href='/gone'>gone birds</a>"))
+        return Reply(404, html("gone", "birds nest here no more"))
+
+    with Site(site) as server:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nest", "seeds": f"{server.url}/"},
+            {"HTTPERROR_ALLOWED_CODES": "404,410"},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    statuses = {page["url"].removeprefix(server.url): page["status"] for page in crawl.pages()}
+    assert statuses == {"/": 200, "/gone": 404}

@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
-from focused.arguments import Param, check_settings, check_unstored_dir
+from focused.arguments import (
+    Param,
+    allow_status_codes_as_numbers,
+    check_settings,
+    check_unstored_dir,
+)
 from focused.commands.crawl import FAILED_CLOSE_REASONS
 from focused.errors import ConfigError
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
@@ -71,6 +76,7 @@ class Command(ScrapyCommand):
         try:
             scrapy_options(super().process_options, args, opts)
             check_settings(self.settings)
+            allow_status_codes_as_numbers(self.settings)
             check_unstored_dir(self.settings)
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
