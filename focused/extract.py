@@ -55,6 +55,7 @@ KINDS: dict[object, int] = {
     "a": ANCHOR,
 }
 NUL = "\0"
+FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
 
 
@@ -100,7 +101,9 @@ def extract_page(
     drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
 ) -> Page:
     _ignore_malformed_base(response)
-    title = " ".join(response.xpath("//title//text()").getall()).strip()
+    # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
+    # page of a thousand <title>s made a title of them all.
+    title = " ".join(response.xpath(FIRST_TITLE).getall()).strip()
     body = response.selector.root.find("body")
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
     raw_links: list[tuple[str, Any, int, int]] = []  # href, element, first and end piece

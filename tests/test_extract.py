@@ -47,6 +47,20 @@ def test_title_and_visible_text_without_boilerplate():
         assert hidden not in extracted.text
 
 
+def test_the_title_is_the_pages_first_title_not_an_svg_icons():
+    """Inline SVG icons carry a <title> of their own (their tooltip), and a hostile page can
+    have thousands of <title>s: each was added to the page's title."""
+    body = (
+        "<html><head><title> Albatross </title></head><body>"
+        "<svg><title>Search</title></svg><p>Seabirds</p>" + "<title>spam</title>" * 1000
+    ) + "</body></html>"
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    assert extract_page(response).title == "Albatross"
+    icon_first = b"<html><body><svg><title>Menu</title></svg><title>Gull</title></body></html>"
+    response = HtmlResponse("http://127.0.0.1/wiki/Gull", body=icon_first, encoding="utf-8")
+    assert extract_page(response).title == "Gull"
+
+
 def test_comments_and_processing_instructions_are_not_text():
     body = (
         b"<html><body><p>Before<!-- an editor's note --> after "
