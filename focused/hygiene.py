@@ -10,7 +10,9 @@ queued, and TextResponse decodes a wrong or missing charset with replacement cha
 This module adds:
 
 - ``skip_reason(failure)``: the reason a request came to nothing, for the spider's errback,
-  which counts it as ``focused/skipped/<reason>``.
+  which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
+  ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
+  ``bad_compression``.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -21,8 +23,12 @@ This module adds:
 
 from __future__ import annotations
 
+import gzip
+import sys
+import zlib
 from typing import TYPE_CHECKING
 
+import brotli
 from scrapy import Request
 from scrapy.exceptions import (
     DownloadCancelledError,
@@ -32,11 +38,19 @@ from scrapy.exceptions import (
 )
 from scrapy.spidermiddlewares.httperror import HttpError
 
+if sys.version_info >= (3, 14):
+    from compression.zstd import ZstdError
+else:
+    from backports.zstd import ZstdError  # Scrapy 2.19 requires it before Python 3.14
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
+# cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
+BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
 
 
 def skip_reason(failure: Failure) -> str:
@@ -48,11 +62,15 @@ def skip_reason(failure: Failure) -> str:
     if isinstance(error, IgnoreRequest):
         if "max redirections" in message:
             return "redirect_loop"
+        if "exceeded DOWNLOAD_MAXSIZE" in message:  # a compression bomb, as it is inflated
+            return "too_large"
         return "ignored"  # robots.txt, offsite, HEAD check: each counts its own detail
     if isinstance(error, DownloadCancelledError) and "max size" in message:
         return "too_large"  # DOWNLOAD_MAXSIZE
     if isinstance(error, DownloadTimeoutError):
         return "timeout"
+    if isinstance(error, BAD_COMPRESSION):
+        return "bad_compression"
     return "download_error"
 
 

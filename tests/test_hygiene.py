@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 
 import pytest
@@ -16,7 +17,7 @@ WORDS = "oiseaux plumes birds feathers"
 TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
-    "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing",
+    "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
 
@@ -44,6 +45,10 @@ def bad_site(method: str, path: str) -> Reply:
     if path.startswith("/chain?n="):
         n = int(path.rsplit("=", 1)[1])
         return Reply(302, "", headers={"Location": f"/chain?n={n + 1}"})
+    if path == "/bomb":  # 1 kB on the wire, 50 times DOWNLOAD_MAXSIZE once inflated
+        return Reply(200, gzip.compress(b" " * 1_000_000), headers={"Content-Encoding": "gzip"})
+    if path == "/bad-gzip":  # cut short in its header
+        return Reply(200, b"\x1f\x8b\x08\x00", headers={"Content-Encoding": "gzip"})
     if path.startswith("/download"):
         return Reply(200, b"%PDF-1.4 not a page", "application/pdf")
     return Reply(404, html("missing", "no such page"))
@@ -78,7 +83,8 @@ def test_every_skip_is_counted(default_crawl):
     assert stat(stderr, "focused/skipped/scheme") == 4  # javascript:, file:, data:, mailto:
     assert stat(stderr, "focused/skipped/extension") == 1
     assert "/paper.pdf" not in fetched
-    assert stat(stderr, "focused/skipped/too_large") == 1
+    assert stat(stderr, "focused/skipped/too_large") == 2  # /big, and /bomb as it inflates
+    assert stat(stderr, "focused/skipped/bad_compression") == 1  # /bad-gzip
     assert stat(stderr, "focused/skipped/timeout") == 1
     assert stat(stderr, "focused/skipped/http_404") == 1
     assert stat(stderr, "focused/skipped/not_html") == 1  # /download: no HEAD check by default
