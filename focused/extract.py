@@ -10,7 +10,9 @@ by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a b
 ``bad_url``: no valid URL can be made of it). One bad link never costs its page or its other
 links: whatever makes a URL fail (a port out of range, a malformed host or IPv6 literal, a query
 character the page's encoding lacks) only skips that link.
-A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``.
+A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``. A page nested
+deeper than libxml2 parses (2,048 elements, unclosed tags of a hostile or broken page) keeps what
+came before that point and says it was cut short (``Page.cut_short``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,9 @@ KINDS: dict[object, int] = {
 NUL = "\0"
 FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
+# libxml2 stops parsing a document at an element nested this deep (with huge_tree, as parsel
+# asks for it): the rest of the page is not in the tree.
+LIBXML2_MAX_DEPTH = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class Page:
     links: list[Link]
     canonical: str | None = None  # the page's rel=canonical URL, when on the same host
     skipped: Counter[str] = field(default_factory=Counter)  # links not followed, by reason
+    cut_short: bool = False  # nested as deep as libxml2 parses: what came after is lost
 
 
 def unfollowable_reason(url: str) -> str | None:
@@ -160,8 +166,23 @@ def extract_page(
     if not title:
         title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
     return Page(
-        title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
+        title,
+        clean_text,
+        list(links.values()),
+        _canonical(response, base, drop_params),
+        skipped,
+        _cut_short(response.selector.root),
     )
+
+
+def _cut_short(root: Any) -> bool:
+    """Whether libxml2 stopped parsing the page at its depth limit. The element it stopped at
+    is the last one parsed, at the end of the path of last children: a few steps on a page."""
+    depth = 1
+    while len(root):
+        root = root[-1]
+        depth += 1
+    return depth >= LIBXML2_MAX_DEPTH
 
 
 def _ignore_malformed_base(response: TextResponse) -> None:

@@ -158,6 +158,13 @@ class TopicalSpider(scrapy.Spider):
         )
         for reason, count in page.skipped.items():
             stats.inc_value(f"focused/skipped/{reason}", count)
+        if page.cut_short:
+            stats.inc_value("focused/cut_short_pages")
+            logger.warning(
+                "%s is nested deeper than the HTML parser goes: its text and links after that "
+                "point are lost (cut short)",
+                response.url,
+            )
         meta = response.meta
         fetched_at = datetime.now(UTC).isoformat()
         yield PageItem(

@@ -15,6 +15,7 @@ from focused.replayweb import render_article
 from spiders.topical import _link_request
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site
+from tests.test_canonical import stat
 
 # Four sample articles as extracted by focused.extract before it was rewritten for speed
 # (main at 069c639, one re.sub per text node), with the default context of 200 characters.
@@ -307,3 +308,50 @@ def test_a_crawl_stores_and_follows_deeply_nested_pages(tmp_path):
     assert "Traceback" not in log and "RecursionError" not in log, log[-3000:]
     stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
     assert stored == ["/a", "/a/next", "/a/next/next"]
+
+
+def too_deep_page(depth: int) -> str:
+    """Text and a link, then ``depth`` unclosed tags, then more text and a link."""
+    return (
+        "<html><head><title>deep</title></head><body><p>birds nest <a href='/a'>a</a></p>"
+        + "<b>" * depth
+        + "eggs <a href='/b'>b</a></body></html>"
+    )
+
+
+def test_a_page_nested_deeper_than_libxml2_parses_says_it_was_cut_short():
+    """libxml2 stops parsing at an element nested 2,048 deep (with huge_tree): the rest of the
+    page was lost without a word."""
+    response = HtmlResponse(
+        "http://127.0.0.1/deep", body=too_deep_page(3000).encode(), encoding="utf-8"
+    )
+    extracted = extract_page(response)
+    assert extracted.cut_short
+    assert extracted.title == "deep"
+    assert extracted.text == "birds nest a"  # what came before is kept
+    assert [link.url for link in extracted.links] == ["http://127.0.0.1/a"]
+    response = HtmlResponse(
+        "http://127.0.0.1/deep", body=too_deep_page(2000).encode(), encoding="utf-8"
+    )
+    extracted = extract_page(response)
+    assert not extracted.cut_short
+    assert [link.url for link in extracted.links] == ["http://127.0.0.1/a", "http://127.0.0.1/b"]
+
+
+def test_a_crawl_counts_and_names_the_pages_cut_short(tmp_path):
+    def respond(method: str, path: str) -> Reply:
+        return Reply(200, too_deep_page(3000 if path == "/deep" else 0))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nest", "seeds": f"{site.url}/deep"},
+            {"CLOSESPIDER_PAGECOUNT": 2, "CONCURRENT_REQUESTS": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert sorted(page["url"].removeprefix(site.url) for page in crawl.pages()) == ["/a", "/deep"]
+    assert stat(log, "focused/cut_short_pages") == 1
+    [line] = [line for line in log.splitlines() if "cut short" in line]
+    assert f"{site.url}/deep" in line and "WARNING" in line, line
