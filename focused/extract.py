@@ -7,9 +7,10 @@ since site navigation is still part of the link graph.
 
 Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
 by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
-``bad_url``: no valid URL can be made of it). One bad link never costs its page or its other
-links: whatever makes a URL fail (a port out of range, a malformed host or IPv6 literal, a query
-character the page's encoding lacks) only skips that link.
+``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``).
+One bad link never costs its page or its other links: whatever makes a URL fail (a port out of
+range, a malformed host or IPv6 literal, a query character the page's encoding lacks) only skips
+that link.
 A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``. A page nested
 deeper than libxml2 parses (2,048 elements, unclosed tags of a hostile or broken page) keeps what
 came before that point and says it was cut short (``Page.cut_short``).
@@ -59,6 +60,7 @@ KINDS: dict[object, int] = {
 NUL = "\0"
 FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
+URL_TOO_LONG = "url_too_long"  # the skip reason of a link longer than URLLENGTH_LIMIT
 # libxml2 stops parsing a document at an element nested this deep (with huge_tree, as parsel
 # asks for it): the rest of the page is not in the tree.
 LIBXML2_MAX_DEPTH = 2048
@@ -105,7 +107,12 @@ def extract_page(
     response: TextResponse,
     context_chars: int = 200,
     drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
+    max_url_length: int = 0,
 ) -> Page:
+    """The page's title, text and links. A link longer than ``max_url_length`` (Scrapy's
+    ``URLLENGTH_LIMIT``; 0: no limit) is skipped before it is resolved (``url_too_long``): Scrapy
+    would drop its request, and resolving, escaping and caching a hostile page's 100 kB links
+    cost milliseconds and megabytes each."""
     _ignore_malformed_base(response)
     # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
     # page of a thousand <title>s made a title of them all.
@@ -143,6 +150,13 @@ def extract_page(
     encoding = response.encoding
     for href, element, first, end in raw_links:
         href = href.strip()
+        if (
+            max_url_length
+            and len(href) > max_url_length
+            and len(href.partition("#")[0]) > max_url_length  # a fragment is dropped
+        ):
+            skipped[URL_TOO_LONG] += 1
+            continue
         if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
             url, reason, escaped = _link_url(root, href, encoding, drop)
         else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)

@@ -155,6 +155,7 @@ class TopicalSpider(scrapy.Spider):
             response,
             self.settings.getint("LINK_CONTEXT_CHARS"),
             self.drop_params,
+            self.settings.getint("URLLENGTH_LIMIT"),
         )
         for reason, count in page.skipped.items():
             stats.inc_value(f"focused/skipped/{reason}", count)

@@ -355,3 +355,38 @@ def test_a_crawl_counts_and_names_the_pages_cut_short(tmp_path):
     assert stat(log, "focused/cut_short_pages") == 1
     [line] = [line for line in log.splitlines() if "cut short" in line]
     assert f"{site.url}/deep" in line and "WARNING" in line, line
+
+
+def test_a_link_longer_than_the_url_length_limit_is_skipped_before_it_is_resolved():
+    """Scrapy's UrlLengthMiddleware dropped it only after it was resolved, escaped and
+    canonicalized (milliseconds for 100 kB), with an INFO line each, and it stayed in
+    _link_url's cache: a site of pages of long links grew a crawl by gigabytes."""
+    long = "/a" + "x" * 3000
+    body = (
+        f"<html><body><p>birds</p><a href='{long}'>long</a><a href='{long}#top'>again</a>"
+        f"<a href='/b#{'y' * 3000}'>a long fragment</a><a href='/c'>short</a></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/", body=body, encoding="utf-8")
+    _link_url.cache_clear()
+    extracted = extract_page(response, max_url_length=2083)
+    assert [link.url for link in extracted.links] == ["http://127.0.0.1/b", "http://127.0.0.1/c"]
+    assert extracted.skipped == {"url_too_long": 2}
+    assert _link_url.cache_info().currsize == 2
+    assert len(extract_page(response).links) == 3  # 0: no limit, as URLLENGTH_LIMIT
+
+
+def test_a_crawl_counts_links_too_long_without_a_line_each(tmp_path):
+    def respond(method: str, path: str) -> Reply:
+        links = "".join(f"<a href='/{n}{'x' * 3000}'>long</a>" for n in range(5))
+        return Reply(200, f"<html><body><p>birds</p>{links}<a href='/b'>b</a></body></html>")
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"},
+            {"CLOSESPIDER_PAGECOUNT": 2, "CONCURRENT_REQUESTS": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Ignoring link" not in log, log[-3000:]
+    assert stat(log, "focused/skipped/url_too_long") >= 5
