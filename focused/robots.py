@@ -86,6 +86,9 @@ UNREACHABLE = (
 # links are checked for (focused.canonical.is_sendable) but a redirect (a Location header, a
 # meta refresh) is not: http://*.example.org/.
 INVALID_HOST = "invalid hostname: "
+# What Twisted's HTTP client fails with, before the host is looked at, for a URL with a space
+# or a control character in its host, which a redirect may name too: http://exa mple.org/.
+INVALID_URI = "Invalid URI "
 
 
 # What a robots.txt that was downloaded but cannot be read fails with: over DOWNLOAD_MAXSIZE
@@ -96,7 +99,7 @@ UNREADABLE = (exceptions.DownloadCancelledError, *BAD_COMPRESSION)
 
 def _unreachable(exc: BaseException | None) -> bool:
     return isinstance(exc, UNREACHABLE) or (
-        isinstance(exc, ValueError) and str(exc).startswith(INVALID_HOST)
+        isinstance(exc, ValueError) and str(exc).startswith((INVALID_HOST, INVALID_URI))
     )
 
 

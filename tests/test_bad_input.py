@@ -394,6 +394,25 @@ def test_a_redirect_to_a_host_the_downloader_cannot_connect_to_is_one_line(tmp_p
     assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
 
 
+def test_a_redirect_to_a_host_with_a_space_is_one_line(tmp_path):
+    """Twisted refuses such a URL ("Invalid URI") before it looks at the host: its robots.txt
+    failed with a traceback too."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/moved":
+            return Reply(302, headers={"Location": "http://exa mple.org/birds"})
+        return Reply(200, html("Birds", '<p>birds nests</p><a href="/moved">m</a>'))
+
+    with Site(respond) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": site.url})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [robots] = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
+    assert "Invalid URI b'http://exa mple.org/robots.txt'" in robots, robots
+    assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
+
+
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
