@@ -13,6 +13,8 @@ This module adds:
   which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
   ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
   ``bad_compression``.
+- ``MetaRefreshMiddleware`` (replaces Scrapy's): a page whose meta refresh names a URL no
+  request can be made of, or the page itself, is kept rather than lost.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import brotli
 from scrapy import Request
+from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
 from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadTimeoutError,
@@ -45,6 +48,7 @@ else:
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -118,3 +122,23 @@ class HeadCheckMiddleware:
         if self.maxsize and length and length.isdigit() and int(length) > self.maxsize:
             self.stats.inc_value("focused/skipped/head_too_large")
             raise IgnoreRequest(f"HEAD says {int(length)} bytes: over DOWNLOAD_MAXSIZE")
+
+
+class MetaRefreshMiddleware(ScrapyMetaRefresh):
+    """Scrapy's, except that a page whose meta refresh leads nowhere is kept, as a browser shows
+    it: one naming a URL no request can be made of (``javascript:``, a port out of range), for
+    which Scrapy's raised and the page was lost as a bare download error, counted as
+    ``focused/skipped/bad_url`` like such a link; and one refreshing to itself, whose redirect
+    the dupefilter dropped."""
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        try:
+            result = super().process_response(request, response)
+        except ValueError:
+            self.crawler.stats.inc_value("focused/skipped/bad_url")
+            return response
+        if isinstance(result, Request):
+            fingerprint = self.crawler.request_fingerprinter.fingerprint
+            if fingerprint(result) == fingerprint(request):
+                return response
+        return result

@@ -75,6 +75,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Sees a 429/503 before Scrapy's RetryMiddleware (550) retries it: pauses the host first.
     "focused.retryafter.RetryAfterMiddleware": 555,
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
+    # Scrapy's loses a page whose meta refresh leads nowhere (focused.hygiene).
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "focused.hygiene.MetaRefreshMiddleware": 580,
 }
 EXTENSIONS = {
     "scrapy.extensions.feedexport.FeedExporter": None,  # replaced by the one below

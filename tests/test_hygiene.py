@@ -131,3 +131,37 @@ def test_status_codes_allowed_on_the_command_line_let_their_pages_through(tmp_pa
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     statuses = {page["url"].removeprefix(server.url): page["status"] for page in crawl.pages()}
     assert statuses == {"/": 200, "/gone": 404}
+
+
+REFRESHES = {
+    "/js": "0; url=javascript:void(0)",
+    "/port": "0; url=http://127.0.0.1:99999/",
+    "/reload": "0",
+    "/self": "1; url=/self",
+    "/away": "0; url=/target",
+}
+
+
+def refreshing_site(method: str, path: str) -> Reply:
+    links = "".join(f'<a href="{link}">{link}</a>' for link in REFRESHES)
+    refresh = REFRESHES.get(path)
+    head = f'<meta http-equiv="refresh" content="{refresh}">' if refresh else ""
+    return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}", head))
+
+
+def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
+    """A browser shows such a page. Scrapy's MetaRefreshMiddleware raised for a URL it cannot
+    request (the page lost as a download error, without a line), and its redirect of a page to
+    itself was dropped by the dupefilter."""
+    with Site(refreshing_site) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            {"RETRY_TIMES": 0},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/", "/js", "/port", "/reload", "/self", "/target"]  # /away is a redirect
+    assert stat(log, "focused/skipped/bad_url") == 2
+    assert stat(log, "focused/skipped/download_error") == 0
