@@ -7,7 +7,8 @@ since site navigation is still part of the link graph.
 
 Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
 by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
-``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``).
+``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``,
+``link_limit``: past ``MAX_LINKS_PER_PAGE``).
 One bad link never costs its page or its other links: whatever makes a URL fail (a port out of
 range, a malformed host or IPv6 literal, a query character the page's encoding lacks) only skips
 that link.
@@ -61,6 +62,7 @@ NUL = "\0"
 FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
 URL_TOO_LONG = "url_too_long"  # the skip reason of a link longer than URLLENGTH_LIMIT
+LINK_LIMIT = "link_limit"  # the skip reason of the links of a page past MAX_LINKS_PER_PAGE
 # libxml2 stops parsing a document at an element nested this deep (with huge_tree, as parsel
 # asks for it): the rest of the page is not in the tree.
 LIBXML2_MAX_DEPTH = 2048
@@ -108,11 +110,14 @@ def extract_page(
     context_chars: int = 200,
     drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
     max_url_length: int = 0,
+    max_links: int = 0,
 ) -> Page:
     """The page's title, text and links. A link longer than ``max_url_length`` (Scrapy's
     ``URLLENGTH_LIMIT``; 0: no limit) is skipped before it is resolved (``url_too_long``): Scrapy
     would drop its request, and resolving, escaping and caching a hostile page's 100 kB links
-    cost milliseconds and megabytes each."""
+    cost milliseconds and megabytes each. Past ``max_links`` links to follow
+    (``MAX_LINKS_PER_PAGE``; 0: no limit), the page's other links are not looked at
+    (``link_limit``): a page of 100,000 links held the reactor for a minute of scoring."""
     _ignore_malformed_base(response)
     # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
     # page of a thousand <title>s made a title of them all.
@@ -148,7 +153,10 @@ def extract_page(
     skipped: Counter[str] = Counter()
     drop = tuple(drop_params)  # hashable, for _link_url's cache
     encoding = response.encoding
-    for href, element, first, end in raw_links:
+    for index, (href, element, first, end) in enumerate(raw_links):
+        if max_links and len(links) == max_links:
+            skipped[LINK_LIMIT] += len(raw_links) - index
+            break
         href = href.strip()
         if (
             max_url_length

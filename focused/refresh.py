@@ -249,6 +249,7 @@ class RecrawlSpider(scrapy.Spider):
             settings.getint("LINK_CONTEXT_CHARS"),
             drop_params_setting(settings),
             settings.getint("URLLENGTH_LIMIT"),
+            settings.getint("MAX_LINKS_PER_PAGE"),
         )
         update = revisit(stored, page.title, page.text, fetched_at, response.status)
         if "text" in update:

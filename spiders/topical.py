@@ -156,6 +156,7 @@ class TopicalSpider(scrapy.Spider):
             self.settings.getint("LINK_CONTEXT_CHARS"),
             self.drop_params,
             self.settings.getint("URLLENGTH_LIMIT"),
+            self.settings.getint("MAX_LINKS_PER_PAGE"),
         )
         for reason, count in page.skipped.items():
             stats.inc_value(f"focused/skipped/{reason}", count)

@@ -76,6 +76,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),
         (GOOD, {"RELEVANCE_THRESHOLD": "2"}, "RELEVANCE_THRESHOLD=2 is outside"),
         (GOOD, {"RELEVANCE_FIT_TOKENS": "-1"}, "RELEVANCE_FIT_TOKENS=-1 is outside"),
+        (GOOD, {"MAX_LINKS_PER_PAGE": "-1"}, "MAX_LINKS_PER_PAGE=-1 is outside"),
         (GOOD, {"CLOSESPIDER_PAGECOUNT": "-5"}, "CLOSESPIDER_PAGECOUNT=-5 is outside"),
         ({**GOOD, "strategy": "shark", "delta": "1.5"}, {}, "delta=1.5 is above its maximum 1"),
         ({**GOOD, "strategy": "shark", "gamma": "-0.1"}, {}, "gamma=-0.1 is below its minimum 0"),
