@@ -336,6 +336,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "RELEVANCE_MAX_DOCS": (int, 3, None),
     "RELEVANCE_FIT_TOKENS": (int, 0, None),
     "LINK_CONTEXT_CHARS": (int, 0, 100_000),
+    "MAX_LINKS_PER_PAGE": (int, 0, None),
     "STORAGE_BATCH_SIZE": (int, 1, None),
     "STORAGE_RETRIES": (int, 0, None),
     "STORAGE_RETRY_DELAY": (float, 0.0, None),

@@ -7,10 +7,14 @@ since site navigation is still part of the link graph.
 
 Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
 by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
-``bad_url``: no valid URL can be made of it). One bad link never costs its page or its other
-links: whatever makes a URL fail (a port out of range, a malformed host or IPv6 literal, a query
-character the page's encoding lacks) only skips that link.
-A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``.
+``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``,
+``link_limit``: past ``MAX_LINKS_PER_PAGE``).
+One bad link never costs its page or its other links: whatever makes a URL fail (a port out of
+range, a malformed host or IPv6 literal, a query character the page's encoding lacks) only skips
+that link.
+A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``. A page nested
+deeper than libxml2 parses (2,048 elements, unclosed tags of a hostile or broken page) keeps what
+came before that point and says it was cut short (``Page.cut_short``).
 """
 
 from __future__ import annotations
@@ -55,7 +59,13 @@ KINDS: dict[object, int] = {
     "a": ANCHOR,
 }
 NUL = "\0"
+FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
+URL_TOO_LONG = "url_too_long"  # the skip reason of a link longer than URLLENGTH_LIMIT
+LINK_LIMIT = "link_limit"  # the skip reason of the links of a page past MAX_LINKS_PER_PAGE
+# libxml2 stops parsing a document at an element nested this deep (with huge_tree, as parsel
+# asks for it): the rest of the page is not in the tree.
+LIBXML2_MAX_DEPTH = 2048
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +85,7 @@ class Page:
     links: list[Link]
     canonical: str | None = None  # the page's rel=canonical URL, when on the same host
     skipped: Counter[str] = field(default_factory=Counter)  # links not followed, by reason
+    cut_short: bool = False  # nested as deep as libxml2 parses: what came after is lost
 
 
 def unfollowable_reason(url: str) -> str | None:
@@ -98,9 +109,19 @@ def extract_page(
     response: TextResponse,
     context_chars: int = 200,
     drop_params: Iterable[str] = DEFAULT_DROP_PARAMS,
+    max_url_length: int = 0,
+    max_links: int = 0,
 ) -> Page:
+    """The page's title, text and links. A link longer than ``max_url_length`` (Scrapy's
+    ``URLLENGTH_LIMIT``; 0: no limit) is skipped before it is resolved (``url_too_long``): Scrapy
+    would drop its request, and resolving, escaping and caching a hostile page's 100 kB links
+    cost milliseconds and megabytes each. Past ``max_links`` links to follow
+    (``MAX_LINKS_PER_PAGE``; 0: no limit), the page's other links are not looked at
+    (``link_limit``): a page of 100,000 links held the reactor for a minute of scoring."""
     _ignore_malformed_base(response)
-    title = " ".join(response.xpath("//title//text()").getall()).strip()
+    # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
+    # page of a thousand <title>s made a title of them all.
+    title = " ".join(response.xpath(FIRST_TITLE).getall()).strip()
     body = response.selector.root.find("body")
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
     raw_links: list[tuple[str, Any, int, int]] = []  # href, element, first and end piece
@@ -132,8 +153,18 @@ def extract_page(
     skipped: Counter[str] = Counter()
     drop = tuple(drop_params)  # hashable, for _link_url's cache
     encoding = response.encoding
-    for href, element, first, end in raw_links:
+    for index, (href, element, first, end) in enumerate(raw_links):
+        if max_links and len(links) == max_links:
+            skipped[LINK_LIMIT] += len(raw_links) - index
+            break
         href = href.strip()
+        if (
+            max_url_length
+            and len(href) > max_url_length
+            and len(href.partition("#")[0]) > max_url_length  # a fragment is dropped
+        ):
+            skipped[URL_TOO_LONG] += 1
+            continue
         if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
             url, reason, escaped = _link_url(root, href, encoding, drop)
         else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)
@@ -157,8 +188,23 @@ def extract_page(
     if not title:
         title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
     return Page(
-        title, clean_text, list(links.values()), _canonical(response, base, drop_params), skipped
+        title,
+        clean_text,
+        list(links.values()),
+        _canonical(response, base, drop_params),
+        skipped,
+        _cut_short(response.selector.root),
     )
+
+
+def _cut_short(root: Any) -> bool:
+    """Whether libxml2 stopped parsing the page at its depth limit. The element it stopped at
+    is the last one parsed, at the end of the path of last children: a few steps on a page."""
+    depth = 1
+    while len(root):
+        root = root[-1]
+        depth += 1
+    return depth >= LIBXML2_MAX_DEPTH
 
 
 def _ignore_malformed_base(response: TextResponse) -> None:

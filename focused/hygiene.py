@@ -10,7 +10,11 @@ queued, and TextResponse decodes a wrong or missing charset with replacement cha
 This module adds:
 
 - ``skip_reason(failure)``: the reason a request came to nothing, for the spider's errback,
-  which counts it as ``focused/skipped/<reason>``.
+  which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
+  ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
+  ``bad_compression``.
+- ``MetaRefreshMiddleware`` (replaces Scrapy's): a page whose meta refresh names a URL no
+  request can be made of, or the page itself, is kept rather than lost.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -21,9 +25,14 @@ This module adds:
 
 from __future__ import annotations
 
+import gzip
+import sys
+import zlib
 from typing import TYPE_CHECKING
 
+import brotli
 from scrapy import Request
+from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
 from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadTimeoutError,
@@ -32,11 +41,20 @@ from scrapy.exceptions import (
 )
 from scrapy.spidermiddlewares.httperror import HttpError
 
+if sys.version_info >= (3, 14):
+    from compression.zstd import ZstdError
+else:
+    from backports.zstd import ZstdError  # Scrapy 2.19 requires it before Python 3.14
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
+# cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
+BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
 
 
 def skip_reason(failure: Failure) -> str:
@@ -48,11 +66,15 @@ def skip_reason(failure: Failure) -> str:
     if isinstance(error, IgnoreRequest):
         if "max redirections" in message:
             return "redirect_loop"
+        if "exceeded DOWNLOAD_MAXSIZE" in message:  # a compression bomb, as it is inflated
+            return "too_large"
         return "ignored"  # robots.txt, offsite, HEAD check: each counts its own detail
     if isinstance(error, DownloadCancelledError) and "max size" in message:
         return "too_large"  # DOWNLOAD_MAXSIZE
     if isinstance(error, DownloadTimeoutError):
         return "timeout"
+    if isinstance(error, BAD_COMPRESSION):
+        return "bad_compression"
     return "download_error"
 
 
@@ -100,3 +122,23 @@ class HeadCheckMiddleware:
         if self.maxsize and length and length.isdigit() and int(length) > self.maxsize:
             self.stats.inc_value("focused/skipped/head_too_large")
             raise IgnoreRequest(f"HEAD says {int(length)} bytes: over DOWNLOAD_MAXSIZE")
+
+
+class MetaRefreshMiddleware(ScrapyMetaRefresh):
+    """Scrapy's, except that a page whose meta refresh leads nowhere is kept, as a browser shows
+    it: one naming a URL no request can be made of (``javascript:``, a port out of range), for
+    which Scrapy's raised and the page was lost as a bare download error, counted as
+    ``focused/skipped/bad_url`` like such a link; and one refreshing to itself, whose redirect
+    the dupefilter dropped."""
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        try:
+            result = super().process_response(request, response)
+        except ValueError:
+            self.crawler.stats.inc_value("focused/skipped/bad_url")
+            return response
+        if isinstance(result, Request):
+            fingerprint = self.crawler.request_fingerprinter.fingerprint
+            if fingerprint(result) == fingerprint(request):
+                return response
+        return result

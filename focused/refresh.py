@@ -243,8 +243,13 @@ class RecrawlSpider(scrapy.Spider):
         if not isinstance(response, TextResponse) or not is_html_type(content_type):
             stats.inc_value("focused/skipped/not_html")
             return
+        settings = self.settings
         page = extract_page(
-            response, self.settings.getint("LINK_CONTEXT_CHARS"), drop_params_setting(self.settings)
+            response,
+            settings.getint("LINK_CONTEXT_CHARS"),
+            drop_params_setting(settings),
+            settings.getint("URLLENGTH_LIMIT"),
+            settings.getint("MAX_LINKS_PER_PAGE"),
         )
         update = revisit(stored, page.title, page.text, fetched_at, response.status)
         if "text" in update:

@@ -9,9 +9,10 @@ several URLs on one host (or a recrawl of stored pages) would fetch disallowed p
 Here each later waiter gets a Deferred of its own, chained to the host's, which passes the parser
 on to the next one.
 
-A robots.txt that cannot be downloaded (host down, refused, timed out, not resolved) is logged by
-Scrapy with the whole traceback, some sixty lines for each dead host a crawl meets; here it is
-the one line of Scrapy's message, which already names the host and the error.
+A robots.txt that cannot be downloaded (host down, refused, timed out, not resolved) or read (over
+``DOWNLOAD_MAXSIZE``, a gzip cut short) is logged by Scrapy with the whole traceback, some sixty
+lines for each such host a crawl meets; here it is the one line of Scrapy's message, which
+already names the host and the error.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds: its downloader slot's delay is raised to it (never lowered: at
@@ -50,6 +51,7 @@ from scrapy.utils.misc import build_from_crawler
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
+from focused.hygiene import BAD_COMPRESSION
 from focused.logformatter import add_log_filter
 
 if TYPE_CHECKING:
@@ -84,17 +86,27 @@ UNREACHABLE = (
 # links are checked for (focused.canonical.is_sendable) but a redirect (a Location header, a
 # meta refresh) is not: http://*.example.org/.
 INVALID_HOST = "invalid hostname: "
+# What Twisted's HTTP client fails with, before the host is looked at, for a URL with a space
+# or a control character in its host, which a redirect may name too: http://exa mple.org/.
+INVALID_URI = "Invalid URI "
+
+
+# What a robots.txt that was downloaded but cannot be read fails with: over DOWNLOAD_MAXSIZE
+# (cancelled), or a body its Content-Encoding cannot undo. The server's doing, so one line too;
+# not shared as unreachable: a cancel may be this process's own, as it stops.
+UNREADABLE = (exceptions.DownloadCancelledError, *BAD_COMPRESSION)
 
 
 def _unreachable(exc: BaseException | None) -> bool:
     return isinstance(exc, UNREACHABLE) or (
-        isinstance(exc, ValueError) and str(exc).startswith(INVALID_HOST)
+        isinstance(exc, ValueError) and str(exc).startswith((INVALID_HOST, INVALID_URI))
     )
 
 
 class _UnreachableInOneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.exc_info and _unreachable(record.exc_info[1]):
+        error = record.exc_info[1] if record.exc_info else None
+        if _unreachable(error) or isinstance(error, UNREADABLE):
             record.exc_info = record.exc_text = None
         return True
 

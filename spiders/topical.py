@@ -155,9 +155,18 @@ class TopicalSpider(scrapy.Spider):
             response,
             self.settings.getint("LINK_CONTEXT_CHARS"),
             self.drop_params,
+            self.settings.getint("URLLENGTH_LIMIT"),
+            self.settings.getint("MAX_LINKS_PER_PAGE"),
         )
         for reason, count in page.skipped.items():
             stats.inc_value(f"focused/skipped/{reason}", count)
+        if page.cut_short:
+            stats.inc_value("focused/cut_short_pages")
+            logger.warning(
+                "%s is nested deeper than the HTML parser goes: its text and links after that "
+                "point are lost (cut short)",
+                response.url,
+            )
         meta = response.meta
         fetched_at = datetime.now(UTC).isoformat()
         yield PageItem(

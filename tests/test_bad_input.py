@@ -76,6 +76,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),
         (GOOD, {"RELEVANCE_THRESHOLD": "2"}, "RELEVANCE_THRESHOLD=2 is outside"),
         (GOOD, {"RELEVANCE_FIT_TOKENS": "-1"}, "RELEVANCE_FIT_TOKENS=-1 is outside"),
+        (GOOD, {"MAX_LINKS_PER_PAGE": "-1"}, "MAX_LINKS_PER_PAGE=-1 is outside"),
         (GOOD, {"CLOSESPIDER_PAGECOUNT": "-5"}, "CLOSESPIDER_PAGECOUNT=-5 is outside"),
         ({**GOOD, "strategy": "shark", "delta": "1.5"}, {}, "delta=1.5 is above its maximum 1"),
         ({**GOOD, "strategy": "shark", "gamma": "-0.1"}, {}, "gamma=-0.1 is below its minimum 0"),
@@ -391,6 +392,25 @@ def test_a_redirect_to_a_host_the_downloader_cannot_connect_to_is_one_line(tmp_p
     robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
     hosts = sorted(line.rpartition("invalid hostname: ")[2] for line in robots)
     assert hosts == ["*.example.org", "a!b"], log[-3000:]
+    assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
+
+
+def test_a_redirect_to_a_host_with_a_space_is_one_line(tmp_path):
+    """Twisted refuses such a URL ("Invalid URI") before it looks at the host: its robots.txt
+    failed with a traceback too."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/moved":
+            return Reply(302, headers={"Location": "http://exa mple.org/birds"})
+        return Reply(200, html("Birds", '<p>birds nests</p><a href="/moved">m</a>'))
+
+    with Site(respond) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": site.url})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [robots] = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
+    assert "Invalid URI b'http://exa mple.org/robots.txt'" in robots, robots
     assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
 
 

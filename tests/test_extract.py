@@ -15,6 +15,7 @@ from focused.replayweb import render_article
 from spiders.topical import _link_request
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site
+from tests.test_canonical import stat
 
 # Four sample articles as extracted by focused.extract before it was rewritten for speed
 # (main at 069c639, one re.sub per text node), with the default context of 200 characters.
@@ -45,6 +46,20 @@ def test_title_and_visible_text_without_boilerplate():
     assert "Albatrosses are large seabirds related to the petrels." in extracted.text
     for hidden in ("script text", "color:red", "Main page", "Copyright", "Enable JavaScript"):
         assert hidden not in extracted.text
+
+
+def test_the_title_is_the_pages_first_title_not_an_svg_icons():
+    """Inline SVG icons carry a <title> of their own (their tooltip), and a hostile page can
+    have thousands of <title>s: each was added to the page's title."""
+    body = (
+        "<html><head><title> Albatross </title></head><body>"
+        "<svg><title>Search</title></svg><p>Seabirds</p>" + "<title>spam</title>" * 1000
+    ) + "</body></html>"
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    assert extract_page(response).title == "Albatross"
+    icon_first = b"<html><body><svg><title>Menu</title></svg><title>Gull</title></body></html>"
+    response = HtmlResponse("http://127.0.0.1/wiki/Gull", body=icon_first, encoding="utf-8")
+    assert extract_page(response).title == "Gull"
 
 
 def test_comments_and_processing_instructions_are_not_text():
@@ -293,3 +308,97 @@ def test_a_crawl_stores_and_follows_deeply_nested_pages(tmp_path):
     assert "Traceback" not in log and "RecursionError" not in log, log[-3000:]
     stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
     assert stored == ["/a", "/a/next", "/a/next/next"]
+
+
+def too_deep_page(depth: int) -> str:
+    """Text and a link, then ``depth`` unclosed tags, then more text and a link."""
+    return (
+        "<html><head><title>deep</title></head><body><p>birds nest <a href='/a'>a</a></p>"
+        + "<b>" * depth
+        + "eggs <a href='/b'>b</a></body></html>"
+    )
+
+
+def test_a_page_nested_deeper_than_libxml2_parses_says_it_was_cut_short():
+    """libxml2 stops parsing at an element nested 2,048 deep (with huge_tree): the rest of the
+    page was lost without a word."""
+    response = HtmlResponse(
+        "http://127.0.0.1/deep", body=too_deep_page(3000).encode(), encoding="utf-8"
+    )
+    extracted = extract_page(response)
+    assert extracted.cut_short
+    assert extracted.title == "deep"
+    assert extracted.text == "birds nest a"  # what came before is kept
+    assert [link.url for link in extracted.links] == ["http://127.0.0.1/a"]
+    response = HtmlResponse(
+        "http://127.0.0.1/deep", body=too_deep_page(2000).encode(), encoding="utf-8"
+    )
+    extracted = extract_page(response)
+    assert not extracted.cut_short
+    assert [link.url for link in extracted.links] == ["http://127.0.0.1/a", "http://127.0.0.1/b"]
+
+
+def test_a_crawl_counts_and_names_the_pages_cut_short(tmp_path):
+    def respond(method: str, path: str) -> Reply:
+        return Reply(200, too_deep_page(3000 if path == "/deep" else 0))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nest", "seeds": f"{site.url}/deep"},
+            {"CLOSESPIDER_PAGECOUNT": 2, "CONCURRENT_REQUESTS": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert sorted(page["url"].removeprefix(site.url) for page in crawl.pages()) == ["/a", "/deep"]
+    assert stat(log, "focused/cut_short_pages") == 1
+    [line] = [line for line in log.splitlines() if "cut short" in line]
+    assert f"{site.url}/deep" in line and "WARNING" in line, line
+
+
+def test_a_link_longer_than_the_url_length_limit_is_skipped_before_it_is_resolved():
+    """Scrapy's UrlLengthMiddleware dropped it only after it was resolved, escaped and
+    canonicalized (milliseconds for 100 kB), with an INFO line each, and it stayed in
+    _link_url's cache: a site of pages of long links grew a crawl by gigabytes."""
+    long = "/a" + "x" * 3000
+    body = (
+        f"<html><body><p>birds</p><a href='{long}'>long</a><a href='{long}#top'>again</a>"
+        f"<a href='/b#{'y' * 3000}'>a long fragment</a><a href='/c'>short</a></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/", body=body, encoding="utf-8")
+    _link_url.cache_clear()
+    extracted = extract_page(response, max_url_length=2083)
+    assert [link.url for link in extracted.links] == ["http://127.0.0.1/b", "http://127.0.0.1/c"]
+    assert extracted.skipped == {"url_too_long": 2}
+    assert _link_url.cache_info().currsize == 2
+    assert len(extract_page(response).links) == 3  # 0: no limit, as URLLENGTH_LIMIT
+
+
+def test_a_crawl_counts_links_too_long_without_a_line_each(tmp_path):
+    def respond(method: str, path: str) -> Reply:
+        links = "".join(f"<a href='/{n}{'x' * 3000}'>long</a>" for n in range(5))
+        return Reply(200, f"<html><body><p>birds</p>{links}<a href='/b'>b</a></body></html>")
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"},
+            {"CLOSESPIDER_PAGECOUNT": 2, "CONCURRENT_REQUESTS": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Ignoring link" not in log, log[-3000:]
+    assert stat(log, "focused/skipped/url_too_long") >= 5
+
+
+def test_links_past_the_limit_of_a_page_are_not_looked_at():
+    """A page of 100,000 links took 65 s of a crawl, 49 s of it scoring them on the reactor
+    thread, where every other download waited."""
+    links = "".join(f'<a href="/{n % 5}">{n}</a><a href="mailto:x">m</a>' for n in range(20))
+    body = f"<html><body><p>birds</p>{links}</body></html>"
+    response = HtmlResponse("http://127.0.0.1/", body=body, encoding="utf-8")
+    extracted = extract_page(response, max_links=3)
+    assert [link.url for link in extracted.links] == [f"http://127.0.0.1/{n}" for n in range(3)]
+    assert extracted.skipped == {"scheme": 2, "link_limit": 35}  # 40 less the 5 looked at
+    assert len(extract_page(response).links) == 5  # 0: no limit

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import time
 
 import pytest
@@ -16,7 +17,7 @@ WORDS = "oiseaux plumes birds feathers"
 TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
-    "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing",
+    "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
 
@@ -44,6 +45,10 @@ def bad_site(method: str, path: str) -> Reply:
     if path.startswith("/chain?n="):
         n = int(path.rsplit("=", 1)[1])
         return Reply(302, "", headers={"Location": f"/chain?n={n + 1}"})
+    if path == "/bomb":  # 1 kB on the wire, 50 times DOWNLOAD_MAXSIZE once inflated
+        return Reply(200, gzip.compress(b" " * 1_000_000), headers={"Content-Encoding": "gzip"})
+    if path == "/bad-gzip":  # cut short in its header
+        return Reply(200, b"\x1f\x8b\x08\x00", headers={"Content-Encoding": "gzip"})
     if path.startswith("/download"):
         return Reply(200, b"%PDF-1.4 not a page", "application/pdf")
     return Reply(404, html("missing", "no such page"))
@@ -78,7 +83,8 @@ def test_every_skip_is_counted(default_crawl):
     assert stat(stderr, "focused/skipped/scheme") == 4  # javascript:, file:, data:, mailto:
     assert stat(stderr, "focused/skipped/extension") == 1
     assert "/paper.pdf" not in fetched
-    assert stat(stderr, "focused/skipped/too_large") == 1
+    assert stat(stderr, "focused/skipped/too_large") == 2  # /big, and /bomb as it inflates
+    assert stat(stderr, "focused/skipped/bad_compression") == 1  # /bad-gzip
     assert stat(stderr, "focused/skipped/timeout") == 1
     assert stat(stderr, "focused/skipped/http_404") == 1
     assert stat(stderr, "focused/skipped/not_html") == 1  # /download: no HEAD check by default
@@ -125,3 +131,37 @@ def test_status_codes_allowed_on_the_command_line_let_their_pages_through(tmp_pa
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     statuses = {page["url"].removeprefix(server.url): page["status"] for page in crawl.pages()}
     assert statuses == {"/": 200, "/gone": 404}
+
+
+REFRESHES = {
+    "/js": "0; url=javascript:void(0)",
+    "/port": "0; url=http://127.0.0.1:99999/",
+    "/reload": "0",
+    "/self": "1; url=/self",
+    "/away": "0; url=/target",
+}
+
+
+def refreshing_site(method: str, path: str) -> Reply:
+    links = "".join(f'<a href="{link}">{link}</a>' for link in REFRESHES)
+    refresh = REFRESHES.get(path)
+    head = f'<meta http-equiv="refresh" content="{refresh}">' if refresh else ""
+    return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}", head))
+
+
+def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
+    """A browser shows such a page. Scrapy's MetaRefreshMiddleware raised for a URL it cannot
+    request (the page lost as a download error, without a line), and its redirect of a page to
+    itself was dropped by the dupefilter."""
+    with Site(refreshing_site) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            {"RETRY_TIMES": 0},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/", "/js", "/port", "/reload", "/self", "/target"]  # /away is a redirect
+    assert stat(log, "focused/skipped/bad_url") == 2
+    assert stat(log, "focused/skipped/download_error") == 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
@@ -52,3 +54,32 @@ def test_a_hosts_requests_held_for_its_robots_txt_go_as_soon_as_it_is_read(tmp_p
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert len(arrivals) == 4, site.log.gets()
     assert arrivals[-1] - arrivals[0] < latency / 2, [round(t - arrivals[0], 3) for t in arrivals]
+
+
+@pytest.mark.parametrize(
+    "robots",
+    [
+        Reply(200, "Disallow: /x\n" * 10_000, "text/plain"),  # over DOWNLOAD_MAXSIZE
+        Reply(200, b"\x1f\x8b\x08\x00", "text/plain", {"Content-Encoding": "gzip"}),
+    ],
+    ids=["too_large", "corrupt_gzip"],
+)
+def test_a_robots_txt_that_cannot_be_read_is_one_line_and_the_site_is_crawled(tmp_path, robots):
+    """As for a host that cannot be reached, every URL is allowed, as Scrapy does; its error
+    was logged with a traceback of some sixty lines."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return robots
+        return Reply(200, html(path, "<p>birds feathers nests</p><a href='/next'>next</a>"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"DOWNLOAD_MAXSIZE": 50_000, "RETRY_TIMES": 0},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert sorted(page["url"].removeprefix(site.url) for page in crawl.pages()) == ["/", "/next"]
