@@ -50,9 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_topical_arguments(args.query, args.strategy)
         if args.crawl_delay <= 0:
             raise ConfigError(f"--crawl-delay must be above 0, not {args.crawl_delay:g}")
-        graph = load_graph(args.corpus)
-        if args.seed not in graph:
-            raise ConfigError(f"unknown seed article {args.seed!r}")
+        graph = load_graph(args.corpus, seed=args.seed)
         crawl_delay = 0.0 if args.latency else args.crawl_delay
         held = ReplayServer(graph, "127.0.0.2", crawl_delay=crawl_delay).start()
         free = ReplayServer(graph, "127.0.0.3").start()

@@ -33,7 +33,6 @@ import redis as redis_client
 
 from focused.errors import (
     CommandLineParser,
-    ConfigError,
     at_least_one,
     exit_on_config_error,
     seconds,
@@ -177,9 +176,7 @@ def main() -> int:
     if redis_server is None:
         print("redis_scaling: error: redis-server is not installed", file=sys.stderr)
         return 2
-    graph = load_graph(args.corpus)
-    if args.seed not in graph:
-        raise ConfigError(f"unknown seed article {args.seed!r}")
+    graph = load_graph(args.corpus, seed=args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         port = free_port()

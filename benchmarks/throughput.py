@@ -224,9 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_topical_arguments(args.query, args.strategy)
-        graph = load_graph(args.corpus)
-        if args.seed not in graph:
-            raise ConfigError(f"unknown seed article {args.seed!r}")
+        graph = load_graph(args.corpus, seed=args.seed)
         server = ReplayServer(graph).start()
     except (ConfigError, OSError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

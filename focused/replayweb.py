@@ -177,11 +177,14 @@ def _extract(archive: Path, cache_dir: Path) -> Path:
     return dest
 
 
-def load_graph(path: str | os.PathLike[str], cache_dir: Path | None = None) -> Graph:
+def load_graph(
+    path: str | os.PathLike[str], cache_dir: Path | None = None, *, seed: str | None = None
+) -> Graph:
     """Load a Wikispeedia-format corpus from a directory or a .tar.xz / .tar.gz file.
 
     Links are kept in links.tsv order, deduplicated, and only between known articles, so every
-    anchor on a served page leads to a page that exists. Raises ConfigError on a bad path.
+    anchor on a served page leads to a page that exists. Raises ConfigError on a bad path, and
+    on a ``seed`` (the article a crawl of it starts from) that is no article of it.
     """
     path = Path(path).expanduser()
     if path.is_file() and path.name.endswith((".tar.xz", ".tar.gz", ".tgz", ".txz")):
@@ -208,6 +211,8 @@ def load_graph(path: str | os.PathLike[str], cache_dir: Path | None = None) -> G
             text[name] = article_body(file.read_text(encoding="utf-8")) if file.is_file() else ""
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{root}: cannot read corpus ({exc})") from None
+    if seed is not None and seed not in known:
+        raise ConfigError(f"unknown seed article {seed!r}")
     links = {name: list(dict.fromkeys(targets)) for name, targets in links.items()}
     return Graph(names=names, links=links, text=text, categories=categories, root=root)
 
