@@ -57,12 +57,7 @@ class StoreCommand(ScrapyCommand):
             raise ConfigError(f"unexpected arguments: {' '.join(args)}")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        try:
-            store = open_store(self.settings, read_only=True)
-        except StoreSettingError as exc:
-            fail(str(exc), USAGE_ERROR)
-        except StoreError as exc:
-            fail(str(exc), NOT_FOUND)
+        store = open_or_fail(self.settings, read_only=True)
         try:
             self.show(store, args, opts)
             sys.stdout.flush()
@@ -83,6 +78,18 @@ class StoreCommand(ScrapyCommand):
 def fail(message: str, status: int) -> NoReturn:
     sys.stderr.write(f"error: {message}\n")
     sys.exit(status)
+
+
+def open_or_fail(settings: Any, **options: bool) -> Store:
+    """``open_store(settings, **options)``, or the end of the command in one line: exit status
+    2 for a setting that names no usable store (a folder, read-only media for a writer), 1 for
+    a store that cannot be reached or is missing."""
+    try:
+        return open_store(settings, **options)
+    except StoreSettingError as exc:
+        fail(str(exc), USAGE_ERROR)
+    except StoreError as exc:
+        fail(str(exc), NOT_FOUND)
 
 
 def scrapy_options(

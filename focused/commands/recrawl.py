@@ -23,13 +23,14 @@ from focused.arguments import (
 from focused.commands.crawl import FAILED_CLOSE_REASONS
 from focused.errors import ConfigError
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
-from focused.storage import StoreError, StoreSettingError, open_store
+from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,
     USAGE_ERROR,
     InspectError,
     fail,
     find_crawl,
+    open_or_fail,
     parse_number,
     scrapy_options,
 )
@@ -95,12 +96,7 @@ class Command(ScrapyCommand):
         self.pages = self._plan(args[0], opts)
 
     def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
-        try:
-            store = open_store(self.settings, create=False)  # checked writable: it is written
-        except StoreSettingError as exc:
-            fail(str(exc), USAGE_ERROR)
-        except StoreError as exc:
-            fail(str(exc), NOT_FOUND)
+        store = open_or_fail(self.settings, create=False)  # checked writable: it is written
         try:
             find_crawl(store, crawl_id)
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)

@@ -17,13 +17,14 @@ from scrapy.commands import ScrapyCommand
 
 from focused.arguments import check_settings
 from focused.errors import ConfigError
-from focused.storage import StoreError, StoreSettingError, open_store
+from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,
     USAGE_ERROR,
     InspectError,
     fail,
     find_crawl,
+    open_or_fail,
     scrapy_options,
 )
 from focused.unstored import read_unstored, restore
@@ -65,12 +66,7 @@ class Command(ScrapyCommand):
             )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        try:
-            store = open_store(self.settings, create=False)  # checked writable: it is written
-        except StoreSettingError as exc:
-            fail(str(exc), USAGE_ERROR)
-        except StoreError as exc:
-            fail(str(exc), NOT_FOUND)
+        store = open_or_fail(self.settings, create=False)  # checked writable: it is written
         try:
             for crawl_id in self.unstored.crawl_ids():
                 find_crawl(store, crawl_id)  # pages of no crawl would be listed nowhere
