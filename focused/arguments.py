@@ -37,6 +37,7 @@ from focused.errors import ConfigError, one_line
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
+from focused.resume import STATE_FILE, TOPIC_FILE, TopicJournal
 from focused.strategies import STRATEGIES, strategy_class
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
@@ -746,6 +747,15 @@ def _check_jobdir(settings: Any) -> None:
     if not os.access(jobdir, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is not writable")
     _check_job_databases(Path(jobdir))
+    _check_job_files(Path(jobdir))
+
+
+def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:
+    because = f" ({reason})" if reason else ""
+    return ConfigError(
+        f"JOBDIR {str(jobdir)!r} is not a job directory of this crawler: "
+        f"{name} cannot be read{because}; use a new JOBDIR"
+    )
 
 
 def _check_job_databases(jobdir: Path) -> None:
@@ -757,10 +767,23 @@ def _check_job_databases(jobdir: Path) -> None:
             with closing(sqlite3.connect(path)) as database:
                 database.execute("PRAGMA schema_version")
         except sqlite3.Error as exc:
-            raise ConfigError(
-                f"JOBDIR {str(jobdir)!r} is not a job directory of this crawler: "
-                f"{path.relative_to(jobdir)} cannot be read ({exc}); use a new JOBDIR"
-            ) from None
+            raise _not_a_job_directory(jobdir, path.relative_to(jobdir), str(exc)) from None
+
+
+def _check_job_files(jobdir: Path) -> None:
+    """The files the resume reads once the crawl has started: a folder where ``spider.state``
+    is written (a traceback as the crawl closed, its state lost), or a ``topic.jsonl`` that
+    ``focused.resume.TopicJournal`` did not write (junk, binary: a traceback as the spider
+    opened) is refused now. A ``spider.state`` that cannot be unpickled is read as missing
+    (``focused.resume.SpiderState``), as after a crash."""
+    for name in (STATE_FILE, TOPIC_FILE):
+        path = jobdir / name
+        if path.exists() and not path.is_file():
+            raise _not_a_job_directory(jobdir, name, "it is not a file")
+    try:
+        TopicJournal(jobdir).texts()
+    except (OSError, ValueError) as exc:
+        raise _not_a_job_directory(jobdir, TOPIC_FILE, one_line(exc)) from None
 
 
 def check_unstored_dir(settings: Any) -> None:
@@ -784,10 +807,7 @@ def _job_record(settings: Any) -> dict[str, Any]:
     except (OSError, ValueError):  # ValueError: also JSON and UTF-8 errors
         record = None
     if not _is_job_record(record):
-        raise ConfigError(
-            f"JOBDIR {str(path.parent)!r} is not a job directory of this crawler: "
-            f"{path.name} cannot be read; use a new JOBDIR"
-        )
+        raise _not_a_job_directory(path.parent, path.name)
     return record
 
 

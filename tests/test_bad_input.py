@@ -656,6 +656,49 @@ def test_a_job_database_that_is_no_database_is_refused_in_one_line(tmp_path, dam
 
 
 @pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("topic.jsonl", b"not JSON at all\n", "line 1 is not a [text, language] record"),
+        ("topic.jsonl", b'["albatross", "en"]\n5\n', "line 2 is not a [text, language] record"),
+        ("topic.jsonl", b"[5, null]\n", "line 1 is not a [text, language] record"),
+        (
+            "topic.jsonl",
+            b'{"text": "x", "language": "en"}',
+            "line 1 is not a [text, language] record",
+        ),
+        ("topic.jsonl", bytes(range(256)), "it is not UTF-8 text"),
+        ("topic.jsonl", None, "it is not a file"),
+        ("spider.state", None, "it is not a file"),
+    ],
+)
+def test_a_job_file_the_crawl_did_not_write_is_refused_in_one_line(tmp_path, name, content, reason):
+    """Read only once the crawl had started: junk in topic.jsonl was a traceback as the spider
+    opened, a folder where spider.state goes one as the crawl closed (its state lost). None: a
+    folder of that name."""
+    job = tmp_path / "job"
+    job.mkdir()
+    if content is None:
+        (job / name).mkdir()
+    else:
+        (job / name).write_bytes(content)
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert str(refused.value) == (
+        f"JOBDIR {str(job)!r} is not a job directory of this crawler: {name} cannot be read "
+        f"({reason}); use a new JOBDIR"
+    )
+
+
+def test_a_topic_journal_cut_by_a_crash_is_no_junk(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "topic.jsonl").write_bytes(b'["albatross", "en"]\n["petrel nest\n["penguin", null]\n[')
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    assert parse_arguments({**GOOD, "strategy": "shark"}, settings).strategy == "shark"
+
+
+@pytest.mark.parametrize(
     ("changed", "message"),
     [
         ({"query": "fish"}, "JOBDIR holds a crawl of another query or topic_file; resume it"),
