@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from focused.errors import CommandLineParser, ConfigError, port, seconds
+from focused.errors import CommandLineParser, ConfigError, port, quoted, seconds
 
 GRAPH_DIR = "wikispeedia_paths-and-graph"
 TEXT_DIR = "plaintext_articles"
@@ -212,7 +212,7 @@ def load_graph(
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{root}: cannot read corpus ({exc})") from None
     if seed is not None and seed not in known:
-        raise ConfigError(f"unknown seed article {seed!r}")
+        raise ConfigError(f"unknown seed article {quoted(seed)}")
     links = {name: list(dict.fromkeys(targets)) for name, targets in links.items()}
     return Graph(names=names, links=links, text=text, categories=categories, root=root)
 
@@ -302,7 +302,7 @@ def check_loopback(host: str) -> str:
             return host
     except ValueError:
         pass
-    raise ConfigError(f"host {host!r} is not a loopback address (127.0.0.0/8 or ::1)")
+    raise ConfigError(f"host {quoted(host)} is not a loopback address (127.0.0.0/8 or ::1)")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -458,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         graph = load_graph(args.corpus)
         unknown = [n for n in args.start if n not in graph]
         if unknown:
-            raise ConfigError(f"unknown start article {unknown[0]!r}")
+            raise ConfigError(f"unknown start article {quoted(unknown[0])}")
         server = ReplayServer(
             graph, args.host, args.port, args.delay, args.log, args.start, args.crawl_delay
         )

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pymongo
 from pymongo.errors import PyMongoError
 
-from focused.errors import one_line, redact_uri
+from focused.errors import cut, one_line, quoted, redact_uri
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -434,7 +434,7 @@ class SqliteStore(Store):
     def __init__(
         self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
     ) -> None:
-        self.location = os.fspath(path)
+        self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
         if file.is_dir():
             raise StoreSettingError(
@@ -643,14 +643,14 @@ class MongoStore(Store):
         timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
         create: bool = True,
     ) -> None:
-        self.location = f"{redact_uri(uri)}/{database}"
+        self.location = cut(f"{redact_uri(uri)}/{database}")  # for messages
         self._owns_client = client is None
         if client is None:
             try:
                 client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
             except (PyMongoError, ValueError) as exc:  # a malformed URI is a plain ValueError
                 raise StoreError(
-                    f"MongoDB URI {redact_uri(uri)!r} is invalid: {_summary(exc)}"
+                    f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {_summary(exc)}"
                 ) from exc
         self._client = client
         try:
@@ -658,7 +658,7 @@ class MongoStore(Store):
         except PyMongoError as exc:  # InvalidName: a space, a dot, a slash...
             self.close()
             raise StoreError(
-                f"MongoDB database name {database!r} is invalid: {_summary(exc)}"
+                f"MongoDB database name {quoted(database)} is invalid: {_summary(exc)}"
             ) from exc
         self._pages: Collection = db["pages"]
         self._crawls: Collection = db["crawls"]
@@ -760,7 +760,7 @@ def open_store(
     if isinstance(uri, str) and not uri.strip():
         # pymongo would take it for a host with no name, and say so only after MONGO_TIMEOUT_MS.
         raise StoreSettingError(
-            f"setting MONGO_URI needs a mongodb:// URI, not {uri!r} (empty: the SQLite store)"
+            f"setting MONGO_URI needs a mongodb:// URI, not {quoted(uri)} (empty: the SQLite store)"
         )
     if uri:
         return MongoStore(
@@ -775,6 +775,6 @@ def open_store(
         # the project's settings name), it cannot mean "no file": it would mean the default file,
         # another crawl's store perhaps, which a variable that expanded to nothing did not ask for
         # (nor a file named " " in the working directory, which one that expanded to a space).
-        raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {db!r}")
+        raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {quoted(db)}")
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
     return SqliteStore(path, create=create, read_only=read_only)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from focused.arguments import is_text
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut, quoted
 from focused.storage import (
     DEFAULT_SQLITE_PATH,
     FINISH_FIELDS,
@@ -144,30 +144,31 @@ def read_unstored(paths: Sequence[str]) -> Unstored:
     unstored records, or a record the store would refuse, is a ``ConfigError`` naming its line."""
     unstored = Unstored()
     for path in paths:
+        name = cut(path)  # for messages
         try:
             text = Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise ConfigError(f"{path} is not a file of unstored records: not UTF-8 text") from None
+            raise ConfigError(f"{name} is not a file of unstored records: not UTF-8 text") from None
         except OSError as exc:
-            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
         lines = text.split("\n")
         last = lines.pop()  # "" after the newline that ends a whole file
         for number, line in enumerate(lines, 1):
             try:
                 entry = json.loads(line)
             except ValueError as exc:
-                raise ConfigError(f"{path}, line {number}: not a JSON record ({exc})") from None
-            _add(unstored, f"{path}, line {number}", entry)
+                raise ConfigError(f"{name}, line {number}: not a JSON record ({exc})") from None
+            _add(unstored, f"{name}, line {number}", entry)
         if last:
             try:
                 entry = json.loads(last)
             except ValueError:
                 unstored.cut_short.append(path)  # the write a crash cut short
             else:
-                _add(unstored, f"{path}, line {len(lines) + 1}", entry)
+                _add(unstored, f"{name}, line {len(lines) + 1}", entry)
                 lines.append(last)
         if not lines:
-            raise ConfigError(f"{path} holds no unstored records")
+            raise ConfigError(f"{name} holds no unstored records")
     return unstored
 
 
@@ -176,7 +177,7 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
         raise ConfigError(f'{where}: not an unstored record ({{"kind": ..., "record": ...}})')
     kind, record = entry["kind"], entry["record"]
     if not isinstance(kind, str) or kind not in KINDS:
-        raise ConfigError(f"{where}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+        raise ConfigError(f"{where}: unknown kind {quoted(kind)}; known: {', '.join(KINDS)}")
     if not isinstance(record, dict):
         raise ConfigError(f"{where}: its record is not a JSON object")
     missing = [name for name in KINDS[kind].required if name not in record]

@@ -309,6 +309,27 @@ def test_a_log_file_that_cannot_be_written_gives_one_line(tmp_path):
     assert result.stderr == f"error: cannot write LOG_FILE '{tmp_path}': it is a folder\n"
 
 
+HUGE = "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "settings", "message"),
+    [
+        ({"strategy": HUGE}, {}, "error: unknown strategy 'xxx"),
+        ({"allowed_domains": HUGE}, {}, "error: seed 'http://127.0.0.1:9/wiki/Bird' is outside"),
+        ({}, {"CLOSESPIDER_TIMEOUT": HUGE}, "error: setting CLOSESPIDER_TIMEOUT='xxx"),
+        ({}, {"MONGO_URI": f"mongodb://{HUGE}"}, "error: MongoDB store at mongodb://xxx"),
+    ],
+)
+def test_a_huge_bad_argument_is_quoted_in_a_short_line(tmp_path, arguments, settings, message):
+    """A 100 kB argument was echoed whole in its error line."""
+    result = run({**GOOD, **arguments}, {"FOCUSED_DB": tmp_path / "pages.sqlite3", **settings})
+    assert result.returncode == 2, result.stderr[:3000]
+    assert result.stderr.startswith(message), result.stderr[:3000]
+    assert result.stderr.count("\n") == 1 and len(result.stderr) < 600, result.stderr[:3000]
+    assert re.search(r"\.\.\. \(1000\d\d characters\)", result.stderr), result.stderr
+
+
 def test_bad_input_is_also_the_log_file_s_one_line(tmp_path):
     # A Scrapyd job runs with -s LOG_FILE=logs/PROJECT/SPIDER/JOB.log and keeps its stderr only
     # in the daemon's own log: the job's log, the one a user is told to read, must say why.
