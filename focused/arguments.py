@@ -712,6 +712,13 @@ def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> 
     folder: refused before anything runs rather than failing once the work is done. With
     ``makes_folders`` the missing folders are made by the writer: the nearest existing
     ancestor counts."""
+    try:
+        _check_output_file(path, what, makes_folders)
+    except OSError as exc:  # exists() and is_dir() raise it for a name too long
+        raise ConfigError(f"cannot write {what}: {exc.strerror or one_line(exc)}") from None
+
+
+def _check_output_file(path: Path, what: str, makes_folders: bool) -> None:
     folder = path.parent
     while makes_folders and not folder.exists() and folder != folder.parent:
         folder = folder.parent
@@ -746,11 +753,11 @@ def _check_jobdir(settings: Any) -> None:
     jobdir = settings.get("JOBDIR")
     if not jobdir:
         return
-    if Path(jobdir).exists() and not Path(jobdir).is_dir():
-        raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is a file, not a directory")
     try:
+        if Path(jobdir).exists() and not Path(jobdir).is_dir():
+            raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is a file, not a directory")
         Path(jobdir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+    except OSError as exc:  # exists() too: a name longer than the file system takes
         raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: {exc.strerror}") from None
     if not os.access(jobdir, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is not writable")
@@ -810,11 +817,15 @@ def check_unstored_dir(settings: Any) -> None:
 def _job_record(settings: Any) -> dict[str, Any]:
     """``JOBDIR/focused.json``: what a resumed crawl must reuse ({} for a new JOBDIR)."""
     path = _job_file(settings, "focused.json")
-    if path is None or not path.exists():
+    if path is None:
         return {}
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # ValueError: also JSON and UTF-8 errors
+    except (FileNotFoundError, NotADirectoryError):
+        return {}  # a new JOBDIR (one that is a file is refused by _check_jobdir)
+    except OSError as exc:  # a folder, no permission, a JOBDIR name too long...
+        raise _not_a_job_directory(path.parent, path.name, exc.strerror) from None
+    except ValueError:  # also JSON and UTF-8 errors
         record = None
     if not _is_job_record(record):
         raise _not_a_job_directory(path.parent, path.name)

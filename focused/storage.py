@@ -436,11 +436,17 @@ class SqliteStore(Store):
     ) -> None:
         self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
-        if file.is_dir():
+        try:
+            is_dir, is_file = file.is_dir(), file.is_file()
+        except OSError as exc:  # a name longer than the file system takes
+            raise StoreSettingError(
+                f"{self.backend} store at {self.location}: {exc.strerror}"
+            ) from None
+        if is_dir:
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: it is a folder, not a file"
             )
-        if (read_only or not create) and not file.is_file():
+        if (read_only or not create) and not is_file:
             # A reader (a report) must not leave an empty database behind a mistyped path.
             raise StoreError(f"{self.backend} store at {self.location}: no such file")
         with self._failing("open the database"):

@@ -330,6 +330,24 @@ def test_a_huge_bad_argument_is_quoted_in_a_short_line(tmp_path, arguments, sett
     assert re.search(r"\.\.\. \(1000\d\d characters\)", result.stderr), result.stderr
 
 
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("FOCUSED_DB", "SQLite store at "),
+        ("JOBDIR", "focused.json cannot be read (File name too long)"),
+        ("LOG_FILE", "cannot write LOG_FILE"),
+        ("FOCUSED_UNSTORED_DIR", "cannot write FOCUSED_UNSTORED_DIR"),
+    ],
+)
+def test_a_file_name_too_long_for_the_file_system_gives_one_line(tmp_path, setting, message):
+    """A name over 255 bytes: Path.exists() raises, and it was a traceback."""
+    settings = {"FOCUSED_DB": tmp_path / "pages.sqlite3", setting: tmp_path / ("x" * 300)}
+    result = run(GOOD, settings)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr[-3000:]
+    assert "File name too long" in result.stderr
+
+
 def test_bad_input_is_also_the_log_file_s_one_line(tmp_path):
     # A Scrapyd job runs with -s LOG_FILE=logs/PROJECT/SPIDER/JOB.log and keeps its stderr only
     # in the daemon's own log: the job's log, the one a user is told to read, must say why.
