@@ -16,7 +16,8 @@ plus the chosen strategy's own parameters.
 
 The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMiddleware``.
 Seeds and links are canonical URLs (``focused.canonical``); a page is stored under its
-``<link rel="canonical">`` when that stays on its host (``focused.dedup`` decides duplicates).
+``<link rel="canonical">`` when that stays on its site, host and port (``focused.dedup``
+decides duplicates).
 Skipped links and responses are counted as ``focused/skipped/<reason>``.
 """
 
