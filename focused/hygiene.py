@@ -15,6 +15,10 @@ This module adds:
   ``bad_compression``.
 - ``MetaRefreshMiddleware`` (replaces Scrapy's): a page whose meta refresh names a URL no
   request can be made of, or the page itself, is kept rather than lost.
+- ``RedirectMiddleware`` (replaces Scrapy's): a 3xx whose Location leads nowhere (empty, no
+  URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
+  Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
+  without a count.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING
 import brotli
 from scrapy import Request
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
+from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
 from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadTimeoutError,
@@ -52,6 +57,7 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redirect follows
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
 # cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
 BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
@@ -63,6 +69,8 @@ def skip_reason(failure: Failure) -> str:
     message = str(error)
     if isinstance(error, HttpError):
         return f"http_{error.response.status}"
+    if isinstance(error, BadRedirect):
+        return "bad_redirect"
     if isinstance(error, IgnoreRequest):
         if "max redirections" in message:
             return "redirect_loop"
@@ -122,6 +130,51 @@ class HeadCheckMiddleware:
         if self.maxsize and length and length.isdigit() and int(length) > self.maxsize:
             self.stats.inc_value("focused/skipped/head_too_large")
             raise IgnoreRequest(f"HEAD says {int(length)} bytes: over DOWNLOAD_MAXSIZE")
+
+
+class BadRedirect(IgnoreRequest):
+    """A 3xx whose Location leads nowhere."""
+
+
+class RedirectMiddleware(ScrapyRedirect):
+    """Scrapy's, except that a redirect whose Location leads nowhere raises ``BadRedirect``
+    (``focused/skipped/bad_redirect``, the request's errback): an empty Location, which Scrapy
+    took for the request's own URL (then dropped by the dupefilter, counted nowhere), one no
+    request can be made of (``javascript:``, a port out of range: Scrapy's ``ValueError``, a
+    ``download_error``), and one to another scheme than http(s) (``ftp:``, ``data:``: Scrapy
+    handed on the 3xx, an ``http_302``)."""
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        if not self._follows(request, response):
+            return response
+        location = response.headers[b"Location"].strip()
+        if not location:
+            raise BadRedirect(f"{response.status} with an empty Location")
+        try:
+            result = super().process_response(request, response)
+        except ValueError as exc:
+            raise BadRedirect(
+                f"{response.status} to a URL no request can be made of: {exc}"
+            ) from None
+        if result is response:  # it follows only http(s)
+            raise BadRedirect(f"{response.status} to a URL of another scheme than http(s)")
+        return result
+
+    def _follows(self, request: Request, response: Response) -> bool:
+        """A redirect that Scrapy's middleware acts on, by its own test: one the request (or
+        the spider) did not ask to see as it is."""
+        if response.status not in REDIRECT_STATUSES or b"Location" not in response.headers:
+            return False
+        meta = request.meta
+        asked = (
+            meta.get("handle_httpstatus_list", ()),
+            getattr(self.crawler.spider, "handle_httpstatus_list", ()),
+        )
+        return not (
+            meta.get("dont_redirect")
+            or meta.get("handle_httpstatus_all")
+            or any(response.status in statuses for statuses in asked)
+        )
 
 
 class MetaRefreshMiddleware(ScrapyMetaRefresh):

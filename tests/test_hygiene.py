@@ -165,3 +165,41 @@ def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
     assert stored == ["/", "/js", "/port", "/reload", "/self", "/target"]  # /away is a redirect
     assert stat(log, "focused/skipped/bad_url") == 2
     assert stat(log, "focused/skipped/download_error") == 0
+
+
+BAD_LOCATIONS = {
+    "/empty": "",
+    "/js": "javascript:alert(1)",
+    "/ftp": "ftp://example.org/birds",
+    "/port": "http://127.0.0.1:99999/birds",
+    "/ipv6": "http://[::1/birds",
+}
+
+
+def test_a_redirect_whose_location_leads_nowhere_is_a_bad_redirect(tmp_path):
+    """Scrapy's RedirectMiddleware raised for a Location no request can be made of (a
+    download_error), handed on the 302 of one to another scheme (http_302), and redirected an
+    empty one to the page itself, which the dupefilter dropped without a count."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path in BAD_LOCATIONS:
+            return Reply(302, "", headers={"Location": BAD_LOCATIONS[path]})
+        links = "".join(f'<a href="{link}">{link}</a>' for link in [*BAD_LOCATIONS, "/moved"])
+        if path == "/moved":  # a redirect that leads somewhere is followed as before
+            return Reply(301, "", headers={"Location": "/target"})
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            {"RETRY_TIMES": 0},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert stat(log, "focused/skipped/bad_redirect") == len(BAD_LOCATIONS)
+    assert stat(log, "focused/skipped/download_error") == 0
+    assert stat(log, "focused/skipped/http_302") == 0
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/", "/target"]
