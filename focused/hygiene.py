@@ -9,6 +9,10 @@ queued, and TextResponse decodes a wrong or missing charset with replacement cha
 
 This module adds:
 
+- ``page_skip_reason(response)``: why a response is no page to extract, ``not_html`` (its
+  Content-Type), or ``binary_body``: an image, a PDF, an archive or other binary served as
+  HTML, told by its first bytes (a signature, or a NUL byte in its first KB), which lxml
+  would have made a page of text (and links) out of.
 - ``skip_reason(failure)``: the reason a request came to nothing, for the spider's errback,
   which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
   ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
@@ -44,6 +48,7 @@ from scrapy.exceptions import (
     IgnoreRequest,
     NotConfigured,
 )
+from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 
 if sys.version_info >= (3, 14):
@@ -57,6 +62,20 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# The first bytes of the binary formats most often served under a wrong Content-Type: PNG,
+# GIF, JPEG, PDF, ZIP (and its Office and EPUB kin), gzip, RIFF (WebP, WAV, AVI).
+BINARY_SIGNATURES = (
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"\xff\xd8\xff",
+    b"%PDF-",
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"\x1f\x8b",
+    b"RIFF",
+)
+SNIFFED_BYTES = 1024  # a NUL among them: no text in an 8-bit or UTF-8 encoding has one
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redirect follows
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
 # cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
@@ -84,6 +103,25 @@ def skip_reason(failure: Failure) -> str:
     if isinstance(error, BAD_COMPRESSION):
         return "bad_compression"
     return "download_error"
+
+
+def page_skip_reason(response: Response) -> str | None:
+    """Why ``response`` is no page to extract (``focused/skipped/<reason>``), or None."""
+    content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
+    if not isinstance(response, TextResponse) or not is_html_type(content_type):
+        return "not_html"
+    if is_binary(response.body, response.encoding):
+        return "binary_body"
+    return None
+
+
+def is_binary(body: bytes, encoding: str) -> bool:
+    """``body``, decoded as ``encoding``, is no text: it starts as a binary format does, or has
+    a NUL in its first bytes (as UTF-16 and UTF-32 text has, which is why those are spared)."""
+    head = body[:SNIFFED_BYTES]
+    if head.startswith(BINARY_SIGNATURES):
+        return True
+    return b"\0" in head and not encoding.lower().replace("_", "-").startswith(("utf-16", "utf-32"))
 
 
 def is_html_type(content_type: str) -> bool:

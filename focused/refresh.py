@@ -44,11 +44,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import scrapy
-from scrapy.http import TextResponse
 
 from focused.canonical import drop_params_setting
 from focused.extract import extract_page
-from focused.hygiene import is_html_type, skip_reason
+from focused.hygiene import page_skip_reason, skip_reason
 from focused.languages import page_language
 from focused.storage import open_store
 from pipelines.relevance import score_fields
@@ -239,9 +238,9 @@ class RecrawlSpider(scrapy.Spider):
             stats.inc_value("focused/refresh/gone")
             yield gone(stored, fetched_at, response.status)
             return
-        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
-        if not isinstance(response, TextResponse) or not is_html_type(content_type):
-            stats.inc_value("focused/skipped/not_html")
+        unusable = page_skip_reason(response)
+        if unusable is not None:
+            stats.inc_value(f"focused/skipped/{unusable}")
             return
         settings = self.settings
         page = extract_page(

@@ -43,7 +43,7 @@ from focused.arguments import (
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import one_line
 from focused.extract import Link, extract_page
-from focused.hygiene import is_html_type, skip_reason
+from focused.hygiene import page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
 from focused.refresh import first_visit
@@ -148,9 +148,9 @@ class TopicalSpider(scrapy.Spider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         stats = self.crawler.stats
-        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
-        if not isinstance(response, TextResponse) or not is_html_type(content_type):
-            stats.inc_value("focused/skipped/not_html")
+        unusable = page_skip_reason(response)
+        if unusable is not None:
+            stats.inc_value(f"focused/skipped/{unusable}")
             return
         page = extract_page(
             response,

@@ -203,3 +203,41 @@ def test_a_redirect_whose_location_leads_nowhere_is_a_bad_redirect(tmp_path):
     assert stat(log, "focused/skipped/http_302") == 0
     stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
     assert stored == ["/", "/target"]
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+# Each served as text/html, with text and a link lxml would find among the bytes.
+BINARY_BODIES = {
+    "/png": PNG,
+    "/gif": b"GIF89a\x01\x00\x01\x00",
+    "/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
+    "/pdf": b"%PDF-1.7\n",
+    "/zip": b"PK\x03\x04\x14\x00",
+    "/gzip": gzip.compress(b"<p>zipped</p>"),
+    "/nul": b"<html><body>\x00\x00\x00\x01",
+}
+
+
+def test_a_binary_body_served_as_html_is_skipped(tmp_path):
+    """lxml made a page of the bytes of a PNG (or a PDF, a zip...) served as text/html: stored
+    as text, its stray anchors followed."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path in BINARY_BODIES:
+            body = BINARY_BODIES[path] + f"<p>{WORDS}</p><a href='{path}-link'>x</a>".encode()
+            return Reply(200, body, "text/html")
+        if path == "/utf16":  # NUL bytes, but text
+            page = html("utf16", f"<p>{WORDS}</p><a href='/utf16-link'>x</a>")
+            return Reply(200, page.encode("utf-16"), "text/html; charset=utf-16")
+        links = "".join(f'<a href="{link}">{link}</a>' for link in [*BINARY_BODIES, "/utf16"])
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert stat(log, "focused/skipped/binary_body") == len(BINARY_BODIES)
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/", "/utf16", "/utf16-link"]
+    fetched = [path for _, path in site.log.gets()]
+    assert not [path for path in fetched if path.endswith("-link") and path != "/utf16-link"]
