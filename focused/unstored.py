@@ -14,8 +14,16 @@ Each line is one JSON object, ``{"kind": KIND, "record": {...}}``:
 
 A record is written as the store's own conversion makes it (``focused.storage.page_to_save``
 and the like: every value of the store's type, a numpy float a float), so it loads back as
-the store would have kept it, and loading is checked by the same functions. Loading writes
-pages by (crawl_id, url) as the crawl does, so loading a file twice is harmless.
+the store would have kept it, and loading is checked by the same functions. A page line must
+have the fields a page record has had from the first version (``PAGE_REQUIRED``); those added
+since (``duplicate_of``, ``language``, the refresh fields, any added later) may be missing, in
+the file of a version before them, and load as null, as the store reads a page it kept from
+before them.
+
+Loading writes pages by (crawl_id, url) as the crawl does, but it is not idempotent: loaded
+again after a recrawl or a resumed run, a file would put back the older records over the
+newer. So a file whose every record was written is renamed ``<name>.restored``
+(``mark_restored``).
 
 Each line is flushed as it is written: a crash while writing leaves every line but the last
 whole, and loading leaves out a last line cut short (with a warning) rather than the file.
@@ -23,6 +31,7 @@ whole, and loading leaves out a last line cut short (with a warning) rather than
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -37,7 +46,6 @@ from focused.errors import ConfigError, cut, quoted
 from focused.storage import (
     DEFAULT_SQLITE_PATH,
     FINISH_FIELDS,
-    PAGE_FIELDS,
     Store,
     crawl_finish,
     page_to_save,
@@ -73,9 +81,31 @@ class Kind:
     noun: str  # for the summary
 
 
+# The fields of a page record from the first version on: a page line without one of them is
+# refused. The fields of focused.storage.PAGE_FIELDS added since may be missing (null).
+PAGE_REQUIRED = (
+    "crawl_id",
+    "url",
+    "title",
+    "text",
+    "level",
+    "parent_url",
+    "anchor",
+    "link_relevance",
+    "tfidf",
+    "lsi",
+    "relevance",
+    "is_relevant",
+    "strategy",
+    "fetch_order",
+    "fetched_at",
+    "status",
+)
+RESTORED_SUFFIX = ".restored"  # a file whose records were all written
+
 # In the order they are written back: a recrawl's updates apply to the pages saved before them.
 KINDS: dict[str, Kind] = {
-    "page": Kind(page_to_save, PAGE_FIELDS, Store.save_pages, "page"),
+    "page": Kind(page_to_save, PAGE_REQUIRED, Store.save_pages, "page"),
     "update": Kind(page_update, ("crawl_id", "url"), Store.update_pages, "page update"),
     "finish": Kind(_crawl_outcome, ("crawl_id", *FINISH_FIELDS), _finish_crawls, "crawl outcome"),
 }
@@ -195,6 +225,21 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
         if isinstance(value, str) and not is_text(value):
             raise ConfigError(f"{where}: {name} is not UTF-8 text")
     unstored.records[kind].append(converted)
+
+
+def mark_restored(path: str) -> Path:
+    """Rename the file ``path``, whose records were all written, to ``<name>.restored`` (a name
+    that already ends so stays) and return its new path: ``unstored-*.jsonl`` no longer names
+    it, and a second restore would write its older records over what changed since. Raises
+    OSError (``FileExistsError`` rather than replace another file)."""
+    source = Path(path)
+    if source.name.endswith(RESTORED_SUFFIX):
+        return source
+    target = source.with_name(source.name + RESTORED_SUFFIX)
+    if target.exists():
+        raise FileExistsError(errno.EEXIST, "the file exists", str(target))
+    source.rename(target)
+    return target
 
 
 def restore(store: Store, unstored: Unstored) -> None:
