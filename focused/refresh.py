@@ -56,6 +56,7 @@ from pipelines.storage import StoragePipeline
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
 
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from twisted.python.failure import Failure
 
@@ -225,6 +226,16 @@ class RecrawlSpider(scrapy.Spider):
         self.pages = pages
         self.policy = policy
         self.model = model  # rescores changed pages when given
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
+        # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.
+        # (Numbers: the recrawl command makes them so, focused.arguments.)
+        allowed = crawler.settings.getlist("HTTPERROR_ALLOWED_CODES")
+        spider.handle_httpstatus_list = [*GONE, *allowed]
+        return spider
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for page in self.pages:
