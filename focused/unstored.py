@@ -216,7 +216,7 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
     try:
         converted = KINDS[kind].convert(record)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {cut(str(exc))}") from None  # float() quotes it whole
     # What the store would refuse only once writing, with a traceback: more than 64 bits
     # (SQLite, BSON), text that is not UTF-8 (a lone surrogate, from a JSON escape).
     for name, value in converted.items():

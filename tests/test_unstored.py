@@ -367,6 +367,23 @@ def test_a_bad_file_is_one_line_and_writes_nothing(cli, one_crawl, tmp_path, con
     assert stored_urls(one_crawl) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["restore", "{file}"], "line 2: could not convert string to float: 'xxx"),
+        (["report", "x" * 100_000], "no crawl 'xxx"),
+        (["recrawl", "a", "x" * 100_000], "give one crawl id, not 2: a xxx"),
+    ],
+)
+def test_a_huge_value_is_quoted_in_a_short_line(cli, one_crawl, tmp_path, args, message):  # noqa: F811
+    """float() quotes its input whole, as the commands' own messages did."""
+    path = tmp_path / "huge.jsonl"
+    path.write_text(f"{line()}\n{line(relevance='x' * 100_000)}\n", encoding="utf-8")
+    result = cli(*[arg.replace("{file}", str(path)) for arg in args], settings=one_crawl)
+    one_line_error(result, 2 if args[0] != "report" else 1, message)
+    assert len(result.stderr) < 600 and "... (100" in result.stderr, result.stderr[:1000]
+
+
 def test_a_store_without_the_crawl_is_one_line(cli, tmp_path):  # noqa: F811
     other = {"FOCUSED_DB": tmp_path / "other.sqlite3"}
     SqliteStore(other["FOCUSED_DB"]).close()
