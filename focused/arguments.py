@@ -33,10 +33,11 @@ from scrapy.utils.conf import feed_complete_default_values_from_settings
 from w3lib.url import safe_url_string
 
 from focused.canonical import canonicalize, drop_params_setting, is_sendable
-from focused.errors import ConfigError, one_line
+from focused.errors import ConfigError, cut, one_line, quoted
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
+from focused.resume import STATE_FILE, TOPIC_FILE, TopicJournal
 from focused.strategies import STRATEGIES, strategy_class
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
@@ -84,13 +85,13 @@ class Param:
         kind = type(self.default)
         if kind is str:
             if self.choices and raw not in self.choices:
-                raise ConfigError(f"{name}={raw!r} is not one of: {', '.join(self.choices)}")
+                raise ConfigError(f"{name}={quoted(raw)} is not one of: {', '.join(self.choices)}")
             return raw
         value = _read_number(name, raw, kind)
         if self.low is not None and value < self.low:
-            raise ConfigError(f"{name}={raw} is below its minimum {self.low:g}")
+            raise ConfigError(f"{name}={cut(raw)} is below its minimum {self.low:g}")
         if self.high is not None and value > self.high:
-            raise ConfigError(f"{name}={raw} is above its maximum {self.high:g}")
+            raise ConfigError(f"{name}={cut(raw)} is above its maximum {self.high:g}")
         return value
 
 
@@ -111,12 +112,12 @@ def _read_number(label: str, raw: Any, kind: type) -> Any:
     try:
         value = kind(raw)
     except (TypeError, ValueError):  # also "": a setting given empty is no number
-        raise ConfigError(f"{label}={raw!r} is not {KIND_NAMES[kind]}") from None
+        raise ConfigError(f"{label}={quoted(raw)} is not {KIND_NAMES[kind]}") from None
     if not _finite(value):  # nan passes every bound
-        raise ConfigError(f"{label}={raw!r} is not a finite number")
+        raise ConfigError(f"{label}={quoted(raw)} is not a finite number")
     # An index, a seed, a deque's length, an SQLite INTEGER: an OverflowError once the crawl ran.
     if kind is int and abs(value) > sys.maxsize:
-        raise ConfigError(f"{label}={raw} is too large: at most {sys.maxsize}")
+        raise ConfigError(f"{label}={cut(str(raw))} is too large: at most {sys.maxsize}")
     return value
 
 
@@ -157,7 +158,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     args = {k: str(v) for k, v in kwargs.items() if not k.startswith("_")}  # _job: Scrapyd's
     for name, value in args.items():
         if not is_text(value):
-            raise ConfigError(f"{name}={value!r} is not UTF-8 text")
+            raise ConfigError(f"{name}={quoted(value)} is not UTF-8 text")
     query = args.get("query", "").strip()
     topic_file = args.get("topic_file")
     topic = query
@@ -177,14 +178,15 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         strategy = given.strip()
     if strategy not in STRATEGIES:
         raise ConfigError(
-            f"unknown strategy {strategy!r}; valid strategies: {', '.join(sorted(STRATEGIES))}"
+            f"unknown strategy {quoted(strategy)}; "
+            f"valid strategies: {', '.join(sorted(STRATEGIES))}"
         )
     spec = strategy_class(strategy).params
     unknown = sorted(set(args) - set(GENERAL_ARGUMENTS) - set(spec))
     if unknown:
         valid = ", ".join([*GENERAL_ARGUMENTS, *spec])
         raise ConfigError(
-            f"unknown argument {unknown[0]!r} for strategy {strategy}; valid: {valid}"
+            f"unknown argument {quoted(unknown[0])} for strategy {strategy}; valid: {valid}"
         )
     params = {
         name: param.parse(name, args[name]) if name in args else param.default
@@ -210,7 +212,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
-        raise ConfigError(f"crawl_id={crawl_id!r} may use only letters, digits and . _ : -")
+        raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
     order = crawl_order(strategy, params, topic)
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
@@ -250,7 +252,7 @@ def _parse_language(raw: str | None) -> str | None:
     known = known_languages()
     if code not in known:
         raise ConfigError(
-            f"language={raw!r} is not a language the tokenizer knows; "
+            f"language={quoted(raw)} is not a language the tokenizer knows; "
             f"give an ISO 639-1 code: {', '.join(sorted(known))}"
         )
     return code
@@ -261,7 +263,7 @@ def _read_text(path: str, what: str) -> str:
         # utf-8-sig: a file saved with a byte-order mark (Notepad's) began its first seed with it.
         return Path(path).read_text(encoding="utf-8-sig")
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
-        raise ConfigError(f"cannot read {what} {path!r}: {exc.__class__.__name__}") from None
+        raise ConfigError(f"cannot read {what} {quoted(path)}: {exc.__class__.__name__}") from None
 
 
 def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:
@@ -289,9 +291,9 @@ def _check_seed(seed: str) -> None:
         sendable = None
     else:
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"seed {seed!r} is not an http(s) URL")
+            raise ConfigError(f"seed {quoted(seed)} is not an http(s) URL")
     if not sendable:
-        raise ConfigError(f"seed {seed!r} is not a valid URL")
+        raise ConfigError(f"seed {quoted(seed)} is not a valid URL")
 
 
 def _check_seed_lengths(seeds: tuple[str, ...], settings: Any) -> None:
@@ -317,13 +319,15 @@ def _parse_allowed_domains(args: Mapping[str, str], seeds: tuple[str, ...]) -> t
     for domain in allowed:
         if not DOMAIN.fullmatch(domain):
             raise ConfigError(
-                f"allowed_domains: {domain!r} is not a domain name (give example.org, "
+                f"allowed_domains: {quoted(domain)} is not a domain name (give example.org, "
                 "without scheme, port or path)"
             )
     for seed in seeds:
         host = urlsplit(seed).hostname or ""
         if allowed and not any(host == d or host.endswith(f".{d}") for d in allowed):
-            raise ConfigError(f"seed {seed!r} is outside allowed_domains {','.join(allowed)}")
+            raise ConfigError(
+                f"seed {quoted(seed)} is outside allowed_domains {cut(','.join(allowed))}"
+            )
     return allowed
 
 
@@ -433,7 +437,7 @@ def check_settings(settings: Any) -> None:
             settings.getbool(name)
         except ValueError:
             raise ConfigError(
-                f"setting {name}={settings.get(name)!r} is not true or false"
+                f"setting {name}={quoted(settings.get(name))} is not true or false"
             ) from None
     for name, bounds in NUMERIC_SETTINGS.items():
         _check_number(name, settings.get(name), *bounds)
@@ -460,11 +464,13 @@ def check_settings(settings: Any) -> None:
     # would fail on another browser type with a traceback once the crawl renders.
     browser = settings.get("PLAYWRIGHT_BROWSER_TYPE")
     if browser and browser != "chromium":
-        raise ConfigError(f"setting PLAYWRIGHT_BROWSER_TYPE={browser!r}: pages render in chromium")
+        raise ConfigError(
+            f"setting PLAYWRIGHT_BROWSER_TYPE={quoted(browser)}: pages render in chromium"
+        )
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
         raise ConfigError(
-            f"setting FOCUSED_RENDER_BLOCK: {unblockable[0]!r} is not one of:"
+            f"setting FOCUSED_RENDER_BLOCK: {quoted(unblockable[0])} is not one of:"
             f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
         )
 
@@ -493,8 +499,8 @@ def _check_components(settings: Any) -> None:
             _check_import(f"setting {name}: ", key if name in COMPONENT_ORDERS else value)
             if name in COMPONENT_ORDERS and not _is_number(value, float):
                 raise ConfigError(
-                    f"setting {name}: {key!r} has order {value!r}; give a number, or null to "
-                    "turn it off"
+                    f"setting {name}: {quoted(key)} has order {quoted(value)}; give a number, "
+                    "or null to turn it off"
                 )
     if _given_on_command_line(settings, "RETRY_EXCEPTIONS"):
         for path in settings.getlist("RETRY_EXCEPTIONS"):
@@ -504,7 +510,7 @@ def _check_components(settings: Any) -> None:
 def _check_import(label: str, path: Any) -> None:
     """A class (or function) named by its path imports; ``label`` starts the error."""
     if isinstance(path, str) and (problem := _import_problem(path)):
-        raise ConfigError(f"{label}{path!r} cannot be imported: {problem}")
+        raise ConfigError(f"{label}{quoted(path)} cannot be imported: {problem}")
 
 
 # Scrapy's settings that list whole numbers (HTTP status codes, ports), which it reads with
@@ -525,7 +531,7 @@ def _check_integer_lists(settings: Any) -> None:
                 int(item)
             except (TypeError, ValueError):
                 raise ConfigError(
-                    f"setting {name}: {item!r} is not a whole number (give them separated by "
+                    f"setting {name}: {quoted(item)} is not a whole number (give them separated by "
                     "commas: 500,502)"
                 ) from None
 
@@ -554,14 +560,14 @@ def _check_download_slots(settings: Any) -> None:
     for host, slot in settings.getdict("DOWNLOAD_SLOTS").items():
         if not isinstance(slot, dict):
             raise ConfigError(
-                f"setting DOWNLOAD_SLOTS: {host!r} has {slot!r}; give a JSON object, such as "
-                '{"concurrency": 2, "delay": 1.0}'
+                f"setting DOWNLOAD_SLOTS: {quoted(host)} has {quoted(slot)}; give a JSON object, "
+                'such as {"concurrency": 2, "delay": 1.0}'
             )
         for key, (kind, low) in SLOT_NUMBERS.items():
             value = slot.get(key, low)
             if not _is_number(value, kind) or value < low:
                 raise ConfigError(
-                    f"setting DOWNLOAD_SLOTS: {host!r} has {key}={value!r}; give "
+                    f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}={quoted(value)}; give "
                     f"{KIND_NAMES[kind]}, at least {low:g}"
                 )
 
@@ -578,7 +584,7 @@ def _check_number(name: str, raw: Any, kind: type, low: float | None, high: floa
     value = _read_number(f"setting {name}", raw, kind)
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
-        raise ConfigError(f"setting {name}={raw} is outside {bounds}")
+        raise ConfigError(f"setting {name}={cut(str(raw))} is outside {bounds}")
 
 
 def _import_problem(path: str) -> str | None:
@@ -595,7 +601,7 @@ def _import_problem(path: str) -> str | None:
     except (ImportError, ValueError) as exc:  # a parent is no package, or cannot be imported
         return str(exc)
     if spec is None:
-        return f"no module named {module_name!r}"
+        return f"no module named {quoted(module_name)}"
     if module_name in sys.modules:
         found = hasattr(sys.modules[module_name], attribute)
     elif spec.origin and spec.origin.endswith(".py"):
@@ -603,7 +609,7 @@ def _import_problem(path: str) -> str | None:
         found = attribute in names or not names.isdisjoint({"*", "__getattr__"})
     else:
         found = True
-    return None if found else f"module {module_name!r} has no {attribute!r}"
+    return None if found else f"module {quoted(module_name)} has no {quoted(attribute)}"
 
 
 def _bound_names(source: Path) -> set[str]:
@@ -651,7 +657,7 @@ def _check_logging(settings: Any) -> None:
     # Scrapy hands it to logging.Handler.setLevel as it is: a name, in capitals.
     if isinstance(level, str) and level not in logging.getLevelNamesMapping():
         raise ConfigError(
-            f"setting LOG_LEVEL={level!r} is not a log level: CRITICAL, ERROR, WARNING, INFO "
+            f"setting LOG_LEVEL={quoted(level)} is not a log level: CRITICAL, ERROR, WARNING, INFO "
             "or DEBUG"
         )
     fmt, datefmt = settings.get("LOG_FORMAT"), settings.get("LOG_DATEFORMAT")
@@ -659,17 +665,19 @@ def _check_logging(settings: Any) -> None:
         logging.Formatter(fmt, datefmt).format(logging.makeLogRecord({"msg": "a line"}))
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
-            f"setting LOG_FORMAT={fmt!r} cannot format a log line: {one_line(exc)}"
+            f"setting LOG_FORMAT={quoted(fmt)} cannot format a log line: {one_line(exc)}"
         ) from None
     encoding = settings.get("LOG_ENCODING")
     if encoding:
         try:
             codecs.lookup(encoding)
         except LookupError:
-            raise ConfigError(f"setting LOG_ENCODING={encoding!r} is not an encoding") from None
+            raise ConfigError(
+                f"setting LOG_ENCODING={quoted(encoding)} is not an encoding"
+            ) from None
     log_file = settings.get("LOG_FILE")
     if log_file:
-        check_output_file(Path(log_file), f"LOG_FILE {str(log_file)!r}")
+        check_output_file(Path(log_file), f"LOG_FILE {quoted(str(log_file))}")
 
 
 def _check_feeds(settings: Any) -> None:
@@ -682,20 +690,21 @@ def _check_feeds(settings: Any) -> None:
         uri = str(uri)
         if not isinstance(options, dict):
             raise ConfigError(
-                f"the feed {uri!r} has options {options!r}; give a JSON object, such as "
-                '{"format": "jsonlines"}'
+                f"the feed {quoted(uri)} has options {quoted(options)}; give a JSON object, "
+                'such as {"format": "jsonlines"}'
             )
         # Without a format, Scrapy takes the file's extension.
         kind = feed_complete_default_values_from_settings(options, settings, uri)["format"]
         if kind not in formats:
             raise ConfigError(
-                f"the feed {uri!r} has format {kind!r}; Scrapy exports: {', '.join(formats)}"
+                f"the feed {quoted(uri)} has format {quoted(kind)}; "
+                f"Scrapy exports: {', '.join(formats)}"
             )
         parts = urlsplit(uri)
         if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
             continue
         path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
-        check_output_file(path, f"the feed {uri!r}", makes_folders=True)  # Scrapy makes them
+        check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True)  # Scrapy makes them
 
 
 def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> None:
@@ -703,13 +712,20 @@ def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> 
     folder: refused before anything runs rather than failing once the work is done. With
     ``makes_folders`` the missing folders are made by the writer: the nearest existing
     ancestor counts."""
+    try:
+        _check_output_file(path, what, makes_folders)
+    except OSError as exc:  # exists() and is_dir() raise it for a name too long
+        raise ConfigError(f"cannot write {what}: {exc.strerror or one_line(exc)}") from None
+
+
+def _check_output_file(path: Path, what: str, makes_folders: bool) -> None:
     folder = path.parent
     while makes_folders and not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if path.is_dir():
         raise ConfigError(f"cannot write {what}: it is a folder")
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot write {what}: {folder} is not a writable folder")
+        raise ConfigError(f"cannot write {what}: {cut(str(folder))} is not a writable folder")
     if path.exists():
         # A writable folder does not make its files writable (another user's, read-only,
         # immutable).
@@ -722,7 +738,7 @@ def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> 
                 pass
         except OSError as exc:
             raise ConfigError(
-                f"cannot write {what}: no file can be made in {folder} ({exc.strerror})"
+                f"cannot write {what}: no file can be made in {cut(str(folder))} ({exc.strerror})"
             ) from None
 
 
@@ -737,15 +753,24 @@ def _check_jobdir(settings: Any) -> None:
     jobdir = settings.get("JOBDIR")
     if not jobdir:
         return
-    if Path(jobdir).exists() and not Path(jobdir).is_dir():
-        raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is a file, not a directory")
     try:
+        if Path(jobdir).exists() and not Path(jobdir).is_dir():
+            raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is a file, not a directory")
         Path(jobdir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(f"cannot use JOBDIR {jobdir!r}: {exc.strerror}") from None
+    except OSError as exc:  # exists() too: a name longer than the file system takes
+        raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: {exc.strerror}") from None
     if not os.access(jobdir, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot use JOBDIR {jobdir!r}: it is not writable")
+        raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is not writable")
     _check_job_databases(Path(jobdir))
+    _check_job_files(Path(jobdir))
+
+
+def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:
+    because = f" ({reason})" if reason else ""
+    return ConfigError(
+        f"JOBDIR {quoted(str(jobdir))} is not a job directory of this crawler: "
+        f"{name} cannot be read{because}; use a new JOBDIR"
+    )
 
 
 def _check_job_databases(jobdir: Path) -> None:
@@ -757,10 +782,23 @@ def _check_job_databases(jobdir: Path) -> None:
             with closing(sqlite3.connect(path)) as database:
                 database.execute("PRAGMA schema_version")
         except sqlite3.Error as exc:
-            raise ConfigError(
-                f"JOBDIR {str(jobdir)!r} is not a job directory of this crawler: "
-                f"{path.relative_to(jobdir)} cannot be read ({exc}); use a new JOBDIR"
-            ) from None
+            raise _not_a_job_directory(jobdir, path.relative_to(jobdir), str(exc)) from None
+
+
+def _check_job_files(jobdir: Path) -> None:
+    """The files the resume reads once the crawl has started: a folder where ``spider.state``
+    is written (a traceback as the crawl closed, its state lost), or a ``topic.jsonl`` that
+    ``focused.resume.TopicJournal`` did not write (junk, binary: a traceback as the spider
+    opened) is refused now. A ``spider.state`` that cannot be unpickled is read as missing
+    (``focused.resume.SpiderState``), as after a crash."""
+    for name in (STATE_FILE, TOPIC_FILE):
+        path = jobdir / name
+        if path.exists() and not path.is_file():
+            raise _not_a_job_directory(jobdir, name, "it is not a file")
+    try:
+        TopicJournal(jobdir).texts()
+    except (OSError, ValueError) as exc:
+        raise _not_a_job_directory(jobdir, TOPIC_FILE, one_line(exc)) from None
 
 
 def check_unstored_dir(settings: Any) -> None:
@@ -770,24 +808,27 @@ def check_unstored_dir(settings: Any) -> None:
     folder = settings.get("FOCUSED_UNSTORED_DIR")
     if folder:
         check_output_file(
-            Path(folder, "unstored.jsonl"), f"FOCUSED_UNSTORED_DIR {folder!r}", makes_folders=True
+            Path(folder, "unstored.jsonl"),
+            f"FOCUSED_UNSTORED_DIR {quoted(folder)}",
+            makes_folders=True,
         )
 
 
 def _job_record(settings: Any) -> dict[str, Any]:
     """``JOBDIR/focused.json``: what a resumed crawl must reuse ({} for a new JOBDIR)."""
     path = _job_file(settings, "focused.json")
-    if path is None or not path.exists():
+    if path is None:
         return {}
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # ValueError: also JSON and UTF-8 errors
+    except (FileNotFoundError, NotADirectoryError):
+        return {}  # a new JOBDIR (one that is a file is refused by _check_jobdir)
+    except OSError as exc:  # a folder, no permission, a JOBDIR name too long...
+        raise _not_a_job_directory(path.parent, path.name, exc.strerror) from None
+    except ValueError:  # also JSON and UTF-8 errors
         record = None
     if not _is_job_record(record):
-        raise ConfigError(
-            f"JOBDIR {str(path.parent)!r} is not a job directory of this crawler: "
-            f"{path.name} cannot be read; use a new JOBDIR"
-        )
+        raise _not_a_job_directory(path.parent, path.name)
     return record
 
 

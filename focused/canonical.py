@@ -162,8 +162,17 @@ def is_sendable(url: str) -> bool:
     return host is None or HOST_NAME.fullmatch(host) is not None or isIPv6Address(host)
 
 
-def same_host(url: str, other: str) -> bool:
-    return urlsplit(url).hostname == urlsplit(other).hostname
+def same_site(url: str, other: str) -> bool:
+    """Same host and same port, a scheme's default port counting as none: one site, as
+    robots.txt is one per host and port (``focused.robots``). Another port of a host may be
+    another server (a development copy, another user's): a page there is not this one's
+    canonical. http and https on their default ports are the same site."""
+    return _site(urlsplit(url)) == _site(urlsplit(other))
+
+
+def _site(parts: SplitResult) -> tuple[str | None, int | None]:
+    port = parts.port
+    return parts.hostname, None if port == DEFAULT_PORTS.get(parts.scheme) else port
 
 
 def drop_params_setting(settings) -> tuple[str, ...]:

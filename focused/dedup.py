@@ -3,8 +3,8 @@
 ``DuplicateMiddleware`` (spider middleware, order 850: after ``DepthMiddleware``, before
 ``RelevanceMiddleware``) looks at each page the spider yields:
 
-- **rel=canonical.** The spider stores a page under its same-host ``<link rel="canonical">``.
-  If that canonical URL was already fetched, the page is a duplicate of it.
+- **rel=canonical.** The spider stores a page under its ``<link rel="canonical">`` on the same
+  site (host and port). If that canonical URL was already fetched, the page is a duplicate of it.
   A page fetched at a URL another page already declared as its canonical (and so was stored
   under) is not stored again.
 - **Near-duplicate content** (``focused.simhash``, ``NEAR_DUPLICATE_DISTANCE``, default 3 bits;

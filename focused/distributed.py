@@ -57,7 +57,7 @@ from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
 from focused.engine import wake_engine
-from focused.errors import ConfigError, one_line, redact_uri
+from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
 from focused.resume import connect_request_done
@@ -98,7 +98,7 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     order; every process of a shared crawl must score alike, or the frontier mixes orders."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
     if url.partition("://")[0] not in REDIS_SCHEMES:
-        raise ConfigError(f"setting FOCUSED_FRONTIER={shown!r} is not a redis:// URL")
+        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)} is not a redis:// URL")
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
@@ -107,7 +107,9 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         recorded = client.get(key)
         client.close()
     except (redis.RedisError, ValueError) as exc:
-        raise ConfigError(f"cannot reach the Redis frontier at {shown}: {one_line(exc)}") from None
+        raise ConfigError(
+            f"cannot reach the Redis frontier at {cut(shown)}: {one_line(exc)}"
+        ) from None
     if recorded is None or recorded.decode() == described:
         return
     theirs = json.loads(recorded)

@@ -17,6 +17,27 @@ def one_line(exc: BaseException, cut: re.Pattern[str] | None = None) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
+# How much of one value given by the user an error line shows: a 100 kB argument was echoed
+# whole, a line no terminal or log shows readably.
+QUOTE_LIMIT = 200
+
+
+def cut(text: str) -> str:
+    """``text`` as an error line quotes it: its first ``QUOTE_LIMIT`` characters and its length
+    when it is longer."""
+    if len(text) <= QUOTE_LIMIT:
+        return text
+    return f"{text[:QUOTE_LIMIT]}... ({len(text)} characters)"
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` cut as ``cut`` cuts it (a string's first characters within quotes): how
+    an error line shows user input."""
+    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
+        return f"{value[:QUOTE_LIMIT]!r}... ({len(value)} characters)"
+    return cut(repr(value))
+
+
 def redact_uri(text: str) -> str:
     """``text`` with the user and password of each URI in it hidden: fit for logs."""
     return re.sub(r"(?<=//)[^/@\s]*@", "***@", text)
@@ -43,7 +64,7 @@ def at_least_one(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {quoted(text)}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
@@ -55,7 +76,7 @@ def port(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a port number, not {quoted(text)}") from None
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
     return value
@@ -67,9 +88,11 @@ def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds, not {quoted(text)}"
+        ) from None
     if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and finite, not {text}")
+        raise argparse.ArgumentTypeError(f"must be at least 0 and finite, not {cut(text)}")
     return value
 
 

@@ -12,9 +12,9 @@ by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a b
 One bad link never costs its page or its other links: whatever makes a URL fail (a port out of
 range, a malformed host or IPv6 literal, a query character the page's encoding lacks) only skips
 that link.
-A ``<link rel="canonical">`` on the same host is returned as ``Page.canonical``. A page nested
-deeper than libxml2 parses (2,048 elements, unclosed tags of a hostile or broken page) keeps what
-came before that point and says it was cut short (``Page.cut_short``).
+A ``<link rel="canonical">`` on the same site (host and port) is returned as ``Page.canonical``.
+A page nested deeper than libxml2 parses (2,048 elements, unclosed tags of a hostile or broken
+page) keeps what came before that point and says it was cut short (``Page.cut_short``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from scrapy.linkextractors import IGNORED_EXTENSIONS
 from scrapy.utils.response import _baseurl_cache, get_base_url
 from w3lib.url import safe_url_string
 
-from focused.canonical import DEFAULT_DROP_PARAMS, canonicalize, is_sendable, same_host
+from focused.canonical import DEFAULT_DROP_PARAMS, canonicalize, is_sendable, same_site
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -83,7 +83,7 @@ class Page:
     title: str
     text: str
     links: list[Link]
-    canonical: str | None = None  # the page's rel=canonical URL, when on the same host
+    canonical: str | None = None  # the page's rel=canonical URL, when on the same site
     skipped: Counter[str] = field(default_factory=Counter)  # links not followed, by reason
     cut_short: bool = False  # nested as deep as libxml2 parses: what came after is lost
 
@@ -304,15 +304,16 @@ def _link_url(
 
 
 def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:
-    """The page's ``<link rel="canonical">``, canonicalized, if it stays on the page's host
-    (a canonical pointing to another host is as likely a hijack as a mirror)."""
+    """The page's ``<link rel="canonical">``, canonicalized, if it stays on the page's site,
+    its host and port (``same_site``: a canonical pointing elsewhere is as likely a hijack as
+    a mirror)."""
     for link in response.xpath("//link[@rel and @href]"):
         if "canonical" in link.attrib["rel"].lower().split():
             try:
                 url = canonicalize(urljoin(base, link.attrib["href"].strip()), drop_params)
             except ValueError:  # a malformed URL names no page
                 return None
-            if is_followable(url) and same_host(url, response.url):
+            if is_followable(url) and same_site(url, response.url):
                 return url
             return None
     return None

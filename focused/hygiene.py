@@ -9,12 +9,20 @@ queued, and TextResponse decodes a wrong or missing charset with replacement cha
 
 This module adds:
 
+- ``page_skip_reason(response)``: why a response is no page to extract, ``not_html`` (its
+  Content-Type), or ``binary_body``: an image, a PDF, an archive or other binary served as
+  HTML, told by its first bytes (a signature, or a NUL byte in its first KB), which lxml
+  would have made a page of text (and links) out of.
 - ``skip_reason(failure)``: the reason a request came to nothing, for the spider's errback,
   which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
   ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
   ``bad_compression``.
 - ``MetaRefreshMiddleware`` (replaces Scrapy's): a page whose meta refresh names a URL no
   request can be made of, or the page itself, is kept rather than lost.
+- ``RedirectMiddleware`` (replaces Scrapy's): a 3xx whose Location leads nowhere (empty, no
+  URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
+  Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
+  without a count.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -33,12 +41,14 @@ from typing import TYPE_CHECKING
 import brotli
 from scrapy import Request
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
+from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
 from scrapy.exceptions import (
     DownloadCancelledError,
     DownloadTimeoutError,
     IgnoreRequest,
     NotConfigured,
 )
+from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 
 if sys.version_info >= (3, 14):
@@ -52,6 +62,21 @@ if TYPE_CHECKING:
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# The first bytes of the binary formats most often served under a wrong Content-Type: PNG,
+# GIF, JPEG, PDF, ZIP (and its Office and EPUB kin), gzip, RIFF (WebP, WAV, AVI).
+BINARY_SIGNATURES = (
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"\xff\xd8\xff",
+    b"%PDF-",
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"\x1f\x8b",
+    b"RIFF",
+)
+SNIFFED_BYTES = 1024  # a NUL among them: no text in an 8-bit or UTF-8 encoding has one
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redirect follows
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
 # cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
 BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
@@ -63,6 +88,8 @@ def skip_reason(failure: Failure) -> str:
     message = str(error)
     if isinstance(error, HttpError):
         return f"http_{error.response.status}"
+    if isinstance(error, BadRedirect):
+        return "bad_redirect"
     if isinstance(error, IgnoreRequest):
         if "max redirections" in message:
             return "redirect_loop"
@@ -76,6 +103,25 @@ def skip_reason(failure: Failure) -> str:
     if isinstance(error, BAD_COMPRESSION):
         return "bad_compression"
     return "download_error"
+
+
+def page_skip_reason(response: Response) -> str | None:
+    """Why ``response`` is no page to extract (``focused/skipped/<reason>``), or None."""
+    content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
+    if not isinstance(response, TextResponse) or not is_html_type(content_type):
+        return "not_html"
+    if is_binary(response.body, response.encoding):
+        return "binary_body"
+    return None
+
+
+def is_binary(body: bytes, encoding: str) -> bool:
+    """``body``, decoded as ``encoding``, is no text: it starts as a binary format does, or has
+    a NUL in its first bytes (as UTF-16 and UTF-32 text has, which is why those are spared)."""
+    head = body[:SNIFFED_BYTES]
+    if head.startswith(BINARY_SIGNATURES):
+        return True
+    return b"\0" in head and not encoding.lower().replace("_", "-").startswith(("utf-16", "utf-32"))
 
 
 def is_html_type(content_type: str) -> bool:
@@ -122,6 +168,51 @@ class HeadCheckMiddleware:
         if self.maxsize and length and length.isdigit() and int(length) > self.maxsize:
             self.stats.inc_value("focused/skipped/head_too_large")
             raise IgnoreRequest(f"HEAD says {int(length)} bytes: over DOWNLOAD_MAXSIZE")
+
+
+class BadRedirect(IgnoreRequest):
+    """A 3xx whose Location leads nowhere."""
+
+
+class RedirectMiddleware(ScrapyRedirect):
+    """Scrapy's, except that a redirect whose Location leads nowhere raises ``BadRedirect``
+    (``focused/skipped/bad_redirect``, the request's errback): an empty Location, which Scrapy
+    took for the request's own URL (then dropped by the dupefilter, counted nowhere), one no
+    request can be made of (``javascript:``, a port out of range: Scrapy's ``ValueError``, a
+    ``download_error``), and one to another scheme than http(s) (``ftp:``, ``data:``: Scrapy
+    handed on the 3xx, an ``http_302``)."""
+
+    def process_response(self, request: Request, response: Response) -> Request | Response:
+        if not self._follows(request, response):
+            return response
+        location = response.headers[b"Location"].strip()
+        if not location:
+            raise BadRedirect(f"{response.status} with an empty Location")
+        try:
+            result = super().process_response(request, response)
+        except ValueError as exc:
+            raise BadRedirect(
+                f"{response.status} to a URL no request can be made of: {exc}"
+            ) from None
+        if result is response:  # it follows only http(s)
+            raise BadRedirect(f"{response.status} to a URL of another scheme than http(s)")
+        return result
+
+    def _follows(self, request: Request, response: Response) -> bool:
+        """A redirect that Scrapy's middleware acts on, by its own test: one the request (or
+        the spider) did not ask to see as it is."""
+        if response.status not in REDIRECT_STATUSES or b"Location" not in response.headers:
+            return False
+        meta = request.meta
+        asked = (
+            meta.get("handle_httpstatus_list", ()),
+            getattr(self.crawler.spider, "handle_httpstatus_list", ()),
+        )
+        return not (
+            meta.get("dont_redirect")
+            or meta.get("handle_httpstatus_all")
+            or any(response.status in statuses for statuses in asked)
+        )
 
 
 class MetaRefreshMiddleware(ScrapyMetaRefresh):

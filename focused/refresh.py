@@ -44,11 +44,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import scrapy
-from scrapy.http import TextResponse
 
 from focused.canonical import drop_params_setting
 from focused.extract import extract_page
-from focused.hygiene import is_html_type, skip_reason
+from focused.hygiene import page_skip_reason, skip_reason
 from focused.languages import page_language
 from focused.storage import open_store
 from pipelines.relevance import score_fields
@@ -57,6 +56,7 @@ from pipelines.storage import StoragePipeline
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable, Iterator
 
+    from scrapy.crawler import Crawler
     from scrapy.http import Response
     from twisted.python.failure import Failure
 
@@ -227,6 +227,16 @@ class RecrawlSpider(scrapy.Spider):
         self.policy = policy
         self.model = model  # rescores changed pages when given
 
+    @classmethod
+    def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
+        # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.
+        # (Numbers: the recrawl command makes them so, focused.arguments.)
+        allowed = crawler.settings.getlist("HTTPERROR_ALLOWED_CODES")
+        spider.handle_httpstatus_list = [*GONE, *allowed]
+        return spider
+
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for page in self.pages:
             yield scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
@@ -239,9 +249,9 @@ class RecrawlSpider(scrapy.Spider):
             stats.inc_value("focused/refresh/gone")
             yield gone(stored, fetched_at, response.status)
             return
-        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
-        if not isinstance(response, TextResponse) or not is_html_type(content_type):
-            stats.inc_value("focused/skipped/not_html")
+        unusable = page_skip_reason(response)
+        if unusable is not None:
+            stats.inc_value(f"focused/skipped/{unusable}")
             return
         settings = self.settings
         page = extract_page(

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from focused.errors import CommandLineParser, ConfigError, port, seconds
+from focused.errors import CommandLineParser, ConfigError, cut, port, quoted, seconds
 
 GRAPH_DIR = "wikispeedia_paths-and-graph"
 TEXT_DIR = "plaintext_articles"
@@ -131,7 +131,9 @@ def _find_root(path: Path) -> Path:
     ]
     if len(found) != 1:
         what = "no" if not found else f"{len(found)}"
-        raise ConfigError(f"{path}: {what} Wikispeedia corpus found ({GRAPH_DIR}/ and {TEXT_DIR}/)")
+        raise ConfigError(
+            f"{cut(str(path))}: {what} Wikispeedia corpus found ({GRAPH_DIR}/ and {TEXT_DIR}/)"
+        )
     return found[0]
 
 
@@ -171,7 +173,7 @@ def _extract(archive: Path, cache_dir: Path) -> Path:
         os.rename(tmp, dest)
     except (OSError, tarfile.TarError) as exc:
         if not dest.is_dir():  # else another process unpacked it first: use theirs
-            raise ConfigError(f"{archive}: cannot unpack ({exc})") from None
+            raise ConfigError(f"{cut(str(archive))}: cannot unpack ({exc})") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
@@ -190,7 +192,7 @@ def load_graph(
     if path.is_file() and path.name.endswith((".tar.xz", ".tar.gz", ".tgz", ".txz")):
         path = _extract(path, cache_dir or DEFAULT_CACHE_DIR)
     elif not path.is_dir():
-        raise ConfigError(f"{path}: no such corpus directory or .tar.xz/.tar.gz file")
+        raise ConfigError(f"{cut(str(path))}: no such corpus directory or .tar.xz/.tar.gz file")
     root = _find_root(path)
     meta = root / GRAPH_DIR
     try:
@@ -210,9 +212,9 @@ def load_graph(
             file = root / TEXT_DIR / f"{name}.txt"
             text[name] = article_body(file.read_text(encoding="utf-8")) if file.is_file() else ""
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{root}: cannot read corpus ({exc})") from None
+        raise ConfigError(f"{cut(str(root))}: cannot read corpus ({exc})") from None
     if seed is not None and seed not in known:
-        raise ConfigError(f"unknown seed article {seed!r}")
+        raise ConfigError(f"unknown seed article {quoted(seed)}")
     links = {name: list(dict.fromkeys(targets)) for name, targets in links.items()}
     return Graph(names=names, links=links, text=text, categories=categories, root=root)
 
@@ -302,7 +304,7 @@ def check_loopback(host: str) -> str:
             return host
     except ValueError:
         pass
-    raise ConfigError(f"host {host!r} is not a loopback address (127.0.0.0/8 or ::1)")
+    raise ConfigError(f"host {quoted(host)} is not a loopback address (127.0.0.0/8 or ::1)")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -458,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         graph = load_graph(args.corpus)
         unknown = [n for n in args.start if n not in graph]
         if unknown:
-            raise ConfigError(f"unknown start article {unknown[0]!r}")
+            raise ConfigError(f"unknown start article {quoted(unknown[0])}")
         server = ReplayServer(
             graph, args.host, args.port, args.delay, args.log, args.start, args.crawl_delay
         )

@@ -85,6 +85,7 @@ logger = logging.getLogger(__name__)
 
 COUNTERS_FILE = "counters.sqlite3"  # under JOBDIR
 TOPIC_FILE = "topic.jsonl"  # under JOBDIR
+STATE_FILE = "spider.state"  # under JOBDIR: Scrapy's SpiderState.statefn
 
 
 class SpiderState(ScrapySpiderState):
@@ -134,16 +135,31 @@ class TopicJournal:
             os.fsync(file.fileno())
 
     def texts(self) -> list[tuple[str, str | None]]:
-        """The texts in the order they joined, without a line a crash cut off."""
+        """The texts in the order they joined, without a line a crash cut off.
+
+        Raises ``ValueError`` for a file ``append`` did not write (not UTF-8, or a line that
+        is neither a record nor the start of one), ``OSError`` for one that cannot be read:
+        the JOBDIR check (``focused.arguments``) refuses the JOBDIR then, in one line.
+        """
         if not self.path.exists():
             return []
+        try:
+            content = self.path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("it is not UTF-8 text") from None
         texts = []
-        for line in self.path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for number, line in enumerate(content.splitlines(), 1):
             try:
-                text, language = json.loads(line)
+                record = json.loads(line)
             except ValueError:
+                # A record is one JSON array, so every line a crash cut short fails to parse;
+                # so does junk, which does not start as a record does.
+                if line and not line.startswith("["):
+                    raise ValueError(f"line {number} is not a [text, language] record") from None
                 continue
-            texts.append((text, language))
+            if not _is_topic_record(record):
+                raise ValueError(f"line {number} is not a [text, language] record")
+            texts.append((record[0], record[1]))
         return texts
 
     def restore(self, model: RelevanceModel) -> int:
@@ -153,6 +169,16 @@ class TopicJournal:
         for text, language in missing:
             model.add_topic_text(text, language)
         return len(missing)
+
+
+def _is_topic_record(record: Any) -> bool:
+    """What ``TopicJournal.append`` writes: ``[text, language or null]``."""
+    return (
+        isinstance(record, list)
+        and len(record) == 2
+        and isinstance(record[0], str)
+        and (record[1] is None or isinstance(record[1], str))
+    )
 
 
 def add_to_counter(crawler: Crawler, name: str, amount: int = 1) -> int:

@@ -78,6 +78,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's loses a page whose meta refresh leads nowhere (focused.hygiene).
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
     "focused.hygiene.MetaRefreshMiddleware": 580,
+    # Scrapy's counts a redirect whose Location leads nowhere as anything but that.
+    "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
+    "focused.hygiene.RedirectMiddleware": 600,
 }
 EXTENSIONS = {
     "scrapy.extensions.feedexport.FeedExporter": None,  # replaced by the one below

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import pymongo
 from pymongo.errors import PyMongoError
 
-from focused.errors import one_line, redact_uri
+from focused.errors import cut, one_line, quoted, redact_uri
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -434,13 +434,19 @@ class SqliteStore(Store):
     def __init__(
         self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
     ) -> None:
-        self.location = os.fspath(path)
+        self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
-        if file.is_dir():
+        try:
+            is_dir, is_file = file.is_dir(), file.is_file()
+        except OSError as exc:  # a name longer than the file system takes
+            raise StoreSettingError(
+                f"{self.backend} store at {self.location}: {exc.strerror}"
+            ) from None
+        if is_dir:
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: it is a folder, not a file"
             )
-        if (read_only or not create) and not file.is_file():
+        if (read_only or not create) and not is_file:
             # A reader (a report) must not leave an empty database behind a mistyped path.
             raise StoreError(f"{self.backend} store at {self.location}: no such file")
         with self._failing("open the database"):
@@ -643,14 +649,14 @@ class MongoStore(Store):
         timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
         create: bool = True,
     ) -> None:
-        self.location = f"{redact_uri(uri)}/{database}"
+        self.location = cut(f"{redact_uri(uri)}/{database}")  # for messages
         self._owns_client = client is None
         if client is None:
             try:
                 client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
             except (PyMongoError, ValueError) as exc:  # a malformed URI is a plain ValueError
                 raise StoreError(
-                    f"MongoDB URI {redact_uri(uri)!r} is invalid: {_summary(exc)}"
+                    f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {_summary(exc)}"
                 ) from exc
         self._client = client
         try:
@@ -658,7 +664,7 @@ class MongoStore(Store):
         except PyMongoError as exc:  # InvalidName: a space, a dot, a slash...
             self.close()
             raise StoreError(
-                f"MongoDB database name {database!r} is invalid: {_summary(exc)}"
+                f"MongoDB database name {quoted(database)} is invalid: {_summary(exc)}"
             ) from exc
         self._pages: Collection = db["pages"]
         self._crawls: Collection = db["crawls"]
@@ -760,7 +766,7 @@ def open_store(
     if isinstance(uri, str) and not uri.strip():
         # pymongo would take it for a host with no name, and say so only after MONGO_TIMEOUT_MS.
         raise StoreSettingError(
-            f"setting MONGO_URI needs a mongodb:// URI, not {uri!r} (empty: the SQLite store)"
+            f"setting MONGO_URI needs a mongodb:// URI, not {quoted(uri)} (empty: the SQLite store)"
         )
     if uri:
         return MongoStore(
@@ -775,6 +781,6 @@ def open_store(
         # the project's settings name), it cannot mean "no file": it would mean the default file,
         # another crawl's store perhaps, which a variable that expanded to nothing did not ask for
         # (nor a file named " " in the working directory, which one that expanded to a space).
-        raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {db!r}")
+        raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {quoted(db)}")
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
     return SqliteStore(path, create=create, read_only=read_only)

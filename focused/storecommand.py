@@ -20,7 +20,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from focused.arguments import Param, check_settings, is_text
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut, quoted
 from focused.storage import Store, StoreError, StoreSettingError, open_store
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class StoreCommand(ScrapyCommand):
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         """Validate (and convert) the options in place; raise ``ConfigError``."""
         if args:
-            raise ConfigError(f"unexpected arguments: {' '.join(args)}")
+            raise ConfigError(f"unexpected arguments: {cut(' '.join(args))}")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         store = open_or_fail(self.settings, read_only=True)
@@ -112,7 +112,7 @@ def scrapy_options(
         ) from None
     unknown = [arg for arg in args if arg.startswith("-")]
     if unknown:
-        raise ConfigError(f"unknown option {unknown[0]} (--help lists the options)")
+        raise ConfigError(f"unknown option {cut(unknown[0])} (--help lists the options)")
     # Scrapy's options and the commands' own test their values for truth: an empty one would
     # be taken for one not given (`--png ''` drawing nothing, `--logfile ''` logging to stderr).
     for name, value in vars(opts).items():
@@ -132,14 +132,14 @@ def find_crawl(store: Store, crawl_id: str | None) -> dict[str, Any]:
     """The record of ``crawl_id``, or of the latest crawl when it is None."""
     where = f"the {store.backend} store at {store.location}"
     if crawl_id is not None and not is_text(crawl_id):  # no store can be asked for it
-        raise InspectError(f"no crawl {crawl_id!r} in {where}: crawl ids are UTF-8 text")
+        raise InspectError(f"no crawl {quoted(crawl_id)} in {where}: crawl ids are UTF-8 text")
     if crawl_id is None:
         crawl_id = store.latest_crawl_id()
         if crawl_id is None:
             raise InspectError(f"no crawls in {where}")
     crawl = store.get_crawl(crawl_id)
     if crawl is None:
-        raise InspectError(f"no crawl {crawl_id!r} in {where} (`scrapy crawls` lists them)")
+        raise InspectError(f"no crawl {quoted(crawl_id)} in {where} (`scrapy crawls` lists them)")
     return crawl
 
 

@@ -14,8 +14,16 @@ Each line is one JSON object, ``{"kind": KIND, "record": {...}}``:
 
 A record is written as the store's own conversion makes it (``focused.storage.page_to_save``
 and the like: every value of the store's type, a numpy float a float), so it loads back as
-the store would have kept it, and loading is checked by the same functions. Loading writes
-pages by (crawl_id, url) as the crawl does, so loading a file twice is harmless.
+the store would have kept it, and loading is checked by the same functions. A page line must
+have the fields a page record has had from the first version (``PAGE_REQUIRED``); those added
+since (``duplicate_of``, ``language``, the refresh fields, any added later) may be missing, in
+the file of a version before them, and load as null, as the store reads a page it kept from
+before them.
+
+Loading writes pages by (crawl_id, url) as the crawl does, but it is not idempotent: loaded
+again after a recrawl or a resumed run, a file would put back the older records over the
+newer. So a file whose every record was written is renamed ``<name>.restored``
+(``mark_restored``).
 
 Each line is flushed as it is written: a crash while writing leaves every line but the last
 whole, and loading leaves out a last line cut short (with a warning) rather than the file.
@@ -23,6 +31,7 @@ whole, and loading leaves out a last line cut short (with a warning) rather than
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -33,11 +42,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from focused.arguments import is_text
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut, quoted
 from focused.storage import (
     DEFAULT_SQLITE_PATH,
     FINISH_FIELDS,
-    PAGE_FIELDS,
     Store,
     crawl_finish,
     page_to_save,
@@ -73,9 +81,31 @@ class Kind:
     noun: str  # for the summary
 
 
+# The fields of a page record from the first version on: a page line without one of them is
+# refused. The fields of focused.storage.PAGE_FIELDS added since may be missing (null).
+PAGE_REQUIRED = (
+    "crawl_id",
+    "url",
+    "title",
+    "text",
+    "level",
+    "parent_url",
+    "anchor",
+    "link_relevance",
+    "tfidf",
+    "lsi",
+    "relevance",
+    "is_relevant",
+    "strategy",
+    "fetch_order",
+    "fetched_at",
+    "status",
+)
+RESTORED_SUFFIX = ".restored"  # a file whose records were all written
+
 # In the order they are written back: a recrawl's updates apply to the pages saved before them.
 KINDS: dict[str, Kind] = {
-    "page": Kind(page_to_save, PAGE_FIELDS, Store.save_pages, "page"),
+    "page": Kind(page_to_save, PAGE_REQUIRED, Store.save_pages, "page"),
     "update": Kind(page_update, ("crawl_id", "url"), Store.update_pages, "page update"),
     "finish": Kind(_crawl_outcome, ("crawl_id", *FINISH_FIELDS), _finish_crawls, "crawl outcome"),
 }
@@ -144,30 +174,31 @@ def read_unstored(paths: Sequence[str]) -> Unstored:
     unstored records, or a record the store would refuse, is a ``ConfigError`` naming its line."""
     unstored = Unstored()
     for path in paths:
+        name = cut(path)  # for messages
         try:
             text = Path(path).read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise ConfigError(f"{path} is not a file of unstored records: not UTF-8 text") from None
+            raise ConfigError(f"{name} is not a file of unstored records: not UTF-8 text") from None
         except OSError as exc:
-            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise ConfigError(f"cannot read {name}: {exc.strerror or exc}") from None
         lines = text.split("\n")
         last = lines.pop()  # "" after the newline that ends a whole file
         for number, line in enumerate(lines, 1):
             try:
                 entry = json.loads(line)
             except ValueError as exc:
-                raise ConfigError(f"{path}, line {number}: not a JSON record ({exc})") from None
-            _add(unstored, f"{path}, line {number}", entry)
+                raise ConfigError(f"{name}, line {number}: not a JSON record ({exc})") from None
+            _add(unstored, f"{name}, line {number}", entry)
         if last:
             try:
                 entry = json.loads(last)
             except ValueError:
                 unstored.cut_short.append(path)  # the write a crash cut short
             else:
-                _add(unstored, f"{path}, line {len(lines) + 1}", entry)
+                _add(unstored, f"{name}, line {len(lines) + 1}", entry)
                 lines.append(last)
         if not lines:
-            raise ConfigError(f"{path} holds no unstored records")
+            raise ConfigError(f"{name} holds no unstored records")
     return unstored
 
 
@@ -176,7 +207,7 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
         raise ConfigError(f'{where}: not an unstored record ({{"kind": ..., "record": ...}})')
     kind, record = entry["kind"], entry["record"]
     if not isinstance(kind, str) or kind not in KINDS:
-        raise ConfigError(f"{where}: unknown kind {kind!r}; known: {', '.join(KINDS)}")
+        raise ConfigError(f"{where}: unknown kind {quoted(kind)}; known: {', '.join(KINDS)}")
     if not isinstance(record, dict):
         raise ConfigError(f"{where}: its record is not a JSON object")
     missing = [name for name in KINDS[kind].required if name not in record]
@@ -185,7 +216,7 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
     try:
         converted = KINDS[kind].convert(record)
     except (ValueError, TypeError) as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {cut(str(exc))}") from None  # float() quotes it whole
     # What the store would refuse only once writing, with a traceback: more than 64 bits
     # (SQLite, BSON), text that is not UTF-8 (a lone surrogate, from a JSON escape).
     for name, value in converted.items():
@@ -194,6 +225,21 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
         if isinstance(value, str) and not is_text(value):
             raise ConfigError(f"{where}: {name} is not UTF-8 text")
     unstored.records[kind].append(converted)
+
+
+def mark_restored(path: str) -> Path:
+    """Rename the file ``path``, whose records were all written, to ``<name>.restored`` (a name
+    that already ends so stays) and return its new path: ``unstored-*.jsonl`` no longer names
+    it, and a second restore would write its older records over what changed since. Raises
+    OSError (``FileExistsError`` rather than replace another file)."""
+    source = Path(path)
+    if source.name.endswith(RESTORED_SUFFIX):
+        return source
+    target = source.with_name(source.name + RESTORED_SUFFIX)
+    if target.exists():
+        raise FileExistsError(errno.EEXIST, "the file exists", str(target))
+    source.rename(target)
+    return target
 
 
 def restore(store: Store, unstored: Unstored) -> None:

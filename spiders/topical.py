@@ -16,7 +16,8 @@ plus the chosen strategy's own parameters.
 
 The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMiddleware``.
 Seeds and links are canonical URLs (``focused.canonical``); a page is stored under its
-``<link rel="canonical">`` when that stays on its host (``focused.dedup`` decides duplicates).
+``<link rel="canonical">`` when that stays on its site, host and port (``focused.dedup``
+decides duplicates).
 Skipped links and responses are counted as ``focused/skipped/<reason>``.
 """
 
@@ -42,7 +43,7 @@ from focused.arguments import (
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import one_line
 from focused.extract import Link, extract_page
-from focused.hygiene import is_html_type, skip_reason
+from focused.hygiene import page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
 from focused.refresh import first_visit
@@ -147,9 +148,9 @@ class TopicalSpider(scrapy.Spider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         stats = self.crawler.stats
-        content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
-        if not isinstance(response, TextResponse) or not is_html_type(content_type):
-            stats.inc_value("focused/skipped/not_html")
+        unusable = page_skip_reason(response)
+        if unusable is not None:
+            stats.inc_value(f"focused/skipped/{unusable}")
             return
         page = extract_page(
             response,

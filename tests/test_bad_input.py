@@ -309,6 +309,45 @@ def test_a_log_file_that_cannot_be_written_gives_one_line(tmp_path):
     assert result.stderr == f"error: cannot write LOG_FILE '{tmp_path}': it is a folder\n"
 
 
+HUGE = "x" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("arguments", "settings", "message"),
+    [
+        ({"strategy": HUGE}, {}, "error: unknown strategy 'xxx"),
+        ({"allowed_domains": HUGE}, {}, "error: seed 'http://127.0.0.1:9/wiki/Bird' is outside"),
+        ({}, {"CLOSESPIDER_TIMEOUT": HUGE}, "error: setting CLOSESPIDER_TIMEOUT='xxx"),
+        ({}, {"MONGO_URI": f"mongodb://{HUGE}"}, "error: MongoDB store at mongodb://xxx"),
+    ],
+)
+def test_a_huge_bad_argument_is_quoted_in_a_short_line(tmp_path, arguments, settings, message):
+    """A 100 kB argument was echoed whole in its error line."""
+    result = run({**GOOD, **arguments}, {"FOCUSED_DB": tmp_path / "pages.sqlite3", **settings})
+    assert result.returncode == 2, result.stderr[:3000]
+    assert result.stderr.startswith(message), result.stderr[:3000]
+    assert result.stderr.count("\n") == 1 and len(result.stderr) < 600, result.stderr[:3000]
+    assert re.search(r"\.\.\. \(1000\d\d characters\)", result.stderr), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("FOCUSED_DB", "SQLite store at "),
+        ("JOBDIR", "focused.json cannot be read (File name too long)"),
+        ("LOG_FILE", "cannot write LOG_FILE"),
+        ("FOCUSED_UNSTORED_DIR", "cannot write FOCUSED_UNSTORED_DIR"),
+    ],
+)
+def test_a_file_name_too_long_for_the_file_system_gives_one_line(tmp_path, setting, message):
+    """A name over 255 bytes: Path.exists() raises, and it was a traceback."""
+    settings = {"FOCUSED_DB": tmp_path / "pages.sqlite3", setting: tmp_path / ("x" * 300)}
+    result = run(GOOD, settings)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr[-3000:]
+    assert "File name too long" in result.stderr
+
+
 def test_bad_input_is_also_the_log_file_s_one_line(tmp_path):
     # A Scrapyd job runs with -s LOG_FILE=logs/PROJECT/SPIDER/JOB.log and keeps its stderr only
     # in the daemon's own log: the job's log, the one a user is told to read, must say why.
@@ -653,6 +692,49 @@ def test_a_job_database_that_is_no_database_is_refused_in_one_line(tmp_path, dam
         f"JOBDIR {str(job)!r} is not a job directory of this crawler: {damaged} cannot be read "
         "(file is not a database); use a new JOBDIR"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("topic.jsonl", b"not JSON at all\n", "line 1 is not a [text, language] record"),
+        ("topic.jsonl", b'["albatross", "en"]\n5\n', "line 2 is not a [text, language] record"),
+        ("topic.jsonl", b"[5, null]\n", "line 1 is not a [text, language] record"),
+        (
+            "topic.jsonl",
+            b'{"text": "x", "language": "en"}',
+            "line 1 is not a [text, language] record",
+        ),
+        ("topic.jsonl", bytes(range(256)), "it is not UTF-8 text"),
+        ("topic.jsonl", None, "it is not a file"),
+        ("spider.state", None, "it is not a file"),
+    ],
+)
+def test_a_job_file_the_crawl_did_not_write_is_refused_in_one_line(tmp_path, name, content, reason):
+    """Read only once the crawl had started: junk in topic.jsonl was a traceback as the spider
+    opened, a folder where spider.state goes one as the crawl closed (its state lost). None: a
+    folder of that name."""
+    job = tmp_path / "job"
+    job.mkdir()
+    if content is None:
+        (job / name).mkdir()
+    else:
+        (job / name).write_bytes(content)
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert str(refused.value) == (
+        f"JOBDIR {str(job)!r} is not a job directory of this crawler: {name} cannot be read "
+        f"({reason}); use a new JOBDIR"
+    )
+
+
+def test_a_topic_journal_cut_by_a_crash_is_no_junk(tmp_path):
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "topic.jsonl").write_bytes(b'["albatross", "en"]\n["petrel nest\n["penguin", null]\n[')
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    assert parse_arguments({**GOOD, "strategy": "shark"}, settings).strategy == "shark"
 
 
 @pytest.mark.parametrize(

@@ -119,11 +119,14 @@ def test_extract_canonical_links_and_counts_skipped():
         ('<link rel="canonical" href="/Main/index.html?utm_medium=x">', "http://h/Main/"),
         ('<link rel="Canonical Shortlink" href="http://h/m">', "http://h/m"),
         ('<link rel="canonical" href="http://elsewhere.org/m">', None),  # other host: ignored
+        ('<link rel="canonical" href="http://h:8080/m">', None),  # other port: another site
+        ('<link rel="canonical" href="http://h:80/m">', "http://h/m"),  # the default port
+        ('<link rel="canonical" href="https://h/m">', "https://h/m"),  # http and https: one site
         ('<link rel="canonical" href="javascript:x">', None),
         ("", None),
     ],
 )
-def test_extract_rel_canonical_only_on_the_same_host(head, expected):
+def test_extract_rel_canonical_only_on_the_same_site(head, expected):
     assert extract_page(response("http://h/page?x=1", head=head)).canonical == expected
 
 

@@ -165,3 +165,79 @@ def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
     assert stored == ["/", "/js", "/port", "/reload", "/self", "/target"]  # /away is a redirect
     assert stat(log, "focused/skipped/bad_url") == 2
     assert stat(log, "focused/skipped/download_error") == 0
+
+
+BAD_LOCATIONS = {
+    "/empty": "",
+    "/js": "javascript:alert(1)",
+    "/ftp": "ftp://example.org/birds",
+    "/port": "http://127.0.0.1:99999/birds",
+    "/ipv6": "http://[::1/birds",
+}
+
+
+def test_a_redirect_whose_location_leads_nowhere_is_a_bad_redirect(tmp_path):
+    """Scrapy's RedirectMiddleware raised for a Location no request can be made of (a
+    download_error), handed on the 302 of one to another scheme (http_302), and redirected an
+    empty one to the page itself, which the dupefilter dropped without a count."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path in BAD_LOCATIONS:
+            return Reply(302, "", headers={"Location": BAD_LOCATIONS[path]})
+        links = "".join(f'<a href="{link}">{link}</a>' for link in [*BAD_LOCATIONS, "/moved"])
+        if path == "/moved":  # a redirect that leads somewhere is followed as before
+            return Reply(301, "", headers={"Location": "/target"})
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            {"RETRY_TIMES": 0},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    assert stat(log, "focused/skipped/bad_redirect") == len(BAD_LOCATIONS)
+    assert stat(log, "focused/skipped/download_error") == 0
+    assert stat(log, "focused/skipped/http_302") == 0
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/", "/target"]
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+# Each served as text/html, with text and a link lxml would find among the bytes.
+BINARY_BODIES = {
+    "/png": PNG,
+    "/gif": b"GIF89a\x01\x00\x01\x00",
+    "/jpeg": b"\xff\xd8\xff\xe0\x00\x10JFIF",
+    "/pdf": b"%PDF-1.7\n",
+    "/zip": b"PK\x03\x04\x14\x00",
+    "/gzip": gzip.compress(b"<p>zipped</p>"),
+    "/nul": b"<html><body>\x00\x00\x00\x01",
+}
+
+
+def test_a_binary_body_served_as_html_is_skipped(tmp_path):
+    """lxml made a page of the bytes of a PNG (or a PDF, a zip...) served as text/html: stored
+    as text, its stray anchors followed."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path in BINARY_BODIES:
+            body = BINARY_BODIES[path] + f"<p>{WORDS}</p><a href='{path}-link'>x</a>".encode()
+            return Reply(200, body, "text/html")
+        if path == "/utf16":  # NUL bytes, but text
+            page = html("utf16", f"<p>{WORDS}</p><a href='/utf16-link'>x</a>")
+            return Reply(200, page.encode("utf-16"), "text/html; charset=utf-16")
+        links = "".join(f'<a href="{link}">{link}</a>' for link in [*BINARY_BODIES, "/utf16"])
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert stat(log, "focused/skipped/binary_body") == len(BINARY_BODIES)
+    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    assert stored == ["/", "/utf16", "/utf16-link"]
+    fetched = [path for _, path in site.log.gets()]
+    assert not [path for path in fetched if path.endswith("-link") and path != "/utf16-link"]

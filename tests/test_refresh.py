@@ -325,6 +325,31 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     assert record["status"] == "finished" and record["pages"] == 5
 
 
+def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_through(tmp_path):
+    """-s HTTPERROR_ALLOWED_CODES=403 reaches Scrapy as strings, which it compared with each
+    response's integer status: the page was skipped as http_403, its visit not recorded."""
+
+    def respond(method: str, path: str) -> Reply:
+        return Reply(403, html("Birds", "<p>Birds nest behind a login now.</p>"))
+
+    db = tmp_path / "focused.sqlite3"
+    with Site(respond) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        store.save_pages([stored(f"{site.url}/a")])
+        store.close()
+        result = recrawl(db, "c1", settings={"HTTPERROR_ALLOWED_CODES": "403,451"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "focused/skipped/http_403" not in result.stderr, result.stderr[-3000:]
+    store = SqliteStore(db, create=False)
+    try:
+        [page_] = store.pages("c1")
+    finally:
+        store.close()
+    assert (page_["status"], page_["visits"], page_["changes"]) == (403, 2, 1)
+    assert page_["text"] == "Birds nest behind a login now."
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 

@@ -250,8 +250,54 @@ def test_restore_writes_the_file_into_the_store(cli, one_crawl, tmp_path):  # no
     assert result.returncode == 0 and result.stderr == "", result
     assert result.stdout == (
         f"restored 3 pages of crawl one into the SQLite store at {one_crawl['FOCUSED_DB']}\n"
+        f"{path} is now unstored-one.jsonl.restored\n"
     )
     assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
+
+
+def test_a_restored_file_is_renamed_so_that_it_is_not_restored_again(cli, one_crawl, tmp_path):  # noqa: F811
+    """It stayed, and restoring it again (unstored-*.jsonl) after a recrawl put the older
+    records back over the newer: restore is not idempotent."""
+    path = spilled(tmp_path)
+    content = path.read_bytes()
+    assert cli("restore", str(path), str(path), settings=one_crawl).returncode == 0
+    assert not path.exists()
+    assert (tmp_path / "unstored-one.jsonl.restored").read_bytes() == content
+    one_line_error(cli("restore", str(path), settings=one_crawl), 2, "No such file or directory")
+
+
+def test_a_restored_file_that_cannot_be_renamed_says_so(cli, one_crawl, tmp_path):  # noqa: F811
+    path = spilled(tmp_path)
+    taken = tmp_path / "unstored-one.jsonl.restored"
+    taken.write_text("another file", encoding="utf-8")
+    result = cli("restore", str(path), settings=one_crawl)
+    assert result.returncode == 0, result  # every record is written
+    assert result.stderr == (
+        f"{path}: restored, but it cannot be renamed unstored-one.jsonl.restored (the file "
+        "exists): do not restore it again\n"
+    )
+    assert path.exists() and taken.read_text(encoding="utf-8") == "another file"
+    assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
+
+
+def test_a_page_line_of_a_version_before_the_later_fields_is_restored(cli, one_crawl, tmp_path):  # noqa: F811
+    """Every field of today's page record was required: a file of a version with fewer was
+    refused whole. The fields added since the first version load as null."""
+    record = page("http://t/old", "one")
+    later = ["duplicate_of", "language", "content_hash", "last_changed", "changes", "visits"]
+    for name in later:
+        del record[name]
+    path = tmp_path / "unstored-old.jsonl"
+    path.write_text(json.dumps({"kind": "page", "record": record}) + "\n", encoding="utf-8")
+    result = cli("restore", str(path), settings=one_crawl)
+    assert result.returncode == 0, result
+    store = SqliteStore(one_crawl["FOCUSED_DB"], create=False)
+    try:
+        [stored] = store.pages("one")
+    finally:
+        store.close()
+    assert stored["url"] == "http://t/old" and stored["title"] == record["title"]
+    assert [stored[name] for name in later] == [None] * len(later)
 
 
 def test_restore_leaves_out_a_last_line_cut_short(cli, one_crawl, tmp_path):  # noqa: F811
@@ -321,6 +367,23 @@ def test_a_bad_file_is_one_line_and_writes_nothing(cli, one_crawl, tmp_path, con
     assert stored_urls(one_crawl) == []
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["restore", "{file}"], "line 2: could not convert string to float: 'xxx"),
+        (["report", "x" * 100_000], "no crawl 'xxx"),
+        (["recrawl", "a", "x" * 100_000], "give one crawl id, not 2: a xxx"),
+    ],
+)
+def test_a_huge_value_is_quoted_in_a_short_line(cli, one_crawl, tmp_path, args, message):  # noqa: F811
+    """float() quotes its input whole, as the commands' own messages did."""
+    path = tmp_path / "huge.jsonl"
+    path.write_text(f"{line()}\n{line(relevance='x' * 100_000)}\n", encoding="utf-8")
+    result = cli(*[arg.replace("{file}", str(path)) for arg in args], settings=one_crawl)
+    one_line_error(result, 2 if args[0] != "report" else 1, message)
+    assert len(result.stderr) < 600 and "... (100" in result.stderr, result.stderr[:1000]
+
+
 def test_a_store_without_the_crawl_is_one_line(cli, tmp_path):  # noqa: F811
     other = {"FOCUSED_DB": tmp_path / "other.sqlite3"}
     SqliteStore(other["FOCUSED_DB"]).close()
@@ -387,7 +450,7 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
     assert restored.returncode == 0, restored.stderr
     assert restored.stdout == (
         f"restored {len(pages)} pages, 1 crawl outcome of crawl locked into the SQLite store"
-        f" at {db}\n"
+        f" at {db}\n{path} is now {path.name}.restored\n"
     )
     listed = subprocess.run(
         scrapy_command("pages", "--crawl", "locked", "--json", "-s", f"FOCUSED_DB={db}"),

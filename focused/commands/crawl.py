@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, NoReturn
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import SEEDS_UNREACHABLE
@@ -48,11 +48,11 @@ class Command(ScrapyCrawlCommand):
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
         if len(args) > 1:  # Scrapy would say so only once logging has started
-            self._fail(f"give one spider to crawl, not {len(args)}: {' '.join(args)}")
+            self._fail(f"give one spider to crawl, not {len(args)}: {cut(' '.join(args))}")
         try:
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
-            self._fail(f"no spider named {args[0]!r}")
+            self._fail(f"no spider named {quoted(args[0])}")
         check = getattr(spidercls, "check_arguments", None)
         if check is not None:
             try:

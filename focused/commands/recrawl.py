@@ -21,7 +21,7 @@ from focused.arguments import (
     check_unstored_dir,
 )
 from focused.commands.crawl import FAILED_CLOSE_REASONS
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.storage import StoreError
 from focused.storecommand import (
@@ -85,7 +85,7 @@ class Command(ScrapyCommand):
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
             if len(args) > 1:
-                raise ConfigError(f"give one crawl id, not {len(args)}: {' '.join(args)}")
+                raise ConfigError(f"give one crawl id, not {len(args)}: {cut(' '.join(args))}")
             opts.policy = Param("uniform", choices=POLICIES).parse("--policy", opts.policy)
             parse_number(opts, "--budget", Param(1, low=1))
             if opts.policy == "proportional" and opts.budget is None:
@@ -127,6 +127,6 @@ def _load_model(directory: str) -> RelevanceModel:
         return RelevanceModel.load(directory)
     except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
         raise ConfigError(
-            f"--model {directory} holds no saved relevance model (a crawl's JOBDIR/relevance):"
+            f"--model {cut(directory)} holds no saved relevance model (a crawl's JOBDIR/relevance):"
             f" {type(exc).__name__}"
         ) from None

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from focused.arguments import check_output_file
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut, quoted
 from focused.report import (
     DECILES,
     REPORT_FIELDS,
@@ -63,9 +63,9 @@ class Command(StoreCommand):
 
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) > 1:
-            raise ConfigError(f"give at most one crawl id, not {len(args)}: {' '.join(args)}")
+            raise ConfigError(f"give at most one crawl id, not {len(args)}: {cut(' '.join(args))}")
         if opts.png:  # a bad option (exit 2), as an unwritable -O file is for `scrapy crawl`
-            check_output_file(Path(opts.png), f"--png {opts.png!r}")
+            check_output_file(Path(opts.png), f"--png {quoted(opts.png)}")
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, args[0] if args else None)
@@ -84,7 +84,7 @@ class Command(StoreCommand):
             except ImportError:
                 fail("--png needs matplotlib: pip install 'matplotlib>=3.7'", NOT_FOUND)
             except OSError as exc:  # checked writable, yet failed: a full disk...
-                fail(f"cannot write {opts.png}: {exc.strerror or exc}", NOT_FOUND)
+                fail(f"cannot write {cut(opts.png)}: {exc.strerror or exc}", NOT_FOUND)
             sys.stderr.write(f"plot written to {opts.png}\n")
 
 

@@ -5,12 +5,15 @@ Every record of every file is checked before the store is opened, so a bad file 
 nothing: it ends the run with one line on stderr and exit status 2, as does a store it cannot
 write (read-only media); an unreachable store, or one without the files' crawls (the settings
 name another store than the crawl's), with exit status 1, as for the other store commands
-(``focused.storecommand``).
+(``focused.storecommand``). Once every record is written, each file is renamed
+``FILE.restored`` (``focused.unstored.mark_restored``): restore is not idempotent, a file loaded
+again after a recrawl or a resumed run would put its older records back over the newer.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrapy.commands import ScrapyCommand
@@ -27,7 +30,7 @@ from focused.storecommand import (
     open_or_fail,
     scrapy_options,
 )
-from focused.unstored import read_unstored, restore
+from focused.unstored import RESTORED_SUFFIX, mark_restored, read_unstored, restore
 
 if TYPE_CHECKING:
     import argparse
@@ -47,8 +50,9 @@ class Command(ScrapyCommand):
         return (
             "Write into the store (MONGO_URI, else FOCUSED_DB) the records a crawl kept in a file"
             " when its store failed (unstored-CRAWL-TIME.jsonl, named in the crawl's log): its"
-            " pages, a recrawl's page updates, the crawl record's outcome. Pages are written by"
-            " (crawl_id, url), as the crawl does, so loading a file twice is harmless."
+            " pages, a recrawl's page updates, the crawl record's outcome. Once its records are"
+            " written, a file is renamed FILE.restored: loaded again after a recrawl or a resumed"
+            " run, it would put its older records back over the newer."
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -79,3 +83,14 @@ class Command(ScrapyCommand):
             f"restored {self.unstored.summary()} into the {store.backend} store at"
             f" {store.location}\n"
         )
+        for path in dict.fromkeys(args):  # a file given twice is renamed once
+            try:
+                renamed = mark_restored(path)
+            except OSError as exc:  # the records are written: a warning, not a failure
+                sys.stderr.write(
+                    f"{path}: restored, but it cannot be renamed {Path(path).name}"
+                    f"{RESTORED_SUFFIX} ({exc.strerror or exc}): do not restore it again\n"
+                )
+            else:
+                if renamed != Path(path):
+                    sys.stdout.write(f"{path} is now {renamed.name}\n")
