@@ -148,6 +148,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"STORAGE_RETRIES": "x"}, "STORAGE_RETRIES='x' is not an integer"),
         (GOOD, {"STORAGE_RETRY_DELAY": "x"}, "STORAGE_RETRY_DELAY='x' is not a number"),
         (GOOD, {"FOCUSED_HEARTBEAT_INTERVAL": "0"}, "FOCUSED_HEARTBEAT_INTERVAL=0 is outside"),
+        (GOOD, {"FOCUSED_DB_TIMEOUT": "-1"}, "FOCUSED_DB_TIMEOUT=-1 is outside"),
         # Found out only once the store failed and its pages had nowhere to go.
         (
             GOOD,
