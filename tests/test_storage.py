@@ -481,7 +481,7 @@ def test_processes_opening_a_new_sqlite_file_at_once_all_open_it(tmp_path):
     assert [outcome for outcome in outcomes if outcome != "ok"] == []
 
 
-@pytest.mark.parametrize("timeout", [0.2, 1.5])
+@pytest.mark.parametrize("timeout", [0.2, 1.0])
 def test_a_write_to_a_locked_sqlite_file_waits_focused_db_timeout(tmp_path, timeout):
     """Another process's write lock: the write waits FOCUSED_DB_TIMEOUT for it, then fails."""
     store = open_store({"FOCUSED_DB": str(tmp_path / "f.sqlite3"), "FOCUSED_DB_TIMEOUT": timeout})
