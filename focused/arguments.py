@@ -350,6 +350,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "CONCURRENT_REQUESTS": (int, 1, None),
     "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
     "MONGO_TIMEOUT_MS": (int, 1, None),
+    "FOCUSED_DB_TIMEOUT": (float, 0.0, None),
     "CLOSESPIDER_RELEVANT": (int, 0, None),
     "DRIFT_WINDOW": (int, 0, None),
     "DRIFT_MIN_HARVEST": (float, 0.0, 1.0),

@@ -7,6 +7,7 @@ Settings read by ``open_store``:
                       (default 5000)
     FOCUSED_DB        SQLite file, relative to the working directory (default ``focused.sqlite3``;
                       empty is refused)
+    FOCUSED_DB_TIMEOUT  seconds a SQLite write waits for another process's lock (default 5.0)
 
 Both backends take and return plain dicts with the same keys (``PAGE_FIELDS``,
 ``CRAWL_FIELDS``, in that order) and the same value types, so that commands and reports never
@@ -123,6 +124,7 @@ CRAWL_SORT: SortSpec = (("started_at", -1), ("crawl_id", -1))  # newest first
 DEFAULT_MONGO_DATABASE = "focused"
 DEFAULT_MONGO_TIMEOUT_MS = 5000
 DEFAULT_SQLITE_PATH = "focused.sqlite3"
+DEFAULT_SQLITE_TIMEOUT = 5.0  # seconds: sqlite3's own busy timeout
 
 
 class StoreError(Exception):
@@ -432,7 +434,12 @@ class SqliteStore(Store):
     threadsafe = False
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = True, read_only: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        timeout: float = DEFAULT_SQLITE_TIMEOUT,
     ) -> None:
         self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
@@ -456,7 +463,7 @@ class SqliteStore(Store):
             else:
                 file.parent.mkdir(parents=True, exist_ok=True)
                 self._check_writable(file)
-                self._conn = sqlite3.connect(file)
+                self._conn = sqlite3.connect(file, timeout=timeout)
                 if not create:
                     self._check_is_store()
                 self._use_wal()
@@ -783,4 +790,5 @@ def open_store(
         # (nor a file named " " in the working directory, which one that expanded to a space).
         raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {quoted(db)}")
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
-    return SqliteStore(path, create=create, read_only=read_only)
+    timeout = float(_setting(settings, "FOCUSED_DB_TIMEOUT", DEFAULT_SQLITE_TIMEOUT))
+    return SqliteStore(path, create=create, read_only=read_only, timeout=timeout)

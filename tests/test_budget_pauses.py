@@ -19,7 +19,7 @@ from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
 
 ARTICLES = 80
-SLOW = 1.0  # seconds: every third article is still under way when a budget is reached
+SLOW = 0.5  # seconds: every third article is still under way when a budget is reached
 WORDS = ["heron", "plover", "tern", "gull", "wren", "finch", "lark", "swift", "crane"]
 
 

@@ -151,7 +151,15 @@ def test_store_locked_mid_crawl_stops_with_an_error_and_resume_loses_nothing(
     server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
     db = tmp_path / "focused.sqlite3"
     jobdir = tmp_path / "job"
-    command = job_command(tmp_path, server, "bfs", STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0.1)
+    # Each write waits out the lock for FOCUSED_DB_TIMEOUT before it fails: 0.5 s, not 5.
+    command = job_command(
+        tmp_path,
+        server,
+        "bfs",
+        STORAGE_RETRIES=1,
+        STORAGE_RETRY_DELAY=0.1,
+        FOCUSED_DB_TIMEOUT=0.5,
+    )
     try:
         run = start_until_fetched(command, server, 30, stderr=subprocess.PIPE)
         locker = sqlite3.connect(db, isolation_level=None)

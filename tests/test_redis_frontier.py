@@ -1054,9 +1054,10 @@ def test_one_process_stopped_leaves_the_crawl_record_to_those_going_on(
 ):
     """Ctrl-C on one process of a shared crawl recorded the whole crawl as interrupted
     (shutdown) while the other process crawled on; the last process to close records it."""
-    budget = 80
+    budget = 40
     # The first articles wait until both processes have joined; the one going on is slow, so
-    # that it is still crawling when the other has stopped.
+    # that it is still crawling when the other has stopped (its last 20 pages take 6 s; the
+    # stop, 0.1 s here).
     server = GatedReplay(sample_graph, Gate(3), BIRD_SEED, delay=0.03).start()
     db = tmp_path / "focused.sqlite3"
     try:
@@ -1381,7 +1382,8 @@ def test_a_dead_processs_places_at_a_host_lapse_as_it_counts_dead(tmp_path, redi
     """A place lasted the download timeout and the worker timeout: a process killed while it had
     requests under way kept its host's places from the others for over a minute here (three
     minutes by default)."""
-    respond, gate = many_pages_site(30), Joined(redis_server.url)
+    # 16 pages: about 8 are left for the survivor once the dead process's places have lapsed.
+    respond, gate = many_pages_site(16), Joined(redis_server.url)
 
     def gated(method: str, path: str) -> Reply:
         gate.wait()
@@ -1428,7 +1430,7 @@ def test_a_host_gets_no_more_requests_at_once_than_its_concurrency_crawl_wide(
 ):
     """Each process kept a host's concurrency on its own: two processes had twice as many
     requests under way to it."""
-    respond, gate = many_pages_site(24), Joined(redis_server.url)
+    respond, gate = many_pages_site(12), Joined(redis_server.url)
 
     def gated(method: str, path: str) -> Reply:
         gate.wait()
@@ -1444,5 +1446,5 @@ def test_a_host_gets_no_more_requests_at_once_than_its_concurrency_crawl_wide(
         logs = crawl_by_two_processes(tmp_path, slow, settings, **spider_args)
     for log in logs:
         assert responses(log) >= 3, log[-3000:]  # its robots.txt and pages
-    assert len(site.spans) == 25
+    assert len(site.spans) == 13
     assert site.most_at_once() == 2, sorted(site.spans)

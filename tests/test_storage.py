@@ -481,6 +481,24 @@ def test_processes_opening_a_new_sqlite_file_at_once_all_open_it(tmp_path):
     assert [outcome for outcome in outcomes if outcome != "ok"] == []
 
 
+@pytest.mark.parametrize("timeout", [0.2, 1.0])
+def test_a_write_to_a_locked_sqlite_file_waits_focused_db_timeout(tmp_path, timeout):
+    """Another process's write lock: the write waits FOCUSED_DB_TIMEOUT for it, then fails."""
+    store = open_store({"FOCUSED_DB": str(tmp_path / "f.sqlite3"), "FOCUSED_DB_TIMEOUT": timeout})
+    locker = sqlite3.connect(tmp_path / "f.sqlite3", isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="database is locked"):
+            store.start_crawl(crawl_record())
+        waited = time.monotonic() - started
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+        store.close()
+    assert timeout <= waited < timeout + 1.0
+
+
 def test_sqlite_unopenable_path_is_a_store_error(tmp_path):
     (tmp_path / "a_file").write_text("not a directory")
     with pytest.raises(StoreError) as caught:
@@ -1137,7 +1155,13 @@ def locked_store_crawl(
     from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
 
     db = Path(settings["FOCUSED_DB"])
-    settings = {"LOG_LEVEL": "INFO", "ENCODER_STORE_DIR": tmp_path / "encodings", **settings}
+    settings = {
+        "LOG_LEVEL": "INFO",
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+        # A write to the locked file fails after 0.5 s, not after SQLite's default 5 s.
+        "FOCUSED_DB_TIMEOUT": 0.5,
+        **settings,
+    }
     arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
     crawl = subprocess.Popen(
         scrapy_command(*crawl_args({**arguments, "crawl_id": "locked"}, settings)),

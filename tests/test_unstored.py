@@ -414,7 +414,7 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
         "FOCUSED_UNSTORED_DIR": spill,
         "CONCURRENT_REQUESTS": 4,
         "CLOSESPIDER_PAGECOUNT": 120,
-        "STORAGE_RETRIES": 0,  # each try waits out SQLite's busy timeout, 5 s
+        "STORAGE_RETRIES": 0,  # each try waits out the lock for FOCUSED_DB_TIMEOUT
     }
     with locked_store_crawl(tmp_path, site, settings) as (crawl, locker):
         stored_before = _stored_count(locker)
