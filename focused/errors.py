@@ -58,13 +58,13 @@ _ARGPARSE_VALUE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+""")
 
 def _cut_value(match: re.Match[str]) -> str:
     text = match[0]
-    if len(text) <= QUOTE_LIMIT:
-        return text
     if text[0] in "'\"":
         try:
-            return quoted(ast.literal_eval(text))
+            value = ast.literal_eval(text)
         except (ValueError, SyntaxError):  # quotes that are not a repr's
-            pass
+            value = None
+        if isinstance(value, str):  # the length of the value, not of its repr, as ``quoted``
+            return text if len(value) <= QUOTE_LIMIT else quoted(value)
     return cut(text)
 
 
