@@ -127,7 +127,7 @@ class PartlyKept(OSError):
     are in it whole, the others are not."""
 
     def __init__(self, kept: int, cause: OSError) -> None:
-        super().__init__(cause.errno, cause.strerror, cause.filename)
+        super().__init__(*cause.args)  # its errno and strerror, or its message
         self.kept = kept
 
 
