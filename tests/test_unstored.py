@@ -534,3 +534,35 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
         STORE_UNREACHABLE,
     )
     assert crawl_record["pages"] == len(fetched)
+
+
+def test_a_crawl_whose_unstored_records_fill_the_disk_says_what_it_lost(tmp_path, site, full_disk):
+    """The store locked as above, and FOCUSED_UNSTORED_DIR on a disk too small for them all:
+    the log says in one line how many page records are kept where and how many are lost, and
+    the file holds those whole."""
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "FOCUSED_UNSTORED_DIR": full_disk,
+        "CONCURRENT_REQUESTS": 4,
+        "CLOSESPIDER_PAGECOUNT": 60,
+        "STORAGE_RETRIES": 0,
+    }
+    with locked_store_crawl(tmp_path, site, settings) as (crawl, locker):
+        _, log = crawl.communicate(timeout=180)
+        locker.execute("ROLLBACK")
+    assert crawl.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [path] = unstored_files(full_disk)  # the crawl's outcome at least is small enough
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    kept = sum(line["kind"] == "page" for line in lines)
+    [lost] = [line for line in log.splitlines() if "page records of crawl locked" in line]
+    unstored = int(lost.split(" ERROR: ", 1)[1].split()[0])
+    assert " ERROR: " in lost and kept < unstored, lost
+    if kept:
+        assert lost.endswith(
+            f"; {kept} kept in {path} (load into the store with `scrapy restore {path}`), "
+            f"the other {unstored - kept} not: No space left on device"
+        ), lost
+    else:
+        assert lost.endswith(f"; not kept in {path} either: No space left on device"), lost
+    assert read_unstored([str(path)]).cut_short == []
