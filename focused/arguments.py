@@ -37,7 +37,7 @@ from focused.errors import ConfigError, cut, one_line, quoted
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
-from focused.resume import STATE_FILE, TOPIC_FILE, TopicJournal
+from focused.resume import STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
 from focused.strategies import STRATEGIES, strategy_class
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
@@ -788,11 +788,11 @@ def _check_job_databases(jobdir: Path) -> None:
 
 def _check_job_files(jobdir: Path) -> None:
     """The files the resume reads once the crawl has started: a folder where ``spider.state``
-    is written (a traceback as the crawl closed, its state lost), or a ``topic.jsonl`` that
-    ``focused.resume.TopicJournal`` did not write (junk, binary: a traceback as the spider
-    opened) is refused now. A ``spider.state`` that cannot be unpickled is read as missing
-    (``focused.resume.SpiderState``), as after a crash."""
-    for name in (STATE_FILE, TOPIC_FILE):
+    or its temporary file is written (a traceback as the crawl closed, its state lost), or a
+    ``topic.jsonl`` that ``focused.resume.TopicJournal`` did not write (junk, binary: a
+    traceback as the spider opened) is refused now. A ``spider.state`` that cannot be
+    unpickled is read as missing (``focused.resume.SpiderState``), as after a crash."""
+    for name in (STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE):
         path = jobdir / name
         if path.exists() and not path.is_file():
             raise _not_a_job_directory(jobdir, name, "it is not a file")

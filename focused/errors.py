@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import re
 import sys
@@ -50,12 +51,32 @@ class ConfigError(ValueError):
     """
 
 
+# In argparse's own messages, a value it quotes (``repr``: ``invalid choice: 'x'``) or, in the
+# others (``unrecognized arguments: x``), a word.
+_ARGPARSE_VALUE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+""")
+
+
+def _cut_value(match: re.Match[str]) -> str:
+    text = match[0]
+    if text[0] in "'\"":
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):  # quotes that are not a repr's
+            value = None
+        if isinstance(value, str):  # the length of the value, not of its repr, as ``quoted``
+            return text if len(value) <= QUOTE_LIMIT else quoted(value)
+    return cut(text)
+
+
 class CommandLineParser(argparse.ArgumentParser):
     """argparse for the project's commands (``focused.replayweb``, ``benchmarks.*``): a mistake
     in the arguments ends with one line, ``PROG: error: MESSAGE``, and exit status 2. argparse
     would print the usage first, which ``--help`` gives."""
 
     def error(self, message: str) -> NoReturn:
+        # argparse quotes a value whole (a 100 kB bad choice, a 100 kB line): each is shown as
+        # every other error line shows one (``quoted``, ``cut``).
+        message = _ARGPARSE_VALUE.sub(_cut_value, message)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

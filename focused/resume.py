@@ -86,6 +86,7 @@ logger = logging.getLogger(__name__)
 COUNTERS_FILE = "counters.sqlite3"  # under JOBDIR
 TOPIC_FILE = "topic.jsonl"  # under JOBDIR
 STATE_FILE = "spider.state"  # under JOBDIR: Scrapy's SpiderState.statefn
+STATE_TEMP_FILE = f"{STATE_FILE}.tmp"  # under JOBDIR: SpiderState writes it, then renames it
 
 
 class SpiderState(ScrapySpiderState):
@@ -96,7 +97,7 @@ class SpiderState(ScrapySpiderState):
 
     def spider_closed(self, spider: Spider) -> None:
         if self.jobdir:
-            written = Path(f"{self.statefn}.tmp")
+            written = Path(self.jobdir, STATE_TEMP_FILE)
             with written.open("wb") as file:
                 pickle.dump(spider.state, file, protocol=4)
             os.replace(written, self.statefn)

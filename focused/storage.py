@@ -504,23 +504,29 @@ class SqliteStore(Store):
         )
 
     def _connect_read_only(self, path: Path) -> sqlite3.Connection:
-        """A connection that writes nothing. A store in WAL mode needs its -shm file, which
-        SQLite cannot make in a folder it may not write (read-only media, a crawl copied from
-        another user): there the file is opened as immutable, which nothing can change."""
+        """A connection that writes nothing. A store in WAL mode needs its -shm file, and where
+        there is none SQLite makes it, with an empty -wal file, as the reader's own: it cannot
+        in a folder it may not write (read-only media, a crawl copied from another user), and
+        must not for a store it may not write (another user's in a shared folder), whose owner
+        could then write it no more ("attempt to write a readonly database"). There the file
+        is opened as immutable, which nothing can change."""
         uri = f"{path.absolute().as_uri()}?mode=ro"
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file
-            return conn
-        except sqlite3.OperationalError:
-            conn.close()
-            if os.access(path.parent, os.W_OK | os.X_OK):
-                raise
+        shm = path.with_name(f"{path.name}-shm")
+        if os.access(path, os.W_OK) or shm.exists():  # a -shm file there: a writer's, used
+            conn = sqlite3.connect(uri, uri=True)
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file
+                return conn
+            except sqlite3.OperationalError:
+                conn.close()
+                if os.access(path.parent, os.W_OK | os.X_OK):
+                    raise
         wal = path.with_name(f"{path.name}-wal")
         if wal.exists() and wal.stat().st_size:  # immutable would ignore the pages it holds
             raise StoreError(
                 f"{self.backend} store at {self.location}: its write-ahead log {wal} cannot be"
-                " read in a read-only folder; copy the store with it to a writable folder"
+                f" read without making {shm.name} beside it; copy the store with it to a folder"
+                " of your own"
             )
         return sqlite3.connect(f"{uri}&immutable=1", uri=True)
 

@@ -26,7 +26,10 @@ newer. So a file whose every record was written is renamed ``<name>.restored``
 (``mark_restored``).
 
 Each line is flushed as it is written: a crash while writing leaves every line but the last
-whole, and loading leaves out a last line cut short (with a warning) rather than the file.
+whole, and loading leaves out a last line cut short (with a warning) rather than the file. A
+write that fails (the disk full) leaves no line cut short: the file is cut back to its last
+whole line (``PartlyKept`` says how many records it took), so that a record added later is not
+glued to it.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from focused.storage import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
+    from io import FileIO
 
     from scrapy.settings import Settings
 
@@ -118,10 +122,20 @@ def unstored_dir(settings: Settings | Mapping[str, Any]) -> Path:
     return Path(given) if given else Path(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH).parent
 
 
+class PartlyKept(OSError):
+    """The file took only the first ``kept`` records of an ``add`` (the disk is full...): they
+    are in it whole, the others are not."""
+
+    def __init__(self, kept: int, cause: OSError) -> None:
+        super().__init__(*cause.args)  # its errno and strerror, or its message
+        self.kept = kept
+
+
 class UnstoredFile:
     """The file of one run of a crawl, made at its first record: the pipeline may add the
-    crawl's outcome after its pages. Raises OSError when it cannot be written, ValueError or
-    TypeError for a record the store would refuse as well."""
+    crawl's outcome after its pages. Raises PartlyKept when it cannot be written (with
+    ``kept`` 0 when the folder or file cannot be made), ValueError or TypeError for a record
+    the store would refuse as well."""
 
     def __init__(self, folder: Path, crawl_id: str) -> None:
         # To the microsecond: the processes of a shared crawl may close in the same second.
@@ -133,15 +147,43 @@ class UnstoredFile:
     def add(self, kind: str, records: Iterable[Mapping[str, Any]]) -> None:
         convert = KINDS[kind].convert
         # ASCII (json's default escapes): any text, a lone surrogate too, loads back as it was.
-        lines = [json.dumps({"kind": kind, "record": convert(record)}) + "\n" for record in records]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # "x": never into another's file.
-        with self.path.open("a" if self._made else "x", encoding="utf-8") as file:
-            self._made = True
-            for line in lines:
-                file.write(line)
-                file.flush()
-            os.fsync(file.fileno())  # on disk before the log says the records are kept
+        lines = [
+            json.dumps({"kind": kind, "record": convert(record)}).encode() + b"\n"
+            for record in records
+        ]
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # "x": never into another's file. Unbuffered: what a failed write leaves is known.
+            file = self.path.open("ab" if self._made else "xb", buffering=0)
+        except OSError as exc:
+            raise PartlyKept(0, exc) from exc
+        made_now, self._made = not self._made, True
+        with file:
+            start = whole = file.seek(0, os.SEEK_END)  # whole: the end of the last whole line
+            kept = 0
+            try:
+                for line in lines:
+                    view = memoryview(line)
+                    while view:  # a write cut short by a full disk fails at the next
+                        view = view[file.write(view) :]
+                    whole += len(line)
+                    kept += 1
+            except OSError as exc:
+                self._cut(file, whole, made_now)
+                raise PartlyKept(kept, exc) from exc
+            try:
+                os.fsync(file.fileno())  # on disk before the log says the records are kept
+            except OSError as exc:  # any of them may be lost
+                self._cut(file, start, made_now)
+                raise PartlyKept(0, exc) from exc
+
+    def _cut(self, file: FileIO, size: int, made_now: bool) -> None:
+        """Leave only the whole lines, the first ``size`` bytes: a line cut short would be left
+        out by `scrapy restore`, and a record added later (the crawl's outcome) glued to it."""
+        file.truncate(size)
+        if made_now and not size:  # nothing kept: no file to mislead
+            self.path.unlink()
+            self._made = False
 
 
 @dataclass

@@ -53,8 +53,9 @@ try at close. Those that fail it too are not lost: they are written to a file of
 records (``focused.unstored``, in FOCUSED_UNSTORED_DIR), as is the crawl record's outcome if the
 store cannot take that either, and ``scrapy restore FILE`` loads them into the store. Only a
 file that cannot be written either (a read-only folder, a full disk) leaves them lost, said in
-the log. Scrapy's scraper logs each page not stored with its record and the traceback, a
-hundred lines a page: that is the error's one line here, which names the page.
+the log, with how many it took before the disk filled up. Scrapy's scraper logs each page not
+stored with its record and the traceback, a hundred lines a page: that is the error's one line
+here, which names the page.
 
 Under JOBDIR the pipeline also brings ``spider.state`` up to the stored pages when the spider
 opens (``focused.resume.recover_state``): Scrapy saves that state only on a clean close.
@@ -86,7 +87,7 @@ from focused.stopping import (
     close_spider_now,
 )
 from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
-from focused.unstored import UnstoredFile, unstored_dir
+from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -367,33 +368,42 @@ class StoragePipeline:
         count = len(self._buffer)
         self.stats.set_value(UNSTORED, count)
         failure = f"{count} page records of crawl {self.crawl_id} were not stored: {why}"
-        if self._keep(self.unstored_kind, self._buffer, failure):
-            self.stats.set_value(UNSTORED_SPILLED, count)
+        kept = self._keep(self.unstored_kind, self._buffer, failure)
+        if kept:
+            self.stats.set_value(UNSTORED_SPILLED, kept)
 
     def _keep_outcome(self, outcome: dict[str, Any], exc: StoreError) -> None:
         failure = f"crawl {self.crawl_id} could not be recorded as {outcome['status']}: {exc}"
         self._keep("finish", [{"crawl_id": self.crawl_id, **outcome}], failure)
 
-    def _keep(self, kind: str, records: list[dict[str, Any]], failure: str) -> bool:
+    def _keep(self, kind: str, records: list[dict[str, Any]], failure: str) -> int:
         """Write records the store refused for good to the run's file of unstored records,
-        and say so, with the store's failure, in one line; False if the file cannot be
-        written either (the records are then lost)."""
+        and say so, with the store's failure, in one line; how many the file took (those it
+        did not are lost: the disk full, the folder not writable...)."""
         if self._unstored is None:
             self._unstored = UnstoredFile(unstored_dir(self.crawler.settings), self.crawl_id)
         path = self._unstored.path
+        restore = f"load into the store with `scrapy restore {shlex.quote(str(path))}`"
         try:
             self._unstored.add(kind, records)
         except (OSError, ValueError, TypeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
-            logger.error("%s; not kept in %s either: %s", failure, path, reason)
-            return False
-        logger.error(
-            "%s; kept in %s: load into the store with `scrapy restore %s`",
-            failure,
-            path,
-            shlex.quote(str(path)),
-        )
-        return True
+            kept = exc.kept if isinstance(exc, PartlyKept) else 0
+            if kept:
+                logger.error(
+                    "%s; %d kept in %s (%s), the other %d not: %s",
+                    failure,
+                    kept,
+                    path,
+                    restore,
+                    len(records) - kept,
+                    reason,
+                )
+            else:
+                logger.error("%s; not kept in %s either: %s", failure, path, reason)
+            return kept
+        logger.error("%s; kept in %s: %s", failure, path, restore)
+        return len(records)
 
     def _give_up(self, exc: StoreError) -> None:
         """Close the spider: crawling on would only pile up records that cannot be written."""

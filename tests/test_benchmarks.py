@@ -279,6 +279,23 @@ def test_held_host_command_on_the_sample(tmp_path, hold) -> None:
         (["--pages", "0"], f"{THROUGHPUT} --pages: must be at least 1, not 0"),
         (["--pages", "x"], f"{THROUGHPUT} --pages: expected a whole number, not 'x'"),
         (["--bogus"], "python -m benchmarks.throughput: error: unrecognized arguments: --bogus"),
+        # argparse's own messages quoted a value whole; a value the type has cut is not cut
+        # again.
+        (
+            ["--pages", "9 " * 50_000],
+            f"{THROUGHPUT} --pages: expected a whole number, not '{'9 ' * 100}'... "
+            "(100000 characters)",
+        ),
+        (
+            ["--store", "w" * 100_000],
+            f"{THROUGHPUT} --store: invalid choice: '{'w' * 200}'... (100000 characters) "
+            "(choose from 'cold', 'warm')",
+        ),
+        (
+            ["--store", "warm", "-" * 100_000],
+            "python -m benchmarks.throughput: error: unrecognized arguments: "
+            f"{'-' * 200}... (100000 characters)",
+        ),
     ],
 )
 def test_throughput_command_rejects_bad_input(arguments, error, tmp_path) -> None:

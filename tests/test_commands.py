@@ -13,13 +13,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
+import shutil
 import signal
 import sqlite3
 import struct
 import subprocess
+import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import import_module
@@ -45,6 +49,7 @@ from tests.conftest import (
 )
 from tests.sites import GatedReplay, Hold
 from tests.test_storage import (
+    filled_sqlite,
     mongo_client,  # noqa: F401 - the patched mongomock fixture
     read_only,
 )
@@ -710,6 +715,95 @@ def test_a_store_on_a_read_only_mount_can_be_read(sqlite, media):
         )
         assert ok(Result(result.returncode, result.stdout, result.stderr)) == ok(sqlite(*args))
     assert sorted(path.name for path in media.parent.iterdir()) == [media.name]
+
+
+def as_nobody(*args: str, db: Path) -> Result:
+    """The real command line run by the unprivileged user ``nobody``, who may write neither
+    the store nor its folder unless they allow all. It keeps the right to read any file
+    (CAP_DAC_READ_SEARCH, no right to write): the interpreter may be in root's home, as in
+    this project's environment, which ``nobody`` could not run else."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("running a command as another user needs root and setpriv")
+    command = [
+        "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+        "--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search",
+        *scrapy_command(*args, "-s", f"FOCUSED_DB={db}"),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**crawl_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    if "setpriv:" in result.stderr:  # no capabilities to hand over here
+        pytest.skip(result.stderr.strip())
+    return Result(result.returncode, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder every user can reach, as the store's folder would be for a real reader
+    (pytest's are root's own, 0700): beneath one, SQLite would not open a crawl's -shm file
+    for reading for ``nobody``, whose right to read any file it does not go by."""
+    folder = Path(tempfile.mkdtemp(prefix="focused-test-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("folder", ["read-only folder", "shared folder", "crawl running"])
+def test_a_user_who_may_not_write_the_store_reads_it(open_folder, folder):
+    """The store root's, readable by all (0644). In a folder the user may not write, SQLite
+    cannot make the -shm file of a store in WAL mode; in a shared one (1777, as /tmp) it made
+    it, and an empty -wal, as the reader's: the store's owner, unless root, could then write
+    it no more ("attempt to write a readonly database"). While a crawl writes it, the reader
+    uses the crawl's -shm file and sees what the crawl's -wal holds."""
+    db = filled_sqlite(open_folder / "store" / "focused.sqlite3")
+    db.parent.chmod(0o1777 if folder == "shared folder" else 0o755)
+    db.chmod(0o644)
+    crawl = sqlite3.connect(db)
+    try:
+        if folder == "crawl running":
+            crawl.execute("PRAGMA wal_autocheckpoint=0")  # the change only in the -wal file
+            with crawl:
+                crawl.execute("UPDATE crawls SET query = 'changed'")
+        else:
+            crawl.close()
+        files = sorted(db.parent.iterdir())
+        crawls = [
+            json.loads(line) for line in ok(as_nobody("crawls", "--json", db=db)).splitlines()
+        ]
+        pages = ok(as_nobody("pages", "--json", db=db)).splitlines()
+        report = json.loads(ok(as_nobody("report", "--json", db=db)))
+        assert sorted(db.parent.iterdir()) == files  # nothing made beside the store
+    finally:
+        crawl.close()
+    query = "changed" if folder == "crawl running" else "birds nest eggs"
+    assert [(crawl["crawl_id"], crawl["query"]) for crawl in crawls] == [("c1", query)]
+    assert [json.loads(line)["url"] for line in pages] == ["http://a.test/1"]
+    assert report["crawl"]["crawl_id"] == "c1" and report["crawl"]["query"] == query
+
+
+def test_a_write_ahead_log_another_user_left_is_one_line(open_folder):
+    """A crawl of root's killed before its last checkpoint, its -shm file gone: the reader
+    would make one of its own, which root's next crawl could not write if it were not root."""
+    db = filled_sqlite(open_folder / "store" / "focused.sqlite3")
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_autocheckpoint=0")
+    with conn:
+        conn.execute("INSERT INTO crawls (crawl_id) VALUES ('c2')")
+    wal = db.with_name(f"{db.name}-wal")
+    kept = wal.read_bytes()
+    conn.close()
+    wal.write_bytes(kept)  # as the kill left it, without its -shm
+    db.parent.chmod(0o1777)
+    result = as_nobody("crawls", db=db)
+    one_line_error(result, 1, f"its write-ahead log {wal} cannot be read without making")
+    assert sorted(path.name for path in db.parent.iterdir()) == [db.name, wal.name]
 
 
 @pytest.mark.parametrize("immutable", ["folder", "file"])

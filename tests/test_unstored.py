@@ -7,8 +7,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
+import shutil
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -190,6 +193,66 @@ def test_a_forced_stop_keeps_the_pages_waiting_for_the_store(tmp_path, monkeypat
         "forced_shutdown",
         ITEMS,
     )
+
+
+@pytest.fixture
+def full_disk(tmp_path) -> Iterator[Path]:
+    """A folder on a filesystem of 16 kB (tmpfs): a write past that fails with ENOSPC, as on a
+    disk filling up. Mounting needs root (CI runs as root)."""
+    folder = tmp_path / "small"
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small filesystem needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a small filesystem: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.mark.parametrize("text", [4000, 20000], ids=["some fit", "none fits"])
+def test_a_disk_filling_up_keeps_whole_records_and_says_how_many_not(
+    full_disk, monkeypatch, caplog, tmp_path, text
+):
+    """The file held the records written before the disk filled up and one cut short, while the
+    log said that none was kept; the crawl's outcome, written after, was glued to the cut one."""
+    pages = items()
+    for item in pages:
+        item["text"] = "x" * text  # a 20 kB page fits on no 16 kB disk
+    crawler = pipeline_crawler(
+        FOCUSED_DB=str(tmp_path / "down.sqlite3"),
+        FOCUSED_UNSTORED_DIR=str(full_disk),
+        STORAGE_RETRIES=0,
+    )
+    with monkeypatch.context() as patch, caplog.at_level(logging.ERROR):
+        store_down(patch, crawl_record_too=True)
+        run(crawler, pages)
+    [path] = unstored_files(full_disk)  # the crawl's outcome at least is small enough
+    kinds = [json.loads(line)["kind"] for line in path.read_text(encoding="utf-8").splitlines()]
+    kept = kinds.count("page")
+    assert kinds == ["page"] * kept + ["finish"]  # whole lines only, in order
+    assert read_unstored([str(path)]).cut_short == []
+    [lost, outcome] = [r.getMessage() for r in error_lines(caplog) if str(path) in r.getMessage()]
+    assert lost.startswith(f"{ITEMS} page records of crawl pipe were not stored: ")
+    if text == 20000:
+        assert kept == 0
+        assert lost.endswith(f"; not kept in {path} either: No space left on device")
+    else:
+        assert 0 < kept < ITEMS
+        assert lost.endswith(
+            f"; {kept} kept in {path} (load into the store with `scrapy restore {path}`), "
+            f"the other {ITEMS - kept} not: No space left on device"
+        )
+    assert outcome.endswith(f"; kept in {path}: load into the store with `scrapy restore {path}`")
+    assert all(r.exc_info is None for r in error_lines(caplog))
+    assert crawler.stats.get_value(UNSTORED) == ITEMS
+    assert crawler.stats.get_value(UNSTORED_SPILLED) == (kept or None)
 
 
 def test_a_recrawl_keeps_its_page_updates(tmp_path, monkeypatch):
@@ -471,3 +534,35 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
         STORE_UNREACHABLE,
     )
     assert crawl_record["pages"] == len(fetched)
+
+
+def test_a_crawl_whose_unstored_records_fill_the_disk_says_what_it_lost(tmp_path, site, full_disk):
+    """The store locked as above, and FOCUSED_UNSTORED_DIR on a disk too small for them all:
+    the log says in one line how many page records are kept where and how many are lost, and
+    the file holds those whole."""
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "FOCUSED_UNSTORED_DIR": full_disk,
+        "CONCURRENT_REQUESTS": 4,
+        "CLOSESPIDER_PAGECOUNT": 60,
+        "STORAGE_RETRIES": 0,
+    }
+    with locked_store_crawl(tmp_path, site, settings) as (crawl, locker):
+        _, log = crawl.communicate(timeout=180)
+        locker.execute("ROLLBACK")
+    assert crawl.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [path] = unstored_files(full_disk)  # the crawl's outcome at least is small enough
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    kept = sum(line["kind"] == "page" for line in lines)
+    [lost] = [line for line in log.splitlines() if "page records of crawl locked" in line]
+    unstored = int(lost.split(" ERROR: ", 1)[1].split()[0])
+    assert " ERROR: " in lost and kept < unstored, lost
+    if kept:
+        assert lost.endswith(
+            f"; {kept} kept in {path} (load into the store with `scrapy restore {path}`), "
+            f"the other {unstored - kept} not: No space left on device"
+        ), lost
+    else:
+        assert lost.endswith(f"; not kept in {path} either: No space left on device"), lost
+    assert read_unstored([str(path)]).cut_short == []
