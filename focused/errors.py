@@ -34,7 +34,11 @@ def cut(text: str) -> str:
 def quoted(value: object) -> str:
     """``repr(value)`` cut as ``cut`` cuts it (a string's first characters within quotes): how
     an error line shows user input."""
-    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
+    if isinstance(value, str):
+        # Cut and counted by the string's own characters: its repr's quotes and escapes would
+        # cut a string of 199 characters and count 202.
+        if len(value) <= QUOTE_LIMIT:
+            return repr(value)
         return f"{value[:QUOTE_LIMIT]!r}... ({len(value)} characters)"
     return cut(repr(value))
 

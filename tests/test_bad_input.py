@@ -13,7 +13,7 @@ import pytest
 from scrapy.settings import Settings
 
 from focused.arguments import check_settings, parse_arguments, remember_job
-from focused.errors import ConfigError
+from focused.errors import ConfigError, quoted
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
 from tests.test_storage import filled_sqlite, read_only
@@ -329,6 +329,20 @@ def test_a_huge_bad_argument_is_quoted_in_a_short_line(tmp_path, arguments, sett
     assert result.stderr.startswith(message), result.stderr[:3000]
     assert result.stderr.count("\n") == 1 and len(result.stderr) < 600, result.stderr[:3000]
     assert re.search(r"\.\.\. \(1000\d\d characters\)", result.stderr), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("x" * 199, repr("x" * 199)),  # was cut, and counted as 202 characters with its quotes
+        ("x" * 200, repr("x" * 200)),
+        ("x" * 201, f"{'x' * 200!r}... (201 characters)"),
+        ("\n" * 300, f"{chr(10) * 200!r}... (300 characters)"),  # counted before escaping
+        (7, "7"),
+    ],
+)
+def test_an_error_line_shows_a_value_by_its_own_characters(value, shown):
+    assert quoted(value) == shown
 
 
 @pytest.mark.parametrize(
