@@ -54,13 +54,24 @@ def bad_site(method: str, path: str) -> Reply:
     return Reply(404, html("missing", "no such page"))
 
 
+def crawl_site(tmp_path, site: Site, settings: dict[str, object] | None = None):
+    """A ``bfs`` crawl of ``site`` from its root page, on the words its pages hold."""
+    return run_crawl(
+        tmp_path, {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"}, settings
+    )
+
+
+def stored_paths(crawl, site: Site) -> list[str]:
+    return sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+
+
 @pytest.fixture(scope="module")
 def default_crawl(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("hygiene")
     with Site(bad_site) as site:
-        crawl = run_crawl(
+        crawl = crawl_site(
             tmp_path,
-            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
+            site,
             {"DOWNLOAD_MAXSIZE": 20_000, "DOWNLOAD_TIMEOUT": TIMEOUT, "RETRY_TIMES": 0},
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
@@ -100,10 +111,8 @@ def test_redirect_loops_are_cut(default_crawl):
 
 def test_head_check_skips_non_html_before_the_get(tmp_path):
     with Site(bad_site) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
-            {"HEAD_CHECK": True, "DOWNLOAD_TIMEOUT": TIMEOUT, "RETRY_TIMES": 0},
+        crawl = crawl_site(
+            tmp_path, site, {"HEAD_CHECK": True, "DOWNLOAD_TIMEOUT": TIMEOUT, "RETRY_TIMES": 0}
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     requests = site.log.entries
@@ -154,14 +163,10 @@ def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
     request (the page lost as a download error, without a line), and its redirect of a page to
     itself was dropped by the dupefilter."""
     with Site(refreshing_site) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
-            {"RETRY_TIMES": 0},
-        )
+        crawl = crawl_site(tmp_path, site, {"RETRY_TIMES": 0})
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
-    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    stored = stored_paths(crawl, site)
     assert stored == ["/", "/js", "/port", "/reload", "/self", "/target"]  # /away is a redirect
     assert stat(log, "focused/skipped/bad_url") == 2
     assert stat(log, "focused/skipped/download_error") == 0
@@ -190,18 +195,14 @@ def test_a_redirect_whose_location_leads_nowhere_is_a_bad_redirect(tmp_path):
         return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
 
     with Site(respond) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"},
-            {"RETRY_TIMES": 0},
-        )
+        crawl = crawl_site(tmp_path, site, {"RETRY_TIMES": 0})
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert stat(log, "focused/skipped/bad_redirect") == len(BAD_LOCATIONS)
     assert stat(log, "focused/skipped/download_error") == 0
     assert stat(log, "focused/skipped/http_302") == 0
-    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    stored = stored_paths(crawl, site)
     assert stored == ["/", "/target"]
 
 
@@ -233,11 +234,11 @@ def test_a_binary_body_served_as_html_is_skipped(tmp_path):
         return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
 
     with Site(respond) as site:
-        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": WORDS, "seeds": f"{site.url}/"})
+        crawl = crawl_site(tmp_path, site)
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
     assert stat(log, "focused/skipped/binary_body") == len(BINARY_BODIES)
-    stored = sorted(page["url"].removeprefix(site.url) for page in crawl.pages())
+    stored = stored_paths(crawl, site)
     assert stored == ["/", "/utf16", "/utf16-link"]
     fetched = [path for _, path in site.log.gets()]
     assert not [path for path in fetched if path.endswith("-link") and path != "/utf16-link"]
