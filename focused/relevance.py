@@ -50,7 +50,7 @@ import threading
 from collections import Counter, OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import chain, compress, filterfalse, repeat
+from itertools import chain, compress, filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -62,6 +62,7 @@ from gensim.models.lsimodel import Projection
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
+from focused.termindex import TermIndex
 from focused.text import add_folded, term_weights, tokenize, with_folded
 from focused.textcache import cached_scores
 
@@ -132,6 +133,7 @@ class _Snapshot:
     """Everything scoring reads, built whole and never mutated (except its own score cache)."""
 
     dictionary: Dictionary
+    term_index: TermIndex  # the dictionary's token2id, for scoring (focused.termindex)
     tfidf: TfidfModel
     lsi: LsiModel | None
     fitted: bool  # False for the bootstrap model built from the topic alone
@@ -166,35 +168,31 @@ class _Terms:
     weights: list[Counter[str]]  # term_weights of each text
 
 
-def _terms(dictionary: Dictionary, idf: np.ndarray, texts: Sequence[Sequence[str]]) -> _Terms:
+def _terms(index: TermIndex, idf: np.ndarray, texts: Sequence[Sequence[str]]) -> _Terms:
     """Term rows of tokenized texts over the frozen dictionary."""
-    return _weighted_terms(dictionary, idf, [term_weights(tokens) for tokens in texts])
+    weights = [term_weights(tokens) for tokens in texts]
+    return _weighted_terms(idf, weights, _term_ids(index, weights))
 
 
-def _weighted_terms(
-    dictionary: Dictionary,
-    idf: np.ndarray,
-    weights: list[Counter[str]],
-    term_ids: np.ndarray | None = None,
-) -> _Terms:
-    """Term rows of texts given as their ``term_weights``, over the frozen dictionary.
+def _term_ids(index: TermIndex, weights: list[Counter[str]]) -> np.ndarray:
+    """The ids of the texts' terms, in the order of their ``term_weights`` (-1: unknown).
 
-    Terms are looked up in ``token2id`` directly, as ``doc2bow(allow_update=False)`` does but
-    without its per-token type checks and sorting, and with one ``map`` over the whole batch
-    instead of a Python loop per term; the dictionary is only read. The matrix is built from flat
-    arrays in one step for the same reason. ``term_ids``, when given, are the ids of the texts'
-    terms in that order (-1: not in the dictionary), for a caller that knows them already.
+    One lookup for the whole batch, as ``doc2bow(allow_update=False)`` would give them but
+    without its Python loop, per-token type checks and sorting; the dictionary is only read."""
+    return index.ids(list(chain.from_iterable(weights)))
+
+
+def _weighted_terms(idf: np.ndarray, weights: list[Counter[str]], term_ids: np.ndarray) -> _Terms:
+    """Term rows of texts given as their ``term_weights``, over the frozen dictionary, whose
+    terms have the ids ``term_ids`` in that order (-1: not in the dictionary).
+
+    The matrix is built from flat arrays in one step rather than a Python loop per term.
     """
     counts: list[float] = []
     lengths = np.zeros(len(weights), dtype=np.int64)
     for i, text_weights in enumerate(weights):
         counts.extend(text_weights.values())
         lengths[i] = len(text_weights)
-    if term_ids is None:  # (a refit knows them: its million terms are not listed again)
-        terms = list(chain.from_iterable(weights))
-        term_ids = np.fromiter(
-            map(dictionary.token2id.get, terms, repeat(-1, len(terms))), np.int64, len(terms)
-        )
     values = _float_array(counts)
     row_of = np.repeat(np.arange(len(weights)), lengths)
     known = term_ids >= 0
@@ -240,11 +238,7 @@ def _inverse_norms(known_squares: np.ndarray, unseen_squares: np.ndarray, unseen
 
 
 def _unit_tfidf(
-    dictionary: Dictionary,
-    idf: np.ndarray,
-    unseen_idf: float,
-    weights: list[Counter[str]],
-    term_ids: np.ndarray | None = None,
+    idf: np.ndarray, unseen_idf: float, weights: list[Counter[str]], term_ids: np.ndarray
 ) -> tuple[sparse.csr_matrix, np.ndarray]:
     """Unit tf-idf rows (texts x terms) of texts given as their ``term_weights``, over the frozen
     dictionary, and each row's length.
@@ -252,7 +246,7 @@ def _unit_tfidf(
     A row's length is the share of its text the dictionary covers: 1 when every word is known,
     0 when none is (see ``_inverse_norms``).
     """
-    terms = _weighted_terms(dictionary, idf, weights, term_ids)
+    terms = _weighted_terms(idf, weights, term_ids)
     inverse = _inverse_norms(terms.known_squares, terms.unseen_squares, unseen_idf)
     rows = terms.rows
     rows.data *= np.repeat(inverse, np.diff(rows.indptr))
@@ -274,17 +268,23 @@ def _make_snapshot(
     projection of that tf-idf vector, exactly as a scored text is projected.
     """
     idf, unseen_idf = _idf(dictionary, tfidf)
-    parts, _ = _unit_tfidf(dictionary, idf, unseen_idf, [term_weights(part) for part in topic])
+    index = TermIndex(dictionary.token2id)
+    weights = [term_weights(part) for part in topic]
+    parts, _ = _unit_tfidf(idf, unseen_idf, weights, _term_ids(index, weights))
     topic_tfidf = parts[0].toarray().ravel()
     if len(topic) > 1:
         topic_tfidf += matutils.unitvec(np.asarray(parts[1:].sum(axis=0)).ravel())
     topic_tfidf = matutils.unitvec(topic_tfidf)
     if lsi is None:
-        return _Snapshot(dictionary, tfidf, None, fitted, idf, unseen_idf, topic_tfidf, None, None)
+        return _Snapshot(
+            dictionary, index, tfidf, None, fitted, idf, unseen_idf, topic_tfidf, None, None
+        )
     # C order: scipy would otherwise copy the whole terms x topics matrix on every product.
     basis = np.ascontiguousarray(lsi.projection.u[:, : lsi.num_topics])
     topic_lsi = matutils.unitvec(basis.T @ topic_tfidf)
-    return _Snapshot(dictionary, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, basis, topic_lsi)
+    return _Snapshot(
+        dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, basis, topic_lsi
+    )
 
 
 def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:
@@ -431,7 +431,7 @@ def _fit(docs: Sequence[str], topic: Sequence[Sequence[str]], num_topics: int) -
         new_id[list(map(unfiltered.__getitem__, dictionary.token2id))] = list(
             dictionary.token2id.values()
         )
-        rows, _ = _unit_tfidf(dictionary, *_idf(dictionary, tfidf), weights, new_id[unfiltered_ids])
+        rows, _ = _unit_tfidf(*_idf(dictionary, tfidf), weights, new_id[unfiltered_ids])
         lsi = _lsi(rows, dictionary, max(1, min(num_topics, len(counts) - 1)))
     return _make_snapshot(dictionary, tfidf, lsi, topic, fitted=True)
 
@@ -505,7 +505,7 @@ def _cosines(snap: _Snapshot, texts: Sequence[Sequence[str]]) -> tuple[np.ndarra
     One sparse matrix for the whole batch, so a page of 300 anchors costs a few matrix products
     rather than 300 trips through gensim's per-document transforms.
     """
-    return _cosines_of(snap, _project(snap, _terms(snap.dictionary, snap.idf, texts)))
+    return _cosines_of(snap, _project(snap, _terms(snap.term_index, snap.idf, texts)))
 
 
 class RelevanceModel:
@@ -609,10 +609,10 @@ class RelevanceModel:
         """
         snap = self._snapshot
         anchor_terms = _terms(
-            snap.dictionary, snap.idf, [tokenize(text, language) for text in anchors]
+            snap.term_index, snap.idf, [tokenize(text, language) for text in anchors]
         )
         context_terms = _terms(
-            snap.dictionary, snap.idf, [tokenize(text, language) for text in contexts]
+            snap.term_index, snap.idf, [tokenize(text, language) for text in contexts]
         )
         return (
             self._combined(_cosines_of(snap, _project(snap, anchor_terms))),

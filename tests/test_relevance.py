@@ -298,7 +298,8 @@ def test_lsi_space_is_the_one_gensim_fits_on_the_corpus(sample_graph) -> None:
     corpus = training_texts(sample_graph)
     snap = relevance._fit([" ".join(tokens) for tokens in corpus], [tokenize(QUERY)], 20)
     weights = [term_weights(tokens) for tokens in [*corpus, tokenize(QUERY)]]
-    rows, _ = relevance._unit_tfidf(snap.dictionary, snap.idf, snap.unseen_idf, weights)
+    ids = np.array([snap.dictionary.token2id.get(t, -1) for text in weights for t in text])
+    rows, _ = relevance._unit_tfidf(snap.idf, snap.unseen_idf, weights, ids)
     streamed = LsiModel(
         Sparse2Corpus(rows, documents_columns=False),
         id2word=snap.dictionary,
