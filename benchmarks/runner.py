@@ -70,13 +70,15 @@ def run_scrapy(
     arguments: Mapping[str, object] = {},
     settings: Mapping[str, object] = {},
     timeout: float = 1800,
+    checkout: Path = REPO,
 ) -> CrawlRun:
-    """Run ``scrapy COMMAND`` in the project directory with INFO logging (for the stats dump).
+    """Run ``scrapy COMMAND`` in the project directory with INFO logging (for the stats dump);
+    ``checkout``: another copy of the project (a baseline revision, ``extract_revision``).
 
     Each run starts without the encoder vectors kept by earlier crawls (``focused.encodings``),
     as a first crawl of a site does, unless ``settings`` name an ``ENCODER_STORE_DIR``.
     """
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(checkout))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="focused-encodings-") as store:
         all_settings = {
@@ -88,7 +90,7 @@ def run_scrapy(
         try:
             result = subprocess.run(
                 scrapy_args(command, arguments, all_settings),
-                cwd=REPO,
+                cwd=checkout,
                 env=env,
                 capture_output=True,
                 text=True,

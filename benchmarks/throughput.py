@@ -22,6 +22,11 @@ the download slots, not the CPU, set the pace, what focusing costs shrinks.
 ``--store cold`` (default): each topical run starts without the encoder vectors kept by earlier
 crawls, as a first crawl of a site does. ``--store warm``: one unmeasured topical crawl first
 fills a store that every measured run then reads, as the next crawl of the same site does.
+
+``--baseline REV`` also runs ``topical`` on git revision REV's code in every round (topical,
+baseline, plain, ...), with its own store, and reports this checkout against it: pages/s,
+process CPU and the crawl's own scoring CPU per page. A change to a page's work is measured
+this way, inside real crawls, where the CPU's caches hold what a whole crawl leaves in them.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from benchmarks.runner import (
     REPO,
     CrawlRun,
     check_topical_arguments,
+    extract_revision,
     output_folder,
     report_head,
     run_scrapy,
@@ -58,19 +64,23 @@ def pages_per_second(run: CrawlRun) -> float:
     return run.stats.get("response_received_count", 0.0) / elapsed if elapsed else 0.0
 
 
-def crawl(*arguments: object) -> tuple[CrawlRun, float]:
+def crawl(*arguments: object, checkout: Path = REPO) -> tuple[CrawlRun, float]:
     """``run_scrapy(*arguments)`` and the CPU milliseconds per response its process spent.
     Crawls run one at a time here, so the children's usage grows by this one's alone."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    run = run_scrapy(*arguments)
+    run = run_scrapy(*arguments, checkout=checkout)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     return run, 1000 * cpu / max(run.stats.get("response_received_count", 0.0), 1.0)
 
 
+def scoring_cpu(run: CrawlRun) -> float:
+    return run.stats.get("focused/scoring_cpu_ms_per_page", 0.0)
+
+
 @dataclass
 class Measured:
-    """The runs of both spiders at one latency."""
+    """The runs of each spider at one latency: "topical", "plain" and perhaps "baseline"."""
 
     delay: float
     runs: dict[str, list[CrawlRun]]
@@ -90,17 +100,40 @@ class Measured:
     def cpu_ratio(self) -> float:
         return self.process_cpu("plain") / self.process_cpu("topical")
 
-    def report(self, args: argparse.Namespace) -> list[str]:
-        topical = self.runs["topical"]
-        cpu = statistics.median(
-            r.stats.get("focused/scoring_cpu_ms_per_page", 0.0) for r in topical
-        )
-        per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in topical)
-        per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in self.runs["plain"])
+    def scoring(self, name: str) -> float:
+        return statistics.median(map(scoring_cpu, self.runs[name]))
+
+    def topical_row(self, name: str, label: str) -> str:
+        runs = self.runs[name]
+        per_run = " / ".join(f"{pages_per_second(r):.1f}" for r in runs)
         vectors = " / ".join(
             f"{r.stats.get('focused/encoder/vectors_from_store', 0):.0f} read, "
             f"{r.stats.get('focused/encoder/vectors_to_store', 0):.0f} encoded"
-            for r in topical
+            for r in runs
+        )
+        return (
+            f"| {label} | {self.speed(name):.1f} | {per_run} | {self.process_cpu(name):.2f} "
+            f"| {self.scoring(name):.2f} ({' / '.join(f'{scoring_cpu(r):.2f}' for r in runs)}) "
+            f"| {vectors} |"
+        )
+
+    def against_baseline(self, revision: str) -> list[str]:
+        if "baseline" not in self.runs:
+            return []
+        return [
+            f"This checkout against `topical` at {revision}, medians: pages/s "
+            f"{self.speed('topical') / self.speed('baseline'):.2f} x, process CPU per page "
+            f"{self.process_cpu('topical') / self.process_cpu('baseline'):.2f} x, scoring CPU "
+            f"per page {self.scoring('topical') / self.scoring('baseline'):.2f} x.",
+            "",
+        ]
+
+    def report(self, args: argparse.Namespace) -> list[str]:
+        per_plain = " / ".join(f"{pages_per_second(r):.1f}" for r in self.runs["plain"])
+        baseline_row = (
+            [self.topical_row("baseline", f"`topical` at {args.baseline}")]
+            if "baseline" in self.runs
+            else []
         )
         return [
             f"## {self.delay:g} s latency per response",
@@ -111,10 +144,10 @@ class Measured:
             "pages/s = responses / Scrapy's elapsed_time_seconds.",
             "",
             "| spider | pages/s (median) | runs | process CPU ms/page (median) "
-            "| scoring CPU ms/page | encoder store, per run |",
+            "| scoring CPU ms/page (median, runs) | encoder store, per run |",
             "|---|---|---|---|---|---|",
-            f"| `topical` -a strategy={args.strategy} | {self.speed('topical'):.1f} | {per_run} "
-            f"| {self.process_cpu('topical'):.2f} | {cpu:.2f} | {vectors} |",
+            self.topical_row("topical", f"`topical` -a strategy={args.strategy}"),
+            *baseline_row,
             f"| plain Scrapy spider | {self.speed('plain'):.1f} | {per_plain} "
             f"| {self.process_cpu('plain'):.2f} | - | - |",
             "",
@@ -123,6 +156,7 @@ class Measured:
             f"Process CPU per page, plain / topical: {self.cpu_ratio:.2f} (start-up included; "
             "the refits' thread counts too).",
             "",
+            *self.against_baseline(args.baseline),
         ]
 
 
@@ -147,38 +181,56 @@ def latency_table(measured: list[Measured]) -> list[str]:
 class Spiders:
     """Both spiders' crawls of the replay web from one seed, with the same page budget."""
 
-    def __init__(self, args: argparse.Namespace, seed: str, tmp: Path) -> None:
+    def __init__(
+        self, args: argparse.Namespace, seed: str, tmp: Path, baseline: Path | None = None
+    ) -> None:
         self.args, self.seed, self.tmp = args, seed, tmp
         self.topical_arguments = {"strategy": args.strategy, "query": args.query, "seeds": seed}
         self.settings: dict[str, object] = {"CLOSESPIDER_PAGECOUNT": args.pages}
-        self.topical_settings = dict(self.settings)
+        # Each topical spider's code, and its settings (its own encoder store when warm).
+        self.checkouts = {"topical": REPO} | ({"baseline": baseline} if baseline else {})
+        self.topical_settings = {name: dict(self.settings) for name in self.checkouts}
         self.crawls = 0
 
     def fill_store(self) -> bool:
         """The warm store: one unmeasured topical crawl fills what every measured one reads."""
-        self.topical_settings["ENCODER_STORE_DIR"] = self.tmp / "encodings"
-        fill = run_scrapy(
-            ["crawl", "topical"],
-            self.topical_arguments,
-            {**self.topical_settings, "FOCUSED_DB": self.tmp / "fill.sqlite3"},
-        )
-        if fill.returncode != 0:
-            print(f"throughput: error: filling the store failed: {fill.error}", file=sys.stderr)
-        return fill.returncode == 0
+        for name, checkout in self.checkouts.items():
+            settings = self.topical_settings[name]
+            settings["ENCODER_STORE_DIR"] = self.tmp / f"encodings-{name}"
+            fill = run_scrapy(
+                ["crawl", "topical"],
+                self.topical_arguments,
+                {**settings, "FOCUSED_DB": self.tmp / f"fill-{name}.sqlite3"},
+                checkout=checkout,
+            )
+            if fill.returncode != 0:
+                print(f"throughput: error: filling the store failed: {fill.error}", file=sys.stderr)
+                return False
+        return True
 
     def measure(self, delay: float) -> Measured | None:
         """``repeats`` alternating runs of each spider; None (after one error line) if one fails."""
-        result = Measured(delay, {"topical": [], "plain": []}, {"topical": [], "plain": []})
+        names = [*self.checkouts, "plain"]
+        result = Measured(delay, {name: [] for name in names}, {name: [] for name in names})
         for i in range(self.args.repeats):
-            self.crawls += 1
-            db = self.tmp / f"run-{self.crawls}.sqlite3"
-            topical = crawl(
-                ["crawl", "topical"],
-                self.topical_arguments,
-                {**self.topical_settings, "FOCUSED_DB": db},
-            )
+            runs = []
+            for name, checkout in self.checkouts.items():
+                self.crawls += 1
+                db = self.tmp / f"run-{self.crawls}.sqlite3"
+                settings = {**self.topical_settings[name], "FOCUSED_DB": db}
+                runs.append(
+                    (
+                        name,
+                        crawl(
+                            ["crawl", "topical"],
+                            self.topical_arguments,
+                            settings,
+                            checkout=checkout,
+                        ),
+                    )
+                )
             plain = crawl(["runspider", str(PLAIN_SPIDER)], {"seeds": self.seed}, self.settings)
-            for name, (run, cpu_ms) in (("topical", topical), ("plain", plain)):
+            for name, (run, cpu_ms) in [*runs, ("plain", plain)]:
                 if run.returncode != 0:
                     print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
                     return None
@@ -221,18 +273,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="seconds the replay web waits before each response, as a distant server would "
         "(responses are served concurrently; default 0); several values measure each in turn",
     )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also crawl with topical at this git revision in every round, and compare",
+    )
     args = parser.parse_args(argv)
+    tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
     try:
         check_topical_arguments(args.query, args.strategy)
+        baseline = args.baseline and extract_revision(args.baseline, Path(tmp.name, "baseline"))
         graph = load_graph(args.corpus, seed=args.seed)
         server = ReplayServer(graph).start()
     except (ConfigError, OSError) as exc:
+        tmp.cleanup()
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
-    tmp = tempfile.TemporaryDirectory(prefix="focused-throughput-")
     measured: list[Measured] = []
     try:
-        spiders = Spiders(args, server.base_url_for(args.seed), Path(tmp.name))
+        spiders = Spiders(args, server.base_url_for(args.seed), Path(tmp.name), baseline or None)
         if args.store == "warm" and not spiders.fill_store():
             return 1
         for delay in args.delay:
@@ -257,6 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{result.delay:g} s latency: topical/plain = {result.ratio:.2f} "
             f"(process CPU per page, plain/topical {result.cpu_ratio:.2f})"
         )
+        for line in result.against_baseline(args.baseline)[:1]:
+            print(line)
     print(f"report in {out / 'throughput.md'}")
     return 0
 

@@ -203,13 +203,15 @@ def test_harvest_command_on_the_sample(tmp_path) -> None:
     assert {row["level"] for row in limited["levels"]} == {0, 1}
 
 
-@pytest.mark.parametrize(("store", "delays"), [("cold", ["0", "0.05"]), ("warm", ["0"])])
-def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
+@pytest.mark.parametrize(
+    ("store", "delays", "baseline"), [("cold", ["0", "0.05"], []), ("warm", ["0"], ["HEAD"])]
+)
+def test_throughput_command_on_the_sample(tmp_path, store, delays, baseline) -> None:
     out = tmp_path / "results"
     command = [
         sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE),
         "--pages", "12", "--repeats", "1", "--store", store, "--out", str(out),
-        "--delay", *delays,
+        "--delay", *delays, *(["--baseline", *baseline] if baseline else []),
     ]  # fmt: skip
     result = subprocess.run(
         command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
@@ -241,6 +243,18 @@ def test_throughput_command_on_the_sample(tmp_path, store, delays) -> None:
     )
     # several latencies end in one table, a row each, with the ratios of their sections
     assert by_latency == (list(zip(delays, ratios, strict=True)) if len(delays) > 1 else [])
+    rows = [line for line in report.splitlines() if line.startswith("| `topical` at HEAD |")]
+    against = re.findall(r"This checkout against `topical` at HEAD, medians: pages/s", report)
+    if not baseline:
+        assert not rows and not against, report
+        return
+    # The baseline's crawls, from its own warm store, and the comparison in the report and on
+    # the console.
+    (row,) = rows
+    read, encoded = map(int, re.search(r"(\d+) read, (\d+) encoded", row).groups())
+    assert read > encoded, row
+    assert float(row.split(" | ")[3]) > 1.0, row
+    assert len(against) == 1 and "This checkout against `topical` at HEAD" in result.stdout
 
 
 THROUGHPUT = "python -m benchmarks.throughput: error: argument"
@@ -337,6 +351,11 @@ REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
         # failing once started (exit 1), or a traceback in the baseline checkout.
         ("throughput", [*CRAWLS, "--strategy", "nosuch"], "unknown strategy 'nosuch'; valid"),
         ("throughput", [*CRAWLS, "--query", " "], "missing query: give -a query="),
+        (
+            "throughput",
+            [*CRAWLS, "--baseline", "no-such-rev"],
+            "--baseline 'no-such-rev' is no rev",
+        ),
         ("held_host", [*CRAWLS, "--query", "..."], "the query has no words to match pages"),
         ("scoring", [*SCORING, "--query", ""], "missing query: give -a query="),
         ("scoring", [*SCORING, "--strategy", "nosuch"], "unknown strategy 'nosuch'; valid"),
