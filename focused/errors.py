@@ -58,6 +58,7 @@ class ConfigError(ValueError):
 # In argparse's own messages, a value it quotes (``repr``: ``invalid choice: 'x'``) or, in the
 # others (``unrecognized arguments: x``), a word.
 _ARGPARSE_VALUE = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|\S+""")
+_UNKNOWN_ARGUMENTS = "unrecognized arguments: "  # argparse's, before their list
 
 
 def _cut_value(match: re.Match[str]) -> str:
@@ -79,8 +80,12 @@ class CommandLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         # argparse quotes a value whole (a 100 kB bad choice, a 100 kB line): each is shown as
-        # every other error line shows one (``quoted``, ``cut``).
-        message = _ARGPARSE_VALUE.sub(_cut_value, message)
+        # every other error line shows one (``quoted``, ``cut``). Unknown arguments are listed
+        # joined by spaces, 50,000 short ones as long a line as one huge one: cut as one value.
+        if message.startswith(_UNKNOWN_ARGUMENTS):
+            message = _UNKNOWN_ARGUMENTS + cut(message.removeprefix(_UNKNOWN_ARGUMENTS))
+        else:
+            message = _ARGPARSE_VALUE.sub(_cut_value, message)
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 

@@ -305,6 +305,12 @@ def test_held_host_command_on_the_sample(tmp_path, hold) -> None:
             f"{THROUGHPUT} --store: invalid choice: '{'w' * 200}'... (100000 characters) "
             "(choose from 'cold', 'warm')",
         ),
+        # 50,000 short unknown arguments: one list, cut as one value.
+        (
+            ["--store", "warm", *["a"] * 50_000],
+            "python -m benchmarks.throughput: error: unrecognized arguments: "
+            f"{'a ' * 100}... (99999 characters)",
+        ),
         (
             ["--store", "warm", "-" * 100_000],
             "python -m benchmarks.throughput: error: unrecognized arguments: "
