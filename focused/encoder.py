@@ -15,8 +15,8 @@ onnxruntime it runs on PyTorch as before, with one warning.
 Cost: about 1-3 ms of CPU per short text, and a crawl meets about ten new anchor texts a page,
 so anchors go through the model in two stages. First every anchor is scored by the mean of its
 words' vectors (:class:`WordMeans`), each word encoded alone, once: the model's whole-word
-vocabulary (23,511 words) once per install, kept next to the export, and a word outside it the
-first time the crawl meets it. Then only the anchors whose word score is among the best
+vocabulary (23,511 words) and the English words of ``english_words.txt`` beyond it (53,725) once
+per install, kept next to the export, and any other word the first time the crawl meets it. Then only the anchors whose word score is among the best
 ``whole_share`` (``ENCODER_WHOLE_SHARE``, 0.25) of those seen so far are encoded whole, and
 that score replaces their word score. Only the best links are ever fetched, and there the whole
 text ranks better (BENCHMARKS.md, "Anchors in two stages": word scores alone cost 0.03 of mean
@@ -352,7 +352,8 @@ class WordMeans:
     An anchor is mostly a name, and one word through the model already carries what the model
     knows of it ("Iguanodon", "Albatross"), so the mean of a few word vectors ranks anchors as
     well as the whole text through the model does, while each word costs the model once per
-    install (the vocabulary's) or once per crawl (the rest). Words are what the model's own
+    install (the vocabulary's, and the English words of ``ENGLISH_WORDS``, so that a first crawl
+    does not run the model on most of its anchors' words) or once per crawl (the rest). Words are what the model's own
     tokenizer splits (lowercased, accents stripped, punctuation apart); a text without a word
     (an empty anchor) is encoded whole. ``encode_new`` encodes those texts and the words outside
     the vocabulary (default ``encode``; the crawl passes it through its ``EncodingStore``).
