@@ -15,8 +15,8 @@ onnxruntime it runs on PyTorch as before, with one warning.
 Cost: about 1-3 ms of CPU per short text, and a crawl meets about ten new anchor texts a page,
 so anchors go through the model in two stages. First every anchor is scored by the mean of its
 words' vectors (:class:`WordMeans`), each word encoded alone, once: the model's whole-word
-vocabulary (23,511 words) once per install, kept next to the export, and a word outside it the
-first time the crawl meets it. Then only the anchors whose word score is among the best
+vocabulary (23,511 words) and the English words of ``english_words.txt`` beyond it (53,725) once
+per install, kept next to the export, and any other word the first time the crawl meets it. Then only the anchors whose word score is among the best
 ``whole_share`` (``ENCODER_WHOLE_SHARE``, 0.25) of those seen so far are encoded whole, and
 that score replaces their word score. Only the best links are ever fetched, and there the whole
 text ranks better (BENCHMARKS.md, "Anchors in two stages": word scores alone cost 0.03 of mean
@@ -48,6 +48,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
@@ -97,6 +98,9 @@ ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "re
 # written once here, for the files' makers and for the prune alike.
 _EXPORT_FILE = "all-MiniLM-L6-v2-{}.onnx"
 _WORDS_FILE = "words-{}.npy"
+# English words whose vectors are computed with the model's vocabulary, once per install, so that
+# a first crawl need not run the model on them (SCOWL's list: english_words.LICENSE.txt).
+ENGLISH_WORDS = "english_words.txt"
 _STORE_FILE = "texts-{}.sqlite3"
 _KEPT_FILES = tuple(name.format("*") for name in (_EXPORT_FILE, _WORDS_FILE, _STORE_FILE))
 STALE_AFTER_DAYS = 30
@@ -348,7 +352,8 @@ class WordMeans:
     An anchor is mostly a name, and one word through the model already carries what the model
     knows of it ("Iguanodon", "Albatross"), so the mean of a few word vectors ranks anchors as
     well as the whole text through the model does, while each word costs the model once per
-    install (the vocabulary's) or once per crawl (the rest). Words are what the model's own
+    install (the vocabulary's, and the English words of ``ENGLISH_WORDS``, so that a first crawl
+    does not run the model on most of its anchors' words) or once per crawl (the rest). Words are what the model's own
     tokenizer splits (lowercased, accents stripped, punctuation apart); a text without a word
     (an empty anchor) is encoded whole. ``encode_new`` encodes those texts and the words outside
     the vocabulary (default ``encode``; the crawl passes it through its ``EncodingStore``).
@@ -365,15 +370,28 @@ class WordMeans:
         tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
         self._normalize = tokenizer.normalizer.normalize_str
         self._pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str
-        vocabulary = sorted(
+        whole_words = {
             token
             for token in tokenizer.get_vocab()
             if not token.startswith(("##", "[")) and any(c.isalnum() for c in token)
-        )
+        }
+        vocabulary = sorted(whole_words | self._english_words())
         self._index = {word: i for i, word in enumerate(vocabulary)}
         self._table = vocabulary_vectors(encode, vocabulary, export_dir or DEFAULT_EXPORT_DIR)
         self._learned: OrderedDict[str, np.ndarray] = OrderedDict()
         self.words_encoded = 0
+
+    def _english_words(self) -> set[str]:
+        """The words of ``english_words.txt`` as the model's tokenizer normalizes them.
+
+        The file's words are lowercase letters; the normalizer leaves ASCII ones as they are and
+        strips the others' accents. It runs on those few only: on the whole file it took 0.2 s
+        at every crawl's start.
+        """
+        words = resources.files(__package__).joinpath(ENGLISH_WORDS).read_text(encoding="utf-8")
+        listed = words.split()
+        accented = " ".join(word for word in listed if not word.isascii())
+        return {word for word in listed if word.isascii()} | set(self._normalize(accented).split())
 
     def words(self, text: str) -> list[str]:
         return self._split(text)[0]
