@@ -16,9 +16,10 @@ Cost: about 1-3 ms of CPU per short text, and a crawl meets about ten new anchor
 so anchors go through the model in two stages. First every anchor is scored by the mean of its
 words' vectors (:class:`WordMeans`), each word encoded alone, once: the model's whole-word
 vocabulary (23,511 words) and the English words of ``english_words.txt`` beyond it (53,725) once
-per install, kept next to the export, and any other word the first time the crawl meets it. Then only the anchors whose word score is among the best
-``whole_share`` (``ENCODER_WHOLE_SHARE``, 0.25) of those seen so far are encoded whole, and
-that score replaces their word score. Only the best links are ever fetched, and there the whole
+per install, kept next to the export, and any other word the first time the crawl meets it.
+Then only the anchors whose word score is among the best ``whole_share``
+(``ENCODER_WHOLE_SHARE``, 0.25) of those seen so far are encoded whole, and that score replaces
+their word score. Only the best links are ever fetched, and there the whole
 text ranks better (BENCHMARKS.md, "Anchors in two stages": word scores alone cost 0.03 of mean
 harvest, the best quarter encoded whole about 0.01, at two thirds of the CPU). An anchor of one
 word ("Albatross", over half of that best quarter) is not encoded again: the model reads it as
@@ -353,11 +354,11 @@ class WordMeans:
     knows of it ("Iguanodon", "Albatross"), so the mean of a few word vectors ranks anchors as
     well as the whole text through the model does, while each word costs the model once per
     install (the vocabulary's, and the English words of ``ENGLISH_WORDS``, so that a first crawl
-    does not run the model on most of its anchors' words) or once per crawl (the rest). Words are what the model's own
-    tokenizer splits (lowercased, accents stripped, punctuation apart); a text without a word
-    (an empty anchor) is encoded whole. ``encode_new`` encodes those texts and the words outside
-    the vocabulary (default ``encode``; the crawl passes it through its ``EncodingStore``).
-    ``words_encoded`` counts those words met during the crawl.
+    does not run the model on most of its anchors' words) or once per crawl (the rest). Words
+    are what the model's own tokenizer splits (lowercased, accents stripped, punctuation apart);
+    a text without a word (an empty anchor) is encoded whole. ``encode_new`` encodes those texts
+    and the words outside its table (default ``encode``; the crawl passes it through its
+    ``EncodingStore``). ``words_encoded`` counts those words met during the crawl.
     """
 
     def __init__(
