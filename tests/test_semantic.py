@@ -487,6 +487,8 @@ def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) 
     )
     assert calls == [["focused vocabulary probe"]]  # the probe that names the file, no more
     assert np.array_equal(first, second)
+    # Read mapped, as a plain array: a row of an np.memmap is another memmap, 14 x the cost.
+    assert type(second) is np.ndarray and isinstance(second.base, np.memmap)
     assert ((first * encode(vocabulary)).sum(axis=1) > 0.995).all()
     # Reading it marks it used, so that a crawl never prunes a table in use.
     [table_file] = tmp_path.iterdir()
