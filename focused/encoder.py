@@ -42,6 +42,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -99,6 +100,8 @@ ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "re
 # written once here, for the files' makers and for the prune alike.
 _EXPORT_FILE = "all-MiniLM-L6-v2-{}.onnx"
 _WORDS_FILE = "words-{}.npy"
+# A word of a printable ASCII text as the model's tokenizer cuts it (see WordMeans._split).
+_ASCII_WORD = re.compile("[a-z0-9]+")
 # English words whose vectors are computed with the model's vocabulary, once per install, so that
 # a first crawl need not run the model on them (SCOWL's list: english_words.LICENSE.txt).
 ENGLISH_WORDS = "english_words.txt"
@@ -399,7 +402,14 @@ class WordMeans:
 
     def _split(self, text: str) -> tuple[list[str], bool]:
         """The text's words, and whether the model reads the text as exactly its one word: a
-        single piece, so the same tokens between [CLS] and [SEP] as the word alone."""
+        single piece, so the same tokens between [CLS] and [SEP] as the word alone.
+
+        Most anchors are printable ASCII, which the model's tokenizer lowercases and cuts at
+        every character that is no letter or digit (a space, or a piece of its own): the same
+        words from one regular expression, in a sixth of the tokenizer's two calls."""
+        if text.isascii() and text.isprintable():
+            words = _ASCII_WORD.findall(text.lower())
+            return words[:MAX_WORDS], len(words) == 1 and words[0] == text.strip(" ").lower()
         pieces = [piece for piece, _ in self._pre_tokenize(self._normalize(text))]
         words = [piece for piece in pieces if any(c.isalnum() for c in piece)][:MAX_WORDS]
         return words, len(pieces) == len(words) == 1

