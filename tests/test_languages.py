@@ -132,6 +132,8 @@ def test_cjk_runs_and_words_of_other_scripts_mix() -> None:
     assert tokenize("用Python编程 鸟", "zh") == ["python", "编程", "鸟"]
     assert tokenize("渡り鳥", "ja") == ["渡り", "り鳥"]
     assert tokenize("ＡＢＣ全角") == ["abc", "全角"]  # NFKC: fullwidth letters are letters
+    # A lone character is a one-character run, also where no other word is beyond ASCII
+    assert tokenize("the zheng (箏) and the qin (琴)") == ["zheng", "箏", "qin", "琴"]
 
 
 def test_vietnamese_pairs_stop_at_punctuation_and_stop_words() -> None:
@@ -173,23 +175,23 @@ def test_word_runs_are_what_the_word_pattern_finds() -> None:
     for text in texts:
         words = plain.findall(text)
         assert text_module._WORD.findall(text) == words
-        assert [word for word in text_module._runs(text) if len(word) > 1] == words
-        assert [word for word in text_module._words(text) if len(word) > 1] == words
+        runs = text_module._runs(text, text_module._beyond_ascii(text))
+        assert [word for word in runs if len(word) > 1] == words
 
 
 def _tokenize_by_pattern(text: str, language: str | None) -> list[str]:
     """tokenize as it was first written: the pattern on the whole text, one word at a time."""
     text = unicodedata.normalize("NFC", text).lower().replace("_", " ")
     stop = text_module.stopwords(language)
-    words = [] if language == "vi" else text_module._WORD.findall(text)
-    if (language == "vi" or not "".join(words).isascii()) and text_module._SPECIAL.search(text):
+    if text_module._SPECIAL.search(text):
         text = text_module._normalize_scripts(text)
         if text_module._CJK_RUN.search(text) is not None:
             return text_module._with_cjk_bigrams_by_match(text, stop)
-        words = text_module._WORD.findall(text)
     if language == "vi":
         return text_module._vietnamese(text, stop)
-    return [word for word in words if word not in stop and not word.isdigit()]
+    return [
+        word for word in text_module._WORD.findall(text) if word not in stop and not word.isdigit()
+    ]
 
 
 @pytest.mark.parametrize("language", [None, "en", "fa", "zh", "ja", "vi", "sk", "fr"])
