@@ -408,8 +408,9 @@ class WordMeans:
         every character that is no letter or digit (a space, or a piece of its own): the same
         words from one regular expression, in a sixth of the tokenizer's two calls."""
         if text.isascii() and text.isprintable():
-            words = _ASCII_WORD.findall(text.lower())
-            return words[:MAX_WORDS], len(words) == 1 and words[0] == text.strip(" ").lower()
+            lowered = text.lower()
+            words = _ASCII_WORD.findall(lowered)
+            return words[:MAX_WORDS], len(words) == 1 and words[0] == lowered.strip(" ")
         pieces = [piece for piece, _ in self._pre_tokenize(self._normalize(text))]
         words = [piece for piece in pieces if any(c.isalnum() for c in piece)][:MAX_WORDS]
         return words, len(pieces) == len(words) == 1

