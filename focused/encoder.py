@@ -442,16 +442,22 @@ class WordMeans:
         row = self._index.get(word)
         if row is not None:
             return self._table[row]
-        self._learned.move_to_end(word)
-        return self._learned[word]
+        return self._learned[word]  # marked used by _learn
 
     def _learn(self, words: list[str]) -> None:
         """Encode, in one batch, the words neither in the vocabulary nor remembered."""
-        new = [w for w in dict.fromkeys(words) if w not in self._index and w not in self._learned]
+        new = []
+        for word in dict.fromkeys(words):
+            if word in self._index:
+                continue
+            if word in self._learned:
+                # Marked used now, so that learning the new ones never forgets it.
+                self._learned.move_to_end(word)
+            else:
+                new.append(word)
         if new:
             self.words_encoded += len(new)
             self._learned.update(zip(new, self._encode(new), strict=True))
-        # Forget the least recently used, but never a word of the batch being scored.
         excess = len(self._learned) - max(WORD_CACHE_SIZE, len(set(words)))
         for _ in range(excess):
             self._learned.popitem(last=False)

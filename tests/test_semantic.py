@@ -515,6 +515,20 @@ def test_words_outside_the_vocabulary_are_encoded_once(encode) -> None:
     assert word_means.words_encoded == 2 and len(sent) == 2
 
 
+def test_a_word_of_the_page_is_never_forgotten_while_others_are_learned(
+    encode, monkeypatch
+) -> None:
+    monkeypatch.setattr(encoder, "WORD_CACHE_SIZE", 2)
+    word_means, sent = counting_word_means(encode)
+    word_means(["qxzvw", "vwqxz"])
+    # The least recently learned word is on the page: the two new ones push out the other.
+    vectors = word_means(["qxzvw zvqwx", "xvzqw"])
+    assert sent == ["qxzvw", "vwqxz", "zvqwx", "xvzqw"]
+    assert np.array_equal(word_means(["qxzvw zvqwx"])[0], vectors[0])
+    word_means(["vwqxz"])
+    assert sent[4:] == ["vwqxz"]
+
+
 def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) -> None:
     vocabulary = ["albatross", "bird", "locomotive"]
     first = vocabulary_vectors(encode, vocabulary, tmp_path)
