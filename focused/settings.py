@@ -32,6 +32,11 @@ DOWNLOADER = "focused.downloader.PoliteDownloader"
 # measurable in session 11 (BENCHMARKS.md).
 CONCURRENT_ITEMS = 100  # at most 10,000: Scrapy starts this many tasks for every page
 DOWNLOAD_TIMEOUT = 30
+# Scrapy's resolver that also answers with IPv6 addresses: hosts that have only one, and
+# literal seeds such as http://[2001:db8::1]/. Scrapy's default asks for IPv4 alone, and such a
+# host fails as a DNS error. This one has no timeout of its own (DNS_TIMEOUT does not apply):
+# DOWNLOAD_TIMEOUT bounds a lookup with the rest of the request.
+TWISTED_DNS_RESOLVER = "scrapy.resolver.CachingHostnameResolver"
 DOWNLOAD_MAXSIZE = 10 * 1024 * 1024  # a page larger than 10 MiB is not a topical page
 DOWNLOAD_WARNSIZE = 2 * 1024 * 1024
 REDIRECT_MAX_TIMES = 5

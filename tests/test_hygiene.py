@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 import time
 
 import pytest
 
-from tests.conftest import run_crawl
+from tests.conftest import REPO, crawl_env, run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
 
@@ -242,3 +244,54 @@ def test_a_binary_body_served_as_html_is_skipped(tmp_path):
     assert stored == ["/", "/utf16", "/utf16-link"]
     fetched = [path for _, path in site.log.gets()]
     assert not [path for path in fetched if path.endswith("-link") and path != "/utf16-link"]
+
+
+RESOLVE = """
+import sys
+from scrapy.crawler import Crawler
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.project import get_project_settings
+from scrapy.utils.reactor import install_reactor
+from twisted.internet.interfaces import IResolutionReceiver
+from zope.interface import implementer
+
+settings = get_project_settings()
+install_reactor(settings["TWISTED_REACTOR"])
+from twisted.internet import reactor
+from spiders.topical import TopicalSpider
+
+resolver = load_object(settings["TWISTED_DNS_RESOLVER"])
+build_from_crawler(resolver, Crawler(TopicalSpider, settings), reactor=reactor).install_on_reactor()
+found = []
+
+@implementer(IResolutionReceiver)
+class Receiver:
+    def resolutionBegan(self, resolution): pass
+    def addressResolved(self, address): found.append(f"{type(address).__name__} {address.host}")
+    def resolutionComplete(self): reactor.stop()
+
+reactor.callWhenRunning(reactor.nameResolver.resolveHostName, Receiver(), sys.argv[1], 80)
+reactor.run()
+print(sorted(set(found)))
+"""
+
+
+def test_host_names_resolve_to_ipv6_addresses_too():
+    """A host with only an IPv6 address, or a seed like http://[2001:db8::1]/, failed as a DNS
+    error: Scrapy's default resolver asks for IPv4 alone. Resolved here by the crawl's resolver,
+    as the downloader asks it, without connecting anywhere."""
+
+    def resolve(host: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", RESOLVE, host],
+            cwd=REPO,
+            env=crawl_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out.stdout.strip()
+
+    assert resolve("2001:db8::1") == "['IPv6Address 2001:db8::1']"
+    assert resolve("127.0.0.1") == "['IPv4Address 127.0.0.1']"
