@@ -9,6 +9,10 @@ found the slot free: as the engine handed out a burst, or several answers freed 
 once, all went on the wire (16 at once to a host whose limit was 4,
 ``tests/test_politeness.py``). Here a request counts from the moment the slot lets it go.
 
+With ``CONCURRENT_REQUESTS_PER_IP``, a slot is keyed by its host's first address: Scrapy's
+resolver that answers IPv6 too caches a host's addresses as a list, which Scrapy 2.19 would
+take as the key and fail on.
+
 In a crawl shared by several processes (``focused.distributed``) a slot's delay
 (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle's) is the crawl's, not only this
 process's: before a delayed slot sends, it takes its host's lease in Redis
@@ -71,6 +75,13 @@ class PoliteDownloader(Downloader):
         # Places last as long as a silent process counts as alive, renewed while this one lives.
         self._place_life = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         self._renewal: AsyncioLoopingCall | LoopingCall | None = None
+
+    def get_slot_key(self, request: Request) -> str:
+        key = super().get_slot_key(request)
+        # With CONCURRENT_REQUESTS_PER_IP Scrapy keys a slot by its host's cached address, and
+        # the resolver that answers IPv6 too (TWISTED_DNS_RESOLVER) caches a list of addresses:
+        # no key. The first, as the IPv4-only resolver's one address was.
+        return key[0].host if isinstance(key, list) else key
 
     def _wait_for_download(
         self, slot: Slot, request: Request, queue_dfd: Deferred

@@ -34,6 +34,10 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     assert parameters(Downloader._wait_for_download) == ["self", "slot", "request", "queue_dfd"]
     assert parameters(Downloader._process_queue) == ["self", "slot"]
     assert parameters(Downloader._latercall) == ["self", "slot"]
+    # PoliteDownloader turns the list of addresses it may return into one (CONCURRENT_REQUESTS_
+    # PER_IP with CachingHostnameResolver); Scrapy's _get_slot and focused's callers go through it.
+    assert parameters(Downloader.get_slot_key) == ["self", "request"]
+    assert "self.get_slot_key(request)" in inspect.getsource(Downloader._get_slot)
     assert Downloader.DOWNLOAD_SLOT == "download_slot"
     # PoliteDownloader sends a leased request as Scrapy's _process_queue does.
     assert "_schedule_coro(self._wait_for_download(" in inspect.getsource(Downloader._process_queue)
