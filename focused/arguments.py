@@ -476,6 +476,32 @@ def check_settings(settings: Any) -> None:
         )
 
 
+def dns_timeout_note(settings: Any) -> str | None:
+    """A warning when ``DNS_TIMEOUT`` is given but the crawl's resolver has no timeout: only
+    Scrapy's IPv4-only ``CachingThreadedResolver`` reads it, and the project's resolver, which
+    answers IPv6 too, bounds a lookup by ``DOWNLOAD_TIMEOUT``. None when it applies, or is not
+    given."""
+    from scrapy.resolver import CachingThreadedResolver
+    from scrapy.utils.misc import load_object
+
+    if not _given_on_command_line(settings, "DNS_TIMEOUT"):
+        return None
+    # Scrapy's older name is still read when given, unless the new one is given higher.
+    older = settings.getpriority("DNS_RESOLVER") or 0
+    newer = settings.getpriority("TWISTED_DNS_RESOLVER") or 0
+    name = "TWISTED_DNS_RESOLVER"
+    if SETTINGS_PRIORITIES["default"] < older >= newer:
+        name = "DNS_RESOLVER"
+    if issubclass(load_object(settings[name]), CachingThreadedResolver):
+        return None
+    return (
+        f"DNS_TIMEOUT={quoted(settings.get('DNS_TIMEOUT'))} has no effect: the resolver"
+        f" ({name}={settings[name]}) has no timeout of its own; DOWNLOAD_TIMEOUT"
+        f" ({settings.getfloat('DOWNLOAD_TIMEOUT'):g} s) bounds a lookup. Scrapy's"
+        " scrapy.resolver.CachingThreadedResolver reads it, and resolves to IPv4 only"
+    )
+
+
 # Scrapy's settings that give the order of the classes they name (None: not loaded), and those
 # that name a class for each scheme or format (None: none). Scrapy loads them as the crawl
 # starts: a class that does not import, or an order that is no number, was a traceback.

@@ -37,6 +37,7 @@ from focused.arguments import (
     CrawlConfig,
     allow_status_codes_as_numbers,
     check_store,
+    dns_timeout_note,
     parse_arguments,
     remember_job,
 )
@@ -85,6 +86,8 @@ class TopicalSpider(scrapy.Spider):
         allow_status_codes_as_numbers(crawler.settings)
         if config.strategy_note:
             logger.warning(config.strategy_note)
+        if note := dns_timeout_note(crawler.settings):
+            logger.warning(note)
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
         if config.render != "never":

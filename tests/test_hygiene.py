@@ -8,7 +8,9 @@ import sys
 import time
 
 import pytest
+from scrapy.utils.project import get_project_settings
 
+from focused.arguments import dns_timeout_note
 from tests.conftest import REPO, crawl_env, run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
@@ -295,3 +297,26 @@ def test_host_names_resolve_to_ipv6_addresses_too():
 
     assert resolve("2001:db8::1") == "['IPv6Address 2001:db8::1']"
     assert resolve("127.0.0.1") == "['IPv4Address 127.0.0.1']"
+
+
+def test_a_dns_timeout_the_resolver_does_not_read_is_a_warning(tmp_path):
+    with Site(lambda method, path: Reply(200, html("t", f"<p>{WORDS}</p>"))) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"DNS_TIMEOUT": 5, "CLOSESPIDER_PAGECOUNT": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    [line] = [line for line in log.splitlines() if "WARNING: DNS_TIMEOUT" in line]
+    assert "WARNING: DNS_TIMEOUT='5' has no effect" in line
+    assert "DOWNLOAD_TIMEOUT (30 s) bounds a lookup" in line
+    # Not given, or read by the resolver the crawl runs: nothing to say.
+    settings = get_project_settings()
+    assert dns_timeout_note(settings) is None
+    settings.set("DNS_TIMEOUT", "5", "cmdline")
+    assert "has no effect" in dns_timeout_note(settings)
+    for name in ("TWISTED_DNS_RESOLVER", "DNS_RESOLVER"):  # the new name, and Scrapy's older one
+        given = settings.copy()
+        given.set(name, "scrapy.resolver.CachingThreadedResolver", "cmdline")
+        assert dns_timeout_note(given) is None
