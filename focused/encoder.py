@@ -446,8 +446,9 @@ class WordMeans:
 
     def _learn(self, words: list[str]) -> None:
         """Encode, in one batch, the words neither in the vocabulary nor remembered."""
+        distinct = dict.fromkeys(words)
         new = []
-        for word in dict.fromkeys(words):
+        for word in distinct:
             if word in self._index:
                 continue
             if word in self._learned:
@@ -458,7 +459,7 @@ class WordMeans:
         if new:
             self.words_encoded += len(new)
             self._learned.update(zip(new, self._encode(new), strict=True))
-        excess = len(self._learned) - max(WORD_CACHE_SIZE, len(set(words)))
+        excess = len(self._learned) - max(WORD_CACHE_SIZE, len(distinct))
         for _ in range(excess):
             self._learned.popitem(last=False)
 
