@@ -39,6 +39,7 @@ from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
 from focused.resume import STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
 from focused.strategies import STRATEGIES, strategy_class
+from focused.text import tokenize
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
 GENERAL_ARGUMENTS = (
@@ -166,9 +167,14 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         topic = f"{query}\n{_read_text(topic_file, 'topic_file')}".strip()
     if not query and not topic_file:
         raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
-    if not re.search(r"\w", topic):
-        raise ConfigError("the query has no words to match pages against")
     language = _parse_language(args.get("language"))
+    if not tokenize(topic, query_language(topic, language)):
+        # Stop words and numbers are not matched: such a topic would leave the crawl's topic to
+        # its seed pages alone, a crawl about whatever the seeds are about.
+        raise ConfigError(
+            f"the query has no words to match pages against: {quoted(topic)}"
+            " (stop words, numbers and punctuation are not matched)"
+        )
     job = _job_record(settings)  # what a resumed JOBDIR crawl must reuse: read once
     given = args.pop("strategy", None)
     strategy_note = None

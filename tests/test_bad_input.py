@@ -72,6 +72,10 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "strategy": "pso", "particles": "3"}, {}, "particles=3 is below its minimum 5"),
         ({**GOOD, "strategy": "bees", "n_bees": "0"}, {}, "n_bees=0 is below its minimum 1"),
         ({**GOOD, "query": "   !!! "}, {}, "no words"),
+        # Words the tokenizer drops leave the topic to the seeds alone.
+        ({**GOOD, "query": "the and of"}, {}, "no words to match pages against: 'the and of'"),
+        ({**GOOD, "query": "1984 2001"}, {}, "no words to match pages against: '1984 2001'"),
+        ({**GOOD, "query": "و في", "language": "ar"}, {}, "no words to match pages against"),
         ({**GOOD, "topic_file": "/nonexistent/topic.txt"}, {}, "cannot read topic_file"),
         (GOOD, {"RELEVANCE_THRESHOLD": "high"}, "RELEVANCE_THRESHOLD='high' is not a number"),
         (GOOD, {"RELEVANCE_THRESHOLD": "2"}, "RELEVANCE_THRESHOLD=2 is outside"),
