@@ -33,7 +33,7 @@ from scrapy.utils.conf import feed_complete_default_values_from_settings
 from w3lib.url import safe_url_string
 
 from focused.canonical import canonicalize, drop_params_setting, is_sendable
-from focused.errors import ConfigError, cut, one_line, quoted
+from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
@@ -298,6 +298,14 @@ def _check_seed(seed: str) -> None:
     else:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"seed {quoted(seed)} is not an http(s) URL")
+        if "@" in parts.netloc:
+            # Twisted would take user:password@host for the host name, and the password would
+            # reach the log and the store; Scrapy sends credentials from its settings.
+            raise ConfigError(
+                f"seed {quoted(redact_uri(seed))} has a user name or password in it: give them"
+                " as -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=..."
+                f" -s HTTPAUTH_DOMAIN={parts.hostname}"
+            )
     if not sendable:
         raise ConfigError(f"seed {quoted(seed)} is not a valid URL")
 
@@ -459,6 +467,7 @@ def check_settings(settings: Any) -> None:
     _check_download_slots(settings)
     _check_logging(settings)
     _check_feeds(settings)
+    _check_http_auth(settings)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     for name, text in (
@@ -479,6 +488,17 @@ def check_settings(settings: Any) -> None:
         raise ConfigError(
             f"setting FOCUSED_RENDER_BLOCK: {quoted(unblockable[0])} is not one of:"
             f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
+        )
+
+
+def _check_http_auth(settings: Any) -> None:
+    """Scrapy's HttpAuthMiddleware refuses credentials without the domain they are for, with a
+    traceback as the crawl starts."""
+    given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
+    if given and settings.getpriority("HTTPAUTH_DOMAIN") <= SETTINGS_PRIORITIES["default"]:
+        raise ConfigError(
+            f"setting {given[0]} needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
+            " (-s HTTPAUTH_DOMAIN=example.org: that host and its subdomains)"
         )
 
 

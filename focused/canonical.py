@@ -51,10 +51,15 @@ SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
 HOST_NAME = re.compile(r"[a-z0-9._-]+")
 
 
+def drop_userinfo(parts: SplitResult) -> SplitResult:
+    """A link's ``user:password@`` goes: Scrapy's HTTP client cannot send it (Twisted takes it
+    for part of the host name), it would reach the log and the store, and the page is the same
+    for any user name a link gives (credentials are settings: ``HTTPAUTH_USER``)."""
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2])
+
+
 def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:
-    netloc = parts.netloc
-    userinfo, at, hostport = netloc.rpartition("@")
-    return parts._replace(scheme=parts.scheme.lower(), netloc=f"{userinfo}{at}{hostport.lower()}")
+    return parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower())
 
 
 def drop_fragment(parts: SplitResult) -> SplitResult:
@@ -142,6 +147,7 @@ def canonicalize(url: str, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme.lower() not in DEFAULT_PORTS:
         return url
+    parts = drop_userinfo(parts)
     parts = lowercase_scheme_and_host(parts)
     parts = drop_fragment(parts)
     parts = drop_default_port(parts)

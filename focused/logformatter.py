@@ -8,15 +8,18 @@ logged here with its fields but its text, which is in the store, replaced by its
 
 ``add_log_filter`` puts a filter on another library's logger (the project's one-line versions
 of Scrapy's and scrapy-playwright's tracebacks for failures that are not bugs).
+``SettingsWithoutSecrets`` keeps passwords out of Scrapy's line of overridden settings.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from scrapy.logformatter import LogFormatter
 
+from focused.errors import redact_uri
 from focused.items import PageItem
 
 if TYPE_CHECKING:
@@ -66,3 +69,25 @@ def add_log_filter(name: str, log_filter: type[logging.Filter]) -> None:
     target = logging.getLogger(name)
     if not any(isinstance(f, log_filter) for f in target.filters):
         target.addFilter(log_filter())
+
+
+# A password setting of Scrapy's, in the pretty-printed dict of the overridden settings: its
+# value is a string literal, or a long one split into literals over lines (in parentheses).
+_STRING = r"'(?:[^'\\]|\\.)*'" + "|" + r'"(?:[^"\\]|\\.)*"'
+PASSWORD_SETTING = re.compile(rf"('HTTPAUTH_PASS': )(\(?(?:\s*(?:{_STRING}))+\)?)")
+
+
+class SettingsWithoutSecrets(logging.Filter):
+    """Scrapy's "Overridden settings" line with ``HTTPAUTH_PASS`` and the user and password of
+    every URI in it (a feed's, a proxy's) hidden: a log is read and kept by more people than
+    the credentials are meant for."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            isinstance(record.msg, str)
+            and record.msg.startswith("Overridden settings")
+            and isinstance(record.args, dict)
+        ):
+            shown = PASSWORD_SETTING.sub(r"\1'***'", str(record.args.get("settings", "")))
+            record.args = {**record.args, "settings": redact_uri(shown)}
+        return True

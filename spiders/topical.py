@@ -47,6 +47,7 @@ from focused.extract import Link, extract_page
 from focused.hygiene import page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
+from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
@@ -83,6 +84,7 @@ class TopicalSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
         config = parse_arguments(kwargs, crawler.settings)
+        add_log_filter("scrapy.crawler", SettingsWithoutSecrets)  # before Scrapy logs them
         allow_status_codes_as_numbers(crawler.settings)
         if config.strategy_note:
             logger.warning(config.strategy_note)

@@ -35,6 +35,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({"query": "birds"}, {}, "missing seeds"),
         ({**GOOD, "seeds": "not a url"}, {}, "is not an http(s) URL"),
         ({**GOOD, "seeds": "ftp://example.org/"}, {}, "is not an http(s) URL"),
+        (
+            {**GOOD, "seeds": "http://alice:s3cret@127.0.0.1:9/"},
+            {},
+            "seed 'http://***@127.0.0.1:9/' has a user name or password in it: give them as"
+            " -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=127.0.0.1",
+        ),
+        (GOOD, {"HTTPAUTH_PASS": "p"}, "setting HTTPAUTH_PASS needs HTTPAUTH_DOMAIN"),
         ({**GOOD, "strategy": "nosuch"}, {}, "unknown strategy 'nosuch'; valid strategies: "),
         (
             {**GOOD, "strategy": "dfs", "max_depth": "deep"},

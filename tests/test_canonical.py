@@ -18,6 +18,7 @@ from focused.canonical import (
     drop_index_page,
     drop_params,
     drop_params_setting,
+    drop_userinfo,
     lowercase_scheme_and_host,
     normalise_percent_encoding,
     resolve_dot_segments,
@@ -36,7 +37,8 @@ def apply(rule, url: str, *args) -> str:
     ("rule", "url", "expected"),
     [
         (lowercase_scheme_and_host, "HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
-        (lowercase_scheme_and_host, "http://User@Host.ORG/", "http://User@host.org/"),
+        (drop_userinfo, "http://alice:s3cret@Host.ORG:8080/p", "http://Host.ORG:8080/p"),
+        (drop_userinfo, "http://a@b@h/p", "http://h/p"),
         (drop_fragment, "http://h/p?q=1#section", "http://h/p?q=1"),
         (drop_default_port, "http://h:80/p", "http://h/p"),
         (drop_default_port, "https://h:443/p", "https://h/p"),
@@ -201,3 +203,36 @@ def test_the_dropped_parameters_as_the_command_line_gives_them(given, patterns):
     url = "http://example.org/p?UTM_source=x&sid=1&keep=2"
     if "sid" in patterns:
         assert canonicalize(url, drop_params_setting(settings)) == "http://example.org/p?keep=2"
+
+
+def test_credentials_are_never_logged_or_stored(tmp_path):
+    """A link's user and password are dropped (Twisted took them for the host name, "invalid
+    hostname", and they were logged), and Scrapy's line of overridden settings shows no
+    password of the crawl's own credentials (HTTPAUTH_*)."""
+    links: dict[str, str] = {}
+
+    def pages(method: str, path: str) -> Reply:
+        if path == "/":
+            return Reply(200, html("home", f'<p>topic words</p><a href="{links["x"]}">x</a>'))
+        if path == "/x":
+            return Reply(200, html("x", "<p>topic words x</p>"))
+        return Reply(404, html("no", "no such page"))
+
+    with Site(pages) as site:
+        links["x"] = site.url.replace("//", "//mallory:linkpass@") + "/x"
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "topic words", "seeds": f"{site.url}/"},
+            {
+                "HTTPAUTH_USER": "alice",
+                "HTTPAUTH_PASS": "s3cret words",
+                "HTTPAUTH_DOMAIN": "127.0.0.1",
+            },
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [path for _, path in site.log.gets()] == ["/", "/x"]
+    assert {p["url"] for p in crawl.pages()} == {f"{site.url}/", f"{site.url}/x"}
+    assert "'HTTPAUTH_PASS': '***'" in crawl.result.stderr
+    for secret in ("s3cret", "linkpass"):
+        assert secret not in crawl.result.stderr
+        assert secret not in str(crawl.pages())
