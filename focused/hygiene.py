@@ -19,6 +19,8 @@ This module adds:
   ``bad_compression``.
 - ``MetaRefreshMiddleware`` (replaces Scrapy's): a page whose meta refresh names a URL no
   request can be made of, or the page itself, is kept rather than lost.
+- Both redirect middlewares drop a target's ``user:password@``, as the canonical URLs of links
+  do (``focused.canonical.drop_userinfo``).
 - ``RedirectMiddleware`` (replaces Scrapy's): a 3xx whose Location leads nowhere (empty, no
   URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
   Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
@@ -36,7 +38,8 @@ from __future__ import annotations
 import gzip
 import sys
 import zlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 import brotli
 from scrapy import Request
@@ -50,6 +53,8 @@ from scrapy.exceptions import (
 )
 from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
+
+from focused.canonical import drop_userinfo
 
 if sys.version_info >= (3, 14):
     from compression.zstd import ZstdError
@@ -174,7 +179,18 @@ class BadRedirect(IgnoreRequest):
     """A 3xx whose Location leads nowhere."""
 
 
-class RedirectMiddleware(ScrapyRedirect):
+class _WithoutUserinfo:
+    """A redirect's target without its ``user:password@``: Twisted took it for part of the host
+    name ("invalid hostname"), and Scrapy logged the password in its redirect line."""
+
+    def _build_redirect_request(
+        self, source_request: Request, response: Response, *, url: str, **kwargs: Any
+    ) -> Request:
+        url = urlunsplit(drop_userinfo(urlsplit(url)))
+        return super()._build_redirect_request(source_request, response, url=url, **kwargs)
+
+
+class RedirectMiddleware(_WithoutUserinfo, ScrapyRedirect):
     """Scrapy's, except that a redirect whose Location leads nowhere raises ``BadRedirect``
     (``focused/skipped/bad_redirect``, the request's errback): an empty Location, which Scrapy
     took for the request's own URL (then dropped by the dupefilter, counted nowhere), one no
@@ -215,7 +231,7 @@ class RedirectMiddleware(ScrapyRedirect):
         )
 
 
-class MetaRefreshMiddleware(ScrapyMetaRefresh):
+class MetaRefreshMiddleware(_WithoutUserinfo, ScrapyMetaRefresh):
     """Scrapy's, except that a page whose meta refresh leads nowhere is kept, as a browser shows
     it: one naming a URL no request can be made of (``javascript:``, a port out of range), for
     which Scrapy's raised and the page was lost as a bare download error, counted as

@@ -206,20 +206,33 @@ def test_the_dropped_parameters_as_the_command_line_gives_them(given, patterns):
 
 
 def test_credentials_are_never_logged_or_stored(tmp_path):
-    """A link's user and password are dropped (Twisted took them for the host name, "invalid
-    hostname", and they were logged), and Scrapy's line of overridden settings shows no
-    password of the crawl's own credentials (HTTPAUTH_*)."""
-    links: dict[str, str] = {}
+    """A user and password in a link, a redirect's Location or a meta refresh are dropped
+    (Twisted took them for the host name, "invalid hostname", and they were logged), and
+    Scrapy's line of overridden settings shows no password of the crawl's own (HTTPAUTH_*)."""
+    with_user: dict[str, str] = {}  # path -> its URL with a user and password
 
     def pages(method: str, path: str) -> Reply:
         if path == "/":
-            return Reply(200, html("home", f'<p>topic words</p><a href="{links["x"]}">x</a>'))
-        if path == "/x":
-            return Reply(200, html("x", "<p>topic words x</p>"))
+            return Reply(
+                200,
+                html(
+                    "home",
+                    f'<p>topic words</p><a href="{with_user["/x"]}">x</a>'
+                    ' <a href="/r">r</a> <a href="/m">m</a>',
+                ),
+            )
+        if path == "/r":
+            return Reply(302, "", headers={"Location": with_user["/y"]})
+        if path == "/m":
+            refresh = f'<meta http-equiv="refresh" content="0; url={with_user["/z"]}">'
+            return Reply(200, html("m", "<p>topic words m</p>", refresh))
+        if path in ("/x", "/y", "/z"):
+            return Reply(200, html(path, f"<p>topic words {path}</p>"))
         return Reply(404, html("no", "no such page"))
 
     with Site(pages) as site:
-        links["x"] = site.url.replace("//", "//mallory:linkpass@") + "/x"
+        for path in ("/x", "/y", "/z"):
+            with_user[path] = site.url.replace("//", f"//user{path[1]}:pass{path[1]}@") + path
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "topic words", "seeds": f"{site.url}/"},
@@ -227,12 +240,14 @@ def test_credentials_are_never_logged_or_stored(tmp_path):
                 "HTTPAUTH_USER": "alice",
                 "HTTPAUTH_PASS": "s3cret words",
                 "HTTPAUTH_DOMAIN": "127.0.0.1",
+                "LOG_LEVEL": "DEBUG",
             },
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
-    assert [path for _, path in site.log.gets()] == ["/", "/x"]
-    assert {p["url"] for p in crawl.pages()} == {f"{site.url}/", f"{site.url}/x"}
+    assert sorted(path for _, path in site.log.gets()) == ["/", "/m", "/r", "/x", "/y", "/z"]
+    stored = {p["url"].removeprefix(site.url) for p in crawl.pages()}
+    assert {"/", "/x", "/y", "/z"} <= stored, stored
     assert "'HTTPAUTH_PASS': '***'" in crawl.result.stderr
-    for secret in ("s3cret", "linkpass"):
+    for secret in ("s3cret", "passx", "passy", "passz"):
         assert secret not in crawl.result.stderr
         assert secret not in str(crawl.pages())

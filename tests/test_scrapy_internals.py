@@ -63,3 +63,21 @@ def test_the_engine_can_be_woken_and_a_base_url_overridden():
     # looks again only every 5 s); focused.extract gives a page a base URL through the cache.
     assert "nextcall" in parameters(_Slot.__init__)
     assert hasattr(_baseurl_cache, "__setitem__")
+
+
+def test_the_redirect_request_builder_focused_overrides():
+    # focused.hygiene drops a redirect target's user and password where both of Scrapy's
+    # redirect middlewares build the request, before they log it.
+    from scrapy.downloadermiddlewares.redirect import (
+        BaseRedirectMiddleware,
+        MetaRefreshMiddleware,
+        RedirectMiddleware,
+    )
+
+    build = BaseRedirectMiddleware._build_redirect_request
+    assert parameters(build) == ["self", "source_request", "response", "url", "kwargs"]
+    for middleware in (RedirectMiddleware, MetaRefreshMiddleware):
+        source = inspect.getsource(middleware)
+        assert "self._build_redirect_request(" in source or "_redirect_request_using_get" in source
+    get_source = inspect.getsource(BaseRedirectMiddleware._redirect_request_using_get)
+    assert "self._build_redirect_request(" in get_source
