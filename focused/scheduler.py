@@ -80,7 +80,13 @@ from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
 
-from focused.resume import INFLIGHT, connect_request_done, links_yielded, request_finished
+from focused.resume import (
+    INFLIGHT,
+    connect_request_done,
+    crawl_counter,
+    links_yielded,
+    request_finished,
+)
 from focused.robots import RobotsTxtMiddleware
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import SqliteFrontier, host_of
@@ -126,6 +132,7 @@ class FocusedScheduler(Scheduler):
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
         scheduler.shared = None  # SharedCrawl of a crawl shared through Redis, set on open
         scheduler.closed = False
+        scheduler.page_budget = settings.getint("CLOSESPIDER_PAGECOUNT")
         scheduler._frontier_counted_at = -math.inf
         scheduler.outstanding_max = (
             settings.getint("CONCURRENT_REQUESTS")
@@ -264,6 +271,8 @@ class FocusedScheduler(Scheduler):
             )
 
     def next_request(self) -> Request | None:
+        if self._budget_under_way():
+            return None  # a response or a failed request asks again
         if self.outstanding_max and (
             self._outstanding() >= self.outstanding_max or self._links_pending()
         ):
@@ -413,6 +422,21 @@ class FocusedScheduler(Scheduler):
             robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
             self.robots_check = robots.waits_for_robots if robots is not None else False
         return self.robots_check or None
+
+    def _budget_under_way(self) -> bool:
+        """Whether the requests downloading will spend what is left of the page budget
+        (CLOSESPIDER_PAGECOUNT, counted by ``focused.stopping.PageBudget``).
+
+        Scrapy's count stops the crawl only as the budget's last response comes in, and every
+        download slot freed before then starts one more request: a crawl went up to
+        CONCURRENT_REQUESTS - 1 pages past its budget (55 for 40). Every request downloading
+        counts here, robots.txt too, and a request that ends without a response (a failure, a
+        redirect, a retry) gives its place back. A shared crawl takes a budget slot with each
+        pop from Redis instead."""
+        if not self.page_budget or self.shared is not None:
+            return False
+        downloading = len(self.crawler.engine.downloader.active)
+        return crawl_counter(self.crawler.spider, "responses") + downloading >= self.page_budget
 
     def _outstanding(self) -> int:
         """Requests downloading, plus downloaded pages not yet scored (SCORE_BEFORE_DISPATCH).

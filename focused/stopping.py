@@ -19,22 +19,23 @@ Threshold crawl-and-store is STORE_MIN_RELEVANCE (``pipelines.relevance``). A cr
 any of them is recorded as ``finished``.
 
 Pages are counted as their items leave the pipelines (``item_scraped``, or ``item_dropped`` for
-a page not stored), by the ``is_relevant`` the relevance pipeline gave them. As with
-CLOSESPIDER_PAGECOUNT, the requests already under way still complete after the stop, and no
-other starts (``close_spider_now``).
+a page not stored), by the ``is_relevant`` the relevance pipeline gave them. The requests
+already under way when one of them stops the crawl still complete, and no other starts
+(``close_spider_now``). The page budget has none under way at its stop: the scheduler starts
+no request that the ones downloading could make beyond it
+(``focused.scheduler.FocusedScheduler._budget_under_way``).
 
 A JOBDIR pause loses no count: Scrapy's engine closes the spider only once every request under
 way has its response (``response_received``) and its items have left the pipelines, and only
 then sends ``spider_closed``, on which ``SpiderState`` saves ``spider.state``. The responses
 that arrive during the close are counted, saved and stored like the others
-(``tests/test_budget_pauses.py``). After ``kill -9`` no ``spider.state`` is saved: the count
+(``tests/test_resume.py``). After ``kill -9`` no ``spider.state`` is saved: the count
 comes back as the largest of the written-through count, the state saved at the last clean close
 and the fetch order of the last page stored (``focused.resume.recover_state``). Every response
 counted before the kill is in it, the ones that gave no page (an HTTP error, not HTML) too, so
-the crawl still fetches at most CONCURRENT_REQUESTS - 1 pages beyond its budget
-(``tests/test_crash_counts.py``). A response counted whose page was not yet stored at the kill
-is fetched again and counted again: a crash can only make the crawl stop early, by at most the
-requests in flight.
+the crawl still stops at its budget (``tests/test_crash_counts.py``). A response counted whose
+page was not yet stored at the kill is fetched again and counted again: a crash can only make
+the crawl stop early, by at most the requests in flight.
 """
 
 from __future__ import annotations
@@ -132,9 +133,9 @@ class PageBudget(CloseSpider):
     """Scrapy's CloseSpider (in its place in EXTENSIONS), with CLOSESPIDER_PAGECOUNT the crawl's
     budget: a crawl resumed from JOBDIR stops when its total, not the run's, reaches it.
 
-    As with Scrapy's, the requests under way when the budget is reached still complete, and are
-    counted: a run fetches at most CONCURRENT_REQUESTS - 1 pages beyond it. Unlike Scrapy's, no
-    request starts once a limit is reached (``close_spider_now``).
+    Unlike Scrapy's, the crawl fetches its budget and no more: the scheduler starts no request
+    that those downloading could make beyond it (Scrapy's went up to CONCURRENT_REQUESTS - 1
+    pages beyond), and no request starts once a limit is reached (``close_spider_now``).
     """
 
     def __init__(self, crawler: Crawler) -> None:
