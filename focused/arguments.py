@@ -38,6 +38,7 @@ from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
 from focused.resume import STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
+from focused.setting_names import check_setting_names
 from focused.strategies import STRATEGIES, strategy_class
 from focused.text import tokenize
 
@@ -445,6 +446,7 @@ def scrapy_setting_checks() -> tuple[
 
 
 def check_settings(settings: Any) -> None:
+    check_setting_names(settings)
     scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
     given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
     for name in (*BOOLEAN_SETTINGS, *given_as_text):

@@ -51,6 +51,7 @@ from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
+from focused.setting_names import unknown_settings_note
 from focused.stopping import SEEDS_UNREACHABLE
 from focused.strategies import STRATEGIES
 
@@ -88,8 +89,9 @@ class TopicalSpider(scrapy.Spider):
         allow_status_codes_as_numbers(crawler.settings)
         if config.strategy_note:
             logger.warning(config.strategy_note)
-        if note := dns_timeout_note(crawler.settings):
-            logger.warning(note)
+        for note in (dns_timeout_note(crawler.settings), unknown_settings_note(crawler.settings)):
+            if note:
+                logger.warning(note)
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
         if config.render != "never":

@@ -14,6 +14,7 @@ from scrapy.settings import Settings
 
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError, quoted
+from focused.setting_names import unknown_settings_note
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
 from tests.test_storage import filled_sqlite, read_only
@@ -42,6 +43,16 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             " -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=127.0.0.1",
         ),
         (GOOD, {"HTTPAUTH_PASS": "p"}, "setting HTTPAUTH_PASS needs HTTPAUTH_DOMAIN"),
+        # A typo of a setting's name: Scrapy kept it, nothing read it, and the crawl had no
+        # budget (or stored its pages in SQLite, not in MongoDB).
+        (
+            GOOD,
+            {"CLOSESPIDER_PAGCOUNT": "5"},
+            "setting 'CLOSESPIDER_PAGCOUNT' is not one Scrapy or focused reads: did you mean"
+            " CLOSESPIDER_PAGECOUNT?",
+        ),
+        (GOOD, {"MONGO_URL": "mongodb://127.0.0.1:1"}, "did you mean MONGO_URI?"),
+        (GOOD, {"closespider_pagecount": "5"}, "did you mean CLOSESPIDER_PAGECOUNT?"),
         ({**GOOD, "strategy": "nosuch"}, {}, "unknown strategy 'nosuch'; valid strategies: "),
         (
             {**GOOD, "strategy": "dfs", "max_depth": "deep"},
@@ -942,3 +953,20 @@ def test_a_store_that_fills_up_mid_crawl_stops_it_without_a_traceback(
     unstored = re.findall(r"ERROR: page (\S+) not stored yet: the store is unreachable$", log, re.M)
     stored = {page["url"] for page in Crawl(result, db, "full").pages()}
     assert stored and unstored and not stored & set(unstored)
+
+
+def test_only_setting_names_given_on_the_command_line_are_checked():
+    settings = Settings({"CLOSESPIDER_PAGCOUNT": 5, "MY_OWN": 1}, priority="project")
+    check_settings(settings)  # a settings module of the user's own may name anything
+    assert unknown_settings_note(settings) is None
+    settings.setdict({"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": 2, "DEPTH_LIMIT": 3}, "cmdline")
+    check_settings(settings)  # scrapy-playwright's and Scrapy's own
+    assert unknown_settings_note(settings) is None
+    settings.setdict({"SQLITE_PATH": "a", "MY_OWN": 2}, "cmdline")
+    assert unknown_settings_note(settings) == (
+        "settings 'MY_OWN', 'SQLITE_PATH' given but read by neither Scrapy, scrapy-playwright nor"
+        " focused: ignored unless a component of your own reads it"
+    )
+    settings.set("DEPTH_LIMITS", 3, "cmdline")
+    with pytest.raises(ConfigError, match=r"did you mean DEPTH_LIMIT\?"):
+        check_settings(settings)

@@ -628,6 +628,7 @@ def test_unreachable_mongo(cli, command):
         (("crawls", "--bogus"), "unknown option --bogus (--help lists the options)"),
         (("report", "a", "b"), "give at most one crawl id, not 2: a b"),
         (("report", "-s", "MONGO_TIMEOUT_MS=soon"), "MONGO_TIMEOUT_MS='soon' is not an integer"),
+        (("pages", "-s", "FOCUSED_DBB=other.sqlite3"), "did you mean FOCUSED_DB?"),
     ],
 )
 def test_bad_options(mongo, args, message):

@@ -304,13 +304,19 @@ def test_a_dns_timeout_the_resolver_does_not_read_is_a_warning(tmp_path):
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
-            {"DNS_TIMEOUT": 5, "CLOSESPIDER_PAGECOUNT": 1},
+            {"DNS_TIMEOUT": 5, "CLOSESPIDER_PAGECOUNT": 1, "MY_STORE_PATH": "x"},
         )
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
     [line] = [line for line in log.splitlines() if "WARNING: DNS_TIMEOUT" in line]
     assert "WARNING: DNS_TIMEOUT='5' has no effect" in line
     assert "DOWNLOAD_TIMEOUT (30 s) bounds a lookup" in line
+    # A name far from every setting's is only warned about: a component of the user's may read it.
+    [line] = [line for line in log.splitlines() if "WARNING: setting" in line]
+    assert line.endswith(
+        "WARNING: setting 'MY_STORE_PATH' given but read by neither Scrapy, scrapy-playwright nor"
+        " focused: ignored unless a component of your own reads it"
+    )
     # Not given, or read by the resolver the crawl runs: nothing to say.
     settings = get_project_settings()
     assert dns_timeout_note(settings) is None
