@@ -510,7 +510,8 @@ return redis.call('HINCRBY', KEYS[1], ARGV[1], -1)
 
 # The crawl-wide delay and concurrency of a download slot. KEYS: the slot's polite key, its
 # places (sorted set: place -> ms at which it expires), its waiting processes (worker -> ms at
-# which it first found the slot full), when each waiting process last asked (worker -> ms).
+# which it first found the slot full, made later than the last in line's so that two in one ms
+# keep their order), when each waiting process last asked (worker -> ms).
 # ARGV: worker, delay in ms (0: none, only a Retry-After pause holds), concurrency, ms a place
 # lasts, the number n of places given back, those n places, then the places wanted. Returns
 # {ms to wait, places taken}: {0, 0} when the slot has its concurrency under way, or the places
@@ -541,7 +542,10 @@ if wanted > 0 then
   local free = tonumber(ARGV[3]) - redis.call('ZCARD', KEYS[2]) - ahead
   taken = math.max(0, math.min(wanted, free))
   if taken < wanted then
-    redis.call('ZADD', KEYS[3], 'NX', now, ARGV[1])
+    if not since then  -- in line after every process already waiting, even in the same ms
+      local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')[2]
+      redis.call('ZADD', KEYS[3], math.max(now, last and tonumber(last) + 1 or now), ARGV[1])
+    end
     redis.call('ZADD', KEYS[4], now, ARGV[1])
     redis.call('PEXPIRE', KEYS[3], 1000)
     redis.call('PEXPIRE', KEYS[4], 1000)
