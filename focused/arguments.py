@@ -38,7 +38,7 @@ from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
 from focused.resume import STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
-from focused.setting_names import check_setting_names
+from focused.setting_names import check_setting_names, given_on_command_line
 from focused.strategies import STRATEGIES, strategy_class
 from focused.text import tokenize
 
@@ -462,7 +462,7 @@ def check_settings(settings: Any) -> None:
         if isinstance(raw := settings[name], str):
             _check_number(name, raw, *bounds)
     for name in scrapy_classes:  # those the project names are imported anyway
-        if _given_on_command_line(settings, name):
+        if given_on_command_line(settings, name):
             _check_import(f"setting {name}=", settings[name])
     _check_components(settings)
     _check_integer_lists(settings)
@@ -512,7 +512,7 @@ def dns_timeout_note(settings: Any) -> str | None:
     from scrapy.resolver import CachingThreadedResolver
     from scrapy.utils.misc import load_object
 
-    if not _given_on_command_line(settings, "DNS_TIMEOUT"):
+    if not given_on_command_line(settings, "DNS_TIMEOUT"):
         return None
     # Scrapy's older name is still read when given, unless the new one is given higher.
     older = settings.getpriority("DNS_RESOLVER") or 0
@@ -546,7 +546,7 @@ COMPONENTS_BY_NAME = ("DOWNLOAD_HANDLERS", "FEED_EXPORTERS", "FEED_STORAGES")
 
 def _check_components(settings: Any) -> None:
     for name in (*COMPONENT_ORDERS, *COMPONENTS_BY_NAME):
-        if not _given_on_command_line(settings, name):
+        if not given_on_command_line(settings, name):
             continue
         for key, value in settings.getdict(name).items():
             if value is None:  # not loaded
@@ -557,7 +557,7 @@ def _check_components(settings: Any) -> None:
                     f"setting {name}: {quoted(key)} has order {quoted(value)}; give a number, "
                     "or null to turn it off"
                 )
-    if _given_on_command_line(settings, "RETRY_EXCEPTIONS"):
+    if given_on_command_line(settings, "RETRY_EXCEPTIONS"):
         for path in settings.getlist("RETRY_EXCEPTIONS"):
             _check_import("setting RETRY_EXCEPTIONS: ", path)
 
@@ -696,13 +696,8 @@ MADE_SETTINGS = {
 
 def _check_no_made_setting_given(settings: Any) -> None:
     for name, why in MADE_SETTINGS.items():
-        if _given_on_command_line(settings, name):
+        if given_on_command_line(settings, name):
             raise ConfigError(f"setting {name} is {why}")
-
-
-def _given_on_command_line(settings: Any, name: str) -> bool:
-    """Set with ``-s`` (or Scrapyd's ``-d setting=``), not by the project or Scrapy."""
-    return (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]  # None: unset
 
 
 def _check_logging(settings: Any) -> None:

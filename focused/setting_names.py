@@ -41,13 +41,18 @@ def known_setting_names() -> frozenset[str]:
     ).union(SCRAPY_WITHOUT_DEFAULT)
 
 
+def given_on_command_line(settings: Any, name: str) -> bool:
+    """Set with ``-s`` (or Scrapyd's ``-d setting=``), not by the project or Scrapy."""
+    return (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]  # None: unset
+
+
 def unknown_setting_names(settings: Any) -> list[str]:
     """The names given on the command line that no component reads, sorted."""
     known = known_setting_names()
     return sorted(
         name
         for name in settings
-        if (settings.getpriority(name) or 0) >= SETTINGS_PRIORITIES["cmdline"]
+        if given_on_command_line(settings, name)
         and name not in known
         and not name.startswith(PLAYWRIGHT_PREFIX)
     )
