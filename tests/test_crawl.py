@@ -50,6 +50,24 @@ def test_dfs_goes_deep_before_wide(tmp_path, site):
     assert max(levels) <= 5  # the default max_depth
 
 
+def test_dfs_keeps_every_seed_at_level_0(tmp_path, site):
+    # Albatross links to Bird and Bird to Feather: found on a page before they were fetched, the
+    # later seeds were put back on top of the stack as that page's links, at its level + 1.
+    seeds = ["Albatross", "Bird", "Feather"]
+    arguments = {
+        "strategy": "dfs",
+        "query": BIRD_QUERY,
+        "seeds": ",".join(f"{site.url}/wiki/{name}" for name in seeds),
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 30, "CONCURRENT_REQUESTS": 1}
+    crawl = run_crawl(tmp_path, arguments, settings, crawl_id="dfs")
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    pages = crawl.pages()
+    first = [(page_name(page["url"]), page["level"], page["parent_url"]) for page in pages[:3]]
+    assert first == [(name, 0, None) for name in seeds], first
+    assert [page["level"] for page in pages[3:]] != [] and min(p["level"] for p in pages[3:]) == 1
+
+
 def test_bestfirst_beats_bfs_on_harvest_rate(tmp_path, site, bird_pages):
     harvest = {}
     for strategy in ("bfs", "bestfirst"):

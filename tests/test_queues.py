@@ -31,6 +31,22 @@ def test_dfs_pops_last_discovered_first_and_cuts_depth(key):
     assert drain(queue) == ["d", "b", "a"]
 
 
+def test_dfs_pops_seeds_first_and_keeps_them_seeds_when_linked(key):
+    # Seeds are numbered in discovery order too: a link found later, to a seed not yet
+    # fetched, outscored it and put it on the stack as that page's child, a level deeper.
+    queue = make_queue("dfs", key)
+    queue.push(req("seed1", depth=0, discovery=1))
+    queue.push(req("seed2", depth=0, discovery=2))
+    queue.push(req("link", depth=1, discovery=3, parent_url="http://t/seed1"))
+    assert not queue.rediscover(req("seed2", depth=1, discovery=4, parent_url="http://t/seed1"))
+    popped = [queue.pop() for _ in range(3)]
+    assert [(r.url.rsplit("/", 1)[1], r.meta["depth"]) for r in popped] == [
+        ("seed1", 0),
+        ("seed2", 0),
+        ("link", 1),
+    ]
+
+
 def test_bestfirst_orders_by_parent_relevance_then_link_relevance(key):
     queue = make_queue("bestfirst", key)
     queue.push(req("low", parent_relevance=0.1, link_relevance=0.9))
