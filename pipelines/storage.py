@@ -262,6 +262,9 @@ class StoragePipeline:
 
     async def process_item(self, item: Any) -> Any:
         record = self.page_record(item)
+        # The item leaves as the record it is stored as, so that a feed (-O) gets the same
+        # records: every field, and a duplicate without its text.
+        ItemAdapter(item).update(record)
         self._buffer.append(record)
         self._added += 1
         position = self._added

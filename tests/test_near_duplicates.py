@@ -3,6 +3,7 @@ near-duplicate once, with duplicate_of."""
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from hashlib import blake2b
@@ -146,15 +147,21 @@ def test_a_crawl_stores_a_near_duplicate_once_with_duplicate_of(tmp_path, sample
             return Reply(status=404, body="not found")
         return Reply(body=html(*pages[path]))
 
+    feed = tmp_path / "pages.jsonl"
     with Site(respond) as site:
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
             {"CONCURRENT_REQUESTS": 1},
+            extra=["-O", str(feed)],
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     stored = {page["url"].removeprefix(site.url): page for page in crawl.pages()}
     assert set(stored) == {"/", "/a", "/b", "/c"}
+    # -O writes the same records: the duplicate without its text, every page with duplicate_of
+    # (its feed record kept the text, and the others had no duplicate_of at all).
+    exported = [json.loads(line) for line in feed.read_text().splitlines()]
+    assert exported == crawl.pages()
     assert stored["/b"]["duplicate_of"] == f"{site.url}/a"
     assert stored["/b"]["text"] is None  # stored once, with the page it repeats
     assert stored["/a"]["duplicate_of"] is None and stored["/a"]["text"]
