@@ -7,6 +7,7 @@ The replay web's links and robots.txt are tested in tests/test_replayweb.py.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -231,6 +232,27 @@ def test_throughput_command_on_the_sample(tmp_path, store, delays, baseline) -> 
     # The console line names the ratio's direction too: "CPU per page 0.64" after
     # "topical/plain" read as topical's CPU being the smaller.
     assert f"(process CPU per page, plain/topical {ratio:.2f})" in result.stdout, result.stdout
+    # The CPU the target leaves a topical page on this machine, and what one takes: the figures
+    # must be the report's own (plain pages/s, the cores), and the verdict follow from them.
+    budget = re.search(
+        r"a topical page has ([\d.]+) ms of wall clock, so this machine's (\d+) cores give it at "
+        r"most ([\d.]+) ms of CPU\. It takes (-?[\d.]+) ms .* the plain spider's (-?[\d.]+)\) and "
+        r"([\d.]+) ms of the replay web serving it \(medians\): (-?[\d.]+) ms, "
+        r"(within|\*\*over\*\*) that bound, .* a one-page crawl's process, (\d+) ms topical, "
+        r"(\d+) ms plain\.",
+        report,
+    )
+    assert budget, report
+    wall, cores, bound, needs, plain_needs, served, needed = map(float, budget.groups()[:7])
+    plain_speed = float(plain.split(" | ")[1])
+    assert wall == pytest.approx(1000 / (0.8 * plain_speed), abs=0.01) and cores == os.cpu_count()
+    # Beyond start-up: less than with it (a crawl of 12 pages is mostly start-up, whose noise
+    # can even make it negative, so no lower bound here).
+    assert plain_needs < plain_cpu and needs < topical_cpu and served > 0
+    assert bound == pytest.approx(cores * wall, abs=0.02)
+    assert needed == pytest.approx(needs + served, abs=0.02)
+    assert budget[8] == ("within" if needed <= bound else "**over**")
+    assert int(budget[9]) > 500 and int(budget[10]) > 500  # an interpreter and Scrapy start
     read, encoded = map(int, re.search(r"(\d+) read, (\d+) encoded", topical).groups())
     # warm: an unmeasured crawl from the same seed stored most of what the measured one meets
     # (with 16 requests at once the two crawls may fetch a few different pages)
@@ -639,3 +661,18 @@ def test_the_frontier_benchmark_gives_scrapys_queue_a_score_in_levels() -> None:
     ]
     assert all(float(row[1].replace(",", "")) > 0 for row in rows)
     assert rows[-1][2] == "1.00 |"
+
+
+def test_the_frontier_benchmark_gives_the_floor_of_a_python_queue() -> None:
+    # Each row is timed on the same requests, Scrapy's queue first (so its ratio is 1.00) and the
+    # default strategy's queue last; a row that failed to push or pop would have raised.
+    lines = frontier.floor_table(*frontier.fingerprinted_requests(400))
+    rows = [line.split(" | ") for line in lines[2:]]
+    assert [row[0] for row in rows] == [
+        "| `ScrapyPriorityQueue`, five priorities (-depth)",
+        "| the requests' positions sorted once by score, in loops",
+        "| the same, each position also found by fingerprint (rediscovery)",
+        f"| `{frontier.DEFAULT_STRATEGY}`",
+    ]
+    assert all(float(row[1].replace(",", "")) > 0 for row in rows)
+    assert rows[0][2] == "1.00 |"
