@@ -47,12 +47,15 @@ from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as Scrap
 from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
 from scrapy.exceptions import (
     DownloadCancelledError,
+    DownloadFailedError,
     DownloadTimeoutError,
     IgnoreRequest,
     NotConfigured,
+    ResponseDataLossError,
 )
 from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.web.client import ResponseFailed
 
 from focused.canonical import drop_userinfo
 
@@ -101,13 +104,30 @@ def skip_reason(failure: Failure) -> str:
         if "exceeded DOWNLOAD_MAXSIZE" in message:  # a compression bomb, as it is inflated
             return "too_large"
         return "ignored"  # robots.txt, offsite, HEAD check: each counts its own detail
-    if isinstance(error, DownloadCancelledError) and "max size" in message:
-        return "too_large"  # DOWNLOAD_MAXSIZE
+    if isinstance(error, DownloadCancelledError) and ("max size" in message or not message):
+        return "too_large"  # DOWNLOAD_MAXSIZE, told by Content-Length or hit as it arrived
     if isinstance(error, DownloadTimeoutError):
         return "timeout"
     if isinstance(error, BAD_COMPRESSION):
         return "bad_compression"
     return "download_error"
+
+
+def failure_message(failure: Failure) -> str:
+    """One line saying why a request failed, for the seeds' error line: Scrapy's message, its
+    first line (a browser's error goes on with its call log), or what happened where Scrapy
+    says nothing (a download cancelled as it grew past DOWNLOAD_MAXSIZE, a body cut short) or
+    only the repr of Twisted's failures (a connection lost)."""
+    error = failure.value
+    if isinstance(error, DownloadCancelledError) and not str(error):
+        return "the response grew past DOWNLOAD_MAXSIZE as it arrived"
+    cause = error.__cause__
+    if isinstance(error, DownloadFailedError) and isinstance(cause, ResponseFailed):
+        return "; ".join(reason.getErrorMessage() for reason in cause.reasons)
+    message = failure.getErrorMessage().strip().split("\n", 1)[0]
+    if not message and isinstance(error, ResponseDataLossError):
+        return "the response ended before the length it announced (data loss)"
+    return message or type(error).__name__
 
 
 def page_skip_reason(response: Response) -> str | None:

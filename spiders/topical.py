@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 import scrapy
 from scrapy import signals
 from scrapy.http import TextResponse
+from scrapy.utils.url import url_is_from_any_domain
 
 from focused.arguments import (
     CrawlConfig,
@@ -44,7 +45,7 @@ from focused.arguments import (
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import one_line
 from focused.extract import Link, extract_page
-from focused.hygiene import page_skip_reason, skip_reason
+from focused.hygiene import failure_message, page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
@@ -115,6 +116,11 @@ class TopicalSpider(scrapy.Spider):
                 "DUPEFILTER_CLASS", "focused.distributed.RedisDupeFilter", "spider"
             )
         remember_job(crawler.settings, config)
+        # A seed whose redirect is dropped before it is sent (back to a URL already requested,
+        # or outside allowed_domains) reaches no errback: said here, for the seeds' error line.
+        crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
+        if config.allowed_domains:
+            crawler.signals.connect(spider.request_scheduled, signal=signals.request_scheduled)
         return spider
 
     def __init__(self, config: CrawlConfig, **kwargs: Any) -> None:
@@ -158,6 +164,8 @@ class TopicalSpider(scrapy.Spider):
         unusable = page_skip_reason(response)
         if unusable is not None:
             stats.inc_value(f"focused/skipped/{unusable}")
+            if response.meta.get("depth") == 0:
+                self.failed_seeds[_seed_url(response.request)] = NOT_A_PAGE[unusable]
             return
         page = extract_page(
             response,
@@ -200,12 +208,27 @@ class TopicalSpider(scrapy.Spider):
         reason = skip_reason(failure)
         self.crawler.stats.inc_value(f"focused/skipped/{reason}")
         if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected
-            # The first line: a browser's error goes on with its call log (render=).
-            message = failure.getErrorMessage().strip().split("\n", 1)[0]
             self.failed_seeds[failure.request.url] = (
-                reason if reason.startswith("http_") else message
+                reason if reason.startswith("http_") else failure_message(failure)
             )
         self.crawler.signals.send_catch_log(request_finished, request=failure.request)
+
+    def request_dropped(self, request: scrapy.Request) -> None:
+        if request.meta.get("depth") == 0 and "redirect_urls" in request.meta:
+            self.failed_seeds[_seed_url(request)] = (
+                f"redirected to {request.url}, a URL already requested (a redirect loop)"
+            )
+
+    def request_scheduled(self, request: scrapy.Request) -> None:
+        meta = request.meta
+        if (
+            meta.get("depth") == 0
+            and "redirect_urls" in meta
+            and not url_is_from_any_domain(request.url, self.allowed_domains)
+        ):
+            self.failed_seeds[_seed_url(request)] = (
+                f"redirected to {request.url}, outside allowed_domains"
+            )
 
     def closed(self, reason: str) -> None:
         """A crawl that got nothing because no seed could be fetched says so, in one line: a
@@ -218,6 +241,15 @@ class TopicalSpider(scrapy.Spider):
             "No seed could be fetched, so nothing was crawled: %s",
             "; ".join(f"{url} ({why})" for url, why in self.failed_seeds.items()),
         )
+
+
+# Why a seed's response is no page, for the seeds' error line (focused.hygiene.page_skip_reason).
+NOT_A_PAGE = {"not_html": "not an HTML page", "binary_body": "a binary body, not text"}
+
+
+def _seed_url(request: scrapy.Request) -> str:
+    """The URL a seed's request started from, before any redirect."""
+    return request.meta.get("redirect_urls", [request.url])[0]
 
 
 def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:

@@ -16,6 +16,8 @@ from typing import Any
 
 from focused.replayweb import WIKI_PREFIX, Graph, ReplayServer, check_loopback, url_for
 
+BODY = -1  # Reply.length: the body's own
+
 
 @dataclass
 class Reply:
@@ -23,6 +25,9 @@ class Reply:
     body: bytes | str = b""
     content_type: str | None = "text/html; charset=utf-8"  # None: no Content-Type header
     headers: dict[str, str] = field(default_factory=dict)
+    # Content-Length: the body's (BODY), another (a body cut short), or None: no header, the body
+    # ends as the connection closes.
+    length: int | None = BODY
 
 
 def html(title: str, body: str, head: str = "") -> str:
@@ -137,7 +142,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(reply.status)
         if reply.content_type is not None:
             self.send_header("Content-Type", reply.content_type)
-        self.send_header("Content-Length", str(len(body)))
+        length = len(body) if reply.length == BODY else reply.length
+        if length is not None:
+            self.send_header("Content-Length", str(length))
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()

@@ -431,6 +431,37 @@ def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path
     assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")
 
 
+def test_seeds_lost_without_an_error_of_scrapy_s_are_named_with_why(tmp_path):
+    # Each of these ended a crawl as "finished" with nothing stored and exit 0 (a seed that is no
+    # page, a redirect dropped before it is sent), or named it with an empty reason.
+    page = html("Birds", "<p>birds feathers nesting</p>")
+    replies = {
+        "/plain": Reply(body="birds", content_type="text/plain"),
+        "/self": Reply(status=302, headers={"Location": "/self"}),
+        "/away": Reply(status=301, headers={"Location": "http://127.0.0.2:9/elsewhere"}),
+        "/streamed": Reply(body=page + "<p>birds</p>" * 100_000, length=None),
+        "/cut": Reply(body=page, length=len(page) + 100),
+    }
+    with Site(lambda method, path: replies.get(path, Reply(status=404))) as site:
+        seeds = ",".join(f"{site.url}{path}" for path in replies)
+        crawl = run_crawl(
+            tmp_path,
+            {"query": "birds", "seeds": seeds, "allowed_domains": "127.0.0.1"},
+            {"DOWNLOAD_MAXSIZE": 1_000_000, "RETRY_TIMES": 0},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    (line,) = [line for line in log.splitlines() if "No seed could be fetched" in line]
+    assert f"{site.url}/plain (not an HTML page)" in line
+    assert f"{site.url}/self (redirected to {site.url}/self, a URL already requested" in line
+    assert f"{site.url}/away (redirected to http://127.0.0.2:9/elsewhere, outside allowed" in line
+    assert f"{site.url}/streamed (the response grew past DOWNLOAD_MAXSIZE as it arrived)" in line
+    assert f"{site.url}/cut (the response ended before the length it announced" in line
+    assert "'focused/skipped/too_large': 1" in log and "Traceback" not in log
+    record = crawl.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")
+
+
 def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     refused = f"http://127.0.0.1:{closed_port()}/wiki/Albatross"
     seeds = f"{refused},{site.url}/wiki/Albatross"
