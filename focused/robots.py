@@ -14,6 +14,10 @@ A robots.txt that cannot be downloaded (host down, refused, timed out, not resol
 lines for each such host a crawl meets; here it is the one line of Scrapy's message, which
 already names the host and the error.
 
+A robots.txt answered with a server error (5xx, after Scrapy's retries) or 429 forbids the
+whole host, as RFC 9309 asks (Scrapy parsed the error page, which allows everything); one
+warning line names the host.
+
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds: its downloader slot's delay is raised to it (never lowered: at
 least ``DOWNLOAD_DELAY``), without Scrapy's random jitter, which would make half the intervals
@@ -66,6 +70,10 @@ logger = logging.getLogger(__name__)
 # What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
 # could not be reached (no parser: every URL allowed, as Scrapy does).
 PARSED, FAILED = b"+", b"-"
+# What a robots.txt answered with a server error (5xx) is read as: RFC 9309 (2.3.1.4) has the
+# crawler assume complete disallow. 429 too, a server asking to be left alone for now, as Google
+# reads it. Scrapy parses the error page's body, so that every URL is allowed.
+DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 # Seconds before a process looks again whether the one downloading a robots.txt is done:
 # first soon, then twice as long at each look, up to the most.
 SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
@@ -178,6 +186,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         return parser
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        if response.status >= 500 or response.status == 429:
+            self._stats.inc_value("focused/robots/server_error_hosts")
+            logger.warning(
+                "%s: robots.txt answered %d (after retries): nothing on the host is fetched, as "
+                "RFC 9309 asks of a robots.txt the server cannot give",
+                netloc,
+                response.status,
+            )
+            response = response.replace(body=DISALLOW_ALL)
         await super()._parse_robots(response, netloc, request)
         self._share(netloc, PARSED + response.body)
 

@@ -83,3 +83,28 @@ def test_a_robots_txt_that_cannot_be_read_is_one_line_and_the_site_is_crawled(tm
     assert crawl.result.returncode == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert sorted(page["url"].removeprefix(site.url) for page in crawl.pages()) == ["/", "/next"]
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_a_robots_txt_answered_with_a_server_error_forbids_the_host(tmp_path, status):
+    """RFC 9309: a robots.txt the server cannot give means complete disallow; Scrapy parsed the
+    error page and fetched everything. The other host of the crawl goes on."""
+
+    def failing(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(status, "unavailable", "text/plain", {"Retry-After": "1"})
+        return Reply(200, html(path, "<p>birds feathers nests</p><a href='/private/x'>x</a>"))
+
+    with Site(failing) as down, Site(site_with_private_pages) as up:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{down.url}/,{up.url}/"},
+            {"RETRY_TIMES": 0, "CLOSESPIDER_PAGECOUNT": 3},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert down.log.gets() == []  # nothing but its robots.txt
+    assert [page["url"] for page in crawl.pages()][:1] == [f"{up.url}/"]
+    netloc = down.url.removeprefix("http://")
+    assert f"{netloc}: robots.txt answered {status} (after retries)" in log
+    assert stat(log, "focused/robots/server_error_hosts") == 1
