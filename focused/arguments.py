@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import codecs
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -813,6 +814,33 @@ def _check_jobdir(settings: Any) -> None:
         raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is not writable")
     _check_job_databases(Path(jobdir))
     _check_job_files(Path(jobdir))
+
+
+# The lock of a job directory (lock_jobdir), in it; the descriptors this process holds.
+JOBDIR_LOCK = "lock"
+_held_jobdir_locks: dict[str, int] = {}
+
+
+def lock_jobdir(settings: Any) -> None:
+    """One crawl at a time in a job directory: two would pop the same frontier and number their
+    pages alike, fetching pages twice and past the budget. The lock is the kernel's (flock), so
+    it goes with the process that held it, ``kill -9`` included. Held until this process ends."""
+    jobdir = settings.get("JOBDIR")
+    if not jobdir or str(Path(jobdir).resolve()) in _held_jobdir_locks:
+        return
+    try:
+        descriptor = os.open(Path(jobdir, JOBDIR_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: {exc.strerror}") from None
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(descriptor)
+        raise ConfigError(
+            f"JOBDIR {quoted(jobdir)} is in use by another crawl: let it end (Ctrl-C pauses "
+            "it), or use another JOBDIR"
+        ) from None
+    _held_jobdir_locks[str(Path(jobdir).resolve())] = descriptor
 
 
 def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:

@@ -39,6 +39,7 @@ from focused.arguments import (
     allow_status_codes_as_numbers,
     check_store,
     dns_timeout_note,
+    lock_jobdir,
     parse_arguments,
     remember_job,
 )
@@ -81,6 +82,7 @@ class TopicalSpider(scrapy.Spider):
         if config.render != "never":
             check_browser(settings)
         check_store(settings)
+        lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         return config
 
     @classmethod

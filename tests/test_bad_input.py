@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import resource
@@ -429,6 +430,28 @@ def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path
     # `scrapy crawls` must not list it as a crawl that finished with nothing to find.
     record = crawl.crawl_record()
     assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")
+
+
+def test_a_jobdir_in_use_by_another_crawl_is_refused_in_one_line(tmp_path, site):
+    # Two crawls in one JOBDIR popped the same frontier: pages fetched twice, fetch orders
+    # repeated, the budget passed (233 pages stored for 150). The other crawl here is this
+    # process holding the lock as a crawl does (flock, gone with its process).
+    jobdir = tmp_path / "job"
+    jobdir.mkdir()
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"JOBDIR": jobdir, "CLOSESPIDER_PAGECOUNT": 3}
+    with open(jobdir / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        refused = run_crawl(tmp_path, arguments, settings)
+    assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+    assert refused.result.stderr.strip() == (
+        f"error: JOBDIR '{jobdir}' is in use by another crawl: let it end (Ctrl-C pauses it), or "
+        "use another JOBDIR"
+    )
+    assert refused.pages() == []
+    crawl = run_crawl(tmp_path, arguments, settings)  # the lock is free again
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(crawl.pages()) == 3
 
 
 def test_seeds_lost_without_an_error_of_scrapy_s_are_named_with_why(tmp_path):
