@@ -76,6 +76,11 @@ class Usage:
     server: float
 
 
+def responses(run: CrawlRun) -> float:
+    """What a run's CPU is divided by: its responses, at least one."""
+    return max(run.stats.get("response_received_count", 0.0), 1.0)
+
+
 def crawl(*arguments: object, checkout: Path = REPO) -> tuple[CrawlRun, Usage]:
     """``run_scrapy(*arguments)`` and the CPU it cost. Crawls run one at a time here, so the
     children's usage grows by this one's alone."""
@@ -83,8 +88,7 @@ def crawl(*arguments: object, checkout: Path = REPO) -> tuple[CrawlRun, Usage]:
     run = run_scrapy(*arguments, checkout=checkout)
     after, served = resource.getrusage(resource.RUSAGE_CHILDREN), time.process_time() - served
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    responses = max(run.stats.get("response_received_count", 0.0), 1.0)
-    return run, Usage(1000 * cpu / responses, 1000 * served / responses)
+    return run, Usage(1000 * cpu / responses(run), 1000 * served / responses(run))
 
 
 def scoring_cpu(run: CrawlRun) -> float:
@@ -109,7 +113,7 @@ class Measured:
     def working_cpu(self, name: str, start_up_ms: float) -> float:
         """The median CPU ms per response of a spider's crawls, less its process's start-up."""
         return statistics.median(
-            usage.crawl - start_up_ms / max(run.stats.get("response_received_count", 1.0), 1.0)
+            usage.crawl - start_up_ms / responses(run)
             for run, usage in zip(self.runs[name], self.usage[name], strict=True)
         )
 
@@ -253,8 +257,7 @@ class Spiders:
             if run.returncode != 0:
                 print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
                 return False
-            responses = max(run.stats.get("response_received_count", 0.0), 1.0)
-            self.start_up_ms[name] = usage.crawl * responses
+            self.start_up_ms[name] = usage.crawl * responses(run)
         return True
 
     def fill_store(self) -> bool:

@@ -826,7 +826,8 @@ def lock_jobdir(settings: Any) -> None:
     pages alike, fetching pages twice and past the budget. The lock is the kernel's (flock), so
     it goes with the process that held it, ``kill -9`` included. Held until this process ends."""
     jobdir = settings.get("JOBDIR")
-    if not jobdir or str(Path(jobdir).resolve()) in _held_jobdir_locks:
+    held = str(Path(jobdir).resolve()) if jobdir else None
+    if held is None or held in _held_jobdir_locks:
         return
     try:
         descriptor = os.open(Path(jobdir, JOBDIR_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
@@ -840,7 +841,7 @@ def lock_jobdir(settings: Any) -> None:
             f"JOBDIR {quoted(jobdir)} is in use by another crawl: let it end (Ctrl-C pauses "
             "it), or use another JOBDIR"
         ) from None
-    _held_jobdir_locks[str(Path(jobdir).resolve())] = descriptor
+    _held_jobdir_locks[held] = descriptor
 
 
 def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:
