@@ -34,6 +34,8 @@ from scrapy.utils.conf import feed_complete_default_values_from_settings
 from w3lib.url import safe_url_string
 
 from focused.canonical import canonicalize, drop_params_setting, is_sendable
+from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
+from focused.encoder import STATE_TEMP_FILE as ENCODER_STATE_TEMP_FILE
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
@@ -865,12 +867,14 @@ def _check_job_databases(jobdir: Path) -> None:
 
 
 def _check_job_files(jobdir: Path) -> None:
-    """The files the resume reads once the crawl has started: a folder where ``spider.state``
-    or its temporary file is written (a traceback as the crawl closed, its state lost), or a
-    ``topic.jsonl`` that ``focused.resume.TopicJournal`` did not write (junk, binary: a
-    traceback as the spider opened) is refused now. A ``spider.state`` that cannot be
-    unpickled is read as missing (``focused.resume.SpiderState``), as after a crash."""
-    for name in (STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE):
+    """The files the resume reads once the crawl has started: a folder where ``spider.state``,
+    the sentence encoder's state or their temporary files are written (a traceback as the
+    crawl closed, its state lost), or a ``topic.jsonl`` that ``focused.resume.TopicJournal``
+    did not write (junk, binary: a traceback as the spider opened) is refused now. A
+    ``spider.state`` that cannot be unpickled is read as missing
+    (``focused.resume.SpiderState``), as after a crash, and so is the encoder's state."""
+    kept = (STATE_FILE, STATE_TEMP_FILE, ENCODER_STATE_FILE, ENCODER_STATE_TEMP_FILE, TOPIC_FILE)
+    for name in kept:
         path = jobdir / name
         if path.exists() and not path.is_file():
             raise _not_a_job_directory(jobdir, name, "it is not a file")

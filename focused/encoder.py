@@ -30,6 +30,9 @@ Scores are cached by text (anchors repeat across pages: "United States", menu li
 page's uncached texts are encoded in one batch. The vectors a crawl computes (whole anchors, and
 words outside the vocabulary) are kept across crawls, next to the export
 (``focused.encodings``, ``ENCODER_STORE_SIZE``): the next crawl of the same sites reads them.
+A JOBDIR crawl keeps the encoder's state at a pause (``JOBDIR/link_encoder.pickle``: the cached
+scores, the word scores seen, the words learned and the topic's vector), so that once resumed it
+scores links as it would have without the pause; after ``kill -9`` it has the last pause's.
 
 Importing the runtimes takes seconds, so nothing heavy is imported until :func:`load_model` is
 called, once per crawl (``scrapy list`` imports the spider module only).
@@ -42,6 +45,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import sqlite3
 import tempfile
@@ -106,6 +110,11 @@ _ASCII_WORD = re.compile("[a-z0-9]+")
 # a first crawl need not run the model on them (SCOWL's list: english_words.LICENSE.txt).
 ENGLISH_WORDS = "english_words.txt"
 _STORE_FILE = "texts-{}.sqlite3"
+# Under JOBDIR: the encoder's state at a pause (LinkEncoder.save_state), and the file it is
+# written to before it replaces the last one.
+STATE_FILE = "link_encoder.pickle"
+STATE_TEMP_FILE = f"{STATE_FILE}.tmp"
+_SAME_VECTOR = 0.999  # the cosine above which a saved topic vector is this crawl's
 _KEPT_FILES = tuple(name.format("*") for name in (_EXPORT_FILE, _WORDS_FILE, _STORE_FILE))
 STALE_AFTER_DAYS = 30
 
@@ -444,6 +453,14 @@ class WordMeans:
             return self._table[row]
         return self._learned[word]  # marked used by _learn
 
+    def learned(self) -> list[tuple[str, np.ndarray]]:
+        """The words met beyond the table, with their vectors, least recently used first."""
+        return list(self._learned.items())
+
+    def relearn(self, learned: list[tuple[str, np.ndarray]]) -> None:
+        """Take back what :meth:`learned` gave."""
+        self._learned = OrderedDict(learned)
+
     def _learn(self, words: list[str]) -> None:
         """Encode, in one batch, the words neither in the vocabulary nor remembered."""
         distinct = dict.fromkeys(words)
@@ -578,6 +595,54 @@ class LinkEncoder:
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+
+    def save_state(self, path: Path) -> None:
+        """Write what decides the next scores to ``path``, so that a JOBDIR crawl resumed after
+        a pause scores its links as it would have without the pause: the word scores seen, which
+        place the bound for encoding an anchor whole; the cached scores in their LRU order (a
+        text scored again could get another score: whole or by its words, with other
+        batch-mates); and the words learned beyond the table (the vector store that would give
+        them back keeps them at half precision). The topic's vector, with which all were
+        computed, also names the model they belong to."""
+        state = {
+            "topic": self._topic,
+            "word_scores": self._word_scores,
+            "cache": list(self._cache.items()),
+            "learned": [] if self._words is None else self._words.learned(),
+        }
+        written = path.with_name(STATE_TEMP_FILE)
+        with written.open("wb") as file:
+            pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(written, path)
+
+    def restore_state(self, path: Path) -> int:
+        """Take back what :meth:`save_state` wrote to ``path``; returns the cached scores taken
+        back. None are when there is no state for this model and topic (a file that cannot be
+        read also logs a warning): the crawl scores on from nothing, which changes no page's
+        score, only which links come next."""
+        try:
+            with path.open("rb") as file:
+                state = pickle.load(file)
+            topic, word_scores = state["topic"], state["word_scores"]
+            cache = OrderedDict(state["cache"])
+            learned = state["learned"]
+        except FileNotFoundError:
+            return 0
+        except Exception as exc:  # unpickling damaged bytes raises about anything
+            logger.warning("%s cannot be read (%s): links are scored from nothing", path, exc)
+            return 0
+        # The vector store may give the topic back at half precision (a cosine of 1 - 1e-7);
+        # another model (the extra reinstalled, another backend) gives another vector.
+        if float(topic @ self._topic) < _SAME_VECTOR:
+            return 0
+        self._topic = topic  # the one the cached scores were computed with
+        self._word_scores = word_scores
+        while len(cache) > self.cache_size:
+            cache.popitem(last=False)
+        self._cache = cache
+        if self._words is not None:
+            self._words.relearn(learned)
+        return len(cache)
 
     def _score_batch(self, texts: list[str]) -> list[float]:
         self.encoded += len(texts)

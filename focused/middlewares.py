@@ -22,7 +22,8 @@ lacks the children still being encoded, and mean harvest@|rel| fell from 0.466 t
 Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``depth``.
 
 Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate``,
-``focused/scoring_cpu_ms`` (total) and ``focused/scoring_cpu_ms_per_page``, ``focused/refits``.
+``focused/scoring_cpu_ms`` (total) and ``focused/scoring_cpu_ms_per_page``, ``focused/refits``,
+``focused/resume/link_scores_restored`` (the encoder's cached scores a resumed crawl took back).
 Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting (the
 discovery order is also written through, ``focused.resume.CrawlCounters``, so that it goes on
 after ``kill -9``), or in Redis for a crawl shared by several processes (``focused.distributed``).
@@ -32,12 +33,14 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.utils.misc import load_object
 from twisted.internet.threads import deferToThread
 
+from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
 from focused.encoder import open_link_encoder
 from focused.items import PageItem, PageOutputMiddleware
 from focused.resume import TopicJournal, add_to_counter
@@ -65,6 +68,7 @@ class RelevanceMiddleware(PageOutputMiddleware):
         self._reads_link_scores = True
         jobdir = crawler.settings.get("JOBDIR")
         self._topic_journal = TopicJournal(jobdir) if jobdir else None
+        self._encoder_state = Path(jobdir, ENCODER_STATE_FILE) if jobdir else None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RelevanceMiddleware:
@@ -85,14 +89,23 @@ class RelevanceMiddleware(PageOutputMiddleware):
             self._encoder = open_link_encoder(
                 spider.config.topic, self.model.language, self.crawler.settings
             )
+        if (
+            self._encoder is not None
+            and self._encoder_state is not None
+            and (restored := self._encoder.restore_state(self._encoder_state))
+        ):
+            self.stats.set_value("focused/resume/link_scores_restored", restored)
         # Without the encoder, a strategy that asked for it orders by the crawl's link scores.
         self._reads_link_scores = self._strategy.reads_link_scores or (
             getattr(self._strategy, "link_encoder", False) and self._encoder is None
         )
 
     def spider_closed(self, spider: Spider) -> None:
-        if self._encoder is not None:
-            self._encoder.close()  # keeps this crawl's vectors for the next (focused.encodings)
+        if self._encoder is None:
+            return
+        if self._encoder_state is not None:
+            self._encoder.save_state(self._encoder_state)
+        self._encoder.close()  # keeps this crawl's vectors for the next (focused.encodings)
 
     @property
     def model(self) -> RelevanceModel:

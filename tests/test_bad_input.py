@@ -800,12 +800,14 @@ def test_a_job_database_that_is_no_database_is_refused_in_one_line(tmp_path, dam
         ("topic.jsonl", None, "it is not a file"),
         ("spider.state", None, "it is not a file"),
         ("spider.state.tmp", None, "it is not a file"),
+        ("link_encoder.pickle", None, "it is not a file"),
+        ("link_encoder.pickle.tmp", None, "it is not a file"),
     ],
 )
 def test_a_job_file_the_crawl_did_not_write_is_refused_in_one_line(tmp_path, name, content, reason):
     """Read only once the crawl had started: junk in topic.jsonl was a traceback as the spider
-    opened, a folder where spider.state or its temporary file goes one as the crawl closed (its
-    state lost). None: a folder of that name."""
+    opened, a folder where spider.state, the encoder's state or their temporary files go one as
+    the crawl closed (its state lost). None: a folder of that name."""
     job = tmp_path / "job"
     job.mkdir()
     if content is None:

@@ -28,6 +28,7 @@ from focused.encoder import (
     open_link_encoder,
     vocabulary_vectors,
 )
+from focused.encodings import EncodingStore
 from focused.replayweb import title
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
 from tests.queues import drain, make_queue, req
@@ -728,3 +729,50 @@ def test_the_crawl_encodes_the_best_anchors_whole_as_set(tmp_path) -> None:
     two_stage.close()
     assert set(whole.counts()) == {"texts_encoded", "texts_encoded_whole"}  # no table, no store
     assert two_stage.cache_size == 10
+
+
+def test_an_encoder_restored_after_a_pause_scores_as_if_it_never_paused(
+    tmp_path, encode, anchors
+) -> None:
+    """``save_state`` keeps, in JOBDIR, what decides the next scores. The encoder of the resumed
+    crawl reads what the first computed from the vector store, at half precision (the topic, the
+    words beyond the table): with the state, it scores new anchors exactly as the encoder that
+    went on; without it, otherwise."""
+    store_path = tmp_path / "texts.sqlite3"
+
+    def stored_encoder(store: EncodingStore | None = None) -> LinkEncoder:
+        store = store or EncodingStore(store_path, 10_000, 384)
+        encode_new = store.wrap(encode)
+        words = WordMeans(encode, encode_new=encode_new)
+        return LinkEncoder(BIRD_QUERY, encode_new, words=words, store=store)
+
+    # Words beyond the table, learned before the pause and met again after it.
+    before = [*anchors[:200], "Qxzvw Albatross", "Zvqwx plumage", "Archaeopterygid"]
+    after = [*anchors[200:], "Qxzvw Zvqwx", "Archaeopterygid"]
+    first_store = EncodingStore(store_path, 10_000, 384)
+    went_on = stored_encoder(first_store)
+    went_on.score_texts(before)
+    went_on.save_state(tmp_path / "state")
+    first_store.flush()  # as the paused crawl's close does
+
+    resumed = stored_encoder()
+    assert resumed.restore_state(tmp_path / "state") == len(before)
+    fresh = stored_encoder()
+    expected = went_on.score_texts(after)
+    assert resumed.score_texts(after) == expected
+    assert fresh.score_texts(after) != expected
+
+
+def test_an_encoder_state_of_another_topic_or_damaged_is_not_restored(
+    tmp_path, encode, caplog
+) -> None:
+    saved = LinkEncoder(BIRD_QUERY, encode)
+    saved.score_texts(["Albatross", "Steam locomotive"])
+    saved.save_state(tmp_path / "state")
+    assert LinkEncoder(BIRD_QUERY, encode).restore_state(tmp_path / "state") == 2
+    assert LinkEncoder("steam railways", encode).restore_state(tmp_path / "state") == 0
+    assert LinkEncoder(BIRD_QUERY, encode).restore_state(tmp_path / "missing") == 0
+    assert not caplog.records
+    (tmp_path / "state").write_bytes(b"\x80\x05 cut short")
+    assert LinkEncoder(BIRD_QUERY, encode).restore_state(tmp_path / "state") == 0
+    assert "cannot be read" in caplog.text
