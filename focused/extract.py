@@ -5,6 +5,16 @@ that text, so the context window around a link comes from the same pass. Script,
 navigation boilerplate contribute no text; links inside navigation are kept (with no context),
 since site navigation is still part of the link graph.
 
+Links are ``<a href>`` and image maps' ``<area href>``, as Scrapy's LinkExtractor follows, and
+``<frame src>`` and ``<iframe src>``: a frameset page has no other links, and an iframe embeds
+another page. An ``<a>``'s anchor text is its text; the others have none, so theirs is an
+attribute: an area's ``alt`` (else ``title``), a frame's ``title`` (else its ``name``, which
+says what the frame holds, "menu", "main"), an iframe's ``title``. A link's context is the text
+around where it sits, whether or not it has text of its own. An iframe's and a ``<noframes>``'s
+content is fallback markup (raw text to libxml2, as to browsers), never page text or links.
+``rel="nofollow"`` (of an ``<a>`` or ``<area>``) stops no link, as in Scrapy's LinkExtractor:
+it asks search engines not to credit the target, not to leave it unvisited.
+
 Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
 by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
 ``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``,
@@ -39,15 +49,25 @@ if TYPE_CHECKING:
 
     from scrapy.http import TextResponse
 
-INVISIBLE = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe"})
+INVISIBLE = frozenset(
+    {"script", "style", "noscript", "template", "svg", "head", "iframe", "noframes"}
+)
 BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
 BLOCKS = frozenset(
     {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "br",
      "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption"}
 )  # fmt: skip
 SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
+# A link's tag: the attribute of its URL, and those its anchor text comes from (an <a>'s
+# anchor is its text).
+LINK_TAGS = {
+    "a": ("href", ()),
+    "area": ("href", ("alt", "title")),
+    "frame": ("src", ("title", "name")),
+    "iframe": ("src", ("title",)),  # its name is often a script's ("google_ads_iframe_...")
+}
 # What each tag means to the text walk, as bit flags, so that one dict lookup classifies it.
-HIDDEN, BOILERPLATE_KIND, BLOCK, ANCHOR = 1, 2, 4, 8
+HIDDEN, BOILERPLATE_KIND, BLOCK, LINK = 1, 2, 4, 8
 KINDS: dict[object, int] = {
     **dict.fromkeys(INVISIBLE, HIDDEN),
     # lxml gives comments and processing instructions these functions as their tag. What they
@@ -56,7 +76,8 @@ KINDS: dict[object, int] = {
     etree.ProcessingInstruction: HIDDEN,
     **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND),
     **dict.fromkeys(BLOCKS, BLOCK),
-    "a": ANCHOR,
+    **dict.fromkeys(LINK_TAGS, LINK),
+    "iframe": HIDDEN | LINK,  # its src is a link; what it holds is fallback markup
 }
 NUL = "\0"
 FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
@@ -122,11 +143,12 @@ def extract_page(
     # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
     # page of a thousand <title>s made a title of them all.
     title = " ".join(response.xpath(FIRST_TITLE).getall()).strip()
-    body = response.selector.root.find("body")
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
-    raw_links: list[tuple[str, Any, int, int]] = []  # href, element, first and end piece
-    if body is not None:
-        _walk(body, pieces, raw_links)
+    # URL, element, first and end piece (None: no context, the link is not in the page's text)
+    raw_links: list[tuple[str, Any, int, int | None]] = []
+    # A frameset page has a <frameset> where others have their <body>.
+    for part in response.selector.root.iterchildren("body", "frameset"):
+        _walk(part, pieces, raw_links)
     # Whitespace runs collapse within each text node, not across nodes (so a link's context
     # window is cut from the same text as before): the nodes are joined with NUL, which libxml2
     # never leaves in a text node (its strings end at NUL), so that one split() and join() in C
@@ -180,10 +202,10 @@ def extract_page(
         if url in links:
             continue
         context = ""
-        if end > first and context_chars:
+        if end is not None and context_chars:
             window = text[max(0, offsets[first] - context_chars) : offsets[end] + context_chars]
             context = _squeeze(window.replace("\n", " ")).strip()
-        links[url] = Link(url, " ".join(element.text_content().split()), context, escaped)
+        links[url] = Link(url, _anchor(element), context, escaped)
     clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
         title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
@@ -195,6 +217,19 @@ def extract_page(
         skipped,
         _cut_short(response.selector.root),
     )
+
+
+def _anchor(element: Any) -> str:
+    """A link's anchor text: an <a>'s text, or the first attribute of the others that has some
+    (``LINK_TAGS``)."""
+    names = LINK_TAGS[element.tag][1]
+    if not names:
+        return " ".join(element.text_content().split())
+    for name in names:
+        text = " ".join(element.get(name, "").split())
+        if text:
+            return text
+    return ""
 
 
 def _cut_short(root: Any) -> bool:
@@ -231,7 +266,8 @@ _ENTER, _TAIL, _LEAVE = 0, 1, 2
 
 def _walk(root: Any, pieces: list[str], links: list[Any]) -> None:
     """Append the visible text nodes under ``root`` to ``pieces`` in document order, and its
-    links to ``links`` (a link after the links inside it) with the span of pieces they cover.
+    links to ``links`` (a link after the links inside it) with the span of pieces they cover
+    (no end when it is not in the page's text: in navigation boilerplate).
 
     A loop over a stack of steps rather than a call per element: a page nested a thousand
     elements deep (unclosed tags that libxml2 nests, a hostile page) went past Python's
@@ -250,14 +286,16 @@ def _walk(root: Any, pieces: list[str], links: list[Any]) -> None:
             continue
         kind = KINDS.get(element.tag, 0)
         if action == _LEAVE:
-            if kind & ANCHOR:
-                href = element.get("href")
-                if href:
-                    links.append((href, element, first, len(pieces) if visible else first))
+            if kind & LINK:
+                url = element.get(LINK_TAGS[element.tag][0])
+                if url:
+                    links.append((url, element, first, len(pieces) if visible else None))
             if kind & BLOCK:
                 pieces.append("")
             continue
         if kind & HIDDEN:
+            if kind & LINK:  # an iframe: its src is a link, where it sits; its content is not
+                push((_LEAVE, element, visible, len(pieces)))
             continue
         if kind & BOILERPLATE_KIND:
             visible = False

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import html
 import json
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from focused.extract import BAD_URL, Link, _link_url, extract_page, is_followabl
 from focused.replayweb import render_article
 from spiders.topical import _link_request
 from tests.conftest import run_crawl
-from tests.sites import Reply, Site
+from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
 
 # Four sample articles as extracted by focused.extract before it was rewritten for speed
@@ -211,7 +211,7 @@ def hostile_page(encoding: str) -> HtmlResponse:
         "javascript:alert('\u00e4')",
         *GOOD_HREFS,
     ]
-    anchors = "".join(f'<p><a href="{html.escape(href)}">link</a></p>' for href in hrefs)
+    anchors = "".join(f'<p><a href="{escape(href)}">link</a></p>' for href in hrefs)
     body = f"<html><head><title>t</title></head><body>{anchors}</body></html>"
     return HtmlResponse(
         "http://127.0.0.1/dir/page",
@@ -393,3 +393,115 @@ def test_links_past_the_limit_of_a_page_are_not_looked_at():
     assert [link.url for link in extracted.links] == [f"http://127.0.0.1/{n}" for n in range(3)]
     assert extracted.skipped == {"scheme": 2, "link_limit": 35}  # 40 less the 5 looked at
     assert len(extract_page(response).links) == 5  # 0: no limit
+
+
+def links_of(body: str, head: str = "", context_chars: int = 30) -> tuple[list[tuple], dict]:
+    """(URL, anchor, context) of each link of a page at http://127.0.0.1/dir/page, and the
+    links skipped by reason."""
+    document = f"<html><head><title>t</title>{head}</head>{body}</html>"
+    response = HtmlResponse("http://127.0.0.1/dir/page", body=document, encoding="utf-8")
+    extracted = extract_page(response, context_chars)
+    links = [(link.url, link.anchor, link.context) for link in extracted.links]
+    return links, dict(extracted.skipped)
+
+
+def test_image_map_areas_are_links_named_by_their_alt_else_their_title():
+    """Scrapy's LinkExtractor follows <area href> as it does <a href>: a page whose navigation
+    is an image map had no links."""
+    body = (
+        "<body><p>Where the birds nest:</p><img usemap='#m' src='map.png'><map name='m'>"
+        "<area href='north' alt=' North  coast ' title='ignored'><area href='/south' title='South'>"
+        "<area href='east'><area href='javascript:zoom()' alt='zoom'>"
+        "<area href='mailto:x@y.z' alt='mail'><area nohref alt='sea'></map></body>"
+    )
+    links, skipped = links_of(body, head="<base href='http://other.example/maps/'>")
+    assert links == [
+        ("http://other.example/maps/north", "North coast", "Where the birds nest:"),
+        ("http://other.example/south", "South", "Where the birds nest:"),
+        ("http://other.example/maps/east", "", "Where the birds nest:"),
+    ]
+    assert skipped == {"scheme": 2}
+
+
+def test_a_frameset_pages_frames_are_its_links():
+    """A frameset page has no <body>: it gave no text and no links, and a crawl stopped there."""
+    body = (
+        "<frameset cols='20%,80%'><frame src='menu.html' name='menu'>"
+        "<frameset rows='50%,50%'><frame src='/main' title='Main  page' name='main'>"
+        "<frame src='about:blank'><frame src='javascript:void(0)'><frame src='data:text/html,hi'>"
+        "<frame src=''><frame src='menu.html' title='again'></frameset>"
+        "<noframes><body><p>Your browser lacks frames: <a href='/noframes'>here</a></p></body>"
+        "</noframes></frameset>"
+    )
+    links, skipped = links_of(body)
+    assert links == [
+        ("http://127.0.0.1/dir/menu.html", "menu", ""),
+        ("http://127.0.0.1/main", "Main page", ""),
+    ]
+    assert skipped == {"scheme": 3}
+    response = HtmlResponse("http://127.0.0.1/", body=f"<html>{body}</html>", encoding="utf-8")
+    assert extract_page(response).text == ""  # <noframes> holds markup, as raw text
+
+
+def test_an_iframes_src_is_a_link_where_it_sits_and_its_content_is_not_text():
+    body = (
+        "<body><p>Nesting sites on the map <iframe src='/map?birds=1' title='Nest  map'>"
+        "Your browser lacks iframes: <a href='/fallback'>the map</a></iframe> by region.</p>"
+        "<iframe src='about:blank' title='ad'></iframe><iframe src='javascript:false'></iframe>"
+        "<iframe src='data:text/html,hi'></iframe><iframe src='video' name='x'></iframe>"
+        "<iframe srcdoc='<a href=/doc>d</a>'></iframe>"
+        "<footer><iframe src='/share' title='Share'></iframe></footer>"
+        "<noframes><a href='/noframes'>no frames</a></noframes></body>"
+    )
+    links, skipped = links_of(body, context_chars=60)
+    assert links == [
+        ("http://127.0.0.1/map?birds=1", "Nest map", "Nesting sites on the map by region."),
+        ("http://127.0.0.1/dir/video", "", "Nesting sites on the map by region."),
+        ("http://127.0.0.1/share", "Share", ""),  # in boilerplate: no context, as an <a>'s
+    ]
+    assert skipped == {"scheme": 3}
+    response = HtmlResponse(
+        "http://127.0.0.1/", body=f"<html><body>{body}</body></html>", encoding="utf-8"
+    )
+    assert extract_page(response).text == "Nesting sites on the map by region."
+
+
+def test_a_link_without_text_of_its_own_has_the_text_around_it_as_context():
+    """An image link, as an area or a frame, is scored by where it sits: it had no context."""
+    body = "<body><p>Albatross chicks <a href='/chick'><img src='chick.jpg'></a> fledge.</p></body>"
+    links, _ = links_of(body)
+    assert links == [("http://127.0.0.1/chick", "", "Albatross chicks fledge.")]
+
+
+def test_a_crawl_gets_past_a_frameset_page(tmp_path):
+    """The seed is a frameset: its frames, and their links, are crawled."""
+    pages = {
+        "/": "<html><head><title>Birds</title></head><frameset cols='20%,80%'>"
+        "<frame src='/menu' name='menu'><frame src='/main' title='Bird nests'></frameset></html>",
+        "/menu": html("Menu", "<ul><li><a href='/eggs'>bird eggs</a></li></ul>"),
+        "/main": html(
+            "Nests",
+            "<p>Birds build nests for their eggs.</p><img usemap='#m' src='m.png'>"
+            "<map name='m'><area href='/colony' alt='nesting colony'></map>",
+        ),
+        "/eggs": html("Eggs", "<p>Birds lay eggs in nests.</p>"),
+        "/colony": html("Colony", "<p>Birds nest in colonies.</p>"),
+    }
+
+    def respond(method: str, path: str) -> Reply:
+        return Reply(200, pages[path]) if path in pages else Reply(404, "")
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nests eggs", "seeds": f"{site.url}/"},
+            {"CONCURRENT_REQUESTS": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    stored = {page["url"].removeprefix(site.url): page for page in crawl.pages()}
+    assert sorted(stored) == ["/", "/colony", "/eggs", "/main", "/menu"]
+    assert stored["/menu"]["anchor"] == "menu"
+    assert stored["/main"]["anchor"] == "Bird nests"
+    assert stored["/colony"]["anchor"] == "nesting colony"
