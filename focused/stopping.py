@@ -49,15 +49,17 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.closespider import CloseSpider
 from scrapy.utils.asyncio import call_later
-from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 
 from focused.resume import add_to_counter
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +72,38 @@ NO_SEED_FETCHED = "seeds_unreachable"
 # stops the reactor without closing the spider, so no close reason exists
 # (``pipelines.storage``); the ``crawl`` command exits with status 1.
 FORCED_SHUTDOWN = "forced_shutdown"
+
+
+def stop_once_started(crawler: Crawler, crawl_ended: Callable[[], Any]) -> None:
+    """Make a graceful stop asked before the engine runs close the spider once it does.
+
+    Ctrl-C, or Scrapyd's cancel, can come while the spider is still opening (the store, the
+    relevance model and the sentence encoder load in ``spider_opened`` handlers, about 0.3 s).
+    Scrapy's ``Crawler.stop_async`` then does nothing, and the process stops the reactor under
+    the opening spider: the crawl ended as after a second Ctrl-C (``forced_shutdown``, exit
+    status 1, resumed as after a crash). Here the stop waits for the engine to start, stops it
+    as at any other moment, and completes once the crawl has ended (``crawl_ended``: the crawler
+    process's ``join``), also when the spider never got open.
+    """
+    scrapy_stop = crawler.stop_async
+    asked = False
+
+    def engine_started() -> None:
+        if asked:  # after the other engine_started handlers, as for a stop at any later moment
+            call_later(0, lambda: deferred_from_coro(scrapy_stop()))
+
+    async def stop_async() -> None:
+        nonlocal asked
+        engine = crawler._engine  # Scrapy's name for it before the crawl starts
+        if not crawler.crawling or (engine is not None and engine.running):
+            await scrapy_stop()
+            return
+        asked = True
+        ended = crawl_ended()
+        await (maybe_deferred_to_future(ended) if isinstance(ended, Deferred) else ended)
+
+    crawler.signals.connect(engine_started, signal=signals.engine_started, weak=False)
+    crawler.stop_async = stop_async
 
 
 def close_spider_now(crawler: Crawler, reason: str) -> Deferred[None]:

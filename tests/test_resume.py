@@ -174,3 +174,38 @@ def test_a_damaged_relevance_model_is_learned_again_from_the_store(tmp_path, sit
     # every page stored before, not only those after the saved state's count
     assert f"'focused/resume/pages_relearned': {stored}," in log, log[-3000:]
     assert len(resumed.pages()) > stored
+
+
+def test_ctrl_c_while_the_spider_opens_pauses_the_crawl_cleanly(tmp_path, site):
+    """The sentence encoder and the store load as the spider opens, before Scrapy's engine
+    runs: a Ctrl-C then was taken as a second one (the reactor stopped under the opening
+    spider: exit 1, ``forced_shutdown``, resumed as after a crash). It pauses, as later on."""
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "JOBDIR": tmp_path / "job",
+        "CLOSESPIDER_PAGECOUNT": 20,
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+    }
+    arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}  # semantic
+    command = scrapy_command(*crawl_args(arguments, settings))
+    first = subprocess.Popen(command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True)
+    for line in first.stderr:
+        if "Spider opened" in line:
+            first.send_signal(signal.SIGINT)
+            break
+    stderr = first.stderr.read()
+    assert first.wait(timeout=60) == 0, stderr[-3000:]
+    assert "Closing spider (shutdown)" in stderr
+    paused = Crawl(None, settings["FOCUSED_DB"], _crawl_id_of(tmp_path / "job"))
+    record = paused.crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "shutdown")
+
+    second = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=240
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert paused.crawl_record()["status"] == "finished"
+    assert len(paused.pages()) == 20
+    fetched = [path for path in site.fetched if path.startswith("/wiki/")]
+    assert max(Counter(fetched).values()) == 1

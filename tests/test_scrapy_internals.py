@@ -81,3 +81,13 @@ def test_the_redirect_request_builder_focused_overrides():
         assert "self._build_redirect_request(" in source or "_redirect_request_using_get" in source
     get_source = inspect.getsource(BaseRedirectMiddleware._redirect_request_using_get)
     assert "self._build_redirect_request(" in get_source
+
+
+def test_a_crawler_stop_before_the_engine_runs_is_what_focused_waits_out():
+    # focused.stopping.stop_once_started reads the engine before the crawl starts by its private
+    # name, and replaces a stop that does nothing until the engine runs.
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+    assert Crawler(Spider)._engine is None
+    assert "if self.engine.running:" in inspect.getsource(Crawler.stop_async)

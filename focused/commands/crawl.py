@@ -24,7 +24,7 @@ from scrapy.spiderloader import get_spider_loader
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.render import BROWSER_UNAVAILABLE
-from focused.stopping import SEEDS_UNREACHABLE
+from focused.stopping import SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, scrapy_options
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED
 
@@ -62,6 +62,7 @@ class Command(ScrapyCrawlCommand):
 
     def _create_crawler(self, spidercls: type[Spider] | str) -> Crawler:
         self.crawler = super()._create_crawler(spidercls)
+        stop_once_started(self.crawler, self.crawler_process.join)
         return self.crawler
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
