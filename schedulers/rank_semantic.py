@@ -35,8 +35,13 @@ starts from the previous ranking's ranks (new URLs at 1/N, the whole renormalise
 the same tolerance: on the Wikispeedia graph, crawled breadth-first, that takes 22 iterations
 a ranking instead of 29, with the same bands. Seeds come first.
 
-Under JOBDIR the graph is kept in ``linkgraph.sqlite3`` next to the frontier, so a resumed crawl
-ranks over everything found before the pause.
+Saved on pause, so that a resumed crawl goes on as if it had never stopped: the graph (its URLs
+numbered and its edges in order of discovery) and the last ranking's ranks, in
+``linkgraph.sqlite3`` next to the frontier; the band, the links found since that ranking and
+the links it ranked, in the queue's state. The queued URLs' classes and similarities are their
+frontier keys. The ranks are taken out of the file as it is read: after a crash, the graph
+file is the last pause's (or missing), the queued links are added to it from their parents,
+and the whole is ranked again at once (a JOBDIR saved before the ranks were is resumed so too).
 
 With ``-s FOCUSED_FRONTIER=redis://...`` the processes of a crawl share the graph: every link is
 appended to a list in Redis, each process mirrors that list in its own ``LinkGraph``, and the
@@ -128,23 +133,35 @@ class LinkGraph:
                 break
         return rank
 
-    def save(self, path: Path) -> None:
+    def save(self, path: Path, rank: np.ndarray) -> None:
+        """Save the graph with ``rank``, its last ranking (of its first ``len(rank)`` nodes)."""
         db = sqlite3.connect(path)
         with db:
-            db.execute("DROP TABLE IF EXISTS nodes")
-            db.execute("DROP TABLE IF EXISTS edges")
+            for table in ("nodes", "edges", "ranking"):
+                db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute("CREATE TABLE nodes (id INTEGER PRIMARY KEY, url TEXT)")
             db.execute("CREATE TABLE edges (pair INTEGER)")
+            db.execute("CREATE TABLE ranking (rank BLOB)")
             db.executemany("INSERT INTO nodes VALUES (?, ?)", ((i, u) for u, i in self.ids.items()))
             db.executemany("INSERT INTO edges VALUES (?)", ((pair,) for pair in self._pairs))
+            db.execute("INSERT INTO ranking VALUES (?)", (rank.tobytes(),))
         db.close()
 
-    def load(self, path: Path) -> None:
+    def load(self, path: Path) -> np.ndarray | None:
+        """Read the graph back, its nodes numbered as saved (the ranks are by number); returns
+        the saved ranks, taken out of the file (None if it has none): they hold for the
+        frontier of the pause they were saved at, the graph also for a crash after it."""
         db = sqlite3.connect(path)
-        self.ids = {url: i for i, url in db.execute("SELECT id, url FROM nodes ORDER BY id")}
-        self._pairs = array("q", (pair for (pair,) in db.execute("SELECT pair FROM edges")))
-        self.edges = set(self._pairs)
+        with db:
+            self.ids = {url: i for i, url in db.execute("SELECT id, url FROM nodes ORDER BY id")}
+            edges = db.execute("SELECT pair FROM edges ORDER BY rowid")
+            self._pairs = array("q", (pair for (pair,) in edges))
+            self.edges = set(self._pairs)
+            saved = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ranking'").fetchone()
+            row = db.execute("SELECT rank FROM ranking").fetchone() if saved else None
+            db.execute("DROP TABLE IF EXISTS ranking")
         db.close()
+        return np.frombuffer(row[0]) if row else None
 
 
 # Log a link (``edge`` is "parent\nurl", ``fp`` the URL's fingerprint) and elect the process
@@ -459,20 +476,33 @@ class RankSemanticQueue(StrategyQueue):
 
     # -- pause and resume ----------------------------------------------------------------------
 
+    def state(self) -> dict[str, Any]:
+        return {
+            "band": list(self._band),
+            "new_links": self._new_links,
+            "ranked_links": self._ranked_links,
+        }
+
     def restore(self, state: dict[str, Any]) -> None:
         if self._graph_path is None:
             return
-        if self._graph_path.exists():
-            self.graph.load(self._graph_path)
+        rank = self.graph.load(self._graph_path) if self._graph_path.exists() else None
         # The frontier keys hold each URL's class and similarity; after a crash without a saved
         # graph, the queued links are still known from their parents.
         for fp, key, request in self.frontier.entries():
             if request.meta.get("parent_url"):
                 self.graph.add_edge(request.meta["parent_url"], request.url)
             self._track(fp, request, key)
-        self._rerank()
+        if rank is None or "ranked_links" not in state:
+            # A crash, or a JOBDIR saved without its ranking: the classes queued may be of a
+            # later ranking than the graph, rank everything again.
+            self._rerank()
+            return
+        # A pause: ranking now would change the classes off the schedule of an unpaused crawl.
+        self._rank, self._band = rank, tuple(state["band"])
+        self._new_links, self._ranked_links = state["new_links"], state["ranked_links"]
 
     def close(self) -> dict[str, Any]:
         if self._graph_path is not None:
-            self.graph.save(self._graph_path)
+            self.graph.save(self._graph_path, self._rank)
         return super().close()

@@ -18,7 +18,7 @@ PAUSE_AT, BUDGET = 40, 100
 ONE_AT_A_TIME = {"CONCURRENT_REQUESTS": 1, "RELEVANCE_REFIT_EVERY": 1_000_000}
 # The strategies that keep state of their own beyond each request's score, and semantic, whose
 # sentence encoder keeps some (the default strategy).
-STRATEGIES = ["annealing", "bees", "beam", "pso", "semantic"]
+STRATEGIES = ["annealing", "bees", "beam", "pso", "rank_semantic", "semantic"]
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

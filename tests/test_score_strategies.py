@@ -5,7 +5,10 @@ ucs, astar, hybrid, shark and rank_semantic; each on the memory and the disk (JO
 
 from __future__ import annotations
 
+import json
 import random
+import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -259,6 +262,82 @@ def test_rank_semantic_rebuilds_its_graph_from_the_frontier_after_a_crash(tmp_pa
     # Every queued link is known again from its parent (top's three rediscoveries are lost).
     assert len(reopened.graph.edges) == 7
     assert len(drain(reopened)) == 8
+
+
+def _links_and_pops(count: int) -> list[tuple]:
+    """A crawl's queue traffic: new links from any page found so far, links found again (queued
+    or not), pops."""
+    rng = random.Random(3)
+    operations = []
+    for i in range(1, count + 1):
+        parent = f"u{rng.randrange(i)}"
+        operations.append(("push", f"u{i}", parent, rng.random()))
+        if rng.random() < 0.5:
+            operations.append(("rediscover", f"u{rng.randrange(1, i + 1)}", parent, rng.random()))
+        if rng.random() < 0.4:
+            operations.append(("pop",))
+    return operations
+
+
+def _play(queue, operations: list[tuple]) -> list[str]:
+    popped = []
+    for name, *link in operations:
+        if name == "pop":
+            popped.append(queue.pop().url)
+        else:
+            url, parent, similarity = link
+            request = req(url, parent_url=f"http://t/{parent}", link_relevance=similarity)
+            getattr(queue, name)(request)
+    return popped
+
+
+def test_rank_semantic_goes_on_after_a_pause_as_if_it_had_never_stopped(tmp_path):
+    """The pause keeps the graph, the ranks and the band, and when the next ranking is due: a
+    ranking at the resume would re-class the frontier where an unpaused crawl does not."""
+    params = {"band_low": 0.2, "band_high": 0.8, "T": 0.2, "rank_every": 10, "rank_growth": 0.5}
+    operations = _links_and_pops(150)
+    pause = len(operations) // 2
+    whole = make_queue("rank_semantic", str(tmp_path / "whole"), **params)
+    expected = _play(whole, operations)
+    paused = make_queue("rank_semantic", str(tmp_path / "paused"), **params)
+    before = _play(paused, operations[:pause])
+    rankings = paused.stats.get_value("focused/rankings")
+    state = json.loads(json.dumps(paused.close()))  # as Scrapy keeps it, in active.json
+    resumed = make_queue("rank_semantic", str(tmp_path / "paused"), state, **params)
+    after = _play(resumed, operations[pause:])
+    assert before + after + drain(resumed) == expected + drain(whole)
+    assert rankings + resumed.stats.get_value("focused/rankings") == whole.stats.get_value(
+        "focused/rankings"
+    )
+
+
+def test_rank_semantic_ranks_again_after_a_crash_that_followed_a_resume(tmp_path):
+    """The graph file outlives a crash, but its ranks are those of the pause before it: the
+    resume reads them once, and a resume after the crash ranks the frontier afresh."""
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("rank_semantic", key)
+    _band_graph(queue)
+    state = queue.close()
+    resumed = make_queue("rank_semantic", key, state)
+    assert resumed.stats.get_value("focused/rankings") is None
+    resumed.frontier.close()  # a crash: the graph file and the state are those of the pause
+    recovered = make_queue("rank_semantic", key, state)
+    assert recovered.stats.get_value("focused/rankings") == 1
+    assert len(drain(recovered)) == 8
+
+
+def test_rank_semantic_resumes_a_jobdir_saved_without_its_ranking(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("rank_semantic", key)
+    _band_graph(queue)
+    state = queue.close()
+    db = sqlite3.connect(Path(key, "linkgraph.sqlite3"))
+    db.execute("DROP TABLE ranking")  # as saved before the ranks were
+    db.close()
+    old = {name: value for name, value in state.items() if name in ("strategy", "seq")}
+    resumed = make_queue("rank_semantic", key, old)
+    assert resumed.stats.get_value("focused/rankings") == 1
+    assert len(drain(resumed)) == 8
 
 
 def _orders_without_link_scores(name: str) -> tuple[list[str], list[str]]:
