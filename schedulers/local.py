@@ -9,12 +9,19 @@ fetched, so a move is judged on what the crawler knows before fetching:
   (``link_relevance``). Seeds, which have neither, are worth 1 so that they go first.
 
 Scrapy gives a queue no "done" callback. A popped request is downloaded, then parsed (its
-children are pushed while it is parsed), then forgotten; it has *landed* once the engine holds
-it neither in the downloader nor in the scraper. That is also the moment the engine asks the
-scheduler for the next request, so a strategy that holds requests back (``pop`` returns None
-while a flight of its own is out) is asked again as soon as that flight lands: held-back
-requests are released, never stranded, and the crawl does not end while they remain (Scrapy
-closes an idle spider only when the scheduler's ``len`` is 0).
+children are pushed while it is parsed), then its page is stored, then it is forgotten. It has
+*landed* once its page's children are all queued (``FocusedScheduler.scored_pages``, kept with
+SCORE_BEFORE_DISPATCH), or else once the engine holds it neither in the downloader nor in the
+scraper (a request that gave no page; any, with SCORE_BEFORE_DISPATCH off). Not only once its
+page is stored: the scheduler lets the next request go as soon as a page's links are queued,
+and whether the store was done by then depends on its speed. A flight still out for its store
+made the order of ``bees`` (which bee flies next) hang on that timing, and differ after a
+pause, which lands every flight: the crawl's next pop found the bee of the last page out, the
+resumed one found it home. The engine asks the scheduler for the next request at both
+moments, so a strategy that holds requests back (``pop`` returns None while a flight of its
+own is out) is asked again as soon as that flight lands: held-back requests are released,
+never stranded, and the crawl does not end while they remain (Scrapy closes an idle spider
+only when the scheduler's ``len`` is 0).
 """
 
 from __future__ import annotations
@@ -73,6 +80,9 @@ class Flights:
             return False
         if request in engine.downloader.active:
             return True
+        scheduler = getattr(engine._slot, "scheduler", None)  # no slot once the spider closed
+        if request in getattr(scheduler, "scored_pages", ()):
+            return False  # its children are all queued: only its store is still to come
         scraper = engine.scraper.slot
         return scraper is not None and (
             request in scraper.active or any(queued is request for _, queued, _ in scraper.queue)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
+from schedulers.local import Flights
 from tests.queues import drain, make_queue, req
 
 
@@ -286,6 +288,26 @@ def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
     assert len(set(map(tuple, queue.swarm["x"]))) > 1
     # The popped request is the best under the current weights among those re-keyed.
     assert len(queue) == 1 + 4 * 200 - 200
+
+
+# -- flights -------------------------------------------------------------------------------------
+
+
+def test_a_flight_lands_once_its_pages_links_are_queued_not_once_its_page_is_stored():
+    """A page whose links are all queued may still be in the scraper, its item on its way to
+    the store: its flight has landed all the same (the next pop must not depend on the store's
+    speed). A page still being parsed, or downloading, is out."""
+    stored, parsed, downloading = req("stored"), req("parsed"), req("downloading")
+    engine = SimpleNamespace(
+        downloader=SimpleNamespace(active={downloading}),
+        scraper=SimpleNamespace(slot=SimpleNamespace(active={stored, parsed}, queue=[])),
+        _slot=SimpleNamespace(scheduler=SimpleNamespace(scored_pages={stored})),
+    )
+    flights = Flights(SimpleNamespace(engine=engine))
+    for request in (stored, parsed, downloading):
+        flights.launch(request, name(request))
+    assert flights.land() == ["stored"]
+    assert sorted(flights.payloads()) == ["downloading", "parsed"]
 
 
 # -- bees ----------------------------------------------------------------------------------------

@@ -61,7 +61,9 @@ def test_a_download_slot_has_what_the_scheduler_and_downloader_read():
 def test_the_engine_can_be_woken_and_a_base_url_overridden():
     # focused.distributed wakes an idle engine through its slot's nextcall (Scrapy otherwise
     # looks again only every 5 s); focused.extract gives a page a base URL through the cache.
+    # schedulers.local reads the scheduler's scored pages through the slot's scheduler.
     assert "nextcall" in parameters(_Slot.__init__)
+    assert "scheduler" in parameters(_Slot.__init__)
     assert hasattr(_baseurl_cache, "__setitem__")
 
 
