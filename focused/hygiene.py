@@ -36,6 +36,7 @@ This module adds:
 from __future__ import annotations
 
 import gzip
+import logging
 import sys
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,7 @@ from scrapy.exceptions import (
 )
 from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
+from twisted.python.reflect import safe_str
 from twisted.web.client import ResponseFailed
 
 from focused.canonical import drop_userinfo
@@ -113,21 +115,36 @@ def skip_reason(failure: Failure) -> str:
     return "download_error"
 
 
-def failure_message(failure: Failure) -> str:
-    """One line saying why a request failed, for the seeds' error line: Scrapy's message, its
-    first line (a browser's error goes on with its call log), or what happened where Scrapy
-    says nothing (a download cancelled as it grew past DOWNLOAD_MAXSIZE, a body cut short) or
-    only the repr of Twisted's failures (a connection lost)."""
-    error = failure.value
+def error_message(error: BaseException) -> str:
+    """One line saying why a request failed, for the seeds' error line and Scrapy's retry and
+    robots.txt error lines (``ErrorsSaid``): Scrapy's message, its first line (a browser's
+    error goes on with its call log), or what happened where Scrapy says nothing (a download
+    cancelled as it grew past DOWNLOAD_MAXSIZE, a body cut short) or only the repr of Twisted's
+    failures (a connection lost)."""
     if isinstance(error, DownloadCancelledError) and not str(error):
         return "the response grew past DOWNLOAD_MAXSIZE as it arrived"
     cause = error.__cause__
     if isinstance(error, DownloadFailedError) and isinstance(cause, ResponseFailed):
         return "; ".join(reason.getErrorMessage() for reason in cause.reasons)
-    message = failure.getErrorMessage().strip().split("\n", 1)[0]
+    message = safe_str(error).strip().split("\n", 1)[0]
     if not message and isinstance(error, ResponseDataLossError):
         return "the response ended before the length it announced (data loss)"
     return message or type(error).__name__
+
+
+class ErrorsSaid(logging.Filter):
+    """Scrapy's error lines of a request that failed (``Gave up retrying <GET ...> (failed 3
+    times): ...``, ``Error downloading <GET .../robots.txt>: ...``) with the error said as
+    :func:`error_message` says it: Scrapy's lines ended with nothing for a body cut short, and
+    with the repr of Twisted's failures for a lost connection."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, dict):
+            record.args = {
+                name: error_message(value) if isinstance(value, Exception) else value
+                for name, value in record.args.items()
+            }
+        return True
 
 
 def page_skip_reason(response: Response) -> str | None:

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import scrapy
 from scrapy import signals
+from scrapy.downloadermiddlewares import retry, robotstxt
 from scrapy.http import TextResponse
 from scrapy.utils.url import url_is_from_any_domain
 
@@ -46,7 +47,7 @@ from focused.arguments import (
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import one_line
 from focused.extract import Link, extract_page
-from focused.hygiene import failure_message, page_skip_reason, skip_reason
+from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.languages import page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
@@ -89,6 +90,8 @@ class TopicalSpider(scrapy.Spider):
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
         config = parse_arguments(kwargs, crawler.settings)
         add_log_filter("scrapy.crawler", SettingsWithoutSecrets)  # before Scrapy logs them
+        for failures_logger in (retry.__name__, robotstxt.__name__):
+            add_log_filter(failures_logger, ErrorsSaid)
         allow_status_codes_as_numbers(crawler.settings)
         if config.strategy_note:
             logger.warning(config.strategy_note)
@@ -211,7 +214,7 @@ class TopicalSpider(scrapy.Spider):
         self.crawler.stats.inc_value(f"focused/skipped/{reason}")
         if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected
             self.failed_seeds[failure.request.url] = (
-                reason if reason.startswith("http_") else failure_message(failure)
+                reason if reason.startswith("http_") else error_message(failure.value)
             )
         self.crawler.signals.send_catch_log(request_finished, request=failure.request)
 

@@ -481,6 +481,8 @@ def test_seeds_lost_without_an_error_of_scrapy_s_are_named_with_why(tmp_path):
     assert f"{site.url}/streamed (the response grew past DOWNLOAD_MAXSIZE as it arrived)" in line
     assert f"{site.url}/cut (the response ended before the length it announced" in line
     assert "'focused/skipped/too_large': 1" in log and "Traceback" not in log
+    # Scrapy's own error line for it ended with nothing after the colon.
+    assert f"Gave up retrying <GET {site.url}/cut> (failed 1 times): the response ended" in log
     record = crawl.crawl_record()
     assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")
 
