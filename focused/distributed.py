@@ -61,6 +61,7 @@ from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
 from focused.resume import connect_request_done
+from focused.stopping import FRONTIER_UNREACHABLE
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
@@ -78,7 +79,6 @@ _T = TypeVar("_T")
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 SOCKET_TIMEOUT = 5.0  # seconds: a hung server stalls the reactor at most this long per call
 TICK = 0.5  # seconds between heartbeats, and between looks at the frontier while idle
-FRONTIER_UNREACHABLE = "frontier_unreachable"  # close reason when Redis is lost
 CONC_KEYS = ("conc", "conc-waiting", "conc-asked")  # a host's places, its waiting processes
 # Seconds a robots.txt read by one process serves the others: RFC 9309 (2.4) asks crawlers not
 # to use a cached robots.txt for more than 24 hours. A process keeps what it read, as Scrapy does.

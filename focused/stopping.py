@@ -72,6 +72,9 @@ NO_SEED_FETCHED = "seeds_unreachable"
 # stops the reactor without closing the spider, so no close reason exists
 # (``pipelines.storage``); the ``crawl`` command exits with status 1.
 FORCED_SHUTDOWN = "forced_shutdown"
+# The close reason of a crawl shared through Redis that lost its Redis (focused.distributed);
+# the ``crawl`` command exits with status 1, so that a supervisor starts it again.
+FRONTIER_UNREACHABLE = "frontier_unreachable"
 
 
 def stop_once_started(crawler: Crawler, crawl_ended: Callable[[], Any]) -> None:

@@ -1129,6 +1129,7 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
         log = finish(first)
         assert "Redis frontier at" in log and "lost" in log, log[-3000:]
         assert "Spider closed (frontier_unreachable)" in log, log[-3000:]
+        assert first.returncode == 1  # was 0: a supervisor would not have started it again
         before = len(wiki_fetches(server))
         crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
         assert crawl.crawl_record()["status"] == "interrupted"

@@ -8,7 +8,8 @@ started logging would otherwise have no log at all.
 
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
-``store_unreachable``; a feed, ``-o``/``-O``, no longer writable: ``feed_failed``) exits with
+``store_unreachable``; a feed, ``-o``/``-O``, no longer writable: ``feed_failed``; the Redis of
+a shared crawl lost: ``frontier_unreachable``) exits with
 status 1, as do a crawl whose feed failed as it closed, one whose store could not take its last
 pages at the close (whatever closed it), a crawl that could fetch none of its seeds and one
 stopped uncleanly by a second Ctrl-C.
@@ -24,7 +25,7 @@ from scrapy.spiderloader import get_spider_loader
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.render import BROWSER_UNAVAILABLE
-from focused.stopping import SEEDS_UNREACHABLE, stop_once_started
+from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, scrapy_options
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED
 
@@ -34,7 +35,9 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
 
-FAILED_CLOSE_REASONS = frozenset({BROWSER_UNAVAILABLE, FEED_FAILED, STORE_UNREACHABLE})
+FAILED_CLOSE_REASONS = frozenset(
+    {BROWSER_UNAVAILABLE, FEED_FAILED, FRONTIER_UNREACHABLE, STORE_UNREACHABLE}
+)
 
 
 class Command(ScrapyCrawlCommand):
