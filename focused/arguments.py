@@ -333,20 +333,29 @@ def _parse_allowed_domains(args: Mapping[str, str], seeds: tuple[str, ...]) -> t
     """Domains the offsite filter keeps the crawl within. A seed outside them would be dropped
     before it is fetched (a DEBUG line, and a crawl of nothing that exits 0)."""
     raw = args.get("allowed_domains", "").split(",")
-    allowed = tuple(d.strip().lower() for d in raw if d.strip())
-    for domain in allowed:
+    given = [d.strip().lower() for d in raw if d.strip()]
+    for domain in given:
         if not DOMAIN.fullmatch(domain):
             raise ConfigError(
                 f"allowed_domains: {quoted(domain)} is not a domain name (give example.org, "
                 "without scheme, port or path)"
             )
+    # As requests name their hosts: Scrapy's offsite filter compares müller.example's requests
+    # as xn--mller-kva.example, and dropped every one of them, seeds included, for the name.
+    allowed = tuple(dict.fromkeys(_request_host(f"http://{domain}/") for domain in given))
     for seed in seeds:
-        host = urlsplit(seed).hostname or ""
+        host = _request_host(seed)
         if allowed and not any(host == d or host.endswith(f".{d}") for d in allowed):
             raise ConfigError(
                 f"seed {quoted(seed)} is outside allowed_domains {cut(','.join(allowed))}"
             )
     return allowed
+
+
+def _request_host(url: str) -> str:
+    """The host of ``url`` as a request for it names it: internationalized names in their
+    ASCII (punycode) form."""
+    return urlsplit(safe_url_string(url)).hostname or ""
 
 
 # Numeric settings: name -> (type, low, high). Checked before the crawl starts.

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import run_crawl
+from tests.conftest import crawl_env, run_crawl
 from tests.sites import FetchLog, Reply, Site, html
 
 
@@ -51,3 +51,38 @@ def test_links_leave_the_seed_site_unless_allowed_domains_keeps_them(tmp_path, a
     else:
         assert ("127.0.0.3", "/feathers") in fetched
         assert offsite not in middlewares
+
+
+def test_an_internationalized_domain_keeps_its_crawl_within_it(tmp_path):
+    """Scrapy's offsite filter compares a request's host in its ASCII form (müller.example is
+    xn--mller-kva.example): given as written, allowed_domains dropped every request, the seed
+    first, and the crawl ended "finished" with nothing fetched. The site is reached through a
+    proxy on loopback (the name resolves nowhere), which sees the URLs requested."""
+    log = FetchLog()
+
+    def proxy(method: str, url: str) -> Reply:
+        links = '<a href="/nest">birds nest</a> <a href="http://other.example/">birds</a>'
+        return Reply(200, html("birds", f"<p>birds nest feathers</p>{links}"))
+
+    with Site(proxy, log=log) as site:
+        env = {**crawl_env(), "http_proxy": site.url, "no_proxy": ""}
+        crawl = run_crawl(
+            tmp_path,
+            {
+                "strategy": "bfs",
+                "query": "birds nest",
+                "seeds": "http://müller.example/",
+                "allowed_domains": "Müller.example",
+            },
+            {"CLOSESPIDER_PAGECOUNT": 5},
+            env=env,
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert {page["url"] for page in crawl.pages()} == {
+        "http://xn--mller-kva.example/",
+        "http://xn--mller-kva.example/nest",
+    }
+    assert [url for _, url in log.gets() if not url.endswith("/robots.txt")] == [
+        "http://xn--mller-kva.example/",
+        "http://xn--mller-kva.example/nest",
+    ]  # not other.example
