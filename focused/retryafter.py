@@ -45,7 +45,7 @@ def retry_after_seconds(value: bytes | None, now: datetime | None = None) -> flo
     if not value:
         return None
     text = value.decode("latin-1").strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # "²" is a digit to str.isdigit, not to float
         return float(text)
     try:
         when = parsedate_to_datetime(text)

@@ -122,6 +122,7 @@ def test_retry_after_is_seconds_or_an_http_date():
     assert retry_after_seconds(b"Thu, 01 Jan 2026 11:00:00 GMT", now) == 0.0  # past
     assert retry_after_seconds(b"-5", now) is None
     assert retry_after_seconds(b"soon", now) is None
+    assert retry_after_seconds("²".encode("latin-1"), now) is None  # was a ValueError
     assert retry_after_seconds(None, now) is None
 
 
