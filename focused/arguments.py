@@ -392,7 +392,9 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
     "PLAYWRIGHT_MAX_CONTEXTS": (int, 1, None),
     "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, None),
-    "FOCUSED_WORKER_TIMEOUT": (float, 1.0, None),
+    # A week: Redis keeps its expiries in milliseconds, and about 9e15 s of them failed the
+    # crawl once it started (frontier_unreachable).
+    "FOCUSED_WORKER_TIMEOUT": (float, 1.0, 604_800),
     "TRAP_MAX_PER_FAMILY": (int, 0, None),
     "TRAP_QUERY_VARIANTS": (int, 1, None),
     "NEAR_DUPLICATE_DISTANCE": (int, -1, 3),

@@ -64,6 +64,11 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
         (GOOD, {"RELEVANCE_NUM_TOPICS": "1" + "0" * 400}, "RELEVANCE_NUM_TOPICS=1000"),
         (
+            GOOD,
+            {"FOCUSED_WORKER_TIMEOUT": "1e16"},
+            "FOCUSED_WORKER_TIMEOUT=1e16 is outside [1.0, 604800]",
+        ),
+        (
             {**GOOD, "strategy": "hybrid", "max_depth": "3"},
             {},
             "max_depth works only with then=dfs, not then=bestfirst",
