@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import re
 import sys
@@ -257,13 +258,16 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
         raise ConfigError(f"{where}: a {kind} record without {', '.join(missing)}")
     try:
         converted = KINDS[kind].convert(record)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:  # int(1e400): overflow
         raise ConfigError(f"{where}: {cut(str(exc))}") from None  # float() quotes it whole
     # What the store would refuse only once writing, with a traceback: more than 64 bits
-    # (SQLite, BSON), text that is not UTF-8 (a lone surrogate, from a JSON escape).
+    # (SQLite, BSON), text that is not UTF-8 (a lone surrogate, from a JSON escape); and a
+    # score no crawl gives (NaN, infinity), which would sort and compare as no score does.
     for name, value in converted.items():
         if isinstance(value, int) and abs(value) > sys.maxsize:
             raise ConfigError(f"{where}: {name}={value} is too large: at most {sys.maxsize}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: {name}={value} is not a finite number")
         if isinstance(value, str) and not is_text(value):
             raise ConfigError(f"{where}: {name} is not UTF-8 text")
     unstored.records[kind].append(converted)

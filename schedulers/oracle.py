@@ -35,7 +35,7 @@ def load_distances(path: str) -> dict[str, int]:
         with open(path, encoding="utf-8") as f:
             raw = json.load(f)
         return {unquote(url): int(distance) for url, distance in raw.items()}
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, OverflowError) as exc:
         raise ConfigError(
             f"ORACLE_DISTANCES={path!r} is not a readable distances file: {exc}"
         ) from None

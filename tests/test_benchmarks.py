@@ -132,9 +132,10 @@ def test_oracle_is_refused_without_distances(tmp_path) -> None:
     with pytest.raises(ConfigError, match="ORACLE_DISTANCES"):
         parse_arguments(args, Settings())
     bad = tmp_path / "bad.json"
-    bad.write_text("[1, 2]")
-    with pytest.raises(ConfigError, match="not a readable distances file"):
-        parse_arguments(args, Settings({"ORACLE_DISTANCES": str(bad)}))
+    for content in ("[1, 2]", '{"http://t/a": 1e999}'):  # 1e999: infinity, an OverflowError
+        bad.write_text(content)
+        with pytest.raises(ConfigError, match="not a readable distances file"):
+            parse_arguments(args, Settings({"ORACLE_DISTANCES": str(bad)}))
     result = subprocess.run(
         scrapy_command(*crawl_args(args, {})),
         cwd=REPO,

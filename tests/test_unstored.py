@@ -409,6 +409,8 @@ def without(name: str) -> str:
         (line(url=""), "{path}, line 2: a record needs a non-empty 'url'"),
         (line(visits=2**63), "{path}, line 2: visits=9223372036854775808 is too large: at most"),
         (line(title="\udc80"), "{path}, line 2: title is not UTF-8 text"),
+        (line(level=float("inf")), "{path}, line 2: cannot convert float infinity to integer"),
+        (line(relevance=float("nan")), "{path}, line 2: relevance=nan is not a finite number"),
         (line("update", rank=1), "{path}, line 2: page fields must be some of"),
         (
             json.dumps({"kind": "finish", "record": {"crawl_id": "one", "status": "done"}}),
