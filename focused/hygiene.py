@@ -30,7 +30,9 @@ This module adds:
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
   the per-host politeness delay too, so crawl throughput roughly halves; turn it on for sites
   whose binary files have no telling extension (``/download?id=3``), where each skipped GET
-  saves far more than a HEAD costs. Servers that refuse HEAD (405/501) get the GET as usual.
+  saves far more than a HEAD costs. Servers that refuse HEAD (405/501) get the GET as usual,
+  and so do those whose HEAD fails (a dropped connection, a timeout; not retried:
+  ``focused/head_check_failures``).
 """
 
 from __future__ import annotations
@@ -194,12 +196,17 @@ class HeadCheckMiddleware:
             meta={
                 "dont_obey_robotstxt": True,
                 "dont_redirect": True,
+                "dont_retry": True,  # the GET has its retries
                 "handle_httpstatus_all": True,
             },
             dont_filter=True,
         )
-        response = await self.crawler.engine.download_async(head)
         self.stats.inc_value("focused/head_checks")
+        try:
+            response = await self.crawler.engine.download_async(head)
+        except Exception:  # whatever broke the HEAD (a server that drops them) may spare the GET
+            self.stats.inc_value("focused/head_check_failures")
+            return  # the GET will tell
         if response.status >= 400:
             return  # the GET will tell
         content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")

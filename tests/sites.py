@@ -17,11 +17,12 @@ from typing import Any
 from focused.replayweb import WIKI_PREFIX, Graph, ReplayServer, check_loopback, url_for
 
 BODY = -1  # Reply.length: the body's own
+DROPPED = 0  # a Reply status: no response, the connection just closes
 
 
 @dataclass
 class Reply:
-    status: int = 200
+    status: int = 200  # DROPPED: the connection closes with no response at all
     body: bytes | str = b""
     content_type: str | None = "text/html; charset=utf-8"  # None: no Content-Type header
     headers: dict[str, str] = field(default_factory=dict)
@@ -138,6 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/robots.txt":
             site.log.add(method, site.host, self.path)
         reply = site.respond(method, self.path)
+        if reply.status == DROPPED:
+            return
         body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body
         self.send_response(reply.status)
         if reply.content_type is not None:

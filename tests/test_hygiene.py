@@ -12,7 +12,7 @@ from scrapy.utils.project import get_project_settings
 
 from focused.arguments import dns_timeout_note
 from tests.conftest import REPO, crawl_env, run_crawl
-from tests.sites import Reply, Site, html
+from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
 
 WORDS = "oiseaux plumes birds feathers"
@@ -326,3 +326,25 @@ def test_a_dns_timeout_the_resolver_does_not_read_is_a_warning(tmp_path):
         given = settings.copy()
         given.set(name, "scrapy.resolver.CachingThreadedResolver", "cmdline")
         assert dns_timeout_note(given) is None
+
+
+def test_a_failed_head_leaves_the_page_to_its_get(tmp_path):
+    """A server that drops HEAD requests lost the page: the HEAD's failure, once retried,
+    failed the GET before it was sent."""
+
+    def site(method: str, path: str) -> Reply:
+        if method == "HEAD":
+            return Reply(DROPPED)
+        return Reply(200, html("birds", "<p>birds nest feathers</p>"))
+
+    with Site(site) as served:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nest", "seeds": f"{served.url}/"},
+            {"HEAD_CHECK": True},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [page["url"] for page in crawl.pages()] == [f"{served.url}/"]
+    heads = [entry for entry in served.log.entries if entry[0] == "HEAD"]
+    assert len(heads) == 1  # not retried: the GET has its own retries
+    assert stat(crawl.result.stderr, "focused/head_check_failures") == 1
