@@ -67,6 +67,8 @@ NO_ENCODER_STRATEGY = "shark"
 KIND_NAMES = {int: "an integer", float: "a number"}
 # allowed_domains are names the offsite filter compares hosts with: no scheme, path or port.
 DOMAIN = re.compile(r"[\w.-]+")
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+LINE_BREAK = re.compile(r"[\r\n\0]")
 
 
 @dataclass(frozen=True)
@@ -492,6 +494,13 @@ def check_settings(settings: Any) -> None:
     ):
         if isinstance(text, str) and not is_text(text):
             raise ConfigError(f"setting {name} is not UTF-8 text: it is sent with every request")
+    for header, value in headers.items():
+        if not HEADER_NAME.fullmatch(str(header)) or LINE_BREAK.search(str(value)):
+            raise ConfigError(
+                f"setting DEFAULT_REQUEST_HEADERS: {quoted(str(header))}: {quoted(str(value))} "
+                "is no HTTP header (a name of letters, digits and !#$%&'*+-.^_`|~, a value on "
+                "one line): every request would fail"
+            )
     # focused.render launches Chromium (FOCUSED_CHROMIUM) with its options: scrapy-playwright
     # would fail on another browser type with a traceback once the crawl renders.
     browser = settings.get("PLAYWRIGHT_BROWSER_TYPE")

@@ -251,6 +251,15 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
         ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
         ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
+        # Every request failed, with a traceback each.
+        (
+            {"DEFAULT_REQUEST_HEADERS": '{"X A": "v"}'},
+            "setting DEFAULT_REQUEST_HEADERS: 'X A': 'v' is no",
+        ),
+        (
+            {"DEFAULT_REQUEST_HEADERS": '{"X-A": "v\\r\\nX-B: w"}'},
+            "setting DEFAULT_REQUEST_HEADERS: 'X-A'",
+        ),
         # scrapy-playwright's: a traceback for each once the crawl renders.
         ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
         ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
