@@ -48,6 +48,7 @@ import socket
 import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from urllib.parse import urlsplit
 
 import redis
 from scrapy import signals
@@ -97,8 +98,16 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     another strategy, other parameters or another topic. The first process records its
     order; every process of a shared crawl must score alike, or the frontier mixes orders."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
-    if url.partition("://")[0] not in REDIS_SCHEMES:
+    scheme, _, rest = url.partition("://")
+    if scheme not in REDIS_SCHEMES:
         raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)} is not a redis:// URL")
+    # redis-py reads a database that is no number (redis://host/frontier) as database 0.
+    database = urlsplit(f"//{rest}").path.strip("/") if scheme != "unix" else ""
+    if database and not database.isdigit():
+        raise ConfigError(
+            f"setting FOCUSED_FRONTIER={quoted(shown)}: its database {quoted(database)} is no "
+            "number (redis://host:6379/0)"
+        )
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)

@@ -1162,6 +1162,17 @@ def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
     assert not site.fetched
 
 
+def test_a_redis_database_that_is_no_number_is_one_line(tmp_path, site):
+    # redis-py took redis://host/frontier for database 0, where another crawl may live.
+    url = f"redis://127.0.0.1:{free_port()}/frontier"
+    crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: setting FOCUSED_FRONTIER='{url}': its database 'frontier' is no number "
+        "(redis://host:6379/0)"
+    )
+
+
 # -- politeness across processes ----------------------------------------------------------------
 
 
