@@ -883,7 +883,21 @@ def _check_job_databases(jobdir: Path) -> None:
             with closing(sqlite3.connect(path)) as database:
                 database.execute("PRAGMA schema_version")
         except sqlite3.Error as exc:
-            raise _not_a_job_directory(jobdir, path.relative_to(jobdir), str(exc)) from None
+            name = path.relative_to(jobdir)
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _DISK_FAILURES:
+                # Its disk failed or is full (reading a file in WAL mode writes its index):
+                # the job is likely whole, and resumes once there is room.
+                raise ConfigError(
+                    f"cannot use JOBDIR {quoted(str(jobdir))}: {name} cannot be read ({exc}):"
+                    " free space on its disk (or copy the JOBDIR to another) and run the"
+                    " crawl again"
+                ) from None
+            raise _not_a_job_directory(jobdir, name, str(exc)) from None
+
+
+# SQLite's primary result codes of a file that could not be read because of its disk, not its
+# content: SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN.
+_DISK_FAILURES = frozenset({10, 13, 14})
 
 
 def _check_job_files(jobdir: Path) -> None:

@@ -38,6 +38,7 @@ from scrapy import Request, signals
 
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem, PageOutputMiddleware
+from focused.jobdir import JobdirUnwritable, jobdir_writes
 from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
 from focused.text import tokenize
 
@@ -121,7 +122,7 @@ class DuplicateMiddleware(PageOutputMiddleware):
             path = Path(jobdir, INDEX_FILE) if jobdir else ":memory:"
             if jobdir:
                 Path(jobdir).mkdir(parents=True, exist_ok=True)
-            index = self.near_index = SimHashIndex(distance, path)
+            index = self.near_index = SimHashIndex(distance, path, jobdir_writes(crawler))
             crawler.signals.connect(index.close, signal=signals.spider_closed)
 
     def process_outputs(self, response: Response, outputs: list[Any]) -> list[Any]:
@@ -172,7 +173,10 @@ class DuplicateMiddleware(PageOutputMiddleware):
         fingerprint = simhash(tokens)
         if fingerprint is None:
             return
-        original = index.find_or_add(fingerprint, page["url"])
+        try:
+            original = index.find_or_add(fingerprint, page["url"])
+        except JobdirUnwritable:
+            return  # the crawl stops, and stores no more pages (focused.jobdir)
         # The page's own URL: fetched again (a request in flight at a crash).
         if original is not None and original != page["url"]:
             page["duplicate_of"] = original

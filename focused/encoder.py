@@ -611,9 +611,13 @@ class LinkEncoder:
             "learned": [] if self._words is None else self._words.learned(),
         }
         written = path.with_name(STATE_TEMP_FILE)
-        with written.open("wb") as file:
-            pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(written, path)
+        try:
+            with written.open("wb") as file:
+                pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(written, path)
+        except OSError:
+            written.unlink(missing_ok=True)  # a full disk: the state saved before stays
+            raise
 
     def restore_state(self, path: Path) -> int:
         """Take back what :meth:`save_state` wrote to ``path``; returns the cached scores taken

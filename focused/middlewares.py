@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,7 @@ from twisted.internet.threads import deferToThread
 from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
 from focused.encoder import open_link_encoder
 from focused.items import PageItem, PageOutputMiddleware
+from focused.jobdir import JobdirUnwritable, jobdir_writes
 from focused.resume import TopicJournal, add_to_counter
 
 if TYPE_CHECKING:
@@ -67,7 +69,8 @@ class RelevanceMiddleware(PageOutputMiddleware):
         self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
         self._reads_link_scores = True
         jobdir = crawler.settings.get("JOBDIR")
-        self._topic_journal = TopicJournal(jobdir) if jobdir else None
+        self._jobdir_writes = jobdir_writes(crawler)
+        self._topic_journal = TopicJournal(jobdir, self._jobdir_writes) if jobdir else None
         self._encoder_state = Path(jobdir, ENCODER_STATE_FILE) if jobdir else None
 
     @classmethod
@@ -103,8 +106,14 @@ class RelevanceMiddleware(PageOutputMiddleware):
     def spider_closed(self, spider: Spider) -> None:
         if self._encoder is None:
             return
-        if self._encoder_state is not None:
-            self._encoder.save_state(self._encoder_state)
+        writes = self._jobdir_writes
+        if self._encoder_state is not None and (writes is None or writes.failure is None):
+            try:
+                self._encoder.save_state(self._encoder_state)
+            except OSError as exc:
+                if writes is None:
+                    raise
+                writes.not_saved("the sentence encoder's state", self._encoder_state, exc)
         self._encoder.close()  # keeps this crawl's vectors for the next (focused.encodings)
 
     @property
@@ -158,7 +167,8 @@ class RelevanceMiddleware(PageOutputMiddleware):
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is None:
             if is_seed and self.model.add_topic_text(text, language) and self._topic_journal:
-                self._topic_journal.append(text, language)  # for a resume after a crash
+                with suppress(JobdirUnwritable):  # the crawl stops (focused.jobdir)
+                    self._topic_journal.append(text, language)  # for a resume after a crash
             return
         # Every process must score against the same topic, or their scores, which order one
         # shared frontier, would not be comparable.

@@ -746,11 +746,15 @@ class RelevanceModel:
                 "buffer": list(self._buffer),
                 "since_fit": self._since_fit,
             }
-        snap.dictionary.save(str(written / "dictionary"))
-        snap.tfidf.save(str(written / "tfidf"))
-        if snap.lsi is not None:
-            snap.lsi.save(str(written / "lsi"))
-        (written / _STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+        try:
+            snap.dictionary.save(str(written / "dictionary"))
+            snap.tfidf.save(str(written / "tfidf"))
+            if snap.lsi is not None:
+                snap.lsi.save(str(written / "lsi"))
+            (written / _STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
+        except OSError:
+            shutil.rmtree(written, ignore_errors=True)  # a full disk: the model saved before stays
+            raise
         if path.exists():
             path.rename(replaced)
         written.rename(path)

@@ -43,6 +43,7 @@ import logging
 import os
 import pickle
 from collections import Counter
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -54,16 +55,17 @@ from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
 from focused.errors import one_line
 from focused.items import PageItem, PageOutputMiddleware
+from focused.jobdir import JobdirUnwritable, jobdir_writes
 from schedulers.base import connect_crash_safe
 
 if TYPE_CHECKING:
-    import sqlite3
     from collections.abc import Callable, Iterable
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from focused.jobdir import GuardedConnection, JobdirWrites
     from focused.relevance import RelevanceModel
 
 # Signal: request_finished(request). The request's outcome is safe; it need not be fetched
@@ -96,11 +98,21 @@ class SpiderState(ScrapySpiderState):
     a crash (whose counters come back from the store: ``recover_state``), in one warning."""
 
     def spider_closed(self, spider: Spider) -> None:
-        if self.jobdir:
-            written = Path(self.jobdir, STATE_TEMP_FILE)
+        if not self.jobdir:
+            return
+        writes = jobdir_writes(spider.crawler)
+        if writes is not None and writes.failure is not None:
+            return  # left as kill -9 at the failure would have left it (focused.jobdir)
+        written = Path(self.jobdir, STATE_TEMP_FILE)
+        try:
             with written.open("wb") as file:
                 pickle.dump(spider.state, file, protocol=4)
             os.replace(written, self.statefn)
+        except OSError as exc:
+            written.unlink(missing_ok=True)
+            if writes is None:
+                raise
+            writes.not_saved("the crawl's counters", written, exc)
 
     def spider_opened(self, spider: Spider) -> None:
         try:
@@ -121,19 +133,30 @@ class TopicJournal:
     against a far weaker topic (on the test sample, 4-7 relevant pages after the resume
     against 17-19 after a clean pause)."""
 
-    def __init__(self, jobdir: str | Path) -> None:
+    def __init__(self, jobdir: str | Path, writes: JobdirWrites | None = None) -> None:
         self.path = Path(jobdir, TOPIC_FILE)
+        self.writes = writes
 
     def append(self, text: str, language: str | None) -> None:
+        """Append a text; under a crawl's JOBDIR, one that cannot be written (a full disk)
+        raises ``JobdirUnwritable`` and stops the crawl, a line cut short left as a crash
+        leaves it (``texts`` skips it)."""
+        if self.writes is not None:
+            self.writes.check()
         line = json.dumps([text, language]).encode() + b"\n"
-        with self.path.open("a+b") as file:  # appends go to the end, wherever it has read
-            if file.seek(0, os.SEEK_END):
-                file.seek(-1, os.SEEK_END)
-                if file.read(1) != b"\n":  # a crash cut the last line: start a line of its own
-                    line = b"\n" + line
-            file.write(line)
-            file.flush()
-            os.fsync(file.fileno())
+        try:
+            with self.path.open("a+b") as file:  # appends go to the end, wherever it has read
+                if file.seek(0, os.SEEK_END):
+                    file.seek(-1, os.SEEK_END)
+                    if file.read(1) != b"\n":  # a crash cut the last line: start a new one
+                        line = b"\n" + line
+                file.write(line)
+                file.flush()
+                os.fsync(file.fileno())
+        except OSError as exc:
+            if self.writes is None:
+                raise
+            raise self.writes.failed(self.path, exc) from None
 
     def texts(self) -> list[tuple[str, str | None]]:
         """The texts in the order they joined, without a line a crash cut off.
@@ -222,16 +245,17 @@ class CrawlCounters:
 
     NAMES = ("responses", "discovered")
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, writes: JobdirWrites | None = None) -> None:
         self.path = path
-        self._db: sqlite3.Connection | None = None
+        self.writes = writes
+        self._db: GuardedConnection | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCounters:
         jobdir = crawler.settings.get("JOBDIR")
         if not jobdir:
             raise NotConfigured
-        extension = cls(Path(jobdir, COUNTERS_FILE))
+        extension = cls(Path(jobdir, COUNTERS_FILE), jobdir_writes(crawler))
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
@@ -241,22 +265,29 @@ class CrawlCounters:
         if getattr(spider, "shared", None) is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = connect_crash_safe(self.path)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)"
-        )
-        state = spider.state
-        for name, value in self._db.execute("SELECT name, value FROM counters"):
-            state[name] = max(state.get(name, 0), value)
-        self._db.execute("BEGIN")
-        for name in self.NAMES:
-            if name in state:
-                self._write(name, state[name])
-        self._db.execute("COMMIT")
+        try:
+            self._db = connect_crash_safe(self.path, self.writes)
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY,"
+                " value INTEGER NOT NULL)"
+            )
+            state = spider.state
+            for name, value in self._db.execute("SELECT name, value FROM counters"):
+                state[name] = max(state.get(name, 0), value)
+            self._db.execute("BEGIN")
+            for name in self.NAMES:
+                if name in state:
+                    self._write(name, state[name])
+            self._db.execute("COMMIT")
+        except JobdirUnwritable:  # the crawl stops (focused.jobdir)
+            if self._db is not None:
+                self._db.rollback_quietly()
 
     def counter_changed(self, name: str, value: int) -> None:
         if self._db is not None and name in self.NAMES:
-            self._write(name, value)
+            # A failure stops the crawl; the file keeps the last count written (focused.jobdir).
+            with suppress(JobdirUnwritable):
+                self._write(name, value)
 
     def _write(self, name: str, value: int) -> None:
         assert self._db is not None

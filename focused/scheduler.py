@@ -70,16 +70,21 @@ crawl killed with ``kill -9`` resumes without losing or refetching pages.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import os
+import sqlite3
 import time
 from collections import Counter, deque
-from contextlib import closing
+from contextlib import closing, suppress
 from itertools import islice
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
 
+from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes
 from focused.resume import (
     INFLIGHT,
     connect_request_done,
@@ -132,6 +137,7 @@ class FocusedScheduler(Scheduler):
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
         scheduler.shared = None  # SharedCrawl of a crawl shared through Redis, set on open
         scheduler.closed = False
+        scheduler.jobdir = None  # the crawl's JobdirWrites under JOBDIR (focused.jobdir)
         scheduler.page_budget = settings.getint("CLOSESPIDER_PAGECOUNT")
         scheduler._frontier_counted_at = -math.inf
         scheduler.outstanding_max = (
@@ -150,14 +156,53 @@ class FocusedScheduler(Scheduler):
 
     def open(self, spider):
         self.shared = getattr(spider, "shared", None)
-        if self.trap_max:
-            counts = trap_counts(spider)
-            self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
-        opened = super().open(spider)
-        frontier = self._durable_frontier()
-        if frontier is not None and hasattr(self.df, "remember"):
-            self.df.remember(frontier.fingerprints())
+        self.jobdir = jobdir_writes(self.crawler)
+        try:
+            if self.trap_max:
+                counts = trap_counts(spider)
+                self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
+            opened = super().open(spider)
+            frontier = self._durable_frontier()
+            if frontier is not None and hasattr(self.df, "remember"):
+                self.df.remember(frontier.fingerprints())
+        except JobdirUnwritable:
+            return None  # the crawl stops at once, and hands out nothing (focused.jobdir)
         return opened
+
+    def _jobdir_failed(self) -> bool:
+        """Whether a JOBDIR write failed: the crawl is stopping, and nothing more goes to the
+        frontier file or comes from it (``focused.jobdir``)."""
+        return self.jobdir is not None and self.jobdir.failure is not None
+
+    def has_pending_requests(self) -> bool:
+        return not self._jobdir_failed() and super().has_pending_requests()
+
+    def _read_dqs_state(self, dqdir: str):
+        """Scrapy's, with an ``active.json`` that cannot be read (cut short by a full disk as
+        an older version wrote it in place) taken as missing, as after a crash."""
+        try:
+            return super()._read_dqs_state(dqdir)
+        except ValueError as exc:
+            logger.warning(
+                "%s cannot be read (%s): the crawl resumes as after a crash",
+                Path(dqdir, "active.json"),
+                exc,
+            )
+            return ()
+
+    def _write_dqs_state(self, dqdir: str, state) -> None:
+        """Scrapy's, written whole or not at all (a temporary file, renamed): Scrapy wrote it in
+        place, and a full disk left it empty, a JOBDIR that could not be resumed."""
+        path, written = Path(dqdir, "active.json"), Path(dqdir, "active.json.tmp")
+        try:
+            with written.open("w", encoding="utf-8") as file:
+                json.dump(state, file)
+            os.replace(written, path)
+        except OSError as exc:
+            written.unlink(missing_ok=True)
+            if self.jobdir is None:
+                raise
+            self.jobdir.not_saved("the frontier's state", path, exc)
 
     def _durable_frontier(self) -> SqliteFrontier | None:
         frontier = getattr(self.dqs, "frontier", None)
@@ -182,7 +227,9 @@ class FocusedScheduler(Scheduler):
 
     def _finished(self, request: Request | None) -> None:
         """The outcome of a request handed out is safe: it is no longer in flight."""
-        self._finish(request.meta.pop(INFLIGHT, None) if request is not None else None)
+        # A failure stops the crawl; the request stays in flight in the file (focused.jobdir).
+        with suppress(JobdirUnwritable):
+            self._finish(request.meta.pop(INFLIGHT, None) if request is not None else None)
         if self.shared is not None:
             # The other processes queue links of any host without this scheduler seeing it:
             # a look past held hosts holds for one page, as when every link queued redid it.
@@ -194,11 +241,18 @@ class FocusedScheduler(Scheduler):
             frontier.finish(fp)
 
     def enqueue_request(self, request: Request) -> bool:
-        if self.closed:
+        if self.closed or self._jobdir_failed():
             # The engine can still hand over a start request once the spider closes at open (a
             # resumed crawl whose page budget is spent), and the frontier file is closed by then.
-            # Dropped: the seeds are yielded again by the next run.
+            # Dropped: the seeds are yielded again by the next run. After a JOBDIR write failed
+            # the file is left as it is: the page whose link this is is not stored either.
             return False
+        try:
+            return self._enqueue(request)
+        except JobdirUnwritable:
+            return False  # the crawl stops (focused.jobdir)
+
+    def _enqueue(self, request: Request) -> bool:
         # A redirect or retry of a request in flight carries its mark: once the new request
         # is queued (or filtered), the old one is finished.
         replaced = request.meta.pop(INFLIGHT, None)
@@ -271,6 +325,14 @@ class FocusedScheduler(Scheduler):
             )
 
     def next_request(self) -> Request | None:
+        if self._jobdir_failed():
+            return None  # the crawl is stopping: nothing more is handed out
+        try:
+            return self._next_request()
+        except JobdirUnwritable:
+            return None  # the crawl stops (focused.jobdir)
+
+    def _next_request(self) -> Request | None:
         if self._budget_under_way():
             return None  # a response or a failed request asks again
         if self.outstanding_max and (
@@ -497,6 +559,27 @@ class FocusedScheduler(Scheduler):
         return super().__len__() + len(self.parked)
 
     def close(self, reason: str):
+        self.closed = True
+        if self._jobdir_failed():
+            # Left as kill -9 at the failure would have left it: nothing more is written, the
+            # strategy's state neither (focused.jobdir).
+            for queue in (self.dqs, self.mqs):
+                frontier = getattr(queue, "frontier", None)
+                if isinstance(frontier, SqliteFrontier):
+                    frontier.close()
+            if self.traps is not None:
+                self.traps.close()
+            return self.df.close(reason)
+        try:
+            return self._close(reason)
+        except (JobdirUnwritable, sqlite3.Error, OSError) as exc:
+            if self.jobdir is None or failure_reason(exc) is None:
+                raise
+            if not self.jobdir.unsaved:
+                self.jobdir.not_saved("the frontier's state", self.dqdir or "", exc)
+            return self.df.close(reason)
+
+    def _close(self, reason: str):
         self._count_frontier(now=True)  # the crawl's last word on it
         for request in self.parked:  # back to the queue, so a paused crawl keeps them
             if self.max_per_host:  # it takes its host's slot again when it comes up
@@ -523,7 +606,6 @@ class FocusedScheduler(Scheduler):
                 evicted,
                 self.frontier_max,
             )
-        self.closed = True
         return super().close(reason)
 
     _host = staticmethod(host_of)

@@ -28,6 +28,7 @@ from schedulers.base import connect_crash_safe
 
 if TYPE_CHECKING:
     from focused.distributed import SharedCrawl
+    from focused.jobdir import JobdirWrites
 
 SHINGLE = 3  # tokens per shingle
 MIN_SHINGLES = 20  # fewer distinct shingles than this: too little text for a fingerprint
@@ -100,9 +101,11 @@ class SimHashIndex:
     under JOBDIR where each page is committed at once, so that a crawl resumed after a pause
     or a ``kill -9`` still knows them (WAL, as the frontier file)."""
 
-    def __init__(self, max_distance: int, path: Path | str = ":memory:") -> None:
+    def __init__(
+        self, max_distance: int, path: Path | str = ":memory:", writes: JobdirWrites | None = None
+    ) -> None:
         self.max_distance = max_distance
-        self._db = connect_crash_safe(path)
+        self._db = connect_crash_safe(path, writes)
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS bands (band INTEGER, value INTEGER, fingerprint BLOB,"
             " url TEXT);"

@@ -42,11 +42,14 @@ from urllib.parse import parse_qsl, urlsplit
 
 from scrapy import signals
 
+from focused.jobdir import JobdirUnwritable, jobdir_writes
+
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.statscollectors import StatsCollector
 
     from focused.distributed import SharedCrawl
+    from focused.jobdir import JobdirWrites
 
 logger = logging.getLogger(__name__)
 
@@ -236,13 +239,13 @@ class SqliteCounts(LocalCounts):
     count per family winning.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, writes: JobdirWrites | None = None) -> None:
         # Imported here: schedulers.base imports this module.
         from schedulers.base import connect_crash_safe
 
         super().__init__()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = connect_crash_safe(path)
+        self._db = connect_crash_safe(path, writes)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS counts (family TEXT, kind TEXT, count INTEGER NOT NULL,"
             " PRIMARY KEY (family, kind))"
@@ -269,14 +272,19 @@ class SqliteCounts(LocalCounts):
         """Take over the counts an older version kept in ``spider.state`` (on spider_opened,
         after Scrapy's SpiderState has loaded it)."""
         old = spider.state.pop("trap_families", None) or {}
-        self._db.execute("BEGIN")
-        for kind in ("variants", "queued"):
-            counts = self._kind(kind)
-            for name, count in old.get(kind, {}).items():
-                if count > counts[name]:
-                    counts[name] = count
-                    self._save(name, kind)
-        self._db.execute("COMMIT")
+        if not old:
+            return
+        try:
+            self._db.execute("BEGIN")
+            for kind in ("variants", "queued"):
+                counts = self._kind(kind)
+                for name, count in old.get(kind, {}).items():
+                    if count > counts[name]:
+                        counts[name] = count
+                        self._save(name, kind)
+            self._db.execute("COMMIT")
+        except JobdirUnwritable:
+            self._db.rollback_quietly()  # the crawl stops (focused.jobdir)
 
     def close(self) -> None:
         self._db.close()
@@ -291,7 +299,7 @@ def trap_counts(spider: Spider) -> LocalCounts | SqliteCounts | SharedCounts:
     jobdir = spider.crawler.settings.get("JOBDIR")
     if not jobdir:
         return LocalCounts()
-    counts = SqliteCounts(Path(jobdir, COUNTS_FILE))
+    counts = SqliteCounts(Path(jobdir, COUNTS_FILE), jobdir_writes(spider.crawler))
     spider.crawler.signals.connect(counts.carry_over, signal=signals.spider_opened)
     return counts
 

@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.core import scraper
+from scrapy.exceptions import DropItem
 from scrapy.utils.asyncio import run_in_thread, sleep
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.reactor import is_reactor_installed
@@ -78,6 +79,7 @@ from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
 from focused.errors import one_line
+from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
 from focused.resume import crawl_counter, recover_state, relearn
 from focused.stopping import (
@@ -103,6 +105,8 @@ DEFAULT_HEARTBEAT_INTERVAL = 30.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
 UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
 UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
+# stat: pages not stored once the JOBDIR could no longer be written (fetched again on resume)
+JOBDIR_NOT_STORED = "focused/jobdir_unwritable/pages_not_stored"
 
 _T = TypeVar("_T")
 
@@ -261,6 +265,13 @@ class StoragePipeline:
         self.store.save_pages(records)
 
     async def process_item(self, item: Any) -> Any:
+        jobdir = jobdir_writes(self.crawler)
+        if jobdir is not None and jobdir.failure is not None:
+            # The JOBDIR stays as kill -9 at its failure would have left it; the page's links
+            # may not have reached its frontier. Its request is still in flight there: fetched
+            # again on resume, and stored then (focused.jobdir).
+            self.stats.inc_value(JOBDIR_NOT_STORED)
+            raise DropItem("not stored: the JOBDIR can no longer be written", log_level="DEBUG")
         record = self.page_record(item)
         # The item leaves as the record it is stored as, so that a feed (-O) gets the same
         # records: every field, and a duplicate without its text.
@@ -297,10 +308,16 @@ class StoragePipeline:
             reactor.removeSystemEventTrigger(self._forced_stop_trigger)
             self._forced_stop_trigger = None
         await self._stop_heartbeat()  # before the store is closed
+        jobdir = jobdir_writes(self.crawler)
         if self._failed:
             # Pages were lost, whatever closed the spider (its budget may be reached while the
             # store is being retried): the crawl is recorded as the store's failure.
             reason = STORE_UNREACHABLE
+        elif jobdir is not None and jobdir.broken:
+            # A JOBDIR file could not be written, during the crawl or as it closed (a pause not
+            # saved whole): the crawl resumes as after kill -9 (focused.jobdir).
+            reason = JOBDIR_UNWRITABLE
+            self.stats.set_value("finish_reason", reason)
         elif reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
             # The spider's closed() found that no seed could be fetched: recorded as finished,
             # the crawl would read as a topic with nothing to find.

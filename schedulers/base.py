@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
+from focused.jobdir import GuardedConnection, jobdir_writes
 from focused.traps import TRAP_META
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
     from focused.arguments import Param
+    from focused.jobdir import JobdirWrites
     from focused.relevance import Scores
     from schedulers.redis_frontier import RedisFrontier
 
@@ -276,12 +278,28 @@ def _worst_order(item: Item, back: int) -> tuple:
     return (-back, -item[0], -item[1], -item[2], item[3])
 
 
-def connect_crash_safe(path: Path | str) -> sqlite3.Connection:
+def connect_crash_safe(path: Path | str, writes: JobdirWrites | None = None) -> GuardedConnection:
     """An SQLite file where every statement outside ``BEGIN`` is its own transaction, and a
-    commit survives ``kill -9`` (WAL, ``synchronous=NORMAL``: written to the OS, no fsync)."""
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
+    commit survives ``kill -9`` (WAL, ``synchronous=NORMAL``: written to the OS, no fsync).
+
+    With ``writes`` (a JOBDIR file), a statement that fails because the file or its disk did
+    raises ``focused.jobdir.JobdirUnwritable`` and stops the crawl, and no statement runs once
+    the JOBDIR failed."""
+    if writes is not None:
+        writes.check()
+    try:
+        db = sqlite3.connect(
+            path, isolation_level=None, check_same_thread=False, factory=GuardedConnection
+        )
+    except sqlite3.Error as exc:
+        raise (exc if writes is None else writes.failed(path, exc)) from None
+    db.writes, db.path = writes, path
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
@@ -301,7 +319,7 @@ class SqliteFrontier:
     def __init__(self, path: Path, spider: Spider) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._spider = spider
-        self._db = connect_crash_safe(path)
+        self._db = connect_crash_safe(path, jobdir_writes(getattr(spider, "crawler", None)))
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
             " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0,"
@@ -328,13 +346,17 @@ class SqliteFrontier:
         if self._db.in_transaction:
             yield
             return
+        length = self._len
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # A failed COMMIT (a full disk) too: nothing of it reached the file, and the count
+            # of queued entries is the file's again.
+            self._db.rollback_quietly()
+            self._len = length
             raise
-        self._db.execute("COMMIT")
 
     def start_inflight(self, fp: bytes, request: Request) -> None:
         self._db.execute("INSERT OR REPLACE INTO inflight VALUES (?, ?)", (fp, self._dump(request)))

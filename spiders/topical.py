@@ -49,6 +49,7 @@ from focused.errors import one_line
 from focused.extract import Link, extract_page
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem
+from focused.jobdir import jobdir_writes
 from focused.languages import page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
@@ -278,8 +279,25 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
             )
     if model is None:
         model = RelevanceModel.from_settings(config.topic, crawler.settings, language)
-    crawler.signals.connect(lambda: model.save(saved), signal=signals.spider_closed, weak=False)
+    crawler.signals.connect(
+        lambda: _save_model(crawler, model, saved), signal=signals.spider_closed, weak=False
+    )
     return model
+
+
+def _save_model(crawler: Crawler, model: RelevanceModel, saved: Path) -> None:
+    """Save the relevance model at the close, unless the JOBDIR failed during the crawl (it is
+    then left as ``kill -9`` would leave it); a model that cannot be written is one error line
+    (``focused.jobdir``), the model saved before kept whole."""
+    writes = jobdir_writes(crawler)
+    if writes is not None and writes.failure is not None:
+        return
+    try:
+        model.save(saved)
+    except OSError as exc:
+        if writes is None:
+            raise
+        writes.not_saved("the relevance model", saved, exc)
 
 
 def _link_request(link: Link, errback: Callable[[Failure], Any]) -> scrapy.Request:

@@ -9,7 +9,8 @@ started logging would otherwise have no log at all.
 A crawl that had to stop because something it needs failed under it (Chromium no longer
 launching: close reason ``browser_unavailable``; the store no longer writable:
 ``store_unreachable``; a feed, ``-o``/``-O``, no longer writable: ``feed_failed``; the Redis of
-a shared crawl lost: ``frontier_unreachable``) exits with
+a shared crawl lost: ``frontier_unreachable``; its JOBDIR no longer writable:
+``jobdir_unwritable``, also when it fails as the crawl pauses) exits with
 status 1, as do a crawl whose feed failed as it closed, one whose store could not take its last
 pages at the close (whatever closed it), a crawl that could fetch none of its seeds and one
 stopped uncleanly by a second Ctrl-C.
@@ -24,6 +25,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
+from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, scrapy_options
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 FAILED_CLOSE_REASONS = frozenset(
-    {BROWSER_UNAVAILABLE, FEED_FAILED, FRONTIER_UNREACHABLE, STORE_UNREACHABLE}
+    {BROWSER_UNAVAILABLE, FEED_FAILED, FRONTIER_UNREACHABLE, JOBDIR_UNWRITABLE, STORE_UNREACHABLE}
 )
 
 
@@ -78,6 +80,7 @@ class Command(ScrapyCrawlCommand):
             # pipeline), which Scrapy ends with status 0.
             failed = reason is None or reason in FAILED_CLOSE_REASONS
             lost = stats.get_value(UNSTORED)  # pages not stored, whatever closed the spider
+            failed = failed or bool(stats.get_value(UNWRITABLE_STAT))  # a pause not saved whole
             if failed or lost or stats.get_value(SEEDS_UNREACHABLE) or feeds_failed(stats):
                 self.exitcode = 1
 
