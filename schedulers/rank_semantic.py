@@ -68,6 +68,7 @@ Stats: ``focused/rankings`` (the rankings this process computed).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from array import array
 from pathlib import Path
@@ -134,18 +135,32 @@ class LinkGraph:
         return rank
 
     def save(self, path: Path, rank: np.ndarray) -> None:
-        """Save the graph with ``rank``, its last ranking (of its first ``len(rank)`` nodes)."""
-        db = sqlite3.connect(path)
-        with db:
-            for table in ("nodes", "edges", "ranking"):
-                db.execute(f"DROP TABLE IF EXISTS {table}")
-            db.execute("CREATE TABLE nodes (id INTEGER PRIMARY KEY, url TEXT)")
-            db.execute("CREATE TABLE edges (pair INTEGER)")
-            db.execute("CREATE TABLE ranking (rank BLOB)")
-            db.executemany("INSERT INTO nodes VALUES (?, ?)", ((i, u) for u, i in self.ids.items()))
-            db.executemany("INSERT INTO edges VALUES (?)", ((pair,) for pair in self._pairs))
-            db.execute("INSERT INTO ranking VALUES (?)", (rank.tobytes(),))
-        db.close()
+        """Save the graph with ``rank``, its last ranking (of its first ``len(rank)`` nodes).
+
+        Written whole or not at all: to a new file that then takes the old one's place. A save
+        that fails (a full disk) leaves the graph saved before, as ``kill -9`` would."""
+        written = path.with_name(f"{path.name}.new")
+        written.unlink(missing_ok=True)
+        try:
+            db = sqlite3.connect(written)
+            try:
+                with db:
+                    db.execute("CREATE TABLE nodes (id INTEGER PRIMARY KEY, url TEXT)")
+                    db.execute("CREATE TABLE edges (pair INTEGER)")
+                    db.execute("CREATE TABLE ranking (rank BLOB)")
+                    db.executemany(
+                        "INSERT INTO nodes VALUES (?, ?)", ((i, u) for u, i in self.ids.items())
+                    )
+                    db.executemany(
+                        "INSERT INTO edges VALUES (?)", ((pair,) for pair in self._pairs)
+                    )
+                    db.execute("INSERT INTO ranking VALUES (?)", (rank.tobytes(),))
+            finally:
+                db.close()
+            os.replace(written, path)
+        except BaseException:
+            written.unlink(missing_ok=True)
+            raise
 
     def load(self, path: Path) -> np.ndarray | None:
         """Read the graph back, its nodes numbered as saved (the ranks are by number); returns
