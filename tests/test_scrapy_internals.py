@@ -64,6 +64,8 @@ def test_the_engine_can_be_woken_and_a_base_url_overridden():
     # schedulers.local reads the scheduler's scored pages through the slot's scheduler.
     assert "nextcall" in parameters(_Slot.__init__)
     assert "scheduler" in parameters(_Slot.__init__)
+    # focused.jobdir reads whether the spider is closing already through the slot's closing.
+    assert "self.closing" in inspect.getsource(_Slot.__init__)
     assert hasattr(_baseurl_cache, "__setitem__")
 
 
