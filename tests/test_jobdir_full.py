@@ -20,7 +20,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest
@@ -36,7 +35,7 @@ from tests.conftest import (
     page_name,
     scrapy_command,
 )
-from tests.test_crash_resume import in_flight_names, stored_names
+from tests.test_crash_resume import in_flight_names, start_until_fetched, stored_names
 
 CONCURRENT = 4
 
@@ -169,22 +168,12 @@ def test_a_pause_on_a_full_disk_says_so_in_one_line_each_and_resumes_as_after_a_
     jobdir, db = tmp_path / "job", tmp_path / "focused.sqlite3"
     command = job_command(tmp_path, server, CLOSESPIDER_PAGECOUNT=60)
     try:
-        crawl = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=crawl_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 90
-        while len(server.fetched) < 20 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        crawl = start_until_fetched(command, server, 20, stderr=subprocess.PIPE)
         # Made once the crawl has started: the JOBDIR check refuses a JOBDIR with them.
         for name in ("spider.state.tmp", "requests.queue/active.json.tmp"):
             (jobdir / name).symlink_to("/dev/full")
         crawl.send_signal(signal.SIGINT)
-        _, stderr = crawl.communicate(timeout=90)
+        stderr = crawl.communicate(timeout=90)[1].decode()
         crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
         record = Crawl(None, db, crawl_id).crawl_record()
         stored_at_pause = stored_names(db, crawl_id)
