@@ -51,6 +51,7 @@ from typing import Any
 from scrapy import Request
 
 from focused.arguments import Param
+from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue
 from schedulers.local import candidate_value, page_value, random_state, seeded_random
 
@@ -95,6 +96,15 @@ class AnnealingQueue(StrategyQueue):
         return sum(worse) / len(worse) / math.log(1 / ACCEPT_AT_FIRST)
 
     # -- state ---------------------------------------------------------------------------------
+
+    state_shapes = StrategyQueue.state_shapes | {
+        "moves": shapes.whole,
+        "t0": shapes.optional(shapes.number),
+        "worse_sample": shapes.list_of(shapes.number),
+        "seen": shapes.whole,
+        "fresh": shapes.list_of(shapes.row(shapes.text, shapes.list_of(shapes.fingerprint))),
+        "random": shapes.random_state,
+    }
 
     def restore(self, state: dict[str, Any]) -> None:
         self._moves: int = state.get("moves", 0)

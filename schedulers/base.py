@@ -42,6 +42,7 @@ from scrapy.utils.request import request_from_dict
 
 from focused.jobdir import GuardedConnection, jobdir_writes
 from focused.traps import TRAP_META
+from schedulers import state_shapes as shapes
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -64,6 +65,16 @@ Key = tuple[float, float, int]
 NO_TIEBREAK = -0.0
 Item = tuple[float, float, int, bytes]
 
+
+# The SQLite frontier's file, in the JOBDIR queue's folder (Scrapy's ``requests.queue``).
+FRONTIER_FILE = "frontier.sqlite3"
+# The SQLite frontier's tables, with the columns read from them (focused.arguments checks a
+# JOBDIR's file has them): ``frontier`` is made with the file, the others came later.
+FRONTIER_TABLES = {
+    "frontier": ("fp", "neg_score", "neg_tiebreak", "seq", "request"),
+    "inflight": ("fp", "request"),
+    "finished": ("fp",),
+}
 
 # The SQLite frontier's order, as its index and every read in that order name it.
 RANK_ORDER = "back, neg_score, neg_tiebreak, seq"
@@ -502,6 +513,9 @@ class StrategyQueue:
     # Whether the strategy changes the keys of queued requests itself (rank_semantic re-classes
     # them), lowering some: a shared frontier then takes no key put as a bound of the key queued.
     rekeys: ClassVar[bool] = False
+    # The shape of each key of the saved state, ``close()``'s (see ``schedulers.state_shapes``):
+    # a strategy whose ``state()`` saves more adds its keys to these.
+    state_shapes: ClassVar[dict[str, shapes.Shape]] = {"strategy": shapes.text, "seq": shapes.whole}
 
     @classmethod
     def from_crawler(
@@ -535,7 +549,7 @@ class StrategyQueue:
 
             self.frontier = RedisFrontier(shared, keys_only_rise=not self.rekeys)
         elif key:
-            self.frontier = SqliteFrontier(Path(key, "frontier.sqlite3"), spider)
+            self.frontier = SqliteFrontier(Path(key, FRONTIER_FILE), spider)
         else:
             self.frontier = MemoryFrontier()
         state = state or {}
@@ -587,8 +601,20 @@ class StrategyQueue:
         """Strategy state a child inherits from the page it was found on (default: none)."""
         return {}
 
+    @classmethod
+    def check_state(cls, state: Any) -> None:
+        """Raise ``ValueError`` (saying why) for a saved state that ``close()`` did not write:
+        ``restore`` would fail on it, or the crawl later. A key left out is let be: ``restore``
+        reads it as after a crash (no state at all is saved then)."""
+        if not isinstance(state, dict):
+            raise ValueError("it is not a JSON object")
+        for name, fits in cls.state_shapes.items():
+            if name in state and not fits(state[name]):
+                raise ValueError(f"its {name} is not what the {cls.name} strategy saves")
+
     def state(self) -> dict[str, Any]:
-        """JSON-serialisable state beyond the entries themselves, saved on pause."""
+        """JSON-serialisable state beyond the entries themselves, saved on pause (add the
+        shape of each key to ``state_shapes``)."""
         return {}
 
     def restore(self, state: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 from scrapy import Request
 
 from focused.arguments import Param
+from schedulers import state_shapes as shapes
 from schedulers.base import Key, StrategyQueue
 from schedulers.local import Flights, candidate_value, page_value
 
@@ -47,6 +48,11 @@ class BeamQueue(StrategyQueue):
     @staticmethod
     def _generation_of(request: Request) -> int:
         return request.meta.get("depth", 0)
+
+    state_shapes = StrategyQueue.state_shapes | {
+        "generation": shapes.whole,
+        "kept": shapes.dict_of(shapes.whole_text, shapes.whole),
+    }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.flights = Flights(self.crawler)

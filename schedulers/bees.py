@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 
 from focused.arguments import Param
+from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue
 from schedulers.local import Flights, page_value, random_state, seeded_random
 
@@ -73,6 +74,26 @@ class BeesQueue(StrategyQueue):
         return page_value(request)  # only the scouts use the order
 
     # -- state ---------------------------------------------------------------------------------
+
+    _links = shapes.list_of(shapes.fingerprint)
+    state_shapes = StrategyQueue.state_shapes | {
+        "random": shapes.random_state,
+        "flights_made": shapes.whole,
+        "target": shapes.list_of(shapes.optional(shapes.fingerprint)),
+        "found": shapes.dict_of(
+            shapes.whole_text,
+            shapes.record(
+                {"q": shapes.number, "relevant": shapes.flag, "links": _links},
+                {"seed_page": shapes.flag},
+            ),
+        ),
+        "dances": shapes.list_of(
+            shapes.record({"q": shapes.number, "until": shapes.whole, "links": _links})
+        ),
+        "seeds": _links,
+        "seed_links": _links,
+        "out": shapes.list_of(shapes.whole),
+    }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.flights = Flights(self.crawler)

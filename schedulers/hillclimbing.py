@@ -25,6 +25,7 @@ from typing import Any
 
 from scrapy import Request
 
+from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue
 from schedulers.local import candidate_value, page_value
 
@@ -42,6 +43,10 @@ class HillClimbingQueue(StrategyQueue):
 
     def tiebreak(self, request: Request) -> float:
         return page_value(request)
+
+    state_shapes = StrategyQueue.state_shapes | {
+        "best_child": shapes.list_of(shapes.row(shapes.text, shapes.fingerprint, shapes.number)),
+    }
 
     def restore(self, state: dict[str, Any]) -> None:
         # page url -> (fingerprint of its climbing child, that child's value)

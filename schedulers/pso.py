@@ -56,6 +56,7 @@ from scrapy import Request
 
 from focused.arguments import Param
 from focused.text import tokenize
+from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue
 from schedulers.local import random_state, seeded_random
 
@@ -90,6 +91,43 @@ class PsoQueue(StrategyQueue):
         return {"pso_path": path[:PATH_LINKS]}
 
     # -- state ---------------------------------------------------------------------------------
+
+    _point = shapes.list_of(shapes.row(shapes.number, shapes.number))
+    _numbers = shapes.list_of(shapes.number)
+    _swarm = {
+        "x": _point,
+        "v": _point,
+        "best_x": _point,
+        "best_f": _numbers,
+        "f": shapes.list_of(shapes.optional(shapes.number)),
+        "momentum": _numbers,
+        "activity": shapes.list_of(shapes.whole),
+    }
+    state_shapes = StrategyQueue.state_shapes | {
+        "random": shapes.random_state,
+        "swarm": shapes.optional(shapes.record(_swarm)),
+        "active": shapes.whole,
+        "turn_pops": shapes.whole,
+        "version": shapes.whole,
+        "word_value": shapes.dict_of(shapes.text, shapes.number),
+        "outcomes": shapes.list_of(shapes.list_of(shapes.flag)),
+        "flying": shapes.list_of(shapes.row(shapes.text, shapes.whole)),
+    }
+
+    @classmethod
+    def check_state(cls, state: Any) -> None:
+        """Also: the particles' lists are as long as each other, and every particle named (the
+        active one, those of the pages flying) is one of them."""
+        super().check_state(state)
+        swarm = state.get("swarm")
+        if not swarm:
+            return  # restore starts a swarm
+        particles = len(swarm["x"])
+        if not particles or any(len(swarm[name]) != particles for name in cls._swarm):
+            raise ValueError(f"its swarm is not what the {cls.name} strategy saves")
+        named = [state.get("active", 0), *(particle for _, particle in state.get("flying", []))]
+        if len(state.get("outcomes", swarm["x"])) != particles or max(named) >= particles:
+            raise ValueError("its particles are not those of its swarm")
 
     def restore(self, state: dict[str, Any]) -> None:
         self._random = seeded_random(self.params["seed"], state.get("random"))

@@ -81,6 +81,7 @@ from scrapy.crawler import Crawler
 
 from focused.arguments import Param
 from focused.errors import ConfigError
+from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue
 from schedulers.redis_frontier import GREATER, encode_tiebreak
 
@@ -490,6 +491,19 @@ class RankSemanticQueue(StrategyQueue):
         self.links.rekey(version, self.params["T"], dict(zip(nodes, in_band.tolist(), strict=True)))
 
     # -- pause and resume ----------------------------------------------------------------------
+
+    state_shapes = StrategyQueue.state_shapes | {
+        "band": shapes.row(shapes.number, shapes.number),
+        "new_links": shapes.whole,
+        "ranked_links": shapes.whole,
+    }
+
+    @classmethod
+    def check_state(cls, state: Any) -> None:
+        """Also: a state with its ranking (``ranked_links``) has all of it."""
+        super().check_state(state)
+        if "ranked_links" in state and not {"band", "new_links"} <= state.keys():
+            raise ValueError(f"its ranking is not what the {cls.name} strategy saves")
 
     def state(self) -> dict[str, Any]:
         return {

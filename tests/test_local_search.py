@@ -6,6 +6,7 @@ strategies are seeded. Flights are simulated: a request is out until the test la
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
@@ -376,6 +377,8 @@ def test_state_survives_close_and_reopen(tmp_path, strategy):
     before = len(queue)
     state = queue.close()
     assert state["strategy"] == strategy
+    # What Scrapy writes to active.json, and the JOBDIR check reads back, passes that check.
+    type(queue).check_state(json.loads(json.dumps(state)))
     reopened = make_queue(strategy, key, state)
     assert len(reopened) == before
     assert reopened.state() == {k: v for k, v in state.items() if k not in ("strategy", "seq")}
