@@ -34,16 +34,19 @@ from scrapy.utils.conf import feed_complete_default_values_from_settings
 from w3lib.url import safe_url_string
 
 from focused.canonical import canonicalize, drop_params_setting, is_sendable
+from focused.dedup import INDEX_FILE as NEAR_DUPLICATES_FILE
 from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
 from focused.encoder import STATE_TEMP_FILE as ENCODER_STATE_TEMP_FILE
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
-from focused.resume import STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
+from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
 from focused.setting_names import check_setting_names, given_on_command_line
 from focused.strategies import STRATEGIES, strategy_class
 from focused.text import tokenize
+from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
+from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
 GENERAL_ARGUMENTS = (
@@ -227,6 +230,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
     order = crawl_order(strategy, params, topic)
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
+    _check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
     _check_shared_frontier(settings, order, args)
     return CrawlConfig(
@@ -835,6 +839,7 @@ def _check_jobdir(settings: Any) -> None:
     if not os.access(jobdir, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot use JOBDIR {quoted(jobdir)}: it is not writable")
     _check_job_databases(Path(jobdir))
+    _check_job_tables(Path(jobdir))
     _check_job_files(Path(jobdir))
 
 
@@ -898,6 +903,132 @@ def _check_job_databases(jobdir: Path) -> None:
 # SQLite's primary result codes of a file that could not be read because of its disk, not its
 # content: SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN.
 _DISK_FAILURES = frozenset({10, 13, 14})
+
+
+# Scrapy's folder of the JOBDIR queue (``Scheduler._dqdir``), and in it the state the queue's
+# close() returned, which Scrapy reads back as the scheduler opens (``_read_dqs_state``).
+QUEUE_DIR = "requests.queue"
+QUEUE_STATE_FILE = f"{QUEUE_DIR}/active.json"
+JOB_FRONTIER_FILE = f"{QUEUE_DIR}/{FRONTIER_FILE}"
+
+# The tables of a job directory's SQLite files and the columns the crawl reads from them, by
+# file: {table: (columns, whether a file of the crawl's may lack it)}. A table the file lacks
+# is made, as in a new file; a file that has tables but not the first is another's.
+_JOB_TABLES: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
+    # schedulers.base.SqliteFrontier: inflight and finished came with the crash-safe resume.
+    JOB_FRONTIER_FILE: {
+        table: (columns, table != "frontier") for table, columns in FRONTIER_TABLES.items()
+    },
+    COUNTERS_FILE: {"counters": (("name", "value"), False)},  # focused.resume.CrawlCounters
+    TRAP_COUNTS_FILE: {"counts": (("family", "kind", "count"), False)},  # focused.traps
+    NEAR_DUPLICATES_FILE: {  # focused.simhash.SimHashIndex
+        "bands": (("band", "value", "fingerprint", "url"), False)
+    },
+    # schedulers.rank_semantic.LinkGraph (GRAPH_FILE), saved whole; its ranking read once.
+    f"{QUEUE_DIR}/linkgraph.sqlite3": {
+        "nodes": (("id", "url"), False),
+        "edges": (("pair",), False),
+        "ranking": (("rank",), True),
+    },
+}
+
+
+def _check_job_tables(jobdir: Path) -> None:
+    """The SQLite files of a job directory hold the tables their code reads, with its columns:
+    a database of another program, or a table of another shape, under the name of one was a
+    cascade of tracebacks as the crawl opened it (a frontier table without its columns), or a
+    frontier made anew beside the other's tables, its requests lost without a word. An empty
+    file is let be (its code makes the tables); ``_check_job_queue`` refuses an empty frontier
+    of a crawl that had queued requests."""
+    for name, tables in _JOB_TABLES.items():
+        path = jobdir / name
+        if not path.is_file():
+            continue
+        try:
+            reason = _missing_table(path, tables)
+        except sqlite3.Error as exc:
+            reason = str(exc)
+        if reason:
+            raise _not_a_job_directory(jobdir, name, reason)
+
+
+def _missing_table(path: Path, tables: dict[str, tuple[tuple[str, ...], bool]]) -> str | None:
+    """What ``path`` lacks of ``tables`` (None: nothing, or it is empty)."""
+    with closing(sqlite3.connect(path)) as database:
+        if not _has_tables(database):
+            return None
+        for table, (columns, may_lack) in tables.items():
+            kind = database.execute(
+                "SELECT type FROM sqlite_master WHERE name = ?", (table,)
+            ).fetchone()
+            if kind is None and may_lack:
+                continue
+            if kind != ("table",):
+                return f"it has no table {table}"
+            found = {row[1] for row in database.execute(f"PRAGMA table_info({table})")}
+            missing = [column for column in columns if column not in found]
+            if missing:
+                return f"its table {table} has no column {missing[0]}"
+    return None
+
+
+def _has_tables(database: sqlite3.Connection) -> bool:
+    return database.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is not None
+
+
+def _check_job_queue(settings: Any, strategy: str) -> None:
+    """The JOBDIR queue a resumed crawl goes on with (``requests.queue``): its saved state is
+    what the strategy's ``close()`` writes, for Scrapy and the strategy's ``restore`` read it
+    as the scheduler opens (a file cut short, a folder, a value of another type: a cascade of
+    tracebacks, on every resume); and its frontier file holds the requests the crawl queued
+    (one emptied would resume an empty frontier and end the crawl early without a word).
+    A missing state is let be: it is what a crash leaves (the frontier file knows the rest)."""
+    jobdir = settings.get("JOBDIR") if settings is not None else None
+    if not jobdir:
+        return
+    jobdir = Path(jobdir)
+    if (jobdir / QUEUE_DIR).exists() and not (jobdir / QUEUE_DIR).is_dir():
+        raise _not_a_job_directory(jobdir, QUEUE_DIR, "it is not a folder")
+    state = _queue_state(jobdir)
+    if state is not None:
+        try:
+            strategy_class(strategy).check_state(state)
+        except ValueError as exc:
+            raise _not_a_job_directory(jobdir, QUEUE_STATE_FILE, str(exc)) from None
+    queued = state is not None and state.get("seq", 0) > 0
+    frontier = jobdir / JOB_FRONTIER_FILE
+    if not frontier.exists():
+        if queued:
+            raise _not_a_job_directory(jobdir, JOB_FRONTIER_FILE, "it is missing")
+        return
+    # focused.json is written before the frontier file is made (and the frontier's tables
+    # with it): a job that has both has queued into it.
+    if queued or (jobdir / "focused.json").exists():
+        try:
+            with closing(sqlite3.connect(frontier)) as database:
+                empty = not _has_tables(database)
+        except sqlite3.Error as exc:
+            raise _not_a_job_directory(jobdir, JOB_FRONTIER_FILE, str(exc)) from None
+        if empty:
+            raise _not_a_job_directory(jobdir, JOB_FRONTIER_FILE, "it is empty")
+
+
+def _queue_state(jobdir: Path) -> Any:
+    """The JOBDIR queue's saved state as JSON gives it back (None when there is none)."""
+    path = jobdir / QUEUE_STATE_FILE
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except IsADirectoryError:
+        reason = "it is not a file"
+    except OSError as exc:
+        reason = exc.strerror or one_line(exc)
+    except UnicodeDecodeError:
+        reason = "it is not UTF-8 text"
+    except ValueError:
+        reason = "it is not JSON"
+    raise _not_a_job_directory(jobdir, QUEUE_STATE_FILE, reason)
 
 
 def _check_job_files(jobdir: Path) -> None:

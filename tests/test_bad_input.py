@@ -6,8 +6,11 @@ import fcntl
 import json
 import re
 import resource
+import shutil
 import socket
+import sqlite3
 import subprocess
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,7 @@ from scrapy.settings import Settings
 
 from focused.arguments import check_settings, parse_arguments, remember_job
 from focused.errors import ConfigError, quoted
+from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
@@ -799,6 +803,254 @@ def test_a_job_database_that_is_no_database_is_refused_in_one_line(tmp_path, dam
         f"JOBDIR {str(job)!r} is not a job directory of this crawler: {damaged} cannot be read "
         "(file is not a database); use a new JOBDIR"
     )
+
+
+def _refused_jobdir(job: Path, arguments: dict[str, str]) -> str:
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, **arguments}, settings)
+    return str(refused.value)
+
+
+def _not_a_job_directory(job: Path, name: str, reason: str) -> str:
+    return (
+        f"JOBDIR {str(job)!r} is not a job directory of this crawler: {name} cannot be read "
+        f"({reason}); use a new JOBDIR"
+    )
+
+
+_SWARM = {
+    "x": [[0.5, 0.5]] * 5,
+    "v": [[0.0, 0.0]] * 5,
+    "best_x": [[0.0, 0.0]] * 5,
+    "best_f": [-1.0] * 5,
+    "f": [None] * 5,
+    "momentum": [0.0] * 5,
+    "activity": [1] * 5,
+}
+
+
+@pytest.mark.parametrize(
+    ("strategy", "content", "reason"),
+    [
+        ("bestfirst", b'{"strat', "it is not JSON"),  # cut short
+        ("bestfirst", None, "it is not a file"),
+        ("bestfirst", bytes(range(256)), "it is not UTF-8 text"),
+        ("bestfirst", b"[1, 2]", "it is not a JSON object"),
+        (
+            "bestfirst",
+            b'{"strategy": "bestfirst", "seq": "x"}',
+            "its seq is not what the bestfirst",
+        ),
+        ("bestfirst", b'{"seq": -1}', "its seq is not what the bestfirst strategy saves"),
+        ("bestfirst", b'{"seq": 9223372036854775808}', "its seq is not what the bestfirst"),
+        ("bestfirst", b'{"strategy": 5}', "its strategy is not what the bestfirst strategy saves"),
+        ("bees", b'{"found": {"0": {"q": "high", "relevant": true, "links": []}}}', "its found"),
+        ("bees", b'{"found": {"x": {"q": 0.5, "relevant": true, "links": []}}}', "its found"),
+        ("bees", b'{"dances": [{"q": 0.5, "until": 3, "links": ["zz"]}]}', "its dances"),
+        ("bees", b'{"target": [5]}', "its target is not what the bees strategy saves"),
+        ("bees", b'{"out": ["0"]}', "its out is not what the bees strategy saves"),
+        (
+            "bees",
+            b'{"random": [3, [1, 2], null]}',
+            "its random is not what the bees strategy saves",
+        ),
+        ("annealing", b'{"worse_sample": [NaN]}', "its worse_sample is not what the annealing"),
+        ("threshold", b'{"fresh": [["http://t/", "ab"]]}', "its fresh is not what the threshold"),
+        ("beam", b'{"kept": {"one": 1}}', "its kept is not what the beam strategy saves"),
+        ("hillclimbing", b'{"best_child": [["http://t/", "ab"]]}', "its best_child is not"),
+        ("pso", b'{"swarm": {"x": [[0.5, 0.5]]}}', "its swarm is not what the pso strategy saves"),
+        (
+            "pso",
+            json.dumps({"swarm": {**_SWARM, "f": [None] * 4}}).encode(),
+            "its swarm is not what the pso strategy saves",
+        ),
+        (
+            "pso",
+            json.dumps({"swarm": _SWARM, "flying": [["http://t/", 5]]}).encode(),
+            "its particles are not those of its swarm",
+        ),
+        ("rank_semantic", b'{"ranked_links": 3}', "its ranking is not what the rank_semantic"),
+        (
+            "rank_semantic",
+            b'{"band": [0.1]}',
+            "its band is not what the rank_semantic strategy saves",
+        ),
+    ],
+)
+def test_a_queue_state_the_crawl_did_not_write_is_refused_in_one_line(
+    tmp_path, strategy, content, reason
+):
+    """requests.queue/active.json, what the strategy queue's close() returned, read back by
+    Scrapy and the strategy's restore as the scheduler opened: cut short, a folder or a value of
+    another type was a cascade of tracebacks ('FocusedScheduler' object has no attribute 'dqs',
+    'StoragePipeline' object has no attribute 'store'...) and exit 1, on every resume."""
+    job = tmp_path / "job"
+    state = job / "requests.queue" / "active.json"
+    state.parent.mkdir(parents=True)
+    if content is None:
+        state.mkdir()
+    else:
+        state.write_bytes(content)
+    refused = _refused_jobdir(job, {"strategy": strategy})
+    assert refused.startswith(
+        f"JOBDIR {str(job)!r} is not a job directory of this crawler: requests.queue/active.json"
+        f" cannot be read ({reason}"
+    ), refused
+    assert refused.endswith("); use a new JOBDIR"), refused
+
+
+FRONTIER = "requests.queue/frontier.sqlite3"
+
+
+def _tables(path: Path, script: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(path)) as database:
+        database.executescript(script)
+
+
+@pytest.mark.parametrize(
+    ("name", "script", "reason"),
+    [
+        # Another program's database (here the store): a frontier made anew beside its tables,
+        # the crawl's queued requests lost without a word.
+        (FRONTIER, "CREATE TABLE pages (url);", "it has no table frontier"),
+        (FRONTIER, "CREATE VIEW frontier AS SELECT 1;", "it has no table frontier"),
+        (
+            FRONTIER,
+            "CREATE TABLE frontier (a, b);",  # 8 tracebacks and exit 1
+            "its table frontier has no column fp",
+        ),
+        (
+            FRONTIER,
+            "CREATE TABLE frontier (fp, neg_score, neg_tiebreak, seq, request);"
+            "CREATE TABLE inflight (fp);",
+            "its table inflight has no column request",
+        ),
+        ("counters.sqlite3", "CREATE TABLE counters (a, b);", "its table counters has no column"),
+        ("counters.sqlite3", "CREATE TABLE frontier (fp);", "it has no table counters"),
+        ("trapfamilies.sqlite3", "CREATE TABLE counts (family);", "its table counts has no colu"),
+        ("nearduplicates.sqlite3", "CREATE TABLE other (band);", "it has no table bands"),
+        (
+            "requests.queue/linkgraph.sqlite3",
+            "CREATE TABLE nodes (id, url);",
+            "it has no table edges",
+        ),
+    ],
+)
+def test_a_job_database_of_other_tables_is_refused_in_one_line(tmp_path, name, script, reason):
+    job = tmp_path / "job"
+    _tables(job / name, script)
+    refused = _refused_jobdir(job, {"strategy": "shark"})
+    assert refused.startswith(f"JOBDIR {str(job)!r} is not a job directory of this crawler: ")
+    assert f"{name} cannot be read ({reason}" in refused, refused
+
+
+def _empty_frontier(job: Path) -> None:
+    (job / "requests.queue").mkdir(parents=True, exist_ok=True)
+    (job / "requests.queue" / "frontier.sqlite3").write_bytes(b"")
+
+
+def _queue_state(job: Path, seq: int) -> None:
+    (job / "requests.queue").mkdir(parents=True, exist_ok=True)
+    state = {"strategy": "shark", "seq": seq}
+    (job / "requests.queue" / "active.json").write_text(json.dumps(state))
+
+
+def _remembered(job: Path) -> None:
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    remember_job(settings, parse_arguments({**GOOD, "strategy": "shark"}, settings))
+
+
+@pytest.mark.parametrize(
+    ("made", "reason"),
+    [
+        # Emptied (a disk error, a truncation): the crawl resumed an empty frontier and ended
+        # "finished" at half its budget, 116 queued requests lost without a word.
+        ((_remembered, _empty_frontier), "it is empty"),
+        ((lambda job: _queue_state(job, 127), _empty_frontier), "it is empty"),
+        ((lambda job: _queue_state(job, 127),), "it is missing"),
+        # What a job that queued nothing, or a job made before it queued, may hold.
+        ((_empty_frontier,), None),
+        ((lambda job: _queue_state(job, 0), _empty_frontier), None),
+        ((_remembered,), None),  # the first run stopped before its scheduler opened
+        (
+            # A frontier file of a crawl from before the crash-safe resume's tables.
+            (
+                _remembered,
+                lambda job: _queue_state(job, 3),
+                lambda job: _tables(
+                    job / "requests.queue" / "frontier.sqlite3",
+                    "CREATE TABLE frontier (fp, neg_score, neg_tiebreak, seq, request);",
+                ),
+            ),
+            None,
+        ),
+    ],
+)
+def test_a_frontier_emptied_of_the_requests_the_crawl_queued_is_refused(tmp_path, made, reason):
+    job = tmp_path / "job"
+    job.mkdir()
+    for make in made:
+        make(job)
+    settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
+    if reason is None:
+        assert parse_arguments({**GOOD, "strategy": "shark"}, settings).strategy == "shark"
+    else:
+        refused = _refused_jobdir(job, {"strategy": "shark"})
+        name = "requests.queue/frontier.sqlite3"
+        assert refused == _not_a_job_directory(job, name, reason)
+
+
+@pytest.fixture(scope="module")
+def paused_job(tmp_path_factory, sample_graph) -> tuple[Path, dict[str, str]]:
+    """A paused 15-page crawl: its folder, which holds its JOBDIR (job) and its store
+    (focused.sqlite3) to copy, and its arguments."""
+    folder = tmp_path_factory.mktemp("paused")
+    server = ReplayServer(sample_graph).start()
+    arguments = {"strategy": "bestfirst", "query": "birds", "seeds": f"{server.url}/wiki/Albatross"}
+    try:
+        settings = {"JOBDIR": folder / "job", "CLOSESPIDER_PAGECOUNT": 15}
+        crawl = run_crawl(folder, arguments, settings)
+    finally:
+        server.stop()
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert (folder / "job" / "requests.queue" / "active.json").exists()
+    return folder, {**arguments, "crawl_id": crawl.crawl_id}
+
+
+def _copy_of_the_store(job: Path, name: str) -> None:
+    shutil.copyfile(job.parent / "focused.sqlite3", job / name)
+
+
+@pytest.mark.parametrize(
+    ("damage", "name"),
+    [
+        (lambda job: (job / "requests.queue/active.json").write_text('{"strat'), "active.json"),
+        (lambda job: (job / "requests.queue/active.json").write_text('{"seq": "x"}'), "active"),
+        (lambda job: (job / "requests.queue/frontier.sqlite3").write_bytes(b""), "frontier"),
+        (lambda job: _copy_of_the_store(job, "requests.queue/frontier.sqlite3"), "frontier"),
+        (lambda job: _copy_of_the_store(job, "counters.sqlite3"), "counters.sqlite3"),
+    ],
+)
+def test_a_damaged_jobdir_is_refused_before_the_crawl_touches_anything(
+    tmp_path, paused_job, damage, name
+):
+    """Each was a cascade of tracebacks and exit 1, or (the frontier emptied or another's) a
+    resume from an empty frontier that ended the crawl "finished" at half its budget."""
+    job, db = tmp_path / "job", tmp_path / "focused.sqlite3"
+    paused, arguments = paused_job
+    shutil.copytree(paused / "job", job)
+    shutil.copyfile(paused / "focused.sqlite3", db)
+    damage(job)
+    files = {path: path.read_bytes() for path in [db, *job.rglob("*")] if path.is_file()}
+    resumed = run(arguments, {"FOCUSED_DB": db, "JOBDIR": job, "CLOSESPIDER_PAGECOUNT": 30})
+    assert resumed.returncode == 2, resumed.stderr[-3000:]
+    [line] = resumed.stderr.splitlines()
+    assert line.startswith(f"error: JOBDIR {str(job)!r} is not a job directory of this crawler: ")
+    assert name in line and line.endswith("; use a new JOBDIR"), line
+    # Nothing written: the store, the frontier, the counters are as they were.
+    assert {path: path.read_bytes() for path in files} == files
 
 
 @pytest.mark.parametrize(
