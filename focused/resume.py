@@ -117,13 +117,37 @@ class SpiderState(ScrapySpiderState):
     def spider_opened(self, spider: Spider) -> None:
         try:
             super().spider_opened(spider)
+            reason = _state_problem(spider.state)
         except Exception as exc:  # unpickling damaged bytes raises about anything
+            reason = one_line(exc)
+        if reason is not None:
             logger.warning(
-                "%s cannot be read (%s): the crawl resumes as after a crash",
-                self.statefn,
-                one_line(exc),
+                "%s cannot be read (%s): the crawl resumes as after a crash", self.statefn, reason
             )
             spider.state = {}
+
+
+# What spider.state holds that the crawl reads, by type: a valid pickle of another value (a
+# list, a count of text) was a cascade of tracebacks and a crawl that never ended.
+STATE_TYPES: dict[str, type] = {
+    "pages": int,
+    "responses": int,
+    "relevant": int,
+    "discovered": int,
+    "fetched_urls": set,
+    "host_pages": Counter,
+}
+
+
+def _state_problem(state: Any) -> str | None:
+    """Why ``state``, unpickled from ``spider.state``, is not what a crawl saves (None: it is)."""
+    if not isinstance(state, dict):
+        return f"it holds a {type(state).__name__}, not a dict"
+    for name, kind in STATE_TYPES.items():
+        value = state.get(name)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            return f"its {name} is a {type(value).__name__}, not a {kind.__name__}"
+    return None
 
 
 class TopicJournal:

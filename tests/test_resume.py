@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pickle
 import signal
 import subprocess
 import time
 from collections import Counter
+
+import pytest
 
 from tests.conftest import (
     BIRD_QUERY,
@@ -130,9 +133,21 @@ def test_the_topic_journal_survives_a_cut_line_and_restores_only_what_a_model_la
     )
 
 
-def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site):
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda saved: saved[:20], "pickle data was truncated"),
+        # Valid pickles of another value: 52 tracebacks, then a crawl that never ended.
+        (lambda saved: pickle.dumps([1, 2]), "it holds a list, not a dict"),
+        (
+            lambda saved: pickle.dumps({**pickle.loads(saved), "host_pages": {}}),
+            "its host_pages is a dict, not a Counter",
+        ),
+    ],
+)
+def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site, damage, reason):
     """Scrapy wrote JOBDIR/spider.state in place as the crawl closed: a kill then left it cut
-    short, and the resume logged a traceback."""
+    short, and the resume logged a traceback. One that is not what a crawl saves, alike."""
     arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
     settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 10}
     first = run_crawl(tmp_path, arguments, settings)
@@ -140,13 +155,14 @@ def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site):
     assert not (tmp_path / "job" / "spider.state.tmp").exists()  # written, then renamed
     stored = len(first.pages())
     state = tmp_path / "job" / "spider.state"
-    state.write_bytes(state.read_bytes()[:20])
+    state.write_bytes(damage(state.read_bytes()))
     resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 40})
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     warnings = [line for line in log.splitlines() if "spider.state cannot be read" in line]
     assert len(warnings) == 1 and warnings[0].endswith("the crawl resumes as after a crash")
+    assert f"({reason})" in warnings[0], warnings[0]
     pages = [page["url"] for page in resumed.pages()]
     assert len(pages) == len(set(pages)) > stored
     fetched = [path for path in site.fetched if path.startswith("/wiki/")]
