@@ -1036,7 +1036,7 @@ def _check_job_files(jobdir: Path) -> None:
     the sentence encoder's state or their temporary files are written (a traceback as the
     crawl closed, its state lost), or a ``topic.jsonl`` that ``focused.resume.TopicJournal``
     did not write (junk, binary: a traceback as the spider opened) is refused now. A
-    ``spider.state`` that cannot be unpickled is read as missing
+    ``spider.state`` that cannot be unpickled, or is not what a crawl saves, is read as missing
     (``focused.resume.SpiderState``), as after a crash, and so is the encoder's state."""
     kept = (STATE_FILE, STATE_TEMP_FILE, ENCODER_STATE_FILE, ENCODER_STATE_TEMP_FILE, TOPIC_FILE)
     for name in kept:

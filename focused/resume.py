@@ -94,8 +94,9 @@ STATE_TEMP_FILE = f"{STATE_FILE}.tmp"  # under JOBDIR: SpiderState writes it, th
 class SpiderState(ScrapySpiderState):
     """Scrapy's ``JOBDIR/spider.state``, written to a temporary file and renamed: Scrapy wrote
     it in place, so a kill as a crawl closed left it cut short, and the resume logged a
-    traceback. One that cannot be read (cut short so, or damaged) is taken as missing, as after
-    a crash (whose counters come back from the store: ``recover_state``), in one warning."""
+    traceback. One that cannot be read (cut short so, or damaged), or that holds something else
+    than the crawl's counters (``STATE_TYPES``), is taken as missing, as after a crash (whose
+    counters come back from the store: ``recover_state``), in one warning."""
 
     def spider_closed(self, spider: Spider) -> None:
         if not self.jobdir:
