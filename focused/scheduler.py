@@ -177,19 +177,6 @@ class FocusedScheduler(Scheduler):
     def has_pending_requests(self) -> bool:
         return not self._jobdir_failed() and super().has_pending_requests()
 
-    def _read_dqs_state(self, dqdir: str):
-        """Scrapy's, with an ``active.json`` that cannot be read (cut short by a full disk as
-        an older version wrote it in place) taken as missing, as after a crash."""
-        try:
-            return super()._read_dqs_state(dqdir)
-        except ValueError as exc:
-            logger.warning(
-                "%s cannot be read (%s): the crawl resumes as after a crash",
-                Path(dqdir, "active.json"),
-                exc,
-            )
-            return ()
-
     def _write_dqs_state(self, dqdir: str, state) -> None:
         """Scrapy's, written whole or not at all (a temporary file, renamed): Scrapy wrote it in
         place, and a full disk left it empty, a JOBDIR that could not be resumed."""
