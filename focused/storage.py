@@ -25,6 +25,7 @@ import os
 import re
 import sqlite3
 import time
+import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -666,8 +667,11 @@ class MongoStore(Store):
         self._owns_client = client is None
         if client is None:
             try:
-                client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
-            except (PyMongoError, ValueError) as exc:  # a malformed URI is a plain ValueError
+                with warnings.catch_warnings():
+                    # pymongo warns of an option whose value it cannot read, and ignores it.
+                    warnings.simplefilter("error", UserWarning)
+                    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
+            except (PyMongoError, ValueError, UserWarning) as exc:  # a malformed URI: ValueError
                 raise StoreError(
                     f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {_summary(exc)}"
                 ) from exc

@@ -215,6 +215,12 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         # A store that cannot be opened: the crawl started, then failed with a traceback.
         (GOOD, {"MONGO_URI": "mongo://127.0.0.1"}, "MongoDB URI 'mongo://127.0.0.1' is invalid"),
+        # pymongo warned in two lines, then ignored the option (the crawl went on without it).
+        (
+            GOOD,
+            {"MONGO_URI": "mongodb://127.0.0.1:1/?journal=maybe"},
+            "MongoDB URI 'mongodb://127.0.0.1:1/?journal=maybe' is invalid: The value of journal",
+        ),
         (
             GOOD,
             {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_TIMEOUT_MS": "200"},
