@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from focused.encodings import Encode, EncodingStore
+from focused.jobdir import write_whole
 from focused.languages import no_latin_letters
 from focused.textcache import cached_scores
 
@@ -610,14 +611,11 @@ class LinkEncoder:
             "cache": list(self._cache.items()),
             "learned": [] if self._words is None else self._words.learned(),
         }
-        written = path.with_name(STATE_TEMP_FILE)
-        try:
-            with written.open("wb") as file:
-                pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(written, path)
-        except OSError:
-            written.unlink(missing_ok=True)  # a full disk: the state saved before stays
-            raise
+        write_whole(
+            path,
+            path.with_name(STATE_TEMP_FILE),
+            lambda file: pickle.dump(state, file, protocol=pickle.HIGHEST_PROTOCOL),
+        )
 
     def restore_state(self, path: Path) -> int:
         """Take back what :meth:`save_state` wrote to ``path``; returns the cached scores taken

@@ -29,6 +29,7 @@ Stat: ``focused/jobdir_unwritable`` (1 once a JOBDIR file could not be written).
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -37,7 +38,9 @@ from weakref import WeakKeyDictionary
 from focused.errors import one_line
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
+    from typing import BinaryIO
 
     from scrapy.crawler import Crawler
 
@@ -128,6 +131,17 @@ class JobdirWrites:
             reason,
         )
 
+    def save_at_pause(self, what: str, path: Path | str, save: Callable[[], None]) -> None:
+        """Run ``save``, which writes ``path`` as the crawl closes: not at all once a write
+        failed during the crawl (the JOBDIR is left as ``kill -9`` would leave it), and an
+        ``OSError`` (a full disk) as one error line (:meth:`not_saved`)."""
+        if self.failure is not None:
+            return
+        try:
+            save()
+        except OSError as exc:
+            self.not_saved(what, path, exc)
+
     @property
     def broken(self) -> bool:
         """Whether a JOBDIR write failed, during the crawl or at its close."""
@@ -162,6 +176,18 @@ class JobdirWrites:
 
         engine.pause()
         crawler.signals.connect(engine_started, signal=signals.engine_started, weak=False)
+
+
+def write_whole(path: Path, temp: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write ``path`` whole or not at all: ``write`` fills ``temp``, which then replaces it. A
+    file that cannot be written (a full disk) leaves ``path`` as it was, and no ``temp``."""
+    try:
+        with temp.open("wb") as file:
+            write(file)
+        os.replace(temp, path)
+    except OSError:
+        temp.unlink(missing_ok=True)
+        raise
 
 
 _WRITES: WeakKeyDictionary[Any, JobdirWrites] = WeakKeyDictionary()

@@ -104,17 +104,14 @@ class RelevanceMiddleware(PageOutputMiddleware):
         )
 
     def spider_closed(self, spider: Spider) -> None:
-        if self._encoder is None:
+        encoder, state = self._encoder, self._encoder_state
+        if encoder is None:
             return
-        writes = self._jobdir_writes
-        if self._encoder_state is not None and (writes is None or writes.failure is None):
-            try:
-                self._encoder.save_state(self._encoder_state)
-            except OSError as exc:
-                if writes is None:
-                    raise
-                writes.not_saved("the sentence encoder's state", self._encoder_state, exc)
-        self._encoder.close()  # keeps this crawl's vectors for the next (focused.encodings)
+        if state is not None:
+            self._jobdir_writes.save_at_pause(
+                "the sentence encoder's state", state, lambda: encoder.save_state(state)
+            )
+        encoder.close()  # keeps this crawl's vectors for the next (focused.encodings)
 
     @property
     def model(self) -> RelevanceModel:

@@ -55,7 +55,7 @@ from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
 from focused.errors import one_line
 from focused.items import PageItem, PageOutputMiddleware
-from focused.jobdir import JobdirUnwritable, jobdir_writes
+from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
 from schedulers.base import connect_crash_safe
 
 if TYPE_CHECKING:
@@ -101,19 +101,14 @@ class SpiderState(ScrapySpiderState):
     def spider_closed(self, spider: Spider) -> None:
         if not self.jobdir:
             return
-        writes = jobdir_writes(spider.crawler)
-        if writes is not None and writes.failure is not None:
-            return  # left as kill -9 at the failure would have left it (focused.jobdir)
         written = Path(self.jobdir, STATE_TEMP_FILE)
-        try:
-            with written.open("wb") as file:
-                pickle.dump(spider.state, file, protocol=4)
-            os.replace(written, self.statefn)
-        except OSError as exc:
-            written.unlink(missing_ok=True)
-            if writes is None:
-                raise
-            writes.not_saved("the crawl's counters", written, exc)
+        jobdir_writes(spider.crawler).save_at_pause(
+            "the crawl's counters",
+            written,
+            lambda: write_whole(
+                Path(self.statefn), written, lambda file: pickle.dump(spider.state, file, 4)
+            ),
+        )
 
     def spider_opened(self, spider: Spider) -> None:
         try:

@@ -73,7 +73,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sqlite3
 import time
 from collections import Counter, deque
@@ -84,7 +83,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
 
-from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes
+from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
     connect_request_done,
@@ -180,16 +179,16 @@ class FocusedScheduler(Scheduler):
     def _write_dqs_state(self, dqdir: str, state) -> None:
         """Scrapy's, written whole or not at all (a temporary file, renamed): Scrapy wrote it in
         place, and a full disk left it empty, a JOBDIR that could not be resumed."""
-        path, written = Path(dqdir, "active.json"), Path(dqdir, "active.json.tmp")
-        try:
-            with written.open("w", encoding="utf-8") as file:
-                json.dump(state, file)
-            os.replace(written, path)
-        except OSError as exc:
-            written.unlink(missing_ok=True)
-            if self.jobdir is None:
-                raise
-            self.jobdir.not_saved("the frontier's state", path, exc)
+        path = Path(dqdir, "active.json")
+        self.jobdir.save_at_pause(
+            "the frontier's state",
+            path,
+            lambda: write_whole(
+                path,
+                path.with_name("active.json.tmp"),
+                lambda file: file.write(json.dumps(state).encode()),
+            ),
+        )
 
     def _durable_frontier(self) -> SqliteFrontier | None:
         frontier = getattr(self.dqs, "frontier", None)

@@ -289,15 +289,7 @@ def _save_model(crawler: Crawler, model: RelevanceModel, saved: Path) -> None:
     """Save the relevance model at the close, unless the JOBDIR failed during the crawl (it is
     then left as ``kill -9`` would leave it); a model that cannot be written is one error line
     (``focused.jobdir``), the model saved before kept whole."""
-    writes = jobdir_writes(crawler)
-    if writes is not None and writes.failure is not None:
-        return
-    try:
-        model.save(saved)
-    except OSError as exc:
-        if writes is None:
-            raise
-        writes.not_saved("the relevance model", saved, exc)
+    jobdir_writes(crawler).save_at_pause("the relevance model", saved, lambda: model.save(saved))
 
 
 def _link_request(link: Link, errback: Callable[[Failure], Any]) -> scrapy.Request:
