@@ -177,7 +177,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if not query and not topic_file:
         raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
     language = _parse_language(args.get("language"))
-    if not tokenize(topic, query_language(topic, language)):
+    topic_language = query_language(topic, language)
+    if not tokenize(topic, topic_language):
         # Stop words and numbers are not matched: such a topic would leave the crawl's topic to
         # its seed pages alone, a crawl about whatever the seeds are about.
         raise ConfigError(
@@ -228,7 +229,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
         raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
-    order = crawl_order(strategy, params, topic)
+    order = crawl_order(strategy, params, topic, topic_language)
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     _check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
@@ -1089,19 +1090,37 @@ def _is_job_record(record: Any) -> bool:
         return False
     order = record.get("order", {})
     return isinstance(order, dict) and (
-        not order or (isinstance(order.get("topic"), str) and isinstance(order.get("params"), dict))
+        not order
+        or (
+            isinstance(order.get("topic"), str)
+            and isinstance(order.get("params"), dict)
+            and isinstance(order.get("language"), str | None)
+        )
     )
 
 
-def crawl_order(strategy: str, params: Mapping[str, Any], topic: str) -> dict[str, Any]:
+def crawl_order(
+    strategy: str, params: Mapping[str, Any], topic: str, language: str | None
+) -> dict[str, Any]:
     """What orders a crawl's frontier, which a resumed JOBDIR crawl and every process of a
     shared crawl must be given alike: the topic hashed (it may be a whole file), the parameters
-    as JSON gives them back."""
+    as JSON gives them back, and the language the topic is tokenized in (None: unknown)."""
     return {
         "strategy": strategy,
         "params": json.loads(json.dumps(dict(params))),
         "topic": hashlib.sha256(topic.encode()).hexdigest()[:16],
+        "language": language,
     }
+
+
+def same_language(saved: Mapping[str, Any], order: Mapping[str, Any]) -> bool:
+    """Whether ``order`` tokenizes its topic as the ``saved`` one did (an order saved before
+    session 33 has no language, and is taken as the same)."""
+    return saved.get("language", order["language"]) == order["language"]
+
+
+def describe_language(language: str | None) -> str:
+    return f"language={language}" if language else "no language (none given, none told)"
 
 
 def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_id: str) -> None:
@@ -1118,6 +1137,13 @@ def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_i
         raise ConfigError(
             "JOBDIR holds a crawl of another query or topic_file; resume it with the same, or "
             "use a new JOBDIR"
+        )
+    if saved_order and not same_language(saved_order, order):
+        # Its frontier's scores came from the topic's words in that language's tokenizer.
+        raise ConfigError(
+            f"JOBDIR holds a crawl whose query has {describe_language(saved_order['language'])}"
+            f", this run {describe_language(order['language'])}; resume it with the same -a "
+            "language or use a new JOBDIR"
         )
     if saved_order and saved_order["params"] != _asked_of_older_job(saved_order, order):
         raise ConfigError(
@@ -1186,6 +1212,11 @@ def remember_job(settings: Any, config: CrawlConfig) -> None:
     record = {
         "crawl_id": config.crawl_id,
         "strategy": config.strategy,
-        "order": crawl_order(config.strategy, config.params, config.topic),
+        "order": crawl_order(
+            config.strategy,
+            config.params,
+            config.topic,
+            query_language(config.topic, config.language),
+        ),
     }
     path.write_text(json.dumps(record), encoding="utf-8")

@@ -57,6 +57,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
+from focused.arguments import describe_language, same_language
 from focused.engine import wake_engine
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.render import RENDER_AGAIN_META
@@ -122,8 +123,15 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     if recorded is None or recorded.decode() == described:
         return
     theirs = json.loads(recorded)
+    if theirs == {name: value for name, value in order.items() if name != "language"}:
+        return  # recorded by a process from before orders named their language
     if theirs["topic"] != order["topic"]:
         difference = "another query or topic_file"
+    elif not same_language(theirs, order):
+        difference = (
+            f"its query with {describe_language(theirs['language'])}, this process "
+            f"{describe_language(order['language'])}"
+        )
     else:
         difference = f"strategy {_describe(theirs)}, this process {_describe(order)}"
     raise ConfigError(

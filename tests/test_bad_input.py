@@ -771,6 +771,27 @@ def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since
     assert str(refused.value).startswith("JOBDIR holds a rank_semantic crawl with band_low=0.1")
 
 
+def test_a_jobdir_resumes_only_in_the_language_its_query_was_tokenized_in(tmp_path):
+    """The language decides the topic's words (its stemmer, its stop words), and so every score
+    in the frontier: another -a language went on ordering that frontier by other scores."""
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    arguments = {**GOOD, "query": "steam locomotives", "crawl_id": "first"}
+    remember_job(settings, parse_arguments(arguments, settings))
+    # Told from the query as English: naming it is the same crawl.
+    assert parse_arguments({**arguments, "language": "en"}, settings).crawl_id == "first"
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**arguments, "language": "fr"}, settings)
+    assert str(refused.value).startswith(
+        "JOBDIR holds a crawl whose query has language=en, this run language=fr;"
+    )
+    # A JOBDIR from before the order named its language resumes as before.
+    record_file = tmp_path / "job" / "focused.json"
+    record = json.loads(record_file.read_text())
+    del record["order"]["language"]
+    record_file.write_text(json.dumps(record))
+    assert parse_arguments({**arguments, "language": "fr"}, settings).crawl_id == "first"
+
+
 @pytest.mark.parametrize(
     "record",
     [
@@ -778,6 +799,11 @@ def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since
         {"crawl_id": "first", "strategy": ["shark"]},
         {"crawl_id": "first", "strategy": "shark", "order": {"params": {}}},
         {"crawl_id": "first", "strategy": "shark", "order": {"topic": "ab", "params": [1]}},
+        {
+            "crawl_id": "first",
+            "strategy": "shark",
+            "order": {"topic": "ab", "params": {}, "language": 7},
+        },
     ],
 )
 def test_a_job_record_of_another_shape_is_refused_in_one_line(tmp_path, record):
@@ -1112,6 +1138,11 @@ def test_a_topic_journal_cut_by_a_crash_is_no_junk(tmp_path):
         ({"delta": "0.3"}, "JOBDIR holds a shark crawl with delta=0.5, beta=0.8, gamma=0.8, dep"),
         ({"crawl_id": "other"}, "JOBDIR holds crawl first; resume it with -a crawl_id=first"),
         ({"strategy": "bfs"}, "JOBDIR holds a shark crawl; resume it with -a strategy=shark"),
+        (
+            {"language": "de"},
+            "JOBDIR holds a crawl whose query has no language (none given, none told), this "
+            "run language=de; resume it with the same -a language or use a new JOBDIR",
+        ),
     ],
 )
 def test_a_jobdir_resumes_only_the_crawl_it_holds(tmp_path, changed, message):

@@ -26,7 +26,7 @@ from scrapy.utils.test import get_crawler
 
 import focused.settings
 from focused.arguments import parse_arguments
-from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl
+from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl, crawl_prefix
 from focused.errors import ConfigError
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
@@ -749,6 +749,19 @@ def test_a_process_that_would_order_the_crawl_otherwise_is_refused_in_one_line(
         parse_arguments({**first, "link_weight": "0.7"}, settings)
     with pytest.raises(ConfigError, match="runs another query or topic_file"):
         parse_arguments({**first, "query": "steam locomotives"}, settings)
+    with pytest.raises(
+        ConfigError, match="runs its query with language=en, this process language=de"
+    ):
+        parse_arguments({**first, "language": "de"}, settings)
+    # A crawl whose first process came before the order named its language is joined.
+    client = redis.Redis.from_url(redis_server.url)
+    key = crawl_prefix("older") + "order"
+    older = json.loads(client.get(crawl_prefix("c") + "order"))
+    del older["language"]
+    client.set(key, json.dumps(older))
+    parse_arguments({**first, "crawl_id": "older"}, settings)
+    with pytest.raises(ConfigError, match="runs strategy semantic"):
+        parse_arguments({**first, "crawl_id": "older", "link_weight": "0.7"}, settings)
     parse_arguments({**arguments(site, "bfs"), "crawl_id": "d"}, settings)  # another crawl
     frontier = {"FOCUSED_FRONTIER": redis_server.url}
     crawl = run_crawl(tmp_path, arguments(site, "bestfirst"), frontier, crawl_id="c")
