@@ -1187,6 +1187,20 @@ def test_a_feed_that_fails_mid_crawl_stops_it_in_one_line(tmp_path, site, option
     assert record["pages"] == len(pages)
 
 
+def test_a_log_file_on_a_full_disk_is_one_line_and_the_crawl_goes_on(tmp_path, site):
+    """Each log line was a traceback of logging's own on stderr, and Scrapy, closing its
+    handler to make the crawler's, raised: the crawl died before fetching a page, exit 1."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    crawl = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 20, "LOG_FILE": "/dev/full"})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert crawl.result.stderr == (
+        "error: LOG_FILE '/dev/full' cannot be written: No space left on device; the crawl goes "
+        "on, and its log lines are lost until the file takes them\n"
+    )
+    assert len(crawl.pages()) == 20
+    assert crawl.crawl_record()["finish_reason"] == "closespider_pagecount"
+
+
 def test_the_other_feeds_get_every_page_stored_after_one_fails(tmp_path, site):
     arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
     kept = tmp_path / "pages.jsonl"

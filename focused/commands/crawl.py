@@ -26,6 +26,7 @@ from scrapy.spiderloader import get_spider_loader
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
+from focused.logfile import guard_log_files
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, scrapy_options
@@ -50,6 +51,7 @@ class Command(ScrapyCrawlCommand):
             scrapy_options(super().process_options, args, opts)
         except ConfigError as exc:
             self._fail(str(exc))
+        guard_log_files()  # before Scrapy makes its log handler
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
         if len(args) > 1:  # Scrapy would say so only once logging has started
