@@ -983,7 +983,8 @@ def _check_job_queue(settings: Any, strategy: str) -> None:
     as the scheduler opens (a file cut short, a folder, a value of another type: a cascade of
     tracebacks, on every resume); and its frontier file holds the requests the crawl queued
     (one emptied would resume an empty frontier and end the crawl early without a word).
-    A missing state is let be: it is what a crash leaves (the frontier file knows the rest)."""
+    A missing state is let be: it is what a crash leaves (the frontier file knows the rest,
+    and the crawl's counters whether there should be one)."""
     jobdir = settings.get("JOBDIR") if settings is not None else None
     if not jobdir:
         return
@@ -996,7 +997,7 @@ def _check_job_queue(settings: Any, strategy: str) -> None:
             strategy_class(strategy).check_state(state)
         except ValueError as exc:
             raise _not_a_job_directory(jobdir, QUEUE_STATE_FILE, str(exc)) from None
-    queued = state is not None and state.get("seq", 0) > 0
+    queued = (state is not None and state.get("seq", 0) > 0) or _counted(jobdir)
     frontier = jobdir / JOB_FRONTIER_FILE
     if not frontier.exists():
         if queued:
@@ -1012,6 +1013,24 @@ def _check_job_queue(settings: Any, strategy: str) -> None:
             raise _not_a_job_directory(jobdir, JOB_FRONTIER_FILE, str(exc)) from None
         if empty:
             raise _not_a_job_directory(jobdir, JOB_FRONTIER_FILE, "it is empty")
+
+
+def _counted(jobdir: Path) -> bool:
+    """Whether the crawl's counters (``focused.resume.CrawlCounters``) counted anything: a
+    response or a link, which came after its seeds were queued, so its frontier file was made.
+    They are written as they change, where the queue's state waits for a pause: after a crash
+    they alone tell a frontier file deleted from one never made."""
+    path = jobdir / COUNTERS_FILE
+    if not path.is_file():
+        return False
+    try:
+        with closing(sqlite3.connect(path)) as database:
+            if not _has_tables(database):
+                return False
+            query = "SELECT 1 FROM counters WHERE value > 0 LIMIT 1"
+            return database.execute(query).fetchone() is not None
+    except sqlite3.Error as exc:
+        raise _not_a_job_directory(jobdir, COUNTERS_FILE, str(exc)) from None
 
 
 def _queue_state(jobdir: Path) -> Any:

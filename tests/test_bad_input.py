@@ -989,6 +989,13 @@ def _queue_state(job: Path, seq: int) -> None:
     (job / "requests.queue" / "active.json").write_text(json.dumps(state))
 
 
+def _counters(job: Path, value: int) -> None:
+    """What focused.resume.CrawlCounters writes as the crawl runs, pause or crash."""
+    with closing(sqlite3.connect(job / "counters.sqlite3")) as database, database:
+        database.execute("CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        database.execute("INSERT INTO counters VALUES ('responses', ?)", (value,))
+
+
 def _remembered(job: Path) -> None:
     settings = Settings({"JOBDIR": str(job)}, priority="cmdline")
     remember_job(settings, parse_arguments({**GOOD, "strategy": "shark"}, settings))
@@ -1002,6 +1009,9 @@ def _remembered(job: Path) -> None:
         ((_remembered, _empty_frontier), "it is empty"),
         ((lambda job: _queue_state(job, 127), _empty_frontier), "it is empty"),
         ((lambda job: _queue_state(job, 127),), "it is missing"),
+        # A crash before any pause leaves no queue state: the counters know it queued.
+        ((_remembered, lambda job: _counters(job, 12)), "it is missing"),
+        ((_remembered, lambda job: _counters(job, 0)), None),
         # What a job that queued nothing, or a job made before it queued, may hold.
         ((_empty_frontier,), None),
         ((lambda job: _queue_state(job, 0), _empty_frontier), None),

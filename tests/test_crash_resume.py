@@ -217,6 +217,26 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
     assert budget - (CONCURRENT + 1) <= len(pages) <= budget + CONCURRENT - 1, len(pages)
 
 
+def test_a_frontier_lost_after_kill_9_is_refused_not_crawled_from_nothing(tmp_path, sample_graph):
+    """No pause had saved the queue's state, the only sign the frontier file was looked for
+    by: with it deleted, the resume began an empty frontier whose seeds the store knew as
+    fetched, and ended "finished" at once, the crawl's queued requests lost without a word."""
+    server = ReplayServer(sample_graph, delay=0.03).start()
+    command = job_command(tmp_path, server, "bestfirst", CLOSESPIDER_PAGECOUNT=200)
+    try:
+        kill_9_once_fetched(command, server, 10)
+        queue = tmp_path / "job" / "requests.queue"
+        for path in queue.glob("frontier.sqlite3*"):
+            path.unlink()
+        final = run_to_the_end(command)
+    finally:
+        server.stop()
+    assert final.returncode == 2, final.stderr[-3000:]
+    assert final.stderr.endswith(
+        "requests.queue/frontier.sqlite3 cannot be read (it is missing); use a new JOBDIR\n"
+    ), final.stderr[-3000:]
+
+
 def test_kill_9_then_resume_keeps_the_seeds_in_the_topic(tmp_path, sample_graph):
     """A seed page's text joins the topic. After kill -9 no model was saved and the seed is not
     fetched again: its text comes back from JOBDIR/topic.jsonl, and the model the resumed run
