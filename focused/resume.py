@@ -143,7 +143,18 @@ def _state_problem(state: Any) -> str | None:
         value = state.get(name)
         if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
             return f"its {name} is a {type(value).__name__}, not a {kind.__name__}"
+    # What they hold: a count of text was a traceback at the host's next page.
+    for url in state.get("fetched_urls", ()):
+        if not isinstance(url, str):
+            return f"its fetched_urls holds {url!r}, not a URL"
+    for host, count in state.get("host_pages", {}).items():
+        if not isinstance(host, str) or not _is_count(count):
+            return f"its host_pages holds {host!r}: {count!r}, not a host and a count"
     return None
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class TopicJournal:

@@ -133,6 +133,10 @@ def test_the_topic_journal_survives_a_cut_line_and_restores_only_what_a_model_la
     )
 
 
+def _state_with(saved: bytes, name: str, value: object) -> bytes:
+    return pickle.dumps({**pickle.loads(saved), name: value})
+
+
 @pytest.mark.parametrize(
     ("damage", "reason"),
     [
@@ -142,6 +146,15 @@ def test_the_topic_journal_survives_a_cut_line_and_restores_only_what_a_model_la
         (
             lambda saved: pickle.dumps({**pickle.loads(saved), "host_pages": {}}),
             "its host_pages is a dict, not a Counter",
+        ),
+        # What they hold: a count of text was a traceback at the host's next page.
+        (
+            lambda saved: _state_with(saved, "host_pages", Counter({"example.org": "9"})),
+            "its host_pages holds 'example.org': '9', not a host and a count",
+        ),
+        (
+            lambda saved: _state_with(saved, "fetched_urls", {"http://example.org/", 7}),
+            "its fetched_urls holds 7, not a URL",
         ),
     ],
 )
