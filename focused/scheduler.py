@@ -319,6 +319,12 @@ class FocusedScheduler(Scheduler):
             return None  # the crawl stops (focused.jobdir)
 
     def _next_request(self) -> Request | None:
+        if not getattr(self.crawler.spider, "seeds_queued", True):
+            # Scrapy reads the seeds one at a time and asks for a request in between: the links
+            # of the first seeds fetched went ahead of the seeds not read yet (with more seeds
+            # than CONCURRENT_REQUESTS, dfs fetched links before seeds, and a seed found on
+            # another was fetched as its link, a level deeper). The spider wakes the engine.
+            return None
         if self._budget_under_way():
             return None  # a response or a failed request asks again
         if self.outstanding_max and (
