@@ -148,6 +148,9 @@ class FocusedScheduler(Scheduler):
         scheduler.links_to_queue: dict[Request, set[Request]] = {}
         # Pages still in the scraper whose links have all reached the frontier
         scheduler.scored_pages: set[Request] = set()
+        # Fingerprints of the seeds and of where they redirect, shared with the strategy queues
+        # (StrategyQueue.seeds): a link found to a seed must not replace it
+        scheduler.seeds: set[bytes] = set()
         if scheduler.outstanding_max:
             crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
         connect_request_done(crawler, scheduler._finished)
@@ -161,6 +164,9 @@ class FocusedScheduler(Scheduler):
                 counts = trap_counts(spider)
                 self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
             opened = super().open(spider)
+            for queue in (self.mqs, self.dqs):
+                if queue is not None:
+                    queue.seeds = self.seeds
             frontier = self._durable_frontier()
             if frontier is not None and hasattr(self.df, "remember"):
                 self.df.remember(frontier.fingerprints())
@@ -254,6 +260,8 @@ class FocusedScheduler(Scheduler):
             self._finish(replaced)
             return False
         queued = super().enqueue_request(request)
+        if "parent_url" not in request.meta:  # a seed (or its redirect), queued or seen before
+            self.seeds.add(self.crawler.request_fingerprinter.fingerprint(request))
         if queued:
             self._came_into_reach(request)
         if self.traps is not None:
@@ -319,6 +327,12 @@ class FocusedScheduler(Scheduler):
             return None  # the crawl stops (focused.jobdir)
 
     def _next_request(self) -> Request | None:
+        if not getattr(self.crawler.spider, "seeds_queued", True):
+            # Scrapy reads the seeds one at a time and asks for a request in between: the links
+            # of the first seeds fetched went ahead of the seeds not read yet (with more seeds
+            # than CONCURRENT_REQUESTS, dfs fetched links before seeds, and a seed found on
+            # another was fetched as its link, a level deeper). The spider wakes the engine.
+            return None
         if self._budget_under_way():
             return None  # a response or a failed request asks again
         if self.outstanding_max and (

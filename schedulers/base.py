@@ -542,6 +542,8 @@ class StrategyQueue:
             name: param.default for name, param in type(self).params.items()
         } | dict(getattr(spider, "strategy_params", {}))
         self._fingerprint = crawler.request_fingerprinter.fingerprint
+        # The seeds' fingerprints, filled by the scheduler (focused.scheduler), for links_to_seed
+        self.seeds: set[bytes] = set()
         self.frontier: MemoryFrontier | SqliteFrontier | RedisFrontier
         shared = getattr(spider, "shared", None)  # the crawl's Redis state, FOCUSED_FRONTIER
         if shared is not None:
@@ -656,6 +658,8 @@ class StrategyQueue:
         describes the better path. Returns whether anything changed.
         """
         fp = self._fingerprint(request)
+        if self.links_to_seed(request, fp):
+            return False
         # Scored first: a shared frontier may then know without a round trip that it cannot raise.
         better = (-self.score(request), -self.tiebreak(request))
         queued = self.frontier.key_to_beat(fp, better)
@@ -664,6 +668,12 @@ class StrategyQueue:
         self.frontier.put(fp, (*better, queued[2]), request)
         self.stats.inc_value("focused/rescored")
         return True
+
+    def links_to_seed(self, request: Request, fp: bytes) -> bool:
+        """Whether ``request`` is a link found to a seed. A seed is level 0 whatever links to
+        it: a link that outranked a queued seed (hillclimbing's climbing move) replaced it, and
+        the seed was fetched and stored as that page's child, a level deeper."""
+        return "parent_url" in request.meta and fp in self.seeds
 
     def evict(self, count: int) -> int:
         """Drop the ``count`` lowest-ranked requests (the frontier is full); returns how many.

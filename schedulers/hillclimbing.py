@@ -68,7 +68,12 @@ class HillClimbingQueue(StrategyQueue):
         """A queued URL found again is a child of this page too: it may be its climbing move."""
         fp = self._fingerprint(request)
         queued = self.frontier.key_of(fp)
-        if queued is None or queued[0] <= -CLIMB or not self._is_best_improving_child(request, fp):
+        if (
+            queued is None
+            or queued[0] <= -CLIMB
+            or self.links_to_seed(request, fp)
+            or not self._is_best_improving_child(request, fp)
+        ):
             return super().rediscover(request)
         climbing = (-self.score(request) - CLIMB, -self.tiebreak(request), queued[2])
         self.frontier.put(fp, climbing, request)

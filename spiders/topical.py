@@ -45,6 +45,7 @@ from focused.arguments import (
     remember_job,
 )
 from focused.canonical import canonicalize, drop_params_setting
+from focused.engine import wake_engine
 from focused.errors import one_line
 from focused.extract import Link, extract_page
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
@@ -142,6 +143,7 @@ class TopicalSpider(scrapy.Spider):
         self.relevance: RelevanceModel  # one model per crawl, built in from_crawler
         self.shared: SharedCrawl | None = None  # the crawl's Redis state when FOCUSED_FRONTIER
         self.failed_seeds: dict[str, str] = {}  # URL -> why, for the seeds this run could not get
+        self.seeds_queued = False  # every seed is in the scheduler (FocusedScheduler waits)
 
     def crawl_record(self) -> dict[str, Any]:
         config = self.config
@@ -160,10 +162,17 @@ class TopicalSpider(scrapy.Spider):
         return drop_params_setting(self.settings)
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
-        for url in self.config.seeds:
-            yield scrapy.Request(
-                canonicalize(url, self.drop_params), meta={"depth": 0}, errback=self.skipped
-            )
+        # The engine queues each seed before it asks for the next, and may hand out requests in
+        # between: the scheduler holds them all until the last seed is queued (and the engine is
+        # woken here), so that the strategy orders the seeds with the links found on them.
+        try:
+            for url in self.config.seeds:
+                yield scrapy.Request(
+                    canonicalize(url, self.drop_params), meta={"depth": 0}, errback=self.skipped
+                )
+        finally:
+            self.seeds_queued = True
+            wake_engine(self.crawler)
 
     def parse(self, response: Response) -> Iterator[Any]:
         stats = self.crawler.stats

@@ -68,6 +68,23 @@ def test_dfs_keeps_every_seed_at_level_0(tmp_path, site):
     assert [page["level"] for page in pages[3:]] != [] and min(p["level"] for p in pages[3:]) == 1
 
 
+def test_many_seeds_are_all_fetched_first_at_level_0(tmp_path, site, sample_graph):
+    # Scrapy reads the seeds one at a time and asks for requests in between: once pages came in,
+    # their links went ahead of the seeds not read yet, and Bird, the last seed, linked from
+    # the others, was fetched as a link at level 1. The more downloads at once, the more
+    # requests are asked for in between.
+    linking = [name for name in sample_graph.names if "Bird" in sample_graph.links[name]]
+    seeds = [*linking[:99], "Bird"]
+    seeds_file = tmp_path / "seeds.txt"
+    seeds_file.write_text("".join(f"{site.url}/wiki/{name}\n" for name in seeds))
+    arguments = {"strategy": "dfs", "query": BIRD_QUERY, "seeds_file": str(seeds_file)}
+    settings = {"CLOSESPIDER_PAGECOUNT": 110, "CONCURRENT_REQUESTS": 100}
+    crawl = run_crawl(tmp_path, arguments, settings, crawl_id="dfs")
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    stored = {page_name(page["url"]): (page["level"], page["parent_url"]) for page in crawl.pages()}
+    assert {name: stored.get(name) for name in seeds} == {name: (0, None) for name in seeds}
+
+
 def test_bestfirst_beats_bfs_on_harvest_rate(tmp_path, site, bird_pages):
     harvest = {}
     for strategy in ("bfs", "bestfirst"):

@@ -89,3 +89,21 @@ def test_crawl_pause_and_resume(tmp_path, site, strategy):
     if strategy in MOVES:
         moves = MOVES[strategy]
         assert resumed[moves] >= saved[moves] + len(pages) - fetched_first, (saved, resumed)
+
+
+def test_a_seed_linked_from_another_stays_a_seed(tmp_path, site):
+    # Ostrich is Bird's best link, and better than Bird: hill climbing's climbing move from Bird.
+    # It replaced the seed Ostrich, still queued, which was then fetched as Bird's link, level 1.
+    arguments = {
+        "strategy": "hillclimbing",
+        "query": BIRD_QUERY,
+        "seeds": f"{site.url}/wiki/Bird,{site.url}/wiki/Ostrich",
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 6, "CONCURRENT_REQUESTS": 1}
+    crawl = run_crawl(tmp_path, arguments, settings)
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    levels = {
+        page["url"].rsplit("/", 1)[1]: (page["level"], page["parent_url"]) for page in crawl.pages()
+    }
+    assert levels["Bird"] == levels["Ostrich"] == (0, None), levels
+    assert parse_stats(crawl.result.stderr).get("focused/hillclimbing/climbs", 0) > 0
