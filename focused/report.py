@@ -83,15 +83,15 @@ class Report:
 
 
 def needs_pages_for_totals(crawl: Mapping[str, Any]) -> bool:
-    return crawl.get("pages") is None
+    return crawl.get("pages") is None or crawl.get("relevant") is None
 
 
 def totals(crawl: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] = ()) -> Totals:
     """Pages fetched and relevant as the crawl record has them; while the record has none yet
-    (a running crawl, or one killed before it could finish), counted from ``pages``, its stored
-    pages with ``TOTALS_FIELDS``."""
+    (a running crawl, or one killed before it could finish; or a count it holds is unknown),
+    counted from ``pages``, its stored pages with ``TOTALS_FIELDS``."""
     if not needs_pages_for_totals(crawl):
-        return Totals(crawl["pages"], crawl.get("relevant") or 0)
+        return Totals(crawl["pages"], crawl["relevant"])
     fetched = max((page["fetch_order"] for page in pages), default=0)
     return Totals(max(fetched, len(pages)), sum(bool(page["is_relevant"]) for page in pages))
 

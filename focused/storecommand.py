@@ -61,6 +61,13 @@ class StoreCommand(ScrapyCommand):
         try:
             self.show(store, args, opts)
             sys.stdout.flush()
+            if store.unreadable:
+                # What a crawl never writes (a cell edited by hand, a document another
+                # program wrote) is shown as unknown: one line says so, for whoever fixes it.
+                sys.stderr.write(
+                    f"warning: the {store.backend} store at {store.location} holds values of"
+                    f" another type than their field's, shown as unknown: {store.unreadable}\n"
+                )
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
         except BrokenPipeError:
