@@ -51,7 +51,7 @@ class Totals:
 
 @dataclass(frozen=True)
 class LevelRow:
-    level: int
+    level: int | None  # None: pages whose level is unknown
     pages: int
     relevant: int
     mean_relevance: float | None  # over the scored pages of the level
@@ -92,13 +92,14 @@ def totals(crawl: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] = ()) ->
     counted from ``pages``, its stored pages with ``TOTALS_FIELDS``."""
     if not needs_pages_for_totals(crawl):
         return Totals(crawl["pages"], crawl["relevant"])
-    fetched = max((page["fetch_order"] for page in pages), default=0)
+    fetched = max((page["fetch_order"] or 0 for page in pages), default=0)
     return Totals(max(fetched, len(pages)), sum(bool(page["is_relevant"]) for page in pages))
 
 
 def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
-    """Pages, relevant pages and mean relevance at each level (depth from the seeds)."""
-    counts: dict[int, list[float]] = {}  # level -> [pages, relevant, sum of scores, scored]
+    """Pages, relevant pages and mean relevance at each level (depth from the seeds), pages of
+    an unknown level last."""
+    counts: dict[int | None, list[float]] = {}  # level -> [pages, relevant, sum of scores, scored]
     for page in pages:
         row = counts.setdefault(page["level"], [0, 0, 0.0, 0])
         row[0] += 1
@@ -108,16 +109,20 @@ def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
             row[3] += 1
     return [
         LevelRow(level, int(n), int(relevant), total / scored if scored else None)
-        for level, (n, relevant, total, scored) in sorted(counts.items())
+        for level, (n, relevant, total, scored) in sorted(
+            counts.items(), key=lambda item: (item[0] is None, item[0] or 0)
+        )
     ]
 
 
 def harvest_curve(pages: Iterable[Mapping[str, Any]]) -> list[HarvestPoint]:
     """One point per stored page, in fetch order. ``fetch_order`` counts every page fetched, so
-    pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched."""
+    pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched. A page whose
+    fetch order is unknown (a record restored without it) has no place on it."""
     curve = []
     relevant = 0
-    for page in sorted(pages, key=lambda page: page["fetch_order"]):
+    placed = [page for page in pages if page["fetch_order"] is not None]
+    for page in sorted(placed, key=lambda page: page["fetch_order"]):
         relevant += bool(page["is_relevant"])
         curve.append(HarvestPoint(page["fetch_order"], relevant))
     return curve
@@ -260,11 +265,10 @@ def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
         harvest.grid(alpha=0.3)
         harvest.legend(loc="upper right")
 
-        numbers = [row.level for row in report.levels]
-        levels.bar(numbers, [row.pages for row in report.levels], color="0.8", label="pages")
-        levels.bar(
-            numbers, [row.relevant for row in report.levels], color="tab:green", label="relevant"
-        )
+        known = [row for row in report.levels if row.level is not None]  # an axis has no "-"
+        numbers = [row.level for row in known]
+        levels.bar(numbers, [row.pages for row in known], color="0.8", label="pages")
+        levels.bar(numbers, [row.relevant for row in known], color="tab:green", label="relevant")
         levels.set(title="pages per level", xlabel="level (links from the seeds)", ylabel="pages")
         levels.set_xticks(numbers)
         levels.grid(axis="y", alpha=0.3)

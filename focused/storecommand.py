@@ -167,8 +167,10 @@ def printable(text: str) -> str:
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str) -> None:
     """Columns padded to their widest cell, ``align`` giving ``l`` or ``r`` for each; the last
-    column is not padded (it holds free text: a query, a title)."""
-    cells = [[printable(str(cell)) for cell in row] for row in [header, *rows]]
+    column is not padded (it holds free text: a query, a title). None, unknown, is ``-``."""
+    cells = [
+        ["-" if cell is None else printable(str(cell)) for cell in row] for row in [header, *rows]
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         padded = [

@@ -999,3 +999,31 @@ def test_a_document_another_program_wrote_is_shown_as_unknown(
         assert rows(out) == [["c1", "-", "finished", "bfs", "-", "2", "1", "0.500", "birds"]]
     if args == ("pages", "--json"):
         assert [json.loads(line)["level"] for line in out.splitlines()] == [1, 1]
+
+
+def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path):
+    """`scrapy restore` takes a page line whose level and fetch_order are null (it needs the
+    fields, not their values): `scrapy report` then ended in a traceback, and `scrapy pages`
+    printed its level as None."""
+    db = tmp_path / "restored.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    page = {name: None for name in PAGE_FIELDS} | {"crawl_id": "c1", "url": "http://a.test/c"}
+    unstored = tmp_path / "unstored-c1.jsonl"
+    unstored.write_text(json.dumps({"kind": "page", "record": {**page, "relevance": 0.5}}) + "\n")
+    settings = {"FOCUSED_DB": db}
+    assert "restored 1 page" in ok(cli("restore", str(unstored), settings=settings))
+    assert rows(ok(cli("pages", settings=settings)))[1] == ["0.500", "-", "http://a.test/c", "-"]
+    png = tmp_path / "report.png"
+    sections = report_sections(ok(cli("report", "--png", str(png), settings=settings)))
+    assert rows(sections["levels"]) == [
+        ["0", "2", "1", "50.0", "0.500"],
+        ["-", "1", "0", "0.0", "0.500"],  # last: a level unknown
+    ]
+    # its place in fetch order unknown, it is left off the harvest curve
+    assert rows(sections["deciles"])[-1] == ["100%", "2", "1", "0.500"]
+    assert png_size(png) == PNG_SIZE
+    report = json.loads(ok(cli("report", "--json", settings=settings)))
+    assert report["totals"] == {"fetched": 2, "relevant": 1, "stored": 3, "harvest_rate": 0.5}
+    assert report["levels"][-1]["level"] is None
