@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from focused.storage import stored_time
+
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable, Mapping, Sequence
@@ -199,13 +201,8 @@ def is_stale(crawl: Mapping[str, Any], now: datetime) -> bool:
     interval = crawl.get("heartbeat_interval")
     if crawl.get("status") != "running" or not crawl.get("seen_at") or not interval:
         return False
-    try:
-        seen = datetime.fromisoformat(crawl["seen_at"])
-    except ValueError:
-        return False
-    if seen.tzinfo is None:
-        seen = seen.replace(tzinfo=UTC)
-    return (now - seen).total_seconds() > STALE_BEATS * interval
+    seen = stored_time(crawl["seen_at"])
+    return seen is not None and (now - seen).total_seconds() > STALE_BEATS * interval
 
 
 def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> str:

@@ -163,6 +163,17 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def stored_time(iso: str | None) -> datetime | None:
+    """A stored ISO 8601 time, in UTC; None when it is unknown or no time (a cell edited by
+    hand). One without an offset (written by hand, or by another program) is taken as UTC, the
+    store's time."""
+    try:
+        time = datetime.fromisoformat(iso) if iso else None
+    except ValueError:
+        return None
+    return time.replace(tzinfo=UTC) if time and time.tzinfo is None else time
+
+
 def _coerce(schema: Mapping[str, type], record: Mapping[str, Any]) -> dict[str, Any]:
     """The record restricted to the schema's fields, in its order, with its types (None kept)."""
     return {
