@@ -1027,3 +1027,11 @@ def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path)
     report = json.loads(ok(cli("report", "--json", settings=settings)))
     assert report["totals"] == {"fetched": 2, "relevant": 1, "stored": 3, "harvest_rate": 0.5}
     assert report["levels"][-1]["level"] is None
+
+
+def test_a_png_that_is_the_store_is_a_bad_option(cli, media):
+    """`--png` overwrote the store with the plot, when a reading command writes nothing."""
+    before = media.read_bytes()
+    result = cli("report", "--png", str(media), settings={"FOCUSED_DB": media})
+    one_line_error(result, 2, f"cannot write --png '{media}': it is the store, FOCUSED_DB")
+    assert media.read_bytes() == before
