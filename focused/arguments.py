@@ -43,6 +43,7 @@ from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
 from focused.setting_names import check_setting_names, given_on_command_line
+from focused.storage import DEFAULT_SQLITE_PATH
 from focused.strategies import STRATEGIES, strategy_class
 from focused.text import tokenize
 from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
@@ -755,7 +756,7 @@ def _check_logging(settings: Any) -> None:
             ) from None
     log_file = settings.get("LOG_FILE")
     if log_file:
-        check_output_file(Path(log_file), f"LOG_FILE {quoted(str(log_file))}")
+        check_output_file(Path(log_file), f"LOG_FILE {quoted(str(log_file))}", settings=settings)
 
 
 def _check_feeds(settings: Any) -> None:
@@ -782,18 +783,35 @@ def _check_feeds(settings: Any) -> None:
         if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
             continue
         path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
-        check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True)  # Scrapy makes them
+        # Scrapy makes the missing folders.
+        check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True, settings=settings)
 
 
-def check_output_file(path: Path, what: str, *, makes_folders: bool = False) -> None:
+def check_output_file(
+    path: Path, what: str, *, makes_folders: bool = False, settings: Any = None
+) -> None:
     """A file the command will write (a feed, ``scrapy report --png``) can be written into its
     folder: refused before anything runs rather than failing once the work is done. With
     ``makes_folders`` the missing folders are made by the writer: the nearest existing
-    ancestor counts."""
+    ancestor counts. With the command's ``settings``, it must not be their SQLite store
+    (``FOCUSED_DB``), which writing it would destroy (a name completed with the Tab key)."""
     try:
         _check_output_file(path, what, makes_folders)
+        if settings is not None and is_the_store(path, settings):
+            raise ConfigError(f"cannot write {what}: it is the store, FOCUSED_DB")
     except OSError as exc:  # exists() and is_dir() raise it for a name too long
         raise ConfigError(f"cannot write {what}: {exc.strerror or one_line(exc)}") from None
+
+
+def is_the_store(path: Path, settings: Any) -> bool:
+    """Whether ``path`` names the SQLite store the settings name."""
+    if settings.get("MONGO_URI"):
+        return False
+    store = settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH
+    try:
+        return os.path.samefile(path, store)  # a link to it too
+    except OSError:  # either is still to be made (or no name a file can have): by name then
+        return os.path.realpath(path) == os.path.realpath(store)
 
 
 def _check_output_file(path: Path, what: str, makes_folders: bool) -> None:

@@ -49,7 +49,7 @@ from focused.canonical import drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import page_skip_reason, skip_reason
 from focused.languages import page_language
-from focused.storage import open_store
+from focused.storage import open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
 
@@ -173,7 +173,8 @@ def select_pages(
     """
     if policy not in POLICIES:
         raise ValueError(f"policy {policy!r} is not one of {POLICIES}")
-    candidates = [page for page in pages if not page["duplicate_of"]]
+    # A page whose url is unknown (not text: a cell edited by hand) cannot be requested.
+    candidates = [page for page in pages if page["url"] and not page["duplicate_of"]]
     if policy == "uniform":
         candidates.sort(key=lambda page: (_fetched(page), page["url"]))
     else:
@@ -189,8 +190,8 @@ def plan_recrawl(
 
 
 def _fetched(page: dict[str, Any]) -> datetime:
-    fetched_at = page["fetched_at"]
-    return datetime.fromisoformat(fetched_at) if fetched_at else datetime.min.replace(tzinfo=UTC)
+    """When the page was last fetched; a time unknown (or no time) as long ago as can be."""
+    return stored_time(page["fetched_at"]) or datetime.min.replace(tzinfo=UTC)
 
 
 # -- the crawl ---------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from focused.storage import stored_time
+
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable, Mapping, Sequence
@@ -51,7 +53,7 @@ class Totals:
 
 @dataclass(frozen=True)
 class LevelRow:
-    level: int
+    level: int | None  # None: pages whose level is unknown
     pages: int
     relevant: int
     mean_relevance: float | None  # over the scored pages of the level
@@ -83,22 +85,23 @@ class Report:
 
 
 def needs_pages_for_totals(crawl: Mapping[str, Any]) -> bool:
-    return crawl.get("pages") is None
+    return crawl.get("pages") is None or crawl.get("relevant") is None
 
 
 def totals(crawl: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] = ()) -> Totals:
     """Pages fetched and relevant as the crawl record has them; while the record has none yet
-    (a running crawl, or one killed before it could finish), counted from ``pages``, its stored
-    pages with ``TOTALS_FIELDS``."""
+    (a running crawl, or one killed before it could finish; or a count it holds is unknown),
+    counted from ``pages``, its stored pages with ``TOTALS_FIELDS``."""
     if not needs_pages_for_totals(crawl):
-        return Totals(crawl["pages"], crawl.get("relevant") or 0)
-    fetched = max((page["fetch_order"] for page in pages), default=0)
+        return Totals(crawl["pages"], crawl["relevant"])
+    fetched = max((page["fetch_order"] or 0 for page in pages), default=0)
     return Totals(max(fetched, len(pages)), sum(bool(page["is_relevant"]) for page in pages))
 
 
 def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
-    """Pages, relevant pages and mean relevance at each level (depth from the seeds)."""
-    counts: dict[int, list[float]] = {}  # level -> [pages, relevant, sum of scores, scored]
+    """Pages, relevant pages and mean relevance at each level (depth from the seeds), pages of
+    an unknown level last."""
+    counts: dict[int | None, list[float]] = {}  # level -> [pages, relevant, sum of scores, scored]
     for page in pages:
         row = counts.setdefault(page["level"], [0, 0, 0.0, 0])
         row[0] += 1
@@ -108,16 +111,20 @@ def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
             row[3] += 1
     return [
         LevelRow(level, int(n), int(relevant), total / scored if scored else None)
-        for level, (n, relevant, total, scored) in sorted(counts.items())
+        for level, (n, relevant, total, scored) in sorted(
+            counts.items(), key=lambda item: (item[0] is None, item[0] or 0)
+        )
     ]
 
 
 def harvest_curve(pages: Iterable[Mapping[str, Any]]) -> list[HarvestPoint]:
     """One point per stored page, in fetch order. ``fetch_order`` counts every page fetched, so
-    pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched."""
+    pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched. A page whose
+    fetch order is unknown (a record restored without it) has no place on it."""
     curve = []
     relevant = 0
-    for page in sorted(pages, key=lambda page: page["fetch_order"]):
+    placed = [page for page in pages if page["fetch_order"] is not None]
+    for page in sorted(placed, key=lambda page: page["fetch_order"]):
         relevant += bool(page["is_relevant"])
         curve.append(HarvestPoint(page["fetch_order"], relevant))
     return curve
@@ -194,13 +201,8 @@ def is_stale(crawl: Mapping[str, Any], now: datetime) -> bool:
     interval = crawl.get("heartbeat_interval")
     if crawl.get("status") != "running" or not crawl.get("seen_at") or not interval:
         return False
-    try:
-        seen = datetime.fromisoformat(crawl["seen_at"])
-    except ValueError:
-        return False
-    if seen.tzinfo is None:
-        seen = seen.replace(tzinfo=UTC)
-    return (now - seen).total_seconds() > STALE_BEATS * interval
+    seen = stored_time(crawl["seen_at"])
+    return seen is not None and (now - seen).total_seconds() > STALE_BEATS * interval
 
 
 def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> str:
@@ -260,11 +262,10 @@ def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
         harvest.grid(alpha=0.3)
         harvest.legend(loc="upper right")
 
-        numbers = [row.level for row in report.levels]
-        levels.bar(numbers, [row.pages for row in report.levels], color="0.8", label="pages")
-        levels.bar(
-            numbers, [row.relevant for row in report.levels], color="tab:green", label="relevant"
-        )
+        known = [row for row in report.levels if row.level is not None]  # an axis has no "-"
+        numbers = [row.level for row in known]
+        levels.bar(numbers, [row.pages for row in known], color="0.8", label="pages")
+        levels.bar(numbers, [row.relevant for row in known], color="tab:green", label="relevant")
         levels.set(title="pages per level", xlabel="level (links from the seeds)", ylabel="pages")
         levels.set_xticks(numbers)
         levels.grid(axis="y", alpha=0.3)

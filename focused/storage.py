@@ -11,8 +11,10 @@ Settings read by ``open_store``:
 
 Both backends take and return plain dicts with the same keys (``PAGE_FIELDS``,
 ``CRAWL_FIELDS``, in that order) and the same value types, so that commands and reports never
-care which one is in use. The shared part (validation, type coercion, filters, sort orders,
-error translation) lives in ``Store``; a backend only says how to read and write.
+care which one is in use; a stored value of another type (a cell edited by hand, a document
+another program wrote) is read as unknown, None. The shared part (validation, type coercion,
+filters, sort orders, error translation) lives in ``Store``; a backend only says how to read
+and write.
 
 Every failure of the backend itself (unreachable server, unwritable file, ...) is raised as
 ``StoreError`` with a one-line message; mistakes of the caller stay ``ValueError``/``TypeError``.
@@ -27,7 +29,7 @@ import sqlite3
 import time
 import warnings
 from abc import ABC, abstractmethod
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -161,12 +163,45 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat()
 
 
+def stored_time(iso: str | None) -> datetime | None:
+    """A stored ISO 8601 time, in UTC; None when it is unknown or no time (a cell edited by
+    hand). One without an offset (written by hand, or by another program) is taken as UTC, the
+    store's time."""
+    try:
+        time = datetime.fromisoformat(iso) if iso else None
+    except ValueError:
+        return None
+    return time.replace(tzinfo=UTC) if time and time.tzinfo is None else time
+
+
 def _coerce(schema: Mapping[str, type], record: Mapping[str, Any]) -> dict[str, Any]:
     """The record restricted to the schema's fields, in its order, with its types (None kept)."""
     return {
         name: None if (value := record.get(name)) is None else kind(value)
         for name, kind in schema.items()
     }
+
+
+# What a stored value of no version's making is read as (see ``_read_as``).
+_UNREADABLE = object()
+
+
+def _read_as(kind: type, value: Any) -> Any:
+    """A stored value as its field's type, or ``_UNREADABLE`` when no version wrote it: a cell
+    edited by hand or a document another program wrote (text in a number, JSON that is no
+    object, a BSON date, a negative count or level). SQLite keeps booleans as 0 and 1, and
+    mongosh writes every number as a double."""
+    if value is None:
+        return None
+    if type(value) is kind:
+        return _UNREADABLE if kind is int and value < 0 else value
+    if kind is float and type(value) is int:
+        return float(value)
+    if kind is bool and type(value) is int and value in (0, 1):
+        return bool(value)
+    if kind is int and type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    return _UNREADABLE
 
 
 def _require(record: Mapping[str, Any], *names: str) -> None:
@@ -228,6 +263,8 @@ class Store(ABC):
     # calls off the reactor thread, where a network round trip would stall the crawl.
     threadsafe: ClassVar[bool]
     location: str  # file or redacted URI, for messages
+    # The first value read as unknown (``_read_as``), for a warning: ``crawls.params = 'x'``.
+    unreadable: str = ""
 
     @contextmanager
     def _failing(self, action: str) -> Iterator[None]:
@@ -254,7 +291,7 @@ class Store(ABC):
         )
         _require(crawl, "crawl_id")
         with self._failing(f"save crawl {crawl['crawl_id']}"):
-            earlier = self._find_crawls(crawl["crawl_id"], limit=1)
+            earlier = self._readable("crawls", self._find_crawls(crawl["crawl_id"], limit=1))
             if earlier and earlier[0]["started_at"]:
                 crawl["resumed_at"] = crawl["started_at"]
                 crawl["started_at"] = earlier[0]["started_at"]
@@ -293,19 +330,19 @@ class Store(ABC):
 
     def get_crawl(self, crawl_id: str) -> dict[str, Any] | None:
         with self._failing(f"read crawl {crawl_id}"):
-            found = self._find_crawls(crawl_id, limit=1)
+            found = self._readable("crawls", self._find_crawls(crawl_id, limit=1))
         return found[0] if found else None
 
     def crawls(self) -> list[dict[str, Any]]:
         """All crawl records, newest (by started_at) first."""
         with self._failing("read crawls"):
-            return self._find_crawls(None, limit=None)
+            return self._readable("crawls", self._find_crawls(None, limit=None))
 
     def latest_crawl_id(self) -> str | None:
         """The crawl whose latest run started last: a crawl just resumed is the latest, though
         ``crawls()`` lists it by its first start."""
         with self._failing("read crawls"):
-            found = self._find_crawls(None, limit=None)  # one record a crawl: few
+            found = self._readable("crawls", self._find_crawls(None, limit=None))  # few
         latest = max(
             found, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
         )
@@ -344,7 +381,7 @@ class Store(ABC):
             fields=tuple(name for name in PAGE_FIELDS if name in wanted),
         )
         with self._failing(f"read pages of crawl {crawl_id}"):
-            return self._find_pages(query)
+            return self._readable("pages", self._find_pages(query))
 
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
@@ -356,6 +393,18 @@ class Store(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def _readable(self, table: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The records with each value of another type than its field's read as unknown
+        (None), as a field the store does not have is: a command lists what it can read."""
+        schema = CRAWL_SCHEMA if table == "crawls" else PAGE_SCHEMA
+        for record in records:
+            for name, value in record.items():
+                record[name] = _read_as(schema[name], value)
+                if record[name] is _UNREADABLE:
+                    record[name] = None
+                    self.unreadable = self.unreadable or cut(f"{table}.{name} = {value!r}")
+        return records
 
     # -- backend primitives --------------------------------------------------------------------
 
@@ -569,10 +618,10 @@ class SqliteStore(Store):
     def _decode(schema: Mapping[str, type], row: tuple[Any, ...]) -> dict[str, Any]:
         record = {}
         for (name, kind), value in zip(schema.items(), row, strict=True):
-            if value is not None and kind in _JSON_TYPES:
-                value = json.loads(value)
-            elif value is not None and kind is bool:
-                value = bool(value)
+            if isinstance(value, str) and kind in _JSON_TYPES:
+                # Text that is no JSON stays text, which Store reads as unknown.
+                with suppress(ValueError):
+                    value = json.loads(value)
             record[name] = value
         return record
 

@@ -61,6 +61,13 @@ class StoreCommand(ScrapyCommand):
         try:
             self.show(store, args, opts)
             sys.stdout.flush()
+            if store.unreadable:
+                # What a crawl never writes (a cell edited by hand, a document another
+                # program wrote) is shown as unknown: one line says so, for whoever fixes it.
+                sys.stderr.write(
+                    f"warning: the {store.backend} store at {store.location} holds values of"
+                    f" another type than their field's, shown as unknown: {store.unreadable}\n"
+                )
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
         except BrokenPipeError:
@@ -160,8 +167,10 @@ def printable(text: str) -> str:
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str) -> None:
     """Columns padded to their widest cell, ``align`` giving ``l`` or ``r`` for each; the last
-    column is not padded (it holds free text: a query, a title)."""
-    cells = [[printable(str(cell)) for cell in row] for row in [header, *rows]]
+    column is not padded (it holds free text: a query, a title). None, unknown, is ``-``."""
+    cells = [
+        ["-" if cell is None else printable(str(cell)) for cell in row] for row in [header, *rows]
+    ]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         padded = [

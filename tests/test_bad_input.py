@@ -1355,3 +1355,31 @@ def test_only_setting_names_given_on_the_command_line_are_checked():
     settings.set("DEPTH_LIMITS", 3, "cmdline")
     with pytest.raises(ConfigError, match=r"did you mean DEPTH_LIMIT\?"):
         check_settings(settings)
+
+
+@pytest.mark.parametrize(
+    ("settings", "option", "message"),
+    [
+        ({"LOG_FILE": "{db}"}, (), "cannot write LOG_FILE '{db}': it is the store, FOCUSED_DB"),
+        ({}, ("-O", "{db}:jsonl"), "cannot write the feed '{db}': it is the store, FOCUSED_DB"),
+        ({}, ("-o", "{link}:csv"), "cannot write the feed '{link}': it is the store, FOCUSED_DB"),
+    ],
+)
+def test_an_output_file_that_is_the_store_is_refused(tmp_path, settings, option, message):
+    """`-O` truncated the store under the crawl (a database disk image malformed), LOG_FILE
+    wrote the log into it: a name completed with the Tab key is easily the store's."""
+    db = filled_sqlite(tmp_path / "focused.sqlite3")
+    before = db.read_bytes()
+    link = tmp_path / "pages.csv"
+    link.symlink_to(db)
+    names = {"db": db, "link": link}
+    given = {name: value.format(**names) for name, value in settings.items()}
+    command = scrapy_command(
+        *crawl_args(GOOD, {"FOCUSED_DB": db, **given}), *(o.format(**names) for o in option)
+    )
+    result = subprocess.run(
+        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == f"error: {message.format(**names)}\n"
+    assert db.read_bytes() == before

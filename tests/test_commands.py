@@ -905,3 +905,133 @@ def test_a_title_or_query_never_drives_the_terminal(cli, tmp_path):
         out = ok(cli(*command, settings={"FOCUSED_DB": str(db)}))
         assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in out), out
         assert shown in out, (command, out)
+
+
+# -- values no crawl writes ------------------------------------------------------------------
+
+READERS = [
+    ("crawls",),
+    ("crawls", "--json"),
+    ("pages",),
+    ("pages", "--json"),
+    ("report",),
+    ("report", "--json"),
+]
+
+
+def two_pages(store: storage.Store) -> None:
+    """A finished crawl ``c1`` with two pages."""
+    store.start_crawl({"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": []})
+    store.finish_crawl("c1", pages=2, relevant=1, harvest_rate=0.5)
+    page = {name: None for name in PAGE_FIELDS} | {"crawl_id": "c1", "level": 0}
+    store.save_pages(
+        [
+            {**page, "url": "http://a.test/", "relevance": 0.9, "is_relevant": True},
+            {**page, "url": "http://a.test/b", "relevance": 0.1, "is_relevant": False},
+        ]
+    )
+    for order, url in enumerate(["http://a.test/", "http://a.test/b"], 1):
+        store.update_pages([{"crawl_id": "c1", "url": url, "fetch_order": order}])
+
+
+@pytest.mark.parametrize(
+    ("sql", "shown"),
+    [
+        # Each was a traceback in some or all of the reading commands.
+        ("UPDATE crawls SET params = 'max_depth=5'", "crawls.params = 'max_depth=5'"),
+        ("UPDATE crawls SET params = '[5]'", "crawls.params = [5]"),
+        ("UPDATE crawls SET seeds = 'http://a.test/'", "crawls.seeds = 'http://a.test/'"),
+        ("UPDATE crawls SET started_at = x'01'", "crawls.started_at = b'\\x01'"),
+        ("UPDATE crawls SET pages = 'two'", "crawls.pages = 'two'"),
+        ("UPDATE crawls SET pages = -2", "crawls.pages = -2"),
+        ("UPDATE crawls SET relevant = 'one'", "crawls.relevant = 'one'"),
+        (
+            "UPDATE crawls SET status = 'running', seen_at = '2020-01-01',"
+            " heartbeat_interval = 'often'",
+            "crawls.heartbeat_interval = 'often'",
+        ),
+        ("UPDATE pages SET relevance = 'high'", "pages.relevance = 'high'"),
+        ("UPDATE pages SET level = 'top'", "pages.level = 'top'"),
+    ],
+)
+def test_a_value_of_another_type_is_shown_as_unknown(cli, tmp_path, sql, shown):
+    """A cell edited by hand: the commands list what they can read, and say what they could
+    not in one line."""
+    db = tmp_path / "edited.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute(sql)
+    edit.close()
+    # `scrapy crawls` reads no page of a finished crawl
+    for args in READERS if sql.startswith("UPDATE crawls") else READERS[2:]:
+        result = cli(*args, settings={"FOCUSED_DB": db})
+        assert "http://a.test/" in ok(result) or args[0] == "crawls", (args, result.stdout)
+        warning = f"warning: the SQLite store at {db} holds values of another type than"
+        # one line (`pages` of a crawl still running says so in another)
+        assert [line for line in result.stderr.splitlines() if "warning" in line] == [
+            result.stderr.splitlines()[-1]
+        ], result.stderr
+        assert result.stderr.splitlines()[-1].startswith(warning), (args, result.stderr)
+        assert shown in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("args", READERS)
+def test_a_document_another_program_wrote_is_shown_as_unknown(
+    cli,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    args,
+):
+    """mongosh writes dates as BSON dates and numbers as doubles: a BSON date was a
+    traceback; a whole double is read as the number it is."""
+    two_pages(MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client))
+    edited = {"started_at": datetime(2026, 1, 1), "pages": 2.0, "relevant": "1"}
+    mongo_client["focused"]["crawls"].update_one({"crawl_id": "c1"}, {"$set": edited})
+    mongo_client["focused"]["pages"].update_many({}, {"$set": {"level": 1.0}})
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    result = cli(*args, settings=MONGO_SETTINGS)
+    out = ok(result)
+    assert "crawls.started_at = datetime.datetime(2026, 1, 1, 0, 0)" in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    if args == ("crawls",):
+        assert rows(out) == [["c1", "-", "finished", "bfs", "-", "2", "1", "0.500", "birds"]]
+    if args == ("pages", "--json"):
+        assert [json.loads(line)["level"] for line in out.splitlines()] == [1, 1]
+
+
+def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path):
+    """`scrapy restore` takes a page line whose level and fetch_order are null (it needs the
+    fields, not their values): `scrapy report` then ended in a traceback, and `scrapy pages`
+    printed its level as None."""
+    db = tmp_path / "restored.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    page = {name: None for name in PAGE_FIELDS} | {"crawl_id": "c1", "url": "http://a.test/c"}
+    unstored = tmp_path / "unstored-c1.jsonl"
+    unstored.write_text(json.dumps({"kind": "page", "record": {**page, "relevance": 0.5}}) + "\n")
+    settings = {"FOCUSED_DB": db}
+    assert "restored 1 page" in ok(cli("restore", str(unstored), settings=settings))
+    assert rows(ok(cli("pages", settings=settings)))[1] == ["0.500", "-", "http://a.test/c", "-"]
+    png = tmp_path / "report.png"
+    sections = report_sections(ok(cli("report", "--png", str(png), settings=settings)))
+    assert rows(sections["levels"]) == [
+        ["0", "2", "1", "50.0", "0.500"],
+        ["-", "1", "0", "0.0", "0.500"],  # last: a level unknown
+    ]
+    # its place in fetch order unknown, it is left off the harvest curve
+    assert rows(sections["deciles"])[-1] == ["100%", "2", "1", "0.500"]
+    assert png_size(png) == PNG_SIZE
+    report = json.loads(ok(cli("report", "--json", settings=settings)))
+    assert report["totals"] == {"fetched": 2, "relevant": 1, "stored": 3, "harvest_rate": 0.5}
+    assert report["levels"][-1]["level"] is None
+
+
+def test_a_png_that_is_the_store_is_a_bad_option(cli, media):
+    """`--png` overwrote the store with the plot, when a reading command writes nothing."""
+    before = media.read_bytes()
+    result = cli("report", "--png", str(media), settings={"FOCUSED_DB": media})
+    one_line_error(result, 2, f"cannot write --png '{media}': it is the store, FOCUSED_DB")
+    assert media.read_bytes() == before

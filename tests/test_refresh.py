@@ -149,6 +149,30 @@ def test_uniform_budget_runs_go_round_every_page():
     assert seen == [p["url"] for p in pages] * 2
 
 
+@pytest.mark.parametrize("policy", ["uniform", "proportional"])
+def test_a_fetch_time_or_url_edited_by_hand_is_no_traceback(store, policy):
+    """A fetched_at that is no time was a ValueError, one without an offset a TypeError (naive
+    and aware times compared), a url that is no text a TypeError from Scrapy's Request."""
+    store.save_pages(
+        [
+            stored("http://a.test/new", hours_ago=1),
+            {**stored("http://a.test/naive"), "fetched_at": "2024-06-01T09:00:00"},  # 3 h ago
+            {**stored("http://a.test/garbled"), "fetched_at": "yesterday"},  # the longest ago
+            stored("http://a.test/blob"),
+        ]
+    )
+    if isinstance(store, SqliteStore):
+        store._conn.execute("UPDATE pages SET url = x'00' WHERE url = 'http://a.test/blob'")
+    else:
+        store._pages.update_one({"url": "http://a.test/blob"}, {"$set": {"url": 0}})
+    chosen = plan_recrawl(store, "c1", policy, budget=None, now=NOW)
+    assert [p["url"] for p in chosen] == [
+        "http://a.test/garbled",
+        "http://a.test/naive",
+        "http://a.test/new",
+    ]
+
+
 def test_update_pages_sets_only_the_given_fields_and_creates_nothing(store):
     store.save_pages([stored("http://a.test/x", title="old", relevance=0.5)])
     store.update_pages(

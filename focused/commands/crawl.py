@@ -18,11 +18,13 @@ stopped uncleanly by a second Ctrl-C.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
+from focused.arguments import is_the_store
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
@@ -88,7 +90,8 @@ class Command(ScrapyCrawlCommand):
 
     def _fail(self, message: str) -> NoReturn:
         log_file = self.settings.get("LOG_FILE")
-        if log_file:
+        # A LOG_FILE that is the store is refused, not written.
+        if log_file and not is_the_store(Path(log_file), self.settings):
             try:
                 encoding = self.settings.get("LOG_ENCODING") or "utf-8"
                 with open(log_file, "a", encoding=encoding) as log:

@@ -65,7 +65,7 @@ class Command(StoreCommand):
         if len(args) > 1:
             raise ConfigError(f"give at most one crawl id, not {len(args)}: {cut(' '.join(args))}")
         if opts.png:  # a bad option (exit 2), as an unwritable -O file is for `scrapy crawl`
-            check_output_file(Path(opts.png), f"--png {quoted(opts.png)}")
+            check_output_file(Path(opts.png), f"--png {quoted(opts.png)}", settings=self.settings)
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, args[0] if args else None)
