@@ -84,7 +84,7 @@ class TopicalSpider(scrapy.Spider):
         config = parse_arguments(kwargs, settings)
         if config.render != "never":
             check_browser(settings)
-        check_store(settings)
+        check_store(settings, config)
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         return config
 

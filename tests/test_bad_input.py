@@ -432,6 +432,32 @@ def test_bad_input_loses_nothing_already_crawled(tmp_path, site):
     assert first.crawl_record()["status"] == "finished"
 
 
+def test_a_crawl_id_with_pages_stored_goes_on_only_from_its_jobdir(tmp_path, site):
+    """A second run under the id of a crawl with pages stored began its fetch order and counts
+    again over them: its report said 10 pages fetched and 30 stored, 2 relevant of 10."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    job = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 10}
+    first = run_crawl(tmp_path, arguments, job, crawl_id="again")
+    assert first.result.returncode == 0, first.result.stderr[-2000:]
+    stored = first.pages()
+    refused = "has pages in the store already: a crawl goes on only from its JOBDIR"
+    for settings in ({"CLOSESPIDER_PAGECOUNT": 30}, {**job, "JOBDIR": tmp_path / "other"}):
+        again = run_crawl(tmp_path, arguments, settings, crawl_id="again")
+        assert again.result.returncode == 2, again.result.stderr[-2000:]
+        assert again.result.stderr == (
+            f"error: crawl again {refused} (or its shared frontier); give another crawl_id\n"
+        )
+    assert first.pages() == stored
+    resumed = run_crawl(tmp_path, arguments, {**job, "CLOSESPIDER_PAGECOUNT": 20}, crawl_id="again")
+    assert resumed.result.returncode == 0, resumed.result.stderr[-2000:]
+    assert len(resumed.pages()) == 20
+    # A crawl that stored no page (its seeds unreachable) may be run again under its id.
+    unreachable = {**arguments, "seeds": f"http://127.0.0.1:{closed_port()}/"}
+    assert run_crawl(tmp_path, unreachable, crawl_id="retried").result.returncode == 1
+    retried = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5}, crawl_id="retried")
+    assert retried.result.returncode == 0, retried.result.stderr[-2000:]
+
+
 def closed_port() -> int:
     """A loopback port nothing listens on (it was free a moment ago)."""
     with socket.socket() as probe:
