@@ -252,6 +252,7 @@ class RenderMiddleware:
         self.min_links = settings.getint("FOCUSED_RENDER_AUTO_MIN_LINKS")
         self.settle_ms = settings.getint("FOCUSED_RENDER_SETTLE_MS")
         self.max_redirects = settings.getint("REDIRECT_MAX_TIMES")
+        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
         self.drop_params = drop_params_setting(settings)
         self._closing: Deferred[None] | None = None  # keeps the close task referenced
         add_log_filter("scrapy-playwright", _PageFailureInOneLine)
@@ -294,6 +295,7 @@ class RenderMiddleware:
                 request.url, self.drop_params
             ):
                 return self._redirected(request, response.url)
+            self._check_size(request, response)
             self.stats.inc_value("focused/rendered")
             if taken:
                 self.stats.inc_value("focused/rendered_before_load")
@@ -314,6 +316,20 @@ class RenderMiddleware:
             meta = {**request.meta, "playwright": True, RENDER_AGAIN_META: True}
             return request.replace(meta=meta, dont_filter=True)
         return response
+
+    def _check_size(self, request: Request, response: Response) -> None:
+        """A rendered page over ``DOWNLOAD_MAXSIZE`` is skipped as ``too_large``, as a plain one
+        is: the browser knows no such limit, fetches a page whole, and a script may grow it past
+        any size (a page of 35 MB was scored and stored)."""
+        maxsize = request.meta.get("download_maxsize", self.maxsize)
+        if maxsize and len(response.body) > maxsize:
+            # the words focused.hygiene.skip_reason reads as too_large
+            message = (
+                f"Ignored rendered page {response.url}: its HTML ({len(response.body)} B)"
+                f" exceeded DOWNLOAD_MAXSIZE ({maxsize} B)"
+            )
+            logger.warning(message)
+            raise IgnoreRequest(message)
 
     def _redirected(self, request: Request, url: str) -> Request:
         """The browser followed a redirect (HTTP or script) and rendered another URL: that URL

@@ -414,3 +414,33 @@ def test_head_check_requests_are_not_rendered(mode):
     assert "playwright" not in head.meta
     app = HtmlResponse(head.url, body=APP.encode(), encoding="utf-8")  # looks script-built
     assert middleware.process_response(head, app) is app
+
+
+def test_a_rendered_page_over_download_maxsize_is_skipped(tmp_path, js_site):
+    """The browser knows no DOWNLOAD_MAXSIZE: a page served larger than it, or grown past it
+    by a script, is skipped as too_large, as a plain fetch of it would be, not scored and
+    stored."""
+    maxsize = 20_000
+    grown = "document.body.innerHTML += '<p>' + 'birds feathers '.repeat(3000) + '</p>';"
+    js_site.pages.update(
+        {
+            "/big.html": ("text/html", target_page("big") + "<p>feathers</p>" * 2000),
+            "/grown.html": ("text/html", f"<html><body><script>{grown}</script></body></html>"),
+        }
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/big.html,{js_site.url}/grown.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"DOWNLOAD_MAXSIZE": maxsize})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert len(js_site.pages["/big.html"][1]) > maxsize > len(js_site.pages["/grown.html"][1])
+    paths = stored_paths(result)
+    assert "big.html" not in paths and "grown.html" not in paths, paths
+    assert "plain.html" in paths
+    log = result.result.stderr
+    assert stat_value(log, "focused/skipped/too_large") == 2
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 2 and all("DOWNLOAD_MAXSIZE" in line for line in warnings), warnings
