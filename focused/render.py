@@ -144,7 +144,10 @@ def enable_rendering(settings: Settings) -> None:
 
 
 def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
-    """Launch Chromium once, as the crawl will; raise ``ConfigError`` if it cannot start.
+    """Launch Chromium once, as the crawl will, and open each of the contexts
+    ``PLAYWRIGHT_CONTEXTS`` asks for in it; raise ``ConfigError`` if it cannot start or a
+    context cannot open (an option Playwright does not know, or of another type: the crawl
+    went on without the context, after a traceback).
 
     Runs in its own thread and event loop, so the crawl's reactor is left untouched.
     """
@@ -152,28 +155,48 @@ def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
     if executable and not Path(executable).is_file():
         raise ConfigError(f"Chromium not found at {executable}; {INSTALL_HINT}")
     options = launch_options(settings)
-    failure: list[str] = []
+    # A persistent context (user_data_dir) is a browser launch of its own, not opened here.
+    contexts = {
+        name: context
+        for name, context in settings.getdict("PLAYWRIGHT_CONTEXTS").items()
+        if not context.get("user_data_dir")
+    }
+    failure: list[ConfigError] = []
 
     async def launch() -> None:
         from playwright.async_api import async_playwright
 
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(**options, timeout=timeout_s * 1000)
+            for name, context in contexts.items():
+                try:
+                    await (await browser.new_context(**context)).close()
+                except Exception as exc:
+                    raise ConfigError(
+                        f"setting PLAYWRIGHT_CONTEXTS: {name!r} cannot be opened: "
+                        f"{_first_line(exc)}"
+                    ) from None
             await browser.close()
 
     def run() -> None:
         try:
             asyncio.run(launch())
+        except ConfigError as exc:
+            failure.append(exc)
         except Exception as exc:
-            failure.append(_first_line(exc))
+            failure.append(launch_failure(_first_line(exc)))
 
     thread = threading.Thread(target=run, name="focused-browser-check", daemon=True)
     thread.start()
     thread.join(timeout_s + 10)
     if thread.is_alive():
-        failure.append(f"no answer within {timeout_s:g} s")
+        failure.append(launch_failure(f"no answer within {timeout_s:g} s"))
     if failure:
-        raise ConfigError(f"cannot launch Chromium ({failure[0]}); {INSTALL_HINT}")
+        raise failure[0]
+
+
+def launch_failure(reason: str) -> ConfigError:
+    return ConfigError(f"cannot launch Chromium ({reason}); {INSTALL_HINT}")
 
 
 def _first_line(exc: BaseException) -> str:
