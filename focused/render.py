@@ -211,7 +211,9 @@ def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -
     return sparse and bool(response.xpath("//script") or response.xpath(APP_SHELL))
 
 
-async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
+async def settle(
+    page: Page, timeout_ms: int, drop_params: tuple[str, ...]
+) -> tuple[str, str | None] | None:
     """Wait for the page's load event, then up to ``timeout_ms`` for its network to go quiet:
     many pages fetch their content after the load event. A page that never goes quiet keeps
     what it has.
@@ -221,7 +223,41 @@ async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
     sending) is not lost: once ``PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT`` has passed (the page's
     navigation timeout, which ``wait_for_load_state`` uses), it is taken as rendered so far and
     its URL and HTML are returned, for ``RenderMiddleware`` to put back in the response.
+
+    A script that sends the page to another URL meanwhile (``location.href = ...``) ends the
+    wait: that URL is returned with no HTML, for ``RenderMiddleware`` to request in turn, and
+    the browser goes no further. Left to go on, a page whose script moves it on and on (to
+    itself with a new query, or between two pages) had the browser fetch some 500 pages a
+    second from its host until the settle ended, and was then lost as a download error.
     """
+    moved: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def on_request(request: BrowserRequest) -> None:
+        # A new navigation of the page: not an HTTP redirect, not the page reloading itself.
+        if (
+            not moved.done()
+            and request.is_navigation_request()
+            and request.frame == page.main_frame
+            and request.redirected_from is None
+            and canonicalize(request.url, drop_params) != canonicalize(page.url, drop_params)
+        ):
+            moved.set_result(request.url)
+
+    page.on("request", on_request)
+    loading = asyncio.ensure_future(_load(page, timeout_ms))
+    try:
+        await asyncio.wait((loading, moved), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        page.remove_listener("request", on_request)
+    if not moved.done():
+        return loading.result()
+    loading.cancel()
+    await page.goto("about:blank")  # stops the navigation; see _load on the blank page
+    return moved.result(), None
+
+
+async def _load(page: Page, timeout_ms: int) -> tuple[str, str] | None:
+    """``settle``'s waits: the URL and HTML of a page whose load event did not come, else None."""
     from playwright.async_api import TimeoutError as BrowserTimeout
 
     try:
@@ -238,8 +274,9 @@ async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
     return None
 
 
-def _taken_before_load(request: Request) -> tuple[str, str] | None:
-    """The URL and HTML ``settle`` kept of a page whose load event did not come, if it did."""
+def _taken_before_load(request: Request) -> tuple[str, str | None] | None:
+    """The URL and HTML ``settle`` kept of a page whose load event did not come, if it did, or
+    the URL a script sent the page to (no HTML)."""
     for method in request.meta.get("playwright_page_methods") or ():
         if getattr(method, "method", None) is settle:
             return getattr(method, "result", None)
@@ -305,14 +342,17 @@ class RenderMiddleware:
             # The response is enough for the navigation to succeed; settle waits for the rest.
             request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
             request.meta.setdefault(
-                "playwright_page_methods", [PageMethod(settle, timeout_ms=self.settle_ms)]
+                "playwright_page_methods",
+                [PageMethod(settle, timeout_ms=self.settle_ms, drop_params=self.drop_params)],
             )
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get("playwright"):
             taken = _taken_before_load(request)
-            if taken:  # the response is settle's blank page: this is the page
+            if taken:  # the response is settle's blank page
                 url, html = taken
+                if html is None:  # a script sent the page there
+                    return self._redirected(request, url)
                 response = response.replace(
                     cls=HtmlResponse, url=url, body=html.encode("utf-8"), encoding="utf-8"
                 )

@@ -89,22 +89,23 @@ class Site:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 site.fetched.append(self.path)
-                if self.path in site.redirects:
+                path = self.path.split("?")[0]  # a page takes any query
+                if path in site.redirects:
                     self.send_response(302)
-                    self.send_header("Location", site.redirects[self.path])
+                    self.send_header("Location", site.redirects[path])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                if self.path.startswith("/stuck/"):
+                if path.startswith("/stuck/"):
                     time.sleep(STUCK_S)  # an answer that never comes (within the timeout)
                     self.send_error(504)
                     return
-                if self.path not in site.pages:
+                if path not in site.pages:
                     self.send_error(404)
                     return
-                if self.path.startswith("/api/"):
+                if path.startswith("/api/"):
                     time.sleep(API_DELAY_S)  # content arriving well after the load event
-                content_type, body = site.pages[self.path]
+                content_type, body = site.pages[path]
                 data = body.encode("utf-8")
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
@@ -265,6 +266,41 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     assert stat_value(log, "robotstxt/forbidden") == 1
     assert stat_value(log, "offsite/filtered") == 2
     assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
+
+
+def test_a_page_a_script_moves_on_and_on_is_a_redirect_loop(tmp_path, js_site):
+    """A script that moves the page to itself with a new query, or two pages that move to each
+    other: each move is a redirect, requested in turn, until REDIRECT_MAX_TIMES or the URLs
+    already seen cut it. The browser goes no further than the first move: left to go on, it
+    fetched hundreds of pages from the host in a second, and the page was a download error."""
+    script = "<html><head><script>location.href = {};</script></head><body>Moving</body></html>"
+    js_site.pages.update(
+        {
+            "/loop.html": ("text/html", script.format("'/loop.html?n=' + Math.random()")),
+            "/ping.html": ("text/html", script.format("'/pong.html'")),
+            "/pong.html": ("text/html", script.format("'/ping.html'")),
+        }
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/loop.html,{js_site.url}/ping.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert [line for line in log.splitlines() if "] WARNING: " in line] == []
+    # Each of the 6 renders of the loop (the seed, 5 redirects) fetched two pages more at most:
+    # a move may come before the browser is watched, as the page methods start.
+    loops = [path for path in js_site.fetched if path.startswith("/loop.html")]
+    assert len(loops) <= 3 * 6, len(loops)
+    assert js_site.count("/ping.html") + js_site.count("/pong.html") <= 6, js_site.fetched
+    assert stat_value(log, "focused/skipped/redirect_loop") == 1
+    assert stat_value(log, "focused/skipped/download_error") == 0
+    assert sorted(stored_paths(result)) == sorted(
+        ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
 
 
 # A page whose load never ends: the script at its end is never answered (see the site's
