@@ -41,7 +41,7 @@ import os
 import threading
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
@@ -55,6 +55,8 @@ from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from playwright.async_api import Page
     from playwright.async_api import Request as BrowserRequest
     from scrapy import Request
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RENDER_MODES = ("never", "always", "auto")
 PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
@@ -212,7 +215,7 @@ def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -
 
 
 async def settle(
-    page: Page, timeout_ms: int, drop_params: tuple[str, ...]
+    page: Page, timeout_ms: int, drop_params: tuple[str, ...], answer_ms: float
 ) -> tuple[str, str | None] | None:
     """Wait for the page's load event, then up to ``timeout_ms`` for its network to go quiet:
     many pages fetch their content after the load event. A page that never goes quiet keeps
@@ -229,6 +232,11 @@ async def settle(
     the browser goes no further. Left to go on, a page whose script moves it on and on (to
     itself with a new query, or between two pages) had the browser fetch some 500 pages a
     second from its host until the settle ended, and was then lost as a download error.
+
+    A page whose script never yields (``while (true) {}``) answers nothing, and Playwright waits
+    for its HTML without end: the crawl never ended, not even on Ctrl-C. Once the waits are
+    over, the page must answer within ``answer_ms`` (the navigation timeout), or it fails with
+    a ``TimeoutError`` (scrapy-playwright then closes it: the page is a download error).
     """
     moved: asyncio.Future[str] = asyncio.get_running_loop().create_future()
 
@@ -244,7 +252,7 @@ async def settle(
             moved.set_result(request.url)
 
     page.on("request", on_request)
-    loading = asyncio.ensure_future(_load(page, timeout_ms))
+    loading = asyncio.ensure_future(_load(page, timeout_ms, answer_ms))
     try:
         await asyncio.wait((loading, moved), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -256,14 +264,14 @@ async def settle(
     return moved.result(), None
 
 
-async def _load(page: Page, timeout_ms: int) -> tuple[str, str] | None:
+async def _load(page: Page, timeout_ms: int, answer_ms: float) -> tuple[str, str] | None:
     """``settle``'s waits: the URL and HTML of a page whose load event did not come, else None."""
     from playwright.async_api import TimeoutError as BrowserTimeout
 
     try:
         await page.wait_for_load_state("load")
     except BrowserTimeout:
-        url, html = page.url, await page.content()
+        url, html = page.url, await _answered(page.content(), answer_ms)
         # scrapy-playwright waits for the load event after each page method and fails the page
         # without it; a blank page has it at once.
         await page.goto("about:blank")
@@ -271,7 +279,21 @@ async def _load(page: Page, timeout_ms: int) -> tuple[str, str] | None:
     if timeout_ms:
         with suppress(BrowserTimeout):
             await page.wait_for_load_state("networkidle", timeout=timeout_ms)
+    await _answered(page.evaluate("0"), answer_ms)  # before scrapy-playwright reads the page
     return None
+
+
+async def _answered(call: Awaitable[T], timeout_ms: float) -> T:
+    """What the page answers to ``call``; a ``TimeoutError`` if it has not within ``timeout_ms``
+    (Playwright sets no time limit on reading a page)."""
+    from playwright.async_api import TimeoutError as BrowserTimeout
+
+    try:
+        return await asyncio.wait_for(call, timeout_ms / 1000)
+    except TimeoutError:
+        raise BrowserTimeout(
+            f"the page did not answer within {timeout_ms:g} ms (a script that never ends?)"
+        ) from None
 
 
 def _taken_before_load(request: Request) -> tuple[str, str | None] | None:
@@ -314,6 +336,7 @@ class RenderMiddleware:
         self.min_words = settings.getint("FOCUSED_RENDER_AUTO_MIN_WORDS")
         self.min_links = settings.getint("FOCUSED_RENDER_AUTO_MIN_LINKS")
         self.settle_ms = settings.getint("FOCUSED_RENDER_SETTLE_MS")
+        self.navigation_timeout_ms = settings.getfloat("PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT")
         self.max_redirects = settings.getint("REDIRECT_MAX_TIMES")
         self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
         self.drop_params = drop_params_setting(settings)
@@ -343,7 +366,14 @@ class RenderMiddleware:
             request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
             request.meta.setdefault(
                 "playwright_page_methods",
-                [PageMethod(settle, timeout_ms=self.settle_ms, drop_params=self.drop_params)],
+                [
+                    PageMethod(
+                        settle,
+                        timeout_ms=self.settle_ms,
+                        drop_params=self.drop_params,
+                        answer_ms=self.navigation_timeout_ms,
+                    )
+                ],
             )
 
     def process_response(self, request: Request, response: Response) -> Request | Response:

@@ -372,6 +372,43 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     assert "plain.html" in stored_paths(result)
 
 
+def test_a_page_whose_script_never_ends_is_skipped(tmp_path, js_site):
+    """A script that never yields, before the load event or after it: Playwright waited for the
+    page's HTML without end, and the crawl never ended (not even on Ctrl-C). The page is
+    given the navigation timeout to answer, then skipped in one warning line."""
+    endless = "<html><head><title>Busy</title></head><body><p>{}</p><script>{}</script></body>"
+    js_site.pages.update(
+        {
+            "/busy.html": ("text/html", endless.format(WORDS, "while (true) {}")),
+            "/busy-after-load.html": (
+                "text/html",
+                endless.format(WORDS, "addEventListener('load', () => { while (true) {} });"),
+            ),
+        }
+    )
+    busy = [f"{js_site.url}/busy.html", f"{js_site.url}/busy-after-load.html"]
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": ",".join([*busy, f"{js_site.url}/plain.html"]),
+        "strategy": "bfs",
+        "render": "always",
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 10, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
+    result = run_crawl(tmp_path, arguments, settings, timeout=120)
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert "Traceback" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 2, warnings
+    for url in busy:
+        line = next(line for line in warnings if f"<GET {url}>" in line)
+        assert "the page did not answer within 1000 ms" in line
+    assert stat_value(log, "focused/skipped/download_error") == 2
+    assert sorted(stored_paths(result)) == sorted(
+        ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
+
+
 def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
     arguments = {
         "query": "birds",
