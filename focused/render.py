@@ -106,7 +106,14 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     args = list(CHROMIUM_FLAGS)
     if os.geteuid() == 0:
         args.insert(0, "--no-sandbox")  # Chromium refuses to sandbox itself as root
-    options: dict[str, Any] = {"headless": True, "args": args}
+    # Playwright turns Chromium's popup blocker off. On, a page's script cannot open windows
+    # (window.open without a click): each such window fetched its page outside the crawl
+    # (no robots.txt, no delay), and stayed open until the crawl ended.
+    options: dict[str, Any] = {
+        "headless": True,
+        "args": args,
+        "ignore_default_args": ["--disable-popup-blocking"],
+    }
     if settings.get("FOCUSED_CHROMIUM"):
         options["executable_path"] = str(settings.get("FOCUSED_CHROMIUM"))
     return options

@@ -409,6 +409,28 @@ def test_a_page_whose_script_never_ends_is_skipped(tmp_path, js_site):
     )
 
 
+def test_a_page_s_script_opens_no_windows(tmp_path, js_site):
+    """Playwright turns Chromium's popup blocker off: each window a page's script opened
+    fetched its page outside the crawl (no robots.txt, no delay, no dupefilter) and stayed open
+    until the crawl ended, beyond PLAYWRIGHT_MAX_PAGES_PER_CONTEXT."""
+    opens = "".join(f"window.open('/birds/{name}.html');" for name in BIRDS)
+    js_site.pages["/popups.html"] = (
+        "text/html",
+        f"<html><head><script>{opens}</script></head><body><p>{WORDS}</p></body></html>",
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/popups.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert stored_paths(result) == ["popups.html"]
+    assert [path for path in js_site.fetched if path.startswith("/birds/")] == []
+    assert stat_value(result.result.stderr, "playwright/page_count/max_concurrent") == 1
+
+
 def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
     arguments = {
         "query": "birds",
