@@ -96,6 +96,7 @@ BLOCKABLE_RESOURCES = frozenset(
     {"stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch",
      "eventsource", "websocket", "manifest", "other"}
 )  # fmt: skip
+MAX_RELOADS = 3  # times a rendered page may reload itself (settle)
 APP_SHELL = (
     "//*[@id='root' or @id='app' or @id='__next' or @id='__nuxt' or @id='___gatsby']"
     "[not(normalize-space())] | //script[@id='__NEXT_DATA__'] | //app-root"
@@ -283,18 +284,29 @@ async def settle(
     over, the page must answer within ``answer_ms`` (the navigation timeout), or it fails with
     a ``TimeoutError`` (scrapy-playwright then closes it: the page is a download error).
     """
+    from playwright.async_api import Error as BrowserError
+
     moved: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    reloads = 0
 
     def on_request(request: BrowserRequest) -> None:
-        # A new navigation of the page: not an HTTP redirect, not the page reloading itself.
+        nonlocal reloads
+        # A new navigation of the page (not an HTTP redirect)
         if (
-            not moved.done()
-            and request.is_navigation_request()
-            and request.frame == page.main_frame
-            and request.redirected_from is None
-            and canonicalize(request.url, drop_params) != canonicalize(page.url, drop_params)
+            moved.done()
+            or not request.is_navigation_request()
+            or request.frame != page.main_frame
+            or request.redirected_from is not None
         ):
+            return
+        if canonicalize(request.url, drop_params) != canonicalize(page.url, drop_params):
             moved.set_result(request.url)
+            return
+        # The page reloading itself: once or twice is a page setting a cookie; on and on, the
+        # browser fetched it some 700 times a second until the settle ended.
+        reloads += 1
+        if reloads > MAX_RELOADS:
+            moved.set_exception(BrowserError(f"the page reloaded itself {reloads} times"))
 
     page.on("request", on_request)
     loading = asyncio.ensure_future(_load(page, timeout_ms, answer_ms))
@@ -306,7 +318,7 @@ async def settle(
         return loading.result()
     loading.cancel()
     await page.goto("about:blank")  # stops the navigation; see _load on the blank page
-    return moved.result(), None
+    return moved.result(), None  # raises for a page that reloads on and on
 
 
 async def _load(page: Page, timeout_ms: int, answer_ms: float) -> tuple[str, str] | None:

@@ -26,7 +26,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from focused.render import RenderMiddleware, looks_script_built
+from focused.render import MAX_RELOADS, RenderMiddleware, looks_script_built
 from tests.conftest import run_crawl
 from tests.test_bad_input import closed_port
 
@@ -329,6 +329,27 @@ def test_credentials_do_not_follow_a_script_to_another_host(tmp_path, js_site):
     assert elsewhere in [page["url"] for page in result.pages()]
     assert f"127.0.0.1:{port}/moves.html" in js_site.authorized  # sent where it belongs
     assert [sent for sent in js_site.authorized if sent.startswith("localhost")] == []
+
+
+def test_a_page_that_reloads_on_and_on_is_skipped(tmp_path, js_site):
+    """A page may reload itself a few times (to set a cookie); one that goes on had the browser
+    fetch it some 700 times a second until the settle ended, and then failed anyway."""
+    js_site.pages["/reload.html"] = ("text/html", "<script>location.reload();</script>")
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/reload.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert js_site.count("/reload.html") <= 2 + MAX_RELOADS, js_site.count("/reload.html")
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 1 and "/reload.html" in warnings[0], warnings
+    assert f"the page reloaded itself {MAX_RELOADS + 1} times" in warnings[0]
+    assert stat_value(log, "focused/skipped/download_error") == 1
+    assert "plain.html" in stored_paths(result)
 
 
 # A page whose load never ends: the script at its end is never answered (see the site's
