@@ -399,7 +399,10 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "FOCUSED_RENDER_SETTLE_MS": (int, 0, None),
     "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
     "PLAYWRIGHT_MAX_CONTEXTS": (int, 1, None),
-    "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, None),
+    # Node's timers hold at most 2**31 - 1 ms (24.8 days): Playwright took a longer navigation
+    # timeout as 1 ms, and every page failed.
+    "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, 2**31 - 1),
+    "PLAYWRIGHT_DOWNLOAD_TIMEOUT": (int, 0, 2**31 - 1),
     # A week: Redis keeps its expiries in milliseconds, and about 9e15 s of them failed the
     # crawl once it started (frontier_unreachable).
     "FOCUSED_WORKER_TIMEOUT": (float, 1.0, 604_800),
@@ -425,7 +428,12 @@ EMPTY_MEANS_NONE = frozenset({"STORE_MIN_RELEVANCE"})
 
 
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
-BOOLEAN_SETTINGS = ("SCORE_BEFORE_DISPATCH", "HEAD_CHECK", "FOCUSED_GC_FREEZE")
+BOOLEAN_SETTINGS = (
+    "SCORE_BEFORE_DISPATCH",
+    "HEAD_CHECK",
+    "FOCUSED_GC_FREEZE",
+    "PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER",
+)
 
 # A dotted name of a module's attribute: the default of a setting that names what to import.
 IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
@@ -514,12 +522,43 @@ def check_settings(settings: Any) -> None:
         raise ConfigError(
             f"setting PLAYWRIGHT_BROWSER_TYPE={quoted(browser)}: pages render in chromium"
         )
+    _check_playwright(settings)
     unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
     if unblockable:
         raise ConfigError(
             f"setting FOCUSED_RENDER_BLOCK: {quoted(unblockable[0])} is not one of:"
             f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
         )
+
+
+# scrapy-playwright's settings read as JSON objects, and those naming what it imports: it reads
+# them as its download handler loads, and a value it cannot read was a traceback there (the
+# crawl then fetched nothing, exit status 1) or as the browser started (the crawl went on
+# without the contexts asked for). The contexts' keywords are Playwright's, checked as
+# focused.render.check_browser opens each once.
+PLAYWRIGHT_OBJECTS = ("PLAYWRIGHT_CONTEXTS", "PLAYWRIGHT_CDP_KWARGS", "PLAYWRIGHT_CONNECT_KWARGS")
+PLAYWRIGHT_IMPORTS = ("PLAYWRIGHT_BROWSER_PROVIDER", "PLAYWRIGHT_PROCESS_REQUEST_HEADERS")
+
+
+def _check_playwright(settings: Any) -> None:
+    if settings.get("PLAYWRIGHT_CDP_URL") and settings.get("PLAYWRIGHT_CONNECT_URL"):
+        raise ConfigError("settings PLAYWRIGHT_CDP_URL and PLAYWRIGHT_CONNECT_URL: give one")
+    for name in PLAYWRIGHT_OBJECTS:
+        try:
+            settings.getdict(name)
+        except (TypeError, ValueError):  # not JSON, or JSON but no object
+            raise ConfigError(
+                f"setting {name}={quoted(settings.get(name))} is no JSON object"
+            ) from None
+    for context, options in settings.getdict("PLAYWRIGHT_CONTEXTS").items():
+        if not isinstance(options, dict):
+            raise ConfigError(
+                f"setting PLAYWRIGHT_CONTEXTS: {quoted(context)} has {quoted(options)}; give a"
+                ' JSON object of Playwright\'s context options, such as {"locale": "en-GB"}'
+            )
+    for name in PLAYWRIGHT_IMPORTS:
+        if given_on_command_line(settings, name):
+            _check_import(f"setting {name}=", settings[name])
 
 
 def _check_http_auth(settings: Any) -> None:

@@ -41,20 +41,23 @@ import os
 import threading
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from focused.canonical import canonicalize, drop_params_setting
+from focused.canonical import DEFAULT_PORTS, canonicalize, drop_params_setting
 from focused.errors import ConfigError
 from focused.extract import extract_page
 from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from playwright.async_api import Page
     from playwright.async_api import Request as BrowserRequest
     from scrapy import Request
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
     from twisted.internet.defer import Deferred
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RENDER_MODES = ("never", "always", "auto")
 PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
@@ -75,8 +79,11 @@ RENDER_AGAIN_META = "focused_render_again"
 REDIRECTS_META = "focused_redirects_before_render"
 INSTALL_HINT = "install it with `sudo apt-get install chromium` or set FOCUSED_CHROMIUM to its path"
 # Without the background-networking flags Chromium phones home at start, which a closed
-# network refuses; the rest keep a headless browser lean.
+# network refuses; the rest keep a headless browser lean. Certificates are not checked, as
+# Scrapy does not check them on a plain fetch: a site with a self-signed certificate rendered
+# nothing (ERR_CERT_AUTHORITY_INVALID) where its plain crawl went on.
 CHROMIUM_FLAGS = (
+    "--ignore-certificate-errors",
     "--disable-gpu",
     "--disable-quic",
     "--no-first-run",
@@ -89,6 +96,7 @@ BLOCKABLE_RESOURCES = frozenset(
     {"stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch",
      "eventsource", "websocket", "manifest", "other"}
 )  # fmt: skip
+MAX_RELOADS = 3  # times a rendered page may reload itself (settle)
 APP_SHELL = (
     "//*[@id='root' or @id='app' or @id='__next' or @id='__nuxt' or @id='___gatsby']"
     "[not(normalize-space())] | //script[@id='__NEXT_DATA__'] | //app-root"
@@ -100,7 +108,14 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     args = list(CHROMIUM_FLAGS)
     if os.geteuid() == 0:
         args.insert(0, "--no-sandbox")  # Chromium refuses to sandbox itself as root
-    options: dict[str, Any] = {"headless": True, "args": args}
+    # Playwright turns Chromium's popup blocker off. On, a page's script cannot open windows
+    # (window.open without a click): each such window fetched its page outside the crawl
+    # (no robots.txt, no delay), and stayed open until the crawl ended.
+    options: dict[str, Any] = {
+        "headless": True,
+        "args": args,
+        "ignore_default_args": ["--disable-popup-blocking"],
+    }
     if settings.get("FOCUSED_CHROMIUM"):
         options["executable_path"] = str(settings.get("FOCUSED_CHROMIUM"))
     return options
@@ -137,11 +152,51 @@ def enable_rendering(settings: Settings) -> None:
     put("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(settings))
     blocked = blocked_resources(settings)
     put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(blocked) if blocked else None)
+    if "PLAYWRIGHT_PROCESS_REQUEST_HEADERS" not in settings:  # a function of the user's stays
+        put("PLAYWRIGHT_PROCESS_REQUEST_HEADERS", f"{__name__}.{browser_headers.__name__}")
     settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RenderMiddleware, 50)
 
 
+async def browser_headers(
+    *, browser_type_name: str, playwright_request: BrowserRequest, scrapy_request_data: dict
+) -> dict[str, str]:
+    """``PLAYWRIGHT_PROCESS_REQUEST_HEADERS``: scrapy-playwright's headers, which put the
+    Scrapy request's on every navigation of the page, without its credentials (Authorization:
+    ``HTTPAUTH_USER``'s, Cookie) on a navigation to another origin. The browser's HTTP
+    redirects and script moves to another host got the password ``HTTPAUTH_DOMAIN`` keeps to
+    its host, where Scrapy's redirects drop it."""
+    from scrapy_playwright.headers import use_scrapy_headers
+
+    headers = await use_scrapy_headers(
+        browser_type_name=browser_type_name,
+        playwright_request=playwright_request,
+        scrapy_request_data=scrapy_request_data,
+    )
+    if playwright_request.is_navigation_request() and not same_origin(
+        playwright_request.url, scrapy_request_data["url"]
+    ):
+        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
+    return headers
+
+
+CREDENTIAL_HEADERS = frozenset({"authorization", "cookie"})
+
+
+def same_origin(url: str, other: str) -> bool:
+    """One scheme, host and port: where a request's credentials may go."""
+    return _origin(url) == _origin(other)
+
+
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
+
+
 def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
-    """Launch Chromium once, as the crawl will; raise ``ConfigError`` if it cannot start.
+    """Launch Chromium once, as the crawl will, and open each of the contexts
+    ``PLAYWRIGHT_CONTEXTS`` asks for in it; raise ``ConfigError`` if it cannot start or a
+    context cannot open (an option Playwright does not know, or of another type: the crawl
+    went on without the context, after a traceback).
 
     Runs in its own thread and event loop, so the crawl's reactor is left untouched.
     """
@@ -149,28 +204,48 @@ def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
     if executable and not Path(executable).is_file():
         raise ConfigError(f"Chromium not found at {executable}; {INSTALL_HINT}")
     options = launch_options(settings)
-    failure: list[str] = []
+    # A persistent context (user_data_dir) is a browser launch of its own, not opened here.
+    contexts = {
+        name: context
+        for name, context in settings.getdict("PLAYWRIGHT_CONTEXTS").items()
+        if not context.get("user_data_dir")
+    }
+    failure: list[ConfigError] = []
 
     async def launch() -> None:
         from playwright.async_api import async_playwright
 
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(**options, timeout=timeout_s * 1000)
+            for name, context in contexts.items():
+                try:
+                    await (await browser.new_context(**context)).close()
+                except Exception as exc:
+                    raise ConfigError(
+                        f"setting PLAYWRIGHT_CONTEXTS: {name!r} cannot be opened: "
+                        f"{_first_line(exc)}"
+                    ) from None
             await browser.close()
 
     def run() -> None:
         try:
             asyncio.run(launch())
+        except ConfigError as exc:
+            failure.append(exc)
         except Exception as exc:
-            failure.append(_first_line(exc))
+            failure.append(launch_failure(_first_line(exc)))
 
     thread = threading.Thread(target=run, name="focused-browser-check", daemon=True)
     thread.start()
     thread.join(timeout_s + 10)
     if thread.is_alive():
-        failure.append(f"no answer within {timeout_s:g} s")
+        failure.append(launch_failure(f"no answer within {timeout_s:g} s"))
     if failure:
-        raise ConfigError(f"cannot launch Chromium ({failure[0]}); {INSTALL_HINT}")
+        raise failure[0]
+
+
+def launch_failure(reason: str) -> ConfigError:
+    return ConfigError(f"cannot launch Chromium ({reason}); {INSTALL_HINT}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -185,7 +260,9 @@ def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -
     return sparse and bool(response.xpath("//script") or response.xpath(APP_SHELL))
 
 
-async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
+async def settle(
+    page: Page, timeout_ms: int, drop_params: tuple[str, ...], answer_ms: float
+) -> tuple[str, str | None] | None:
     """Wait for the page's load event, then up to ``timeout_ms`` for its network to go quiet:
     many pages fetch their content after the load event. A page that never goes quiet keeps
     what it has.
@@ -195,13 +272,63 @@ async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
     sending) is not lost: once ``PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT`` has passed (the page's
     navigation timeout, which ``wait_for_load_state`` uses), it is taken as rendered so far and
     its URL and HTML are returned, for ``RenderMiddleware`` to put back in the response.
+
+    A script that sends the page to another URL meanwhile (``location.href = ...``) ends the
+    wait: that URL is returned with no HTML, for ``RenderMiddleware`` to request in turn, and
+    the browser goes no further. Left to go on, a page whose script moves it on and on (to
+    itself with a new query, or between two pages) had the browser fetch some 500 pages a
+    second from its host until the settle ended, and was then lost as a download error.
+
+    A page whose script never yields (``while (true) {}``) answers nothing, and Playwright waits
+    for its HTML without end: the crawl never ended, not even on Ctrl-C. Once the waits are
+    over, the page must answer within ``answer_ms`` (the navigation timeout), or it fails with
+    a ``TimeoutError`` (scrapy-playwright then closes it: the page is a download error).
     """
+    from playwright.async_api import Error as BrowserError
+
+    moved: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    reloads = 0
+
+    def on_request(request: BrowserRequest) -> None:
+        nonlocal reloads
+        # A new navigation of the page (not an HTTP redirect)
+        if (
+            moved.done()
+            or not request.is_navigation_request()
+            or request.frame != page.main_frame
+            or request.redirected_from is not None
+        ):
+            return
+        if canonicalize(request.url, drop_params) != canonicalize(page.url, drop_params):
+            moved.set_result(request.url)
+            return
+        # The page reloading itself: once or twice is a page setting a cookie; on and on, the
+        # browser fetched it some 700 times a second until the settle ended.
+        reloads += 1
+        if reloads > MAX_RELOADS:
+            moved.set_exception(BrowserError(f"the page reloaded itself {reloads} times"))
+
+    page.on("request", on_request)
+    loading = asyncio.ensure_future(_load(page, timeout_ms, answer_ms))
+    try:
+        await asyncio.wait((loading, moved), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        page.remove_listener("request", on_request)
+    if not moved.done():
+        return loading.result()
+    loading.cancel()
+    await page.goto("about:blank")  # stops the navigation; see _load on the blank page
+    return moved.result(), None  # raises for a page that reloads on and on
+
+
+async def _load(page: Page, timeout_ms: int, answer_ms: float) -> tuple[str, str] | None:
+    """``settle``'s waits: the URL and HTML of a page whose load event did not come, else None."""
     from playwright.async_api import TimeoutError as BrowserTimeout
 
     try:
         await page.wait_for_load_state("load")
     except BrowserTimeout:
-        url, html = page.url, await page.content()
+        url, html = page.url, await _answered(page.content(), answer_ms)
         # scrapy-playwright waits for the load event after each page method and fails the page
         # without it; a blank page has it at once.
         await page.goto("about:blank")
@@ -209,11 +336,26 @@ async def settle(page: Page, timeout_ms: int) -> tuple[str, str] | None:
     if timeout_ms:
         with suppress(BrowserTimeout):
             await page.wait_for_load_state("networkidle", timeout=timeout_ms)
+    await _answered(page.evaluate("0"), answer_ms)  # before scrapy-playwright reads the page
     return None
 
 
-def _taken_before_load(request: Request) -> tuple[str, str] | None:
-    """The URL and HTML ``settle`` kept of a page whose load event did not come, if it did."""
+async def _answered(call: Awaitable[T], timeout_ms: float) -> T:
+    """What the page answers to ``call``; a ``TimeoutError`` if it has not within ``timeout_ms``
+    (Playwright sets no time limit on reading a page)."""
+    from playwright.async_api import TimeoutError as BrowserTimeout
+
+    try:
+        return await asyncio.wait_for(call, timeout_ms / 1000)
+    except TimeoutError:
+        raise BrowserTimeout(
+            f"the page did not answer within {timeout_ms:g} ms (a script that never ends?)"
+        ) from None
+
+
+def _taken_before_load(request: Request) -> tuple[str, str | None] | None:
+    """The URL and HTML ``settle`` kept of a page whose load event did not come, if it did, or
+    the URL a script sent the page to (no HTML)."""
     for method in request.meta.get("playwright_page_methods") or ():
         if getattr(method, "method", None) is settle:
             return getattr(method, "result", None)
@@ -251,7 +393,9 @@ class RenderMiddleware:
         self.min_words = settings.getint("FOCUSED_RENDER_AUTO_MIN_WORDS")
         self.min_links = settings.getint("FOCUSED_RENDER_AUTO_MIN_LINKS")
         self.settle_ms = settings.getint("FOCUSED_RENDER_SETTLE_MS")
+        self.navigation_timeout_ms = settings.getfloat("PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT")
         self.max_redirects = settings.getint("REDIRECT_MAX_TIMES")
+        self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
         self.drop_params = drop_params_setting(settings)
         self._closing: Deferred[None] | None = None  # keeps the close task referenced
         add_log_filter("scrapy-playwright", _PageFailureInOneLine)
@@ -278,14 +422,24 @@ class RenderMiddleware:
             # The response is enough for the navigation to succeed; settle waits for the rest.
             request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
             request.meta.setdefault(
-                "playwright_page_methods", [PageMethod(settle, timeout_ms=self.settle_ms)]
+                "playwright_page_methods",
+                [
+                    PageMethod(
+                        settle,
+                        timeout_ms=self.settle_ms,
+                        drop_params=self.drop_params,
+                        answer_ms=self.navigation_timeout_ms,
+                    )
+                ],
             )
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get("playwright"):
             taken = _taken_before_load(request)
-            if taken:  # the response is settle's blank page: this is the page
+            if taken:  # the response is settle's blank page
                 url, html = taken
+                if html is None:  # a script sent the page there
+                    return self._redirected(request, url)
                 response = response.replace(
                     cls=HtmlResponse, url=url, body=html.encode("utf-8"), encoding="utf-8"
                 )
@@ -294,6 +448,7 @@ class RenderMiddleware:
                 request.url, self.drop_params
             ):
                 return self._redirected(request, response.url)
+            self._check_size(request, response)
             self.stats.inc_value("focused/rendered")
             if taken:
                 self.stats.inc_value("focused/rendered_before_load")
@@ -315,6 +470,20 @@ class RenderMiddleware:
             return request.replace(meta=meta, dont_filter=True)
         return response
 
+    def _check_size(self, request: Request, response: Response) -> None:
+        """A rendered page over ``DOWNLOAD_MAXSIZE`` is skipped as ``too_large``, as a plain one
+        is: the browser knows no such limit, fetches a page whole, and a script may grow it past
+        any size (a page of 35 MB was scored and stored)."""
+        maxsize = request.meta.get("download_maxsize", self.maxsize)
+        if maxsize and len(response.body) > maxsize:
+            # the words focused.hygiene.skip_reason reads as too_large
+            message = (
+                f"Ignored rendered page {response.url}: its HTML ({len(response.body)} B)"
+                f" exceeded DOWNLOAD_MAXSIZE ({maxsize} B)"
+            )
+            logger.warning(message)
+            raise IgnoreRequest(message)
+
     def _redirected(self, request: Request, url: str) -> Request:
         """The browser followed a redirect (HTTP or script) and rendered another URL: that URL
         is requested in turn, as Scrapy's RedirectMiddleware requests a plain page's, so that
@@ -328,7 +497,11 @@ class RenderMiddleware:
         meta.pop(RENDER_AGAIN_META, None)  # this is a request of its own
         logger.debug("Rendering %s: the browser was redirected there from %s", url, request.url)
         # Never dont_filter: auto's second request of a page is, to pass its own URL again.
-        return request.replace(url=url, meta=meta, dont_filter=False)
+        redirected = request.replace(url=url, meta=meta, dont_filter=False)
+        if not same_origin(url, request.url):  # as Scrapy's RedirectMiddleware drops them
+            for name in CREDENTIAL_HEADERS:
+                redirected.headers.pop(name, None)
+        return redirected
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not request.meta.get("playwright") or not _is_launch_failure(exception):

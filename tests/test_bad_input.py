@@ -143,6 +143,12 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         (GOOD, {"FOCUSED_RENDER_BLOCK": "image,document"}, "'document' is not one of"),
         (GOOD, {"PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": "0"}, "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=0"),
+        # Opened as the browser started: a traceback, and the crawl went on without it.
+        (
+            {**GOOD, "render": "always"},
+            {"PLAYWRIGHT_CONTEXTS": '{"default": {"ignore_https_errors": "yes"}}'},
+            "setting PLAYWRIGHT_CONTEXTS: 'default' cannot be opened: ignore_https_errors:",
+        ),
         (GOOD, {"ENCODER_WHOLE_SHARE": "1.5"}, "ENCODER_WHOLE_SHARE=1.5 is outside"),
         (GOOD, {"ENCODER_STORE_SIZE": "-1"}, "ENCODER_STORE_SIZE=-1 is outside"),
         (GOOD, {"SCORE_BEFORE_DISPATCH": "maybe"}, "SCORE_BEFORE_DISPATCH='maybe' is not true"),
@@ -274,6 +280,26 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"PLAYWRIGHT_MAX_CONTEXTS": "-1"}, "setting PLAYWRIGHT_MAX_CONTEXTS=-1 is outside"),
         ({"PLAYWRIGHT_MAX_CONTEXTS": "two"}, "setting PLAYWRIGHT_MAX_CONTEXTS='two' is not an"),
         ({"PLAYWRIGHT_BROWSER_TYPE": "firefox"}, "setting PLAYWRIGHT_BROWSER_TYPE='firefox':"),
+        # Read as its download handler loads: a traceback, and the crawl fetched nothing.
+        ({"PLAYWRIGHT_DOWNLOAD_TIMEOUT": "1s"}, "setting PLAYWRIGHT_DOWNLOAD_TIMEOUT='1s' is not"),
+        ({"PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER": "maybe"}, "setting PLAYWRIGHT_RESTART_DIS"),
+        ({"PLAYWRIGHT_CONTEXTS": "default"}, "setting PLAYWRIGHT_CONTEXTS='default' is no JSON"),
+        ({"PLAYWRIGHT_CDP_KWARGS": "[1]"}, "setting PLAYWRIGHT_CDP_KWARGS='[1]' is no JSON object"),
+        ({"PLAYWRIGHT_CONTEXTS": '{"default": 5}'}, "setting PLAYWRIGHT_CONTEXTS: 'default' has 5"),
+        ({"PLAYWRIGHT_PROCESS_REQUEST_HEADERS": "no.f"}, "setting PLAYWRIGHT_PROCESS_REQUEST_HE"),
+        ({"PLAYWRIGHT_BROWSER_PROVIDER": "no.P"}, "setting PLAYWRIGHT_BROWSER_PROVIDER='no.P' can"),
+        (
+            {
+                "PLAYWRIGHT_CDP_URL": "ws://127.0.0.1:1",
+                "PLAYWRIGHT_CONNECT_URL": "ws://127.0.0.1:1",
+            },
+            "settings PLAYWRIGHT_CDP_URL and PLAYWRIGHT_CONNECT_URL: give one",
+        ),
+        # Node took a longer timeout as 1 ms: every page failed.
+        (
+            {"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": "1e30"},
+            "setting PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT=1e30 is outside [1.0, 2147483647]",
+        ),
         # Given empty, each was a traceback once read (STORE_MIN_RELEVANCE's none means off).
         ({"RELEVANCE_MAX_DOCS": ""}, "setting RELEVANCE_MAX_DOCS='' is not an integer"),
         ({"LINK_CONTEXT_CHARS": ""}, "setting LINK_CONTEXT_CHARS='' is not an integer"),

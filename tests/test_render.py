@@ -10,9 +10,11 @@ tested with the other bad input in ``test_bad_input.py``.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import shutil
+import ssl
 import stat
 import threading
 import time
@@ -24,7 +26,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
-from focused.render import RenderMiddleware, looks_script_built
+from focused.render import MAX_RELOADS, RenderMiddleware, looks_script_built
 from tests.conftest import run_crawl
 from tests.test_bad_input import closed_port
 
@@ -82,27 +84,31 @@ class Site:
         }
         self.redirects: dict[str, str] = {}  # path -> Location of a 302
         self.fetched: list[str] = []
+        self.authorized: list[str] = []  # each request's host and path sent with credentials
         site = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 site.fetched.append(self.path)
-                if self.path in site.redirects:
+                if self.headers.get("Authorization"):
+                    site.authorized.append(f"{self.headers['Host']}{self.path}")
+                path = self.path.split("?")[0]  # a page takes any query
+                if path in site.redirects:
                     self.send_response(302)
-                    self.send_header("Location", site.redirects[self.path])
+                    self.send_header("Location", site.redirects[path])
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
-                if self.path.startswith("/stuck/"):
+                if path.startswith("/stuck/"):
                     time.sleep(STUCK_S)  # an answer that never comes (within the timeout)
                     self.send_error(504)
                     return
-                if self.path not in site.pages:
+                if path not in site.pages:
                     self.send_error(404)
                     return
-                if self.path.startswith("/api/"):
+                if path.startswith("/api/"):
                     time.sleep(API_DELAY_S)  # content arriving well after the load event
-                content_type, body = site.pages[self.path]
+                content_type, body = site.pages[path]
                 data = body.encode("utf-8")
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
@@ -265,6 +271,87 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
 
 
+def test_a_page_a_script_moves_on_and_on_is_a_redirect_loop(tmp_path, js_site):
+    """A script that moves the page to itself with a new query, or two pages that move to each
+    other: each move is a redirect, requested in turn, until REDIRECT_MAX_TIMES or the URLs
+    already seen cut it. The browser goes no further than the first move: left to go on, it
+    fetched hundreds of pages from the host in a second, and the page was a download error."""
+    script = "<html><head><script>location.href = {};</script></head><body>Moving</body></html>"
+    js_site.pages.update(
+        {
+            "/loop.html": ("text/html", script.format("'/loop.html?n=' + Math.random()")),
+            "/ping.html": ("text/html", script.format("'/pong.html'")),
+            "/pong.html": ("text/html", script.format("'/ping.html'")),
+        }
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/loop.html,{js_site.url}/ping.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert [line for line in log.splitlines() if "] WARNING: " in line] == []
+    # Each of the 6 renders of the loop (the seed, 5 redirects) fetched two pages more at most:
+    # a move may come before the browser is watched, as the page methods start.
+    loops = [path for path in js_site.fetched if path.startswith("/loop.html")]
+    assert len(loops) <= 3 * 6, len(loops)
+    assert js_site.count("/ping.html") + js_site.count("/pong.html") <= 6, js_site.fetched
+    assert stat_value(log, "focused/skipped/redirect_loop") == 1
+    assert stat_value(log, "focused/skipped/download_error") == 0
+    assert sorted(stored_paths(result)) == sorted(
+        ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
+
+
+def test_credentials_do_not_follow_a_script_to_another_host(tmp_path, js_site):
+    """HTTPAUTH_DOMAIN keeps the password to its host: the browser's move to another host, and
+    the request of where it landed, went with it."""
+    port = js_site.server.server_port
+    elsewhere = f"http://localhost:{port}/plain/heron.html"
+    js_site.pages.update(
+        {
+            "/moves.html": ("text/html", f"<script>location.href = '{elsewhere}';</script>"),
+            "/hub.html": ("text/html", f'<p>{WORDS}</p><a href="/moves.html">birds moved</a>'),
+        }
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/hub.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    auth = {"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p", "HTTPAUTH_DOMAIN": f"127.0.0.1:{port}"}
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5, **auth})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert elsewhere in [page["url"] for page in result.pages()]
+    assert f"127.0.0.1:{port}/moves.html" in js_site.authorized  # sent where it belongs
+    assert [sent for sent in js_site.authorized if sent.startswith("localhost")] == []
+
+
+def test_a_page_that_reloads_on_and_on_is_skipped(tmp_path, js_site):
+    """A page may reload itself a few times (to set a cookie); one that goes on had the browser
+    fetch it some 700 times a second until the settle ended, and then failed anyway."""
+    js_site.pages["/reload.html"] = ("text/html", "<script>location.reload();</script>")
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/reload.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert js_site.count("/reload.html") <= 2 + MAX_RELOADS, js_site.count("/reload.html")
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 1 and "/reload.html" in warnings[0], warnings
+    assert f"the page reloaded itself {MAX_RELOADS + 1} times" in warnings[0]
+    assert stat_value(log, "focused/skipped/download_error") == 1
+    assert "plain.html" in stored_paths(result)
+
+
 # A page whose load never ends: the script at its end is never answered (see the site's
 # /stuck/), so neither its DOMContentLoaded nor its load event comes; the rest was rendered.
 STUCK_PAGE = (
@@ -332,6 +419,65 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     assert stat_value(log, "focused/skipped/download_error") == 2
     assert stat_value(log, "focused/rendered_before_load") == 0
     assert "plain.html" in stored_paths(result)
+
+
+def test_a_page_whose_script_never_ends_is_skipped(tmp_path, js_site):
+    """A script that never yields, before the load event or after it: Playwright waited for the
+    page's HTML without end, and the crawl never ended (not even on Ctrl-C). The page is
+    given the navigation timeout to answer, then skipped in one warning line."""
+    endless = "<html><head><title>Busy</title></head><body><p>{}</p><script>{}</script></body>"
+    js_site.pages.update(
+        {
+            "/busy.html": ("text/html", endless.format(WORDS, "while (true) {}")),
+            "/busy-after-load.html": (
+                "text/html",
+                endless.format(WORDS, "addEventListener('load', () => { while (true) {} });"),
+            ),
+        }
+    )
+    busy = [f"{js_site.url}/busy.html", f"{js_site.url}/busy-after-load.html"]
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": ",".join([*busy, f"{js_site.url}/plain.html"]),
+        "strategy": "bfs",
+        "render": "always",
+    }
+    settings = {"CLOSESPIDER_PAGECOUNT": 10, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
+    result = run_crawl(tmp_path, arguments, settings, timeout=120)
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert "Traceback" not in log, log[-3000:]
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 2, warnings
+    for url in busy:
+        line = next(line for line in warnings if f"<GET {url}>" in line)
+        assert "the page did not answer within 1000 ms" in line
+    assert stat_value(log, "focused/skipped/download_error") == 2
+    assert sorted(stored_paths(result)) == sorted(
+        ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
+
+
+def test_a_page_s_script_opens_no_windows(tmp_path, js_site):
+    """Playwright turns Chromium's popup blocker off: each window a page's script opened
+    fetched its page outside the crawl (no robots.txt, no delay, no dupefilter) and stayed open
+    until the crawl ended, beyond PLAYWRIGHT_MAX_PAGES_PER_CONTEXT."""
+    opens = "".join(f"window.open('/birds/{name}.html');" for name in BIRDS)
+    js_site.pages["/popups.html"] = (
+        "text/html",
+        f"<html><head><script>{opens}</script></head><body><p>{WORDS}</p></body></html>",
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/popups.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert stored_paths(result) == ["popups.html"]
+    assert [path for path in js_site.fetched if path.startswith("/birds/")] == []
+    assert stat_value(result.result.stderr, "playwright/page_count/max_concurrent") == 1
 
 
 def test_a_seed_the_browser_cannot_load_is_named_in_one_line(tmp_path, js_site):
@@ -414,3 +560,91 @@ def test_head_check_requests_are_not_rendered(mode):
     assert "playwright" not in head.meta
     app = HtmlResponse(head.url, body=APP.encode(), encoding="utf-8")  # looks script-built
     assert middleware.process_response(head, app) is app
+
+
+def test_a_rendered_page_over_download_maxsize_is_skipped(tmp_path, js_site):
+    """The browser knows no DOWNLOAD_MAXSIZE: a page served larger than it, or grown past it
+    by a script, is skipped as too_large, as a plain fetch of it would be, not scored and
+    stored."""
+    maxsize = 20_000
+    grown = "document.body.innerHTML += '<p>' + 'birds feathers '.repeat(3000) + '</p>';"
+    js_site.pages.update(
+        {
+            "/big.html": ("text/html", target_page("big") + "<p>feathers</p>" * 2000),
+            "/grown.html": ("text/html", f"<html><body><script>{grown}</script></body></html>"),
+        }
+    )
+    arguments = {
+        "query": "birds feathers wings",
+        "seeds": f"{js_site.url}/big.html,{js_site.url}/grown.html,{js_site.url}/plain.html",
+        "strategy": "bfs",
+        "render": "always",
+    }
+    result = run_crawl(tmp_path, arguments, {"DOWNLOAD_MAXSIZE": maxsize})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert len(js_site.pages["/big.html"][1]) > maxsize > len(js_site.pages["/grown.html"][1])
+    paths = stored_paths(result)
+    assert "big.html" not in paths and "grown.html" not in paths, paths
+    assert "plain.html" in paths
+    log = result.result.stderr
+    assert stat_value(log, "focused/skipped/too_large") == 2
+    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    assert len(warnings) == 2 and all("DOWNLOAD_MAXSIZE" in line for line in warnings), warnings
+
+
+def self_signed_certificate(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 that no authority signed, and its key (PEM files)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_file), str(key_file)
+
+
+def test_a_site_with_a_self_signed_certificate_is_rendered(tmp_path):
+    """Scrapy does not check certificates; the browser must not either, or a site a plain
+    crawl fetches renders nothing (ERR_CERT_AUTHORITY_INVALID)."""
+    site = Site()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*self_signed_certificate(tmp_path))
+    site.server.socket = context.wrap_socket(site.server.socket, server_side=True)
+    site.thread.start()
+    try:
+        arguments = {
+            "query": "birds feathers wings",
+            "seeds": f"https://127.0.0.1:{site.server.server_port}/plain.html",
+            "strategy": "bfs",
+            "render": "always",
+        }
+        result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
+    finally:
+        site.server.shutdown()
+        site.server.server_close()
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert sorted(stored_paths(result)) == sorted(
+        ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
+    assert stat_value(result.result.stderr, "focused/rendered") == 1 + len(PLAIN)
