@@ -234,6 +234,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     _check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
+    if settings is not None:
+        _check_http_auth_unrendered(settings, render)
     _check_shared_frontier(settings, order, args)
     return CrawlConfig(
         query, topic, seeds, strategy, params, allowed, crawl_id, render, language, strategy_note
@@ -569,6 +571,22 @@ def _check_http_auth(settings: Any) -> None:
         raise ConfigError(
             f"setting {given[0]} needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
             " (-s HTTPAUTH_DOMAIN=example.org: that host and its subdomains)"
+        )
+
+
+def _check_http_auth_unrendered(settings: Any, render: str) -> None:
+    """Chromium keeps the headers it is given across its own HTTP redirects and script moves,
+    which Scrapy drops on the way to another host: a rendered page of the host the
+    credentials are for that led to another host sent that host the password."""
+    given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
+    headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
+    if any(str(name).lower() == "authorization" for name in headers):
+        given.append("DEFAULT_REQUEST_HEADERS's Authorization")
+    if given and render != "never":
+        raise ConfigError(
+            f"setting {given[0]} cannot be used with -a render={render}: the browser would carry "
+            "the password across a redirect to another host; crawl a site that asks for a "
+            "password without rendering"
         )
 
 

@@ -42,14 +42,13 @@ import threading
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from focused.canonical import DEFAULT_PORTS, canonicalize, drop_params_setting
+from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import ConfigError
 from focused.extract import extract_page
 from focused.logformatter import add_log_filter
@@ -152,44 +151,7 @@ def enable_rendering(settings: Settings) -> None:
     put("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(settings))
     blocked = blocked_resources(settings)
     put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(blocked) if blocked else None)
-    if "PLAYWRIGHT_PROCESS_REQUEST_HEADERS" not in settings:  # a function of the user's stays
-        put("PLAYWRIGHT_PROCESS_REQUEST_HEADERS", f"{__name__}.{browser_headers.__name__}")
     settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RenderMiddleware, 50)
-
-
-async def browser_headers(
-    *, browser_type_name: str, playwright_request: BrowserRequest, scrapy_request_data: dict
-) -> dict[str, str]:
-    """``PLAYWRIGHT_PROCESS_REQUEST_HEADERS``: scrapy-playwright's headers, which put the
-    Scrapy request's on every navigation of the page, without its credentials (Authorization:
-    ``HTTPAUTH_USER``'s, Cookie) on a navigation to another origin. The browser's HTTP
-    redirects and script moves to another host got the password ``HTTPAUTH_DOMAIN`` keeps to
-    its host, where Scrapy's redirects drop it."""
-    from scrapy_playwright.headers import use_scrapy_headers
-
-    headers = await use_scrapy_headers(
-        browser_type_name=browser_type_name,
-        playwright_request=playwright_request,
-        scrapy_request_data=scrapy_request_data,
-    )
-    if playwright_request.is_navigation_request() and not same_origin(
-        playwright_request.url, scrapy_request_data["url"]
-    ):
-        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
-    return headers
-
-
-CREDENTIAL_HEADERS = frozenset({"authorization", "cookie"})
-
-
-def same_origin(url: str, other: str) -> bool:
-    """One scheme, host and port: where a request's credentials may go."""
-    return _origin(url) == _origin(other)
-
-
-def _origin(url: str) -> tuple[str, str | None, int | None]:
-    parts = urlsplit(url)
-    return parts.scheme, parts.hostname, parts.port or DEFAULT_PORTS.get(parts.scheme)
 
 
 def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
@@ -497,11 +459,7 @@ class RenderMiddleware:
         meta.pop(RENDER_AGAIN_META, None)  # this is a request of its own
         logger.debug("Rendering %s: the browser was redirected there from %s", url, request.url)
         # Never dont_filter: auto's second request of a page is, to pass its own URL again.
-        redirected = request.replace(url=url, meta=meta, dont_filter=False)
-        if not same_origin(url, request.url):  # as Scrapy's RedirectMiddleware drops them
-            for name in CREDENTIAL_HEADERS:
-                redirected.headers.pop(name, None)
-        return redirected
+        return request.replace(url=url, meta=meta, dont_filter=False)
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not request.meta.get("playwright") or not _is_launch_failure(exception):

@@ -84,14 +84,11 @@ class Site:
         }
         self.redirects: dict[str, str] = {}  # path -> Location of a 302
         self.fetched: list[str] = []
-        self.authorized: list[str] = []  # each request's host and path sent with credentials
         site = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 site.fetched.append(self.path)
-                if self.headers.get("Authorization"):
-                    site.authorized.append(f"{self.headers['Host']}{self.path}")
                 path = self.path.split("?")[0]  # a page takes any query
                 if path in site.redirects:
                     self.send_response(302)
@@ -304,31 +301,6 @@ def test_a_page_a_script_moves_on_and_on_is_a_redirect_loop(tmp_path, js_site):
     assert sorted(stored_paths(result)) == sorted(
         ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
     )
-
-
-def test_credentials_do_not_follow_a_script_to_another_host(tmp_path, js_site):
-    """HTTPAUTH_DOMAIN keeps the password to its host: the browser's move to another host, and
-    the request of where it landed, went with it."""
-    port = js_site.server.server_port
-    elsewhere = f"http://localhost:{port}/plain/heron.html"
-    js_site.pages.update(
-        {
-            "/moves.html": ("text/html", f"<script>location.href = '{elsewhere}';</script>"),
-            "/hub.html": ("text/html", f'<p>{WORDS}</p><a href="/moves.html">birds moved</a>'),
-        }
-    )
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/hub.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
-    auth = {"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p", "HTTPAUTH_DOMAIN": f"127.0.0.1:{port}"}
-    result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5, **auth})
-    assert result.result.returncode == 0, result.result.stderr[-3000:]
-    assert elsewhere in [page["url"] for page in result.pages()]
-    assert f"127.0.0.1:{port}/moves.html" in js_site.authorized  # sent where it belongs
-    assert [sent for sent in js_site.authorized if sent.startswith("localhost")] == []
 
 
 def test_a_page_that_reloads_on_and_on_is_skipped(tmp_path, js_site):
