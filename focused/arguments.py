@@ -543,8 +543,15 @@ PLAYWRIGHT_IMPORTS = ("PLAYWRIGHT_BROWSER_PROVIDER", "PLAYWRIGHT_PROCESS_REQUEST
 
 
 def _check_playwright(settings: Any) -> None:
-    if settings.get("PLAYWRIGHT_CDP_URL") and settings.get("PLAYWRIGHT_CONNECT_URL"):
-        raise ConfigError("settings PLAYWRIGHT_CDP_URL and PLAYWRIGHT_CONNECT_URL: give one")
+    for name in ("PLAYWRIGHT_CDP_URL", "PLAYWRIGHT_CONNECT_URL"):
+        # The crawl renders in the Chromium it checks at start-up (FOCUSED_CHROMIUM, its flags);
+        # with a remote one the check launched the local browser, and a remote that did not
+        # answer showed only as "No seed could be fetched".
+        if settings.get(name):
+            raise ConfigError(
+                f"setting {name}: a remote browser is not supported; the crawl renders in its "
+                "own Chromium (FOCUSED_CHROMIUM)"
+            )
     for name in PLAYWRIGHT_OBJECTS:
         try:
             settings.getdict(name)

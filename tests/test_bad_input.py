@@ -288,13 +288,13 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"PLAYWRIGHT_CONTEXTS": '{"default": 5}'}, "setting PLAYWRIGHT_CONTEXTS: 'default' has 5"),
         ({"PLAYWRIGHT_PROCESS_REQUEST_HEADERS": "no.f"}, "setting PLAYWRIGHT_PROCESS_REQUEST_HE"),
         ({"PLAYWRIGHT_BROWSER_PROVIDER": "no.P"}, "setting PLAYWRIGHT_BROWSER_PROVIDER='no.P' can"),
+        # A remote browser: the check launched the local one, and a remote that did not answer
+        # showed only as "No seed could be fetched".
         (
-            {
-                "PLAYWRIGHT_CDP_URL": "ws://127.0.0.1:1",
-                "PLAYWRIGHT_CONNECT_URL": "ws://127.0.0.1:1",
-            },
-            "settings PLAYWRIGHT_CDP_URL and PLAYWRIGHT_CONNECT_URL: give one",
+            {"PLAYWRIGHT_CDP_URL": "ws://127.0.0.1:1"},
+            "setting PLAYWRIGHT_CDP_URL: a remote browser is not supported; the crawl renders in",
         ),
+        ({"PLAYWRIGHT_CONNECT_URL": "ws://127.0.0.1:1"}, "setting PLAYWRIGHT_CONNECT_URL: a remo"),
         # Node took a longer timeout as 1 ms: every page failed.
         (
             {"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": "1e30"},
