@@ -18,6 +18,7 @@ The next generation is held back until every page of the current one has landed,
 is chosen among all of their children: ``pop`` returns None only while a page of the current
 generation is still being fetched or parsed, and its landing makes the engine ask again.
 A generation with no surviving candidate ends the search (the frontier is then empty).
+A candidate ``FRONTIER_MAX`` evicts frees its place in its generation.
 
 State saved on pause: the current generation and how many candidates each generation kept.
 """
@@ -97,6 +98,14 @@ class BeamQueue(StrategyQueue):
         self.stats.inc_value("focused/beam/dropped")
         self._dropped.append(worst_fp)
         return True
+
+    def evicted(self, fps: list[bytes]) -> None:
+        # FRONTIER_MAX took them: their places in their generation's beam are free again (they
+        # were held, and a generation kept fewer than k after evictions).
+        for fp in fps:
+            generation, _ = self._queued.pop(fp)
+            if generation in self._kept:
+                self._kept[generation] -= 1
 
     def take_dropped(self) -> list[bytes]:
         dropped, self._dropped = self._dropped, []

@@ -89,6 +89,21 @@ def test_beam_keeps_the_k_best_of_a_generation_and_drops_the_rest(key):
     assert drain(queue) == ["d", "b"]
 
 
+def test_beam_frees_the_places_of_requests_the_frontier_evicted(key):
+    """FRONTIER_MAX's evictions went unnoticed by the beam: their places stayed taken, and the
+    generation kept fewer than k candidates, newcomers dropped however good."""
+    queue = make_queue("beam", key, beam_width=3)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    for leaf, link in [("a", 0.1), ("b", 0.2), ("c", 0.3)]:
+        queue.push(child(leaf, "seed", page=0.5, link=link))
+    assert queue.evict(2) == 2  # the frontier is full: a and b go
+    for leaf, link in [("d", 0.05), ("e", 0.04), ("f", 0.03)]:
+        queue.push(child(leaf, "seed", page=0.5, link=link))
+    assert queue.stats.get_value("focused/beam/dropped") == 1  # f: the beam is full again
+    assert drain(queue) == ["c", "d", "e"]
+
+
 def test_beam_never_keeps_more_than_k_per_generation_and_waits_for_the_generation(key):
     width, rng = 3, random.Random(7)
     queue = make_queue("beam", key, beam_width=width)
