@@ -61,13 +61,7 @@ class StoreCommand(ScrapyCommand):
         try:
             self.show(store, args, opts)
             sys.stdout.flush()
-            if store.unreadable:
-                # What a crawl never writes (a cell edited by hand, a document another
-                # program wrote) is shown as unknown: one line says so, for whoever fixes it.
-                sys.stderr.write(
-                    f"warning: the {store.backend} store at {store.location} holds values of"
-                    f" another type than their field's, shown as unknown: {store.unreadable}\n"
-                )
+            say_unreadable(store, "shown")
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
         except BrokenPipeError:
@@ -80,6 +74,16 @@ class StoreCommand(ScrapyCommand):
 
     @abstractmethod
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None: ...
+
+
+def say_unreadable(store: Store, read: str) -> None:
+    """What a crawl never writes (a cell edited by hand, a document another program wrote) is
+    read as unknown: one line says so, for whoever fixes it."""
+    if store.unreadable:
+        sys.stderr.write(
+            f"warning: the {store.backend} store at {store.location} holds values of another"
+            f" type than their field's, {read} as unknown: {store.unreadable}\n"
+        )
 
 
 def fail(message: str, status: int) -> NoReturn:

@@ -977,6 +977,24 @@ def test_a_value_of_another_type_is_shown_as_unknown(cli, tmp_path, sql, shown):
         assert shown in result.stderr, result.stderr
 
 
+def test_a_recrawl_says_what_it_read_as_unknown(tmp_path):
+    """recrawl plans with the values it can read: one line says which it could not."""
+    db = tmp_path / "edited.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE pages SET fetched_at = x'07'")
+    edit.close()
+    # It crawls (in a process of its own): the pages' host, a.test, resolves to nothing.
+    result = run_cli("recrawl", "c1", settings={"FOCUSED_DB": db, "RETRY_ENABLED": False})
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: the SQLite store at {db} holds values of another type than their field's,"
+        " planned as unknown: pages.fetched_at = b'\\x07'"
+    ], result.stderr[-3000:]
+
+
 @pytest.mark.parametrize("args", READERS)
 def test_a_document_another_program_wrote_is_shown_as_unknown(
     cli,

@@ -32,6 +32,7 @@ from focused.storecommand import (
     find_crawl,
     open_or_fail,
     parse_number,
+    say_unreadable,
     scrapy_options,
 )
 
@@ -100,6 +101,7 @@ class Command(ScrapyCommand):
         try:
             find_crawl(store, crawl_id)
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
+            say_unreadable(store, "planned")
             if not pages:
                 raise InspectError(f"crawl {crawl_id} has no stored pages to fetch again")
             return pages
