@@ -12,8 +12,9 @@ copying this file into that checkout's tests/ and running there
 The recording is the same under another PYTHONHASHSEED. A change to any queue's order makes
 its hash differ. One was recorded again since, for a fix that changed its order on purpose:
 ``beam/memory`` (session 33, ``9c0a873``: a candidate the frontier evicts frees its place in
-its generation; the orders are the same up to the first eviction, then more candidates kept). A parameter added since the recording runs at the value that keeps the
-recorded behaviour (``RECORDED_PARAMS``); its other values are tested where it is.
+its generation; the orders are the same up to the first eviction, then more candidates kept).
+A parameter added since the recording runs at the value that keeps the recorded behaviour
+(``RECORDED_PARAMS``); its other values are tested where it is.
 """
 
 from __future__ import annotations
