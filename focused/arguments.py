@@ -152,6 +152,8 @@ class CrawlConfig:
     render: str = "never"
     language: str | None = None  # the query's, when given; else told from the query
     strategy_note: str | None = None  # why a crawl that names no strategy runs this one
+    # What orders its frontier (crawl_order), which a resumed JOBDIR crawl must be given alike
+    order: dict[str, Any] = field(kw_only=True)
 
 
 # -a render=: a spider-level argument, parsed like a strategy parameter.
@@ -238,7 +240,17 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         _check_http_auth_unrendered(settings, render)
     _check_shared_frontier(settings, order, args)
     return CrawlConfig(
-        query, topic, seeds, strategy, params, allowed, crawl_id, render, language, strategy_note
+        query,
+        topic,
+        seeds,
+        strategy,
+        params,
+        allowed,
+        crawl_id,
+        render,
+        language,
+        strategy_note,
+        order=order,
     )
 
 
@@ -573,7 +585,7 @@ def _check_playwright(settings: Any) -> None:
 def _check_http_auth(settings: Any) -> None:
     """Scrapy's HttpAuthMiddleware refuses credentials without the domain they are for, with a
     traceback as the crawl starts."""
-    given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
+    given = _credentials_given(settings)
     if given and settings.getpriority("HTTPAUTH_DOMAIN") <= SETTINGS_PRIORITIES["default"]:
         raise ConfigError(
             f"setting {given[0]} needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
@@ -581,11 +593,16 @@ def _check_http_auth(settings: Any) -> None:
         )
 
 
+def _credentials_given(settings: Any) -> list[str]:
+    """The settings of Scrapy's HttpAuthMiddleware given a value."""
+    return [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
+
+
 def _check_http_auth_unrendered(settings: Any, render: str) -> None:
     """Chromium keeps the headers it is given across its own HTTP redirects and script moves,
     which Scrapy drops on the way to another host: a rendered page of the host the
     credentials are for that led to another host sent that host the password."""
-    given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
+    given = _credentials_given(settings)
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     if any(str(name).lower() == "authorization" for name in headers):
         given.append("DEFAULT_REQUEST_HEADERS's Authorization")
@@ -1214,10 +1231,11 @@ def crawl_order(
     }
 
 
-def same_language(saved: Mapping[str, Any], order: Mapping[str, Any]) -> bool:
-    """Whether ``order`` tokenizes its topic as the ``saved`` one did (an order saved before
-    session 33 has no language, and is taken as the same)."""
-    return saved.get("language", order["language"]) == order["language"]
+def as_saved_now(saved: Mapping[str, Any], order: Mapping[str, Any]) -> dict[str, Any]:
+    """An order ``saved`` by an earlier run (a JOBDIR's, a shared crawl's first process's) as
+    this version saves it: one saved before orders named their language (session 33) is taken
+    to tokenize its topic as ``order`` does."""
+    return {"language": order["language"], **saved}
 
 
 def describe_language(language: str | None) -> str:
@@ -1233,13 +1251,13 @@ def _check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_i
         raise ConfigError(
             f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
         )
-    saved_order = job.get("order")
+    saved_order = job.get("order") and as_saved_now(job["order"], order)
     if saved_order and saved_order["topic"] != order["topic"]:
         raise ConfigError(
             "JOBDIR holds a crawl of another query or topic_file; resume it with the same, or "
             "use a new JOBDIR"
         )
-    if saved_order and not same_language(saved_order, order):
+    if saved_order and saved_order["language"] != order["language"]:
         # Its frontier's scores came from the topic's words in that language's tokenizer.
         raise ConfigError(
             f"JOBDIR holds a crawl whose query has {describe_language(saved_order['language'])}"
@@ -1330,11 +1348,6 @@ def remember_job(settings: Any, config: CrawlConfig) -> None:
     record = {
         "crawl_id": config.crawl_id,
         "strategy": config.strategy,
-        "order": crawl_order(
-            config.strategy,
-            config.params,
-            config.topic,
-            query_language(config.topic, config.language),
-        ),
+        "order": config.order,
     }
     path.write_text(json.dumps(record), encoding="utf-8")

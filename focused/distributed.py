@@ -57,7 +57,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
-from focused.arguments import describe_language, same_language
+from focused.arguments import as_saved_now, describe_language
 from focused.engine import wake_engine
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.render import RENDER_AGAIN_META
@@ -122,12 +122,12 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         ) from None
     if recorded is None or recorded.decode() == described:
         return
-    theirs = json.loads(recorded)
-    if theirs == {name: value for name, value in order.items() if name != "language"}:
-        return  # recorded by a process from before orders named their language
+    theirs = as_saved_now(json.loads(recorded), order)
+    if theirs == order:
+        return
     if theirs["topic"] != order["topic"]:
         difference = "another query or topic_file"
-    elif not same_language(theirs, order):
+    elif theirs["language"] != order["language"]:
         difference = (
             f"its query with {describe_language(theirs['language'])}, this process "
             f"{describe_language(order['language'])}"
