@@ -133,13 +133,13 @@ def js_site():
     site.server.server_close()
 
 
+def rendered(seeds: str, render: str = "always") -> dict[str, str]:
+    """The spider arguments of a bfs crawl of ``seeds`` (comma-separated) about birds."""
+    return {"query": "birds feathers wings", "seeds": seeds, "strategy": "bfs", "render": render}
+
+
 def crawl(tmp_path, site: Site, render: str, **settings):
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{site.url}/app.html,{site.url}/plain.html",
-        "strategy": "bfs",
-        "render": render,
-    }
+    arguments = rendered(f"{site.url}/app.html,{site.url}/plain.html", render)
     # The page goes quiet half a second after the API answers, and the settle ends then; the
     # default cap (2 s) left a loaded Chromium under a second for the fetch and the script.
     settle = {"FOCUSED_RENDER_SETTLE_MS": 30_000}
@@ -248,13 +248,7 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
             "/hub.html": ("text/html", f"<html><body><p>{WORDS}</p>{hub}</body></html>"),
         }
     )
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/hub.html",
-        "allowed_domains": "127.0.0.1",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = {**rendered(f"{js_site.url}/hub.html"), "allowed_domains": "127.0.0.1"}
     result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 20})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     urls = [page["url"] for page in result.pages()]
@@ -281,12 +275,9 @@ def test_a_page_a_script_moves_on_and_on_is_a_redirect_loop(tmp_path, js_site):
             "/pong.html": ("text/html", script.format("'/ping.html'")),
         }
     )
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/loop.html,{js_site.url}/ping.html,{js_site.url}/plain.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(
+        f"{js_site.url}/loop.html,{js_site.url}/ping.html,{js_site.url}/plain.html"
+    )
     result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr
@@ -307,12 +298,7 @@ def test_a_page_that_reloads_on_and_on_is_skipped(tmp_path, js_site):
     """A page may reload itself a few times (to set a cookie); one that goes on had the browser
     fetch it some 700 times a second until the settle ended, and then failed anyway."""
     js_site.pages["/reload.html"] = ("text/html", "<script>location.reload();</script>")
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/reload.html,{js_site.url}/plain.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(f"{js_site.url}/reload.html,{js_site.url}/plain.html")
     result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr
@@ -340,12 +326,7 @@ def test_a_page_whose_load_never_ends_is_kept_as_rendered(tmp_path, js_site):
     """Its load event does not come within the navigation timeout: the page is taken as it
     was rendered by then, stored, and its links followed; no warning, one page counted."""
     js_site.pages["/stuck.html"] = STUCK_PAGE
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/stuck.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(f"{js_site.url}/stuck.html")
     settings = {"CLOSESPIDER_PAGECOUNT": 10, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
     result = run_crawl(tmp_path, arguments, settings)
     assert result.result.returncode == 0, result.result.stderr[-3000:]
@@ -372,12 +353,7 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     connection, is skipped with one warning line, not a traceback and Playwright's call log;
     the crawl goes on."""
     refused = f"http://127.0.0.1:{closed_port()}/refused.html"
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/stuck/page.html,{refused},{js_site.url}/plain.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(f"{js_site.url}/stuck/page.html,{refused},{js_site.url}/plain.html")
     settings = {"CLOSESPIDER_PAGECOUNT": 5, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
     result = run_crawl(tmp_path, arguments, settings)
     assert result.result.returncode == 0, result.result.stderr[-3000:]
@@ -408,12 +384,7 @@ def test_a_page_whose_script_never_ends_is_skipped(tmp_path, js_site):
         }
     )
     busy = [f"{js_site.url}/busy.html", f"{js_site.url}/busy-after-load.html"]
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": ",".join([*busy, f"{js_site.url}/plain.html"]),
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(",".join([*busy, f"{js_site.url}/plain.html"]))
     settings = {"CLOSESPIDER_PAGECOUNT": 10, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 1000}
     result = run_crawl(tmp_path, arguments, settings, timeout=120)
     assert result.result.returncode == 0, result.result.stderr[-3000:]
@@ -439,12 +410,7 @@ def test_a_page_s_script_opens_no_windows(tmp_path, js_site):
         "text/html",
         f"<html><head><script>{opens}</script></head><body><p>{WORDS}</p></body></html>",
     )
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/popups.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(f"{js_site.url}/popups.html")
     result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     assert stored_paths(result) == ["popups.html"]
@@ -546,12 +512,9 @@ def test_a_rendered_page_over_download_maxsize_is_skipped(tmp_path, js_site):
             "/grown.html": ("text/html", f"<html><body><script>{grown}</script></body></html>"),
         }
     )
-    arguments = {
-        "query": "birds feathers wings",
-        "seeds": f"{js_site.url}/big.html,{js_site.url}/grown.html,{js_site.url}/plain.html",
-        "strategy": "bfs",
-        "render": "always",
-    }
+    arguments = rendered(
+        f"{js_site.url}/big.html,{js_site.url}/grown.html,{js_site.url}/plain.html"
+    )
     result = run_crawl(tmp_path, arguments, {"DOWNLOAD_MAXSIZE": maxsize})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     assert len(js_site.pages["/big.html"][1]) > maxsize > len(js_site.pages["/grown.html"][1])
@@ -605,12 +568,7 @@ def test_a_site_with_a_self_signed_certificate_is_rendered(tmp_path):
     site.server.socket = context.wrap_socket(site.server.socket, server_side=True)
     site.thread.start()
     try:
-        arguments = {
-            "query": "birds feathers wings",
-            "seeds": f"https://127.0.0.1:{site.server.server_port}/plain.html",
-            "strategy": "bfs",
-            "render": "always",
-        }
+        arguments = rendered(f"https://127.0.0.1:{site.server.server_port}/plain.html")
         result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
     finally:
         site.server.shutdown()
