@@ -236,8 +236,6 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     _check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
-    if settings is not None:
-        _check_http_auth_unrendered(settings, render)
     _check_shared_frontier(settings, order, args)
     return CrawlConfig(
         query,
@@ -585,32 +583,11 @@ def _check_playwright(settings: Any) -> None:
 def _check_http_auth(settings: Any) -> None:
     """Scrapy's HttpAuthMiddleware refuses credentials without the domain they are for, with a
     traceback as the crawl starts."""
-    given = _credentials_given(settings)
+    given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
     if given and settings.getpriority("HTTPAUTH_DOMAIN") <= SETTINGS_PRIORITIES["default"]:
         raise ConfigError(
             f"setting {given[0]} needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
             " (-s HTTPAUTH_DOMAIN=example.org: that host and its subdomains)"
-        )
-
-
-def _credentials_given(settings: Any) -> list[str]:
-    """The settings of Scrapy's HttpAuthMiddleware given a value."""
-    return [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
-
-
-def _check_http_auth_unrendered(settings: Any, render: str) -> None:
-    """Chromium keeps the headers it is given across its own HTTP redirects and script moves,
-    which Scrapy drops on the way to another host: a rendered page of the host the
-    credentials are for that led to another host sent that host the password."""
-    given = _credentials_given(settings)
-    headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
-    if any(str(name).lower() == "authorization" for name in headers):
-        given.append("DEFAULT_REQUEST_HEADERS's Authorization")
-    if given and render != "never":
-        raise ConfigError(
-            f"setting {given[0]} cannot be used with -a render={render}: the browser would carry "
-            "the password across a redirect to another host; crawl a site that asks for a "
-            "password without rendering"
         )
 
 

@@ -36,6 +36,7 @@ come within the navigation timeout: ``settle``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import threading
@@ -47,6 +48,8 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.misc import load_object
+from w3lib.http import basic_auth_header
 
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import ConfigError
@@ -70,6 +73,9 @@ T = TypeVar("T")
 
 RENDER_MODES = ("never", "always", "auto")
 PLAYWRIGHT_HANDLER = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+# scrapy-playwright's default PLAYWRIGHT_PROCESS_REQUEST_HEADERS, and its default context's name
+USE_SCRAPY_HEADERS = "scrapy_playwright.headers.use_scrapy_headers"
+DEFAULT_CONTEXT = "default"
 BROWSER_UNAVAILABLE = "browser_unavailable"  # the close reason when Chromium cannot launch
 # meta key: a page ``auto`` fetched plainly and sends back to be rendered; that plain response is
 # not the page, so a shared crawl gives its budget slot back (``focused.distributed.FrontierAck``)
@@ -151,7 +157,59 @@ def enable_rendering(settings: Settings) -> None:
     put("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(settings))
     blocked = blocked_resources(settings)
     put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(blocked) if blocked else None)
+    user, password = settings.get("HTTPAUTH_USER", ""), settings.get("HTTPAUTH_PASS", "")
+    if user or password:
+        put("PLAYWRIGHT_CONTEXTS", contexts_with_password(settings, user, password))
+        headers = settings.get("PLAYWRIGHT_PROCESS_REQUEST_HEADERS", USE_SCRAPY_HEADERS)
+        if headers is not None:  # None: the browser's own headers, which hold no password
+            sent = basic_auth_header(user, password).decode("latin-1")  # as HttpAuthMiddleware's
+            put("PLAYWRIGHT_PROCESS_REQUEST_HEADERS", HeadersWithoutPassword(headers, sent))
     settings.setdefault_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RenderMiddleware, 50)
+
+
+def contexts_with_password(settings: Settings, user: str, password: str) -> dict[str, Any]:
+    """``PLAYWRIGHT_CONTEXTS`` with ``HTTPAUTH_USER``'s password in the default context, for the
+    origins of ``HTTPAUTH_DOMAIN`` alone.
+
+    The browser answers a server's 401 with it only where the origin matches (Playwright's
+    ``http_credentials``), so a redirect to another host, which Chromium follows on its own,
+    gets no password, as Scrapy's redirects drop it. An origin is one scheme, host and port:
+    the domain's subdomains, which a plain fetch also sends it to, get none from the browser. An
+    empty ``HTTPAUTH_DOMAIN`` sends it everywhere, in Scrapy and here."""
+    domain = str(settings.get("HTTPAUTH_DOMAIN") or "").lower()
+    password_for = {"username": user, "password": password}
+    credentials = (
+        [{**password_for, "origin": f"{scheme}://{domain}"} for scheme in ("http", "https")]
+        if domain
+        else [password_for]
+    )
+    contexts = settings.getdict("PLAYWRIGHT_CONTEXTS")
+    default = dict(contexts.get(DEFAULT_CONTEXT, {}))
+    own = default.get("http_credentials") or []  # the user's own, after the domain's
+    default["http_credentials"] = credentials + (own if isinstance(own, list) else [own])
+    return {**contexts, DEFAULT_CONTEXT: default}
+
+
+class HeadersWithoutPassword:
+    """``PLAYWRIGHT_PROCESS_REQUEST_HEADERS`` of a crawl with a password: the headers the
+    browser would send (the configured function's), without the ``Authorization`` that Scrapy's
+    ``HttpAuthMiddleware`` put on the request. Chromium keeps a request's headers across its own
+    redirects, to any host: the password is left to the context's origin-bound credentials
+    (``contexts_with_password``)."""
+
+    def __init__(self, headers: Any, password_header: str) -> None:
+        self.headers = load_object(headers)
+        self.password_header = password_header
+
+    async def __call__(self, **request: Any) -> dict[str, str]:
+        headers = self.headers(**request)
+        if inspect.isawaitable(headers):
+            headers = await headers
+        return {
+            name: value
+            for name, value in headers.items()
+            if name.lower() != "authorization" or value != self.password_header
+        }
 
 
 def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:

@@ -458,34 +458,6 @@ def test_bad_input_loses_nothing_already_crawled(tmp_path, site):
     assert first.crawl_record()["status"] == "finished"
 
 
-@pytest.mark.parametrize(
-    ("settings", "named"),
-    [
-        (
-            {"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p", "HTTPAUTH_DOMAIN": "example.org"},
-            "HTTPAUTH_USER",
-        ),
-        (
-            {"DEFAULT_REQUEST_HEADERS": '{"authorization": "Basic dTpw"}'},
-            "DEFAULT_REQUEST_HEADERS's Authorization",
-        ),
-    ],
-)
-def test_a_password_is_refused_with_rendering(settings, named):
-    """Chromium carries the headers it is given across its own redirects to another host (no
-    hook of Playwright's sees them), where Scrapy drops them: a rendered page that redirected
-    elsewhere sent that host the password."""
-    given = Settings(settings, priority="cmdline")
-    assert parse_arguments(GOOD, given).render == "never"
-    with pytest.raises(ConfigError) as refused:
-        parse_arguments({**GOOD, "render": "auto"}, given)
-    assert str(refused.value) == (
-        f"setting {named} cannot be used with -a render=auto: the browser would carry the "
-        "password across a redirect to another host; crawl a site that asks for a password "
-        "without rendering"
-    )
-
-
 def test_a_crawl_id_with_pages_stored_goes_on_only_from_its_jobdir(tmp_path, site):
     """A second run under the id of a crawl with pages stored began its fetch order and counts
     again over them: its report said 10 pages fetched and 30 stored, 2 relevant of 10."""

@@ -24,9 +24,16 @@ import pytest
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
+from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
+from w3lib.http import basic_auth_header
 
-from focused.render import MAX_RELOADS, RenderMiddleware, looks_script_built
+from focused.render import (
+    MAX_RELOADS,
+    RenderMiddleware,
+    contexts_with_password,
+    looks_script_built,
+)
 from tests.conftest import run_crawl
 from tests.test_bad_input import closed_port
 
@@ -84,11 +91,22 @@ class Site:
         }
         self.redirects: dict[str, str] = {}  # path -> Location of a 302
         self.fetched: list[str] = []
+        # With ``password`` (an Authorization value), every path answers 401 without it.
+        self.password: str | None = None
+        self.authorized: list[str] = []  # each request's host and path sent with a password
         site = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 site.fetched.append(self.path)
+                if self.headers.get("Authorization"):
+                    site.authorized.append(f"{self.headers['Host']}{self.path}")
+                if site.password and self.headers.get("Authorization") != site.password:
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="birds"')
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 path = self.path.split("?")[0]  # a page takes any query
                 if path in site.redirects:
                     self.send_response(302)
@@ -260,6 +278,55 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     assert stat_value(log, "robotstxt/forbidden") == 1
     assert stat_value(log, "offsite/filtered") == 2
     assert stat_value(log, "focused/rendered") == 2  # the pages stored; not the redirects
+
+
+def test_a_site_that_asks_for_a_password_is_rendered_and_keeps_it(tmp_path, js_site):
+    """The browser gets in with HTTPAUTH_USER's password where HTTPAUTH_DOMAIN says, and sends
+    it nowhere else: not to a link's host, nor where a redirect, which Chromium follows on its
+    own, leads (Chromium kept the headers Scrapy gave it across that redirect)."""
+    port = js_site.server.server_port
+    elsewhere = f"http://localhost:{port}"  # the same server, another origin
+    js_site.password = basic_auth_header("u", "p").decode()
+    js_site.redirects["/away.html"] = f"{elsewhere}/plain/heron.html"
+    links = ["/app.html", "/away.html", f"{elsewhere}/plain/stork.html"]
+    hub = "".join(f'<p><a href="{link}">{link} birds</a></p>' for link in links)
+    js_site.pages["/hub.html"] = ("text/html", f"<html><body><p>{WORDS}</p>{hub}</body></html>")
+    auth = {"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p", "HTTPAUTH_DOMAIN": f"127.0.0.1:{port}"}
+    settle = {"FOCUSED_RENDER_SETTLE_MS": 30_000}  # as crawl(): the app's links come late
+    result = run_crawl(
+        tmp_path,
+        rendered(f"{js_site.url}/hub.html"),
+        {"CLOSESPIDER_PAGECOUNT": 20, **auth, **settle},
+    )
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    paths = stored_paths(result)
+    # the app page and the links its script fetched with the password, behind it
+    assert sorted(paths) == sorted(["hub.html", "app.html", *(f"birds/{n}.html" for n in BIRDS)])
+    assert f"127.0.0.1:{port}/api/links.json" in js_site.authorized
+    assert [sent for sent in js_site.authorized if not sent.startswith("127.0.0.1")] == []
+    assert js_site.count("/plain/heron.html") >= 1 and js_site.count("/plain/stork.html") >= 1
+
+
+def test_the_password_joins_the_default_context_s_own_options():
+    own = {"username": "v", "password": "q", "origin": "http://other.org"}
+    settings = Settings(
+        {
+            "HTTPAUTH_DOMAIN": "Example.org:8080",
+            "PLAYWRIGHT_CONTEXTS": {"default": {"locale": "fr-FR", "http_credentials": own}},
+        }
+    )
+    default = contexts_with_password(settings, "u", "p")["default"]
+    assert default == {
+        "locale": "fr-FR",
+        "http_credentials": [
+            {"username": "u", "password": "p", "origin": "http://example.org:8080"},
+            {"username": "u", "password": "p", "origin": "https://example.org:8080"},
+            own,
+        ],
+    }
+    # An empty HTTPAUTH_DOMAIN: Scrapy sends the password to every host, and so does the browser
+    everywhere = contexts_with_password(Settings({"HTTPAUTH_DOMAIN": ""}), "u", "p")
+    assert everywhere == {"default": {"http_credentials": [{"username": "u", "password": "p"}]}}
 
 
 def test_a_page_a_script_moves_on_and_on_is_a_redirect_loop(tmp_path, js_site):
