@@ -575,6 +575,16 @@ def _check_playwright(settings: Any) -> None:
                 f"setting PLAYWRIGHT_CONTEXTS: {quoted(context)} has {quoted(options)}; give a"
                 ' JSON object of Playwright\'s context options, such as {"locale": "en-GB"}'
             )
+        if options.get("user_data_dir"):
+            # scrapy-playwright launches a persistent context as a browser of its own, without
+            # the launch options (FOCUSED_CHROMIUM, its flags): a traceback, and the crawl went
+            # on in a fresh context. Its http and https browsers would also share the profile,
+            # which Chromium locks to one.
+            raise ConfigError(
+                f"setting PLAYWRIGHT_CONTEXTS: {quoted(context)} has a user_data_dir; a persistent"
+                " context cannot be used: give a logged-in session's cookies with storage_state"
+                " (a file of Playwright's) instead"
+            )
     for name in PLAYWRIGHT_IMPORTS:
         if given_on_command_line(settings, name):
             _check_import(f"setting {name}=", settings[name])

@@ -224,12 +224,7 @@ def check_browser(settings: Settings, timeout_s: float = 60.0) -> None:
     if executable and not Path(executable).is_file():
         raise ConfigError(f"Chromium not found at {executable}; {INSTALL_HINT}")
     options = launch_options(settings)
-    # A persistent context (user_data_dir) is a browser launch of its own, not opened here.
-    contexts = {
-        name: context
-        for name, context in settings.getdict("PLAYWRIGHT_CONTEXTS").items()
-        if not context.get("user_data_dir")
-    }
+    contexts = settings.getdict("PLAYWRIGHT_CONTEXTS")
     failure: list[ConfigError] = []
 
     async def launch() -> None:

@@ -295,6 +295,12 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
             "setting PLAYWRIGHT_CDP_URL: a remote browser is not supported; the crawl renders in",
         ),
         ({"PLAYWRIGHT_CONNECT_URL": "ws://127.0.0.1:1"}, "setting PLAYWRIGHT_CONNECT_URL: a remo"),
+        # A persistent context launched without the crawl's Chromium: a traceback, and the
+        # crawl went on in a fresh context.
+        (
+            {"PLAYWRIGHT_CONTEXTS": '{"default": {"user_data_dir": "profile"}}'},
+            "setting PLAYWRIGHT_CONTEXTS: 'default' has a user_data_dir; a persistent context",
+        ),
         # Node took a longer timeout as 1 ms: every page failed.
         (
             {"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": "1e30"},
