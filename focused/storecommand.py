@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import unicodedata
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -175,13 +176,28 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str
     cells = [
         ["-" if cell is None else printable(str(cell)) for cell in row] for row in [header, *rows]
     ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    widths = [max(columns(row[i]) for row in cells) for i in range(len(header))]
     for row in cells:
         padded = [
-            cell.rjust(width) if side == "r" else cell.ljust(width)
+            pad(cell, width, right=side == "r")
             for cell, width, side in zip(row[:-1], widths, align, strict=False)
         ]
         sys.stdout.write("  ".join([*padded, row[-1]]).rstrip() + "\n")
+
+
+def columns(text: str) -> int:
+    """The terminal columns ``text`` takes: two for a wide character (CJK, most emoji), none
+    for a combining mark. A crawl id may be any letters: ``len`` put the columns after a
+    Chinese one out of line."""
+    return sum(
+        0 if unicodedata.combining(char) else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
+
+
+def pad(cell: str, width: int, right: bool) -> str:
+    spaces = " " * (width - columns(cell))
+    return spaces + cell if right else cell + spaces
 
 
 def score(value: float | None, digits: int = 3) -> str:

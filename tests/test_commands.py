@@ -22,6 +22,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import unicodedata
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from scrapy.cmdline import execute
 from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.settings import Settings
 
-from focused import storage
+from focused import storage, storecommand
 from focused.report import build_report, describe_status, is_stale
 from focused.storage import FINISH_FIELDS, PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
@@ -905,6 +906,24 @@ def test_a_title_or_query_never_drives_the_terminal(cli, tmp_path):
         out = ok(cli(*command, settings={"FOCUSED_DB": str(db)}))
         assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in out), out
         assert shown in out, (command, out)
+
+
+def test_columns_after_a_wide_crawl_id_line_up(cli, tmp_path):
+    """A crawl id may be any letters; a Chinese one takes two terminal columns a character, and
+    the columns after it were out of line by as many."""
+    db = tmp_path / "wide.sqlite3"
+    store = SqliteStore(db)
+    for crawl_id in ("鸟类", "birds"):
+        store.start_crawl({"crawl_id": crawl_id, "query": "birds", "strategy": "bfs", "seeds": []})
+    store.close()
+    lines = ok(cli("crawls", settings={"FOCUSED_DB": str(db)})).splitlines()
+    # where "bfs" starts on screen: each wide character before it takes one more column
+    starts = [
+        len(before) + sum(unicodedata.east_asian_width(char) == "W" for char in before)
+        for before in (line[: line.index("bfs")] for line in lines[1:])
+    ]
+    assert len(starts) == 2 and starts[0] == starts[1], lines
+    assert storecommand.columns("鸟类e\u0301") == 5  # two wide, one narrow, one combining mark
 
 
 # -- values no crawl writes ------------------------------------------------------------------
