@@ -184,8 +184,11 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def describe_time(iso: str | None) -> str:
-    """An ISO 8601 UTC time to the second, e.g. ``2024-05-01 10:00:00 UTC``."""
-    return iso[:19].replace("T", " ") + " UTC" if iso else "-"
+    """A stored time in UTC to the second, e.g. ``2024-05-01 10:00:00 UTC``; ``-`` when unknown.
+    A time written with another offset (by hand, or by another program) is told in UTC: its
+    first 19 characters were shown as UTC as they were."""
+    time = stored_time(iso)
+    return time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if time else "-"
 
 
 def describe_params(params: Mapping[str, Any] | None) -> str:

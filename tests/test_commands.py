@@ -37,7 +37,7 @@ from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.settings import Settings
 
 from focused import storage, storecommand
-from focused.report import build_report, describe_status, is_stale
+from focused.report import build_report, describe_status, describe_time, is_stale
 from focused.storage import FINISH_FIELDS, PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
     BIRD_QUERY,
@@ -333,6 +333,20 @@ def test_a_running_crawl_is_stale_once_it_missed_three_heartbeats():
     assert describe_status({**stale, "heartbeat_interval": 100.0}, now) == "running"
 
 
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        ("2026-01-01T10:00:00.123456+00:00", "2026-01-01 10:00:00 UTC"),  # as a crawl writes it
+        ("2026-01-01T12:00:00+02:00", "2026-01-01 10:00:00 UTC"),  # was 12:00:00 UTC
+        ("2026-01-01 10:00", "2026-01-01 10:00:00 UTC"),  # no offset: the store's UTC
+        ("yesterday at noon", "-"),  # was "yesterday at noon UTC"
+        (None, "-"),
+    ],
+)
+def test_a_stored_time_is_told_in_utc(stored, shown):
+    assert describe_time(stored) == shown
+
+
 # -- scrapy crawls ---------------------------------------------------------------------------
 
 
@@ -388,7 +402,7 @@ def kill_a_crawl(stored: Stored, mongo_copy: MongoStore, monkeypatch) -> None:
     now = storage._utc_now
     started |= {
         "crawl_id": "killed",
-        "started_at": "3000",
+        "started_at": "3000-01-01T00:00:00+00:00",  # the newest, first in the list
         "seen_at": "2026-01-01T10:00:00+00:00",
         "heartbeat_interval": 30.0,
     }
@@ -409,7 +423,7 @@ def test_a_crawl_whose_heartbeat_stopped_is_shown_as_stopped(
     stopped = "stopped? (last seen 2026-01-01 10:00:30 UTC)"
 
     first = rows(ok(mongo("crawls")))[0]
-    assert first[:3] == ["killed", "3000 UTC", stopped]
+    assert first[:3] == ["killed", "3000-01-01 00:00:00 UTC", stopped]
     assert mongo_copy.get_crawl("killed")["status"] == "running"  # as stored
     assert f"status     {stopped}\n" in ok(mongo("report", "killed"))
     assert f"crawl killed is {stopped}:" in mongo("pages", "--crawl", "killed").stderr
