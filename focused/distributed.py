@@ -35,7 +35,9 @@ Settings:
 
 If Redis cannot be reached at start the crawl does not start (one line, exit 2); if it is lost
 during the crawl the process logs one error and closes with reason ``frontier_unreachable``.
-What was popped and not finished stays in Redis, so a restart resumes without losing it.
+What was popped and not finished stays in Redis, so a restart resumes without losing it. So it
+closes when Redis answers again without the crawl's keys (restarted without its data, flushed):
+crawling on would start the crawl over from nothing.
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ class SharedCrawl:
         self.crawler = crawler
         self.location = redact_uri(url)  # the server, for messages: no password
         self.redis = connect(url)
+        self.crawl_id = crawl_id
         self.prefix = crawl_prefix(crawl_id)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failed = False
@@ -175,6 +178,7 @@ class SharedCrawl:
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
         self._topic_texts_seen = 0
+        self._order_seen = False  # the crawl's recorded order, seen in Redis (keys_kept)
         self._incr = self.redis.register_script(
             "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
         )
@@ -204,15 +208,31 @@ class SharedCrawl:
         try:
             return call(*args, **kwargs)
         except redis.RedisError as exc:
-            self.failed = True
-            logger.error(
-                "Redis frontier at %s lost: %s; closing the spider (%s)",
-                self.location,
-                one_line(exc),
-                FRONTIER_UNREACHABLE,
-            )
-            self._close(FRONTIER_UNREACHABLE)
+            self.lost(one_line(exc))
             return default
+
+    def lost(self, why: str) -> None:
+        """Redis is lost for this process: say why, write nothing more, close the spider."""
+        self.failed = True
+        logger.error(
+            "Redis frontier at %s lost: %s; closing the spider (%s)",
+            self.location,
+            why,
+            FRONTIER_UNREACHABLE,
+        )
+        self._close(FRONTIER_UNREACHABLE)
+
+    def keys_kept(self) -> bool:
+        """False once the crawl's keys are gone from Redis: the order the crawl recorded before
+        its first process started (``check_frontier``) was seen here and is there no more. Redis
+        restarted without its data (or flushed, or evicting keys when full) answers on the same
+        port, and a process that crawled on would start the crawl over from nothing, its seen
+        set, page budget and fetch order gone (the page budget fetched twice, the crawl recorded
+        as finished)."""
+        recorded = bool(self.run(self.redis.exists, self.key("order"), default=True))
+        if recorded:
+            self._order_seen = True
+        return recorded or not self._order_seen
 
     def incr(self, counter: str, amount: int = 1) -> int:
         """Add to a crawl-wide counter and return its new value; once Redis is lost, this
@@ -470,6 +490,12 @@ class DistributedCrawl:
     def tick(self) -> None:
         """Heartbeat; re-queue the work of workers silent for longer than the timeout."""
         shared = self.shared
+        if not shared.keys_kept():
+            shared.lost(
+                f"the keys of crawl {shared.crawl_id} are gone (Redis restarted "
+                "without its data, or flushed, or evicting keys when full): the crawl cannot go on"
+            )
+            return
         now = shared.run(shared.redis.time, default=(0, 0))[0]
         workers = shared.key("workers")
         shared.run(shared.redis.hset, workers, shared.worker, now)

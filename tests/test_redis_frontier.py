@@ -1164,6 +1164,40 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
     assert {page_name(p["url"]) for p in crawl.pages()} == set(fetched)
 
 
+def test_a_process_stops_when_redis_comes_back_without_the_crawls_keys(
+    tmp_path, sample_graph, redis_server
+):
+    # Redis restarted without its data (or flushed) answers on the same port: the process
+    # crawled on from nothing, its seen set and page budget gone, fetching its pages again past
+    # the budget, and exited 0 with the crawl recorded as finished.
+    budget = 60
+    server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
+    try:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS": 4,
+            "CLOSESPIDER_PAGECOUNT": budget,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        worker = start_worker(tmp_path, server, settings, "worker")
+        deadline = time.monotonic() + 90
+        while len(wiki_fetches(server)) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        redis.Redis.from_url(redis_server.url).flushdb()
+        time.sleep(3 * 0.5)  # three heartbeats, its requests held meanwhile
+        server.gate.release()
+        log = finish(worker)
+    finally:
+        server.stop()
+    assert worker.returncode == 1, log[-3000:]
+    assert "the keys of crawl shared are gone" in log, log[-3000:]
+    assert "Spider closed (frontier_unreachable)" in log, log[-3000:]
+    # The seed (never held), the 30 let through, and the requests held when the keys went.
+    assert len(wiki_fetches(server)) <= 1 + 30 + 4
+    crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+    assert crawl.crawl_record()["status"] == "interrupted"
+
+
 def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
     url = f"redis://:secret@127.0.0.1:{free_port()}/0"
     crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
