@@ -96,10 +96,11 @@ def connect(url: str) -> redis.Redis:
 
 
 def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
-    """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer,
-    or the crawl ``crawl_id`` on it orders its frontier otherwise than this process would:
-    another strategy, other parameters or another topic. The first process records its
-    order; every process of a shared crawl must score alike, or the frontier mixes orders."""
+    """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer
+    or evicts any key when full, or the crawl ``crawl_id`` on it orders its frontier otherwise
+    than this process would: another strategy, other parameters or another topic. The first
+    process records its order; every process of a shared crawl must score alike, or the
+    frontier mixes orders."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
     scheme, _, rest = url.partition("://")
     if scheme not in REDIS_SCHEMES:
@@ -114,14 +115,23 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
-        key = crawl_prefix(crawl_id) + "order"
-        client.set(key, described, nx=True)
-        recorded = client.get(key)
+        policy = _evicting(client)
+        recorded = None
+        if not policy:  # refused: records nothing
+            key = crawl_prefix(crawl_id) + "order"
+            client.set(key, described, nx=True)
+            recorded = client.get(key)
         client.close()
     except (redis.RedisError, ValueError) as exc:
         raise ConfigError(
             f"cannot reach the Redis frontier at {cut(shown)}: {one_line(exc)}"
         ) from None
+    if policy:
+        raise ConfigError(
+            f"the Redis frontier at {cut(shown)} evicts keys when full (maxmemory-policy "
+            f"{policy}), the crawl's frontier and seen set among them: set "
+            "maxmemory-policy noeviction"
+        )
     if recorded is None or recorded.decode() == described:
         return
     theirs = as_saved_now(json.loads(recorded), order)
@@ -140,6 +150,19 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         f"crawl {crawl_id} on {shown} runs {difference}: give every process of a shared crawl "
         "the same strategy, parameters and query, or another crawl_id"
     )
+
+
+def _evicting(client: redis.Redis) -> str | None:
+    """The server's maxmemory-policy if it evicts any key when full (``allkeys-lru``...): a
+    crawl on it loses queued requests, seen URLs and counters once Redis is full, silently.
+    (A ``volatile-`` policy evicts only keys that expire: a host's lease, its robots.txt.)
+    None if it does not, or if INFO is denied (a managed Redis may rename it)."""
+    try:
+        memory = client.info("memory")
+    except redis.ResponseError:
+        return None
+    policy = str(memory.get("maxmemory_policy", ""))
+    return policy if memory.get("maxmemory") and policy.startswith("allkeys-") else None
 
 
 def _describe(order: Mapping[str, Any]) -> str:

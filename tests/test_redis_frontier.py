@@ -1220,6 +1220,28 @@ def test_a_redis_database_that_is_no_number_is_one_line(tmp_path, site):
     )
 
 
+def test_a_redis_that_evicts_any_key_when_full_is_refused_in_one_line(tmp_path, site, redis_server):
+    # Full, it evicted the crawl's stored requests, seen URLs and counters: the crawl went on
+    # with a traceback at each pop of a request gone, and ended "finished", exit 0, with a
+    # third of the site fetched.
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_set("maxmemory", "100mb")
+    client.config_set("maxmemory-policy", "allkeys-lru")
+    crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": redis_server.url})
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: the Redis frontier at {redis_server.url} evicts keys when full "
+        "(maxmemory-policy allkeys-lru), the crawl's frontier and seen set among them: set "
+        "maxmemory-policy noeviction"
+    )
+    assert not site.fetched and not client.keys("focused:*")
+    # A volatile- policy evicts only keys that expire (a host's lease, its robots.txt).
+    client.config_set("maxmemory-policy", "volatile-lru")
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 3}
+    crawl = run_crawl(tmp_path, arguments(site), settings)
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+
+
 # -- politeness across processes ----------------------------------------------------------------
 
 
