@@ -197,7 +197,10 @@ class SharedCrawl:
         # The page budget is spent and other processes still have requests under way: this one
         # closes once they are done, which only a look at the frontier notices (DistributedCrawl).
         self.waiting_for_others = False
-        self._own: Counter[str] = Counter()
+        # Each crawl-wide counter as Redis last gave it here; once Redis is lost, counted on by
+        # this process from there: the pages still under way get fetch orders after the crawl's,
+        # not again from 1, and the crawl record its pages as last known, not this process's.
+        self._counts: Counter[str] = Counter()
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
         self._topic_texts_seen = 0
@@ -258,11 +261,14 @@ class SharedCrawl:
         return recorded or not self._order_seen
 
     def incr(self, counter: str, amount: int = 1) -> int:
-        """Add to a crawl-wide counter and return its new value; once Redis is lost, this
-        process's own count, so that the pages still under way get numbers."""
-        self._own[counter] += amount
+        """Add to a crawl-wide counter and return its new value; once Redis is lost, its value
+        last known here counted on, so that the pages still under way get numbers."""
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
-        return self._own[counter] if value is None else int(value)
+        if value is None:
+            self._counts[counter] += amount
+        else:
+            self._counts[counter] = int(value)
+        return self._counts[counter]
 
     def take(self, hash_name: str, field: str, limit: int) -> bool:
         """Add one to ``field`` of the crawl's hash ``hash_name`` unless it is at ``limit``
@@ -357,9 +363,11 @@ class SharedCrawl:
         return self.key(f"polite:{slot}")
 
     def counter(self, name: str) -> int:
-        """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
+        """A crawl-wide counter's value now; once Redis is lost, as ``incr`` counts on."""
         value = self.run(self.redis.hget, self.key("counters"), name)
-        return self._own[name] if value is None else int(value)
+        if value is not None:
+            self._counts[name] = int(value)
+        return self._counts[name]
 
     def other_workers(self) -> int:
         """How many other processes of the crawl are alive: their heartbeat is at most

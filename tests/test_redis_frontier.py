@@ -376,6 +376,22 @@ def test_a_spent_budget_with_others_under_way_is_looked_at_each_tick(redis_serve
     assert woken == ["next_request"]  # the engine asks the frontier again, 0.5 s later
 
 
+def test_counters_go_on_from_the_crawls_once_redis_is_lost(redis_server):
+    # Once Redis was lost, a process numbered its pages still under way, and recorded the
+    # crawl's pages, from its own count: fetch orders the crawl had given already, and an
+    # interrupted crawl of 84 pages stored recorded with 27, those of the process closing last.
+    crawler = get_crawler(QueueSpider)
+    one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
+    for _ in range(5):
+        other.incr("pages")
+    assert one.incr("pages") == 6 and one.counter("pages") == 6
+    other.incr("pages")
+    assert one.counter("pages") == 7
+    redis_server.stop()
+    assert one.incr("pages") == 8  # after the crawl's 7, not this process's 2nd
+    assert one.counter("pages") == 8 and one.failed
+
+
 def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
     # render=auto fetches a page plainly, then sends it back to be rendered; one process counts
     # the page once. In a shared crawl both pops took a slot: with a budget of 2, the second
