@@ -50,7 +50,7 @@ import socket
 import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 from scrapy import signals
@@ -123,9 +123,11 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
             recorded = client.get(key)
         client.close()
     except (redis.RedisError, ValueError) as exc:
-        raise ConfigError(
-            f"cannot reach the Redis frontier at {cut(shown)}: {one_line(exc)}"
-        ) from None
+        why = one_line(exc)
+        if isinstance(exc, redis.AuthenticationError) and not _gives_password(url):
+            # redis-py's words for it name its HELLO handshake, not the password missing.
+            why = "it asks for a password: give it in the URL (redis://:PASSWORD@host:6379/0)"
+        raise ConfigError(f"cannot reach the Redis frontier at {cut(shown)}: {why}") from None
     if policy:
         raise ConfigError(
             f"the Redis frontier at {cut(shown)} evicts keys when full (maxmemory-policy "
@@ -150,6 +152,12 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         f"crawl {crawl_id} on {shown} runs {difference}: give every process of a shared crawl "
         "the same strategy, parameters and query, or another crawl_id"
     )
+
+
+def _gives_password(url: str) -> bool:
+    """Whether a Redis URL gives a password, in its address or as ``?password=``."""
+    parts = urlsplit(url)
+    return bool(parts.password) or "password" in parse_qs(parts.query)
 
 
 def _evicting(client: redis.Redis) -> str | None:

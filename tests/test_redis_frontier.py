@@ -744,6 +744,26 @@ def test_a_redis_password_never_reaches_the_log(tmp_path, site):
     assert len(crawl.pages()) >= 5
 
 
+def test_a_redis_password_not_given_is_asked_for_in_one_line(tmp_path, site):
+    # The line said "HELLO must be called with the client already authenticated, otherwise the
+    # HELLO AUTH <user> <pass> option can be used...": redis-py's handshake, not the password.
+    server = RedisServer(tmp_path, password="hush-hush").start()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    try:
+        crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
+        wrong = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": f"{url}?password=no"})
+    finally:
+        server.stop()
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: cannot reach the Redis frontier at {url}: it asks for a password: give it in "
+        "the URL (redis://:PASSWORD@host:6379/0)"
+    )
+    assert wrong.result.returncode == 2  # a wrong one is named as Redis names it
+    assert "invalid username-password pair" in wrong.result.stderr
+    assert not site.fetched
+
+
 def test_a_strategy_that_runs_in_one_process_is_refused_in_one_line(tmp_path, site, redis_server):
     settings = {"FOCUSED_FRONTIER": redis_server.url}
     crawl = run_crawl(tmp_path, arguments(site, "beam"), settings, crawl_id="c")
