@@ -744,6 +744,24 @@ def test_a_redis_password_never_reaches_the_log(tmp_path, site):
     assert len(crawl.pages()) >= 5
 
 
+def test_a_redis_password_given_as_a_query_parameter_never_reaches_the_log(tmp_path, site):
+    # redis-py reads redis://host:6379/0?password=...: the log named the server with it.
+    server = RedisServer(tmp_path, password="hush-hush").start()
+    url = f"redis://127.0.0.1:{server.port}/0?password="
+    try:
+        settings = {"FOCUSED_FRONTIER": url + "hush-hush", "CLOSESPIDER_PAGECOUNT": 3}
+        crawl = run_crawl(tmp_path, arguments(site), settings, crawl_id="c")
+        wrong = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url + "not-it"})
+    finally:
+        server.stop()
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert f"joined crawl c on {url}***" in crawl.result.stderr
+    assert "hush-hush" not in crawl.result.stderr
+    assert wrong.result.returncode == 2
+    assert wrong.result.stderr.startswith(f"error: cannot reach the Redis frontier at {url}***: ")
+    assert "not-it" not in wrong.result.stderr
+
+
 def test_a_redis_password_not_given_is_asked_for_in_one_line(tmp_path, site):
     # The line said "HELLO must be called with the client already authenticated, otherwise the
     # HELLO AUTH <user> <pass> option can be used...": redis-py's handshake, not the password.
