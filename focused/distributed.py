@@ -154,6 +154,21 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     )
 
 
+def frontier_holds(url: str, crawl_id: str) -> bool:
+    """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``: its seen set, which the
+    crawl's seeds start and nothing empties (its order, ``check_frontier`` records before a
+    process starts, even one refused). ConfigError (one line) if Redis does not answer."""
+    try:
+        client = connect(url)
+        held = client.exists(crawl_prefix(crawl_id) + "seen")
+        client.close()
+    except (redis.RedisError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot reach the Redis frontier at {cut(redact_uri(url))}: {one_line(exc)}"
+        ) from None
+    return bool(held)
+
+
 def _gives_password(url: str) -> bool:
     """Whether a Redis URL gives a password, in its address or as ``?password=``."""
     parts = urlsplit(url)

@@ -1252,6 +1252,36 @@ def test_a_process_stops_when_redis_comes_back_without_the_crawls_keys(
     assert crawl.crawl_record()["status"] == "interrupted"
 
 
+def test_a_shared_crawl_goes_on_with_pages_stored_only_if_its_frontier_holds_it(
+    tmp_path, site, redis_server
+):
+    # Under the id of a crawl with pages stored, a shared crawl whose Redis did not hold that
+    # crawl (a crawl of one process, or Redis restarted without its data) started it again from
+    # nothing, its fetch order and page budget from 0 over the pages stored: 31 pages stored
+    # with 30 fetch orders, for a budget of 30 after 20.
+    refused = (
+        "has pages in the store already: a crawl goes on only from its JOBDIR (or its shared "
+        "frontier); give another crawl_id\n"
+    )
+    alone = run_crawl(tmp_path, arguments(site), {"CLOSESPIDER_PAGECOUNT": 5}, crawl_id="one")
+    assert alone.result.returncode == 0, alone.result.stderr[-3000:]
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 10}
+    shared = run_crawl(tmp_path, arguments(site), settings, crawl_id="one")
+    assert shared.result.returncode == 2, shared.result.stderr[-3000:]
+    assert shared.result.stderr == f"error: crawl one {refused}"
+    # A shared crawl goes on with the frontier that holds it, as long as it holds it.
+    first = {**settings, "CLOSESPIDER_PAGECOUNT": 5}
+    assert run_crawl(tmp_path, arguments(site), first, crawl_id="two").result.returncode == 0
+    more = run_crawl(tmp_path, arguments(site), settings, crawl_id="two")
+    assert more.result.returncode == 0, more.result.stderr[-3000:]
+    assert len(more.pages()) == 10
+    redis.Redis.from_url(redis_server.url).flushdb()
+    lost = run_crawl(tmp_path, arguments(site), settings, crawl_id="two")
+    assert lost.result.returncode == 2, lost.result.stderr[-3000:]
+    assert lost.result.stderr == f"error: crawl two {refused}"
+    assert len(more.pages()) == 10
+
+
 def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
     url = f"redis://:secret@127.0.0.1:{free_port()}/0"
     crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
