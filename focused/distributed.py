@@ -100,7 +100,8 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     or evicts any key when full, or the crawl ``crawl_id`` on it orders its frontier otherwise
     than this process would: another strategy, other parameters or another topic. The first
     process records its order; every process of a shared crawl must score alike, or the
-    frontier mixes orders."""
+    frontier mixes orders. A crawl whose keys are there without its order lost them (Redis
+    restarted without its data while a process ran, which wrote some again) and is refused."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
     scheme, _, rest = url.partition("://")
     if scheme not in REDIS_SCHEMES:
@@ -116,11 +117,9 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     try:
         client = connect(url)
         policy = _evicting(client)
-        recorded = None
-        if not policy:  # refused: records nothing
-            key = crawl_prefix(crawl_id) + "order"
-            client.set(key, described, nx=True)
-            recorded = client.get(key)
+        keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
+        # Refused for its policy, it records nothing.
+        recorded = None if policy else client.eval(RECORD_ORDER, len(keys), *keys, described)
         client.close()
     except (redis.RedisError, ValueError) as exc:
         why = one_line(exc)
@@ -134,7 +133,13 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
             f"{policy}), the crawl's frontier and seen set among them: set "
             "maxmemory-policy noeviction"
         )
-    if recorded is None or recorded.decode() == described:
+    if recorded is None:
+        raise ConfigError(
+            f"crawl {crawl_id} on {shown} has keys but not its order: Redis lost the crawl "
+            "(restarted without its data, or flushed, while a process ran), which cannot go on; "
+            "give another crawl_id"
+        )
+    if recorded.decode() == described:
         return
     theirs = as_saved_now(json.loads(recorded), order)
     if theirs == order:
@@ -591,6 +596,18 @@ class DistributedCrawl:
         # not make this process look alive.
         self.shared.run(self.shared.redis.hdel, self.shared.key("workers"), self.shared.worker)
 
+
+# The crawl's order as recorded, this process's recorded if none is, in one step; false if the
+# crawl's seen set is there without its order: Redis lost the crawl's keys while a process ran,
+# which wrote some again before it noticed (SharedCrawl.keys_kept). KEYS: order, seen. ARGV:
+# this process's order.
+RECORD_ORDER = """
+local recorded = redis.call('GET', KEYS[1])
+if recorded then return recorded end
+if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+"""
 
 # Take a slot of a hash field unless it is full, in one step. KEYS: the hash. ARGV: field, limit.
 TAKE = """

@@ -828,6 +828,29 @@ def test_a_process_that_would_order_the_crawl_otherwise_is_refused_in_one_line(
     assert not site.fetched
 
 
+def test_a_crawl_whose_keys_are_left_without_its_order_is_refused_in_one_line(
+    tmp_path, site, redis_server
+):
+    # Redis restarted without its data while a process ran: before that process noticed, it
+    # wrote a few of the crawl's keys again (its seen set among them), not the order. The same
+    # command run again then started the crawl over from those, over its pages stored.
+    settings = Settings({"FOCUSED_FRONTIER": redis_server.url})
+    crawl = {**arguments(site), "crawl_id": "c"}
+    parse_arguments(crawl, settings)
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    client.sadd(crawl_prefix("c") + "seen", b"fingerprint")  # written again before the tick
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments(crawl, settings)
+    assert str(refused.value) == (
+        f"crawl c on {redis_server.url} has keys but not its order: Redis lost the crawl "
+        "(restarted without its data, or flushed, while a process ran), which cannot go on; "
+        "give another crawl_id"
+    )
+    assert client.get(crawl_prefix("c") + "order") is None  # refused again the next time
+    parse_arguments({**crawl, "crawl_id": "d"}, settings)  # another crawl starts
+
+
 # -- rank_semantic on the shared frontier --------------------------------------------------------
 
 BAND = {"band_low": 0.65, "band_high": 0.9, "T": 0.1, "rank_every": 1000}
