@@ -145,36 +145,45 @@ return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[6])
 
 # Pop the best request (from the back set when the frontier is empty), or the queued request of
 # fingerprint ARGV[2] if one is given (one a look ahead chose), into this worker's in-flight
-# set, unless the page budget is spent.
+# set, unless the page budget is spent. A member whose stored request is gone is dropped, and
+# the next one popped: a retry queued by a worker taken for dead, of a request that the worker
+# which took its work fetched meanwhile (its ACK dropped the request stored under their one
+# fingerprint; nothing is left to fetch), or a key evicted by Redis.
 # KEYS: frontier, members, requests, popped, inflight, back. ARGV: budget (0 = none), fp or ''.
 POP = """
 local budget = tonumber(ARGV[1])
 if budget > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= budget then
   return {'budget'}
 end
-local member, score
-if ARGV[2] == '' then
-  local top = redis.call('ZPOPMAX', KEYS[1])
-  if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
-  if #top == 0 then return {} end
-  member, score = top[1], top[2]
-else
-  member = redis.call('HGET', KEYS[2], ARGV[2])
-  if not member then return {} end
-  for _, queue in ipairs({KEYS[1], KEYS[6]}) do
-    score = redis.call('ZSCORE', queue, member)
-    if score then
-      redis.call('ZREM', queue, member)
-      break
+while true do
+  local member, score
+  if ARGV[2] == '' then
+    local top = redis.call('ZPOPMAX', KEYS[1])
+    if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
+    if #top == 0 then return {} end
+    member, score = top[1], top[2]
+  else
+    member = redis.call('HGET', KEYS[2], ARGV[2])
+    if not member then return {} end
+    for _, queue in ipairs({KEYS[1], KEYS[6]}) do
+      score = redis.call('ZSCORE', queue, member)
+      if score then
+        redis.call('ZREM', queue, member)
+        break
+      end
     end
+    if not score then return {} end
   end
-  if not score then return {} end
+  local fp = string.sub(member, 24)
+  redis.call('HDEL', KEYS[2], fp)
+  local stored = redis.call('HGET', KEYS[3], fp)
+  if stored then
+    redis.call('ZADD', KEYS[5], score, member)
+    redis.call('INCR', KEYS[4])
+    return {member, stored}
+  end
+  if ARGV[2] ~= '' then return {} end
 end
-local fp = string.sub(member, 24)
-redis.call('HDEL', KEYS[2], fp)
-redis.call('ZADD', KEYS[5], score, member)
-redis.call('INCR', KEYS[4])
-return {member, redis.call('HGET', KEYS[3], fp)}
 """
 
 # Lua: the host a stored request starts with (nil for one stored without it, or none).

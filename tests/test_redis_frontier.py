@@ -325,6 +325,30 @@ def test_budget_is_shared_and_unfinished_requests_go_back(redis_server):
     assert one.pop() is None
 
 
+def test_a_retry_by_a_process_taken_for_dead_of_a_page_fetched_meanwhile_is_dropped(
+    redis_server,
+):
+    # A process stalled past FOCUSED_WORKER_TIMEOUT, whose download then failed, queued its
+    # retry (dont_filter) while the process that took its work fetched the page: that one's
+    # ACK dropped the request stored under their one fingerprint, and each pop of the retry
+    # raised AttributeError in the engine, put back when idle and popped again, without end.
+    slow, other = shared_queue(redis_server.url), shared_queue(redis_server.url)
+    slow.push(req("p0", parent_relevance=0.5))
+    slow.push(req("p1", parent_relevance=0.1))
+    slow.frontier.flush()
+    first = slow.pop()
+    other.frontier.requeue(slow.frontier.shared.worker)  # silent too long: taken for dead
+    taken = other.pop()
+    assert urls([taken]) == ["p0"]
+    slow.frontier.ack(first.meta[INFLIGHT_META])  # FrontierAck, as the retry is scheduled
+    slow.push(first.replace(dont_filter=True))  # the retry
+    slow.frontier.flush()
+    other.frontier.ack(taken.meta[INFLIGHT_META])  # p0 fetched
+    assert urls([other.pop()]) == ["p1"]  # the retry of p0 is dropped: p0 was fetched
+    assert other.pop() is None and len(other) == 0
+    assert other.frontier.redis.get("focused:t:popped") == b"2"
+
+
 def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_server):
     # A process killed with requests popped holds their budget slots until another takes it
     # for dead and puts them back; closing on the spent budget before then ended the crawl
