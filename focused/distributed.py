@@ -214,7 +214,9 @@ class Lease(NamedTuple):
 class SharedCrawl:
     """One crawl's state in Redis, seen from one process (a "worker")."""
 
-    def __init__(self, crawler: Crawler, url: str, crawl_id: str) -> None:
+    def __init__(
+        self, crawler: Crawler, url: str, crawl_id: str, order_recorded: bool = False
+    ) -> None:
         self.crawler = crawler
         self.location = redact_uri(url)  # the server, for messages: no password
         self.redis = connect(url)
@@ -232,7 +234,9 @@ class SharedCrawl:
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
         self._topic_texts_seen = 0
-        self._order_seen = False  # the crawl's recorded order, seen in Redis (keys_kept)
+        # The crawl's order is in Redis, seen there or recorded by this process's argument check
+        # (check_frontier): gone later, Redis lost the crawl's keys (keys_kept).
+        self._order_seen = order_recorded
         self._incr = self.redis.register_script(
             "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
         )
@@ -278,7 +282,8 @@ class SharedCrawl:
 
     def keys_kept(self) -> bool:
         """False once the crawl's keys are gone from Redis: the order the crawl recorded before
-        its first process started (``check_frontier``) was seen here and is there no more. Redis
+        its first process started (``check_frontier``) was seen here, or recorded by this
+        process's own argument check (``order_recorded``), and is there no more. Redis
         restarted without its data (or flushed, or evicting keys when full) answers on the same
         port, and a process that crawled on would start the crawl over from nothing, its seen
         set, page budget and fetch order gone (the page budget fetched twice, the crawl recorded

@@ -20,6 +20,7 @@ import numpy
 import pytest
 import redis
 import scrapy
+from scrapy.crawler import Crawler
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -36,6 +37,7 @@ from schedulers import redis_frontier
 from schedulers.base import RANKED_CHUNK, StrategyQueue, host_of, load_request
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, UNRANKED, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
+from spiders.topical import TopicalSpider
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -1327,6 +1329,22 @@ def test_a_shared_crawl_goes_on_with_pages_stored_only_if_its_frontier_holds_it(
     assert lost.result.returncode == 2, lost.result.stderr[-3000:]
     assert lost.result.stderr == f"error: crawl two {refused}"
     assert len(more.pages()) == 10
+
+
+def test_a_process_whose_crawl_lost_its_keys_as_it_started_stops_at_its_first_heartbeat(
+    site, redis_server
+):
+    # Redis restarted without its data after the process's arguments were read (the order
+    # recorded) and before its spider opened (seconds: the sentence encoder loads): its first
+    # heartbeat found no order, had never seen one, and the process crawled on from nothing.
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    settings.set("FOCUSED_FRONTIER", redis_server.url, priority="cmdline")
+    crawler = Crawler(TopicalSpider, settings)
+    spider = TopicalSpider.from_crawler(crawler, crawl_id="c", **arguments(site))
+    redis.Redis.from_url(redis_server.url).flushdb()
+    DistributedCrawl(crawler, spider.shared, timeout=10).tick()
+    assert spider.shared.failed
 
 
 def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
