@@ -1316,10 +1316,19 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             store.close()
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
-    goes_on = settings.get("FOCUSED_FRONTIER") or (
-        _job_record(settings).get("crawl_id") == config.crawl_id
-    )
-    if stored and not goes_on:
+    if not stored:
+        return
+    url = settings.get("FOCUSED_FRONTIER")
+    if url:
+        from focused.distributed import frontier_holds  # imports redis: only when asked for
+
+        # Only a frontier that holds the crawl goes on with it: one that lost it (Redis
+        # restarted without its data) or never had it (the id of a crawl of one process) would
+        # start it again from nothing, its fetch order and budget from 0 over the pages stored.
+        goes_on = frontier_holds(str(url), config.crawl_id)
+    else:
+        goes_on = _job_record(settings).get("crawl_id") == config.crawl_id
+    if not goes_on:
         raise ConfigError(
             f"crawl {config.crawl_id} has pages in the store already: a crawl goes on only from "
             "its JOBDIR (or its shared frontier); give another crawl_id"

@@ -35,7 +35,9 @@ Settings:
 
 If Redis cannot be reached at start the crawl does not start (one line, exit 2); if it is lost
 during the crawl the process logs one error and closes with reason ``frontier_unreachable``.
-What was popped and not finished stays in Redis, so a restart resumes without losing it.
+What was popped and not finished stays in Redis, so a restart resumes without losing it. So it
+closes when Redis answers again without the crawl's keys (restarted without its data, flushed):
+crawling on would start the crawl over from nothing.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import socket
 import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import redis
 from scrapy import signals
@@ -94,10 +96,12 @@ def connect(url: str) -> redis.Redis:
 
 
 def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
-    """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer,
-    or the crawl ``crawl_id`` on it orders its frontier otherwise than this process would:
-    another strategy, other parameters or another topic. The first process records its
-    order; every process of a shared crawl must score alike, or the frontier mixes orders."""
+    """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer
+    or evicts any key when full, or the crawl ``crawl_id`` on it orders its frontier otherwise
+    than this process would: another strategy, other parameters or another topic. The first
+    process records its order; every process of a shared crawl must score alike, or the
+    frontier mixes orders. A crawl whose keys are there without its order lost them (Redis
+    restarted without its data while a process ran, which wrote some again) and is refused."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
     scheme, _, rest = url.partition("://")
     if scheme not in REDIS_SCHEMES:
@@ -112,15 +116,30 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
-        key = crawl_prefix(crawl_id) + "order"
-        client.set(key, described, nx=True)
-        recorded = client.get(key)
+        policy = _evicting(client)
+        keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
+        # Refused for its policy, it records nothing.
+        recorded = None if policy else client.eval(RECORD_ORDER, len(keys), *keys, described)
         client.close()
     except (redis.RedisError, ValueError) as exc:
+        why = one_line(exc)
+        if isinstance(exc, redis.AuthenticationError) and not _gives_password(url):
+            # redis-py's words for it name its HELLO handshake, not the password missing.
+            why = "it asks for a password: give it in the URL (redis://:PASSWORD@host:6379/0)"
+        raise ConfigError(f"cannot reach the Redis frontier at {cut(shown)}: {why}") from None
+    if policy:
         raise ConfigError(
-            f"cannot reach the Redis frontier at {cut(shown)}: {one_line(exc)}"
-        ) from None
-    if recorded is None or recorded.decode() == described:
+            f"the Redis frontier at {cut(shown)} evicts keys when full (maxmemory-policy "
+            f"{policy}), the crawl's frontier and seen set among them: set "
+            "maxmemory-policy noeviction"
+        )
+    if recorded is None:
+        raise ConfigError(
+            f"crawl {crawl_id} on {shown} has keys but not its order: Redis lost the crawl "
+            "(restarted without its data, or flushed, while a process ran), which cannot go on; "
+            "give another crawl_id"
+        )
+    if recorded.decode() == described:
         return
     theirs = as_saved_now(json.loads(recorded), order)
     if theirs == order:
@@ -138,6 +157,40 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         f"crawl {crawl_id} on {shown} runs {difference}: give every process of a shared crawl "
         "the same strategy, parameters and query, or another crawl_id"
     )
+
+
+def frontier_holds(url: str, crawl_id: str) -> bool:
+    """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``: its seen set, which the
+    crawl's seeds start and nothing empties (its order, ``check_frontier`` records before a
+    process starts, even one refused). ConfigError (one line) if Redis does not answer."""
+    try:
+        client = connect(url)
+        held = client.exists(crawl_prefix(crawl_id) + "seen")
+        client.close()
+    except (redis.RedisError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot reach the Redis frontier at {cut(redact_uri(url))}: {one_line(exc)}"
+        ) from None
+    return bool(held)
+
+
+def _gives_password(url: str) -> bool:
+    """Whether a Redis URL gives a password, in its address or as ``?password=``."""
+    parts = urlsplit(url)
+    return bool(parts.password) or "password" in parse_qs(parts.query)
+
+
+def _evicting(client: redis.Redis) -> str | None:
+    """The server's maxmemory-policy if it evicts any key when full (``allkeys-lru``...): a
+    crawl on it loses queued requests, seen URLs and counters once Redis is full, silently.
+    (A ``volatile-`` policy evicts only keys that expire: a host's lease, its robots.txt.)
+    None if it does not, or if INFO is denied (a managed Redis may rename it)."""
+    try:
+        memory = client.info("memory")
+    except redis.ResponseError:
+        return None
+    policy = str(memory.get("maxmemory_policy", ""))
+    return policy if memory.get("maxmemory") and policy.startswith("allkeys-") else None
 
 
 def _describe(order: Mapping[str, Any]) -> str:
@@ -161,20 +214,29 @@ class Lease(NamedTuple):
 class SharedCrawl:
     """One crawl's state in Redis, seen from one process (a "worker")."""
 
-    def __init__(self, crawler: Crawler, url: str, crawl_id: str) -> None:
+    def __init__(
+        self, crawler: Crawler, url: str, crawl_id: str, order_recorded: bool = False
+    ) -> None:
         self.crawler = crawler
         self.location = redact_uri(url)  # the server, for messages: no password
         self.redis = connect(url)
+        self.crawl_id = crawl_id
         self.prefix = crawl_prefix(crawl_id)
         self.worker = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.failed = False
         # The page budget is spent and other processes still have requests under way: this one
         # closes once they are done, which only a look at the frontier notices (DistributedCrawl).
         self.waiting_for_others = False
-        self._own: Counter[str] = Counter()
+        # Each crawl-wide counter as Redis last gave it here; once Redis is lost, counted on by
+        # this process from there: the pages still under way get fetch orders after the crawl's,
+        # not again from 1, and the crawl record its pages as last known, not this process's.
+        self._counts: Counter[str] = Counter()
         self.frontier: RedisFrontier  # set by the frontier itself, built by the scheduler
         self._closing: Deferred[None] | None = None
         self._topic_texts_seen = 0
+        # The crawl's order is in Redis, seen there or recorded by this process's argument check
+        # (check_frontier): gone later, Redis lost the crawl's keys (keys_kept).
+        self._order_seen = order_recorded
         self._incr = self.redis.register_script(
             "return redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])"
         )
@@ -204,22 +266,42 @@ class SharedCrawl:
         try:
             return call(*args, **kwargs)
         except redis.RedisError as exc:
-            self.failed = True
-            logger.error(
-                "Redis frontier at %s lost: %s; closing the spider (%s)",
-                self.location,
-                one_line(exc),
-                FRONTIER_UNREACHABLE,
-            )
-            self._close(FRONTIER_UNREACHABLE)
+            self.lost(one_line(exc))
             return default
 
+    def lost(self, why: str) -> None:
+        """Redis is lost for this process: say why, write nothing more, close the spider."""
+        self.failed = True
+        logger.error(
+            "Redis frontier at %s lost: %s; closing the spider (%s)",
+            self.location,
+            why,
+            FRONTIER_UNREACHABLE,
+        )
+        self._close(FRONTIER_UNREACHABLE)
+
+    def keys_kept(self) -> bool:
+        """False once the crawl's keys are gone from Redis: the order the crawl recorded before
+        its first process started (``check_frontier``) was seen here, or recorded by this
+        process's own argument check (``order_recorded``), and is there no more. Redis
+        restarted without its data (or flushed, or evicting keys when full) answers on the same
+        port, and a process that crawled on would start the crawl over from nothing, its seen
+        set, page budget and fetch order gone (the page budget fetched twice, the crawl recorded
+        as finished)."""
+        recorded = bool(self.run(self.redis.exists, self.key("order"), default=True))
+        if recorded:
+            self._order_seen = True
+        return recorded or not self._order_seen
+
     def incr(self, counter: str, amount: int = 1) -> int:
-        """Add to a crawl-wide counter and return its new value; once Redis is lost, this
-        process's own count, so that the pages still under way get numbers."""
-        self._own[counter] += amount
+        """Add to a crawl-wide counter and return its new value; once Redis is lost, its value
+        last known here counted on, so that the pages still under way get numbers."""
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
-        return self._own[counter] if value is None else int(value)
+        if value is None:
+            self._counts[counter] += amount
+        else:
+            self._counts[counter] = int(value)
+        return self._counts[counter]
 
     def take(self, hash_name: str, field: str, limit: int) -> bool:
         """Add one to ``field`` of the crawl's hash ``hash_name`` unless it is at ``limit``
@@ -314,9 +396,11 @@ class SharedCrawl:
         return self.key(f"polite:{slot}")
 
     def counter(self, name: str) -> int:
-        """A crawl-wide counter's value now; once Redis is lost, this process's own count."""
+        """A crawl-wide counter's value now; once Redis is lost, as ``incr`` counts on."""
         value = self.run(self.redis.hget, self.key("counters"), name)
-        return self._own[name] if value is None else int(value)
+        if value is not None:
+            self._counts[name] = int(value)
+        return self._counts[name]
 
     def other_workers(self) -> int:
         """How many other processes of the crawl are alive: their heartbeat is at most
@@ -470,6 +554,12 @@ class DistributedCrawl:
     def tick(self) -> None:
         """Heartbeat; re-queue the work of workers silent for longer than the timeout."""
         shared = self.shared
+        if not shared.keys_kept():
+            shared.lost(
+                f"the keys of crawl {shared.crawl_id} are gone (Redis restarted "
+                "without its data, or flushed, or evicting keys when full): the crawl cannot go on"
+            )
+            return
         now = shared.run(shared.redis.time, default=(0, 0))[0]
         workers = shared.key("workers")
         shared.run(shared.redis.hset, workers, shared.worker, now)
@@ -511,6 +601,18 @@ class DistributedCrawl:
         # not make this process look alive.
         self.shared.run(self.shared.redis.hdel, self.shared.key("workers"), self.shared.worker)
 
+
+# The crawl's order as recorded, this process's recorded if none is, in one step; false if the
+# crawl's seen set is there without its order: Redis lost the crawl's keys while a process ran,
+# which wrote some again before it noticed (SharedCrawl.keys_kept). KEYS: order, seen. ARGV:
+# this process's order.
+RECORD_ORDER = """
+local recorded = redis.call('GET', KEYS[1])
+if recorded then return recorded end
+if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+"""
 
 # Take a slot of a hash field unless it is full, in one step. KEYS: the hash. ARGV: field, limit.
 TAKE = """

@@ -44,8 +44,10 @@ def quoted(value: object) -> str:
 
 
 def redact_uri(text: str) -> str:
-    """``text`` with the user and password of each URI in it hidden: fit for logs."""
-    return re.sub(r"(?<=//)[^/@\s]*@", "***@", text)
+    """``text`` with the user and password of each URI in it hidden, and a password given as a
+    query parameter (``redis://host:6379/0?password=...``, which redis-py reads): fit for logs."""
+    text = re.sub(r"(?<=//)[^/@\s]*@", "***@", text)
+    return re.sub(r"(?<=[?&]password=)[^&#\s]+", "***", text, flags=re.IGNORECASE)
 
 
 class ConfigError(ValueError):

@@ -23,7 +23,9 @@ Frontier-wide limits live here, so that every strategy gets them:
   up after a resume. Counts survive a JOBDIR pause (``spider.state``). In a crawl shared
   through Redis the count is the crawl's, in the hash ``host_pages`` (``SharedCrawl.take``,
   ``SharedCrawl.give_back``), so the processes together fetch at most the cap per host; a
-  parked request goes back to the crawl's frontier when its process closes.
+  parked request goes back to the crawl's frontier when its process closes, and the requests
+  a killed process had under way when the others take it for dead, each with its host's slot
+  given back (``RedisFrontier.requeue``).
 - ``HOST_WINDOW`` k (default 0 = off): at most one request per host among any k consecutive
   dequeued requests (the sources' window rule, k = 100). A request whose host is in the window
   is parked, not lost, and handed out as soon as its host leaves the window; parked requests
@@ -582,11 +584,13 @@ class FocusedScheduler(Scheduler):
     def _close(self, reason: str):
         self._count_frontier(now=True)  # the crawl's last word on it
         for request in self.parked:  # back to the queue, so a paused crawl keeps them
+            # In a shared crawl, popped from the crawl's frontier, it goes back with this
+            # process's unfinished requests, and its host's slot with it (below).
+            if self.shared is not None:
+                continue
             if self.max_per_host:  # it takes its host's slot again when it comes up
                 self._give_back_host_slot(self._host(request))
-            # In a shared crawl, popped from the crawl's frontier, it goes back with this
-            # process's unfinished requests (below).
-            if self.shared is None and not self._dqpush(request):
+            if not self._dqpush(request):
                 self._mqpush(request)
         self.parked.clear()
         if self.shared is not None:

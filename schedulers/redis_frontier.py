@@ -145,52 +145,76 @@ return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[6])
 
 # Pop the best request (from the back set when the frontier is empty), or the queued request of
 # fingerprint ARGV[2] if one is given (one a look ahead chose), into this worker's in-flight
-# set, unless the page budget is spent.
+# set, unless the page budget is spent. A member whose stored request is gone is dropped, and
+# the next one popped: a retry queued by a worker taken for dead, of a request that the worker
+# which took its work fetched meanwhile (its ACK dropped the request stored under their one
+# fingerprint; nothing is left to fetch), or a key evicted by Redis.
 # KEYS: frontier, members, requests, popped, inflight, back. ARGV: budget (0 = none), fp or ''.
 POP = """
 local budget = tonumber(ARGV[1])
 if budget > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= budget then
   return {'budget'}
 end
-local member, score
-if ARGV[2] == '' then
-  local top = redis.call('ZPOPMAX', KEYS[1])
-  if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
-  if #top == 0 then return {} end
-  member, score = top[1], top[2]
-else
-  member = redis.call('HGET', KEYS[2], ARGV[2])
-  if not member then return {} end
-  for _, queue in ipairs({KEYS[1], KEYS[6]}) do
-    score = redis.call('ZSCORE', queue, member)
-    if score then
-      redis.call('ZREM', queue, member)
-      break
+while true do
+  local member, score
+  if ARGV[2] == '' then
+    local top = redis.call('ZPOPMAX', KEYS[1])
+    if #top == 0 then top = redis.call('ZPOPMAX', KEYS[6]) end
+    if #top == 0 then return {} end
+    member, score = top[1], top[2]
+  else
+    member = redis.call('HGET', KEYS[2], ARGV[2])
+    if not member then return {} end
+    for _, queue in ipairs({KEYS[1], KEYS[6]}) do
+      score = redis.call('ZSCORE', queue, member)
+      if score then
+        redis.call('ZREM', queue, member)
+        break
+      end
     end
+    if not score then return {} end
   end
-  if not score then return {} end
+  local fp = string.sub(member, 24)
+  redis.call('HDEL', KEYS[2], fp)
+  local stored = redis.call('HGET', KEYS[3], fp)
+  if stored then
+    redis.call('ZADD', KEYS[5], score, member)
+    redis.call('INCR', KEYS[4])
+    return {member, stored}
+  end
+  if ARGV[2] ~= '' then return {} end
 end
-local fp = string.sub(member, 24)
-redis.call('HDEL', KEYS[2], fp)
-redis.call('ZADD', KEYS[5], score, member)
-redis.call('INCR', KEYS[4])
-return {member, redis.call('HGET', KEYS[3], fp)}
+"""
+
+# Lua: the host a stored request starts with (nil for one stored without it, or none).
+HOST_OF = """
+local function host_of(stored)
+  if not stored or string.byte(stored, 1) == 128 then return nil end
+  local host_end = string.find(stored, '\\n', 1, true)
+  return host_end and string.sub(stored, 1, host_end - 1)
+end
 """
 
 # A popped request is done. If a worker took this one for dead and put the request back, it
 # is taken out again unless another worker popped it meanwhile, and counts against the budget
-# again. KEYS: inflight, requests, members, frontier, popped. ARGV: member.
-ACK = """
+# again, and with MAX_PAGES_PER_HOST (ARGV[2] = '1') against its host's pages again.
+# KEYS: inflight, requests, members, frontier, popped, host_pages. ARGV: member, host cap on.
+ACK = (
+    HOST_OF
+    + """
 local fp = string.sub(ARGV[1], 24)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('HDEL', KEYS[2], fp)
 elseif redis.call('HGET', KEYS[3], fp) == ARGV[1] then
+  local host = ARGV[2] == '1' and host_of(redis.call('HGET', KEYS[2], fp))
+  if host then redis.call('HINCRBY', KEYS[6], host, 1) end
   redis.call('ZREM', KEYS[4], ARGV[1])
   redis.call('HDEL', KEYS[3], fp)
   redis.call('HDEL', KEYS[2], fp)
   redis.call('INCR', KEYS[5])
 end
 """
+)
 
 # A popped request goes back to the frontier as another (a page sent back to be rendered): it is
 # done, and the budget slot its pop took is given back, never below 0.
@@ -202,14 +226,24 @@ if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
 end
 """
 
-# Put a worker's in-flight requests back and forget the worker; their budget is given back.
-# KEYS: frontier, members, popped, inflight, workers. ARGV: worker.
-REQUEUE = """
+# Put a worker's in-flight requests back and forget the worker; their budget is given back,
+# and with MAX_PAGES_PER_HOST (ARGV[2] = '1') their hosts' slots (each popped request took one:
+# FocusedScheduler._host_full), never below 0, so that another process fetches them within
+# the cap. KEYS: frontier, members, popped, inflight, workers, requests, host_pages.
+# ARGV: worker, host cap on.
+REQUEUE = (
+    HOST_OF
+    + """
 local entries = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
 for i = 1, #entries, 2 do
   local member = entries[i]
+  local fp = string.sub(member, 24)
   redis.call('ZADD', KEYS[1], entries[i + 1], member)
-  redis.call('HSET', KEYS[2], string.sub(member, 24), member)
+  redis.call('HSET', KEYS[2], fp, member)
+  local host = ARGV[2] == '1' and host_of(redis.call('HGET', KEYS[6], fp))
+  if host and tonumber(redis.call('HGET', KEYS[7], host) or '0') > 0 then
+    redis.call('HINCRBY', KEYS[7], host, -1)
+  end
 end
 redis.call('DEL', KEYS[4])
 redis.call('HDEL', KEYS[5], ARGV[1])
@@ -217,6 +251,7 @@ local n = #entries / 2
 if n > 0 then redis.call('DECRBY', KEYS[3], n) end
 return n
 """
+)
 
 # Evict the lowest-ranked queued requests (the frontier is full), the back set's (traps) first,
 # at most ARGV[1] of them and never below ARGV[2] queued in both sets (0 = no floor): processes
@@ -315,6 +350,9 @@ class RedisFrontier:
         self._spider = shared.crawler.spider
         self._budget = shared.crawler.settings.getint("CLOSESPIDER_PAGECOUNT")
         self._max = shared.crawler.settings.getint("FRONTIER_MAX")
+        # With a host cap each popped request takes its host's slot (FocusedScheduler._host_full):
+        # one put back gives it back.
+        self._host_cap = "1" if shared.crawler.settings.getint("MAX_PAGES_PER_HOST") > 0 else "0"
         self._keys = [shared.key(name) for name in ("frontier", "members", "requests")]
         self._back = shared.key("back")
         self._put = self.redis.register_script(PUT)
@@ -434,8 +472,10 @@ class RedisFrontier:
         """The popped request whose member this is has been handled (its links are queued)."""
         self._changing()  # its links are in Redis before it is done
         frontier, members, requests = self._keys
-        keys = [self.shared.inflight_key(), requests, members, frontier, self.shared.key("popped")]
-        self.shared.run(self._ack, keys=keys, args=[member])
+        shared = self.shared
+        keys = [shared.inflight_key(), requests, members, frontier, shared.key("popped")]
+        keys.append(shared.key("host_pages"))
+        shared.run(self._ack, keys=keys, args=[member, self._host_cap])
 
     def unpop(self, member: bytes) -> None:
         """The popped request whose member this is comes back as another request (queued by
@@ -447,15 +487,18 @@ class RedisFrontier:
     def requeue(self, worker: str) -> int:
         """Put back what ``worker`` popped and did not finish; returns how many requests."""
         self._changing()
-        frontier, members, _ = self._keys
+        frontier, members, requests = self._keys
         keys = [
             frontier,
             members,
             self.shared.key("popped"),
             self.shared.inflight_key(worker),
             self.shared.key("workers"),
+            requests,
+            self.shared.key("host_pages"),
         ]
-        requeued = self.shared.run(self._requeue, keys=keys, args=[worker], default=0)
+        args = [worker, self._host_cap]
+        requeued = self.shared.run(self._requeue, keys=keys, args=args, default=0)
         if requeued and worker == self.shared.worker:
             self._known.clear()  # some taken out are queued again (rare: see spider_idle)
         return requeued

@@ -116,8 +116,10 @@ class TopicalSpider(scrapy.Spider):
             from focused.distributed import SharedCrawl
 
             # The frontier and the seen set of the crawl live in Redis, shared by its processes.
+            # Its order was recorded there as the arguments were read: lost from now on (Redis
+            # restarted without its data while this process starts), it stops at its first tick.
             spider.shared = SharedCrawl(
-                crawler, crawler.settings["FOCUSED_FRONTIER"], config.crawl_id
+                crawler, crawler.settings["FOCUSED_FRONTIER"], config.crawl_id, order_recorded=True
             )
             crawler.settings.set(
                 "DUPEFILTER_CLASS", "focused.distributed.RedisDupeFilter", "spider"

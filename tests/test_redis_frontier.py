@@ -20,6 +20,7 @@ import numpy
 import pytest
 import redis
 import scrapy
+from scrapy.crawler import Crawler
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -36,6 +37,7 @@ from schedulers import redis_frontier
 from schedulers.base import RANKED_CHUNK, StrategyQueue, host_of, load_request
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, UNRANKED, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
+from spiders.topical import TopicalSpider
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -325,6 +327,30 @@ def test_budget_is_shared_and_unfinished_requests_go_back(redis_server):
     assert one.pop() is None
 
 
+def test_a_retry_by_a_process_taken_for_dead_of_a_page_fetched_meanwhile_is_dropped(
+    redis_server,
+):
+    # A process stalled past FOCUSED_WORKER_TIMEOUT, whose download then failed, queued its
+    # retry (dont_filter) while the process that took its work fetched the page: that one's
+    # ACK dropped the request stored under their one fingerprint, and each pop of the retry
+    # raised AttributeError in the engine, put back when idle and popped again, without end.
+    slow, other = shared_queue(redis_server.url), shared_queue(redis_server.url)
+    slow.push(req("p0", parent_relevance=0.5))
+    slow.push(req("p1", parent_relevance=0.1))
+    slow.frontier.flush()
+    first = slow.pop()
+    other.frontier.requeue(slow.frontier.shared.worker)  # silent too long: taken for dead
+    taken = other.pop()
+    assert urls([taken]) == ["p0"]
+    slow.frontier.ack(first.meta[INFLIGHT_META])  # FrontierAck, as the retry is scheduled
+    slow.push(first.replace(dont_filter=True))  # the retry
+    slow.frontier.flush()
+    other.frontier.ack(taken.meta[INFLIGHT_META])  # p0 fetched
+    assert urls([other.pop()]) == ["p1"]  # the retry of p0 is dropped: p0 was fetched
+    assert other.pop() is None and len(other) == 0
+    assert other.frontier.redis.get("focused:t:popped") == b"2"
+
+
 def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_server):
     # A process killed with requests popped holds their budget slots until another takes it
     # for dead and puts them back; closing on the spent budget before then ended the crawl
@@ -374,6 +400,22 @@ def test_a_spent_budget_with_others_under_way_is_looked_at_each_tick(redis_serve
     assert waiting.pop() is None
     extension.tick()
     assert woken == ["next_request"]  # the engine asks the frontier again, 0.5 s later
+
+
+def test_counters_go_on_from_the_crawls_once_redis_is_lost(redis_server):
+    # Once Redis was lost, a process numbered its pages still under way, and recorded the
+    # crawl's pages, from its own count: fetch orders the crawl had given already, and an
+    # interrupted crawl of 84 pages stored recorded with 27, those of the process closing last.
+    crawler = get_crawler(QueueSpider)
+    one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
+    for _ in range(5):
+        other.incr("pages")
+    assert one.incr("pages") == 6 and one.counter("pages") == 6
+    other.incr("pages")
+    assert one.counter("pages") == 7
+    redis_server.stop()
+    assert one.incr("pages") == 8  # after the crawl's 7, not this process's 2nd
+    assert one.counter("pages") == 8 and one.failed
 
 
 def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
@@ -728,6 +770,44 @@ def test_a_redis_password_never_reaches_the_log(tmp_path, site):
     assert len(crawl.pages()) >= 5
 
 
+def test_a_redis_password_given_as_a_query_parameter_never_reaches_the_log(tmp_path, site):
+    # redis-py reads redis://host:6379/0?password=...: the log named the server with it.
+    server = RedisServer(tmp_path, password="hush-hush").start()
+    url = f"redis://127.0.0.1:{server.port}/0?password="
+    try:
+        settings = {"FOCUSED_FRONTIER": url + "hush-hush", "CLOSESPIDER_PAGECOUNT": 3}
+        crawl = run_crawl(tmp_path, arguments(site), settings, crawl_id="c")
+        wrong = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url + "not-it"})
+    finally:
+        server.stop()
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert f"joined crawl c on {url}***" in crawl.result.stderr
+    assert "hush-hush" not in crawl.result.stderr
+    assert wrong.result.returncode == 2
+    assert wrong.result.stderr.startswith(f"error: cannot reach the Redis frontier at {url}***: ")
+    assert "not-it" not in wrong.result.stderr
+
+
+def test_a_redis_password_not_given_is_asked_for_in_one_line(tmp_path, site):
+    # The line said "HELLO must be called with the client already authenticated, otherwise the
+    # HELLO AUTH <user> <pass> option can be used...": redis-py's handshake, not the password.
+    server = RedisServer(tmp_path, password="hush-hush").start()
+    url = f"redis://127.0.0.1:{server.port}/0"
+    try:
+        crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
+        wrong = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": f"{url}?password=no"})
+    finally:
+        server.stop()
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: cannot reach the Redis frontier at {url}: it asks for a password: give it in "
+        "the URL (redis://:PASSWORD@host:6379/0)"
+    )
+    assert wrong.result.returncode == 2  # a wrong one is named as Redis names it
+    assert "invalid username-password pair" in wrong.result.stderr
+    assert not site.fetched
+
+
 def test_a_strategy_that_runs_in_one_process_is_refused_in_one_line(tmp_path, site, redis_server):
     settings = {"FOCUSED_FRONTIER": redis_server.url}
     crawl = run_crawl(tmp_path, arguments(site, "beam"), settings, crawl_id="c")
@@ -772,6 +852,29 @@ def test_a_process_that_would_order_the_crawl_otherwise_is_refused_in_one_line(
         "and query, or another crawl_id\n"
     )
     assert not site.fetched
+
+
+def test_a_crawl_whose_keys_are_left_without_its_order_is_refused_in_one_line(
+    tmp_path, site, redis_server
+):
+    # Redis restarted without its data while a process ran: before that process noticed, it
+    # wrote a few of the crawl's keys again (its seen set among them), not the order. The same
+    # command run again then started the crawl over from those, over its pages stored.
+    settings = Settings({"FOCUSED_FRONTIER": redis_server.url})
+    crawl = {**arguments(site), "crawl_id": "c"}
+    parse_arguments(crawl, settings)
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    client.sadd(crawl_prefix("c") + "seen", b"fingerprint")  # written again before the tick
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments(crawl, settings)
+    assert str(refused.value) == (
+        f"crawl c on {redis_server.url} has keys but not its order: Redis lost the crawl "
+        "(restarted without its data, or flushed, while a process ran), which cannot go on; "
+        "give another crawl_id"
+    )
+    assert client.get(crawl_prefix("c") + "order") is None  # refused again the next time
+    parse_arguments({**crawl, "crawl_id": "d"}, settings)  # another crawl starts
 
 
 # -- rank_semantic on the shared frontier --------------------------------------------------------
@@ -1164,6 +1267,86 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
     assert {page_name(p["url"]) for p in crawl.pages()} == set(fetched)
 
 
+def test_a_process_stops_when_redis_comes_back_without_the_crawls_keys(
+    tmp_path, sample_graph, redis_server
+):
+    # Redis restarted without its data (or flushed) answers on the same port: the process
+    # crawled on from nothing, its seen set and page budget gone, fetching its pages again past
+    # the budget, and exited 0 with the crawl recorded as finished.
+    budget = 60
+    server = GatedReplay(sample_graph, Hold(30), BIRD_SEED, delay=0.03).start()
+    try:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS": 4,
+            "CLOSESPIDER_PAGECOUNT": budget,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        worker = start_worker(tmp_path, server, settings, "worker")
+        deadline = time.monotonic() + 90
+        while len(wiki_fetches(server)) < 30 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        redis.Redis.from_url(redis_server.url).flushdb()
+        time.sleep(3 * 0.5)  # three heartbeats, its requests held meanwhile
+        server.gate.release()
+        log = finish(worker)
+    finally:
+        server.stop()
+    assert worker.returncode == 1, log[-3000:]
+    assert "the keys of crawl shared are gone" in log, log[-3000:]
+    assert "Spider closed (frontier_unreachable)" in log, log[-3000:]
+    # The seed (never held), the 30 let through, and the requests held when the keys went.
+    assert len(wiki_fetches(server)) <= 1 + 30 + 4
+    crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+    assert crawl.crawl_record()["status"] == "interrupted"
+
+
+def test_a_shared_crawl_goes_on_with_pages_stored_only_if_its_frontier_holds_it(
+    tmp_path, site, redis_server
+):
+    # Under the id of a crawl with pages stored, a shared crawl whose Redis did not hold that
+    # crawl (a crawl of one process, or Redis restarted without its data) started it again from
+    # nothing, its fetch order and page budget from 0 over the pages stored: 31 pages stored
+    # with 30 fetch orders, for a budget of 30 after 20.
+    refused = (
+        "has pages in the store already: a crawl goes on only from its JOBDIR (or its shared "
+        "frontier); give another crawl_id\n"
+    )
+    alone = run_crawl(tmp_path, arguments(site), {"CLOSESPIDER_PAGECOUNT": 5}, crawl_id="one")
+    assert alone.result.returncode == 0, alone.result.stderr[-3000:]
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 10}
+    shared = run_crawl(tmp_path, arguments(site), settings, crawl_id="one")
+    assert shared.result.returncode == 2, shared.result.stderr[-3000:]
+    assert shared.result.stderr == f"error: crawl one {refused}"
+    # A shared crawl goes on with the frontier that holds it, as long as it holds it.
+    first = {**settings, "CLOSESPIDER_PAGECOUNT": 5}
+    assert run_crawl(tmp_path, arguments(site), first, crawl_id="two").result.returncode == 0
+    more = run_crawl(tmp_path, arguments(site), settings, crawl_id="two")
+    assert more.result.returncode == 0, more.result.stderr[-3000:]
+    assert len(more.pages()) == 10
+    redis.Redis.from_url(redis_server.url).flushdb()
+    lost = run_crawl(tmp_path, arguments(site), settings, crawl_id="two")
+    assert lost.result.returncode == 2, lost.result.stderr[-3000:]
+    assert lost.result.stderr == f"error: crawl two {refused}"
+    assert len(more.pages()) == 10
+
+
+def test_a_process_whose_crawl_lost_its_keys_as_it_started_stops_at_its_first_heartbeat(
+    site, redis_server
+):
+    # Redis restarted without its data after the process's arguments were read (the order
+    # recorded) and before its spider opened (seconds: the sentence encoder loads): its first
+    # heartbeat found no order, had never seen one, and the process crawled on from nothing.
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    settings.set("FOCUSED_FRONTIER", redis_server.url, priority="cmdline")
+    crawler = Crawler(TopicalSpider, settings)
+    spider = TopicalSpider.from_crawler(crawler, crawl_id="c", **arguments(site))
+    redis.Redis.from_url(redis_server.url).flushdb()
+    DistributedCrawl(crawler, spider.shared, timeout=10).tick()
+    assert spider.shared.failed
+
+
 def test_unreachable_redis_is_one_line_before_the_crawl(tmp_path, site):
     url = f"redis://:secret@127.0.0.1:{free_port()}/0"
     crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
@@ -1184,6 +1367,28 @@ def test_a_redis_database_that_is_no_number_is_one_line(tmp_path, site):
         f"error: setting FOCUSED_FRONTIER='{url}': its database 'frontier' is no number "
         "(redis://host:6379/0)"
     )
+
+
+def test_a_redis_that_evicts_any_key_when_full_is_refused_in_one_line(tmp_path, site, redis_server):
+    # Full, it evicted the crawl's stored requests, seen URLs and counters: the crawl went on
+    # with a traceback at each pop of a request gone, and ended "finished", exit 0, with a
+    # third of the site fetched.
+    client = redis.Redis.from_url(redis_server.url)
+    client.config_set("maxmemory", "100mb")
+    client.config_set("maxmemory-policy", "allkeys-lru")
+    crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": redis_server.url})
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: the Redis frontier at {redis_server.url} evicts keys when full "
+        "(maxmemory-policy allkeys-lru), the crawl's frontier and seen set among them: set "
+        "maxmemory-policy noeviction"
+    )
+    assert not site.fetched and not client.keys("focused:*")
+    # A volatile- policy evicts only keys that expire (a host's lease, its robots.txt).
+    client.config_set("maxmemory-policy", "volatile-lru")
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 3}
+    crawl = run_crawl(tmp_path, arguments(site), settings)
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
 
 
 # -- politeness across processes ----------------------------------------------------------------

@@ -236,6 +236,39 @@ def test_a_request_parked_when_its_process_closes_gives_its_host_slot_back(redis
     two.close("finished")
 
 
+def test_requests_of_a_process_taken_for_dead_give_their_host_slots_back(redis_server):  # noqa: F811
+    # A process killed with requests under way held their host slots for good: the others
+    # fetched them again on slots of their own, and the crawl stored that many pages fewer than
+    # MAX_PAGES_PER_HOST (146 for a cap of 150, kill -9 of one of three processes).
+    cap = 4
+    killed, _ = shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap)
+    live, _ = shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap)
+    for i in range(6):
+        live.enqueue_request(scrapy.Request(f"http://a.test/{i}", meta={"depth": 1}))
+    live.shared.frontier.flush()  # the page's links reach Redis
+    held = [killed.next_request(), killed.next_request()]
+    client = redis.Redis(port=redis_server.port)
+    assert client.hget("focused:t:host_pages", "a.test") == b"2"
+    assert live.shared.frontier.requeue(killed.shared.worker) == 2  # taken for dead
+    assert client.hget("focused:t:host_pages", "a.test") == b"0"
+    handed_out = []
+    while (request := live.next_request()) is not None:
+        handed_out.append(request)
+    assert [request.url for request in handed_out[:2]] == [request.url for request in held]
+    assert len(handed_out) == cap  # a.test/0 to /3, each once
+    # Alive after all, the process finishes a request put back and not popped again: it is
+    # taken out of the frontier, and counts against its host's pages again.
+    one_more, _ = shared_scheduler(redis_server.url, MAX_PAGES_PER_HOST=cap + 1)
+    one_more.enqueue_request(scrapy.Request("http://a.test/9", meta={"depth": 0}))
+    late = one_more.next_request()
+    one_more.shared.frontier.requeue(one_more.shared.worker)
+    one_more.shared.frontier.ack(late.meta[INFLIGHT_META])
+    assert client.hget("focused:t:host_pages", "a.test") == str(cap + 1).encode()
+    assert one_more.next_request() is None
+    for scheduler in (killed, live, one_more):
+        scheduler.close("finished")
+
+
 def test_slots_given_back_at_once_never_take_a_count_below_zero(redis_server):  # noqa: F811
     schedulers = [shared_scheduler(redis_server.url)[0] for _ in range(4)]
     shared = schedulers[0].shared
