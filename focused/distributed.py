@@ -97,10 +97,10 @@ def connect(url: str) -> redis.Redis:
 
 def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer
-    or evicts any key when full, or the crawl ``crawl_id`` on it orders its frontier otherwise
-    than this process would: another strategy, other parameters or another topic. The first
-    process records its order; every process of a shared crawl must score alike, or the
-    frontier mixes orders. A crawl whose keys are there without its order lost them (Redis
+    or cannot hold a crawl (``_unfit``), or the crawl ``crawl_id`` on it orders its frontier
+    otherwise than this process would: another strategy, other parameters or another topic.
+    The first process records its order; every process of a shared crawl must score alike, or
+    the frontier mixes orders. A crawl whose keys are there without its order lost them (Redis
     restarted without its data while a process ran, which wrote some again) and is refused."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
     scheme, _, rest = url.partition("://")
@@ -116,10 +116,10 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
     described = json.dumps(order, sort_keys=True)
     try:
         client = connect(url)
-        policy = _evicting(client)
+        unfit = _unfit(client)
         keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
-        # Refused for its policy, it records nothing.
-        recorded = None if policy else client.eval(RECORD_ORDER, len(keys), *keys, described)
+        # A server refused records nothing.
+        recorded = None if unfit else client.eval(RECORD_ORDER, len(keys), *keys, described)
         client.close()
     except (redis.RedisError, ValueError) as exc:
         why = one_line(exc)
@@ -127,12 +127,8 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
             # redis-py's words for it name its HELLO handshake, not the password missing.
             why = "it asks for a password: give it in the URL (redis://:PASSWORD@host:6379/0)"
         raise ConfigError(f"cannot reach the Redis frontier at {cut(shown)}: {why}") from None
-    if policy:
-        raise ConfigError(
-            f"the Redis frontier at {cut(shown)} evicts keys when full (maxmemory-policy "
-            f"{policy}), the crawl's frontier and seen set among them: set "
-            "maxmemory-policy noeviction"
-        )
+    if unfit:
+        raise ConfigError(f"the Redis frontier at {cut(shown)} {unfit}")
     if recorded is None:
         raise ConfigError(
             f"crawl {crawl_id} on {shown} has keys but not its order: Redis lost the crawl "
@@ -180,17 +176,29 @@ def _gives_password(url: str) -> bool:
     return bool(parts.password) or "password" in parse_qs(parts.query)
 
 
-def _evicting(client: redis.Redis) -> str | None:
-    """The server's maxmemory-policy if it evicts any key when full (``allkeys-lru``...): a
-    crawl on it loses queued requests, seen URLs and counters once Redis is full, silently.
-    (A ``volatile-`` policy evicts only keys that expire: a host's lease, its robots.txt.)
-    None if it does not, or if INFO is denied (a managed Redis may rename it)."""
+def _unfit(client: redis.Redis) -> str | None:
+    """Why a shared crawl cannot run on this server, or None (also if INFO is denied: a
+    managed Redis may rename it).
+
+    - A maxmemory-policy that evicts any key when full (``allkeys-lru``...): a crawl on it
+      loses queued requests, seen URLs and counters once Redis is full, silently. (A
+      ``volatile-`` policy evicts only keys that expire: a host's lease, its robots.txt.)
+    - A Redis Cluster node: the crawl's scripts take several of its keys at once, which a
+      cluster refuses unless they hash to one slot (a traceback, or an error naming slots).
+    """
     try:
-        memory = client.info("memory")
+        memory, cluster = client.info("memory"), client.info("cluster")
     except redis.ResponseError:
         return None
     policy = str(memory.get("maxmemory_policy", ""))
-    return policy if memory.get("maxmemory") and policy.startswith("allkeys-") else None
+    if memory.get("maxmemory") and policy.startswith("allkeys-"):
+        return (
+            f"evicts keys when full (maxmemory-policy {policy}), the crawl's frontier and seen "
+            "set among them: set maxmemory-policy noeviction"
+        )
+    if cluster.get("cluster_enabled"):
+        return "is a Redis Cluster node: a shared crawl needs one Redis server, not a cluster"
+    return None
 
 
 def _describe(order: Mapping[str, Any]) -> str:

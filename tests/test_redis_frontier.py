@@ -79,12 +79,17 @@ class RedisServer:
     """A redis-server of our own on a free loopback port; ``persistent`` keeps data in ``dir``."""
 
     def __init__(
-        self, directory: Path, persistent: bool = False, password: str | None = None
+        self,
+        directory: Path,
+        persistent: bool = False,
+        password: str | None = None,
+        options: list[str] | None = None,
     ) -> None:
         self.dir = directory
         self.port = free_port()
         self.persistent = persistent
         self.password = password
+        self.options = options or []  # more of redis-server's options
         self.process: subprocess.Popen | None = None
 
     @property
@@ -98,8 +103,9 @@ class RedisServer:
             persistence = ["--appendonly", "no"]
         address = ["--port", str(self.port), "--bind", "127.0.0.1"]
         login = ["--requirepass", self.password] if self.password else []
+        files = ["--save", "", *persistence, "--dir", str(self.dir)]
         self.process = subprocess.Popen(
-            [REDIS_SERVER, *address, *login, "--save", "", *persistence, "--dir", str(self.dir)],
+            [REDIS_SERVER, *address, *login, *files, *self.options],
             stdout=subprocess.DEVNULL,
         )
         client = redis.Redis(port=self.port, password=self.password)
@@ -1389,6 +1395,24 @@ def test_a_redis_that_evicts_any_key_when_full_is_refused_in_one_line(tmp_path, 
     settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 3}
     crawl = run_crawl(tmp_path, arguments(site), settings)
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+
+
+def test_a_redis_cluster_node_is_refused_in_one_line(tmp_path, site):
+    # The crawl's scripts take several of its keys at once: a cluster node refused them with an
+    # error naming hash slots, or a traceback once the crawl ran.
+    # The cluster bus's port is the server's + 10,000 unless given: past 65,535 for some.
+    cluster = ["--cluster-enabled", "yes", "--cluster-port", str(free_port())]
+    server = RedisServer(tmp_path, options=cluster).start()
+    try:
+        crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": server.url})
+    finally:
+        server.stop()
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: the Redis frontier at {server.url} is a Redis Cluster node: a shared crawl "
+        "needs one Redis server, not a cluster"
+    )
+    assert not site.fetched
 
 
 # -- politeness across processes ----------------------------------------------------------------
