@@ -52,7 +52,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from focused.resume import add_to_counter
+from focused.resume import add_to_counter, crawl_counter
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -140,7 +140,21 @@ class StopCriteria:
         extension = cls(crawler, relevant, window, settings.getfloat("DRIFT_MIN_HARVEST"))
         crawler.signals.connect(extension.page_done, signal=signals.item_scraped)
         crawler.signals.connect(extension.page_done, signal=signals.item_dropped)
+        if relevant:
+            crawler.signals.connect(extension.relevant_opened, signal=signals.spider_opened)
         return extension
+
+    def relevant_opened(self, spider: Spider) -> None:
+        # Later, once every spider_opened handler has run: the state is loaded and recovered.
+        call_later(0, self._check_relevant)
+
+    def _check_relevant(self) -> None:
+        """A crawl resumed from JOBDIR, or a process joining a shared crawl, after the crawl
+        has its relevant pages fetches none: counted after each page only, it fetched on until
+        one more relevant page came."""
+        relevant = crawl_counter(self.crawler.spider, "relevant")
+        if relevant >= self.relevant and self._closing is None:
+            self._close("closespider_relevant", "%d relevant pages", relevant)
 
     def page_done(self, item: Any) -> None:
         is_relevant = ItemAdapter(item).get("is_relevant")

@@ -1702,3 +1702,19 @@ def test_a_host_gets_no_more_requests_at_once_than_its_concurrency_crawl_wide(
         assert responses(log) >= 3, log[-3000:]  # its robots.txt and pages
     assert len(site.spans) == 13
     assert site.most_at_once() == 2, sorted(site.spans)
+
+
+def test_a_process_joining_after_the_relevant_budget_fetches_nothing(tmp_path, site, redis_server):
+    # It counted only after each of its own pages, and fetched on until one was relevant.
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_RELEVANT": 4,
+        "CONCURRENT_REQUESTS": 1,
+    }
+    first = run_crawl(tmp_path, arguments(site), settings, crawl_id="relevant")
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    served = len(site.fetched)
+    late = run_crawl(tmp_path, arguments(site), settings, crawl_id="relevant")
+    assert late.result.returncode == 0, late.result.stderr[-3000:]
+    assert "Closing spider (closespider_relevant): 4 relevant pages" in late.result.stderr
+    assert len(site.fetched) == served

@@ -66,3 +66,17 @@ def test_threshold_crawl_and_store_fetches_all_stores_above(tmp_path, site):
     # Every fetched page was scored and counted; only the ones above the threshold stored.
     assert record["pages"] == len(fetched(site)) > len(pages)
     assert f"'focused/not_stored': {record['pages'] - len(pages)}" in crawl.result.stderr
+
+
+def test_a_relevant_budget_already_reached_fetches_nothing_more(tmp_path, site):
+    """A crawl resumed from its JOBDIR, or a process joining a shared crawl, once the crawl has
+    its CLOSESPIDER_RELEVANT pages: the count was checked only after each page, so each run
+    fetched pages beyond it until one more page came."""
+    settings = {"CLOSESPIDER_RELEVANT": 4, "CONCURRENT_REQUESTS": 1, "JOBDIR": tmp_path / "job"}
+    first = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert first.crawl_record()["finish_reason"] == "closespider_relevant"
+    served = len(fetched(site))
+    again = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert len(fetched(site)) == served
+    assert "Closing spider (closespider_relevant): 4 relevant pages" in again.result.stderr
+    assert again.crawl_record()["finish_reason"] == "closespider_relevant"
