@@ -25,6 +25,11 @@ This module adds:
   URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
   Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
   without a count.
+- ``CharsetMiddleware``: a page that declares no encoding (no BOM, no charset in its
+  Content-Type or a ``<meta>``) whose bytes read as Japanese in Shift_JIS or EUC-JP (a share
+  of hiragana) and not as Korean is decoded as Japanese; other pages as Scrapy decodes them
+  (ASCII, UTF-8, else charset_normalizer's best guess), which took short Japanese pages for
+  Korean or Chinese: their bytes are valid CP949 and Big5 too.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -39,12 +44,14 @@ from __future__ import annotations
 
 import gzip
 import logging
+import re
 import sys
 import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import brotli
+from charset_normalizer import from_bytes
 from scrapy import Request
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
 from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
@@ -60,6 +67,7 @@ from scrapy.http import TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.reflect import safe_str
 from twisted.web.client import ResponseFailed
+from w3lib.encoding import resolve_encoding
 
 from focused.canonical import drop_userinfo
 
@@ -171,6 +179,84 @@ def is_binary(body: bytes, encoding: str) -> bool:
 def is_html_type(content_type: str) -> bool:
     content_type = content_type.lower()
     return not content_type or any(kind in content_type for kind in HTML_TYPES)
+
+
+# The encodings of Japanese pages, tried on a page that declares none before a guess is made.
+JAPANESE_ENCODINGS = ("cp932", "euc_jp")  # Shift_JIS (as Windows writes it), EUC-JP
+# Hiragana are the particles and endings of every Japanese sentence: a text decoded from another
+# language's bytes has few or none, but for Korean's lone jamo (EUC-JP reads "ㅋㅋ" as "せせ").
+JAPANESE_MIN_HIRAGANA = 0.1  # of the letters beyond ASCII
+_HIRAGANA = re.compile("[\u3041-\u309f]")
+_LETTER_BEYOND_ASCII = re.compile(r"[^\W\d_\x00-\x7f]")
+
+
+def _ks_x_1001_hangul() -> str:
+    """The 2,350 hangul syllables of KS X 1001 (EUC-KR's rows 0xB0 to 0xC8), those Korean is
+    written with; CP949 adds the other 8,822, which are what Shift_JIS reads as."""
+    return "".join(
+        bytes((row, cell)).decode("euc_kr")
+        for row in range(0xB0, 0xC9)
+        for cell in range(0xA1, 0xFF)
+    )
+
+
+_KOREAN_SYLLABLE = re.compile(f"[{_ks_x_1001_hangul()}]")
+
+
+class CharsetMiddleware:
+    """Decodes a page that declares no encoding (no BOM, no charset in its Content-Type or a
+    ``<meta>``) as Japanese when its bytes read as Japanese in Shift_JIS or EUC-JP and not as
+    Korean in CP949, else as Scrapy's TextResponse does. Scrapy takes ASCII, UTF-8 or
+    charset_normalizer's best guess, which took short Japanese pages for Korean or Chinese (their
+    bytes are valid CP949 and Big5 too): their text was stored as Korean syllables or Chinese
+    characters, and their language as Korean or Chinese."""
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if not isinstance(response, TextResponse) or response._declared_encoding() is not None:
+            return response
+        encoding = guess_encoding(response.body)
+        return response if encoding is None else response.replace(encoding=encoding)
+
+
+def guess_encoding(body: bytes) -> str | None:
+    """The encoding of a body that declares none: ASCII, UTF-8, a Japanese encoding its bytes
+    read as Japanese in, else charset_normalizer's best guess (None when it has none: Scrapy
+    then decodes as ASCII, with replacement characters)."""
+    for encoding in ("ascii", "utf-8"):
+        if _decoded(body, encoding) is not None:
+            return resolve_encoding(encoding)
+    for encoding in JAPANESE_ENCODINGS:
+        text = _decoded(body, encoding)
+        if text is not None and _reads_as_japanese(text) and not _reads_as_korean(body):
+            return encoding
+    best = from_bytes(body).best()
+    return resolve_encoding(best.encoding) if best else None
+
+
+def _decoded(body: bytes, encoding: str) -> str | None:
+    try:
+        return body.decode(encoding)
+    except UnicodeError:
+        return None
+
+
+def _reads_as_japanese(text: str) -> bool:
+    """At least ``JAPANESE_MIN_HIRAGANA`` of the text's letters beyond ASCII are hiragana."""
+    hiragana = len(_HIRAGANA.findall(text))
+    return hiragana > 0 and hiragana >= JAPANESE_MIN_HIRAGANA * _letters_beyond_ascii(text)
+
+
+def _reads_as_korean(body: bytes) -> bool:
+    """The body decodes as CP949, and half its letters beyond ASCII or more are KS X 1001 hangul
+    (a text with as many jamo as syllables, "ㅋㅋ 진짜", is still Korean)."""
+    text = _decoded(body, "cp949")
+    if text is None:
+        return False
+    return 2 * len(_KOREAN_SYLLABLE.findall(text)) >= _letters_beyond_ascii(text)
+
+
+def _letters_beyond_ascii(text: str) -> int:
+    return len(_LETTER_BEYOND_ASCII.findall(text))
 
 
 class HeadCheckMiddleware:

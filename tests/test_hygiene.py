@@ -8,19 +8,25 @@ import sys
 import time
 
 import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse
 from scrapy.utils.project import get_project_settings
 
 from focused.arguments import dns_timeout_note
+from focused.extract import extract_page
+from focused.hygiene import CharsetMiddleware
 from tests.conftest import REPO, crawl_env, run_crawl
 from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
 
 WORDS = "oiseaux plumes birds feathers"
+JA_TITLE, JA_TEXT = "渡り鳥", "鳥の渡りについて" * 5  # "migratory birds", "on bird migration"
 # Every page but /slow must answer within it on a loaded machine (at 1 s, a crawl that fell a
 # second behind timed out robots.txt and every page); /slow answers well after it.
 TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
+    "/no-charset-shift-jis", "/no-charset-euc-jp",
     "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
@@ -43,6 +49,9 @@ def bad_site(method: str, path: str) -> Reply:
         return Reply(200, html("none", f"<p>café {WORDS}</p>").encode("cp1252"), "text/html")
     if path == "/no-type":
         return Reply(200, html("untyped", f"<p>{WORDS}</p>"), None)
+    if path.startswith("/no-charset-"):  # Japanese, its bytes valid CP949 (Korean) too
+        encoding = path.removeprefix("/no-charset-")
+        return Reply(200, html(JA_TITLE, f"<p>{JA_TEXT}</p>").encode(encoding), "text/html")
     if path in ("/loop1", "/loop2"):
         other = "/loop2" if path == "/loop1" else "/loop1"
         return Reply(302, "", headers={"Location": other})
@@ -90,6 +99,38 @@ def test_bad_encodings_are_decoded_without_crashing(default_crawl):
         assert "oiseaux plumes" in pages[name]["text"], name
     assert "café" in pages["no-charset"]["text"]  # detected, not guessed as UTF-8
     assert "caf\ufffd" in pages["wrong-charset"]["text"]  # the one bad byte is replaced
+
+
+def test_japanese_pages_that_declare_no_charset_are_japanese_not_korean(default_crawl):
+    """Shift_JIS and EUC-JP bytes are valid CP949 too, and Scrapy's guess (charset_normalizer)
+    took these pages for Korean: their text was stored as hangul, their language as ko."""
+    crawl, _ = default_crawl
+    pages = {p["url"].rsplit("/", 1)[1]: p for p in crawl.pages()}
+    for name in ("no-charset-shift-jis", "no-charset-euc-jp"):
+        assert (pages[name]["title"], pages[name]["text"]) == (JA_TITLE, JA_TEXT), name
+        assert pages[name]["language"] == "ja", name
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding", "guess"),
+    [
+        (JA_TEXT, "shift_jis", "cp932"),
+        (JA_TEXT, "euc_jp", "euc_jp"),
+        ("日本の鳥類 ツバメは渡り鳥です。", "shift_jis", "cp932"),
+        # Korean stays Korean, its rare syllables and the jamo of a laugh (EUC-JP's hiragana) too
+        ("서울은 대한민국의 수도이다. 똠방각하 햏자", "cp949", "cp949"),
+        ("정치, 경제, 문화의 중심지이다. ㅋㅋㅋ 진짜 재밌다", "euc_kr", "cp949"),
+        ("Москва столица России", "cp1251", "cp1251"),
+    ],
+)
+def test_a_page_that_declares_no_charset_is_japanese_only_when_it_reads_so(text, encoding, guess):
+    body = html("", f"<p>{text}</p>").encode(encoding)
+    response = HtmlResponse("http://127.0.0.1/", body=body, headers={"Content-Type": "text/html"})
+    decoded = CharsetMiddleware().process_response(Request(response.url), response)
+    assert decoded.encoding == guess
+    assert extract_page(decoded).text == text
+    declared = response.replace(headers={"Content-Type": "text/html; charset=cp949"})
+    assert CharsetMiddleware().process_response(Request(response.url), declared) is declared
 
 
 def test_every_skip_is_counted(default_crawl):

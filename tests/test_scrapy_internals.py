@@ -4,9 +4,10 @@ it uses them.
 Scrapy has no public hook for what they do (a request counted against its host's concurrency
 as its slot lets it go, and in a shared crawl given back crawl-wide as its download ends, a slot
 held for a crawl-wide delay or a Retry-After pause, the engine woken early, a malformed
-``<base href>`` ignored), so ``requirements.txt`` allows Scrapy 2.19.x
-only. A Scrapy upgrade starts here: each failure names what moved, where the behaviour tests
-would fail further from the cause, or pass while a politeness fix silently no longer runs.
+``<base href>`` ignored, an encoding declared told from one guessed), so ``requirements.txt``
+allows Scrapy 2.19.x only. A Scrapy upgrade starts here: each failure names what moved, where
+the behaviour tests would fail further from the cause, or pass while a politeness fix silently
+no longer runs.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import inspect
 import scrapy
 from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.engine import _Slot
+from scrapy.http import TextResponse
 from scrapy.utils.defer import _schedule_coro
 from scrapy.utils.response import _baseurl_cache
 
@@ -67,6 +69,16 @@ def test_the_engine_can_be_woken_and_a_base_url_overridden():
     # focused.jobdir reads whether the spider is closing already through the slot's closing.
     assert "self.closing" in inspect.getsource(_Slot.__init__)
     assert hasattr(_baseurl_cache, "__setitem__")
+
+
+def test_a_responses_declared_encoding_is_what_focused_guesses_without():
+    # focused.hygiene.CharsetMiddleware guesses the encoding of a page that declares none, told
+    # by TextResponse._declared_encoding (the encoding given, the BOM's, the header's, the
+    # <meta>'s), in place of Scrapy's guess (_auto_detect_fun).
+    undeclared = TextResponse("http://127.0.0.1/", body=b"\x82\xcc")
+    assert undeclared._declared_encoding() is None
+    assert TextResponse("http://127.0.0.1/", body=b"\xef\xbb\xbf")._declared_encoding() == "utf-8"
+    assert parameters(TextResponse._auto_detect_fun) == ["self", "text"]
 
 
 def test_the_redirect_request_builder_focused_overrides():
