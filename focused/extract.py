@@ -80,6 +80,9 @@ KINDS: dict[object, int] = {
     "iframe": HIDDEN | LINK,  # its src is a link; what it holds is fallback markup
 }
 NUL = "\0"
+# A soft hyphen (&shy;) marks where a browser may break a long word, and shows only there: kept,
+# it cut "Donau&shy;dampf&shy;schiff" into three words for the tokenizer and the encoder.
+SOFT_HYPHEN = "\xad"
 FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
 URL_TOO_LONG = "url_too_long"  # the skip reason of a link longer than URLLENGTH_LIMIT
@@ -142,7 +145,7 @@ def extract_page(
     _ignore_malformed_base(response)
     # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
     # page of a thousand <title>s made a title of them all.
-    title = " ".join(response.xpath(FIRST_TITLE).getall()).strip()
+    title = _without_soft_hyphens(" ".join(response.xpath(FIRST_TITLE).getall()).strip())
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
     # URL, element, first and end piece (None: no context, the link is not in the page's text)
     raw_links: list[tuple[str, Any, int, int | None]] = []
@@ -157,6 +160,8 @@ def extract_page(
     joined = NUL + NUL.join(pieces) + NUL  # NUL ends: a node's first or last space stays
     collapsed = " ".join(joined.split()).split(NUL)[1:-1]
     collapsed = [piece or "\n" for piece in collapsed]
+    if SOFT_HYPHEN in joined:  # after the block breaks are told: a node of one may be empty now
+        collapsed = [piece.replace(SOFT_HYPHEN, "") for piece in collapsed]
     offsets = [0, *accumulate(map(len, collapsed))]
     text = "".join(collapsed)  # its only whitespace: spaces, and a line break per block edge
     base = response.urljoin("")
@@ -208,7 +213,9 @@ def extract_page(
         links[url] = Link(url, _anchor(element), context, escaped)
     clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
-        title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
+        title = _without_soft_hyphens(
+            " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
+        )
     return Page(
         title,
         clean_text,
@@ -224,12 +231,16 @@ def _anchor(element: Any) -> str:
     (``LINK_TAGS``)."""
     names = LINK_TAGS[element.tag][1]
     if not names:
-        return " ".join(element.text_content().split())
+        return _without_soft_hyphens(" ".join(element.text_content().split()))
     for name in names:
-        text = " ".join(element.get(name, "").split())
+        text = _without_soft_hyphens(" ".join(element.get(name, "").split()))
         if text:
             return text
     return ""
+
+
+def _without_soft_hyphens(text: str) -> str:
+    return text.replace(SOFT_HYPHEN, "")
 
 
 def _cut_short(root: Any) -> bool:

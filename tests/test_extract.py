@@ -12,6 +12,7 @@ from scrapy.http import HtmlResponse
 
 from focused.extract import BAD_URL, Link, _link_url, extract_page, is_followable
 from focused.replayweb import render_article
+from focused.text import tokenize
 from spiders.topical import _link_request
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
@@ -73,6 +74,24 @@ def test_comments_and_processing_instructions_are_not_text():
     assert [(link.anchor, link.context) for link in extracted.links] == [
         ("terns.", "Before after terns. end")
     ]
+
+
+def test_soft_hyphens_do_not_cut_words():
+    """A soft hyphen (&shy;) shows only where a browser breaks the word at it: kept, it cut
+    German compounds into words that no query of the whole word matched."""
+    body = (
+        "<html><head><title>Donau&shy;dampf&shy;schiff</title></head><body>"
+        "<p>Die Donau&shy;dampf&shy;schiff&shy;fahrt <a href='/wiki/BRD'>Bundes&shy;republik</a>"
+        "<span>&shy;</span>.</p><p>Wien</p></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Donau", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.title == "Donaudampfschiff"
+    assert extracted.text == "Die Donaudampfschifffahrt Bundesrepublik.\nWien"
+    assert [(link.anchor, link.context) for link in extracted.links] == [
+        ("Bundesrepublik", "Die Donaudampfschifffahrt Bundesrepublik. Wien")
+    ]
+    assert tokenize(extracted.text, "de") == ["donaudampfschifffahrt", "bundesrepublik", "wien"]
 
 
 def test_links_resolved_deduplicated_and_filtered():
