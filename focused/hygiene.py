@@ -29,7 +29,8 @@ This module adds:
   Content-Type or a ``<meta>``) whose bytes read as Japanese in Shift_JIS or EUC-JP (a share
   of hiragana) and not as Korean is decoded as Japanese; other pages as Scrapy decodes them
   (ASCII, UTF-8, else charset_normalizer's best guess), which took short Japanese pages for
-  Korean or Chinese: their bytes are valid CP949 and Big5 too.
+  Korean or Chinese: their bytes are valid CP949 and Big5 too. A ``<meta>`` saying UTF-16 or
+  UTF-32 means UTF-8, as in browsers (Scrapy decoded such a page into garbage).
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -204,18 +205,37 @@ _KOREAN_SYLLABLE = re.compile(f"[{_ks_x_1001_hangul()}]")
 
 
 class CharsetMiddleware:
-    """Decodes a page that declares no encoding (no BOM, no charset in its Content-Type or a
-    ``<meta>``) as Japanese when its bytes read as Japanese in Shift_JIS or EUC-JP and not as
-    Korean in CP949, else as Scrapy's TextResponse does. Scrapy takes ASCII, UTF-8 or
-    charset_normalizer's best guess, which took short Japanese pages for Korean or Chinese (their
-    bytes are valid CP949 and Big5 too): their text was stored as Korean syllables or Chinese
-    characters, and their language as Korean or Chinese."""
+    """Decodes a page as Scrapy's TextResponse does, but in two cases where Scrapy's encoding
+    is wrong:
+
+    - a page that declares no encoding (no BOM, no charset in its Content-Type or a ``<meta>``):
+      as Japanese when its bytes read as Japanese in Shift_JIS or EUC-JP and not as Korean in
+      CP949 (``guess_encoding``). Scrapy takes ASCII, UTF-8 or charset_normalizer's best guess,
+      which took short Japanese pages for Korean or Chinese (their bytes are valid CP949 and
+      Big5 too): their text was stored as Korean syllables or Chinese characters, and their
+      language as Korean or Chinese;
+    - a page whose ``<meta>`` (its only declaration) says UTF-16 or UTF-32: as UTF-8, as the
+      HTML standard asks and browsers do, since a declaration read as ASCII is no UTF-16 text.
+      Scrapy decoded the page as UTF-16, and stored a page of CJK-looking garbage with no title
+      and no link.
+    """
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if not isinstance(response, TextResponse) or response._declared_encoding() is not None:
+        if not isinstance(response, TextResponse):
             return response
-        encoding = guess_encoding(response.body)
+        encoding = _encoding_in_place_of_scrapys(response)
         return response if encoding is None else response.replace(encoding=encoding)
+
+
+def _encoding_in_place_of_scrapys(response: TextResponse) -> str | None:
+    if response._encoding or response._bom_encoding() or response._headers_encoding():
+        return None  # the encoding given, the BOM's, the Content-Type's: taken as they are
+    in_body = response._body_declared_encoding()
+    if in_body is None:
+        return guess_encoding(response.body)
+    if in_body.startswith(("utf-16", "utf-32")):  # Python's names: utf-16, utf-16-le, ...
+        return "utf-8"
+    return None
 
 
 def guess_encoding(body: bytes) -> str | None:

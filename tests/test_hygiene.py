@@ -26,7 +26,7 @@ JA_TITLE, JA_TEXT = "渡り鳥", "鳥の渡りについて" * 5  # "migratory bi
 TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
-    "/no-charset-shift-jis", "/no-charset-euc-jp",
+    "/no-charset-shift-jis", "/no-charset-euc-jp", "/meta-utf-16",
     "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
@@ -47,6 +47,9 @@ def bad_site(method: str, path: str) -> Reply:
         return Reply(200, html("bogus", f"<p>café {WORDS}</p>"), "text/html; charset=x-klingon")
     if path == "/no-charset":
         return Reply(200, html("none", f"<p>café {WORDS}</p>").encode("cp1252"), "text/html")
+    if path == "/meta-utf-16":  # UTF-8, whose <meta> says UTF-16: browsers read it as UTF-8
+        head = '<meta charset="utf-16">'
+        return Reply(200, html("mislabelled", f"<p>café {WORDS}</p>", head), "text/html")
     if path == "/no-type":
         return Reply(200, html("untyped", f"<p>{WORDS}</p>"), None)
     if path.startswith("/no-charset-"):  # Japanese, its bytes valid CP949 (Korean) too
@@ -95,9 +98,14 @@ def test_bad_encodings_are_decoded_without_crashing(default_crawl):
     crawl, _ = default_crawl
     assert "Traceback" not in crawl.result.stderr
     pages = {p["url"].rsplit("/", 1)[1]: p for p in crawl.pages()}
-    for name in ("wrong-charset", "bogus-charset", "no-charset", "no-type"):
+    for name in ("wrong-charset", "bogus-charset", "no-charset", "no-type", "meta-utf-16"):
         assert "oiseaux plumes" in pages[name]["text"], name
     assert "café" in pages["no-charset"]["text"]  # detected, not guessed as UTF-8
+    # its <meta> says UTF-16, which an ASCII <meta> cannot be: decoded as UTF-8, as browsers do
+    assert (pages["meta-utf-16"]["title"], pages["meta-utf-16"]["text"]) == (
+        "mislabelled",
+        f"café {WORDS}",
+    )
     assert "caf\ufffd" in pages["wrong-charset"]["text"]  # the one bad byte is replaced
 
 

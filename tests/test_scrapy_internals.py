@@ -71,13 +71,17 @@ def test_the_engine_can_be_woken_and_a_base_url_overridden():
     assert hasattr(_baseurl_cache, "__setitem__")
 
 
-def test_a_responses_declared_encoding_is_what_focused_guesses_without():
-    # focused.hygiene.CharsetMiddleware guesses the encoding of a page that declares none, told
-    # by TextResponse._declared_encoding (the encoding given, the BOM's, the header's, the
-    # <meta>'s), in place of Scrapy's guess (_auto_detect_fun).
-    undeclared = TextResponse("http://127.0.0.1/", body=b"\x82\xcc")
-    assert undeclared._declared_encoding() is None
-    assert TextResponse("http://127.0.0.1/", body=b"\xef\xbb\xbf")._declared_encoding() == "utf-8"
+def test_a_responses_declared_encodings_are_what_focused_reads():
+    # focused.hygiene.CharsetMiddleware tells where a page's encoding comes from (the encoding
+    # given, the BOM's, the Content-Type's, the <meta>'s) through TextResponse's methods, to
+    # guess the encoding of a page that declares none in place of Scrapy (_auto_detect_fun),
+    # and to read a <meta> saying UTF-16 as UTF-8.
+    body = b'<meta charset="utf-16">'
+    response = TextResponse("http://127.0.0.1/", body=body, headers={"Content-Type": "text/html"})
+    assert response._encoding is None and response._bom_encoding() is None
+    assert response._headers_encoding() is None
+    assert response._body_declared_encoding() == "utf-16"
+    assert TextResponse("http://127.0.0.1/", body=b"\xef\xbb\xbf")._bom_encoding() == "utf-8"
     assert parameters(TextResponse._auto_detect_fun) == ["self", "text"]
 
 
