@@ -185,6 +185,8 @@ def extract_page(
             skipped[LINK_LIMIT] += len(raw_links) - index
             break
         href = href.strip()
+        if "\\" in href:
+            href = _backslashes_as_slashes(href)
         if (
             max_url_length
             and len(href) > max_url_length
@@ -224,6 +226,15 @@ def extract_page(
         skipped,
         _cut_short(response.selector.root),
     )
+
+
+def _backslashes_as_slashes(href: str) -> str:
+    """The href with the backslashes before its query or fragment made slashes, as browsers read
+    an http(s) URL (pages written on Windows have them): resolved as they were, ``\\wiki\\X``
+    was a path under the page's folder (``/dir/wiki/X``), ``http:\\\\host\\x`` one under the
+    page's own host."""
+    end = min(i for i in (href.find("?"), href.find("#"), len(href)) if i >= 0)
+    return href[:end].replace("\\", "/") + href[end:]
 
 
 def _anchor(element: Any) -> str:

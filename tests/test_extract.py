@@ -424,6 +424,24 @@ def links_of(body: str, head: str = "", context_chars: int = 30) -> tuple[list[t
     return links, dict(extracted.skipped)
 
 
+def test_backslashes_in_a_links_path_are_slashes_as_browsers_read_them():
+    """Pages written on Windows have backslashes in their links, which browsers read as slashes
+    in an http(s) URL's host and path: a leading one was taken for a path under the page's own
+    folder, and a scheme's two for a path under the page's own host."""
+    links, _ = links_of(
+        r'<a href="\wiki\Gull">a</a> <a href="\\127.0.0.2\wiki\Tern">b</a>'
+        r' <a href="http:\\127.0.0.3\wiki\Auk">c</a> <a href="wiki\Skua">d</a>'
+        r' <a href="\wiki\Search?q=a\b#x\y">e</a>'
+    )
+    assert [url for url, _, _ in links] == [
+        "http://127.0.0.1/wiki/Gull",
+        "http://127.0.0.2/wiki/Tern",
+        "http://127.0.0.3/wiki/Auk",
+        "http://127.0.0.1/dir/wiki/Skua",
+        "http://127.0.0.1/wiki/Search?q=a%5Cb",  # a query's backslash stays (escaped)
+    ]
+
+
 def test_image_map_areas_are_links_named_by_their_alt_else_their_title():
     """Scrapy's LinkExtractor follows <area href> as it does <a href>: a page whose navigation
     is an image map had no links."""
