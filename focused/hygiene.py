@@ -31,6 +31,9 @@ This module adds:
   (ASCII, UTF-8, else charset_normalizer's best guess), which took short Japanese pages for
   Korean or Chinese: their bytes are valid CP949 and Big5 too. A ``<meta>`` saying UTF-16 or
   UTF-32 means UTF-8, as in browsers (Scrapy decoded such a page into garbage).
+- ``WEB_ENCODING_LABELS``: the encoding labels browsers read that Python does not know
+  (``iso-8859-8-i``, ``windows-949``, ``x-cp1251``...), made known to Python's codecs as this
+  module loads, so that Scrapy decodes a page declaring one as declared rather than guessing.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -43,6 +46,7 @@ This module adds:
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import logging
 import re
@@ -101,6 +105,45 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redir
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
 # cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
 BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
+# The labels of the WHATWG Encoding Standard, which browsers read in a Content-Type or a
+# <meta>, that Python and w3lib do not know (as codecs.lookup passes them: lower case, "-" as
+# "_"), each with the codec that decodes it. Scrapy ignored such a declaration and guessed:
+# a Hebrew page declared iso-8859-8-i came out as Vietnamese (cp1258) mojibake.
+WEB_ENCODING_LABELS = {
+    **dict.fromkeys(("iso_8859_8_i", "csiso88598i", "logical"), "iso8859_8"),
+    **dict.fromkeys(("iso_8859_8_e", "csiso88598e", "visual", "iso88598"), "iso8859_8"),
+    **dict.fromkeys(("iso_8859_6_i", "iso_8859_6_e", "csiso88596i", "csiso88596e"), "iso8859_6"),
+    **{f"iso8859{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 10, 13, 14, 15)},
+    "iso88591": "cp1252",
+    "iso88599": "cp1254",
+    "iso885911": "cp874",
+    "dos_874": "cp874",
+    "csisolatin9": "iso8859_15",
+    "sun_eu_greek": "iso8859_7",
+    **{f"x_cp125{n}": f"cp125{n}" for n in range(9)},
+    **dict.fromkeys(("koi", "koi8"), "koi8_r"),
+    **dict.fromkeys(("mac", "csmacintosh", "x_mac_roman"), "mac_roman"),
+    **dict.fromkeys(("x_mac_cyrillic", "x_mac_ukrainian"), "mac_cyrillic"),
+    **dict.fromkeys(("gb_2312", "csgb2312", "x_gbk"), "gb18030"),
+    **dict.fromkeys(("cn_big5", "x_x_big5"), "big5hkscs"),
+    **dict.fromkeys(("x_euc_jp", "cseucpkdfmtjapanese"), "euc_jp"),
+    **dict.fromkeys(
+        ("windows_949", "ks_c_5601_1989", "ksc_5601", "cseuckr", "csksc56011987", "iso_ir_149"),
+        "cp949",
+    ),
+    "unicode_1_1_utf_8": "utf_8",
+}
+
+
+def _web_encoding(label: str) -> codecs.CodecInfo | None:
+    """A codec search function (``codecs.register``) for ``WEB_ENCODING_LABELS``: registered
+    as this module loads, before a crawl reads any response, it makes Scrapy and w3lib read
+    these labels wherever a page declares them."""
+    codec = WEB_ENCODING_LABELS.get(label)
+    return codecs.lookup(codec) if codec else None
+
+
+codecs.register(_web_encoding)
 
 
 def skip_reason(failure: Failure) -> str:

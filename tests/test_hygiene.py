@@ -20,13 +20,14 @@ from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
 
 WORDS = "oiseaux plumes birds feathers"
+HE_TEXT = "ציפורים נודדות"  # "migrating birds"
 JA_TITLE, JA_TEXT = "渡り鳥", "鳥の渡りについて" * 5  # "migratory birds", "on bird migration"
 # Every page but /slow must answer within it on a loaded machine (at 1 s, a crawl that fell a
 # second behind timed out robots.txt and every page); /slow answers well after it.
 TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
-    "/no-charset-shift-jis", "/no-charset-euc-jp", "/meta-utf-16",
+    "/no-charset-shift-jis", "/no-charset-euc-jp", "/meta-utf-16", "/iso-8859-8-i",
     "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
@@ -50,6 +51,9 @@ def bad_site(method: str, path: str) -> Reply:
     if path == "/meta-utf-16":  # UTF-8, whose <meta> says UTF-16: browsers read it as UTF-8
         head = '<meta charset="utf-16">'
         return Reply(200, html("mislabelled", f"<p>café {WORDS}</p>", head), "text/html")
+    if path == "/iso-8859-8-i":  # a label of browsers' that Python does not know
+        body = html("he", f"<p>{HE_TEXT} {WORDS}</p>").encode("iso-8859-8")
+        return Reply(200, body, "text/html; charset=iso-8859-8-i")
     if path == "/no-type":
         return Reply(200, html("untyped", f"<p>{WORDS}</p>"), None)
     if path.startswith("/no-charset-"):  # Japanese, its bytes valid CP949 (Korean) too
@@ -101,6 +105,7 @@ def test_bad_encodings_are_decoded_without_crashing(default_crawl):
     for name in ("wrong-charset", "bogus-charset", "no-charset", "no-type", "meta-utf-16"):
         assert "oiseaux plumes" in pages[name]["text"], name
     assert "café" in pages["no-charset"]["text"]  # detected, not guessed as UTF-8
+    assert pages["iso-8859-8-i"]["text"] == f"{HE_TEXT} {WORDS}"  # was guessed: mojibake
     # its <meta> says UTF-16, which an ASCII <meta> cannot be: decoded as UTF-8, as browsers do
     assert (pages["meta-utf-16"]["title"], pages["meta-utf-16"]["text"]) == (
         "mislabelled",
@@ -117,6 +122,31 @@ def test_japanese_pages_that_declare_no_charset_are_japanese_not_korean(default_
     for name in ("no-charset-shift-jis", "no-charset-euc-jp"):
         assert (pages[name]["title"], pages[name]["text"]) == (JA_TITLE, JA_TEXT), name
         assert pages[name]["language"] == "ja", name
+
+
+@pytest.mark.parametrize(
+    ("label", "text", "encoding"),
+    [
+        ("iso-8859-8-i", "ציפורים נודדות", "iso-8859-8"),
+        ("ISO-8859-8-I", "ציפורים נודדות", "iso-8859-8"),
+        ("windows-949", "새", "cp949"),
+        ("x-cp1251", "Птицы", "cp1251"),
+        ("koi8", "Москва столица", "koi8-r"),
+        ("x-gbk", "候鸟迁徙", "gbk"),
+        ("sun_eu_greek", "Ελληνικά", "iso-8859-7"),
+        ("x-mac-roman", "Oiseaux migrateurs, fin d'été", "mac-roman"),
+    ],
+)
+def test_the_encoding_labels_of_browsers_are_read(label, text, encoding):
+    """Python and w3lib know none of these labels of the WHATWG Encoding Standard: Scrapy
+    ignored the declaration and guessed (a Hebrew page came out as Vietnamese mojibake)."""
+    body = html("", f"<p>{text}</p>").encode(encoding)
+    header = HtmlResponse(
+        "http://127.0.0.1/", body=body, headers={"Content-Type": f"text/html; charset={label}"}
+    )
+    assert extract_page(header).text == text
+    meta = html("", f"<p>{text}</p>", f'<meta charset="{label}">').encode(encoding)
+    assert extract_page(HtmlResponse("http://127.0.0.1/", body=meta)).text == text
 
 
 @pytest.mark.parametrize(
