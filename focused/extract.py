@@ -53,9 +53,13 @@ INVISIBLE = frozenset(
     {"script", "style", "noscript", "template", "svg", "head", "iframe", "noframes"}
 )
 BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+# Elements a browser lays out as blocks (the HTML standard's rendering rules): their text is
+# not run together with the text around them ("<details><summary>Q</summary>A" is "Q", "A").
 BLOCKS = frozenset(
     {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "br",
-     "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption"}
+     "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption",
+     "hr", "address", "details", "summary", "dl", "fieldset", "legend", "caption", "center",
+     "dialog", "hgroup", "figure", "search", "thead", "tbody", "tfoot"}
 )  # fmt: skip
 SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
 # A link's tag: the attribute of its URL, and those its anchor text comes from (an <a>'s
@@ -74,7 +78,8 @@ KINDS: dict[object, int] = {
     # hold is not text of the page; the text after them is (their tail, read by the parent).
     etree.Comment: HIDDEN,
     etree.ProcessingInstruction: HIDDEN,
-    **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND),
+    # Boilerplate is laid out as blocks too: the text before and after it are not one word.
+    **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND | BLOCK),
     **dict.fromkeys(BLOCKS, BLOCK),
     **dict.fromkeys(LINK_TAGS, LINK),
     "iframe": HIDDEN | LINK,  # its src is a link; what it holds is fallback markup

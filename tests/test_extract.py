@@ -76,6 +76,22 @@ def test_comments_and_processing_instructions_are_not_text():
     ]
 
 
+def test_text_laid_out_in_blocks_is_not_run_together():
+    """A minified page has no whitespace between its tags: the text of elements a browser lays
+    out as blocks (and of what boilerplate stands between) was run into one word with the
+    text beside it ("QuestionAnswer", "textMore")."""
+    body = (
+        "<html><body><div>Albatross<hr>Petrel</div><details><summary>Where do they nest"
+        "</summary>On islands</details><div>Intro text<aside>Related</aside>More text</div>"
+        "<address>Wellington</address><dl><dt>Wingspan</dt><dd>3 m</dd></dl></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    assert extract_page(response).text.split("\n") == [
+        "Albatross", "Petrel", "Where do they nest", "On islands", "Intro text", "More text",
+        "Wellington", "Wingspan", "3 m",
+    ]  # fmt: skip
+
+
 def test_soft_hyphens_do_not_cut_words():
     """A soft hyphen (&shy;) shows only where a browser breaks the word at it: kept, it cut
     German compounds into words that no query of the whole word matched."""
@@ -131,10 +147,11 @@ def test_whitespace_collapses_within_each_text_node_and_blocks_break_lines():
     extracted = extract_page(response, context_chars=8)
     assert extracted.text == "one two three fourlink text five\nsix\nseven eight\ntwelve"
     # The windows are cut from "\none two  three fourlink text five\n \n\nsix...": "two " and
-    # " three" are two text nodes, so their spaces stay two until the window is cleaned.
+    # " three" are two text nodes, so their spaces stay two until the window is cleaned; the
+    # <nav> is a block, so "eight" and " twelve" are four line breaks apart.
     assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
         ("http://h/x", "link text", "ree fourlink text five"),
-        ("http://h/dir/y", "seven eight", "six seven eight twelv"),
+        ("http://h/dir/y", "seven eight", "six seven eight twe"),
         ("http://h/z", "ten", ""),
     ]
 
