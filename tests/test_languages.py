@@ -105,6 +105,8 @@ TEXTS = {
                 *("亚飞", "飞往", "往南", "南方", "方的", "的湿", "湿地", "地过", "过冬"),
             ],
         ),
+        # bigrams of code points, the stop words พบ and มา dropped
+        ("th", "นกอพยพบินมา", ["นก", "กอ", "อพ", "พย", "ยพ", "บิ", "ิน", "นม"]),
         (
             "sk",
             "Každú jeseň odlietajú sťahovavé vtáky z Európy do Afriky.",
@@ -301,6 +303,43 @@ def test_query_without_diacritics_matches_with_a_lower_weight(language: str, pla
     # and a page written without diacritics matches the query that has them
     model = RelevanceModel(texts["query"], language=language)
     assert model.score(fold(texts["on"].lower()), language).combined > 0.0
+
+
+# Query ("migratory birds", "birds"), a page on it and one on the stock market, in languages
+# written without spaces between words.
+UNSPACED = {
+    "th": (
+        "นกอพยพ",
+        "ทุกฤดูหนาว นกอพยพหลายล้านตัวบินจากไซบีเรียมายังพื้นที่ชุ่มน้ำในประเทศไทย",
+        "ตลาดหุ้นไทยวันนี้ปรับตัวลดลง หุ้นกลุ่มธนาคารและยานยนต์นำตลาดลง",
+    ),
+    "lo": (
+        "ນົກອົບພະຍົບ",
+        "ທຸກໆລະດູໜາວ ນົກອົບພະຍົບຫຼາຍລ້ານໂຕບິນມາຍັງເຂດດິນທາມໃນປະເທດລາວ",
+        "ຕະຫຼາດຫຼັກຊັບມື້ນີ້ຫຼຸດລົງ ທະນາຄານແລະບໍລິສັດລົດນໍາພາການຫຼຸດລົງ",
+    ),
+    "km": (
+        "បក្សីចំណាកស្រុក",
+        "រៀងរាល់រដូវរងា បក្សីចំណាកស្រុករាប់លានក្បាលហើរមកកាន់តំបន់ដីសើមនៃប្រទេសកម្ពុជា។",
+        "ផ្សារហ៊ុនកម្ពុជាថ្ងៃនេះធ្លាក់ចុះ ធនាគារនិងក្រុមហ៊ុនរថយន្តនាំមុខការធ្លាក់ចុះ។",
+    ),
+    "my": (
+        "ငှက်",
+        "ဆောင်းရာသီတိုင်း ငှက်များ သိန်းချီ မြန်မာနိုင်ငံ၏ စိုစွတ်သောဒေသများသို့ ပျံသန်းလာကြသည်။",
+        "ယနေ့ စတော့ဈေးကွက် ကျဆင်းခဲ့သည်။ ဘဏ်များနှင့် ကားကုမ္ပဏီများ ဦးဆောင်ကျဆင်းသည်။",
+    ),
+}
+
+
+@pytest.mark.parametrize("language", sorted(UNSPACED))
+def test_languages_written_without_spaces_are_cut_into_bigrams(language: str) -> None:
+    """Cut only at spaces, a Thai (Lao, Khmer, Myanmar) phrase was one token, which no query
+    matched: every page of these languages scored 0. Their runs are cut into bigrams, as CJK's."""
+    query, on, off = UNSPACED[language]
+    assert query_language(query) == language
+    assert set(tokenize(query, language)) <= set(tokenize(on, language))
+    model = RelevanceModel(query, language=language)
+    assert model.score(on, language).combined > max(0.1, model.score(off, language).combined)
 
 
 def test_vietnamese_syllable_pairs_tell_words_apart() -> None:
