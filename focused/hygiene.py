@@ -30,7 +30,9 @@ This module adds:
   of hiragana) and not as Korean is decoded as Japanese; other pages as Scrapy decodes them
   (ASCII, UTF-8, else charset_normalizer's best guess), which took short Japanese pages for
   Korean or Chinese: their bytes are valid CP949 and Big5 too. A ``<meta>`` saying UTF-16 or
-  UTF-32 means UTF-8, as in browsers (Scrapy decoded such a page into garbage).
+  UTF-32 means UTF-8, as in browsers (Scrapy decoded such a page into garbage). A charset of
+  a codec that decodes no page (``charset=base64``, ``zlib``, ``idna``) is ignored: Scrapy
+  raised, and the page was lost with a traceback.
 - ``WEB_ENCODING_LABELS``: the encoding labels browsers read that Python does not know
   (``iso-8859-8-i``, ``windows-949``, ``x-cp1251``...), made known to Python's codecs as this
   module loads, so that Scrapy decodes a page declaring one as declared rather than guessing.
@@ -52,6 +54,7 @@ import logging
 import re
 import sys
 import zlib
+from functools import cache
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -251,7 +254,7 @@ _KOREAN_SYLLABLE = re.compile(f"[{_ks_x_1001_hangul()}]")
 
 
 class CharsetMiddleware:
-    """Decodes a page as Scrapy's TextResponse does, but in two cases where Scrapy's encoding
+    """Decodes a page as Scrapy's TextResponse does, but in three cases where Scrapy's encoding
     is wrong:
 
     - a page that declares no encoding (no BOM, no charset in its Content-Type or a ``<meta>``):
@@ -263,7 +266,9 @@ class CharsetMiddleware:
     - a page whose ``<meta>`` (its only declaration) says UTF-16 or UTF-32: as UTF-8, as the
       HTML standard asks and browsers do, since a declaration read as ASCII is no UTF-16 text.
       Scrapy decoded the page as UTF-16, and stored a page of CJK-looking garbage with no title
-      and no link.
+      and no link;
+    - a page whose Content-Type or ``<meta>`` names a codec that decodes no page
+      (``decodes_pages``: ``charset=base64``): that declaration is ignored.
     """
 
     def process_response(self, request: Request, response: Response) -> Response:
@@ -274,14 +279,30 @@ class CharsetMiddleware:
 
 
 def _encoding_in_place_of_scrapys(response: TextResponse) -> str | None:
-    if response._encoding or response._bom_encoding() or response._headers_encoding():
-        return None  # the encoding given, the BOM's, the Content-Type's: taken as they are
+    if response._encoding or response._bom_encoding():
+        return None  # the encoding given, the BOM's: taken as they are
+    header = response._headers_encoding()
+    if header is not None and decodes_pages(header):
+        return None  # the Content-Type's: taken as it is
     in_body = response._body_declared_encoding()
-    if in_body is None:
-        return guess_encoding(response.body)
-    if in_body.startswith(("utf-16", "utf-32")):  # Python's names: utf-16, utf-16-le, ...
-        return "utf-8"
-    return None
+    if in_body is not None and decodes_pages(in_body):
+        if in_body.startswith(("utf-16", "utf-32")):  # Python's names: utf-16, utf-16-le, ...
+            return "utf-8"
+        return None if header is None else in_body  # Scrapy would take the header's
+    return guess_encoding(response.body)
+
+
+@cache
+def decodes_pages(encoding: str) -> bool:
+    """Python's codec of that name decodes bytes into text with replacement characters: for a
+    charset of base64, zlib, rot13, hex, idna, punycode or undefined (codecs Python finds by
+    those names) Scrapy raised, and the page was lost with a traceback. Such a declaration is
+    ignored, as browsers ignore a label they do not know."""
+    try:
+        b"caf\xc3\xa9 \x80\xff-\xff".decode(encoding, "replace")
+    except (LookupError, UnicodeError):
+        return False
+    return True
 
 
 def guess_encoding(body: bytes) -> str | None:

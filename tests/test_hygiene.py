@@ -28,6 +28,7 @@ TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
     "/no-charset-shift-jis", "/no-charset-euc-jp", "/meta-utf-16", "/iso-8859-8-i",
+    "/charset-base64",
     "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
@@ -54,6 +55,8 @@ def bad_site(method: str, path: str) -> Reply:
     if path == "/iso-8859-8-i":  # a label of browsers' that Python does not know
         body = html("he", f"<p>{HE_TEXT} {WORDS}</p>").encode("iso-8859-8")
         return Reply(200, body, "text/html; charset=iso-8859-8-i")
+    if path == "/charset-base64":  # a codec Python finds, that decodes no text
+        return Reply(200, html("base64", f"<p>café {WORDS}</p>"), "text/html; charset=base64")
     if path == "/no-type":
         return Reply(200, html("untyped", f"<p>{WORDS}</p>"), None)
     if path.startswith("/no-charset-"):  # Japanese, its bytes valid CP949 (Korean) too
@@ -102,7 +105,8 @@ def test_bad_encodings_are_decoded_without_crashing(default_crawl):
     crawl, _ = default_crawl
     assert "Traceback" not in crawl.result.stderr
     pages = {p["url"].rsplit("/", 1)[1]: p for p in crawl.pages()}
-    for name in ("wrong-charset", "bogus-charset", "no-charset", "no-type", "meta-utf-16"):
+    names = ("wrong-charset", "bogus-charset", "no-charset", "no-type", "meta-utf-16")
+    for name in (*names, "charset-base64"):
         assert "oiseaux plumes" in pages[name]["text"], name
     assert "café" in pages["no-charset"]["text"]  # detected, not guessed as UTF-8
     assert pages["iso-8859-8-i"]["text"] == f"{HE_TEXT} {WORDS}"  # was guessed: mojibake
@@ -147,6 +151,21 @@ def test_the_encoding_labels_of_browsers_are_read(label, text, encoding):
     assert extract_page(header).text == text
     meta = html("", f"<p>{text}</p>", f'<meta charset="{label}">').encode(encoding)
     assert extract_page(HtmlResponse("http://127.0.0.1/", body=meta)).text == text
+
+
+@pytest.mark.parametrize(
+    ("header", "meta"),
+    [("base64", None), ("zlib", "utf-8"), ("utf-8", "rot13"), (None, "idna"), ("punycode", None)],
+)
+def test_a_charset_of_a_codec_that_decodes_no_page_is_ignored(header, meta):
+    """Python finds codecs by these names, and Scrapy decoded the page with them: it raised,
+    and the page was lost with a traceback."""
+    content_type = "text/html" if header is None else f"text/html; charset={header}"
+    head = "" if meta is None else f'<meta charset="{meta}">'
+    body = html("Café", "<p>café <a href='/x'>x</a></p>", head).encode("utf-8")
+    response = HtmlResponse("http://127.0.0.1/", body=body, headers={"Content-Type": content_type})
+    decoded = CharsetMiddleware().process_response(Request(response.url), response)
+    assert (extract_page(decoded).title, extract_page(decoded).text) == ("Café", "café x")
 
 
 @pytest.mark.parametrize(
