@@ -169,13 +169,18 @@ def extract_page(
         collapsed = [piece.replace(SOFT_HYPHEN, "") for piece in collapsed]
     offsets = [0, *accumulate(map(len, collapsed))]
     text = "".join(collapsed)  # its only whitespace: spaces, and a line break per block edge
-    base = response.urljoin("")
+    # The base is the first <base href> resolved against the page's own URL, as browsers have
+    # it. (Resolved against Scrapy's base, which is that base already, a relative one counted
+    # twice: <base href="sub/"> made links of .../sub/sub/x, and the page's canonical URL too.)
+    base = response.url
     base_href = response.xpath("//base/@href").get()
     if base_href:
         with suppress(ValueError):  # a malformed <base href> is ignored, as browsers do
-            resolved = urljoin(base, base_href.strip())
+            resolved = urljoin(response.url, base_href.strip())
             safe_url_string(resolved)  # raises for a port out of range, a malformed host
-            base = resolved
+            # Browsers ignore a data: or javascript: base too: every relative link was lost.
+            if urlsplit(resolved).scheme.lower() not in ("data", "javascript"):
+                base = resolved
     # A path from the root ("/wiki/X", not "//host") resolves against the base's scheme and
     # host alone (RFC 3986, 5.2.2), so such links share one cache entry across a site's pages
     # without resolving each; other links are resolved first, then looked up.

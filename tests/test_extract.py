@@ -303,6 +303,28 @@ def test_a_malformed_base_or_canonical_is_ignored():
         assert page.canonical is None
 
 
+@pytest.mark.parametrize(
+    ("base", "folder"),
+    [
+        ("sub/", "http://127.0.0.1/a/b/sub/"),  # was .../sub/sub/
+        ("../", "http://127.0.0.1/a/"),  # was http://127.0.0.1/
+        ("/c/", "http://127.0.0.1/c/"),
+        # browsers ignore these: every relative link was lost (a javascript: or data: URL)
+        ("javascript:void(0)", "http://127.0.0.1/a/b/"),
+        ("data:text/html,x", "http://127.0.0.1/a/b/"),
+    ],
+)
+def test_a_relative_base_is_resolved_against_the_page_once(base, folder):
+    """A relative <base href> was resolved against Scrapy's base URL of the page, which is that
+    base already: counted twice, it invented links and the page's canonical URL."""
+    head = f'<base href="{base}"><link rel="canonical" href="page">'
+    body = f"<html><head>{head}</head><body><a href='x'>x</a> <a href='/y'>y</a></body></html>"
+    response = HtmlResponse("http://127.0.0.1/a/b/page", body=body.encode(), encoding="utf-8")
+    page = extract_page(response)
+    assert [link.url for link in page.links] == [f"{folder}x", "http://127.0.0.1/y"]
+    assert page.canonical == f"{folder}page"
+
+
 def too_deep_page(depth: int) -> str:
     """Text and a link, then ``depth`` unclosed tags, then more text and a link."""
     return (
