@@ -56,7 +56,7 @@ import sys
 import zlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import brotli
 from charset_normalizer import from_bytes
@@ -71,11 +71,13 @@ from scrapy.exceptions import (
     NotConfigured,
     ResponseDataLossError,
 )
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.response import _metaref_cache, get_base_url
 from twisted.python.reflect import safe_str
 from twisted.web.client import ResponseFailed
 from w3lib.encoding import resolve_encoding
+from w3lib.url import safe_url_string
 
 from focused.canonical import drop_userinfo
 
@@ -455,10 +457,18 @@ class MetaRefreshMiddleware(_WithoutUserinfo, ScrapyMetaRefresh):
     it: one naming a URL no request can be made of (``javascript:``, a port out of range), for
     which Scrapy's raised and the page was lost as a bare download error, counted as
     ``focused/skipped/bad_url`` like such a link; and one refreshing to itself, whose redirect
-    the dupefilter dropped."""
+    the dupefilter dropped.
+
+    The refresh is read as browsers read it (``refresh_of``), from the page's parsed
+    ``<meta http-equiv="refresh">``, and given to Scrapy's through its cache (the only way in).
+    w3lib read ``content="0; url=&quot;/next&quot;"`` as a refresh of the page to itself (it
+    decoded the quotes before it split the attributes), and none in ``content="0; /next"`` or
+    ``content="0; URL = /next"``: the page it led to was lost."""
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         try:
+            if isinstance(response, HtmlResponse):
+                _metaref_cache[response] = self._refresh(response)
             result = super().process_response(request, response)
         except ValueError:
             self.crawler.stats.inc_value("focused/skipped/bad_url")
@@ -468,3 +478,50 @@ class MetaRefreshMiddleware(_WithoutUserinfo, ScrapyMetaRefresh):
             if fingerprint(result) == fingerprint(request):
                 return response
         return result
+
+    def _refresh(self, response: HtmlResponse) -> tuple[None, None] | tuple[float, str]:
+        """The first refresh the page declares outside ``METAREFRESH_IGNORE_TAGS``, as Scrapy's
+        ``get_meta_refresh`` gives it: (seconds, absolute URL), or (None, None)."""
+        tags = filter(_TAG_NAME.fullmatch, self._ignore_tags)  # names, not XPath
+        outside = "".join(f"[not(ancestor::{tag})]" for tag in tags)
+        equiv = "translate(@http-equiv, 'REFSH', 'refsh')"
+        for content in response.xpath(f"//meta[{equiv}='refresh']{outside}/@content").getall():
+            refresh = refresh_of(content)
+            if refresh is not None:
+                seconds, url = refresh
+                url = url.strip(_C0_OR_SPACE)  # as the URL parser strips it
+                url = safe_url_string(url, response.encoding) if url else ""
+                return float(seconds), urljoin(get_base_url(response), url)
+        return None, None
+
+
+_ASCII_WHITESPACE = "\t\n\f\r "
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def refresh_of(content: str) -> tuple[int, str] | None:
+    """The seconds and the URL ("": the page itself) of a ``<meta http-equiv="refresh">``'s
+    content, read by the HTML standard's shared declarative refresh steps; None when it
+    declares no refresh (no number first)."""
+    rest = content.lstrip(_ASCII_WHITESPACE)
+    after_digits = rest.lstrip("0123456789")
+    if after_digits == rest and not rest.startswith("."):
+        return None
+    seconds = int(rest[: len(rest) - len(after_digits)] or 0)
+    rest = after_digits.lstrip("0123456789.")
+    if rest:
+        if rest[0] not in ";," + _ASCII_WHITESPACE:
+            return None
+        rest = rest.lstrip(_ASCII_WHITESPACE)
+        rest = rest[1:] if rest[:1] in (";", ",") else rest
+        rest = rest.lstrip(_ASCII_WHITESPACE)
+    if rest[:1] in ("u", "U"):
+        # "url=" and the spaces around its "=" go; a word that only starts with u is the URL
+        after_url = rest[3:].lstrip(_ASCII_WHITESPACE)
+        if rest[1:3].lower() != "rl" or not after_url.startswith("="):
+            return seconds, rest
+        rest = after_url[1:].lstrip(_ASCII_WHITESPACE)
+    if rest[:1] in ("'", '"'):
+        return seconds, rest[1:].partition(rest[0])[0]
+    return seconds, rest

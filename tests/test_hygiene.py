@@ -274,6 +274,29 @@ def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
     assert stat(log, "focused/skipped/download_error") == 0
 
 
+# Refreshes browsers follow and w3lib misread: as one of the page to itself (the quotes of its
+# URL decoded before the attributes were split), or as none.
+REFRESHES_AS_BROWSERS = {
+    "/quoted": "0; url=&quot;/to-quoted&quot;",
+    "/bare": "0;/to-bare",
+    "/spaced": "0 ; URL = /to-spaced",
+}
+
+
+def test_a_meta_refresh_is_read_as_browsers_read_it(tmp_path):
+    def respond(method: str, path: str) -> Reply:
+        links = "".join(f'<a href="{link}">{link}</a>' for link in REFRESHES_AS_BROWSERS)
+        refresh = REFRESHES_AS_BROWSERS.get(path)
+        head = f'<meta http-equiv="refresh" content="{refresh}">' if refresh else ""
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}", head))
+
+    with Site(respond) as site:
+        crawl = crawl_site(tmp_path, site, {"RETRY_TIMES": 0})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    # each refreshing page is a redirect, to the page its refresh names
+    assert stored_paths(crawl, site) == ["/", "/to-bare", "/to-quoted", "/to-spaced"]
+
+
 BAD_LOCATIONS = {
     "/empty": "",
     "/js": "javascript:alert(1)",

@@ -4,10 +4,10 @@ it uses them.
 Scrapy has no public hook for what they do (a request counted against its host's concurrency
 as its slot lets it go, and in a shared crawl given back crawl-wide as its download ends, a slot
 held for a crawl-wide delay or a Retry-After pause, the engine woken early, a malformed
-``<base href>`` ignored, an encoding declared told from one guessed), so ``requirements.txt``
-allows Scrapy 2.19.x only. A Scrapy upgrade starts here: each failure names what moved, where
-the behaviour tests would fail further from the cause, or pass while a politeness fix silently
-no longer runs.
+``<base href>`` ignored, an encoding declared told from one guessed, a meta refresh read as
+browsers read it), so ``requirements.txt`` allows Scrapy 2.19.x only. A Scrapy upgrade starts
+here: each failure names what moved, where the behaviour tests would fail further from the
+cause, or pass while a politeness fix silently no longer runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.engine import _Slot
 from scrapy.http import TextResponse
 from scrapy.utils.defer import _schedule_coro
-from scrapy.utils.response import _baseurl_cache
+from scrapy.utils.response import _baseurl_cache, _metaref_cache, get_meta_refresh
 
 
 def parameters(function) -> list[str]:
@@ -69,6 +69,11 @@ def test_the_engine_can_be_woken_and_a_base_url_overridden():
     # focused.jobdir reads whether the spider is closing already through the slot's closing.
     assert "self.closing" in inspect.getsource(_Slot.__init__)
     assert hasattr(_baseurl_cache, "__setitem__")
+    # focused.hygiene.MetaRefreshMiddleware gives Scrapy's its reading of a page's refresh
+    # through get_meta_refresh's cache, which get_meta_refresh reads before it parses.
+    response = TextResponse("http://127.0.0.1/", body=b"<meta http-equiv=refresh content=0>")
+    _metaref_cache[response] = (0.0, "http://127.0.0.1/next")
+    assert get_meta_refresh(response) == (0.0, "http://127.0.0.1/next")
 
 
 def test_a_responses_declared_encodings_are_what_focused_reads():
