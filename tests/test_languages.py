@@ -342,6 +342,18 @@ def test_languages_written_without_spaces_are_cut_into_bigrams(language: str) ->
     assert model.score(on, language).combined > max(0.1, model.score(off, language).combined)
 
 
+def test_korean_words_are_found_behind_their_particles_and_endings() -> None:
+    """Korean words take particles and endings ("철새가", "이동한다"): cut only at spaces, a
+    query's bare words matched none of them, and the page on the query scored 0."""
+    query = "철새 이동"  # "migratory birds", "migration"
+    on = "매년 가을 수많은 철새가 시베리아에서 남쪽의 습지로 이동한다. 두루미와 기러기가 찾아온다."
+    off = "오늘 주식 시장은 은행과 자동차 업종이 하락을 주도했다. 투자자들은 금리를 기다린다."
+    assert query_language(query) == "ko"
+    assert set(tokenize(query, "ko")) <= set(tokenize(on, "ko"))
+    model = RelevanceModel(query, language="ko")
+    assert model.score(on, "ko").combined > max(0.1, model.score(off, "ko").combined)
+
+
 def test_vietnamese_syllable_pairs_tell_words_apart() -> None:
     """'di cư' (migrate) is a word; 'di' and 'cư' apart are not it."""
     model = RelevanceModel("chim di cư", language="vi")
