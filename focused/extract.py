@@ -53,9 +53,13 @@ INVISIBLE = frozenset(
     {"script", "style", "noscript", "template", "svg", "head", "iframe", "noframes"}
 )
 BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+# Elements a browser lays out as blocks (the HTML standard's rendering rules): their text is
+# not run together with the text around them ("<details><summary>Q</summary>A" is "Q", "A").
 BLOCKS = frozenset(
     {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "br",
-     "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption"}
+     "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption",
+     "hr", "address", "details", "summary", "dl", "fieldset", "legend", "caption", "center",
+     "dialog", "hgroup", "figure", "search", "thead", "tbody", "tfoot"}
 )  # fmt: skip
 SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
 # A link's tag: the attribute of its URL, and those its anchor text comes from (an <a>'s
@@ -74,12 +78,16 @@ KINDS: dict[object, int] = {
     # hold is not text of the page; the text after them is (their tail, read by the parent).
     etree.Comment: HIDDEN,
     etree.ProcessingInstruction: HIDDEN,
-    **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND),
+    # Boilerplate is laid out as blocks too: the text before and after it are not one word.
+    **dict.fromkeys(BOILERPLATE, BOILERPLATE_KIND | BLOCK),
     **dict.fromkeys(BLOCKS, BLOCK),
     **dict.fromkeys(LINK_TAGS, LINK),
     "iframe": HIDDEN | LINK,  # its src is a link; what it holds is fallback markup
 }
 NUL = "\0"
+# A soft hyphen (&shy;) marks where a browser may break a long word, and shows only there: kept,
+# it cut "Donau&shy;dampf&shy;schiff" into three words for the tokenizer and the encoder.
+SOFT_HYPHEN = "\xad"
 FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
 URL_TOO_LONG = "url_too_long"  # the skip reason of a link longer than URLLENGTH_LIMIT
@@ -142,7 +150,7 @@ def extract_page(
     _ignore_malformed_base(response)
     # The first <title>, as browsers show: an inline SVG icon's <title> is its tooltip, and a
     # page of a thousand <title>s made a title of them all.
-    title = " ".join(response.xpath(FIRST_TITLE).getall()).strip()
+    title = _without_soft_hyphens(" ".join(response.xpath(FIRST_TITLE).getall()).strip())
     pieces: list[str] = []  # text nodes as they are; "" where a block starts or ends
     # URL, element, first and end piece (None: no context, the link is not in the page's text)
     raw_links: list[tuple[str, Any, int, int | None]] = []
@@ -157,15 +165,22 @@ def extract_page(
     joined = NUL + NUL.join(pieces) + NUL  # NUL ends: a node's first or last space stays
     collapsed = " ".join(joined.split()).split(NUL)[1:-1]
     collapsed = [piece or "\n" for piece in collapsed]
+    if SOFT_HYPHEN in joined:  # after the block breaks are told: a node of one may be empty now
+        collapsed = [piece.replace(SOFT_HYPHEN, "") for piece in collapsed]
     offsets = [0, *accumulate(map(len, collapsed))]
     text = "".join(collapsed)  # its only whitespace: spaces, and a line break per block edge
-    base = response.urljoin("")
+    # The base is the first <base href> resolved against the page's own URL, as browsers have
+    # it. (Resolved against Scrapy's base, which is that base already, a relative one counted
+    # twice: <base href="sub/"> made links of .../sub/sub/x, and the page's canonical URL too.)
+    base = response.url
     base_href = response.xpath("//base/@href").get()
     if base_href:
         with suppress(ValueError):  # a malformed <base href> is ignored, as browsers do
-            resolved = urljoin(base, base_href.strip())
+            resolved = urljoin(response.url, base_href.strip())
             safe_url_string(resolved)  # raises for a port out of range, a malformed host
-            base = resolved
+            # Browsers ignore a data: or javascript: base too: every relative link was lost.
+            if urlsplit(resolved).scheme.lower() not in ("data", "javascript"):
+                base = resolved
     # A path from the root ("/wiki/X", not "//host") resolves against the base's scheme and
     # host alone (RFC 3986, 5.2.2), so such links share one cache entry across a site's pages
     # without resolving each; other links are resolved first, then looked up.
@@ -180,6 +195,8 @@ def extract_page(
             skipped[LINK_LIMIT] += len(raw_links) - index
             break
         href = href.strip()
+        if "\\" in href:
+            href = _backslashes_as_slashes(href)
         if (
             max_url_length
             and len(href) > max_url_length
@@ -208,7 +225,9 @@ def extract_page(
         links[url] = Link(url, _anchor(element), context, escaped)
     clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
-        title = " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
+        title = _without_soft_hyphens(
+            " ".join(" ".join(response.xpath("//h1//text()").getall()).split())
+        )
     return Page(
         title,
         clean_text,
@@ -219,17 +238,30 @@ def extract_page(
     )
 
 
+def _backslashes_as_slashes(href: str) -> str:
+    """The href with the backslashes before its query or fragment made slashes, as browsers read
+    an http(s) URL (pages written on Windows have them): resolved as they were, ``\\wiki\\X``
+    was a path under the page's folder (``/dir/wiki/X``), ``http:\\\\host\\x`` one under the
+    page's own host."""
+    end = min(i for i in (href.find("?"), href.find("#"), len(href)) if i >= 0)
+    return href[:end].replace("\\", "/") + href[end:]
+
+
 def _anchor(element: Any) -> str:
     """A link's anchor text: an <a>'s text, or the first attribute of the others that has some
     (``LINK_TAGS``)."""
     names = LINK_TAGS[element.tag][1]
     if not names:
-        return " ".join(element.text_content().split())
+        return _without_soft_hyphens(" ".join(element.text_content().split()))
     for name in names:
-        text = " ".join(element.get(name, "").split())
+        text = _without_soft_hyphens(" ".join(element.get(name, "").split()))
         if text:
             return text
     return ""
+
+
+def _without_soft_hyphens(text: str) -> str:
+    return text.replace(SOFT_HYPHEN, "")
 
 
 def _cut_short(root: Any) -> bool:

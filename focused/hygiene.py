@@ -25,6 +25,17 @@ This module adds:
   URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
   Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
   without a count.
+- ``CharsetMiddleware``: a page that declares no encoding (no BOM, no charset in its
+  Content-Type or a ``<meta>``) whose bytes read as Japanese in Shift_JIS or EUC-JP (a share
+  of hiragana) and not as Korean is decoded as Japanese; other pages as Scrapy decodes them
+  (ASCII, UTF-8, else charset_normalizer's best guess), which took short Japanese pages for
+  Korean or Chinese: their bytes are valid CP949 and Big5 too. A ``<meta>`` saying UTF-16 or
+  UTF-32 means UTF-8, as in browsers (Scrapy decoded such a page into garbage). A charset of
+  a codec that decodes no page (``charset=base64``, ``zlib``, ``idna``) is ignored: Scrapy
+  raised, and the page was lost with a traceback.
+- ``WEB_ENCODING_LABELS``: the encoding labels browsers read that Python does not know
+  (``iso-8859-8-i``, ``windows-949``, ``x-cp1251``...), made known to Python's codecs as this
+  module loads, so that Scrapy decodes a page declaring one as declared rather than guessing.
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
@@ -37,14 +48,18 @@ This module adds:
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import logging
+import re
 import sys
 import zlib
+from functools import cache
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import brotli
+from charset_normalizer import from_bytes
 from scrapy import Request
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
 from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
@@ -56,10 +71,13 @@ from scrapy.exceptions import (
     NotConfigured,
     ResponseDataLossError,
 )
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse, TextResponse
 from scrapy.spidermiddlewares.httperror import HttpError
+from scrapy.utils.response import _metaref_cache, get_base_url
 from twisted.python.reflect import safe_str
 from twisted.web.client import ResponseFailed
+from w3lib.encoding import resolve_encoding
+from w3lib.url import safe_url_string
 
 from focused.canonical import drop_userinfo
 
@@ -92,6 +110,45 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redir
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
 # cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
 BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
+# The labels of the WHATWG Encoding Standard, which browsers read in a Content-Type or a
+# <meta>, that Python and w3lib do not know (as codecs.lookup passes them: lower case, "-" as
+# "_"), each with the codec that decodes it. Scrapy ignored such a declaration and guessed:
+# a Hebrew page declared iso-8859-8-i came out as Vietnamese (cp1258) mojibake.
+WEB_ENCODING_LABELS = {
+    **dict.fromkeys(("iso_8859_8_i", "csiso88598i", "logical"), "iso8859_8"),
+    **dict.fromkeys(("iso_8859_8_e", "csiso88598e", "visual", "iso88598"), "iso8859_8"),
+    **dict.fromkeys(("iso_8859_6_i", "iso_8859_6_e", "csiso88596i", "csiso88596e"), "iso8859_6"),
+    **{f"iso8859{n}": f"iso8859_{n}" for n in (2, 3, 4, 5, 6, 7, 10, 13, 14, 15)},
+    "iso88591": "cp1252",
+    "iso88599": "cp1254",
+    "iso885911": "cp874",
+    "dos_874": "cp874",
+    "csisolatin9": "iso8859_15",
+    "sun_eu_greek": "iso8859_7",
+    **{f"x_cp125{n}": f"cp125{n}" for n in range(9)},
+    **dict.fromkeys(("koi", "koi8"), "koi8_r"),
+    **dict.fromkeys(("mac", "csmacintosh", "x_mac_roman"), "mac_roman"),
+    **dict.fromkeys(("x_mac_cyrillic", "x_mac_ukrainian"), "mac_cyrillic"),
+    **dict.fromkeys(("gb_2312", "csgb2312", "x_gbk"), "gb18030"),
+    **dict.fromkeys(("cn_big5", "x_x_big5"), "big5hkscs"),
+    **dict.fromkeys(("x_euc_jp", "cseucpkdfmtjapanese"), "euc_jp"),
+    **dict.fromkeys(
+        ("windows_949", "ks_c_5601_1989", "ksc_5601", "cseuckr", "csksc56011987", "iso_ir_149"),
+        "cp949",
+    ),
+    "unicode_1_1_utf_8": "utf_8",
+}
+
+
+def _web_encoding(label: str) -> codecs.CodecInfo | None:
+    """A codec search function (``codecs.register``) for ``WEB_ENCODING_LABELS``: registered
+    as this module loads, before a crawl reads any response, it makes Scrapy and w3lib read
+    these labels wherever a page declares them."""
+    codec = WEB_ENCODING_LABELS.get(label)
+    return codecs.lookup(codec) if codec else None
+
+
+codecs.register(_web_encoding)
 
 
 def skip_reason(failure: Failure) -> str:
@@ -171,6 +228,126 @@ def is_binary(body: bytes, encoding: str) -> bool:
 def is_html_type(content_type: str) -> bool:
     content_type = content_type.lower()
     return not content_type or any(kind in content_type for kind in HTML_TYPES)
+
+
+# The encodings of Japanese pages, tried on a page that declares none before a guess is made.
+JAPANESE_ENCODINGS = ("cp932", "euc_jp")  # Shift_JIS (as Windows writes it), EUC-JP
+# Hiragana are the particles and endings of every Japanese sentence: a text decoded from another
+# language's bytes has few or none, but for Korean's lone jamo (EUC-JP reads "ㅋㅋ" as "せせ").
+JAPANESE_MIN_HIRAGANA = 0.1  # of the letters beyond ASCII
+# Characters of a decoded page whose letters are counted: a page's share of hiragana or hangul
+# shows in its first pages' worth, and counting a few megabytes took a tenth of a second.
+SCRIPT_SAMPLE_CHARS = 100_000
+_HIRAGANA = re.compile("[\u3041-\u309f]")
+_LETTER_BEYOND_ASCII = re.compile(r"[^\W\d_\x00-\x7f]")
+
+
+def _ks_x_1001_hangul() -> str:
+    """The 2,350 hangul syllables of KS X 1001 (EUC-KR's rows 0xB0 to 0xC8), those Korean is
+    written with; CP949 adds the other 8,822, which are what Shift_JIS reads as."""
+    return "".join(
+        bytes((row, cell)).decode("euc_kr")
+        for row in range(0xB0, 0xC9)
+        for cell in range(0xA1, 0xFF)
+    )
+
+
+_KOREAN_SYLLABLE = re.compile(f"[{_ks_x_1001_hangul()}]")
+
+
+class CharsetMiddleware:
+    """Decodes a page as Scrapy's TextResponse does, but in three cases where Scrapy's encoding
+    is wrong:
+
+    - a page that declares no encoding (no BOM, no charset in its Content-Type or a ``<meta>``):
+      as Japanese when its bytes read as Japanese in Shift_JIS or EUC-JP and not as Korean in
+      CP949 (``guess_encoding``). Scrapy takes ASCII, UTF-8 or charset_normalizer's best guess,
+      which took short Japanese pages for Korean or Chinese (their bytes are valid CP949 and
+      Big5 too): their text was stored as Korean syllables or Chinese characters, and their
+      language as Korean or Chinese;
+    - a page whose ``<meta>`` (its only declaration) says UTF-16 or UTF-32: as UTF-8, as the
+      HTML standard asks and browsers do, since a declaration read as ASCII is no UTF-16 text.
+      Scrapy decoded the page as UTF-16, and stored a page of CJK-looking garbage with no title
+      and no link;
+    - a page whose Content-Type or ``<meta>`` names a codec that decodes no page
+      (``decodes_pages``: ``charset=base64``): that declaration is ignored.
+    """
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if not isinstance(response, TextResponse):
+            return response
+        encoding = _encoding_in_place_of_scrapys(response)
+        return response if encoding is None else response.replace(encoding=encoding)
+
+
+def _encoding_in_place_of_scrapys(response: TextResponse) -> str | None:
+    if response._encoding or response._bom_encoding():
+        return None  # the encoding given, the BOM's: taken as they are
+    header = response._headers_encoding()
+    if header is not None and decodes_pages(header):
+        return None  # the Content-Type's: taken as it is
+    in_body = response._body_declared_encoding()
+    if in_body is not None and decodes_pages(in_body):
+        if in_body.startswith(("utf-16", "utf-32")):  # Python's names: utf-16, utf-16-le, ...
+            return "utf-8"
+        return None if header is None else in_body  # Scrapy would take the header's
+    return guess_encoding(response.body)
+
+
+@cache
+def decodes_pages(encoding: str) -> bool:
+    """Python's codec of that name decodes bytes into text with replacement characters: for a
+    charset of base64, zlib, rot13, hex, idna, punycode or undefined (codecs Python finds by
+    those names) Scrapy raised, and the page was lost with a traceback. Such a declaration is
+    ignored, as browsers ignore a label they do not know."""
+    try:
+        b"caf\xc3\xa9 \x80\xff-\xff".decode(encoding, "replace")
+    except (LookupError, UnicodeError):
+        return False
+    return True
+
+
+def guess_encoding(body: bytes) -> str | None:
+    """The encoding of a body that declares none: ASCII, UTF-8, a Japanese encoding its bytes
+    read as Japanese in, else charset_normalizer's best guess (None when it has none: Scrapy
+    then decodes as ASCII, with replacement characters)."""
+    for encoding in ("ascii", "utf-8"):
+        if _decoded(body, encoding) is not None:
+            return resolve_encoding(encoding)
+    for encoding in JAPANESE_ENCODINGS:
+        text = _decoded(body, encoding)
+        if text is not None and _reads_as_japanese(text) and not _reads_as_korean(body):
+            return encoding
+    best = from_bytes(body).best()
+    return resolve_encoding(best.encoding) if best else None
+
+
+def _decoded(body: bytes, encoding: str) -> str | None:
+    try:
+        return body.decode(encoding)
+    except UnicodeError:
+        return None
+
+
+def _reads_as_japanese(text: str) -> bool:
+    """At least ``JAPANESE_MIN_HIRAGANA`` of the text's letters beyond ASCII are hiragana."""
+    text = text[:SCRIPT_SAMPLE_CHARS]
+    hiragana = len(_HIRAGANA.findall(text))
+    return hiragana > 0 and hiragana >= JAPANESE_MIN_HIRAGANA * _letters_beyond_ascii(text)
+
+
+def _reads_as_korean(body: bytes) -> bool:
+    """The body decodes as CP949, and half its letters beyond ASCII or more are KS X 1001 hangul
+    (a text with as many jamo as syllables, "ㅋㅋ 진짜", is still Korean)."""
+    text = _decoded(body, "cp949")
+    if text is None:
+        return False
+    text = text[:SCRIPT_SAMPLE_CHARS]
+    return 2 * len(_KOREAN_SYLLABLE.findall(text)) >= _letters_beyond_ascii(text)
+
+
+def _letters_beyond_ascii(text: str) -> int:
+    return len(_LETTER_BEYOND_ASCII.findall(text))
 
 
 class HeadCheckMiddleware:
@@ -280,10 +457,18 @@ class MetaRefreshMiddleware(_WithoutUserinfo, ScrapyMetaRefresh):
     it: one naming a URL no request can be made of (``javascript:``, a port out of range), for
     which Scrapy's raised and the page was lost as a bare download error, counted as
     ``focused/skipped/bad_url`` like such a link; and one refreshing to itself, whose redirect
-    the dupefilter dropped."""
+    the dupefilter dropped.
+
+    The refresh is read as browsers read it (``refresh_of``), from the page's parsed
+    ``<meta http-equiv="refresh">``, and given to Scrapy's through its cache (the only way in).
+    w3lib read ``content="0; url=&quot;/next&quot;"`` as a refresh of the page to itself (it
+    decoded the quotes before it split the attributes), and none in ``content="0; /next"`` or
+    ``content="0; URL = /next"``: the page it led to was lost."""
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         try:
+            if isinstance(response, HtmlResponse):
+                _metaref_cache[response] = self._refresh(response)
             result = super().process_response(request, response)
         except ValueError:
             self.crawler.stats.inc_value("focused/skipped/bad_url")
@@ -293,3 +478,50 @@ class MetaRefreshMiddleware(_WithoutUserinfo, ScrapyMetaRefresh):
             if fingerprint(result) == fingerprint(request):
                 return response
         return result
+
+    def _refresh(self, response: HtmlResponse) -> tuple[None, None] | tuple[float, str]:
+        """The first refresh the page declares outside ``METAREFRESH_IGNORE_TAGS``, as Scrapy's
+        ``get_meta_refresh`` gives it: (seconds, absolute URL), or (None, None)."""
+        tags = filter(_TAG_NAME.fullmatch, self._ignore_tags)  # names, not XPath
+        outside = "".join(f"[not(ancestor::{tag})]" for tag in tags)
+        equiv = "translate(@http-equiv, 'REFSH', 'refsh')"
+        for content in response.xpath(f"//meta[{equiv}='refresh']{outside}/@content").getall():
+            refresh = refresh_of(content)
+            if refresh is not None:
+                seconds, url = refresh
+                url = url.strip(_C0_OR_SPACE)  # as the URL parser strips it
+                url = safe_url_string(url, response.encoding) if url else ""
+                return float(seconds), urljoin(get_base_url(response), url)
+        return None, None
+
+
+_ASCII_WHITESPACE = "\t\n\f\r "
+_C0_OR_SPACE = "".join(map(chr, range(0x21)))
+_TAG_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
+
+
+def refresh_of(content: str) -> tuple[int, str] | None:
+    """The seconds and the URL ("": the page itself) of a ``<meta http-equiv="refresh">``'s
+    content, read by the HTML standard's shared declarative refresh steps; None when it
+    declares no refresh (no number first)."""
+    rest = content.lstrip(_ASCII_WHITESPACE)
+    after_digits = rest.lstrip("0123456789")
+    if after_digits == rest and not rest.startswith("."):
+        return None
+    seconds = int(rest[: len(rest) - len(after_digits)] or 0)
+    rest = after_digits.lstrip("0123456789.")
+    if rest:
+        if rest[0] not in ";," + _ASCII_WHITESPACE:
+            return None
+        rest = rest.lstrip(_ASCII_WHITESPACE)
+        rest = rest[1:] if rest[:1] in (";", ",") else rest
+        rest = rest.lstrip(_ASCII_WHITESPACE)
+    if rest[:1] in ("u", "U"):
+        # "url=" and the spaces around its "=" go; a word that only starts with u is the URL
+        after_url = rest[3:].lstrip(_ASCII_WHITESPACE)
+        if rest[1:3].lower() != "rl" or not after_url.startswith("="):
+            return seconds, rest
+        rest = after_url[1:].lstrip(_ASCII_WHITESPACE)
+    if rest[:1] in ("'", '"'):
+        return seconds, rest[1:].partition(rest[0])[0]
+    return seconds, rest

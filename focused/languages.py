@@ -44,8 +44,29 @@ NOT_ENGLISH_MIN_BYTES = 100
 SCRIPT_SAMPLE_CHARS = 1000
 
 _TAG = re.compile(r"\s*([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*\s*")
-# Old codes CLD2 and some sites still use.
-_ALIASES = {"iw": "he", "in": "id", "ji": "yi", "jw": "jv", "tl": "fil"}
+# Old codes CLD2 and some sites still use, and the three-letter codes (ISO 639-2, both its
+# forms, and a few of 639-3) of the languages the tokenizer's stop words and the script rules
+# know by their ISO 639-1 code: a page declared lang="eng" was tokenized with no stop words,
+# as a language of its own. Filipino (fil, no 639-1 code) is Tagalog's tl, as CLD2 names it
+# and as stopwordsiso keys its stop words.
+_ALIASES = {
+    "iw": "he", "in": "id", "ji": "yi", "jw": "jv", "fil": "tl",
+    "afr": "af", "ara": "ar", "arb": "ar", "bel": "be", "ben": "bn", "bre": "br", "bul": "bg",
+    "cat": "ca", "ces": "cs", "cze": "cs", "chi": "zh", "zho": "zh", "cmn": "zh", "dan": "da",
+    "deu": "de", "ger": "de", "ell": "el", "gre": "el", "eng": "en", "epo": "eo", "est": "et",
+    "eus": "eu", "baq": "eu", "fas": "fa", "per": "fa", "pes": "fa", "fin": "fi", "fra": "fr",
+    "fre": "fr", "gle": "ga", "glg": "gl", "guj": "gu", "hau": "ha", "heb": "he", "hin": "hi",
+    "hrv": "hr", "hun": "hu", "hye": "hy", "arm": "hy", "ind": "id", "ita": "it", "jpn": "ja",
+    "kaz": "kk", "kir": "ky", "kor": "ko", "kur": "ku", "lat": "la", "lav": "lv", "lit": "lt",
+    "mar": "mr", "mkd": "mk", "mac": "mk", "mon": "mn", "msa": "ms", "may": "ms", "nep": "ne",
+    "nld": "nl", "dut": "nl", "nor": "no", "nob": "no", "nno": "no", "pol": "pl", "por": "pt",
+    "pus": "ps", "ron": "ro", "rum": "ro", "rus": "ru", "san": "sa", "slk": "sk", "slo": "sk",
+    "slv": "sl", "snd": "sd", "som": "so", "sot": "st", "spa": "es", "swa": "sw", "swe": "sv",
+    "tgk": "tg", "tgl": "tl", "tha": "th", "tur": "tr", "uig": "ug", "ukr": "uk", "urd": "ur",
+    "vie": "vi", "yid": "yi", "yor": "yo", "zul": "zu",
+}  # fmt: skip
+# Tags that declare no language: undetermined, several, none (not text), uncoded.
+_NO_LANGUAGE = frozenset({"und", "mul", "zxx", "mis"})
 
 _SCRIPTS = {
     "arabic": re.compile(f"[{ARABIC_SCRIPT}]"),
@@ -83,7 +104,7 @@ def language_code(tag: str | None) -> str | None:
     if match is None:
         return None
     code = match.group(1).lower()
-    return _ALIASES.get(code, code)
+    return None if code in _NO_LANGUAGE else _ALIASES.get(code, code)
 
 
 def known_languages() -> frozenset[str]:

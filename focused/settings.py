@@ -80,6 +80,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Sees a 429/503 before Scrapy's RetryMiddleware (550) retries it: pauses the host first.
     "focused.retryafter.RetryAfterMiddleware": 555,
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
+    # A page that declares no encoding, guessed as Scrapy guesses but for Japanese taken for
+    # Korean: after HttpCompressionMiddleware (590) inflates it, before the meta refresh is read.
+    "focused.hygiene.CharsetMiddleware": 585,
     # Scrapy's loses a page whose meta refresh leads nowhere (focused.hygiene).
     "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
     "focused.hygiene.MetaRefreshMiddleware": 580,

@@ -13,10 +13,15 @@ on its language, which may be unknown or wrong (a template's ``lang="en"`` on a 
   Persian suffix with ZWNJ, a space or nothing; as a boundary ZWNJ makes the first two the same
   ("کتاب‌ها" = "کتاب ها"), and the stem then matches the bare word while the suffix ("ها",
   "های", "می") is a stop word. The third spelling stays one token: that needs a stemmer;
-- Han and Kana (Chinese, Japanese): NFKC, then each run of ideographs and kana becomes its
-  overlapping character bigrams ("候鸟迁徙" → 候鸟 鸟迁 迁徙), a one-character run itself. No
-  dictionary is needed, and a two-character word, the commonest length, is always one of the
-  bigrams; a segmenter (jieba) would cost a second of import and a dictionary in memory;
+- Han and Kana (Chinese, Japanese), and Thai, Lao, Myanmar and Khmer, written without spaces
+  between words: NFKC, then each run of their characters becomes its overlapping character
+  bigrams ("候鸟迁徙" → 候鸟 鸟迁 迁徙), a one-character run itself. No dictionary is needed,
+  and a two-character word, the commonest length in Chinese, is always one of the bigrams; a
+  segmenter (jieba) would cost a second of import and a dictionary in memory. A Thai sentence
+  cut only at spaces was one token, which no query matched;
+- Hangul (Korean) too: Korean puts spaces between words, but each takes its particles and
+  endings ("철새가", "이동한다"), so that a query's bare words ("철새 이동") matched none of
+  them. Bigrams find the stem in each, as search engines' CJK analyzers do for Korean;
 - Vietnamese (``language="vi"``): every syllable is written apart, so words span syllables:
   each syllable, tone marks kept, plus each pair of adjacent syllables within a phrase
   ("di cư" → di, cư, di_cư). Pairs with a stop syllable are skipped;
@@ -83,16 +88,20 @@ _ASCII_BREAKS = bytes(
 _ASCII = bytes(range(0x80))
 _SHORT_TEXT = 32  # characters (see _word_tokens)
 
+# The scripts whose runs are cut into bigrams (module docstring): CJK, Thai, Lao, Myanmar and
+# Khmer without their sentence punctuation (Myanmar's ၊ ။, Khmer's ។ ៕ ...), and Hangul.
+_UNSPACED_SCRIPTS = f"{CJK_SCRIPT}\u0e00-\u0eff\u1000-\u1049\u104c-\u109f\u1780-\u17d3\u17dc-\u17ff"
+_BIGRAM_SCRIPTS = f"{_UNSPACED_SCRIPTS}\uac00-\ud7a3"
 # Whether a text needs more than the plain word pattern (English never does); searched in the
 # text's distinct characters beyond ASCII (_beyond_ascii).
-_SPECIAL = re.compile(f"[{ARABIC_SCRIPT}{CJK_SCRIPT}]")
+_SPECIAL = re.compile(f"[{ARABIC_SCRIPT}{_BIGRAM_SCRIPTS}]")
 _ARABIC = re.compile(f"[{ARABIC_SCRIPT}]")
-_CJK_RUN = re.compile(f"[{CJK_SCRIPT}]+")
-_CJK_RUN_SPLIT = re.compile(f"([{CJK_SCRIPT}]+)")
+_CJK_RUN = re.compile(f"[{_BIGRAM_SCRIPTS}]+")
+_CJK_RUN_SPLIT = re.compile(f"([{_BIGRAM_SCRIPTS}]+)")
 _CJK_MARK = re.compile("[\u3099\u309a]")  # the combining kana sound marks
 _CJK_RUN_SPACING = 100  # characters per CJK run below which a text is not CJK (_with_cjk_bigrams)
 # A CJK run, or a word of any other script (a word character that is not CJK, or a mark).
-_CJK_OR_WORD = re.compile(f"([{CJK_SCRIPT}]+)|(?:[^\\W{CJK_SCRIPT}]|[{_MARKS}]){{2,}}")
+_CJK_OR_WORD = re.compile(f"([{_BIGRAM_SCRIPTS}]+)|(?:[^\\W{_BIGRAM_SCRIPTS}]|[{_MARKS}]){{2,}}")
 
 _ARABIC_FORMS = str.maketrans(
     {

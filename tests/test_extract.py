@@ -12,6 +12,7 @@ from scrapy.http import HtmlResponse
 
 from focused.extract import BAD_URL, Link, _link_url, extract_page, is_followable
 from focused.replayweb import render_article
+from focused.text import tokenize
 from spiders.topical import _link_request
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
@@ -75,6 +76,40 @@ def test_comments_and_processing_instructions_are_not_text():
     ]
 
 
+def test_text_laid_out_in_blocks_is_not_run_together():
+    """A minified page has no whitespace between its tags: the text of elements a browser lays
+    out as blocks (and of what boilerplate stands between) was run into one word with the
+    text beside it ("QuestionAnswer", "textMore")."""
+    body = (
+        "<html><body><div>Albatross<hr>Petrel</div><details><summary>Where do they nest"
+        "</summary>On islands</details><div>Intro text<aside>Related</aside>More text</div>"
+        "<address>Wellington</address><dl><dt>Wingspan</dt><dd>3 m</dd></dl></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    assert extract_page(response).text.split("\n") == [
+        "Albatross", "Petrel", "Where do they nest", "On islands", "Intro text", "More text",
+        "Wellington", "Wingspan", "3 m",
+    ]  # fmt: skip
+
+
+def test_soft_hyphens_do_not_cut_words():
+    """A soft hyphen (&shy;) shows only where a browser breaks the word at it: kept, it cut
+    German compounds into words that no query of the whole word matched."""
+    body = (
+        "<html><head><title>Donau&shy;dampf&shy;schiff</title></head><body>"
+        "<p>Die Donau&shy;dampf&shy;schiff&shy;fahrt <a href='/wiki/BRD'>Bundes&shy;republik</a>"
+        "<span>&shy;</span>.</p><p>Wien</p></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Donau", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.title == "Donaudampfschiff"
+    assert extracted.text == "Die Donaudampfschifffahrt Bundesrepublik.\nWien"
+    assert [(link.anchor, link.context) for link in extracted.links] == [
+        ("Bundesrepublik", "Die Donaudampfschifffahrt Bundesrepublik. Wien")
+    ]
+    assert tokenize(extracted.text, "de") == ["donaudampfschifffahrt", "bundesrepublik", "wien"]
+
+
 def test_links_resolved_deduplicated_and_filtered():
     urls = [link.url for link in page().links]
     assert urls == [
@@ -112,10 +147,11 @@ def test_whitespace_collapses_within_each_text_node_and_blocks_break_lines():
     extracted = extract_page(response, context_chars=8)
     assert extracted.text == "one two three fourlink text five\nsix\nseven eight\ntwelve"
     # The windows are cut from "\none two  three fourlink text five\n \n\nsix...": "two " and
-    # " three" are two text nodes, so their spaces stay two until the window is cleaned.
+    # " three" are two text nodes, so their spaces stay two until the window is cleaned; the
+    # <nav> is a block, so "eight" and " twelve" are four line breaks apart.
     assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
         ("http://h/x", "link text", "ree fourlink text five"),
-        ("http://h/dir/y", "seven eight", "six seven eight twelv"),
+        ("http://h/dir/y", "seven eight", "six seven eight twe"),
         ("http://h/z", "ten", ""),
     ]
 
@@ -267,6 +303,28 @@ def test_a_malformed_base_or_canonical_is_ignored():
         assert page.canonical is None
 
 
+@pytest.mark.parametrize(
+    ("base", "folder"),
+    [
+        ("sub/", "http://127.0.0.1/a/b/sub/"),  # was .../sub/sub/
+        ("../", "http://127.0.0.1/a/"),  # was http://127.0.0.1/
+        ("/c/", "http://127.0.0.1/c/"),
+        # browsers ignore these: every relative link was lost (a javascript: or data: URL)
+        ("javascript:void(0)", "http://127.0.0.1/a/b/"),
+        ("data:text/html,x", "http://127.0.0.1/a/b/"),
+    ],
+)
+def test_a_relative_base_is_resolved_against_the_page_once(base, folder):
+    """A relative <base href> was resolved against Scrapy's base URL of the page, which is that
+    base already: counted twice, it invented links and the page's canonical URL."""
+    head = f'<base href="{base}"><link rel="canonical" href="page">'
+    body = f"<html><head>{head}</head><body><a href='x'>x</a> <a href='/y'>y</a></body></html>"
+    response = HtmlResponse("http://127.0.0.1/a/b/page", body=body.encode(), encoding="utf-8")
+    page = extract_page(response)
+    assert [link.url for link in page.links] == [f"{folder}x", "http://127.0.0.1/y"]
+    assert page.canonical == f"{folder}page"
+
+
 def too_deep_page(depth: int) -> str:
     """Text and a link, then ``depth`` unclosed tags, then more text and a link."""
     return (
@@ -403,6 +461,24 @@ def links_of(body: str, head: str = "", context_chars: int = 30) -> tuple[list[t
     extracted = extract_page(response, context_chars)
     links = [(link.url, link.anchor, link.context) for link in extracted.links]
     return links, dict(extracted.skipped)
+
+
+def test_backslashes_in_a_links_path_are_slashes_as_browsers_read_them():
+    """Pages written on Windows have backslashes in their links, which browsers read as slashes
+    in an http(s) URL's host and path: a leading one was taken for a path under the page's own
+    folder, and a scheme's two for a path under the page's own host."""
+    links, _ = links_of(
+        r'<a href="\wiki\Gull">a</a> <a href="\\127.0.0.2\wiki\Tern">b</a>'
+        r' <a href="http:\\127.0.0.3\wiki\Auk">c</a> <a href="wiki\Skua">d</a>'
+        r' <a href="\wiki\Search?q=a\b#x\y">e</a>'
+    )
+    assert [url for url, _, _ in links] == [
+        "http://127.0.0.1/wiki/Gull",
+        "http://127.0.0.2/wiki/Tern",
+        "http://127.0.0.3/wiki/Auk",
+        "http://127.0.0.1/dir/wiki/Skua",
+        "http://127.0.0.1/wiki/Search?q=a%5Cb",  # a query's backslash stays (escaped)
+    ]
 
 
 def test_image_map_areas_are_links_named_by_their_alt_else_their_title():

@@ -8,19 +8,27 @@ import sys
 import time
 
 import pytest
+from scrapy import Request
+from scrapy.http import HtmlResponse
 from scrapy.utils.project import get_project_settings
 
 from focused.arguments import dns_timeout_note
+from focused.extract import extract_page
+from focused.hygiene import CharsetMiddleware
 from tests.conftest import REPO, crawl_env, run_crawl
 from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
 
 WORDS = "oiseaux plumes birds feathers"
+HE_TEXT = "ציפורים נודדות"  # "migrating birds"
+JA_TITLE, JA_TEXT = "渡り鳥", "鳥の渡りについて" * 5  # "migratory birds", "on bird migration"
 # Every page but /slow must answer within it on a loaded machine (at 1 s, a crawl that fell a
 # second behind timed out robots.txt and every page); /slow answers well after it.
 TIMEOUT = 10
 LINKS = [
     "/big", "/slow", "/wrong-charset", "/bogus-charset", "/no-charset", "/no-type",
+    "/no-charset-shift-jis", "/no-charset-euc-jp", "/meta-utf-16", "/iso-8859-8-i",
+    "/charset-base64",
     "/loop1", "/chain?n=0", "/paper.pdf", "/download?id=1", "/missing", "/bomb", "/bad-gzip",
     "javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "mailto:a@b.c",
 ]  # fmt: skip
@@ -41,8 +49,19 @@ def bad_site(method: str, path: str) -> Reply:
         return Reply(200, html("bogus", f"<p>café {WORDS}</p>"), "text/html; charset=x-klingon")
     if path == "/no-charset":
         return Reply(200, html("none", f"<p>café {WORDS}</p>").encode("cp1252"), "text/html")
+    if path == "/meta-utf-16":  # UTF-8, whose <meta> says UTF-16: browsers read it as UTF-8
+        head = '<meta charset="utf-16">'
+        return Reply(200, html("mislabelled", f"<p>café {WORDS}</p>", head), "text/html")
+    if path == "/iso-8859-8-i":  # a label of browsers' that Python does not know
+        body = html("he", f"<p>{HE_TEXT} {WORDS}</p>").encode("iso-8859-8")
+        return Reply(200, body, "text/html; charset=iso-8859-8-i")
+    if path == "/charset-base64":  # a codec Python finds, that decodes no text
+        return Reply(200, html("base64", f"<p>café {WORDS}</p>"), "text/html; charset=base64")
     if path == "/no-type":
         return Reply(200, html("untyped", f"<p>{WORDS}</p>"), None)
+    if path.startswith("/no-charset-"):  # Japanese, its bytes valid CP949 (Korean) too
+        encoding = path.removeprefix("/no-charset-")
+        return Reply(200, html(JA_TITLE, f"<p>{JA_TEXT}</p>").encode(encoding), "text/html")
     if path in ("/loop1", "/loop2"):
         other = "/loop2" if path == "/loop1" else "/loop1"
         return Reply(302, "", headers={"Location": other})
@@ -86,10 +105,89 @@ def test_bad_encodings_are_decoded_without_crashing(default_crawl):
     crawl, _ = default_crawl
     assert "Traceback" not in crawl.result.stderr
     pages = {p["url"].rsplit("/", 1)[1]: p for p in crawl.pages()}
-    for name in ("wrong-charset", "bogus-charset", "no-charset", "no-type"):
+    names = ("wrong-charset", "bogus-charset", "no-charset", "no-type", "meta-utf-16")
+    for name in (*names, "charset-base64"):
         assert "oiseaux plumes" in pages[name]["text"], name
     assert "café" in pages["no-charset"]["text"]  # detected, not guessed as UTF-8
+    assert pages["iso-8859-8-i"]["text"] == f"{HE_TEXT} {WORDS}"  # was guessed: mojibake
+    # its <meta> says UTF-16, which an ASCII <meta> cannot be: decoded as UTF-8, as browsers do
+    assert (pages["meta-utf-16"]["title"], pages["meta-utf-16"]["text"]) == (
+        "mislabelled",
+        f"café {WORDS}",
+    )
     assert "caf\ufffd" in pages["wrong-charset"]["text"]  # the one bad byte is replaced
+
+
+def test_japanese_pages_that_declare_no_charset_are_japanese_not_korean(default_crawl):
+    """Shift_JIS and EUC-JP bytes are valid CP949 too, and Scrapy's guess (charset_normalizer)
+    took these pages for Korean: their text was stored as hangul, their language as ko."""
+    crawl, _ = default_crawl
+    pages = {p["url"].rsplit("/", 1)[1]: p for p in crawl.pages()}
+    for name in ("no-charset-shift-jis", "no-charset-euc-jp"):
+        assert (pages[name]["title"], pages[name]["text"]) == (JA_TITLE, JA_TEXT), name
+        assert pages[name]["language"] == "ja", name
+
+
+@pytest.mark.parametrize(
+    ("label", "text", "encoding"),
+    [
+        ("iso-8859-8-i", "ציפורים נודדות", "iso-8859-8"),
+        ("ISO-8859-8-I", "ציפורים נודדות", "iso-8859-8"),
+        ("windows-949", "새", "cp949"),
+        ("x-cp1251", "Птицы", "cp1251"),
+        ("koi8", "Москва столица", "koi8-r"),
+        ("x-gbk", "候鸟迁徙", "gbk"),
+        ("sun_eu_greek", "Ελληνικά", "iso-8859-7"),
+        ("x-mac-roman", "Oiseaux migrateurs, fin d'été", "mac-roman"),
+    ],
+)
+def test_the_encoding_labels_of_browsers_are_read(label, text, encoding):
+    """Python and w3lib know none of these labels of the WHATWG Encoding Standard: Scrapy
+    ignored the declaration and guessed (a Hebrew page came out as Vietnamese mojibake)."""
+    body = html("", f"<p>{text}</p>").encode(encoding)
+    header = HtmlResponse(
+        "http://127.0.0.1/", body=body, headers={"Content-Type": f"text/html; charset={label}"}
+    )
+    assert extract_page(header).text == text
+    meta = html("", f"<p>{text}</p>", f'<meta charset="{label}">').encode(encoding)
+    assert extract_page(HtmlResponse("http://127.0.0.1/", body=meta)).text == text
+
+
+@pytest.mark.parametrize(
+    ("header", "meta"),
+    [("base64", None), ("zlib", "utf-8"), ("utf-8", "rot13"), (None, "idna"), ("punycode", None)],
+)
+def test_a_charset_of_a_codec_that_decodes_no_page_is_ignored(header, meta):
+    """Python finds codecs by these names, and Scrapy decoded the page with them: it raised,
+    and the page was lost with a traceback."""
+    content_type = "text/html" if header is None else f"text/html; charset={header}"
+    head = "" if meta is None else f'<meta charset="{meta}">'
+    body = html("Café", "<p>café <a href='/x'>x</a></p>", head).encode("utf-8")
+    response = HtmlResponse("http://127.0.0.1/", body=body, headers={"Content-Type": content_type})
+    decoded = CharsetMiddleware().process_response(Request(response.url), response)
+    assert (extract_page(decoded).title, extract_page(decoded).text) == ("Café", "café x")
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding", "guess"),
+    [
+        (JA_TEXT, "shift_jis", "cp932"),
+        (JA_TEXT, "euc_jp", "euc_jp"),
+        ("日本の鳥類 ツバメは渡り鳥です。", "shift_jis", "cp932"),
+        # Korean stays Korean, its rare syllables and the jamo of a laugh (EUC-JP's hiragana) too
+        ("서울은 대한민국의 수도이다. 똠방각하 햏자", "cp949", "cp949"),
+        ("정치, 경제, 문화의 중심지이다. ㅋㅋㅋ 진짜 재밌다", "euc_kr", "cp949"),
+        ("Москва столица России", "cp1251", "cp1251"),
+    ],
+)
+def test_a_page_that_declares_no_charset_is_japanese_only_when_it_reads_so(text, encoding, guess):
+    body = html("", f"<p>{text}</p>").encode(encoding)
+    response = HtmlResponse("http://127.0.0.1/", body=body, headers={"Content-Type": "text/html"})
+    decoded = CharsetMiddleware().process_response(Request(response.url), response)
+    assert decoded.encoding == guess
+    assert extract_page(decoded).text == text
+    declared = response.replace(headers={"Content-Type": "text/html; charset=cp949"})
+    assert CharsetMiddleware().process_response(Request(response.url), declared) is declared
 
 
 def test_every_skip_is_counted(default_crawl):
@@ -174,6 +272,29 @@ def test_a_page_whose_meta_refresh_leads_nowhere_is_kept(tmp_path):
     assert stored == ["/", "/js", "/port", "/reload", "/self", "/target"]  # /away is a redirect
     assert stat(log, "focused/skipped/bad_url") == 2
     assert stat(log, "focused/skipped/download_error") == 0
+
+
+# Refreshes browsers follow and w3lib misread: as one of the page to itself (the quotes of its
+# URL decoded before the attributes were split), or as none.
+REFRESHES_AS_BROWSERS = {
+    "/quoted": "0; url=&quot;/to-quoted&quot;",
+    "/bare": "0;/to-bare",
+    "/spaced": "0 ; URL = /to-spaced",
+}
+
+
+def test_a_meta_refresh_is_read_as_browsers_read_it(tmp_path):
+    def respond(method: str, path: str) -> Reply:
+        links = "".join(f'<a href="{link}">{link}</a>' for link in REFRESHES_AS_BROWSERS)
+        refresh = REFRESHES_AS_BROWSERS.get(path)
+        head = f'<meta http-equiv="refresh" content="{refresh}">' if refresh else ""
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}", head))
+
+    with Site(respond) as site:
+        crawl = crawl_site(tmp_path, site, {"RETRY_TIMES": 0})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    # each refreshing page is a redirect, to the page its refresh names
+    assert stored_paths(crawl, site) == ["/", "/to-bare", "/to-quoted", "/to-spaced"]
 
 
 BAD_LOCATIONS = {

@@ -105,6 +105,8 @@ TEXTS = {
                 *("亚飞", "飞往", "往南", "南方", "方的", "的湿", "湿地", "地过", "过冬"),
             ],
         ),
+        # bigrams of code points, the stop words พบ and มา dropped
+        ("th", "นกอพยพบินมา", ["นก", "กอ", "อพ", "พย", "ยพ", "บิ", "ิน", "นม"]),
         (
             "sk",
             "Každú jeseň odlietajú sťahovavé vtáky z Európy do Afriky.",
@@ -303,6 +305,55 @@ def test_query_without_diacritics_matches_with_a_lower_weight(language: str, pla
     assert model.score(fold(texts["on"].lower()), language).combined > 0.0
 
 
+# Query ("migratory birds", "birds"), a page on it and one on the stock market, in languages
+# written without spaces between words.
+UNSPACED = {
+    "th": (
+        "นกอพยพ",
+        "ทุกฤดูหนาว นกอพยพหลายล้านตัวบินจากไซบีเรียมายังพื้นที่ชุ่มน้ำในประเทศไทย",
+        "ตลาดหุ้นไทยวันนี้ปรับตัวลดลง หุ้นกลุ่มธนาคารและยานยนต์นำตลาดลง",
+    ),
+    "lo": (
+        "ນົກອົບພະຍົບ",
+        "ທຸກໆລະດູໜາວ ນົກອົບພະຍົບຫຼາຍລ້ານໂຕບິນມາຍັງເຂດດິນທາມໃນປະເທດລາວ",
+        "ຕະຫຼາດຫຼັກຊັບມື້ນີ້ຫຼຸດລົງ ທະນາຄານແລະບໍລິສັດລົດນໍາພາການຫຼຸດລົງ",
+    ),
+    "km": (
+        "បក្សីចំណាកស្រុក",
+        "រៀងរាល់រដូវរងា បក្សីចំណាកស្រុករាប់លានក្បាលហើរមកកាន់តំបន់ដីសើមនៃប្រទេសកម្ពុជា។",
+        "ផ្សារហ៊ុនកម្ពុជាថ្ងៃនេះធ្លាក់ចុះ ធនាគារនិងក្រុមហ៊ុនរថយន្តនាំមុខការធ្លាក់ចុះ។",
+    ),
+    "my": (
+        "ငှက်",
+        "ဆောင်းရာသီတိုင်း ငှက်များ သိန်းချီ မြန်မာနိုင်ငံ၏ စိုစွတ်သောဒေသများသို့ ပျံသန်းလာကြသည်။",
+        "ယနေ့ စတော့ဈေးကွက် ကျဆင်းခဲ့သည်။ ဘဏ်များနှင့် ကားကုမ္ပဏီများ ဦးဆောင်ကျဆင်းသည်။",
+    ),
+}
+
+
+@pytest.mark.parametrize("language", sorted(UNSPACED))
+def test_languages_written_without_spaces_are_cut_into_bigrams(language: str) -> None:
+    """Cut only at spaces, a Thai (Lao, Khmer, Myanmar) phrase was one token, which no query
+    matched: every page of these languages scored 0. Their runs are cut into bigrams, as CJK's."""
+    query, on, off = UNSPACED[language]
+    assert query_language(query) == language
+    assert set(tokenize(query, language)) <= set(tokenize(on, language))
+    model = RelevanceModel(query, language=language)
+    assert model.score(on, language).combined > max(0.1, model.score(off, language).combined)
+
+
+def test_korean_words_are_found_behind_their_particles_and_endings() -> None:
+    """Korean words take particles and endings ("철새가", "이동한다"): cut only at spaces, a
+    query's bare words matched none of them, and the page on the query scored 0."""
+    query = "철새 이동"  # "migratory birds", "migration"
+    on = "매년 가을 수많은 철새가 시베리아에서 남쪽의 습지로 이동한다. 두루미와 기러기가 찾아온다."
+    off = "오늘 주식 시장은 은행과 자동차 업종이 하락을 주도했다. 투자자들은 금리를 기다린다."
+    assert query_language(query) == "ko"
+    assert set(tokenize(query, "ko")) <= set(tokenize(on, "ko"))
+    model = RelevanceModel(query, language="ko")
+    assert model.score(on, "ko").combined > max(0.1, model.score(off, "ko").combined)
+
+
 def test_vietnamese_syllable_pairs_tell_words_apart() -> None:
     """'di cư' (migrate) is a word; 'di' and 'cư' apart are not it."""
     model = RelevanceModel("chim di cư", language="vi")
@@ -351,7 +402,14 @@ def test_detect_unsure_is_none() -> None:
 
 @pytest.mark.parametrize(
     ("tag", "code"),
-    [("fa-IR", "fa"), ("zh_Hant_TW", "zh"), (" VI ", "vi"), ("iw", "he"), ("", None), ("1x", None)],
+    [
+        *[("fa-IR", "fa"), ("zh_Hant_TW", "zh"), (" VI ", "vi"), ("iw", "he"), ("", None)],
+        ("1x", None),
+        # three-letter codes, as some sites write them, and the tags that name no language
+        *[("eng", "en"), ("fre-FR", "fr"), ("deu", "de"), ("und", None), ("zxx", None)],
+        # Tagalog's stop words are keyed tl, the code CLD2 gives it; Filipino is the same
+        *[("tl", "tl"), ("fil", "tl")],
+    ],
 )
 def test_language_code(tag: str, code: str | None) -> None:
     assert language_code(tag) == code
@@ -372,6 +430,21 @@ DE_BIRDS = (
     "Jedes Jahr im Herbst fliegen Millionen Zugvögel aus Nordeuropa nach Süden. Kraniche, Gänse "
     "und Störche rasten an den Seen und Feuchtgebieten, bevor sie weiter nach Afrika ziehen."
 )
+
+
+def test_a_page_declared_in_a_three_letter_code_is_tokenized_in_its_language() -> None:
+    """lang="eng" (or "und") made an English page a language of its own, with no stop words:
+    "the", "is" and "of" counted, and it scored 0.295 where the same page declared "en" scored
+    0.471."""
+    text = TEXTS["en"]["on"]
+    model = RelevanceModel(TEXTS["en"]["query"], language="en")
+    declared_en = model.score(text, page_language(["en"], text)).combined
+    for tag in ("eng", "und", "mul"):
+        language = page_language([tag], text)
+        assert language == "en", tag
+        assert model.score(text, language).combined == declared_en
+    tagalog = "Ang mga ibon ay lumilipad sa himpapawid at gumagawa ng pugad sa mga puno."
+    assert "ang" not in tokenize(tagalog, page_language(["fil"], tagalog))  # a stop word
 
 
 def test_page_language_does_not_believe_a_template_english_declaration() -> None:
@@ -445,6 +518,9 @@ def test_query_language_argument() -> None:
     assert query_language("chim di cu", "vi") == "vi"
     with pytest.raises(ConfigError, match="language='xx'"):
         parse_arguments({**base, "language": "xx"})
+    # tl, among the codes the refusal lists, was refused (taken for fil, which has no stop words)
+    assert parse_arguments({**base, "language": "tl"}).language == "tl"
+    assert parse_arguments({**base, "language": "fil"}).language == "tl"
     with pytest.raises(ConfigError, match="language="):
         parse_arguments({**base, "language": "farsi!"})
 

@@ -4,9 +4,10 @@ it uses them.
 Scrapy has no public hook for what they do (a request counted against its host's concurrency
 as its slot lets it go, and in a shared crawl given back crawl-wide as its download ends, a slot
 held for a crawl-wide delay or a Retry-After pause, the engine woken early, a malformed
-``<base href>`` ignored), so ``requirements.txt`` allows Scrapy 2.19.x
-only. A Scrapy upgrade starts here: each failure names what moved, where the behaviour tests
-would fail further from the cause, or pass while a politeness fix silently no longer runs.
+``<base href>`` ignored, an encoding declared told from one guessed, a meta refresh read as
+browsers read it), so ``requirements.txt`` allows Scrapy 2.19.x only. A Scrapy upgrade starts
+here: each failure names what moved, where the behaviour tests would fail further from the
+cause, or pass while a politeness fix silently no longer runs.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import inspect
 import scrapy
 from scrapy.core.downloader import Downloader, Slot
 from scrapy.core.engine import _Slot
+from scrapy.http import TextResponse
 from scrapy.utils.defer import _schedule_coro
-from scrapy.utils.response import _baseurl_cache
+from scrapy.utils.response import _baseurl_cache, _metaref_cache, get_meta_refresh
 
 
 def parameters(function) -> list[str]:
@@ -67,6 +69,25 @@ def test_the_engine_can_be_woken_and_a_base_url_overridden():
     # focused.jobdir reads whether the spider is closing already through the slot's closing.
     assert "self.closing" in inspect.getsource(_Slot.__init__)
     assert hasattr(_baseurl_cache, "__setitem__")
+    # focused.hygiene.MetaRefreshMiddleware gives Scrapy's its reading of a page's refresh
+    # through get_meta_refresh's cache, which get_meta_refresh reads before it parses.
+    response = TextResponse("http://127.0.0.1/", body=b"<meta http-equiv=refresh content=0>")
+    _metaref_cache[response] = (0.0, "http://127.0.0.1/next")
+    assert get_meta_refresh(response) == (0.0, "http://127.0.0.1/next")
+
+
+def test_a_responses_declared_encodings_are_what_focused_reads():
+    # focused.hygiene.CharsetMiddleware tells where a page's encoding comes from (the encoding
+    # given, the BOM's, the Content-Type's, the <meta>'s) through TextResponse's methods, to
+    # guess the encoding of a page that declares none in place of Scrapy (_auto_detect_fun),
+    # and to read a <meta> saying UTF-16 as UTF-8.
+    body = b'<meta charset="utf-16">'
+    response = TextResponse("http://127.0.0.1/", body=body, headers={"Content-Type": "text/html"})
+    assert response._encoding is None and response._bom_encoding() is None
+    assert response._headers_encoding() is None
+    assert response._body_declared_encoding() == "utf-16"
+    assert TextResponse("http://127.0.0.1/", body=b"\xef\xbb\xbf")._bom_encoding() == "utf-8"
+    assert parameters(TextResponse._auto_detect_fun) == ["self", "text"]
 
 
 def test_the_redirect_request_builder_focused_overrides():
