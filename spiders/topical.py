@@ -40,6 +40,7 @@ from focused.arguments import (
     allow_status_codes_as_numbers,
     check_store,
     dns_timeout_note,
+    lock_crawl,
     lock_jobdir,
     parse_arguments,
     remember_job,
@@ -85,6 +86,7 @@ class TopicalSpider(scrapy.Spider):
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)
+        lock_crawl(settings, config)  # after the store check: its folder exists then
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         return config
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from focused.arguments import check_settings, parse_arguments, remember_job
+from focused.arguments import check_settings, crawl_lock_offset, parse_arguments, remember_job
 from focused.errors import ConfigError, quoted
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
@@ -554,6 +554,28 @@ def test_a_jobdir_in_use_by_another_crawl_is_refused_in_one_line(tmp_path, site)
     )
     assert refused.pages() == []
     crawl = run_crawl(tmp_path, arguments, settings)  # the lock is free again
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(crawl.pages()) == 3
+
+
+def test_a_crawl_id_running_in_another_process_is_refused_in_one_line(tmp_path, site):
+    # Two Scrapyd jobs of one crawl id scheduled together both found no page stored under it
+    # and both crawled: every page fetched twice, each overwriting the other's. The other crawl
+    # here is this process holding the crawl's lock as a crawl does (lockf, gone with it).
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"CLOSESPIDER_PAGECOUNT": 3}
+    with open(tmp_path / "focused.sqlite3.lock", "w") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, crawl_lock_offset("twice"))
+        refused = run_crawl(tmp_path, arguments, settings, crawl_id="twice")
+        other = run_crawl(tmp_path, arguments, settings, crawl_id="other")  # its own byte
+    assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+    assert refused.result.stderr == (
+        "error: crawl twice is running in another process: let it end (Ctrl-C pauses it), or "
+        "give another crawl_id\n"
+    )
+    assert refused.pages() == []
+    assert other.result.returncode == 0, other.result.stderr[-3000:]
+    crawl = run_crawl(tmp_path, arguments, settings, crawl_id="twice")  # the lock is free again
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert len(crawl.pages()) == 3
 
