@@ -152,6 +152,7 @@ class CrawlConfig:
     render: str = "never"
     language: str | None = None  # the query's, when given; else told from the query
     strategy_note: str | None = None  # why a crawl that names no strategy runs this one
+    jobdir_note: str | None = None  # why its JOBDIR cannot be resumed: Scrapyd's, one per job
     # What orders its frontier (crawl_order), which a resumed JOBDIR crawl must be given alike
     order: dict[str, Any] = field(kw_only=True)
 
@@ -250,7 +251,23 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         render,
         language,
         strategy_note,
+        scrapyd_jobdir_note(settings, kwargs.get("_job")),
         order=order,
+    )
+
+
+def scrapyd_jobdir_note(settings: Any, job: Any) -> str | None:
+    """Why the JOBDIR cannot be resumed, when it is Scrapyd's (``jobs_dir`` in scrapyd.conf),
+    JOBS_DIR/PROJECT/topical/JOBID: Scrapyd puts it in place of the ``-d setting=JOBDIR=`` of
+    the schedule.json call, so cancelling the job and scheduling it again did not resume it,
+    and said nothing (or, with its crawl_id, that the crawl goes on only from its JOBDIR)."""
+    jobdir = settings.get("JOBDIR") if settings is not None else None
+    if not (jobdir and job) or Path(jobdir).parts[-2:] != ("topical", str(job)):
+        return None
+    return (
+        f"JOBDIR {quoted(str(jobdir))} is Scrapyd's, one per job (jobs_dir in scrapyd.conf, "
+        "which replaces a JOBDIR given with -d setting=): a job scheduled again gets another, "
+        "so it cannot resume this one; to pause and resume a crawl, leave jobs_dir unset"
     )
 
 
@@ -1381,6 +1398,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
         raise ConfigError(
             f"crawl {config.crawl_id} has pages in the store already: a crawl goes on only from "
             "its JOBDIR (or its shared frontier); give another crawl_id"
+            + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
 
 

@@ -97,8 +97,9 @@ class TopicalSpider(scrapy.Spider):
         for failures_logger in (retry.__name__, robotstxt.__name__):
             add_log_filter(failures_logger, ErrorsSaid)
         allow_status_codes_as_numbers(crawler.settings)
-        if config.strategy_note:
-            logger.warning(config.strategy_note)
+        for config_note in (config.strategy_note, config.jobdir_note):
+            if config_note:
+                logger.warning(config_note)
         for note in (dns_timeout_note(crawler.settings), unknown_settings_note(crawler.settings)):
             if note:
                 logger.warning(note)

@@ -580,6 +580,49 @@ def test_a_crawl_id_running_in_another_process_is_refused_in_one_line(tmp_path, 
     assert len(crawl.pages()) == 3
 
 
+def test_a_jobdir_of_scrapyd_s_own_says_it_cannot_be_resumed(tmp_path, site):
+    # Scrapyd's jobs_dir puts JOBS_DIR/PROJECT/topical/JOBID in place of the JOBDIR given to
+    # schedule.json: the job scheduled again got a new one and crawled anew, saying nothing,
+    # or was refused as "a crawl goes on only from its JOBDIR", the very one it was given.
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    jobs = tmp_path / "jobs" / "focused" / "topical"
+    note = (
+        "JOBDIR '{}' is Scrapyd's, one per job (jobs_dir in scrapyd.conf, which replaces a "
+        "JOBDIR given with -d setting=): a job scheduled again gets another, so it cannot "
+        "resume this one; to pause and resume a crawl, leave jobs_dir unset"
+    )
+    first = run_crawl(
+        tmp_path,
+        {**arguments, "_job": "first"},
+        {"JOBDIR": jobs / "first", "CLOSESPIDER_PAGECOUNT": 3},
+        crawl_id="birds",
+    )
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    warned = [line for line in first.result.stderr.splitlines() if "WARNING" in line]
+    assert warned[0].endswith(note.format(jobs / "first")), warned
+    again = run_crawl(
+        tmp_path,
+        {**arguments, "_job": "again"},
+        {"JOBDIR": jobs / "again", "CLOSESPIDER_PAGECOUNT": 6},
+        crawl_id="birds",
+    )
+    assert again.result.returncode == 2, again.result.stderr[-3000:]
+    assert again.result.stderr == (
+        "error: crawl birds has pages in the store already: a crawl goes on only from its "
+        "JOBDIR (or its shared frontier); give another crawl_id "
+        f"({note.format(jobs / 'again')})\n"
+    )
+    # A JOBDIR of one's own, in a folder named like the job, is not Scrapyd's.
+    own = run_crawl(
+        tmp_path,
+        {**arguments, "_job": "first"},
+        {"JOBDIR": tmp_path / "first", "CLOSESPIDER_PAGECOUNT": 3},
+        crawl_id="own",
+    )
+    assert own.result.returncode == 0, own.result.stderr[-3000:]
+    assert "Scrapyd's" not in own.result.stderr
+
+
 def test_seeds_lost_without_an_error_of_scrapy_s_are_named_with_why(tmp_path):
     # Each of these ended a crawl as "finished" with nothing stored and exit 0 (a seed that is no
     # page, a redirect dropped before it is sent), or named it with an empty reason.
