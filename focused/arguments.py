@@ -42,7 +42,7 @@ from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
-from focused.setting_names import check_setting_names, given_on_command_line
+from focused.setting_names import check_setting_names, given_on_command_line, known_setting_names
 from focused.storage import DEFAULT_SQLITE_PATH
 from focused.strategies import STRATEGIES, strategy_class
 from focused.text import tokenize
@@ -203,6 +203,14 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         )
     spec = strategy_class(strategy).params
     unknown = sorted(set(args) - set(GENERAL_ARGUMENTS) - set(spec))
+    if unknown and unknown[0] in known_setting_names():
+        # -d JOBDIR=... in a schedule.json call, where Scrapyd wants -d setting=JOBDIR=...: the
+        # list of valid arguments did not say why a setting everyone knows was refused.
+        name = unknown[0]
+        raise ConfigError(
+            f"{name} is a setting, not a spider argument: give it as -s {name}=VALUE "
+            f"(to Scrapyd's schedule.json, -d setting={name}=VALUE)"
+        )
     if unknown:
         valid = ", ".join([*GENERAL_ARGUMENTS, *spec])
         raise ConfigError(

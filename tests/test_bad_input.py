@@ -66,6 +66,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         ({**GOOD, "strategy": "dfs", "max_depth": "-1"}, {}, "max_depth=-1 is below its minimum 0"),
         ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
+        # Scrapyd's -d JOBDIR=... for -d setting=JOBDIR=...: a setting given as an argument.
+        (
+            {**GOOD, "JOBDIR": "jobs/birds"},
+            {},
+            "JOBDIR is a setting, not a spider argument: give it as -s JOBDIR=VALUE (to "
+            "Scrapyd's schedule.json, -d setting=JOBDIR=VALUE)",
+        ),
         (GOOD, {"RELEVANCE_NUM_TOPICS": "1" + "0" * 400}, "RELEVANCE_NUM_TOPICS=1000"),
         (
             GOOD,
