@@ -42,7 +42,7 @@ from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
 from focused.report import describe_params
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
-from focused.setting_names import check_setting_names, given_on_command_line
+from focused.setting_names import check_setting_names, given_on_command_line, known_setting_names
 from focused.storage import DEFAULT_SQLITE_PATH
 from focused.strategies import STRATEGIES, strategy_class
 from focused.text import tokenize
@@ -152,6 +152,7 @@ class CrawlConfig:
     render: str = "never"
     language: str | None = None  # the query's, when given; else told from the query
     strategy_note: str | None = None  # why a crawl that names no strategy runs this one
+    jobdir_note: str | None = None  # why its JOBDIR cannot be resumed: Scrapyd's, one per job
     # What orders its frontier (crawl_order), which a resumed JOBDIR crawl must be given alike
     order: dict[str, Any] = field(kw_only=True)
 
@@ -202,6 +203,14 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         )
     spec = strategy_class(strategy).params
     unknown = sorted(set(args) - set(GENERAL_ARGUMENTS) - set(spec))
+    if unknown and unknown[0] in known_setting_names():
+        # -d JOBDIR=... in a schedule.json call, where Scrapyd wants -d setting=JOBDIR=...: the
+        # list of valid arguments did not say why a setting everyone knows was refused.
+        name = unknown[0]
+        raise ConfigError(
+            f"{name} is a setting, not a spider argument: give it as -s {name}=VALUE "
+            f"(to Scrapyd's schedule.json, -d setting={name}=VALUE)"
+        )
     if unknown:
         valid = ", ".join([*GENERAL_ARGUMENTS, *spec])
         raise ConfigError(
@@ -248,7 +257,23 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         render,
         language,
         strategy_note,
+        scrapyd_jobdir_note(settings, kwargs.get("_job")),
         order=order,
+    )
+
+
+def scrapyd_jobdir_note(settings: Any, job: Any) -> str | None:
+    """Why the JOBDIR cannot be resumed, when it is Scrapyd's (``jobs_dir`` in scrapyd.conf),
+    JOBS_DIR/PROJECT/topical/JOBID: Scrapyd puts it in place of the ``-d setting=JOBDIR=`` of
+    the schedule.json call, so cancelling the job and scheduling it again did not resume it,
+    and said nothing (or, with its crawl_id, that the crawl goes on only from its JOBDIR)."""
+    jobdir = settings.get("JOBDIR") if settings is not None else None
+    if not (jobdir and job) or Path(jobdir).parts[-2:] != ("topical", str(job)):
+        return None
+    return (
+        f"JOBDIR {quoted(str(jobdir))} is Scrapyd's, one per job (jobs_dir in scrapyd.conf, "
+        "which replaces a JOBDIR given with -d setting=): a job scheduled again gets another, "
+        "so it cannot resume this one; to pause and resume a crawl, leave jobs_dir unset"
     )
 
 
@@ -958,6 +983,51 @@ def lock_jobdir(settings: Any) -> None:
     _held_jobdir_locks[held] = descriptor
 
 
+# The lock of the crawls of an SQLite store (lock_crawl), beside it; the descriptor this
+# process holds for each such file (one: closing any descriptor of a file drops all of this
+# process's POSIX locks on it).
+CRAWL_LOCK_SUFFIX = ".lock"
+_held_crawl_locks: dict[str, int] = {}
+
+
+def crawl_lock_offset(crawl_id: str) -> int:
+    """The byte of the store's lock file that stands for the crawl id."""
+    return int.from_bytes(hashlib.sha256(crawl_id.encode()).digest()[:6], "big")
+
+
+def lock_crawl(settings: Any, config: CrawlConfig) -> None:
+    """One process at a time runs a crawl id into an SQLite store. ``check_store`` refuses a
+    run under the id of a crawl with pages stored, but two runs started together (a Scrapyd
+    job scheduled twice) both found none, and both crawled: every page fetched twice, each
+    run's pages overwriting the other's. The lock is the kernel's (a POSIX lock on one byte of
+    ``FOCUSED_DB.lock``, at an offset hashed from the crawl id), so it goes with the process
+    that held it, ``kill -9`` included. Held until this process ends. The processes of a
+    shared frontier run one crawl id by design; a MongoDB server is no file to lock."""
+    if settings.get("FOCUSED_FRONTIER") or settings.get("MONGO_URI"):
+        return
+    path = str(Path(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH).resolve())
+    path += CRAWL_LOCK_SUFFIX
+    descriptor = _held_crawl_locks.get(path)
+    if descriptor is None:
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot lock crawl {config.crawl_id}: {path}: {exc.strerror}"
+            ) from None
+        _held_crawl_locks[path] = descriptor
+    offset = crawl_lock_offset(config.crawl_id)
+    try:
+        # A lock this process holds already is taken again: a POSIX lock never conflicts
+        # with its own process.
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+    except OSError:
+        raise ConfigError(
+            f"crawl {config.crawl_id} is running in another process: let it end (Ctrl-C "
+            "pauses it), or give another crawl_id"
+        ) from None
+
+
 def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:
     because = f" ({reason})" if reason else ""
     return ConfigError(
@@ -1332,6 +1402,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
         raise ConfigError(
             f"crawl {config.crawl_id} has pages in the store already: a crawl goes on only from "
             "its JOBDIR (or its shared frontier); give another crawl_id"
+            + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
 
 

@@ -40,6 +40,7 @@ from focused.arguments import (
     allow_status_codes_as_numbers,
     check_store,
     dns_timeout_note,
+    lock_crawl,
     lock_jobdir,
     parse_arguments,
     remember_job,
@@ -85,6 +86,7 @@ class TopicalSpider(scrapy.Spider):
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)
+        lock_crawl(settings, config)  # after the store check: its folder exists then
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         return config
 
@@ -95,8 +97,9 @@ class TopicalSpider(scrapy.Spider):
         for failures_logger in (retry.__name__, robotstxt.__name__):
             add_log_filter(failures_logger, ErrorsSaid)
         allow_status_codes_as_numbers(crawler.settings)
-        if config.strategy_note:
-            logger.warning(config.strategy_note)
+        for config_note in (config.strategy_note, config.jobdir_note):
+            if config_note:
+                logger.warning(config_note)
         for note in (dns_timeout_note(crawler.settings), unknown_settings_note(crawler.settings)):
             if note:
                 logger.warning(note)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from focused.arguments import check_settings, parse_arguments, remember_job
+from focused.arguments import check_settings, crawl_lock_offset, parse_arguments, remember_job
 from focused.errors import ConfigError, quoted
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
@@ -66,6 +66,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         ({**GOOD, "strategy": "dfs", "max_depth": "-1"}, {}, "max_depth=-1 is below its minimum 0"),
         ({**GOOD, "beam_width": "3"}, {}, "unknown argument 'beam_width'"),
+        # Scrapyd's -d JOBDIR=... for -d setting=JOBDIR=...: a setting given as an argument.
+        (
+            {**GOOD, "JOBDIR": "jobs/birds"},
+            {},
+            "JOBDIR is a setting, not a spider argument: give it as -s JOBDIR=VALUE (to "
+            "Scrapyd's schedule.json, -d setting=JOBDIR=VALUE)",
+        ),
         (GOOD, {"RELEVANCE_NUM_TOPICS": "1" + "0" * 400}, "RELEVANCE_NUM_TOPICS=1000"),
         (
             GOOD,
@@ -534,6 +541,71 @@ def test_a_jobdir_in_use_by_another_crawl_is_refused_in_one_line(tmp_path, site)
     crawl = run_crawl(tmp_path, arguments, settings)  # the lock is free again
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert len(crawl.pages()) == 3
+
+
+def test_a_crawl_id_running_in_another_process_is_refused_in_one_line(tmp_path, site):
+    # Two Scrapyd jobs of one crawl id scheduled together both found no page stored under it
+    # and both crawled: every page fetched twice, each overwriting the other's. The other crawl
+    # here is this process holding the crawl's lock as a crawl does (lockf, gone with it).
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"CLOSESPIDER_PAGECOUNT": 3}
+    with open(tmp_path / "focused.sqlite3.lock", "w") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, crawl_lock_offset("twice"))
+        refused = run_crawl(tmp_path, arguments, settings, crawl_id="twice")
+        other = run_crawl(tmp_path, arguments, settings, crawl_id="other")  # its own byte
+    assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+    assert refused.result.stderr == (
+        "error: crawl twice is running in another process: let it end (Ctrl-C pauses it), or "
+        "give another crawl_id\n"
+    )
+    assert refused.pages() == []
+    assert other.result.returncode == 0, other.result.stderr[-3000:]
+    crawl = run_crawl(tmp_path, arguments, settings, crawl_id="twice")  # the lock is free again
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(crawl.pages()) == 3
+
+
+def test_a_jobdir_of_scrapyd_s_own_says_it_cannot_be_resumed(tmp_path, site):
+    # Scrapyd's jobs_dir puts JOBS_DIR/PROJECT/topical/JOBID in place of the JOBDIR given to
+    # schedule.json: the job scheduled again got a new one and crawled anew, saying nothing,
+    # or was refused as "a crawl goes on only from its JOBDIR", the very one it was given.
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    jobs = tmp_path / "jobs" / "focused" / "topical"
+    note = (
+        "JOBDIR '{}' is Scrapyd's, one per job (jobs_dir in scrapyd.conf, which replaces a "
+        "JOBDIR given with -d setting=): a job scheduled again gets another, so it cannot "
+        "resume this one; to pause and resume a crawl, leave jobs_dir unset"
+    )
+    first = run_crawl(
+        tmp_path,
+        {**arguments, "_job": "first"},
+        {"JOBDIR": jobs / "first", "CLOSESPIDER_PAGECOUNT": 3},
+        crawl_id="birds",
+    )
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    warned = [line for line in first.result.stderr.splitlines() if "WARNING" in line]
+    assert warned[0].endswith(note.format(jobs / "first")), warned
+    again = run_crawl(
+        tmp_path,
+        {**arguments, "_job": "again"},
+        {"JOBDIR": jobs / "again", "CLOSESPIDER_PAGECOUNT": 6},
+        crawl_id="birds",
+    )
+    assert again.result.returncode == 2, again.result.stderr[-3000:]
+    assert again.result.stderr == (
+        "error: crawl birds has pages in the store already: a crawl goes on only from its "
+        "JOBDIR (or its shared frontier); give another crawl_id "
+        f"({note.format(jobs / 'again')})\n"
+    )
+    # A JOBDIR of one's own, in a folder named like the job, is not Scrapyd's.
+    own = run_crawl(
+        tmp_path,
+        {**arguments, "_job": "first"},
+        {"JOBDIR": tmp_path / "first", "CLOSESPIDER_PAGECOUNT": 3},
+        crawl_id="own",
+    )
+    assert own.result.returncode == 0, own.result.stderr[-3000:]
+    assert "Scrapyd's" not in own.result.stderr
 
 
 def test_seeds_lost_without_an_error_of_scrapy_s_are_named_with_why(tmp_path):
