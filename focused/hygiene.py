@@ -270,7 +270,9 @@ class CharsetMiddleware:
       Scrapy decoded the page as UTF-16, and stored a page of CJK-looking garbage with no title
       and no link;
     - a page whose Content-Type or ``<meta>`` names a codec that decodes no page
-      (``decodes_pages``: ``charset=base64``): that declaration is ignored.
+      (``decodes_pages``: ``charset=base64``): that declaration is ignored;
+    - a page whose Content-Type says UTF-16 or UTF-32 with no byte order, and that has no BOM:
+      as little-endian, as browsers read it.
     """
 
     def process_response(self, request: Request, response: Response) -> Response:
@@ -284,6 +286,10 @@ def _encoding_in_place_of_scrapys(response: TextResponse) -> str | None:
     if response._encoding or response._bom_encoding():
         return None  # the encoding given, the BOM's: taken as they are
     header = response._headers_encoding()
+    if header in ("utf-16", "utf-32"):
+        # No byte order, and no BOM to tell it: browsers read the label as little-endian, as
+        # Windows writes it; Scrapy read big-endian, and stored a page of CJK-looking garbage.
+        return f"{header}-le"
     if header is not None and decodes_pages(header):
         return None  # the Content-Type's: taken as it is
     in_body = response._body_declared_encoding()

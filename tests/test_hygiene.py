@@ -169,6 +169,24 @@ def test_a_charset_of_a_codec_that_decodes_no_page_is_ignored(header, meta):
 
 
 @pytest.mark.parametrize(
+    ("label", "encoding", "byte_order_marked"),
+    [
+        ("utf-16", "utf-16-le", False),  # Scrapy read big-endian: CJK-looking garbage
+        ("UTF-32", "utf-32-le", False),
+        ("utf-16be", "utf-16-be", False),  # a byte order given is taken
+        ("utf-16", "utf-16", True),  # the BOM tells it
+    ],
+)
+def test_utf_16_without_a_byte_order_is_little_endian(label, encoding, byte_order_marked):
+    body = html("Café", "<p>café birds</p>").encode(encoding)
+    headers = {"Content-Type": f"text/html; charset={label}"}
+    response = HtmlResponse("http://127.0.0.1/", body=body, headers=headers)
+    decoded = CharsetMiddleware().process_response(Request(response.url), response)
+    assert (extract_page(decoded).title, extract_page(decoded).text) == ("Café", "café birds")
+    assert body.startswith((b"\xff\xfe", b"\xfe\xff")) is byte_order_marked
+
+
+@pytest.mark.parametrize(
     ("text", "encoding", "guess"),
     [
         (JA_TEXT, "shift_jis", "cp932"),
