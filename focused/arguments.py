@@ -1364,7 +1364,11 @@ def _check_shared_frontier(
         raise ConfigError("FOCUSED_FRONTIER and JOBDIR exclude each other: Redis keeps the crawl")
     from focused.distributed import check_frontier  # imports redis: only when asked for
 
-    check_frontier(str(url), args["crawl_id"].strip(), order)
+    budget, timeout = (
+        settings.getint("CLOSESPIDER_PAGECOUNT"),
+        settings.getfloat("FOCUSED_WORKER_TIMEOUT"),
+    )
+    check_frontier(str(url), args["crawl_id"].strip(), order, budget, timeout)
 
 
 def check_store(settings: Any, config: CrawlConfig) -> None:

@@ -95,13 +95,17 @@ def connect(url: str) -> redis.Redis:
     )
 
 
-def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
+def check_frontier(
+    url: str, crawl_id: str, order: Mapping[str, Any], budget: int, timeout: float
+) -> None:
     """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer
     or cannot hold a crawl (``_unfit``), or the crawl ``crawl_id`` on it orders its frontier
     otherwise than this process would: another strategy, other parameters or another topic.
     The first process records its order; every process of a shared crawl must score alike, or
-    the frontier mixes orders. A crawl whose keys are there without its order lost them (Redis
-    restarted without its data while a process ran, which wrote some again) and is refused."""
+    the frontier mixes orders. Its page budget (``budget``) must be the one the live processes
+    run with (``_check_same_budget``; ``timeout``: FOCUSED_WORKER_TIMEOUT). A crawl whose keys
+    are there without its order lost them (Redis restarted without its data while a process
+    ran, which wrote some again) and is refused."""
     shown = redact_uri(url)  # a redis:// URL may hold a password
     scheme, _, rest = url.partition("://")
     if scheme not in REDIS_SCHEMES:
@@ -135,9 +139,14 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
             "(restarted without its data, or flushed, while a process ran), which cannot go on; "
             "give another crawl_id"
         )
-    if recorded.decode() == described:
-        return
-    theirs = as_saved_now(json.loads(recorded), order)
+    if recorded.decode() != described:
+        _check_same_order(crawl_id, shown, as_saved_now(json.loads(recorded), order), order)
+    _check_same_budget(url, crawl_id, budget, timeout)
+
+
+def _check_same_order(
+    crawl_id: str, shown: str, theirs: Mapping[str, Any], order: Mapping[str, Any]
+) -> None:
     if theirs == order:
         return
     if theirs["topic"] != order["topic"]:
@@ -153,6 +162,29 @@ def check_frontier(url: str, crawl_id: str, order: Mapping[str, Any]) -> None:
         f"crawl {crawl_id} on {shown} runs {difference}: give every process of a shared crawl "
         "the same strategy, parameters and query, or another crawl_id"
     )
+
+
+def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> None:
+    """Record this process's page budget as the crawl's, unless a live process of the crawl
+    runs another: the budget is counted in each process's pops from Redis, so a process with a
+    larger one, or none, took the crawl past the budget the others keep. Once none is alive
+    (their heartbeats older than ``timeout``), a new budget is the crawl's: a finished crawl
+    goes on to a larger one, as a JOBDIR crawl does."""
+    keys = (crawl_prefix(crawl_id) + "budget", crawl_prefix(crawl_id) + "workers")
+    try:
+        client = connect(url)
+        theirs = client.eval(RECORD_BUDGET, len(keys), *keys, budget, timeout)
+        client.close()
+    except (redis.RedisError, ValueError) as exc:
+        raise ConfigError(
+            f"cannot reach the Redis frontier at {cut(redact_uri(url))}: {one_line(exc)}"
+        ) from None
+    if theirs is not None:
+        described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
+        raise ConfigError(
+            f"crawl {crawl_id} runs with CLOSESPIDER_PAGECOUNT={int(theirs)} in other processes, "
+            f"this one with {described}: give every process of a shared crawl the same budget"
+        )
 
 
 def frontier_holds(url: str, crawl_id: str) -> bool:
@@ -620,6 +652,22 @@ if recorded then return recorded end
 if redis.call('EXISTS', KEYS[2]) == 1 then return false end
 redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
+"""
+
+# This process's page budget recorded as the crawl's, unless a live process (its heartbeat at
+# most ARGV[2] seconds old) runs with another: that one is returned. KEYS: budget, workers.
+# ARGV: budget, timeout.
+RECORD_BUDGET = """
+local recorded = redis.call('GET', KEYS[1])
+if recorded and recorded ~= ARGV[1] then
+  local now = tonumber(redis.call('TIME')[1])
+  local beats = redis.call('HGETALL', KEYS[2])
+  for i = 2, #beats, 2 do
+    if now - tonumber(beats[i]) <= tonumber(ARGV[2]) then return recorded end
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return false
 """
 
 # Take a slot of a hash field unless it is full, in one step. KEYS: the hash. ARGV: field, limit.

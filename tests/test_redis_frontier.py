@@ -1720,3 +1720,36 @@ def test_a_process_joining_after_the_relevant_budget_fetches_nothing(tmp_path, s
     assert late.result.returncode == 0, late.result.stderr[-3000:]
     assert "Closing spider (closespider_relevant): 4 relevant pages" in late.result.stderr
     assert len(site.fetched) == served
+
+
+def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
+    tmp_path, site, redis_server
+):
+    # The budget is counted in each process's pops: one with a larger budget, or none, took the
+    # crawl past the budget the others kept.
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 4}
+    first = run_crawl(tmp_path, arguments(site), settings, crawl_id="budgets")
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    # None of the crawl's processes alive: a larger budget is the crawl's from now on.
+    more = run_crawl(
+        tmp_path, arguments(site), {**settings, "CLOSESPIDER_PAGECOUNT": 8}, crawl_id="budgets"
+    )
+    assert more.result.returncode == 0, more.result.stderr[-3000:]
+    assert len(more.pages()) == 8
+    # A process of the crawl alive (its heartbeat now), with that budget:
+    client = redis.Redis.from_url(redis_server.url)
+    client.hset("focused:budgets:workers", "elsewhere:1:abc", client.time()[0])
+    served = len(site.fetched)
+    for budget, described in ((12, "a page budget of 12"), (0, "no page budget")):
+        other = run_crawl(
+            tmp_path,
+            arguments(site),
+            {**settings, "CLOSESPIDER_PAGECOUNT": budget},
+            crawl_id="budgets",
+        )
+        assert other.result.returncode == 2, other.result.stderr[-3000:]
+        assert other.result.stderr == (
+            "error: crawl budgets runs with CLOSESPIDER_PAGECOUNT=8 in other processes, this one "
+            f"with {described}: give every process of a shared crawl the same budget\n"
+        )
+    assert len(site.fetched) == served
