@@ -118,19 +118,14 @@ def check_frontier(
             "number (redis://host:6379/0)"
         )
     described = json.dumps(order, sort_keys=True)
-    try:
-        client = connect(url)
+    keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
+
+    def record_order(client: redis.Redis) -> tuple[str | None, bytes | None]:
         unfit = _unfit(client)
-        keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
         # A server refused records nothing.
-        recorded = None if unfit else client.eval(RECORD_ORDER, len(keys), *keys, described)
-        client.close()
-    except (redis.RedisError, ValueError) as exc:
-        why = one_line(exc)
-        if isinstance(exc, redis.AuthenticationError) and not _gives_password(url):
-            # redis-py's words for it name its HELLO handshake, not the password missing.
-            why = "it asks for a password: give it in the URL (redis://:PASSWORD@host:6379/0)"
-        raise ConfigError(f"cannot reach the Redis frontier at {cut(shown)}: {why}") from None
+        return unfit, None if unfit else client.eval(RECORD_ORDER, len(keys), *keys, described)
+
+    unfit, recorded = _asked(url, record_order)
     if unfit:
         raise ConfigError(f"the Redis frontier at {cut(shown)} {unfit}")
     if recorded is None:
@@ -171,14 +166,8 @@ def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> 
     (their heartbeats older than ``timeout``), a new budget is the crawl's: a finished crawl
     goes on to a larger one, as a JOBDIR crawl does."""
     keys = (crawl_prefix(crawl_id) + "budget", crawl_prefix(crawl_id) + "workers")
-    try:
-        client = connect(url)
-        theirs = client.eval(RECORD_BUDGET, len(keys), *keys, budget, timeout)
-        client.close()
-    except (redis.RedisError, ValueError) as exc:
-        raise ConfigError(
-            f"cannot reach the Redis frontier at {cut(redact_uri(url))}: {one_line(exc)}"
-        ) from None
+    args = (RECORD_BUDGET, len(keys), *keys, budget, timeout)
+    theirs = _asked(url, lambda client: client.eval(*args))
     if theirs is not None:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         raise ConfigError(
@@ -191,15 +180,26 @@ def frontier_holds(url: str, crawl_id: str) -> bool:
     """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``: its seen set, which the
     crawl's seeds start and nothing empties (its order, ``check_frontier`` records before a
     process starts, even one refused). ConfigError (one line) if Redis does not answer."""
+    return bool(_asked(url, lambda client: client.exists(crawl_prefix(crawl_id) + "seen")))
+
+
+def _asked(url: str, ask: Callable[[redis.Redis], _T]) -> _T:
+    """What ``ask`` gets from the Redis at ``url``, on a connection of its own for the start-up
+    checks; ConfigError (one line) if Redis does not answer."""
     try:
         client = connect(url)
-        held = client.exists(crawl_prefix(crawl_id) + "seen")
-        client.close()
+        try:
+            return ask(client)
+        finally:
+            client.close()
     except (redis.RedisError, ValueError) as exc:
+        why = one_line(exc)
+        if isinstance(exc, redis.AuthenticationError) and not _gives_password(url):
+            # redis-py's words for it name its HELLO handshake, not the password missing.
+            why = "it asks for a password: give it in the URL (redis://:PASSWORD@host:6379/0)"
         raise ConfigError(
-            f"cannot reach the Redis frontier at {cut(redact_uri(url))}: {one_line(exc)}"
+            f"cannot reach the Redis frontier at {cut(redact_uri(url))}: {why}"
         ) from None
-    return bool(held)
 
 
 def _gives_password(url: str) -> bool:

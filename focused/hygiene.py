@@ -322,7 +322,9 @@ def guess_encoding(body: bytes) -> str | None:
             return resolve_encoding(encoding)
     for encoding in JAPANESE_ENCODINGS:
         text = _decoded(body, encoding)
-        if text is not None and _reads_as_japanese(text) and not _reads_as_korean(body):
+        if text is not None and _reads_as_japanese(text):
+            if _reads_as_korean(body):  # whichever Japanese encoding read it
+                break
             return encoding
     best = from_bytes(body).best()
     return resolve_encoding(best.encoding) if best else None
