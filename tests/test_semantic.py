@@ -652,7 +652,8 @@ def test_an_anchor_of_one_word_is_not_encoded_again(encode) -> None:
 
 
 def test_the_crawl_encodes_the_model_probe_once_at_start_up(tmp_path, encode, monkeypatch):
-    # The store and the word table both name their files by the probe's vector.
+    # The store and the word table both name their files by the probe's vector. The table is
+    # the install's (built once, 20 s, by whichever test or crawl needs it first).
     sent: list[str] = []
 
     def counting(texts):
@@ -660,7 +661,7 @@ def test_the_crawl_encodes_the_model_probe_once_at_start_up(tmp_path, encode, mo
         return encode(texts)
 
     monkeypatch.setattr(encoder, "load_model", lambda export_dir: counting)
-    settings = Settings({"ENCODER_STORE_DIR": tmp_path, "ENCODER_EXPORT_DIR": tmp_path})
+    settings = Settings({"ENCODER_STORE_DIR": tmp_path})
     link_encoder = open_link_encoder(BIRD_QUERY, "en", settings)
     link_encoder.close()
     assert {"vectors_to_store", "words_encoded"} <= set(link_encoder.counts())  # store, table
