@@ -12,6 +12,10 @@ attribute: an area's ``alt`` (else ``title``), a frame's ``title`` (else its ``n
 says what the frame holds, "menu", "main"), an iframe's ``title``. A link's context is the text
 around where it sits, whether or not it has text of its own. An iframe's and a ``<noframes>``'s
 content is fallback markup (raw text to libxml2, as to browsers), never page text or links.
+A ``<noscript>``'s links are followed, as navigation's are (no text, no context), unless the page
+was rendered: what a browser without scripts shows, and a fetch runs no script. Sites put their
+pagination and menus there for crawlers and users without JavaScript; a browser with scripts
+shows none of it, so a rendered page's ``<noscript>`` is hidden like a script.
 ``rel="nofollow"`` (of an ``<a>`` or ``<area>``) stops no link, as in Scrapy's LinkExtractor:
 it asks search engines not to credit the target, not to leave it unvisited.
 
@@ -49,9 +53,7 @@ if TYPE_CHECKING:
 
     from scrapy.http import TextResponse
 
-INVISIBLE = frozenset(
-    {"script", "style", "noscript", "template", "svg", "head", "iframe", "noframes"}
-)
+INVISIBLE = frozenset({"script", "style", "template", "svg", "head", "iframe", "noframes"})
 BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
 # Elements a browser lays out as blocks (the HTML standard's rendering rules): their text is
 # not run together with the text around them ("<details><summary>Q</summary>A" is "Q", "A").
@@ -83,7 +85,10 @@ KINDS: dict[object, int] = {
     **dict.fromkeys(BLOCKS, BLOCK),
     **dict.fromkeys(LINK_TAGS, LINK),
     "iframe": HIDDEN | LINK,  # its src is a link; what it holds is fallback markup
+    "noscript": BOILERPLATE_KIND,  # inline: "a<noscript>..</noscript>b" reads "ab"
 }
+# A rendered page is what a browser with scripts shows: nothing of its <noscript>.
+RENDERED_KINDS = {**KINDS, "noscript": HIDDEN}
 NUL = "\0"
 # A soft hyphen (&shy;) marks where a browser may break a long word, and shows only there: kept,
 # it cut "Donau&shy;dampf&shy;schiff" into three words for the tokenizer and the encoder.
@@ -155,8 +160,9 @@ def extract_page(
     # URL, element, first and end piece (None: no context, the link is not in the page's text)
     raw_links: list[tuple[str, Any, int, int | None]] = []
     # A frameset page has a <frameset> where others have their <body>.
+    kinds = RENDERED_KINDS if _rendered(response) else KINDS
     for part in response.selector.root.iterchildren("body", "frameset"):
-        _walk(part, pieces, raw_links)
+        _walk(part, pieces, raw_links, kinds)
     # Whitespace runs collapse within each text node, not across nodes (so a link's context
     # window is cut from the same text as before): the nodes are joined with NUL, which libxml2
     # never leaves in a text node (its strings end at NUL), so that one split() and join() in C
@@ -260,6 +266,11 @@ def _anchor(element: Any) -> str:
     return ""
 
 
+def _rendered(response: TextResponse) -> bool:
+    request = response.request  # None for a response made by hand
+    return request is not None and bool(request.meta.get("playwright"))
+
+
 def _without_soft_hyphens(text: str) -> str:
     return text.replace(SOFT_HYPHEN, "")
 
@@ -296,7 +307,7 @@ def _squeeze(text: str) -> str:
 _ENTER, _TAIL, _LEAVE = 0, 1, 2
 
 
-def _walk(root: Any, pieces: list[str], links: list[Any]) -> None:
+def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, int]) -> None:
     """Append the visible text nodes under ``root`` to ``pieces`` in document order, and its
     links to ``links`` (a link after the links inside it) with the span of pieces they cover
     (no end when it is not in the page's text: in navigation boilerplate).
@@ -316,7 +327,7 @@ def _walk(root: Any, pieces: list[str], links: list[Any]) -> None:
             if tail:
                 pieces.append(tail)
             continue
-        kind = KINDS.get(element.tag, 0)
+        kind = kinds.get(element.tag, 0)
         if action == _LEAVE:
             if kind & LINK:
                 url = element.get(LINK_TAGS[element.tag][0])

@@ -581,3 +581,22 @@ def test_a_crawl_gets_past_a_frameset_page(tmp_path):
     assert stored["/menu"]["anchor"] == "menu"
     assert stored["/main"]["anchor"] == "Bird nests"
     assert stored["/colony"]["anchor"] == "nesting colony"
+
+
+def test_a_noscript_s_links_are_followed_unless_the_page_was_rendered():
+    """A fetch runs no script, so a page's <noscript> is what it shows: sites put pagination and
+    menus there for crawlers. Its links were lost. A browser running scripts shows none of it."""
+    body = (
+        "<html><head><noscript><link rel='stylesheet' href='/nojs.css'></noscript></head><body>"
+        "<p>Seabirds <noscript><a href='/page2'>Next page</a> Enable JavaScript</noscript>"
+        "nest on islands.</p></body></html>"
+    )
+    url = "http://127.0.0.1/wiki/Albatross"
+    fetched = extract_page(HtmlResponse(url, body=body, encoding="utf-8", request=Request(url)))
+    assert [(link.url, link.anchor, link.context) for link in fetched.links] == [
+        ("http://127.0.0.1/page2", "Next page", "")  # no context: not in the page's text
+    ]
+    assert fetched.text == "Seabirds nest on islands."
+    rendered = Request(url, meta={"playwright": True})
+    shown = extract_page(HtmlResponse(url, body=body, encoding="utf-8", request=rendered))
+    assert shown.links == [] and shown.text == fetched.text
