@@ -3,8 +3,9 @@
 The rules follow the crawler literature (Pant, Srinivasan & Menczer, "Crawling the Web", 2004,
 and the graph-traversal thesis, IJCA 106(11), 2014): lowercase the scheme and host, drop the
 fragment and the default port, one spelling of percent-encoding (``%7e`` is ``~``), resolve
-``.`` and ``..``, drop ``index.html``, plus two of ours for the real web: sort the query
-parameters and drop tracking and session parameters (``CANONICAL_DROP_PARAMS``).
+``.`` and ``..``, drop ``index.html``, plus three of ours for the real web: sort the query
+parameters, drop tracking and session parameters (``CANONICAL_DROP_PARAMS``), and drop a host
+name's closing dot, as Nutch's BasicURLNormalizer does.
 
 Each rule is a function of ``SplitResult -> SplitResult`` so that it can be tested alone;
 ``canonicalize`` applies them all. ``CanonicalRequestFingerprinter``
@@ -60,6 +61,17 @@ def drop_userinfo(parts: SplitResult) -> SplitResult:
 
 def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:
     return parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower())
+
+
+def drop_trailing_dot(parts: SplitResult) -> SplitResult:
+    """``example.com.`` is ``example.com`` to DNS, and its server's page the same: a link
+    spelled with the root's dot made a second copy of each page, under another robots.txt and
+    host slot. One dot only: ``example.com..`` and ``.`` name no host, and are left to fail as
+    they are."""
+    host, colon, port = parts.netloc.partition(":")  # no userinfo; an IPv6 literal ends in ]
+    if host.endswith(".") and not host.endswith("..") and host != ".":
+        return parts._replace(netloc=host[:-1] + colon + port)
+    return parts
 
 
 def drop_fragment(parts: SplitResult) -> SplitResult:
@@ -149,6 +161,7 @@ def canonicalize(url: str, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> str:
         return url
     parts = drop_userinfo(parts)
     parts = lowercase_scheme_and_host(parts)
+    parts = drop_trailing_dot(parts)
     parts = drop_fragment(parts)
     parts = drop_default_port(parts)
     parts = normalise_percent_encoding(parts)

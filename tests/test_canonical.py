@@ -18,6 +18,7 @@ from focused.canonical import (
     drop_index_page,
     drop_params,
     drop_params_setting,
+    drop_trailing_dot,
     drop_userinfo,
     lowercase_scheme_and_host,
     normalise_percent_encoding,
@@ -39,6 +40,11 @@ def apply(rule, url: str, *args) -> str:
         (lowercase_scheme_and_host, "HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
         (drop_userinfo, "http://alice:s3cret@Host.ORG:8080/p", "http://Host.ORG:8080/p"),
         (drop_userinfo, "http://a@b@h/p", "http://h/p"),
+        (drop_trailing_dot, "http://example.com./p", "http://example.com/p"),
+        (drop_trailing_dot, "http://example.com.:8080/p", "http://example.com:8080/p"),
+        (drop_trailing_dot, "http://example.com../p", "http://example.com../p"),
+        (drop_trailing_dot, "http://[::1]:8080/p", "http://[::1]:8080/p"),
+        (drop_trailing_dot, "http://./p", "http://./p"),
         (drop_fragment, "http://h/p?q=1#section", "http://h/p?q=1"),
         (drop_default_port, "http://h:80/p", "http://h/p"),
         (drop_default_port, "https://h:443/p", "https://h/p"),
@@ -71,7 +77,7 @@ def test_drop_params_drops_tracking_and_session_ids_only():
 
 
 def test_canonicalize_applies_every_rule():
-    url = "HTTP://Example.COM:80/a/./b/../%7eme/index.html?z=1&utm_campaign=q&a=2#top"
+    url = "HTTP://Example.COM.:80/a/./b/../%7eme/index.html?z=1&utm_campaign=q&a=2#top"
     assert canonicalize(url) == "http://example.com/a/~me/?a=2&z=1"
     assert canonicalize(canonicalize(url)) == canonicalize(url)  # idempotent
     assert canonicalize("mailto:a@b.c") == "mailto:a@b.c"  # other schemes untouched
