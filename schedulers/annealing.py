@@ -29,7 +29,8 @@ arriving: the last CONCURRENT_REQUESTS pages whose children came in. Their child
 drawn are the fresh candidates (including links already queued and found again on them).
 Each pop draws a fresh candidate uniformly at random and
 accepts it when Δ = value(candidate) - value(its page) > 0 (values as in
-``schedulers.local``), otherwise with probability exp(Δ/T). A rejected candidate is not lost:
+``schedulers.local``), otherwise with probability exp(Δ/T) (at T = 0, a move with Δ = 0 still,
+as at every T > 0). A rejected candidate is not lost:
 it stays queued at a lower rank, below every candidate not yet rejected. When no fresh
 candidate is left (or a draw budget per pop is spent), the best queued candidate is fetched.
 Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
@@ -88,7 +89,11 @@ class AnnealingQueue(StrategyQueue):
     def accepts(self, delta: float, temperature: float) -> bool:
         if delta > 0:
             return True
-        return temperature > 0 and self._random.random() < math.exp(delta / temperature)
+        if temperature <= 0:
+            # exp(0 / T) = 1 at every T > 0: frozen, a sideways move is still taken, as in the
+            # limit, and only worse ones are refused.
+            return delta == 0
+        return self._random.random() < math.exp(delta / temperature)
 
     @staticmethod
     def initial_temperature(worse: list[float]) -> float:

@@ -199,6 +199,14 @@ def test_linear_cooling_reaches_zero_at_the_page_budget():
     assert queue.temperature() == 0.0
 
 
+def test_annealing_frozen_still_takes_a_sideways_move():
+    """exp(Δ/T) is 1 for Δ = 0 at every T > 0; at T = 0 such a move was refused, so a crawl
+    cooled to 0 (linear cooling at its budget) ranked an equal candidate below all others."""
+    queue = make_queue("annealing", t0=0.4, cooling="linear")
+    assert queue.accepts(0.0, 0.0) and queue.accepts(0.0, 1e-9)
+    assert not queue.accepts(-1e-9, 0.0) and queue.accepts(1e-9, 0.0)
+
+
 @pytest.mark.parametrize("strategy", ["annealing", "threshold"])
 def test_cooling_resumed_after_a_crash_goes_on_from_the_crawls_fetches(key, strategy):
     """The moves are saved only on a clean pause; after kill -9 the queue came back with none,
