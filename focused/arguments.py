@@ -163,6 +163,12 @@ RENDER = Param(
 )
 
 
+def check_crawl_id(crawl_id: str) -> None:
+    """ConfigError (one line) unless ``crawl_id`` is an id a crawl may have."""
+    if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
+        raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
+
+
 def new_crawl_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -239,8 +245,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         check_unstored_dir(settings)
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
-    if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
-        raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
+    check_crawl_id(crawl_id)
     order = crawl_order(strategy, params, topic, topic_language)
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     _check_job_queue(settings, strategy)

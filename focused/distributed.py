@@ -46,6 +46,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import socket
 import uuid
 from collections import Counter
@@ -106,17 +107,7 @@ def check_frontier(
     run with (``_check_same_budget``; ``timeout``: FOCUSED_WORKER_TIMEOUT). A crawl whose keys
     are there without its order lost them (Redis restarted without its data while a process
     ran, which wrote some again) and is refused."""
-    shown = redact_uri(url)  # a redis:// URL may hold a password
-    scheme, _, rest = url.partition("://")
-    if scheme not in REDIS_SCHEMES:
-        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)} is not a redis:// URL")
-    # redis-py reads a database that is no number (redis://host/frontier) as database 0.
-    database = urlsplit(f"//{rest}").path.strip("/") if scheme != "unix" else ""
-    if database and not database.isdigit():
-        raise ConfigError(
-            f"setting FOCUSED_FRONTIER={quoted(shown)}: its database {quoted(database)} is no "
-            "number (redis://host:6379/0)"
-        )
+    shown = check_url(url)
     described = json.dumps(order, sort_keys=True)
     keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
 
@@ -125,7 +116,7 @@ def check_frontier(
         # A server refused records nothing.
         return unfit, None if unfit else client.eval(RECORD_ORDER, len(keys), *keys, described)
 
-    unfit, recorded = _asked(url, record_order)
+    unfit, recorded = asked(url, record_order)
     if unfit:
         raise ConfigError(f"the Redis frontier at {cut(shown)} {unfit}")
     if recorded is None:
@@ -137,6 +128,27 @@ def check_frontier(
     if recorded.decode() != described:
         _check_same_order(crawl_id, shown, as_saved_now(json.loads(recorded), order), order)
     _check_same_budget(url, crawl_id, budget, timeout)
+
+
+def check_url(url: str) -> str:
+    """``url`` as messages show it (no password); ConfigError (one line) if it is no Redis URL
+    redis-py reads as it reads."""
+    shown = redact_uri(url)  # a redis:// URL may hold a password
+    scheme, _, rest = url.partition("://")
+    if scheme not in REDIS_SCHEMES:
+        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)} is not a redis:// URL")
+    # redis-py reads a database that is no number (redis://host/frontier) as database 0.
+    database = urlsplit(f"//{rest}").path.strip("/") if scheme != "unix" else ""
+    if database and not database.isdigit():
+        raise ConfigError(
+            f"setting FOCUSED_FRONTIER={quoted(shown)}: its database {quoted(database)} is no "
+            "number (redis://host:6379/0)"
+        )
+    try:
+        connect(url).close()  # parses it (a port that is no number), connects to nothing
+    except ValueError as exc:
+        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)}: {one_line(exc)}") from None
+    return shown
 
 
 def _check_same_order(
@@ -167,7 +179,7 @@ def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> 
     goes on to a larger one, as a JOBDIR crawl does."""
     keys = (crawl_prefix(crawl_id) + "budget", crawl_prefix(crawl_id) + "workers")
     args = (RECORD_BUDGET, len(keys), *keys, budget, timeout)
-    theirs = _asked(url, lambda client: client.eval(*args))
+    theirs = asked(url, lambda client: client.eval(*args))
     if theirs is not None:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         raise ConfigError(
@@ -180,12 +192,12 @@ def frontier_holds(url: str, crawl_id: str) -> bool:
     """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``: its seen set, which the
     crawl's seeds start and nothing empties (its order, ``check_frontier`` records before a
     process starts, even one refused). ConfigError (one line) if Redis does not answer."""
-    return bool(_asked(url, lambda client: client.exists(crawl_prefix(crawl_id) + "seen")))
+    return bool(asked(url, lambda client: client.exists(crawl_prefix(crawl_id) + "seen")))
 
 
-def _asked(url: str, ask: Callable[[redis.Redis], _T]) -> _T:
+def asked(url: str, ask: Callable[[redis.Redis], _T]) -> _T:
     """What ``ask`` gets from the Redis at ``url``, on a connection of its own for the start-up
-    checks; ConfigError (one line) if Redis does not answer."""
+    checks and ``scrapy forget``; ConfigError (one line) if Redis does not answer."""
     try:
         client = connect(url)
         try:
@@ -219,7 +231,7 @@ def _unfit(client: redis.Redis) -> str | None:
       cluster refuses unless they hash to one slot (a traceback, or an error naming slots).
     """
     try:
-        memory, cluster = client.info("memory"), client.info("cluster")
+        memory = client.info("memory")
     except redis.ResponseError:
         return None
     policy = str(memory.get("maxmemory_policy", ""))
@@ -228,9 +240,18 @@ def _unfit(client: redis.Redis) -> str | None:
             f"evicts keys when full (maxmemory-policy {policy}), the crawl's frontier and seen "
             "set among them: set maxmemory-policy noeviction"
         )
-    if cluster.get("cluster_enabled"):
-        return "is a Redis Cluster node: a shared crawl needs one Redis server, not a cluster"
-    return None
+    return CLUSTER_NODE if is_cluster_node(client) else None
+
+
+CLUSTER_NODE = "is a Redis Cluster node: a shared crawl needs one Redis server, not a cluster"
+
+
+def is_cluster_node(client: redis.Redis) -> bool:
+    """Whether ``client``'s server is a Redis Cluster node (False if INFO is denied)."""
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    except redis.ResponseError:
+        return False
 
 
 def _describe(order: Mapping[str, Any]) -> str:
@@ -239,8 +260,24 @@ def _describe(order: Mapping[str, Any]) -> str:
 
 
 def crawl_prefix(crawl_id: str) -> str:
-    """The prefix of a shared crawl's Redis keys."""
+    """The prefix of a shared crawl's Redis keys; what follows it is one of ``KEY_NAMES``."""
     return f"focused:{crawl_id}:"
+
+
+# Every key a shared crawl writes, after its prefix: a name added must be added here, or
+# `scrapy forget` (focused.forget) leaves its keys behind. A crawl id may hold ":", so the keys
+# of crawl "a:b" start with the prefix of crawl "a": only the names matched here are crawl a's
+# (and none under the prefix of a crawl nested in it: focused.forget.crawl_keys).
+KEY_NAMES = re.compile(
+    rb"""(?xs)
+    order | seen | budget | workers | counters | topic     # SharedCrawl, check_frontier
+    | frontier | back | members | requests | seq | popped  # RedisFrontier, its pop budget
+    | host_pages | fetched | trap:queued | trap:variants   # the shared caps, duplicate checks
+    | near:urls | near:\d+:[0-9a-f]+                       # SharedSimHashIndex
+    | rank:links | rank:urls | rank:ranked | rank:rekeyed  # rank_semantic's SharedLinks
+    | (?:inflight | polite | conc | conc-waiting | conc-asked | robots | robots-fetching):.+
+    """
+)
 
 
 class Lease(NamedTuple):
