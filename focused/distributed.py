@@ -188,11 +188,23 @@ def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> 
         )
 
 
-def frontier_holds(url: str, crawl_id: str) -> bool:
-    """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``: its seen set, which the
-    crawl's seeds start and nothing empties (its order, ``check_frontier`` records before a
-    process starts, even one refused). ConfigError (one line) if Redis does not answer."""
-    return bool(asked(url, lambda client: client.exists(crawl_prefix(crawl_id) + "seen")))
+class FrontierState(NamedTuple):
+    """What the Redis frontier of a crawl says at start-up of the pages fetched."""
+
+    pages: int  # the fetch order it gave last
+    in_flight: int  # requests popped by its processes and not finished: fetched again
+
+
+def frontier_state(url: str, crawl_id: str) -> FrontierState | None:
+    """What the Redis frontier at ``url`` holds of crawl ``crawl_id``, or None if it holds no
+    such crawl: no seen set, which the crawl's seeds start and nothing empties (its order,
+    ``check_frontier`` records before a process starts, even one refused). ConfigError (one
+    line) if Redis does not answer."""
+    prefix = crawl_prefix(crawl_id)
+    keys = (prefix + "seen", prefix + "counters", prefix + "workers")
+    args = (FRONTIER_STATE, len(keys), *keys, prefix + "inflight:")
+    held, pages, in_flight = asked(url, lambda client: client.eval(*args))
+    return FrontierState(pages, in_flight) if held else None
 
 
 def asked(url: str, ask: Callable[[redis.Redis], _T]) -> _T:
@@ -689,6 +701,17 @@ if recorded then return recorded end
 if redis.call('EXISTS', KEYS[2]) == 1 then return false end
 redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
+"""
+
+# Whether a crawl is held (its seen set), the fetch order it gave last and its requests in flight
+# in all processes. KEYS: seen, counters, workers. ARGV: prefix of the in-flight keys.
+FRONTIER_STATE = """
+local in_flight = 0
+for _, worker in ipairs(redis.call('HKEYS', KEYS[3])) do
+  in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. worker)
+end
+local pages = tonumber(redis.call('HGET', KEYS[2], 'pages') or '0')
+return {redis.call('EXISTS', KEYS[1]), pages, in_flight}
 """
 
 # This process's page budget recorded as the crawl's, unless a live process (its heartbeat at
