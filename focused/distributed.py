@@ -383,14 +383,31 @@ class SharedCrawl:
         return recorded or not self._order_seen
 
     def incr(self, counter: str, amount: int = 1) -> int:
-        """Add to a crawl-wide counter and return its new value; once Redis is lost, its value
-        last known here counted on, so that the pages still under way get numbers."""
+        """Add to a crawl-wide counter and return its new value; once Redis is lost (or found
+        gone back in time, ``_counted``), its value last known here counted on, so that the
+        pages still under way get numbers."""
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
-        if value is None:
+        if value is None or not self._counted(counter, int(value) - amount):
             self._counts[counter] += amount
         else:
             self._counts[counter] = int(value)
         return self._counts[counter]
+
+    def _counted(self, counter: str, value: int) -> bool:
+        """Whether ``value``, what Redis holds of a crawl-wide counter, is at least its value
+        last known here. Counters only grow: a smaller one is Redis gone back in time under
+        the crawl (restarted from an older snapshot between two calls, a replica that lagged
+        promoted), which kept its order (``keys_kept``), and a process that went on would give
+        fetch orders again and fetch the pages since again. It stops as when Redis is lost."""
+        known = self._counts[counter]
+        if value >= known:
+            return True
+        self.lost(
+            f"the crawl-wide count {counter} of crawl {self.crawl_id} went back from {known} to"
+            f" {value}: Redis lost writes (restarted from an older snapshot?), and the crawl"
+            " cannot go on"
+        )
+        return False
 
     def take(self, hash_name: str, field: str, limit: int) -> bool:
         """Add one to ``field`` of the crawl's hash ``hash_name`` unless it is at ``limit``
@@ -487,7 +504,7 @@ class SharedCrawl:
     def counter(self, name: str) -> int:
         """A crawl-wide counter's value now; once Redis is lost, as ``incr`` counts on."""
         value = self.run(self.redis.hget, self.key("counters"), name)
-        if value is not None:
+        if value is not None and self._counted(name, int(value)):
             self._counts[name] = int(value)
         return self._counts[name]
 

@@ -426,6 +426,25 @@ def test_counters_go_on_from_the_crawls_once_redis_is_lost(redis_server):
     assert one.counter("pages") == 8 and one.failed
 
 
+def test_counters_going_back_stop_the_process(redis_server, caplog):
+    # A Redis that went back in time under a running crawl (restarted from an older snapshot
+    # between two calls, a lagging replica promoted) kept the crawl's order, so the process
+    # crawled on: fetch orders given again, and the pages since the snapshot fetched again.
+    crawler = get_crawler(QueueSpider)
+    one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
+    for _ in range(5):
+        one.incr("pages")
+    assert other.counter("pages") == 5 and not other.failed
+    redis.Redis.from_url(redis_server.url).hset("focused:t:counters", "pages", 2)
+    assert one.incr("pages") == 6  # this process's count goes on: the crawl's is lost
+    assert other.counter("pages") == 5
+    assert one.failed and other.failed
+    assert (
+        "the crawl-wide count pages of crawl t went back from 5 to 2: Redis lost writes (restarted"
+        " from an older snapshot?), and the crawl cannot go on"
+    ) in caplog.text
+
+
 def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
     # render=auto fetches a page plainly, then sends it back to be rendered; one process counts
     # the page once. In a shared crawl both pops took a slot: with a budget of 2, the second
