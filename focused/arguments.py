@@ -163,6 +163,12 @@ RENDER = Param(
 )
 
 
+def check_crawl_id(crawl_id: str) -> None:
+    """ConfigError (one line) unless ``crawl_id`` is an id a crawl may have."""
+    if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
+        raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
+
+
 def new_crawl_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
 
@@ -239,8 +245,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         check_unstored_dir(settings)
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
-    if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
-        raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
+    check_crawl_id(crawl_id)
     order = crawl_order(strategy, params, topic, topic_language)
     _check_resumed_job(job, order, args.get("crawl_id", "").strip())
     _check_job_queue(settings, strategy)
@@ -1380,34 +1385,60 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     fetched and 30 stored, 2 relevant where 10 were)."""
     from focused.storage import StoreError, open_store  # pymongo: only when asked for
 
+    url = settings.get("FOCUSED_FRONTIER")
     try:
         store = open_store(settings)
         try:
             stored = store.get_crawl(config.crawl_id) is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
+            # Only a frontier that holds the crawl goes on with it: one that lost it (Redis
+            # restarted without its data) or never had it (the id of a crawl of one process)
+            # would start it again from nothing, its fetch order and budget from 0 over the
+            # pages stored.
+            goes_on = bool(stored) and (
+                _frontier_goes_on(store, str(url), config.crawl_id)
+                if url
+                else _job_record(settings).get("crawl_id") == config.crawl_id
+            )
         finally:
             store.close()
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
-    if not stored:
-        return
-    url = settings.get("FOCUSED_FRONTIER")
-    if url:
-        from focused.distributed import frontier_holds  # imports redis: only when asked for
-
-        # Only a frontier that holds the crawl goes on with it: one that lost it (Redis
-        # restarted without its data) or never had it (the id of a crawl of one process) would
-        # start it again from nothing, its fetch order and budget from 0 over the pages stored.
-        goes_on = frontier_holds(str(url), config.crawl_id)
-    else:
-        goes_on = _job_record(settings).get("crawl_id") == config.crawl_id
-    if not goes_on:
+    if stored and not goes_on:
         raise ConfigError(
             f"crawl {config.crawl_id} has pages in the store already: a crawl goes on only from "
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
+
+
+def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:
+    """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``, whose pages ``store``
+    holds; ConfigError if it holds it behind the store. Redis restarted from an older snapshot
+    (RDB, a replica that lagged) holds the crawl as it was: going on would fetch the pages
+    stored since again, numbered again over fetch orders stored, past the page budget. Every
+    fetch order stored was given by Redis, except those of the pages a process had under way
+    when it lost Redis, numbered on from its last count: their requests stay in flight in Redis
+    (to be fetched again), so no more pages than those may be numbered past Redis's count."""
+    from focused.distributed import frontier_state  # imports redis: only when asked for
+
+    state = frontier_state(url, crawl_id)
+    if state is None:
+        return False
+    latest = store.pages(
+        crawl_id, order="latest", limit=state.in_flight + 1, fields=("fetch_order",)
+    )
+    past = [page["fetch_order"] for page in latest if (page["fetch_order"] or 0) > state.pages]
+    if len(past) > state.in_flight:
+        raise ConfigError(
+            f"crawl {crawl_id} on {redact_uri(url)} is behind its store: Redis numbered"
+            f" {state.pages} pages fetched, the store holds pages numbered up to {past[0]}, more"
+            f" of them past {state.pages} than the {state.in_flight} requests its processes left"
+            " under way (Redis restarted from an older snapshot?): going on would fetch them"
+            " again, past the page budget; give another crawl_id"
+        )
+    return True
 
 
 def remember_job(settings: Any, config: CrawlConfig) -> None:

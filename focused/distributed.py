@@ -46,6 +46,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import socket
 import uuid
 from collections import Counter
@@ -106,17 +107,7 @@ def check_frontier(
     run with (``_check_same_budget``; ``timeout``: FOCUSED_WORKER_TIMEOUT). A crawl whose keys
     are there without its order lost them (Redis restarted without its data while a process
     ran, which wrote some again) and is refused."""
-    shown = redact_uri(url)  # a redis:// URL may hold a password
-    scheme, _, rest = url.partition("://")
-    if scheme not in REDIS_SCHEMES:
-        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)} is not a redis:// URL")
-    # redis-py reads a database that is no number (redis://host/frontier) as database 0.
-    database = urlsplit(f"//{rest}").path.strip("/") if scheme != "unix" else ""
-    if database and not database.isdigit():
-        raise ConfigError(
-            f"setting FOCUSED_FRONTIER={quoted(shown)}: its database {quoted(database)} is no "
-            "number (redis://host:6379/0)"
-        )
+    shown = check_url(url)
     described = json.dumps(order, sort_keys=True)
     keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
 
@@ -125,7 +116,7 @@ def check_frontier(
         # A server refused records nothing.
         return unfit, None if unfit else client.eval(RECORD_ORDER, len(keys), *keys, described)
 
-    unfit, recorded = _asked(url, record_order)
+    unfit, recorded = asked(url, record_order)
     if unfit:
         raise ConfigError(f"the Redis frontier at {cut(shown)} {unfit}")
     if recorded is None:
@@ -137,6 +128,27 @@ def check_frontier(
     if recorded.decode() != described:
         _check_same_order(crawl_id, shown, as_saved_now(json.loads(recorded), order), order)
     _check_same_budget(url, crawl_id, budget, timeout)
+
+
+def check_url(url: str) -> str:
+    """``url`` as messages show it (no password); ConfigError (one line) if it is no Redis URL
+    redis-py reads as it reads."""
+    shown = redact_uri(url)  # a redis:// URL may hold a password
+    scheme, _, rest = url.partition("://")
+    if scheme not in REDIS_SCHEMES:
+        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)} is not a redis:// URL")
+    # redis-py reads a database that is no number (redis://host/frontier) as database 0.
+    database = urlsplit(f"//{rest}").path.strip("/") if scheme != "unix" else ""
+    if database and not database.isdigit():
+        raise ConfigError(
+            f"setting FOCUSED_FRONTIER={quoted(shown)}: its database {quoted(database)} is no "
+            "number (redis://host:6379/0)"
+        )
+    try:
+        connect(url).close()  # parses it (a port that is no number), connects to nothing
+    except ValueError as exc:
+        raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)}: {one_line(exc)}") from None
+    return shown
 
 
 def _check_same_order(
@@ -167,7 +179,7 @@ def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> 
     goes on to a larger one, as a JOBDIR crawl does."""
     keys = (crawl_prefix(crawl_id) + "budget", crawl_prefix(crawl_id) + "workers")
     args = (RECORD_BUDGET, len(keys), *keys, budget, timeout)
-    theirs = _asked(url, lambda client: client.eval(*args))
+    theirs = asked(url, lambda client: client.eval(*args))
     if theirs is not None:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         raise ConfigError(
@@ -176,16 +188,28 @@ def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> 
         )
 
 
-def frontier_holds(url: str, crawl_id: str) -> bool:
-    """Whether the Redis frontier at ``url`` holds crawl ``crawl_id``: its seen set, which the
-    crawl's seeds start and nothing empties (its order, ``check_frontier`` records before a
-    process starts, even one refused). ConfigError (one line) if Redis does not answer."""
-    return bool(_asked(url, lambda client: client.exists(crawl_prefix(crawl_id) + "seen")))
+class FrontierState(NamedTuple):
+    """What the Redis frontier of a crawl says at start-up of the pages fetched."""
+
+    pages: int  # the fetch order it gave last
+    in_flight: int  # requests popped by its processes and not finished: fetched again
 
 
-def _asked(url: str, ask: Callable[[redis.Redis], _T]) -> _T:
+def frontier_state(url: str, crawl_id: str) -> FrontierState | None:
+    """What the Redis frontier at ``url`` holds of crawl ``crawl_id``, or None if it holds no
+    such crawl: no seen set, which the crawl's seeds start and nothing empties (its order,
+    ``check_frontier`` records before a process starts, even one refused). ConfigError (one
+    line) if Redis does not answer."""
+    prefix = crawl_prefix(crawl_id)
+    keys = (prefix + "seen", prefix + "counters", prefix + "workers")
+    args = (FRONTIER_STATE, len(keys), *keys, prefix + "inflight:")
+    held, pages, in_flight = asked(url, lambda client: client.eval(*args))
+    return FrontierState(pages, in_flight) if held else None
+
+
+def asked(url: str, ask: Callable[[redis.Redis], _T]) -> _T:
     """What ``ask`` gets from the Redis at ``url``, on a connection of its own for the start-up
-    checks; ConfigError (one line) if Redis does not answer."""
+    checks and ``scrapy forget``; ConfigError (one line) if Redis does not answer."""
     try:
         client = connect(url)
         try:
@@ -219,7 +243,7 @@ def _unfit(client: redis.Redis) -> str | None:
       cluster refuses unless they hash to one slot (a traceback, or an error naming slots).
     """
     try:
-        memory, cluster = client.info("memory"), client.info("cluster")
+        memory = client.info("memory")
     except redis.ResponseError:
         return None
     policy = str(memory.get("maxmemory_policy", ""))
@@ -228,9 +252,18 @@ def _unfit(client: redis.Redis) -> str | None:
             f"evicts keys when full (maxmemory-policy {policy}), the crawl's frontier and seen "
             "set among them: set maxmemory-policy noeviction"
         )
-    if cluster.get("cluster_enabled"):
-        return "is a Redis Cluster node: a shared crawl needs one Redis server, not a cluster"
-    return None
+    return CLUSTER_NODE if is_cluster_node(client) else None
+
+
+CLUSTER_NODE = "is a Redis Cluster node: a shared crawl needs one Redis server, not a cluster"
+
+
+def is_cluster_node(client: redis.Redis) -> bool:
+    """Whether ``client``'s server is a Redis Cluster node (False if INFO is denied)."""
+    try:
+        return bool(client.info("cluster").get("cluster_enabled"))
+    except redis.ResponseError:
+        return False
 
 
 def _describe(order: Mapping[str, Any]) -> str:
@@ -239,8 +272,24 @@ def _describe(order: Mapping[str, Any]) -> str:
 
 
 def crawl_prefix(crawl_id: str) -> str:
-    """The prefix of a shared crawl's Redis keys."""
+    """The prefix of a shared crawl's Redis keys; what follows it is one of ``KEY_NAMES``."""
     return f"focused:{crawl_id}:"
+
+
+# Every key a shared crawl writes, after its prefix: a name added must be added here, or
+# `scrapy forget` (focused.forget) leaves its keys behind. A crawl id may hold ":", so the keys
+# of crawl "a:b" start with the prefix of crawl "a": only the names matched here are crawl a's
+# (and none under the prefix of a crawl nested in it: focused.forget.crawl_keys).
+KEY_NAMES = re.compile(
+    rb"""(?xs)
+    order | seen | budget | workers | counters | topic     # SharedCrawl, check_frontier
+    | frontier | back | members | requests | seq | popped  # RedisFrontier, its pop budget
+    | host_pages | fetched | trap:queued | trap:variants   # the shared caps, duplicate checks
+    | near:urls | near:\d+:[0-9a-f]+                       # SharedSimHashIndex
+    | rank:links | rank:urls | rank:ranked | rank:rekeyed  # rank_semantic's SharedLinks
+    | (?:inflight | polite | conc | conc-waiting | conc-asked | robots | robots-fetching):.+
+    """
+)
 
 
 class Lease(NamedTuple):
@@ -334,14 +383,31 @@ class SharedCrawl:
         return recorded or not self._order_seen
 
     def incr(self, counter: str, amount: int = 1) -> int:
-        """Add to a crawl-wide counter and return its new value; once Redis is lost, its value
-        last known here counted on, so that the pages still under way get numbers."""
+        """Add to a crawl-wide counter and return its new value; once Redis is lost (or found
+        gone back in time, ``_counted``), its value last known here counted on, so that the
+        pages still under way get numbers."""
         value = self.run(self._incr, keys=[self.key("counters")], args=[counter, amount])
-        if value is None:
+        if value is None or not self._counted(counter, int(value) - amount):
             self._counts[counter] += amount
         else:
             self._counts[counter] = int(value)
         return self._counts[counter]
+
+    def _counted(self, counter: str, value: int) -> bool:
+        """Whether ``value``, what Redis holds of a crawl-wide counter, is at least its value
+        last known here. Counters only grow: a smaller one is Redis gone back in time under
+        the crawl (restarted from an older snapshot between two calls, a replica that lagged
+        promoted), which kept its order (``keys_kept``), and a process that went on would give
+        fetch orders again and fetch the pages since again. It stops as when Redis is lost."""
+        known = self._counts[counter]
+        if value >= known:
+            return True
+        self.lost(
+            f"the crawl-wide count {counter} of crawl {self.crawl_id} went back from {known} to"
+            f" {value}: Redis lost writes (restarted from an older snapshot?), and the crawl"
+            " cannot go on"
+        )
+        return False
 
     def take(self, hash_name: str, field: str, limit: int) -> bool:
         """Add one to ``field`` of the crawl's hash ``hash_name`` unless it is at ``limit``
@@ -438,7 +504,7 @@ class SharedCrawl:
     def counter(self, name: str) -> int:
         """A crawl-wide counter's value now; once Redis is lost, as ``incr`` counts on."""
         value = self.run(self.redis.hget, self.key("counters"), name)
-        if value is not None:
+        if value is not None and self._counted(name, int(value)):
             self._counts[name] = int(value)
         return self._counts[name]
 
@@ -652,6 +718,17 @@ if recorded then return recorded end
 if redis.call('EXISTS', KEYS[2]) == 1 then return false end
 redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
+"""
+
+# Whether a crawl is held (its seen set), the fetch order it gave last and its requests in flight
+# in all processes. KEYS: seen, counters, workers. ARGV: prefix of the in-flight keys.
+FRONTIER_STATE = """
+local in_flight = 0
+for _, worker in ipairs(redis.call('HKEYS', KEYS[3])) do
+  in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. worker)
+end
+local pages = tonumber(redis.call('HGET', KEYS[2], 'pages') or '0')
+return {redis.call('EXISTS', KEYS[1]), pages, in_flight}
 """
 
 # This process's page budget recorded as the crawl's, unless a live process (its heartbeat at

@@ -884,7 +884,7 @@ def test_errors_on_the_command_line():
 # -- --help ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["crawls", "pages", "report", "recrawl"])
+@pytest.mark.parametrize("name", ["crawls", "pages", "report", "recrawl", "forget"])
 def test_help_prints_each_option_as_written(name):
     """Scrapy's help formatter takes a line of an option's help ending in ":" for a heading and
     title-cases it: "--model" read "Jobdir Crawl Saved In Dir (Jobdir/Relevance); Default" in

@@ -19,7 +19,7 @@ from scrapy.settings import Settings, default_settings
 
 import focused.settings
 from focused.arguments import GENERAL_ARGUMENTS
-from focused.commands import crawls, pages, recrawl, report, restore
+from focused.commands import crawls, forget, pages, recrawl, report, restore
 from focused.encoder import DEFAULT_EXPORT_DIR
 from focused.strategies import STRATEGIES, strategy_class
 
@@ -169,6 +169,7 @@ COMMANDS = {
     "report": report,
     "recrawl": recrawl,
     "restore": restore,
+    "forget": forget,
 }
 
 

@@ -26,11 +26,12 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import focused.settings
-from focused.arguments import parse_arguments
+from focused.arguments import check_store, parse_arguments
 from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl, crawl_prefix
 from focused.errors import ConfigError
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
+from focused.storage import SqliteStore
 from focused.strategies import STRATEGIES, strategy_class
 from focused.traps import TRAP_META
 from schedulers import redis_frontier
@@ -64,6 +65,7 @@ from tests.sites import (
 from tests.test_politeness import Timed, many_pages_site
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph
+from tests.test_storage import page as page_record
 
 REDIS_SERVER = shutil.which("redis-server")
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
@@ -422,6 +424,25 @@ def test_counters_go_on_from_the_crawls_once_redis_is_lost(redis_server):
     redis_server.stop()
     assert one.incr("pages") == 8  # after the crawl's 7, not this process's 2nd
     assert one.counter("pages") == 8 and one.failed
+
+
+def test_counters_going_back_stop_the_process(redis_server, caplog):
+    # A Redis that went back in time under a running crawl (restarted from an older snapshot
+    # between two calls, a lagging replica promoted) kept the crawl's order, so the process
+    # crawled on: fetch orders given again, and the pages since the snapshot fetched again.
+    crawler = get_crawler(QueueSpider)
+    one, other = (SharedCrawl(crawler, redis_server.url, "t") for _ in "12")
+    for _ in range(5):
+        one.incr("pages")
+    assert other.counter("pages") == 5 and not other.failed
+    redis.Redis.from_url(redis_server.url).hset("focused:t:counters", "pages", 2)
+    assert one.incr("pages") == 6  # this process's count goes on: the crawl's is lost
+    assert other.counter("pages") == 5
+    assert one.failed and other.failed
+    assert (
+        "the crawl-wide count pages of crawl t went back from 5 to 2: Redis lost writes (restarted"
+        " from an older snapshot?), and the crawl cannot go on"
+    ) in caplog.text
 
 
 def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
@@ -1335,6 +1356,39 @@ def test_a_shared_crawl_goes_on_with_pages_stored_only_if_its_frontier_holds_it(
     assert lost.result.returncode == 2, lost.result.stderr[-3000:]
     assert lost.result.stderr == f"error: crawl two {refused}"
     assert len(more.pages()) == 10
+
+
+def test_a_frontier_behind_the_store_is_refused_in_one_line(tmp_path, redis_server):
+    # Redis restarted from an older snapshot (RDB) held the crawl, with fewer pages numbered
+    # than the store holds: the crawl went on, fetching the pages since again and numbering
+    # them again over fetch orders stored, past its page budget.
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl({"crawl_id": "c", "query": "birds"})
+    store.save_pages([page_record(f"http://a.test/{n}", "c", fetch_order=n) for n in range(1, 7)])
+    store.close()
+    client = redis.Redis.from_url(redis_server.url)
+    client.sadd("focused:c:seen", "fp")
+    client.hset("focused:c:counters", "pages", 3)
+    settings = Settings({"FOCUSED_DB": db, "FOCUSED_FRONTIER": redis_server.url})
+    config = SimpleNamespace(crawl_id="c", jobdir_note="")
+    behind = (
+        f"crawl c on {redis_server.url} is behind its store: Redis numbered 3 pages fetched, the"
+        " store holds pages numbered up to 6, more of them past 3 than the 0 requests its"
+        " processes left under way (Redis restarted from an older snapshot?)"
+    )
+    with pytest.raises(ConfigError, match=re.escape(behind)):
+        check_store(settings, config)
+    # Redis lost in the middle of a crawl, its data kept: each process numbered its pages under
+    # way on from its last count, and their requests stay in flight, to be fetched again.
+    client.hset("focused:c:workers", "w", 0)
+    client.zadd("focused:c:inflight:w", {"m1": 1, "m2": 2, "m3": 3})
+    check_store(settings, config)
+    client.zrem("focused:c:inflight:w", "m3")
+    with pytest.raises(ConfigError, match="is behind its store"):
+        check_store(settings, config)
+    client.hset("focused:c:counters", "pages", 6)
+    check_store(settings, config)
 
 
 def test_a_process_whose_crawl_lost_its_keys_as_it_started_stops_at_its_first_heartbeat(

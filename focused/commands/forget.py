@@ -1,0 +1,168 @@
+"""``scrapy forget CRAWL_ID``: remove a shared crawl's keys from its Redis frontier
+(``FOCUSED_FRONTIER``, read from the settings as ``scrapy crawl`` reads it; ``focused.forget``).
+
+Refused, in one line and exit status 1, while a process of the crawl is alive, and for a crawl
+the store (``MONGO_URI``, else ``FOCUSED_DB``) does not record as finished: its frontier is what
+running it again goes on from. ``--force`` removes them anyway. A bad crawl id, no or a bad
+``FOCUSED_FRONTIER``, or a Redis Cluster node end it with exit status 2; a Redis that does not
+answer (or takes no password given, or another), a crawl with no keys there, or a store it
+cannot read, with exit status 1, as for the store commands (``focused.storecommand``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from scrapy.commands import ScrapyCommand
+
+from focused.arguments import check_crawl_id, check_settings
+from focused.errors import ConfigError, cut
+from focused.report import describe_status
+from focused.storage import StoreError
+from focused.storecommand import NOT_FOUND, USAGE_ERROR, fail, open_or_fail, scrapy_options
+
+if TYPE_CHECKING:
+    import argparse
+
+    import redis
+
+    from focused.forget import Forgotten
+
+
+class Command(ScrapyCommand):
+    requires_project = True
+    requires_crawler_process = False
+
+    def syntax(self) -> str:
+        return "[options] CRAWL_ID"
+
+    def short_desc(self) -> str:
+        return "Remove a shared crawl's keys from its Redis frontier (FOCUSED_FRONTIER)"
+
+    def long_desc(self) -> str:
+        return (
+            "Remove the keys of a crawl shared over Redis (-s FOCUSED_FRONTIER=redis://..., as"
+            " given to the crawl) from that Redis: its frontier, seen set, counters, page budget,"
+            " trap counts, duplicate fingerprints, host slots and worker records. Its pages stay"
+            " in the store; the crawl cannot go on afterwards (not even to a larger page budget)."
+            " Refused while a process of the crawl is alive, and for a crawl the store (MONGO_URI,"
+            " else FOCUSED_DB) does not record as finished, whose queue would be lost: --force"
+            " removes them anyway."
+        )
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="remove the keys even while processes of the crawl are alive (they stop) or"
+            " when the store does not record the crawl as finished (its queue is lost)",
+        )
+
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        from focused.distributed import check_url  # imports redis: only when asked for
+
+        try:
+            scrapy_options(super().process_options, args, opts)
+            check_settings(self.settings)
+            if not args:
+                raise ConfigError(
+                    "give the id of the shared crawl whose keys to remove (`scrapy crawls`"
+                    " lists the crawls)"
+                )
+            if len(args) > 1:
+                raise ConfigError(f"give one crawl id, not {len(args)}: {cut(' '.join(args))}")
+            check_crawl_id(args[0])
+            url = self.settings.get("FOCUSED_FRONTIER")
+            if not url:
+                raise ConfigError(
+                    "give the crawl's Redis frontier, as the crawl was given it:"
+                    " -s FOCUSED_FRONTIER=redis://host:6379/0"
+                )
+            self.shown = check_url(str(url))
+        except ConfigError as exc:
+            fail(str(exc), USAGE_ERROR)
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from focused.distributed import asked  # imports redis: only when asked for
+
+        crawl_id = args[0]
+        try:
+            forgotten = asked(
+                str(self.settings["FOCUSED_FRONTIER"]),
+                lambda client: self._forget(client, crawl_id, opts.force),
+            )
+        except ConfigError as exc:
+            fail(str(exc), NOT_FOUND)
+        if forgotten.live:
+            which = "which stops at its" if forgotten.live == 1 else "which stop at their"
+            sys.stderr.write(
+                f"warning: crawl {crawl_id} had {_processes(forgotten.live)} alive, {which} next"
+                " heartbeat: the keys of the crawl are gone\n"
+            )
+        removed = f"removed {forgotten.removed} keys of crawl {crawl_id}"
+        sys.stdout.write(f"{removed} from {self.shown}\n")
+
+    def _forget(self, client: redis.Redis, crawl_id: str, force: bool) -> Forgotten:
+        from focused.distributed import CLUSTER_NODE, is_cluster_node
+        from focused.forget import crawl_keys, live_workers, queued_requests, remove
+
+        if is_cluster_node(client):  # no shared crawl runs there (focused.distributed._unfit)
+            fail(f"the Redis frontier at {cut(self.shown)} {CLUSTER_NODE}", USAGE_ERROR)
+        keys = crawl_keys(client, crawl_id)
+        if not keys:
+            fail(
+                f"no keys of crawl {crawl_id} on {self.shown}: nothing to remove (`scrapy crawls`"
+                " lists the crawls in the store)",
+                NOT_FOUND,
+            )
+        timeout = self.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
+        if not force:
+            _refuse_live(live_workers(client, crawl_id, timeout), crawl_id, self.shown, timeout)
+            self._refuse_unfinished(crawl_id, queued_requests(client, crawl_id, keys))
+        forgotten = remove(client, crawl_id, keys, timeout, force)
+        if forgotten is None:  # a process joined the crawl since the look above
+            _refuse_live(live_workers(client, crawl_id, timeout), crawl_id, self.shown, timeout)
+            fail(f"a process joined crawl {crawl_id} on {self.shown}: nothing removed", NOT_FOUND)
+        return forgotten
+
+    def _refuse_unfinished(self, crawl_id: str, queued: int) -> None:
+        """End the command unless the store records crawl ``crawl_id`` as finished: an
+        interrupted crawl goes on from its frontier in Redis (``queued`` requests)."""
+        store = open_or_fail(self.settings, read_only=True)
+        try:
+            crawl = store.get_crawl(crawl_id)
+        except StoreError as exc:
+            fail(str(exc), NOT_FOUND)
+        finally:
+            store.close()
+        where = f"the {store.backend} store at {store.location}"
+        if crawl is None:
+            fail(
+                f"crawl {crawl_id} is not in {where}, so nothing tells that it finished: give the"
+                " crawl's store (-s MONGO_URI=... or -s FOCUSED_DB=...), or --force to remove its"
+                " keys anyway",
+                NOT_FOUND,
+            )
+        if crawl.get("status") != "finished":
+            fail(
+                f"crawl {crawl_id} is {describe_status(crawl)} in {where}, not finished: running"
+                f" it again goes on from its {queued} requests queued in Redis, which removing its"
+                " keys loses; give --force to remove them anyway",
+                NOT_FOUND,
+            )
+
+
+def _refuse_live(live: int, crawl_id: str, shown: str, timeout: float) -> None:
+    if live:
+        fail(
+            f"crawl {crawl_id} has {_processes(live)} alive on {shown} (a heartbeat within"
+            f" FOCUSED_WORKER_TIMEOUT={timeout:g} s): stop them first (Ctrl-C), or give --force"
+            " to remove its keys under them, which stops them",
+            NOT_FOUND,
+        )
+
+
+def _processes(count: int) -> str:
+    return "1 process" if count == 1 else f"{count} processes"

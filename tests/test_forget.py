@@ -1,0 +1,246 @@
+"""``scrapy forget``: a shared crawl's keys removed from a real redis-server, and only its keys."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import redis
+
+from focused import forget
+from focused.storage import SqliteStore
+from tests import test_commands, test_redis_frontier
+from tests.conftest import run_crawl
+from tests.test_commands import ok, one_line_error
+from tests.test_redis_frontier import RedisServer, arguments, command_calls, free_port
+
+cli, redis_server = test_commands.cli, test_redis_frontier.redis_server  # their fixtures
+
+ORDER = json.dumps({"strategy": "bfs", "params": {}, "topic": "birds", "language": "en"})
+
+
+def keys_under(client: redis.Redis, prefix: str) -> dict[bytes, bytes]:
+    """Each key whose name starts with ``prefix``, with its value as DUMP gives it."""
+    return {key: client.dump(key) for key in client.scan_iter(match=prefix + "*")}
+
+
+def copy_crawl(client: redis.Redis, source: str, targets: list[str]) -> None:
+    """The keys of crawl ``source`` copied to each of crawls ``targets``, without expiry."""
+    prefix = f"focused:{source}:".encode()
+    for key in list(client.scan_iter(match=prefix + b"*")):
+        value = client.dump(key)
+        for target in targets:
+            client.restore(f"focused:{target}:".encode() + key[len(prefix) :], 0, value)
+
+
+def test_a_finished_crawl_loses_every_key_and_crawls_nested_in_it_none(
+    tmp_path,
+    site,
+    redis_server,
+    cli,
+):
+    # A shared crawl left its keys in Redis once finished, and nothing removed them: a user had
+    # to guess their names for `redis-cli del`, and `focused:a:*` takes those of crawl a:b too.
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_PAGECOUNT": 8,
+        "MAX_PAGES_PER_HOST": 100,
+    }
+    crawl = run_crawl(tmp_path, arguments(site, "rank_semantic"), settings, crawl_id="a")
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert crawl.crawl_record()["status"] == "finished"
+    client = redis.Redis.from_url(redis_server.url)
+    # Crawls whose ids begin with a's: a:b and a:polite nested in it (a:polite's keys look like
+    # a's leases of hosts), ab beside it; and a key of some other program.
+    copy_crawl(client, "a", ["a:b", "a:polite", "ab"])
+    client.set("focused:a", "not a crawl's")
+    others = {
+        key: value
+        for key, value in keys_under(client, "").items()
+        if not key.startswith(b"focused:a:")
+        or key.startswith((b"focused:a:b:", b"focused:a:polite:"))
+    }
+    own = set(keys_under(client, "")) - set(others)
+    # The crawl's key families: its frontier, seen set, counters, budget, fingerprints...
+    names = {key.removeprefix(b"focused:a:").split(b":")[0] for key in own}
+    assert {b"order", b"seen", b"frontier", b"counters", b"near", b"rank", b"host_pages"} <= names
+
+    result = cli("forget", "a", settings={"FOCUSED_FRONTIER": redis_server.url, **db(crawl)})
+    assert ok(result) == f"removed {len(own)} keys of crawl a from {redis_server.url}\n"
+    assert keys_under(client, "") == others
+
+    one_line_error(
+        cli("forget", "a", settings={"FOCUSED_FRONTIER": redis_server.url, **db(crawl)}),
+        1,
+        f"no keys of crawl a on {redis_server.url}: nothing to remove",
+    )
+    # a:b is in no store: nothing says it finished.
+    nested = cli("forget", "a:b", settings={"FOCUSED_FRONTIER": redis_server.url, **db(crawl)})
+    one_line_error(nested, 1, "crawl a:b is not in the SQLite store at ")
+    assert keys_under(client, "") == others
+    forced = cli(
+        "forget", "a:b", "--force", settings={"FOCUSED_FRONTIER": redis_server.url, **db(crawl)}
+    )
+    assert ok(forced) == f"removed {len(own)} keys of crawl a:b from {redis_server.url}\n"
+    assert keys_under(client, "focused:a:b:") == {}
+    assert len(keys_under(client, "focused:a:polite:")) == len(keys_under(client, "focused:ab:"))
+    assert len(keys_under(client, "focused:ab:")) == len(own)
+
+
+def db(crawl) -> dict:
+    return {"FOCUSED_DB": crawl.db}
+
+
+def store_with(tmp_path, crawl_id: str, status: str | None) -> dict:
+    """The settings of an SQLite store holding crawl ``crawl_id`` (unless ``status`` is None)
+    ended with ``status`` (``running``: not ended)."""
+    path = tmp_path / "store.sqlite3"
+    store = SqliteStore(path)
+    if status is not None:
+        store.start_crawl({"crawl_id": crawl_id, "query": "birds"})
+        if status != "running":
+            store.finish_crawl(crawl_id, status=status, finish_reason="shutdown")
+    store.close()
+    return {"FOCUSED_DB": path}
+
+
+def shared_keys(client: redis.Redis, crawl_id: str, queued: int = 3) -> None:
+    """Keys as a shared crawl leaves them: its order, seen set, and ``queued`` requests."""
+    prefix = f"focused:{crawl_id}:"
+    client.set(prefix + "order", ORDER)
+    client.sadd(prefix + "seen", "fp")
+    if queued:
+        client.zadd(prefix + "frontier", {f"r{i}": i for i in range(queued)})
+
+
+def test_a_crawl_with_a_live_process_keeps_its_keys_unless_forced(tmp_path, redis_server, cli):
+    client = redis.Redis.from_url(redis_server.url)
+    shared_keys(client, "live")
+    now = client.time()[0]
+    client.hset("focused:live:workers", mapping={"h:1:aa": now - 60, "h:2:bb": now - 2})
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "live", "finished")}
+    one_line_error(
+        cli("forget", "live", settings=settings),
+        1,
+        f"crawl live has 1 process alive on {redis_server.url} (a heartbeat within"
+        " FOCUSED_WORKER_TIMEOUT=10 s): stop them first (Ctrl-C), or give --force",
+    )
+    assert client.exists("focused:live:order", "focused:live:frontier", "focused:live:seen") == 3
+    forced = cli("forget", "live", "--force", settings=settings)
+    assert ok(forced) == f"removed 4 keys of crawl live from {redis_server.url}\n"
+    assert forced.stderr == (
+        "warning: crawl live had 1 process alive, which stops at its next heartbeat: the keys of"
+        " the crawl are gone\n"
+    )
+    assert not client.keys("focused:live:*")
+    # Once its heartbeat is older than FOCUSED_WORKER_TIMEOUT, a process counts as gone.
+    shared_keys(client, "live")
+    client.hset("focused:live:workers", mapping={"h:2:bb": now - 20})
+    assert ok(cli("forget", "live", settings=settings)).startswith("removed 4 keys")
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        ("interrupted", "crawl p is interrupted (shutdown) in the SQLite store at "),
+        ("running", "crawl p is running in the SQLite store at "),
+        (None, "crawl p is not in the SQLite store at "),
+    ],
+)
+def test_a_crawl_not_recorded_finished_keeps_its_queue_unless_forced(
+    tmp_path,
+    redis_server,
+    cli,
+    status,
+    said,
+):
+    # An interrupted shared crawl goes on from its frontier in Redis: removing it loses the queue.
+    client = redis.Redis.from_url(redis_server.url)
+    shared_keys(client, "p", queued=3)
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "p", status)}
+    result = cli("forget", "p", settings=settings)
+    one_line_error(result, 1, said)
+    if status is not None:
+        assert "not finished: running it again goes on from its 3 requests queued" in result.stderr
+    assert len(keys_under(client, "focused:p:")) == 3
+    assert ok(cli("forget", "p", "--force", settings=settings)).startswith("removed 3 keys")
+    assert not keys_under(client, "focused:p:")
+
+
+def test_keys_are_found_with_scan_and_removed_in_batches(tmp_path, redis_server, cli, monkeypatch):
+    client = redis.Redis.from_url(redis_server.url)
+    shared_keys(client, "big", queued=0)
+    client.mset({f"focused:big:robots:host{i}": "x" for i in range(25)})
+    client.zadd("focused:big:conc:order", {"place": 1})  # the places at a host named "order"
+    client.mset({f"focused:other:robots:host{i}": "x" for i in range(25)})
+    monkeypatch.setattr(forget, "BATCH", 4)
+    monkeypatch.setattr(forget, "SCAN_COUNT", 5)
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "big", "finished")}
+    assert ok(cli("forget", "big", settings=settings)).startswith("removed 28 keys")
+    assert command_calls(client, "unlink") == math.ceil(28 / 4)
+    assert command_calls(client, "scan") > 1
+    assert command_calls(client, "keys") == 0
+    assert not keys_under(client, "focused:big:")
+    assert len(keys_under(client, "focused:other:")) == 25
+
+
+@pytest.fixture
+def password_server(tmp_path):
+    server = RedisServer(tmp_path, password="hush-hush").start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    ("args", "settings", "status", "message"),
+    [
+        ((), {}, 2, "give the id of the shared crawl whose keys to remove"),
+        (("a", "b"), {}, 2, "give one crawl id, not 2: a b"),
+        (("a*",), {}, 2, "crawl_id='a*' may use only letters, digits and . _ : -"),
+        (("a",), {"FOCUSED_FRONTIER": ""}, 2, "give the crawl's Redis frontier"),
+        (("a",), {"FOCUSED_FRONTIER": "http://h/0"}, 2, "FOCUSED_FRONTIER='http://h/0' is not a"),
+        (("a",), {"FOCUSED_FRONTIER": "redis://h/x"}, 2, "its database 'x' is no number"),
+        (("a",), {"FOCUSED_FRONTIER": "redis://h:port/0"}, 2, "FOCUSED_FRONTIER='redis://h:port"),
+        (("a", "--froce"), {}, 2, "unknown option --froce"),
+        (("a",), {"FOCUSED_WORKER_TIMEOUT": "soon"}, 2, "FOCUSED_WORKER_TIMEOUT='soon'"),
+    ],
+)
+def test_bad_input_is_one_line(cli, redis_server, args, settings, status, message):
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **settings}
+    one_line_error(cli("forget", *args, settings=settings), status, message)
+
+
+def test_a_redis_that_cannot_be_asked_is_one_line(tmp_path, cli, password_server, redis_server):
+    down = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    result = cli("forget", "a", settings={"FOCUSED_FRONTIER": down})
+    one_line_error(result, 1, "cannot reach the Redis frontier at redis://***@127.0.0.1:")
+    assert "secret" not in result.stderr
+    url = f"redis://127.0.0.1:{password_server.port}/0"
+    one_line_error(
+        cli("forget", "a", settings={"FOCUSED_FRONTIER": url}),
+        1,
+        f"cannot reach the Redis frontier at {url}: it asks for a password: give it in the URL",
+    )
+    wrong = cli("forget", "a", settings={"FOCUSED_FRONTIER": f"redis://:no@{url[8:]}"})
+    one_line_error(wrong, 1, "invalid username-password pair")
+    one_line_error(
+        cli("forget", "nosuch", settings={"FOCUSED_FRONTIER": password_server.url}),
+        1,
+        f"no keys of crawl nosuch on redis://***@127.0.0.1:{password_server.port}/0",
+    )
+
+
+def test_a_redis_cluster_node_is_one_line(tmp_path, cli):
+    cluster = ["--cluster-enabled", "yes", "--cluster-port", str(free_port())]
+    server = RedisServer(tmp_path, options=cluster).start()
+    try:
+        result = cli("forget", "a", settings={"FOCUSED_FRONTIER": server.url})
+    finally:
+        server.stop()
+    one_line_error(
+        result,
+        2,
+        f"the Redis frontier at {server.url} is a Redis Cluster node: a shared crawl needs one"
+        " Redis server, not a cluster",
+    )
