@@ -369,6 +369,12 @@ class SharedCrawl:
         )
         self._close(FRONTIER_UNREACHABLE)
 
+    def lose_keys(self) -> None:
+        self.lost(
+            f"the keys of crawl {self.crawl_id} are gone (Redis restarted without its data, or"
+            " flushed, or evicting keys when full): the crawl cannot go on"
+        )
+
     def keys_kept(self) -> bool:
         """False once the crawl's keys are gone from Redis: the order the crawl recorded before
         its first process started (``check_frontier``) was seen here, or recorded by this
@@ -402,6 +408,9 @@ class SharedCrawl:
         known = self._counts[counter]
         if value >= known:
             return True
+        if not self.keys_kept():  # a count from 0 again: flushed, not an older snapshot
+            self.lose_keys()
+            return False
         self.lost(
             f"the crawl-wide count {counter} of crawl {self.crawl_id} went back from {known} to"
             f" {value}: Redis lost writes (restarted from an older snapshot?), and the crawl"
@@ -661,10 +670,7 @@ class DistributedCrawl:
         """Heartbeat; re-queue the work of workers silent for longer than the timeout."""
         shared = self.shared
         if not shared.keys_kept():
-            shared.lost(
-                f"the keys of crawl {shared.crawl_id} are gone (Redis restarted "
-                "without its data, or flushed, or evicting keys when full): the crawl cannot go on"
-            )
+            shared.lose_keys()
             return
         now = shared.run(shared.redis.time, default=(0, 0))[0]
         workers = shared.key("workers")
