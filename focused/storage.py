@@ -23,6 +23,7 @@ Every failure of the backend itself (unreachable server, unwritable file, ...) i
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -189,11 +190,14 @@ _UNREADABLE = object()
 def _read_as(kind: type, value: Any) -> Any:
     """A stored value as its field's type, or ``_UNREADABLE`` when no version wrote it: a cell
     edited by hand or a document another program wrote (text in a number, JSON that is no
-    object, a BSON date, a negative count or level). SQLite keeps booleans as 0 and 1, and
-    mongosh writes every number as a double."""
+    object, a BSON date, a negative count or level, a score or rate that is NaN or infinite,
+    which JSON cannot hold). SQLite keeps booleans as 0 and 1, and mongosh writes every number
+    as a double."""
     if value is None:
         return None
     if type(value) is kind:
+        if kind is float and not math.isfinite(value):
+            return _UNREADABLE
         return _UNREADABLE if kind is int and value < 0 else value
     if kind is float and type(value) is int:
         return float(value)

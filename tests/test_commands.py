@@ -967,6 +967,15 @@ def two_pages(store: storage.Store) -> None:
         store.update_pages([{"crawl_id": "c1", "url": url, "fetch_order": order}])
 
 
+def strict_json_lines(text: str) -> list:
+    """Each line of ``text`` as JSON, which has no NaN nor Infinity (Python's json reads them)."""
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is no JSON: {text}")
+
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
 @pytest.mark.parametrize(
     ("sql", "shown"),
     [
@@ -985,6 +994,9 @@ def two_pages(store: storage.Store) -> None:
         ),
         ("UPDATE pages SET relevance = 'high'", "pages.relevance = 'high'"),
         ("UPDATE pages SET level = 'top'", "pages.level = 'top'"),
+        # A number but no figure: --json printed Infinity, which is no JSON.
+        ("UPDATE pages SET relevance = 9e999", "pages.relevance = inf"),
+        ("UPDATE crawls SET harvest_rate = -9e999", "crawls.harvest_rate = -inf"),
     ],
 )
 def test_a_value_of_another_type_is_shown_as_unknown(cli, tmp_path, sql, shown):
@@ -1001,6 +1013,8 @@ def test_a_value_of_another_type_is_shown_as_unknown(cli, tmp_path, sql, shown):
     for args in READERS if sql.startswith("UPDATE crawls") else READERS[2:]:
         result = cli(*args, settings={"FOCUSED_DB": db})
         assert "http://a.test/" in ok(result) or args[0] == "crawls", (args, result.stdout)
+        if "--json" in args:
+            strict_json_lines(result.stdout)
         warning = f"warning: the SQLite store at {db} holds values of another type than"
         # one line (`pages` of a crawl still running says so in another)
         assert [line for line in result.stderr.splitlines() if "warning" in line] == [
@@ -1040,7 +1054,9 @@ def test_a_document_another_program_wrote_is_shown_as_unknown(
     two_pages(MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client))
     edited = {"started_at": datetime(2026, 1, 1), "pages": 2.0, "relevant": "1"}
     mongo_client["focused"]["crawls"].update_one({"crawl_id": "c1"}, {"$set": edited})
-    mongo_client["focused"]["pages"].update_many({}, {"$set": {"level": 1.0}})
+    # NaN, which --json printed as no JSON reads it
+    nan = {"level": 1.0, "relevance": float("nan")}
+    mongo_client["focused"]["pages"].update_many({}, {"$set": nan})
     monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
     result = cli(*args, settings=MONGO_SETTINGS)
     out = ok(result)
@@ -1049,7 +1065,9 @@ def test_a_document_another_program_wrote_is_shown_as_unknown(
     if args == ("crawls",):
         assert rows(out) == [["c1", "-", "finished", "bfs", "-", "2", "1", "0.500", "birds"]]
     if args == ("pages", "--json"):
-        assert [json.loads(line)["level"] for line in out.splitlines()] == [1, 1]
+        assert [page["level"] for page in strict_json_lines(out)] == [1, 1]
+    if "--json" in args:
+        strict_json_lines(out)
 
 
 def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path):
