@@ -395,6 +395,16 @@ class Store(ABC):
             with self._failing(f"update {len(updates)} pages"):
                 self._update_pages(updates)
 
+    def unreadable_warning(self, read: str) -> str:
+        """The one line that says which value was read as unknown (``read``: ``shown``,
+        ``planned``...), for whoever fixes it; empty when there was none."""
+        if not self.unreadable:
+            return ""
+        return (
+            f"the {self.backend} store at {self.location} holds values of another type than"
+            f" their field's, {read} as unknown: {self.unreadable}"
+        )
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -81,10 +81,7 @@ def say_unreadable(store: Store, read: str) -> None:
     """What a crawl never writes (a cell edited by hand, a document another program wrote) is
     read as unknown: one line says so, for whoever fixes it."""
     if store.unreadable:
-        sys.stderr.write(
-            f"warning: the {store.backend} store at {store.location} holds values of another"
-            f" type than their field's, {read} as unknown: {store.unreadable}\n"
-        )
+        sys.stderr.write(f"warning: {store.unreadable_warning(read)}\n")
 
 
 def fail(message: str, status: int) -> NoReturn:

@@ -180,6 +180,10 @@ class StoragePipeline:
         recover_state(spider.state, pages)
         if model is not None and spider.state["pages"] > learned:
             self._relearn(model, learned, spider.state["pages"])
+        # A value no crawl writes (a cell edited by hand, a record restored without it) was
+        # read as unknown: the crawl goes on without it, and says which, for whoever fixes it.
+        if self.store.unreadable:
+            logger.warning("%s", self.store.unreadable_warning("read"))
 
     def _relearn(self, model: Any, learned: int, last: int) -> None:
         """After a crash: the model learns the pages stored after ``learned`` (fetch order),
@@ -191,7 +195,12 @@ class StoragePipeline:
         except StoreError as exc:
             logger.warning("Cannot give the relevance model the stored pages: %s", exc)
             return
-        missing = [page for page in reversed(newest) if page["fetch_order"] > learned]
+        # A page of unknown fetch order may have been learned already: it is left out.
+        missing = [
+            page
+            for page in reversed(newest)
+            if page["fetch_order"] is not None and page["fetch_order"] > learned
+        ]
         relearned = relearn(model, missing)
         self.stats.set_value("focused/resume/pages_relearned", relearned)
         logger.info(

@@ -863,6 +863,63 @@ def test_storage_pipeline_writes_to_sqlite(tmp_path):
         reader.close()
 
 
+class LearningModel:
+    """What a resume asks of the relevance model (``pipelines.relevance``): none saved."""
+
+    restored = False
+    max_docs = 100
+    refit_due = False
+
+    def __init__(self) -> None:
+        self.learned: list[str] = []
+
+    def observe(self, text: str, language: str | None) -> None:
+        self.learned.append(text)
+
+
+def test_a_resume_reads_a_store_value_of_another_type_as_unknown_and_says_so(tmp_path, caplog):
+    """A crawl resumed after a crash over pages edited by hand (or restored without their fetch
+    order): one page of unknown fetch order ended its recovery in a TypeError, and values read
+    as unknown went without a word."""
+    db = tmp_path / "crawl.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record("pipe"))
+    # fetch orders 1, 2 and 4 (the third page was not stored), then one of unknown order
+    store.save_pages(
+        [
+            page("http://t/1", "pipe", fetch_order=1, text="one"),
+            page("http://t/2", "pipe", fetch_order=2, text="two"),
+            page("http://t/4", "pipe", fetch_order=4, text="four", is_relevant=False),
+            page("http://t/x", "pipe", fetch_order=None, text="unknown"),
+            page("http://t/y", "pipe", fetch_order=5, text="edited"),
+        ]
+    )
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE pages SET fetch_order = 'five' WHERE url = 'http://t/y'")
+        edit.execute("UPDATE pages SET url = x'02' WHERE url = 'http://t/2'")
+    edit.close()
+    crawler = pipeline_crawler(FOCUSED_DB=str(db))
+    pipeline = StoragePipeline.from_crawler(crawler)
+    spider = crawler.spider
+    spider.state, spider.relevance = {}, LearningModel()
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        asyncio.run(pipeline.open_spider())
+        try:
+            pipeline.recover_state(spider)
+        finally:
+            pipeline.store.close()
+    assert spider.state["pages"] == 4 and spider.state["relevant"] == 4
+    assert spider.state["fetched_urls"] == {f"http://t/{name}" for name in "14xy"}
+    # in fetch order, the page of unknown order left out
+    assert spider.relevance.learned == ["one", "two", "four"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"the SQLite store at {db} holds values of another type than their field's, read as"
+        " unknown: pages.url = b'\\x02'"
+    ]
+
+
 def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):
     writers = []
 
