@@ -911,15 +911,33 @@ def test_a_title_or_query_never_drives_the_terminal(cli, tmp_path):
     store = SqliteStore(db)
     hostile = "\x1b[2J\x1b]0;owned\x07birds\nfake row\x9b31m"
     shown = "\\x1b[2J\\x1b]0;owned\\x07birds\\x0afake row\\x9b31m"
-    store.start_crawl({"crawl_id": "c1", "query": hostile, "strategy": "bfs", "seeds": []})
+    # No crawl writes the others so, but a store edited by hand or a document another
+    # program wrote may: the report printed them as they were.
+    crawl = {"crawl_id": f"c1{hostile}", "query": hostile, "strategy": hostile, "seeds": []}
+    store.start_crawl({**crawl, "params": {hostile: hostile}})
+    store.finish_crawl(crawl["crawl_id"], status="interrupted", finish_reason=hostile)
     page = {name: None for name in PAGE_FIELDS}
-    page |= {"crawl_id": "c1", "url": "http://a.test/", "title": hostile, "level": 0}
+    page |= {"crawl_id": crawl["crawl_id"], "url": "http://a.test/", "title": hostile, "level": 0}
     store.save_pages([{**page, "relevance": 0.5, "is_relevant": True, "fetch_order": 1}])
     store.close()
-    for command in (["crawls"], ["pages"], ["report", "c1"]):
-        out = ok(cli(*command, settings={"FOCUSED_DB": str(db)}))
-        assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in out), out
+    for command in (["crawls"], ["pages"], ["report"]):
+        result = cli(*command, settings={"FOCUSED_DB": str(db)})
+        out = ok(result)
+        for text in (out, result.stderr):
+            assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in text), (
+                text
+            )
         assert shown in out, (command, out)
+
+
+def test_a_title_never_turns_the_line_around():
+    """Bidirectional controls (an RTL override, an isolate, a mark) were printed as they were:
+    a terminal that does bidi showed the rest of the row, or a URL in it, reversed ("Trojan
+    Source"). Right-to-left letters are text, and stay."""
+    assert storecommand.printable("a\u202eb\u2067c\u200fd\u061ce\u202c") == (
+        "a\\u202eb\\u2067c\\u200fd\\u061ce\\u202c"
+    )
+    assert storecommand.printable("עברית عربي") == "עברית عربي"
 
 
 def test_columns_after_a_wide_crawl_id_line_up(cli, tmp_path):
