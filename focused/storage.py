@@ -693,7 +693,10 @@ class SqliteStore(Store):
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
         if query.min_relevance is not None:
-            where.append(("relevance >= ?", query.min_relevance))
+            # Text compares above any number in SQLite: a relevance edited into text, unknown,
+            # would pass (MongoDB compares numbers with numbers only).
+            numeric = "typeof(relevance) IN ('integer', 'real') AND relevance >= ?"
+            where.append((numeric, query.min_relevance))
         if query.level is not None:
             where.append(("level = ?", query.level))
         if query.relevant_only:

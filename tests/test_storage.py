@@ -297,6 +297,17 @@ def test_page_filters_and_orders(store):
         store.pages("c1", limit=0)
 
 
+def test_a_relevance_of_another_type_passes_no_min_relevance(store):
+    """A relevance edited by hand into text is unknown: SQLite, where text compares above any
+    number, listed it among the pages above every --min-relevance, and MongoDB did not."""
+    store.save_pages([page("http://t/1", relevance=0.9), page("http://t/2", relevance=0.2)])
+    if isinstance(store, SqliteStore):
+        store._conn.execute("UPDATE pages SET relevance = 'high' WHERE url = 'http://t/2'")
+    else:
+        store._pages.update_one({"url": "http://t/2"}, {"$set": {"relevance": "high"}})
+    assert [p["url"] for p in store.pages("c1", min_relevance=0.5)] == ["http://t/1"]
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
