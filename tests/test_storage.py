@@ -931,6 +931,34 @@ def test_a_resume_reads_a_store_value_of_another_type_as_unknown_and_says_so(tmp
     ]
 
 
+def test_a_crawl_run_again_says_its_record_held_a_value_of_another_type(tmp_path, caplog):
+    """A crawl run again under its id (another process of a shared crawl, a resume) keeps its
+    record's first started_at: one edited by hand was taken for none, without a word."""
+    db = tmp_path / "crawl.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record("pipe"))
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE crawls SET started_at = x'01'")
+    edit.close()
+    pipeline = StoragePipeline.from_crawler(pipeline_crawler(FOCUSED_DB=str(db)))
+    pipeline.crawler.spider.state = {}
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    said = [
+        f"the SQLite store at {db} holds values of another type than their field's, read as"
+        " unknown: crawls.started_at = b'\\x01'"
+    ]
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        asyncio.run(pipeline.open_spider())  # without JOBDIR: no recover_state
+        assert warnings() == said
+        pipeline.recover_state(pipeline.crawler.spider)  # under JOBDIR: not said again
+        pipeline.store.close()
+    assert warnings() == said
+
+
 def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):
     writers = []
 
