@@ -31,7 +31,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -158,6 +158,9 @@ class PageQuery:
     limit: int | None
     sort: SortSpec
     fields: tuple[str, ...] = PAGE_FIELDS  # the fields each record carries, in PAGE_FIELDS order
+    # True: only pages whose relevance is a finite number (``Store.pages`` sets it with
+    # min_relevance); False: only the others (none, another type, NaN or infinite); None: any.
+    relevance_known: bool | None = None
 
 
 def _utc_now() -> str:
@@ -383,9 +386,22 @@ class Store(ABC):
             limit=limit,
             sort=PAGE_SORTS[order],
             fields=tuple(name for name in PAGE_FIELDS if name in wanted),
+            relevance_known=True if min_relevance is not None else None,
         )
         with self._failing(f"read pages of crawl {crawl_id}"):
-            return self._readable("pages", self._find_pages(query))
+            if order != "relevance" or min_relevance is not None:
+                return self._readable("pages", self._find_pages(query))
+            # Both backends sort text (a cell edited by hand) and infinity above every score:
+            # a relevance read as unknown came first. It comes last, as none does, in fetch
+            # order (the order's ties).
+            pages = self._find_pages(replace(query, relevance_known=True))
+            if limit is None or len(pages) < limit:
+                rest = None if limit is None else limit - len(pages)
+                unknown = replace(
+                    query, relevance_known=False, sort=PAGE_SORTS["fetch_order"], limit=rest
+                )
+                pages += self._find_pages(unknown)
+            return self._readable("pages", pages)
 
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
@@ -692,11 +708,13 @@ class SqliteStore(Store):
 
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
+        if query.relevance_known is not None:
+            # SQLite compares text above any number: a relevance edited into text passed
+            # `relevance >= ?` (MongoDB compares numbers with numbers only). NaN is NULL here.
+            known = "(typeof(relevance) IN ('integer', 'real') AND abs(relevance) < ?)"
+            where.append((known if query.relevance_known else f"NOT {known}", math.inf))
         if query.min_relevance is not None:
-            # Text compares above any number in SQLite: a relevance edited into text, unknown,
-            # would pass (MongoDB compares numbers with numbers only).
-            numeric = "typeof(relevance) IN ('integer', 'real') AND relevance >= ?"
-            where.append((numeric, query.min_relevance))
+            where.append(("relevance >= ?", query.min_relevance))
         if query.level is not None:
             where.append(("level = ?", query.level))
         if query.relevant_only:
@@ -820,8 +838,14 @@ class MongoStore(Store):
 
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: dict[str, Any] = {"crawl_id": query.crawl_id}
+        # NaN sorts and compares below -infinity in MongoDB.
+        known = {"$type": "number", "$gt": -math.inf, "$lt": math.inf}
+        if query.relevance_known:
+            where["relevance"] = known
+        elif query.relevance_known is False:
+            where["$nor"] = [{"relevance": known}]
         if query.min_relevance is not None:
-            where["relevance"] = {"$gte": query.min_relevance}
+            where["relevance"] = {**known, "$gte": query.min_relevance}
         if query.level is not None:
             where["level"] = query.level
         if query.relevant_only:

@@ -308,6 +308,37 @@ def test_a_relevance_of_another_type_passes_no_min_relevance(store):
     assert [p["url"] for p in store.pages("c1", min_relevance=0.5)] == ["http://t/1"]
 
 
+def test_a_relevance_read_as_unknown_comes_last(store):
+    """A relevance edited by hand into text, or into a number that is no figure, is read as
+    unknown (shown as -) but was sorted as the most relevant, first in `scrapy pages` and the
+    report's top pages, by both backends (text and infinity sort above every score). It comes
+    last now, as a page without a score does, in fetch order."""
+    store.save_pages(
+        [
+            page("http://t/text", relevance=0.3, fetch_order=1),
+            page("http://t/high", relevance=0.9, fetch_order=2),
+            page("http://t/none", relevance=None, fetch_order=3),
+            page("http://t/inf", relevance=0.4, fetch_order=4),
+            page("http://t/low", relevance=0.1, fetch_order=5),
+        ]
+    )
+    edits = {"http://t/text": "high", "http://t/inf": float("inf")}
+    for url, value in edits.items():
+        if isinstance(store, SqliteStore):
+            store._conn.execute("UPDATE pages SET relevance = ? WHERE url = ?", (value, url))
+        else:
+            store._pages.update_one({"url": url}, {"$set": {"relevance": value}})
+
+    def urls(**filters: Any) -> list[str]:
+        return [p["url"].rsplit("/", 1)[1] for p in store.pages("c1", fields=["url"], **filters)]
+
+    assert urls() == ["high", "low", "text", "none", "inf"]
+    assert urls(limit=1) == ["high"]
+    assert urls(limit=3) == ["high", "low", "text"]
+    assert urls(min_relevance=0.0) == ["high", "low"]
+    assert urls(order="fetch_order") == ["text", "high", "none", "inf", "low"]
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
