@@ -350,8 +350,11 @@ class Store(ABC):
         ``crawls()`` lists it by its first start."""
         with self._failing("read crawls"):
             found = self._readable("crawls", self._find_crawls(None, limit=None))  # few
+        # A record whose id is unknown (edited by hand) cannot be asked for: the latest is
+        # another.
+        named = [crawl for crawl in found if crawl["crawl_id"] is not None]
         latest = max(
-            found, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
+            named, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
         )
         return latest["crawl_id"] if latest else None
 

@@ -1088,6 +1088,42 @@ def test_a_document_another_program_wrote_is_shown_as_unknown(
         strict_json_lines(out)
 
 
+def test_the_latest_crawl_is_the_latest_whose_id_can_be_read(cli, tmp_path):
+    """A crawl record whose id was edited into no text, the newest: `scrapy pages` and
+    `scrapy report` said there were no crawls in the store, which held one to show."""
+    db = tmp_path / "edited.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.start_crawl({"crawl_id": "c2", "query": "birds", "strategy": "bfs", "seeds": []})
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE crawls SET crawl_id = x'02' WHERE crawl_id = 'c2'")
+    edit.close()
+    for args in (("pages",), ("report", "--json")):
+        result = cli(*args, settings={"FOCUSED_DB": db})
+        assert "http://a.test/b" in ok(result), (args, result.stderr)
+        assert "crawls.crawl_id = b'\\x02'" in result.stderr
+
+
+def test_a_crawl_of_unknown_id_is_counted_from_no_pages(
+    cli,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+):
+    """A running crawl's figures come from its pages: one whose id another program wrote as a
+    number (unknown) was counted from the pages of no crawl id, MongoDB's answer to null."""
+    crawls = mongo_client["focused"]["crawls"]
+    crawls.insert_one({"crawl_id": 7, "status": "running", "started_at": "2026-01-01T00:00:00"})
+    page = {"url": "http://a.test/", "is_relevant": True, "fetch_order": 5}
+    mongo_client["focused"]["pages"].insert_one(page)  # of no crawl
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    result = cli("crawls", settings=MONGO_SETTINGS)
+    assert rows(ok(result)) == [
+        ["-", "2026-01-01 00:00:00 UTC", "running", "-", "-", "0", "0", "-", "-"]
+    ]
+    assert "crawls.crawl_id = 7" in result.stderr
+
+
 def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path):
     """`scrapy restore` takes a page line whose level and fetch_order are null (it needs the
     fields, not their values): `scrapy report` then ended in a traceback, and `scrapy pages`
