@@ -527,7 +527,7 @@ class SqliteStore(Store):
         self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
         try:
-            is_dir, is_file = file.is_dir(), file.is_file()
+            is_dir, is_file, exists = file.is_dir(), file.is_file(), file.exists()
         except OSError as exc:  # a name longer than the file system takes
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: {exc.strerror}"
@@ -535,6 +535,12 @@ class SqliteStore(Store):
         if is_dir:
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: it is a folder, not a file"
+            )
+        if exists and not is_file:
+            # A device or a pipe (/dev/null, to store nothing): SQLite would write its journal
+            # beside it (/dev/null-journal), then fail on "disk I/O error".
+            raise StoreSettingError(
+                f"{self.backend} store at {self.location}: it is not a regular file"
             )
         if (read_only or not create) and not is_file:
             # A reader (a report) must not leave an empty database behind a mistyped path.

@@ -642,6 +642,18 @@ def test_a_folder_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, re
     assert str(caught.value) == f"SQLite store at {tmp_path}: it is a folder, not a file"
 
 
+@pytest.mark.parametrize(("create", "read"), [(True, False), (False, False), (False, True)])
+def test_a_device_or_a_pipe_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, read):
+    """`-s FOCUSED_DB=/dev/null` (to store nothing) made a crawl write /dev/null-journal beside
+    the device, then fail on "disk I/O error"; a reader said "no such file"."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(StoreSettingError) as caught:
+        SqliteStore(fifo, create=create, read_only=read)
+    assert str(caught.value) == f"SQLite store at {fifo}: it is not a regular file"
+    assert [path.name for path in tmp_path.iterdir()] == ["fifo"]
+
+
 # -- MongoDB specifics -----------------------------------------------------------------------
 
 
