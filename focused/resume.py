@@ -429,6 +429,8 @@ def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> Non
     for page in pages:
         last = max(last, page["fetch_order"] or 0)
         relevant += bool(page["is_relevant"])
+        if page["url"] is None:  # unknown (edited by hand): no URL, no host to count it for
+            continue
         urls.add(page["url"])
         if page["duplicate_of"]:
             urls.add(page["duplicate_of"])

@@ -23,6 +23,7 @@ Every failure of the backend itself (unreachable server, unwritable file, ...) i
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -30,7 +31,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -157,6 +158,9 @@ class PageQuery:
     limit: int | None
     sort: SortSpec
     fields: tuple[str, ...] = PAGE_FIELDS  # the fields each record carries, in PAGE_FIELDS order
+    # True: only pages whose relevance is a finite number (``Store.pages`` sets it with
+    # min_relevance); False: only the others (none, another type, NaN or infinite); None: any.
+    relevance_known: bool | None = None
 
 
 def _utc_now() -> str:
@@ -189,11 +193,14 @@ _UNREADABLE = object()
 def _read_as(kind: type, value: Any) -> Any:
     """A stored value as its field's type, or ``_UNREADABLE`` when no version wrote it: a cell
     edited by hand or a document another program wrote (text in a number, JSON that is no
-    object, a BSON date, a negative count or level). SQLite keeps booleans as 0 and 1, and
-    mongosh writes every number as a double."""
+    object, a BSON date, a negative count or level, a score or rate that is NaN or infinite,
+    which JSON cannot hold). SQLite keeps booleans as 0 and 1, and mongosh writes every number
+    as a double."""
     if value is None:
         return None
     if type(value) is kind:
+        if kind is float and not math.isfinite(value):
+            return _UNREADABLE
         return _UNREADABLE if kind is int and value < 0 else value
     if kind is float and type(value) is int:
         return float(value)
@@ -343,8 +350,11 @@ class Store(ABC):
         ``crawls()`` lists it by its first start."""
         with self._failing("read crawls"):
             found = self._readable("crawls", self._find_crawls(None, limit=None))  # few
+        # A record whose id is unknown (edited by hand) cannot be asked for: the latest is
+        # another.
+        named = [crawl for crawl in found if crawl["crawl_id"] is not None]
         latest = max(
-            found, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
+            named, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
         )
         return latest["crawl_id"] if latest else None
 
@@ -379,9 +389,22 @@ class Store(ABC):
             limit=limit,
             sort=PAGE_SORTS[order],
             fields=tuple(name for name in PAGE_FIELDS if name in wanted),
+            relevance_known=True if min_relevance is not None else None,
         )
         with self._failing(f"read pages of crawl {crawl_id}"):
-            return self._readable("pages", self._find_pages(query))
+            if order != "relevance" or min_relevance is not None:
+                return self._readable("pages", self._find_pages(query))
+            # Both backends sort text (a cell edited by hand) and infinity above every score:
+            # a relevance read as unknown came first. It comes last, as none does, in fetch
+            # order (the order's ties).
+            pages = self._find_pages(replace(query, relevance_known=True))
+            if limit is None or len(pages) < limit:
+                rest = None if limit is None else limit - len(pages)
+                unknown = replace(
+                    query, relevance_known=False, sort=PAGE_SORTS["fetch_order"], limit=rest
+                )
+                pages += self._find_pages(unknown)
+            return self._readable("pages", pages)
 
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
@@ -390,6 +413,16 @@ class Store(ABC):
         if updates:
             with self._failing(f"update {len(updates)} pages"):
                 self._update_pages(updates)
+
+    def unreadable_warning(self, read: str) -> str:
+        """The one line that says which value was read as unknown (``read``: ``shown``,
+        ``planned``...), for whoever fixes it; empty when there was none."""
+        if not self.unreadable:
+            return ""
+        return (
+            f"the {self.backend} store at {self.location} holds values of another type than"
+            f" their field's, {read} as unknown: {self.unreadable}"
+        )
 
     @abstractmethod
     def close(self) -> None: ...
@@ -494,7 +527,7 @@ class SqliteStore(Store):
         self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
         try:
-            is_dir, is_file = file.is_dir(), file.is_file()
+            is_dir, is_file, exists = file.is_dir(), file.is_file(), file.exists()
         except OSError as exc:  # a name longer than the file system takes
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: {exc.strerror}"
@@ -502,6 +535,12 @@ class SqliteStore(Store):
         if is_dir:
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: it is a folder, not a file"
+            )
+        if exists and not is_file:
+            # A device or a pipe (/dev/null, to store nothing): SQLite would write its journal
+            # beside it (/dev/null-journal), then fail on "disk I/O error".
+            raise StoreSettingError(
+                f"{self.backend} store at {self.location}: it is not a regular file"
             )
         if (read_only or not create) and not is_file:
             # A reader (a report) must not leave an empty database behind a mistyped path.
@@ -678,6 +717,11 @@ class SqliteStore(Store):
 
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
+        if query.relevance_known is not None:
+            # SQLite compares text above any number: a relevance edited into text passed
+            # `relevance >= ?` (MongoDB compares numbers with numbers only). NaN is NULL here.
+            known = "(typeof(relevance) IN ('integer', 'real') AND abs(relevance) < ?)"
+            where.append((known if query.relevance_known else f"NOT {known}", math.inf))
         if query.min_relevance is not None:
             where.append(("relevance >= ?", query.min_relevance))
         if query.level is not None:
@@ -803,8 +847,14 @@ class MongoStore(Store):
 
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: dict[str, Any] = {"crawl_id": query.crawl_id}
+        # NaN sorts and compares below -infinity in MongoDB.
+        known = {"$type": "number", "$gt": -math.inf, "$lt": math.inf}
+        if query.relevance_known:
+            where["relevance"] = known
+        elif query.relevance_known is False:
+            where["$nor"] = [{"relevance": known}]
         if query.min_relevance is not None:
-            where["relevance"] = {"$gte": query.min_relevance}
+            where["relevance"] = {**known, "$gte": query.min_relevance}
         if query.level is not None:
             where["level"] = query.level
         if query.relevant_only:

@@ -81,14 +81,12 @@ def say_unreadable(store: Store, read: str) -> None:
     """What a crawl never writes (a cell edited by hand, a document another program wrote) is
     read as unknown: one line says so, for whoever fixes it."""
     if store.unreadable:
-        sys.stderr.write(
-            f"warning: the {store.backend} store at {store.location} holds values of another"
-            f" type than their field's, {read} as unknown: {store.unreadable}\n"
-        )
+        sys.stderr.write(f"warning: {store.unreadable_warning(read)}\n")
 
 
 def fail(message: str, status: int) -> NoReturn:
-    sys.stderr.write(f"error: {message}\n")
+    # One line whatever it quotes: a crawl id or a path from the store or the command line.
+    sys.stderr.write(f"error: {printable(message)}\n")
     sys.exit(status)
 
 
@@ -159,10 +157,16 @@ def print_json(record: Any) -> None:
     sys.stdout.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
-# C0 and C1 control characters and DEL, each shown as its escape. A page's title comes from the
-# web and a query from whoever started the crawl: an escape sequence in one would drive the
-# reader's terminal (colours, a cleared screen, a line rewritten), a newline break a table.
-_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))}
+# C0 and C1 control characters and DEL, and the bidirectional controls (the Arabic letter mark,
+# the left-to-right and right-to-left marks, embeddings, overrides and isolates), each shown as
+# its escape. A page's title comes from the web and a query from whoever started the crawl: an
+# escape sequence in one would drive the reader's terminal (colours, a cleared screen, a line
+# rewritten), a newline break a table, and a right-to-left override show the rest of a row
+# reversed in a terminal that does bidi.
+_CONTROLS = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))} | {
+    code: f"\\u{code:04x}"
+    for code in (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+}
 
 
 def printable(text: str) -> str:

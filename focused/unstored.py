@@ -39,6 +39,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -277,10 +278,15 @@ def mark_restored(path: str) -> Path:
     """Rename the file ``path``, whose records were all written, to ``<name>.restored`` (a name
     that already ends so stays) and return its new path: ``unstored-*.jsonl`` no longer names
     it, and a second restore would write its older records over what changed since. Raises
-    OSError (``FileExistsError`` rather than replace another file)."""
+    OSError (``FileExistsError`` rather than replace another file; ``EINVAL`` for what is no
+    regular file)."""
     source = Path(path)
     if source.name.endswith(RESTORED_SUFFIX):
         return source
+    if not stat.S_ISREG(source.lstat().st_mode):
+        # A link (/dev/stdin, the system's, for `restore /dev/stdin < FILE`) would be renamed
+        # and not its file; a pipe or a device has no records left to restore again.
+        raise OSError(errno.EINVAL, "not a regular file", str(source))
     target = source.with_name(source.name + RESTORED_SUFFIX)
     if target.exists():
         raise FileExistsError(errno.EEXIST, "the file exists", str(target))

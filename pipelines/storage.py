@@ -153,6 +153,7 @@ class StoragePipeline:
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
         self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
+        self._said_unreadable = False  # the store's first value read as unknown was logged
         add_log_filter(scraper.__name__, _UnstoredInOneLine)
 
     @classmethod
@@ -180,6 +181,15 @@ class StoragePipeline:
         recover_state(spider.state, pages)
         if model is not None and spider.state["pages"] > learned:
             self._relearn(model, learned, spider.state["pages"])
+        self._say_unreadable()
+
+    def _say_unreadable(self) -> None:
+        """A value no crawl writes (a cell edited by hand, a record restored without it) was
+        read as unknown: the crawl goes on without it, and says which, once, for whoever
+        fixes it (the store names the first)."""
+        if self.store.unreadable and not self._said_unreadable:
+            logger.warning("%s", self.store.unreadable_warning("read"))
+            self._said_unreadable = True
 
     def _relearn(self, model: Any, learned: int, last: int) -> None:
         """After a crash: the model learns the pages stored after ``learned`` (fetch order),
@@ -191,7 +201,12 @@ class StoragePipeline:
         except StoreError as exc:
             logger.warning("Cannot give the relevance model the stored pages: %s", exc)
             return
-        missing = [page for page in reversed(newest) if page["fetch_order"] > learned]
+        # A page of unknown fetch order may have been learned already: it is left out.
+        missing = [
+            page
+            for page in reversed(newest)
+            if page["fetch_order"] is not None and page["fetch_order"] > learned
+        ]
         relearned = relearn(model, missing)
         self.stats.set_value("focused/resume/pages_relearned", relearned)
         logger.info(
@@ -210,6 +225,7 @@ class StoragePipeline:
         except StoreError:
             self.store.close()
             raise
+        self._say_unreadable()  # the record's first started_at, kept
         # Only under a reactor (not in a test driving the pipeline on asyncio alone): importing
         # the reactor module would install Twisted's default one.
         if is_reactor_installed():

@@ -911,15 +911,33 @@ def test_a_title_or_query_never_drives_the_terminal(cli, tmp_path):
     store = SqliteStore(db)
     hostile = "\x1b[2J\x1b]0;owned\x07birds\nfake row\x9b31m"
     shown = "\\x1b[2J\\x1b]0;owned\\x07birds\\x0afake row\\x9b31m"
-    store.start_crawl({"crawl_id": "c1", "query": hostile, "strategy": "bfs", "seeds": []})
+    # No crawl writes the others so, but a store edited by hand or a document another
+    # program wrote may: the report printed them as they were.
+    crawl = {"crawl_id": f"c1{hostile}", "query": hostile, "strategy": hostile, "seeds": []}
+    store.start_crawl({**crawl, "params": {hostile: hostile}})
+    store.finish_crawl(crawl["crawl_id"], status="interrupted", finish_reason=hostile)
     page = {name: None for name in PAGE_FIELDS}
-    page |= {"crawl_id": "c1", "url": "http://a.test/", "title": hostile, "level": 0}
+    page |= {"crawl_id": crawl["crawl_id"], "url": "http://a.test/", "title": hostile, "level": 0}
     store.save_pages([{**page, "relevance": 0.5, "is_relevant": True, "fetch_order": 1}])
     store.close()
-    for command in (["crawls"], ["pages"], ["report", "c1"]):
-        out = ok(cli(*command, settings={"FOCUSED_DB": str(db)}))
-        assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in out), out
+    for command in (["crawls"], ["pages"], ["report"]):
+        result = cli(*command, settings={"FOCUSED_DB": str(db)})
+        out = ok(result)
+        for text in (out, result.stderr):
+            assert not any((ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0 for c in text), (
+                text
+            )
         assert shown in out, (command, out)
+
+
+def test_a_title_never_turns_the_line_around():
+    """Bidirectional controls (an RTL override, an isolate, a mark) were printed as they were:
+    a terminal that does bidi showed the rest of the row, or a URL in it, reversed ("Trojan
+    Source"). Right-to-left letters are text, and stay."""
+    assert storecommand.printable("a\u202eb\u2067c\u200fd\u061ce\u202c") == (
+        "a\\u202eb\\u2067c\\u200fd\\u061ce\\u202c"
+    )
+    assert storecommand.printable("עברית عربي") == "עברית عربي"
 
 
 def test_columns_after_a_wide_crawl_id_line_up(cli, tmp_path):
@@ -967,6 +985,15 @@ def two_pages(store: storage.Store) -> None:
         store.update_pages([{"crawl_id": "c1", "url": url, "fetch_order": order}])
 
 
+def strict_json_lines(text: str) -> list:
+    """Each line of ``text`` as JSON, which has no NaN nor Infinity (Python's json reads them)."""
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is no JSON: {text}")
+
+    return [json.loads(line, parse_constant=refuse) for line in text.splitlines()]
+
+
 @pytest.mark.parametrize(
     ("sql", "shown"),
     [
@@ -985,6 +1012,9 @@ def two_pages(store: storage.Store) -> None:
         ),
         ("UPDATE pages SET relevance = 'high'", "pages.relevance = 'high'"),
         ("UPDATE pages SET level = 'top'", "pages.level = 'top'"),
+        # A number but no figure: --json printed Infinity, which is no JSON.
+        ("UPDATE pages SET relevance = 9e999", "pages.relevance = inf"),
+        ("UPDATE crawls SET harvest_rate = -9e999", "crawls.harvest_rate = -inf"),
     ],
 )
 def test_a_value_of_another_type_is_shown_as_unknown(cli, tmp_path, sql, shown):
@@ -1001,6 +1031,8 @@ def test_a_value_of_another_type_is_shown_as_unknown(cli, tmp_path, sql, shown):
     for args in READERS if sql.startswith("UPDATE crawls") else READERS[2:]:
         result = cli(*args, settings={"FOCUSED_DB": db})
         assert "http://a.test/" in ok(result) or args[0] == "crawls", (args, result.stdout)
+        if "--json" in args:
+            strict_json_lines(result.stdout)
         warning = f"warning: the SQLite store at {db} holds values of another type than"
         # one line (`pages` of a crawl still running says so in another)
         assert [line for line in result.stderr.splitlines() if "warning" in line] == [
@@ -1040,7 +1072,9 @@ def test_a_document_another_program_wrote_is_shown_as_unknown(
     two_pages(MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client))
     edited = {"started_at": datetime(2026, 1, 1), "pages": 2.0, "relevant": "1"}
     mongo_client["focused"]["crawls"].update_one({"crawl_id": "c1"}, {"$set": edited})
-    mongo_client["focused"]["pages"].update_many({}, {"$set": {"level": 1.0}})
+    # NaN, which --json printed as no JSON reads it
+    nan = {"level": 1.0, "relevance": float("nan")}
+    mongo_client["focused"]["pages"].update_many({}, {"$set": nan})
     monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
     result = cli(*args, settings=MONGO_SETTINGS)
     out = ok(result)
@@ -1049,7 +1083,45 @@ def test_a_document_another_program_wrote_is_shown_as_unknown(
     if args == ("crawls",):
         assert rows(out) == [["c1", "-", "finished", "bfs", "-", "2", "1", "0.500", "birds"]]
     if args == ("pages", "--json"):
-        assert [json.loads(line)["level"] for line in out.splitlines()] == [1, 1]
+        assert [page["level"] for page in strict_json_lines(out)] == [1, 1]
+    if "--json" in args:
+        strict_json_lines(out)
+
+
+def test_the_latest_crawl_is_the_latest_whose_id_can_be_read(cli, tmp_path):
+    """A crawl record whose id was edited into no text, the newest: `scrapy pages` and
+    `scrapy report` said there were no crawls in the store, which held one to show."""
+    db = tmp_path / "edited.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.start_crawl({"crawl_id": "c2", "query": "birds", "strategy": "bfs", "seeds": []})
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE crawls SET crawl_id = x'02' WHERE crawl_id = 'c2'")
+    edit.close()
+    for args in (("pages",), ("report", "--json")):
+        result = cli(*args, settings={"FOCUSED_DB": db})
+        assert "http://a.test/b" in ok(result), (args, result.stderr)
+        assert "crawls.crawl_id = b'\\x02'" in result.stderr
+
+
+def test_a_crawl_of_unknown_id_is_counted_from_no_pages(
+    cli,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+):
+    """A running crawl's figures come from its pages: one whose id another program wrote as a
+    number (unknown) was counted from the pages of no crawl id, MongoDB's answer to null."""
+    crawls = mongo_client["focused"]["crawls"]
+    crawls.insert_one({"crawl_id": 7, "status": "running", "started_at": "2026-01-01T00:00:00"})
+    page = {"url": "http://a.test/", "is_relevant": True, "fetch_order": 5}
+    mongo_client["focused"]["pages"].insert_one(page)  # of no crawl
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    result = cli("crawls", settings=MONGO_SETTINGS)
+    assert rows(ok(result)) == [
+        ["-", "2026-01-01 00:00:00 UTC", "running", "-", "-", "0", "0", "-", "-"]
+    ]
+    assert "crawls.crawl_id = 7" in result.stderr
 
 
 def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path):

@@ -297,6 +297,48 @@ def test_page_filters_and_orders(store):
         store.pages("c1", limit=0)
 
 
+def test_a_relevance_of_another_type_passes_no_min_relevance(store):
+    """A relevance edited by hand into text is unknown: SQLite, where text compares above any
+    number, listed it among the pages above every --min-relevance, and MongoDB did not."""
+    store.save_pages([page("http://t/1", relevance=0.9), page("http://t/2", relevance=0.2)])
+    if isinstance(store, SqliteStore):
+        store._conn.execute("UPDATE pages SET relevance = 'high' WHERE url = 'http://t/2'")
+    else:
+        store._pages.update_one({"url": "http://t/2"}, {"$set": {"relevance": "high"}})
+    assert [p["url"] for p in store.pages("c1", min_relevance=0.5)] == ["http://t/1"]
+
+
+def test_a_relevance_read_as_unknown_comes_last(store):
+    """A relevance edited by hand into text, or into a number that is no figure, is read as
+    unknown (shown as -) but was sorted as the most relevant, first in `scrapy pages` and the
+    report's top pages, by both backends (text and infinity sort above every score). It comes
+    last now, as a page without a score does, in fetch order."""
+    store.save_pages(
+        [
+            page("http://t/text", relevance=0.3, fetch_order=1),
+            page("http://t/high", relevance=0.9, fetch_order=2),
+            page("http://t/none", relevance=None, fetch_order=3),
+            page("http://t/inf", relevance=0.4, fetch_order=4),
+            page("http://t/low", relevance=0.1, fetch_order=5),
+        ]
+    )
+    edits = {"http://t/text": "high", "http://t/inf": float("inf")}
+    for url, value in edits.items():
+        if isinstance(store, SqliteStore):
+            store._conn.execute("UPDATE pages SET relevance = ? WHERE url = ?", (value, url))
+        else:
+            store._pages.update_one({"url": url}, {"$set": {"relevance": value}})
+
+    def urls(**filters: Any) -> list[str]:
+        return [p["url"].rsplit("/", 1)[1] for p in store.pages("c1", fields=["url"], **filters)]
+
+    assert urls() == ["high", "low", "text", "none", "inf"]
+    assert urls(limit=1) == ["high"]
+    assert urls(limit=3) == ["high", "low", "text"]
+    assert urls(min_relevance=0.0) == ["high", "low"]
+    assert urls(order="fetch_order") == ["text", "high", "none", "inf", "low"]
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
@@ -600,6 +642,18 @@ def test_a_folder_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, re
     assert str(caught.value) == f"SQLite store at {tmp_path}: it is a folder, not a file"
 
 
+@pytest.mark.parametrize(("create", "read"), [(True, False), (False, False), (False, True)])
+def test_a_device_or_a_pipe_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, read):
+    """`-s FOCUSED_DB=/dev/null` (to store nothing) made a crawl write /dev/null-journal beside
+    the device, then fail on "disk I/O error"; a reader said "no such file"."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(StoreSettingError) as caught:
+        SqliteStore(fifo, create=create, read_only=read)
+    assert str(caught.value) == f"SQLite store at {fifo}: it is not a regular file"
+    assert [path.name for path in tmp_path.iterdir()] == ["fifo"]
+
+
 # -- MongoDB specifics -----------------------------------------------------------------------
 
 
@@ -861,6 +915,91 @@ def test_storage_pipeline_writes_to_sqlite(tmp_path):
         check_pipeline_run(crawler, reader)
     finally:
         reader.close()
+
+
+class LearningModel:
+    """What a resume asks of the relevance model (``pipelines.relevance``): none saved."""
+
+    restored = False
+    max_docs = 100
+    refit_due = False
+
+    def __init__(self) -> None:
+        self.learned: list[str] = []
+
+    def observe(self, text: str, language: str | None) -> None:
+        self.learned.append(text)
+
+
+def test_a_resume_reads_a_store_value_of_another_type_as_unknown_and_says_so(tmp_path, caplog):
+    """A crawl resumed after a crash over pages edited by hand (or restored without their fetch
+    order): one page of unknown fetch order ended its recovery in a TypeError, and values read
+    as unknown went without a word."""
+    db = tmp_path / "crawl.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record("pipe"))
+    # fetch orders 1, 2 and 4 (the third page was not stored), then one of unknown order
+    store.save_pages(
+        [
+            page("http://t/1", "pipe", fetch_order=1, text="one"),
+            page("http://t/2", "pipe", fetch_order=2, text="two"),
+            page("http://t/4", "pipe", fetch_order=4, text="four", is_relevant=False),
+            page("http://t/x", "pipe", fetch_order=None, text="unknown"),
+            page("http://t/y", "pipe", fetch_order=5, text="edited"),
+        ]
+    )
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE pages SET fetch_order = 'five' WHERE url = 'http://t/y'")
+        edit.execute("UPDATE pages SET url = x'02' WHERE url = 'http://t/2'")
+    edit.close()
+    crawler = pipeline_crawler(FOCUSED_DB=str(db))
+    pipeline = StoragePipeline.from_crawler(crawler)
+    spider = crawler.spider
+    spider.state, spider.relevance = {}, LearningModel()
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        asyncio.run(pipeline.open_spider())
+        try:
+            pipeline.recover_state(spider)
+        finally:
+            pipeline.store.close()
+    assert spider.state["pages"] == 4 and spider.state["relevant"] == 4
+    assert spider.state["fetched_urls"] == {f"http://t/{name}" for name in "14xy"}
+    # in fetch order, the page of unknown order left out
+    assert spider.relevance.learned == ["one", "two", "four"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"the SQLite store at {db} holds values of another type than their field's, read as"
+        " unknown: pages.url = b'\\x02'"
+    ]
+
+
+def test_a_crawl_run_again_says_its_record_held_a_value_of_another_type(tmp_path, caplog):
+    """A crawl run again under its id (another process of a shared crawl, a resume) keeps its
+    record's first started_at: one edited by hand was taken for none, without a word."""
+    db = tmp_path / "crawl.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record("pipe"))
+    store.close()
+    with sqlite3.connect(db) as edit:
+        edit.execute("UPDATE crawls SET started_at = x'01'")
+    edit.close()
+    pipeline = StoragePipeline.from_crawler(pipeline_crawler(FOCUSED_DB=str(db)))
+    pipeline.crawler.spider.state = {}
+
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    said = [
+        f"the SQLite store at {db} holds values of another type than their field's, read as"
+        " unknown: crawls.started_at = b'\\x01'"
+    ]
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        asyncio.run(pipeline.open_spider())  # without JOBDIR: no recover_state
+        assert warnings() == said
+        pipeline.recover_state(pipeline.crawler.spider)  # under JOBDIR: not said again
+        pipeline.store.close()
+    assert warnings() == said
 
 
 def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):

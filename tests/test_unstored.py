@@ -11,6 +11,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -341,6 +342,28 @@ def test_a_restored_file_that_cannot_be_renamed_says_so(cli, one_crawl, tmp_path
     )
     assert path.exists() and taken.read_text(encoding="utf-8") == "another file"
     assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
+
+
+def test_a_link_or_a_pipe_given_as_the_file_is_not_renamed(cli, one_crawl, tmp_path):  # noqa: F811
+    """`scrapy restore /dev/stdin < FILE` renamed /dev/stdin, the system's link, to
+    /dev/stdin.restored, and left the file as it was; a link of one's own the same."""
+    path = spilled(tmp_path)
+    link = tmp_path / "stdin"
+    link.symlink_to(path)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    feeding = threading.Thread(target=lambda: fifo.write_bytes(path.read_bytes()))
+    feeding.start()
+    result = cli("restore", str(link), str(fifo), settings=one_crawl)
+    feeding.join()
+    assert result.returncode == 0, result  # every record is written
+    assert result.stderr == "".join(
+        f"{given}: restored, but it cannot be renamed {given.name}.restored (not a regular"
+        " file): do not restore it again\n"
+        for given in (link, fifo)
+    )
+    assert link.is_symlink() and path.exists() and fifo.exists()
+    assert not list(tmp_path.glob("*.restored"))
 
 
 def test_a_page_line_of_a_version_before_the_later_fields_is_restored(cli, one_crawl, tmp_path):  # noqa: F811

@@ -41,7 +41,8 @@ class Command(StoreCommand):
             raise InspectError(f"no crawls in the {store.backend} store at {store.location}")
         counted = [
             totals(crawl, store.pages(crawl["crawl_id"], fields=TOTALS_FIELDS))
-            if needs_pages_for_totals(crawl)
+            # an id unknown (edited by hand) asks for no pages: MongoDB gave those without one
+            if needs_pages_for_totals(crawl) and crawl["crawl_id"] is not None
             else totals(crawl)
             for crawl in crawls
         ]

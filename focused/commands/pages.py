@@ -14,6 +14,7 @@ from focused.storecommand import (
     parse_number,
     print_json,
     print_table,
+    printable,
     score,
 )
 
@@ -63,8 +64,8 @@ class Command(StoreCommand):
         crawl = find_crawl(store, opts.crawl)
         if crawl["status"] != "finished":
             sys.stderr.write(
-                f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:"
-                " these are the pages it stored so far\n"
+                printable(f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:")
+                + " these are the pages it stored so far\n"
             )
         pages = store.pages(
             crawl["crawl_id"],

@@ -90,20 +90,25 @@ class Command(StoreCommand):
 
 def print_report(report: Report) -> None:
     crawl, total = report.crawl, report.totals
-    out = sys.stdout.write
-    out(f"crawl      {crawl['crawl_id']}\n")
-    out(f"query      {printable(str(crawl['query']))}\n")
+
+    # Each line through printable: no crawl writes a control character in its record, but a
+    # store edited by hand, or a document another program wrote, may.
+    def out(line: str) -> None:
+        sys.stdout.write(printable(line) + "\n")
+
+    out(f"crawl      {crawl['crawl_id']}")
+    out(f"query      {crawl['query']}")
     params = describe_params(crawl["params"])
-    out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}\n")
-    out(f"started    {describe_time(crawl['started_at'])}\n")
-    out(f"finished   {describe_time(crawl['finished_at'])}\n")
-    out(f"status     {describe_status(crawl)}\n")
+    out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}")
+    out(f"started    {describe_time(crawl['started_at'])}")
+    out(f"finished   {describe_time(crawl['finished_at'])}")
+    out(f"status     {describe_status(crawl)}")
     out(
         f"pages      {total.fetched} fetched, {report.stored} stored, {total.relevant} relevant,"
-        f" harvest rate {score(total.harvest_rate)}\n"
+        f" harvest rate {score(total.harvest_rate)}"
     )
 
-    out("\nPages per level\n")
+    sys.stdout.write("\nPages per level\n")
     rows = [
         [
             row.level,
@@ -116,14 +121,14 @@ def print_report(report: Report) -> None:
     ]
     print_table(["level", "pages", "relevant", "% relevant", "mean relevance"], rows, "rrrrr")
 
-    out(f"\nHarvest rate after each {100 // DECILES}% of the pages fetched\n")
+    sys.stdout.write(f"\nHarvest rate after each {100 // DECILES}% of the pages fetched\n")
     rows = [
         [f"{100 * n // DECILES}%", point.fetched, point.relevant, score(point.harvest_rate)]
         for n, point in enumerate(report.deciles, 1)
     ]
     print_table(["fetched", "pages", "relevant", "harvest rate"], rows, "rrrr")
 
-    out(f"\nTop {len(report.top)} pages\n")
+    sys.stdout.write(f"\nTop {len(report.top)} pages\n")
     rows = [
         [
             score(page["relevance"]),
