@@ -27,6 +27,7 @@ import math
 import os
 import re
 import sqlite3
+import stat
 import time
 import warnings
 from abc import ABC, abstractmethod
@@ -527,21 +528,26 @@ class SqliteStore(Store):
         self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
         try:
-            is_dir, is_file, exists = file.is_dir(), file.is_file(), file.exists()
+            # One look, not one per question: a process of the same crawl creating the file
+            # between two looks made it exist and not be a file.
+            mode: int | None = file.stat().st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            mode = None
         except OSError as exc:  # a name longer than the file system takes
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: {exc.strerror}"
             ) from None
-        if is_dir:
+        if mode is not None and stat.S_ISDIR(mode):
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: it is a folder, not a file"
             )
-        if exists and not is_file:
+        if mode is not None and not stat.S_ISREG(mode):
             # A device or a pipe (/dev/null, to store nothing): SQLite would write its journal
             # beside it (/dev/null-journal), then fail on "disk I/O error".
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: it is not a regular file"
             )
+        is_file = mode is not None
         if (read_only or not create) and not is_file:
             # A reader (a report) must not leave an empty database behind a mistyped path.
             raise StoreError(f"{self.backend} store at {self.location}: no such file")
