@@ -130,8 +130,8 @@ MONGO_URI = None  # e.g. mongodb://127.0.0.1:27017; when unset pages go to FOCUS
 MONGO_DATABASE = "focused"
 MONGO_TIMEOUT_MS = 5000  # server selection timeout: an unreachable server fails fast
 FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the working directory
-# Seconds a write to FOCUSED_DB waits for another process's lock on the file before it fails
-# (then STORAGE_RETRIES applies); sqlite3's own busy timeout.
+# Seconds a write to FOCUSED_DB (or a read, by the inspection commands) waits for another
+# process's lock on the file before it fails (then STORAGE_RETRIES applies to a write).
 FOCUSED_DB_TIMEOUT = 5.0
 STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)

@@ -7,7 +7,8 @@ Settings read by ``open_store``:
                       (default 5000)
     FOCUSED_DB        SQLite file, relative to the working directory (default ``focused.sqlite3``;
                       empty is refused)
-    FOCUSED_DB_TIMEOUT  seconds a SQLite write waits for another process's lock (default 5.0)
+    FOCUSED_DB_TIMEOUT  seconds a SQLite read or write waits for another process's lock
+                        (default 5.0)
 
 Both backends take and return plain dicts with the same keys (``PAGE_FIELDS``,
 ``CRAWL_FIELDS``, in that order) and the same value types, so that commands and reports never
@@ -553,7 +554,7 @@ class SqliteStore(Store):
             raise StoreError(f"{self.backend} store at {self.location}: no such file")
         with self._failing("open the database"):
             if read_only:
-                self._conn = self._connect_read_only(file)
+                self._conn = self._connect_read_only(file, timeout)
                 self._check_is_store()
             else:
                 file.parent.mkdir(parents=True, exist_ok=True)
@@ -598,17 +599,19 @@ class SqliteStore(Store):
             f"{self.backend} store at {self.location} is read-only: {what} cannot be written"
         )
 
-    def _connect_read_only(self, path: Path) -> sqlite3.Connection:
+    def _connect_read_only(self, path: Path, timeout: float) -> sqlite3.Connection:
         """A connection that writes nothing. A store in WAL mode needs its -shm file, and where
         there is none SQLite makes it, with an empty -wal file, as the reader's own: it cannot
         in a folder it may not write (read-only media, a crawl copied from another user), and
         must not for a store it may not write (another user's in a shared folder), whose owner
         could then write it no more ("attempt to write a readonly database"). There the file
-        is opened as immutable, which nothing can change."""
+        is opened as immutable, which nothing can change. A lock it meets (a writer's EXCLUSIVE
+        lock, a checkpoint) is waited for ``timeout`` seconds (FOCUSED_DB_TIMEOUT), as writes
+        wait."""
         uri = f"{path.absolute().as_uri()}?mode=ro"
         shm = path.with_name(f"{path.name}-shm")
         if os.access(path, os.W_OK) or shm.exists():  # a -shm file there: a writer's, used
-            conn = sqlite3.connect(uri, uri=True)
+            conn = sqlite3.connect(uri, uri=True, timeout=timeout)
             try:
                 conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file
                 return conn
@@ -623,7 +626,7 @@ class SqliteStore(Store):
                 f" read without making {shm.name} beside it; copy the store with it to a folder"
                 " of your own"
             )
-        return sqlite3.connect(f"{uri}&immutable=1", uri=True)
+        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=timeout)
 
     def _check_is_store(self) -> None:
         """A reader finds the crawler's tables before it writes anything: another program's

@@ -541,6 +541,24 @@ def test_a_write_to_a_locked_sqlite_file_waits_focused_db_timeout(tmp_path, time
     assert timeout <= waited < timeout + 1.0
 
 
+def test_a_read_of_a_locked_sqlite_file_waits_focused_db_timeout(tmp_path):
+    """A reading command waited sqlite3's own 5 s, whatever FOCUSED_DB_TIMEOUT said."""
+    path = tmp_path / "f.sqlite3"
+    open_store({"FOCUSED_DB": str(path)}).close()
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("PRAGMA locking_mode=EXCLUSIVE")  # readers too are kept out, even in WAL
+    locker.execute("BEGIN EXCLUSIVE")
+    locker.execute("COMMIT")  # the lock stays until the connection closes
+    try:
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="database is locked"):
+            open_store({"FOCUSED_DB": str(path), "FOCUSED_DB_TIMEOUT": 0.3}, read_only=True)
+        waited = time.monotonic() - started
+    finally:
+        locker.close()
+    assert 0.3 <= waited < 1.3
+
+
 def test_sqlite_unopenable_path_is_a_store_error(tmp_path):
     (tmp_path / "a_file").write_text("not a directory")
     with pytest.raises(StoreError) as caught:
