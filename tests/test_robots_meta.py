@@ -10,9 +10,10 @@ from scrapy.settings import Settings
 from focused.arguments import check_settings
 from focused.errors import ConfigError
 from focused.robotsmeta import directives, honoured, page_robots, robots_token, stored_robots
-from tests.conftest import run_crawl
+from tests.conftest import Crawl, run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
+from tests.test_redis_frontier import REDIS_SERVER, RedisServer
 from tests.test_refresh import recrawl
 
 URL = "http://127.0.0.1/page"
@@ -99,8 +100,10 @@ def test_stored_value():
 
 TOPIC = (
     "<p>Seabirds such as the albatross glide for hours over the southern ocean and come ashore"
-    " only to nest on remote windswept islands where each pair raises one chick a season</p>"
-)
+    " only to nest on remote windswept islands where each pair raises one chick a season."
+    " Petrels shearwaters gannets boobies puffins terns skuas and frigatebirds feed at sea,"
+    " diving plunging skimming or stealing fish squid krill from other seabirds in flight.</p>"
+)  # enough words for a SimHash (focused.simhash.MIN_SHINGLES)
 
 
 class RobotsSite:
@@ -127,39 +130,45 @@ class RobotsSite:
             return Reply(404, "not found", "text/plain")
         body, head, headers = self.pages[path]
         child = f'<a href="{path}-child">child</a>' if path != "/" else ""
-        return Reply(body=html(path, f"<p>seabirds {path}</p>{body}{child}", head), headers=headers)
+        text = body or f"<p>seabirds {path}</p>"  # /ni's and /copy's: the same words
+        return Reply(body=html(path, f"{text}{child}", head), headers=headers)
+
+
+def crawl_robots_site(tmp_path, site: Site, settings: dict | None = None) -> Crawl:
+    """Crawl the site; check what each form of directive did; the stored pages by path."""
+    crawl = run_crawl(
+        tmp_path,
+        {"strategy": "bfs", "query": "seabirds albatross", "seeds": f"{site.url}/"},
+        {"CONCURRENT_REQUESTS": 1, **(settings or {})},
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    fetched = {path for _, path in site.log.gets()}
+    stored = {p["url"].removeprefix(site.url): p for p in crawl.pages()}
+    # Links not followed: those of the nofollow pages, not of the others.
+    assert not {"/nf-child", "/hdr-child", "/none-child"} & fetched, fetched
+    assert {"/ni-child", "/other-child", "/copy-child", "/plain-child"} <= fetched, fetched
+    assert stat(crawl.result.stderr, "focused/skipped/nofollow") == 3
+    robots = {path: page["robots"] for path, page in stored.items() if page["robots"]}
+    assert robots == {
+        "/nf": "nofollow",
+        "/ni": "noindex",
+        "/hdr": "nofollow",
+        "/none": "noindex,nofollow",
+    }
+    for path in ("/ni", "/none"):  # fetched and scored, stored without text
+        assert stored[path]["text"] is None and stored[path]["relevance"] is not None
+    assert "seabirds" in stored["/nf"]["text"] and "seabirds" in stored["/hdr"]["text"]
+    # /ni stands for neither the page it names as canonical nor the one it copies.
+    assert stored["/ni"]["duplicate_of"] is None
+    for path in ("/plain", "/copy"):
+        assert stored[path]["duplicate_of"] is None and stored[path]["text"], path
+    return crawl
 
 
 def test_a_crawl_honours_each_form_and_a_recrawl_follows_the_change(tmp_path):
     content = RobotsSite()
     with Site(content.respond) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": "seabirds albatross", "seeds": f"{site.url}/"},
-            {"CONCURRENT_REQUESTS": 1},
-        )
-        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
-        fetched = {path for _, path in site.log.gets()}
-        stored = {p["url"].removeprefix(site.url): p for p in crawl.pages()}
-        # Links not followed: those of the nofollow pages, not of the others.
-        assert not {"/nf-child", "/hdr-child", "/none-child"} & fetched, fetched
-        assert {"/ni-child", "/other-child", "/copy-child", "/plain-child"} <= fetched, fetched
-        assert stat(crawl.result.stderr, "focused/skipped/nofollow") == 3
-        robots = {path: page["robots"] for path, page in stored.items() if page["robots"]}
-        assert robots == {
-            "/nf": "nofollow",
-            "/ni": "noindex",
-            "/hdr": "nofollow",
-            "/none": "noindex,nofollow",
-        }
-        for path in ("/ni", "/none"):  # fetched and scored, stored without text
-            assert stored[path]["text"] is None and stored[path]["relevance"] is not None
-        assert "seabirds" in stored["/nf"]["text"] and "seabirds" in stored["/hdr"]["text"]
-        # /ni stands for neither the page it names as canonical nor the one it copies.
-        assert stored["/ni"]["duplicate_of"] is None
-        for path in ("/plain", "/copy"):
-            assert stored[path]["duplicate_of"] is None and stored[path]["text"], path
-
+        crawl = crawl_robots_site(tmp_path, site)
         # Recrawl: /plain now says noindex in a header, /ni no longer does.
         content.pages["/plain"] = (*content.pages["/plain"][:2], {"X-Robots-Tag": "noindex"})
         content.pages["/ni"] = (TOPIC, "", {})
@@ -171,6 +180,17 @@ def test_a_crawl_honours_each_form_and_a_recrawl_follows_the_change(tmp_path):
     assert "albatross" in after["/ni"]["text"] and after["/ni"]["robots"] is None
     assert after["/ni"]["changes"] == 1
     assert after["/nf"]["robots"] == "nofollow" and after["/nf"]["changes"] == 0
+
+
+@pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+def test_a_crawl_shared_through_redis_honours_them_alike(tmp_path):
+    """The canonical URLs and SimHashes are the crawl's, in Redis (focused.dedup)."""
+    server = RedisServer(tmp_path).start()
+    try:
+        with Site(RobotsSite().respond) as site:
+            crawl_robots_site(tmp_path, site, {"FOCUSED_FRONTIER": server.url})
+    finally:
+        server.stop()
 
 
 def test_the_setting_is_checked_as_a_boolean():
