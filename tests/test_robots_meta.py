@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import pytest
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.http import Headers, HtmlResponse
 from scrapy.settings import Settings
+from scrapy.statscollectors import MemoryStatsCollector
 
+import focused.settings
 from focused.arguments import check_settings
 from focused.errors import ConfigError
+from focused.items import PageItem
 from focused.robotsmeta import directives, honoured, page_robots, robots_token, stored_robots
+from spiders.topical import TopicalSpider
 from tests.conftest import Crawl, run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_canonical import stat
@@ -226,3 +231,31 @@ def test_a_rendered_page_is_judged_by_the_dom_its_scripts_built(tmp_path):
     assert "/child" not in fetched, fetched
     [page] = crawl.pages()
     assert (page["robots"], page["text"]) == ("nofollow", "seabirds\nchild")
+
+
+def topical_spider(**settings_given) -> TopicalSpider:
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    settings.setdict(settings_given, priority="cmdline")
+    crawler = Crawler(TopicalSpider, settings)
+    crawler.stats = MemoryStatsCollector(crawler)
+    return TopicalSpider.from_crawler(
+        crawler, crawl_id="c", query="seabirds", seeds=f"{URL}/", strategy="bfs"
+    )
+
+
+@pytest.mark.parametrize("obey", [True, False])
+def test_the_spider_obeys_them_unless_told_not_to(obey):
+    spider = topical_spider(ROBOTS_META_OBEY=obey)
+    head = '<meta name="robots" content="none"><link rel="canonical" href="/canonical">'
+    outputs = list(spider.parse(response(head=head, body='<a href="/a">a</a>')))
+    [item] = [output for output in outputs if isinstance(output, PageItem)]
+    links = [output.url for output in outputs if isinstance(output, Request)]
+    skipped = spider.crawler.stats.get_value("focused/skipped/nofollow")
+    if obey:
+        # Stored under the URL it was fetched at; its text goes as far as the storage pipeline.
+        assert (item["url"], item["robots"], item["text"]) == (URL, "noindex,nofollow", "words\na")
+        assert (links, skipped) == ([], 1)
+    else:  # as before the setting
+        assert (item["url"], item["robots"]) == ("http://127.0.0.1/canonical", None)
+        assert (links, skipped) == (["http://127.0.0.1/a"], None)
