@@ -8,7 +8,9 @@
   A page fetched at a URL another page already declared as its canonical (and so was stored
   under) is not stored again.
 - **Near-duplicate content** (``focused.simhash``, ``NEAR_DUPLICATE_DISTANCE``, default 3 bits;
-  -1 = off): a page whose SimHash is that close to the SimHash of a page stored earlier.
+  -1 = off): a page whose SimHash is that close to the SimHash of a page stored earlier. A page
+  marked ``noindex`` (``focused.robotsmeta``) is neither looked up nor added: stored without
+  text, it must not stand for the pages that resemble it.
 
 A duplicate keeps its own URL, gets ``duplicate_of`` = the URL of the page it repeats, and is
 stored without text (the storage pipeline drops it); its links are not followed, since the
@@ -39,6 +41,7 @@ from scrapy import Request, signals
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes
+from focused.robotsmeta import is_noindex
 from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
 from focused.text import tokenize
 
@@ -140,7 +143,9 @@ class DuplicateMiddleware(PageOutputMiddleware):
             page["url"] = fetched_as
             page["duplicate_of"] = declared
             self.stats.inc_value("focused/duplicates/canonical")
-        if not page.get("duplicate_of") and self.near_index is not None:
+        # A noindex page is stored without text: taken as the original of a later copy, it
+        # would leave that copy's text unstored too (focused.robotsmeta).
+        if not page.get("duplicate_of") and self.near_index is not None and not is_noindex(page):
             self._check_near_duplicate(page, self.near_index)
         if page.get("duplicate_of"):
             children = sum(isinstance(o, Request) for o in outputs)

@@ -160,7 +160,7 @@ def extract_page(
     # URL, element, first and end piece (None: no context, the link is not in the page's text)
     raw_links: list[tuple[str, Any, int, int | None]] = []
     # A frameset page has a <frameset> where others have their <body>.
-    kinds = RENDERED_KINDS if _rendered(response) else KINDS
+    kinds = RENDERED_KINDS if is_rendered(response) else KINDS
     for part in response.selector.root.iterchildren("body", "frameset"):
         _walk(part, pieces, raw_links, kinds)
     # Whitespace runs collapse within each text node, not across nodes (so a link's context
@@ -266,7 +266,7 @@ def _anchor(element: Any) -> str:
     return ""
 
 
-def _rendered(response: TextResponse) -> bool:
+def is_rendered(response: TextResponse) -> bool:
     request = response.request  # None for a response made by hand
     return request is not None and bool(request.meta.get("playwright"))
 

@@ -42,6 +42,7 @@ class PageItem(scrapy.Item):
     last_changed = scrapy.Field()
     changes = scrapy.Field()
     visits = scrapy.Field()
+    robots = scrapy.Field()  # see focused.robotsmeta
     scores = scrapy.Field()  # transient: removed by RelevancePipeline
 
 

@@ -23,6 +23,10 @@ What a recrawl does:
   JOBDIR crawl resumed with the same ``crawl_id`` grows it);
 - a changed page gets its new title, text and hash, ``changes`` + 1 and ``last_changed``; an
   unchanged one only its ``fetched_at``, ``status`` and ``visits``;
+- a page whose robots meta or ``X-Robots-Tag`` now says ``noindex`` (``ROBOTS_META_OBEY``) has
+  its stored text removed (one change; its hash is that of its title alone, as the crawl stores
+  such a page), and gets it back, as another change, once it no longer says so; every revisit
+  records the page's ``robots``;
 - a page now gone (404, 410) keeps its last text and hash and records the status: nothing is
   deleted. A page that comes back with other content counts one change;
 - other failures (timeouts, 5xx, robots.txt now disallowing the page) leave the record as it
@@ -49,6 +53,7 @@ from focused.canonical import drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import page_skip_reason, skip_reason
 from focused.languages import page_language
+from focused.robotsmeta import NOINDEX, page_robots, robots_token, stored_robots
 from focused.storage import open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -117,7 +122,7 @@ def first_visit(title: str | None, text: str | None, fetched_at: str) -> dict[st
 
 
 def revisit(
-    stored: dict[str, Any], title: str, text: str, fetched_at: str, status: int
+    stored: dict[str, Any], title: str, text: str | None, fetched_at: str, status: int
 ) -> dict[str, Any]:
     """The fields to update on a stored page fetched again with this content."""
     new_hash = content_hash(title, text)
@@ -255,6 +260,7 @@ class RecrawlSpider(scrapy.Spider):
             stats.inc_value(f"focused/skipped/{unusable}")
             return
         settings = self.settings
+        token = robots_token(settings) if settings.getbool("ROBOTS_META_OBEY") else None
         page = extract_page(
             response,
             settings.getint("LINK_CONTEXT_CHARS"),
@@ -262,7 +268,11 @@ class RecrawlSpider(scrapy.Spider):
             settings.getint("URLLENGTH_LIMIT"),
             settings.getint("MAX_LINKS_PER_PAGE"),
         )
-        update = revisit(stored, page.title, page.text, fetched_at, response.status)
+        robots = () if token is None else page_robots(response, token)
+        # A page now noindex is a change: its stored text is removed (focused.robotsmeta).
+        text = None if NOINDEX in robots else page.text
+        update = revisit(stored, page.title, text, fetched_at, response.status)
+        update["robots"] = stored_robots(robots)
         if "text" in update:
             # The stored language stands as the page's declaration, checked against the text.
             update["language"] = page_language([stored["language"]], page.text)

@@ -9,6 +9,11 @@ COMMANDS_MODULE = "focused.commands"
 
 # -- Politeness and fetching -----------------------------------------------------------------
 ROBOTSTXT_OBEY = True
+# A page's own <meta name="robots"> (or named after the robots token of ROBOTSTXT_USER_AGENT,
+# else USER_AGENT: "focused") and X-Robots-Tag headers: nofollow, its links are not queued
+# (focused/skipped/nofollow); noindex, it is stored without its text, its record's robots saying
+# why; none, both. False: both ignored, every page stored and followed (focused.robotsmeta).
+ROBOTS_META_OBEY = True
 # A robots.txt Crawl-delay of N: at most one request to the host every N seconds, one at a time
 # (Scrapy ignores it). A host asking for more than this many seconds is skipped, as Nutch does:
 # fetching it faster would ignore its robots.txt, and its requests waiting would hold the

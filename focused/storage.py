@@ -79,6 +79,9 @@ PAGE_SCHEMA: dict[str, type] = {
     "last_changed": str,
     "changes": int,
     "visits": int,
+    # The page's own robots directives honoured (focused.robotsmeta): "noindex" (stored without
+    # its text), "nofollow" (its links not followed) or "noindex,nofollow"; None: neither.
+    "robots": str,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,

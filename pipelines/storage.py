@@ -82,6 +82,7 @@ from focused.errors import one_line
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
 from focused.resume import crawl_counter, recover_state, relearn
+from focused.robotsmeta import is_noindex
 from focused.stopping import (
     FORCED_SHUTDOWN,
     NO_SEED_FETCHED,
@@ -274,6 +275,8 @@ class StoragePipeline:
         record = {name: adapter.get(name) for name in PAGE_FIELDS}
         if record["duplicate_of"]:
             record["text"] = None  # stored once, with the page it duplicates
+        elif is_noindex(record):
+            record["text"] = None  # the page asked not to be indexed (focused.robotsmeta)
         return record
 
     def write(self, records: list[dict[str, Any]]) -> None:

@@ -18,6 +18,9 @@ The spider only extracts; scoring happens in ``focused.middlewares.RelevanceMidd
 Seeds and links are canonical URLs (``focused.canonical``); a page is stored under its
 ``<link rel="canonical">`` when that stays on its site, host and port (``focused.dedup``
 decides duplicates).
+A page's own robots directives (``focused.robotsmeta``, ``ROBOTS_META_OBEY``): ``nofollow``,
+its links are not followed; ``noindex``, it is stored under the URL it was fetched at, without
+its text.
 Skipped links and responses are counted as ``focused/skipped/<reason>``.
 """
 
@@ -57,6 +60,7 @@ from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
+from focused.robotsmeta import NOFOLLOW, NOINDEX, page_robots, robots_token, stored_robots
 from focused.setting_names import unknown_settings_note
 from focused.stopping import SEEDS_UNREACHABLE
 from focused.strategies import STRATEGIES
@@ -166,6 +170,12 @@ class TopicalSpider(scrapy.Spider):
         """``CANONICAL_DROP_PARAMS``, read once: every page and link is canonicalized with it."""
         return drop_params_setting(self.settings)
 
+    @cached_property
+    def meta_robots_token(self) -> str | None:
+        """The name a page's robots metas may address this crawler by; None when
+        ``ROBOTS_META_OBEY`` is off (no page's directives are read)."""
+        return robots_token(self.settings) if self.settings.getbool("ROBOTS_META_OBEY") else None
+
     async def start(self) -> AsyncIterator[scrapy.Request]:
         # The engine queues each seed before it asks for the next, and may hand out requests in
         # between: the scheduler holds them all until the last seed is queued (and the engine is
@@ -203,11 +213,16 @@ class TopicalSpider(scrapy.Spider):
                 "point are lost (cut short)",
                 response.url,
             )
+        token = self.meta_robots_token
+        robots = () if token is None else page_robots(response, token)
+        noindex = NOINDEX in robots
         meta = response.meta
         fetched_at = datetime.now(UTC).isoformat()
+        # A noindex page keeps its text until stored, for its score (it orders its children).
         yield PageItem(
             crawl_id=self.crawl_id,
-            url=page.canonical or canonicalize(response.url, self.drop_params),
+            # A page that asks not to be indexed does not stand for the page it names.
+            url=(not noindex and page.canonical) or canonicalize(response.url, self.drop_params),
             title=page.title,
             text=page.text,
             level=meta.get("depth", 0),
@@ -218,8 +233,14 @@ class TopicalSpider(scrapy.Spider):
             fetched_at=fetched_at,
             status=response.status,
             language=page_language(_declared_languages(response), page.text),
-            **first_visit(page.title, page.text, fetched_at),
+            robots=stored_robots(robots),
+            # Hashed as stored, without its text: a recrawl that finds the page indexable again
+            # sees a change and stores its text (focused.refresh).
+            **first_visit(page.title, None if noindex else page.text, fetched_at),
         )
+        if NOFOLLOW in robots:
+            stats.inc_value("focused/skipped/nofollow", len(page.links))
+            return
         for link in page.links:
             yield _link_request(link, self.skipped)
 

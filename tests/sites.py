@@ -25,7 +25,7 @@ class Reply:
     status: int = 200  # DROPPED: the connection closes with no response at all
     body: bytes | str = b""
     content_type: str | None = "text/html; charset=utf-8"  # None: no Content-Type header
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str | list[str]] = field(default_factory=dict)
     # Content-Length: the body's (BODY), another (a body cut short), or None: no header, the body
     # ends as the connection closes.
     length: int | None = BODY
@@ -149,7 +149,8 @@ class _Handler(BaseHTTPRequestHandler):
         if length is not None:
             self.send_header("Content-Length", str(length))
         for name, value in reply.headers.items():
-            self.send_header(name, value)
+            for each in [value] if isinstance(value, str) else value:  # a list: one line each
+                self.send_header(name, each)
         self.end_headers()
         if method == "GET":
             self.wfile.write(body)

@@ -136,6 +136,7 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "last_changed": "2024-05-01T10:00:01+00:00",
         "changes": 0,
         "visits": 1,
+        "robots": None,
     }
     record.update(fields)
     return record

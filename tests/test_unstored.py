@@ -370,7 +370,15 @@ def test_a_page_line_of_a_version_before_the_later_fields_is_restored(cli, one_c
     """Every field of today's page record was required: a file of a version with fewer was
     refused whole. The fields added since the first version load as null."""
     record = page("http://t/old", "one")
-    later = ["duplicate_of", "language", "content_hash", "last_changed", "changes", "visits"]
+    later = [
+        "duplicate_of",
+        "language",
+        "content_hash",
+        "last_changed",
+        "changes",
+        "visits",
+        "robots",
+    ]
     for name in later:
         del record[name]
     path = tmp_path / "unstored-old.jsonl"
