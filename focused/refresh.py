@@ -25,8 +25,10 @@ What a recrawl does:
   unchanged one only its ``fetched_at``, ``status`` and ``visits``;
 - a page now gone (404, 410) keeps its last text and hash and records the status: nothing is
   deleted. A page that comes back with other content counts one change;
-- other failures (timeouts, 5xx, robots.txt now disallowing the page) leave the record as it
-  was and are counted as ``focused/skipped/<reason>``;
+- a page that now redirects is recorded with what the redirect leads to, under its own URL, as
+  a reader of that URL gets it (another stored page included: the target is fetched for each);
+- other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop) leave
+  the record as it was and are counted as ``focused/skipped/<reason>``;
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
@@ -208,7 +210,10 @@ class RecrawlSpider(scrapy.Spider):
         "SCHEDULER": "scrapy.core.scheduler.Scheduler",
         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
         "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",  # in the policy's order
-        "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+        # Each stored page is requested once by construction; a page now redirecting to another
+        # stored page must reach it, not be dropped as that page's duplicate (so recorded and
+        # counted nowhere). A redirect loop is cut by REDIRECT_MAX_TIMES (redirect_loop).
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
         "SPIDER_MIDDLEWARES": {},
         "EXTENSIONS": {},
         "ITEM_PIPELINES": {"focused.refresh.RefreshPipeline": 800},

@@ -374,6 +374,43 @@ def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_throug
     assert page_["text"] == "Birds nest behind a login now."
 
 
+def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
+    """The recrawl's dupefilter dropped the redirect of /old to /new, a page it had requested
+    already (or /new's own request, had the redirect come first): /old was fetched and then
+    recorded and counted nowhere. Each stored page is requested once anyway; a redirect loop
+    is still cut, by REDIRECT_MAX_TIMES."""
+
+    def respond(method: str, path: str) -> Reply:
+        moved = {"/old": "/new", "/loop": "/loop2", "/loop2": "/loop"}
+        if path in moved:
+            return Reply(301, headers={"Location": moved[path]})
+        return Reply(body=html("New", "<p>Moved here.</p>"))
+
+    db = tmp_path / "focused.sqlite3"
+    with Site(respond) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        # /new first: its own request is in flight before /old's redirect to it comes.
+        store.save_pages([stored(f"{site.url}{path}") for path in ("/new", "/old", "/loop")])
+        store.close()
+        result = recrawl(db, "c1", settings={"CONCURRENT_REQUESTS": 1, "REDIRECT_MAX_TIMES": 2})
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = "Recrawl of crawl c1 (uniform, 3 pages): 2 changed, 0 unchanged, 0 gone"
+    assert summary in result.stderr, result.stderr[-3000:]
+    assert "'focused/skipped/redirect_loop': 1" in result.stderr, result.stderr[-3000:]
+    store = SqliteStore(db, create=False)
+    try:
+        after = {p["url"].removeprefix(site.url): p for p in store.pages("c1")}
+    finally:
+        store.close()
+    # /old now shows what a reader of it gets: /new's page.
+    assert [(after[path]["text"], after[path]["visits"]) for path in ("/new", "/old")] == [
+        ("Moved here.", 2),
+        ("Moved here.", 2),
+    ]
+    assert after["/loop"]["visits"] == 1
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
