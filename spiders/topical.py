@@ -86,7 +86,8 @@ class TopicalSpider(scrapy.Spider):
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)
-        lock_crawl(settings, config)  # after the store check: its folder exists then
+        # After the store check: its folder exists then.
+        lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         return config
 

@@ -4,6 +4,7 @@ page updates on both stores, the migration of old files, and a recrawl of a loop
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import sqlite3
 import subprocess
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ import pytest
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
+from focused.arguments import crawl_lock_offset
 from focused.refresh import (
     OTHER_WHITESPACE,
     RecrawlSpider,
@@ -449,6 +451,27 @@ def small_store(tmp_path_factory) -> Path:
 def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811
     # In-process (the checks run before the crawler process starts); the CLI below.
     one_line_error(cli("recrawl", *args, settings={"FOCUSED_DB": small_store}), status, message)
+
+
+def test_a_crawl_running_in_another_process_is_not_recrawled(tmp_path):
+    """A recrawl took no lock: run while the crawl (a resumed JOBDIR crawl) or another recrawl
+    of the same id ran, it fetched every page again beside it, each visit counted twice and
+    each process overwriting the other's records. The other process here is this one, holding
+    the crawl's lock as a crawl does (lockf on FOCUSED_DB.lock, gone with its process)."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record())
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+    store.close()
+    with open(f"{db}.lock", "w") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, crawl_lock_offset("c1"))
+        result = recrawl(db, "c1")
+    one_line_error(result, 2, "crawl c1 is running in another process: let it end")
+    store = SqliteStore(db, create=False)
+    try:
+        assert store.pages("c1") == [stored("http://127.0.0.1:9/a")]
+    finally:
+        store.close()
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

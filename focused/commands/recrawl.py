@@ -2,9 +2,10 @@
 pages of a crawl again and record which changed (``focused.refresh``).
 
 The options, the store and the crawl are checked before the crawler process starts, so a
-mistake ends the run with one line on stderr: exit status 2 for a bad option or a store it
-cannot write (read-only media), 1 for an unknown crawl or an unreachable store (as the reading
-commands, ``focused.storecommand``).
+mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
+cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
+crawl's lock, ``focused.arguments.lock_crawl``), 1 for an unknown crawl or an unreachable store
+(as the reading commands, ``focused.storecommand``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from focused.arguments import (
     allow_status_codes_as_numbers,
     check_settings,
     check_unstored_dir,
+    lock_crawl,
 )
 from focused.commands.crawl import FAILED_CLOSE_REASONS
 from focused.errors import ConfigError, cut
@@ -100,6 +102,10 @@ class Command(ScrapyCommand):
         store = open_or_fail(self.settings, create=False)  # checked writable: it is written
         try:
             find_crawl(store, crawl_id)
+            # As a crawl does (held until this process ends): beside a running crawl or
+            # recrawl of the id, every page would be fetched twice, each visit counted twice.
+            # Before the plan, which then sees the other's last writes.
+            lock_crawl(self.settings, crawl_id, then="then recrawl it")
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
@@ -107,6 +113,8 @@ class Command(ScrapyCommand):
             return pages
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
+        except ConfigError as exc:
+            fail(str(exc), USAGE_ERROR)
         finally:
             store.close()
 
