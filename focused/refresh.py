@@ -50,7 +50,7 @@ import scrapy
 from focused.canonical import drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import page_skip_reason, skip_reason
-from focused.languages import page_language
+from focused.languages import declared_languages, page_language
 from focused.storage import open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -75,7 +75,6 @@ PLAN_FIELDS = (
     "url",
     "fetched_at",
     "duplicate_of",
-    "language",
     "content_hash",
     "last_changed",
     "changes",
@@ -269,8 +268,8 @@ class RecrawlSpider(scrapy.Spider):
         )
         update = revisit(stored, page.title, page.text, fetched_at, response.status)
         if "text" in update:
-            # The stored language stands as the page's declaration, checked against the text.
-            update["language"] = page_language([stored["language"]], page.text)
+            # Read as the crawl reads it: the new text may be in another language.
+            update["language"] = page_language(declared_languages(response), page.text)
             if self.model is not None:
                 scores = self.model.score(page.text, update["language"])
                 update.update(score_fields(scores, self.settings.getfloat("RELEVANCE_THRESHOLD")))

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 import scrapy
 from scrapy import signals
 from scrapy.downloadermiddlewares import retry, robotstxt
-from scrapy.http import TextResponse
 from scrapy.utils.url import url_is_from_any_domain
 
 from focused.arguments import (
@@ -52,7 +51,7 @@ from focused.extract import Link, extract_page
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.jobdir import jobdir_writes
-from focused.languages import page_language, query_language
+from focused.languages import declared_languages, page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
@@ -218,7 +217,7 @@ class TopicalSpider(scrapy.Spider):
             strategy=self.strategy,
             fetched_at=fetched_at,
             status=response.status,
-            language=page_language(_declared_languages(response), page.text),
+            language=page_language(declared_languages(response), page.text),
             **first_visit(page.title, page.text, fetched_at),
         )
         for link in page.links:
@@ -318,12 +317,3 @@ def _link_request(link: Link, errback: Callable[[Failure], Any]) -> scrapy.Reque
     request = scrapy.Request(link.url, meta=meta, errback=errback)
     request.meta.pop("verbatim_url", None)
     return request
-
-
-def _declared_languages(response: TextResponse) -> list[str | None]:
-    """``<html lang>`` (or ``xml:lang``), then each language of the Content-Language header."""
-    header = response.headers.get(b"Content-Language", b"").decode("latin-1")
-    return [
-        response.xpath("/html/@lang").get() or response.xpath("/html/@xml:lang").get(),
-        *header.split(","),
-    ]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pymongo
 import pytest
+import scrapy
+from scrapy.http import HtmlResponse
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
@@ -98,6 +100,27 @@ def test_a_revisit_counts_a_change_only_when_the_content_differs():
     changed = revisit({**page_, **same}, "t", "new words", at(-1), 200)
     assert changed["changes"] == 1 and changed["last_changed"] == at(-1)
     assert (changed["text"], changed["visits"]) == ("new words", 3)
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [('<html lang="en">', "en"), ("<html>", "en"), ('<html lang="sk">', "sk")],
+)
+def test_a_changed_page_s_language_is_read_as_a_crawl_reads_it(declared, expected):
+    """The recrawl took the stored language for the page's declaration, not the page's own
+    (``<html lang>``, Content-Language): a page stored as Slovak and now an English one was kept
+    Slovak (its text is ASCII, so the declaration stood), and rescored as Slovak."""
+    crawler = get_crawler(RecrawlSpider)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    body = f"{declared}<title>Birds</title><p>The albatross nests on remote islands.</p></html>"
+    request = scrapy.Request("http://a.test/x", meta={"stored": stored("http://a.test/x")})
+    response = HtmlResponse(request.url, body=body.encode(), encoding="utf-8", request=request)
+    [update] = spider.parse(response)
+    assert stored("http://a.test/x")["language"] == "sk"
+    assert (update["text"], update["language"]) == (
+        "The albatross nests on remote islands.",
+        expected,
+    )
 
 
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
