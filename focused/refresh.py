@@ -33,7 +33,10 @@ What a recrawl does:
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
-AutoThrottle) and its store. Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
+AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by default): a crawl
+made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
+wrote would be missing from every page, each counted as a change (the crawl record does not
+keep the mode). Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
 ``rescored``.
 """
 
@@ -51,6 +54,7 @@ from focused.canonical import drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
+from focused.render import enable_rendering
 from focused.storage import open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -224,6 +228,7 @@ class RecrawlSpider(scrapy.Spider):
         pages: list[dict[str, Any]],
         policy: str,
         model: RelevanceModel | None = None,
+        render: str = "never",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -231,9 +236,12 @@ class RecrawlSpider(scrapy.Spider):
         self.pages = pages
         self.policy = policy
         self.model = model  # rescores changed pages when given
+        self.render = render  # as the crawl rendered (focused.render.RenderMiddleware reads it)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
+        if kwargs.get("render", "never") != "never":
+            enable_rendering(crawler.settings)  # before the settings freeze
         spider = super().from_crawler(crawler, *args, **kwargs)
         # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
         # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.

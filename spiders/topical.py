@@ -141,6 +141,7 @@ class TopicalSpider(scrapy.Spider):
         self.crawl_id = config.crawl_id
         self.strategy = config.strategy
         self.strategy_params = config.params
+        self.render = config.render  # focused.render.RenderMiddleware reads it
         if config.allowed_domains:
             self.allowed_domains = list(config.allowed_domains)
         self.state: dict[str, Any] = {}  # replaced by the saved state when resuming a JOBDIR

@@ -436,6 +436,33 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
     assert after["/loop"]["visits"] == 1
 
 
+def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
+    """A recrawl fetched every page plainly: the pages of a crawl made with -a render=always
+    (or auto) whose text a script writes came back without it, each counted as a change and
+    stored with its text gone. ``--render`` renders them as the crawl did."""
+    script = "document.getElementById('t').textContent = 'Birds nest on cliffs.'"
+    body = html("Birds", f'<p id="t"></p><script>{script}</script>')
+    db = tmp_path / "focused.sqlite3"
+    with Site(lambda method, path: Reply(body=body)) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        rendered = {"title": "Birds", "text": "Birds nest on cliffs."}  # as the crawl stored it
+        before = {**stored(f"{site.url}/app"), **rendered, "content_hash": content_hash(**rendered)}
+        store.save_pages([before])
+        store.close()
+        result = recrawl(db, "c1", "--render", "always")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = "Recrawl of crawl c1 (uniform, 1 pages): 0 changed, 1 unchanged, 0 gone"
+    assert summary in result.stderr, result.stderr[-3000:]
+    assert "'focused/rendered': 1" in result.stderr, result.stderr[-3000:]
+    store = SqliteStore(db, create=False)
+    try:
+        [after] = store.pages("c1")
+    finally:
+        store.close()
+    assert (after["text"], after["changes"], after["visits"]) == ("Birds nest on cliffs.", 0, 2)
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
@@ -463,6 +490,13 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
         (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
         (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
+        (("c1", "--render", "sometimes"), 2, "--render='sometimes' is not one of: never, always"),
+        (("c1", "--render", ""), 2, "--render"),
+        (
+            ("c1", "--render", "auto", "-s", "FOCUSED_CHROMIUM=/nonexistent"),
+            2,
+            "Chromium not found at /nonexistent",
+        ),
         # Found out only once the store failed and its updates had nowhere to go.
         (
             ("c1", "-s", "FOCUSED_UNSTORED_DIR=scrapy.cfg"),

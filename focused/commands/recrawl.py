@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.commands import ScrapyCommand
 
 from focused.arguments import (
+    RENDER,
     Param,
     allow_status_codes_as_numbers,
     check_settings,
@@ -25,6 +26,7 @@ from focused.arguments import (
 from focused.commands.crawl import FAILED_CLOSE_REASONS
 from focused.errors import ConfigError, cut
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
+from focused.render import check_browser
 from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,
@@ -75,6 +77,13 @@ class Command(ScrapyCommand):
             help="rescore changed pages with the relevance model a JOBDIR crawl saved in DIR"
             " (JOBDIR/relevance); without it the crawl's scores are kept",
         )
+        parser.add_argument(
+            "--render",
+            metavar="MODE",
+            default="never",
+            help="render pages in headless Chromium as the crawl did with -a render=MODE; never"
+            " (default), always or auto",
+        )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
@@ -94,6 +103,9 @@ class Command(ScrapyCommand):
             if opts.policy == "proportional" and opts.budget is None:
                 raise ConfigError("--policy proportional needs --budget N (pages per run)")
             self.model = _load_model(opts.model) if opts.model else None
+            opts.render = RENDER.parse("--render", opts.render)
+            if opts.render != "never":
+                check_browser(self.settings)  # a missing browser is one line, as for a crawl
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         self.pages = self._plan(args[0], opts)
@@ -122,7 +134,12 @@ class Command(ScrapyCommand):
         assert self.crawler_process is not None
         crawler = self.crawler_process.create_crawler(RecrawlSpider)
         self.crawler_process.crawl(
-            crawler, crawl_id=args[0], pages=self.pages, policy=opts.policy, model=self.model
+            crawler,
+            crawl_id=args[0],
+            pages=self.pages,
+            policy=opts.policy,
+            model=self.model,
+            render=opts.render,
         )
         self.crawler_process.start()
         reason = crawler.stats.get_value("finish_reason")
