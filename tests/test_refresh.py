@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import signal
 import sqlite3
 import subprocess
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -461,6 +464,40 @@ def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
     finally:
         store.close()
     assert (after["text"], after["changes"], after["visits"]) == ("Birds nest on cliffs.", 0, 2)
+
+
+def test_a_recrawl_stopped_by_a_second_ctrl_c_exits_with_status_1(tmp_path):
+    """Stopped uncleanly (a second Ctrl-C: the spider never closes, its requests under way are
+    dropped), a recrawl exited with status 0, as if it had ended; a crawl exits with 1."""
+    fetching = threading.Event()
+
+    def respond(method: str, path: str) -> Reply:
+        fetching.set()
+        time.sleep(3)  # the requests are still under way at the second Ctrl-C
+        return Reply(body=html("Birds", "<p>Birds nest.</p>"))
+
+    db = tmp_path / "focused.sqlite3"
+    with Site(respond) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        store.save_pages([stored(f"{site.url}/{n}") for n in range(4)])
+        store.close()
+        settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO"}
+        options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+        process = subprocess.Popen(
+            scrapy_command("recrawl", "c1", *options),
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=crawl_env(),
+        )
+        assert fetching.wait(60)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        stderr = process.communicate(timeout=60)[1]
+    assert "forcing unclean shutdown" in stderr, stderr[-3000:]
+    assert process.returncode == 1, stderr[-3000:]
 
 
 # -- bad input -------------------------------------------------------------------------------

@@ -5,7 +5,10 @@ The options, the store and the crawl are checked before the crawler process star
 mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
 cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
 crawl's lock, ``focused.arguments.lock_crawl``), 1 for an unknown crawl or an unreachable store
-(as the reading commands, ``focused.storecommand``).
+(as the reading commands, ``focused.storecommand``). A recrawl that had to stop (its store gone:
+``store_unreachable``; Chromium no longer launching: ``browser_unavailable``), whose updates the
+store could not take at the close, or stopped uncleanly by a second Ctrl-C exits with status 1,
+as a crawl does (``focused.commands.crawl.run_failed``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from focused.arguments import (
     check_unstored_dir,
     lock_crawl,
 )
-from focused.commands.crawl import FAILED_CLOSE_REASONS
+from focused.commands.crawl import run_failed
 from focused.errors import ConfigError, cut
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
@@ -142,8 +145,7 @@ class Command(ScrapyCommand):
             render=opts.render,
         )
         self.crawler_process.start()
-        reason = crawler.stats.get_value("finish_reason")
-        if self.crawler_process.bootstrap_failed or reason in FAILED_CLOSE_REASONS:
+        if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
             self.exitcode = 1
 
 
