@@ -37,7 +37,8 @@ AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by d
 made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
 wrote would be missing from every page, each counted as a change (the crawl record does not
 keep the mode). Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
-``rescored``.
+``rescored``. The closing summary counts every planned page: the pages in none of the first
+three are ``skipped`` (left as they were).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
 GONE = (404, 410)
+# What a fetch of a stored page records (focused/refresh/<outcome>).
+OUTCOMES = ("changed", "unchanged", "gone")
 # What a recrawl needs to know of a stored page.
 PLAN_FIELDS = (
     "crawl_id",
@@ -290,14 +293,16 @@ class RecrawlSpider(scrapy.Spider):
 
     def closed(self, reason: str) -> None:
         count = self.crawler.stats.get_value
+        recorded = [count(f"focused/refresh/{outcome}", 0) for outcome in OUTCOMES]
+        # Every planned page is in one count: the rest were left as they were (a failure, an
+        # unusable response, robots.txt: focused/skipped/<reason>; or a stop before them).
         logger.info(
-            "Recrawl of crawl %s (%s, %d pages): %d changed, %d unchanged, %d gone",
+            "Recrawl of crawl %s (%s, %d pages): %d changed, %d unchanged, %d gone, %d skipped",
             self.crawl_id,
             self.policy,
             len(self.pages),
-            count("focused/refresh/changed", 0),
-            count("focused/refresh/unchanged", 0),
-            count("focused/refresh/gone", 0),
+            *recorded,
+            len(self.pages) - sum(recorded),
         )
 
 

@@ -201,6 +201,23 @@ def test_a_fetch_time_or_url_edited_by_hand_is_no_traceback(store, policy):
     ]
 
 
+def test_the_summary_counts_every_planned_page(caplog):
+    """The pages a recrawl could not record (a server down, a page now a PDF, robots.txt, a stop
+    before the end) were in no count: a recrawl of a site that was down ended in "3 pages: 0
+    changed, 0 unchanged, 0 gone", exit status 0, as if nothing had been planned."""
+    crawler = get_crawler(RecrawlSpider)
+    pages = [stored(f"http://a.test/{n}") for n in range(5)]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    for outcome in ("changed", "unchanged", "unchanged"):
+        crawler.stats.inc_value(f"focused/refresh/{outcome}")
+    with caplog.at_level("INFO", logger="focused.refresh"):
+        spider.closed("finished")
+    assert caplog.messages == [
+        "Recrawl of crawl c1 (uniform, 5 pages): 1 changed, 2 unchanged, 0 gone, 2 skipped"
+    ]
+
+
 def test_update_pages_sets_only_the_given_fields_and_creates_nothing(store):
     store.save_pages([stored("http://a.test/x", title="old", relevance=0.5)])
     store.update_pages(
@@ -344,7 +361,8 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         model = tmp_path / "job" / "relevance"
         result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
-        summary = "Recrawl of crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone"
+        # /d is skipped: robots.txt now disallows it
+        summary = "crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone, 1 skipped\n"
         assert summary in result.stderr, result.stderr[-3000:]
         fetched = sorted(path for _, path in site.log.gets())
     # Stored pages only (/new is not followed), as robots.txt allows (/d is now disallowed).
@@ -423,7 +441,7 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
         store.close()
         result = recrawl(db, "c1", settings={"CONCURRENT_REQUESTS": 1, "REDIRECT_MAX_TIMES": 2})
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = "Recrawl of crawl c1 (uniform, 3 pages): 2 changed, 0 unchanged, 0 gone"
+    summary = "Recrawl of crawl c1 (uniform, 3 pages): 2 changed, 0 unchanged, 0 gone, 1 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
     assert "'focused/skipped/redirect_loop': 1" in result.stderr, result.stderr[-3000:]
     store = SqliteStore(db, create=False)
@@ -455,7 +473,7 @@ def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
         store.close()
         result = recrawl(db, "c1", "--render", "always")
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = "Recrawl of crawl c1 (uniform, 1 pages): 0 changed, 1 unchanged, 0 gone"
+    summary = "Recrawl of crawl c1 (uniform, 1 pages): 0 changed, 1 unchanged, 0 gone, 0 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
     assert "'focused/rendered': 1" in result.stderr, result.stderr[-3000:]
     store = SqliteStore(db, create=False)
