@@ -28,7 +28,8 @@ What a recrawl does:
 - a page that now redirects is recorded with what the redirect leads to, under its own URL, as
   a reader of that URL gets it (another stored page included: the target is fetched for each);
 - other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop) leave
-  the record as it was and are counted as ``focused/skipped/<reason>``;
+  the record as it was and are counted as ``focused/skipped/<reason>``, as is a stored url that
+  is no http(s) URL (``bad_url``: a ``file:`` one is not read);
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
@@ -48,6 +49,7 @@ import logging
 import unicodedata
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import scrapy
 
@@ -255,7 +257,23 @@ class RecrawlSpider(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for page in self.pages:
-            yield scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
+            request = self._request(page)
+            if request is None:
+                self.crawler.stats.inc_value("focused/skipped/bad_url")
+                continue
+            yield request
+
+    def _request(self, page: dict[str, Any]) -> scrapy.Request | None:
+        """The request of a stored page; None when its url is no http(s) URL. A stored url is
+        data (a restored file, a document another program wrote): one that is no URL would end
+        the start, the pages after it unfetched, and a file: one read a local file into the
+        store. A crawl stores http(s) pages only."""
+        try:
+            request = scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
+            scheme = urlsplit(request.url).scheme
+        except ValueError:  # also UnicodeError, from IDNA
+            return None
+        return request if scheme in ("http", "https") else None
 
     def parse(self, response: Response) -> Iterator[dict[str, Any]]:
         stored = response.meta["stored"]

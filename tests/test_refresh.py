@@ -201,6 +201,30 @@ def test_a_fetch_time_or_url_edited_by_hand_is_no_traceback(store, policy):
     ]
 
 
+def test_only_http_urls_are_fetched_again():
+    """A stored url is data (a restored file, a document another program wrote): one that was
+    no URL raised in the spider's start, a traceback after which no later page was fetched, and
+    a file: one had the recrawl read a local file into the store (a data: one, its own text)."""
+    crawler = get_crawler(RecrawlSpider)
+    urls = [
+        "http://a.test/1",
+        "no scheme here",
+        "file:///etc/passwd",
+        "data:text/html,<p>words</p>",
+        "http://[::1",
+        "https://a.test/2",
+    ]
+    pages = [stored(url) for url in urls]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+
+    async def start() -> list[str]:
+        return [request.url async for request in spider.start()]
+
+    assert asyncio.run(start()) == ["http://a.test/1", "https://a.test/2"]
+    assert crawler.stats.get_value("focused/skipped/bad_url") == 4
+
+
 def test_the_summary_counts_every_planned_page(caplog):
     """The pages a recrawl could not record (a server down, a page now a PDF, robots.txt, a stop
     before the end) were in no count: a recrawl of a site that was down ended in "3 pages: 0
