@@ -32,6 +32,7 @@ from focused.refresh import (
     select_pages,
 )
 from focused.relevance import RelevanceModel
+from focused.report import is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
@@ -608,6 +609,27 @@ def test_a_crawl_running_in_another_process_is_not_recrawled(tmp_path):
         assert store.pages("c1") == [stored("http://127.0.0.1:9/a")]
     finally:
         store.close()
+
+
+def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(cli, tmp_path):  # noqa: F811
+    """The processes of a crawl into MongoDB, or of a shared crawl (FOCUSED_FRONTIER), take no
+    lock: a recrawl beside them fetched every page again as they crawled. Its record shows it:
+    ``running``, with a heartbeat (``seen_at``) that is not stale. A crawl killed outright is
+    recrawled once its heartbeat is stale, as ``scrapy crawls`` shows it ``stopped?``."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    beating = {"heartbeat_interval": 30.0}
+    store.start_crawl({**crawl_record(), **beating})  # seen now
+    store.start_crawl({**crawl_record("killed"), **beating, "seen_at": at(1)})
+    store.start_crawl(crawl_record("old"))  # no heartbeat: written before there were any
+    store.save_pages([stored(f"http://127.0.0.1:9/{n}", crawl_id=n) for n in ("c1", "killed")])
+    live = {name: is_live(store.get_crawl(name), datetime.now(UTC)) for name in ("c1", "killed")}
+    assert live == {"c1": True, "killed": False}
+    assert not is_live(store.get_crawl("old"), datetime.now(UTC))
+    store.close()
+    result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
+    one_line_error(result, 2, "crawl c1 is running (last seen ")
+    assert "let it end (Ctrl-C pauses it), then recrawl it" in result.stderr
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

@@ -4,16 +4,19 @@ pages of a crawl again and record which changed (``focused.refresh``).
 The options, the store and the crawl are checked before the crawler process starts, so a
 mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
 cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
-crawl's lock, ``focused.arguments.lock_crawl``), 1 for an unknown crawl or an unreachable store
-(as the reading commands, ``focused.storecommand``). A recrawl that had to stop (its store gone:
-``store_unreachable``; Chromium no longer launching: ``browser_unavailable``), whose updates the
-store could not take at the close, or stopped uncleanly by a second Ctrl-C exits with status 1,
-as a crawl does (``focused.commands.crawl.run_failed``).
+crawl's lock, ``focused.arguments.lock_crawl``; or, where no lock is taken, MongoDB or a shared
+crawl, a crawl recorded ``running`` whose heartbeat is fresh: ``focused.report.is_live``), 1
+for an unknown crawl or an unreachable store (as the reading commands,
+``focused.storecommand``). A recrawl that had to stop (its store gone: ``store_unreachable``;
+Chromium no longer launching: ``browser_unavailable``), whose updates the store could not take
+at the close, or stopped uncleanly by a second Ctrl-C exits with status 1, as a crawl does
+(``focused.commands.crawl.run_failed``).
 """
 
 from __future__ import annotations
 
 import pickle
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
@@ -30,6 +33,7 @@ from focused.commands.crawl import run_failed
 from focused.errors import ConfigError, cut
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
+from focused.report import describe_time, is_live
 from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,
@@ -47,6 +51,10 @@ if TYPE_CHECKING:
     import argparse
 
     from focused.relevance import RelevanceModel
+
+
+# How a refusal beside a running crawl ends.
+THEN = "then recrawl it"
 
 
 class Command(ScrapyCommand):
@@ -116,11 +124,18 @@ class Command(ScrapyCommand):
     def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
         store = open_or_fail(self.settings, create=False)  # checked writable: it is written
         try:
-            find_crawl(store, crawl_id)
+            crawl = find_crawl(store, crawl_id)
             # As a crawl does (held until this process ends): beside a running crawl or
             # recrawl of the id, every page would be fetched twice, each visit counted twice.
             # Before the plan, which then sees the other's last writes.
-            lock_crawl(self.settings, crawl_id, then="then recrawl it")
+            lock_crawl(self.settings, crawl_id, then=THEN)
+            # The processes of a crawl into MongoDB or of a shared crawl take no lock: their
+            # heartbeat tells that they are crawling.
+            if is_live(crawl, datetime.now(UTC)):
+                raise ConfigError(
+                    f"crawl {crawl_id} is running (last seen {describe_time(crawl['seen_at'])}):"
+                    f" let it end (Ctrl-C pauses it), {THEN}"
+                )
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
