@@ -4,10 +4,10 @@ page updates on both stores, the migration of old files, and a recrawl of a loop
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -590,20 +590,31 @@ def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa
     one_line_error(cli("recrawl", *args, settings={"FOCUSED_DB": small_store}), status, message)
 
 
-def test_a_crawl_running_in_another_process_is_not_recrawled(tmp_path):
+def test_a_crawl_running_in_another_process_is_not_recrawled(cli, tmp_path):  # noqa: F811
     """A recrawl took no lock: run while the crawl (a resumed JOBDIR crawl) or another recrawl
     of the same id ran, it fetched every page again beside it, each visit counted twice and
-    each process overwriting the other's records. The other process here is this one, holding
-    the crawl's lock as a crawl does (lockf on FOCUSED_DB.lock, gone with its process)."""
+    each process overwriting the other's records. The other process here holds the crawl's
+    lock as a crawl does (lockf on FOCUSED_DB.lock, gone with its process)."""
     db = tmp_path / "focused.sqlite3"
     store = SqliteStore(db)
     store.start_crawl(crawl_record())
     store.save_pages([stored("http://127.0.0.1:9/a")])
     store.close()
-    with open(f"{db}.lock", "w") as held:
-        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, crawl_lock_offset("c1"))
-        result = recrawl(db, "c1")
+    hold = (
+        "import fcntl, sys\n"
+        f"held = open({f'{db}.lock'!r}, 'w')\n"
+        f"fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, {crawl_lock_offset('c1')})\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"  # until the test closes its stdin
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout.readline() == "held\n"
+        result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
+        holder.stdin.close()
     one_line_error(result, 2, "crawl c1 is running in another process: let it end")
+    assert result.stderr.rstrip().endswith("(Ctrl-C pauses it), then recrawl it")
     store = SqliteStore(db, create=False)
     try:
         assert store.pages("c1") == [stored("http://127.0.0.1:9/a")]
