@@ -30,14 +30,13 @@ def page_texts(corpus: str, seed: str, count: int) -> list[dict[str, str | None]
     from scrapy.http import HtmlResponse
 
     from focused.extract import extract_page
-    from focused.languages import page_language
-    from spiders.topical import _declared_languages
+    from focused.languages import declared_languages, page_language
 
     texts = []
     for page in fetch_pages(corpus, seed, count):
         response = HtmlResponse(page["url"], body=page["html"].encode("utf-8"), encoding="utf-8")
         text = extract_page(response).text
-        texts.append({"text": text, "language": page_language(_declared_languages(response), text)})
+        texts.append({"text": text, "language": page_language(declared_languages(response), text)})
     return texts
 
 

@@ -1001,14 +1001,15 @@ def crawl_lock_offset(crawl_id: str) -> int:
     return int.from_bytes(hashlib.sha256(crawl_id.encode()).digest()[:6], "big")
 
 
-def lock_crawl(settings: Any, config: CrawlConfig) -> None:
-    """One process at a time runs a crawl id into an SQLite store. ``check_store`` refuses a
-    run under the id of a crawl with pages stored, but two runs started together (a Scrapyd
-    job scheduled twice) both found none, and both crawled: every page fetched twice, each
-    run's pages overwriting the other's. The lock is the kernel's (a POSIX lock on one byte of
-    ``FOCUSED_DB.lock``, at an offset hashed from the crawl id), so it goes with the process
-    that held it, ``kill -9`` included. Held until this process ends. The processes of a
-    shared frontier run one crawl id by design; a MongoDB server is no file to lock."""
+def lock_crawl(settings: Any, crawl_id: str, then: str) -> None:
+    """One process at a time runs a crawl id into an SQLite store, a crawl or a recrawl (``then``
+    ends the refusal: what to do instead). ``check_store`` refuses a run under the id of a crawl
+    with pages stored, but two runs started together (a Scrapyd job scheduled twice) both found
+    none, and both crawled: every page fetched twice, each run's pages overwriting the other's.
+    The lock is the kernel's (a POSIX lock on one byte of ``FOCUSED_DB.lock``, at an offset
+    hashed from the crawl id), so it goes with the process that held it, ``kill -9`` included.
+    Held until this process ends. The processes of a shared frontier run one crawl id by design;
+    a MongoDB server is no file to lock."""
     if settings.get("FOCUSED_FRONTIER") or settings.get("MONGO_URI"):
         return
     path = str(Path(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH).resolve())
@@ -1018,19 +1019,16 @@ def lock_crawl(settings: Any, config: CrawlConfig) -> None:
         try:
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise ConfigError(
-                f"cannot lock crawl {config.crawl_id}: {path}: {exc.strerror}"
-            ) from None
+            raise ConfigError(f"cannot lock crawl {crawl_id}: {path}: {exc.strerror}") from None
         _held_crawl_locks[path] = descriptor
-    offset = crawl_lock_offset(config.crawl_id)
+    offset = crawl_lock_offset(crawl_id)
     try:
         # A lock this process holds already is taken again: a POSIX lock never conflicts
         # with its own process.
         fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
     except OSError:
         raise ConfigError(
-            f"crawl {config.crawl_id} is running in another process: let it end (Ctrl-C "
-            "pauses it), or give another crawl_id"
+            f"crawl {crawl_id} is running in another process: let it end (Ctrl-C pauses it), {then}"
         ) from None
 
 

@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pycld2
 import stopwordsiso
+
+if TYPE_CHECKING:
+    from scrapy.http import TextResponse
 
 # Character ranges of the scripts that need more than the plain word pattern (focused.text).
 ARABIC_SCRIPT = "\u0600-\u06ff\u0750-\u077f\u08a0-\u08ff\ufb50-\ufdff\ufe70-\ufefc"
@@ -190,6 +193,16 @@ def page_language(declared: list[str | None], text: str) -> str | None:
         if detected is None or _script_of(code) == _script_of(detected):
             return code
     return detected
+
+
+def declared_languages(response: TextResponse) -> list[str | None]:
+    """``page_language``'s ``declared`` of a fetched page: ``<html lang>`` (or ``xml:lang``),
+    then each language of the Content-Language header."""
+    header = response.headers.get(b"Content-Language", b"").decode("latin-1")
+    return [
+        response.xpath("/html/@lang").get() or response.xpath("/html/@xml:lang").get(),
+        *header.split(","),
+    ]
 
 
 def _script_of(language: str) -> str:

@@ -29,14 +29,21 @@ What a recrawl does:
   records the page's ``robots``;
 - a page now gone (404, 410) keeps its last text and hash and records the status: nothing is
   deleted. A page that comes back with other content counts one change;
-- other failures (timeouts, 5xx, robots.txt now disallowing the page) leave the record as it
-  was and are counted as ``focused/skipped/<reason>``;
+- a page that now redirects is recorded with what the redirect leads to, under its own URL, as
+  a reader of that URL gets it (another stored page included: the target is fetched for each);
+- other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop) leave
+  the record as it was and are counted as ``focused/skipped/<reason>``, as is a stored url that
+  is no http(s) URL (``bad_url``: a ``file:`` one is not read);
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
-AutoThrottle) and its store. Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
-``rescored``.
+AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by default): a crawl
+made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
+wrote would be missing from every page, each counted as a change (the crawl record does not
+keep the mode). Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
+``rescored``. The closing summary counts every planned page: the pages in none of the first
+three are ``skipped`` (left as they were).
 """
 
 from __future__ import annotations
@@ -46,13 +53,15 @@ import logging
 import unicodedata
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import scrapy
 
 from focused.canonical import drop_params_setting
 from focused.extract import extract_page
 from focused.hygiene import page_skip_reason, skip_reason
-from focused.languages import page_language
+from focused.languages import declared_languages, page_language
+from focused.render import enable_rendering
 from focused.robotsmeta import NOINDEX, page_robots, robots_token, stored_robots
 from focused.storage import open_store, stored_time
 from pipelines.relevance import score_fields
@@ -72,13 +81,14 @@ logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
 GONE = (404, 410)
+# What a fetch of a stored page records (focused/refresh/<outcome>).
+OUTCOMES = ("changed", "unchanged", "gone")
 # What a recrawl needs to know of a stored page.
 PLAN_FIELDS = (
     "crawl_id",
     "url",
     "fetched_at",
     "duplicate_of",
-    "language",
     "content_hash",
     "last_changed",
     "changes",
@@ -213,7 +223,10 @@ class RecrawlSpider(scrapy.Spider):
         "SCHEDULER": "scrapy.core.scheduler.Scheduler",
         "SCHEDULER_PRIORITY_QUEUE": "scrapy.pqueues.ScrapyPriorityQueue",
         "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",  # in the policy's order
-        "DUPEFILTER_CLASS": "scrapy.dupefilters.RFPDupeFilter",
+        # Each stored page is requested once by construction; a page now redirecting to another
+        # stored page must reach it, not be dropped as that page's duplicate (so recorded and
+        # counted nowhere). A redirect loop is cut by REDIRECT_MAX_TIMES (redirect_loop).
+        "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
         "SPIDER_MIDDLEWARES": {},
         "EXTENSIONS": {},
         "ITEM_PIPELINES": {"focused.refresh.RefreshPipeline": 800},
@@ -225,6 +238,7 @@ class RecrawlSpider(scrapy.Spider):
         pages: list[dict[str, Any]],
         policy: str,
         model: RelevanceModel | None = None,
+        render: str = "never",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -232,9 +246,12 @@ class RecrawlSpider(scrapy.Spider):
         self.pages = pages
         self.policy = policy
         self.model = model  # rescores changed pages when given
+        self.render = render  # as the crawl rendered (focused.render.RenderMiddleware reads it)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
+        if kwargs.get("render", "never") != "never":
+            enable_rendering(crawler.settings)  # before the settings freeze
         spider = super().from_crawler(crawler, *args, **kwargs)
         # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
         # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.
@@ -245,7 +262,23 @@ class RecrawlSpider(scrapy.Spider):
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         for page in self.pages:
-            yield scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
+            request = self._request(page)
+            if request is None:
+                self.crawler.stats.inc_value("focused/skipped/bad_url")
+                continue
+            yield request
+
+    def _request(self, page: dict[str, Any]) -> scrapy.Request | None:
+        """The request of a stored page; None when its url is no http(s) URL. A stored url is
+        data (a restored file, a document another program wrote): one that is no URL would end
+        the start, the pages after it unfetched, and a file: one read a local file into the
+        store. A crawl stores http(s) pages only."""
+        try:
+            request = scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
+            scheme = urlsplit(request.url).scheme
+        except ValueError:  # also UnicodeError, from IDNA
+            return None
+        return request if scheme in ("http", "https") else None
 
     def parse(self, response: Response) -> Iterator[dict[str, Any]]:
         stored = response.meta["stored"]
@@ -274,8 +307,8 @@ class RecrawlSpider(scrapy.Spider):
         update = revisit(stored, page.title, text, fetched_at, response.status)
         update["robots"] = stored_robots(robots)
         if "text" in update:
-            # The stored language stands as the page's declaration, checked against the text.
-            update["language"] = page_language([stored["language"]], page.text)
+            # Read as the crawl reads it: the new text may be in another language.
+            update["language"] = page_language(declared_languages(response), page.text)
             if self.model is not None:
                 scores = self.model.score(page.text, update["language"])
                 update.update(score_fields(scores, self.settings.getfloat("RELEVANCE_THRESHOLD")))
@@ -288,14 +321,16 @@ class RecrawlSpider(scrapy.Spider):
 
     def closed(self, reason: str) -> None:
         count = self.crawler.stats.get_value
+        recorded = [count(f"focused/refresh/{outcome}", 0) for outcome in OUTCOMES]
+        # Every planned page is in one count: the rest were left as they were (a failure, an
+        # unusable response, robots.txt: focused/skipped/<reason>; or a stop before them).
         logger.info(
-            "Recrawl of crawl %s (%s, %d pages): %d changed, %d unchanged, %d gone",
+            "Recrawl of crawl %s (%s, %d pages): %d changed, %d unchanged, %d gone, %d skipped",
             self.crawl_id,
             self.policy,
             len(self.pages),
-            count("focused/refresh/changed", 0),
-            count("focused/refresh/unchanged", 0),
-            count("focused/refresh/gone", 0),
+            *recorded,
+            len(self.pages) - sum(recorded),
         )
 
 

@@ -397,8 +397,8 @@ def _is_browser_error(exception: BaseException | None) -> bool:
 
 
 class RenderMiddleware:
-    """Decides which requests the browser renders (downloader middleware; the spider enables
-    it when ``render`` is not ``never``)."""
+    """Decides which requests the browser renders (downloader middleware; the spider, topical
+    or recrawl, enables it when its ``render`` is not ``never``)."""
 
     def __init__(self, crawler: Crawler, mode: str) -> None:
         settings = crawler.settings
@@ -417,7 +417,7 @@ class RenderMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RenderMiddleware:
-        return cls(crawler, crawler.spider.config.render)
+        return cls(crawler, crawler.spider.render)
 
     def process_request(self, request: Request) -> None:
         # A browser renders pages: not robots.txt, nor HEAD_CHECK's HEAD (which Chromium would

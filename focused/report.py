@@ -201,11 +201,26 @@ def is_stale(crawl: Mapping[str, Any], now: datetime) -> bool:
     ``STALE_BEATS`` of its heartbeat intervals: its process was killed (kill -9, a power cut,
     the OOM killer) before it could record how it ended. A record without them (written before
     there were heartbeats) cannot tell, and is taken at its word."""
+    beats = _beats_since_seen(crawl, now)
+    return beats is not None and beats > STALE_BEATS
+
+
+def is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a crawl recorded ``running`` has refreshed its ``seen_at`` within ``STALE_BEATS``
+    of its heartbeat intervals: a process of it is crawling. A record without them cannot tell
+    (nor say it is not a crawl killed before there were heartbeats)."""
+    beats = _beats_since_seen(crawl, now)
+    return beats is not None and beats <= STALE_BEATS
+
+
+def _beats_since_seen(crawl: Mapping[str, Any], now: datetime) -> float | None:
+    """The heartbeat intervals since a ``running`` crawl's ``seen_at``; None when it is not
+    running or its record cannot tell."""
     interval = crawl.get("heartbeat_interval")
     if crawl.get("status") != "running" or not crawl.get("seen_at") or not interval:
-        return False
+        return None
     seen = stored_time(crawl["seen_at"])
-    return seen is not None and (now - seen).total_seconds() > STALE_BEATS * interval
+    return None if seen is None else (now - seen).total_seconds() / interval
 
 
 def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> str:

@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 import scrapy
 from scrapy import signals
 from scrapy.downloadermiddlewares import retry, robotstxt
-from scrapy.http import TextResponse
 from scrapy.utils.url import url_is_from_any_domain
 
 from focused.arguments import (
@@ -55,7 +54,7 @@ from focused.extract import Link, extract_page
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.jobdir import jobdir_writes
-from focused.languages import page_language, query_language
+from focused.languages import declared_languages, page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
@@ -90,7 +89,8 @@ class TopicalSpider(scrapy.Spider):
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)
-        lock_crawl(settings, config)  # after the store check: its folder exists then
+        # After the store check: its folder exists then.
+        lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         return config
 
@@ -145,6 +145,7 @@ class TopicalSpider(scrapy.Spider):
         self.crawl_id = config.crawl_id
         self.strategy = config.strategy
         self.strategy_params = config.params
+        self.render = config.render  # focused.render.RenderMiddleware reads it
         if config.allowed_domains:
             self.allowed_domains = list(config.allowed_domains)
         self.state: dict[str, Any] = {}  # replaced by the saved state when resuming a JOBDIR
@@ -232,7 +233,7 @@ class TopicalSpider(scrapy.Spider):
             strategy=self.strategy,
             fetched_at=fetched_at,
             status=response.status,
-            language=page_language(_declared_languages(response), page.text),
+            language=page_language(declared_languages(response), page.text),
             robots=stored_robots(robots),
             # Hashed as stored, without its text: a recrawl that finds the page indexable again
             # sees a change and stores its text (focused.refresh).
@@ -338,12 +339,3 @@ def _link_request(link: Link, errback: Callable[[Failure], Any]) -> scrapy.Reque
     request = scrapy.Request(link.url, meta=meta, errback=errback)
     request.meta.pop("verbatim_url", None)
     return request
-
-
-def _declared_languages(response: TextResponse) -> list[str | None]:
-    """``<html lang>`` (or ``xml:lang``), then each language of the Content-Language header."""
-    header = response.headers.get(b"Content-Language", b"").decode("latin-1")
-    return [
-        response.xpath("/html/@lang").get() or response.xpath("/html/@xml:lang").get(),
-        *header.split(","),
-    ]

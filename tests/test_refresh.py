@@ -4,16 +4,23 @@ page updates on both stores, the migration of old files, and a recrawl of a loop
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
 import subprocess
+import sys
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pymongo
 import pytest
+import scrapy
+from scrapy.http import HtmlResponse
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
+from focused.arguments import crawl_lock_offset
 from focused.refresh import (
     OTHER_WHITESPACE,
     RecrawlSpider,
@@ -25,6 +32,7 @@ from focused.refresh import (
     select_pages,
 )
 from focused.relevance import RelevanceModel
+from focused.report import is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
@@ -96,6 +104,27 @@ def test_a_revisit_counts_a_change_only_when_the_content_differs():
     changed = revisit({**page_, **same}, "t", "new words", at(-1), 200)
     assert changed["changes"] == 1 and changed["last_changed"] == at(-1)
     assert (changed["text"], changed["visits"]) == ("new words", 3)
+
+
+@pytest.mark.parametrize(
+    ("declared", "expected"),
+    [('<html lang="en">', "en"), ("<html>", "en"), ('<html lang="sk">', "sk")],
+)
+def test_a_changed_page_s_language_is_read_as_a_crawl_reads_it(declared, expected):
+    """The recrawl took the stored language for the page's declaration, not the page's own
+    (``<html lang>``, Content-Language): a page stored as Slovak and now an English one was kept
+    Slovak (its text is ASCII, so the declaration stood), and rescored as Slovak."""
+    crawler = get_crawler(RecrawlSpider)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    body = f"{declared}<title>Birds</title><p>The albatross nests on remote islands.</p></html>"
+    request = scrapy.Request("http://a.test/x", meta={"stored": stored("http://a.test/x")})
+    response = HtmlResponse(request.url, body=body.encode(), encoding="utf-8", request=request)
+    [update] = spider.parse(response)
+    assert stored("http://a.test/x")["language"] == "sk"
+    assert (update["text"], update["language"]) == (
+        "The albatross nests on remote islands.",
+        expected,
+    )
 
 
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
@@ -170,6 +199,47 @@ def test_a_fetch_time_or_url_edited_by_hand_is_no_traceback(store, policy):
         "http://a.test/garbled",
         "http://a.test/naive",
         "http://a.test/new",
+    ]
+
+
+def test_only_http_urls_are_fetched_again():
+    """A stored url is data (a restored file, a document another program wrote): one that was
+    no URL raised in the spider's start, a traceback after which no later page was fetched, and
+    a file: one had the recrawl read a local file into the store (a data: one, its own text)."""
+    crawler = get_crawler(RecrawlSpider)
+    urls = [
+        "http://a.test/1",
+        "no scheme here",
+        "file:///etc/passwd",
+        "data:text/html,<p>words</p>",
+        "http://[::1",
+        "https://a.test/2",
+    ]
+    pages = [stored(url) for url in urls]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+
+    async def start() -> list[str]:
+        return [request.url async for request in spider.start()]
+
+    assert asyncio.run(start()) == ["http://a.test/1", "https://a.test/2"]
+    assert crawler.stats.get_value("focused/skipped/bad_url") == 4
+
+
+def test_the_summary_counts_every_planned_page(caplog):
+    """The pages a recrawl could not record (a server down, a page now a PDF, robots.txt, a stop
+    before the end) were in no count: a recrawl of a site that was down ended in "3 pages: 0
+    changed, 0 unchanged, 0 gone", exit status 0, as if nothing had been planned."""
+    crawler = get_crawler(RecrawlSpider)
+    pages = [stored(f"http://a.test/{n}") for n in range(5)]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    for outcome in ("changed", "unchanged", "unchanged"):
+        crawler.stats.inc_value(f"focused/refresh/{outcome}")
+    with caplog.at_level("INFO", logger="focused.refresh"):
+        spider.closed("finished")
+    assert caplog.messages == [
+        "Recrawl of crawl c1 (uniform, 5 pages): 1 changed, 2 unchanged, 0 gone, 2 skipped"
     ]
 
 
@@ -316,7 +386,8 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         model = tmp_path / "job" / "relevance"
         result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
-        summary = "Recrawl of crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone"
+        # /d is skipped: robots.txt now disallows it
+        summary = "crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone, 1 skipped\n"
         assert summary in result.stderr, result.stderr[-3000:]
         fetched = sorted(path for _, path in site.log.gets())
     # Stored pages only (/new is not followed), as robots.txt allows (/d is now disallowed).
@@ -374,6 +445,104 @@ def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_throug
     assert page_["text"] == "Birds nest behind a login now."
 
 
+def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
+    """The recrawl's dupefilter dropped the redirect of /old to /new, a page it had requested
+    already (or /new's own request, had the redirect come first): /old was fetched and then
+    recorded and counted nowhere. Each stored page is requested once anyway; a redirect loop
+    is still cut, by REDIRECT_MAX_TIMES."""
+
+    def respond(method: str, path: str) -> Reply:
+        moved = {"/old": "/new", "/loop": "/loop2", "/loop2": "/loop"}
+        if path in moved:
+            return Reply(301, headers={"Location": moved[path]})
+        return Reply(body=html("New", "<p>Moved here.</p>"))
+
+    db = tmp_path / "focused.sqlite3"
+    with Site(respond) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        # /new first: its own request is in flight before /old's redirect to it comes.
+        store.save_pages([stored(f"{site.url}{path}") for path in ("/new", "/old", "/loop")])
+        store.close()
+        result = recrawl(db, "c1", settings={"CONCURRENT_REQUESTS": 1, "REDIRECT_MAX_TIMES": 2})
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = "Recrawl of crawl c1 (uniform, 3 pages): 2 changed, 0 unchanged, 0 gone, 1 skipped\n"
+    assert summary in result.stderr, result.stderr[-3000:]
+    assert "'focused/skipped/redirect_loop': 1" in result.stderr, result.stderr[-3000:]
+    store = SqliteStore(db, create=False)
+    try:
+        after = {p["url"].removeprefix(site.url): p for p in store.pages("c1")}
+    finally:
+        store.close()
+    # /old now shows what a reader of it gets: /new's page.
+    assert [(after[path]["text"], after[path]["visits"]) for path in ("/new", "/old")] == [
+        ("Moved here.", 2),
+        ("Moved here.", 2),
+    ]
+    assert after["/loop"]["visits"] == 1
+
+
+def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
+    """A recrawl fetched every page plainly: the pages of a crawl made with -a render=always
+    (or auto) whose text a script writes came back without it, each counted as a change and
+    stored with its text gone. ``--render`` renders them as the crawl did."""
+    script = "document.getElementById('t').textContent = 'Birds nest on cliffs.'"
+    body = html("Birds", f'<p id="t"></p><script>{script}</script>')
+    db = tmp_path / "focused.sqlite3"
+    with Site(lambda method, path: Reply(body=body)) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        rendered = {"title": "Birds", "text": "Birds nest on cliffs."}  # as the crawl stored it
+        before = {**stored(f"{site.url}/app"), **rendered, "content_hash": content_hash(**rendered)}
+        store.save_pages([before])
+        store.close()
+        result = recrawl(db, "c1", "--render", "always")
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = "Recrawl of crawl c1 (uniform, 1 pages): 0 changed, 1 unchanged, 0 gone, 0 skipped\n"
+    assert summary in result.stderr, result.stderr[-3000:]
+    assert "'focused/rendered': 1" in result.stderr, result.stderr[-3000:]
+    store = SqliteStore(db, create=False)
+    try:
+        [after] = store.pages("c1")
+    finally:
+        store.close()
+    assert (after["text"], after["changes"], after["visits"]) == ("Birds nest on cliffs.", 0, 2)
+
+
+def test_a_recrawl_stopped_by_a_second_ctrl_c_exits_with_status_1(tmp_path):
+    """Stopped uncleanly (a second Ctrl-C: the spider never closes, its requests under way are
+    dropped), a recrawl exited with status 0, as if it had ended; a crawl exits with 1."""
+    fetching = threading.Event()
+
+    def respond(method: str, path: str) -> Reply:
+        fetching.set()
+        time.sleep(3)  # the requests are still under way at the second Ctrl-C
+        return Reply(body=html("Birds", "<p>Birds nest.</p>"))
+
+    db = tmp_path / "focused.sqlite3"
+    with Site(respond) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        store.save_pages([stored(f"{site.url}/{n}") for n in range(4)])
+        store.close()
+        settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO"}
+        options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+        process = subprocess.Popen(
+            scrapy_command("recrawl", "c1", *options),
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=crawl_env(),
+        )
+        assert fetching.wait(60)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        stderr = process.communicate(timeout=60)[1]
+    assert "forcing unclean shutdown" in stderr, stderr[-3000:]
+    assert process.returncode == 1, stderr[-3000:]
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 
@@ -401,6 +570,13 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
         (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
         (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
+        (("c1", "--render", "sometimes"), 2, "--render='sometimes' is not one of: never, always"),
+        (("c1", "--render", ""), 2, "--render"),
+        (
+            ("c1", "--render", "auto", "-s", "FOCUSED_CHROMIUM=/nonexistent"),
+            2,
+            "Chromium not found at /nonexistent",
+        ),
         # Found out only once the store failed and its updates had nowhere to go.
         (
             ("c1", "-s", "FOCUSED_UNSTORED_DIR=scrapy.cfg"),
@@ -412,6 +588,59 @@ def small_store(tmp_path_factory) -> Path:
 def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811
     # In-process (the checks run before the crawler process starts); the CLI below.
     one_line_error(cli("recrawl", *args, settings={"FOCUSED_DB": small_store}), status, message)
+
+
+def test_a_crawl_running_in_another_process_is_not_recrawled(cli, tmp_path):  # noqa: F811
+    """A recrawl took no lock: run while the crawl (a resumed JOBDIR crawl) or another recrawl
+    of the same id ran, it fetched every page again beside it, each visit counted twice and
+    each process overwriting the other's records. The other process here holds the crawl's
+    lock as a crawl does (lockf on FOCUSED_DB.lock, gone with its process)."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record())
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+    store.close()
+    hold = (
+        "import fcntl, sys\n"
+        f"held = open({f'{db}.lock'!r}, 'w')\n"
+        f"fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, {crawl_lock_offset('c1')})\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"  # until the test closes its stdin
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", hold], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        assert holder.stdout.readline() == "held\n"
+        result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
+        holder.stdin.close()
+    one_line_error(result, 2, "crawl c1 is running in another process: let it end")
+    assert result.stderr.rstrip().endswith("(Ctrl-C pauses it), then recrawl it")
+    store = SqliteStore(db, create=False)
+    try:
+        assert store.pages("c1") == [stored("http://127.0.0.1:9/a")]
+    finally:
+        store.close()
+
+
+def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(cli, tmp_path):  # noqa: F811
+    """The processes of a crawl into MongoDB, or of a shared crawl (FOCUSED_FRONTIER), take no
+    lock: a recrawl beside them fetched every page again as they crawled. Its record shows it:
+    ``running``, with a heartbeat (``seen_at``) that is not stale. A crawl killed outright is
+    recrawled once its heartbeat is stale, as ``scrapy crawls`` shows it ``stopped?``."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    beating = {"heartbeat_interval": 30.0}
+    store.start_crawl({**crawl_record(), **beating})  # seen now
+    store.start_crawl({**crawl_record("killed"), **beating, "seen_at": at(1)})
+    store.start_crawl(crawl_record("old"))  # no heartbeat: written before there were any
+    store.save_pages([stored(f"http://127.0.0.1:9/{n}", crawl_id=n) for n in ("c1", "killed")])
+    live = {name: is_live(store.get_crawl(name), datetime.now(UTC)) for name in ("c1", "killed")}
+    assert live == {"c1": True, "killed": False}
+    assert not is_live(store.get_crawl("old"), datetime.now(UTC))
+    store.close()
+    result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
+    one_line_error(result, 2, "crawl c1 is running (last seen ")
+    assert "let it end (Ctrl-C pauses it), then recrawl it" in result.stderr
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

@@ -39,10 +39,27 @@ if TYPE_CHECKING:
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
+    from scrapy.statscollectors import StatsCollector
 
 FAILED_CLOSE_REASONS = frozenset(
     {BROWSER_UNAVAILABLE, FEED_FAILED, FRONTIER_UNREACHABLE, JOBDIR_UNWRITABLE, STORE_UNREACHABLE}
 )
+
+
+def run_failed(stats: StatsCollector) -> bool:
+    """Whether a run (a crawl, a recrawl) ended in a way its exit status must tell (1)."""
+    reason = stats.get_value("finish_reason")
+    # No reason: the spider never closed, i.e. a second Ctrl-C stopped the reactor (an unclean
+    # stop, resumed like a crash; recorded as FORCED_SHUTDOWN by the storage pipeline), which
+    # Scrapy ends with status 0.
+    return bool(
+        reason is None
+        or reason in FAILED_CLOSE_REASONS
+        or stats.get_value(UNSTORED)  # records not stored, whatever closed the spider
+        or stats.get_value(UNWRITABLE_STAT)  # a pause not saved whole
+        or stats.get_value(SEEDS_UNREACHABLE)
+        or feeds_failed(stats)
+    )
 
 
 class Command(ScrapyCrawlCommand):
@@ -76,17 +93,8 @@ class Command(ScrapyCrawlCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         super().run(args, opts)
-        if self.crawler is not None and self.exitcode == 0:
-            stats = self.crawler.stats
-            reason = stats.get_value("finish_reason")
-            # No reason: the spider never closed, i.e. a second Ctrl-C stopped the reactor (an
-            # unclean stop, resumed like a crash; recorded as FORCED_SHUTDOWN by the storage
-            # pipeline), which Scrapy ends with status 0.
-            failed = reason is None or reason in FAILED_CLOSE_REASONS
-            lost = stats.get_value(UNSTORED)  # pages not stored, whatever closed the spider
-            failed = failed or bool(stats.get_value(UNWRITABLE_STAT))  # a pause not saved whole
-            if failed or lost or stats.get_value(SEEDS_UNREACHABLE) or feeds_failed(stats):
-                self.exitcode = 1
+        if self.crawler is not None and self.exitcode == 0 and run_failed(self.crawler.stats):
+            self.exitcode = 1
 
     def _fail(self, message: str) -> NoReturn:
         log_file = self.settings.get("LOG_FILE")

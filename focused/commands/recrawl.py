@@ -2,27 +2,38 @@
 pages of a crawl again and record which changed (``focused.refresh``).
 
 The options, the store and the crawl are checked before the crawler process starts, so a
-mistake ends the run with one line on stderr: exit status 2 for a bad option or a store it
-cannot write (read-only media), 1 for an unknown crawl or an unreachable store (as the reading
-commands, ``focused.storecommand``).
+mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
+cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
+crawl's lock, ``focused.arguments.lock_crawl``; or, where no lock is taken, MongoDB or a shared
+crawl, a crawl recorded ``running`` whose heartbeat is fresh: ``focused.report.is_live``), 1
+for an unknown crawl or an unreachable store (as the reading commands,
+``focused.storecommand``). A recrawl that had to stop (its store gone: ``store_unreachable``;
+Chromium no longer launching: ``browser_unavailable``), whose updates the store could not take
+at the close, or stopped uncleanly by a second Ctrl-C exits with status 1, as a crawl does
+(``focused.commands.crawl.run_failed``).
 """
 
 from __future__ import annotations
 
 import pickle
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
 from focused.arguments import (
+    RENDER,
     Param,
     allow_status_codes_as_numbers,
     check_settings,
     check_unstored_dir,
+    lock_crawl,
 )
-from focused.commands.crawl import FAILED_CLOSE_REASONS
+from focused.commands.crawl import run_failed
 from focused.errors import ConfigError, cut
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
+from focused.render import check_browser
+from focused.report import describe_time, is_live
 from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,
@@ -40,6 +51,10 @@ if TYPE_CHECKING:
     import argparse
 
     from focused.relevance import RelevanceModel
+
+
+# How a refusal beside a running crawl ends.
+THEN = "then recrawl it"
 
 
 class Command(ScrapyCommand):
@@ -73,6 +88,13 @@ class Command(ScrapyCommand):
             help="rescore changed pages with the relevance model a JOBDIR crawl saved in DIR"
             " (JOBDIR/relevance); without it the crawl's scores are kept",
         )
+        parser.add_argument(
+            "--render",
+            metavar="MODE",
+            default="never",
+            help="render pages in headless Chromium as the crawl did with -a render=MODE; never"
+            " (default), always or auto",
+        )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
@@ -92,6 +114,9 @@ class Command(ScrapyCommand):
             if opts.policy == "proportional" and opts.budget is None:
                 raise ConfigError("--policy proportional needs --budget N (pages per run)")
             self.model = _load_model(opts.model) if opts.model else None
+            opts.render = RENDER.parse("--render", opts.render)
+            if opts.render != "never":
+                check_browser(self.settings)  # a missing browser is one line, as for a crawl
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         self.pages = self._plan(args[0], opts)
@@ -99,7 +124,18 @@ class Command(ScrapyCommand):
     def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
         store = open_or_fail(self.settings, create=False)  # checked writable: it is written
         try:
-            find_crawl(store, crawl_id)
+            crawl = find_crawl(store, crawl_id)
+            # As a crawl does (held until this process ends): beside a running crawl or
+            # recrawl of the id, every page would be fetched twice, each visit counted twice.
+            # Before the plan, which then sees the other's last writes.
+            lock_crawl(self.settings, crawl_id, then=THEN)
+            # The processes of a crawl into MongoDB or of a shared crawl take no lock: their
+            # heartbeat tells that they are crawling.
+            if is_live(crawl, datetime.now(UTC)):
+                raise ConfigError(
+                    f"crawl {crawl_id} is running (last seen {describe_time(crawl['seen_at'])}):"
+                    f" let it end (Ctrl-C pauses it), {THEN}"
+                )
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
@@ -107,6 +143,8 @@ class Command(ScrapyCommand):
             return pages
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
+        except ConfigError as exc:
+            fail(str(exc), USAGE_ERROR)
         finally:
             store.close()
 
@@ -114,11 +152,15 @@ class Command(ScrapyCommand):
         assert self.crawler_process is not None
         crawler = self.crawler_process.create_crawler(RecrawlSpider)
         self.crawler_process.crawl(
-            crawler, crawl_id=args[0], pages=self.pages, policy=opts.policy, model=self.model
+            crawler,
+            crawl_id=args[0],
+            pages=self.pages,
+            policy=opts.policy,
+            model=self.model,
+            render=opts.render,
         )
         self.crawler_process.start()
-        reason = crawler.stats.get_value("finish_reason")
-        if self.crawler_process.bootstrap_failed or reason in FAILED_CLOSE_REASONS:
+        if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
             self.exitcode = 1
 
 
