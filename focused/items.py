@@ -43,6 +43,7 @@ class PageItem(scrapy.Item):
     changes = scrapy.Field()
     visits = scrapy.Field()
     robots = scrapy.Field()  # see focused.robotsmeta
+    tried_at = scrapy.Field()  # set by a recrawl only (focused.refresh)
     scores = scrapy.Field()  # transient: removed by RelevancePipeline
 
 

@@ -32,8 +32,10 @@ What a recrawl does:
 - a page that now redirects is recorded with what the redirect leads to, under its own URL, as
   a reader of that URL gets it (another stored page included: the target is fetched for each);
 - other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop) leave
-  the record as it was and are counted as ``focused/skipped/<reason>``, as is a stored url that
-  is no http(s) URL (``bad_url``: a ``file:`` one is not read);
+  the record as it was but for ``tried_at``, the time of the try, and are counted as
+  ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL (``bad_url``: a
+  ``file:`` one is not read); the policies order by the later of ``fetched_at`` and
+  ``tried_at``, so that pages failing run after run do not take every run's budget;
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
@@ -93,6 +95,7 @@ PLAN_FIELDS = (
     "last_changed",
     "changes",
     "visits",
+    "tried_at",
 )
 
 
@@ -151,6 +154,15 @@ def gone(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]
     return _visit(stored, fetched_at, status)
 
 
+def tried(stored: dict[str, Any]) -> dict[str, Any]:
+    """The field to update on a stored page requested in vain: the rest of its record stays."""
+    return {
+        "crawl_id": stored["crawl_id"],
+        "url": stored["url"],
+        "tried_at": datetime.now(UTC).isoformat(),
+    }
+
+
 def _visit(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
     return {
         "crawl_id": stored["crawl_id"],
@@ -171,10 +183,10 @@ def change_rate(page: dict[str, Any]) -> float:
 
 
 def priority(page: dict[str, Any], now: datetime) -> float:
-    """``proportional``: change rate times the seconds since the last fetch (at least 1), i.e.
+    """``proportional``: change rate times the seconds since the last request (at least 1), i.e.
     how many changes the page has probably missed. Under a fixed budget per run, a page's
     revisits then grow in proportion to how often it changes."""
-    return change_rate(page) * max(1.0, (now - _fetched(page)).total_seconds())
+    return change_rate(page) * max(1.0, (now - _requested(page)).total_seconds())
 
 
 def select_pages(
@@ -191,7 +203,7 @@ def select_pages(
     # A page whose url is unknown (not text: a cell edited by hand) cannot be requested.
     candidates = [page for page in pages if page["url"] and not page["duplicate_of"]]
     if policy == "uniform":
-        candidates.sort(key=lambda page: (_fetched(page), page["url"]))
+        candidates.sort(key=lambda page: (_requested(page), page["url"]))
     else:
         candidates.sort(key=lambda page: (-priority(page, now), page["url"]))
     return candidates[:budget]
@@ -204,9 +216,12 @@ def plan_recrawl(
     return select_pages(pages, policy, budget, now or datetime.now(UTC))
 
 
-def _fetched(page: dict[str, Any]) -> datetime:
-    """When the page was last fetched; a time unknown (or no time) as long ago as can be."""
-    return stored_time(page["fetched_at"]) or datetime.min.replace(tzinfo=UTC)
+def _requested(page: dict[str, Any]) -> datetime:
+    """When the page was last requested: fetched, or tried in vain (``tried_at``), so that pages
+    failing run after run do not take every run's budget; a time unknown (or no time) as long
+    ago as can be."""
+    times = [stored_time(page[name]) for name in ("fetched_at", "tried_at")]
+    return max((time for time in times if time), default=datetime.min.replace(tzinfo=UTC))
 
 
 # -- the crawl ---------------------------------------------------------------------------------
@@ -265,6 +280,7 @@ class RecrawlSpider(scrapy.Spider):
             request = self._request(page)
             if request is None:
                 self.crawler.stats.inc_value("focused/skipped/bad_url")
+                yield tried(page)
                 continue
             yield request
 
@@ -291,6 +307,7 @@ class RecrawlSpider(scrapy.Spider):
         unusable = page_skip_reason(response)
         if unusable is not None:
             stats.inc_value(f"focused/skipped/{unusable}")
+            yield tried(stored)
             return
         settings = self.settings
         token = robots_token(settings) if settings.getbool("ROBOTS_META_OBEY") else None
@@ -316,8 +333,9 @@ class RecrawlSpider(scrapy.Spider):
         stats.inc_value(f"focused/refresh/{'changed' if 'last_changed' in update else 'unchanged'}")
         yield update
 
-    def skipped(self, failure: Failure) -> None:
+    def skipped(self, failure: Failure) -> Iterator[dict[str, Any]]:
         self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
+        yield tried(failure.request.meta["stored"])
 
     def closed(self, reason: str) -> None:
         count = self.crawler.stats.get_value

@@ -82,6 +82,9 @@ PAGE_SCHEMA: dict[str, type] = {
     # The page's own robots directives honoured (focused.robotsmeta): "noindex" (stored without
     # its text), "nofollow" (its links not followed) or "noindex,nofollow"; None: neither.
     "robots": str,
+    # When a recrawl last requested the page and got nothing to record (a failure, a response
+    # that is no page); None until then. Last, where SQLite adds it to a file written before it.
+    "tried_at": str,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,

@@ -16,9 +16,10 @@ from pathlib import Path
 import pymongo
 import pytest
 import scrapy
-from scrapy.http import HtmlResponse
+from scrapy.http import HtmlResponse, Response
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
+from twisted.python.failure import Failure
 
 from focused.arguments import crawl_lock_offset
 from focused.refresh import (
@@ -179,6 +180,35 @@ def test_uniform_budget_runs_go_round_every_page():
 
 
 @pytest.mark.parametrize("policy", ["uniform", "proportional"])
+def test_pages_that_fail_run_after_run_do_not_take_every_budget(store, policy):
+    """A failed fetch (robots.txt now disallowing the page, a 5xx, a timeout, a PDF now) left
+    the record as it was, its fetched_at too: the page stayed the least recently fetched (and,
+    proportional, the one with the most time to have changed), so every run with a budget of
+    N spent it on the same N failing pages, and the others were never fetched again. A try
+    now records ``tried_at``, and the policies take the later of the two times."""
+    crawler = get_crawler(RecrawlSpider)
+    failing = [stored(f"http://a.test/fail{n}", hours_ago=9) for n in range(2)]
+    store.save_pages([*failing, stored("http://a.test/ok", hours_ago=5)])
+    planned = plan_recrawl(store, "c1", policy, budget=2, now=NOW)
+    assert [p["url"] for p in planned] == ["http://a.test/fail0", "http://a.test/fail1"]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=planned, policy=policy)
+    crawler.stats.open_spider()
+    timeout = Failure(TimeoutError("took too long"))
+    timeout.request = scrapy.Request(planned[0]["url"], meta={"stored": planned[0]})
+    request = scrapy.Request(planned[1]["url"], meta={"stored": planned[1]})
+    pdf = Response(request.url, body=b"%PDF-1.4", request=request)
+    pdf.headers[b"Content-Type"] = b"application/pdf"
+    updates = [*spider.skipped(timeout), *spider.parse(pdf)]
+    assert [sorted(update) for update in updates] == [["crawl_id", "tried_at", "url"]] * 2
+    for update in updates:
+        update["tried_at"] = at(1)  # the run was an hour ago
+    store.update_pages(updates)
+    planned = plan_recrawl(store, "c1", policy, budget=1, now=NOW)
+    assert [p["url"] for p in planned] == ["http://a.test/ok"]
+    assert all(p["fetched_at"] == at(9) for p in store.pages("c1") if "fail" in p["url"])
+
+
+@pytest.mark.parametrize("policy", ["uniform", "proportional"])
 def test_a_fetch_time_or_url_edited_by_hand_is_no_traceback(store, policy):
     """A fetched_at that is no time was a ValueError, one without an offset a TypeError (naive
     and aware times compared), a url that is no text a TypeError from Scrapy's Request."""
@@ -219,10 +249,13 @@ def test_only_http_urls_are_fetched_again():
     spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
     crawler.stats.open_spider()
 
-    async def start() -> list[str]:
-        return [request.url async for request in spider.start()]
+    async def start() -> list[scrapy.Request | dict]:
+        return [output async for output in spider.start()]
 
-    assert asyncio.run(start()) == ["http://a.test/1", "https://a.test/2"]
+    output = asyncio.run(start())
+    requests = [request.url for request in output if isinstance(request, scrapy.Request)]
+    assert requests == ["http://a.test/1", "https://a.test/2"]
+    assert [update["url"] for update in output if isinstance(update, dict)] == urls[1:5]
     assert crawler.stats.get_value("focused/skipped/bad_url") == 4
 
 
@@ -394,6 +427,9 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     assert fetched == ["/", "/a", "/b", "/c"]
     after = stored_by_path(crawl, site)
     assert set(after) == set(before)
+    # Left as it was, but for when it was tried: a later run with a budget takes the others first.
+    assert before["/d"].pop("tried_at") is None
+    assert after["/d"].pop("tried_at") > before["/d"]["fetched_at"]
     assert after["/d"] == before["/d"]
     b = after["/b"]
     assert (b["changes"], b["visits"]) == (1, 2)

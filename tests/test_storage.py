@@ -137,6 +137,7 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "changes": 0,
         "visits": 1,
         "robots": None,
+        "tried_at": None,
     }
     record.update(fields)
     return record
