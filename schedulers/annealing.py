@@ -53,7 +53,7 @@ from scrapy import Request
 
 from focused.arguments import Param
 from schedulers import state_shapes as shapes
-from schedulers.base import StrategyQueue
+from schedulers.base import StrategyQueue, at_back
 from schedulers.local import candidate_value, page_value, random_state, seeded_random
 
 ACCEPT_AT_FIRST = 0.8
@@ -176,9 +176,11 @@ class AnnealingQueue(StrategyQueue):
         return changed
 
     def _offer(self, request: Request) -> None:
-        """Make a child of a current page a fresh candidate, and sample its Δ for T0."""
+        """Make a child of a current page a fresh candidate, and sample its Δ for T0. A request
+        of a trap family is none: it waits behind every other request (``at_back``), which a
+        random draw accepting it (any Δ = 0 once T > 0) would not keep."""
         parent = request.meta.get("parent_url")
-        if parent is None:
+        if parent is None or at_back(request):
             return
         if not self._t0:
             self._seen += 1

@@ -126,6 +126,18 @@ def test_trap_requests_pop_after_all_others_for_every_strategy(strategy, key):
     queue.close()
 
 
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_a_warm_local_search_draws_no_trap_request(strategy, key):
+    """Annealing and threshold acceptance draw among the current pages' children and accept a
+    Δ = 0 move at any T > 0: trap requests were drawn and fetched before the others."""
+    queue = make_queue(strategy, key, t0=1.0, factor=1.0)  # warm, and staying so
+    for request in trap_requests():
+        queue.push(request)
+    popped = [queue.pop() for _ in range(12)]
+    assert [TRAP_META in r.meta for r in popped] == [False] * 6 + [True] * 6
+    queue.close()
+
+
 @pytest.mark.parametrize("strategy", ["bestfirst", "rank_semantic"])
 def test_trap_requests_are_evicted_first(strategy, key):
     queue = make_queue(strategy, key)
