@@ -54,6 +54,7 @@ import hashlib
 import logging
 import unicodedata
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -64,7 +65,7 @@ from focused.extract import extract_page
 from focused.hygiene import page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
-from focused.robotsmeta import NOINDEX, page_robots, robots_token, stored_robots
+from focused.robotsmeta import NOINDEX, obeyed_token, page_robots, stored_robots
 from focused.storage import open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -284,6 +285,11 @@ class RecrawlSpider(scrapy.Spider):
                 continue
             yield request
 
+    @cached_property
+    def meta_robots_token(self) -> str | None:
+        """``ROBOTS_META_OBEY``'s token (``obeyed_token``), read once, as the crawl reads it."""
+        return obeyed_token(self.settings)
+
     def _request(self, page: dict[str, Any]) -> scrapy.Request | None:
         """The request of a stored page; None when its url is no http(s) URL. A stored url is
         data (a restored file, a document another program wrote): one that is no URL would end
@@ -310,7 +316,6 @@ class RecrawlSpider(scrapy.Spider):
             yield tried(stored)
             return
         settings = self.settings
-        token = robots_token(settings) if settings.getbool("ROBOTS_META_OBEY") else None
         page = extract_page(
             response,
             settings.getint("LINK_CONTEXT_CHARS"),
@@ -318,7 +323,7 @@ class RecrawlSpider(scrapy.Spider):
             settings.getint("URLLENGTH_LIMIT"),
             settings.getint("MAX_LINKS_PER_PAGE"),
         )
-        robots = () if token is None else page_robots(response, token)
+        robots = page_robots(response, self.meta_robots_token)
         # A page now noindex is a change: its stored text is removed (focused.robotsmeta).
         text = None if NOINDEX in robots else page.text
         update = revisit(stored, page.title, text, fetched_at, response.status)

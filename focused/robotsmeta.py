@@ -63,6 +63,12 @@ def robots_token(settings: BaseSettings) -> str:
     return found.group().lower() if found else ""
 
 
+def obeyed_token(settings: BaseSettings) -> str | None:
+    """The name a page's robots metas may address this crawler by (``robots_token``); None when
+    ``ROBOTS_META_OBEY`` is off, for ``page_robots`` to read no directive."""
+    return robots_token(settings) if settings.getbool("ROBOTS_META_OBEY") else None
+
+
 def directives(value: str, token: str) -> set[str]:
     """The directives of one meta content or ``X-Robots-Tag`` value that apply to ``token``,
     lowercased; a ``name:`` prefix gives the directives after it to that crawler."""
@@ -89,9 +95,11 @@ def honoured(found: Iterable[str]) -> tuple[str, ...]:
     return tuple(name for name in HONOURED if name in asked)
 
 
-def page_robots(response: TextResponse, token: str) -> tuple[str, ...]:
+def page_robots(response: TextResponse, token: str | None) -> tuple[str, ...]:
     """What the page's metas and ``X-Robots-Tag`` headers ask of this crawler: some of
-    ``noindex``, ``nofollow``."""
+    ``noindex``, ``nofollow``; none when ``token`` is None (``obeyed_token``: not obeyed)."""
+    if token is None:
+        return ()
     names = {"robots", token} - {""}  # no token: "robots" alone
     found: set[str] = set()
     for meta in response.xpath(RENDERED_METAS if is_rendered(response) else METAS):

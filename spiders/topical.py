@@ -59,7 +59,7 @@ from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
-from focused.robotsmeta import NOFOLLOW, NOINDEX, page_robots, robots_token, stored_robots
+from focused.robotsmeta import NOFOLLOW, NOINDEX, obeyed_token, page_robots, stored_robots
 from focused.setting_names import unknown_settings_note
 from focused.stopping import SEEDS_UNREACHABLE
 from focused.strategies import STRATEGIES
@@ -173,9 +173,8 @@ class TopicalSpider(scrapy.Spider):
 
     @cached_property
     def meta_robots_token(self) -> str | None:
-        """The name a page's robots metas may address this crawler by; None when
-        ``ROBOTS_META_OBEY`` is off (no page's directives are read)."""
-        return robots_token(self.settings) if self.settings.getbool("ROBOTS_META_OBEY") else None
+        """``ROBOTS_META_OBEY``'s token (``obeyed_token``), read once."""
+        return obeyed_token(self.settings)
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
         # The engine queues each seed before it asks for the next, and may hand out requests in
@@ -214,8 +213,7 @@ class TopicalSpider(scrapy.Spider):
                 "point are lost (cut short)",
                 response.url,
             )
-        token = self.meta_robots_token
-        robots = () if token is None else page_robots(response, token)
+        robots = page_robots(response, self.meta_robots_token)
         noindex = NOINDEX in robots
         meta = response.meta
         fetched_at = datetime.now(UTC).isoformat()
