@@ -6,11 +6,15 @@ The replay web's links and robots.txt are tested in tests/test_replayweb.py.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
+import runpy
 import subprocess
 import sys
+import warnings
 
 import pytest
 import scrapy
@@ -32,6 +36,32 @@ from tests.conftest import (
     crawl_env,
     scrapy_command,
 )
+
+
+def run_benchmark(module: str, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """``python -m benchmarks.MODULE ARGUMENTS``, run in this process: a check of the arguments
+    takes milliseconds, where a fresh interpreter takes 2-3 s to import Scrapy and gensim. A
+    traceback is an exception raised here, which fails the test as the subprocess's would."""
+    stdout, stderr = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = [str(REPO / "benchmarks" / f"{module}.py"), *arguments]
+    try:
+        with (
+            contextlib.redirect_stdout(stdout),
+            contextlib.redirect_stderr(stderr),
+            warnings.catch_warnings(),
+        ):
+            # runpy warns that the test module imported some benchmarks already: harmless here.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            runpy.run_module(f"benchmarks.{module}", run_name="__main__", alter_sys=True)
+        returncode = 0
+    except SystemExit as exc:
+        returncode = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+    finally:
+        sys.argv = argv
+    command = ["python", "-m", f"benchmarks.{module}", *arguments]
+    return subprocess.CompletedProcess(command, returncode, stdout.getvalue(), stderr.getvalue())
+
 
 # S -> A -> R1 and S -> B -> X -> R2; Z links nowhere. R1 and R2 are the relevant pages.
 LINKS = {"S": ["A", "B"], "A": ["R1"], "B": ["X"], "X": ["R2"], "R1": [], "R2": [], "Z": []}
@@ -347,9 +377,9 @@ def test_held_host_command_on_the_sample(tmp_path, hold) -> None:
 )
 def test_throughput_command_rejects_bad_input(arguments, error, tmp_path) -> None:
     # --out: a value taken runs the benchmark, whose report must not replace the repository's.
-    command = [sys.executable, "-m", "benchmarks.throughput", "--corpus", str(SAMPLE)]
-    command += ["--out", str(tmp_path), *arguments]
-    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    result = run_benchmark(
+        "throughput", "--corpus", str(SAMPLE), "--out", str(tmp_path), *arguments
+    )
     assert result.returncode == 2
     assert result.stderr == f"{error}\n"
 
@@ -402,10 +432,7 @@ def test_a_benchmark_refuses_bad_input_in_one_line(module, arguments, error, tmp
         if module in ("harvest", "frontier", "throughput", "held_host")
         else []
     )
-    command = [sys.executable, "-m", f"benchmarks.{module}", *out, *arguments]
-    result = subprocess.run(
-        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=600
-    )
+    result = run_benchmark(module, *out, *arguments)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr[-2000:]
@@ -419,8 +446,7 @@ CORPUS_READERS = ("anchor_auc", "anchor_stages", "collector", "pagecpu", "redis_
 def test_a_missing_corpus_is_one_line(module) -> None:
     """Each of these read --corpus only once running: a traceback."""
     topics = ["--topics", str(SAMPLE / "README.md")] if module.startswith("anchor") else []
-    command = [sys.executable, "-m", f"benchmarks.{module}", "--corpus", "/nonexistent", *topics]
-    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    result = run_benchmark(module, "--corpus", "/nonexistent", *topics)
     assert result.returncode == 2
     assert result.stderr == (
         f"python -m benchmarks.{module}: error: /nonexistent: no such corpus directory or"
@@ -431,10 +457,7 @@ def test_a_missing_corpus_is_one_line(module) -> None:
 @pytest.mark.parametrize("module", ["anchor_auc", "anchor_stages"])
 def test_a_file_that_is_not_topics_is_one_line(module) -> None:
     topics = str(SAMPLE / "README.md")
-    command = [sys.executable, "-m", f"benchmarks.{module}", "--corpus", str(SAMPLE)]
-    result = subprocess.run(
-        [*command, "--topics", topics], cwd=REPO, env=crawl_env(), capture_output=True, text=True
-    )
+    result = run_benchmark(module, "--corpus", str(SAMPLE), "--topics", topics)
     assert result.returncode == 2
     assert result.stderr == (
         f"python -m benchmarks.{module}: error: {topics}: not a topics file (JSONDecodeError)\n"
@@ -457,11 +480,8 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         (["--jobs", "0"], f"{argument_error} --jobs: must be at least 1, not 0"),
         (["--budget", "-3"], f"{argument_error} --budget: must be at least 1, not -3"),
     ):
-        command = [
-            sys.executable, "-m", "benchmarks.harvest", "--corpus", str(SAMPLE),
-            "--topics", str(SAMPLE / "README.md"), *args,
-        ]  # fmt: skip
-        result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+        topics = str(SAMPLE / "README.md")
+        result = run_benchmark("harvest", "--corpus", str(SAMPLE), "--topics", topics, *args)
         assert result.returncode == 2
         assert result.stderr.startswith(error) and result.stderr.count("\n") == 1, result.stderr
 
@@ -492,8 +512,7 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
 )
 def test_benchmark_counts_are_at_least_one(module, option) -> None:
     """A count of 0 used to run, and e.g. wrote an empty frontier table."""
-    command = [sys.executable, "-m", f"benchmarks.{module}", option, "0"]
-    result = subprocess.run(command, cwd=REPO, env=crawl_env(), capture_output=True, text=True)
+    result = run_benchmark(module, option, "0")
     assert result.returncode == 2, result.stderr
     assert result.stderr.endswith(f"error: argument {option}: must be at least 1, not 0\n")
     assert result.stderr.count("\n") == 1, result.stderr
