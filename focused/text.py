@@ -45,7 +45,6 @@ from functools import cache, lru_cache
 from itertools import filterfalse
 
 import stopwordsiso
-from gensim.parsing.preprocessing import STOPWORDS
 
 from focused.languages import ARABIC_SCRIPT, CJK_SCRIPT
 
@@ -162,6 +161,10 @@ def stopwords(language: str | None) -> frozenset[str]:
     IDF. Vietnamese entries of several syllables are kept as their ``_``-joined pairs.
     """
     if language in (None, "en"):
+        # Imported here: importing any of gensim imports scipy.stats, 0.6 s that every command
+        # (a one-line refusal of bad input included) paid at start-up for a list of words.
+        from gensim.parsing.preprocessing import STOPWORDS
+
         return STOPWORDS
     if not stopwordsiso.has_lang(language):
         return frozenset()
