@@ -83,8 +83,15 @@ PAGE_SCHEMA: dict[str, type] = {
     # its text), "nofollow" (its links not followed) or "noindex,nofollow"; None: neither.
     "robots": str,
     # When a recrawl last requested the page and got nothing to record (a failure, a response
-    # that is no page); None until then. Last, where SQLite adds it to a file written before it.
+    # that is no page); None until then.
     "tried_at": str,
+    # The validators of the response whose content is stored, its ETag and Last-Modified header
+    # values as sent, when it answered the page's own URL (focused.refresh: a recrawl sends them
+    # back as If-None-Match and If-Modified-Since); None when it sent none or answered another
+    # URL, and in records written before them. Last, where SQLite adds them to a file written
+    # before them.
+    "etag": str,
+    "last_modified": str,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,

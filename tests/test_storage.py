@@ -138,6 +138,8 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "visits": 1,
         "robots": None,
         "tried_at": None,
+        "etag": None,
+        "last_modified": None,
     }
     record.update(fields)
     return record

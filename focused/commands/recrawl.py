@@ -73,7 +73,9 @@ class Command(ScrapyCommand):
             " its number of changes. --policy uniform (default) fetches the least recently"
             " fetched pages first, all of them unless --budget; --policy proportional fetches"
             " the --budget pages with the highest (changes + 1) / (visits + 1) times the time"
-            " since their last fetch."
+            " since their last fetch. A page stored with an ETag or Last-Modified is asked for"
+            " only if it changed (If-None-Match, If-Modified-Since); a 304 Not Modified is"
+            " recorded as unchanged (--full: every page in full)."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -94,6 +96,12 @@ class Command(ScrapyCommand):
             default="never",
             help="render pages in headless Chromium as the crawl did with -a render=MODE; never"
             " (default), always or auto",
+        )
+        parser.add_argument(
+            "--full",
+            action="store_true",
+            help="fetch every page in full, sending none of its stored validators (for servers"
+            " whose 304 Not Modified cannot be trusted)",
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -158,6 +166,7 @@ class Command(ScrapyCommand):
             policy=opts.policy,
             model=self.model,
             render=opts.render,
+            conditional=not opts.full,
         )
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
