@@ -165,7 +165,9 @@ def skip_reason(failure: Failure) -> str:
             return "redirect_loop"
         if "exceeded DOWNLOAD_MAXSIZE" in message:  # a compression bomb, as it is inflated
             return "too_large"
-        return "ignored"  # robots.txt, offsite, HEAD check: each counts its own detail
+        if message.startswith("Filtered offsite request"):  # Scrapy's OffsiteMiddleware
+            return "offsite"
+        return "ignored"  # robots.txt, HEAD check: each counts its own detail
     if isinstance(error, DownloadCancelledError) and ("max size" in message or not message):
         return "too_large"  # DOWNLOAD_MAXSIZE, told by Content-Length or hit as it arrived
     if isinstance(error, DownloadTimeoutError):

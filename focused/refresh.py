@@ -56,12 +56,18 @@ What a recrawl does:
   cleared, so that its next fetch is a full one (a 304 would leave the gone status in place);
 - a page that now redirects is recorded with what the redirect leads to, under its own URL, as
   a reader of that URL gets it (another stored page included: the target is fetched for each),
-  without validators (the target's are no validators of the page);
-- other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop) leave
-  the record as it was but for ``tried_at``, the time of the try, and are counted as
-  ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL (``bad_url``: a
-  ``file:`` one is not read); the policies order by the later of ``fetched_at`` and
-  ``tried_at``, so that pages failing run after run do not take every run's budget;
+  without validators (the target's are no validators of the page); a redirect outside the
+  crawl's ``allowed_domains`` (kept in its crawl record) is not followed, as the crawl would
+  not have followed it: the page is skipped as ``offsite`` (Scrapy's offsite filter, the
+  crawl's test, applied as the request is sent: ``OffsiteMiddleware``). A crawl made without
+  ``allowed_domains``, or recorded before the field, may be left for any host, as its crawl
+  could;
+- other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop or off
+  the crawl's domains) leave the record as it was but for ``tried_at``, the time of the try,
+  and are counted as ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL
+  (``bad_url``: a ``file:`` one is not read); the policies order by the later of
+  ``fetched_at`` and ``tried_at``, so that pages failing run after run do not take every
+  run's budget;
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
@@ -85,6 +91,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
 
 from focused.canonical import drop_params_setting
 from focused.extract import extract_page
@@ -101,6 +108,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
     from focused.relevance import RelevanceModel
@@ -332,10 +340,14 @@ class RecrawlSpider(scrapy.Spider):
         model: RelevanceModel | None = None,
         render: str = "never",
         conditional: bool = True,
+        allowed_domains: Iterable[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.crawl_id = crawl_id
+        # The crawl's (its record's), for Scrapy's offsite filter: a redirect leaves them no
+        # more than the crawl's did. A value of no domain (a record edited by hand) is none.
+        self.allowed_domains = [name for name in allowed_domains or () if isinstance(name, str)]
         self.pages = pages
         self.policy = policy
         self.model = model  # rescores changed pages when given
@@ -344,6 +356,18 @@ class RecrawlSpider(scrapy.Spider):
         # for a rendered page: they are the HTML's, and say nothing of the text its scripts
         # fetch and write.
         self.conditional = conditional and render == "never"
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        super().update_settings(settings)
+        # Scrapy's offsite filter replaced by ours, in its place (named as its base setting
+        # names it, or it stays). Above the project's priority: the crawler process applies its
+        # settings again to a crawler created before it is run (the recrawl command's).
+        scrapys = f"{ScrapyOffsite.__module__}.{ScrapyOffsite.__name__}"
+        order = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")[scrapys]
+        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        middlewares.update({scrapys: None, f"{__name__}.{OffsiteMiddleware.__name__}": order})
+        settings.set("DOWNLOADER_MIDDLEWARES", middlewares, "spider")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
@@ -462,6 +486,17 @@ class RecrawlSpider(scrapy.Spider):
             *recorded,
             len(self.pages) - sum(recorded),
         )
+
+
+class OffsiteMiddleware(ScrapyOffsite):
+    """Scrapy's offsite filter (``allowed_domains``, the crawl's test), applied as a request is
+    sent only. Scrapy's also drops an offsite request as it is scheduled, where it reaches no
+    errback: a stored page redirecting off the crawl's domains was neither fetched nor recorded
+    anywhere. Sent, it fails to the spider's errback: ``focused/skipped/offsite``, and the page
+    records ``tried_at``."""
+
+    def request_scheduled(self, request: scrapy.Request, spider: scrapy.Spider) -> None:
+        """Nothing as the request is scheduled: ``process_request`` judges it as it is sent."""
 
 
 class RefreshPipeline(StoragePipeline):

@@ -116,6 +116,10 @@ CRAWL_SCHEMA: dict[str, type] = {
     "seen_at": str,
     # The FOCUSED_HEARTBEAT_INTERVAL of the crawl's latest run, by which seen_at is judged.
     "heartbeat_interval": float,
+    # The domains the crawl's latest run stayed within (-a allowed_domains, as requests name
+    # them: punycode), which its recrawl stays within too (focused.refresh); [] for a crawl
+    # that could go anywhere, None in records written before it.
+    "allowed_domains": list,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)

@@ -164,6 +164,7 @@ class TopicalSpider(scrapy.Spider):
             "params": config.params,
             "seeds": list(config.seeds),
             "started_at": self.started_at,
+            "allowed_domains": list(config.allowed_domains),  # for its recrawl
         }
 
     @cached_property

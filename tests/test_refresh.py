@@ -17,18 +17,24 @@ from pathlib import Path
 import pymongo
 import pytest
 import scrapy
+from scrapy import signals
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.settings import Settings
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 from focused.arguments import crawl_lock_offset
 from focused.commands.recrawl import Command as RecrawlCommand
-from focused.hygiene import RedirectMiddleware
+from focused.hygiene import RedirectMiddleware, skip_reason
 from focused.items import PageItem
 from focused.refresh import (
     OTHER_WHITESPACE,
+    OffsiteMiddleware,
     RecrawlSpider,
     collapse_whitespace,
     content_hash,
@@ -41,7 +47,7 @@ from focused.relevance import RelevanceModel
 from focused.report import is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
-from tests.sites import Reply, Site, html
+from tests.sites import FetchLog, Reply, Site, html
 from tests.test_commands import cli, one_line_error  # noqa: F401
 from tests.test_storage import crawl_record, make_store, mongo_client, page  # noqa: F401
 
@@ -207,6 +213,7 @@ def test_recrawl_full_is_the_spider_s_conditional_false(full):
     command.add_options(parser)
     opts = parser.parse_args(["--full"] if full else [])
     command.crawler_process, command.pages, command.model = Process(), [], None
+    command.allowed_domains = None
     command.run(["c1"], opts)
     assert command.crawler_process.kwargs["conditional"] is not full
     assert command.exitcode == 0
@@ -284,6 +291,43 @@ def test_a_redirect_sends_its_target_none_of_the_validators_of_the_page_redirect
         redirected = middleware.process_response(request, moved)
         assert redirected.url == "http://a.test/new"
         assert set(redirected.headers) == {b"Accept"}
+
+
+# -- allowed_domains -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("allowed", "filtered"),
+    [(None, False), ([], False), (["a.test"], True), ([7, None, "a.test"], True)],
+    ids=["before_the_field", "none", "a.test", "edited_by_hand"],
+)
+def test_a_recrawl_stays_within_the_crawl_s_allowed_domains(allowed, filtered):
+    """Scrapy's offsite filter with the crawl's domains, at the send only: as the request is
+    scheduled it dropped it with no errback, and its page was recorded nowhere. A crawl recorded
+    before the field (None), or without allowed_domains, goes anywhere, as its crawl did."""
+    crawler = get_crawler(RecrawlSpider)
+    spider = RecrawlSpider.from_crawler(
+        crawler, "c1", pages=[], policy="uniform", allowed_domains=allowed
+    )
+    middlewares = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    loaded = [load_object(name) for name in middlewares]
+    assert OffsiteMiddleware in loaded and ScrapyOffsite not in loaded
+    crawler.spider = spider
+    middleware = OffsiteMiddleware.from_crawler(crawler)
+    crawler.stats.open_spider()
+    middleware.spider_opened(spider)
+    for url in ("http://a.test/", "http://www.a.test/x", "http://b.test/x"):
+        request = scrapy.Request(url)
+        scheduled = crawler.signals.send_catch_log(
+            signals.request_scheduled, request=request, spider=spider
+        )
+        assert not any(isinstance(result, Failure) for _, result in scheduled)
+        if filtered and "b.test" in url:
+            with pytest.raises(IgnoreRequest) as caught:
+                middleware.process_request(request)
+            assert skip_reason(Failure(caught.value)) == "offsite"
+        else:
+            assert middleware.process_request(request) is None
 
 
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
@@ -671,26 +715,36 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
     """The recrawl's dupefilter dropped the redirect of /old to /new, a page it had requested
     already (or /new's own request, had the redirect come first): /old was fetched and then
     recorded and counted nowhere. Each stored page is requested once anyway; a redirect loop
-    is still cut, by REDIRECT_MAX_TIMES."""
+    is still cut, by REDIRECT_MAX_TIMES.
+
+    Also: a redirect off the crawl's allowed_domains was followed (the crawl record did not keep
+    them), and the other site's page stored under the crawl's URL. The record keeps them now:
+    such a redirect is refused (focused/skipped/offsite), the page left as it was but for
+    ``tried_at``."""
+    log = FetchLog()
+    elsewhere = Site(lambda method, path: Reply(body=html("Else", "<p>Off.</p>")), "127.0.0.2", log)
 
     def respond(method: str, path: str) -> Reply:
-        moved = {"/old": "/new", "/loop": "/loop2", "/loop2": "/loop"}
+        moved = {"/old": "/new", "/loop": "/loop2", "/loop2": "/loop", "/away": elsewhere.url}
         if path in moved:
             return Reply(301, headers={"Location": moved[path]})
         return Reply(body=html("New", "<p>Moved here.</p>"))
 
     db = tmp_path / "focused.sqlite3"
-    with Site(respond) as site:
+    with Site(respond, log=log) as site, elsewhere:
         store = SqliteStore(db)
-        store.start_crawl(crawl_record())
+        store.start_crawl({**crawl_record(), "allowed_domains": [site.host]})
         # /new first: its own request is in flight before /old's redirect to it comes.
-        store.save_pages([stored(f"{site.url}{path}") for path in ("/new", "/old", "/loop")])
+        paths = ("/new", "/old", "/loop", "/away")
+        store.save_pages([stored(f"{site.url}{path}") for path in paths])
         store.close()
         result = recrawl(db, "c1", settings={"CONCURRENT_REQUESTS": 1, "REDIRECT_MAX_TIMES": 2})
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = "Recrawl of crawl c1 (uniform, 3 pages): 2 changed, 0 unchanged, 0 gone, 1 skipped\n"
+    summary = "Recrawl of crawl c1 (uniform, 4 pages): 2 changed, 0 unchanged, 0 gone, 2 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
     assert "'focused/skipped/redirect_loop': 1" in result.stderr, result.stderr[-3000:]
+    assert "'focused/skipped/offsite': 1" in result.stderr, result.stderr[-3000:]
+    assert {host for host, _ in log.gets()} == {site.host}  # nothing asked of the other site
     store = SqliteStore(db, create=False)
     try:
         after = {p["url"].removeprefix(site.url): p for p in store.pages("c1")}
@@ -702,6 +756,9 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
         ("Moved here.", 2),
     ]
     assert after["/loop"]["visits"] == 1
+    away = after["/away"]
+    assert (away["visits"], away["text"]) == (1, "some words")
+    assert away["tried_at"] > away["fetched_at"]
 
 
 def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):

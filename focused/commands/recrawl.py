@@ -144,6 +144,7 @@ class Command(ScrapyCommand):
                     f"crawl {crawl_id} is running (last seen {describe_time(crawl['seen_at'])}):"
                     f" let it end (Ctrl-C pauses it), {THEN}"
                 )
+            self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
@@ -167,6 +168,7 @@ class Command(ScrapyCommand):
             model=self.model,
             render=opts.render,
             conditional=not opts.full,
+            allowed_domains=self.allowed_domains,
         )
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
