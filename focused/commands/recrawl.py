@@ -113,6 +113,13 @@ class Command(ScrapyCommand):
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
                     raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
+            if self.settings.getbool("HTTPCACHE_ENABLED"):
+                # Either policy answers from its copies without asking the site (all of them,
+                # or those still fresh), and each such page passed for fetched and unchanged.
+                raise ConfigError(
+                    "recrawl takes no HTTPCACHE_ENABLED: Scrapy's HTTP cache would answer for the"
+                    " sites, from the copies it kept"
+                )
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
             if len(args) > 1:
