@@ -20,7 +20,8 @@ This module adds:
 - ``MetaRefreshMiddleware`` (replaces Scrapy's): a page whose meta refresh names a URL no
   request can be made of, or the page itself, is kept rather than lost.
 - Both redirect middlewares drop a target's ``user:password@``, as the canonical URLs of links
-  do (``focused.canonical.drop_userinfo``).
+  do (``focused.canonical.drop_userinfo``), and the validators a recrawl sent for the page
+  redirected from (``If-None-Match``, ``If-Modified-Since``: ``focused.refresh``).
 - ``RedirectMiddleware`` (replaces Scrapy's): a 3xx whose Location leads nowhere (empty, no
   URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
   Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
@@ -164,7 +165,9 @@ def skip_reason(failure: Failure) -> str:
             return "redirect_loop"
         if "exceeded DOWNLOAD_MAXSIZE" in message:  # a compression bomb, as it is inflated
             return "too_large"
-        return "ignored"  # robots.txt, offsite, HEAD check: each counts its own detail
+        if message.startswith("Filtered offsite request"):  # Scrapy's OffsiteMiddleware
+            return "offsite"
+        return "ignored"  # robots.txt, HEAD check: each counts its own detail
     if isinstance(error, DownloadCancelledError) and ("max size" in message or not message):
         return "too_large"  # DOWNLOAD_MAXSIZE, told by Content-Length or hit as it arrived
     if isinstance(error, DownloadTimeoutError):
@@ -408,18 +411,29 @@ class BadRedirect(IgnoreRequest):
     """A 3xx whose Location leads nowhere."""
 
 
-class _WithoutUserinfo:
-    """A redirect's target without its ``user:password@``: Twisted took it for part of the host
-    name ("invalid hostname"), and Scrapy logged the password in its redirect line."""
+# The request headers of a recrawl's conditional request (focused.refresh.VALIDATORS), whose
+# values belong to the page they were sent for.
+CONDITIONAL_HEADERS = (b"If-None-Match", b"If-Modified-Since")
+
+
+class _RedirectTarget:
+    """A redirect's request: its target without its ``user:password@`` (Twisted took it for part
+    of the host name, "invalid hostname", and Scrapy logged the password in its redirect line),
+    and without the validators of the page redirected from, which are no validators of the
+    target: a target not modified since the date a recrawl sent would have answered 304, and
+    the page been recorded unchanged whatever the target holds."""
 
     def _build_redirect_request(
         self, source_request: Request, response: Response, *, url: str, **kwargs: Any
     ) -> Request:
         url = urlunsplit(drop_userinfo(urlsplit(url)))
-        return super()._build_redirect_request(source_request, response, url=url, **kwargs)
+        request = super()._build_redirect_request(source_request, response, url=url, **kwargs)
+        for header in CONDITIONAL_HEADERS:
+            request.headers.pop(header, None)
+        return request
 
 
-class RedirectMiddleware(_WithoutUserinfo, ScrapyRedirect):
+class RedirectMiddleware(_RedirectTarget, ScrapyRedirect):
     """Scrapy's, except that a redirect whose Location leads nowhere raises ``BadRedirect``
     (``focused/skipped/bad_redirect``, the request's errback): an empty Location, which Scrapy
     took for the request's own URL (then dropped by the dupefilter, counted nowhere), one no
@@ -460,7 +474,7 @@ class RedirectMiddleware(_WithoutUserinfo, ScrapyRedirect):
         )
 
 
-class MetaRefreshMiddleware(_WithoutUserinfo, ScrapyMetaRefresh):
+class MetaRefreshMiddleware(_RedirectTarget, ScrapyMetaRefresh):
     """Scrapy's, except that a page whose meta refresh leads nowhere is kept, as a browser shows
     it: one naming a URL no request can be made of (``javascript:``, a port out of range), for
     which Scrapy's raised and the page was lost as a bare download error, counted as

@@ -44,6 +44,8 @@ class PageItem(scrapy.Item):
     visits = scrapy.Field()
     robots = scrapy.Field()  # see focused.robotsmeta
     tried_at = scrapy.Field()  # set by a recrawl only (focused.refresh)
+    etag = scrapy.Field()  # the response's validators (focused.refresh.validators)
+    last_modified = scrapy.Field()
     scores = scrapy.Field()  # transient: removed by RelevancePipeline
 
 

@@ -14,28 +14,60 @@ Each page record carries (``focused.storage``):
     last_changed  when a fetch first saw the current content (the crawl's fetch at first)
     changes       how many revisits found a new hash (0 after the crawl)
     visits        fetches of the page, the crawl's included (1 after the crawl)
+    etag, last_modified
+                  the ETag and Last-Modified header values, as sent, of the response whose
+                  content is stored when it answered the page's own URL (None when it sent
+                  none, or answered another: a redirect's target, or the URL of a page the
+                  crawl stored under its rel=canonical)
 A page stored before these fields existed gets its first hash on its first revisit, with no
 change counted (there is nothing to compare with) and ``last_changed`` left unknown (None).
+
+Conditional requests. A page stored with validators is requested with them, as
+``If-None-Match`` and ``If-Modified-Since`` (RFC 9110 13.1), so that a server that keeps them
+answers ``304 Not Modified`` for an unchanged page instead of sending it again. A 304 is
+recorded as a visit without a change: ``fetched_at`` and ``visits`` + 1; the content, its hash,
+its ``status`` (the content's, as stored: 200 mostly; the 304 is counted in
+``focused/refresh/not_modified``) and its validators stay. A server that ignores them answers
+200 and the page is compared by its hash, as without them. They are not sent
+- with ``--full`` (``conditional=False``): a 304 is trusted without a look at the page, so a
+  server whose validators do not follow its content (a Last-Modified of the template file on
+  pages built from a database, an ETag a cache in front keeps for an old copy) would hide
+  every change for as long as they stay; ``--full`` fetches every page and stores the
+  validators the server now gives;
+- when pages are rendered (``--render always|auto``): the validators are the HTML's, and say
+  nothing of what its scripts fetch and write into the text;
+- to a redirect's target (``focused.hygiene``): they are the stored page's, not the target's.
+A 304 to a request that carried none (a broken server) says nothing of the page: it is skipped
+as ``http_304``.
 
 What a recrawl does:
 - it fetches only stored pages (duplicates, stored with ``duplicate_of``, are not fetched): a
   refresh keeps a collection fresh, it does not grow it, so new outlinks are not followed (a
   JOBDIR crawl resumed with the same ``crawl_id`` grows it);
 - a changed page gets its new title, text and hash, ``changes`` + 1 and ``last_changed``; an
-  unchanged one only its ``fetched_at``, ``status`` and ``visits``;
+  unchanged one only its ``fetched_at``, ``status`` and ``visits``; either, fetched in full,
+  the validators of its response (none if it sent none);
 - a page whose robots meta or ``X-Robots-Tag`` now says ``noindex`` (``ROBOTS_META_OBEY``) has
   its stored text removed (one change; its hash is that of its title alone, as the crawl stores
   such a page), and gets it back, as another change, once it no longer says so; every revisit
   records the page's ``robots``;
 - a page now gone (404, 410) keeps its last text and hash and records the status: nothing is
-  deleted. A page that comes back with other content counts one change;
+  deleted. A page that comes back with other content counts one change. Its validators are
+  cleared, so that its next fetch is a full one (a 304 would leave the gone status in place);
 - a page that now redirects is recorded with what the redirect leads to, under its own URL, as
-  a reader of that URL gets it (another stored page included: the target is fetched for each);
-- other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop) leave
-  the record as it was but for ``tried_at``, the time of the try, and are counted as
-  ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL (``bad_url``: a
-  ``file:`` one is not read); the policies order by the later of ``fetched_at`` and
-  ``tried_at``, so that pages failing run after run do not take every run's budget;
+  a reader of that URL gets it (another stored page included: the target is fetched for each),
+  without validators (the target's are no validators of the page); a redirect outside the
+  crawl's ``allowed_domains`` (kept in its crawl record) is not followed, as the crawl would
+  not have followed it: the page is skipped as ``offsite`` (Scrapy's offsite filter, the
+  crawl's test, applied as the request is sent: ``OffsiteMiddleware``). A crawl made without
+  ``allowed_domains``, or recorded before the field, may be left for any host, as its crawl
+  could;
+- other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop or off
+  the crawl's domains) leave the record as it was but for ``tried_at``, the time of the try,
+  and are counted as ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL
+  (``bad_url``: a ``file:`` one is not read); the policies order by the later of
+  ``fetched_at`` and ``tried_at``, so that pages failing run after run do not take every
+  run's budget;
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
@@ -43,9 +75,9 @@ It runs with the project's politeness settings (robots.txt, per-domain concurren
 AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by default): a crawl
 made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
 wrote would be missing from every page, each counted as a change (the crawl record does not
-keep the mode). Stats: ``focused/refresh/changed``, ``unchanged``, ``gone``,
-``rescored``. The closing summary counts every planned page: the pages in none of the first
-three are ``skipped`` (left as they were).
+keep the mode). Stats: ``focused/refresh/changed``, ``unchanged`` (of which ``not_modified``:
+304s), ``gone``, ``rescored``. The closing summary counts every planned page: the pages in none
+of the first three are ``skipped`` (left as they were).
 """
 
 from __future__ import annotations
@@ -59,10 +91,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import scrapy
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
 
 from focused.canonical import drop_params_setting
 from focused.extract import extract_page
-from focused.hygiene import page_skip_reason, skip_reason
+from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
 from focused.robotsmeta import NOINDEX, obeyed_token, page_robots, stored_robots
@@ -75,6 +108,7 @@ if TYPE_CHECKING:
 
     from scrapy.crawler import Crawler
     from scrapy.http import Response
+    from scrapy.settings import BaseSettings
     from twisted.python.failure import Failure
 
     from focused.relevance import RelevanceModel
@@ -84,6 +118,14 @@ logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
 GONE = (404, 410)
+NOT_MODIFIED = 304
+IF_NONE_MATCH, IF_MODIFIED_SINCE = CONDITIONAL_HEADERS  # which a redirect does not pass on
+# The validators a page record keeps: field -> (the response header it is read from, the
+# request header a recrawl sends it back in; RFC 9110 13.1.2 and 13.1.3).
+VALIDATORS = {
+    "etag": (b"ETag", IF_NONE_MATCH),
+    "last_modified": (b"Last-Modified", IF_MODIFIED_SINCE),
+}
 # What a fetch of a stored page records (focused/refresh/<outcome>).
 OUTCOMES = ("changed", "unchanged", "gone")
 # What a recrawl needs to know of a stored page.
@@ -97,6 +139,8 @@ PLAN_FIELDS = (
     "changes",
     "visits",
     "tried_at",
+    "etag",
+    "last_modified",
 )
 
 
@@ -135,6 +179,33 @@ def first_visit(title: str | None, text: str | None, fetched_at: str) -> dict[st
     }
 
 
+def validators(response: Response) -> dict[str, str | None]:
+    """The response's ETag and Last-Modified, as a page record keeps them (None: not sent).
+    Kept as sent, bytes for characters (latin-1), to be sent back as they came: a server
+    compares an If-None-Match with its ETag as strings, and RFC 9110 asks a client to send
+    the Last-Modified it got as its If-Modified-Since, unparsed."""
+    found = {}
+    for field, (header, _) in VALIDATORS.items():
+        value = response.headers.get(header)
+        found[field] = value.decode("latin-1") if value else None
+    return found
+
+
+def conditional_headers(page: dict[str, Any]) -> dict[bytes, bytes]:
+    """The request headers that ask for the stored page only if it changed: its validators,
+    those a header can carry (a value edited by hand into one with a line break, or a character
+    no header byte stands for, is not sent)."""
+    headers = {}
+    for field, (_, header) in VALIDATORS.items():
+        try:
+            value = (page[field] or "").encode("latin-1")
+        except UnicodeEncodeError:
+            continue
+        if value and not any(byte in value for byte in b"\r\n\0"):
+            headers[header] = value
+    return headers
+
+
 def revisit(
     stored: dict[str, Any], title: str, text: str | None, fetched_at: str, status: int
 ) -> dict[str, Any]:
@@ -142,7 +213,12 @@ def revisit(
     new_hash = content_hash(title, text)
     old_hash = stored["content_hash"]
     changes = stored["changes"] or 0
-    update = {**_visit(stored, fetched_at, status), "content_hash": new_hash, "changes": changes}
+    update = {
+        **_visit(stored, fetched_at),
+        "status": status,
+        "content_hash": new_hash,
+        "changes": changes,
+    }
     if new_hash != old_hash:
         update.update(title=title, text=text)
         if old_hash is not None:  # a page stored before hashes gets one, with no change
@@ -150,9 +226,18 @@ def revisit(
     return update
 
 
+def not_modified(stored: dict[str, Any], fetched_at: str) -> dict[str, Any]:
+    """The fields to update on a stored page the server says is as stored (a 304 to its
+    validators): a visit, no change. Its ``status`` stays that of the response its content
+    came from (the 304 is no status of the page's content); its validators stay too."""
+    return _visit(stored, fetched_at)
+
+
 def gone(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
-    """The fields to update on a stored page that is no longer there."""
-    return _visit(stored, fetched_at, status)
+    """The fields to update on a stored page that is no longer there. Its validators go: the
+    page keeps its last content but records the gone status, which a 304 to them, were the page
+    back as it was, would leave in place; its next fetch is a full one."""
+    return {**_visit(stored, fetched_at), "status": status, "etag": None, "last_modified": None}
 
 
 def tried(stored: dict[str, Any]) -> dict[str, Any]:
@@ -164,12 +249,11 @@ def tried(stored: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _visit(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
+def _visit(stored: dict[str, Any], fetched_at: str) -> dict[str, Any]:
     return {
         "crawl_id": stored["crawl_id"],
         "url": stored["url"],
         "fetched_at": fetched_at,
-        "status": status,
         "visits": (stored["visits"] or 1) + 1,
     }
 
@@ -232,7 +316,7 @@ class RecrawlSpider(scrapy.Spider):
     """Fetches the pages ``scrapy recrawl`` selected; started by that command only."""
 
     name = "recrawl"
-    handle_httpstatus_list = list(GONE)
+    handle_httpstatus_list = [*GONE, NOT_MODIFIED]
     # The topical crawl's frontier, scoring and storage components do not apply: the pages are
     # known and in order, and records are updated, not inserted.
     custom_settings = {
@@ -255,14 +339,35 @@ class RecrawlSpider(scrapy.Spider):
         policy: str,
         model: RelevanceModel | None = None,
         render: str = "never",
+        conditional: bool = True,
+        allowed_domains: Iterable[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.crawl_id = crawl_id
+        # The crawl's (its record's), for Scrapy's offsite filter: a redirect leaves them no
+        # more than the crawl's did. A value of no domain (a record edited by hand) is none.
+        self.allowed_domains = [name for name in allowed_domains or () if isinstance(name, str)]
         self.pages = pages
         self.policy = policy
         self.model = model  # rescores changed pages when given
         self.render = render  # as the crawl rendered (focused.render.RenderMiddleware reads it)
+        # A page's validators are sent back (``conditional_headers``) unless --full, and never
+        # for a rendered page: they are the HTML's, and say nothing of the text its scripts
+        # fetch and write.
+        self.conditional = conditional and render == "never"
+
+    @classmethod
+    def update_settings(cls, settings: BaseSettings) -> None:
+        super().update_settings(settings)
+        # Scrapy's offsite filter replaced by ours, in its place (named as its base setting
+        # names it, or it stays). Above the project's priority: the crawler process applies its
+        # settings again to a crawler created before it is run (the recrawl command's).
+        scrapys = f"{ScrapyOffsite.__module__}.{ScrapyOffsite.__name__}"
+        order = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")[scrapys]
+        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
+        middlewares.update({scrapys: None, f"{__name__}.{OffsiteMiddleware.__name__}": order})
+        settings.set("DOWNLOADER_MIDDLEWARES", middlewares, "spider")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
@@ -271,9 +376,10 @@ class RecrawlSpider(scrapy.Spider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
         # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.
-        # (Numbers: the recrawl command makes them so, focused.arguments.)
+        # (Numbers: the recrawl command makes them so, focused.arguments.) A 304 is the answer
+        # to a page's validators, which HttpErrorMiddleware would drop as an error.
         allowed = crawler.settings.getlist("HTTPERROR_ALLOWED_CODES")
-        spider.handle_httpstatus_list = [*GONE, *allowed]
+        spider.handle_httpstatus_list = [*GONE, NOT_MODIFIED, *allowed]
         return spider
 
     async def start(self) -> AsyncIterator[scrapy.Request]:
@@ -295,8 +401,11 @@ class RecrawlSpider(scrapy.Spider):
         data (a restored file, a document another program wrote): one that is no URL would end
         the start, the pages after it unfetched, and a file: one read a local file into the
         store. A crawl stores http(s) pages only."""
+        headers = conditional_headers(page) if self.conditional else None
         try:
-            request = scrapy.Request(page["url"], meta={"stored": page}, errback=self.skipped)
+            request = scrapy.Request(
+                page["url"], headers=headers, meta={"stored": page}, errback=self.skipped
+            )
             scheme = urlsplit(request.url).scheme
         except ValueError:  # also UnicodeError, from IDNA
             return None
@@ -309,6 +418,9 @@ class RecrawlSpider(scrapy.Spider):
         if response.status in GONE:
             stats.inc_value("focused/refresh/gone")
             yield gone(stored, fetched_at, response.status)
+            return
+        if response.status == NOT_MODIFIED:
+            yield from self._not_modified(response, stored, fetched_at)
             return
         unusable = page_skip_reason(response)
         if unusable is not None:
@@ -328,6 +440,11 @@ class RecrawlSpider(scrapy.Spider):
         text = None if NOINDEX in robots else page.text
         update = revisit(stored, page.title, text, fetched_at, response.status)
         update["robots"] = stored_robots(robots)
+        # Whether or not the content changed: the validators of what is now stored, if they
+        # are the page's own, not those of a redirect's target (which, sent to the page once it
+        # no longer redirects, could have it answer 304 for the target's content).
+        redirected = "redirect_urls" in response.meta
+        update.update(dict.fromkeys(VALIDATORS) if redirected else validators(response))
         if "text" in update:
             # Read as the crawl reads it: the new text may be in another language.
             update["language"] = page_language(declared_languages(response), page.text)
@@ -337,6 +454,20 @@ class RecrawlSpider(scrapy.Spider):
                 stats.inc_value("focused/refresh/rescored")
         stats.inc_value(f"focused/refresh/{'changed' if 'last_changed' in update else 'unchanged'}")
         yield update
+
+    def _not_modified(
+        self, response: Response, stored: dict[str, Any], fetched_at: str
+    ) -> Iterator[dict[str, Any]]:
+        stats = self.crawler.stats
+        if not any(header in response.request.headers for header in CONDITIONAL_HEADERS):
+            # Nothing was asked of it (--full, a rendered page, a redirect's target, which the
+            # redirect middlewares send without them): no answer about the stored page.
+            stats.inc_value(f"focused/skipped/http_{NOT_MODIFIED}")
+            yield tried(stored)
+            return
+        stats.inc_value("focused/refresh/not_modified")
+        stats.inc_value("focused/refresh/unchanged")
+        yield not_modified(stored, fetched_at)
 
     def skipped(self, failure: Failure) -> Iterator[dict[str, Any]]:
         self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
@@ -355,6 +486,17 @@ class RecrawlSpider(scrapy.Spider):
             *recorded,
             len(self.pages) - sum(recorded),
         )
+
+
+class OffsiteMiddleware(ScrapyOffsite):
+    """Scrapy's offsite filter (``allowed_domains``, the crawl's test), applied as a request is
+    sent only. Scrapy's also drops an offsite request as it is scheduled, where it reaches no
+    errback: a stored page redirecting off the crawl's domains was neither fetched nor recorded
+    anywhere. Sent, it fails to the spider's errback: ``focused/skipped/offsite``, and the page
+    records ``tried_at``."""
+
+    def request_scheduled(self, request: scrapy.Request, spider: scrapy.Spider) -> None:
+        """Nothing as the request is scheduled: ``process_request`` judges it as it is sent."""
 
 
 class RefreshPipeline(StoragePipeline):

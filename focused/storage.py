@@ -83,8 +83,15 @@ PAGE_SCHEMA: dict[str, type] = {
     # its text), "nofollow" (its links not followed) or "noindex,nofollow"; None: neither.
     "robots": str,
     # When a recrawl last requested the page and got nothing to record (a failure, a response
-    # that is no page); None until then. Last, where SQLite adds it to a file written before it.
+    # that is no page); None until then.
     "tried_at": str,
+    # The validators of the response whose content is stored, its ETag and Last-Modified header
+    # values as sent, when it answered the page's own URL (focused.refresh: a recrawl sends them
+    # back as If-None-Match and If-Modified-Since); None when it sent none or answered another
+    # URL, and in records written before them. Last, where SQLite adds them to a file written
+    # before them.
+    "etag": str,
+    "last_modified": str,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,
@@ -109,6 +116,10 @@ CRAWL_SCHEMA: dict[str, type] = {
     "seen_at": str,
     # The FOCUSED_HEARTBEAT_INTERVAL of the crawl's latest run, by which seen_at is judged.
     "heartbeat_interval": float,
+    # The domains the crawl's latest run stayed within (-a allowed_domains, as requests name
+    # them: punycode), which its recrawl stays within too (focused.refresh); [] for a crawl
+    # that could go anywhere, None in records written before it.
+    "allowed_domains": list,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)

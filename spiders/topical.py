@@ -56,7 +56,7 @@ from focused.items import PageItem
 from focused.jobdir import jobdir_writes
 from focused.languages import declared_languages, page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
-from focused.refresh import first_visit
+from focused.refresh import first_visit, validators
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
 from focused.robotsmeta import NOFOLLOW, NOINDEX, obeyed_token, page_robots, stored_robots
@@ -164,6 +164,7 @@ class TopicalSpider(scrapy.Spider):
             "params": config.params,
             "seeds": list(config.seeds),
             "started_at": self.started_at,
+            "allowed_domains": list(config.allowed_domains),  # for its recrawl
         }
 
     @cached_property
@@ -217,11 +218,13 @@ class TopicalSpider(scrapy.Spider):
         noindex = NOINDEX in robots
         meta = response.meta
         fetched_at = datetime.now(UTC).isoformat()
+        fetched_url = canonicalize(response.url, self.drop_params)
+        # A page that asks not to be indexed does not stand for the page it names.
+        url = (not noindex and page.canonical) or fetched_url
         # A noindex page keeps its text until stored, for its score (it orders its children).
         yield PageItem(
             crawl_id=self.crawl_id,
-            # A page that asks not to be indexed does not stand for the page it names.
-            url=(not noindex and page.canonical) or canonicalize(response.url, self.drop_params),
+            url=url,
             title=page.title,
             text=page.text,
             level=meta.get("depth", 0),
@@ -236,6 +239,10 @@ class TopicalSpider(scrapy.Spider):
             # Hashed as stored, without its text: a recrawl that finds the page indexable again
             # sees a change and stores its text (focused.refresh).
             **first_visit(page.title, None if noindex else page.text, fetched_at),
+            # What a recrawl sends back to fetch the page only if it changed: the validators
+            # of the URL fetched, none for a page stored under another (its rel=canonical),
+            # which a recrawl requests.
+            **(validators(response) if url == fetched_url else {}),
         )
         if NOFOLLOW in robots:
             stats.inc_value("focused/skipped/nofollow", len(page.links))

@@ -1,7 +1,8 @@
 """Programmable loopback web sites for the hardening tests.
 
 A ``Site`` serves whatever its ``respond(method, path)`` returns, on one 127.x.y.z address,
-and logs every request (method, host, path) in order, across all sites sharing a log.
+and logs every request (method, host, path) in order, across all sites sharing a log. With
+``validators=True`` it answers a conditional request as a server does (``not_modified``).
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -33,6 +35,23 @@ class Reply:
 
 def html(title: str, body: str, head: str = "") -> str:
     return f"<html><head><title>{title}</title>{head}</head><body>{body}</body></html>"
+
+
+def not_modified(reply: Reply, request_headers: Mapping[str, str]) -> bool:
+    """The 200 ``reply`` matches the request's validators (RFC 9110 13.1.2, 13.1.3): its ETag is
+    one of If-None-Match's (weak comparison), or, without If-None-Match, its Last-Modified is
+    no later than If-Modified-Since."""
+    if reply.status != 200:
+        return False
+    etag, modified = reply.headers.get("ETag"), reply.headers.get("Last-Modified")
+    if_none_match = request_headers.get("If-None-Match")
+    if if_none_match is not None:
+        tags = {tag.strip().removeprefix("W/") for tag in if_none_match.split(",")}
+        return isinstance(etag, str) and etag.removeprefix("W/") in tags
+    since = request_headers.get("If-Modified-Since")
+    if since is None or not isinstance(modified, str):
+        return False
+    return parsedate_to_datetime(modified) <= parsedate_to_datetime(since)
 
 
 class FetchLog:
@@ -141,6 +160,11 @@ class _Handler(BaseHTTPRequestHandler):
         reply = site.respond(method, self.path)
         if reply.status == DROPPED:
             return
+        if site.validators and not_modified(reply, self.headers):
+            site.not_modified.append(self.path)
+            names = ("ETag", "Last-Modified")
+            validators = {name: reply.headers[name] for name in names if name in reply.headers}
+            reply = Reply(304, b"", None, validators, length=None)
         body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body
         self.send_response(reply.status)
         if reply.content_type is not None:
@@ -169,11 +193,14 @@ class Site(ThreadingHTTPServer):
         host: str = "127.0.0.1",
         log: FetchLog | None = None,
         delay: float = 0.0,
+        validators: bool = False,
     ) -> None:
         self.host = check_loopback(host)
         self.respond = respond
         self.log = log or FetchLog()
         self.delay = delay
+        self.validators = validators  # answer a request its reply's validators match with a 304
+        self.not_modified: list[str] = []  # the paths answered so, in order
         super().__init__((self.host, 0), _Handler)
         self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

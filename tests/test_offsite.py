@@ -6,7 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from scrapy.crawler import Crawler
+from scrapy.settings import Settings
 
+import focused.settings
+from spiders.topical import TopicalSpider
 from tests.conftest import crawl_env, run_crawl
 from tests.sites import FetchLog, Reply, Site, html
 
@@ -22,6 +26,25 @@ def two_sites(log: FetchLog):
         return Reply(200, html("birds", f"<p>birds nest feathers</p>{links}"))
 
     return Site(seed, "127.0.0.2", log), other
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded"),
+    [
+        ({}, []),
+        ({"allowed_domains": "Müller.example, a.test"}, ["xn--mller-kva.example", "a.test"]),
+    ],
+)
+def test_the_crawl_record_keeps_allowed_domains_for_the_recrawl(given, recorded):
+    """The crawl record did not keep them, and a recrawl followed a page's redirect anywhere
+    (focused.refresh reads them back); as requests name their hosts."""
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    crawler = Crawler(TopicalSpider, settings)
+    seeds = "http://xn--mller-kva.example/" if given else "http://a.test/"
+    arguments = {"crawl_id": "c", "query": "birds", "seeds": seeds, "strategy": "bfs", **given}
+    spider = TopicalSpider.from_crawler(crawler, **arguments)
+    assert spider.crawl_record()["allowed_domains"] == recorded
 
 
 def enabled_downloader_middlewares(log: str) -> str:

@@ -3,6 +3,7 @@ page updates on both stores, the migration of old files, and a recrawl of a loop
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import signal
 import sqlite3
@@ -16,14 +17,24 @@ from pathlib import Path
 import pymongo
 import pytest
 import scrapy
+from scrapy import signals
+from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, Response
 from scrapy.pipelines import ItemPipelineManager
+from scrapy.settings import Settings
+from scrapy.utils.conf import build_component_list
+from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 from focused.arguments import crawl_lock_offset
+from focused.commands.recrawl import Command as RecrawlCommand
+from focused.hygiene import RedirectMiddleware, skip_reason
+from focused.items import PageItem
 from focused.refresh import (
     OTHER_WHITESPACE,
+    OffsiteMiddleware,
     RecrawlSpider,
     collapse_whitespace,
     content_hash,
@@ -36,7 +47,7 @@ from focused.relevance import RelevanceModel
 from focused.report import is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
-from tests.sites import Reply, Site, html
+from tests.sites import FetchLog, Reply, Site, html
 from tests.test_commands import cli, one_line_error  # noqa: F401
 from tests.test_storage import crawl_record, make_store, mongo_client, page  # noqa: F401
 
@@ -126,6 +137,197 @@ def test_a_changed_page_s_language_is_read_as_a_crawl_reads_it(declared, expecte
         "The albatross nests on remote islands.",
         expected,
     )
+
+
+# -- conditional requests --------------------------------------------------------------------
+
+ETAG = 'W/"nests-1"'
+LAST_MODIFIED = "Sat, 01 Jun 2024 10:00:00 GMT"
+
+
+def started(spider: RecrawlSpider) -> list[scrapy.Request | dict]:
+    async def start() -> list[scrapy.Request | dict]:
+        return [output async for output in spider.start()]
+
+    return asyncio.run(start())
+
+
+def test_a_page_s_validators_are_sent_back_and_a_304_is_a_visit_without_a_change():
+    """A recrawl downloaded every page in full. A page stored with its ETag and Last-Modified is
+    now asked for only if it changed; the 304 that says it did not is recorded as a visit, its
+    status (the content's) and its validators left as stored."""
+    crawler = get_crawler(RecrawlSpider)
+    pages = [
+        stored("http://a.test/both", etag=ETAG, last_modified=LAST_MODIFIED),
+        stored("http://a.test/etag", etag=ETAG),
+        stored("http://a.test/none"),
+        # Edited by hand: a line break would end the header, a character above U+00FF no
+        # header byte stands for.
+        stored("http://a.test/odd", etag='"a"\r\nX-Evil: 1', last_modified="\u0100"),
+    ]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    requests = started(spider)
+    sent = [
+        (request.headers.get("If-None-Match"), request.headers.get("If-Modified-Since"))
+        for request in requests
+    ]
+    assert sent == [
+        (ETAG.encode(), LAST_MODIFIED.encode()),
+        (ETAG.encode(), None),
+        (None, None),
+        (None, None),
+    ]
+    assert 304 in spider.handle_httpstatus_list  # else HttpErrorMiddleware drops it
+    fetched_at = datetime.now(UTC).isoformat()
+    [update] = spider.parse(Response(requests[0].url, status=304, request=requests[0]))
+    assert update.pop("fetched_at") >= fetched_at
+    assert update == {"crawl_id": "c1", "url": "http://a.test/both", "visits": 2}
+    # Nothing asked (a server answering 304 to a request without validators): no answer.
+    [update] = spider.parse(Response(requests[2].url, status=304, request=requests[2]))
+    assert sorted(update) == ["crawl_id", "tried_at", "url"]
+    stats = crawler.stats.get_stats()
+    assert (stats["focused/refresh/not_modified"], stats["focused/refresh/unchanged"]) == (1, 1)
+    assert stats["focused/skipped/http_304"] == 1
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_recrawl_full_is_the_spider_s_conditional_false(full):
+    class Process:  # the command's crawler process: the crawl is not run
+        bootstrap_failed = False
+
+        def create_crawler(self, spider_cls: type) -> object:
+            self.crawler = get_crawler(spider_cls)
+            self.crawler.stats.set_value("finish_reason", "finished")
+            return self.crawler
+
+        def crawl(self, crawler: object, **kwargs: object) -> None:
+            self.kwargs = kwargs
+
+        def start(self) -> None:
+            pass
+
+    command = RecrawlCommand()
+    command.settings = Settings()
+    parser = argparse.ArgumentParser()
+    command.add_options(parser)
+    opts = parser.parse_args(["--full"] if full else [])
+    command.crawler_process, command.pages, command.model = Process(), [], None
+    command.allowed_domains = None
+    command.run(["c1"], opts)
+    assert command.crawler_process.kwargs["conditional"] is not full
+    assert command.exitcode == 0
+
+
+@pytest.mark.parametrize("options", [{"conditional": False}, {"render": "always"}])
+def test_no_validators_are_sent_with_full_or_for_a_rendered_page(options):
+    """--full asks for every page in full; a rendered page's text is also what its scripts
+    fetch, which the HTML's validators say nothing of."""
+    crawler = get_crawler(RecrawlSpider)
+    pages = [stored("http://a.test/x", etag=ETAG, last_modified=LAST_MODIFIED)]
+    spider = RecrawlSpider(crawl_id="c1", pages=pages, policy="uniform", **options)
+    spider._set_crawler(crawler)
+    [request] = started(spider)
+    assert b"If-None-Match" not in request.headers
+    assert b"If-Modified-Since" not in request.headers
+
+
+def test_a_page_fetched_in_full_keeps_the_validators_of_what_it_stores():
+    """Changed or not, a page fetched in full gets its response's validators (none when it sent
+    none); a gone page loses them, so that a 304, were it back as it was, cannot leave the gone
+    status in place."""
+    crawler = get_crawler(RecrawlSpider)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    crawler.stats.open_spider()
+    page_ = stored("http://a.test/x", etag=ETAG, last_modified=LAST_MODIFIED)
+    request = scrapy.Request(page_["url"], meta={"stored": page_})
+    body = b"<title>t</title><p>http://a.test/x</p>"  # the stored content: no change
+    for headers, expected in [
+        ({"ETag": '"2"', "Last-Modified": "Sun, 02 Jun 2024 10:00:00 GMT"}, ('"2"', "Sun, 02 Jun")),
+        ({}, (None, None)),
+    ]:
+        response = HtmlResponse(page_["url"], body=body, headers=headers, request=request)
+        [update] = spider.parse(response)
+        assert (update["changes"], "text" in update) == (0, False)
+        assert (update["etag"], (update["last_modified"] or "")[:11] or None) == expected
+    [update] = spider.parse(
+        HtmlResponse(page_["url"], status=404, headers=headers, request=request)
+    )
+    assert (update["status"], update["etag"], update["last_modified"]) == (404, None, None)
+    # Fetched from where it redirects: the target's validators are no validators of the page.
+    meta = {**request.meta, "redirect_urls": [page_["url"]]}
+    redirected = request.replace(url="http://a.test/y", meta=meta)
+    headers = {"ETag": '"3"', "Last-Modified": "Mon, 03 Jun 2024 10:00:00 GMT"}
+    target = HtmlResponse(redirected.url, body=body, headers=headers, request=redirected)
+    [update] = spider.parse(target)
+    assert (update["etag"], update["last_modified"]) == (None, None)
+
+
+def test_a_crawl_stores_the_validators_of_a_page_stored_under_the_url_it_was_fetched_at():
+    """Not those of a page stored under its rel=canonical: a recrawl requests that URL, which
+    they are no validators of."""
+    from tests.test_robots_meta import response, topical_spider  # which imports this module
+
+    spider = topical_spider()
+    headers = {"ETag": ETAG, "Last-Modified": LAST_MODIFIED}
+    canonical = '<link rel="canonical" href="/c">'
+    for head, expected in [("", (ETAG, LAST_MODIFIED)), (canonical, (None, None))]:
+        outputs = spider.parse(response(head, "<p>words</p>", headers))
+        [item] = [output for output in outputs if isinstance(output, PageItem)]
+        assert (item.get("etag"), item.get("last_modified")) == expected
+
+
+def test_a_redirect_sends_its_target_none_of_the_validators_of_the_page_redirected_from():
+    """The stored page's validators went to its redirect's target: one not modified since the
+    stored page's Last-Modified answered 304, and the page was recorded unchanged, whatever the
+    target holds."""
+    crawler = get_crawler(RecrawlSpider)
+    crawler.spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    middleware = RedirectMiddleware.from_crawler(crawler)
+    headers = {"If-None-Match": ETAG, "If-Modified-Since": LAST_MODIFIED, "Accept": "text/html"}
+    request = scrapy.Request("http://a.test/old", headers=headers)
+    for status in (301, 302, 303, 307, 308):
+        moved = Response(request.url, status=status, headers={"Location": "/new"})
+        redirected = middleware.process_response(request, moved)
+        assert redirected.url == "http://a.test/new"
+        assert set(redirected.headers) == {b"Accept"}
+
+
+# -- allowed_domains -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("allowed", "filtered"),
+    [(None, False), ([], False), (["a.test"], True), ([7, None, "a.test"], True)],
+    ids=["before_the_field", "none", "a.test", "edited_by_hand"],
+)
+def test_a_recrawl_stays_within_the_crawl_s_allowed_domains(allowed, filtered):
+    """Scrapy's offsite filter with the crawl's domains, at the send only: as the request is
+    scheduled it dropped it with no errback, and its page was recorded nowhere. A crawl recorded
+    before the field (None), or without allowed_domains, goes anywhere, as its crawl did."""
+    crawler = get_crawler(RecrawlSpider)
+    spider = RecrawlSpider.from_crawler(
+        crawler, "c1", pages=[], policy="uniform", allowed_domains=allowed
+    )
+    middlewares = build_component_list(crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES"))
+    loaded = [load_object(name) for name in middlewares]
+    assert OffsiteMiddleware in loaded and ScrapyOffsite not in loaded
+    crawler.spider = spider
+    middleware = OffsiteMiddleware.from_crawler(crawler)
+    crawler.stats.open_spider()
+    middleware.spider_opened(spider)
+    for url in ("http://a.test/", "http://www.a.test/x", "http://b.test/x"):
+        request = scrapy.Request(url)
+        scheduled = crawler.signals.send_catch_log(
+            signals.request_scheduled, request=request, spider=spider
+        )
+        assert not any(isinstance(result, Failure) for _, result in scheduled)
+        if filtered and "b.test" in url:
+            with pytest.raises(IgnoreRequest) as caught:
+                middleware.process_request(request)
+            assert skip_reason(Failure(caught.value)) == "offsite"
+        else:
+            assert middleware.process_request(request) is None
 
 
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
@@ -359,20 +561,29 @@ def test_an_older_mongo_document_is_refreshed(mongo_client):  # noqa: F811
 
 
 class ChangingSite:
-    """A small site whose pages the test edits between the crawl and the recrawl."""
+    """A small site whose pages the test edits between the crawl and the recrawl. Each page has
+    an ETag, the hash of its body, but for /e, which has a Last-Modified (served by a ``Site``
+    with ``validators=True``, which answers 304 when they match)."""
+
+    E_MODIFIED = "Sat, 01 Jun 2024 10:00:00 GMT"
 
     def __init__(self) -> None:
         self.pages = {
-            "/": html("Home", " ".join(f'<a href="/{name}">{name}</a>' for name in "abcd")),
+            "/": html("Home", " ".join(f'<a href="/{name}">{name}</a>' for name in "abcde")),
             "/a": html("Albatross", "<p>The albatross nests on remote islands.</p>"),
             "/b": html("Birds", "<p>Birds lay eggs in nests.</p>"),
             "/c": html("Cormorant", "<p>Cormorants dive for fish.</p>"),
             "/d": html("Dove", "<p>Doves coo.</p>"),
+            "/e": html("Eagle", "<p>Eagles nest on cliffs.</p>"),
         }
 
     def respond(self, method: str, path: str) -> Reply:
         body = self.pages.get(path)
-        return Reply(404, "not found", "text/plain") if body is None else Reply(body=body)
+        if body is None:
+            return Reply(404, "not found", "text/plain")
+        if path == "/e":
+            return Reply(body=body, headers={"Last-Modified": self.E_MODIFIED})
+        return Reply(body=body, headers={"ETag": f'"{content_hash(body, None)[:12]}"'})
 
 
 def stored_by_path(crawl, site: Site) -> dict[str, dict]:
@@ -394,8 +605,11 @@ def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.Co
 
 
 def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_path):
+    """Also: a recrawl downloaded every page in full. The crawl stores each page's validators,
+    and the recrawl sends them back: a page the server says is not modified (304) is recorded
+    unchanged without its body sent again; a page fetched in full gets its new validators."""
     content = ChangingSite()
-    with Site(content.respond) as site:
+    with Site(content.respond, validators=True) as site:
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
@@ -403,7 +617,10 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         )
         assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
         before = stored_by_path(crawl, site)
-        assert set(before) == {"/", "/a", "/b", "/c", "/d"}
+        assert set(before) == {"/", "/a", "/b", "/c", "/d", "/e"}
+        assert site.not_modified == []  # a crawl asks for every page in full
+        assert all(p["etag"].startswith('"') for path, p in before.items() if path != "/e")
+        assert (before["/e"]["etag"], before["/e"]["last_modified"]) == (None, content.E_MODIFIED)
         assert all(p["changes"] == 0 and p["visits"] == 1 for p in before.values())
         assert all(p["last_changed"] == p["fetched_at"] for p in before.values())
 
@@ -420,11 +637,14 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
         # /d is skipped: robots.txt now disallows it
-        summary = "crawl test (uniform, 5 pages): 1 changed, 2 unchanged, 1 gone, 1 skipped\n"
+        summary = "crawl test (uniform, 6 pages): 1 changed, 3 unchanged, 1 gone, 1 skipped\n"
         assert summary in result.stderr, result.stderr[-3000:]
+        assert "'focused/refresh/not_modified': 2" in result.stderr, result.stderr[-3000:]
         fetched = sorted(path for _, path in site.log.gets())
+        # Unchanged: by If-None-Match (/) and If-Modified-Since (/e), no body sent.
+        assert sorted(site.not_modified) == ["/", "/e"]
     # Stored pages only (/new is not followed), as robots.txt allows (/d is now disallowed).
-    assert fetched == ["/", "/a", "/b", "/c"]
+    assert fetched == ["/", "/a", "/b", "/c", "/e"]
     after = stored_by_path(crawl, site)
     assert set(after) == set(before)
     # Left as it was, but for when it was tried: a later run with a budget takes the others first.
@@ -436,24 +656,34 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     assert b["last_changed"] > before["/b"]["last_changed"]
     assert b["text"] == "Birds lay eggs in nests of twigs.\nnew page"
     assert b["content_hash"] != before["/b"]["content_hash"]
-    for path in ("/", "/a"):  # the markup of /a changed, not its text
+    for path in ("/", "/a", "/e"):  # the markup of /a changed, not its text
         page_ = after[path]
-        assert (page_["changes"], page_["visits"]) == (0, 2)
+        assert (page_["changes"], page_["visits"], page_["status"]) == (0, 2, 200)
         assert page_["last_changed"] == before[path]["last_changed"]
         assert page_["content_hash"] == before[path]["content_hash"]
         assert page_["fetched_at"] > before[path]["fetched_at"]
+    # The validators of what is stored: the 304s' as they were, those of /a's and /b's new body.
+    for path in ("/", "/e"):
+        validators = ("etag", "last_modified")
+        assert [after[path][name] for name in validators] == [
+            before[path][name] for name in validators
+        ]
+    for path in ("/a", "/b"):
+        assert after[path]["etag"] == f'"{content_hash(content.pages[path], None)[:12]}"'
+        assert after[path]["etag"] != before[path]["etag"]
     c = after["/c"]  # gone: recorded, not deleted
     assert (c["status"], c["visits"], c["changes"]) == (404, 2, 0)
     assert c["text"] == before["/c"]["text"]
+    assert (c["etag"], c["last_modified"]) == (None, None)  # its next fetch is a full one
     # The changed page is rescored with the crawl's model; the others keep the crawl's scores.
     scores = RelevanceModel.load(model).score(b["text"], b["language"])
     assert b["relevance"] == round(scores.combined, 6) != before["/b"]["relevance"]
-    for path in ("/", "/a", "/c"):
+    for path in ("/", "/a", "/c", "/e"):
         assert after[path]["relevance"] == before[path]["relevance"]
     assert all(after[path]["fetch_order"] == before[path]["fetch_order"] for path in before)
 
     record = crawl.crawl_record()
-    assert record["status"] == "finished" and record["pages"] == 5
+    assert record["status"] == "finished" and record["pages"] == 6
 
 
 def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_through(tmp_path):
@@ -485,26 +715,36 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
     """The recrawl's dupefilter dropped the redirect of /old to /new, a page it had requested
     already (or /new's own request, had the redirect come first): /old was fetched and then
     recorded and counted nowhere. Each stored page is requested once anyway; a redirect loop
-    is still cut, by REDIRECT_MAX_TIMES."""
+    is still cut, by REDIRECT_MAX_TIMES.
+
+    Also: a redirect off the crawl's allowed_domains was followed (the crawl record did not keep
+    them), and the other site's page stored under the crawl's URL. The record keeps them now:
+    such a redirect is refused (focused/skipped/offsite), the page left as it was but for
+    ``tried_at``."""
+    log = FetchLog()
+    elsewhere = Site(lambda method, path: Reply(body=html("Else", "<p>Off.</p>")), "127.0.0.2", log)
 
     def respond(method: str, path: str) -> Reply:
-        moved = {"/old": "/new", "/loop": "/loop2", "/loop2": "/loop"}
+        moved = {"/old": "/new", "/loop": "/loop2", "/loop2": "/loop", "/away": elsewhere.url}
         if path in moved:
             return Reply(301, headers={"Location": moved[path]})
         return Reply(body=html("New", "<p>Moved here.</p>"))
 
     db = tmp_path / "focused.sqlite3"
-    with Site(respond) as site:
+    with Site(respond, log=log) as site, elsewhere:
         store = SqliteStore(db)
-        store.start_crawl(crawl_record())
+        store.start_crawl({**crawl_record(), "allowed_domains": [site.host]})
         # /new first: its own request is in flight before /old's redirect to it comes.
-        store.save_pages([stored(f"{site.url}{path}") for path in ("/new", "/old", "/loop")])
+        paths = ("/new", "/old", "/loop", "/away")
+        store.save_pages([stored(f"{site.url}{path}") for path in paths])
         store.close()
         result = recrawl(db, "c1", settings={"CONCURRENT_REQUESTS": 1, "REDIRECT_MAX_TIMES": 2})
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = "Recrawl of crawl c1 (uniform, 3 pages): 2 changed, 0 unchanged, 0 gone, 1 skipped\n"
+    summary = "Recrawl of crawl c1 (uniform, 4 pages): 2 changed, 0 unchanged, 0 gone, 2 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
     assert "'focused/skipped/redirect_loop': 1" in result.stderr, result.stderr[-3000:]
+    assert "'focused/skipped/offsite': 1" in result.stderr, result.stderr[-3000:]
+    assert {host for host, _ in log.gets()} == {site.host}  # nothing asked of the other site
     store = SqliteStore(db, create=False)
     try:
         after = {p["url"].removeprefix(site.url): p for p in store.pages("c1")}
@@ -516,6 +756,9 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
         ("Moved here.", 2),
     ]
     assert after["/loop"]["visits"] == 1
+    away = after["/away"]
+    assert (away["visits"], away["text"]) == (1, "some words")
+    assert away["tried_at"] > away["fetched_at"]
 
 
 def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
@@ -606,6 +849,7 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
         (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
         (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
+        (("c1", "-s", "HTTPCACHE_ENABLED=1"), 2, "recrawl takes no HTTPCACHE_ENABLED: Scrapy's"),
         (("c1", "--render", "sometimes"), 2, "--render='sometimes' is not one of: never, always"),
         (("c1", "--render", ""), 2, "--render"),
         (

@@ -138,6 +138,8 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "visits": 1,
         "robots": None,
         "tried_at": None,
+        "etag": None,
+        "last_modified": None,
     }
     record.update(fields)
     return record
@@ -147,10 +149,11 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
 
 
 def check_round_trip(store: Store) -> None:
-    store.start_crawl(crawl_record())
+    record = {**crawl_record(), "allowed_domains": ["a.test", "xn--mller-kva.example"]}
+    store.start_crawl(record)
     started = store.get_crawl("c1")
     assert started == {
-        **crawl_record(),
+        **record,
         "finished_at": None,
         "status": "running",
         "finish_reason": None,
@@ -181,7 +184,7 @@ def check_round_trip(store: Store) -> None:
 
     finished = store.get_crawl("c1")
     assert finished == {
-        **crawl_record(),
+        **record,
         "finished_at": "2024-05-01T11:00:00+00:00",
         "status": "finished",
         "finish_reason": "closespider_pagecount",
@@ -460,7 +463,7 @@ def test_sqlite_schema(tmp_path):
 
 
 # Crawl fields an older version's file lacks.
-NEWER_CRAWL_FIELDS = ("resumed_at", "seen_at", "heartbeat_interval")
+NEWER_CRAWL_FIELDS = ("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains")
 
 
 def older_sqlite_file(path: Path, *, with_pages: bool = False) -> Path:
@@ -484,7 +487,7 @@ def test_an_older_sqlite_file_gains_the_newer_crawl_fields(tmp_path):
     store = SqliteStore(older_sqlite_file(tmp_path / "old.sqlite3"))
     try:
         old = store.get_crawl("c1")
-        assert [old[name] for name in NEWER_CRAWL_FIELDS] == [None, None, None]
+        assert [old[name] for name in NEWER_CRAWL_FIELDS] == [None] * len(NEWER_CRAWL_FIELDS)
         store.start_crawl(crawl_record("c1", "2024-05-02") | {"heartbeat_interval": 30.0})
         crawl = store.get_crawl("c1")
     finally:
@@ -628,7 +631,8 @@ def test_a_reader_leaves_an_older_sqlite_file_as_it_is(tmp_path):
     before = db.read_bytes()
     store = SqliteStore(db, read_only=True)
     try:
-        assert [store.get_crawl("c1")[name] for name in NEWER_CRAWL_FIELDS] == [None, None, None]
+        crawl = store.get_crawl("c1")
+        assert [crawl[name] for name in NEWER_CRAWL_FIELDS] == [None] * len(NEWER_CRAWL_FIELDS)
         assert store.pages("c1")[0]["visits"] is None
     finally:
         store.close()

@@ -73,7 +73,9 @@ class Command(ScrapyCommand):
             " its number of changes. --policy uniform (default) fetches the least recently"
             " fetched pages first, all of them unless --budget; --policy proportional fetches"
             " the --budget pages with the highest (changes + 1) / (visits + 1) times the time"
-            " since their last fetch."
+            " since their last fetch. A page stored with an ETag or Last-Modified is asked for"
+            " only if it changed (If-None-Match, If-Modified-Since); a 304 Not Modified is"
+            " recorded as unchanged (--full: every page in full)."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -95,6 +97,12 @@ class Command(ScrapyCommand):
             help="render pages in headless Chromium as the crawl did with -a render=MODE; never"
             " (default), always or auto",
         )
+        parser.add_argument(
+            "--full",
+            action="store_true",
+            help="fetch every page in full, sending none of its stored validators (for servers"
+            " whose 304 Not Modified cannot be trusted)",
+        )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
@@ -105,6 +113,13 @@ class Command(ScrapyCommand):
             for name in ("JOBDIR", "FOCUSED_FRONTIER"):
                 if self.settings.get(name):
                     raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
+            if self.settings.getbool("HTTPCACHE_ENABLED"):
+                # Either policy answers from its copies without asking the site (all of them,
+                # or those still fresh), and each such page passed for fetched and unchanged.
+                raise ConfigError(
+                    "recrawl takes no HTTPCACHE_ENABLED: Scrapy's HTTP cache would answer for the"
+                    " sites, from the copies it kept"
+                )
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
             if len(args) > 1:
@@ -136,6 +151,7 @@ class Command(ScrapyCommand):
                     f"crawl {crawl_id} is running (last seen {describe_time(crawl['seen_at'])}):"
                     f" let it end (Ctrl-C pauses it), {THEN}"
                 )
+            self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
@@ -158,6 +174,8 @@ class Command(ScrapyCommand):
             policy=opts.policy,
             model=self.model,
             render=opts.render,
+            conditional=not opts.full,
+            allowed_domains=self.allowed_domains,
         )
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
