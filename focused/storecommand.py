@@ -15,6 +15,7 @@ import os
 import sys
 import unicodedata
 from abc import abstractmethod
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
@@ -26,7 +27,7 @@ from focused.storage import Store, StoreError, StoreSettingError, open_store
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
 USAGE_ERROR = 2
 NOT_FOUND = 1
@@ -60,21 +61,39 @@ class StoreCommand(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         store = open_or_fail(self.settings, read_only=True)
         try:
-            self.show(store, args, opts)
-            sys.stdout.flush()
+            with until_the_reader_leaves():
+                self.show(store, args, opts)
             say_unreadable(store, "shown")
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
-        except BrokenPipeError:
-            # The reader (e.g. `| head`) has had enough: stop quietly, and keep Python from
-            # complaining when it flushes stdout at exit.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(NOT_FOUND)
         finally:
             store.close()
 
     @abstractmethod
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None: ...
+
+
+@contextmanager
+def until_the_reader_leaves() -> Iterator[None]:
+    """Print to a reader that may have read enough (``scrapy pages | head``): once it closes
+    the pipe, the rest of the output goes to /dev/null, as Python's documentation advises (so
+    that its last flush at exit does not complain either), and the command goes on to its end:
+    exit status 0, as for the other tools of a pipeline that ``head`` ends, and ``report
+    --png`` still draws its plot. Its warnings go the same way when stderr is the same pipe
+    (``2>&1 | head``), and reach a terminal when it is one."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        gone = os.fstat(sys.stdout.fileno())
+        streams = [sys.stdout]
+        with suppress(OSError, ValueError):  # a stderr that is no file has no reader to lose
+            if os.path.samestat(os.fstat(sys.stderr.fileno()), gone):
+                streams.append(sys.stderr)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in streams:
+            os.dup2(devnull, stream.fileno())
+        os.close(devnull)
 
 
 def say_unreadable(store: Store, read: str) -> None:

@@ -25,6 +25,7 @@ import time
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import import_module
@@ -970,6 +971,9 @@ READERS = [
 ]
 
 
+TWO_URLS = ("http://a.test/", "http://a.test/b")
+
+
 def two_pages(store: storage.Store) -> None:
     """A finished crawl ``c1`` with two pages."""
     store.start_crawl({"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": []})
@@ -981,7 +985,7 @@ def two_pages(store: storage.Store) -> None:
             {**page, "url": "http://a.test/b", "relevance": 0.1, "is_relevant": False},
         ]
     )
-    for order, url in enumerate(["http://a.test/", "http://a.test/b"], 1):
+    for order, url in enumerate(TWO_URLS, 1):
         store.update_pages([{"crawl_id": "c1", "url": url, "fetch_order": order}])
 
 
@@ -1158,3 +1162,71 @@ def test_a_png_that_is_the_store_is_a_bad_option(cli, media):
     result = cli("report", "--png", str(media), settings={"FOCUSED_DB": media})
     one_line_error(result, 2, f"cannot write --png '{media}': it is the store, FOCUSED_DB")
     assert media.read_bytes() == before
+
+
+# -- a reader that stops reading -------------------------------------------------------------
+
+
+@contextmanager
+def closed_pipe(monkeypatch) -> Iterator[None]:
+    """stdout a pipe whose reader has left, as ``scrapy pages | head`` leaves it: the first
+    write that reaches it fails with a broken pipe. Set in the test itself, since pytest
+    puts its capture back between a fixture's setup and the test."""
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w") as out, monkeypatch.context() as patch:
+        patch.setattr("sys.stdout", out)
+        yield
+
+
+@pytest.mark.parametrize("args", READERS)
+def test_a_reader_that_stops_reading_ends_the_command_quietly(cli, tmp_path, monkeypatch, args):
+    """`scrapy pages | head`: a reader that has read enough is no failure; the command exited
+    with status 1, which `set -o pipefail` takes for one."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with closed_pipe(monkeypatch):
+        result = cli(*args, settings={"FOCUSED_DB": db})
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_report_piped_to_head_still_draws_its_png(cli, tmp_path, monkeypatch):
+    """The plot asked for was not drawn once the reader of the report had left."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    # titles longer than stdout's buffer: the pipe breaks while the report is printed
+    titles = [{"crawl_id": "c1", "url": url, "title": "birds " * 2000} for url in TWO_URLS]
+    store.update_pages(titles)
+    store.close()
+    png = tmp_path / "report.png"
+    with closed_pipe(monkeypatch):
+        result = cli("report", "--png", str(png), settings={"FOCUSED_DB": db})
+    assert (result.returncode, result.stderr) == (0, f"plot written to {png}\n")
+    assert png_size(png) == PNG_SIZE
+
+
+def test_scrapy_pages_piped_to_head_exits_0(tmp_path):
+    """The real command line, its warnings in the same pipe (`2>&1 | head`): Python flushes
+    stdout once more as it exits, and the warnings come after the pages."""
+    db = tmp_path / "many.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl({"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": []})
+    page = {name: None for name in PAGE_FIELDS} | {"crawl_id": "c1", "level": 1}
+    # more than a pipe holds (64 KiB), so that the command is still writing when head leaves
+    store.save_pages(
+        [{**page, "url": f"http://a.test/{n:05}", "relevance": 0.5} for n in range(3000)]
+    )
+    store.close()
+    with sqlite3.connect(db) as edit:  # for a warning after the pages
+        edit.execute("UPDATE pages SET level = 'top' WHERE url = 'http://a.test/00007'")
+    edit.close()
+    command = scrapy_command("pages", *settings_args({"FOCUSED_DB": db}))
+    pages = subprocess.Popen(
+        command, cwd=REPO, env=crawl_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert pages.stdout.readline() == b"crawl c1 is running: these are the pages it stored so far\n"
+    pages.stdout.close()
+    assert pages.wait(timeout=60) == 0

@@ -32,6 +32,7 @@ from focused.storecommand import (
     print_table,
     printable,
     score,
+    until_the_reader_leaves,
 )
 
 if TYPE_CHECKING:
@@ -74,10 +75,11 @@ class Command(StoreCommand):
             raise InspectError(f"crawl {crawl['crawl_id']} has no stored pages")
         top = store.pages(crawl["crawl_id"], limit=TOP_PAGES, fields=TOP_FIELDS)
         report = build_report(crawl, pages, top)
-        if opts.json:
-            print_json(report_json(report))
-        else:
-            print_report(report)
+        with until_the_reader_leaves():
+            if opts.json:
+                print_json(report_json(report))
+            else:
+                print_report(report)
         if opts.png:
             try:
                 draw_png(report, opts.png)
