@@ -99,7 +99,7 @@ from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
 from focused.robotsmeta import NOINDEX, obeyed_token, page_robots, stored_robots
-from focused.storage import open_store, stored_time
+from focused.storage import GONE, open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
 
@@ -117,7 +117,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
-GONE = (404, 410)
 NOT_MODIFIED = 304
 IF_NONE_MATCH, IF_MODIFIED_SINCE = CONDITIONAL_HEADERS  # which a redirect does not pass on
 # The validators a page record keeps: field -> (the response header it is read from, the

@@ -22,16 +22,20 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from focused.storage import stored_time
+from focused.robotsmeta import is_noindex
+from focused.storage import is_gone, stored_time
 
 if TYPE_CHECKING:
     import os
     from collections.abc import Iterable, Mapping, Sequence
 
 # The page fields the figures need: the report reads only these, never the page texts.
-REPORT_FIELDS = ("level", "relevance", "is_relevant", "fetch_order")
+REPORT_FIELDS = ("level", "relevance", "is_relevant", "fetch_order", "status", "robots")
 TOTALS_FIELDS = ("is_relevant", "fetch_order")
-TOP_FIELDS = ("url", "title", "level", "tfidf", "lsi", "relevance", "is_relevant", "fetch_order")
+TOP_FIELDS = (
+    *("url", "title", "level", "tfidf", "lsi", "relevance", "is_relevant", "fetch_order"),
+    *("status", "robots"),
+)
 TOP_PAGES = 10
 DECILES = 10
 PNG_SIZE_INCHES = (11.0, 4.5)
@@ -78,6 +82,8 @@ class Report:
     crawl: dict[str, Any]
     totals: Totals
     stored: int  # pages stored: fewer than fetched with STORE_MIN_RELEVANCE
+    gone: int  # stored pages no longer there when last fetched (a recrawl's 404 or 410)
+    noindex: int  # stored pages kept without their text: they asked not to be indexed
     levels: list[LevelRow]
     curve: list[HarvestPoint]
     deciles: list[HarvestPoint]
@@ -156,6 +162,8 @@ def build_report(
         crawl=dict(crawl),
         totals=crawl_totals,
         stored=len(pages),
+        gone=sum(is_gone(page) for page in pages),
+        noindex=sum(is_noindex(page) for page in pages),
         levels=level_rows(pages),
         curve=curve,
         deciles=harvest_deciles(curve, crawl_totals.fetched),
@@ -170,6 +178,8 @@ def report_json(report: Report) -> dict[str, Any]:
         "totals": {
             **asdict(report.totals),
             "stored": report.stored,
+            "gone": report.gone,
+            "noindex": report.noindex,
             "harvest_rate": report.totals.harvest_rate,
         },
         "levels": [
@@ -179,8 +189,27 @@ def report_json(report: Report) -> dict[str, Any]:
             {"percent": 100 * n // DECILES, **asdict(point), "harvest_rate": point.harvest_rate}
             for n, point in enumerate(report.deciles, 1)
         ],
-        "top": report.top,
+        "top": [page_json(page) for page in report.top],
     }
+
+
+def page_json(page: Mapping[str, Any]) -> dict[str, Any]:
+    """A page record (with ``status`` and ``robots``) as ``--json`` prints it, with ``gone`` and
+    ``noindex``, as ``describe_page_status`` marks it, so that a script need not repeat the
+    rules."""
+    return {**page, "gone": is_gone(page), "noindex": is_noindex(page)}
+
+
+def describe_page_status(page: Mapping[str, Any]) -> str:
+    """A page's HTTP status (``-`` unknown), then ``gone`` when a recrawl found it no longer
+    there (404, 410), ``noindex`` when it is stored without its text: ``200``, ``404 gone``,
+    ``200 noindex``. The pages a listing cannot give the reader to read stand out."""
+    described = ["-" if page.get("status") is None else str(page["status"])]
+    if is_gone(page):
+        described.append("gone")
+    if is_noindex(page):
+        described.append("noindex")
+    return " ".join(described)
 
 
 def describe_time(iso: str | None) -> str:

@@ -68,7 +68,7 @@ PAGE_SCHEMA: dict[str, type] = {
     "strategy": str,
     "fetch_order": int,
     "fetched_at": str,  # ISO 8601 UTC
-    "status": int,  # HTTP status
+    "status": int,  # HTTP status of the latest fetch: one of GONE when the page is no longer there
     # Hardening (issue 8): a duplicate page (same rel=canonical, or near-duplicate content)
     # keeps the URL of the page it duplicates here and no text.
     "duplicate_of": str,
@@ -122,6 +122,9 @@ CRAWL_SCHEMA: dict[str, type] = {
     "allowed_domains": list,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
+# The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with
+# the status (focused.refresh), and the reading commands mark it gone.
+GONE: tuple[int, ...] = (404, 410)
 CRAWL_FIELDS: tuple[str, ...] = tuple(CRAWL_SCHEMA)
 # What finish_crawl may update.
 FINISH_FIELDS: tuple[str, ...] = (
@@ -195,6 +198,11 @@ def stored_time(iso: str | None) -> datetime | None:
     except ValueError:
         return None
     return time.replace(tzinfo=UTC) if time and time.tzinfo is None else time
+
+
+def is_gone(page: Mapping[str, Any]) -> bool:
+    """Whether a page record says the page is no longer there (its latest fetch: 404, 410)."""
+    return page.get("status") in GONE
 
 
 def _coerce(schema: Mapping[str, type], record: Mapping[str, Any]) -> dict[str, Any]:

@@ -259,6 +259,7 @@ def check_report_text(text: str, crawl: dict, pages: list[dict]) -> None:
         f"{len(pages)} fetched, {len(pages)} stored, {relevant} relevant,"
         f" harvest rate {relevant / len(pages):.3f}"
     )
+    assert head["stored"] == "0 gone (404 or 410), 0 noindex (without text)"
     assert rows(sections["levels"]) == expected_levels(pages)
     assert rows(sections["deciles"]) == expected_deciles(pages, crawl["pages"])
     top = [
@@ -267,6 +268,7 @@ def check_report_text(text: str, crawl: dict, pages: list[dict]) -> None:
             f"{page['tfidf']:.3f}",
             f"{page['lsi']:.3f}",
             str(page["level"]),
+            "200",
             page["url"],
             page["title"],
         ]
@@ -463,8 +465,10 @@ def test_json_says_whether_a_crawl_recorded_running_has_stopped(
 
 
 def page_rows(pages: list[dict]) -> list[list[str]]:
+    # a crawl stores the pages it could fetch, so no page is gone; the sample has no noindex
+    assert {(page["status"], page["robots"]) for page in pages} == {(200, None)}
     return [
-        [f"{page['relevance']:.3f}", str(page["level"]), page["url"], page["title"]]
+        [f"{page['relevance']:.3f}", str(page["level"]), "200", page["url"], page["title"]]
         for page in pages
     ]
 
@@ -486,7 +490,7 @@ def test_pages_best_first_with_filters(stored, sqlite, mongo, options, select):
     out = ok(sqlite("pages", *options))
     expected = select(best_first(stored.pages["done"]))
     assert expected, "a filter that selects nothing tests nothing"
-    assert [line.split(None, 3) for line in out.splitlines()[1:]] == page_rows(expected)
+    assert [line.split(None, 4) for line in out.splitlines()[1:]] == page_rows(expected)
     assert ok(mongo("pages", *options)) == out
 
 
@@ -494,7 +498,10 @@ def test_pages_json_is_one_record_a_line_without_text(stored, sqlite, mongo):
     out = ok(sqlite("pages", "--crawl", "cut", "--json"))
     printed = [json.loads(line) for line in out.splitlines()]
     expected = best_first(stored.pages["cut"])
-    assert printed == [{k: v for k, v in page.items() if k != "text"} for page in expected]
+    assert printed == [
+        {**{k: v for k, v in page.items() if k != "text"}, "gone": False, "noindex": False}
+        for page in expected
+    ]
     assert ok(mongo("pages", "--crawl", "cut", "--json")) == out
 
 
@@ -618,7 +625,7 @@ def test_missing_sqlite_file_is_not_created(tmp_path, cli):
 def test_crawl_without_stored_pages(mongo, mongo_copy):
     mongo_copy.start_crawl({"crawl_id": "nothing", "started_at": "3000", "query": "birds"})
     one_line_error(mongo("report"), 1, "crawl nothing has no stored pages")
-    assert ok(mongo("pages")).splitlines() == ["relevance  level  url  title"]
+    assert ok(mongo("pages")).splitlines() == ["relevance  level  status  url  title"]
 
 
 UNREACHABLE_MONGO = {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_TIMEOUT_MS": 300}
@@ -1141,7 +1148,13 @@ def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path)
     unstored.write_text(json.dumps({"kind": "page", "record": {**page, "relevance": 0.5}}) + "\n")
     settings = {"FOCUSED_DB": db}
     assert "restored 1 page" in ok(cli("restore", str(unstored), settings=settings))
-    assert rows(ok(cli("pages", settings=settings)))[1] == ["0.500", "-", "http://a.test/c", "-"]
+    assert rows(ok(cli("pages", settings=settings)))[1] == [
+        "0.500",
+        "-",
+        "-",
+        "http://a.test/c",
+        "-",
+    ]
     png = tmp_path / "report.png"
     sections = report_sections(ok(cli("report", "--png", str(png), settings=settings)))
     assert rows(sections["levels"]) == [
@@ -1152,7 +1165,10 @@ def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path)
     assert rows(sections["deciles"])[-1] == ["100%", "2", "1", "0.500"]
     assert png_size(png) == PNG_SIZE
     report = json.loads(ok(cli("report", "--json", settings=settings)))
-    assert report["totals"] == {"fetched": 2, "relevant": 1, "stored": 3, "harvest_rate": 0.5}
+    assert report["totals"] == {
+        **{"fetched": 2, "relevant": 1, "stored": 3, "gone": 0, "noindex": 0},
+        "harvest_rate": 0.5,
+    }
     assert report["levels"][-1]["level"] is None
 
 
@@ -1230,3 +1246,96 @@ def test_scrapy_pages_piped_to_head_exits_0(tmp_path):
     assert pages.stdout.readline() == b"crawl c1 is running: these are the pages it stored so far\n"
     pages.stdout.close()
     assert pages.wait(timeout=60) == 0
+
+
+# -- pages gone, pages without text ----------------------------------------------------------
+
+
+def marked_pages(store: storage.Store) -> None:
+    """A finished crawl ``c1`` whose pages a recrawl found gone (404, 410), that asked not to
+    be indexed (stored without text), both, or neither (a record without a status)."""
+    store.start_crawl({"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": []})
+    store.finish_crawl("c1", pages=6, relevant=4, harvest_rate=4 / 6)
+    page = {name: None for name in PAGE_FIELDS} | {"crawl_id": "c1", "level": 1, "text": "t"}
+    marks = [  # url, status, robots, relevance, relevant
+        ("a", 200, None, 0.9, True),
+        ("b", 404, None, 0.8, True),
+        ("c", 200, "noindex,nofollow", 0.7, True),
+        ("d", 410, "noindex", 0.6, True),
+        ("e", 410, None, 0.2, False),
+        ("f", None, "nofollow", 0.1, False),
+    ]
+    store.save_pages(
+        {
+            **page,
+            "url": f"http://a.test/{url}",
+            "title": url.upper(),
+            "status": status,
+            "robots": robots,
+            "text": None if robots and "noindex" in robots else "t",
+            "relevance": relevance,
+            "is_relevant": relevant,
+            "fetch_order": order,
+        }
+        for order, (url, status, robots, relevance, relevant) in enumerate(marks, 1)
+    )
+
+
+MARKED_ROWS = [  # relevance, level, status, url, title
+    ["0.900", "1", "200", "http://a.test/a", "A"],
+    ["0.800", "1", "404 gone", "http://a.test/b", "B"],
+    ["0.700", "1", "200 noindex", "http://a.test/c", "C"],
+    ["0.600", "1", "410 gone noindex", "http://a.test/d", "D"],
+    ["0.200", "1", "410 gone", "http://a.test/e", "E"],
+    ["0.100", "1", "-", "http://a.test/f", "F"],
+]
+
+
+@pytest.fixture(params=["sqlite", "mongo"])
+def marked(request, cli, tmp_path, monkeypatch, mongo_client):  # noqa: F811
+    """``marked_pages`` in either store, and the commands run on it."""
+    if request.param == "sqlite":
+        db = tmp_path / "marked.sqlite3"
+        store = SqliteStore(db)
+        marked_pages(store)
+        store.close()
+        settings = {"FOCUSED_DB": db}
+    else:
+        marked_pages(MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client))
+        monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+        settings = MONGO_SETTINGS
+    return lambda *args: cli(*args, settings=settings)
+
+
+def test_pages_shows_which_pages_are_gone_or_stored_without_text(marked):
+    """A page a recrawl found gone (404, 410) or stored without its text (noindex) was listed
+    as any other: a user picking relevant pages took them for pages to read."""
+    assert rows(ok(marked("pages"))) == MARKED_ROWS
+    assert rows(ok(marked("pages", "--relevant-only", "--top", "3")))[1:] == MARKED_ROWS[1:3]
+    printed = [json.loads(line) for line in ok(marked("pages", "--json")).splitlines()]
+    assert [(page["url"][-1], page["gone"], page["noindex"]) for page in printed] == [
+        ("a", False, False),
+        ("b", True, False),
+        ("c", False, True),
+        ("d", True, True),
+        ("e", True, False),
+        ("f", False, False),
+    ]
+
+
+def test_report_counts_the_pages_gone_or_stored_without_text(marked):
+    sections = report_sections(ok(marked("report")))
+    head = dict(line.split(None, 1) for line in sections["head"].splitlines())
+    assert head["stored"] == "3 gone (404 or 410), 2 noindex (without text)"
+    assert rows(sections["top"]) == [
+        [relevance, "-", "-", level, status, url, title]
+        for relevance, level, status, url, title in MARKED_ROWS
+    ]
+    report = json.loads(ok(marked("report", "--json")))
+    assert (report["totals"]["gone"], report["totals"]["noindex"]) == (3, 2)
+    assert [(page["gone"], page["noindex"]) for page in report["top"][:4]] == [
+        (False, False),
+        (True, False),
+        (False, True),
+        (True, True),
+    ]

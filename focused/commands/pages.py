@@ -6,7 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from focused.arguments import Param
-from focused.report import describe_status
+from focused.report import describe_page_status, describe_status, page_json
 from focused.storage import PAGE_FIELDS
 from focused.storecommand import (
     StoreCommand,
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # --json prints every field but the page text, which the store keeps for whoever needs it.
 JSON_FIELDS = tuple(name for name in PAGE_FIELDS if name != "text")
-TEXT_FIELDS = ("url", "title", "level", "relevance")
+TEXT_FIELDS = ("url", "title", "level", "relevance", "status", "robots")
 
 
 class Command(StoreCommand):
@@ -38,8 +38,12 @@ class Command(StoreCommand):
     def long_desc(self) -> str:
         return (
             "Print the stored pages of a crawl (the latest unless --crawl), most relevant first:"
-            " relevance, level, url and title; with --json one JSON object a line, every field"
-            " but the page text."
+            " relevance, level, status, url and title. The status is the HTTP status of the"
+            " page's latest fetch, followed by 'gone' when a recrawl found the page no longer"
+            " there (404, 410; its last text is kept) and by 'noindex' when the page asked not"
+            " to be indexed (stored without its text): '200', '404 gone', '200 noindex'. With"
+            " --json one JSON object a line, every field but the page text, with 'gone' and"
+            " 'noindex' true or false."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -77,10 +81,16 @@ class Command(StoreCommand):
         )
         if opts.json:
             for page in pages:
-                print_json(page)
+                print_json(page_json(page))
             return
         rows = [
-            [score(page["relevance"]), page["level"], page["url"], page["title"] or "-"]
+            [
+                score(page["relevance"]),
+                page["level"],
+                describe_page_status(page),
+                page["url"],
+                page["title"] or "-",
+            ]
             for page in pages
         ]
-        print_table(["relevance", "level", "url", "title"], rows, align="rrll")
+        print_table(["relevance", "level", "status", "url", "title"], rows, align="rrlll")

@@ -16,6 +16,7 @@ from focused.report import (
     TOP_PAGES,
     Report,
     build_report,
+    describe_page_status,
     describe_params,
     describe_status,
     describe_time,
@@ -52,8 +53,11 @@ class Command(StoreCommand):
         return (
             "Report on a crawl (the latest unless CRAWL_ID is given): pages, relevant pages and"
             " mean relevance at each level, the harvest rate after each tenth of the pages"
-            f" fetched, and the {TOP_PAGES} most relevant pages. --png FILE also plots the"
-            " harvest-rate curve and the relevant pages per level."
+            f" fetched, and the {TOP_PAGES} most relevant pages with their status (as `scrapy"
+            " pages` shows it: 'gone' when a recrawl found the page no longer there, 404 or"
+            " 410; 'noindex' when it is stored without its text), and how many stored pages are"
+            " gone and noindex. --png FILE also plots the harvest-rate curve and the relevant"
+            " pages per level."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -109,6 +113,7 @@ def print_report(report: Report) -> None:
         f"pages      {total.fetched} fetched, {report.stored} stored, {total.relevant} relevant,"
         f" harvest rate {score(total.harvest_rate)}"
     )
+    out(f"stored     {report.gone} gone (404 or 410), {report.noindex} noindex (without text)")
 
     sys.stdout.write("\nPages per level\n")
     rows = [
@@ -137,9 +142,11 @@ def print_report(report: Report) -> None:
             score(page["tfidf"]),
             score(page["lsi"]),
             page["level"],
+            describe_page_status(page),
             page["url"],
             page["title"] or "-",
         ]
         for page in report.top
     ]
-    print_table(["relevance", "tfidf", "lsi", "level", "url", "title"], rows, "rrrrll")
+    header = ["relevance", "tfidf", "lsi", "level", "status", "url", "title"]
+    print_table(header, rows, "rrrrlll")
