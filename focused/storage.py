@@ -222,7 +222,7 @@ def _read_as(kind: type, value: Any) -> Any:
     edited by hand or a document another program wrote (text in a number, JSON that is no
     object, a BSON date, a negative count or level, a score or rate that is NaN or infinite,
     which JSON cannot hold). SQLite keeps booleans as 0 and 1, and mongosh writes every number
-    as a double."""
+    as a double (a boolean edited into 1 with it is 1.0)."""
     if value is None:
         return None
     if type(value) is kind:
@@ -231,7 +231,7 @@ def _read_as(kind: type, value: Any) -> Any:
         return _UNREADABLE if kind is int and value < 0 else value
     if kind is float and type(value) is int:
         return float(value)
-    if kind is bool and type(value) is int and value in (0, 1):
+    if kind is bool and type(value) in (int, float) and value in (0, 1):
         return bool(value)
     if kind is int and type(value) is float and value.is_integer() and value >= 0:
         return int(value)
@@ -892,7 +892,9 @@ class MongoStore(Store):
         if query.level is not None:
             where["level"] = query.level
         if query.relevant_only:
-            where["is_relevant"] = True
+            # As SQLite's `is_relevant = 1` and _read_as take it: true matches no number here, and
+            # 1 matches the int and the double (mongosh's) 1.
+            where["is_relevant"] = {"$in": [True, 1]}
         schema = {name: PAGE_SCHEMA[name] for name in query.fields}
         return self._find(self._pages, schema, where, query.sort, query.limit)
 

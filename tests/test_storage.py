@@ -344,6 +344,48 @@ def test_a_relevance_read_as_unknown_comes_last(store):
     assert urls(order="fetch_order") == ["text", "high", "none", "inf", "low"]
 
 
+@pytest.fixture
+def bson_booleans(monkeypatch) -> None:
+    """mongomock matches ``{"field": True}`` with Python's ``==``, where ``True == 1``; MongoDB
+    matches a boolean to booleans only (a BSON boolean is no number). Make mongomock do so for
+    a boolean given as a field's value, so that a filter that relies on it fails here too."""
+    applies = mongomock.collection.filter_applies
+
+    def typed(search: dict, document: dict) -> bool:
+        for name, wanted in search.items():
+            if isinstance(wanted, bool) and not isinstance(document.get(name), bool):
+                return False
+        return applies(search, document)
+
+    monkeypatch.setattr(mongomock.collection, "filter_applies", typed)
+
+
+@pytest.mark.usefixtures("bson_booleans")
+def test_relevant_only_takes_is_relevant_stored_as_a_number(store):
+    """``is_relevant`` stored as 1 (another program, a document written by hand; SQLite keeps
+    every boolean so) is read as True, but MongoDB's --relevant-only missed the page: true
+    matches no number there. mongosh writes 1 as a double, 1.0: read as True too."""
+    urls = ["http://t/true", "http://t/int", "http://t/double", "http://t/zero", "http://t/no"]
+    store.save_pages(
+        page(url, is_relevant=None, fetch_order=order) for order, url in enumerate(urls, 1)
+    )
+    for url, value in zip(urls, [True, 1, 1.0, 0, False], strict=True):
+        if isinstance(store, SqliteStore):
+            store._conn.execute("UPDATE pages SET is_relevant = ? WHERE url = ?", (value, url))
+        else:
+            store._pages.update_one({"url": url}, {"$set": {"is_relevant": value}})
+    relevant = store.pages("c1", relevant_only=True, order="fetch_order")
+    assert [(p["url"], p["is_relevant"]) for p in relevant] == [(url, True) for url in urls[:3]]
+    assert [p["is_relevant"] for p in store.pages("c1", order="fetch_order")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert not store.unreadable
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
