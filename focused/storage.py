@@ -33,7 +33,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -145,6 +145,15 @@ PAGE_SORTS: dict[str, SortSpec] = {
     "fetch_order": (("fetch_order", 1), ("url", 1)),
     "latest": (("fetch_order", -1), ("url", 1)),  # the last fetched first
 }
+# The pages whose sort key is unknown (none, text edited in, infinity, a negative fetch order)
+# come after the others, in this order: the backends sort none below every number, and text and
+# infinity above, so that they came first in one direction or the other.
+UNKNOWN_LAST: dict[str, SortSpec] = {
+    "relevance": PAGE_SORTS["fetch_order"],
+    "fetch_order": (("url", 1),),
+}
+# The least known value of each field UNKNOWN_LAST sorts on: a count is never negative.
+LEAST_KNOWN: dict[str, float] = {"relevance": -math.inf, "fetch_order": 0}
 CRAWL_SORT: SortSpec = (("started_at", -1), ("crawl_id", -1))  # newest first
 
 DEFAULT_MONGO_DATABASE = "focused"
@@ -180,9 +189,10 @@ class PageQuery:
     limit: int | None
     sort: SortSpec
     fields: tuple[str, ...] = PAGE_FIELDS  # the fields each record carries, in PAGE_FIELDS order
-    # True: only pages whose relevance is a finite number (``Store.pages`` sets it with
-    # min_relevance); False: only the others (none, another type, NaN or infinite); None: any.
-    relevance_known: bool | None = None
+    # Field of LEAST_KNOWN -> True: only pages whose value is a finite number of at least its
+    # LEAST_KNOWN (``Store.pages`` sets it for relevance with min_relevance); False: only the
+    # others (none, another type, NaN, infinite, below it). A field not named: any.
+    known: Mapping[str, bool] = field(default_factory=dict)
 
 
 def _utc_now() -> str:
@@ -416,22 +426,27 @@ class Store(ABC):
             limit=limit,
             sort=PAGE_SORTS[order],
             fields=tuple(name for name in PAGE_FIELDS if name in wanted),
-            relevance_known=True if min_relevance is not None else None,
+            known={"relevance": True} if min_relevance is not None else {},
         )
         with self._failing(f"read pages of crawl {crawl_id}"):
-            if order != "relevance" or min_relevance is not None:
-                return self._readable("pages", self._find_pages(query))
-            # Both backends sort text (a cell edited by hand) and infinity above every score:
-            # a relevance read as unknown came first. It comes last, as none does, in fetch
-            # order (the order's ties).
-            pages = self._find_pages(replace(query, relevance_known=True))
-            if limit is None or len(pages) < limit:
-                rest = None if limit is None else limit - len(pages)
-                unknown = replace(
-                    query, relevance_known=False, sort=PAGE_SORTS["fetch_order"], limit=rest
-                )
-                pages += self._find_pages(unknown)
-            return self._readable("pages", pages)
+            return self._readable("pages", self._unknown_last(query))
+
+    def _unknown_last(self, query: PageQuery) -> list[dict[str, Any]]:
+        """The pages of ``query`` in its order, those whose sort key is unknown (``known``)
+        after the others, in the order ``UNKNOWN_LAST`` gives them (itself with its unknown
+        last). Both backends sort text (a cell edited by hand) and infinity above every number
+        and none below: a page whose key was read as unknown came first in one direction."""
+        key = query.sort[0][0]
+        if key not in UNKNOWN_LAST or key in query.known:
+            return self._find_pages(query)
+        pages = self._find_pages(replace(query, known={**query.known, key: True}))
+        if query.limit is None or len(pages) < query.limit:
+            rest = None if query.limit is None else query.limit - len(pages)
+            unknown = {**query.known, key: False}
+            pages += self._unknown_last(
+                replace(query, known=unknown, sort=UNKNOWN_LAST[key], limit=rest)
+            )
+        return pages
 
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
@@ -751,11 +766,13 @@ class SqliteStore(Store):
 
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
-        if query.relevance_known is not None:
+        for name, known in query.known.items():
             # SQLite compares text above any number: a relevance edited into text passed
             # `relevance >= ?` (MongoDB compares numbers with numbers only). NaN is NULL here.
-            known = "(typeof(relevance) IN ('integer', 'real') AND abs(relevance) < ?)"
-            where.append((known if query.relevance_known else f"NOT {known}", math.inf))
+            # 9e999 reads as infinity (a literal: a condition of `where` takes one parameter).
+            number = f"typeof({name}) IN ('integer', 'real') AND abs({name}) < 9e999"
+            condition = f"({number} AND {name} >= ?)"
+            where.append((condition if known else f"NOT {condition}", LEAST_KNOWN[name]))
         if query.min_relevance is not None:
             where.append(("relevance >= ?", query.min_relevance))
         if query.level is not None:
@@ -881,14 +898,21 @@ class MongoStore(Store):
 
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
         where: dict[str, Any] = {"crawl_id": query.crawl_id}
-        # NaN sorts and compares below -infinity in MongoDB.
-        known = {"$type": "number", "$gt": -math.inf, "$lt": math.inf}
-        if query.relevance_known:
-            where["relevance"] = known
-        elif query.relevance_known is False:
-            where["$nor"] = [{"relevance": known}]
+        unknown = []
+        for name, known in query.known.items():
+            # NaN sorts and compares below -infinity in MongoDB.
+            number = {
+                **{"$type": "number", "$gt": -math.inf, "$lt": math.inf},
+                "$gte": LEAST_KNOWN[name],
+            }
+            if known:
+                where[name] = number
+            else:
+                unknown.append({name: number})
+        if unknown:
+            where["$nor"] = unknown  # none of them known
         if query.min_relevance is not None:
-            where["relevance"] = {**known, "$gte": query.min_relevance}
+            where["relevance"] = {**where["relevance"], "$gte": query.min_relevance}
         if query.level is not None:
             where["level"] = query.level
         if query.relevant_only:

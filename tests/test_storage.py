@@ -386,6 +386,33 @@ def test_relevant_only_takes_is_relevant_stored_as_a_number(store):
     assert not store.unreadable
 
 
+def test_a_fetch_order_read_as_unknown_comes_last(store):
+    """A fetch order missing (a page restored without it) or edited by hand into text, a
+    negative number or infinity is read as unknown, but sorted by what it held: first in
+    fetch order (none sorts below every number), or first of the latest pages (text and
+    infinity sort above every number), where the crawl's resume read its latest fetch orders.
+    It comes last now, in url order, as an unknown relevance comes after the scored pages."""
+    orders = {"d": 3, "z": None, "b": "x", "a": 1, "y": float("inf"), "c": 2, "x": -3}
+    store.save_pages(page(f"http://t/{name}", relevance=0.5) for name in orders)
+    for name, value in orders.items():
+        if isinstance(store, SqliteStore):
+            store._conn.execute(
+                "UPDATE pages SET fetch_order = ? WHERE url = ?", (value, f"http://t/{name}")
+            )
+        else:
+            store._pages.update_one({"url": f"http://t/{name}"}, {"$set": {"fetch_order": value}})
+
+    def names(**options: Any) -> list[str]:
+        return [p["url"][-1] for p in store.pages("c1", fields=["url"], **options)]
+
+    unknown = ["b", "x", "y", "z"]
+    assert names(order="fetch_order") == ["a", "c", "d", *unknown]
+    assert names(order="latest") == ["d", "c", "a", *unknown]
+    assert names(order="latest", limit=2) == ["d", "c"]
+    assert names(order="latest", limit=5) == ["d", "c", "a", "b", "x"]
+    assert names(min_relevance=0.5, order="latest") == ["d", "c", "a", *unknown]
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
