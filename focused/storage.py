@@ -215,6 +215,13 @@ def is_gone(page: Mapping[str, Any]) -> bool:
     return page.get("status") in GONE
 
 
+def _in_time(iso: str | None) -> datetime:
+    """A stored time to order crawls by, in time and not as text (a time edited into no time
+    came after every time, one written with another offset than UTC's by its digits); the
+    earliest of all when it is unknown."""
+    return stored_time(iso) or datetime.min.replace(tzinfo=UTC)
+
+
 def _coerce(schema: Mapping[str, type], record: Mapping[str, Any]) -> dict[str, Any]:
     """The record restricted to the schema's fields, in its order, with its types (None kept)."""
     return {
@@ -378,9 +385,12 @@ class Store(ABC):
         return found[0] if found else None
 
     def crawls(self) -> list[dict[str, Any]]:
-        """All crawl records, newest (by started_at) first."""
+        """All crawl records, newest (by started_at) first, those whose start is unknown last.
+        The backends sort the times as text (``CRAWL_SORT``): here in time, the sort keeping
+        their order of ties."""
         with self._failing("read crawls"):
-            return self._readable("crawls", self._find_crawls(None, limit=None))
+            found = self._readable("crawls", self._find_crawls(None, limit=None))
+        return sorted(found, key=lambda crawl: _in_time(crawl["started_at"]), reverse=True)
 
     def latest_crawl_id(self) -> str | None:
         """The crawl whose latest run started last: a crawl just resumed is the latest, though
@@ -391,7 +401,9 @@ class Store(ABC):
         # another.
         named = [crawl for crawl in found if crawl["crawl_id"] is not None]
         latest = max(
-            named, key=lambda crawl: crawl["resumed_at"] or crawl["started_at"] or "", default=None
+            named,
+            key=lambda crawl: max(_in_time(crawl["resumed_at"]), _in_time(crawl["started_at"])),
+            default=None,
         )
         return latest["crawl_id"] if latest else None
 

@@ -390,7 +390,9 @@ def test_crawls_counts_a_running_crawl_from_its_stored_pages(stored, mongo, mong
     """A crawl record gets its counts when the crawl ends; until then, count what is stored."""
     live = [{**page, "crawl_id": "live"} for page in stored.pages["done"][:25]]
     started = {name: stored.crawls["done"][name] for name in ("query", "strategy", "seeds")}
-    mongo_copy.start_crawl({**started, "crawl_id": "live", "started_at": "3000"})
+    mongo_copy.start_crawl(
+        {**started, "crawl_id": "live", "started_at": "3000-01-01T00:00:00+00:00"}
+    )
     mongo_copy.save_pages(live)
     first = rows(ok(mongo("crawls")))[0]
     relevant = sum(page["is_relevant"] for page in live)
@@ -623,7 +625,9 @@ def test_missing_sqlite_file_is_not_created(tmp_path, cli):
 
 
 def test_crawl_without_stored_pages(mongo, mongo_copy):
-    mongo_copy.start_crawl({"crawl_id": "nothing", "started_at": "3000", "query": "birds"})
+    mongo_copy.start_crawl(
+        {"crawl_id": "nothing", "started_at": "3000-01-01T00:00:00+00:00", "query": "birds"}
+    )
     one_line_error(mongo("report"), 1, "crawl nothing has no stored pages")
     assert ok(mongo("pages")).splitlines() == ["relevance  level  status  url  title"]
 

@@ -242,6 +242,22 @@ def check_crawls_newest_first(store: Store) -> None:
     assert store.get_crawl("newest")["resumed_at"] is None
 
 
+def test_the_latest_crawl_is_told_by_its_times_not_their_text(store):
+    """The latest crawl (`scrapy pages`, `scrapy report` without an id) was the greatest start
+    time as text: a start edited into no time (shown as `-`) was the latest of all, and one
+    written with another offset than UTC's (by hand, another program) was compared by its
+    digits. It is the one whose latest run started last in time; an unknown time, never."""
+    store.start_crawl(crawl_record("utc", "2024-05-01T08:00:00+00:00"))
+    store.start_crawl(crawl_record("east", "2024-05-01T12:00:00+05:00"))  # 07:00 UTC
+    store.start_crawl(crawl_record("edited", "2024-04-01T00:00:00+00:00"))
+    if isinstance(store, SqliteStore):
+        store._conn.execute("UPDATE crawls SET started_at = 'soon' WHERE crawl_id = 'edited'")
+    else:
+        store._crawls.update_one({"crawl_id": "edited"}, {"$set": {"started_at": "soon"}})
+    assert store.latest_crawl_id() == "utc"
+    assert [crawl["crawl_id"] for crawl in store.crawls()] == ["utc", "east", "edited"]
+
+
 # -- both backends ---------------------------------------------------------------------------
 
 
