@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import unicodedata
 from abc import abstractmethod
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 USAGE_ERROR = 2
 NOT_FOUND = 1
+INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C ended
 
 
 class InspectError(Exception):
@@ -59,15 +61,20 @@ class StoreCommand(ScrapyCommand):
             raise ConfigError(f"unexpected arguments: {cut(' '.join(args))}")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        store = open_or_fail(self.settings, read_only=True)
         try:
-            with until_the_reader_leaves():
-                self.show(store, args, opts)
-            say_unreadable(store, "shown")
-        except (StoreError, InspectError) as exc:
-            fail(str(exc), NOT_FOUND)
-        finally:
-            store.close()
+            store = open_or_fail(self.settings, read_only=True)  # a server may keep it waiting
+            try:
+                with until_the_reader_leaves():
+                    self.show(store, args, opts)
+                say_unreadable(store, "shown")
+            except (StoreError, InspectError) as exc:
+                fail(str(exc), NOT_FOUND)
+            finally:
+                store.close()
+        except KeyboardInterrupt:
+            # Ctrl-C: the user has seen enough of a long listing, or waited enough for a
+            # server; a traceback would tell nothing.
+            sys.exit(INTERRUPTED)
 
     @abstractmethod
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None: ...

@@ -1228,6 +1228,24 @@ def test_a_report_piped_to_head_still_draws_its_png(cli, tmp_path, monkeypatch):
     assert png_size(png) == PNG_SIZE
 
 
+@pytest.mark.parametrize("args", [("pages",), ("report",), ("crawls",)])
+def test_ctrl_c_ends_a_command_without_a_traceback(cli, tmp_path, monkeypatch, args):
+    """Ctrl-C while a long listing is printed (or read) ended in a KeyboardInterrupt
+    traceback; it ends the command with status 130, as a shell reports a command it
+    interrupted."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SqliteStore, "pages", interrupted)
+    monkeypatch.setattr(SqliteStore, "crawls", interrupted)
+    assert cli(*args, settings={"FOCUSED_DB": db}) == Result(130, "", "")
+
+
 def test_scrapy_pages_piped_to_head_exits_0(tmp_path):
     """The real command line, its warnings in the same pipe (`2>&1 | head`): Python flushes
     stdout once more as it exits, and the warnings come after the pages."""
