@@ -17,7 +17,7 @@ import sys
 import unicodedata
 from abc import abstractmethod
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
@@ -64,7 +64,7 @@ class StoreCommand(ScrapyCommand):
         try:
             store = open_or_fail(self.settings, read_only=True)  # a server may keep it waiting
             try:
-                with until_the_reader_leaves():
+                with printing():
                     self.show(store, args, opts)
                 say_unreadable(store, "shown")
             except (StoreError, InspectError) as exc:
@@ -81,13 +81,14 @@ class StoreCommand(ScrapyCommand):
 
 
 @contextmanager
-def until_the_reader_leaves() -> Iterator[None]:
+def printing() -> Iterator[None]:
     """Print to a reader that may have read enough (``scrapy pages | head``): once it closes
     the pipe, the rest of the output goes to /dev/null, as Python's documentation advises (so
     that its last flush at exit does not complain either), and the command goes on to its end:
     exit status 0, as for the other tools of a pipeline that ``head`` ends, and ``report
     --png`` still draws its plot. Its warnings go the same way when stderr is the same pipe
-    (``2>&1 | head``), and reach a terminal when it is one."""
+    (``2>&1 | head``), and reach a terminal when it is one. An output that cannot be written
+    (``--json > pages.jsonl`` on a full disk) ends the command in one line, status 1."""
     try:
         yield
         sys.stdout.flush()
@@ -97,10 +98,18 @@ def until_the_reader_leaves() -> Iterator[None]:
         with suppress(OSError, ValueError):  # a stderr that is no file has no reader to lose
             if os.path.samestat(os.fstat(sys.stderr.fileno()), gone):
                 streams.append(sys.stderr)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for stream in streams:
-            os.dup2(devnull, stream.fileno())
-        os.close(devnull)
+        _drop_output(streams)
+    except OSError as exc:  # the store's own failures are StoreError: this is the output's
+        _drop_output([sys.stdout])
+        fail(f"cannot write the output: {exc.strerror or exc}", NOT_FOUND)
+
+
+def _drop_output(streams: list[TextIO]) -> None:
+    """Send what is still to be written to ``streams`` to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in streams:
+        os.dup2(devnull, stream.fileno())
+    os.close(devnull)
 
 
 def say_unreadable(store: Store, read: str) -> None:

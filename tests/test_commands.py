@@ -1228,6 +1228,20 @@ def test_a_report_piped_to_head_still_draws_its_png(cli, tmp_path, monkeypatch):
     assert png_size(png) == PNG_SIZE
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("args", READERS)
+def test_output_that_cannot_be_written_is_one_line(cli, tmp_path, monkeypatch, args):
+    """`scrapy pages --json > pages.jsonl` on a full disk ended in an OSError traceback."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with open("/dev/full", "w") as full, monkeypatch.context() as patch:
+        patch.setattr("sys.stdout", full)
+        result = cli(*args, settings={"FOCUSED_DB": db})
+    assert result == Result(1, "", "error: cannot write the output: No space left on device\n")
+
+
 @pytest.mark.parametrize("args", [("pages",), ("report",), ("crawls",)])
 def test_ctrl_c_ends_a_command_without_a_traceback(cli, tmp_path, monkeypatch, args):
     """Ctrl-C while a long listing is printed (or read) ended in a KeyboardInterrupt

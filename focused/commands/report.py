@@ -32,8 +32,8 @@ from focused.storecommand import (
     print_json,
     print_table,
     printable,
+    printing,
     score,
-    until_the_reader_leaves,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class Command(StoreCommand):
             raise InspectError(f"crawl {crawl['crawl_id']} has no stored pages")
         top = store.pages(crawl["crawl_id"], limit=TOP_PAGES, fields=TOP_FIELDS)
         report = build_report(crawl, pages, top)
-        with until_the_reader_leaves():
+        with printing():
             if opts.json:
                 print_json(report_json(report))
             else:
