@@ -700,3 +700,20 @@ def test_the_frontier_benchmark_gives_the_floor_of_a_python_queue() -> None:
     ]
     assert all(float(row[1].replace(",", "")) > 0 for row in rows)
     assert rows[0][2] == "1.00 |"
+
+
+def test_startup_command(monkeypatch, capsys) -> None:
+    """This checkout against HEAD itself, on one command: a row with its ratios."""
+    from benchmarks import startup
+
+    monkeypatch.setattr(
+        startup, "COMMANDS", {"scrapy crawls": ["crawls", "-s", "FOCUSED_DB={tmp}/x"]}
+    )
+    assert startup.main(["--baseline", "HEAD", "--rounds", "1"]) == 0
+    (row,) = re.findall(r"^\| `scrapy crawls` \| (.*) \|$", capsys.readouterr().out, re.M)
+    base_wall, wall, wall_ratio, base_cpu, cpu, cpu_ratio = map(float, row.split(" | "))
+    assert base_wall > 0 and 0 < base_cpu <= base_wall * 2  # two cores at most
+    assert wall_ratio == pytest.approx(wall / base_wall, abs=0.03)
+    assert cpu_ratio == pytest.approx(cpu / base_cpu, abs=0.03)
+    assert run_benchmark("startup", "--rounds", "0").returncode == 2
+    assert "is no revision" in run_benchmark("startup", "--baseline", "nope").stderr
