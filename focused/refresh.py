@@ -71,6 +71,11 @@ What a recrawl does:
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
+While it runs, the crawl's record says so (``recrawl_seen_at``, a heartbeat refreshed every
+FOCUSED_HEARTBEAT_INTERVAL seconds by ``RefreshPipeline``, set and cleared by the recrawl
+command; the crawl's own status and heartbeat stay): another recrawl of the crawl, or a run of
+it, is refused meanwhile, on MongoDB and for a shared crawl too, where no lock file tells. A
+recrawl killed outright leaves the mark, which lapses after 3 of its intervals.
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
 AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by default): a crawl
 made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
@@ -500,13 +505,20 @@ class OffsiteMiddleware(ScrapyOffsite):
 
 class RefreshPipeline(StoragePipeline):
     """Writes a recrawl's updates with the storage pipeline's batching and retries; the crawl
-    record stays as the crawl left it."""
+    record stays as the crawl left it, but for the recrawl's heartbeat: ``recrawl_seen_at``,
+    which the recrawl command set as it started (``Store.claim_recrawl``) and clears as it
+    ends, is refreshed every FOCUSED_HEARTBEAT_INTERVAL seconds, so that another recrawl or a
+    run of the crawl is refused meanwhile, where no lock file tells (MongoDB, a shared crawl)."""
 
     unstored_kind = "update"
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
         self.crawl_id = self.crawler.spider.crawl_id
+        self._start_heartbeat()
+
+    def heartbeat(self) -> None:
+        self.store.recrawl_heartbeat(self.crawl_id)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         return dict(item)
@@ -515,4 +527,5 @@ class RefreshPipeline(StoragePipeline):
         self.store.update_pages(records)
 
     async def spider_closed(self, reason: str) -> None:
+        await self._stop_heartbeat()  # before the store is closed
         self.store.close()

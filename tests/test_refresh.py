@@ -28,14 +28,17 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
-from focused.arguments import crawl_lock_offset
+from focused import storage
+from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
 from focused.commands.recrawl import Command as RecrawlCommand
+from focused.errors import ConfigError
 from focused.hygiene import RedirectMiddleware, skip_reason
 from focused.items import PageItem
 from focused.refresh import (
     OTHER_WHITESPACE,
     OffsiteMiddleware,
     RecrawlSpider,
+    RefreshPipeline,
     collapse_whitespace,
     content_hash,
     first_visit,
@@ -44,7 +47,7 @@ from focused.refresh import (
     select_pages,
 )
 from focused.relevance import RelevanceModel
-from focused.report import is_live
+from focused.report import describe_status, is_live, recrawl_is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
@@ -921,6 +924,80 @@ def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(cli, tmp_path):  # no
     result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
     one_line_error(result, 2, "crawl c1 is running (last seen ")
     assert "let it end (Ctrl-C pauses it), then recrawl it" in result.stderr
+
+
+def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
+    """Two recrawls started together each read no recrawl under way: one only marks it."""
+    assert store.claim_recrawl("c1", None, 30.0)
+    seen = store.get_crawl("c1")["recrawl_seen_at"]
+    assert not store.claim_recrawl("c1", None, 30.0)
+    assert store.claim_recrawl("c1", seen, 30.0)  # a stale mark read is taken over
+    store.recrawl_heartbeat("c1", ended=True)
+    assert store.get_crawl("c1")["recrawl_seen_at"] is None
+    assert store.claim_recrawl("c1", None, 30.0)
+
+
+def planned(settings: dict) -> RecrawlCommand:
+    """The recrawl command's checks and plan of crawl c1 (its crawl is not run)."""
+    command = RecrawlCommand()
+    command.settings = Settings()
+    command.settings.setmodule("focused.settings")
+    command.settings.update(settings)
+    parser = argparse.ArgumentParser()
+    command.add_options(parser)
+    command.process_options(["c1"], parser.parse_args([]))
+    return command
+
+
+def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """On MongoDB no lock is taken, and a recrawl wrote no heartbeat: a second recrawl of the
+    crawl, or the crawl resumed, while one ran fetched every page again beside it. The recrawl
+    now marks the crawl's record (``recrawl_seen_at``, refreshed by its pipeline, cleared as
+    it ends), and leaves the crawl's own status and heartbeat alone."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    settings = {"MONGO_URI": "mongodb://db.test"}
+    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
+    store.finish_crawl("c1", status="finished", finish_reason="finished")
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+    before = store.get_crawl("c1")
+    first = planned(settings)
+    marked = store.get_crawl("c1")
+    assert recrawl_is_live(marked, datetime.now(UTC))
+    assert describe_status(marked) == "finished, recrawling"
+    recrawl_fields = {"recrawl_seen_at", "recrawl_heartbeat_interval"}
+    assert {name: value for name, value in marked.items() if name not in recrawl_fields} == {
+        name: value for name, value in before.items() if name not in recrawl_fields
+    }
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        planned(settings)
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: crawl c1 is being recrawled in another process (last seen ")
+    assert line.endswith("let that recrawl end, then recrawl it")
+    config = CrawlConfig("q", "q", (), "bfs", {}, crawl_id="c1", order={})
+    with pytest.raises(ConfigError, match=r"crawl c1 is being recrawled .*: let the recrawl end"):
+        check_store(Settings(settings), config)
+    # Its pipeline's heartbeat keeps the mark fresh.
+    crawler = get_crawler(RecrawlSpider, settings)
+    crawler.spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    pipeline = RefreshPipeline.from_crawler(crawler)
+    asyncio.run(pipeline.open_spider())
+    utc_now = storage._utc_now
+    monkeypatch.setattr(storage, "_utc_now", lambda: "3000-01-01T00:00:00+00:00")
+    asyncio.run(pipeline.beat())
+    assert store.get_crawl("c1")["recrawl_seen_at"] == "3000-01-01T00:00:00+00:00"
+    monkeypatch.setattr(storage, "_utc_now", utc_now)
+    asyncio.run(pipeline.spider_closed("finished"))
+    # Ended, it clears the mark: the crawl may be recrawled again.
+    first._end_claim("c1")
+    assert store.get_crawl("c1")["recrawl_seen_at"] is None
+    assert planned(settings).pages
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):
