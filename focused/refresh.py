@@ -27,8 +27,16 @@ Conditional requests. A page stored with validators is requested with them, as
 answers ``304 Not Modified`` for an unchanged page instead of sending it again. A 304 is
 recorded as a visit without a change: ``fetched_at`` and ``visits`` + 1; the content, its hash,
 its ``status`` (the content's, as stored: 200 mostly; the 304 is counted in
-``focused/refresh/not_modified``) and its validators stay. A server that ignores them answers
-200 and the page is compared by its hash, as without them. They are not sent
+``focused/refresh/not_modified``) and its ``robots`` stay. Its validators are freshened: an
+ETag or Last-Modified the 304 sends replaces the stored one (RFC 9111 4.3.4; a 304 carries the
+validators a 200 would), one it does not send stays. A 304 whose ``X-Robots-Tag`` asks for
+other directives than the stored ``robots`` (``ROBOTS_META_OBEY``) is not taken as the answer:
+``robots`` combines the page's meta tags, which a 304 says nothing of, with that header, so a
+page now noindex by header, or no longer, can be told only from the page; it is requested
+again in full, without validators (``focused/refresh/refetched``), and recorded from that
+fetch. A 304 without the header (RFC 9110 15.4.5 asks servers to send little more than the
+validators) leaves ``robots`` as stored, until a fetch in full. A server that ignores them
+answers 200 and the page is compared by its hash, as without them. They are not sent
 - with ``--full`` (``conditional=False``): a 304 is trusted without a look at the page, so a
   server whose validators do not follow its content (a Last-Modified of the template file on
   pages built from a database, an ETag a cache in front keeps for an old copy) would hide
@@ -81,8 +89,9 @@ AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by d
 made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
 wrote would be missing from every page, each counted as a change (the crawl record does not
 keep the mode). Stats: ``focused/refresh/changed``, ``unchanged`` (of which ``not_modified``:
-304s), ``gone``, ``rescored``. The closing summary counts every planned page: the pages in none
-of the first three are ``skipped`` (left as they were).
+304s), ``gone``, ``rescored``, ``refetched`` (304s asked again in full). The closing summary
+counts every planned page: the pages in none of the first three are ``skipped`` (left as they
+were).
 """
 
 from __future__ import annotations
@@ -103,7 +112,14 @@ from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
-from focused.robotsmeta import NOINDEX, obeyed_token, page_robots, stored_robots
+from focused.robotsmeta import (
+    NOINDEX,
+    header_directives,
+    honoured,
+    obeyed_token,
+    page_robots,
+    stored_robots,
+)
 from focused.storage import GONE, open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -145,6 +161,7 @@ PLAN_FIELDS = (
     "tried_at",
     "etag",
     "last_modified",
+    "robots",
 )
 
 
@@ -230,11 +247,17 @@ def revisit(
     return update
 
 
-def not_modified(stored: dict[str, Any], fetched_at: str) -> dict[str, Any]:
+def not_modified(
+    stored: dict[str, Any], fetched_at: str, fresh: dict[str, str | None]
+) -> dict[str, Any]:
     """The fields to update on a stored page the server says is as stored (a 304 to its
     validators): a visit, no change. Its ``status`` stays that of the response its content
-    came from (the 304 is no status of the page's content); its validators stay too."""
-    return _visit(stored, fetched_at)
+    came from (the 304 is no status of the page's content). Its validators are freshened
+    (RFC 9111 4.3.4): those the 304 sends (``fresh``, as ``validators`` reads them) replace the
+    stored ones, since a 304 carries the validators a 200 would (RFC 9110 15.4.5); those it
+    does not send stay."""
+    sent = {field: value for field, value in fresh.items() if value is not None}
+    return {**_visit(stored, fetched_at), **sent}
 
 
 def gone(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
@@ -400,12 +423,13 @@ class RecrawlSpider(scrapy.Spider):
         """``ROBOTS_META_OBEY``'s token (``obeyed_token``), read once, as the crawl reads it."""
         return obeyed_token(self.settings)
 
-    def _request(self, page: dict[str, Any]) -> scrapy.Request | None:
-        """The request of a stored page; None when its url is no http(s) URL. A stored url is
+    def _request(self, page: dict[str, Any], *, conditional: bool = True) -> scrapy.Request | None:
+        """The request of a stored page, with its validators if ``conditional`` and the
+        recrawl sends them; None when its url is no http(s) URL. A stored url is
         data (a restored file, a document another program wrote): one that is no URL would end
         the start, the pages after it unfetched, and a file: one read a local file into the
         store. A crawl stores http(s) pages only."""
-        headers = conditional_headers(page) if self.conditional else None
+        headers = conditional_headers(page) if conditional and self.conditional else None
         try:
             request = scrapy.Request(
                 page["url"], headers=headers, meta={"stored": page}, errback=self.skipped
@@ -469,9 +493,29 @@ class RecrawlSpider(scrapy.Spider):
             stats.inc_value(f"focused/skipped/http_{NOT_MODIFIED}")
             yield tried(stored)
             return
+        if self._robots_header_differs(response, stored):
+            # What the page asks of crawlers may have changed, which a 304 cannot tell whole:
+            # the page is judged by its 200, as any page fetched in full.
+            stats.inc_value("focused/refresh/refetched")
+            yield self._request(stored, conditional=False)
+            return
         stats.inc_value("focused/refresh/not_modified")
         stats.inc_value("focused/refresh/unchanged")
-        yield not_modified(stored, fetched_at)
+        yield not_modified(stored, fetched_at, validators(response))
+
+    def _robots_header_differs(self, response: Response, stored: dict[str, Any]) -> bool:
+        """Whether a 304 carries an ``X-Robots-Tag`` asking for other directives than the
+        stored ``robots`` (``ROBOTS_META_OBEY``). Those came from the page's meta tags and its
+        header together, and a 304 tells nothing of the metas: a directive the header adds (a
+        page now noindex must lose its text) or lacks (the stored one may have been the
+        header's) cannot be judged from it. A 304 without the header tells nothing (RFC 9110
+        15.4.5 asks a server to send no more than the validators and caching fields): the
+        stored ``robots`` stays, until a fetch in full (``--full``) reads it again."""
+        token = self.meta_robots_token
+        if token is None or b"X-Robots-Tag" not in response.headers:
+            return False
+        asked = honoured(header_directives(response, token))
+        return set(asked) != set((stored["robots"] or "").split(",")) - {""}
 
     def skipped(self, failure: Failure) -> Iterator[dict[str, Any]]:
         self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")

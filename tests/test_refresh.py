@@ -194,6 +194,65 @@ def test_a_page_s_validators_are_sent_back_and_a_304_is_a_visit_without_a_change
     assert stats["focused/skipped/http_304"] == 1
 
 
+def test_a_304_freshens_the_validators_it_sends():
+    """A 304 carries the validators a 200 would (RFC 9110 15.4.5): the stored ones were kept
+    whatever it sent, and a page whose server moved to a new ETag (a new server, a new build)
+    was asked with the old one for good. Those it sends are stored (RFC 9111 4.3.4,
+    freshening), those it does not send stay."""
+    crawler = get_crawler(RecrawlSpider)
+    page_ = stored("http://a.test/x", etag=ETAG, last_modified=LAST_MODIFIED)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[page_], policy="uniform")
+    crawler.stats.open_spider()
+    [request] = started(spider)
+    for headers, expected in [
+        ({"ETag": '"new"'}, {"etag": '"new"'}),
+        ({"Last-Modified": "Sun, 02 Jun 2024"}, {"last_modified": "Sun, 02 Jun 2024"}),
+        ({}, {}),
+    ]:
+        response = Response(request.url, status=304, headers=headers, request=request)
+        [update] = spider.parse(response)
+        del update["fetched_at"]
+        assert update == {"crawl_id": "c1", "url": request.url, "visits": 2, **expected}
+
+
+@pytest.mark.parametrize(
+    ("robots", "header", "refetched"),
+    [
+        (None, None, False),  # the 304 says nothing of it: as stored
+        (None, "noindex", True),  # now noindex: its text must go
+        (None, "otherbot: noindex", False),  # not ours
+        ("noindex", "noindex", False),  # as stored
+        ("noindex", None, False),  # says nothing: the stored noindex may be its meta's
+        ("noindex", "nofollow", True),  # the stored noindex may have been the header's
+        ("noindex,nofollow", "none", False),
+    ],
+)
+def test_a_304_whose_x_robots_tag_differs_from_the_stored_robots_is_fetched_in_full(
+    robots, header, refetched
+):
+    """A 304's X-Robots-Tag was ignored: a page that now said noindex by header kept its text.
+    A 304 cannot tell what the page's meta tags say now (the stored ``robots`` combines both),
+    so a 304 whose X-Robots-Tag asks for other directives than those stored is not taken as
+    the answer: the page is requested again in full, without its validators, and judged by
+    its 200 as any page fetched in full."""
+    crawler = get_crawler(RecrawlSpider, {"ROBOTS_META_OBEY": True})
+    page_ = stored("http://a.test/x", etag=ETAG, robots=robots)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[page_], policy="uniform")
+    crawler.stats.open_spider()
+    [request] = started(spider)
+    headers = {"X-Robots-Tag": header} if header else {}
+    response = Response(request.url, status=304, headers=headers, request=request)
+    [output] = spider.parse(response)
+    if refetched:
+        assert isinstance(output, scrapy.Request)
+        assert (output.url, output.meta["stored"]) == (request.url, page_)
+        assert b"If-None-Match" not in output.headers
+        assert crawler.stats.get_value("focused/refresh/refetched") == 1
+    else:
+        assert output["visits"] == 2
+        assert crawler.stats.get_value("focused/refresh/not_modified") == 1
+
+
 @pytest.mark.parametrize("full", [False, True])
 def test_recrawl_full_is_the_spider_s_conditional_false(full):
     class Process:  # the command's crawler process: the crawl is not run
