@@ -32,7 +32,7 @@ from focused import storage
 from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
 from focused.commands.recrawl import Command as RecrawlCommand
 from focused.errors import ConfigError
-from focused.hygiene import RedirectMiddleware, skip_reason
+from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
 from focused.items import PageItem
 from focused.refresh import (
     OTHER_WHITESPACE,
@@ -251,6 +251,31 @@ def test_a_304_whose_x_robots_tag_differs_from_the_stored_robots_is_fetched_in_f
     else:
         assert output["visits"] == 2
         assert crawler.stats.get_value("focused/refresh/not_modified") == 1
+
+
+def test_head_check_sends_no_head_before_a_conditional_request():
+    """HEAD_CHECK sent its HEAD, without the validators, before each GET of a recrawl: every
+    unchanged page cost a full HEAD answer and then its 304, two requests where one does (and
+    a HEAD asked with them would answer 304, without the Content-Type it checks). A
+    conditional GET is its own check: unchanged, it brings no body."""
+
+    class Engine:
+        def __init__(self) -> None:
+            self.downloads: list[scrapy.Request] = []
+
+        async def download_async(self, request: scrapy.Request) -> Response:
+            self.downloads.append(request)
+            return Response(request.url, headers={"Content-Type": "text/html"})
+
+    crawler = get_crawler(RecrawlSpider, {"HEAD_CHECK": True})
+    crawler.engine = Engine()
+    middleware = HeadCheckMiddleware.from_crawler(crawler)
+    pages = [stored("http://a.test/x", etag=ETAG), stored("http://a.test/y")]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    for request in started(spider):
+        assert asyncio.run(middleware.process_request(request)) is None
+    assert [head.url for head in crawler.engine.downloads] == ["http://a.test/y"]
 
 
 @pytest.mark.parametrize("full", [False, True])
