@@ -70,6 +70,10 @@ What a recrawl does:
   crawl's test, applied as the request is sent: ``OffsiteMiddleware``). A crawl made without
   ``allowed_domains``, or recorded before the field, may be left for any host, as its crawl
   could;
+- the settings the crawl was run with are not kept (the crawl record has its arguments, not
+  its ``-s``): give them again, ``HTTPAUTH_USER``, ``HTTPAUTH_PASS`` and ``HTTPAUTH_DOMAIN``
+  above all, or each page behind the password is skipped as ``http_401`` (the closing lines
+  say so);
 - other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop or off
   the crawl's domains) leave the record as it was but for ``tried_at``, the time of the try,
   and are counted as ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL
@@ -139,6 +143,7 @@ logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
 NOT_MODIFIED = 304
+UNAUTHORIZED = 401  # a page asking for the password the crawl was given (HTTPAUTH_*)
 IF_NONE_MATCH, IF_MODIFIED_SINCE = CONDITIONAL_HEADERS  # which a redirect does not pass on
 # The validators a page record keeps: field -> (the response header it is read from, the
 # request header a recrawl sends it back in; RFC 9110 13.1.2 and 13.1.3).
@@ -534,6 +539,21 @@ class RecrawlSpider(scrapy.Spider):
             *recorded,
             len(self.pages) - sum(recorded),
         )
+        unauthorized = count(f"focused/skipped/http_{UNAUTHORIZED}", 0)
+        if unauthorized:
+            # The crawl record keeps none of the run's settings, a password least of all: a
+            # crawl made with one is recrawled with it given again.
+            given = self.settings.get("HTTPAUTH_USER")
+            logger.warning(
+                "%d pages answered %d Unauthorized: %s",
+                unauthorized,
+                UNAUTHORIZED,
+                "the password given was refused: check HTTPAUTH_USER, HTTPAUTH_PASS and"
+                " HTTPAUTH_DOMAIN"
+                if given
+                else "a crawl made with a password is recrawled with it; give them again: -s"
+                " HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=HOST",
+            )
 
 
 class OffsiteMiddleware(ScrapyOffsite):

@@ -565,6 +565,29 @@ def test_the_summary_counts_every_planned_page(caplog):
     ]
 
 
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({}, "give them again: -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN="),
+        ({"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p"}, "check HTTPAUTH_USER, HTTPAUTH_PASS"),
+    ],
+)
+def test_pages_that_ask_for_a_password_are_said_at_the_close(caplog, settings, said):
+    """A crawl made with -s HTTPAUTH_USER/PASS/DOMAIN was recrawled without them (the crawl
+    record keeps no password, nor the settings of the run): every page answered 401 and the
+    recrawl ended with "N skipped", exit status 0, nothing saying why."""
+    crawler = get_crawler(RecrawlSpider, {**settings, "HTTPAUTH_DOMAIN": "a.test"})
+    pages = [stored(f"http://a.test/{n}") for n in range(3)]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    crawler.stats.inc_value("focused/skipped/http_401", 3)
+    with caplog.at_level("INFO", logger="focused.refresh"):
+        spider.closed("finished")
+    [warning] = [record for record in caplog.records if record.levelname == "WARNING"]
+    assert warning.getMessage().startswith("3 pages answered 401 Unauthorized: ")
+    assert said in warning.getMessage()
+
+
 def test_update_pages_sets_only_the_given_fields_and_creates_nothing(store):
     store.save_pages([stored("http://a.test/x", title="old", relevance=0.5)])
     store.update_pages(

@@ -81,7 +81,9 @@ class Command(ScrapyCommand):
             " the --budget pages with the highest (changes + 1) / (visits + 1) times the time"
             " since their last fetch. A page stored with an ETag or Last-Modified is asked for"
             " only if it changed (If-None-Match, If-Modified-Since); a 304 Not Modified is"
-            " recorded as unchanged (--full: every page in full)."
+            " recorded as unchanged (--full: every page in full). The crawl's settings are not"
+            " kept: give its -s again (HTTPAUTH_USER, HTTPAUTH_PASS, HTTPAUTH_DOMAIN for a site"
+            " behind a password)."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
