@@ -678,6 +678,7 @@ class ChangingSite:
     E_MODIFIED = "Sat, 01 Jun 2024 10:00:00 GMT"
 
     def __init__(self) -> None:
+        self.e_robots: str | None = None  # the X-Robots-Tag of /e
         self.pages = {
             "/": html("Home", " ".join(f'<a href="/{name}">{name}</a>' for name in "abcde")),
             "/a": html("Albatross", "<p>The albatross nests on remote islands.</p>"),
@@ -692,7 +693,8 @@ class ChangingSite:
         if body is None:
             return Reply(404, "not found", "text/plain")
         if path == "/e":
-            return Reply(body=body, headers={"Last-Modified": self.E_MODIFIED})
+            robots = {"X-Robots-Tag": self.e_robots} if self.e_robots else {}
+            return Reply(body=body, headers={"Last-Modified": self.E_MODIFIED, **robots})
         return Reply(body=body, headers={"ETag": f'"{content_hash(body, None)[:12]}"'})
 
 
@@ -717,7 +719,9 @@ def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.Co
 def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_path):
     """Also: a recrawl downloaded every page in full. The crawl stores each page's validators,
     and the recrawl sends them back: a page the server says is not modified (304) is recorded
-    unchanged without its body sent again; a page fetched in full gets its new validators."""
+    unchanged without its body sent again; a page fetched in full gets its new validators. A
+    304 whose X-Robots-Tag now says noindex has the page fetched again in full, and stored
+    without its text."""
     content = ChangingSite()
     with Site(content.respond, validators=True) as site:
         crawl = run_crawl(
@@ -742,19 +746,22 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         del content.pages["/c"]
         content.pages["/d"] = html("Dove", "<p>Doves coo loudly.</p>")
         content.pages["/robots.txt"] = "User-agent: *\nDisallow: /d\n"
+        content.e_robots = "noindex"
         site.log.entries.clear()
         model = tmp_path / "job" / "relevance"
         result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
         # /d is skipped: robots.txt now disallows it
-        summary = "crawl test (uniform, 6 pages): 1 changed, 3 unchanged, 1 gone, 1 skipped\n"
+        summary = "crawl test (uniform, 6 pages): 2 changed, 2 unchanged, 1 gone, 1 skipped\n"
         assert summary in result.stderr, result.stderr[-3000:]
-        assert "'focused/refresh/not_modified': 2" in result.stderr, result.stderr[-3000:]
+        assert "'focused/refresh/not_modified': 1" in result.stderr, result.stderr[-3000:]
+        assert "'focused/refresh/refetched': 1" in result.stderr, result.stderr[-3000:]
         fetched = sorted(path for _, path in site.log.gets())
-        # Unchanged: by If-None-Match (/) and If-Modified-Since (/e), no body sent.
+        # Unchanged: by If-None-Match (/) and If-Modified-Since (/e), no body sent; /e again
+        # in full, its 304 now noindex.
         assert sorted(site.not_modified) == ["/", "/e"]
     # Stored pages only (/new is not followed), as robots.txt allows (/d is now disallowed).
-    assert fetched == ["/", "/a", "/b", "/c", "/e"]
+    assert fetched == ["/", "/a", "/b", "/c", "/e", "/e"]
     after = stored_by_path(crawl, site)
     assert set(after) == set(before)
     # Left as it was, but for when it was tried: a later run with a budget takes the others first.
@@ -766,13 +773,15 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     assert b["last_changed"] > before["/b"]["last_changed"]
     assert b["text"] == "Birds lay eggs in nests of twigs.\nnew page"
     assert b["content_hash"] != before["/b"]["content_hash"]
-    for path in ("/", "/a", "/e"):  # the markup of /a changed, not its text
+    for path in ("/", "/a"):  # the markup of /a changed, not its text
         page_ = after[path]
         assert (page_["changes"], page_["visits"], page_["status"]) == (0, 2, 200)
         assert page_["last_changed"] == before[path]["last_changed"]
         assert page_["content_hash"] == before[path]["content_hash"]
         assert page_["fetched_at"] > before[path]["fetched_at"]
-    # The validators of what is stored: the 304s' as they were, those of /a's and /b's new body.
+    e = after["/e"]
+    assert (e["robots"], e["text"], e["changes"], e["visits"]) == ("noindex", None, 1, 2)
+    # The validators of what is stored: the 304's as they were, those of /a's and /b's new body.
     for path in ("/", "/e"):
         validators = ("etag", "last_modified")
         assert [after[path][name] for name in validators] == [
@@ -788,7 +797,7 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     # The changed page is rescored with the crawl's model; the others keep the crawl's scores.
     scores = RelevanceModel.load(model).score(b["text"], b["language"])
     assert b["relevance"] == round(scores.combined, 6) != before["/b"]["relevance"]
-    for path in ("/", "/a", "/c", "/e"):
+    for path in ("/", "/a", "/c"):
         assert after[path]["relevance"] == before[path]["relevance"]
     assert all(after[path]["fetch_order"] == before[path]["fetch_order"] for path in before)
 
