@@ -582,7 +582,7 @@ class RefreshPipeline(StoragePipeline):
         self._start_heartbeat()
 
     def heartbeat(self) -> None:
-        self.store.recrawl_heartbeat(self.crawl_id)
+        self.store.recrawl_heartbeat(self.crawl_id, self.heartbeat_interval)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         return dict(item)

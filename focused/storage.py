@@ -122,8 +122,9 @@ CRAWL_SCHEMA: dict[str, type] = {
     "allowed_domains": list,
     # A recrawl's heartbeat (focused.refresh): set as a recrawl of the crawl starts
     # (``claim_recrawl``), refreshed every recrawl_heartbeat_interval seconds (its
-    # FOCUSED_HEARTBEAT_INTERVAL) while it runs, None once it ended. The crawl's own seen_at and
-    # status stay as the crawl left them. Last, where SQLite adds them to a file written before.
+    # FOCUSED_HEARTBEAT_INTERVAL) while it runs, both None once it ended. The crawl's own
+    # seen_at and status stay as the crawl left them. Last, where SQLite adds them to a file
+    # written before them.
     "recrawl_seen_at": str,
     "recrawl_heartbeat_interval": float,
 }
@@ -203,6 +204,13 @@ class PageQuery:
 
 def _utc_now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _recrawl_mark(interval: float | None) -> dict[str, Any]:
+    """The crawl record's fields of a recrawl under way every ``interval`` seconds (None: of
+    none). Both written together: a run of the crawl started meanwhile replaces its record."""
+    seen = None if interval is None else _utc_now()
+    return {"recrawl_seen_at": seen, "recrawl_heartbeat_interval": interval}
 
 
 def stored_time(iso: str | None) -> datetime | None:
@@ -374,20 +382,21 @@ class Store(ABC):
             self._update_crawl(crawl_id, {"seen_at": _utc_now()})
 
     def claim_recrawl(self, crawl_id: str, seen: str | None, interval: float) -> bool:
-        """Mark a recrawl of the crawl under way (``recrawl_seen_at`` now, with its heartbeat
-        interval), if its record still has the ``recrawl_seen_at`` read as ``seen``: whether it
-        did. Compare and set in one update, so that of two recrawls started together, each
-        having read no recrawl under way, one only goes on."""
-        fields = {"recrawl_seen_at": _utc_now(), "recrawl_heartbeat_interval": interval}
+        """Mark a recrawl of the crawl under way (``recrawl_heartbeat``), if its record still
+        has the ``recrawl_seen_at`` read as ``seen``: whether it did. Compare and set in one
+        update, so that of two recrawls started together, each having read no recrawl under
+        way, one only goes on."""
         with self._failing(f"mark crawl {crawl_id} as being recrawled"):
-            return self._update_crawl(crawl_id, fields, where={"recrawl_seen_at": seen})
+            return self._update_crawl(
+                crawl_id, _recrawl_mark(interval), where={"recrawl_seen_at": seen}
+            )
 
-    def recrawl_heartbeat(self, crawl_id: str, *, ended: bool = False) -> None:
-        """Set the crawl record's ``recrawl_seen_at`` to now (a recrawl of it is alive), or
-        clear it (``ended``: the recrawl is over)."""
-        seen = None if ended else _utc_now()
+    def recrawl_heartbeat(self, crawl_id: str, interval: float | None) -> None:
+        """Set the crawl record's ``recrawl_seen_at`` to now and its
+        ``recrawl_heartbeat_interval``: a recrawl of it is alive, and says so every
+        ``interval`` seconds. ``interval`` None clears both: the recrawl ended."""
         with self._failing(f"refresh the recrawl heartbeat of crawl {crawl_id}"):
-            self._update_crawl(crawl_id, {"recrawl_seen_at": seen})
+            self._update_crawl(crawl_id, _recrawl_mark(interval))
 
     def finish_crawl(self, crawl_id: str, **fields: Any) -> None:
         """Update the finish fields (``FINISH_FIELDS``) of a crawl record.

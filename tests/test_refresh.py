@@ -1048,8 +1048,9 @@ def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
     seen = store.get_crawl("c1")["recrawl_seen_at"]
     assert not store.claim_recrawl("c1", None, 30.0)
     assert store.claim_recrawl("c1", seen, 30.0)  # a stale mark read is taken over
-    store.recrawl_heartbeat("c1", ended=True)
-    assert store.get_crawl("c1")["recrawl_seen_at"] is None
+    store.recrawl_heartbeat("c1", None)
+    ended = store.get_crawl("c1")
+    assert (ended["recrawl_seen_at"], ended["recrawl_heartbeat_interval"]) == (None, None)
     assert store.claim_recrawl("c1", None, 30.0)
 
 

@@ -212,7 +212,7 @@ class Command(ScrapyCommand):
         try:
             store = open_store(self.settings, create=False)
             try:
-                store.recrawl_heartbeat(crawl_id, ended=True)
+                store.recrawl_heartbeat(crawl_id, None)
             finally:
                 store.close()
         except StoreError as exc:
