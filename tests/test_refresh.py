@@ -30,6 +30,7 @@ from twisted.python.failure import Failure
 
 from focused import storage
 from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
+from focused.commands import recrawl as recrawl_command
 from focused.commands.recrawl import Command as RecrawlCommand
 from focused.errors import ConfigError
 from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
@@ -1115,6 +1116,35 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     first._end_claim("c1")
     assert store.get_crawl("c1")["recrawl_seen_at"] is None
     assert planned(settings).pages
+
+
+def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """The crawl record was read once, before the plan: a run of the crawl (MongoDB, no lock)
+    recorded as started while the pages were read was missed, and both fetched every page. The
+    record is read again once the recrawl marked it; the mark is then taken back."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    settings = {"MONGO_URI": "mongodb://db.test"}
+    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
+    store.finish_crawl("c1", status="finished", finish_reason="finished")
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+
+    def planned_as_the_crawl_starts(*args, **kwargs):
+        store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})  # seen now
+        return plan_recrawl(*args, **kwargs)
+
+    monkeypatch.setattr(recrawl_command, "plan_recrawl", planned_as_the_crawl_starts)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        planned(settings)
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: crawl c1 is running (last seen ")
+    assert store.get_crawl("c1")["recrawl_seen_at"] is None
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

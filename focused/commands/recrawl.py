@@ -156,10 +156,7 @@ class Command(ScrapyCommand):
             # heartbeat tells that they are crawling.
             now = datetime.now(UTC)
             if is_live(crawl, now):
-                raise ConfigError(
-                    f"crawl {crawl_id} is running (last seen {describe_time(crawl['seen_at'])}):"
-                    f" let it end (Ctrl-C pauses it), {THEN}"
-                )
+                raise running(crawl)
             if recrawl_is_live(crawl, now):
                 raise recrawled_elsewhere(crawl_id, crawl["recrawl_seen_at"])
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
@@ -174,6 +171,13 @@ class Command(ScrapyCommand):
             interval = self.settings.getfloat("FOCUSED_HEARTBEAT_INTERVAL")
             if not store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval):
                 raise recrawled_elsewhere(crawl_id, store.get_crawl(crawl_id)["recrawl_seen_at"])
+            # Read again once marked: a run of the crawl recorded as started since the first
+            # read (while the plan was made) is seen now. One that checked the record before
+            # the mark and records its start after this read is not (focused.arguments).
+            crawl = store.get_crawl(crawl_id)
+            if crawl is not None and is_live(crawl, datetime.now(UTC)):
+                store.recrawl_heartbeat(crawl_id, None)
+                raise running(crawl)
             self.claimed = True
             return pages
         except (StoreError, InspectError) as exc:
@@ -217,6 +221,13 @@ class Command(ScrapyCommand):
                 store.close()
         except StoreError as exc:
             logger.warning("%s", exc)
+
+
+def running(crawl: dict[str, Any]) -> ConfigError:
+    return ConfigError(
+        f"crawl {crawl['crawl_id']} is running (last seen {describe_time(crawl['seen_at'])}):"
+        f" let it end (Ctrl-C pauses it), {THEN}"
+    )
 
 
 def recrawled_elsewhere(crawl_id: str, seen_at: str | None) -> ConfigError:
