@@ -804,6 +804,8 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
 
     record = crawl.crawl_record()
     assert record["status"] == "finished" and record["pages"] == 6
+    # The recrawl's mark, set as it started, is cleared as it ends: the crawl may be recrawled.
+    assert (record["recrawl_seen_at"], record["recrawl_heartbeat_interval"]) == (None, None)
 
 
 def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_through(tmp_path):
