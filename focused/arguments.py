@@ -1382,13 +1382,23 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     only from its JOBDIR or its shared frontier, and a run of its own under the id of another
     began its fetch order and counts again over the pages stored (a report of 10 pages
     fetched and 30 stored, 2 relevant where 10 were)."""
+    from focused.report import describe_time, recrawl_is_live
     from focused.storage import StoreError, open_store  # pymongo: only when asked for
 
     url = settings.get("FOCUSED_FRONTIER")
     try:
         store = open_store(settings)
         try:
-            stored = store.get_crawl(config.crawl_id) is not None and store.pages(
+            crawl = store.get_crawl(config.crawl_id)
+            # A recrawl of it under way (its mark in the record, focused.refresh) would fetch
+            # the pages this run fetches, each visit counted twice.
+            if crawl is not None and recrawl_is_live(crawl, datetime.now(UTC)):
+                raise ConfigError(
+                    f"crawl {config.crawl_id} is being recrawled (last seen"
+                    f" {describe_time(crawl['recrawl_seen_at'])}): let the recrawl end, then run"
+                    " the crawl"
+                )
+            stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
             # Only a frontier that holds the crawl goes on with it: one that lost it (Redis

@@ -44,7 +44,9 @@ This module adds:
   whose binary files have no telling extension (``/download?id=3``), where each skipped GET
   saves far more than a HEAD costs. Servers that refuse HEAD (405/501) get the GET as usual,
   and so do those whose HEAD fails (a dropped connection, a timeout; not retried:
-  ``focused/head_check_failures``).
+  ``focused/head_check_failures``). A recrawl's conditional GET (``If-None-Match``,
+  ``If-Modified-Since``: ``focused.refresh``) gets no HEAD: an unchanged page answers it 304
+  without a body, one request where a HEAD made two.
 """
 
 from __future__ import annotations
@@ -375,7 +377,15 @@ class HeadCheckMiddleware:
 
     async def process_request(self, request: Request) -> None:
         # robots.txt fetches carry dont_obey_robotstxt: a HEAD for them would wait for itself.
-        if request.method != "GET" or request.meta.get("dont_obey_robotstxt"):
+        # A recrawl's conditional GET (CONDITIONAL_HEADERS) is its own check: an unchanged page
+        # answers 304 without a body, and a HEAD before it doubled the requests of a recrawl
+        # (without the validators its full answer told nothing the 304 does not; with them, a
+        # 304 carries no Content-Type to check).
+        if (
+            request.method != "GET"
+            or request.meta.get("dont_obey_robotstxt")
+            or any(header in request.headers for header in CONDITIONAL_HEADERS)
+        ):
             return
         head = Request(
             request.url,

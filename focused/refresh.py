@@ -27,8 +27,16 @@ Conditional requests. A page stored with validators is requested with them, as
 answers ``304 Not Modified`` for an unchanged page instead of sending it again. A 304 is
 recorded as a visit without a change: ``fetched_at`` and ``visits`` + 1; the content, its hash,
 its ``status`` (the content's, as stored: 200 mostly; the 304 is counted in
-``focused/refresh/not_modified``) and its validators stay. A server that ignores them answers
-200 and the page is compared by its hash, as without them. They are not sent
+``focused/refresh/not_modified``) and its ``robots`` stay. Its validators are freshened: an
+ETag or Last-Modified the 304 sends replaces the stored one (RFC 9111 4.3.4; a 304 carries the
+validators a 200 would), one it does not send stays. A 304 whose ``X-Robots-Tag`` asks for
+other directives than the stored ``robots`` (``ROBOTS_META_OBEY``) is not taken as the answer:
+``robots`` combines the page's meta tags, which a 304 says nothing of, with that header, so a
+page now noindex by header, or no longer, can be told only from the page; it is requested
+again in full, without validators (``focused/refresh/refetched``), and recorded from that
+fetch. A 304 without the header (RFC 9110 15.4.5 asks servers to send little more than the
+validators) leaves ``robots`` as stored, until a fetch in full. A server that ignores them
+answers 200 and the page is compared by its hash, as without them. They are not sent
 - with ``--full`` (``conditional=False``): a 304 is trusted without a look at the page, so a
   server whose validators do not follow its content (a Last-Modified of the template file on
   pages built from a database, an ETag a cache in front keeps for an old copy) would hide
@@ -62,6 +70,10 @@ What a recrawl does:
   crawl's test, applied as the request is sent: ``OffsiteMiddleware``). A crawl made without
   ``allowed_domains``, or recorded before the field, may be left for any host, as its crawl
   could;
+- the settings the crawl was run with are not kept (the crawl record has its arguments, not
+  its ``-s``): give them again, ``HTTPAUTH_USER``, ``HTTPAUTH_PASS`` and ``HTTPAUTH_DOMAIN``
+  above all, or each page behind the password is skipped as ``http_401`` (the closing lines
+  say so);
 - other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop or off
   the crawl's domains) leave the record as it was but for ``tried_at``, the time of the try,
   and are counted as ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL
@@ -71,13 +83,19 @@ What a recrawl does:
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl).
+While it runs, the crawl's record says so (``recrawl_seen_at``, a heartbeat refreshed every
+FOCUSED_HEARTBEAT_INTERVAL seconds by ``RefreshPipeline``, set and cleared by the recrawl
+command; the crawl's own status and heartbeat stay): another recrawl of the crawl, or a run of
+it, is refused meanwhile, on MongoDB and for a shared crawl too, where no lock file tells. A
+recrawl killed outright leaves the mark, which lapses after 3 of its intervals.
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
 AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by default): a crawl
 made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
 wrote would be missing from every page, each counted as a change (the crawl record does not
 keep the mode). Stats: ``focused/refresh/changed``, ``unchanged`` (of which ``not_modified``:
-304s), ``gone``, ``rescored``. The closing summary counts every planned page: the pages in none
-of the first three are ``skipped`` (left as they were).
+304s), ``gone``, ``rescored``, ``refetched`` (304s asked again in full). The closing summary
+counts every planned page: the pages in none of the first three are ``skipped`` (left as they
+were).
 """
 
 from __future__ import annotations
@@ -98,7 +116,14 @@ from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
-from focused.robotsmeta import NOINDEX, obeyed_token, page_robots, stored_robots
+from focused.robotsmeta import (
+    NOINDEX,
+    header_directives,
+    honoured,
+    obeyed_token,
+    page_robots,
+    stored_robots,
+)
 from focused.storage import GONE, open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -118,6 +143,7 @@ logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
 NOT_MODIFIED = 304
+UNAUTHORIZED = 401  # a page asking for the password the crawl was given (HTTPAUTH_*)
 IF_NONE_MATCH, IF_MODIFIED_SINCE = CONDITIONAL_HEADERS  # which a redirect does not pass on
 # The validators a page record keeps: field -> (the response header it is read from, the
 # request header a recrawl sends it back in; RFC 9110 13.1.2 and 13.1.3).
@@ -140,6 +166,7 @@ PLAN_FIELDS = (
     "tried_at",
     "etag",
     "last_modified",
+    "robots",
 )
 
 
@@ -225,11 +252,17 @@ def revisit(
     return update
 
 
-def not_modified(stored: dict[str, Any], fetched_at: str) -> dict[str, Any]:
+def not_modified(
+    stored: dict[str, Any], fetched_at: str, fresh: dict[str, str | None]
+) -> dict[str, Any]:
     """The fields to update on a stored page the server says is as stored (a 304 to its
     validators): a visit, no change. Its ``status`` stays that of the response its content
-    came from (the 304 is no status of the page's content); its validators stay too."""
-    return _visit(stored, fetched_at)
+    came from (the 304 is no status of the page's content). Its validators are freshened
+    (RFC 9111 4.3.4): those the 304 sends (``fresh``, as ``validators`` reads them) replace the
+    stored ones, since a 304 carries the validators a 200 would (RFC 9110 15.4.5); those it
+    does not send stay."""
+    sent = {field: value for field, value in fresh.items() if value is not None}
+    return {**_visit(stored, fetched_at), **sent}
 
 
 def gone(stored: dict[str, Any], fetched_at: str, status: int) -> dict[str, Any]:
@@ -395,12 +428,13 @@ class RecrawlSpider(scrapy.Spider):
         """``ROBOTS_META_OBEY``'s token (``obeyed_token``), read once, as the crawl reads it."""
         return obeyed_token(self.settings)
 
-    def _request(self, page: dict[str, Any]) -> scrapy.Request | None:
-        """The request of a stored page; None when its url is no http(s) URL. A stored url is
+    def _request(self, page: dict[str, Any], *, conditional: bool = True) -> scrapy.Request | None:
+        """The request of a stored page, with its validators if ``conditional`` and the
+        recrawl sends them; None when its url is no http(s) URL. A stored url is
         data (a restored file, a document another program wrote): one that is no URL would end
         the start, the pages after it unfetched, and a file: one read a local file into the
         store. A crawl stores http(s) pages only."""
-        headers = conditional_headers(page) if self.conditional else None
+        headers = conditional_headers(page) if conditional and self.conditional else None
         try:
             request = scrapy.Request(
                 page["url"], headers=headers, meta={"stored": page}, errback=self.skipped
@@ -464,9 +498,29 @@ class RecrawlSpider(scrapy.Spider):
             stats.inc_value(f"focused/skipped/http_{NOT_MODIFIED}")
             yield tried(stored)
             return
+        if self._robots_header_differs(response, stored):
+            # What the page asks of crawlers may have changed, which a 304 cannot tell whole:
+            # the page is judged by its 200, as any page fetched in full.
+            stats.inc_value("focused/refresh/refetched")
+            yield self._request(stored, conditional=False)
+            return
         stats.inc_value("focused/refresh/not_modified")
         stats.inc_value("focused/refresh/unchanged")
-        yield not_modified(stored, fetched_at)
+        yield not_modified(stored, fetched_at, validators(response))
+
+    def _robots_header_differs(self, response: Response, stored: dict[str, Any]) -> bool:
+        """Whether a 304 carries an ``X-Robots-Tag`` asking for other directives than the
+        stored ``robots`` (``ROBOTS_META_OBEY``). Those came from the page's meta tags and its
+        header together, and a 304 tells nothing of the metas: a directive the header adds (a
+        page now noindex must lose its text) or lacks (the stored one may have been the
+        header's) cannot be judged from it. A 304 without the header tells nothing (RFC 9110
+        15.4.5 asks a server to send no more than the validators and caching fields): the
+        stored ``robots`` stays, until a fetch in full (``--full``) reads it again."""
+        token = self.meta_robots_token
+        if token is None or b"X-Robots-Tag" not in response.headers:
+            return False
+        asked = honoured(header_directives(response, token))
+        return set(asked) != set((stored["robots"] or "").split(",")) - {""}
 
     def skipped(self, failure: Failure) -> Iterator[dict[str, Any]]:
         self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
@@ -485,6 +539,21 @@ class RecrawlSpider(scrapy.Spider):
             *recorded,
             len(self.pages) - sum(recorded),
         )
+        unauthorized = count(f"focused/skipped/http_{UNAUTHORIZED}", 0)
+        if unauthorized:
+            # The crawl record keeps none of the run's settings, a password least of all: a
+            # crawl made with one is recrawled with it given again.
+            given = self.settings.get("HTTPAUTH_USER")
+            logger.warning(
+                "%d pages answered %d Unauthorized: %s",
+                unauthorized,
+                UNAUTHORIZED,
+                "the password given was refused: check HTTPAUTH_USER, HTTPAUTH_PASS and"
+                " HTTPAUTH_DOMAIN"
+                if given
+                else "a crawl made with a password is recrawled with it; give them again: -s"
+                " HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=HOST",
+            )
 
 
 class OffsiteMiddleware(ScrapyOffsite):
@@ -500,13 +569,20 @@ class OffsiteMiddleware(ScrapyOffsite):
 
 class RefreshPipeline(StoragePipeline):
     """Writes a recrawl's updates with the storage pipeline's batching and retries; the crawl
-    record stays as the crawl left it."""
+    record stays as the crawl left it, but for the recrawl's heartbeat: ``recrawl_seen_at``,
+    which the recrawl command set as it started (``Store.claim_recrawl``) and clears as it
+    ends, is refreshed every FOCUSED_HEARTBEAT_INTERVAL seconds, so that another recrawl or a
+    run of the crawl is refused meanwhile, where no lock file tells (MongoDB, a shared crawl)."""
 
     unstored_kind = "update"
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
         self.crawl_id = self.crawler.spider.crawl_id
+        self._start_heartbeat()
+
+    def heartbeat(self) -> None:
+        self.store.recrawl_heartbeat(self.crawl_id, self.heartbeat_interval)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         return dict(item)
@@ -515,4 +591,5 @@ class RefreshPipeline(StoragePipeline):
         self.store.update_pages(records)
 
     async def spider_closed(self, reason: str) -> None:
+        await self._stop_heartbeat()  # before the store is closed
         self.store.close()

@@ -242,31 +242,49 @@ def is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
     return beats is not None and beats <= STALE_BEATS
 
 
+def recrawl_is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a recrawl of the crawl is under way: its heartbeat (``recrawl_seen_at``, cleared
+    as it ends) is within ``STALE_BEATS`` of its intervals. A recrawl killed outright leaves
+    it, stale after as long as a crawl's."""
+    beats = _beats_since(crawl.get("recrawl_seen_at"), crawl.get("recrawl_heartbeat_interval"), now)
+    return beats is not None and beats <= STALE_BEATS
+
+
 def _beats_since_seen(crawl: Mapping[str, Any], now: datetime) -> float | None:
     """The heartbeat intervals since a ``running`` crawl's ``seen_at``; None when it is not
     running or its record cannot tell."""
-    interval = crawl.get("heartbeat_interval")
-    if crawl.get("status") != "running" or not crawl.get("seen_at") or not interval:
+    if crawl.get("status") != "running":
         return None
-    seen = stored_time(crawl["seen_at"])
-    return None if seen is None else (now - seen).total_seconds() / interval
+    return _beats_since(crawl.get("seen_at"), crawl.get("heartbeat_interval"), now)
+
+
+def _beats_since(seen_at: str | None, interval: float | None, now: datetime) -> float | None:
+    """The heartbeat intervals from ``seen_at`` to now; None when they cannot be told."""
+    seen = stored_time(seen_at)
+    return None if seen is None or not interval else (now - seen).total_seconds() / interval
 
 
 def describe_status(crawl: Mapping[str, Any], now: datetime | None = None) -> str:
     """``finished``, ``running``, or ``interrupted (reason)``: why it stopped when it is not
     the usual end. A ``running`` crawl whose heartbeat is stale (``is_stale``) is
-    ``stopped? (last seen TIME)``: resuming its JOBDIR continues it."""
-    if is_stale(crawl, now or datetime.now(UTC)):
-        return f"stopped? (last seen {describe_time(crawl['seen_at'])})"
-    status = crawl.get("status") or "unknown"
-    reason = crawl.get("finish_reason")
-    return f"{status} ({reason})" if status == "interrupted" and reason else status
+    ``stopped? (last seen TIME)``: resuming its JOBDIR continues it. ``, recrawling`` follows
+    while a recrawl of it is under way (``recrawl_is_live``)."""
+    now = now or datetime.now(UTC)
+    if is_stale(crawl, now):
+        status = f"stopped? (last seen {describe_time(crawl['seen_at'])})"
+    else:
+        status = crawl.get("status") or "unknown"
+        reason = crawl.get("finish_reason")
+        status = f"{status} ({reason})" if status == "interrupted" and reason else status
+    return f"{status}, recrawling" if recrawl_is_live(crawl, now) else status
 
 
 def crawl_json(crawl: Mapping[str, Any], now: datetime | None = None) -> dict[str, Any]:
     """The crawl record as stored, with ``stale``: whether ``describe_status`` shows it as
-    ``stopped?``, so that a script reading ``--json`` need not repeat the rule."""
-    return {**crawl, "stale": is_stale(crawl, now or datetime.now(UTC))}
+    ``stopped?``, and ``recrawling``: whether a recrawl of it is under way
+    (``recrawl_is_live``), so that a script reading ``--json`` need not repeat the rules."""
+    now = now or datetime.now(UTC)
+    return {**crawl, "stale": is_stale(crawl, now), "recrawling": recrawl_is_live(crawl, now)}
 
 
 def draw_png(report: Report, path: str | os.PathLike[str]) -> None:

@@ -39,7 +39,7 @@ from focused.extract import is_rendered
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-    from scrapy.http import TextResponse
+    from scrapy.http import Response, TextResponse
     from scrapy.settings import BaseSettings
 
 NOINDEX, NOFOLLOW = "noindex", "nofollow"
@@ -105,9 +105,15 @@ def page_robots(response: TextResponse, token: str | None) -> tuple[str, ...]:
     for meta in response.xpath(RENDERED_METAS if is_rendered(response) else METAS):
         if meta.attrib.get("name", "").strip().lower() in names:
             found |= directives(meta.attrib.get("content", ""), token)
+    return honoured(found | header_directives(response, token))
+
+
+def header_directives(response: Response, token: str) -> set[str]:
+    """The directives of the response's ``X-Robots-Tag`` headers that apply to ``token``."""
+    found: set[str] = set()
     for header in response.headers.getlist(b"X-Robots-Tag"):
         found |= directives(header.decode("latin-1"), token)
-    return honoured(found)
+    return found
 
 
 def stored_robots(asked: tuple[str, ...]) -> str | None:

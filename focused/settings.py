@@ -149,6 +149,7 @@ FOCUSED_UNSTORED_DIR = None
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
 # Seconds between refreshes of the crawl record's seen_at while the crawl runs (one small update);
 # `scrapy crawls` shows a `running` crawl silent for 3 of them as stopped (killed, crashed).
+# A recrawl refreshes the record's recrawl_seen_at so: silent for 3, it no longer holds the crawl.
 FOCUSED_HEARTBEAT_INTERVAL = 30.0
 
 # -- Progress --------------------------------------------------------------------------------

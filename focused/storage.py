@@ -120,6 +120,13 @@ CRAWL_SCHEMA: dict[str, type] = {
     # them: punycode), which its recrawl stays within too (focused.refresh); [] for a crawl
     # that could go anywhere, None in records written before it.
     "allowed_domains": list,
+    # A recrawl's heartbeat (focused.refresh): set as a recrawl of the crawl starts
+    # (``claim_recrawl``), refreshed every recrawl_heartbeat_interval seconds (its
+    # FOCUSED_HEARTBEAT_INTERVAL) while it runs, both None once it ended. The crawl's own
+    # seen_at and status stay as the crawl left them. Last, where SQLite adds them to a file
+    # written before them.
+    "recrawl_seen_at": str,
+    "recrawl_heartbeat_interval": float,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 # The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with
@@ -197,6 +204,13 @@ class PageQuery:
 
 def _utc_now() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def _recrawl_mark(interval: float | None) -> dict[str, Any]:
+    """The crawl record's fields of a recrawl under way every ``interval`` seconds (None: of
+    none). Both written together: a run of the crawl started meanwhile replaces its record."""
+    seen = None if interval is None else _utc_now()
+    return {"recrawl_seen_at": seen, "recrawl_heartbeat_interval": interval}
 
 
 def stored_time(iso: str | None) -> datetime | None:
@@ -367,6 +381,23 @@ class Store(ABC):
         with self._failing(f"refresh the heartbeat of crawl {crawl_id}"):
             self._update_crawl(crawl_id, {"seen_at": _utc_now()})
 
+    def claim_recrawl(self, crawl_id: str, seen: str | None, interval: float) -> bool:
+        """Mark a recrawl of the crawl under way (``recrawl_heartbeat``), if its record still
+        has the ``recrawl_seen_at`` read as ``seen``: whether it did. Compare and set in one
+        update, so that of two recrawls started together, each having read no recrawl under
+        way, one only goes on."""
+        with self._failing(f"mark crawl {crawl_id} as being recrawled"):
+            return self._update_crawl(
+                crawl_id, _recrawl_mark(interval), where={"recrawl_seen_at": seen}
+            )
+
+    def recrawl_heartbeat(self, crawl_id: str, interval: float | None) -> None:
+        """Set the crawl record's ``recrawl_seen_at`` to now and its
+        ``recrawl_heartbeat_interval``: a recrawl of it is alive, and says so every
+        ``interval`` seconds. ``interval`` None clears both: the recrawl ended."""
+        with self._failing(f"refresh the recrawl heartbeat of crawl {crawl_id}"):
+            self._update_crawl(crawl_id, _recrawl_mark(interval))
+
     def finish_crawl(self, crawl_id: str, **fields: Any) -> None:
         """Update the finish fields (``FINISH_FIELDS``) of a crawl record.
 
@@ -505,7 +536,11 @@ class Store(ABC):
     def _update_pages(self, updates: list[dict[str, Any]]) -> None: ...
 
     @abstractmethod
-    def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None: ...
+    def _update_crawl(
+        self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
+    ) -> bool:
+        """Set fields of the crawl record, if its fields named in ``where`` have those values
+        (None: null or missing); whether a record was updated."""
 
     @abstractmethod
     def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
@@ -765,12 +800,18 @@ class SqliteStore(Store):
                     [*(update[name] for name in fields), update["crawl_id"], update["url"]],
                 )
 
-    def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None:
-        assignments = ", ".join(f"{name} = ?" for name in fields)  # names checked by the caller
+    def _update_crawl(
+        self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
+    ) -> bool:
+        # Names checked by the caller. IS compares NULL as a value.
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        conditions = "".join(f" AND {name} IS ?" for name in where or {})
         with self._conn:
-            self._conn.execute(
-                f"UPDATE crawls SET {assignments} WHERE crawl_id = ?", [*fields.values(), crawl_id]
+            cursor = self._conn.execute(
+                f"UPDATE crawls SET {assignments} WHERE crawl_id = ?{conditions}",
+                [*fields.values(), crawl_id, *(where or {}).values()],
             )
+        return cursor.rowcount > 0
 
     def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
         where = [] if crawl_id is None else [("crawl_id = ?", crawl_id)]
@@ -901,8 +942,12 @@ class MongoStore(Store):
             ordered=False,
         )
 
-    def _update_crawl(self, crawl_id: str, fields: dict[str, Any]) -> None:
-        self._crawls.update_one({"crawl_id": crawl_id}, {"$set": fields})
+    def _update_crawl(
+        self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
+    ) -> bool:
+        # A condition on None matches a field null or missing (a document written before it).
+        found = self._crawls.update_one({**(where or {}), "crawl_id": crawl_id}, {"$set": fields})
+        return found.matched_count > 0
 
     def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
         where = {} if crawl_id is None else {"crawl_id": crawl_id}

@@ -235,16 +235,27 @@ class StoragePipeline:
             self._forced_stop_trigger = reactor.addSystemEventTrigger(
                 "before", "shutdown", self.forced_stop
             )
+        self._start_heartbeat()
+
+    def _start_heartbeat(self) -> None:
+        """Beat every ``heartbeat_interval`` seconds from now on. Only under a reactor (not in
+        a test driving the pipeline on asyncio alone)."""
+        if is_reactor_installed():
             self._heartbeat = task.LoopingCall(lambda: deferred_from_coro(self.beat()))
             self._heartbeat_stopped = self._heartbeat.start(self.heartbeat_interval, now=False)
 
     async def beat(self) -> None:
-        """Refresh the crawl record's ``seen_at``. A failure is only logged: the next beat tries
-        again (a LoopingCall would stop at an exception), and page writes have their retries."""
+        """Say in the store that the crawl is alive (``heartbeat``). A failure is only logged:
+        the next beat tries again (a LoopingCall would stop at an exception), and page writes
+        have their retries."""
         try:
-            await self._call(self.store.heartbeat, self.crawl_id)
+            await self._call(self.heartbeat)
         except StoreError as exc:
             logger.warning("%s", exc)
+
+    def heartbeat(self) -> None:
+        """Refresh the crawl record's ``seen_at``."""
+        self.store.heartbeat(self.crawl_id)
 
     async def _stop_heartbeat(self) -> None:
         if self._heartbeat is not None and self._heartbeat.running:

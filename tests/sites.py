@@ -162,7 +162,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if site.validators and not_modified(reply, self.headers):
             site.not_modified.append(self.path)
-            names = ("ETag", "Last-Modified")
+            # As nginx's add_header does, an X-Robots-Tag goes with the 304 too.
+            names = ("ETag", "Last-Modified", "X-Robots-Tag")
             validators = {name: reply.headers[name] for name in names if name in reply.headers}
             reply = Reply(304, b"", None, validators, length=None)
         body = reply.body.encode("utf-8") if isinstance(reply.body, str) else reply.body

@@ -537,7 +537,7 @@ def test_report_json(stored, sqlite, mongo):
     out = ok(sqlite("report", "done", "--json"))
     report = json.loads(out)
     pages = stored.pages["done"]
-    assert report["crawl"] == {**stored.crawls["done"], "stale": False}
+    assert report["crawl"] == {**stored.crawls["done"], "stale": False, "recrawling": False}
     assert report["totals"]["stored"] == len(pages)
     assert [
         [str(row["level"]), str(row["pages"]), str(row["relevant"])] for row in report["levels"]

@@ -28,14 +28,18 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
-from focused.arguments import crawl_lock_offset
+from focused import storage
+from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
+from focused.commands import recrawl as recrawl_command
 from focused.commands.recrawl import Command as RecrawlCommand
-from focused.hygiene import RedirectMiddleware, skip_reason
+from focused.errors import ConfigError
+from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
 from focused.items import PageItem
 from focused.refresh import (
     OTHER_WHITESPACE,
     OffsiteMiddleware,
     RecrawlSpider,
+    RefreshPipeline,
     collapse_whitespace,
     content_hash,
     first_visit,
@@ -44,7 +48,7 @@ from focused.refresh import (
     select_pages,
 )
 from focused.relevance import RelevanceModel
-from focused.report import is_live
+from focused.report import describe_status, is_live, recrawl_is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
@@ -189,6 +193,90 @@ def test_a_page_s_validators_are_sent_back_and_a_304_is_a_visit_without_a_change
     stats = crawler.stats.get_stats()
     assert (stats["focused/refresh/not_modified"], stats["focused/refresh/unchanged"]) == (1, 1)
     assert stats["focused/skipped/http_304"] == 1
+
+
+def test_a_304_freshens_the_validators_it_sends():
+    """A 304 carries the validators a 200 would (RFC 9110 15.4.5): the stored ones were kept
+    whatever it sent, and a page whose server moved to a new ETag (a new server, a new build)
+    was asked with the old one for good. Those it sends are stored (RFC 9111 4.3.4,
+    freshening), those it does not send stay."""
+    crawler = get_crawler(RecrawlSpider)
+    page_ = stored("http://a.test/x", etag=ETAG, last_modified=LAST_MODIFIED)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[page_], policy="uniform")
+    crawler.stats.open_spider()
+    [request] = started(spider)
+    for headers, expected in [
+        ({"ETag": '"new"'}, {"etag": '"new"'}),
+        ({"Last-Modified": "Sun, 02 Jun 2024"}, {"last_modified": "Sun, 02 Jun 2024"}),
+        ({}, {}),
+    ]:
+        response = Response(request.url, status=304, headers=headers, request=request)
+        [update] = spider.parse(response)
+        del update["fetched_at"]
+        assert update == {"crawl_id": "c1", "url": request.url, "visits": 2, **expected}
+
+
+@pytest.mark.parametrize(
+    ("robots", "header", "refetched"),
+    [
+        (None, None, False),  # the 304 says nothing of it: as stored
+        (None, "noindex", True),  # now noindex: its text must go
+        (None, "otherbot: noindex", False),  # not ours
+        ("noindex", "noindex", False),  # as stored
+        ("noindex", None, False),  # says nothing: the stored noindex may be its meta's
+        ("noindex", "nofollow", True),  # the stored noindex may have been the header's
+        ("noindex,nofollow", "none", False),
+    ],
+)
+def test_a_304_whose_x_robots_tag_differs_from_the_stored_robots_is_fetched_in_full(
+    robots, header, refetched
+):
+    """A 304's X-Robots-Tag was ignored: a page that now said noindex by header kept its text.
+    A 304 cannot tell what the page's meta tags say now (the stored ``robots`` combines both),
+    so a 304 whose X-Robots-Tag asks for other directives than those stored is not taken as
+    the answer: the page is requested again in full, without its validators, and judged by
+    its 200 as any page fetched in full."""
+    crawler = get_crawler(RecrawlSpider, {"ROBOTS_META_OBEY": True})
+    page_ = stored("http://a.test/x", etag=ETAG, robots=robots)
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[page_], policy="uniform")
+    crawler.stats.open_spider()
+    [request] = started(spider)
+    headers = {"X-Robots-Tag": header} if header else {}
+    response = Response(request.url, status=304, headers=headers, request=request)
+    [output] = spider.parse(response)
+    if refetched:
+        assert isinstance(output, scrapy.Request)
+        assert (output.url, output.meta["stored"]) == (request.url, page_)
+        assert b"If-None-Match" not in output.headers
+        assert crawler.stats.get_value("focused/refresh/refetched") == 1
+    else:
+        assert output["visits"] == 2
+        assert crawler.stats.get_value("focused/refresh/not_modified") == 1
+
+
+def test_head_check_sends_no_head_before_a_conditional_request():
+    """HEAD_CHECK sent its HEAD, without the validators, before each GET of a recrawl: every
+    unchanged page cost a full HEAD answer and then its 304, two requests where one does (and
+    a HEAD asked with them would answer 304, without the Content-Type it checks). A
+    conditional GET is its own check: unchanged, it brings no body."""
+
+    class Engine:
+        def __init__(self) -> None:
+            self.downloads: list[scrapy.Request] = []
+
+        async def download_async(self, request: scrapy.Request) -> Response:
+            self.downloads.append(request)
+            return Response(request.url, headers={"Content-Type": "text/html"})
+
+    crawler = get_crawler(RecrawlSpider, {"HEAD_CHECK": True})
+    crawler.engine = Engine()
+    middleware = HeadCheckMiddleware.from_crawler(crawler)
+    pages = [stored("http://a.test/x", etag=ETAG), stored("http://a.test/y")]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    for request in started(spider):
+        assert asyncio.run(middleware.process_request(request)) is None
+    assert [head.url for head in crawler.engine.downloads] == ["http://a.test/y"]
 
 
 @pytest.mark.parametrize("full", [False, True])
@@ -478,6 +566,29 @@ def test_the_summary_counts_every_planned_page(caplog):
     ]
 
 
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({}, "give them again: -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN="),
+        ({"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p"}, "check HTTPAUTH_USER, HTTPAUTH_PASS"),
+    ],
+)
+def test_pages_that_ask_for_a_password_are_said_at_the_close(caplog, settings, said):
+    """A crawl made with -s HTTPAUTH_USER/PASS/DOMAIN was recrawled without them (the crawl
+    record keeps no password, nor the settings of the run): every page answered 401 and the
+    recrawl ended with "N skipped", exit status 0, nothing saying why."""
+    crawler = get_crawler(RecrawlSpider, {**settings, "HTTPAUTH_DOMAIN": "a.test"})
+    pages = [stored(f"http://a.test/{n}") for n in range(3)]
+    spider = RecrawlSpider.from_crawler(crawler, "c1", pages=pages, policy="uniform")
+    crawler.stats.open_spider()
+    crawler.stats.inc_value("focused/skipped/http_401", 3)
+    with caplog.at_level("INFO", logger="focused.refresh"):
+        spider.closed("finished")
+    [warning] = [record for record in caplog.records if record.levelname == "WARNING"]
+    assert warning.getMessage().startswith("3 pages answered 401 Unauthorized: ")
+    assert said in warning.getMessage()
+
+
 def test_update_pages_sets_only_the_given_fields_and_creates_nothing(store):
     store.save_pages([stored("http://a.test/x", title="old", relevance=0.5)])
     store.update_pages(
@@ -568,6 +679,7 @@ class ChangingSite:
     E_MODIFIED = "Sat, 01 Jun 2024 10:00:00 GMT"
 
     def __init__(self) -> None:
+        self.e_robots: str | None = None  # the X-Robots-Tag of /e
         self.pages = {
             "/": html("Home", " ".join(f'<a href="/{name}">{name}</a>' for name in "abcde")),
             "/a": html("Albatross", "<p>The albatross nests on remote islands.</p>"),
@@ -582,7 +694,8 @@ class ChangingSite:
         if body is None:
             return Reply(404, "not found", "text/plain")
         if path == "/e":
-            return Reply(body=body, headers={"Last-Modified": self.E_MODIFIED})
+            robots = {"X-Robots-Tag": self.e_robots} if self.e_robots else {}
+            return Reply(body=body, headers={"Last-Modified": self.E_MODIFIED, **robots})
         return Reply(body=body, headers={"ETag": f'"{content_hash(body, None)[:12]}"'})
 
 
@@ -607,7 +720,9 @@ def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.Co
 def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_path):
     """Also: a recrawl downloaded every page in full. The crawl stores each page's validators,
     and the recrawl sends them back: a page the server says is not modified (304) is recorded
-    unchanged without its body sent again; a page fetched in full gets its new validators."""
+    unchanged without its body sent again; a page fetched in full gets its new validators. A
+    304 whose X-Robots-Tag now says noindex has the page fetched again in full, and stored
+    without its text."""
     content = ChangingSite()
     with Site(content.respond, validators=True) as site:
         crawl = run_crawl(
@@ -632,19 +747,22 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         del content.pages["/c"]
         content.pages["/d"] = html("Dove", "<p>Doves coo loudly.</p>")
         content.pages["/robots.txt"] = "User-agent: *\nDisallow: /d\n"
+        content.e_robots = "noindex"
         site.log.entries.clear()
         model = tmp_path / "job" / "relevance"
         result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
         # /d is skipped: robots.txt now disallows it
-        summary = "crawl test (uniform, 6 pages): 1 changed, 3 unchanged, 1 gone, 1 skipped\n"
+        summary = "crawl test (uniform, 6 pages): 2 changed, 2 unchanged, 1 gone, 1 skipped\n"
         assert summary in result.stderr, result.stderr[-3000:]
-        assert "'focused/refresh/not_modified': 2" in result.stderr, result.stderr[-3000:]
+        assert "'focused/refresh/not_modified': 1" in result.stderr, result.stderr[-3000:]
+        assert "'focused/refresh/refetched': 1" in result.stderr, result.stderr[-3000:]
         fetched = sorted(path for _, path in site.log.gets())
-        # Unchanged: by If-None-Match (/) and If-Modified-Since (/e), no body sent.
+        # Unchanged: by If-None-Match (/) and If-Modified-Since (/e), no body sent; /e again
+        # in full, its 304 now noindex.
         assert sorted(site.not_modified) == ["/", "/e"]
     # Stored pages only (/new is not followed), as robots.txt allows (/d is now disallowed).
-    assert fetched == ["/", "/a", "/b", "/c", "/e"]
+    assert fetched == ["/", "/a", "/b", "/c", "/e", "/e"]
     after = stored_by_path(crawl, site)
     assert set(after) == set(before)
     # Left as it was, but for when it was tried: a later run with a budget takes the others first.
@@ -656,13 +774,15 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     assert b["last_changed"] > before["/b"]["last_changed"]
     assert b["text"] == "Birds lay eggs in nests of twigs.\nnew page"
     assert b["content_hash"] != before["/b"]["content_hash"]
-    for path in ("/", "/a", "/e"):  # the markup of /a changed, not its text
+    for path in ("/", "/a"):  # the markup of /a changed, not its text
         page_ = after[path]
         assert (page_["changes"], page_["visits"], page_["status"]) == (0, 2, 200)
         assert page_["last_changed"] == before[path]["last_changed"]
         assert page_["content_hash"] == before[path]["content_hash"]
         assert page_["fetched_at"] > before[path]["fetched_at"]
-    # The validators of what is stored: the 304s' as they were, those of /a's and /b's new body.
+    e = after["/e"]
+    assert (e["robots"], e["text"], e["changes"], e["visits"]) == ("noindex", None, 1, 2)
+    # The validators of what is stored: the 304's as they were, those of /a's and /b's new body.
     for path in ("/", "/e"):
         validators = ("etag", "last_modified")
         assert [after[path][name] for name in validators] == [
@@ -678,12 +798,14 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     # The changed page is rescored with the crawl's model; the others keep the crawl's scores.
     scores = RelevanceModel.load(model).score(b["text"], b["language"])
     assert b["relevance"] == round(scores.combined, 6) != before["/b"]["relevance"]
-    for path in ("/", "/a", "/c", "/e"):
+    for path in ("/", "/a", "/c"):
         assert after[path]["relevance"] == before[path]["relevance"]
     assert all(after[path]["fetch_order"] == before[path]["fetch_order"] for path in before)
 
     record = crawl.crawl_record()
     assert record["status"] == "finished" and record["pages"] == 6
+    # The recrawl's mark, set as it started, is cleared as it ends: the crawl may be recrawled.
+    assert (record["recrawl_seen_at"], record["recrawl_heartbeat_interval"]) == (None, None)
 
 
 def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_through(tmp_path):
@@ -921,6 +1043,110 @@ def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(cli, tmp_path):  # no
     result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
     one_line_error(result, 2, "crawl c1 is running (last seen ")
     assert "let it end (Ctrl-C pauses it), then recrawl it" in result.stderr
+
+
+def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
+    """Two recrawls started together each read no recrawl under way: one only marks it."""
+    assert store.claim_recrawl("c1", None, 30.0)
+    seen = store.get_crawl("c1")["recrawl_seen_at"]
+    assert not store.claim_recrawl("c1", None, 30.0)
+    assert store.claim_recrawl("c1", seen, 30.0)  # a stale mark read is taken over
+    store.recrawl_heartbeat("c1", None)
+    ended = store.get_crawl("c1")
+    assert (ended["recrawl_seen_at"], ended["recrawl_heartbeat_interval"]) == (None, None)
+    assert store.claim_recrawl("c1", None, 30.0)
+
+
+def planned(settings: dict) -> RecrawlCommand:
+    """The recrawl command's checks and plan of crawl c1 (its crawl is not run)."""
+    command = RecrawlCommand()
+    command.settings = Settings()
+    command.settings.setmodule("focused.settings")
+    command.settings.update(settings)
+    parser = argparse.ArgumentParser()
+    command.add_options(parser)
+    command.process_options(["c1"], parser.parse_args([]))
+    return command
+
+
+def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """On MongoDB no lock is taken, and a recrawl wrote no heartbeat: a second recrawl of the
+    crawl, or the crawl resumed, while one ran fetched every page again beside it. The recrawl
+    now marks the crawl's record (``recrawl_seen_at``, refreshed by its pipeline, cleared as
+    it ends), and leaves the crawl's own status and heartbeat alone."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    settings = {"MONGO_URI": "mongodb://db.test"}
+    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
+    store.finish_crawl("c1", status="finished", finish_reason="finished")
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+    before = store.get_crawl("c1")
+    first = planned(settings)
+    marked = store.get_crawl("c1")
+    assert recrawl_is_live(marked, datetime.now(UTC))
+    assert describe_status(marked) == "finished, recrawling"
+    recrawl_fields = {"recrawl_seen_at", "recrawl_heartbeat_interval"}
+    assert {name: value for name, value in marked.items() if name not in recrawl_fields} == {
+        name: value for name, value in before.items() if name not in recrawl_fields
+    }
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        planned(settings)
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: crawl c1 is being recrawled in another process (last seen ")
+    assert line.endswith("let that recrawl end, then recrawl it")
+    config = CrawlConfig("q", "q", (), "bfs", {}, crawl_id="c1", order={})
+    with pytest.raises(ConfigError, match=r"crawl c1 is being recrawled .*: let the recrawl end"):
+        check_store(Settings(settings), config)
+    # Its pipeline's heartbeat keeps the mark fresh.
+    crawler = get_crawler(RecrawlSpider, settings)
+    crawler.spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    pipeline = RefreshPipeline.from_crawler(crawler)
+    asyncio.run(pipeline.open_spider())
+    utc_now = storage._utc_now
+    monkeypatch.setattr(storage, "_utc_now", lambda: "3000-01-01T00:00:00+00:00")
+    asyncio.run(pipeline.beat())
+    assert store.get_crawl("c1")["recrawl_seen_at"] == "3000-01-01T00:00:00+00:00"
+    monkeypatch.setattr(storage, "_utc_now", utc_now)
+    asyncio.run(pipeline.spider_closed("finished"))
+    # Ended, it clears the mark: the crawl may be recrawled again.
+    first._end_claim("c1")
+    assert store.get_crawl("c1")["recrawl_seen_at"] is None
+    assert planned(settings).pages
+
+
+def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """The crawl record was read once, before the plan: a run of the crawl (MongoDB, no lock)
+    recorded as started while the pages were read was missed, and both fetched every page. The
+    record is read again once the recrawl marked it; the mark is then taken back."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    settings = {"MONGO_URI": "mongodb://db.test"}
+    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
+    store.finish_crawl("c1", status="finished", finish_reason="finished")
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+
+    def planned_as_the_crawl_starts(*args, **kwargs):
+        store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})  # seen now
+        return plan_recrawl(*args, **kwargs)
+
+    monkeypatch.setattr(recrawl_command, "plan_recrawl", planned_as_the_crawl_starts)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        planned(settings)
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: crawl c1 is running (last seen ")
+    assert store.get_crawl("c1")["recrawl_seen_at"] is None
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

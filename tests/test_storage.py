@@ -163,6 +163,8 @@ def check_round_trip(store: Store) -> None:
         "resumed_at": None,
         "seen_at": started["seen_at"],
         "heartbeat_interval": None,  # given by the storage pipeline
+        "recrawl_seen_at": None,
+        "recrawl_heartbeat_interval": None,
     }
     assert started["seen_at"] > crawl_record()["started_at"]  # now
     assert list(started) == list(CRAWL_FIELDS)
@@ -194,6 +196,8 @@ def check_round_trip(store: Store) -> None:
         "resumed_at": None,
         "seen_at": started["seen_at"],
         "heartbeat_interval": None,  # given by the storage pipeline
+        "recrawl_seen_at": None,
+        "recrawl_heartbeat_interval": None,
     }
     stored = store.pages("c1", order="fetch_order")
     assert stored == pages
@@ -548,7 +552,10 @@ def test_sqlite_schema(tmp_path):
 
 
 # Crawl fields an older version's file lacks.
-NEWER_CRAWL_FIELDS = ("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains")
+NEWER_CRAWL_FIELDS = (
+    *("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains"),
+    *("recrawl_seen_at", "recrawl_heartbeat_interval"),
+)
 
 
 def older_sqlite_file(path: Path, *, with_pages: bool = False) -> Path:

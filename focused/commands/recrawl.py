@@ -5,7 +5,9 @@ The options, the store and the crawl are checked before the crawler process star
 mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
 cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
 crawl's lock, ``focused.arguments.lock_crawl``; or, where no lock is taken, MongoDB or a shared
-crawl, a crawl recorded ``running`` whose heartbeat is fresh: ``focused.report.is_live``), 1
+crawl, a crawl recorded ``running`` whose heartbeat is fresh, ``focused.report.is_live``, or
+being recrawled, its ``recrawl_seen_at`` fresh, ``recrawl_is_live``: the recrawl marks the
+crawl's record so, ``Store.claim_recrawl``, and clears the mark as it ends), 1
 for an unknown crawl or an unreachable store (as the reading commands,
 ``focused.storecommand``). A recrawl that had to stop (its store gone: ``store_unreachable``;
 Chromium no longer launching: ``browser_unavailable``), whose updates the store could not take
@@ -15,6 +17,7 @@ at the close, or stopped uncleanly by a second Ctrl-C exits with status 1, as a 
 
 from __future__ import annotations
 
+import logging
 import pickle
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -33,8 +36,8 @@ from focused.commands.crawl import run_failed
 from focused.errors import ConfigError, cut
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
-from focused.report import describe_time, is_live
-from focused.storage import StoreError
+from focused.report import describe_time, is_live, recrawl_is_live
+from focused.storage import StoreError, open_store
 from focused.storecommand import (
     NOT_FOUND,
     USAGE_ERROR,
@@ -53,12 +56,15 @@ if TYPE_CHECKING:
     from focused.relevance import RelevanceModel
 
 
+logger = logging.getLogger(__name__)
+
 # How a refusal beside a running crawl ends.
 THEN = "then recrawl it"
 
 
 class Command(ScrapyCommand):
     requires_project = True
+    claimed = False  # the crawl's record marked as being recrawled by this process (_plan)
 
     def syntax(self) -> str:
         return "[options] CRAWL_ID"
@@ -75,7 +81,9 @@ class Command(ScrapyCommand):
             " the --budget pages with the highest (changes + 1) / (visits + 1) times the time"
             " since their last fetch. A page stored with an ETag or Last-Modified is asked for"
             " only if it changed (If-None-Match, If-Modified-Since); a 304 Not Modified is"
-            " recorded as unchanged (--full: every page in full)."
+            " recorded as unchanged (--full: every page in full). The crawl's settings are not"
+            " kept: give its -s again (HTTPAUTH_USER, HTTPAUTH_PASS, HTTPAUTH_DOMAIN for a site"
+            " behind a password)."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -146,16 +154,31 @@ class Command(ScrapyCommand):
             lock_crawl(self.settings, crawl_id, then=THEN)
             # The processes of a crawl into MongoDB or of a shared crawl take no lock: their
             # heartbeat tells that they are crawling.
-            if is_live(crawl, datetime.now(UTC)):
-                raise ConfigError(
-                    f"crawl {crawl_id} is running (last seen {describe_time(crawl['seen_at'])}):"
-                    f" let it end (Ctrl-C pauses it), {THEN}"
-                )
+            now = datetime.now(UTC)
+            if is_live(crawl, now):
+                raise running(crawl)
+            if recrawl_is_live(crawl, now):
+                raise recrawled_elsewhere(crawl_id, crawl["recrawl_seen_at"])
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
                 raise InspectError(f"crawl {crawl_id} has no stored pages to fetch again")
+            # Marked in the crawl's record (refreshed by RefreshPipeline, cleared by ``run``),
+            # so that a recrawl or a run of the crawl started meanwhile is refused where no
+            # lock tells (MongoDB, a shared crawl). Unless another recrawl marked it since the
+            # record was read: one of two started together goes on.
+            interval = self.settings.getfloat("FOCUSED_HEARTBEAT_INTERVAL")
+            if not store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval):
+                raise recrawled_elsewhere(crawl_id, store.get_crawl(crawl_id)["recrawl_seen_at"])
+            # Read again once marked: a run of the crawl recorded as started since the first
+            # read (while the plan was made) is seen now. One that checked the record before
+            # the mark and records its start after this read is not (focused.arguments).
+            crawl = store.get_crawl(crawl_id)
+            if crawl is not None and is_live(crawl, datetime.now(UTC)):
+                store.recrawl_heartbeat(crawl_id, None)
+                raise running(crawl)
+            self.claimed = True
             return pages
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
@@ -166,20 +189,52 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.crawler_process is not None
-        crawler = self.crawler_process.create_crawler(RecrawlSpider)
-        self.crawler_process.crawl(
-            crawler,
-            crawl_id=args[0],
-            pages=self.pages,
-            policy=opts.policy,
-            model=self.model,
-            render=opts.render,
-            conditional=not opts.full,
-            allowed_domains=self.allowed_domains,
-        )
-        self.crawler_process.start()
+        try:
+            crawler = self.crawler_process.create_crawler(RecrawlSpider)
+            self.crawler_process.crawl(
+                crawler,
+                crawl_id=args[0],
+                pages=self.pages,
+                policy=opts.policy,
+                model=self.model,
+                render=opts.render,
+                conditional=not opts.full,
+                allowed_domains=self.allowed_domains,
+            )
+            self.crawler_process.start()
+        finally:
+            self._end_claim(args[0])
         if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
             self.exitcode = 1
+
+    def _end_claim(self, crawl_id: str) -> None:
+        """Clear the crawl record's mark of this recrawl, however it ended (a second Ctrl-C
+        closes no pipeline). A store that cannot take it leaves the mark to lapse: the crawl
+        can be recrawled once it is stale (3 heartbeat intervals)."""
+        if not self.claimed:
+            return
+        try:
+            store = open_store(self.settings, create=False)
+            try:
+                store.recrawl_heartbeat(crawl_id, None)
+            finally:
+                store.close()
+        except StoreError as exc:
+            logger.warning("%s", exc)
+
+
+def running(crawl: dict[str, Any]) -> ConfigError:
+    return ConfigError(
+        f"crawl {crawl['crawl_id']} is running (last seen {describe_time(crawl['seen_at'])}):"
+        f" let it end (Ctrl-C pauses it), {THEN}"
+    )
+
+
+def recrawled_elsewhere(crawl_id: str, seen_at: str | None) -> ConfigError:
+    return ConfigError(
+        f"crawl {crawl_id} is being recrawled in another process (last seen"
+        f" {describe_time(seen_at)}): let that recrawl end, {THEN}"
+    )
 
 
 def _load_model(directory: str) -> RelevanceModel:
