@@ -9,8 +9,9 @@
   under) is not stored again.
 - **Near-duplicate content** (``focused.simhash``, ``NEAR_DUPLICATE_DISTANCE``, default 3 bits;
   -1 = off): a page whose SimHash is that close to the SimHash of a page stored earlier. A page
-  marked ``noindex`` (``focused.robotsmeta``) is neither looked up nor added: stored without
-  text, it must not stand for the pages that resemble it.
+  marked ``noindex`` (``focused.robotsmeta``) is looked up but not added: stored without text,
+  it must not stand for the pages that resemble it, while a copy of a page stored earlier is a
+  duplicate as any other, and its links are not followed.
 
 A duplicate keeps its own URL, gets ``duplicate_of`` = the URL of the page it repeats, and is
 stored without text (the storage pipeline drops it); its links are not followed, since the
@@ -143,9 +144,7 @@ class DuplicateMiddleware(PageOutputMiddleware):
             page["url"] = fetched_as
             page["duplicate_of"] = declared
             self.stats.inc_value("focused/duplicates/canonical")
-        # A noindex page is stored without text: taken as the original of a later copy, it
-        # would leave that copy's text unstored too (focused.robotsmeta).
-        if not page.get("duplicate_of") and self.near_index is not None and not is_noindex(page):
+        if not page.get("duplicate_of") and self.near_index is not None:
             self._check_near_duplicate(page, self.near_index)
         if page.get("duplicate_of"):
             children = sum(isinstance(o, Request) for o in outputs)
@@ -179,7 +178,9 @@ class DuplicateMiddleware(PageOutputMiddleware):
         if fingerprint is None:
             return
         try:
-            original = index.find_or_add(fingerprint, page["url"])
+            # A noindex page is stored without text: taken as the original of a later copy, it
+            # would leave that copy's text unstored too (focused.robotsmeta).
+            original = index.find_or_add(fingerprint, page["url"], add=not is_noindex(page))
         except JobdirUnwritable:
             return  # the crawl stops, and stores no more pages (focused.jobdir)
         # The page's own URL: fetched again (a request in flight at a crash).

@@ -129,11 +129,11 @@ class SimHashIndex:
         values = [value for band in bands(fingerprint) for value in (*band, blob, url)]
         self._db.execute(f"INSERT INTO bands VALUES {rows}", values)
 
-    def find_or_add(self, fingerprint: int, url: str) -> str | None:
+    def find_or_add(self, fingerprint: int, url: str, add: bool = True) -> str | None:
         """The URL of a page at most ``max_distance`` bits away; if there is none, ``url`` is
-        added and the answer is None."""
+        added (unless not ``add``) and the answer is None."""
         original = self.find(fingerprint)
-        if original is None:
+        if original is None and add:
             self.add(fingerprint, url)
         return original
 
@@ -145,7 +145,7 @@ class SimHashIndex:
 # step, so that of two processes adding near-duplicates at the same moment one finds the
 # other's. Fingerprints are 16 hex digits; the distance is counted 16 bits at a time (Lua
 # numbers are doubles, exact to 2^53). KEYS: urls hash, then one set per band.
-# ARGV: fingerprint, url, max distance.
+# ARGV: fingerprint, url, max distance, "1" to add it when none is close (else only find).
 FIND_OR_ADD = """
 local function bits(x)
   local n = 0
@@ -170,6 +170,7 @@ for i = 2, #KEYS do
     if distance(fingerprint, other) <= limit then return redis.call('HGET', KEYS[1], other) end
   end
 end
+if ARGV[4] ~= '1' then return false end
 for i = 2, #KEYS do redis.call('SADD', KEYS[i], fingerprint) end
 redis.call('HSET', KEYS[1], fingerprint, ARGV[2])
 return false
@@ -188,10 +189,10 @@ class SharedSimHashIndex:
         self.shared = shared
         self._find_or_add = shared.redis.register_script(FIND_OR_ADD)
 
-    def find_or_add(self, fingerprint: int, url: str) -> str | None:
+    def find_or_add(self, fingerprint: int, url: str, add: bool = True) -> str | None:
         """As ``SimHashIndex.find_or_add``, atomically across the processes."""
         keys = [self.shared.key("near:urls")]
         keys += [self.shared.key(f"near:{band}:{value:04x}") for band, value in bands(fingerprint)]
-        args = [f"{fingerprint:016x}", url, self.max_distance]
+        args = [f"{fingerprint:016x}", url, self.max_distance, int(add)]
         original = self.shared.run(self._find_or_add, keys=keys, args=args)
         return None if original is None else original.decode()

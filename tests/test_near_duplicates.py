@@ -199,6 +199,37 @@ def test_a_page_is_tokenized_once_for_its_fingerprint_score_and_training(monkeyp
     assert crawler.stats.get_value("focused/scoring_cpu_ms") > 0
 
 
+def test_a_noindex_copy_is_a_duplicate_but_never_an_original(sample_graph):
+    """A noindex page is stored without text: it stands for no later copy, but a copy of a page
+    stored before it is a duplicate as any other, and its links are not followed (they were
+    followed, from the stored page, whatever the noindex page's were)."""
+    import scrapy
+    from scrapy.http import HtmlResponse
+
+    from focused.dedup import DuplicateMiddleware
+    from focused.items import PageItem
+
+    crawler = get_crawler(settings_dict={"NEAR_DUPLICATE_DISTANCE": MAX_DISTANCE})
+    crawler.spider = type("Spider", (), {"state": {}})()
+    middleware = DuplicateMiddleware(crawler)
+    text, other = sample_texts(sample_graph)[:2]
+
+    def outputs(path: str, page_text: str, robots: str | None = None) -> list:
+        url = f"http://127.0.0.1/{path}"
+        page = PageItem(url=url, text=page_text, language="en", robots=robots)
+        child = scrapy.Request(f"{url}/child")
+        response = HtmlResponse(url, body=b"<html></html>")
+        return middleware.process_outputs(response, [page, child])
+
+    assert len(outputs("stored", text)) == 2
+    copy, *children = outputs("noindex-copy", f"{text} {DECEMBER}", robots="noindex")
+    assert copy["duplicate_of"] == "http://127.0.0.1/stored" and children == []
+    # Unlike an indexed page, a noindex one is not in the index: its copies are stored.
+    assert len(outputs("noindex", other, robots="noindex")) == 2
+    original, *children = outputs("copy-of-noindex", f"{other} {DECEMBER}")
+    assert original.get("duplicate_of") is None and len(children) == 1
+
+
 # -- a crawl shared by several processes: one index and one set of stored URLs in Redis -------
 
 
@@ -241,6 +272,13 @@ def test_the_shared_index_finds_what_a_full_scan_finds_across_processes(redis_se
             stored[f"p{i}"] = probe  # added, for every process
         else:
             assert found in expected
+
+
+def test_the_shared_index_finds_without_adding_when_asked(redis_server):  # noqa: F811
+    index = SharedSimHashIndex(MAX_DISTANCE, shared_crawl(redis_server.url))
+    assert index.find_or_add(0xF0F0_0000_FFFF_1234, "http://h/noindex", add=False) is None
+    assert index.find_or_add(0xF0F0_0000_FFFF_1234 ^ 0b1, "http://h/a") is None  # not there
+    assert index.find_or_add(0xF0F0_0000_FFFF_1234, "http://h/b", add=False) == "http://h/a"
 
 
 def test_near_duplicates_added_at_once_by_many_processes_are_stored_once(redis_server):  # noqa: F811
