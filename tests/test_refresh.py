@@ -1069,6 +1069,18 @@ def planned(settings: dict) -> RecrawlCommand:
     return command
 
 
+def finished_mongo_crawl(monkeypatch, client) -> tuple[dict[str, str], MongoStore]:
+    """Crawl c1 finished, with one page, in a MongoDB (mongomock) the commands open: their
+    settings, and the store."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: client)
+    settings = {"MONGO_URI": "mongodb://db.test"}
+    store = MongoStore("mongodb://db.test", "focused", client=client)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
+    store.finish_crawl("c1", status="finished", finish_reason="finished")
+    store.save_pages([stored("http://127.0.0.1:9/a")])
+    return settings, store
+
+
 def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     monkeypatch,
     mongo_client,  # noqa: F811
@@ -1078,12 +1090,7 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     crawl, or the crawl resumed, while one ran fetched every page again beside it. The recrawl
     now marks the crawl's record (``recrawl_seen_at``, refreshed by its pipeline, cleared as
     it ends), and leaves the crawl's own status and heartbeat alone."""
-    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
-    settings = {"MONGO_URI": "mongodb://db.test"}
-    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
-    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
-    store.finish_crawl("c1", status="finished", finish_reason="finished")
-    store.save_pages([stored("http://127.0.0.1:9/a")])
+    settings, store = finished_mongo_crawl(monkeypatch, mongo_client)
     before = store.get_crawl("c1")
     first = planned(settings)
     marked = store.get_crawl("c1")
@@ -1128,12 +1135,7 @@ def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
     """The crawl record was read once, before the plan: a run of the crawl (MongoDB, no lock)
     recorded as started while the pages were read was missed, and both fetched every page. The
     record is read again once the recrawl marked it; the mark is then taken back."""
-    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
-    settings = {"MONGO_URI": "mongodb://db.test"}
-    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
-    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0, "seen_at": at(2)})
-    store.finish_crawl("c1", status="finished", finish_reason="finished")
-    store.save_pages([stored("http://127.0.0.1:9/a")])
+    settings, store = finished_mongo_crawl(monkeypatch, mongo_client)
 
     def planned_as_the_crawl_starts(*args, **kwargs):
         store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})  # seen now
