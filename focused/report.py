@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
 # The page fields the figures need: the report reads only these, never the page texts.
-REPORT_FIELDS = ("level", "relevance", "is_relevant", "fetch_order", "status", "robots")
+REPORT_FIELDS = (
+    *("level", "relevance", "is_relevant", "fetch_order", "status", "robots", "duplicate_of"),
+)
 TOTALS_FIELDS = ("is_relevant", "fetch_order")
 TOP_FIELDS = (
     *("url", "title", "level", "tfidf", "lsi", "relevance", "is_relevant", "fetch_order"),
-    *("status", "robots"),
+    *("status", "robots", "duplicate_of"),
 )
 TOP_PAGES = 10
 DECILES = 10
@@ -84,6 +86,7 @@ class Report:
     stored: int  # pages stored: fewer than fetched with STORE_MIN_RELEVANCE
     gone: int  # stored pages no longer there when last fetched (a recrawl's 404 or 410)
     noindex: int  # stored pages kept without their text: they asked not to be indexed
+    duplicates: int  # stored pages kept without their text: copies of others (duplicate_of)
     levels: list[LevelRow]
     curve: list[HarvestPoint]
     deciles: list[HarvestPoint]
@@ -164,6 +167,7 @@ def build_report(
         stored=len(pages),
         gone=sum(is_gone(page) for page in pages),
         noindex=sum(is_noindex(page) for page in pages),
+        duplicates=sum(is_duplicate(page) for page in pages),
         levels=level_rows(pages),
         curve=curve,
         deciles=harvest_deciles(curve, crawl_totals.fetched),
@@ -180,6 +184,7 @@ def report_json(report: Report) -> dict[str, Any]:
             "stored": report.stored,
             "gone": report.gone,
             "noindex": report.noindex,
+            "duplicates": report.duplicates,
             "harvest_rate": report.totals.harvest_rate,
         },
         "levels": [
@@ -194,21 +199,30 @@ def report_json(report: Report) -> dict[str, Any]:
 
 
 def page_json(page: Mapping[str, Any]) -> dict[str, Any]:
-    """A page record (with ``status`` and ``robots``) as ``--json`` prints it, with ``gone`` and
-    ``noindex``, as ``describe_page_status`` marks it, so that a script need not repeat the
-    rules."""
-    return {**page, "gone": is_gone(page), "noindex": is_noindex(page)}
+    """A page record (with ``status``, ``robots`` and ``duplicate_of``) as ``--json`` prints it,
+    with ``gone``, ``noindex`` and ``duplicate``, as ``describe_page_status`` marks it, so that a
+    script need not repeat the rules."""
+    marks = {"gone": is_gone(page), "noindex": is_noindex(page), "duplicate": is_duplicate(page)}
+    return {**page, **marks}
+
+
+def is_duplicate(page: Mapping[str, Any]) -> bool:
+    """Whether a page record is a copy of another page, stored without text (``focused.dedup``)."""
+    return bool(page.get("duplicate_of"))
 
 
 def describe_page_status(page: Mapping[str, Any]) -> str:
     """A page's HTTP status (``-`` unknown), then ``gone`` when a recrawl found it no longer
-    there (404, 410), ``noindex`` when it is stored without its text: ``200``, ``404 gone``,
-    ``200 noindex``. The pages a listing cannot give the reader to read stand out."""
+    there (404, 410), ``noindex`` when it is stored without its text as it asked, ``duplicate``
+    when it is stored without its text as a copy of another page: ``200``, ``404 gone``, ``200
+    noindex``, ``200 duplicate``. The pages a listing cannot give the reader to read stand out."""
     described = ["-" if page.get("status") is None else str(page["status"])]
     if is_gone(page):
         described.append("gone")
     if is_noindex(page):
         described.append("noindex")
+    if is_duplicate(page):
+        described.append("duplicate")
     return " ".join(described)
 
 

@@ -259,7 +259,11 @@ def check_report_text(text: str, crawl: dict, pages: list[dict]) -> None:
         f"{len(pages)} fetched, {len(pages)} stored, {relevant} relevant,"
         f" harvest rate {relevant / len(pages):.3f}"
     )
-    assert head["stored"] == "0 gone (404 or 410), 0 noindex (without text)"
+    duplicates = sum(bool(page["duplicate_of"]) for page in pages)
+    assert head["stored"] == (
+        f"0 gone (404 or 410), 0 noindex (without text), {duplicates} duplicate (without text:"
+        " see duplicate_of)"
+    )
     assert rows(sections["levels"]) == expected_levels(pages)
     assert rows(sections["deciles"]) == expected_deciles(pages, crawl["pages"])
     top = [
@@ -467,10 +471,17 @@ def test_json_says_whether_a_crawl_recorded_running_has_stopped(
 
 
 def page_rows(pages: list[dict]) -> list[list[str]]:
+    """The rows ``scrapy pages`` prints for them (as ``rows`` splits them)."""
     # a crawl stores the pages it could fetch, so no page is gone; the sample has no noindex
     assert {(page["status"], page["robots"]) for page in pages} == {(200, None)}
     return [
-        [f"{page['relevance']:.3f}", str(page["level"]), "200", page["url"], page["title"]]
+        [
+            f"{page['relevance']:.3f}",
+            str(page["level"]),
+            "200 duplicate" if page["duplicate_of"] else "200",
+            page["url"],
+            page["title"],
+        ]
         for page in pages
     ]
 
@@ -492,7 +503,7 @@ def test_pages_best_first_with_filters(stored, sqlite, mongo, options, select):
     out = ok(sqlite("pages", *options))
     expected = select(best_first(stored.pages["done"]))
     assert expected, "a filter that selects nothing tests nothing"
-    assert [line.split(None, 4) for line in out.splitlines()[1:]] == page_rows(expected)
+    assert rows(out) == page_rows(expected)
     assert ok(mongo("pages", *options)) == out
 
 
@@ -501,7 +512,10 @@ def test_pages_json_is_one_record_a_line_without_text(stored, sqlite, mongo):
     printed = [json.loads(line) for line in out.splitlines()]
     expected = best_first(stored.pages["cut"])
     assert printed == [
-        {**{k: v for k, v in page.items() if k != "text"}, "gone": False, "noindex": False}
+        {
+            **{k: v for k, v in page.items() if k != "text"},
+            **{"gone": False, "noindex": False, "duplicate": bool(page["duplicate_of"])},
+        }
         for page in expected
     ]
     assert ok(mongo("pages", "--crawl", "cut", "--json")) == out
@@ -1170,7 +1184,7 @@ def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path)
     assert png_size(png) == PNG_SIZE
     report = json.loads(ok(cli("report", "--json", settings=settings)))
     assert report["totals"] == {
-        **{"fetched": 2, "relevant": 1, "stored": 3, "gone": 0, "noindex": 0},
+        **{"fetched": 2, "relevant": 1, "stored": 3, "gone": 0, "noindex": 0, "duplicates": 0},
         "harvest_rate": 0.5,
     }
     assert report["levels"][-1]["level"] is None
@@ -1315,6 +1329,9 @@ def marked_pages(store: storage.Store) -> None:
         }
         for order, (url, status, robots, relevance, relevant) in enumerate(marks, 1)
     )
+    # A copy of page a, stored without text as the crawl stores one.
+    copy = {"url": "http://a.test/g", "title": "G", "duplicate_of": "http://a.test/a"}
+    store.save_pages([{**page, **copy, "status": 200, "text": None, "relevance": 0.05}])
 
 
 MARKED_ROWS = [  # relevance, level, status, url, title
@@ -1324,6 +1341,7 @@ MARKED_ROWS = [  # relevance, level, status, url, title
     ["0.600", "1", "410 gone noindex", "http://a.test/d", "D"],
     ["0.200", "1", "410 gone", "http://a.test/e", "E"],
     ["0.100", "1", "-", "http://a.test/f", "F"],
+    ["0.050", "1", "200 duplicate", "http://a.test/g", "G"],
 ]
 
 
@@ -1349,26 +1367,35 @@ def test_pages_shows_which_pages_are_gone_or_stored_without_text(marked):
     assert rows(ok(marked("pages"))) == MARKED_ROWS
     assert rows(ok(marked("pages", "--relevant-only", "--top", "3")))[1:] == MARKED_ROWS[1:3]
     printed = [json.loads(line) for line in ok(marked("pages", "--json")).splitlines()]
-    assert [(page["url"][-1], page["gone"], page["noindex"]) for page in printed] == [
-        ("a", False, False),
-        ("b", True, False),
-        ("c", False, True),
-        ("d", True, True),
-        ("e", True, False),
-        ("f", False, False),
+    marks = [
+        (page["url"][-1], page["gone"], page["noindex"], page["duplicate"]) for page in printed
+    ]
+    assert marks == [
+        ("a", False, False, False),
+        ("b", True, False, False),
+        ("c", False, True, False),
+        ("d", True, True, False),
+        ("e", True, False, False),
+        ("f", False, False, False),
+        ("g", False, False, True),
     ]
 
 
 def test_report_counts_the_pages_gone_or_stored_without_text(marked):
     sections = report_sections(ok(marked("report")))
     head = dict(line.split(None, 1) for line in sections["head"].splitlines())
-    assert head["stored"] == "3 gone (404 or 410), 2 noindex (without text)"
+    assert head["stored"] == (
+        "3 gone (404 or 410), 2 noindex (without text), 1 duplicate (without text: see"
+        " duplicate_of)"
+    )
     assert rows(sections["top"]) == [
         [relevance, "-", "-", level, status, url, title]
         for relevance, level, status, url, title in MARKED_ROWS
     ]
     report = json.loads(ok(marked("report", "--json")))
-    assert (report["totals"]["gone"], report["totals"]["noindex"]) == (3, 2)
+    totals = report["totals"]
+    assert (totals["gone"], totals["noindex"], totals["duplicates"]) == (3, 2, 1)
+    assert [page["duplicate"] for page in report["top"]] == [False] * 6 + [True]
     assert [(page["gone"], page["noindex"]) for page in report["top"][:4]] == [
         (False, False),
         (True, False),

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # --json prints every field but the page text, which the store keeps for whoever needs it.
 JSON_FIELDS = tuple(name for name in PAGE_FIELDS if name != "text")
-TEXT_FIELDS = ("url", "title", "level", "relevance", "status", "robots")
+TEXT_FIELDS = ("url", "title", "level", "relevance", "status", "robots", "duplicate_of")
 
 
 class Command(StoreCommand):

@@ -113,7 +113,10 @@ def print_report(report: Report) -> None:
         f"pages      {total.fetched} fetched, {report.stored} stored, {total.relevant} relevant,"
         f" harvest rate {score(total.harvest_rate)}"
     )
-    out(f"stored     {report.gone} gone (404 or 410), {report.noindex} noindex (without text)")
+    out(
+        f"stored     {report.gone} gone (404 or 410), {report.noindex} noindex (without text),"
+        f" {report.duplicates} duplicate (without text: see duplicate_of)"
+    )
 
     sys.stdout.write("\nPages per level\n")
     rows = [
