@@ -88,7 +88,10 @@ def printing() -> Iterator[None]:
     exit status 0, as for the other tools of a pipeline that ``head`` ends, and ``report
     --png`` still draws its plot. Its warnings go the same way when stderr is the same pipe
     (``2>&1 | head``), and reach a terminal when it is one. An output that cannot be written
-    (``--json > pages.jsonl`` on a full disk) ends the command in one line, status 1."""
+    (``--json > pages.jsonl`` on a full disk), or none (``>&-``: Python then has no
+    ``sys.stdout``), ends the command in one line, status 1."""
+    if sys.stdout is None:
+        fail("cannot write the output: standard output is closed", NOT_FOUND)
     try:
         yield
         sys.stdout.flush()

@@ -1256,6 +1256,20 @@ def test_output_that_cannot_be_written_is_one_line(cli, tmp_path, monkeypatch, a
     assert result == Result(1, "", "error: cannot write the output: No space left on device\n")
 
 
+@pytest.mark.parametrize("args", READERS)
+def test_a_closed_output_is_one_line(cli, tmp_path, monkeypatch, args):
+    """`scrapy pages >&-`: Python has no sys.stdout, and the first line printed was an
+    AttributeError traceback."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with monkeypatch.context() as patch:
+        patch.setattr("sys.stdout", None)
+        result = cli(*args, settings={"FOCUSED_DB": db})
+    assert result == Result(1, "", "error: cannot write the output: standard output is closed\n")
+
+
 @pytest.mark.parametrize("args", [("pages",), ("report",), ("crawls",)])
 def test_ctrl_c_ends_a_command_without_a_traceback(cli, tmp_path, monkeypatch, args):
     """Ctrl-C while a long listing is printed (or read) ended in a KeyboardInterrupt
