@@ -1069,6 +1069,16 @@ def planned(settings: dict) -> RecrawlCommand:
     return command
 
 
+def refused_plan(settings: dict, capsys) -> str:
+    """The one line on stderr of the recrawl command refusing to plan crawl c1 (exit 2)."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        planned(settings)
+    assert refused.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    return line
+
+
 def finished_mongo_crawl(monkeypatch, client) -> tuple[dict[str, str], MongoStore]:
     """Crawl c1 finished, with one page, in a MongoDB (mongomock) the commands open: their
     settings, and the store."""
@@ -1100,11 +1110,7 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     assert {name: value for name, value in marked.items() if name not in recrawl_fields} == {
         name: value for name, value in before.items() if name not in recrawl_fields
     }
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as refused:
-        planned(settings)
-    assert refused.value.code == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
+    line = refused_plan(settings, capsys)
     assert line.startswith("error: crawl c1 is being recrawled in another process (last seen ")
     assert line.endswith("let that recrawl end, then recrawl it")
     config = CrawlConfig("q", "q", (), "bfs", {}, crawl_id="c1", order={})
@@ -1142,11 +1148,7 @@ def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
         return plan_recrawl(*args, **kwargs)
 
     monkeypatch.setattr(recrawl_command, "plan_recrawl", planned_as_the_crawl_starts)
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as refused:
-        planned(settings)
-    assert refused.value.code == 2
-    [line] = capsys.readouterr().err.strip().splitlines()
+    line = refused_plan(settings, capsys)
     assert line.startswith("error: crawl c1 is running (last seen ")
     assert store.get_crawl("c1")["recrawl_seen_at"] is None
 
