@@ -959,7 +959,9 @@ class MongoStore(Store):
         for name, known in query.known.items():
             # NaN sorts and compares below -infinity in MongoDB.
             number = {
-                **{"$type": "number", "$gt": -math.inf, "$lt": math.inf},
+                "$type": "number",
+                "$gt": -math.inf,
+                "$lt": math.inf,
                 "$gte": LEAST_KNOWN[name],
             }
             if known:
