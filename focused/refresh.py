@@ -70,10 +70,11 @@ What a recrawl does:
   crawl's test, applied as the request is sent: ``OffsiteMiddleware``). A crawl made without
   ``allowed_domains``, or recorded before the field, may be left for any host, as its crawl
   could;
-- the settings the crawl was run with are not kept (the crawl record has its arguments, not
-  its ``-s``): give them again, ``HTTPAUTH_USER``, ``HTTPAUTH_PASS`` and ``HTTPAUTH_DOMAIN``
-  above all, or each page behind the password is skipped as ``http_401`` (the closing lines
-  say so);
+- it fetches as the crawl did: the crawl record keeps the crawl's ``-a render`` and the
+  ``-s`` settings of how to fetch it was given (``focused.fetchsettings``), which the recrawl
+  command gives again unless its own command line says otherwise; no password is kept:
+  ``HTTPAUTH_USER``, ``HTTPAUTH_PASS`` and ``HTTPAUTH_DOMAIN`` are given again, or each page
+  behind the password is skipped as ``http_401`` (the closing lines say so);
 - other failures (timeouts, 5xx, robots.txt now disallowing the page, a redirect loop or off
   the crawl's domains) leave the record as it was but for ``tried_at``, the time of the try,
   and are counted as ``focused/skipped/<reason>``, as is a stored url that is no http(s) URL
@@ -89,10 +90,10 @@ command; the crawl's own status and heartbeat stay): another recrawl of the craw
 it, is refused meanwhile, on MongoDB and for a shared crawl too, where no lock file tells. A
 recrawl killed outright leaves the mark, which lapses after 3 of its intervals.
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
-AutoThrottle) and its store. Pages are rendered as ``--render`` says (never by default): a crawl
-made with ``-a render=always`` or ``auto`` is recrawled with the same, or the text its scripts
-wrote would be missing from every page, each counted as a change (the crawl record does not
-keep the mode). Stats: ``focused/refresh/changed``, ``unchanged`` (of which ``not_modified``:
+AutoThrottle), those the crawl was given, and its store. Pages are rendered as the crawl
+rendered them, or as ``--render`` says: a crawl made with ``-a render=always`` or ``auto`` and
+recrawled plainly would have the text its scripts wrote missing from every page, each counted
+as a change. Stats: ``focused/refresh/changed``, ``unchanged`` (of which ``not_modified``:
 304s), ``gone``, ``rescored``, ``refetched`` (304s asked again in full). The closing summary
 counts every planned page: the pages in none of the first three are ``skipped`` (left as they
 were).
@@ -541,8 +542,8 @@ class RecrawlSpider(scrapy.Spider):
         )
         unauthorized = count(f"focused/skipped/http_{UNAUTHORIZED}", 0)
         if unauthorized:
-            # The crawl record keeps none of the run's settings, a password least of all: a
-            # crawl made with one is recrawled with it given again.
+            # The crawl record keeps no password (focused.fetchsettings): a crawl made with one
+            # is recrawled with it given again.
             given = self.settings.get("HTTPAUTH_USER")
             logger.warning(
                 "%d pages answered %d Unauthorized: %s",

@@ -127,6 +127,11 @@ CRAWL_SCHEMA: dict[str, type] = {
     # written before them.
     "recrawl_seen_at": str,
     "recrawl_heartbeat_interval": float,
+    # How the crawl's latest run fetched its pages, which its recrawl does too: its -a render
+    # mode, and the settings of focused.fetchsettings.FETCH_SETTINGS it was given with -s, by
+    # name ({} for none); None in records written before them. Last, where SQLite adds them.
+    "render": str,
+    "fetch_settings": dict,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 # The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with

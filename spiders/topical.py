@@ -51,6 +51,7 @@ from focused.canonical import canonicalize, drop_params_setting
 from focused.engine import wake_engine
 from focused.errors import one_line
 from focused.extract import Link, extract_page
+from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem
 from focused.jobdir import jobdir_writes
@@ -164,7 +165,10 @@ class TopicalSpider(scrapy.Spider):
             "params": config.params,
             "seeds": list(config.seeds),
             "started_at": self.started_at,
-            "allowed_domains": list(config.allowed_domains),  # for its recrawl
+            # for its recrawl
+            "allowed_domains": list(config.allowed_domains),
+            "render": config.render,
+            "fetch_settings": given_fetch_settings(self.settings),
         }
 
     @cached_property

@@ -157,6 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(site.delay)
         if self.path != "/robots.txt":
             site.log.add(method, site.host, self.path)
+            site.user_agents.add(self.headers.get("User-Agent"))
         reply = site.respond(method, self.path)
         if reply.status == DROPPED:
             return
@@ -202,6 +203,7 @@ class Site(ThreadingHTTPServer):
         self.delay = delay
         self.validators = validators  # answer a request its reply's validators match with a 304
         self.not_modified: list[str] = []  # the paths answered so, in order
+        self.user_agents: set[str | None] = set()  # of the requests but for robots.txt
         super().__init__((self.host, 0), _Handler)
         self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

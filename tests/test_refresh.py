@@ -301,7 +301,7 @@ def test_recrawl_full_is_the_spider_s_conditional_false(full):
     command.add_options(parser)
     opts = parser.parse_args(["--full"] if full else [])
     command.crawler_process, command.pages, command.model = Process(), [], None
-    command.allowed_domains = None
+    command.allowed_domains, command.restored = None, {}
     command.run(["c1"], opts)
     assert command.crawler_process.kwargs["conditional"] is not full
     assert command.exitcode == 0
@@ -722,15 +722,22 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     and the recrawl sends them back: a page the server says is not modified (304) is recorded
     unchanged without its body sent again; a page fetched in full gets its new validators. A
     304 whose X-Robots-Tag now says noindex has the page fetched again in full, and stored
-    without its text."""
+    without its text.
+
+    Also: the recrawl fetched with the project's settings, not the crawl's -s. The crawl record
+    keeps those of how to fetch (focused.fetchsettings), which the recrawl gives again."""
     content = ChangingSite()
+    agent = "birdwatch/2.0 (+http://127.0.0.1/)"
     with Site(content.respond, validators=True) as site:
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
-            {"JOBDIR": tmp_path / "job"},  # saves the relevance model, for --model
+            # JOBDIR saves the relevance model, for --model
+            {"JOBDIR": tmp_path / "job", "USER_AGENT": agent},
         )
         assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        record = crawl.crawl_record()
+        assert (record["render"], record["fetch_settings"]) == ("never", {"USER_AGENT": agent})
         before = stored_by_path(crawl, site)
         assert set(before) == {"/", "/a", "/b", "/c", "/d", "/e"}
         assert site.not_modified == []  # a crawl asks for every page in full
@@ -749,6 +756,7 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         content.pages["/robots.txt"] = "User-agent: *\nDisallow: /d\n"
         content.e_robots = "noindex"
         site.log.entries.clear()
+        site.user_agents.clear()
         model = tmp_path / "job" / "relevance"
         result = recrawl(crawl.db, "test", "--model", str(model))
         assert result.returncode == 0, result.stderr[-3000:]
@@ -757,6 +765,8 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         assert summary in result.stderr, result.stderr[-3000:]
         assert "'focused/refresh/not_modified': 1" in result.stderr, result.stderr[-3000:]
         assert "'focused/refresh/refetched': 1" in result.stderr, result.stderr[-3000:]
+        assert f"Fetching as crawl test did: USER_AGENT='{agent}'\n" in result.stderr
+        assert site.user_agents == {agent}
         fetched = sorted(path for _, path in site.log.gets())
         # Unchanged: by If-None-Match (/) and If-Modified-Since (/e), no body sent; /e again
         # in full, its 304 now noindex.
@@ -886,18 +896,19 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
 def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
     """A recrawl fetched every page plainly: the pages of a crawl made with -a render=always
     (or auto) whose text a script writes came back without it, each counted as a change and
-    stored with its text gone. ``--render`` renders them as the crawl did."""
+    stored with its text gone. The crawl record keeps the mode, and the recrawl renders as
+    the crawl did (``--render`` says otherwise)."""
     script = "document.getElementById('t').textContent = 'Birds nest on cliffs.'"
     body = html("Birds", f'<p id="t"></p><script>{script}</script>')
     db = tmp_path / "focused.sqlite3"
     with Site(lambda method, path: Reply(body=body)) as site:
         store = SqliteStore(db)
-        store.start_crawl(crawl_record())
+        store.start_crawl({**crawl_record(), "render": "always"})
         rendered = {"title": "Birds", "text": "Birds nest on cliffs."}  # as the crawl stored it
         before = {**stored(f"{site.url}/app"), **rendered, "content_hash": content_hash(**rendered)}
         store.save_pages([before])
         store.close()
-        result = recrawl(db, "c1", "--render", "always")
+        result = recrawl(db, "c1")
     assert result.returncode == 0, result.stderr[-3000:]
     summary = "Recrawl of crawl c1 (uniform, 1 pages): 0 changed, 1 unchanged, 0 gone, 0 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
@@ -1057,23 +1068,24 @@ def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
     assert store.claim_recrawl("c1", None, 30.0)
 
 
-def planned(settings: dict) -> RecrawlCommand:
-    """The recrawl command's checks and plan of crawl c1 (its crawl is not run)."""
+def planned(settings: dict, *options: str) -> RecrawlCommand:
+    """The recrawl command's checks and plan of crawl c1 (its crawl is not run), given
+    ``settings`` with -s."""
     command = RecrawlCommand()
     command.settings = Settings()
     command.settings.setmodule("focused.settings")
-    command.settings.update(settings)
+    command.settings.setdict(settings, priority="cmdline")
     parser = argparse.ArgumentParser()
     command.add_options(parser)
-    command.process_options(["c1"], parser.parse_args([]))
+    command.process_options(["c1"], parser.parse_args(options))
     return command
 
 
-def refused_plan(settings: dict, capsys) -> str:
+def refused_plan(settings: dict, capsys, *options: str) -> str:
     """The one line on stderr of the recrawl command refusing to plan crawl c1 (exit 2)."""
     capsys.readouterr()
     with pytest.raises(SystemExit) as refused:
-        planned(settings)
+        planned(settings, *options)
     assert refused.value.code == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     return line
@@ -1151,6 +1163,55 @@ def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
     line = refused_plan(settings, capsys)
     assert line.startswith("error: crawl c1 is running (last seen ")
     assert store.get_crawl("c1")["recrawl_seen_at"] is None
+
+
+def crawl_recorded(tmp_path: Path, **fields) -> dict[str, str]:
+    """Crawl c1, finished with one page, recorded with ``fields``: the recrawl's settings."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    try:
+        store.start_crawl({**crawl_record(), **fields})
+        store.finish_crawl("c1", status="finished", finish_reason="finished")
+        store.save_pages([stored("http://127.0.0.1:9/a")])
+    finally:
+        store.close()
+    return {"FOCUSED_DB": str(db)}
+
+
+def test_the_recrawl_s_own_settings_and_render_mode_win_over_the_crawl_s(tmp_path):
+    recorded = {"USER_AGENT": "birdwatch/2.0", "DOWNLOAD_DELAY": "2"}
+    settings = crawl_recorded(tmp_path, fetch_settings=recorded, render="always")
+    command = planned({**settings, "USER_AGENT": "mine/1.0"}, "--render", "never")
+    assert command.restored == {"DOWNLOAD_DELAY": "2"}
+    assert (command.settings["USER_AGENT"], command.settings.getfloat("DOWNLOAD_DELAY")) == (
+        "mine/1.0",
+        2.0,
+    )
+
+
+def test_a_crawl_recorded_with_a_bad_setting_or_rendered_without_a_browser_is_one_line(
+    tmp_path, capsys
+):
+    """What the crawl record says is checked as the command line is, before the crawl is marked
+    as being recrawled: a record edited by hand, or a browser gone since the crawl."""
+    settings = crawl_recorded(tmp_path, fetch_settings={"DOWNLOAD_DELAY": "soon"})
+    line = refused_plan(settings, capsys)
+    assert line.startswith("error: the settings crawl c1 recorded: setting DOWNLOAD_DELAY=")
+
+    settings = crawl_recorded(tmp_path, render="sometimes")
+    assert refused_plan(settings, capsys).startswith("error: the settings crawl c1 recorded: ")
+
+    settings = crawl_recorded(tmp_path, render="always")
+    line = refused_plan({**settings, "FOCUSED_CHROMIUM": str(tmp_path / "chromium")}, capsys)
+    assert line.startswith(f"error: Chromium not found at {tmp_path / 'chromium'}; ")
+    assert line.endswith(
+        " (crawl c1 rendered its pages: --render never fetches them without a browser)"
+    )
+    store = SqliteStore(tmp_path / "focused.sqlite3", create=False)
+    try:
+        assert store.get_crawl("c1")["recrawl_seen_at"] is None
+    finally:
+        store.close()
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

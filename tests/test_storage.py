@@ -149,7 +149,12 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
 
 
 def check_round_trip(store: Store) -> None:
-    record = {**crawl_record(), "allowed_domains": ["a.test", "xn--mller-kva.example"]}
+    record = {
+        **crawl_record(),
+        "allowed_domains": ["a.test", "xn--mller-kva.example"],
+        "render": "auto",
+        "fetch_settings": {"USER_AGENT": "birdwatch/2.0", "HTTPERROR_ALLOWED_CODES": [403]},
+    }
     store.start_crawl(record)
     started = store.get_crawl("c1")
     assert started == {
@@ -554,7 +559,7 @@ def test_sqlite_schema(tmp_path):
 # Crawl fields an older version's file lacks.
 NEWER_CRAWL_FIELDS = (
     *("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains"),
-    *("recrawl_seen_at", "recrawl_heartbeat_interval"),
+    *("recrawl_seen_at", "recrawl_heartbeat_interval", "render", "fetch_settings"),
 )
 
 

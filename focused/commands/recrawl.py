@@ -34,6 +34,7 @@ from focused.arguments import (
 )
 from focused.commands.crawl import run_failed
 from focused.errors import ConfigError, cut
+from focused.fetchsettings import restore_fetch_settings
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
 from focused.report import describe_time, is_live, recrawl_is_live
@@ -81,9 +82,11 @@ class Command(ScrapyCommand):
             " the --budget pages with the highest (changes + 1) / (visits + 1) times the time"
             " since their last fetch. A page stored with an ETag or Last-Modified is asked for"
             " only if it changed (If-None-Match, If-Modified-Since); a 304 Not Modified is"
-            " recorded as unchanged (--full: every page in full). The crawl's settings are not"
-            " kept: give its -s again (HTTPAUTH_USER, HTTPAUTH_PASS, HTTPAUTH_DOMAIN for a site"
-            " behind a password)."
+            " recorded as unchanged (--full: every page in full). Pages are fetched as the"
+            " crawl fetched them: rendered as its -a render said, with the -s settings of how"
+            " to fetch it was given (user agent, delays, concurrency, robots, timeouts...), each"
+            " unless given here. No password is kept: give HTTPAUTH_USER and HTTPAUTH_PASS again"
+            " for a site behind one."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -101,9 +104,8 @@ class Command(ScrapyCommand):
         parser.add_argument(
             "--render",
             metavar="MODE",
-            default="never",
-            help="render pages in headless Chromium as the crawl did with -a render=MODE; never"
-            " (default), always or auto",
+            help="render pages in headless Chromium, never, always or auto; by default as the"
+            " crawl rendered them (its -a render)",
         )
         parser.add_argument(
             "--full",
@@ -137,9 +139,8 @@ class Command(ScrapyCommand):
             if opts.policy == "proportional" and opts.budget is None:
                 raise ConfigError("--policy proportional needs --budget N (pages per run)")
             self.model = _load_model(opts.model) if opts.model else None
-            opts.render = RENDER.parse("--render", opts.render)
-            if opts.render != "never":
-                check_browser(self.settings)  # a missing browser is one line, as for a crawl
+            if opts.render is not None:
+                opts.render = RENDER.parse("--render", opts.render)
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         self.pages = self._plan(args[0], opts)
@@ -160,6 +161,7 @@ class Command(ScrapyCommand):
             if recrawl_is_live(crawl, now):
                 raise recrawled_elsewhere(crawl_id, crawl["recrawl_seen_at"])
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
+            self._fetch_as_the_crawl(crawl, opts)
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
             say_unreadable(store, "planned")
             if not pages:
@@ -187,8 +189,41 @@ class Command(ScrapyCommand):
         finally:
             store.close()
 
+    def _fetch_as_the_crawl(self, crawl: dict[str, Any], opts: argparse.Namespace) -> None:
+        """The crawl's render mode, unless ``--render`` is given, and its fetch settings, each
+        unless ``-s`` gives it (``focused.fetchsettings``); checked as the command line's are,
+        since a record may have been edited, and before the crawl is marked."""
+        self.restored = restore_fetch_settings(self.settings, crawl["fetch_settings"])
+        try:
+            check_settings(self.settings)
+            allow_status_codes_as_numbers(self.settings)
+            if opts.render is None:
+                # None: recorded before the field, and recrawled plainly, as then.
+                opts.render = RENDER.parse("render", crawl["render"] or RENDER.default)
+                if opts.render != RENDER.default:
+                    self.restored["render"] = opts.render
+        except ConfigError as exc:
+            raise ConfigError(f"the settings crawl {crawl['crawl_id']} recorded: {exc}") from None
+        if opts.render == "never":
+            return
+        try:
+            check_browser(self.settings)  # a missing browser is one line, as for a crawl
+        except ConfigError as exc:
+            if "render" not in self.restored:
+                raise
+            raise ConfigError(
+                f"{exc} (crawl {crawl['crawl_id']} rendered its pages: --render never fetches"
+                " them without a browser)"
+            ) from None
+
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.crawler_process is not None
+        if self.restored:
+            logger.info(
+                "Fetching as crawl %s did: %s",
+                args[0],
+                ", ".join(f"{name}={value!r}" for name, value in self.restored.items()),
+            )
         try:
             crawler = self.crawler_process.create_crawler(RecrawlSpider)
             self.crawler_process.crawl(

@@ -1,0 +1,106 @@
+"""The settings of how a crawl fetched its pages, kept in its crawl record for its recrawl.
+
+A crawl made with ``-s USER_AGENT=... -s DOWNLOAD_DELAY=2`` was recrawled with the project's
+user agent and no delay: the recrawl is another command, and the crawl record kept its
+arguments, not its ``-s``. The crawl now records those of ``FETCH_SETTINGS`` that its latest
+run was given on the command line (``-s``, or Scrapyd's ``-d setting=``) as
+``fetch_settings``, and ``scrapy recrawl`` (``focused.commands.recrawl``) gives each of them
+again unless its own command line gives it. Settings of the project's settings module are not
+recorded: the recrawl reads that module too.
+
+Kept: what decides which responses a site sends and how politely they are asked for. Not kept:
+anything that can hold a secret (``HTTPAUTH_USER``, ``HTTPAUTH_PASS``, and
+``DEFAULT_REQUEST_HEADERS``, which may carry an ``Authorization`` or ``Cookie`` header: a
+store is no place for them, and a recrawl is given them again; ``HTTPAUTH_DOMAIN`` with them,
+since the recrawl command checks that its credentials name their host before it reads the
+record), where the crawl wrote
+(``FOCUSED_DB``, ``MONGO_URI``: the recrawl is told where the crawl is), what a recrawl refuses
+or does not do (``JOBDIR``, ``FOCUSED_FRONTIER``, budgets, the strategy's settings), and paths of
+one machine (``FOCUSED_CHROMIUM``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from scrapy.settings import BaseSettings
+
+from focused.setting_names import given_on_command_line
+
+FETCH_SETTINGS: tuple[str, ...] = (
+    # who asks, and whether it obeys
+    "USER_AGENT",
+    "ROBOTSTXT_OBEY",
+    "ROBOTSTXT_USER_AGENT",
+    "ROBOTS_META_OBEY",
+    "ROBOTS_CRAWL_DELAY_MAX",
+    "RETRY_AFTER_MAX",
+    # how fast
+    "CONCURRENT_REQUESTS",
+    "CONCURRENT_REQUESTS_PER_DOMAIN",
+    "CONCURRENT_REQUESTS_PER_IP",
+    "DOWNLOAD_DELAY",
+    "RANDOMIZE_DOWNLOAD_DELAY",
+    "DOWNLOAD_SLOTS",
+    "AUTOTHROTTLE_ENABLED",
+    "AUTOTHROTTLE_START_DELAY",
+    "AUTOTHROTTLE_MAX_DELAY",
+    "AUTOTHROTTLE_TARGET_CONCURRENCY",
+    # which answers are taken
+    "DOWNLOAD_TIMEOUT",
+    "DNS_TIMEOUT",
+    "DOWNLOAD_MAXSIZE",
+    "DOWNLOAD_WARNSIZE",
+    "RETRY_ENABLED",
+    "RETRY_TIMES",
+    "RETRY_HTTP_CODES",
+    "REDIRECT_ENABLED",
+    "REDIRECT_MAX_TIMES",
+    "METAREFRESH_ENABLED",
+    "HTTPERROR_ALLOWED_CODES",
+    "COOKIES_ENABLED",
+    "HEAD_CHECK",
+    "CANONICAL_DROP_PARAMS",
+    "RELEVANCE_THRESHOLD",  # is_relevant of a page rescored with --model
+    # how pages are rendered (-a render=always|auto)
+    "FOCUSED_RENDER_BLOCK",
+    "FOCUSED_RENDER_SETTLE_MS",
+    "FOCUSED_RENDER_AUTO_MIN_WORDS",
+    "FOCUSED_RENDER_AUTO_MIN_LINKS",
+    "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT",
+    "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT",
+)
+
+
+def given_fetch_settings(settings: Any) -> dict[str, Any]:
+    """The ``FETCH_SETTINGS`` given on the command line, as the crawl ran with them, as JSON (a
+    value JSON cannot hold, set by a component, is kept as text)."""
+    return {
+        name: _as_json(settings[name])
+        for name in FETCH_SETTINGS
+        if given_on_command_line(settings, name)
+    }
+
+
+def restore_fetch_settings(settings: Any, recorded: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Give ``settings`` each recorded fetch setting its own command line does not give, at the
+    command line's priority (as if given with ``-s``); the ones given, by name. A name no
+    longer kept (a record edited by hand, or of another version) is left out."""
+    restored = {
+        name: value
+        for name, value in (recorded or {}).items()
+        if name in FETCH_SETTINGS and not given_on_command_line(settings, name)
+    }
+    settings.setdict(restored, priority="cmdline")
+    return restored
+
+
+def _as_json(value: Any) -> Any:
+    if isinstance(value, BaseSettings):  # a dict setting: Scrapy keeps each key's priority
+        value = value.copy_to_dict()
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return str(value)
