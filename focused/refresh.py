@@ -395,12 +395,14 @@ class RecrawlSpider(scrapy.Spider):
         super().update_settings(settings)
         # Scrapy's offsite filter replaced by ours, in its place (named as its base setting
         # names it, or it stays). Above the project's priority: the crawler process applies its
-        # settings again to a crawler created before it is run (the recrawl command's).
+        # settings again to a crawler created before it is run (the recrawl command's). Set in
+        # the chain one middleware at a time: the whole setting at this priority is ignored
+        # once -s DOWNLOADER_MIDDLEWARES gives it, and the swap with it.
         scrapys = f"{ScrapyOffsite.__module__}.{ScrapyOffsite.__name__}"
         order = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")[scrapys]
-        middlewares = settings.getdict("DOWNLOADER_MIDDLEWARES")
-        middlewares.update({scrapys: None, f"{__name__}.{OffsiteMiddleware.__name__}": order})
-        settings.set("DOWNLOADER_MIDDLEWARES", middlewares, "spider")
+        chain = settings["DOWNLOADER_MIDDLEWARES"]
+        chain.set(scrapys, None, "spider")
+        chain.set(f"{__name__}.{OffsiteMiddleware.__name__}", order, "spider")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:

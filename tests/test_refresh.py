@@ -418,6 +418,20 @@ def test_a_recrawl_stays_within_the_crawl_s_allowed_domains(allowed, filtered):
             assert middleware.process_request(request) is None
 
 
+def test_the_offsite_filter_is_swapped_beside_downloader_middlewares_given_with_s():
+    """A recrawl given -s DOWNLOADER_MIDDLEWARES (a middleware of the user's) kept Scrapy's
+    offsite filter: the spider's swap was set below the command line's priority, and lost."""
+    settings = Settings()
+    settings.setmodule("focused.settings")
+    stats = "scrapy.downloadermiddlewares.stats.DownloaderStats"
+    settings.set("DOWNLOADER_MIDDLEWARES", f'{{"{stats}": 851}}', "cmdline")
+    RecrawlSpider.update_settings(settings)
+    chain = settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    loaded = [load_object(name) for name in build_component_list(chain)]
+    assert OffsiteMiddleware in loaded and ScrapyOffsite not in loaded
+    assert chain[stats] == 851  # the user's, as given
+
+
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
     old = {"crawl_id": "c1", "url": "http://a/", "content_hash": None, "changes": None}
     update = revisit({**old, "visits": None, "last_changed": None}, "t", "words", at(0), 200)
