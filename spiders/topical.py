@@ -114,10 +114,10 @@ class TopicalSpider(scrapy.Spider):
             enable_rendering(crawler.settings)
         if not config.allowed_domains:
             # Nothing to stay within: Scrapy's offsite filter would only parse the URL of every
-            # link queued (its request_scheduled receiver), most of them never fetched.
-            middlewares = crawler.settings.getdict("DOWNLOADER_MIDDLEWARES")
-            middlewares[OFFSITE_MIDDLEWARE] = None
-            crawler.settings.set("DOWNLOADER_MIDDLEWARES", middlewares, "spider")
+            # link queued (its request_scheduled receiver), most of them never fetched. Set in
+            # the chain alone: the whole setting at this priority is ignored once -s
+            # DOWNLOADER_MIDDLEWARES gives it.
+            crawler.settings["DOWNLOADER_MIDDLEWARES"].set(OFFSITE_MIDDLEWARE, None, "spider")
         spider = super().from_crawler(crawler, config=config)
         spider.relevance = _relevance_model(crawler, config)
         if crawler.settings.get("FOCUSED_FRONTIER"):

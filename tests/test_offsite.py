@@ -10,7 +10,7 @@ from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
 import focused.settings
-from spiders.topical import TopicalSpider
+from spiders.topical import OFFSITE_MIDDLEWARE, TopicalSpider
 from tests.conftest import crawl_env, run_crawl
 from tests.sites import FetchLog, Reply, Site, html
 
@@ -45,6 +45,21 @@ def test_the_crawl_record_keeps_allowed_domains_for_the_recrawl(given, recorded)
     arguments = {"crawl_id": "c", "query": "birds", "seeds": seeds, "strategy": "bfs", **given}
     spider = TopicalSpider.from_crawler(crawler, **arguments)
     assert spider.crawl_record()["allowed_domains"] == recorded
+
+
+def test_scrapy_s_filter_is_left_out_beside_downloader_middlewares_given_with_s():
+    """Given -s DOWNLOADER_MIDDLEWARES (a middleware of the user's), a crawl without
+    allowed_domains kept Scrapy's offsite filter: the spider's change was set below the
+    command line's priority, and lost."""
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    stats = "scrapy.downloadermiddlewares.stats.DownloaderStats"
+    settings.set("DOWNLOADER_MIDDLEWARES", f'{{"{stats}": 851}}', "cmdline")
+    crawler = Crawler(TopicalSpider, settings)
+    arguments = {"crawl_id": "c", "query": "birds", "seeds": "http://a.test/", "strategy": "bfs"}
+    TopicalSpider.from_crawler(crawler, **arguments)
+    chain = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
+    assert chain[OFFSITE_MIDDLEWARE] is None and chain[stats] == 851
 
 
 def enabled_downloader_middlewares(log: str) -> str:
