@@ -106,13 +106,14 @@ import logging
 import unicodedata
 from datetime import UTC, datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
 
 from focused.canonical import drop_params_setting
+from focused.components import replace_components
 from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
@@ -360,9 +361,12 @@ class RecrawlSpider(scrapy.Spider):
         # stored page must reach it, not be dropped as that page's duplicate (so recorded and
         # counted nowhere). A redirect loop is cut by REDIRECT_MAX_TIMES (redirect_loop).
         "DUPEFILTER_CLASS": "scrapy.dupefilters.BaseDupeFilter",
+    }
+    # In place of the project's (focused.components: beside those given with -s).
+    components: ClassVar[dict[str, dict[str, Any]]] = {
         "SPIDER_MIDDLEWARES": {},
         "EXTENSIONS": {},
-        "ITEM_PIPELINES": {"focused.refresh.RefreshPipeline": 800},
+        "ITEM_PIPELINES": {f"{__name__}.RefreshPipeline": 800},
     }
 
     def __init__(
@@ -394,15 +398,16 @@ class RecrawlSpider(scrapy.Spider):
     def update_settings(cls, settings: BaseSettings) -> None:
         super().update_settings(settings)
         # Scrapy's offsite filter replaced by ours, in its place (named as its base setting
-        # names it, or it stays). Above the project's priority: the crawler process applies its
-        # settings again to a crawler created before it is run (the recrawl command's). Set in
-        # the chain one middleware at a time: the whole setting at this priority is ignored
-        # once -s DOWNLOADER_MIDDLEWARES gives it, and the swap with it.
+        # names it, or it stays). Set in the chain one middleware at a time: the whole setting
+        # at the spider's priority is ignored once -s DOWNLOADER_MIDDLEWARES gives it, and the
+        # swap with it.
         scrapys = f"{ScrapyOffsite.__module__}.{ScrapyOffsite.__name__}"
         order = settings.getdict("DOWNLOADER_MIDDLEWARES_BASE")[scrapys]
         chain = settings["DOWNLOADER_MIDDLEWARES"]
         chain.set(scrapys, None, "spider")
         chain.set(f"{__name__}.{OffsiteMiddleware.__name__}", order, "spider")
+        for name, components in cls.components.items():
+            replace_components(settings, name, components)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:

@@ -284,13 +284,10 @@ def test_recrawl_full_is_the_spider_s_conditional_false(full):
     class Process:  # the command's crawler process: the crawl is not run
         bootstrap_failed = False
 
-        def create_crawler(self, spider_cls: type) -> object:
-            self.crawler = get_crawler(spider_cls)
-            self.crawler.stats.set_value("finish_reason", "finished")
-            return self.crawler
-
-        def crawl(self, crawler: object, **kwargs: object) -> None:
-            self.kwargs = kwargs
+        def crawl(self, spider_cls: type, **kwargs: object) -> None:
+            crawler = get_crawler(spider_cls)
+            crawler.stats.set_value("finish_reason", "finished")
+            self.crawlers, self.kwargs = {crawler}, kwargs
 
         def start(self) -> None:
             pass

@@ -25,6 +25,7 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
 from focused.arguments import is_the_store
+from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
@@ -66,10 +67,12 @@ class Command(ScrapyCrawlCommand):
     crawler: Crawler | None = None
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        project = project_components(self.settings)
         try:
             scrapy_options(super().process_options, args, opts)
         except ConfigError as exc:
             self._fail(str(exc))
+        keep_project_components(self.settings, project)
         guard_log_files()  # before Scrapy makes its log handler
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help

@@ -33,6 +33,7 @@ from focused.arguments import (
     lock_crawl,
 )
 from focused.commands.crawl import run_failed
+from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import restore_fetch_settings
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
@@ -115,8 +116,10 @@ class Command(ScrapyCommand):
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        project = project_components(self.settings)
         try:
             scrapy_options(super().process_options, args, opts)
+            keep_project_components(self.settings, project)
             check_settings(self.settings)
             allow_status_codes_as_numbers(self.settings)
             check_unstored_dir(self.settings)
@@ -225,9 +228,10 @@ class Command(ScrapyCommand):
                 ", ".join(f"{name}={value!r}" for name, value in self.restored.items()),
             )
         try:
-            crawler = self.crawler_process.create_crawler(RecrawlSpider)
+            # Made from the class: a crawler made first has the process's settings applied to it
+            # again as it is run, each chain set whole over the spider's changes to it.
             self.crawler_process.crawl(
-                crawler,
+                RecrawlSpider,
                 crawl_id=args[0],
                 pages=self.pages,
                 policy=opts.policy,
@@ -236,6 +240,7 @@ class Command(ScrapyCommand):
                 conditional=not opts.full,
                 allowed_domains=self.allowed_domains,
             )
+            [crawler] = self.crawler_process.crawlers
             self.crawler_process.start()
         finally:
             self._end_claim(args[0])
