@@ -298,7 +298,7 @@ def test_recrawl_full_is_the_spider_s_conditional_false(full):
     command.add_options(parser)
     opts = parser.parse_args(["--full"] if full else [])
     command.crawler_process, command.pages, command.model = Process(), [], None
-    command.allowed_domains, command.restored = None, {}
+    command.allowed_domains, command.restored, command.unused = None, {}, []
     command.run(["c1"], opts)
     assert command.crawler_process.kwargs["conditional"] is not full
     assert command.exitcode == 0
@@ -1079,12 +1079,13 @@ def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
     assert store.claim_recrawl("c1", None, 30.0)
 
 
-def planned(settings: dict, *options: str) -> RecrawlCommand:
+def planned(settings: dict, *options: str, project: dict | None = None) -> RecrawlCommand:
     """The recrawl command's checks and plan of crawl c1 (its crawl is not run), given
-    ``settings`` with -s."""
+    ``settings`` with -s, in a project whose settings module also sets ``project``."""
     command = RecrawlCommand()
     command.settings = Settings()
     command.settings.setmodule("focused.settings")
+    command.settings.setdict(project or {}, priority="project")
     command.settings.setdict(settings, priority="cmdline")
     parser = argparse.ArgumentParser()
     command.add_options(parser)
@@ -1223,6 +1224,16 @@ def test_a_crawl_recorded_with_a_bad_setting_or_rendered_without_a_browser_is_on
         assert store.get_crawl("c1")["recrawl_seen_at"] is None
     finally:
         store.close()
+
+
+def test_what_a_recrawl_cannot_take_is_left_out_when_the_project_s_settings_give_it(tmp_path):
+    """A deployment naming its shared frontier (or an HTTP cache) in its settings module could
+    not recrawl its crawls: each was refused, as if given with -s, where -s is refused."""
+    project = {"FOCUSED_FRONTIER": "redis://127.0.0.1:9/0", "HTTPCACHE_ENABLED": "True"}
+    command = planned(crawl_recorded(tmp_path), project=project)
+    assert command.unused == ["FOCUSED_FRONTIER", "HTTPCACHE_ENABLED"]
+    assert command.settings["FOCUSED_FRONTIER"] is None
+    assert not command.settings.getbool("HTTPCACHE_ENABLED")
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

@@ -39,6 +39,7 @@ from focused.fetchsettings import restore_fetch_settings
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
 from focused.report import describe_time, is_live, recrawl_is_live
+from focused.setting_names import given_on_command_line
 from focused.storage import StoreError, open_store
 from focused.storecommand import (
     NOT_FOUND,
@@ -62,6 +63,16 @@ logger = logging.getLogger(__name__)
 
 # How a refusal beside a running crawl ends.
 THEN = "then recrawl it"
+# A setting of NOT_TAKEN so is not given (Scrapy reads these as false).
+OFF = (None, "", False, 0, "0", "False", "false")
+# The settings a recrawl cannot take, and why.
+NOT_TAKEN = {
+    "JOBDIR": "it fetches a fixed list of pages",
+    "FOCUSED_FRONTIER": "it fetches a fixed list of pages",
+    # Either policy answers from its copies without asking the site (all of them, or those
+    # still fresh), and each such page passed for fetched and unchanged.
+    "HTTPCACHE_ENABLED": "Scrapy's HTTP cache would answer for the sites, from the copies it kept",
+}
 
 
 class Command(ScrapyCommand):
@@ -123,16 +134,7 @@ class Command(ScrapyCommand):
             check_settings(self.settings)
             allow_status_codes_as_numbers(self.settings)
             check_unstored_dir(self.settings)
-            for name in ("JOBDIR", "FOCUSED_FRONTIER"):
-                if self.settings.get(name):
-                    raise ConfigError(f"recrawl takes no {name}: it fetches a fixed list of pages")
-            if self.settings.getbool("HTTPCACHE_ENABLED"):
-                # Either policy answers from its copies without asking the site (all of them,
-                # or those still fresh), and each such page passed for fetched and unchanged.
-                raise ConfigError(
-                    "recrawl takes no HTTPCACHE_ENABLED: Scrapy's HTTP cache would answer for the"
-                    " sites, from the copies it kept"
-                )
+            self.unused = self._refuse_or_leave_out(NOT_TAKEN)
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
             if len(args) > 1:
@@ -147,6 +149,20 @@ class Command(ScrapyCommand):
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         self.pages = self._plan(args[0], opts)
+
+    def _refuse_or_leave_out(self, not_taken: dict[str, str]) -> list[str]:
+        """Refuse each setting of ``not_taken`` the command line gives; turn off those the
+        project's settings module gives (a deployment that names its shared frontier there
+        recrawls its crawls too), and return their names."""
+        left_out = []
+        for name, why in not_taken.items():
+            if self.settings.get(name) in OFF:
+                continue
+            if given_on_command_line(self.settings, name):
+                raise ConfigError(f"recrawl takes no {name}: {why}")
+            self.settings.set(name, None, "cmdline")
+            left_out.append(name)
+        return left_out
 
     def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
         store = open_or_fail(self.settings, create=False)  # checked writable: it is written
@@ -221,6 +237,9 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.crawler_process is not None
+        if self.unused:
+            unused = ", ".join(self.unused)
+            logger.info("Not used by a recrawl: %s (set in the project's settings)", unused)
         if self.restored:
             logger.info(
                 "Fetching as crawl %s did: %s",
