@@ -97,6 +97,15 @@ def restore_fetch_settings(settings: Any, recorded: Mapping[str, Any] | None) ->
     return restored
 
 
+def describe_fetch(render: Any, fetch_settings: Mapping[str, Any] | None) -> str:
+    """How a crawl fetched beyond the project's settings, as the recrawl's log and ``scrapy
+    report`` say it: ``render='always', USER_AGENT='birdwatch/2.0'``; empty for plain fetches
+    with the project's settings."""
+    fetched = {"render": render} if render not in (None, "never") else {}
+    fetched.update(fetch_settings or {})
+    return ", ".join(f"{name}={value!r}" for name, value in fetched.items())
+
+
 def _as_json(value: Any) -> Any:
     if isinstance(value, BaseSettings):  # a dict setting: Scrapy keeps each key's priority
         value = value.copy_to_dict()

@@ -1318,7 +1318,13 @@ def test_scrapy_pages_piped_to_head_exits_0(tmp_path):
 def marked_pages(store: storage.Store) -> None:
     """A finished crawl ``c1`` whose pages a recrawl found gone (404, 410), that asked not to
     be indexed (stored without text), both, or neither (a record without a status)."""
-    store.start_crawl({"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": []})
+    fetched = {
+        "render": "auto",
+        "fetch_settings": {"USER_AGENT": "birdwatch/2.0", "RETRY_TIMES": 5},
+    }
+    store.start_crawl(
+        {"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": [], **fetched}
+    )
     store.finish_crawl("c1", pages=6, relevant=4, harvest_rate=4 / 6)
     page = {name: None for name in PAGE_FIELDS} | {"crawl_id": "c1", "level": 1, "text": "t"}
     marks = [  # url, status, robots, relevance, relevant
@@ -1396,8 +1402,11 @@ def test_pages_shows_which_pages_are_gone_or_stored_without_text(marked):
 
 
 def test_report_counts_the_pages_gone_or_stored_without_text(marked):
+    """Also: how the crawl fetched beyond the project's settings, which its recrawl does too
+    (focused.fetchsettings), was nowhere but in the crawl record."""
     sections = report_sections(ok(marked("report")))
     head = dict(line.split(None, 1) for line in sections["head"].splitlines())
+    assert head["fetch"] == "render='auto', USER_AGENT='birdwatch/2.0', RETRY_TIMES=5"
     assert head["stored"] == (
         "3 gone (404 or 410), 2 noindex (without text), 1 duplicate (without text: see"
         " duplicate_of)"

@@ -35,7 +35,7 @@ from focused.arguments import (
 from focused.commands.crawl import run_failed
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
-from focused.fetchsettings import restore_fetch_settings
+from focused.fetchsettings import describe_fetch, restore_fetch_settings
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
 from focused.report import describe_time, is_live, recrawl_is_live
@@ -78,6 +78,7 @@ NOT_TAKEN = {
 class Command(ScrapyCommand):
     requires_project = True
     claimed = False  # the crawl's record marked as being recrawled by this process (_plan)
+    rendered_as_the_crawl: str | None = None  # the crawl's render mode, taken without --render
 
     def syntax(self) -> str:
         return "[options] CRAWL_ID"
@@ -219,8 +220,7 @@ class Command(ScrapyCommand):
             if opts.render is None:
                 # None: recorded before the field, and recrawled plainly, as then.
                 opts.render = RENDER.parse("render", crawl["render"] or RENDER.default)
-                if opts.render != RENDER.default:
-                    self.restored["render"] = opts.render
+                self.rendered_as_the_crawl = opts.render
         except ConfigError as exc:
             raise ConfigError(f"the settings crawl {crawl['crawl_id']} recorded: {exc}") from None
         if opts.render == "never":
@@ -228,7 +228,7 @@ class Command(ScrapyCommand):
         try:
             check_browser(self.settings)  # a missing browser is one line, as for a crawl
         except ConfigError as exc:
-            if "render" not in self.restored:
+            if self.rendered_as_the_crawl is None:
                 raise
             raise ConfigError(
                 f"{exc} (crawl {crawl['crawl_id']} rendered its pages: --render never fetches"
@@ -240,12 +240,8 @@ class Command(ScrapyCommand):
         if self.unused:
             unused = ", ".join(self.unused)
             logger.info("Not used by a recrawl: %s (set in the project's settings)", unused)
-        if self.restored:
-            logger.info(
-                "Fetching as crawl %s did: %s",
-                args[0],
-                ", ".join(f"{name}={value!r}" for name, value in self.restored.items()),
-            )
+        if fetched_as := describe_fetch(self.rendered_as_the_crawl, self.restored):
+            logger.info("Fetching as crawl %s did: %s", args[0], fetched_as)
         try:
             # Made from the class: a crawler made first has the process's settings applied to it
             # again as it is run, each chain set whole over the spider's changes to it.

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from focused.arguments import check_output_file
 from focused.errors import ConfigError, cut, quoted
+from focused.fetchsettings import describe_fetch
 from focused.report import (
     DECILES,
     REPORT_FIELDS,
@@ -106,6 +107,8 @@ def print_report(report: Report) -> None:
     out(f"query      {crawl['query']}")
     params = describe_params(crawl["params"])
     out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}")
+    if fetched_as := describe_fetch(crawl["render"], crawl["fetch_settings"]):
+        out(f"fetch      {fetched_as}")  # which its recrawl fetches with too
     out(f"started    {describe_time(crawl['started_at'])}")
     out(f"finished   {describe_time(crawl['finished_at'])}")
     out(f"status     {describe_status(crawl)}")
