@@ -77,11 +77,16 @@ FORCED_SHUTDOWN = "forced_shutdown"
 FRONTIER_UNREACHABLE = "frontier_unreachable"
 
 
+# Seconds between two looks at an engine whose engine_started handlers are still running.
+ENGINE_START_POLL = 0.05
+
+
 def stop_once_started(crawler: Crawler, crawl_ended: Callable[[], Any]) -> None:
     """Make a graceful stop asked before the engine runs close the spider once it does.
 
     Ctrl-C, or Scrapyd's cancel, can come while the spider is still opening (the store, the
-    relevance model and the sentence encoder load in ``spider_opened`` handlers, about 0.3 s).
+    relevance model and the sentence encoder load in ``spider_opened`` handlers, about 0.3 s),
+    or while the engine starts (its ``engine_started`` handlers run before it does).
     Scrapy's ``Crawler.stop_async`` then does nothing, and the process stops the reactor under
     the opening spider: the crawl ended as after a second Ctrl-C (``forced_shutdown``, exit
     status 1, resumed as after a crash). Here the stop waits for the engine to start, stops it
@@ -92,8 +97,17 @@ def stop_once_started(crawler: Crawler, crawl_ended: Callable[[], Any]) -> None:
     asked = False
 
     def engine_started() -> None:
-        if asked:  # after the other engine_started handlers, as for a stop at any later moment
-            call_later(0, lambda: deferred_from_coro(scrapy_stop()))
+        # The engine runs once every engine_started handler is done, on a later turn of the
+        # loop when one takes its time (an extension's own start): a stop asked until then
+        # is made then, as at any later moment.
+        def stop_if_asked() -> None:
+            engine = crawler._engine
+            if engine is not None and engine._starting and not engine.running:
+                call_later(ENGINE_START_POLL, stop_if_asked)
+            elif asked:
+                deferred_from_coro(scrapy_stop())
+
+        call_later(0, stop_if_asked)
 
     async def stop_async() -> None:
         nonlocal asked

@@ -61,7 +61,8 @@ class StoreCommand(ScrapyCommand):
             raise ConfigError(f"unexpected arguments: {cut(' '.join(args))}")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        try:
+        # Ctrl-C: the user has seen enough of a long listing, or waited enough for a server.
+        with interruptible():
             store = open_or_fail(self.settings, read_only=True)  # a server may keep it waiting
             try:
                 with printing():
@@ -71,13 +72,20 @@ class StoreCommand(ScrapyCommand):
                 fail(str(exc), NOT_FOUND)
             finally:
                 store.close()
-        except KeyboardInterrupt:
-            # Ctrl-C: the user has seen enough of a long listing, or waited enough for a
-            # server; a traceback would tell nothing.
-            sys.exit(INTERRUPTED)
 
     @abstractmethod
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None: ...
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Ctrl-C ends the command with status 130, as a shell reports it, and no traceback: it
+    tells nothing the user does not know. For what a command does before Scrapy's own handlers
+    (a crawl's) take Ctrl-C over: waiting for a server, launching Chromium, reading a store."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.exit(INTERRUPTED)
 
 
 @contextmanager

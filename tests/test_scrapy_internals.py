@@ -116,3 +116,10 @@ def test_a_crawler_stop_before_the_engine_runs_is_what_focused_waits_out():
 
     assert Crawler(Spider)._engine is None
     assert "if self.engine.running:" in inspect.getsource(Crawler.stop_async)
+    # It reads the engine's private _starting too: set before the engine_started handlers run,
+    # running only once they are all done.
+    from scrapy.core.engine import ExecutionEngine
+
+    start = inspect.getsource(ExecutionEngine.start_async)
+    started = start.index("signal=signals.engine_started")
+    assert start.index("self._starting = True") < started < start.index("self.running = True")

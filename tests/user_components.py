@@ -1,8 +1,14 @@
-"""A component of a user's own, given with -s to the crawls of the tests."""
+"""Components of a user's own, given with -s to the crawls of the tests."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
+
+from scrapy import signals
+
+logger = logging.getLogger(__name__)
 
 
 class CountingPipeline:
@@ -18,3 +24,18 @@ class CountingPipeline:
     def process_item(self, item: Any) -> Any:
         self.stats.inc_value("test/items_seen")
         return item
+
+
+class SlowEngineStart:
+    """An ``engine_started`` handler that takes 2 s, as a slow extension's would, logging
+    ``test: engine starting`` first: the engine runs only once it is done."""
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> SlowEngineStart:
+        extension = cls()
+        crawler.signals.connect(extension.engine_started, signal=signals.engine_started)
+        return extension
+
+    async def engine_started(self) -> None:
+        logger.info("test: engine starting")
+        await asyncio.sleep(2.0)  # the crawl's reactor is asyncio's

@@ -32,7 +32,7 @@ from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
 from focused.logfile import guard_log_files
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
-from focused.storecommand import USAGE_ERROR, fail, scrapy_options
+from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED
 
 if TYPE_CHECKING:
@@ -67,6 +67,12 @@ class Command(ScrapyCrawlCommand):
     crawler: Crawler | None = None
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        # The checks may wait for a server or a browser: until the crawler process takes it
+        # over, Ctrl-C ends the command.
+        with interruptible():
+            self._check(args, opts)
+
+    def _check(self, args: list[str], opts: argparse.Namespace) -> None:
         project = project_components(self.settings)
         try:
             scrapy_options(super().process_options, args, opts)

@@ -47,6 +47,7 @@ from focused.storecommand import (
     InspectError,
     fail,
     find_crawl,
+    interruptible,
     open_or_fail,
     parse_number,
     say_unreadable,
@@ -128,6 +129,17 @@ class Command(ScrapyCommand):
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        # The checks may wait for a server or a browser: until the crawler process takes it
+        # over, Ctrl-C ends the command, and takes back the crawl's mark if it was set.
+        try:
+            with interruptible():
+                self._check(args, opts)
+        except SystemExit:
+            if self.claimed:  # interrupted once the plan was made
+                self._end_claim(args[0])
+            raise
+
+    def _check(self, args: list[str], opts: argparse.Namespace) -> None:
         project = project_components(self.settings)
         try:
             scrapy_options(super().process_options, args, opts)

@@ -1,0 +1,91 @@
+"""Ctrl-C while a command checks what it needs before it starts (a store server that keeps it
+waiting): exit status 130, as a shell reports a command Ctrl-C ended, and no traceback."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+
+import pytest
+
+from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, scrapy_command
+
+
+@pytest.fixture
+def silent_server():
+    """A loopback port that takes connections and never answers: a MongoDB that keeps its
+    client waiting. Yields the URI, and a function that waits for the first connection."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    listener.settimeout(60)
+    held = []
+
+    def connected() -> None:
+        held.append(listener.accept()[0])
+
+    yield f"mongodb://127.0.0.1:{listener.getsockname()[1]}", connected
+    for connection in held:
+        connection.close()
+    listener.close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("crawl", "topical", "-a", "query=birds", "-a", "seeds=http://127.0.0.1:9/"),
+        ("recrawl", "c1"),
+        ("pages",),
+    ],
+    ids=["crawl", "recrawl", "pages"],
+)
+def test_ctrl_c_while_the_store_keeps_the_command_waiting_is_status_130(silent_server, command):
+    uri, connected = silent_server
+    settings = ["-s", f"MONGO_URI={uri}", "-s", "MONGO_TIMEOUT_MS=60000"]
+    process = subprocess.Popen(
+        scrapy_command(*command, *settings),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=crawl_env(),
+    )
+    try:
+        connected()  # the command is past its imports, waiting for the server
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert process.returncode == 130, stderr[-3000:]
+    assert stdout == ""
+
+
+def test_ctrl_c_while_the_engine_starts_pauses_the_crawl(tmp_path, site):
+    """A stop asked while the engine_started handlers ran (the engine starting, not yet
+    running) waited for an engine_started that had come already: the crawl went on to its end
+    as if Ctrl-C had never been pressed."""
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "CLOSESPIDER_PAGECOUNT": 30,
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+        "EXTENSIONS": json.dumps({"tests.user_components.SlowEngineStart": 900}),
+    }
+    arguments = {"strategy": "bfs", "query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    command = scrapy_command(*crawl_args(arguments, settings))
+    process = subprocess.Popen(
+        command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
+    )
+    try:
+        for line in process.stderr:
+            if "test: engine starting" in line:
+                process.send_signal(signal.SIGINT)
+                break
+        stderr = process.stderr.read()
+        assert process.wait(timeout=60) == 0, stderr[-3000:]
+    finally:
+        process.kill()
+    assert "Closing spider (shutdown)" in stderr, stderr[-3000:]  # not at its 30 pages
