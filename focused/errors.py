@@ -5,10 +5,39 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import os
 import re
 import sys
 from collections.abc import Callable
-from typing import NoReturn
+from contextlib import suppress
+from typing import NoReturn, TextIO
+
+
+def say(line: str) -> None:
+    """Write ``line`` and a newline on stderr, if stderr takes it. A stderr closed (``2>&-``:
+    Python then has no ``sys.stderr``), full (``2>/dev/full``) or a pipe whose reader has left
+    loses the line, and the command still exits with its own status: the failed write was a
+    traceback no one saw (status 1, even for a bad option) or, the line kept in stderr's
+    buffer, failed again at Python's last flush (status 120)."""
+    if sys.stderr is None:
+        return
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        drop_output([sys.stderr])
+
+
+def drop_output(streams: list[TextIO]) -> None:
+    """Send what is still to be written to ``streams`` (files that failed a write) to
+    /dev/null, their buffered text with it: Python's last flush at exit then does not fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in streams:
+            with suppress(OSError, ValueError):  # no file (a test's capture): nothing to flush
+                os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
 
 
 def one_line(exc: BaseException, cut: re.Pattern[str] | None = None) -> str:
@@ -88,7 +117,8 @@ class CommandLineParser(argparse.ArgumentParser):
             message = _UNKNOWN_ARGUMENTS + cut(message.removeprefix(_UNKNOWN_ARGUMENTS))
         else:
             message = _ARGPARSE_VALUE.sub(_cut_value, message)
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        say(f"{self.prog}: error: {message}")
+        self.exit(2)
 
 
 def at_least_one(text: str) -> int:
@@ -140,6 +170,6 @@ def exit_on_config_error(main: Callable[[], int | None], prog: str) -> NoReturn:
     try:
         status = main()
     except ConfigError as exc:
-        sys.stderr.write(f"{prog}: error: {exc}\n")
+        say(f"{prog}: error: {exc}")
         status = 2
     sys.exit(status)

@@ -15,11 +15,10 @@ Scrapy has no hook for its handler, so ``guard_log_files`` wraps the root logger
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from focused.errors import quoted
+from focused.errors import quoted, say
 
 
 def guard_log_files() -> None:
@@ -58,8 +57,8 @@ class GuardedStream:
         except OSError as error:
             if not self.said:
                 self.said.append(self.name)
-                sys.stderr.write(
+                say(
                     f"error: LOG_FILE {quoted(self.name)} cannot be written: "
                     f"{error.strerror or error}; the crawl goes on, and its log lines are lost "
-                    "until the file takes them\n"
+                    "until the file takes them"
                 )

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO
 from urllib.parse import unquote, urlsplit
 
-from focused.errors import CommandLineParser, ConfigError, cut, port, quoted, seconds
+from focused.errors import CommandLineParser, ConfigError, cut, port, quoted, say, seconds
 
 GRAPH_DIR = "wikispeedia_paths-and-graph"
 TEXT_DIR = "plaintext_articles"
@@ -465,10 +465,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             graph, args.host, args.port, args.delay, args.log, args.start, args.crawl_delay
         )
     except ConfigError as exc:
-        print(f"replayweb: error: {exc}", file=sys.stderr)
+        say(f"replayweb: error: {exc}")
         return 2
     except OSError as exc:  # port in use, unwritable log file
-        print(f"replayweb: error: {exc}", file=sys.stderr)
+        say(f"replayweb: error: {exc}")
         return 2
     print(f"serving {len(graph)} articles at {server.url}{WIKI_PREFIX}...", flush=True)
     try:

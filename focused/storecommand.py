@@ -17,13 +17,13 @@ import sys
 import unicodedata
 from abc import abstractmethod
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from focused.arguments import Param, check_settings, is_text
-from focused.errors import ConfigError, cut, quoted
+from focused.errors import ConfigError, cut, drop_output, quoted, say
 from focused.storage import Store, StoreError, StoreSettingError, open_store
 
 if TYPE_CHECKING:
@@ -106,33 +106,26 @@ def printing() -> Iterator[None]:
     except BrokenPipeError:
         gone = os.fstat(sys.stdout.fileno())
         streams = [sys.stdout]
-        with suppress(OSError, ValueError):  # a stderr that is no file has no reader to lose
+        # A stderr that is no file (closed: None) has no reader to lose.
+        with suppress(OSError, ValueError, AttributeError):
             if os.path.samestat(os.fstat(sys.stderr.fileno()), gone):
                 streams.append(sys.stderr)
-        _drop_output(streams)
+        drop_output(streams)
     except OSError as exc:  # the store's own failures are StoreError: this is the output's
-        _drop_output([sys.stdout])
+        drop_output([sys.stdout])
         fail(f"cannot write the output: {exc.strerror or exc}", NOT_FOUND)
-
-
-def _drop_output(streams: list[TextIO]) -> None:
-    """Send what is still to be written to ``streams`` to /dev/null."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    for stream in streams:
-        os.dup2(devnull, stream.fileno())
-    os.close(devnull)
 
 
 def say_unreadable(store: Store, read: str) -> None:
     """What a crawl never writes (a cell edited by hand, a document another program wrote) is
     read as unknown: one line says so, for whoever fixes it."""
     if store.unreadable:
-        sys.stderr.write(f"warning: {store.unreadable_warning(read)}\n")
+        say(f"warning: {store.unreadable_warning(read)}")
 
 
 def fail(message: str, status: int) -> NoReturn:
     # One line whatever it quotes: a crawl id or a path from the store or the command line.
-    sys.stderr.write(f"error: {printable(message)}\n")
+    say(f"error: {printable(message)}")
     sys.exit(status)
 
 

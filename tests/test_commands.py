@@ -38,6 +38,7 @@ from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.settings import Settings
 
 from focused import storage, storecommand
+from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
 from focused.report import build_report, describe_status, describe_time, is_stale
 from focused.storage import FINISH_FIELDS, PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
@@ -1286,6 +1287,78 @@ def test_ctrl_c_ends_a_command_without_a_traceback(cli, tmp_path, monkeypatch, a
     monkeypatch.setattr(SqliteStore, "pages", interrupted)
     monkeypatch.setattr(SqliteStore, "crawls", interrupted)
     assert cli(*args, settings={"FOCUSED_DB": db}) == Result(130, "", "")
+
+
+@contextmanager
+def unwritable_stderr(monkeypatch, how: str) -> Iterator[None]:
+    """stderr closed (``2>&-``: Python has no ``sys.stderr``) or full (``2>/dev/full``). The
+    full one is buffered, as Python's own is without PYTHONUNBUFFERED: closing it flushes
+    again, and fails as Python's last flush at exit did (status 120), if the line is still
+    in its buffer."""
+    with monkeypatch.context() as patch:
+        if how == "closed":
+            patch.setattr("sys.stderr", None)
+            yield
+        else:
+            with open("/dev/full", "w") as full:
+                patch.setattr("sys.stderr", full)
+                yield
+
+
+UNWRITABLE = [
+    "closed",
+    pytest.param(
+        "full", marks=pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+    ),
+]
+
+
+@pytest.mark.parametrize("how", UNWRITABLE)
+@pytest.mark.parametrize(
+    ("args", "status"), [(("pages", "--min-relevance", "7"), 2), (("pages", "--crawl", "x"), 1)]
+)
+def test_an_error_stderr_cannot_take_still_sets_the_exit_status(
+    cli, tmp_path, monkeypatch, how, args, status
+):
+    """`scrapy pages --min-relevance 7 2>&-`: the error line, which cannot be printed, was an
+    AttributeError (an OSError for 2>/dev/full) no one saw, and the command exited with status
+    1 for a bad option too; or 120, its line left in stderr's buffer."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with unwritable_stderr(monkeypatch, how):
+        result = cli(*args, settings={"FOCUSED_DB": db})
+    assert result == Result(status, "", "")
+
+
+@pytest.mark.parametrize("how", UNWRITABLE)
+def test_a_project_command_line_error_stderr_cannot_take_exits_2(monkeypatch, how):
+    """The project's own commands (focused.replayweb, the benchmarks) likewise: argparse
+    dropped the line, but left it in a full stderr's buffer (status 120 at exit), and a
+    ConfigError found once reading was an AttributeError or OSError traceback, status 1."""
+
+    def bad() -> None:
+        raise ConfigError("--corpus 'x' names no corpus")
+
+    with unwritable_stderr(monkeypatch, how):
+        with pytest.raises(SystemExit) as parsed:
+            CommandLineParser(prog="replayweb").parse_args(["--nope"])
+        with pytest.raises(SystemExit) as checked:
+            exit_on_config_error(bad, "replayweb")
+    assert (parsed.value.code, checked.value.code) == (2, 2)
+
+
+def test_a_reader_that_stops_reading_with_stderr_closed_is_no_failure(cli, tmp_path, monkeypatch):
+    """`scrapy pages 2>&- | head -1` exited with status 1: the look for stderr in the same
+    pipe was an AttributeError."""
+    db = tmp_path / "two.sqlite3"
+    store = SqliteStore(db)
+    two_pages(store)
+    store.close()
+    with closed_pipe(monkeypatch), unwritable_stderr(monkeypatch, "closed"):
+        result = cli("pages", settings={"FOCUSED_DB": db})
+    assert result == Result(0, "", "")
 
 
 def test_scrapy_pages_piped_to_head_exits_0(tmp_path):

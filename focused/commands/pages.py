@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 from focused.arguments import Param
+from focused.errors import say
 from focused.report import describe_page_status, describe_status, page_json
 from focused.storage import PAGE_FIELDS
 from focused.storecommand import (
@@ -67,9 +67,9 @@ class Command(StoreCommand):
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, opts.crawl)
         if crawl["status"] != "finished":
-            sys.stderr.write(
+            say(
                 printable(f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:")
-                + " these are the pages it stored so far\n"
+                + " these are the pages it stored so far"
             )
         pages = store.pages(
             crawl["crawl_id"],

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from focused.arguments import check_output_file
-from focused.errors import ConfigError, cut, quoted
+from focused.errors import ConfigError, cut, quoted, say
 from focused.fetchsettings import describe_fetch
 from focused.report import (
     DECILES,
@@ -92,7 +92,7 @@ class Command(StoreCommand):
                 fail("--png needs matplotlib: pip install 'matplotlib>=3.7'", NOT_FOUND)
             except OSError as exc:  # checked writable, yet failed: a full disk...
                 fail(f"cannot write {cut(opts.png)}: {exc.strerror or exc}", NOT_FOUND)
-            sys.stderr.write(f"plot written to {opts.png}\n")
+            say(f"plot written to {opts.png}")
 
 
 def print_report(report: Report) -> None:
