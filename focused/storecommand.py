@@ -85,7 +85,15 @@ def interruptible() -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
-        sys.exit(INTERRUPTED)
+        interrupted()
+
+
+def interrupted(left: str | None = None) -> NoReturn:
+    """End a command Ctrl-C stopped as ``interruptible`` does; from a command that writes,
+    with one line saying what it ``left`` half done and how to finish it."""
+    if left is not None:
+        say(f"interrupted: {printable(left)}")
+    sys.exit(INTERRUPTED)
 
 
 @contextmanager
@@ -98,8 +106,7 @@ def printing() -> Iterator[None]:
     (``2>&1 | head``), and reach a terminal when it is one. An output that cannot be written
     (``--json > pages.jsonl`` on a full disk), or none (``>&-``: Python then has no
     ``sys.stdout``), ends the command in one line, status 1."""
-    if sys.stdout is None:
-        fail("cannot write the output: standard output is closed", NOT_FOUND)
+    need_output()
     try:
         yield
         sys.stdout.flush()
@@ -114,6 +121,13 @@ def printing() -> Iterator[None]:
     except OSError as exc:  # the store's own failures are StoreError: this is the output's
         drop_output([sys.stdout])
         fail(f"cannot write the output: {exc.strerror or exc}", NOT_FOUND)
+
+
+def need_output() -> None:
+    """End the command in one line, status 1, if it has no output (``>&-``): a writing command
+    asks before it writes anything, as ``printing`` asks before it prints."""
+    if sys.stdout is None:
+        fail("cannot write the output: standard output is closed", NOT_FOUND)
 
 
 def say_unreadable(store: Store, read: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 
@@ -12,7 +13,7 @@ from focused import forget
 from focused.storage import SqliteStore
 from tests import test_commands, test_redis_frontier
 from tests.conftest import run_crawl
-from tests.test_commands import ok, one_line_error
+from tests.test_commands import Result, closed_pipe, ok, one_line_error
 from tests.test_redis_frontier import RedisServer, arguments, command_calls, free_port
 
 cli, redis_server = test_commands.cli, test_redis_frontier.redis_server  # their fixtures
@@ -183,6 +184,65 @@ def test_keys_are_found_with_scan_and_removed_in_batches(tmp_path, redis_server,
     assert command_calls(client, "keys") == 0
     assert not keys_under(client, "focused:big:")
     assert len(keys_under(client, "focused:other:")) == 25
+
+
+@pytest.mark.parametrize("output", ["gone", "full", "closed"])
+def test_an_output_forget_cannot_print_to_is_one_line(
+    tmp_path, redis_server, cli, monkeypatch, output
+):
+    """`scrapy forget ID | head -1`, `> /dev/full`, `>&-`: the line saying the keys were
+    removed was a traceback (BrokenPipeError, OSError, AttributeError), status 1 even for a
+    reader that had read enough. As for the reading commands: a reader gone is no failure, an
+    output full one line; none (`>&-`) one line before any key is removed."""
+    client = redis.Redis.from_url(redis_server.url)
+    shared_keys(client, "c")
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "c", "finished")}
+    with contextlib.ExitStack() as stack:
+        if output == "gone":
+            stack.enter_context(closed_pipe(monkeypatch))
+        else:
+            patch = stack.enter_context(monkeypatch.context())
+            full = stack.enter_context(open("/dev/full", "w")) if output == "full" else None
+            patch.setattr("sys.stdout", full)
+        result = cli("forget", "c", settings=settings)
+    if output == "closed":
+        one_line_error(result, 1, "cannot write the output: standard output is closed")
+        assert len(keys_under(client, "focused:c:")) == 3
+        return
+    if output == "full":
+        one_line_error(result, 1, "cannot write the output: No space left on device")
+    else:
+        assert (result.returncode, result.stderr) == (0, "")
+    assert not keys_under(client, "focused:c:")
+
+
+def test_ctrl_c_as_keys_are_removed_says_to_run_it_again(tmp_path, redis_server, cli, monkeypatch):
+    """Ctrl-C between two batches of keys was a KeyboardInterrupt traceback: it ends with
+    status 130 and one line saying that the same command removes what is left."""
+    client = redis.Redis.from_url(redis_server.url)
+    shared_keys(client, "c")
+    client.mset({f"focused:c:robots:host{i}": "x" for i in range(6)})
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "c", "finished")}
+    monkeypatch.setattr(forget, "BATCH", 4)
+    unlink = redis.Redis.unlink
+
+    def interrupted(self: redis.Redis, *keys: bytes) -> int:
+        if len(keys_under(client, "focused:c:")) < 8:  # one batch removed
+            raise KeyboardInterrupt
+        return unlink(self, *keys)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(redis.Redis, "unlink", interrupted)
+        result = cli("forget", "c", settings=settings)
+    assert result == Result(
+        130,
+        "",
+        f"interrupted: some keys of crawl c may be left on {redis_server.url}: run the command"
+        " again to remove them\n",
+    )
+    assert keys_under(client, "focused:c:")
+    assert ok(cli("forget", "c", settings=settings)).startswith("removed ")
+    assert not keys_under(client, "focused:c:")
 
 
 @pytest.fixture

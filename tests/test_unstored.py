@@ -23,10 +23,10 @@ from scrapy.utils.test import get_crawler
 
 from focused.refresh import RecrawlSpider, revisit
 from focused.storage import FINISH_FIELDS, SqliteStore, StoreError
-from focused.unstored import read_unstored, restore
+from focused.unstored import Unstored, read_unstored, restore
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
 from tests.conftest import REPO, crawl_env, scrapy_command
-from tests.test_commands import cli, one_crawl, one_line_error  # noqa: F401
+from tests.test_commands import cli, closed_pipe, one_crawl, one_line_error  # noqa: F401
 from tests.test_storage import (  # noqa: F401
     FakeEngine,
     FakeSpider,
@@ -341,6 +341,68 @@ def test_a_restored_file_that_cannot_be_renamed_says_so(cli, one_crawl, tmp_path
         "exists): do not restore it again\n"
     )
     assert path.exists() and taken.read_text(encoding="utf-8") == "another file"
+    assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
+
+
+@pytest.mark.parametrize("output", ["gone", "full", "closed"])
+def test_an_output_restore_cannot_print_to_leaves_no_file_to_restore_twice(
+    cli,  # noqa: F811
+    one_crawl,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+    output,
+):
+    """`scrapy restore FILE | head -1`, `> /dev/full`, `>&-`: the line saying the records were
+    written was a traceback (BrokenPipeError, OSError, AttributeError) once they were, before
+    the file was renamed, so a later restore put its older records back. A reader gone is no
+    failure; an output full is one line once every file is renamed; none (`>&-`) one line
+    before anything is written."""
+    path = spilled(tmp_path)
+    with contextlib.ExitStack() as stack:
+        if output == "gone":
+            stack.enter_context(closed_pipe(monkeypatch))
+        else:
+            patch = stack.enter_context(monkeypatch.context())
+            full = stack.enter_context(open("/dev/full", "w")) if output == "full" else None
+            patch.setattr("sys.stdout", full)
+        result = cli("restore", str(path), settings=one_crawl)
+    if output == "closed":
+        one_line_error(result, 1, "cannot write the output: standard output is closed")
+        assert path.exists() and stored_urls(one_crawl) == []
+        return
+    if output == "full":
+        one_line_error(result, 1, "cannot write the output: No space left on device")
+    else:
+        assert (result.returncode, result.stderr) == (0, "")
+    assert not path.exists() and (tmp_path / "unstored-one.jsonl.restored").exists()
+    assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
+
+
+def test_ctrl_c_as_restore_writes_says_which_files_to_restore_again(
+    cli,  # noqa: F811
+    one_crawl,  # noqa: F811
+    tmp_path,
+    monkeypatch,
+):
+    """Ctrl-C as the records were written was a KeyboardInterrupt traceback: it ends with
+    status 130 and one line naming the files not renamed, which a restore run again writes
+    whole."""
+    path = spilled(tmp_path)
+
+    def interrupted(store: SqliteStore, unstored: Unstored) -> None:
+        store.save_pages(unstored.records["page"][:1])
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr("focused.commands.restore.restore", interrupted)
+        result = cli("restore", str(path), settings=one_crawl)
+    assert (result.returncode, result.stdout) == (130, "")
+    assert result.stderr == (
+        f"interrupted: {path} not marked restored (its records may be written in part):"
+        " restore it again\n"
+    )
+    assert path.exists()
+    assert cli("restore", str(path), settings=one_crawl).returncode == 0
     assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
 
 

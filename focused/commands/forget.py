@@ -17,10 +17,19 @@ from typing import TYPE_CHECKING
 from scrapy.commands import ScrapyCommand
 
 from focused.arguments import check_crawl_id, check_settings
-from focused.errors import ConfigError, cut
+from focused.errors import ConfigError, cut, say
 from focused.report import describe_status
 from focused.storage import StoreError
-from focused.storecommand import NOT_FOUND, USAGE_ERROR, fail, open_or_fail, scrapy_options
+from focused.storecommand import (
+    NOT_FOUND,
+    USAGE_ERROR,
+    fail,
+    interrupted,
+    need_output,
+    open_or_fail,
+    printing,
+    scrapy_options,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -33,6 +42,7 @@ if TYPE_CHECKING:
 class Command(ScrapyCommand):
     requires_project = True
     requires_crawler_process = False
+    removing = False  # the crawl's keys being removed (``remove``): Ctrl-C leaves some
 
     def syntax(self) -> str:
         return "[options] CRAWL_ID"
@@ -87,6 +97,7 @@ class Command(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         from focused.distributed import asked  # imports redis: only when asked for
 
+        need_output()  # before any key is removed
         crawl_id = args[0]
         try:
             forgotten = asked(
@@ -95,14 +106,24 @@ class Command(ScrapyCommand):
             )
         except ConfigError as exc:
             fail(str(exc), NOT_FOUND)
+        except KeyboardInterrupt:
+            # The crawl's order goes first (it cannot go on), the rest in batches: what is
+            # left, the same command removes.
+            interrupted(
+                f"some keys of crawl {crawl_id} may be left on {self.shown}: run the command"
+                " again to remove them"
+                if self.removing
+                else None
+            )
         if forgotten.live:
             which = "which stops at its" if forgotten.live == 1 else "which stop at their"
-            sys.stderr.write(
+            say(
                 f"warning: crawl {crawl_id} had {_processes(forgotten.live)} alive, {which} next"
-                " heartbeat: the keys of the crawl are gone\n"
+                " heartbeat: the keys of the crawl are gone"
             )
         removed = f"removed {forgotten.removed} keys of crawl {crawl_id}"
-        sys.stdout.write(f"{removed} from {self.shown}\n")
+        with printing():
+            sys.stdout.write(f"{removed} from {self.shown}\n")
 
     def _forget(self, client: redis.Redis, crawl_id: str, force: bool) -> Forgotten:
         from focused.distributed import CLUSTER_NODE, is_cluster_node
@@ -121,6 +142,7 @@ class Command(ScrapyCommand):
         if not force:
             _refuse_live(live_workers(client, crawl_id, timeout), crawl_id, self.shown, timeout)
             self._refuse_unfinished(crawl_id, queued_requests(client, crawl_id, keys))
+        self.removing = True
         forgotten = remove(client, crawl_id, keys, timeout, force)
         if forgotten is None:  # a process joined the crawl since the look above
             _refuse_live(live_workers(client, crawl_id, timeout), crawl_id, self.shown, timeout)

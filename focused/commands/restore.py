@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands import ScrapyCommand
 
 from focused.arguments import check_settings
-from focused.errors import ConfigError
+from focused.errors import ConfigError, say
 from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,
@@ -27,7 +27,11 @@ from focused.storecommand import (
     InspectError,
     fail,
     find_crawl,
+    interrupted,
+    interruptible,
+    need_output,
     open_or_fail,
+    printing,
     scrapy_options,
 )
 from focused.unstored import RESTORED_SUFFIX, mark_restored, read_unstored, restore
@@ -61,36 +65,58 @@ class Command(ScrapyCommand):
             check_settings(self.settings)
             if not args:
                 raise ConfigError("give the files of unstored records to load (unstored-*.jsonl)")
-            self.unstored = read_unstored(args)
+            with interruptible():  # reading the files: nothing written
+                self.unstored = read_unstored(args)
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         for path in self.unstored.cut_short:
-            sys.stderr.write(
-                f"{path}: its last line was cut short (a crash as it was written): left out\n"
-            )
+            say(f"{path}: its last line was cut short (a crash as it was written): left out")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
-        store = open_or_fail(self.settings, create=False)  # checked writable: it is written
+        need_output()  # before anything is written
+        paths = list(dict.fromkeys(args))  # a file given twice is renamed once
+        left: list[str] = []  # the files being restored, not renamed yet
         try:
-            for crawl_id in self.unstored.crawl_ids():
-                find_crawl(store, crawl_id)  # pages of no crawl would be listed nowhere
-            restore(store, self.unstored)
-        except (StoreError, InspectError) as exc:
-            fail(str(exc), NOT_FOUND)
-        finally:
-            store.close()
-        sys.stdout.write(
-            f"restored {self.unstored.summary()} into the {store.backend} store at"
-            f" {store.location}\n"
-        )
-        for path in dict.fromkeys(args):  # a file given twice is renamed once
+            store = open_or_fail(self.settings, create=False)  # checked writable: it is written
             try:
-                renamed = mark_restored(path)
-            except OSError as exc:  # the records are written: a warning, not a failure
-                sys.stderr.write(
-                    f"{path}: restored, but it cannot be renamed {Path(path).name}"
-                    f"{RESTORED_SUFFIX} ({exc.strerror or exc}): do not restore it again\n"
-                )
-            else:
-                if renamed != Path(path):
-                    sys.stdout.write(f"{path} is now {renamed.name}\n")
+                for crawl_id in self.unstored.crawl_ids():
+                    find_crawl(store, crawl_id)  # pages of no crawl would be listed nowhere
+                left = paths.copy()
+                restore(store, self.unstored)
+            except (StoreError, InspectError) as exc:
+                fail(str(exc), NOT_FOUND)
+            finally:
+                store.close()
+            done = [
+                f"restored {self.unstored.summary()} into the {store.backend} store at"
+                f" {store.location}"
+            ]
+            while left:
+                done += _mark_restored(left[0])
+                left.pop(0)
+        except KeyboardInterrupt:
+            # The records of a file not renamed were written in part or whole: writing them
+            # again now puts back the same (a store's upserts), and renames the file.
+            its, them = ("its", "it") if len(left) == 1 else ("their", "them")
+            interrupted(
+                f"{', '.join(left)} not marked restored ({its} records may be written in part):"
+                f" restore {them} again"
+                if left
+                else None
+            )
+        # Printed once every file is renamed: a reader gone (`| head`) ends no renaming.
+        with printing():
+            sys.stdout.write("".join(f"{line}\n" for line in done))
+
+
+def _mark_restored(path: str) -> list[str]:
+    """Rename ``path``, whose records are written; the line saying so, if any."""
+    try:
+        renamed = mark_restored(path)
+    except OSError as exc:  # the records are written: a warning, not a failure
+        say(
+            f"{path}: restored, but it cannot be renamed {Path(path).name}"
+            f"{RESTORED_SUFFIX} ({exc.strerror or exc}): do not restore it again"
+        )
+        return []
+    return [f"{path} is now {renamed.name}"] if renamed != Path(path) else []
