@@ -15,6 +15,8 @@ Scrapy has no hook for its handler, so ``guard_log_files`` wraps the root logger
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Callable
 from typing import TextIO
 
@@ -32,6 +34,16 @@ def guard_log_files() -> None:
         add_handler(handler)
 
     logging.root.addHandler = add_guarded  # type: ignore[method-assign]
+
+
+def null_closed_stderr() -> None:
+    """A closed stderr (``2>&-``: Python then has no ``sys.stderr``) made /dev/null, before
+    Scrapy makes its log handler: the handler failed as it was made (an AttributeError), so
+    the run ended with status 1 before fetching anything, and a recrawl left its mark on the
+    crawl's record. The log is lost, as the command line asked; the exit status still tells
+    how the run ended."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
 
 
 class GuardedStream:

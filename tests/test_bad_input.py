@@ -22,6 +22,7 @@ from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
+from tests.test_commands import run_with_stderr_closed
 from tests.test_storage import filled_sqlite, read_only
 
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
@@ -1339,6 +1340,20 @@ def test_a_log_file_on_a_full_disk_is_one_line_and_the_crawl_goes_on(tmp_path, s
     )
     assert len(crawl.pages()) == 20
     assert crawl.crawl_record()["finish_reason"] == "closespider_pagecount"
+
+
+def test_a_crawl_with_stderr_closed_runs(tmp_path):
+    """`scrapy crawl topical ... 2>&-`: Scrapy's log handler for a stderr Python does not have
+    failed as it was made (an AttributeError no one saw): exit status 1, nothing crawled. The
+    crawl runs, its log lost, and its exit status tells how it ended: 1 here, its one seed
+    refusing."""
+    db = tmp_path / "focused.sqlite3"
+    arguments = {"crawl_id": "c", "query": "birds", "seeds": "http://127.0.0.1:9/"}
+    settings = {"FOCUSED_DB": db, "ENCODER_STORE_DIR": tmp_path / "encodings"}
+    closed = run_with_stderr_closed(scrapy_command(*crawl_args(arguments, settings)))
+    assert closed.returncode == 1
+    record = Crawl(closed, db, "c").crawl_record()
+    assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")
 
 
 def test_the_other_feeds_get_every_page_stored_after_one_fails(tmp_path, site):

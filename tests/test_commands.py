@@ -156,12 +156,21 @@ def cli(monkeypatch, capsys):
 
     def run(*args: str, settings: dict) -> Result:
         capsys.readouterr()
-        with pytest.raises(SystemExit) as exit:
+        with pytest.raises(SystemExit) as exit, no_traceback_of_ctrl_c():
             execute(["scrapy", *args, *settings_args(settings)])
         out, err = capsys.readouterr()
         return Result(exit.value.code or 0, out, err)
 
     return run
+
+
+@contextmanager
+def no_traceback_of_ctrl_c() -> Iterator[None]:
+    """A KeyboardInterrupt a command lets out (a traceback) fails the test, not the session."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        pytest.fail("KeyboardInterrupt: the command ended in a traceback")
 
 
 @pytest.fixture
@@ -1303,6 +1312,18 @@ def unwritable_stderr(monkeypatch, how: str) -> Iterator[None]:
             with open("/dev/full", "w") as full:
                 patch.setattr("sys.stderr", full)
                 yield
+
+
+def run_with_stderr_closed(command: list[str]) -> subprocess.CompletedProcess:
+    """``command`` run as ``COMMAND 2>&-`` runs it: no file descriptor 2 at all."""
+    return subprocess.run(
+        ["sh", "-c", 'exec "$@" 2>&-', "sh", *command],
+        cwd=REPO,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 UNWRITABLE = [

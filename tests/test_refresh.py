@@ -52,7 +52,12 @@ from focused.report import describe_status, is_live, recrawl_is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
-from tests.test_commands import cli, one_line_error  # noqa: F401
+from tests.test_commands import (  # noqa: F401
+    cli,
+    no_traceback_of_ctrl_c,
+    one_line_error,
+    run_with_stderr_closed,
+)
 from tests.test_storage import crawl_record, make_store, mongo_client, page  # noqa: F401
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
@@ -1188,6 +1193,70 @@ def crawl_recorded(tmp_path: Path, **fields) -> dict[str, str]:
     finally:
         store.close()
     return {"FOCUSED_DB": str(db)}
+
+
+def recrawl_mark(settings: dict[str, str]) -> str | None:
+    store = SqliteStore(settings["FOCUSED_DB"], create=False)
+    try:
+        return store.get_crawl("c1")["recrawl_seen_at"]
+    finally:
+        store.close()
+
+
+class Interrupted:
+    """A crawler process Ctrl-C stops as the recrawl's crawler is made (its model loaded...)."""
+
+    def crawl(self, *args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("when", ["marked", "starting"])
+def test_ctrl_c_before_the_recrawl_fetches_leaves_no_mark(tmp_path, monkeypatch, capsys, when):
+    """Ctrl-C once the crawl's record was marked as being recrawled, as the record was read
+    again or before the recrawl's crawl took Ctrl-C over (its crawler made, its model loaded),
+    left the mark (the first, a KeyboardInterrupt traceback too): a recrawl run again was
+    refused as one under way elsewhere until the mark lapsed (3 heartbeat intervals). Both end
+    with status 130, as the reading commands, and take the mark back."""
+    settings = crawl_recorded(tmp_path)
+    live = recrawl_command.is_live
+
+    def interrupted(crawl: dict, now: datetime) -> bool:
+        if crawl["recrawl_seen_at"] is not None:  # the record read again once marked
+            raise KeyboardInterrupt
+        return live(crawl, now)
+
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as ended, no_traceback_of_ctrl_c():
+        if when == "marked":
+            with monkeypatch.context() as patch:
+                patch.setattr(recrawl_command, "is_live", interrupted)
+                planned(settings)
+        else:
+            command = planned(settings)
+            assert recrawl_mark(settings) is not None
+            command.crawler_process = Interrupted()
+            command.run(["c1"], argparse.Namespace(policy="uniform", render="never", full=False))
+    assert ended.value.code == 130
+    assert capsys.readouterr() == ("", "")
+    assert recrawl_mark(settings) is None
+    assert planned(settings).pages
+
+
+def test_a_recrawl_with_stderr_closed_runs_and_takes_its_mark_back(tmp_path):
+    """`scrapy recrawl c1 2>&-`: Scrapy's log handler for a stderr Python does not have failed
+    as it was made (an AttributeError no one saw), after the crawl's record was marked as being
+    recrawled: exit status 1, nothing fetched, and a recrawl run again refused until the mark
+    lapsed. The recrawl now runs, its log lost, and ends as it would."""
+    settings = crawl_recorded(tmp_path)
+    command = scrapy_command("recrawl", "c1", "-s", f"FOCUSED_DB={settings['FOCUSED_DB']}")
+    assert run_with_stderr_closed(command).returncode == 0
+    assert recrawl_mark(settings) is None
+    store = SqliteStore(settings["FOCUSED_DB"], create=False)
+    try:
+        [page] = store.pages("c1", fields=["url", "tried_at"])
+    finally:
+        store.close()
+    assert page["tried_at"] is not None  # fetched again (its server, port 9, refuses)
 
 
 def test_the_recrawl_s_own_settings_and_render_mode_win_over_the_crawl_s(tmp_path):

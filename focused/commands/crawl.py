@@ -29,7 +29,7 @@ from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
-from focused.logfile import guard_log_files
+from focused.logfile import guard_log_files, null_closed_stderr
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
@@ -80,6 +80,7 @@ class Command(ScrapyCrawlCommand):
             self._fail(str(exc))
         keep_project_components(self.settings, project)
         guard_log_files()  # before Scrapy makes its log handler
+        null_closed_stderr()
         if not args:
             return  # Scrapy's usage follows: `scrapy crawl` alone asks for help
         if len(args) > 1:  # Scrapy would say so only once logging has started

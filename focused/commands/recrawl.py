@@ -36,6 +36,7 @@ from focused.commands.crawl import run_failed
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import describe_fetch, restore_fetch_settings
+from focused.logfile import null_closed_stderr
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
 from focused.report import describe_time, is_live, recrawl_is_live
@@ -47,6 +48,7 @@ from focused.storecommand import (
     InspectError,
     fail,
     find_crawl,
+    interrupted,
     interruptible,
     open_or_fail,
     parse_number,
@@ -161,6 +163,7 @@ class Command(ScrapyCommand):
                 opts.render = RENDER.parse("--render", opts.render)
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
+        null_closed_stderr()
         self.pages = self._plan(args[0], opts)
 
     def _refuse_or_leave_out(self, not_taken: dict[str, str]) -> list[str]:
@@ -203,7 +206,8 @@ class Command(ScrapyCommand):
             # lock tells (MongoDB, a shared crawl). Unless another recrawl marked it since the
             # record was read: one of two started together goes on.
             interval = self.settings.getfloat("FOCUSED_HEARTBEAT_INTERVAL")
-            if not store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval):
+            self.claimed = store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval)
+            if not self.claimed:
                 raise recrawled_elsewhere(crawl_id, store.get_crawl(crawl_id)["recrawl_seen_at"])
             # Read again once marked: a run of the crawl recorded as started since the first
             # read (while the plan was made) is seen now. One that checked the record before
@@ -211,8 +215,8 @@ class Command(ScrapyCommand):
             crawl = store.get_crawl(crawl_id)
             if crawl is not None and is_live(crawl, datetime.now(UTC)):
                 store.recrawl_heartbeat(crawl_id, None)
+                self.claimed = False
                 raise running(crawl)
-            self.claimed = True
             return pages
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
@@ -269,6 +273,8 @@ class Command(ScrapyCommand):
             )
             [crawler] = self.crawler_process.crawlers
             self.crawler_process.start()
+        except KeyboardInterrupt:  # before the crawl handles Ctrl-C (loading the model...)
+            interrupted()
         finally:
             self._end_claim(args[0])
         if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
