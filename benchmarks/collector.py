@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import json
 import resource
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,7 +26,7 @@ from scrapy import signals
 
 from benchmarks.runner import CrawlRun, report_head, run_scrapy
 from benchmarks.throughput import QUERY, pages_per_second
-from focused.errors import CommandLineParser, at_least_one, exit_on_config_error
+from focused.errors import CommandLineParser, at_least_one, exit_on_config_error, say
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -143,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         },
                     )
                     if run.returncode != 0:
-                        print(f"collector: error: crawl failed: {run.error}", file=sys.stderr)
+                        say(f"collector: error: crawl failed: {run.error}")
                         return 1
                     rows.append(row(variant or "(project settings)", run))
                     print(rows[-1], flush=True)

@@ -47,7 +47,7 @@ from scrapy.utils.test import get_crawler
 from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import REPO, output_folder, report_head
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, at_least_one, counts
+from focused.errors import CommandLineParser, at_least_one, counts, say
 from focused.strategies import STRATEGIES, strategy_class
 
 BASELINE = "scrapy"
@@ -364,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     strategies = list(STRATEGIES) if args.strategies == "all" else args.strategies.split(",")
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
-        print(f"frontier: error: unknown strategy {unknown[0]!r}", file=sys.stderr)
+        say(f"frontier: error: unknown strategy {unknown[0]!r}")
         return 2
     large = args.large_strategies.split(",")
     started = time.monotonic()

@@ -39,7 +39,7 @@ from urllib.parse import unquote, urlsplit
 from benchmarks import metrics
 from benchmarks.runner import REPO, output_folder, report_head, run_scrapy
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one, seconds
+from focused.errors import CommandLineParser, ConfigError, at_least_one, say, seconds
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.storage import SqliteStore, StoreError
 from focused.strategies import STRATEGIES, strategy_class
@@ -390,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         topics = load_topics(args.topics, graph, args.topics_limit, args.budget)
         server = ReplayServer(graph).start()
     except (ConfigError, OSError) as exc:
-        print(f"harvest: error: {exc}", file=sys.stderr)
+        say(f"harvest: error: {exc}")
         return 2
     started = time.monotonic()
     pairs = [(s, t) for t in topics for s in strategies]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.runner import check_topical_arguments, report_head, run_scrapy
 from benchmarks.throughput import crawl_arguments, pages_per_second
-from focused.errors import ConfigError, seconds
+from focused.errors import ConfigError, say, seconds
 from focused.replayweb import ReplayServer, load_graph
 
 # name: (settings, whether 127.0.0.2 is held)
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         held = ReplayServer(graph, "127.0.0.2", crawl_delay=crawl_delay).start()
         free = ReplayServer(graph, "127.0.0.3").start()
     except (ConfigError, OSError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        say(f"{parser.prog}: error: {exc}")
         return 2
     delayed_robots = held.robots_txt
     seeds = f"{held.base_url_for(args.seed)},{free.base_url_for(args.seed)}"
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         },
                     )
                     if run.returncode != 0:
-                        print(f"held_host: error: a crawl failed: {run.error}", file=sys.stderr)
+                        say(f"held_host: error: a crawl failed: {run.error}")
                         return 1
                     row = (pages_per_second(run), len(held.fetched), len(free.fetched))
                     rows[rule].append(row)

@@ -35,6 +35,7 @@ from focused.errors import (
     CommandLineParser,
     at_least_one,
     exit_on_config_error,
+    say,
     seconds,
 )
 from focused.replayweb import ReplayServer, load_graph
@@ -174,7 +175,7 @@ def main() -> int:
     args = parser.parse_args()
     redis_server = shutil.which("redis-server")
     if redis_server is None:
-        print("redis_scaling: error: redis-server is not installed", file=sys.stderr)
+        say("redis_scaling: error: redis-server is not installed")
         return 2
     graph = load_graph(args.corpus, seed=args.seed)
     with tempfile.TemporaryDirectory() as tmp:

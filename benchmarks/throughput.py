@@ -54,7 +54,7 @@ from benchmarks.runner import (
     run_scrapy,
 )
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one, seconds
+from focused.errors import CommandLineParser, ConfigError, at_least_one, say, seconds
 from focused.replayweb import ReplayServer, load_graph
 
 PLAIN_SPIDER = REPO / "benchmarks" / "plain_spider.py"
@@ -255,7 +255,7 @@ class Spiders:
             db = {"FOCUSED_DB": self.tmp / "start-up.sqlite3"} if name == "topical" else {}
             run, usage = crawl(command, arguments, {**settings, **db})
             if run.returncode != 0:
-                print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
+                say(f"throughput: error: {name} crawl failed: {run.error}")
                 return False
             self.start_up_ms[name] = usage.crawl * responses(run)
         return True
@@ -272,7 +272,7 @@ class Spiders:
                 checkout=checkout,
             )
             if fill.returncode != 0:
-                print(f"throughput: error: filling the store failed: {fill.error}", file=sys.stderr)
+                say(f"throughput: error: filling the store failed: {fill.error}")
                 return False
         return True
 
@@ -302,7 +302,7 @@ class Spiders:
             plain = crawl(["runspider", str(PLAIN_SPIDER)], {"seeds": self.seed}, self.settings)
             for name, (run, usage) in [*runs, ("plain", plain)]:
                 if run.returncode != 0:
-                    print(f"throughput: error: {name} crawl failed: {run.error}", file=sys.stderr)
+                    say(f"throughput: error: {name} crawl failed: {run.error}")
                     return None
                 result.runs[name].append(run)
                 result.usage[name].append(usage)
@@ -357,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server = ReplayServer(graph).start()
     except (ConfigError, OSError) as exc:
         tmp.cleanup()
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        say(f"{parser.prog}: error: {exc}")
         return 2
     measured: list[Measured] = []
     try:
