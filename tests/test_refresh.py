@@ -859,6 +859,27 @@ def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_throug
     assert page_["text"] == "Birds nest behind a login now."
 
 
+def test_a_recrawl_whose_log_file_is_on_a_full_disk_goes_on(tmp_path):
+    """Scrapy, closing the log handler of a LOG_FILE that could not be written, raised: a
+    traceback, and nothing recorded. As for a crawl (focused.logfile): one line, and on."""
+    db = tmp_path / "focused.sqlite3"
+    with Site(lambda method, path: Reply(body=html("Birds", "<p>Birds nest.</p>"))) as site:
+        store = SqliteStore(db)
+        store.start_crawl(crawl_record())
+        store.save_pages([stored(f"{site.url}/a")])
+        store.close()
+        result = recrawl(db, "c1", settings={"LOG_FILE": "/dev/full"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: LOG_FILE '/dev/full' cannot be written: "), line
+    store = SqliteStore(db, create=False)
+    try:
+        [page_] = store.pages("c1")
+    finally:
+        store.close()
+    assert page_["visits"] == 2
+
+
 def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
     """The recrawl's dupefilter dropped the redirect of /old to /new, a page it had requested
     already (or /new's own request, had the redirect come first): /old was fetched and then

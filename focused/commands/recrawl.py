@@ -36,7 +36,7 @@ from focused.commands.crawl import run_failed
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import describe_fetch, restore_fetch_settings
-from focused.logfile import null_closed_stderr
+from focused.logfile import guard_log_files, null_closed_stderr
 from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
 from focused.render import check_browser
 from focused.report import describe_time, is_live, recrawl_is_live
@@ -163,6 +163,7 @@ class Command(ScrapyCommand):
                 opts.render = RENDER.parse("--render", opts.render)
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
+        guard_log_files()  # before Scrapy makes its log handler
         null_closed_stderr()
         self.pages = self._plan(args[0], opts)
 
