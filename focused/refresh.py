@@ -126,6 +126,7 @@ from focused.robotsmeta import (
     page_robots,
     stored_robots,
 )
+from focused.stopping import close_spider_now
 from focused.storage import GONE, open_store, stored_time
 from pipelines.relevance import score_fields
 from pipelines.storage import StoragePipeline
@@ -144,6 +145,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 POLICIES = ("uniform", "proportional")
+# The close reason of a recrawl whose mark of the crawl another recrawl took over (RefreshPipeline).
+RECRAWL_TAKEN_OVER = "recrawl_taken_over"
 NOT_MODIFIED = 304
 UNAUTHORIZED = 401  # a page asking for the password the crawl was given (HTTPAUTH_*)
 IF_NONE_MATCH, IF_MODIFIED_SINCE = CONDITIONAL_HEADERS  # which a redirect does not pass on
@@ -378,10 +381,14 @@ class RecrawlSpider(scrapy.Spider):
         render: str = "never",
         conditional: bool = True,
         allowed_domains: Iterable[Any] | None = None,
+        claim: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.crawl_id = crawl_id
+        # The recrawl command's claim of the crawl's record (``Store.claim_recrawl``), which
+        # RefreshPipeline's heartbeat refreshes; None: no mark to keep (a test's recrawl).
+        self.claim = claim
         # The crawl's (its record's), for Scrapy's offsite filter: a redirect leaves them no
         # more than the crawl's did. A value of no domain (a record edited by hand) is none.
         self.allowed_domains = [name for name in allowed_domains or () if isinstance(name, str)]
@@ -575,22 +582,47 @@ class OffsiteMiddleware(ScrapyOffsite):
         """Nothing as the request is scheduled: ``process_request`` judges it as it is sent."""
 
 
+def taken_over(crawl_id: str) -> str:
+    """What a recrawl says as it finds its mark of the crawl's record another recrawl's."""
+    return (
+        f"Crawl {crawl_id}: this recrawl's mark went stale (no heartbeat for 3 intervals) and"
+        " another recrawl took the crawl over: this one stops, and leaves the mark to it"
+    )
+
+
 class RefreshPipeline(StoragePipeline):
     """Writes a recrawl's updates with the storage pipeline's batching and retries; the crawl
     record stays as the crawl left it, but for the recrawl's heartbeat: ``recrawl_seen_at``,
     which the recrawl command set as it started (``Store.claim_recrawl``) and clears as it
     ends, is refreshed every FOCUSED_HEARTBEAT_INTERVAL seconds, so that another recrawl or a
-    run of the crawl is refused meanwhile, where no lock file tells (MongoDB, a shared crawl)."""
+    run of the crawl is refused meanwhile, where no lock file tells (MongoDB, a shared crawl).
+
+    A recrawl that stalled so long that its mark went stale, and another recrawl took the
+    crawl over, finds at its next beat that the mark is no longer its own: it leaves it, says
+    so in one line and stops (close reason ``recrawl_taken_over``, exit status 1). Going on
+    without a heartbeat would fetch the pages the other recrawl fetches, each visit counted
+    twice, which is what the mark is there to prevent; the updates written so far are whole
+    visits, and stay."""
 
     unstored_kind = "update"
+    _taken_over = False  # the heartbeat found the mark another recrawl's
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
         self.crawl_id = self.crawler.spider.crawl_id
+        self.claim = self.crawler.spider.claim
         self._start_heartbeat()
 
     def heartbeat(self) -> None:
-        self.store.recrawl_heartbeat(self.crawl_id, self.heartbeat_interval)
+        if self.claim is not None and not self._taken_over:
+            own = self.store.recrawl_heartbeat(self.crawl_id, self.claim, self.heartbeat_interval)
+            self._taken_over = not own
+
+    async def beat(self) -> None:
+        await super().beat()
+        if self._taken_over and self._closing_spider is None:
+            logger.warning("%s", taken_over(self.crawl_id))
+            self._closing_spider = close_spider_now(self.crawler, RECRAWL_TAKEN_OVER)
 
     def page_record(self, item: Any) -> dict[str, Any]:
         return dict(item)

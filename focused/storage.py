@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import secrets
 import sqlite3
 import stat
 import time
@@ -39,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import pymongo
-from pymongo.errors import PyMongoError
+from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from focused.errors import cut, one_line, quoted, redact_uri
 
@@ -132,6 +133,11 @@ CRAWL_SCHEMA: dict[str, type] = {
     # name ({} for none); None in records written before them. Last, where SQLite adds them.
     "render": str,
     "fetch_settings": dict,
+    # The identity of the recrawl that holds recrawl_seen_at (a random token, written by
+    # ``claim_recrawl``): its heartbeat and its end touch the mark only while it is still its
+    # own, not one another recrawl took over once it went stale. None with the mark, and in
+    # records written before it. Last, where SQLite adds it.
+    "recrawl_claim": str,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 # The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with
@@ -184,6 +190,15 @@ WAL_SWITCH_TRIES = 100
 WAL_SWITCH_PAUSE = 0.05  # seconds
 
 
+class RecrawlUnderWay(Exception):
+    """``Store.start_crawl`` found a recrawl of the crawl under way (``crawl``: the record it
+    read, whose ``recrawl_seen_at`` is fresh) and wrote nothing."""
+
+    def __init__(self, crawl: dict[str, Any]) -> None:
+        super().__init__(f"crawl {crawl['crawl_id']} is being recrawled")
+        self.crawl = crawl
+
+
 class StoreSettingError(StoreError):
     """The setting names no store this command can use: a folder, or a store it cannot write
     (read-only media, another user's file) for a command that writes. A bad setting (exit
@@ -211,11 +226,20 @@ def _utc_now() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def _recrawl_mark(interval: float | None) -> dict[str, Any]:
-    """The crawl record's fields of a recrawl under way every ``interval`` seconds (None: of
-    none). Both written together: a run of the crawl started meanwhile replaces its record."""
-    seen = None if interval is None else _utc_now()
-    return {"recrawl_seen_at": seen, "recrawl_heartbeat_interval": interval}
+# The crawl record's fields of a recrawl's mark: a run of the crawl that starts keeps them.
+RECRAWL_MARK: tuple[str, ...] = ("recrawl_seen_at", "recrawl_heartbeat_interval", "recrawl_claim")
+
+
+def _recrawl_mark(claim: str | None, interval: float | None) -> dict[str, Any]:
+    """The crawl record's fields of recrawl ``claim`` under way, beating every ``interval``
+    seconds; all None (``claim`` None) for none."""
+    if claim is None:
+        return dict.fromkeys(RECRAWL_MARK)
+    return {
+        "recrawl_seen_at": _utc_now(),
+        "recrawl_heartbeat_interval": interval,
+        "recrawl_claim": claim,
+    }
 
 
 def stored_time(iso: str | None) -> datetime | None:
@@ -352,20 +376,39 @@ class Store(ABC):
 
         A crawl already recorded (resumed, or run again under its id) keeps its first
         ``started_at``; the record's own start becomes its ``resumed_at``. ``started_at`` and
-        ``seen_at`` default to now.
+        ``seen_at`` default to now. It keeps a recrawl's mark (``RECRAWL_MARK``) too, as it
+        was; one that is live (``focused.report.recrawl_is_live``) refuses the start:
+        ``RecrawlUnderWay``, nothing written. The record read is compared and set, so that a
+        recrawl claiming the crawl between the read and the write is seen (read again).
         """
+        from focused.report import recrawl_is_live  # it imports this module
+
         now = _utc_now()
         crawl = _coerce(
             CRAWL_SCHEMA,
             {"started_at": now, "seen_at": now, **record, "status": "running", "resumed_at": None},
         )
         _require(crawl, "crawl_id")
+        started_at = crawl["started_at"]
         with self._failing(f"save crawl {crawl['crawl_id']}"):
-            earlier = self._readable("crawls", self._find_crawls(crawl["crawl_id"], limit=1))
-            if earlier and earlier[0]["started_at"]:
-                crawl["resumed_at"] = crawl["started_at"]
-                crawl["started_at"] = earlier[0]["started_at"]
-            self._put_crawl(crawl)
+            # Each turn means a recrawl wrote its mark between the read and the write: a live
+            # one ends the loop, and a mark is written only by a recrawl starting or beating.
+            while True:
+                stored = self._find_crawls(crawl["crawl_id"], limit=1)
+                if not stored:
+                    if self._insert_crawl(crawl):
+                        return
+                    continue  # another process of the crawl recorded it first
+                # Compared as stored, a value of another type too (read as unknown below).
+                mark = {name: stored[0][name] for name in RECRAWL_MARK}
+                [earlier] = self._readable("crawls", [dict(stored[0])])
+                if recrawl_is_live(earlier, datetime.now(UTC)):
+                    raise RecrawlUnderWay(earlier)
+                if earlier["started_at"]:
+                    crawl["resumed_at"] = started_at
+                    crawl["started_at"] = earlier["started_at"]
+                if self._update_crawl(crawl["crawl_id"], {**crawl, **mark}, where=mark):
+                    return
 
     def save_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Insert or replace page records by (crawl_id, url): saving a page again keeps one,
@@ -386,22 +429,35 @@ class Store(ABC):
         with self._failing(f"refresh the heartbeat of crawl {crawl_id}"):
             self._update_crawl(crawl_id, {"seen_at": _utc_now()})
 
-    def claim_recrawl(self, crawl_id: str, seen: str | None, interval: float) -> bool:
-        """Mark a recrawl of the crawl under way (``recrawl_heartbeat``), if its record still
-        has the ``recrawl_seen_at`` read as ``seen``: whether it did. Compare and set in one
-        update, so that of two recrawls started together, each having read no recrawl under
-        way, one only goes on."""
+    def claim_recrawl(self, crawl_id: str, seen: str | None, interval: float) -> str | None:
+        """Mark a recrawl of the crawl under way, beating every ``interval`` seconds
+        (``recrawl_heartbeat``), if its record still has the ``recrawl_seen_at`` read as
+        ``seen``: the claim's identity (``recrawl_claim``), None if it did not. Compare and
+        set in one update, so that of two recrawls started together, each having read no
+        recrawl under way (or the same stale mark), one only goes on."""
+        claim = secrets.token_hex(8)
         with self._failing(f"mark crawl {crawl_id} as being recrawled"):
+            marked = self._update_crawl(
+                crawl_id, _recrawl_mark(claim, interval), where={"recrawl_seen_at": seen}
+            )
+        return claim if marked else None
+
+    def recrawl_heartbeat(self, crawl_id: str, claim: str, interval: float) -> bool:
+        """Set the crawl record's ``recrawl_seen_at`` to now: recrawl ``claim`` is alive, and
+        says so every ``interval`` seconds. Whether the mark was still its own: a recrawl
+        stalled past its mark's staleness finds it taken over by another, and leaves it."""
+        with self._failing(f"refresh the recrawl heartbeat of crawl {crawl_id}"):
             return self._update_crawl(
-                crawl_id, _recrawl_mark(interval), where={"recrawl_seen_at": seen}
+                crawl_id, _recrawl_mark(claim, interval), where={"recrawl_claim": claim}
             )
 
-    def recrawl_heartbeat(self, crawl_id: str, interval: float | None) -> None:
-        """Set the crawl record's ``recrawl_seen_at`` to now and its
-        ``recrawl_heartbeat_interval``: a recrawl of it is alive, and says so every
-        ``interval`` seconds. ``interval`` None clears both: the recrawl ended."""
-        with self._failing(f"refresh the recrawl heartbeat of crawl {crawl_id}"):
-            self._update_crawl(crawl_id, _recrawl_mark(interval))
+    def end_recrawl(self, crawl_id: str, claim: str) -> bool:
+        """Clear the crawl record's mark of recrawl ``claim``, which ended: whether it was
+        still its own (another recrawl's, taken over, is left to it)."""
+        with self._failing(f"clear the recrawl mark of crawl {crawl_id}"):
+            return self._update_crawl(
+                crawl_id, _recrawl_mark(None, None), where={"recrawl_claim": claim}
+            )
 
     def finish_crawl(self, crawl_id: str, **fields: Any) -> None:
         """Update the finish fields (``FINISH_FIELDS``) of a crawl record.
@@ -532,7 +588,8 @@ class Store(ABC):
     # -- backend primitives --------------------------------------------------------------------
 
     @abstractmethod
-    def _put_crawl(self, crawl: dict[str, Any]) -> None: ...
+    def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
+        """Insert the crawl record unless one with its crawl_id is there: whether it did."""
 
     @abstractmethod
     def _upsert_pages(self, pages: list[dict[str, Any]]) -> None: ...
@@ -598,7 +655,10 @@ _SQLITE_SCHEMA = ";\n".join(
         "CREATE INDEX IF NOT EXISTS pages_crawl_level ON pages (crawl_id, level)",
     ]
 )
-_UPSERT_CRAWL = _upsert_sql("crawls", CRAWL_FIELDS, _CRAWL_KEY)
+_INSERT_CRAWL = (
+    f"INSERT INTO crawls ({', '.join(CRAWL_FIELDS)}) VALUES ({', '.join('?' * len(CRAWL_FIELDS))})"
+    " ON CONFLICT (crawl_id) DO NOTHING"
+)
 _UPSERT_PAGE = _upsert_sql("pages", PAGE_FIELDS, _PAGE_KEY)
 
 
@@ -785,9 +845,10 @@ class SqliteStore(Store):
             params.append(limit)
         return [self._decode(schema, row) for row in self._conn.execute(sql, params)]
 
-    def _put_crawl(self, crawl: dict[str, Any]) -> None:
+    def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
         with self._conn:
-            self._conn.execute(_UPSERT_CRAWL, self._encode(CRAWL_SCHEMA, crawl))
+            cursor = self._conn.execute(_INSERT_CRAWL, self._encode(CRAWL_SCHEMA, crawl))
+        return cursor.rowcount > 0
 
     def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
         with self._conn:
@@ -811,10 +872,14 @@ class SqliteStore(Store):
         # Names checked by the caller. IS compares NULL as a value.
         assignments = ", ".join(f"{name} = ?" for name in fields)
         conditions = "".join(f" AND {name} IS ?" for name in where or {})
+        values = [
+            json.dumps(value) if CRAWL_SCHEMA[name] in _JSON_TYPES and value is not None else value
+            for name, value in fields.items()
+        ]
         with self._conn:
             cursor = self._conn.execute(
                 f"UPDATE crawls SET {assignments} WHERE crawl_id = ?{conditions}",
-                [*fields.values(), crawl_id, *(where or {}).values()],
+                [*values, crawl_id, *(where or {}).values()],
             )
         return cursor.rowcount > 0
 
@@ -922,8 +987,13 @@ class MongoStore(Store):
             cursor = cursor.limit(limit)
         return [self._decode(schema, document) for document in cursor]
 
-    def _put_crawl(self, crawl: dict[str, Any]) -> None:
-        self._crawls.replace_one({"crawl_id": crawl["crawl_id"]}, crawl, upsert=True)
+    def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
+        try:
+            # A copy: pymongo adds the document's _id to the dict it is given.
+            self._crawls.insert_one(dict(crawl))
+        except DuplicateKeyError:  # the unique index on crawl_id
+            return False
+        return True
 
     def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
         self._pages.bulk_write(

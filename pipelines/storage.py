@@ -70,7 +70,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.core import scraper
-from scrapy.exceptions import DropItem
+from scrapy.exceptions import CloseSpider, DropItem
 from scrapy.utils.asyncio import run_in_thread, sleep
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.reactor import is_reactor_installed
@@ -89,7 +89,7 @@ from focused.stopping import (
     SEEDS_UNREACHABLE,
     close_spider_now,
 )
-from focused.storage import PAGE_FIELDS, Store, StoreError, open_store
+from focused.storage import PAGE_FIELDS, RecrawlUnderWay, Store, StoreError, open_store
 from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
 
 if TYPE_CHECKING:
@@ -104,6 +104,8 @@ DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
+# The close reason of a run of a crawl that a recrawl claimed as it started (nothing fetched).
+RECRAWL_UNDER_WAY = "recrawl_under_way"
 UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
 UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
 # stat: pages not stored once the JOBDIR could no longer be written (fetched again on resume)
@@ -155,6 +157,7 @@ class StoragePipeline:
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
         self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
         self._said_unreadable = False  # the store's first value read as unknown was logged
+        self._refused = False  # the crawl's start refused (a recrawl under way): nothing recorded
         add_log_filter(scraper.__name__, _UnstoredInOneLine)
 
     @classmethod
@@ -223,6 +226,14 @@ class StoragePipeline:
         self.crawl_id = record["crawl_id"]
         try:
             await self._retrying(self.store.start_crawl, record)
+        except RecrawlUnderWay as exc:
+            # A recrawl claimed the crawl after focused.arguments.check_store read its record:
+            # refused as there, and the spider closed before it fetches anything.
+            from focused.arguments import being_recrawled
+
+            logger.error("%s", being_recrawled(exc.crawl))
+            self._refused = True
+            raise CloseSpider(RECRAWL_UNDER_WAY) from None
         except StoreError:
             self.store.close()
             raise
@@ -338,6 +349,9 @@ class StoragePipeline:
             reactor.removeSystemEventTrigger(self._forced_stop_trigger)
             self._forced_stop_trigger = None
         await self._stop_heartbeat()  # before the store is closed
+        if self._refused:  # the record is the recrawl's: no outcome of a run that never began
+            self.store.close()
+            return
         jobdir = jobdir_writes(self.crawler)
         if self._failed:
             # Pages were lost, whatever closed the spider (its budget may be reached while the

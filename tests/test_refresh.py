@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import signal
 import sqlite3
 import subprocess
@@ -18,8 +19,9 @@ import pymongo
 import pytest
 import scrapy
 from scrapy import signals
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import CloseSpider, IgnoreRequest
 from scrapy.http import HtmlResponse, Response
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.settings import Settings
@@ -31,12 +33,14 @@ from twisted.python.failure import Failure
 from focused import storage
 from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
 from focused.commands import recrawl as recrawl_command
+from focused.commands.crawl import Command as CrawlCommand
 from focused.commands.recrawl import Command as RecrawlCommand
 from focused.errors import ConfigError
 from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
 from focused.items import PageItem
 from focused.refresh import (
     OTHER_WHITESPACE,
+    RECRAWL_TAKEN_OVER,
     OffsiteMiddleware,
     RecrawlSpider,
     RefreshPipeline,
@@ -50,6 +54,8 @@ from focused.refresh import (
 from focused.relevance import RelevanceModel
 from focused.report import describe_status, is_live, recrawl_is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
+from focused.storecommand import USAGE_ERROR
+from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
 from tests.test_commands import (  # noqa: F401
@@ -58,7 +64,14 @@ from tests.test_commands import (  # noqa: F401
     one_line_error,
     run_with_stderr_closed,
 )
-from tests.test_storage import crawl_record, make_store, mongo_client, page  # noqa: F401
+from tests.test_storage import (  # noqa: F401
+    FakeEngine,
+    crawl_record,
+    make_store,
+    mongo_client,
+    page,
+    pipeline_crawler,
+)
 
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -1098,11 +1111,85 @@ def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
     assert store.claim_recrawl("c1", None, 30.0)
     seen = store.get_crawl("c1")["recrawl_seen_at"]
     assert not store.claim_recrawl("c1", None, 30.0)
-    assert store.claim_recrawl("c1", seen, 30.0)  # a stale mark read is taken over
-    store.recrawl_heartbeat("c1", None)
+    claim = store.claim_recrawl("c1", seen, 30.0)  # a stale mark read is taken over
+    assert store.end_recrawl("c1", claim)
     ended = store.get_crawl("c1")
     assert (ended["recrawl_seen_at"], ended["recrawl_heartbeat_interval"]) == (None, None)
     assert store.claim_recrawl("c1", None, 30.0)
+
+
+def stale_claim(store, monkeypatch, seen: str | None = None) -> str:
+    """A recrawl's claim of crawl c1 written 1 hour ago at 30 s heartbeats: stalled, stale."""
+    with monkeypatch.context() as patched:
+        patched.setattr(storage, "_utc_now", lambda: at(1))
+        claim = store.claim_recrawl("c1", seen, 30.0)
+    assert claim and not recrawl_is_live(store.get_crawl("c1"), datetime.now(UTC))
+    return claim
+
+
+def test_a_run_of_the_crawl_does_not_start_over_a_live_recrawl_mark(store, monkeypatch):
+    """The crawl read its record (no recrawl under way, ``check_store``), a recrawl claimed
+    it, then the crawl wrote its start over it: both fetched every page. The start now refuses
+    a live mark, and writes nothing."""
+    assert store.claim_recrawl("c1", None, 30.0)
+    marked = store.get_crawl("c1")
+    with pytest.raises(storage.RecrawlUnderWay) as refused:
+        store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})
+    assert refused.value.crawl == marked
+    assert store.get_crawl("c1") == marked  # not started: the record as the recrawl left it
+
+
+def test_a_run_of_the_crawl_that_starts_keeps_a_recrawl_s_mark(store, monkeypatch):
+    """The start replaced the whole record: a recrawl's mark went with it, and a third process
+    no longer saw that recrawl. A start is refused over a live mark; a stale one is kept as it
+    was, for its recrawl to clear, or another to take over."""
+    stale = stale_claim(store, monkeypatch)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})
+    started = store.get_crawl("c1")
+    assert is_live(started, datetime.now(UTC))
+    mark = ("recrawl_seen_at", "recrawl_heartbeat_interval", "recrawl_claim")
+    assert [started[name] for name in mark] == [at(1), 30.0, stale]
+
+
+def test_a_recrawl_claiming_the_crawl_as_it_starts_is_seen(store, monkeypatch):
+    """The check and the write of the crawl's start are one compare and set: a recrawl that
+    claims the crawl between them is seen, on either backend."""
+    read = store._find_crawls
+    claims = []
+
+    def read_then_claimed(crawl_id, *, limit):
+        found = read(crawl_id, limit=limit)
+        if not claims:  # the first read only
+            claims.append(store.claim_recrawl("c1", None, 30.0))
+        return found
+
+    monkeypatch.setattr(store, "_find_crawls", read_then_claimed)
+    with pytest.raises(storage.RecrawlUnderWay):
+        store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})
+    monkeypatch.undo()
+    record = store.get_crawl("c1")
+    assert record["heartbeat_interval"] is None  # the start refused wrote nothing
+    assert record["recrawl_claim"] == claims[0]
+
+
+def test_a_stalled_recrawl_whose_mark_was_taken_over_leaves_the_new_one_alone(store, monkeypatch):
+    """Recrawl A stalled past 3 heartbeats, B took its stale mark over, then A woke: its
+    heartbeat and its end wrote over B's mark or cleared it, and a third recrawl or the crawl
+    could start beside B. Each claim has its identity; only its own mark is refreshed or
+    cleared."""
+    first = stale_claim(store, monkeypatch)
+    taken = store.get_crawl("c1")
+    second = store.claim_recrawl("c1", taken["recrawl_seen_at"], 30.0)
+    assert second and second != first
+    marked = store.get_crawl("c1")
+    assert not store.recrawl_heartbeat("c1", first, 30.0)
+    assert not store.end_recrawl("c1", first)
+    assert store.get_crawl("c1") == marked
+    assert store.recrawl_heartbeat("c1", second, 30.0)
+    assert store.end_recrawl("c1", second)
+    ended = store.get_crawl("c1")
+    mark = ("recrawl_seen_at", "recrawl_heartbeat_interval", "recrawl_claim")
+    assert [ended[name] for name in mark] == [None, None, None]
 
 
 def planned(settings: dict, *options: str, project: dict | None = None) -> RecrawlCommand:
@@ -1156,7 +1243,7 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     marked = store.get_crawl("c1")
     assert recrawl_is_live(marked, datetime.now(UTC))
     assert describe_status(marked) == "finished, recrawling"
-    recrawl_fields = {"recrawl_seen_at", "recrawl_heartbeat_interval"}
+    recrawl_fields = {"recrawl_seen_at", "recrawl_heartbeat_interval", "recrawl_claim"}
     assert {name: value for name, value in marked.items() if name not in recrawl_fields} == {
         name: value for name, value in before.items() if name not in recrawl_fields
     }
@@ -1168,7 +1255,9 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
         check_store(Settings(settings), config)
     # Its pipeline's heartbeat keeps the mark fresh.
     crawler = get_crawler(RecrawlSpider, settings)
-    crawler.spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+    crawler.spider = RecrawlSpider.from_crawler(
+        crawler, "c1", pages=[], policy="uniform", claim=first.claim
+    )
     pipeline = RefreshPipeline.from_crawler(crawler)
     asyncio.run(pipeline.open_spider())
     utc_now = storage._utc_now
@@ -1330,3 +1419,72 @@ def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):
     result = recrawl(tmp_path / "none.sqlite3", "c1")
     one_line_error(result, 1, f"SQLite store at {tmp_path / 'none.sqlite3'}: no such file")
     assert not (tmp_path / "none.sqlite3").exists()
+
+
+def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(
+    tmp_path,
+    caplog,
+    monkeypatch,
+):
+    """A recrawl that claims the crawl after the crawl's checks (``check_store``) was not seen:
+    the crawl's start wrote over the mark and both fetched every page. The storage pipeline's
+    start is now refused: one error line, as the check's, the spider closed before it fetched
+    anything (``recrawl_under_way``, exit status 2), and the record left to the recrawl."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record("pipe"))
+    store.finish_crawl("pipe", status="finished", finish_reason="finished")
+    store.claim_recrawl("pipe", None, 30.0)
+    marked = store.get_crawl("pipe")
+    crawler = pipeline_crawler(FOCUSED_DB=str(db))
+    pipeline = StoragePipeline.from_crawler(crawler)
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        with pytest.raises(CloseSpider) as closed:
+            asyncio.run(pipeline.open_spider())
+        asyncio.run(pipeline.close_spider())
+        asyncio.run(pipeline.spider_closed(closed.value.reason))
+    assert closed.value.reason == RECRAWL_UNDER_WAY
+    [line] = [record.getMessage() for record in caplog.records]
+    assert line.startswith("crawl pipe is being recrawled (last seen ")
+    assert line.endswith(": let the recrawl end, then run the crawl")
+    assert store.get_crawl("pipe") == marked
+    store.close()
+
+    # The crawl command's exit status is its check's.
+    command = CrawlCommand()
+    command.crawler = crawler
+    monkeypatch.setattr(ScrapyCrawlCommand, "run", lambda self, args, opts: None)
+    crawler.stats.set_value("finish_reason", RECRAWL_UNDER_WAY)
+    command.run(["topical"], argparse.Namespace())
+    assert command.exitcode == USAGE_ERROR
+
+
+def test_a_recrawl_whose_mark_was_taken_over_stops_with_one_warning(
+    store,
+    monkeypatch,
+    caplog,
+):
+    """A recrawl that stalled past its mark's staleness, the crawl since claimed by another,
+    wrote its heartbeat over the other's mark and went on fetching beside it. Its heartbeat now
+    finds the mark another's: it leaves it, says so once and stops."""
+    first = stale_claim(store, monkeypatch)
+    second = store.claim_recrawl("c1", store.get_crawl("c1")["recrawl_seen_at"], 30.0)
+    marked = store.get_crawl("c1")
+    crawler = get_crawler(RecrawlSpider)
+    crawler.spider = RecrawlSpider.from_crawler(
+        crawler, "c1", pages=[], policy="uniform", claim=first
+    )
+    crawler.engine = FakeEngine()
+    pipeline = RefreshPipeline.from_crawler(crawler)
+    pipeline.store, pipeline.crawl_id, pipeline.claim = store, "c1", first
+    with caplog.at_level(logging.INFO, logger="focused.refresh"):
+        asyncio.run(pipeline.beat())
+        asyncio.run(pipeline.beat())
+    assert crawler.engine.close_reasons == [RECRAWL_TAKEN_OVER]
+    [line] = [record.getMessage() for record in caplog.records]
+    assert line == (
+        "Crawl c1: this recrawl's mark went stale (no heartbeat for 3 intervals) and another"
+        " recrawl took the crawl over: this one stops, and leaves the mark to it"
+    )
+    assert store.get_crawl("c1") == marked
+    assert marked["recrawl_claim"] == second

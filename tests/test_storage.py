@@ -170,6 +170,7 @@ def check_round_trip(store: Store) -> None:
         "heartbeat_interval": None,  # given by the storage pipeline
         "recrawl_seen_at": None,
         "recrawl_heartbeat_interval": None,
+        "recrawl_claim": None,
     }
     assert started["seen_at"] > crawl_record()["started_at"]  # now
     assert list(started) == list(CRAWL_FIELDS)
@@ -203,6 +204,7 @@ def check_round_trip(store: Store) -> None:
         "heartbeat_interval": None,  # given by the storage pipeline
         "recrawl_seen_at": None,
         "recrawl_heartbeat_interval": None,
+        "recrawl_claim": None,
     }
     stored = store.pages("c1", order="fetch_order")
     assert stored == pages
@@ -560,6 +562,7 @@ def test_sqlite_schema(tmp_path):
 NEWER_CRAWL_FIELDS = (
     *("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains"),
     *("recrawl_seen_at", "recrawl_heartbeat_interval", "render", "fetch_settings"),
+    "recrawl_claim",
 )
 
 

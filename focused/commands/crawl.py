@@ -13,7 +13,9 @@ a shared crawl lost: ``frontier_unreachable``; its JOBDIR no longer writable:
 ``jobdir_unwritable``, also when it fails as the crawl pauses) exits with
 status 1, as do a crawl whose feed failed as it closed, one whose store could not take its last
 pages at the close (whatever closed it), a crawl that could fetch none of its seeds and one
-stopped uncleanly by a second Ctrl-C.
+stopped uncleanly by a second Ctrl-C. A crawl whose start finds a recrawl of it under way, one
+that claimed it after the checks (``Store.start_crawl``: close reason ``recrawl_under_way``,
+nothing fetched), exits with status 2, as the checks' refusal of it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from focused.logfile import guard_log_files, null_closed_stderr
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
-from pipelines.storage import STORE_UNREACHABLE, UNSTORED
+from pipelines.storage import RECRAWL_UNDER_WAY, STORE_UNREACHABLE, UNSTORED
 
 if TYPE_CHECKING:
     import argparse
@@ -103,7 +105,12 @@ class Command(ScrapyCrawlCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         super().run(args, opts)
-        if self.crawler is not None and self.exitcode == 0 and run_failed(self.crawler.stats):
+        if self.crawler is None or self.exitcode != 0:
+            return
+        if self.crawler.stats.get_value("finish_reason") == RECRAWL_UNDER_WAY:
+            # Refused as it started, as focused.arguments.check_store refuses it before.
+            self.exitcode = USAGE_ERROR
+        elif run_failed(self.crawler.stats):
             self.exitcode = 1
 
     def _fail(self, message: str) -> NoReturn:

@@ -12,7 +12,8 @@ for an unknown crawl or an unreachable store (as the reading commands,
 ``focused.storecommand``). A recrawl that had to stop (its store gone: ``store_unreachable``;
 Chromium no longer launching: ``browser_unavailable``), whose updates the store could not take
 at the close, or stopped uncleanly by a second Ctrl-C exits with status 1, as a crawl does
-(``focused.commands.crawl.run_failed``).
+(``focused.commands.crawl.run_failed``); so does one that stalled so long that another recrawl
+took the crawl over (``recrawl_taken_over``, ``focused.refresh.RefreshPipeline``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,13 @@ from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import describe_fetch, restore_fetch_settings
 from focused.logfile import guard_log_files, null_closed_stderr
-from focused.refresh import POLICIES, RecrawlSpider, plan_recrawl
+from focused.refresh import (
+    POLICIES,
+    RECRAWL_TAKEN_OVER,
+    RecrawlSpider,
+    plan_recrawl,
+    taken_over,
+)
 from focused.render import check_browser
 from focused.report import describe_time, is_live, recrawl_is_live
 from focused.setting_names import given_on_command_line
@@ -80,7 +87,9 @@ NOT_TAKEN = {
 
 class Command(ScrapyCommand):
     requires_project = True
-    claimed = False  # the crawl's record marked as being recrawled by this process (_plan)
+    # The crawl's record marked as being recrawled by this process: the claim's identity
+    # (``Store.claim_recrawl``), set by _plan.
+    claim: str | None = None
     rendered_as_the_crawl: str | None = None  # the crawl's render mode, taken without --render
 
     def syntax(self) -> str:
@@ -137,7 +146,7 @@ class Command(ScrapyCommand):
             with interruptible():
                 self._check(args, opts)
         except SystemExit:
-            if self.claimed:  # interrupted once the plan was made
+            if self.claim:  # interrupted once the plan was made
                 self._end_claim(args[0])
             raise
 
@@ -207,16 +216,16 @@ class Command(ScrapyCommand):
             # lock tells (MongoDB, a shared crawl). Unless another recrawl marked it since the
             # record was read: one of two started together goes on.
             interval = self.settings.getfloat("FOCUSED_HEARTBEAT_INTERVAL")
-            self.claimed = store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval)
-            if not self.claimed:
+            self.claim = store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval)
+            if self.claim is None:
                 raise recrawled_elsewhere(crawl_id, store.get_crawl(crawl_id)["recrawl_seen_at"])
             # Read again once marked: a run of the crawl recorded as started since the first
-            # read (while the plan was made) is seen now. One that checked the record before
-            # the mark and records its start after this read is not (focused.arguments).
+            # read (while the plan was made) is seen now. One that records its start after the
+            # mark is refused by its start (``Store.start_crawl``).
             crawl = store.get_crawl(crawl_id)
             if crawl is not None and is_live(crawl, datetime.now(UTC)):
-                store.recrawl_heartbeat(crawl_id, None)
-                self.claimed = False
+                store.end_recrawl(crawl_id, self.claim)
+                self.claim = None
                 raise running(crawl)
             return pages
         except (StoreError, InspectError) as exc:
@@ -259,6 +268,7 @@ class Command(ScrapyCommand):
             logger.info("Not used by a recrawl: %s (set in the project's settings)", unused)
         if fetched_as := describe_fetch(self.rendered_as_the_crawl, self.restored):
             logger.info("Fetching as crawl %s did: %s", args[0], fetched_as)
+        crawler = None
         try:
             # Made from the class: a crawler made first has the process's settings applied to it
             # again as it is run, each chain set whole over the spider's changes to it.
@@ -271,30 +281,41 @@ class Command(ScrapyCommand):
                 render=opts.render,
                 conditional=not opts.full,
                 allowed_domains=self.allowed_domains,
+                claim=self.claim,
             )
             [crawler] = self.crawler_process.crawlers
             self.crawler_process.start()
         except KeyboardInterrupt:  # before the crawl handles Ctrl-C (loading the model...)
             interrupted()
         finally:
-            self._end_claim(args[0])
-        if self.crawler_process.bootstrap_failed or run_failed(crawler.stats):
+            # Its pipeline said it, if it stopped so (RefreshPipeline).
+            taken = (
+                crawler is not None
+                and crawler.stats.get_value("finish_reason") == RECRAWL_TAKEN_OVER
+            )
+            self._end_claim(args[0], said=taken)
+        # Taken over: its plan not fetched whole.
+        if self.crawler_process.bootstrap_failed or run_failed(crawler.stats) or taken:
             self.exitcode = 1
 
-    def _end_claim(self, crawl_id: str) -> None:
+    def _end_claim(self, crawl_id: str, *, said: bool = False) -> None:
         """Clear the crawl record's mark of this recrawl, however it ended (a second Ctrl-C
-        closes no pipeline). A store that cannot take it leaves the mark to lapse: the crawl
-        can be recrawled once it is stale (3 heartbeat intervals)."""
-        if not self.claimed:
+        closes no pipeline), unless another recrawl took it over (this one stalled past its
+        staleness): that one's is left to it. A store that cannot take it leaves the mark to
+        lapse: the crawl can be recrawled once it is stale (3 heartbeat intervals)."""
+        if not self.claim:
             return
         try:
             store = open_store(self.settings, create=False)
             try:
-                store.recrawl_heartbeat(crawl_id, None)
+                own = store.end_recrawl(crawl_id, self.claim)
             finally:
                 store.close()
         except StoreError as exc:
             logger.warning("%s", exc)
+            return
+        if not own and not said:
+            logger.warning("%s", taken_over(crawl_id))
 
 
 def running(crawl: dict[str, Any]) -> ConfigError:
