@@ -91,7 +91,8 @@ def stop_once_started(crawler: Crawler, crawl_ended: Callable[[], Any]) -> None:
     the opening spider: the crawl ended as after a second Ctrl-C (``forced_shutdown``, exit
     status 1, resumed as after a crash). Here the stop waits for the engine to start, stops it
     as at any other moment, and completes once the crawl has ended (``crawl_ended``: the crawler
-    process's ``join``), also when the spider never got open.
+    process's ``join``), also when the spider never got open. The stop the engine asks for as it
+    closes a spider that never ran (closed as it opened) is Scrapy's.
     """
     scrapy_stop = crawler.stop_async
     asked = False
@@ -112,7 +113,15 @@ def stop_once_started(crawler: Crawler, crawl_ended: Callable[[], Any]) -> None:
     async def stop_async() -> None:
         nonlocal asked
         engine = crawler._engine  # Scrapy's name for it before the crawl starts
-        if not crawler.crawling or (engine is not None and engine.running):
+        # An engine without its spider has closed it: the engine asks for the stop itself once
+        # a spider closed before it ran (a component's CloseSpider as it opened, such as the
+        # storage pipeline's refusal of a crawl being recrawled), and waiting for the crawl to
+        # end there waited for itself, the process hung.
+        if (
+            not crawler.crawling
+            or (engine is not None and engine.running)
+            or (engine is not None and engine.spider is None)
+        ):
             await scrapy_stop()
             return
         asked = True

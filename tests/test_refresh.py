@@ -19,7 +19,6 @@ import pymongo
 import pytest
 import scrapy
 from scrapy import signals
-from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
 from scrapy.exceptions import CloseSpider, IgnoreRequest
 from scrapy.http import HtmlResponse, Response
@@ -33,7 +32,6 @@ from twisted.python.failure import Failure
 from focused import storage
 from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
 from focused.commands import recrawl as recrawl_command
-from focused.commands.crawl import Command as CrawlCommand
 from focused.commands.recrawl import Command as RecrawlCommand
 from focused.errors import ConfigError
 from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
@@ -54,7 +52,6 @@ from focused.refresh import (
 from focused.relevance import RelevanceModel
 from focused.report import describe_status, is_live, recrawl_is_live
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
-from focused.storecommand import USAGE_ERROR
 from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
@@ -1421,15 +1418,12 @@ def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):
     assert not (tmp_path / "none.sqlite3").exists()
 
 
-def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(
-    tmp_path,
-    caplog,
-    monkeypatch,
-):
+def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(tmp_path, caplog):
     """A recrawl that claims the crawl after the crawl's checks (``check_store``) was not seen:
     the crawl's start wrote over the mark and both fetched every page. The storage pipeline's
     start is now refused: one error line, as the check's, the spider closed before it fetched
-    anything (``recrawl_under_way``, exit status 2), and the record left to the recrawl."""
+    anything (``recrawl_under_way``; exit status 2, tests/test_stopping.py), and the record
+    left to the recrawl."""
     db = tmp_path / "focused.sqlite3"
     store = SqliteStore(db)
     store.start_crawl(crawl_record("pipe"))
@@ -1449,14 +1443,6 @@ def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(
     assert line.endswith(": let the recrawl end, then run the crawl")
     assert store.get_crawl("pipe") == marked
     store.close()
-
-    # The crawl command's exit status is its check's.
-    command = CrawlCommand()
-    command.crawler = crawler
-    monkeypatch.setattr(ScrapyCrawlCommand, "run", lambda self, args, opts: None)
-    crawler.stats.set_value("finish_reason", RECRAWL_UNDER_WAY)
-    command.run(["topical"], argparse.Namespace())
-    assert command.exitcode == USAGE_ERROR
 
 
 def test_a_recrawl_whose_mark_was_taken_over_stops_with_one_warning(

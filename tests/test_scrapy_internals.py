@@ -123,3 +123,7 @@ def test_a_crawler_stop_before_the_engine_runs_is_what_focused_waits_out():
     start = inspect.getsource(ExecutionEngine.start_async)
     started = start.index("signal=signals.engine_started")
     assert start.index("self._starting = True") < started < start.index("self.running = True")
+    # And it tells a spider closed before the engine ran (the engine then asks for the stop
+    # itself) by the engine's spider, gone before the engine's close callback.
+    close = inspect.getsource(ExecutionEngine.close_spider_async)
+    assert close.index("self.spider = None") < close.index("self._spider_closed_callback(")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
+import subprocess
+import sys
+
+from focused.storage import SqliteStore
+from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, run_crawl
 
 
 def bird_crawl(tmp_path, site, strategy: str, settings: dict):
@@ -80,3 +84,49 @@ def test_a_relevant_budget_already_reached_fetches_nothing_more(tmp_path, site):
     assert len(fetched(site)) == served
     assert "Closing spider (closespider_relevant): 4 relevant pages" in again.result.stderr
     assert again.crawl_record()["finish_reason"] == "closespider_relevant"
+
+
+# A crawl whose check passes, then a recrawl claims it before its start is recorded.
+CLAIMED_AFTER_THE_CHECK = """
+import sys
+import spiders.topical
+from focused.storage import SqliteStore
+from scrapy.cmdline import execute
+
+checked = spiders.topical.check_store
+
+def check_store(settings, config):
+    checked(settings, config)
+    store = SqliteStore(settings["FOCUSED_DB"])
+    store.claim_recrawl(config.crawl_id, None, 30.0)
+    store.close()
+
+spiders.topical.check_store = check_store
+sys.argv[0] = "scrapy"
+execute()
+"""
+
+
+def test_a_crawl_claimed_by_a_recrawl_as_it_starts_is_refused_in_one_line(tmp_path):
+    """The storage pipeline refuses the crawl's start (a spider closed as it opens): the
+    process hung, its stop waiting for the crawl to end, and the crawl to stop. It ends with
+    the check's line and exit status, nothing fetched and the record left to the recrawl."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl({"crawl_id": "c1", "query": "birds", "strategy": "bfs", "seeds": []})
+    store.finish_crawl("c1")
+    store.close()
+    settings = {"FOCUSED_DB": db, "ENCODER_STORE_DIR": tmp_path / "encodings"}
+    arguments = {"crawl_id": "c1", "query": "birds", "seeds": "http://127.0.0.1:9/"}
+    command = [sys.executable, "-c", CLAIMED_AFTER_THE_CHECK, *crawl_args(arguments, settings)]
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    [line] = [line for line in result.stderr.splitlines() if " ERROR: " in line]
+    assert line.endswith(": let the recrawl end, then run the crawl")
+    assert "Traceback" not in result.stderr
+    store = SqliteStore(db)
+    crawl = store.get_crawl("c1")
+    store.close()
+    assert (crawl["status"], crawl["seen_at"] < crawl["recrawl_seen_at"]) == ("finished", True)
