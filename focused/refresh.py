@@ -118,6 +118,7 @@ from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
+from focused.report import is_live
 from focused.robotsmeta import (
     NOINDEX,
     header_directives,
@@ -590,6 +591,14 @@ def taken_over(crawl_id: str) -> str:
     )
 
 
+def crawl_started(crawl_id: str) -> str:
+    """What a recrawl says as it finds a run of the crawl started over its stale mark."""
+    return (
+        f"Crawl {crawl_id}: this recrawl's mark went stale (no heartbeat for 3 intervals) and a"
+        " run of the crawl started: this recrawl stops"
+    )
+
+
 class RefreshPipeline(StoragePipeline):
     """Writes a recrawl's updates with the storage pipeline's batching and retries; the crawl
     record stays as the crawl left it, but for the recrawl's heartbeat: ``recrawl_seen_at``,
@@ -599,13 +608,14 @@ class RefreshPipeline(StoragePipeline):
 
     A recrawl that stalled so long that its mark went stale, and another recrawl took the
     crawl over, finds at its next beat that the mark is no longer its own: it leaves it, says
-    so in one line and stops (close reason ``recrawl_taken_over``, exit status 1). Going on
-    without a heartbeat would fetch the pages the other recrawl fetches, each visit counted
-    twice, which is what the mark is there to prevent; the updates written so far are whole
-    visits, and stay."""
+    so in one line and stops (close reason ``recrawl_taken_over``, exit status 1). So does one
+    that finds the crawl running (its ``seen_at`` fresh): a run of it started over the stale
+    mark, which ``Store.start_crawl`` keeps. Going on without a heartbeat would fetch the pages
+    the other fetches, each visit counted twice, which is what the mark is there to prevent;
+    the updates written so far are whole visits, and stay."""
 
     unstored_kind = "update"
-    _taken_over = False  # the heartbeat found the mark another recrawl's
+    _taken_over = ""  # why the recrawl stops: the heartbeat found the crawl another's
 
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
@@ -614,14 +624,19 @@ class RefreshPipeline(StoragePipeline):
         self._start_heartbeat()
 
     def heartbeat(self) -> None:
-        if self.claim is not None and not self._taken_over:
-            own = self.store.recrawl_heartbeat(self.crawl_id, self.claim, self.heartbeat_interval)
-            self._taken_over = not own
+        if self.claim is None or self._taken_over:
+            return
+        if not self.store.recrawl_heartbeat(self.crawl_id, self.claim, self.heartbeat_interval):
+            self._taken_over = taken_over(self.crawl_id)
+        # The recrawl claimed the crawl only while no run of it was live (the command's
+        # _plan): one live now started while this recrawl's mark was stale.
+        elif (crawl := self.store.get_crawl(self.crawl_id)) and is_live(crawl, datetime.now(UTC)):
+            self._taken_over = crawl_started(self.crawl_id)
 
     async def beat(self) -> None:
         await super().beat()
         if self._taken_over and self._closing_spider is None:
-            logger.warning("%s", taken_over(self.crawl_id))
+            logger.warning("%s", self._taken_over)
             self._closing_spider = close_spider_now(self.crawler, RECRAWL_TAKEN_OVER)
 
     def page_record(self, item: Any) -> dict[str, Any]:

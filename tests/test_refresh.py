@@ -1474,3 +1474,24 @@ def test_a_recrawl_whose_mark_was_taken_over_stops_with_one_warning(
     )
     assert store.get_crawl("c1") == marked
     assert marked["recrawl_claim"] == second
+
+
+def test_a_recrawl_that_wakes_beside_a_run_of_the_crawl_stops(store, monkeypatch, caplog):
+    """A run of the crawl started over the stale mark of a stalled recrawl (and kept it): the
+    recrawl woke, its heartbeat still its own, and fetched every page beside the crawl. It now
+    sees the crawl running at its next beat, and stops."""
+    claim = stale_claim(store, monkeypatch)
+    store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})
+    crawler = get_crawler(RecrawlSpider)
+    crawler.spider = RecrawlSpider.from_crawler(
+        crawler, "c1", pages=[], policy="uniform", claim=claim
+    )
+    crawler.engine = FakeEngine()
+    pipeline = RefreshPipeline.from_crawler(crawler)
+    pipeline.store, pipeline.crawl_id, pipeline.claim = store, "c1", claim
+    with caplog.at_level(logging.INFO, logger="focused.refresh"):
+        asyncio.run(pipeline.beat())
+    assert crawler.engine.close_reasons == [RECRAWL_TAKEN_OVER]
+    [line] = [record.getMessage() for record in caplog.records]
+    assert line.endswith("and a run of the crawl started: this recrawl stops")
+    assert store.end_recrawl("c1", claim)  # its own mark, cleared as it ends
