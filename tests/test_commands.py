@@ -11,6 +11,7 @@ focused.report.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -1220,6 +1221,21 @@ def closed_pipe(monkeypatch) -> Iterator[None]:
     os.close(read)
     with open(write, "w") as out, monkeypatch.context() as patch:
         patch.setattr("sys.stdout", out)
+        yield
+
+
+@contextmanager
+def unwritable_output(monkeypatch, output: str) -> Iterator[None]:
+    """stdout a pipe whose reader has left (``gone``), a full disk (``full``: /dev/full) or
+    closed (``closed``: Python then has no ``sys.stdout``)."""
+    if output == "gone":
+        with closed_pipe(monkeypatch):
+            yield
+        return
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context(monkeypatch.context())
+        full = stack.enter_context(open("/dev/full", "w")) if output == "full" else None
+        patch.setattr("sys.stdout", full)
         yield
 
 

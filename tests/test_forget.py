@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 
@@ -13,7 +12,7 @@ from focused import forget
 from focused.storage import SqliteStore
 from tests import test_commands, test_redis_frontier
 from tests.conftest import run_crawl
-from tests.test_commands import Result, closed_pipe, ok, one_line_error
+from tests.test_commands import Result, ok, one_line_error, unwritable_output
 from tests.test_redis_frontier import RedisServer, arguments, command_calls, free_port
 
 cli, redis_server = test_commands.cli, test_redis_frontier.redis_server  # their fixtures
@@ -197,13 +196,7 @@ def test_an_output_forget_cannot_print_to_is_one_line(
     client = redis.Redis.from_url(redis_server.url)
     shared_keys(client, "c")
     settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "c", "finished")}
-    with contextlib.ExitStack() as stack:
-        if output == "gone":
-            stack.enter_context(closed_pipe(monkeypatch))
-        else:
-            patch = stack.enter_context(monkeypatch.context())
-            full = stack.enter_context(open("/dev/full", "w")) if output == "full" else None
-            patch.setattr("sys.stdout", full)
+    with unwritable_output(monkeypatch, output):
         result = cli("forget", "c", settings=settings)
     if output == "closed":
         one_line_error(result, 1, "cannot write the output: standard output is closed")

@@ -26,7 +26,7 @@ from focused.storage import FINISH_FIELDS, SqliteStore, StoreError
 from focused.unstored import Unstored, read_unstored, restore
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
 from tests.conftest import REPO, crawl_env, scrapy_command
-from tests.test_commands import cli, closed_pipe, one_crawl, one_line_error  # noqa: F401
+from tests.test_commands import cli, one_crawl, one_line_error, unwritable_output  # noqa: F401
 from tests.test_storage import (  # noqa: F401
     FakeEngine,
     FakeSpider,
@@ -358,13 +358,7 @@ def test_an_output_restore_cannot_print_to_leaves_no_file_to_restore_twice(
     failure; an output full is one line once every file is renamed; none (`>&-`) one line
     before anything is written."""
     path = spilled(tmp_path)
-    with contextlib.ExitStack() as stack:
-        if output == "gone":
-            stack.enter_context(closed_pipe(monkeypatch))
-        else:
-            patch = stack.enter_context(monkeypatch.context())
-            full = stack.enter_context(open("/dev/full", "w")) if output == "full" else None
-            patch.setattr("sys.stdout", full)
+    with unwritable_output(monkeypatch, output):
         result = cli("restore", str(path), settings=one_crawl)
     if output == "closed":
         one_line_error(result, 1, "cannot write the output: standard output is closed")
