@@ -19,6 +19,7 @@ import pymongo
 import pytest
 import scrapy
 from scrapy import signals
+from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
 from scrapy.exceptions import CloseSpider, IgnoreRequest
 from scrapy.http import HtmlResponse, Response
@@ -1445,6 +1446,19 @@ def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(tmp_path
     store.close()
 
 
+def beating(store, claim: str) -> tuple[Crawler, RefreshPipeline]:
+    """The pipeline of recrawl ``claim`` of crawl c1 on ``store``, whose heartbeat a test
+    calls (``beat``), and its crawler, whose engine records the spider's closes."""
+    crawler = get_crawler(RecrawlSpider)
+    crawler.spider = RecrawlSpider.from_crawler(
+        crawler, "c1", pages=[], policy="uniform", claim=claim
+    )
+    crawler.engine = FakeEngine()
+    pipeline = RefreshPipeline.from_crawler(crawler)
+    pipeline.store, pipeline.crawl_id, pipeline.claim = store, "c1", claim
+    return crawler, pipeline
+
+
 def test_a_recrawl_whose_mark_was_taken_over_stops_with_one_warning(
     store,
     monkeypatch,
@@ -1456,13 +1470,7 @@ def test_a_recrawl_whose_mark_was_taken_over_stops_with_one_warning(
     first = stale_claim(store, monkeypatch)
     second = store.claim_recrawl("c1", store.get_crawl("c1")["recrawl_seen_at"], 30.0)
     marked = store.get_crawl("c1")
-    crawler = get_crawler(RecrawlSpider)
-    crawler.spider = RecrawlSpider.from_crawler(
-        crawler, "c1", pages=[], policy="uniform", claim=first
-    )
-    crawler.engine = FakeEngine()
-    pipeline = RefreshPipeline.from_crawler(crawler)
-    pipeline.store, pipeline.crawl_id, pipeline.claim = store, "c1", first
+    crawler, pipeline = beating(store, first)
     with caplog.at_level(logging.INFO, logger="focused.refresh"):
         asyncio.run(pipeline.beat())
         asyncio.run(pipeline.beat())
@@ -1482,13 +1490,7 @@ def test_a_recrawl_that_wakes_beside_a_run_of_the_crawl_stops(store, monkeypatch
     sees the crawl running at its next beat, and stops."""
     claim = stale_claim(store, monkeypatch)
     store.start_crawl({**crawl_record(), "heartbeat_interval": 30.0})
-    crawler = get_crawler(RecrawlSpider)
-    crawler.spider = RecrawlSpider.from_crawler(
-        crawler, "c1", pages=[], policy="uniform", claim=claim
-    )
-    crawler.engine = FakeEngine()
-    pipeline = RefreshPipeline.from_crawler(crawler)
-    pipeline.store, pipeline.crawl_id, pipeline.claim = store, "c1", claim
+    crawler, pipeline = beating(store, claim)
     with caplog.at_level(logging.INFO, logger="focused.refresh"):
         asyncio.run(pipeline.beat())
     assert crawler.engine.close_reasons == [RECRAWL_TAKEN_OVER]
