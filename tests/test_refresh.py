@@ -1030,6 +1030,7 @@ def small_store(tmp_path_factory) -> Path:
         (("c1", "--policy", "proportional"), 2, "--policy proportional needs --budget N"),
         (("c1", "--model", "/nonexistent"), 2, "--model /nonexistent holds no saved relevance"),
         (("c1", "-s", "JOBDIR=jobs/x"), 2, "recrawl takes no JOBDIR"),
+        (("c1", "-s", "JOBDIR=0"), 2, "recrawl takes no JOBDIR"),  # a folder named 0
         (("c1", "-s", "HTTPCACHE_ENABLED=1"), 2, "recrawl takes no HTTPCACHE_ENABLED: Scrapy's"),
         (("c1", "--render", "sometimes"), 2, "--render='sometimes' is not one of: never, always"),
         (("c1", "--render", ""), 2, "--render"),

@@ -73,9 +73,9 @@ logger = logging.getLogger(__name__)
 
 # How a refusal beside a running crawl ends.
 THEN = "then recrawl it"
-# A setting of NOT_TAKEN so is not given (Scrapy reads these as false).
-OFF = (None, "", False, 0, "0", "False", "false")
-# The settings a recrawl cannot take, and why.
+# The settings a recrawl cannot take, and why. Each is given when set (a folder, a URL), but
+# the flags, given when true (read as Scrapy reads them: checked so by check_settings).
+NOT_TAKEN_FLAGS = ("HTTPCACHE_ENABLED",)
 NOT_TAKEN = {
     "JOBDIR": "it fetches a fixed list of pages",
     "FOCUSED_FRONTIER": "it fetches a fixed list of pages",
@@ -182,7 +182,8 @@ class Command(ScrapyCommand):
         recrawls its crawls too), and return their names."""
         left_out = []
         for name, why in not_taken.items():
-            if self.settings.get(name) in OFF:
+            value_of = self.settings.getbool if name in NOT_TAKEN_FLAGS else self.settings.get
+            if not value_of(name):
                 continue
             if given_on_command_line(self.settings, name):
                 raise ConfigError(f"recrawl takes no {name}: {why}")
@@ -241,8 +242,9 @@ class Command(ScrapyCommand):
         since a record may have been edited, and before the crawl is marked."""
         self.restored = restore_fetch_settings(self.settings, crawl["fetch_settings"])
         try:
-            check_settings(self.settings)
-            allow_status_codes_as_numbers(self.settings)
+            if self.restored:  # the command line's own were checked already
+                check_settings(self.settings)
+                allow_status_codes_as_numbers(self.settings)
             if opts.render is None:
                 # None: recorded before the field, and recrawled plainly, as then.
                 opts.render = RENDER.parse("render", crawl["render"] or RENDER.default)
