@@ -583,19 +583,16 @@ class OffsiteMiddleware(ScrapyOffsite):
         """Nothing as the request is scheduled: ``process_request`` judges it as it is sent."""
 
 
-def taken_over(crawl_id: str) -> str:
-    """What a recrawl says as it finds its mark of the crawl's record another recrawl's."""
+# What a recrawl that finds its mark went stale says happened since, and what it does.
+TAKEN_OVER = "another recrawl took the crawl over: this one stops, and leaves the mark to it"
+CRAWL_STARTED = "a run of the crawl started: this recrawl stops"
+
+
+def taken_over(crawl_id: str, since: str = TAKEN_OVER) -> str:
+    """What a recrawl says as it finds its mark of the crawl's record lost (``since``)."""
     return (
         f"Crawl {crawl_id}: this recrawl's mark went stale (no heartbeat for 3 intervals) and"
-        " another recrawl took the crawl over: this one stops, and leaves the mark to it"
-    )
-
-
-def crawl_started(crawl_id: str) -> str:
-    """What a recrawl says as it finds a run of the crawl started over its stale mark."""
-    return (
-        f"Crawl {crawl_id}: this recrawl's mark went stale (no heartbeat for 3 intervals) and a"
-        " run of the crawl started: this recrawl stops"
+        f" {since}"
     )
 
 
@@ -631,7 +628,7 @@ class RefreshPipeline(StoragePipeline):
         # The recrawl claimed the crawl only while no run of it was live (the command's
         # _plan): one live now started while this recrawl's mark was stale.
         elif (crawl := self.store.get_crawl(self.crawl_id)) and is_live(crawl, datetime.now(UTC)):
-            self._taken_over = crawl_started(self.crawl_id)
+            self._taken_over = taken_over(self.crawl_id, CRAWL_STARTED)
 
     async def beat(self) -> None:
         await super().beat()
