@@ -872,10 +872,7 @@ class SqliteStore(Store):
         # Names checked by the caller. IS compares NULL as a value.
         assignments = ", ".join(f"{name} = ?" for name in fields)
         conditions = "".join(f" AND {name} IS ?" for name in where or {})
-        values = [
-            json.dumps(value) if CRAWL_SCHEMA[name] in _JSON_TYPES and value is not None else value
-            for name, value in fields.items()
-        ]
+        values = self._encode({name: CRAWL_SCHEMA[name] for name in fields}, fields)
         with self._conn:
             cursor = self._conn.execute(
                 f"UPDATE crawls SET {assignments} WHERE crawl_id = ?{conditions}",
