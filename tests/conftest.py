@@ -6,6 +6,7 @@ Full crawls run in a subprocess because Twisted's reactor cannot be restarted in
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -96,6 +97,16 @@ def run_crawl(
         command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env or crawl_env()
     )
     return Crawl(result, db, crawl_id)
+
+
+def interrupt_when_logged(process: subprocess.Popen, text: str) -> str:
+    """Send ``process`` a SIGINT (Ctrl-C) as its stderr logs a line holding ``text``; the rest
+    of its stderr, once it ended."""
+    for line in process.stderr:
+        if text in line:
+            process.send_signal(signal.SIGINT)
+            break
+    return process.stderr.read()
 
 
 def crawl_env() -> dict[str, str]:

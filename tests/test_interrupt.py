@@ -10,7 +10,15 @@ import subprocess
 
 import pytest
 
-from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, scrapy_command
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    REPO,
+    crawl_args,
+    crawl_env,
+    interrupt_when_logged,
+    scrapy_command,
+)
 
 
 @pytest.fixture
@@ -80,11 +88,7 @@ def test_ctrl_c_while_the_engine_starts_pauses_the_crawl(tmp_path, site):
         command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
     )
     try:
-        for line in process.stderr:
-            if "test: engine starting" in line:
-                process.send_signal(signal.SIGINT)
-                break
-        stderr = process.stderr.read()
+        stderr = interrupt_when_logged(process, "test: engine starting")
         assert process.wait(timeout=60) == 0, stderr[-3000:]
     finally:
         process.kill()

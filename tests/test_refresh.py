@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -698,6 +699,19 @@ def test_an_older_mongo_document_is_refreshed(mongo_client):  # noqa: F811
 # -- a recrawl of a loopback site ------------------------------------------------------------
 
 
+def stored_crawl(db: Path, urls: Iterable[str], *, finished: bool = False, **fields) -> None:
+    """Crawl c1 in the SQLite file ``db``, recorded with ``fields`` (finished, if so) and its
+    pages at ``urls`` stored (``stored``)."""
+    store = SqliteStore(db)
+    try:
+        store.start_crawl({**crawl_record(), **fields})
+        if finished:
+            store.finish_crawl("c1", status="finished", finish_reason="finished")
+        store.save_pages([stored(url) for url in urls])
+    finally:
+        store.close()
+
+
 class ChangingSite:
     """A small site whose pages the test edits between the crawl and the recrawl. Each page has
     an ETag, the hash of its body, but for /e, which has a Last-Modified (served by a ``Site``
@@ -854,10 +868,7 @@ def test_status_codes_allowed_on_the_recrawl_command_line_let_their_pages_throug
 
     db = tmp_path / "focused.sqlite3"
     with Site(respond) as site:
-        store = SqliteStore(db)
-        store.start_crawl(crawl_record())
-        store.save_pages([stored(f"{site.url}/a")])
-        store.close()
+        stored_crawl(db, [f"{site.url}/a"])
         result = recrawl(db, "c1", settings={"HTTPERROR_ALLOWED_CODES": "403,451"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "focused/skipped/http_403" not in result.stderr, result.stderr[-3000:]
@@ -875,10 +886,7 @@ def test_a_recrawl_whose_log_file_is_on_a_full_disk_goes_on(tmp_path):
     traceback, and nothing recorded. As for a crawl (focused.logfile): one line, and on."""
     db = tmp_path / "focused.sqlite3"
     with Site(lambda method, path: Reply(body=html("Birds", "<p>Birds nest.</p>"))) as site:
-        store = SqliteStore(db)
-        store.start_crawl(crawl_record())
-        store.save_pages([stored(f"{site.url}/a")])
-        store.close()
+        stored_crawl(db, [f"{site.url}/a"])
         result = recrawl(db, "c1", settings={"LOG_FILE": "/dev/full"})
     assert result.returncode == 0, result.stderr[-3000:]
     [line] = result.stderr.splitlines()
@@ -912,12 +920,9 @@ def test_a_page_now_redirecting_to_another_stored_page_is_recorded(tmp_path):
 
     db = tmp_path / "focused.sqlite3"
     with Site(respond, log=log) as site, elsewhere:
-        store = SqliteStore(db)
-        store.start_crawl({**crawl_record(), "allowed_domains": [site.host]})
         # /new first: its own request is in flight before /old's redirect to it comes.
         paths = ("/new", "/old", "/loop", "/away")
-        store.save_pages([stored(f"{site.url}{path}") for path in paths])
-        store.close()
+        stored_crawl(db, [f"{site.url}{path}" for path in paths], allowed_domains=[site.host])
         result = recrawl(db, "c1", settings={"CONCURRENT_REQUESTS": 1, "REDIRECT_MAX_TIMES": 2})
     assert result.returncode == 0, result.stderr[-3000:]
     summary = "Recrawl of crawl c1 (uniform, 4 pages): 2 changed, 0 unchanged, 0 gone, 2 skipped\n"
@@ -981,10 +986,7 @@ def test_a_recrawl_stopped_by_a_second_ctrl_c_exits_with_status_1(tmp_path):
 
     db = tmp_path / "focused.sqlite3"
     with Site(respond) as site:
-        store = SqliteStore(db)
-        store.start_crawl(crawl_record())
-        store.save_pages([stored(f"{site.url}/{n}") for n in range(4)])
-        store.close()
+        stored_crawl(db, [f"{site.url}/{n}" for n in range(4)])
         settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO"}
         options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
         process = subprocess.Popen(
@@ -1058,10 +1060,7 @@ def test_a_crawl_running_in_another_process_is_not_recrawled(cli, tmp_path):  # 
     each process overwriting the other's records. The other process here holds the crawl's
     lock as a crawl does (lockf on FOCUSED_DB.lock, gone with its process)."""
     db = tmp_path / "focused.sqlite3"
-    store = SqliteStore(db)
-    store.start_crawl(crawl_record())
-    store.save_pages([stored("http://127.0.0.1:9/a")])
-    store.close()
+    stored_crawl(db, ["http://127.0.0.1:9/a"])
     hold = (
         "import fcntl, sys\n"
         f"held = open({f'{db}.lock'!r}, 'w')\n"
@@ -1294,13 +1293,7 @@ def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
 def crawl_recorded(tmp_path: Path, **fields) -> dict[str, str]:
     """Crawl c1, finished with one page, recorded with ``fields``: the recrawl's settings."""
     db = tmp_path / "focused.sqlite3"
-    store = SqliteStore(db)
-    try:
-        store.start_crawl({**crawl_record(), **fields})
-        store.finish_crawl("c1", status="finished", finish_reason="finished")
-        store.save_pages([stored("http://127.0.0.1:9/a")])
-    finally:
-        store.close()
+    stored_crawl(db, ["http://127.0.0.1:9/a"], finished=True, **fields)
     return {"FOCUSED_DB": str(db)}
 
 

@@ -17,6 +17,7 @@ from tests.conftest import (
     Crawl,
     crawl_args,
     crawl_env,
+    interrupt_when_logged,
     run_crawl,
     scrapy_command,
 )
@@ -219,11 +220,7 @@ def test_ctrl_c_while_the_spider_opens_pauses_the_crawl_cleanly(tmp_path, site):
     arguments = {"query": BIRD_QUERY, "seeds": f"{site.url}/wiki/{BIRD_SEED}"}  # semantic
     command = scrapy_command(*crawl_args(arguments, settings))
     first = subprocess.Popen(command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True)
-    for line in first.stderr:
-        if "Spider opened" in line:
-            first.send_signal(signal.SIGINT)
-            break
-    stderr = first.stderr.read()
+    stderr = interrupt_when_logged(first, "Spider opened")
     assert first.wait(timeout=60) == 0, stderr[-3000:]
     assert "Closing spider (shutdown)" in stderr
     paused = Crawl(None, settings["FOCUSED_DB"], _crawl_id_of(tmp_path / "job"))
