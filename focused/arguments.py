@@ -1382,7 +1382,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     only from its JOBDIR or its shared frontier, and a run of its own under the id of another
     began its fetch order and counts again over the pages stored (a report of 10 pages
     fetched and 30 stored, 2 relevant where 10 were)."""
-    from focused.report import recrawl_is_live
+    from focused.report import being_recrawled, recrawl_is_live
     from focused.storage import StoreError, open_store  # pymongo: only when asked for
 
     url = settings.get("FOCUSED_FRONTIER")
@@ -1418,17 +1418,6 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
-
-
-def being_recrawled(crawl: Mapping[str, Any]) -> str:
-    """Why a run of the crawl is refused while a recrawl of it is under way: it would fetch
-    the pages the recrawl fetches, each visit counted twice."""
-    from focused.report import describe_time
-
-    return (
-        f"crawl {crawl['crawl_id']} is being recrawled (last seen"
-        f" {describe_time(crawl['recrawl_seen_at'])}): let the recrawl end, then run the crawl"
-    )
 
 
 def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:

@@ -264,6 +264,16 @@ def recrawl_is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
     return beats is not None and beats <= STALE_BEATS
 
 
+def being_recrawled(crawl: Mapping[str, Any], then: str = "then run the crawl") -> str:
+    """Why a run or another recrawl of the crawl is refused while a recrawl of it is under way
+    (``recrawl_is_live``): both would fetch the pages it fetches, each visit counted twice.
+    ``then`` says what to do once it has ended: by default, what a refused run does."""
+    return (
+        f"crawl {crawl['crawl_id']} is being recrawled in another process (last seen"
+        f" {describe_time(crawl.get('recrawl_seen_at'))}): let that recrawl end, {then}"
+    )
+
+
 def _beats_since_seen(crawl: Mapping[str, Any], now: datetime) -> float | None:
     """The heartbeat intervals since a ``running`` crawl's ``seen_at``; None when it is not
     running or its record cannot tell."""

@@ -229,7 +229,7 @@ class StoragePipeline:
         except RecrawlUnderWay as exc:
             # A recrawl claimed the crawl after focused.arguments.check_store read its record:
             # refused as there, and the spider closed before it fetches anything.
-            from focused.arguments import being_recrawled
+            from focused.report import being_recrawled
 
             logger.error("%s", being_recrawled(exc.crawl))
             self._refused = True

@@ -1249,7 +1249,10 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     assert line.startswith("error: crawl c1 is being recrawled in another process (last seen ")
     assert line.endswith("let that recrawl end, then recrawl it")
     config = CrawlConfig("q", "q", (), "bfs", {}, crawl_id="c1", order={})
-    with pytest.raises(ConfigError, match=r"crawl c1 is being recrawled .*: let the recrawl end"):
+    with pytest.raises(
+        ConfigError,
+        match=r"crawl c1 is being recrawled in another process .*: let that recrawl end, then run",
+    ):
         check_store(Settings(settings), config)
     # Its pipeline's heartbeat keeps the mark fresh.
     crawler = get_crawler(RecrawlSpider, settings)
@@ -1434,8 +1437,8 @@ def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(tmp_path
         asyncio.run(pipeline.spider_closed(closed.value.reason))
     assert closed.value.reason == RECRAWL_UNDER_WAY
     [line] = [record.getMessage() for record in caplog.records]
-    assert line.startswith("crawl pipe is being recrawled (last seen ")
-    assert line.endswith(": let the recrawl end, then run the crawl")
+    assert line.startswith("crawl pipe is being recrawled in another process (last seen ")
+    assert line.endswith(": let that recrawl end, then run the crawl")
     assert store.get_crawl("pipe") == marked
     store.close()
 

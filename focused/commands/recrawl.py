@@ -46,7 +46,7 @@ from focused.refresh import (
     taken_over,
 )
 from focused.render import check_browser
-from focused.report import describe_time, is_live, recrawl_is_live
+from focused.report import being_recrawled, describe_time, is_live, recrawl_is_live
 from focused.setting_names import given_on_command_line
 from focused.storage import StoreError, open_store
 from focused.storecommand import (
@@ -205,7 +205,7 @@ class Command(ScrapyCommand):
             if is_live(crawl, now):
                 raise running(crawl)
             if recrawl_is_live(crawl, now):
-                raise recrawled_elsewhere(crawl_id, crawl["recrawl_seen_at"])
+                raise ConfigError(being_recrawled(crawl, THEN))
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
             self._fetch_as_the_crawl(crawl, opts)
             pages = plan_recrawl(store, crawl_id, opts.policy, opts.budget)
@@ -219,7 +219,7 @@ class Command(ScrapyCommand):
             interval = self.settings.getfloat("FOCUSED_HEARTBEAT_INTERVAL")
             self.claim = store.claim_recrawl(crawl_id, crawl["recrawl_seen_at"], interval)
             if self.claim is None:
-                raise recrawled_elsewhere(crawl_id, store.get_crawl(crawl_id)["recrawl_seen_at"])
+                raise ConfigError(being_recrawled(store.get_crawl(crawl_id), THEN))
             # Read again once marked: a run of the crawl recorded as started since the first
             # read (while the plan was made) is seen now. One that records its start after the
             # mark is refused by its start (``Store.start_crawl``).
@@ -324,13 +324,6 @@ def running(crawl: dict[str, Any]) -> ConfigError:
     return ConfigError(
         f"crawl {crawl['crawl_id']} is running (last seen {describe_time(crawl['seen_at'])}):"
         f" let it end (Ctrl-C pauses it), {THEN}"
-    )
-
-
-def recrawled_elsewhere(crawl_id: str, seen_at: str | None) -> ConfigError:
-    return ConfigError(
-        f"crawl {crawl_id} is being recrawled in another process (last seen"
-        f" {describe_time(seen_at)}): let that recrawl end, {THEN}"
     )
 
 
