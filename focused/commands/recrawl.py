@@ -74,14 +74,19 @@ logger = logging.getLogger(__name__)
 # How a refusal beside a running crawl ends.
 THEN = "then recrawl it"
 # The settings a recrawl cannot take, and why. Each is given when set (a folder, a URL), but
-# the flags, given when true (read as Scrapy reads them: checked so by check_settings).
+# the flags, given when true, and the counts, when not 0 (read as Scrapy reads them: checked
+# so by check_settings).
 NOT_TAKEN_FLAGS = ("HTTPCACHE_ENABLED",)
+NOT_TAKEN_COUNTS = ("CLOSESPIDER_PAGECOUNT",)
 NOT_TAKEN = {
     "JOBDIR": "it fetches a fixed list of pages",
     "FOCUSED_FRONTIER": "it fetches a fixed list of pages",
     # Either policy answers from its copies without asking the site (all of them, or those
     # still fresh), and each such page passed for fetched and unchanged.
     "HTTPCACHE_ENABLED": "Scrapy's HTTP cache would answer for the sites, from the copies it kept",
+    # Scrapy's CloseSpider runs in a recrawl (CLOSESPIDER_TIMEOUT...), whose count would take
+    # robots.txt and the requests under way past the budget: --budget plans exactly N pages.
+    "CLOSESPIDER_PAGECOUNT": "its page budget is --budget N",
 }
 
 
@@ -182,12 +187,16 @@ class Command(ScrapyCommand):
         recrawls its crawls too), and return their names."""
         left_out = []
         for name, why in not_taken.items():
-            value_of = self.settings.getbool if name in NOT_TAKEN_FLAGS else self.settings.get
+            value_of = self.settings.get
+            if name in NOT_TAKEN_FLAGS:
+                value_of = self.settings.getbool
+            elif name in NOT_TAKEN_COUNTS:
+                value_of = self.settings.getint
             if not value_of(name):
                 continue
             if given_on_command_line(self.settings, name):
                 raise ConfigError(f"recrawl takes no {name}: {why}")
-            self.settings.set(name, None, "cmdline")
+            self.settings.set(name, 0 if name in NOT_TAKEN_COUNTS else None, "cmdline")
             left_out.append(name)
         return left_out
 
