@@ -1382,7 +1382,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     only from its JOBDIR or its shared frontier, and a run of its own under the id of another
     began its fetch order and counts again over the pages stored (a report of 10 pages
     fetched and 30 stored, 2 relevant where 10 were)."""
-    from focused.report import recrawl_is_live
+    from focused.report import is_live, recrawl_is_live
     from focused.storage import StoreError, open_store  # pymongo: only when asked for
 
     url = settings.get("FOCUSED_FRONTIER")
@@ -1396,6 +1396,11 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             # may claim it meanwhile.
             if crawl is not None and recrawl_is_live(crawl, datetime.now(UTC)):
                 raise ConfigError(being_recrawled(crawl))
+            # Checked again as the crawl records its start: two runs started together both
+            # pass here (Store.start_crawl).
+            unlocked = starts_unlocked(settings, config.crawl_id)
+            if crawl is not None and unlocked and is_live(crawl, datetime.now(UTC)):
+                raise ConfigError(running_elsewhere(crawl))
             stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
@@ -1418,6 +1423,34 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
+
+
+def starts_unlocked(settings: Any, crawl_id: str) -> bool:
+    """Whether this run starts crawl ``crawl_id`` where no lock keeps it to one process: into
+    MongoDB (``lock_crawl`` locks an SQLite store's crawls), not shared (the processes of a
+    shared frontier run one crawl by design), and not going on from a JOBDIR that holds it (the
+    kernel's lock on it, ``lock_jobdir``). Two such runs started together (a Scrapyd job
+    scheduled twice) both found no page stored, and both crawled: every page fetched, numbered
+    and counted twice. The later is refused while the other's record is live
+    (``focused.report.is_live``): a run killed before it stored a page is one for 3 heartbeats.
+    Read before the crawl writes its JOBDIR's record (``remember_job``)."""
+    return (
+        bool(settings.get("MONGO_URI"))
+        and not settings.get("FOCUSED_FRONTIER")
+        and _job_record(settings).get("crawl_id") != crawl_id
+    )
+
+
+def running_elsewhere(crawl: Mapping[str, Any]) -> str:
+    """Why a run that starts the crawl unlocked (``starts_unlocked``) is refused beside a
+    process of it that is alive."""
+    from focused.report import describe_time
+
+    return (
+        f"crawl {crawl['crawl_id']} is running in another process (last seen"
+        f" {describe_time(crawl['seen_at'])}): let it end (Ctrl-C pauses it), or give another"
+        " crawl_id"
+    )
 
 
 def being_recrawled(crawl: Mapping[str, Any]) -> str:
