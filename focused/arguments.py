@@ -40,7 +40,13 @@ from focused.encoder import STATE_TEMP_FILE as ENCODER_STATE_TEMP_FILE
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.languages import known_languages, language_code, query_language
 from focused.render import BLOCKABLE_RESOURCES, RENDER_MODES, blocked_resources
-from focused.report import describe_params
+from focused.report import (
+    being_recrawled,
+    describe_params,
+    is_live,
+    recrawl_is_live,
+    running_elsewhere,
+)
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
 from focused.setting_names import check_setting_names, given_on_command_line, known_setting_names
 from focused.storage import DEFAULT_SQLITE_PATH
@@ -1027,9 +1033,7 @@ def lock_crawl(settings: Any, crawl_id: str, then: str) -> None:
         # with its own process.
         fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
     except OSError:
-        raise ConfigError(
-            f"crawl {crawl_id} is running in another process: let it end (Ctrl-C pauses it), {then}"
-        ) from None
+        raise ConfigError(running_elsewhere(crawl_id, then=then)) from None
 
 
 def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:
@@ -1382,7 +1386,6 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     only from its JOBDIR or its shared frontier, and a run of its own under the id of another
     began its fetch order and counts again over the pages stored (a report of 10 pages
     fetched and 30 stored, 2 relevant where 10 were)."""
-    from focused.report import being_recrawled, recrawl_is_live
     from focused.storage import StoreError, open_store  # pymongo: only when asked for
 
     url = settings.get("FOCUSED_FRONTIER")
@@ -1396,6 +1399,11 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             # may claim it meanwhile.
             if crawl is not None and recrawl_is_live(crawl, datetime.now(UTC)):
                 raise ConfigError(being_recrawled(crawl))
+            # Checked again as the crawl records its start: two runs started together both
+            # pass here (Store.start_crawl).
+            unlocked = starts_unlocked(settings, config.crawl_id)
+            if crawl is not None and unlocked and is_live(crawl, datetime.now(UTC)):
+                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"]))
             stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
@@ -1418,6 +1426,22 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
+
+
+def starts_unlocked(settings: Any, crawl_id: str) -> bool:
+    """Whether this run starts crawl ``crawl_id`` where no lock keeps it to one process: into
+    MongoDB (``lock_crawl`` locks an SQLite store's crawls), not shared (the processes of a
+    shared frontier run one crawl by design), and not going on from a JOBDIR that holds it (the
+    kernel's lock on it, ``lock_jobdir``). Two such runs started together (a Scrapyd job
+    scheduled twice) both found no page stored, and both crawled: every page fetched, numbered
+    and counted twice. The later is refused while the other's record is live
+    (``focused.report.is_live``): a run killed before it stored a page is one for 3 heartbeats.
+    Read before the crawl writes its JOBDIR's record (``remember_job``)."""
+    return (
+        bool(settings.get("MONGO_URI"))
+        and not settings.get("FOCUSED_FRONTIER")
+        and _job_record(settings).get("crawl_id") != crawl_id
+    )
 
 
 def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:

@@ -369,7 +369,9 @@ class RecrawlSpider(scrapy.Spider):
     # In place of the project's (focused.components: beside those given with -s).
     components: ClassVar[dict[str, dict[str, Any]]] = {
         "SPIDER_MIDDLEWARES": {},
-        "EXTENSIONS": {},
+        # Scrapy's, which the project turns off for PageBudget: CLOSESPIDER_TIMEOUT and the
+        # others end a recrawl too (its page budget is --budget: the command refuses Scrapy's).
+        "EXTENSIONS": {"scrapy.extensions.closespider.CloseSpider": 0},
         "ITEM_PIPELINES": {f"{__name__}.RefreshPipeline": 800},
     }
 

@@ -264,6 +264,20 @@ def recrawl_is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
     return beats is not None and beats <= STALE_BEATS
 
 
+def running_elsewhere(
+    crawl_id: str, seen_at: str | None = None, then: str = "or give another crawl_id"
+) -> str:
+    """Why a run or a recrawl of the crawl is refused beside another process of it: one that
+    holds the crawl's lock (``focused.arguments.lock_crawl``), or whose record is ``running``
+    with a fresh heartbeat ``seen_at`` (``is_live``). ``then`` says what to do: by default,
+    what a refused run does."""
+    seen = f" (last seen {describe_time(seen_at)})" if seen_at else ""
+    return (
+        f"crawl {crawl_id} is running in another process{seen}: let it end (Ctrl-C pauses it),"
+        f" {then}"
+    )
+
+
 def being_recrawled(crawl: Mapping[str, Any], then: str = "then run the crawl") -> str:
     """Why a run or another recrawl of the crawl is refused while a recrawl of it is under way
     (``recrawl_is_live``): both would fetch the pages it fetches, each visit counted twice.

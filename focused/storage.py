@@ -199,6 +199,15 @@ class RecrawlUnderWay(Exception):
         self.crawl = crawl
 
 
+class CrawlRunning(Exception):
+    """``Store.start_crawl``, asked to refuse a live crawl, found one (``crawl``: the record it
+    read, whose heartbeat is fresh) and wrote nothing."""
+
+    def __init__(self, crawl: dict[str, Any]) -> None:
+        super().__init__(f"crawl {crawl['crawl_id']} is running")
+        self.crawl = crawl
+
+
 class StoreSettingError(StoreError):
     """The setting names no store this command can use: a folder, or a store it cannot write
     (read-only media, another user's file) for a command that writes. A bad setting (exit
@@ -371,7 +380,7 @@ class Store(ABC):
 
     # -- writing -------------------------------------------------------------------------------
 
-    def start_crawl(self, record: Mapping[str, Any]) -> None:
+    def start_crawl(self, record: Mapping[str, Any], *, refuse_live: bool = False) -> None:
         """Insert or replace the crawl record, with status ``running`` and no finish fields.
 
         A crawl already recorded (resumed, or run again under its id) keeps its first
@@ -379,9 +388,12 @@ class Store(ABC):
         ``seen_at`` default to now. It keeps a recrawl's mark (``RECRAWL_MARK``) too, as it
         was; one that is live (``focused.report.recrawl_is_live``) refuses the start:
         ``RecrawlUnderWay``, nothing written. The record read is compared and set, so that a
-        recrawl claiming the crawl between the read and the write is seen (read again).
+        recrawl claiming the crawl between the read and the write is seen (read again). With
+        ``refuse_live`` (``focused.arguments.starts_unlocked``), so does a record of the crawl
+        running with a fresh heartbeat (``focused.report.is_live``): ``CrawlRunning``. Of two
+        such starts at once, the insert lets one through.
         """
-        from focused.report import recrawl_is_live  # it imports this module
+        from focused.report import is_live, recrawl_is_live  # it imports this module
 
         now = _utc_now()
         crawl = _coerce(
@@ -404,6 +416,8 @@ class Store(ABC):
                 [earlier] = self._readable("crawls", [dict(stored[0])])
                 if recrawl_is_live(earlier, datetime.now(UTC)):
                     raise RecrawlUnderWay(earlier)
+                if refuse_live and is_live(earlier, datetime.now(UTC)):
+                    raise CrawlRunning(earlier)
                 if earlier["started_at"]:
                     crawl["resumed_at"] = started_at
                     crawl["started_at"] = earlier["started_at"]

@@ -89,7 +89,14 @@ from focused.stopping import (
     SEEDS_UNREACHABLE,
     close_spider_now,
 )
-from focused.storage import PAGE_FIELDS, RecrawlUnderWay, Store, StoreError, open_store
+from focused.storage import (
+    PAGE_FIELDS,
+    CrawlRunning,
+    RecrawlUnderWay,
+    Store,
+    StoreError,
+    open_store,
+)
 from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
 
 if TYPE_CHECKING:
@@ -106,6 +113,9 @@ DEFAULT_HEARTBEAT_INTERVAL = 30.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
 # The close reason of a run of a crawl that a recrawl claimed as it started (nothing fetched).
 RECRAWL_UNDER_WAY = "recrawl_under_way"
+# Close reason of a run refused as it started: another process of its crawl is alive, where no
+# lock tells it (focused.arguments.starts_unlocked).
+CRAWL_RUNNING = "crawl_running"
 UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
 UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
 # stat: pages not stored once the JOBDIR could no longer be written (fetched again on resume)
@@ -224,8 +234,9 @@ class StoragePipeline:
             "heartbeat_interval": self.heartbeat_interval
         }
         self.crawl_id = record["crawl_id"]
+        refuse_live = getattr(self.crawler.spider, "starts_unlocked", False)
         try:
-            await self._retrying(self.store.start_crawl, record)
+            await self._retrying(self.store.start_crawl, record, refuse_live=refuse_live)
         except RecrawlUnderWay as exc:
             # A recrawl claimed the crawl after focused.arguments.check_store read its record:
             # refused as there, and the spider closed before it fetches anything.
@@ -234,6 +245,13 @@ class StoragePipeline:
             logger.error("%s", being_recrawled(exc.crawl))
             self._refused = True
             raise CloseSpider(RECRAWL_UNDER_WAY) from None
+        except CrawlRunning as exc:
+            # Another run started since check_store read the record: refused alike.
+            from focused.report import running_elsewhere
+
+            logger.error("%s", running_elsewhere(exc.crawl["crawl_id"], exc.crawl["seen_at"]))
+            self._refused = True
+            raise CloseSpider(CRAWL_RUNNING) from None
         except StoreError:
             self.store.close()
             raise
@@ -349,7 +367,7 @@ class StoragePipeline:
             reactor.removeSystemEventTrigger(self._forced_stop_trigger)
             self._forced_stop_trigger = None
         await self._stop_heartbeat()  # before the store is closed
-        if self._refused:  # the record is the recrawl's: no outcome of a run that never began
+        if self._refused:  # the record is another's: no outcome of a run that never began
             self.store.close()
             return
         jobdir = jobdir_writes(self.crawler)

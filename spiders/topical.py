@@ -46,6 +46,7 @@ from focused.arguments import (
     lock_jobdir,
     parse_arguments,
     remember_job,
+    starts_unlocked,
 )
 from focused.canonical import canonicalize, drop_params_setting
 from focused.engine import wake_engine
@@ -132,6 +133,8 @@ class TopicalSpider(scrapy.Spider):
             crawler.settings.set(
                 "DUPEFILTER_CLASS", "focused.distributed.RedisDupeFilter", "spider"
             )
+        # Before remember_job makes a new JOBDIR the crawl's (read by StoragePipeline's start).
+        spider.starts_unlocked = starts_unlocked(crawler.settings, config.crawl_id)
         remember_job(crawler.settings, config)
         # A seed whose redirect is dropped before it is sent (back to a URL already requested,
         # or outside allowed_domains) reaches no errback: said here, for the seeds' error line.

@@ -67,3 +67,14 @@ def test_every_fetch_setting_has_a_default_scrapy_or_the_project_documents():
     assert set(FETCH_SETTINGS) - known_setting_names() <= {
         name for name in FETCH_SETTINGS if name.startswith("PLAYWRIGHT_")
     }
+
+
+def test_a_crawl_s_delay_jitter_is_given_to_its_recrawl():
+    """Scrapy 2.19's DOWNLOAD_DELAY_JITTER (RANDOMIZE_DOWNLOAD_DELAY's successor, which was
+    kept) was not: a crawl spaced exactly with -s DOWNLOAD_DELAY_JITTER=0 was recrawled with
+    Scrapy's +-50%."""
+    kept = given_fetch_settings(command_line({"DOWNLOAD_DELAY": "2", "DOWNLOAD_DELAY_JITTER": "0"}))
+    assert kept == {"DOWNLOAD_DELAY": "2", "DOWNLOAD_DELAY_JITTER": "0"}
+    recrawl = command_line({})
+    restore_fetch_settings(recrawl, kept)
+    assert recrawl.getfloat("DOWNLOAD_DELAY_JITTER") == 0

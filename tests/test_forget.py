@@ -131,7 +131,8 @@ def test_a_crawl_with_a_live_process_keeps_its_keys_unless_forced(tmp_path, redi
     assert ok(forced) == f"removed 4 keys of crawl live from {redis_server.url}\n"
     assert forced.stderr == (
         "warning: crawl live had 1 process alive, which stops at its next heartbeat: the keys of"
-        " the crawl are gone\n"
+        " the crawl are gone, but for those it writes as it stops (its pages under way), which"
+        " `scrapy forget live` removes once it has stopped\n"
     )
     assert not client.keys("focused:live:*")
     # Once its heartbeat is older than FOCUSED_WORKER_TIMEOUT, a process counts as gone.
@@ -166,6 +167,25 @@ def test_a_crawl_not_recorded_finished_keeps_its_queue_unless_forced(
     assert len(keys_under(client, "focused:p:")) == 3
     assert ok(cli("forget", "p", "--force", settings=settings)).startswith("removed 3 keys")
     assert not keys_under(client, "focused:p:")
+
+
+def test_keys_written_by_a_process_stopping_after_a_forced_forget_go_without_force(
+    tmp_path, redis_server, cli
+):
+    """A process of the crawl alive at ``forget --force`` stores its pages under way as it stops,
+    and their keys (counters, fetched pages, SimHash bands) were left. The crawl is recorded
+    interrupted, so ``forget`` refused them without --force, saying that running the crawl
+    again went on from "its 0 requests queued", where the crawl, its order gone, is refused.
+    Without its order the keys are no crawl's: they go."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.hset("focused:gone:counters", mapping={"pages": 23})
+    client.hset("focused:gone:fetched", mapping={"http://a.test/": 1})
+    client.sadd("focused:gone:near:0:d253", "http://a.test/")
+    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "gone", "interrupted")}
+    assert ok(cli("forget", "gone", settings=settings)) == (
+        f"removed 3 keys of crawl gone from {redis_server.url}\n"
+    )
+    assert not keys_under(client, "focused:gone:")
 
 
 def test_keys_are_found_with_scan_and_removed_in_batches(tmp_path, redis_server, cli, monkeypatch):

@@ -23,6 +23,7 @@ from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
 from scrapy.exceptions import CloseSpider, IgnoreRequest
+from scrapy.extensions.closespider import CloseSpider as ScrapyCloseSpider
 from scrapy.http import HtmlResponse, Response
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.settings import Settings
@@ -53,6 +54,7 @@ from focused.refresh import (
 )
 from focused.relevance import RelevanceModel
 from focused.report import describe_status, is_live, recrawl_is_live
+from focused.stopping import PageBudget
 from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
 from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
@@ -444,6 +446,20 @@ def test_the_offsite_filter_is_swapped_beside_downloader_middlewares_given_with_
     loaded = [load_object(name) for name in build_component_list(chain)]
     assert OffsiteMiddleware in loaded and ScrapyOffsite not in loaded
     assert chain[stats] == 851  # the user's, as given
+
+
+def test_a_recrawl_stops_at_scrapy_s_close_conditions():
+    """-s CLOSESPIDER_TIMEOUT=3600 (a refresh of an hour at most) was ignored: the recrawl ran
+    none of the project's extensions, and Scrapy's CloseSpider is off in them (PageBudget, a
+    crawl's, takes its place). The pages it leaves are counted as skipped."""
+    settings = Settings()
+    settings.setmodule("focused.settings")
+    settings.set("CLOSESPIDER_TIMEOUT", "3600", "cmdline")
+    RecrawlSpider.update_settings(settings)
+    chain = settings.getwithbase("EXTENSIONS")
+    loaded = [load_object(name) for name in build_component_list(chain)]
+    assert ScrapyCloseSpider in loaded
+    assert PageBudget not in loaded  # the crawl's budget, counted over its JOBDIR runs
 
 
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
@@ -1100,7 +1116,7 @@ def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(cli, tmp_path):  # no
     assert not is_live(store.get_crawl("old"), datetime.now(UTC))
     store.close()
     result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
-    one_line_error(result, 2, "crawl c1 is running (last seen ")
+    one_line_error(result, 2, "crawl c1 is running in another process (last seen ")
     assert "let it end (Ctrl-C pauses it), then recrawl it" in result.stderr
 
 
@@ -1289,7 +1305,7 @@ def test_a_run_of_the_crawl_started_while_the_recrawl_plans_is_seen(
 
     monkeypatch.setattr(recrawl_command, "plan_recrawl", planned_as_the_crawl_starts)
     line = refused_plan(settings, capsys)
-    assert line.startswith("error: crawl c1 is running (last seen ")
+    assert line.startswith("error: crawl c1 is running in another process (last seen ")
     assert store.get_crawl("c1")["recrawl_seen_at"] is None
 
 
@@ -1408,6 +1424,21 @@ def test_what_a_recrawl_cannot_take_is_left_out_when_the_project_s_settings_give
     assert command.unused == ["FOCUSED_FRONTIER", "HTTPCACHE_ENABLED"]
     assert command.settings["FOCUSED_FRONTIER"] is None
     assert not command.settings.getbool("HTTPCACHE_ENABLED")
+
+
+def test_a_recrawl_s_page_budget_is_its_budget_option(tmp_path, capsys):
+    """-s CLOSESPIDER_PAGECOUNT=5 was ignored: the recrawl fetched every page. Its budget is
+    --budget N (exactly N pages; Scrapy's count would take robots.txt and the requests under
+    way beyond it); one given in the project's settings module is a crawl's, left out."""
+    settings = crawl_recorded(tmp_path)
+    line = refused_plan({**settings, "CLOSESPIDER_PAGECOUNT": "5"}, capsys)
+    assert line == "error: recrawl takes no CLOSESPIDER_PAGECOUNT: its page budget is --budget N"
+    assert planned({**settings, "CLOSESPIDER_PAGECOUNT": "0"}).unused == []  # off: no budget
+    # Each plan below marks its own crawl as being recrawled.
+    settings = crawl_recorded(tmp_path / "project")
+    command = planned(settings, project={"CLOSESPIDER_PAGECOUNT": 1000})
+    assert command.unused == ["CLOSESPIDER_PAGECOUNT"]
+    assert command.settings.getint("CLOSESPIDER_PAGECOUNT") == 0
 
 
 def test_a_missing_store_is_one_line_on_the_command_line(tmp_path):

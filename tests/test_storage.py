@@ -26,12 +26,14 @@ import pymongo
 import pytest
 import scrapy
 from scrapy import signals
-from scrapy.exceptions import DropItem, ScrapyDeprecationWarning
+from scrapy.exceptions import CloseSpider, DropItem, ScrapyDeprecationWarning
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from focused import storage
+from focused.arguments import CrawlConfig, check_store, starts_unlocked
+from focused.errors import ConfigError
 from focused.items import PageItem
 from focused.storage import (
     CRAWL_FIELDS,
@@ -44,7 +46,7 @@ from focused.storage import (
     open_store,
 )
 from pipelines.relevance import RelevancePipeline
-from pipelines.storage import STORE_UNREACHABLE, StoragePipeline, crawl_status
+from pipelines.storage import CRAWL_RUNNING, STORE_UNREACHABLE, StoragePipeline, crawl_status
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -1139,6 +1141,73 @@ def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):
     )
     check_pipeline_run(crawler, MongoStore("mongodb://db.test", "pipe_db", client=mongo_client))
     assert writers == ["mongodb://db.test"]
+
+
+def starting(settings: dict[str, Any]) -> StoragePipeline:
+    """The storage pipeline of a run that starts crawl ``pipe`` with nothing to go on from (no
+    JOBDIR that holds it, no shared frontier): ``spiders.topical`` tells so."""
+    crawler = pipeline_crawler(**settings)
+    crawler.spider.starts_unlocked = starts_unlocked(crawler.settings, "pipe")
+    return StoragePipeline.from_crawler(crawler)
+
+
+@pytest.mark.parametrize("killed", [False, True], ids=["running", "killed"])
+def test_a_crawl_started_twice_at_once_on_mongodb_runs_once(
+    monkeypatch, mongo_client, caplog, killed
+):
+    """MongoDB takes no lock (``lock_crawl`` locks SQLite's): two runs of a new crawl id started
+    together (a Scrapyd job scheduled twice, a colleague's machine) both found no page stored
+    (``check_store``) and both crawled, every page fetched, numbered and counted twice. The start
+    of the second now finds the first's record live: one error line, the spider closed before
+    it fetches anything (exit status 2) and the record left to the first. A first run killed
+    (its heartbeat stale) is no refusal: its id is run again."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    settings = {"MONGO_URI": "mongodb://db.test"}
+    store = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    asyncio.run(starting(settings).open_spider())
+    if killed:
+        store._update_crawl("pipe", {"seen_at": "2024-06-01T00:00:00+00:00"})
+    first = store.get_crawl("pipe")
+    config = CrawlConfig("q", "q", (), "bfs", {}, crawl_id="pipe", order={})
+    second = starting(settings)
+    if killed:
+        check_store(second.crawler.settings, config)
+        asyncio.run(second.open_spider())
+        assert store.get_crawl("pipe")["seen_at"] != first["seen_at"]
+        return
+    with pytest.raises(ConfigError) as refused:  # the first had recorded its start
+        check_store(second.crawler.settings, config)
+    assert str(refused.value).startswith("crawl pipe is running in another process (last seen ")
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):  # both had checked
+        with pytest.raises(CloseSpider) as closed:
+            asyncio.run(second.open_spider())
+        asyncio.run(second.close_spider())
+        asyncio.run(second.spider_closed(closed.value.reason))
+    assert closed.value.reason == CRAWL_RUNNING
+    [line] = [record.getMessage() for record in caplog.records]
+    assert line == str(refused.value)
+    assert line.endswith(": let it end (Ctrl-C pauses it), or give another crawl_id")
+    assert store.get_crawl("pipe") == first
+
+
+@pytest.mark.parametrize(
+    ("settings", "job", "unlocked"),
+    [
+        ({"MONGO_URI": "mongodb://db.test"}, None, True),
+        ({"MONGO_URI": "mongodb://db.test"}, "pipe", False),  # resumed: the JOBDIR's lock
+        ({"MONGO_URI": "mongodb://db.test"}, "other", True),  # a JOBDIR of another crawl
+        ({"MONGO_URI": "mongodb://db.test", "FOCUSED_FRONTIER": "redis://r/0"}, None, False),
+        ({"FOCUSED_DB": "x.sqlite3"}, None, False),  # lock_crawl's
+    ],
+    ids=["mongo", "jobdir", "other_jobdir", "shared", "sqlite"],
+)
+def test_a_run_starts_a_crawl_unlocked_only_on_mongodb_with_nothing_to_go_on_from(
+    tmp_path, settings, job, unlocked
+):
+    if job is not None:
+        settings = {**settings, "JOBDIR": str(tmp_path)}
+        (tmp_path / "focused.json").write_text(f'{{"crawl_id": "{job}", "order": {{}}}}')
+    assert starts_unlocked(Settings(settings), "pipe") is unlocked
 
 
 def test_storage_pipeline_concurrent_items_one_writer(monkeypatch, mongo_client):

@@ -35,7 +35,7 @@ from focused.logfile import guard_log_files, null_closed_stderr
 from focused.render import BROWSER_UNAVAILABLE
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
-from pipelines.storage import RECRAWL_UNDER_WAY, STORE_UNREACHABLE, UNSTORED
+from pipelines.storage import CRAWL_RUNNING, RECRAWL_UNDER_WAY, STORE_UNREACHABLE, UNSTORED
 
 if TYPE_CHECKING:
     import argparse
@@ -107,7 +107,7 @@ class Command(ScrapyCrawlCommand):
         super().run(args, opts)
         if self.crawler is None or self.exitcode != 0:
             return
-        if self.crawler.stats.get_value("finish_reason") == RECRAWL_UNDER_WAY:
+        if self.crawler.stats.get_value("finish_reason") in (RECRAWL_UNDER_WAY, CRAWL_RUNNING):
             # Refused as it started, as focused.arguments.check_store refuses it before.
             self.exitcode = USAGE_ERROR
         elif run_failed(self.crawler.stats):

@@ -3,10 +3,11 @@
 
 Refused, in one line and exit status 1, while a process of the crawl is alive, and for a crawl
 the store (``MONGO_URI``, else ``FOCUSED_DB``) does not record as finished: its frontier is what
-running it again goes on from. ``--force`` removes them anyway. A bad crawl id, no or a bad
-``FOCUSED_FRONTIER``, or a Redis Cluster node end it with exit status 2; a Redis that does not
-answer (or takes no password given, or another), a crawl with no keys there, or a store it
-cannot read, with exit status 1, as for the store commands (``focused.storecommand``).
+running it again goes on from (unless its order is gone: it cannot go on). ``--force`` removes
+them anyway. A bad crawl id, no or a bad ``FOCUSED_FRONTIER``, or a Redis Cluster node end it
+with exit status 2; a Redis that does not answer (or takes no password given, or another), a
+crawl with no keys there, or a store it cannot read, with exit status 1, as for the store
+commands (``focused.storecommand``).
 """
 
 from __future__ import annotations
@@ -117,16 +118,19 @@ class Command(ScrapyCommand):
             )
         if forgotten.live:
             which = "which stops at its" if forgotten.live == 1 else "which stop at their"
+            writes = "it writes as it stops" if forgotten.live == 1 else "they write as they stop"
+            stopped = "it has" if forgotten.live == 1 else "they have"
             say(
                 f"warning: crawl {crawl_id} had {_processes(forgotten.live)} alive, {which} next"
-                " heartbeat: the keys of the crawl are gone"
+                f" heartbeat: the keys of the crawl are gone, but for those {writes} (its pages"
+                f" under way), which `scrapy forget {crawl_id}` removes once {stopped} stopped"
             )
         removed = f"removed {forgotten.removed} keys of crawl {crawl_id}"
         with printing():
             sys.stdout.write(f"{removed} from {self.shown}\n")
 
     def _forget(self, client: redis.Redis, crawl_id: str, force: bool) -> Forgotten:
-        from focused.distributed import CLUSTER_NODE, is_cluster_node
+        from focused.distributed import CLUSTER_NODE, crawl_prefix, is_cluster_node
         from focused.forget import crawl_keys, live_workers, queued_requests, remove
 
         if is_cluster_node(client):  # no shared crawl runs there (focused.distributed._unfit)
@@ -141,7 +145,11 @@ class Command(ScrapyCommand):
         timeout = self.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         if not force:
             _refuse_live(live_workers(client, crawl_id, timeout), crawl_id, self.shown, timeout)
-            self._refuse_unfinished(crawl_id, queued_requests(client, crawl_id, keys))
+            # Without its order the crawl cannot go on (its command is refused): what is left
+            # (written by a process stopping after a forced forget, or by a forget cut short)
+            # holds no queue to lose.
+            if client.exists(crawl_prefix(crawl_id) + "order"):
+                self._refuse_unfinished(crawl_id, queued_requests(client, crawl_id, keys))
         self.removing = True
         forgotten = remove(client, crawl_id, keys, timeout, force)
         if forgotten is None:  # a process joined the crawl since the look above

@@ -46,7 +46,12 @@ from focused.refresh import (
     taken_over,
 )
 from focused.render import check_browser
-from focused.report import being_recrawled, describe_time, is_live, recrawl_is_live
+from focused.report import (
+    being_recrawled,
+    is_live,
+    recrawl_is_live,
+    running_elsewhere,
+)
 from focused.setting_names import given_on_command_line
 from focused.storage import StoreError, open_store
 from focused.storecommand import (
@@ -74,14 +79,19 @@ logger = logging.getLogger(__name__)
 # How a refusal beside a running crawl ends.
 THEN = "then recrawl it"
 # The settings a recrawl cannot take, and why. Each is given when set (a folder, a URL), but
-# the flags, given when true (read as Scrapy reads them: checked so by check_settings).
+# the flags, given when true, and the counts, when not 0 (read as Scrapy reads them: checked
+# so by check_settings).
 NOT_TAKEN_FLAGS = ("HTTPCACHE_ENABLED",)
+NOT_TAKEN_COUNTS = ("CLOSESPIDER_PAGECOUNT",)
 NOT_TAKEN = {
     "JOBDIR": "it fetches a fixed list of pages",
     "FOCUSED_FRONTIER": "it fetches a fixed list of pages",
     # Either policy answers from its copies without asking the site (all of them, or those
     # still fresh), and each such page passed for fetched and unchanged.
     "HTTPCACHE_ENABLED": "Scrapy's HTTP cache would answer for the sites, from the copies it kept",
+    # Scrapy's CloseSpider runs in a recrawl (CLOSESPIDER_TIMEOUT...), whose count would take
+    # robots.txt and the requests under way past the budget: --budget plans exactly N pages.
+    "CLOSESPIDER_PAGECOUNT": "its page budget is --budget N",
 }
 
 
@@ -182,12 +192,16 @@ class Command(ScrapyCommand):
         recrawls its crawls too), and return their names."""
         left_out = []
         for name, why in not_taken.items():
-            value_of = self.settings.getbool if name in NOT_TAKEN_FLAGS else self.settings.get
+            value_of = self.settings.get
+            if name in NOT_TAKEN_FLAGS:
+                value_of = self.settings.getbool
+            elif name in NOT_TAKEN_COUNTS:
+                value_of = self.settings.getint
             if not value_of(name):
                 continue
             if given_on_command_line(self.settings, name):
                 raise ConfigError(f"recrawl takes no {name}: {why}")
-            self.settings.set(name, None, "cmdline")
+            self.settings.set(name, 0 if name in NOT_TAKEN_COUNTS else None, "cmdline")
             left_out.append(name)
         return left_out
 
@@ -203,7 +217,7 @@ class Command(ScrapyCommand):
             # heartbeat tells that they are crawling.
             now = datetime.now(UTC)
             if is_live(crawl, now):
-                raise running(crawl)
+                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
             if recrawl_is_live(crawl, now):
                 raise ConfigError(being_recrawled(crawl, THEN))
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
@@ -227,7 +241,7 @@ class Command(ScrapyCommand):
             if crawl is not None and is_live(crawl, datetime.now(UTC)):
                 store.end_recrawl(crawl_id, self.claim)
                 self.claim = None
-                raise running(crawl)
+                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
             return pages
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
@@ -318,13 +332,6 @@ class Command(ScrapyCommand):
             return
         if not own and not said:
             logger.warning("%s", taken_over(crawl_id))
-
-
-def running(crawl: dict[str, Any]) -> ConfigError:
-    return ConfigError(
-        f"crawl {crawl['crawl_id']} is running (last seen {describe_time(crawl['seen_at'])}):"
-        f" let it end (Ctrl-C pauses it), {THEN}"
-    )
 
 
 def _load_model(directory: str) -> RelevanceModel:
