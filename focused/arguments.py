@@ -262,7 +262,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         topic,
         seeds,
         strategy,
-        params,
+        _acting(spec, params),
         allowed,
         crawl_id,
         render,
@@ -271,6 +271,19 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         scrapyd_jobdir_note(settings, kwargs.get("_job")),
         order=order,
     )
+
+
+def _acting(spec: Mapping[str, Param], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` but those that have no effect with the others (``works_with``), which the
+    crawl record would show at their default: hybrid's max_depth=5 with then=bestfirst, a
+    depth limit the crawl does not have. (The frontier's order keeps them all: a JOBDIR
+    compares it with the order it saved.)"""
+    return {
+        name: value
+        for name, value in params.items()
+        if spec[name].works_with is None
+        or params[spec[name].works_with[0]] == spec[name].works_with[1]
+    }
 
 
 def scrapyd_jobdir_note(settings: Any, job: Any) -> str | None:
