@@ -262,7 +262,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         topic,
         seeds,
         strategy,
-        params,
+        _acting(spec, params),
         allowed,
         crawl_id,
         render,
@@ -271,6 +271,19 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         scrapyd_jobdir_note(settings, kwargs.get("_job")),
         order=order,
     )
+
+
+def _acting(spec: Mapping[str, Param], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` but those that have no effect with the others (``works_with``), which the
+    crawl record would show at their default: hybrid's max_depth=5 with then=bestfirst, a
+    depth limit the crawl does not have. (The frontier's order keeps them all: a JOBDIR
+    compares it with the order it saved.)"""
+    return {
+        name: value
+        for name, value in params.items()
+        if spec[name].works_with is None
+        or params[spec[name].works_with[0]] == spec[name].works_with[1]
+    }
 
 
 def scrapyd_jobdir_note(settings: Any, job: Any) -> str | None:
@@ -1404,6 +1417,15 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             unlocked = starts_unlocked(settings, config.crawl_id)
             if crawl is not None and unlocked and is_live(crawl, datetime.now(UTC)):
                 raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"]))
+            if crawl is None and not url and _job_has_run(settings, config.crawl_id):
+                # Recorded as it started, before its first request: this store is not the
+                # one it ran with (a FOCUSED_DB relative to another working directory, a
+                # MONGO_URI not given again), where it went on, its pages split between two.
+                raise ConfigError(
+                    f"JOBDIR holds crawl {config.crawl_id}, which the {store.backend} store at"
+                    f" {store.location} does not hold: resume it with the store its pages went"
+                    " to (FOCUSED_DB, or MONGO_URI), or use a new JOBDIR"
+                )
             stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
@@ -1426,6 +1448,17 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
+
+
+def _job_has_run(settings: Any, crawl_id: str) -> bool:
+    """Whether JOBDIR holds crawl ``crawl_id`` and it ran: its counters counted a queued seed
+    or a response, which come once its store has recorded it."""
+    jobdir = settings.get("JOBDIR")
+    return (
+        bool(jobdir)
+        and _job_record(settings).get("crawl_id") == crawl_id
+        and _counted(Path(jobdir))
+    )
 
 
 def starts_unlocked(settings: Any, crawl_id: str) -> bool:

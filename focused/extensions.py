@@ -2,7 +2,8 @@
 
 Every ``FOCUSED_LOGSTATS_INTERVAL`` seconds (default 30; 0 turns it off) it logs pages fetched,
 relevant pages, harvest rate and frontier size: the pages are the crawl's counters (so a run resumed
-from JOBDIR starts from the counts it resumes), the frontier the ``focused/frontier`` stat.
+from JOBDIR starts from the counts it resumes), the frontier the ``focused/frontier`` stat, which
+the scheduler counts afresh for each line (``frontier_count_wanted``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+# Sent before each line: the scheduler counts the frontier for the ``focused/frontier`` stat at
+# most once a second as requests come and go (a count is a round trip in a shared crawl), so
+# between two counts the stat missed the links queued since, a whole page's of them.
+frontier_count_wanted = object()
 
 
 class ProgressLog:
@@ -47,6 +53,7 @@ class ProgressLog:
     def log(self) -> None:
         spider = self.crawler.spider
         pages, relevant = crawl_counter(spider, "pages"), crawl_counter(spider, "relevant")
+        self.crawler.signals.send_catch_log(frontier_count_wanted)
         logger.info(
             "Focused: %(pages)d pages, %(relevant)d relevant (harvest rate %(harvest).3f),"
             " frontier %(frontier)d requests",

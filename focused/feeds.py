@@ -31,6 +31,7 @@ from scrapy.extensions.postprocessing import PostProcessingManager
 from focused.errors import one_line, redact_uri
 from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
+from focused.storage import PAGE_FIELDS
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -67,6 +68,11 @@ class FeedExporter(ScrapyFeedExporter):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         add_log_filter(ScrapyFeedExporter.__module__, _StoringInOneLine)
+        for options in self.feeds.values():
+            if options["fields"] is None:
+                # A page record's fields: without them a CSV feed's columns were the item's
+                # declared fields, its transient scores too, a column always empty.
+                options["fields"] = list(PAGE_FIELDS)
         self._failed: set[str] = set()  # the URIs (templates, for batches) of the feeds given up
         self._spider_closed = False
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced

@@ -30,10 +30,13 @@ if TYPE_CHECKING:
 
 
 def _without_text(result: LogFormatterResult, item: Any) -> LogFormatterResult:
-    """Scrapy's log entry of ``item``, the page's text replaced by its length."""
-    if isinstance(item, PageItem) and item.get("text"):
+    """Scrapy's log entry of ``item``, the page's text replaced by its length. A page is logged
+    as a dict, on one line: the item itself, a page stored without its text (a duplicate,
+    noindex), was pretty-printed over a line a field."""
+    if isinstance(item, PageItem):
         fields = dict(item)
-        fields["text"] = f"<{len(item['text'])} characters>"
+        if item.get("text"):
+            fields["text"] = f"<{len(item['text'])} characters>"
         result["args"] = {**result["args"], "item": fields}
     return result
 

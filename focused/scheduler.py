@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
 
+from focused.extensions import frontier_count_wanted
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
@@ -156,6 +157,7 @@ class FocusedScheduler(Scheduler):
         if scheduler.outstanding_max:
             crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
         connect_request_done(crawler, scheduler._finished)
+        crawler.signals.connect(scheduler._count_wanted, signal=frontier_count_wanted)
         return scheduler
 
     def open(self, spider):
@@ -680,6 +682,12 @@ class FocusedScheduler(Scheduler):
             if len(self.recent_hosts) > self.window:
                 self.in_window[self.recent_hosts.popleft()] -= 1
         return request
+
+    def _count_wanted(self) -> None:
+        """The progress log's line is due: the stat it shows is counted now (a closed
+        scheduler's was, as it closed)."""
+        if not self.closed:
+            self._count_frontier(now=True)
 
     def _count_frontier(self, now: bool = False) -> None:
         """The ``focused/frontier`` stat of the progress log, at most every

@@ -256,6 +256,15 @@ class StoragePipeline:
             self.store.close()
             raise
         self._say_unreadable()  # the record's first started_at, kept
+        # The id scrapy report and -a crawl_id take, and the store a JOBDIR resume must be
+        # given again (FOCUSED_DB is relative to the working directory).
+        logger.info(
+            "Crawl %s (%s): its pages go to the %s store at %s",
+            self.crawl_id,
+            record["strategy"],
+            self.store.backend,
+            self.store.location,
+        )
         # Only under a reactor (not in a test driving the pipeline on asyncio alone): importing
         # the reactor module would install Twisted's default one.
         if is_reactor_installed():

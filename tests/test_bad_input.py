@@ -20,6 +20,7 @@ from focused.arguments import check_settings, crawl_lock_offset, parse_arguments
 from focused.errors import ConfigError, quoted
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
+from focused.strategies import strategy_class
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html
 from tests.test_commands import run_with_stderr_closed
@@ -884,6 +885,30 @@ def test_odd_argument_values_are_refused(arguments, message):
     with pytest.raises(ConfigError) as refused:
         parse_arguments({**GOOD, "strategy": "bestfirst", **arguments})
     assert str(refused.value).startswith(message), refused.value
+
+
+@pytest.mark.parametrize(
+    ("arguments", "recorded"),
+    [
+        ({"strategy": "hybrid"}, {"bfs_levels": 2, "then": "bestfirst"}),
+        ({"strategy": "hybrid", "then": "dfs"}, {"bfs_levels": 2, "then": "dfs", "max_depth": 5}),
+        (
+            {"strategy": "annealing", "cooling": "linear"},
+            {"t0": 0.0, "cooling": "linear", "seed": 0},
+        ),
+        ({"strategy": "threshold"}, {"t0": 0.0, "cooling": "geometric", "factor": 0.99, "seed": 0}),
+    ],
+)
+def test_a_crawl_records_only_the_parameters_that_act(arguments, recorded):
+    """A parameter that has no effect with the others (works_with) was recorded at its
+    default: `scrapy crawls` showed a hybrid crawl, then=bestfirst, with max_depth=5, a depth
+    limit it did not have (and -a max_depth there is refused as having no effect)."""
+    config = parse_arguments({**GOOD, **arguments})
+    assert config.params == recorded
+    # The frontier's order, which a JOBDIR resume compares, still names every parameter.
+    assert config.order["params"].keys() >= {"max_depth", "factor"} & (
+        strategy_class(arguments["strategy"]).params.keys()
+    )
 
 
 def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since(tmp_path):

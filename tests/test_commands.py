@@ -40,7 +40,7 @@ from scrapy.settings import Settings
 
 from focused import storage, storecommand
 from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
-from focused.report import build_report, describe_status, describe_time, is_stale
+from focused.report import build_report, describe_status, describe_time, is_stale, page_json
 from focused.storage import FINISH_FIELDS, PAGE_FIELDS, MongoStore, SqliteStore
 from tests.conftest import (
     BIRD_QUERY,
@@ -939,6 +939,17 @@ def test_help_prints_each_option_as_written(name):
         ours = {action.help for action in parser._actions} - {a.help for a in scrapys._actions}
         for text in ours - {None}:
             assert " ".join(text.split()) in printed, width
+
+
+@pytest.mark.parametrize("name", ["pages", "report"])
+def test_help_names_every_mark_a_page_status_may_carry(name):
+    """The help said a status is followed by 'gone' or 'noindex' (and --json adds those two),
+    not by 'duplicate', which a near-duplicate or rel=canonical copy carries."""
+    marks = page_json({}).keys()
+    assert marks, "page_json adds its marks to a page"
+    described = " ".join(import_module(f"focused.commands.{name}").Command().long_desc().split())
+    for mark in marks:
+        assert f"'{mark}'" in described, mark
 
 
 def test_a_title_or_query_never_drives_the_terminal(cli, tmp_path):

@@ -195,3 +195,20 @@ def test_a_page_a_pipeline_fails_on_is_logged_without_its_text():
     page = PageItem(url="http://127.0.0.1:9/wiki/Bird", text="feathers " * 1000)
     logged = PageLogFormatter().item_error(page, ValueError("a bug"), None, None)
     assert logged["args"]["item"] == {"url": page["url"], "text": "<9000 characters>"}
+
+
+def test_a_page_stored_without_its_text_is_logged_on_one_line_as_the_others():
+    """A duplicate or noindex page, without text, was logged as Scrapy logs an item: its
+    fields pretty-printed over 27 lines, where every other page takes one."""
+    page = PageItem(
+        url="http://127.0.0.1:9/wiki/Dove",
+        title="Dove",
+        text=None,
+        level=2,
+        duplicate_of="http://127.0.0.1:9/wiki/Pigeon",
+        parent_url="http://127.0.0.1:9/wiki/Bird",
+    )
+    logged = PageLogFormatter().scraped(page, None, None)
+    # Scrapy's message: "Scraped from <source>", then the item on the next line.
+    assert (logged["msg"] % logged["args"]).count("\n") == 1
+    assert logged["args"]["item"] == dict(page)

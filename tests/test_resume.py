@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+import re
 import signal
+import sqlite3
 import subprocess
 import time
 from collections import Counter
+from contextlib import closing
+from types import SimpleNamespace
 
 import pytest
+from scrapy.settings import Settings
 
+from focused.arguments import check_store
+from focused.errors import ConfigError
+from focused.resume import COUNTERS_FILE
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -22,6 +31,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold
+from tests.test_refresh import stored_crawl
 
 
 def test_ctrl_c_then_resume_fetches_nothing_twice(tmp_path, sample_graph):
@@ -235,3 +245,33 @@ def test_ctrl_c_while_the_spider_opens_pauses_the_crawl_cleanly(tmp_path, site):
     assert len(paused.pages()) == 20
     fetched = [path for path in site.fetched if path.startswith("/wiki/")]
     assert max(Counter(fetched).values()) == 1
+
+
+def _job_that_ran(jobdir, crawl_id: str) -> None:
+    """A JOBDIR whose crawl ``crawl_id`` has counted responses (focused.resume.CrawlCounters)."""
+    jobdir.mkdir()
+    (jobdir / "focused.json").write_text(json.dumps({"crawl_id": crawl_id, "strategy": "bfs"}))
+    with closing(sqlite3.connect(jobdir / COUNTERS_FILE)) as database, database:
+        database.execute("CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER)")
+        database.execute("INSERT INTO counters VALUES ('responses', 10)")
+
+
+def test_a_jobdir_resumed_into_another_store_is_refused(tmp_path):
+    """A JOBDIR crawl resumed with another store (FOCUSED_DB, relative to the working directory,
+    run from elsewhere; MONGO_URI forgotten) went on in it: its pages split between two stores,
+    the second's report 20 fetched, 10 stored, the pages before the pause missing."""
+    jobdir, first = tmp_path / "job", tmp_path / "first.sqlite3"
+    _job_that_ran(jobdir, "c1")
+    stored_crawl(first, ["http://a.test/"])  # crawl c1, with its page
+    config = SimpleNamespace(crawl_id="c1", jobdir_note="")
+    check_store(Settings({"FOCUSED_DB": first, "JOBDIR": jobdir}), config)
+    other = tmp_path / "other.sqlite3"
+    refused = (
+        f"JOBDIR holds crawl c1, which the SQLite store at {other} does not hold: resume it"
+        " with the store its pages went to (FOCUSED_DB, or MONGO_URI), or use a new JOBDIR"
+    )
+    with pytest.raises(ConfigError, match=re.escape(refused)):
+        check_store(Settings({"FOCUSED_DB": other, "JOBDIR": jobdir}), config)
+    # A JOBDIR whose crawl never got to fetch (its store failed as it started) may go on.
+    (jobdir / COUNTERS_FILE).unlink()
+    check_store(Settings({"FOCUSED_DB": other, "JOBDIR": jobdir}), config)

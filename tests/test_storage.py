@@ -1128,6 +1128,20 @@ def test_a_crawl_run_again_says_its_record_held_a_value_of_another_type(tmp_path
     assert warnings() == said
 
 
+def test_the_crawl_says_its_id_and_where_its_pages_go_as_it_starts(tmp_path, caplog):
+    """Nothing in the log of a crawl named it at INFO, nor the store its pages went to: the id
+    that scrapy report ID and -a crawl_id take, and the store a JOBDIR resume must be given
+    again, were to be found with scrapy crawls, in the right working directory."""
+    db = tmp_path / "crawl.sqlite3"
+    pipeline = StoragePipeline.from_crawler(pipeline_crawler(FOCUSED_DB=str(db)))
+    pipeline.crawler.spider.state = {}
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        asyncio.run(pipeline.open_spider())
+        pipeline.store.close()
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert said == [f"Crawl pipe (bestfirst): its pages go to the SQLite store at {db}"]
+
+
 def test_storage_pipeline_writes_to_mongo(monkeypatch, mongo_client):
     writers = []
 

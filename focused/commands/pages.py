@@ -40,10 +40,12 @@ class Command(StoreCommand):
             "Print the stored pages of a crawl (the latest unless --crawl), most relevant first:"
             " relevance, level, status, url and title. The status is the HTTP status of the"
             " page's latest fetch, followed by 'gone' when a recrawl found the page no longer"
-            " there (404, 410; its last text is kept) and by 'noindex' when the page asked not"
-            " to be indexed (stored without its text): '200', '404 gone', '200 noindex'. With"
-            " --json one JSON object a line, every field but the page text, with 'gone' and"
-            " 'noindex' true or false."
+            " there (404, 410; its last text is kept), by 'noindex' when the page asked not"
+            " to be indexed (stored without its text) and by 'duplicate' when it is a copy of"
+            " another page (stored without its text; duplicate_of names that page): '200',"
+            " '404 gone', '200 noindex', '200 duplicate'. With --json one JSON object a line,"
+            " every field but the page text, with 'gone', 'noindex' and 'duplicate' true or"
+            " false."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:

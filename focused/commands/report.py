@@ -56,9 +56,10 @@ class Command(StoreCommand):
             " mean relevance at each level, the harvest rate after each tenth of the pages"
             f" fetched, and the {TOP_PAGES} most relevant pages with their status (as `scrapy"
             " pages` shows it: 'gone' when a recrawl found the page no longer there, 404 or"
-            " 410; 'noindex' when it is stored without its text), and how many stored pages are"
-            " gone and noindex. --png FILE also plots the harvest-rate curve and the relevant"
-            " pages per level."
+            " 410; 'noindex' when it is stored without its text; 'duplicate' when it is stored"
+            " without its text as a copy of another page), and how many stored pages are gone,"
+            " noindex and duplicates. --png FILE also plots the harvest-rate curve and the"
+            " relevant pages per level."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
