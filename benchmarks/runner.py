@@ -113,8 +113,8 @@ def output_folder(text: str) -> Path:
     """argparse type of ``--out``: a folder the reports can be written in (made if missing),
     checked before the benchmark runs; one that cannot be was a traceback once the run, of
     hours perhaps, was over."""
-    from focused.arguments import check_output_file
     from focused.errors import ConfigError
+    from focused.settingchecks import check_output_file
 
     try:
         check_output_file(Path(text, "report.md"), f"reports in {text!r}", makes_folders=True)

@@ -60,9 +60,9 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
-from focused.arguments import as_saved_now, describe_language
 from focused.engine import wake_engine
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
+from focused.jobchecks import as_saved_now, describe_language
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
 from focused.resume import connect_request_done

@@ -426,7 +426,7 @@ class RecrawlSpider(scrapy.Spider):
         spider = super().from_crawler(crawler, *args, **kwargs)
         # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
         # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.
-        # (Numbers: the recrawl command makes them so, focused.arguments.) A 304 is the answer
+        # (Numbers: the recrawl command makes them so, focused.settingchecks.) A 304 is the answer
         # to a page's validators, which HttpErrorMiddleware would drop as an error.
         allowed = crawler.settings.getlist("HTTPERROR_ALLOWED_CODES")
         spider.handle_httpstatus_list = [*GONE, NOT_MODIFIED, *allowed]

@@ -268,7 +268,7 @@ def running_elsewhere(
     crawl_id: str, seen_at: str | None = None, then: str = "or give another crawl_id"
 ) -> str:
     """Why a run or a recrawl of the crawl is refused beside another process of it: one that
-    holds the crawl's lock (``focused.arguments.lock_crawl``), or whose record is ``running``
+    holds the crawl's lock (``focused.jobchecks.lock_crawl``), or whose record is ``running``
     with a fresh heartbeat ``seen_at`` (``is_live``). ``then`` says what to do: by default,
     what a refused run does."""
     seen = f" (last seen {describe_time(seen_at)})" if seen_at else ""

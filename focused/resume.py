@@ -194,7 +194,7 @@ class TopicJournal:
 
         Raises ``ValueError`` for a file ``append`` did not write (not UTF-8, or a line that
         is neither a record nor the start of one), ``OSError`` for one that cannot be read:
-        the JOBDIR check (``focused.arguments``) refuses the JOBDIR then, in one line.
+        the JOBDIR check (``focused.jobchecks``) refuses the JOBDIR then, in one line.
         """
         if not self.path.exists():
             return []

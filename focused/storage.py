@@ -389,7 +389,7 @@ class Store(ABC):
         was; one that is live (``focused.report.recrawl_is_live``) refuses the start:
         ``RecrawlUnderWay``, nothing written. The record read is compared and set, so that a
         recrawl claiming the crawl between the read and the write is seen (read again). With
-        ``refuse_live`` (``focused.arguments.starts_unlocked``), so does a record of the crawl
+        ``refuse_live`` (``focused.jobchecks.starts_unlocked``), so does a record of the crawl
         running with a fresh heartbeat (``focused.report.is_live``): ``CrawlRunning``. Of two
         such starts at once, the insert lets one through.
         """

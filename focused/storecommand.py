@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
-from focused.arguments import Param, check_settings, is_text
+from focused.arguments import Param
 from focused.errors import ConfigError, cut, drop_output, quoted, say
+from focused.settingchecks import check_settings, is_text
 from focused.storage import Store, StoreError, StoreSettingError, open_store
 
 if TYPE_CHECKING:

@@ -46,8 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.arguments import is_text
 from focused.errors import ConfigError, cut, quoted
+from focused.settingchecks import is_text
 from focused.storage import (
     DEFAULT_SQLITE_PATH,
     FINISH_FIELDS,

@@ -114,7 +114,7 @@ STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store canno
 # The close reason of a run of a crawl that a recrawl claimed as it started (nothing fetched).
 RECRAWL_UNDER_WAY = "recrawl_under_way"
 # Close reason of a run refused as it started: another process of its crawl is alive, where no
-# lock tells it (focused.arguments.starts_unlocked).
+# lock tells it (focused.jobchecks.starts_unlocked).
 CRAWL_RUNNING = "crawl_running"
 UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
 UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
@@ -238,7 +238,7 @@ class StoragePipeline:
         try:
             await self._retrying(self.store.start_crawl, record, refuse_live=refuse_live)
         except RecrawlUnderWay as exc:
-            # A recrawl claimed the crawl after focused.arguments.check_store read its record:
+            # A recrawl claimed the crawl after focused.jobchecks.check_store read its record:
             # refused as there, and the spider closed before it fetches anything.
             from focused.report import being_recrawled
 

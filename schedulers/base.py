@@ -68,7 +68,7 @@ Item = tuple[float, float, int, bytes]
 
 # The SQLite frontier's file, in the JOBDIR queue's folder (Scrapy's ``requests.queue``).
 FRONTIER_FILE = "frontier.sqlite3"
-# The SQLite frontier's tables, with the columns read from them (focused.arguments checks a
+# The SQLite frontier's tables, with the columns read from them (focused.jobchecks checks a
 # JOBDIR's file has them): ``frontier`` is made with the file, the others came later.
 FRONTIER_TABLES = {
     "frontier": ("fp", "neg_score", "neg_tiebreak", "seq", "request"),

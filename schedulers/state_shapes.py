@@ -4,7 +4,7 @@ Scrapy writes what the queue's ``close()`` returned into ``JOBDIR/requests.queue
 on a pause and hands it back to the queue on resume, where ``restore`` reads it. A value of
 another type there (a damaged file, or one edited by hand) failed with a traceback as the
 scheduler opened, and the crawl cascaded into more. Each strategy names the shape of each key
-it saves (``StrategyQueue.state_shapes``), and the JOBDIR check (``focused.arguments``) refuses
+it saves (``StrategyQueue.state_shapes``), and the JOBDIR check (``focused.jobchecks``) refuses
 a state of another shape before anything starts.
 
 A shape is a predicate on the value JSON gave back. They are deliberately as strict as what

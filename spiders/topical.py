@@ -37,17 +37,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares import retry, robotstxt
 from scrapy.utils.url import url_is_from_any_domain
 
-from focused.arguments import (
-    CrawlConfig,
-    allow_status_codes_as_numbers,
-    check_store,
-    dns_timeout_note,
-    lock_crawl,
-    lock_jobdir,
-    parse_arguments,
-    remember_job,
-    starts_unlocked,
-)
+from focused.arguments import CrawlConfig, parse_arguments
 from focused.canonical import canonicalize, drop_params_setting
 from focused.engine import wake_engine
 from focused.errors import one_line
@@ -55,6 +45,7 @@ from focused.extract import Link, extract_page
 from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem
+from focused.jobchecks import check_store, lock_crawl, lock_jobdir, remember_job, starts_unlocked
 from focused.jobdir import jobdir_writes
 from focused.languages import declared_languages, page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
@@ -63,6 +54,7 @@ from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
 from focused.robotsmeta import NOFOLLOW, NOINDEX, obeyed_token, page_robots, stored_robots
 from focused.setting_names import unknown_settings_note
+from focused.settingchecks import allow_status_codes_as_numbers, dns_timeout_note
 from focused.stopping import SEEDS_UNREACHABLE
 from focused.strategies import STRATEGIES
 

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 from scrapy.settings import Settings
 
-from focused.arguments import check_settings, crawl_lock_offset, parse_arguments, remember_job
+from focused.arguments import parse_arguments
 from focused.errors import ConfigError, quoted
+from focused.jobchecks import crawl_lock_offset, remember_job
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
+from focused.settingchecks import check_settings
 from focused.strategies import strategy_class
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import Reply, Site, html

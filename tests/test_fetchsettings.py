@@ -2,8 +2,8 @@
 
 from scrapy.settings import Settings
 
-from focused.arguments import allow_status_codes_as_numbers
 from focused.fetchsettings import FETCH_SETTINGS, given_fetch_settings, restore_fetch_settings
+from focused.settingchecks import allow_status_codes_as_numbers
 
 
 def command_line(given: dict) -> Settings:

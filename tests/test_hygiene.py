@@ -12,9 +12,9 @@ from scrapy import Request
 from scrapy.http import HtmlResponse
 from scrapy.utils.project import get_project_settings
 
-from focused.arguments import dns_timeout_note
 from focused.extract import extract_page
 from focused.hygiene import CharsetMiddleware
+from focused.settingchecks import dns_timeout_note
 from tests.conftest import REPO, crawl_env, run_crawl
 from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat

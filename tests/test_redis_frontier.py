@@ -26,9 +26,10 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import focused.settings
-from focused.arguments import check_store, parse_arguments
+from focused.arguments import parse_arguments
 from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl, crawl_prefix
 from focused.errors import ConfigError
+from focused.jobchecks import check_store
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
 from focused.storage import SqliteStore

@@ -33,12 +33,13 @@ from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
 
 from focused import storage
-from focused.arguments import CrawlConfig, check_store, crawl_lock_offset
+from focused.arguments import CrawlConfig
 from focused.commands import recrawl as recrawl_command
 from focused.commands.recrawl import Command as RecrawlCommand
 from focused.errors import ConfigError
 from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
 from focused.items import PageItem
+from focused.jobchecks import check_store, crawl_lock_offset
 from focused.refresh import (
     OTHER_WHITESPACE,
     RECRAWL_TAKEN_OVER,

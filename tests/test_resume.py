@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import pytest
 from scrapy.settings import Settings
 
-from focused.arguments import check_store
 from focused.errors import ConfigError
+from focused.jobchecks import check_store
 from focused.resume import COUNTERS_FILE
 from tests.conftest import (
     BIRD_QUERY,

@@ -10,10 +10,10 @@ from scrapy.settings import Settings
 from scrapy.statscollectors import MemoryStatsCollector
 
 import focused.settings
-from focused.arguments import check_settings
 from focused.errors import ConfigError
 from focused.items import PageItem
 from focused.robotsmeta import directives, honoured, page_robots, robots_token, stored_robots
+from focused.settingchecks import check_settings
 from spiders.topical import TopicalSpider
 from tests.conftest import Crawl, run_crawl
 from tests.sites import Reply, Site, html

@@ -20,7 +20,7 @@ from scrapy.settings import Settings
 
 from benchmarks.runner import parse_stats
 from focused import encoder
-from focused.arguments import parse_arguments, remember_job
+from focused.arguments import parse_arguments
 from focused.encoder import (
     LinkEncoder,
     WordMeans,
@@ -29,6 +29,7 @@ from focused.encoder import (
     vocabulary_vectors,
 )
 from focused.encodings import EncodingStore
+from focused.jobchecks import remember_job
 from focused.replayweb import title
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
 from tests.queues import drain, make_queue, req

@@ -32,9 +32,10 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from focused import storage
-from focused.arguments import CrawlConfig, check_store, starts_unlocked
+from focused.arguments import CrawlConfig
 from focused.errors import ConfigError
 from focused.items import PageItem
+from focused.jobchecks import check_store, starts_unlocked
 from focused.storage import (
     CRAWL_FIELDS,
     PAGE_FIELDS,

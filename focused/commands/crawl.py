@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, NoReturn
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
-from focused.arguments import is_the_store
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
 from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
 from focused.logfile import guard_log_files, null_closed_stderr
 from focused.render import BROWSER_UNAVAILABLE
+from focused.settingchecks import is_the_store
 from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
 from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
 from pipelines.storage import CRAWL_RUNNING, RECRAWL_UNDER_WAY, STORE_UNREACHABLE, UNSTORED
@@ -108,7 +108,7 @@ class Command(ScrapyCrawlCommand):
         if self.crawler is None or self.exitcode != 0:
             return
         if self.crawler.stats.get_value("finish_reason") in (RECRAWL_UNDER_WAY, CRAWL_RUNNING):
-            # Refused as it started, as focused.arguments.check_store refuses it before.
+            # Refused as it started, as focused.jobchecks.check_store refuses it before.
             self.exitcode = USAGE_ERROR
         elif run_failed(self.crawler.stats):
             self.exitcode = 1

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands import ScrapyCommand
 
-from focused.arguments import check_crawl_id, check_settings
+from focused.arguments import check_crawl_id
 from focused.errors import ConfigError, cut, say
 from focused.report import describe_status
+from focused.settingchecks import check_settings
 from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,

@@ -4,7 +4,7 @@ pages of a crawl again and record which changed (``focused.refresh``).
 The options, the store and the crawl are checked before the crawler process starts, so a
 mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
 cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
-crawl's lock, ``focused.arguments.lock_crawl``; or, where no lock is taken, MongoDB or a shared
+crawl's lock, ``focused.jobchecks.lock_crawl``; or, where no lock is taken, MongoDB or a shared
 crawl, a crawl recorded ``running`` whose heartbeat is fresh, ``focused.report.is_live``, or
 being recrawled, its ``recrawl_seen_at`` fresh, ``recrawl_is_live``: the recrawl marks the
 crawl's record so, ``Store.claim_recrawl``, and clears the mark as it ends), 1
@@ -25,18 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
 
-from focused.arguments import (
-    RENDER,
-    Param,
-    allow_status_codes_as_numbers,
-    check_settings,
-    check_unstored_dir,
-    lock_crawl,
-)
+from focused.arguments import RENDER, Param
 from focused.commands.crawl import run_failed
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import describe_fetch, restore_fetch_settings
+from focused.jobchecks import lock_crawl
 from focused.logfile import guard_log_files, null_closed_stderr
 from focused.refresh import (
     POLICIES,
@@ -53,6 +47,7 @@ from focused.report import (
     running_elsewhere,
 )
 from focused.setting_names import given_on_command_line
+from focused.settingchecks import allow_status_codes_as_numbers, check_settings, check_unstored_dir
 from focused.storage import StoreError, open_store
 from focused.storecommand import (
     NOT_FOUND,

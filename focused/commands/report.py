@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from focused.arguments import check_output_file
 from focused.errors import ConfigError, cut, quoted, say
 from focused.fetchsettings import describe_fetch
 from focused.report import (
@@ -24,6 +23,7 @@ from focused.report import (
     draw_png,
     report_json,
 )
+from focused.settingchecks import check_output_file
 from focused.storecommand import (
     NOT_FOUND,
     InspectError,

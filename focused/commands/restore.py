@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.commands import ScrapyCommand
 
-from focused.arguments import check_settings
 from focused.errors import ConfigError, say
+from focused.settingchecks import check_settings
 from focused.storage import StoreError
 from focused.storecommand import (
     NOT_FOUND,

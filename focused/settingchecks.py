@@ -1,0 +1,612 @@
+"""The settings of a crawl (``-s``, the project's, Scrapyd's ``-d setting=``) checked before
+it starts: numbers in their ranges, booleans Scrapy can read, classes that import, the
+files it writes (log, feeds) writable and not the store.
+
+Every check raises :class:`focused.errors.ConfigError` with a one-line message. The
+project's other commands (``recrawl``, ``restore``, ``forget``...) check their settings here
+too.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import importlib.util
+import logging
+import math
+import os
+import re
+import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from scrapy.settings import SETTINGS_PRIORITIES
+from scrapy.utils.conf import feed_complete_default_values_from_settings
+
+from focused.errors import ConfigError, cut, one_line, quoted
+from focused.render import BLOCKABLE_RESOURCES, blocked_resources
+from focused.setting_names import check_setting_names, given_on_command_line
+from focused.storage import DEFAULT_SQLITE_PATH
+
+KIND_NAMES = {int: "an integer", float: "a number"}
+
+
+HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
+LINE_BREAK = re.compile(r"[\r\n\0]")
+
+
+def is_text(value: str) -> bool:
+    """Encodable as UTF-8. Bytes of the command line that are not UTF-8 reach Python as lone
+    surrogates, which no store, log line or HTTP header can take: the crawl would fail on them
+    with a traceback once started."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def read_number(label: str, raw: Any, kind: type) -> Any:
+    """``raw`` read as ``kind`` (int or float), as the crawl will read it; ``label`` names it in
+    the error."""
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):  # also "": a setting given empty is no number
+        raise ConfigError(f"{label}={quoted(raw)} is not {KIND_NAMES[kind]}") from None
+    if not _finite(value):  # nan passes every bound
+        raise ConfigError(f"{label}={quoted(raw)} is not a finite number")
+    # An index, a seed, a deque's length, an SQLite INTEGER: an OverflowError once the crawl ran.
+    if kind is int and abs(value) > sys.maxsize:
+        raise ConfigError(f"{label}={cut(str(raw))} is too large: at most {sys.maxsize}")
+    return value
+
+
+def _finite(value: float) -> bool:
+    """Not nan or infinite. An int is always finite, and math.isfinite would overflow on one
+    too large for a float (a setting of 400 digits)."""
+    return isinstance(value, int) or math.isfinite(value)
+
+
+# Numeric settings: name -> (type, low, high). Checked before the crawl starts.
+NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
+    "RELEVANCE_THRESHOLD": (float, 0.0, 1.0),
+    "RELEVANCE_LSI_WEIGHT": (float, 0.0, 1.0),
+    "RELEVANCE_NUM_TOPICS": (int, 1, 10_000),
+    "RELEVANCE_REFIT_EVERY": (int, 1, None),
+    "RELEVANCE_MAX_DOCS": (int, 3, None),
+    "RELEVANCE_FIT_TOKENS": (int, 0, None),
+    "LINK_CONTEXT_CHARS": (int, 0, 100_000),
+    "MAX_LINKS_PER_PAGE": (int, 0, None),
+    "STORAGE_BATCH_SIZE": (int, 1, None),
+    "STORAGE_RETRIES": (int, 0, None),
+    "STORAGE_RETRY_DELAY": (float, 0.0, None),
+    "FOCUSED_HEARTBEAT_INTERVAL": (float, 1.0, None),
+    "STORE_MIN_RELEVANCE": (float, 0.0, 1.0),  # relevance is in [0, 1]: above 1 stores nothing
+    "CLOSESPIDER_PAGECOUNT": (int, 0, None),
+    "CONCURRENT_REQUESTS": (int, 1, None),
+    "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
+    "MONGO_TIMEOUT_MS": (int, 1, None),
+    "FOCUSED_DB_TIMEOUT": (float, 0.0, None),
+    "CLOSESPIDER_RELEVANT": (int, 0, None),
+    "DRIFT_WINDOW": (int, 0, None),
+    "DRIFT_MIN_HARVEST": (float, 0.0, 1.0),
+    "FRONTIER_MAX": (int, 0, None),
+    "MAX_PAGES_PER_HOST": (int, 0, None),
+    "HOST_WINDOW": (int, 0, None),
+    "HOST_WINDOW_SCAN": (int, 1, None),
+    "HELD_HOST_LOOKAHEAD": (int, 0, None),
+    "FOCUSED_RENDER_AUTO_MIN_WORDS": (int, 0, None),
+    "FOCUSED_RENDER_AUTO_MIN_LINKS": (int, 0, None),
+    "FOCUSED_RENDER_SETTLE_MS": (int, 0, None),
+    "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT": (int, 1, None),
+    "PLAYWRIGHT_MAX_CONTEXTS": (int, 1, None),
+    # Node's timers hold at most 2**31 - 1 ms (24.8 days): Playwright took a longer navigation
+    # timeout as 1 ms, and every page failed.
+    "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": (float, 1.0, 2**31 - 1),
+    "PLAYWRIGHT_DOWNLOAD_TIMEOUT": (int, 0, 2**31 - 1),
+    # A week: Redis keeps its expiries in milliseconds, and about 9e15 s of them failed the
+    # crawl once it started (frontier_unreachable).
+    "FOCUSED_WORKER_TIMEOUT": (float, 1.0, 604_800),
+    "TRAP_MAX_PER_FAMILY": (int, 0, None),
+    "TRAP_QUERY_VARIANTS": (int, 1, None),
+    "NEAR_DUPLICATE_DISTANCE": (int, -1, 3),
+    "ENCODER_CACHE_SIZE": (int, 1, None),
+    "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
+    "ENCODER_STORE_SIZE": (int, 0, None),
+    "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
+    "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
+    "RETRY_AFTER_MAX": (float, 0.0, None),
+    # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
+    # two must also be at least 1.
+    "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),
+    # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
+    # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
+    "CONCURRENT_ITEMS": (int, 1, 10_000),
+}
+# Numeric settings off by default (None): given empty (-s NAME=), they stay off. Any other
+# number given empty is read as one once the crawl has started: a traceback.
+EMPTY_MEANS_NONE = frozenset({"STORE_MIN_RELEVANCE"})
+
+
+# Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
+BOOLEAN_SETTINGS = (
+    "SCORE_BEFORE_DISPATCH",
+    "HEAD_CHECK",
+    "ROBOTS_META_OBEY",
+    "FOCUSED_GC_FREEZE",
+    "PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER",
+)
+
+# A dotted name of a module's attribute: the default of a setting that names what to import.
+IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+# Scrapy's own settings whose getter is not that of their default's type (REFERRER_POLICY
+# also takes a policy's name, "no-referrer").
+SCRAPY_READS_AS = {
+    "REFERRER_POLICY": object,
+    "DNS_TIMEOUT": float,
+    "DOWNLOAD_DELAY": float,
+    "DOWNLOAD_TIMEOUT": float,
+    "TELNETCONSOLE_ENABLED": bool,
+}
+
+
+@cache
+def scrapy_setting_checks() -> tuple[
+    tuple[str, ...], dict[str, tuple[type, float | None, None]], tuple[str, ...]
+]:
+    """Scrapy's own boolean settings; its numeric ones, with the type each is read as: its
+    default's (``SCRAPY_READS_AS`` where Scrapy reads it otherwise); and those that name a class
+    or function to import (``DUPEFILTER_CLASS``, ``DOWNLOADER``). Given as text (``-s NAME=VALUE``,
+    Scrapyd's ``-d setting=NAME=VALUE``), a value Scrapy cannot read or import is a traceback
+    once the crawl has started, and a negative count or limit is taken as one (``DEPTH_LIMIT=-1``
+    drops every link, ``URLLENGTH_LIMIT=-1`` every URL): only the ``*PRIORITY*`` adjustments may
+    be negative."""
+    from scrapy.settings import default_settings
+
+    booleans, numbers, classes = [], {}, []
+    for name, default in vars(default_settings).items():
+        if not name.isupper() or name in NUMERIC_SETTINGS:
+            continue
+        kind = SCRAPY_READS_AS.get(name, type(default))
+        if kind is bool:
+            booleans.append(name)
+        elif kind in (int, float):
+            numbers[name] = (kind, None if "PRIORITY" in name else kind(0), None)
+        elif kind is str and IMPORT_PATH.fullmatch(default):
+            classes.append(name)
+    return tuple(booleans), numbers, tuple(classes)
+
+
+def check_settings(settings: Any) -> None:
+    check_setting_names(settings)
+    scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
+    given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
+    for name in (*BOOLEAN_SETTINGS, *given_as_text):
+        try:
+            settings.getbool(name)
+        except ValueError:
+            raise ConfigError(
+                f"setting {name}={quoted(settings.get(name))} is not true or false"
+            ) from None
+    for name, bounds in NUMERIC_SETTINGS.items():
+        _check_number(name, settings.get(name), *bounds)
+    for name, bounds in scrapy_numbers.items():
+        if isinstance(raw := settings[name], str):
+            _check_number(name, raw, *bounds)
+    for name in scrapy_classes:  # those the project names are imported anyway
+        if given_on_command_line(settings, name):
+            _check_import(f"setting {name}=", settings[name])
+    _check_components(settings)
+    _check_integer_lists(settings)
+    _check_download_slots(settings)
+    _check_logging(settings)
+    _check_feeds(settings)
+    _check_http_auth(settings)
+    # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
+    headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
+    for name, text in (
+        ("USER_AGENT", settings.get("USER_AGENT")),
+        ("DEFAULT_REQUEST_HEADERS", " ".join(str(part) for part in [*headers, *headers.values()])),
+    ):
+        if isinstance(text, str) and not is_text(text):
+            raise ConfigError(f"setting {name} is not UTF-8 text: it is sent with every request")
+    for header, value in headers.items():
+        if not HEADER_NAME.fullmatch(str(header)) or LINE_BREAK.search(str(value)):
+            raise ConfigError(
+                f"setting DEFAULT_REQUEST_HEADERS: {quoted(str(header))}: {quoted(str(value))} "
+                "is no HTTP header (a name of letters, digits and !#$%&'*+-.^_`|~, a value on "
+                "one line): every request would fail"
+            )
+    # focused.render launches Chromium (FOCUSED_CHROMIUM) with its options: scrapy-playwright
+    # would fail on another browser type with a traceback once the crawl renders.
+    browser = settings.get("PLAYWRIGHT_BROWSER_TYPE")
+    if browser and browser != "chromium":
+        raise ConfigError(
+            f"setting PLAYWRIGHT_BROWSER_TYPE={quoted(browser)}: pages render in chromium"
+        )
+    _check_playwright(settings)
+    unblockable = sorted(blocked_resources(settings) - BLOCKABLE_RESOURCES)
+    if unblockable:
+        raise ConfigError(
+            f"setting FOCUSED_RENDER_BLOCK: {quoted(unblockable[0])} is not one of:"
+            f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
+        )
+
+
+# scrapy-playwright's settings read as JSON objects, and those naming what it imports: it reads
+# them as its download handler loads, and a value it cannot read was a traceback there (the
+# crawl then fetched nothing, exit status 1) or as the browser started (the crawl went on
+# without the contexts asked for). The contexts' keywords are Playwright's, checked as
+# focused.render.check_browser opens each once.
+PLAYWRIGHT_OBJECTS = ("PLAYWRIGHT_CONTEXTS", "PLAYWRIGHT_CDP_KWARGS", "PLAYWRIGHT_CONNECT_KWARGS")
+PLAYWRIGHT_IMPORTS = ("PLAYWRIGHT_BROWSER_PROVIDER", "PLAYWRIGHT_PROCESS_REQUEST_HEADERS")
+
+
+def _check_playwright(settings: Any) -> None:
+    for name in ("PLAYWRIGHT_CDP_URL", "PLAYWRIGHT_CONNECT_URL"):
+        # The crawl renders in the Chromium it checks at start-up (FOCUSED_CHROMIUM, its flags);
+        # with a remote one the check launched the local browser, and a remote that did not
+        # answer showed only as "No seed could be fetched".
+        if settings.get(name):
+            raise ConfigError(
+                f"setting {name}: a remote browser is not supported; the crawl renders in its "
+                "own Chromium (FOCUSED_CHROMIUM)"
+            )
+    for name in PLAYWRIGHT_OBJECTS:
+        try:
+            settings.getdict(name)
+        except (TypeError, ValueError):  # not JSON, or JSON but no object
+            raise ConfigError(
+                f"setting {name}={quoted(settings.get(name))} is no JSON object"
+            ) from None
+    for context, options in settings.getdict("PLAYWRIGHT_CONTEXTS").items():
+        if not isinstance(options, dict):
+            raise ConfigError(
+                f"setting PLAYWRIGHT_CONTEXTS: {quoted(context)} has {quoted(options)}; give a"
+                ' JSON object of Playwright\'s context options, such as {"locale": "en-GB"}'
+            )
+        if options.get("user_data_dir"):
+            # scrapy-playwright launches a persistent context as a browser of its own, without
+            # the launch options (FOCUSED_CHROMIUM, its flags): a traceback, and the crawl went
+            # on in a fresh context. Its http and https browsers would also share the profile,
+            # which Chromium locks to one.
+            raise ConfigError(
+                f"setting PLAYWRIGHT_CONTEXTS: {quoted(context)} has a user_data_dir; a persistent"
+                " context cannot be used: give a logged-in session's cookies with storage_state"
+                " (a file of Playwright's) instead"
+            )
+    for name in PLAYWRIGHT_IMPORTS:
+        if given_on_command_line(settings, name):
+            _check_import(f"setting {name}=", settings[name])
+
+
+def _check_http_auth(settings: Any) -> None:
+    """Scrapy's HttpAuthMiddleware refuses credentials without the domain they are for, with a
+    traceback as the crawl starts."""
+    given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
+    if given and settings.getpriority("HTTPAUTH_DOMAIN") <= SETTINGS_PRIORITIES["default"]:
+        raise ConfigError(
+            f"setting {given[0]} needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
+            " (-s HTTPAUTH_DOMAIN=example.org: that host and its subdomains)"
+        )
+
+
+def dns_timeout_note(settings: Any) -> str | None:
+    """A warning when ``DNS_TIMEOUT`` is given but the crawl's resolver has no timeout: only
+    Scrapy's IPv4-only ``CachingThreadedResolver`` reads it, and the project's resolver, which
+    answers IPv6 too, bounds a lookup by ``DOWNLOAD_TIMEOUT``. None when it applies, or is not
+    given."""
+    from scrapy.resolver import CachingThreadedResolver
+    from scrapy.utils.misc import load_object
+
+    if not given_on_command_line(settings, "DNS_TIMEOUT"):
+        return None
+    # Scrapy's older name is still read when given, unless the new one is given higher.
+    older = settings.getpriority("DNS_RESOLVER") or 0
+    newer = settings.getpriority("TWISTED_DNS_RESOLVER") or 0
+    name = "TWISTED_DNS_RESOLVER"
+    if SETTINGS_PRIORITIES["default"] < older >= newer:
+        name = "DNS_RESOLVER"
+    if issubclass(load_object(settings[name]), CachingThreadedResolver):
+        return None
+    return (
+        f"DNS_TIMEOUT={quoted(settings.get('DNS_TIMEOUT'))} has no effect: the resolver"
+        f" ({name}={settings[name]}) has no timeout of its own; DOWNLOAD_TIMEOUT"
+        f" ({settings.getfloat('DOWNLOAD_TIMEOUT'):g} s) bounds a lookup. Scrapy's"
+        " scrapy.resolver.CachingThreadedResolver reads it, and resolves to IPv4 only"
+    )
+
+
+# Scrapy's settings that give the order of the classes they name (None: not loaded), and those
+# that name a class for each scheme or format (None: none). Scrapy loads them as the crawl
+# starts: a class that does not import, or an order that is no number, was a traceback.
+COMPONENT_ORDERS = (
+    "ADDONS",
+    "DOWNLOADER_MIDDLEWARES",
+    "EXTENSIONS",
+    "ITEM_PIPELINES",
+    "SPIDER_CONTRACTS",
+    "SPIDER_MIDDLEWARES",
+)
+COMPONENTS_BY_NAME = ("DOWNLOAD_HANDLERS", "FEED_EXPORTERS", "FEED_STORAGES")
+
+
+def _check_components(settings: Any) -> None:
+    for name in (*COMPONENT_ORDERS, *COMPONENTS_BY_NAME):
+        if not given_on_command_line(settings, name):
+            continue
+        for key, value in settings.getdict(name).items():
+            if value is None:  # not loaded
+                continue
+            _check_import(f"setting {name}: ", key if name in COMPONENT_ORDERS else value)
+            if name in COMPONENT_ORDERS and not _is_number(value, float):
+                raise ConfigError(
+                    f"setting {name}: {quoted(key)} has order {quoted(value)}; give a number, "
+                    "or null to turn it off"
+                )
+    if given_on_command_line(settings, "RETRY_EXCEPTIONS"):
+        for path in settings.getlist("RETRY_EXCEPTIONS"):
+            _check_import("setting RETRY_EXCEPTIONS: ", path)
+
+
+def _check_import(label: str, path: Any) -> None:
+    """A class (or function) named by its path imports; ``label`` starts the error."""
+    if isinstance(path, str) and (problem := _import_problem(path)):
+        raise ConfigError(f"{label}{quoted(path)} cannot be imported: {problem}")
+
+
+# Scrapy's settings that list whole numbers (HTTP status codes, ports), which it reads with
+# int() as the crawl starts (a traceback) or compares with a response's status (a code given
+# as "abc" matched nothing, silently).
+INTEGER_LISTS = (
+    "HTTPCACHE_IGNORE_HTTP_CODES",
+    "HTTPERROR_ALLOWED_CODES",
+    "RETRY_HTTP_CODES",
+    "TELNETCONSOLE_PORT",
+)
+
+
+def _check_integer_lists(settings: Any) -> None:
+    for name in INTEGER_LISTS:
+        for item in settings.getlist(name):
+            try:
+                int(item)
+            except (TypeError, ValueError):
+                raise ConfigError(
+                    f"setting {name}: {quoted(item)} is not a whole number (give them separated by "
+                    "commas: 500,502)"
+                ) from None
+
+
+def allow_status_codes_as_numbers(settings: Any) -> None:
+    """HTTPERROR_ALLOWED_CODES as integers. Scrapy's HttpErrorMiddleware compares its items with
+    each response's status as they are, and from ``-s HTTPERROR_ALLOWED_CODES=404`` they are
+    strings: no response was ever let through. (Checked as whole numbers by check_settings.)"""
+    name = "HTTPERROR_ALLOWED_CODES"
+    codes = [int(code) for code in settings.getlist(name)]
+    settings.set(name, codes, settings.getpriority(name) or "project")
+
+
+# What Scrapy's downloader reads from a DOWNLOAD_SLOTS entry as it makes the host's slot, and
+# the least of each.
+SLOT_NUMBERS: dict[str, tuple[type, float]] = {
+    "concurrency": (int, 1),
+    "delay": (float, 0.0),
+    "jitter": (float, 0.0),
+}
+
+
+def _check_download_slots(settings: Any) -> None:
+    """A value of another type was a traceback for each request to the host, a concurrency
+    below 1 a crawl that never fetched from it."""
+    for host, slot in settings.getdict("DOWNLOAD_SLOTS").items():
+        if not isinstance(slot, dict):
+            raise ConfigError(
+                f"setting DOWNLOAD_SLOTS: {quoted(host)} has {quoted(slot)}; give a JSON object, "
+                'such as {"concurrency": 2, "delay": 1.0}'
+            )
+        for key, (kind, low) in SLOT_NUMBERS.items():
+            value = slot.get(key, low)
+            if not _is_number(value, kind) or value < low:
+                raise ConfigError(
+                    f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}={quoted(value)}; give "
+                    f"{KIND_NAMES[kind]}, at least {low:g}"
+                )
+
+
+def _is_number(value: Any, kind: type) -> bool:
+    """A JSON number of ``kind`` (a float may be written as an int), finite; not a bool."""
+    kinds = (int,) if kind is int else (int, float)
+    return isinstance(value, kinds) and not isinstance(value, bool) and _finite(value)
+
+
+def _check_number(name: str, raw: Any, kind: type, low: float | None, high: float | None) -> None:
+    if raw is None or (raw == "" and name in EMPTY_MEANS_NONE):
+        return
+    value = read_number(f"setting {name}", raw, kind)
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"[{low if low is not None else '-inf'}, {high if high is not None else 'inf'}]"
+        raise ConfigError(f"setting {name}={cut(str(raw))} is outside {bounds}")
+
+
+def _import_problem(path: str) -> str | None:
+    """Why ``path`` (``module.attribute``) would not import; None if it would, or may. The
+    module is found but not run: a module that imports Twisted's reactor would install the
+    default one before Scrapy installs the crawl's (asyncio), and the crawl could not start.
+    The attribute is looked for among the names its source binds anywhere (a module built
+    otherwise, or one with a ``__getattr__`` or a star import, may have any)."""
+    module_name, _, attribute = path.rpartition(".")
+    if not module_name or not attribute:
+        return "give a full path, module.Name"
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError) as exc:  # a parent is no package, or cannot be imported
+        return str(exc)
+    if spec is None:
+        return f"no module named {quoted(module_name)}"
+    if module_name in sys.modules:
+        found = hasattr(sys.modules[module_name], attribute)
+    elif spec.origin and spec.origin.endswith(".py"):
+        names = _bound_names(Path(spec.origin))
+        found = attribute in names or not names.isdisjoint({"*", "__getattr__"})
+    else:
+        found = True
+    return None if found else f"module {quoted(module_name)} has no {quoted(attribute)}"
+
+
+def _bound_names(source: Path) -> set[str]:
+    """The names a module's source binds, at any depth ("*": a star import, which may bind
+    any; a source that cannot be read or parsed may too)."""
+    try:
+        tree = ast.parse(source.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return {"*"}
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+# Settings the crawl makes from its arguments and its own settings: given on the command line,
+# one would order the crawl while its record and scoring follow -a strategy, or be replaced.
+MADE_SETTINGS = {
+    "SCHEDULER_PRIORITY_QUEUE": "the strategy's queue: choose the strategy with -a strategy=NAME",
+    "PLAYWRIGHT_LAUNCH_OPTIONS": "made for the crawl's Chromium: choose it with FOCUSED_CHROMIUM",
+    "PLAYWRIGHT_ABORT_REQUEST": "made from FOCUSED_RENDER_BLOCK: list the resource types there",
+}
+
+
+def check_no_made_setting_given(settings: Any) -> None:
+    for name, why in MADE_SETTINGS.items():
+        if given_on_command_line(settings, name):
+            raise ConfigError(f"setting {name} is {why}")
+
+
+def _check_logging(settings: Any) -> None:
+    """LOG_LEVEL, LOG_FORMAT, LOG_ENCODING and LOG_FILE, which Scrapy uses as it sets up
+    logging, before anything else: a mistake there is a traceback and no log."""
+    level = settings.get("LOG_LEVEL")
+    # Scrapy hands it to logging.Handler.setLevel as it is: a name, in capitals.
+    if isinstance(level, str) and level not in logging.getLevelNamesMapping():
+        raise ConfigError(
+            f"setting LOG_LEVEL={quoted(level)} is not a log level: CRITICAL, ERROR, WARNING, INFO "
+            "or DEBUG"
+        )
+    fmt, datefmt = settings.get("LOG_FORMAT"), settings.get("LOG_DATEFORMAT")
+    try:  # a field no log record has fails on every line, each an error report of its own
+        logging.Formatter(fmt, datefmt).format(logging.makeLogRecord({"msg": "a line"}))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"setting LOG_FORMAT={quoted(fmt)} cannot format a log line: {one_line(exc)}"
+        ) from None
+    encoding = settings.get("LOG_ENCODING")
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigError(
+                f"setting LOG_ENCODING={quoted(encoding)} is not an encoding"
+            ) from None
+    log_file = settings.get("LOG_FILE")
+    if log_file:
+        check_output_file(Path(log_file), f"LOG_FILE {quoted(str(log_file))}", settings=settings)
+
+
+def _check_feeds(settings: Any) -> None:
+    """The feeds (-o/-O, FEEDS) have a format Scrapy exports (it would export nothing, after an
+    error line, and the crawl would exit 0) and their local files can be written. Scrapy opens
+    them at the first page; a path it cannot write fails then, with a traceback for every page,
+    and the crawl exits 0."""
+    formats = sorted(k for k, v in settings.getwithbase("FEED_EXPORTERS").items() if v)
+    for uri, options in settings.getdict("FEEDS").items():
+        uri = str(uri)
+        if not isinstance(options, dict):
+            raise ConfigError(
+                f"the feed {quoted(uri)} has options {quoted(options)}; give a JSON object, "
+                'such as {"format": "jsonlines"}'
+            )
+        # Without a format, Scrapy takes the file's extension.
+        kind = feed_complete_default_values_from_settings(options, settings, uri)["format"]
+        if kind not in formats:
+            raise ConfigError(
+                f"the feed {quoted(uri)} has format {quoted(kind)}; "
+                f"Scrapy exports: {', '.join(formats)}"
+            )
+        parts = urlsplit(uri)
+        if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
+            continue
+        path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
+        # Scrapy makes the missing folders.
+        check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True, settings=settings)
+
+
+def check_output_file(
+    path: Path, what: str, *, makes_folders: bool = False, settings: Any = None
+) -> None:
+    """A file the command will write (a feed, ``scrapy report --png``) can be written into its
+    folder: refused before anything runs rather than failing once the work is done. With
+    ``makes_folders`` the missing folders are made by the writer: the nearest existing
+    ancestor counts. With the command's ``settings``, it must not be their SQLite store
+    (``FOCUSED_DB``), which writing it would destroy (a name completed with the Tab key)."""
+    try:
+        _check_output_file(path, what, makes_folders)
+        if settings is not None and is_the_store(path, settings):
+            raise ConfigError(f"cannot write {what}: it is the store, FOCUSED_DB")
+    except OSError as exc:  # exists() and is_dir() raise it for a name too long
+        raise ConfigError(f"cannot write {what}: {exc.strerror or one_line(exc)}") from None
+
+
+def is_the_store(path: Path, settings: Any) -> bool:
+    """Whether ``path`` names the SQLite store the settings name."""
+    if settings.get("MONGO_URI"):
+        return False
+    store = settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH
+    try:
+        return os.path.samefile(path, store)  # a link to it too
+    except OSError:  # either is still to be made (or no name a file can have): by name then
+        return os.path.realpath(path) == os.path.realpath(store)
+
+
+def _check_output_file(path: Path, what: str, makes_folders: bool) -> None:
+    folder = path.parent
+    while makes_folders and not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if path.is_dir():
+        raise ConfigError(f"cannot write {what}: it is a folder")
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write {what}: {cut(str(folder))} is not a writable folder")
+    if path.exists():
+        # A writable folder does not make its files writable (another user's, read-only,
+        # immutable).
+        if not os.access(path, os.W_OK):
+            raise ConfigError(f"cannot write {what}: the file cannot be written")
+    else:
+        # Root may write any folder by its mode, but not /proc or /sys: a file is made to know.
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write {what}: no file can be made in {cut(str(folder))} ({exc.strerror})"
+            ) from None
+
+
+def check_unstored_dir(settings: Any) -> None:
+    """FOCUSED_UNSTORED_DIR, when given, is a folder the crawl can make its file in: found out
+    now rather than once the store has failed and the records have nowhere else to go. Its
+    default, the folder of FOCUSED_DB, is checked with the store."""
+    folder = settings.get("FOCUSED_UNSTORED_DIR")
+    if folder:
+        check_output_file(
+            Path(folder, "unstored.jsonl"),
+            f"FOCUSED_UNSTORED_DIR {quoted(folder)}",
+            makes_folders=True,
+        )
