@@ -15,7 +15,7 @@ from pathlib import Path
 import scrapy
 
 from focused.errors import CommandLineParser
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 from schedulers.base import SqliteFrontier
 
 PAGES = 3000

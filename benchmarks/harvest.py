@@ -41,7 +41,8 @@ from benchmarks.runner import REPO, output_folder, report_head, run_scrapy
 from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import CommandLineParser, ConfigError, at_least_one, say, seconds
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
-from focused.storage import SqliteStore, StoreError
+from focused.sqlitestore import SqliteStore
+from focused.storage import StoreError
 from focused.strategies import STRATEGIES, strategy_class
 
 DEFAULT_OUT = REPO / "benchmarks" / "results"

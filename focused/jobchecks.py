@@ -30,7 +30,7 @@ from focused.report import (
     running_elsewhere,
 )
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
-from focused.storage import DEFAULT_SQLITE_PATH
+from focused.storage import DEFAULT_SQLITE_PATH, StoreError, open_store
 from focused.strategies import strategy_class
 from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
 from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES
@@ -467,7 +467,6 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     only from its JOBDIR or its shared frontier, and a run of its own under the id of another
     began its fetch order and counts again over the pages stored (a report of 10 pages
     fetched and 30 stored, 2 relevant where 10 were)."""
-    from focused.storage import StoreError, open_store  # pymongo: only when asked for
 
     url = settings.get("FOCUSED_FRONTIER")
     try:

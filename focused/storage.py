@@ -14,8 +14,8 @@ Both backends take and return plain dicts with the same keys (``PAGE_FIELDS``,
 ``CRAWL_FIELDS``, in that order) and the same value types, so that commands and reports never
 care which one is in use; a stored value of another type (a cell edited by hand, a document
 another program wrote) is read as unknown, None. The shared part (validation, type coercion,
-filters, sort orders, error translation) lives in ``Store``; a backend only says how to read
-and write.
+filters, sort orders, error translation) lives in ``Store``; a backend (``focused.sqlitestore``,
+``focused.mongostore``) only says how to read and write.
 
 Every failure of the backend itself (unreachable server, unwritable file, ...) is raised as
 ``StoreError`` with a one-line message; mistakes of the caller stay ``ValueError``/``TypeError``.
@@ -23,31 +23,20 @@ Every failure of the backend itself (unreachable server, unwritable file, ...) i
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import secrets
-import sqlite3
-import stat
-import time
-import warnings
 from abc import ABC, abstractmethod
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import pymongo
-from pymongo.errors import DuplicateKeyError, PyMongoError
-
-from focused.errors import cut, one_line, quoted, redact_uri
+from focused.errors import cut, one_line, quoted
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
-    from pymongo.collection import Collection
     from scrapy.settings import Settings
 
 # Field -> Python type. Values are coerced to these types on the way in, so that both
@@ -182,12 +171,6 @@ DEFAULT_SQLITE_TIMEOUT = 5.0  # seconds: sqlite3's own busy timeout
 
 class StoreError(Exception):
     """The store cannot be opened, reached or written; the message is one line for the user."""
-
-
-# A new file's switch to WAL lost to another process's: tried again this often, this far apart
-# (5 s in all, sqlite3's own busy timeout).
-WAL_SWITCH_TRIES = 100
-WAL_SWITCH_PAUSE = 0.05  # seconds
 
 
 class RecrawlUnderWay(Exception):
@@ -349,7 +332,7 @@ def crawl_finish(fields: Mapping[str, Any]) -> dict[str, Any]:
 _PYMONGO_DETAIL = re.compile(r" \(configured timeouts:|, Timeout: |, Topology Description: ")
 
 
-def _summary(exc: BaseException) -> str:
+def error_summary(exc: BaseException) -> str:
     """One line out of a backend exception (pymongo appends a whole topology dump)."""
     return one_line(exc, cut=_PYMONGO_DETAIL)
 
@@ -375,7 +358,7 @@ class Store(ABC):
             yield
         except self.errors as exc:
             raise StoreError(
-                f"{self.backend} store at {self.location}: cannot {action}: {_summary(exc)}"
+                f"{self.backend} store at {self.location}: cannot {action}: {error_summary(exc)}"
             ) from exc
 
     # -- writing -------------------------------------------------------------------------------
@@ -626,448 +609,6 @@ class Store(ABC):
     def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]: ...
 
 
-# -- SQLite ----------------------------------------------------------------------------------
-
-_SQL_TYPES: dict[type, str] = {
-    str: "TEXT",
-    int: "INTEGER",
-    float: "REAL",
-    bool: "INTEGER",
-    dict: "TEXT",  # JSON
-    list: "TEXT",  # JSON
-}
-_JSON_TYPES = (dict, list)
-
-
-def _table_sql(table: str, schema: Mapping[str, type], key: tuple[str, ...]) -> str:
-    columns = [
-        f"{name} {_SQL_TYPES[kind]}{' NOT NULL' if name in key else ''}"
-        for name, kind in schema.items()
-    ]
-    return f"CREATE TABLE IF NOT EXISTS {table} ({', '.join(columns)}, UNIQUE ({', '.join(key)}))"
-
-
-def _upsert_sql(table: str, fields: tuple[str, ...], key: tuple[str, ...]) -> str:
-    updates = ", ".join(f"{name} = excluded.{name}" for name in fields if name not in key)
-    return (
-        f"INSERT INTO {table} ({', '.join(fields)}) VALUES ({', '.join('?' * len(fields))})"
-        f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
-    )
-
-
-def _order_sql(sort: SortSpec) -> str:
-    return ", ".join(f"{name} {'DESC' if direction < 0 else 'ASC'}" for name, direction in sort)
-
-
-_PAGE_KEY = ("crawl_id", "url")
-_CRAWL_KEY = ("crawl_id",)
-_SQLITE_SCHEMA = ";\n".join(
-    [
-        _table_sql("crawls", CRAWL_SCHEMA, _CRAWL_KEY),
-        _table_sql("pages", PAGE_SCHEMA, _PAGE_KEY),
-        "CREATE INDEX IF NOT EXISTS pages_crawl_relevance ON pages (crawl_id, relevance)",
-        "CREATE INDEX IF NOT EXISTS pages_crawl_level ON pages (crawl_id, level)",
-    ]
-)
-_INSERT_CRAWL = (
-    f"INSERT INTO crawls ({', '.join(CRAWL_FIELDS)}) VALUES ({', '.join('?' * len(CRAWL_FIELDS))})"
-    " ON CONFLICT (crawl_id) DO NOTHING"
-)
-_UPSERT_PAGE = _upsert_sql("pages", PAGE_FIELDS, _PAGE_KEY)
-
-
-class SqliteStore(Store):
-    """A SQLite file: no server needed. One connection, used only from the thread that opened
-    it (sqlite3 enforces this), in WAL mode so that readers (reports) do not block the crawl."""
-
-    backend = "SQLite"
-    errors = (sqlite3.Error, OSError)
-    threadsafe = False
-
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        create: bool = True,
-        read_only: bool = False,
-        timeout: float = DEFAULT_SQLITE_TIMEOUT,
-    ) -> None:
-        self.location = cut(os.fspath(path))  # for messages
-        file = Path(path)
-        try:
-            # One look, not one per question: a process of the same crawl creating the file
-            # between two looks made it exist and not be a file.
-            mode: int | None = file.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
-            mode = None
-        except OSError as exc:  # a name longer than the file system takes
-            raise StoreSettingError(
-                f"{self.backend} store at {self.location}: {exc.strerror}"
-            ) from None
-        if mode is not None and stat.S_ISDIR(mode):
-            raise StoreSettingError(
-                f"{self.backend} store at {self.location}: it is a folder, not a file"
-            )
-        if mode is not None and not stat.S_ISREG(mode):
-            # A device or a pipe (/dev/null, to store nothing): SQLite would write its journal
-            # beside it (/dev/null-journal), then fail on "disk I/O error".
-            raise StoreSettingError(
-                f"{self.backend} store at {self.location}: it is not a regular file"
-            )
-        is_file = mode is not None
-        if (read_only or not create) and not is_file:
-            # A reader (a report) must not leave an empty database behind a mistyped path.
-            raise StoreError(f"{self.backend} store at {self.location}: no such file")
-        with self._failing("open the database"):
-            if read_only:
-                self._conn = self._connect_read_only(file, timeout)
-                self._check_is_store()
-            else:
-                file.parent.mkdir(parents=True, exist_ok=True)
-                self._check_writable(file)
-                self._conn = sqlite3.connect(file, timeout=timeout)
-                if not create:
-                    self._check_is_store()
-                self._use_wal()
-                self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SQLITE_SCHEMA)
-                self._add_missing_columns("pages", PAGE_SCHEMA)
-                self._add_missing_columns("crawls", CRAWL_SCHEMA)
-            # A reader leaves a file of an older version as it is: the fields it lacks are read
-            # as NULL.
-            self._columns = {table: self._present_columns(table) for table in ("crawls", "pages")}
-
-    def _use_wal(self) -> None:
-        """WAL mode, which lets a crawl's readers in while it writes. Processes opening a new
-        file at once (a shared crawl's start) race to switch it, and SQLite answers the losers
-        "database is locked" at once, without waiting out the busy timeout: they try again."""
-        for _ in range(WAL_SWITCH_TRIES - 1):
-            try:
-                self._conn.execute("PRAGMA journal_mode=WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc):
-                    raise
-                time.sleep(WAL_SWITCH_PAUSE)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-
-    def _check_writable(self, path: Path) -> None:
-        """Checked before opening: SQLite opens a read-only file for reading without a word,
-        and in WAL mode even writes go on, into the -wal file, until a checkpoint fails."""
-        folder = path.parent
-        if path.exists() and not os.access(path, os.W_OK):
-            what = "the file"
-        elif not os.access(folder, os.W_OK | os.X_OK):  # where the -wal and -shm files go
-            what = f"its folder {folder}"
-        else:
-            return
-        raise StoreSettingError(
-            f"{self.backend} store at {self.location} is read-only: {what} cannot be written"
-        )
-
-    def _connect_read_only(self, path: Path, timeout: float) -> sqlite3.Connection:
-        """A connection that writes nothing. A store in WAL mode needs its -shm file, and where
-        there is none SQLite makes it, with an empty -wal file, as the reader's own: it cannot
-        in a folder it may not write (read-only media, a crawl copied from another user), and
-        must not for a store it may not write (another user's in a shared folder), whose owner
-        could then write it no more ("attempt to write a readonly database"). There the file
-        is opened as immutable, which nothing can change. A lock it meets (a writer's EXCLUSIVE
-        lock, a checkpoint) is waited for ``timeout`` seconds (FOCUSED_DB_TIMEOUT), as writes
-        wait."""
-        uri = f"{path.absolute().as_uri()}?mode=ro"
-        shm = path.with_name(f"{path.name}-shm")
-        if os.access(path, os.W_OK) or shm.exists():  # a -shm file there: a writer's, used
-            conn = sqlite3.connect(uri, uri=True, timeout=timeout)
-            try:
-                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")  # opens the file
-                return conn
-            except sqlite3.OperationalError:
-                conn.close()
-                if os.access(path.parent, os.W_OK | os.X_OK):
-                    raise
-        wal = path.with_name(f"{path.name}-wal")
-        if wal.exists() and wal.stat().st_size:  # immutable would ignore the pages it holds
-            raise StoreError(
-                f"{self.backend} store at {self.location}: its write-ahead log {wal} cannot be"
-                f" read without making {shm.name} beside it; copy the store with it to a folder"
-                " of your own"
-            )
-        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=timeout)
-
-    def _check_is_store(self) -> None:
-        """A reader finds the crawler's tables before it writes anything: another program's
-        database (or an empty file) given as FOCUSED_DB is left as it was, not given them."""
-        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master")}
-        if not {"crawls", "pages"} <= tables:
-            self._conn.close()
-            raise StoreError(
-                f"{self.backend} store at {self.location}: not a store of this crawler (no"
-                " crawls and pages tables)"
-            )
-
-    def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
-        """A file made by an older version lacks the newer fields: add them (as NULL)."""
-        present = self._present_columns(table)
-        with self._conn:
-            for name, kind in schema.items():
-                if name not in present:
-                    self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_SQL_TYPES[kind]}")
-
-    def _present_columns(self, table: str) -> set[str]:
-        return {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
-
-    def close(self) -> None:
-        self._conn.close()
-
-    @staticmethod
-    def _encode(schema: Mapping[str, type], record: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(
-            json.dumps(record[name])
-            if kind in _JSON_TYPES and record[name] is not None
-            else record[name]
-            for name, kind in schema.items()
-        )
-
-    @staticmethod
-    def _decode(schema: Mapping[str, type], row: tuple[Any, ...]) -> dict[str, Any]:
-        record = {}
-        for (name, kind), value in zip(schema.items(), row, strict=True):
-            if isinstance(value, str) and kind in _JSON_TYPES:
-                # Text that is no JSON stays text, which Store reads as unknown.
-                with suppress(ValueError):
-                    value = json.loads(value)
-            record[name] = value
-        return record
-
-    def _select(
-        self,
-        table: str,
-        schema: Mapping[str, type],
-        where: list[tuple[str, Any]],
-        sort: SortSpec,
-        limit: int | None,
-    ) -> list[dict[str, Any]]:
-        """Rows matching every ``(condition with one ?, parameter)`` of ``where``."""
-        columns = [name if name in self._columns[table] else f"NULL AS {name}" for name in schema]
-        sql = f"SELECT {', '.join(columns)} FROM {table}"
-        params = [param for _, param in where]
-        if where:
-            sql += " WHERE " + " AND ".join(condition for condition, _ in where)
-        sql += f" ORDER BY {_order_sql(sort)}"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [self._decode(schema, row) for row in self._conn.execute(sql, params)]
-
-    def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
-        with self._conn:
-            cursor = self._conn.execute(_INSERT_CRAWL, self._encode(CRAWL_SCHEMA, crawl))
-        return cursor.rowcount > 0
-
-    def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
-        with self._conn:
-            self._conn.executemany(
-                _UPSERT_PAGE, [self._encode(PAGE_SCHEMA, page) for page in pages]
-            )
-
-    def _update_pages(self, updates: list[dict[str, Any]]) -> None:
-        with self._conn:
-            for update in updates:
-                fields = [name for name in update if name not in _PAGE_KEY]
-                assignments = ", ".join(f"{name} = ?" for name in fields)  # checked names
-                self._conn.execute(
-                    f"UPDATE pages SET {assignments} WHERE crawl_id = ? AND url = ?",
-                    [*(update[name] for name in fields), update["crawl_id"], update["url"]],
-                )
-
-    def _update_crawl(
-        self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
-    ) -> bool:
-        # Names checked by the caller. IS compares NULL as a value.
-        assignments = ", ".join(f"{name} = ?" for name in fields)
-        conditions = "".join(f" AND {name} IS ?" for name in where or {})
-        values = self._encode({name: CRAWL_SCHEMA[name] for name in fields}, fields)
-        with self._conn:
-            cursor = self._conn.execute(
-                f"UPDATE crawls SET {assignments} WHERE crawl_id = ?{conditions}",
-                [*values, crawl_id, *(where or {}).values()],
-            )
-        return cursor.rowcount > 0
-
-    def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
-        where = [] if crawl_id is None else [("crawl_id = ?", crawl_id)]
-        return self._select("crawls", CRAWL_SCHEMA, where, CRAWL_SORT, limit)
-
-    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
-        where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
-        for name, known in query.known.items():
-            # SQLite compares text above any number: a relevance edited into text passed
-            # `relevance >= ?` (MongoDB compares numbers with numbers only). NaN is NULL here.
-            # 9e999 reads as infinity (a literal: a condition of `where` takes one parameter).
-            number = f"typeof({name}) IN ('integer', 'real') AND abs({name}) < 9e999"
-            condition = f"({number} AND {name} >= ?)"
-            where.append((condition if known else f"NOT {condition}", LEAST_KNOWN[name]))
-        if query.min_relevance is not None:
-            where.append(("relevance >= ?", query.min_relevance))
-        if query.level is not None:
-            where.append(("level = ?", query.level))
-        if query.relevant_only:
-            where.append(("is_relevant = ?", True))
-        schema = {name: PAGE_SCHEMA[name] for name in query.fields}
-        return self._select("pages", schema, where, query.sort, query.limit)
-
-
-# -- MongoDB ---------------------------------------------------------------------------------
-
-
-class MongoStore(Store):
-    """A MongoDB database: several crawls (e.g. under Scrapyd) can write to one place.
-
-    ``client`` injects a ready client (e.g. ``mongomock.MongoClient()`` in tests); the store then
-    leaves closing it to the caller. ``create=False`` (a reader) leaves the database as it is:
-    no indexes, so no database, are created.
-    """
-
-    backend = "MongoDB"
-    errors = (PyMongoError,)
-    threadsafe = True
-
-    def __init__(
-        self,
-        uri: str,
-        database: str = DEFAULT_MONGO_DATABASE,
-        client: Any = None,
-        *,
-        timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
-        create: bool = True,
-    ) -> None:
-        self.location = cut(f"{redact_uri(uri)}/{database}")  # for messages
-        self._owns_client = client is None
-        if client is None:
-            try:
-                with warnings.catch_warnings():
-                    # pymongo warns of an option whose value it cannot read, and ignores it.
-                    warnings.simplefilter("error", UserWarning)
-                    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
-            except (PyMongoError, ValueError, UserWarning) as exc:  # a malformed URI: ValueError
-                raise StoreError(
-                    f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {_summary(exc)}"
-                ) from exc
-        self._client = client
-        try:
-            db = client[database]
-        except PyMongoError as exc:  # InvalidName: a space, a dot, a slash...
-            self.close()
-            raise StoreError(
-                f"MongoDB database name {quoted(database)} is invalid: {_summary(exc)}"
-            ) from exc
-        self._pages: Collection = db["pages"]
-        self._crawls: Collection = db["crawls"]
-        try:
-            with self._failing(f"reach the server within {timeout_ms} ms"):
-                db.command("ping")
-            if create:
-                with self._failing("create indexes"):
-                    self._pages.create_index([("crawl_id", 1), ("url", 1)], unique=True)
-                    self._pages.create_index([("crawl_id", 1), ("relevance", 1)])
-                    self._pages.create_index([("crawl_id", 1), ("level", 1)])
-                    self._crawls.create_index("crawl_id", unique=True)
-        except StoreError:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        if self._owns_client:
-            self._client.close()
-
-    @staticmethod
-    def _decode(schema: Mapping[str, type], document: Mapping[str, Any]) -> dict[str, Any]:
-        return {name: document.get(name) for name in schema}
-
-    def _find(
-        self,
-        collection: Collection,
-        schema: Mapping[str, type],
-        where: dict[str, Any],
-        sort: SortSpec,
-        limit: int | None,
-    ) -> list[dict[str, Any]]:
-        projection = {"_id": 0, **dict.fromkeys(schema, 1)}
-        cursor = collection.find(where, projection).sort(list(sort))
-        if limit is not None:
-            cursor = cursor.limit(limit)
-        return [self._decode(schema, document) for document in cursor]
-
-    def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
-        try:
-            # A copy: pymongo adds the document's _id to the dict it is given.
-            self._crawls.insert_one(dict(crawl))
-        except DuplicateKeyError:  # the unique index on crawl_id
-            return False
-        return True
-
-    def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
-        self._pages.bulk_write(
-            [
-                pymongo.ReplaceOne(
-                    {"crawl_id": page["crawl_id"], "url": page["url"]}, page, upsert=True
-                )
-                for page in pages
-            ],
-            ordered=False,
-        )
-
-    def _update_pages(self, updates: list[dict[str, Any]]) -> None:
-        self._pages.bulk_write(
-            [
-                pymongo.UpdateOne(
-                    {"crawl_id": update["crawl_id"], "url": update["url"]}, {"$set": update}
-                )
-                for update in updates
-            ],
-            ordered=False,
-        )
-
-    def _update_crawl(
-        self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
-    ) -> bool:
-        # A condition on None matches a field null or missing (a document written before it).
-        found = self._crawls.update_one({**(where or {}), "crawl_id": crawl_id}, {"$set": fields})
-        return found.matched_count > 0
-
-    def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
-        where = {} if crawl_id is None else {"crawl_id": crawl_id}
-        return self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit)
-
-    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
-        where: dict[str, Any] = {"crawl_id": query.crawl_id}
-        unknown = []
-        for name, known in query.known.items():
-            # NaN sorts and compares below -infinity in MongoDB.
-            number = {
-                "$type": "number",
-                "$gt": -math.inf,
-                "$lt": math.inf,
-                "$gte": LEAST_KNOWN[name],
-            }
-            if known:
-                where[name] = number
-            else:
-                unknown.append({name: number})
-        if unknown:
-            where["$nor"] = unknown  # none of them known
-        if query.min_relevance is not None:
-            where["relevance"] = {**where["relevance"], "$gte": query.min_relevance}
-        if query.level is not None:
-            where["level"] = query.level
-        if query.relevant_only:
-            # As SQLite's `is_relevant = 1` and _read_as take it: true matches no number here, and
-            # 1 matches the int and the double (mongosh's) 1.
-            where["is_relevant"] = {"$in": [True, 1]}
-        schema = {name: PAGE_SCHEMA[name] for name in query.fields}
-        return self._find(self._pages, schema, where, query.sort, query.limit)
-
-
 def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) -> Any:
     value = settings.get(name)
     return default if value is None or value == "" else value
@@ -1090,6 +631,8 @@ def open_store(
             f"setting MONGO_URI needs a mongodb:// URI, not {quoted(uri)} (empty: the SQLite store)"
         )
     if uri:
+        from focused.mongostore import MongoStore  # imports pymongo: only when asked for
+
         return MongoStore(
             uri,
             _setting(settings, "MONGO_DATABASE", DEFAULT_MONGO_DATABASE),
@@ -1105,4 +648,6 @@ def open_store(
         raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {quoted(db)}")
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
     timeout = float(_setting(settings, "FOCUSED_DB_TIMEOUT", DEFAULT_SQLITE_TIMEOUT))
+    from focused.sqlitestore import SqliteStore  # imports this module
+
     return SqliteStore(path, create=create, read_only=read_only, timeout=timeout)

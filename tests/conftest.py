@@ -16,7 +16,7 @@ import pytest
 
 from benchmarks.runner import option_args
 from focused.replayweb import ReplayServer, load_graph, relevant_set
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "tests" / "data" / "wikisample"

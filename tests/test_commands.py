@@ -40,8 +40,10 @@ from scrapy.settings import Settings
 
 from focused import storage, storecommand
 from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
+from focused.mongostore import MongoStore
 from focused.report import build_report, describe_status, describe_time, is_stale, page_json
-from focused.storage import FINISH_FIELDS, PAGE_FIELDS, MongoStore, SqliteStore
+from focused.sqlitestore import SqliteStore
+from focused.storage import FINISH_FIELDS, PAGE_FIELDS
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,

@@ -9,7 +9,7 @@ from scrapy.settings import Settings
 import focused.settings
 from focused.components import keep_project_components, project_components, replace_components
 from focused.refresh import RecrawlSpider
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 from tests.conftest import run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_offsite import enabled_downloader_middlewares

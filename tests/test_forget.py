@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from focused import forget
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 from tests import test_commands, test_redis_frontier
 from tests.conftest import run_crawl
 from tests.test_commands import Result, ok, one_line_error, unwritable_output

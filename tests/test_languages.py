@@ -31,7 +31,8 @@ from focused.languages import (
     query_language,
 )
 from focused.relevance import RelevanceModel
-from focused.storage import PAGE_FIELDS, SqliteStore
+from focused.sqlitestore import SqliteStore
+from focused.storage import PAGE_FIELDS
 from focused.text import add_folded, fold, normalize, term_weights, tokenize, with_folded
 from tests.conftest import SAMPLE, run_crawl
 

@@ -32,7 +32,7 @@ from focused.errors import ConfigError
 from focused.jobchecks import check_store
 from focused.render import RenderMiddleware
 from focused.scheduler import FocusedScheduler
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 from focused.strategies import STRATEGIES, strategy_class
 from focused.traps import TRAP_META
 from schedulers import redis_frontier

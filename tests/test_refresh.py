@@ -40,6 +40,7 @@ from focused.errors import ConfigError
 from focused.hygiene import HeadCheckMiddleware, RedirectMiddleware, skip_reason
 from focused.items import PageItem
 from focused.jobchecks import check_store, crawl_lock_offset
+from focused.mongostore import MongoStore
 from focused.refresh import (
     OTHER_WHITESPACE,
     RECRAWL_TAKEN_OVER,
@@ -55,8 +56,9 @@ from focused.refresh import (
 )
 from focused.relevance import RelevanceModel
 from focused.report import describe_status, is_live, recrawl_is_live
+from focused.sqlitestore import SqliteStore
 from focused.stopping import PageBudget
-from focused.storage import PAGE_FIELDS, MongoStore, SqliteStore
+from focused.storage import PAGE_FIELDS
 from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
 from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html

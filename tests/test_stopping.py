@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, run_crawl
 
 
@@ -90,7 +90,7 @@ def test_a_relevant_budget_already_reached_fetches_nothing_more(tmp_path, site):
 CLAIMED_AFTER_THE_CHECK = """
 import sys
 import spiders.topical
-from focused.storage import SqliteStore
+from focused.sqlitestore import SqliteStore
 from scrapy.cmdline import execute
 
 checked = spiders.topical.check_store

@@ -36,11 +36,11 @@ from focused.arguments import CrawlConfig
 from focused.errors import ConfigError
 from focused.items import PageItem
 from focused.jobchecks import check_store, starts_unlocked
+from focused.mongostore import MongoStore
+from focused.sqlitestore import SqliteStore
 from focused.storage import (
     CRAWL_FIELDS,
     PAGE_FIELDS,
-    MongoStore,
-    SqliteStore,
     Store,
     StoreError,
     StoreSettingError,

@@ -22,7 +22,8 @@ from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
 from focused.refresh import RecrawlSpider, revisit
-from focused.storage import FINISH_FIELDS, SqliteStore, StoreError
+from focused.sqlitestore import SqliteStore
+from focused.storage import FINISH_FIELDS, StoreError
 from focused.unstored import Unstored, read_unstored, restore
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
 from tests.conftest import REPO, crawl_env, scrapy_command

@@ -1,0 +1,181 @@
+"""The MongoDB store (``focused.storage.Store``): several crawls (under Scrapyd, a shared
+crawl's processes) write to one database. Opened by ``open_store`` when ``MONGO_URI`` is set,
+the only module that imports pymongo: a crawl into SQLite, and every command, starts without
+it."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import pymongo
+from pymongo.errors import DuplicateKeyError, PyMongoError
+
+from focused.errors import cut, quoted, redact_uri
+from focused.storage import (
+    CRAWL_SCHEMA,
+    CRAWL_SORT,
+    DEFAULT_MONGO_DATABASE,
+    DEFAULT_MONGO_TIMEOUT_MS,
+    LEAST_KNOWN,
+    PAGE_SCHEMA,
+    PageQuery,
+    SortSpec,
+    Store,
+    StoreError,
+    error_summary,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pymongo.collection import Collection
+
+
+class MongoStore(Store):
+    """A MongoDB database: several crawls (e.g. under Scrapyd) can write to one place.
+
+    ``client`` injects a ready client (e.g. ``mongomock.MongoClient()`` in tests); the store then
+    leaves closing it to the caller. ``create=False`` (a reader) leaves the database as it is:
+    no indexes, so no database, are created.
+    """
+
+    backend = "MongoDB"
+    errors = (PyMongoError,)
+    threadsafe = True
+
+    def __init__(
+        self,
+        uri: str,
+        database: str = DEFAULT_MONGO_DATABASE,
+        client: Any = None,
+        *,
+        timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
+        create: bool = True,
+    ) -> None:
+        self.location = cut(f"{redact_uri(uri)}/{database}")  # for messages
+        self._owns_client = client is None
+        if client is None:
+            try:
+                with warnings.catch_warnings():
+                    # pymongo warns of an option whose value it cannot read, and ignores it.
+                    warnings.simplefilter("error", UserWarning)
+                    client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
+            except (PyMongoError, ValueError, UserWarning) as exc:  # a malformed URI: ValueError
+                raise StoreError(
+                    f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {error_summary(exc)}"
+                ) from exc
+        self._client = client
+        try:
+            db = client[database]
+        except PyMongoError as exc:  # InvalidName: a space, a dot, a slash...
+            self.close()
+            raise StoreError(
+                f"MongoDB database name {quoted(database)} is invalid: {error_summary(exc)}"
+            ) from exc
+        self._pages: Collection = db["pages"]
+        self._crawls: Collection = db["crawls"]
+        try:
+            with self._failing(f"reach the server within {timeout_ms} ms"):
+                db.command("ping")
+            if create:
+                with self._failing("create indexes"):
+                    self._pages.create_index([("crawl_id", 1), ("url", 1)], unique=True)
+                    self._pages.create_index([("crawl_id", 1), ("relevance", 1)])
+                    self._pages.create_index([("crawl_id", 1), ("level", 1)])
+                    self._crawls.create_index("crawl_id", unique=True)
+        except StoreError:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    @staticmethod
+    def _decode(schema: Mapping[str, type], document: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: document.get(name) for name in schema}
+
+    def _find(
+        self,
+        collection: Collection,
+        schema: Mapping[str, type],
+        where: dict[str, Any],
+        sort: SortSpec,
+        limit: int | None,
+    ) -> list[dict[str, Any]]:
+        projection = {"_id": 0, **dict.fromkeys(schema, 1)}
+        cursor = collection.find(where, projection).sort(list(sort))
+        if limit is not None:
+            cursor = cursor.limit(limit)
+        return [self._decode(schema, document) for document in cursor]
+
+    def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
+        try:
+            # A copy: pymongo adds the document's _id to the dict it is given.
+            self._crawls.insert_one(dict(crawl))
+        except DuplicateKeyError:  # the unique index on crawl_id
+            return False
+        return True
+
+    def _upsert_pages(self, pages: list[dict[str, Any]]) -> None:
+        self._pages.bulk_write(
+            [
+                pymongo.ReplaceOne(
+                    {"crawl_id": page["crawl_id"], "url": page["url"]}, page, upsert=True
+                )
+                for page in pages
+            ],
+            ordered=False,
+        )
+
+    def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        self._pages.bulk_write(
+            [
+                pymongo.UpdateOne(
+                    {"crawl_id": update["crawl_id"], "url": update["url"]}, {"$set": update}
+                )
+                for update in updates
+            ],
+            ordered=False,
+        )
+
+    def _update_crawl(
+        self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
+    ) -> bool:
+        # A condition on None matches a field null or missing (a document written before it).
+        found = self._crawls.update_one({**(where or {}), "crawl_id": crawl_id}, {"$set": fields})
+        return found.matched_count > 0
+
+    def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
+        where = {} if crawl_id is None else {"crawl_id": crawl_id}
+        return self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit)
+
+    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
+        where: dict[str, Any] = {"crawl_id": query.crawl_id}
+        unknown = []
+        for name, known in query.known.items():
+            # NaN sorts and compares below -infinity in MongoDB.
+            number = {
+                "$type": "number",
+                "$gt": -math.inf,
+                "$lt": math.inf,
+                "$gte": LEAST_KNOWN[name],
+            }
+            if known:
+                where[name] = number
+            else:
+                unknown.append({name: number})
+        if unknown:
+            where["$nor"] = unknown  # none of them known
+        if query.min_relevance is not None:
+            where["relevance"] = {**where["relevance"], "$gte": query.min_relevance}
+        if query.level is not None:
+            where["level"] = query.level
+        if query.relevant_only:
+            # As SQLite's `is_relevant = 1` and _read_as take it: true matches no number here, and
+            # 1 matches the int and the double (mongosh's) 1.
+            where["is_relevant"] = {"$in": [True, 1]}
+        schema = {name: PAGE_SCHEMA[name] for name in query.fields}
+        return self._find(self._pages, schema, where, query.sort, query.limit)
