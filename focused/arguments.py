@@ -40,7 +40,6 @@ from focused.settingchecks import (
     read_number,
 )
 from focused.strategies import STRATEGIES, strategy_class
-from focused.text import tokenize
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
 GENERAL_ARGUMENTS = (
@@ -148,6 +147,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
     language = _parse_language(args.get("language"))
     topic_language = query_language(topic, language)
+    from focused.text import tokenize  # its stop-word lists: only when asked for
+
     if not tokenize(topic, topic_language):
         # Stop words and numbers are not matched: such a topic would leave the crawl's topic to
         # its seed pages alone, a crawl about whatever the seeds are about.

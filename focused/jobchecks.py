@@ -18,9 +18,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.dedup import INDEX_FILE as NEAR_DUPLICATES_FILE
-from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
-from focused.encoder import STATE_TEMP_FILE as ENCODER_STATE_TEMP_FILE
 from focused.errors import ConfigError, one_line, quoted, redact_uri
 from focused.report import (
     being_recrawled,
@@ -172,26 +169,32 @@ QUEUE_DIR = "requests.queue"
 QUEUE_STATE_FILE = f"{QUEUE_DIR}/active.json"
 JOB_FRONTIER_FILE = f"{QUEUE_DIR}/{FRONTIER_FILE}"
 
-# The tables of a job directory's SQLite files and the columns the crawl reads from them, by
-# file: {table: (columns, whether a file of the crawl's may lack it)}. A table the file lacks
-# is made, as in a new file; a file that has tables but not the first is another's.
-_JOB_TABLES: dict[str, dict[str, tuple[tuple[str, ...], bool]]] = {
-    # schedulers.base.SqliteFrontier: inflight and finished came with the crash-safe resume.
-    JOB_FRONTIER_FILE: {
-        table: (columns, table != "frontier") for table, columns in FRONTIER_TABLES.items()
-    },
-    COUNTERS_FILE: {"counters": (("name", "value"), False)},  # focused.resume.CrawlCounters
-    TRAP_COUNTS_FILE: {"counts": (("family", "kind", "count"), False)},  # focused.traps
-    NEAR_DUPLICATES_FILE: {  # focused.simhash.SimHashIndex
-        "bands": (("band", "value", "fingerprint", "url"), False)
-    },
-    # schedulers.rank_semantic.LinkGraph (GRAPH_FILE), saved whole; its ranking read once.
-    f"{QUEUE_DIR}/linkgraph.sqlite3": {
-        "nodes": (("id", "url"), False),
-        "edges": (("pair",), False),
-        "ranking": (("rank",), True),
-    },
-}
+
+def _job_tables() -> dict[str, dict[str, tuple[tuple[str, ...], bool]]]:
+    """The tables of a job directory's SQLite files and the columns the crawl reads from them,
+    by file: {table: (columns, whether a file of the crawl's may lack it)}. A table the file
+    lacks is made, as in a new file; a file that has tables but not the first is another's."""
+    # focused.dedup imports numpy, 0.06 s that every command paid at its start (Scrapy imports
+    # the project's commands before it runs any): only when a JOBDIR is checked.
+    from focused.dedup import INDEX_FILE as NEAR_DUPLICATES_FILE
+
+    return {
+        # schedulers.base.SqliteFrontier: inflight and finished came with the crash-safe resume.
+        JOB_FRONTIER_FILE: {
+            table: (columns, table != "frontier") for table, columns in FRONTIER_TABLES.items()
+        },
+        COUNTERS_FILE: {"counters": (("name", "value"), False)},  # focused.resume.CrawlCounters
+        TRAP_COUNTS_FILE: {"counts": (("family", "kind", "count"), False)},  # focused.traps
+        NEAR_DUPLICATES_FILE: {  # focused.simhash.SimHashIndex
+            "bands": (("band", "value", "fingerprint", "url"), False)
+        },
+        # schedulers.rank_semantic.LinkGraph (GRAPH_FILE), saved whole; its ranking read once.
+        f"{QUEUE_DIR}/linkgraph.sqlite3": {
+            "nodes": (("id", "url"), False),
+            "edges": (("pair",), False),
+            "ranking": (("rank",), True),
+        },
+    }
 
 
 def _check_job_tables(jobdir: Path) -> None:
@@ -201,7 +204,7 @@ def _check_job_tables(jobdir: Path) -> None:
     frontier made anew beside the other's tables, its requests lost without a word. An empty
     file is let be (its code makes the tables); ``check_job_queue`` refuses an empty frontier
     of a crawl that had queued requests."""
-    for name, tables in _JOB_TABLES.items():
+    for name, tables in _job_tables().items():
         path = jobdir / name
         if not path.is_file():
             continue
@@ -318,6 +321,10 @@ def _check_job_files(jobdir: Path) -> None:
     did not write (junk, binary: a traceback as the spider opened) is refused now. A
     ``spider.state`` that cannot be unpickled, or is not what a crawl saves, is read as missing
     (``focused.resume.SpiderState``), as after a crash, and so is the encoder's state."""
+    # focused.encoder imports numpy: only when a JOBDIR is checked (see _job_tables).
+    from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
+    from focused.encoder import STATE_TEMP_FILE as ENCODER_STATE_TEMP_FILE
+
     kept = (STATE_FILE, STATE_TEMP_FILE, ENCODER_STATE_FILE, ENCODER_STATE_TEMP_FILE, TOPIC_FILE)
     for name in kept:
         path = jobdir / name
