@@ -5,6 +5,8 @@ Full crawls run in a subprocess because Twisted's reactor cannot be restarted in
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import signal
 import subprocess
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from scrapy.exceptions import CloseSpider
 
 from benchmarks.runner import option_args
 from focused.replayweb import ReplayServer, load_graph, relevant_set
@@ -107,6 +110,17 @@ def interrupt_when_logged(process: subprocess.Popen, text: str) -> str:
             process.send_signal(signal.SIGINT)
             break
     return process.stderr.read()
+
+
+def refused_start(pipeline, caplog) -> tuple[str, list[str]]:
+    """The close reason of a storage pipeline whose start is refused, run as the engine runs it
+    (open, close, spider closed), and the lines it logged."""
+    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
+        with pytest.raises(CloseSpider) as closed:
+            asyncio.run(pipeline.open_spider())
+        asyncio.run(pipeline.close_spider())
+        asyncio.run(pipeline.spider_closed(closed.value.reason))
+    return closed.value.reason, [record.getMessage() for record in caplog.records]
 
 
 def crawl_env() -> dict[str, str]:

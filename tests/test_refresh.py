@@ -22,7 +22,7 @@ import scrapy
 from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffsite
-from scrapy.exceptions import CloseSpider, IgnoreRequest
+from scrapy.exceptions import IgnoreRequest
 from scrapy.extensions.closespider import CloseSpider as ScrapyCloseSpider
 from scrapy.http import HtmlResponse, Response
 from scrapy.pipelines import ItemPipelineManager
@@ -60,7 +60,7 @@ from focused.sqlitestore import SqliteStore
 from focused.stopping import PageBudget
 from focused.storage import PAGE_FIELDS
 from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
-from tests.conftest import REPO, crawl_env, run_crawl, scrapy_command
+from tests.conftest import REPO, crawl_env, refused_start, run_crawl, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
 from tests.test_commands import (  # noqa: F401
     cli,
@@ -1464,13 +1464,8 @@ def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(tmp_path
     marked = store.get_crawl("pipe")
     crawler = pipeline_crawler(FOCUSED_DB=str(db))
     pipeline = StoragePipeline.from_crawler(crawler)
-    with caplog.at_level(logging.INFO, logger="pipelines.storage"):
-        with pytest.raises(CloseSpider) as closed:
-            asyncio.run(pipeline.open_spider())
-        asyncio.run(pipeline.close_spider())
-        asyncio.run(pipeline.spider_closed(closed.value.reason))
-    assert closed.value.reason == RECRAWL_UNDER_WAY
-    [line] = [record.getMessage() for record in caplog.records]
+    reason, [line] = refused_start(pipeline, caplog)
+    assert reason == RECRAWL_UNDER_WAY
     assert line.startswith("crawl pipe is being recrawled in another process (last seen ")
     assert line.endswith(": let that recrawl end, then run the crawl")
     assert store.get_crawl("pipe") == marked

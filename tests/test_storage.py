@@ -26,7 +26,7 @@ import pymongo
 import pytest
 import scrapy
 from scrapy import signals
-from scrapy.exceptions import CloseSpider, DropItem, ScrapyDeprecationWarning
+from scrapy.exceptions import DropItem, ScrapyDeprecationWarning
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -48,6 +48,7 @@ from focused.storage import (
 )
 from pipelines.relevance import RelevancePipeline
 from pipelines.storage import CRAWL_RUNNING, STORE_UNREACHABLE, StoragePipeline, crawl_status
+from tests.conftest import refused_start
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -1193,13 +1194,8 @@ def test_a_crawl_started_twice_at_once_on_mongodb_runs_once(
     with pytest.raises(ConfigError) as refused:  # the first had recorded its start
         check_store(second.crawler.settings, config)
     assert str(refused.value).startswith("crawl pipe is running in another process (last seen ")
-    with caplog.at_level(logging.INFO, logger="pipelines.storage"):  # both had checked
-        with pytest.raises(CloseSpider) as closed:
-            asyncio.run(second.open_spider())
-        asyncio.run(second.close_spider())
-        asyncio.run(second.spider_closed(closed.value.reason))
-    assert closed.value.reason == CRAWL_RUNNING
-    [line] = [record.getMessage() for record in caplog.records]
+    reason, [line] = refused_start(second, caplog)  # both had checked
+    assert reason == CRAWL_RUNNING
     assert line == str(refused.value)
     assert line.endswith(": let it end (Ctrl-C pauses it), or give another crawl_id")
     assert store.get_crawl("pipe") == first
