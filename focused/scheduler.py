@@ -17,7 +17,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   links stay seen, so a small bound can end a crawl before its page budget).
 - ``MAX_PAGES_PER_HOST`` (default 0 = off): a request takes one of its host's slots when it
   comes up, check and count in one step; once the host's slots are taken, its requests are
-  dropped when they come up (``focused/skipped/host_limit``). A request parked by
+  dropped when they come up (``focused/skipped/host_limit``; a crawl that then runs dry says so in
+  an INFO line at its close). A request parked by
   ``HOST_WINDOW`` holds its slot, so parked requests never pass the cap; one still parked on
   close gives its slot back and goes back to the queue, and takes a slot again when it comes
   up after a resume. Counts survive a JOBDIR pause (``spider.state``). In a crawl shared
@@ -611,6 +612,16 @@ class FocusedScheduler(Scheduler):
                 " FRONTIER_MAX to go on",
                 evicted,
                 self.frontier_max,
+            )
+        dropped = self.stats.get_value("focused/skipped/host_limit", 0) if self.stats else 0
+        if reason == "finished" and dropped:
+            # As asked, but a crawl of few sites that ends 'finished' before its budget should
+            # say why in its log, not in its stats alone.
+            logger.info(
+                "The frontier ran empty after %d requests were dropped at hosts that had their"
+                " MAX_PAGES_PER_HOST=%d pages",
+                dropped,
+                self.max_per_host,
             )
         return super().close(reason)
 

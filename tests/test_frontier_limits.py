@@ -249,7 +249,9 @@ def test_crawl_of_few_hosts_with_a_wide_window_keeps_the_page_cap(tmp_path, jobd
     assert "'focused/host_window/relaxed'" in crawl.result.stderr  # the window gave way
 
 
-def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path):
+def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path, caplog):
+    """Also: a crawl that ran dry so says why at its close. A crawl of one site with the cap
+    ended 'finished' at the cap, its log silent on the links it left (the stats alone)."""
     scheduler, crawler = make_scheduler(tmp_path, True, MAX_PAGES_PER_HOST=3)
     for i in range(10):
         scheduler.enqueue_request(scrapy.Request(f"http://a.test/{i}", meta={"depth": 1}))
@@ -260,7 +262,12 @@ def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path):
     assert sum("a.test" in url for url in handed_out) == 3
     assert "http://b.test/0" in handed_out
     assert crawler.stats.get_value("focused/skipped/host_limit") == 7
-    scheduler.close("finished")
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    assert [r.getMessage() for r in caplog.records if "MAX_PAGES_PER_HOST" in r.getMessage()] == [
+        "The frontier ran empty after 7 requests were dropped at hosts that had their"
+        " MAX_PAGES_PER_HOST=3 pages"
+    ]
 
 
 def queue_hosts(scheduler, urls: list[str]) -> None:
