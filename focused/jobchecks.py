@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.errors import ConfigError, one_line, quoted, redact_uri
+from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.report import (
     being_recrawled,
     describe_params,
@@ -476,6 +476,12 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     fetched and 30 stored, 2 relevant where 10 were)."""
 
     url = settings.get("FOCUSED_FRONTIER")
+    if not settings.get("MONGO_URI") and not url:
+        path = settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH
+        # An SQLite store not made yet holds no crawl: refused before it is made, so that a
+        # resume run from the wrong folder leaves no empty store there.
+        if not os.path.exists(path) and _job_has_run(settings, config.crawl_id):
+            raise _not_in_store(config.crawl_id, f"SQLite store at {cut(os.fspath(path))}")
     try:
         store = open_store(settings)
         try:
@@ -495,11 +501,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
                 # Recorded as it started, before its first request: this store is not the
                 # one it ran with (a FOCUSED_DB relative to another working directory, a
                 # MONGO_URI not given again), where it went on, its pages split between two.
-                raise ConfigError(
-                    f"JOBDIR holds crawl {config.crawl_id}, which the {store.backend} store at"
-                    f" {store.location} does not hold: resume it with the store its pages went"
-                    " to (FOCUSED_DB, or MONGO_URI), or use a new JOBDIR"
-                )
+                raise _not_in_store(config.crawl_id, f"{store.backend} store at {store.location}")
             stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
@@ -522,6 +524,13 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
+
+
+def _not_in_store(crawl_id: str, where: str) -> ConfigError:
+    return ConfigError(
+        f"JOBDIR holds crawl {crawl_id}, which the {where} does not hold: resume it with the"
+        " store its pages went to (FOCUSED_DB, or MONGO_URI), or use a new JOBDIR"
+    )
 
 
 def _job_has_run(settings: Any, crawl_id: str) -> bool:

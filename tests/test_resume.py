@@ -259,7 +259,8 @@ def _job_that_ran(jobdir, crawl_id: str) -> None:
 def test_a_jobdir_resumed_into_another_store_is_refused(tmp_path):
     """A JOBDIR crawl resumed with another store (FOCUSED_DB, relative to the working directory,
     run from elsewhere; MONGO_URI forgotten) went on in it: its pages split between two stores,
-    the second's report 20 fetched, 10 stored, the pages before the pause missing."""
+    the second's report 20 fetched, 10 stored, the pages before the pause missing. Its refusal
+    left the other store made, an empty file where the resume was run."""
     jobdir, first = tmp_path / "job", tmp_path / "first.sqlite3"
     _job_that_ran(jobdir, "c1")
     stored_crawl(first, ["http://a.test/"])  # crawl c1, with its page
@@ -272,6 +273,8 @@ def test_a_jobdir_resumed_into_another_store_is_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match=re.escape(refused)):
         check_store(Settings({"FOCUSED_DB": other, "JOBDIR": jobdir}), config)
+    # Opened to be checked, then refused: no empty store left in the wrong place.
+    assert not other.exists()
     # A JOBDIR whose crawl never got to fetch (its store failed as it started) may go on.
     (jobdir / COUNTERS_FILE).unlink()
     check_store(Settings({"FOCUSED_DB": other, "JOBDIR": jobdir}), config)
