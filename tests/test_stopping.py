@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -31,6 +32,24 @@ def test_relevant_page_budget_stops_the_crawl_as_finished(tmp_path, site):
     assert len(relevant) >= 8 and record["relevant"] == len(relevant)
     # It stopped at the 8th relevant page, give or take the request under way.
     assert len(pages) <= relevant[7] + 2, (len(pages), relevant)
+
+
+def test_the_relevant_page_budget_stops_as_a_page_is_scored_not_as_it_is_stored(tmp_path, site):
+    """Counted as pages left the pipelines, a slow store kept the crawl fetching: with 4
+    requests at once and 0.3 s a page to store, 3 relevant pages asked gave 71 pages fetched,
+    35 of them relevant. Counted as each page is scored, only the requests under way (3) come
+    after the one that reached it."""
+    settings = {
+        "CLOSESPIDER_RELEVANT": 3,
+        "CONCURRENT_REQUESTS": 4,
+        "ITEM_PIPELINES": json.dumps({"tests.user_components.SlowPipeline": 900}),
+    }
+    crawl = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert crawl.crawl_record()["finish_reason"] == "closespider_relevant"
+    assert "Closing spider (closespider_relevant): 3 relevant pages" in crawl.result.stderr
+    pages = crawl.pages()
+    third = [page["fetch_order"] for page in pages if page["is_relevant"]][2]
+    assert len(pages) <= third + 3, (len(pages), third)
 
 
 def test_drift_stop_when_recent_harvest_falls(tmp_path, site):

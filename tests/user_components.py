@@ -39,3 +39,11 @@ class SlowEngineStart:
     async def engine_started(self) -> None:
         logger.info("test: engine starting")
         await asyncio.sleep(2.0)  # the crawl's reactor is asyncio's
+
+
+class SlowPipeline:
+    """An item pipeline that takes 0.3 s an item, as a store across a slow network would."""
+
+    async def process_item(self, item: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return item
