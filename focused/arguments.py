@@ -112,6 +112,7 @@ class CrawlConfig:
     language: str | None = None  # the query's, when given; else told from the query
     strategy_note: str | None = None  # why a crawl that names no strategy runs this one
     jobdir_note: str | None = None  # why its JOBDIR cannot be resumed: Scrapyd's, one per job
+    topic_file: str | None = None  # the file its topic was read from, as given
     # What orders its frontier (crawl_order), which a resumed JOBDIR crawl must be given alike
     order: dict[str, Any] = field(kw_only=True)
 
@@ -224,6 +225,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         language,
         strategy_note,
         scrapyd_jobdir_note(settings, kwargs.get("_job")),
+        topic_file or None,
         order=order,
     )
 

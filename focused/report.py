@@ -234,6 +234,16 @@ def describe_time(iso: str | None) -> str:
     return time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC") if time else "-"
 
 
+def describe_query(crawl: Mapping[str, Any]) -> str:
+    """The crawl's query, and the topic file it added (``topic_file PATH``); ``-`` for neither.
+    A crawl of a topic file alone has no query."""
+    parts = [
+        crawl.get("query") or "",
+        f"topic_file {crawl['topic_file']}" if crawl.get("topic_file") else "",
+    ]
+    return " + ".join(part for part in parts if part) or "-"
+
+
 def describe_params(params: Mapping[str, Any] | None) -> str:
     """``max_depth=5, ...``; empty for a strategy without parameters."""
     return ", ".join(f"{name}={value}" for name, value in (params or {}).items())
@@ -339,7 +349,7 @@ def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
     )
     try:
         figure.suptitle(
-            f'crawl {crawl["crawl_id"]}: {crawl.get("strategy")}, query "{crawl.get("query")}"'
+            f'crawl {crawl["crawl_id"]}: {crawl.get("strategy")}, query "{describe_query(crawl)}"'
             f" ({describe_status(crawl)})"
         )
         harvest.plot(

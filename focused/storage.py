@@ -127,6 +127,9 @@ CRAWL_SCHEMA: dict[str, type] = {
     # own, not one another recrawl took over once it went stale. None with the mark, and in
     # records written before it. Last, where SQLite adds it.
     "recrawl_claim": str,
+    # The -a topic_file the crawl's topic was read from, as given (None: none, and in records
+    # written before it); a crawl of a topic file alone has no query. Last, where SQLite adds it.
+    "topic_file": str,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 # The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with

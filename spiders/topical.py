@@ -156,6 +156,7 @@ class TopicalSpider(scrapy.Spider):
         return {
             "crawl_id": config.crawl_id,
             "query": config.query,
+            "topic_file": config.topic_file,
             "strategy": config.strategy,
             "params": config.params,
             "seeds": list(config.seeds),

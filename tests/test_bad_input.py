@@ -767,6 +767,7 @@ def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
     arguments = {"topic_file": str(topic_file), "seeds_file": str(seeds_file)}
     config = parse_arguments(arguments)
     assert (config.seeds, config.topic) == (("http://127.0.0.1:9/wiki/Bird",), "sea birds")
+    assert (config.query, config.topic_file) == ("", str(topic_file))  # for the crawl record
 
 
 @pytest.mark.parametrize(

@@ -55,10 +55,12 @@ from tests.conftest import (
 )
 from tests.sites import GatedReplay, Hold
 from tests.test_storage import (
+    crawl_record,
     filled_sqlite,
     mongo_client,  # noqa: F401 - the patched mongomock fixture
     read_only,
 )
+from tests.test_storage import page as page_record
 
 BUDGET = 60
 MONGO_SETTINGS = {"MONGO_URI": "mongodb://mongomock", "MONGO_DATABASE": "focused"}
@@ -390,6 +392,26 @@ def test_crawls_lists_both_crawls_newest_first(stored, sqlite, mongo):
     assert listed[0][2] == "finished"
     assert listed[1][2] == "interrupted (shutdown)"
     assert ok(mongo("crawls")) == out
+
+
+def test_a_crawl_of_a_topic_file_names_it_where_a_crawl_names_its_query(cli, tmp_path):
+    """A crawl given -a topic_file (and no query) was listed with the query '-', and reported
+    as 'query' and nothing: nothing said what its topic was."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    for crawl_id, query, topic_file in (
+        ("file", "", "topics/birds.txt"),
+        ("both", "eggs", "t.txt"),
+    ):
+        store.start_crawl({**crawl_record(crawl_id), "query": query, "topic_file": topic_file})
+        store.save_pages([page_record("http://a.test/", crawl_id, fetch_order=1)])
+    store.close()
+    listed = {row[0]: row[-1] for row in rows(ok(cli("crawls", settings={"FOCUSED_DB": db})))}
+    assert listed == {"file": "topic_file topics/birds.txt", "both": "eggs + topic_file t.txt"}
+    report = ok(cli("report", "file", settings={"FOCUSED_DB": db}))
+    assert "query      topic_file topics/birds.txt\n" in report
+    [line] = ok(cli("crawls", "--json", settings={"FOCUSED_DB": db})).splitlines()[:1]
+    assert json.loads(line)["topic_file"] in ("topics/birds.txt", "t.txt")
 
 
 def test_crawls_json(stored, sqlite, mongo):

@@ -8,6 +8,7 @@ from focused.report import (
     TOTALS_FIELDS,
     crawl_json,
     describe_params,
+    describe_query,
     describe_status,
     describe_time,
     needs_pages_for_totals,
@@ -61,7 +62,7 @@ class Command(StoreCommand):
                 total.fetched,
                 total.relevant,
                 score(total.harvest_rate),
-                crawl["query"] or "-",
+                describe_query(crawl),
             ]
             for crawl, total in zip(crawls, counted, strict=True)
         ]

@@ -18,6 +18,7 @@ from focused.report import (
     build_report,
     describe_page_status,
     describe_params,
+    describe_query,
     describe_status,
     describe_time,
     draw_png,
@@ -105,7 +106,7 @@ def print_report(report: Report) -> None:
         sys.stdout.write(printable(line) + "\n")
 
     out(f"crawl      {crawl['crawl_id']}")
-    out(f"query      {crawl['query']}")
+    out(f"query      {describe_query(crawl)}")
     params = describe_params(crawl["params"])
     out(f"strategy   {crawl['strategy']}{f' ({params})' if params else ''}")
     if fetched_as := describe_fetch(crawl["render"], crawl["fetch_settings"]):
