@@ -158,6 +158,7 @@ def check_round_trip(store: Store) -> None:
         "allowed_domains": ["a.test", "xn--mller-kva.example"],
         "render": "auto",
         "fetch_settings": {"USER_AGENT": "birdwatch/2.0", "HTTPERROR_ALLOWED_CODES": [403]},
+        "topic_file": "topics/birds.txt",
     }
     store.start_crawl(record)
     started = store.get_crawl("c1")
@@ -566,7 +567,7 @@ def test_sqlite_schema(tmp_path):
 NEWER_CRAWL_FIELDS = (
     *("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains"),
     *("recrawl_seen_at", "recrawl_heartbeat_interval", "render", "fetch_settings"),
-    "recrawl_claim",
+    *("recrawl_claim", "topic_file"),
 )
 
 
