@@ -95,6 +95,9 @@ _LSI_OVERSAMPLING = 30
 _GIL_SLICE = 1 << 16
 
 _STATE_FILE = "state.json"
+# Under JOBDIR: where a crawl saves its model at a pause or its end (spiders.topical), which
+# ``scrapy recrawl --model`` reads to rescore changed pages.
+JOBDIR_MODEL_DIR = "relevance"
 
 # gensim logs every Dictionary build and LSI fit at INFO: at one refit per hundred pages that
 # would drown a crawl's own progress lines.

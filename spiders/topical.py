@@ -301,13 +301,13 @@ def _seed_url(request: scrapy.Request) -> str:
 
 def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     """One model per crawl; a crawl resumed from JOBDIR gets back the model it had learnt."""
-    from focused.relevance import RelevanceModel  # gensim is heavy: not at import time
+    from focused.relevance import JOBDIR_MODEL_DIR, RelevanceModel  # gensim: not at import time
 
     language = query_language(config.topic, config.language)
     jobdir = crawler.settings.get("JOBDIR")
     if not jobdir:
         return RelevanceModel.from_settings(config.topic, crawler.settings, language)
-    saved = Path(jobdir, "relevance")
+    saved = Path(jobdir, JOBDIR_MODEL_DIR)
     model = None
     if saved.exists():
         try:

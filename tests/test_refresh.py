@@ -465,6 +465,19 @@ def test_a_recrawl_stops_at_scrapy_s_close_conditions():
     assert PageBudget not in loaded  # the crawl's budget, counted over its JOBDIR runs
 
 
+def test_the_model_option_takes_the_crawl_s_jobdir_or_its_relevance_folder(tmp_path):
+    """--model JOBDIR was refused ('holds no saved relevance model (a crawl's
+    JOBDIR/relevance)'): the folder the user has at hand is the JOBDIR, and the model is in
+    it, where the crawl saved it."""
+    model = RelevanceModel("birds nest eggs")
+    model.save(tmp_path / "job" / "relevance")  # where a JOBDIR crawl saves it
+    text = "birds lay eggs in a nest"
+    for given in (tmp_path / "job", tmp_path / "job" / "relevance"):
+        assert recrawl_command._load_model(str(given)).score(text) == model.score(text)
+    with pytest.raises(ConfigError, match="holds no saved relevance model"):
+        recrawl_command._load_model(str(tmp_path))
+
+
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
     old = {"crawl_id": "c1", "url": "http://a/", "content_hash": None, "changes": None}
     update = revisit({**old, "visits": None, "last_changed": None}, "t", "words", at(0), 200)

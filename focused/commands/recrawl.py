@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import pickle
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands import ScrapyCommand
@@ -128,8 +129,8 @@ class Command(ScrapyCommand):
         parser.add_argument(
             "--model",
             metavar="DIR",
-            help="rescore changed pages with the relevance model a JOBDIR crawl saved in DIR"
-            " (JOBDIR/relevance); without it the crawl's scores are kept",
+            help="rescore changed pages with the relevance model a JOBDIR crawl saved, in DIR, its"
+            " JOBDIR (or JOBDIR/relevance); without it the crawl's scores are kept",
         )
         parser.add_argument(
             "--render",
@@ -330,10 +331,13 @@ class Command(ScrapyCommand):
 
 
 def _load_model(directory: str) -> RelevanceModel:
-    from focused.relevance import RelevanceModel  # gensim is heavy: only when asked for
+    from focused.relevance import JOBDIR_MODEL_DIR, RelevanceModel  # gensim: when asked for
 
+    saved = Path(directory)
+    if (saved / JOBDIR_MODEL_DIR).is_dir():  # the crawl's JOBDIR, the folder a user has at hand
+        saved = saved / JOBDIR_MODEL_DIR
     try:
-        return RelevanceModel.load(directory)
+        return RelevanceModel.load(saved)
     except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
         raise ConfigError(
             f"--model {cut(directory)} holds no saved relevance model (a crawl's JOBDIR/relevance):"
