@@ -476,11 +476,16 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     fetched and 30 stored, 2 relevant where 10 were)."""
 
     url = settings.get("FOCUSED_FRONTIER")
-    if not settings.get("MONGO_URI") and not url:
+    # Its JOBDIR's crawl ran: the crawl was recorded as it started, before its first request,
+    # so a store without its record is not the one it ran with (a FOCUSED_DB relative to
+    # another working directory, a MONGO_URI not given again), where it went on, its pages
+    # split between two.
+    job_ran = not url and _job_has_run(settings, config.crawl_id)
+    if job_ran and not settings.get("MONGO_URI"):
         path = settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH
         # An SQLite store not made yet holds no crawl: refused before it is made, so that a
         # resume run from the wrong folder leaves no empty store there.
-        if not os.path.exists(path) and _job_has_run(settings, config.crawl_id):
+        if not os.path.exists(path):
             raise _not_in_store(config.crawl_id, f"SQLite store at {cut(os.fspath(path))}")
     try:
         store = open_store(settings)
@@ -497,10 +502,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             unlocked = starts_unlocked(settings, config.crawl_id)
             if crawl is not None and unlocked and is_live(crawl, datetime.now(UTC)):
                 raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"]))
-            if crawl is None and not url and _job_has_run(settings, config.crawl_id):
-                # Recorded as it started, before its first request: this store is not the
-                # one it ran with (a FOCUSED_DB relative to another working directory, a
-                # MONGO_URI not given again), where it went on, its pages split between two.
+            if crawl is None and job_ran:
                 raise _not_in_store(config.crawl_id, f"{store.backend} store at {store.location}")
             stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)

@@ -13,9 +13,10 @@ a shared crawl lost: ``frontier_unreachable``; its JOBDIR no longer writable:
 ``jobdir_unwritable``, also when it fails as the crawl pauses) exits with
 status 1, as do a crawl whose feed failed as it closed, one whose store could not take its last
 pages at the close (whatever closed it), a crawl that could fetch none of its seeds and one
-stopped uncleanly by a second Ctrl-C. A crawl whose start finds a recrawl of it under way, one
-that claimed it after the checks (``Store.start_crawl``: close reason ``recrawl_under_way``,
-nothing fetched), exits with status 2, as the checks' refusal of it.
+stopped uncleanly by a second Ctrl-C. A crawl whose start finds another process of it under
+way since the checks (``Store.start_crawl``: a recrawl that claimed it, close reason
+``recrawl_under_way``; on MongoDB, a run started at the same moment, ``crawl_running``; nothing
+fetched) exits with status 2, as the checks' refusal of it.
 """
 
 from __future__ import annotations
