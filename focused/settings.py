@@ -226,7 +226,7 @@ FOCUSED_WORKER_TIMEOUT = 10.0  # seconds without a heartbeat before a process co
 # -- Evaluation (benchmarks/) ----------------------------------------------------------------
 ORACLE_DISTANCES = None  # JSON {url: links to the nearest relevant page}; only the oracle reads it
 
-# -- Crash-safe resume (issue 8; focused.resume, README "Hardening") -------------------------
+# -- Crash-safe resume (issue 8; focused.resume, docs/hardening.md) --------------------------
 # Under JOBDIR the seen set comes from the frontier file, not from Scrapy's buffered
 # requests.seen; FinishMiddleware queues a page's links before its item and tells the scheduler
 # when a response that produced no page is done, so that only requests in flight at a kill -9

@@ -149,7 +149,18 @@ def headings(text: str) -> set[str]:
     return anchors
 
 
-@pytest.mark.parametrize("doc", ["README.md", "ARCHITECTURE.md"])
+DOCS = [
+    "README.md",
+    "ARCHITECTURE.md",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")),
+]
+
+
+def test_the_docs_folder_was_read():
+    assert {"docs/hardening.md", "docs/input-checks.md", "docs/refresh.md"} <= set(DOCS)
+
+
+@pytest.mark.parametrize("doc", DOCS)
 def test_links_inside_the_repository_lead_somewhere(doc):
     path = REPO / doc
     broken = []
