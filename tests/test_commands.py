@@ -678,7 +678,23 @@ def test_crawl_without_stored_pages(mongo, mongo_copy):
         {"crawl_id": "nothing", "started_at": "3000-01-01T00:00:00+00:00", "query": "birds"}
     )
     one_line_error(mongo("report"), 1, "crawl nothing has no stored pages")
-    assert ok(mongo("pages")).splitlines() == ["relevance  level  status  url  title"]
+    listed = mongo("pages")
+    assert ok(listed).splitlines() == ["relevance  level  status  url  title"]
+    assert listed.stderr == "crawl nothing is running: it has stored no pages yet\n"
+
+
+def test_pages_of_a_crawl_that_fetched_no_seed_say_it_stored_none(cli, tmp_path):
+    """A crawl none of whose seeds could be fetched was listed with "these are the pages it
+    stored so far" over an empty table, as if it had pages to come."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl(crawl_record("dead"))
+    store.finish_crawl("dead", status="interrupted", finish_reason="seeds_unreachable")
+    store.close()
+    listed = cli("pages", settings={"FOCUSED_DB": db})
+    assert ok(listed).splitlines() == ["relevance  level  status  url  title"]
+    assert listed.stderr == "crawl dead is interrupted (seeds_unreachable): it stored no pages\n"
+    assert cli("pages", "--level", "3", settings={"FOCUSED_DB": db}) == listed
 
 
 UNREACHABLE_MONGO = {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_TIMEOUT_MS": 300}

@@ -69,10 +69,13 @@ class Command(StoreCommand):
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, opts.crawl)
         if crawl["status"] != "finished":
-            say(
-                printable(f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:")
-                + " these are the pages it stored so far"
-            )
+            if store.pages(crawl["crawl_id"], limit=1, fields=["url"]):
+                which = "these are the pages it stored so far"
+            elif crawl["status"] == "running":
+                which = "it has stored no pages yet"
+            else:  # e.g. interrupted (seeds_unreachable): no page is coming
+                which = "it stored no pages"
+            say(printable(f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:") + f" {which}")
         pages = store.pages(
             crawl["crawl_id"],
             min_relevance=opts.min_relevance,
