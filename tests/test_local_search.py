@@ -278,11 +278,90 @@ def test_pso_flies_the_particle_with_the_smallest_slct():
     # slct = Σ|p| + log(a): 0.5+1.099=1.599, 0.1+0.693=0.793, 0.3+0=0.3, 0.05+1.386=1.436, 0.2
     assert [round(queue.slct(i), 3) for i in range(5)] == [1.599, 0.793, 0.3, 1.436, 0.2]
     queue._active = 0
-    queue._outcomes[0].extend([True, False, False, False])  # fitness 0.25, momentum +0.05
+    # Particle 4 is judged at the position it leaves, on the fetches it made there: fitness
+    # 0.25, momentum 0.2 + |0.25 - 0.4|. Particle 0, whose turn ends, is judged later, once
+    # the outcomes of its turn are back.
+    queue._outcomes[0].extend([True, True])
+    queue._outcomes[4].extend([True, False, False, False])
     queue.end_turn()
     assert queue._active == 4 and swarm["activity"][4] == 2
-    assert swarm["momentum"][0] == pytest.approx(0.55)
-    assert swarm["f"][0] == 0.25
+    assert swarm["momentum"][4] == pytest.approx(0.35)
+    assert swarm["f"][4] == 0.25 and swarm["best_f"][4] == 0.4
+    assert swarm["momentum"][0] == 0.5 and swarm["f"][0] == 0.2
+
+
+def test_pso_flight_is_the_velocity_update_worked_by_hand():
+    queue = make_queue("pso", particles=7)
+    swarm = queue.swarm
+    swarm["best_f"] = [0.1, 0.6, 0.2, 0.3, 0.9, 0.0, 0.4]
+    swarm["best_x"] = [[0.0, 0.0] for _ in range(7)]
+    swarm["best_x"][1], swarm["best_x"][4] = [0.8, 0.2], [0.3, 0.9]
+    swarm["x"][0], swarm["v"][0] = [0.5, 0.5], [0.1, -0.2]
+    draws = iter([0.5, 0.25, 0.75, 0.5])  # r1, r2 of each dimension
+    queue._random = SimpleNamespace(random=lambda: next(draws))
+    queue.fly(0)
+    # lbest: the best of particles 5, 6, 0, 1, 2 (the ring of 5 around 0) is 1; gbest is 4.
+    # v0 = 0.7298·0.1 + 1.496·0.5·(0.8 - 0.5) + 1.496·0.25·(0.3 - 0.5) = 0.22258
+    # v1 = 0.7298·(-0.2) + 1.496·0.75·(0.2 - 0.5) + 1.496·0.5·(0.9 - 0.5) = -0.18336
+    assert swarm["v"][0] == pytest.approx([0.22258, -0.18336])
+    assert swarm["x"][0] == pytest.approx([0.72258, 0.31664])
+    # Out of the unit square: clipped, and that component of v zeroed.
+    swarm["x"][6], swarm["v"][6] = [0.9, 0.1], [0.5, 0.0]
+    queue._random = SimpleNamespace(random=lambda: 0.0)
+    queue.fly(6)
+    assert swarm["x"][6] == pytest.approx([1.0, 0.1]) and swarm["v"][6] == [0.0, 0.0]
+
+
+def _swarm_of_five(queue, momentum: list[float]) -> None:
+    """Every particle has had its first turn (fitness 0.5, best position (0.9, 0.9)); particle 0
+    is at (0.1, 0.1), at rest."""
+    swarm = queue.swarm
+    swarm["activity"] = [1] * 5
+    swarm["f"], swarm["best_f"] = [0.5] * 5, [0.5] * 5
+    swarm["best_x"] = [[0.9, 0.9] for _ in range(5)]
+    swarm["momentum"] = momentum
+    swarm["x"][0], swarm["v"][0] = [0.1, 0.1], [0.0, 0.0]
+
+
+def _relevant(queue, pages) -> None:
+    """The pages' outcomes come back, with a first child each: relevant."""
+    for page in pages:
+        queue.push(child(f"{name(page)}-child", name(page), page=0.9, link=0.5))
+
+
+def test_pso_credits_a_position_with_the_harvest_of_the_fetches_made_there():
+    """A page's outcome comes back after its fetch, often after the turn that fetched it ended:
+    the harvest a particle made at one position must not be credited to the next one."""
+    queue = make_queue("pso", particles=5, epoch=2)
+    _swarm_of_five(queue, [0.3, 0.0, 9.0, 9.0, 9.0])  # slct: 0.3, 0, 9, 9, 9
+    for i in range(12):
+        queue.push(req(f"s{i}", depth=0))
+    made_at_p0 = [queue.pop(), queue.pop()]  # particle 0's turn at (0.1, 0.1); then 1 flies
+    assert queue._active == 1
+    _relevant(queue, made_at_p0)
+    queue.pop(), queue.pop()  # particle 1's turn; slct 0.3 < 0 + log 2: particle 0 flies
+    swarm = queue.swarm
+    assert queue._active == 0
+    # Judged as it leaves (0.1, 0.1), on the two relevant fetches made there.
+    assert swarm["f"][0] == 1.0 and swarm["momentum"][0] == pytest.approx(0.8)
+    assert swarm["best_f"][0] == 1.0 and swarm["best_x"][0] == [0.1, 0.1]
+    # Now the swarm's best: lbest = gbest = x, and v was 0, so it stays.
+    assert swarm["x"][0] == [0.1, 0.1]
+
+
+def test_pso_credits_no_position_with_the_harvest_of_the_one_before():
+    queue = make_queue("pso", particles=5, epoch=2)
+    _swarm_of_five(queue, [0.0, 9.0, 9.0, 9.0, 9.0])  # particle 0 flies at every turn's end
+    for i in range(12):
+        queue.push(req(f"s{i}", depth=0))
+    made_at_p0 = [queue.pop(), queue.pop()]  # at (0.1, 0.1); then particle 0 flies
+    swarm = queue.swarm
+    assert queue._active == 0 and swarm["x"][0] != [0.1, 0.1]
+    _relevant(queue, made_at_p0)  # back once it has left (0.1, 0.1)
+    queue.pop(), queue.pop()  # its turn at the new position ends, no outcome of it back yet
+    # Nothing was measured at the new position: it is not credited with those two fetches.
+    assert swarm["f"][0] == 0.5 and swarm["momentum"][0] == 0.0
+    assert swarm["best_f"][0] == 0.5 and swarm["best_x"][0] == [0.9, 0.9]
 
 
 def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):

@@ -14,7 +14,9 @@ its hash differ. Some were recorded again since, for fixes that changed their or
 ``beam/memory`` (session 33, ``9c0a873``: a candidate the frontier evicts frees its place in
 its generation; the orders are the same up to the first eviction, then more candidates kept),
 and ``annealing`` and ``threshold`` (session 35: a trap request is no longer a candidate their
-random draws may take, so it waits behind the others, as in every other strategy).
+random draws may take, so it waits behind the others, as in every other strategy), and
+``pso/memory`` (fidelity-2: a particle is judged as it leaves its position, on the outcomes of
+the fetches made there, not on those back when its turn ends).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
