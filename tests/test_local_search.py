@@ -466,6 +466,44 @@ def test_bees_return_and_dance_for_good_pages_and_the_dance_ends(key):
     assert len(queue) == 2
 
 
+def test_bees_leaving_the_hive_pick_a_seed_page_at_random_then_one_of_its_links():
+    """The dispatch room's start pages are picked at random, not their links pooled: a seed
+    page with one link is left by as many bees as one with nine."""
+    firsts = []
+    for trial in range(100):
+        queue = make_queue("bees", n_bees=2, seed=trial)
+        out = hold_flights(queue)
+        for seed in ("a", "b"):
+            queue.push(req(seed, depth=0))
+        flights = {}
+        for _ in range(2):
+            request = queue.pop()
+            out.add(id(request))  # out until the test lands it
+            flights[name(request)] = request
+        links = [("a", "a1")] + [("b", f"b{i}") for i in range(9)]
+        for page, link in links:
+            # Quality 1: the bees return home; not relevant: no dance.
+            meta = {"parent_relevance": 1.0, "parent_is_relevant": False}
+            bee = flights[page].meta["bee"]
+            queue.push(req(link, parent_url=f"http://t/{page}", depth=1, found_by_bee=bee, **meta))
+        out.clear()  # both flights land
+        firsts.append(name(queue.pop()))
+        assert queue.stats.get_value("focused/bees/from_dispatch") == 3  # a, b, then this
+    assert 0.35 < firsts.count("a1") / len(firsts) < 0.65  # 0.1 if the links were pooled
+
+
+def test_bees_resume_the_seed_links_of_an_older_jobdir_as_one_seed_page(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("bees", key)
+    queue.push(req("a1", parent_url="http://t/a", depth=1))
+    fp = queue._fingerprint(req("a1")).hex()
+    state = {k: v for k, v in queue.close().items() if k != "seed_pages"}
+    reopened = make_queue("bees", key, {**state, "seed_links": [fp]})
+    assert reopened._seed_pages == [[fp]]
+    assert name(reopened.pop()) == "a1"
+    assert reopened.stats.get_value("focused/bees/from_dispatch") == 1
+
+
 # -- persistence ---------------------------------------------------------------------------------
 
 
