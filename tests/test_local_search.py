@@ -251,6 +251,14 @@ def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
 # -- particle swarm ------------------------------------------------------------------------------
 
 
+def test_pso_link_value_is_alpha_immediate_plus_beta_future():
+    queue = make_queue("pso")
+    queue.credit(["nest", "bird"])  # nest 1.0, bird 0.5: M("bird") = 0.5 / 1.0
+    queue.swarm["x"][queue._active] = [0.2, 0.7]
+    link = req("x", link_relevance=0.4, anchor="bird")
+    assert queue.score(link) == pytest.approx(0.2 * 0.4 + 0.7 * 0.5)
+
+
 def test_pso_credits_path_words_with_a_discount_and_normalises_m():
     queue = make_queue("pso", discount=0.5)
     queue.credit(["bird nest", "wings", "ocean"])  # the link into the page first
@@ -447,6 +455,26 @@ def test_bees_pick_dancing_sources_in_proportion_to_quality():
     picks = Counter(queue.choose_dance()["q"] for _ in range(20_000))
     for quality in (0.6, 0.3, 0.1):
         assert picks[quality] / 20_000 == pytest.approx(quality, abs=0.015)
+
+
+def test_bees_return_with_probability_q_and_dance_ceil_q_dance_time_flights():
+    queue = make_queue("bees", n_bees=1, dance_time=4)
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    for i in range(3):
+        link = child(f"c{i}", "seed", page=0.3, link=0.1, found_by_bee=seed.meta["bee"])
+        queue.push(link)
+    draws = iter([0.29, 0.0])  # below q = 0.3: home; then the dance's pick
+    queue._random = SimpleNamespace(random=lambda: next(draws), randrange=lambda n: 0)
+    queue.pop()
+    assert queue.stats.get_value("focused/bees/returns") == 1
+    assert queue.dances[0]["until"] == 1 + math.ceil(0.3 * 4)  # 1 flight made, then 2 more
+    queue = make_queue("bees", n_bees=1, dance_time=4)
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    queue.push(child("c", "seed", page=0.3, link=0.1, found_by_bee=seed.meta["bee"]))
+    queue._random = SimpleNamespace(random=lambda: 0.3, randrange=lambda n: 0)  # not below q
+    assert name(queue.pop()) == "c" and queue.stats.get_value("focused/bees/follows") == 1
 
 
 def test_bees_return_and_dance_for_good_pages_and_the_dance_ends(key):
