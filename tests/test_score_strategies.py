@@ -214,6 +214,13 @@ def test_rank_semantic_holds_back_top_and_bottom_bands_and_dissimilar_links(key)
     assert queue.stats.get_value("focused/rankings") == 1
 
 
+def test_rank_semantic_crawls_a_link_exactly_as_similar_as_t(key):
+    """The paper crawls the URLs whose similarity is at least T: m1's is T."""
+    queue = make_queue("rank_semantic", key, band_low=0.65, band_high=0.9, T=0.5, rank_every=1000)
+    _band_graph(queue)
+    assert drain(queue) == ["seed", "m2", "m1", "low1", "top", "low3", "low2", "m3"]
+
+
 def test_rank_semantic_with_the_full_band_orders_by_similarity(key):
     queue = make_queue("rank_semantic", key, band_low=0.0, band_high=1.0, T=0.0)
     _band_graph(queue)
