@@ -16,7 +16,9 @@ children arrive while it is parsed; there are up to ``n_bees`` current pages at 
   relevance, the crawl's combined score that every strategy's pages get (the source's quality
   counts the query's words on the page, with those in the title and headings weighted more).
   The bee returns to the hive with probability q (a good find is worth reporting), or when the
-  page has no unfetched link; otherwise it follows one of the page's links at random.
+  page has no unfetched link; otherwise it follows one of the page's links at random. A
+  flight queued again with its meta (redirected, retried, rendered again) goes on: its bee
+  lands without a page and follows it, and it is no link of the page it was found on.
 - Dance floor: a bee returning from a relevant page (``RELEVANCE_THRESHOLD``) dances: it
   advertises the page as a source for ceil(q · ``dance_time``) further flights (the source
   gives no dance length; this rule is this project's choice).
@@ -149,6 +151,11 @@ class BeesQueue(StrategyQueue):
         return changed
 
     def _note_link(self, request: Request, fp: bytes) -> None:
+        if self._sent_again(request):
+            # Its bee's flight goes on to it: landing without a page, the bee follows it.
+            empty = {"q": 0.0, "relevant": False, "links": []}
+            self._found.setdefault(request.meta["bee"], empty)["links"].append(fp.hex())
+            return
         bee = request.meta.get("found_by_bee")
         if bee is None:
             return
@@ -162,6 +169,16 @@ class BeesQueue(StrategyQueue):
             },
         )
         found["links"].append(fp.hex())
+
+    def _sent_again(self, request: Request) -> bool:
+        """Whether ``request`` is a flight still out, sent again with its meta: redirected,
+        retried, or rendered. (A link found on a page has no bee yet.) Not a link of the page
+        of the bee that found it, whose next landing would take that page's quality."""
+        bee = request.meta.get("bee")
+        if bee is None:
+            return False
+        urls = {request.url, *request.meta.get("redirect_urls", [])[-1:]}
+        return any(flown == bee and sent.url in urls for sent, flown in self.flights.out())
 
     def _take(self, links: list[str]) -> Request | None:
         """Remove a random link still queued from ``links`` and from the frontier."""

@@ -520,6 +520,41 @@ def test_bees_leaving_the_hive_pick_a_seed_page_at_random_then_one_of_its_links(
     assert 0.35 < firsts.count("a1") / len(firsts) < 0.65  # 0.1 if the links were pooled
 
 
+@pytest.mark.parametrize("resent", ["redirected", "retried"])
+def test_a_bees_flight_sent_again_goes_on_with_its_bee(key, resent):
+    """A flight redirected (or retried, or rendered again) is queued again with its meta: it
+    is no link found on the page of the bee that found it (whose next landing would take that
+    page's quality), but its own bee's flight going on."""
+    queue = make_queue("bees", key, n_bees=2, seed=4)
+    out = hold_flights(queue)
+    for seed in ("a", "b"):
+        queue.push(req(seed, depth=0))
+    flights = {}
+    for _ in range(2):
+        request = queue.pop()
+        out.add(id(request))
+        flights[name(request)] = request
+    finder = flights["a"].meta["bee"]
+    for i in range(3):  # quality 1: the finder returns and dances for these
+        queue.push(child(f"c{i}", "a", page=1.0, link=0.5, found_by_bee=finder))
+    out.discard(id(flights["a"]))
+    out.add(id(queue.pop()))  # the finder flies to one of them, and is out
+    out.discard(id(flights["b"]))  # the other bee lands (b has no links)...
+    flight = queue.pop()  # ... and flies to another danced link
+    out.add(id(flight))
+    assert flight.meta["bee"] != finder and flight.meta["found_by_bee"] == finder
+    if resent == "redirected":
+        meta = {**flight.meta, "redirect_urls": [flight.url], "redirect_times": 1}
+        again = flight.replace(url="http://t/moved", meta=meta)
+    else:
+        again = flight.replace(meta={**flight.meta, "retry_times": 1}, dont_filter=True)
+    queue.push(again)
+    assert finder not in queue._found  # not a find of the finder's, on its way elsewhere
+    out.discard(id(flight))  # the flight lands, with no page
+    going_on = queue.pop()
+    assert going_on.url == again.url and going_on.meta["bee"] == flight.meta["bee"]
+
+
 def test_bees_resume_the_seed_links_of_an_older_jobdir_as_one_seed_page(tmp_path):
     key = str(tmp_path / "requests.queue")
     queue = make_queue("bees", key)
