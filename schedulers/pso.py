@@ -28,10 +28,11 @@ lbest the best position found in its ring neighbourhood of 5 (itself and two on 
 gbest the best of the swarm; x is clipped to [0, 1]² (and that component of v zeroed). The
 outcomes still to come back from the position it left are forgotten (a particle chosen again
 right after its own turn is judged on those back by then). A particle that has not had a turn
-is chosen first, at its initial random position. So the swarm first flies no sooner than
-``particles`` x ``epoch`` fetches (100 by default): a shorter crawl runs under the particles'
-random initial weights. From there one particle moves every ``epoch`` fetches, so tuning online
-needs budgets well above 100.
+is chosen first, at its initial random position, and judged there a turn after its turn, so
+that the first flights fly toward the best of those first turns. So the swarm first flies no
+sooner than ``particles`` x ``epoch`` fetches (100 by default): a shorter crawl runs under the
+particles' random initial weights. From there one particle moves every ``epoch`` fetches, so
+tuning online needs budgets well above 100.
 
 Outcomes are learned from the queue's own input: the first child of a fetched page pushed
 back carries ``parent_is_relevant`` and the path's anchors (``pso_path``, from
@@ -236,6 +237,11 @@ class PsoQueue(StrategyQueue):
         if fresh:
             chosen = fresh[0]
         else:
+            # A first turn's outcomes are back a turn later: judged before any particle flies,
+            # so that the first flights have the swarm's bests to fly toward.
+            for i, fitness in enumerate(swarm["f"]):
+                if fitness is None and i != self._active:
+                    self.judge(i)
             chosen = min(range(len(swarm["x"])), key=self.slct)
             self.judge(chosen)
             self.fly(chosen)

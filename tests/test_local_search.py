@@ -357,6 +357,24 @@ def test_pso_credits_a_position_with_the_harvest_of_the_fetches_made_there():
     assert swarm["x"][0] == [0.1, 0.1]
 
 
+def test_pso_first_flight_flies_toward_the_best_first_turn():
+    """Every particle's first turn is judged before the first flies (but the last, whose
+    outcomes are not back yet): the first flight has the swarm's best to fly toward."""
+    queue = make_queue("pso", particles=5, epoch=1, seed=2)
+    start = [list(x) for x in queue.swarm["x"]]
+    for i in range(10):
+        queue.push(req(f"s{i}", depth=0))
+    first_turns = [queue.pop() for _ in range(4)]  # particles 0 to 3, a fetch each
+    _relevant(queue, first_turns[2:3])  # particle 2's page was relevant
+    for page in first_turns[:2] + first_turns[3:]:
+        queue.push(child(f"{name(page)}-child", name(page), page=0.0, link=0.5))
+    queue.pop()  # particle 4's turn: then particle 0 flies
+    swarm = queue.swarm
+    assert swarm["f"][:4] == [0.0, 0.0, 1.0, 0.0] and swarm["f"][4] is None
+    assert swarm["best_x"][2] == start[2]
+    assert queue._active == 0 and swarm["x"][0] != start[0]  # toward particle 2's position
+
+
 def test_pso_credits_no_position_with_the_harvest_of_the_one_before():
     queue = make_queue("pso", particles=5, epoch=2)
     _swarm_of_five(queue, [0.0, 9.0, 9.0, 9.0, 9.0])  # particle 0 flies at every turn's end
