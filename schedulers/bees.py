@@ -16,7 +16,9 @@ children arrive while it is parsed; there are up to ``n_bees`` current pages at 
   relevance, the crawl's combined score that every strategy's pages get (the source's quality
   counts the query's words on the page, with those in the title and headings weighted more).
   The bee returns to the hive with probability q (a good find is worth reporting), or when the
-  page has no unfetched link; otherwise it follows one of the page's links at random.
+  page has no unfetched link; otherwise it follows one of the page's links at random. A
+  flight queued again with its meta (redirected, retried, rendered again) goes on: its bee
+  lands without a page and follows it, and it is no link of the page it was found on.
 - Dance floor: a bee returning from a relevant page (``RELEVANCE_THRESHOLD``) dances: it
   advertises the page as a source for ceil(q · ``dance_time``) further flights (the source
   gives no dance length; this rule is this project's choice).
@@ -91,7 +93,8 @@ class BeesQueue(StrategyQueue):
             shapes.record({"q": shapes.number, "until": shapes.whole, "links": _links})
         ),
         "seeds": _links,
-        "seed_links": _links,
+        "seed_pages": shapes.list_of(_links),
+        "seed_links": _links,  # saved before seed_pages: the links of every seed page in one
         "out": shapes.list_of(shapes.whole),
     }
 
@@ -109,7 +112,10 @@ class BeesQueue(StrategyQueue):
         }
         self.dances: list[dict[str, Any]] = state.get("dances", [])  # {"q", "until", "links"}
         self._seeds: list[str] = state.get("seeds", [])
-        self._seed_links: list[str] = state.get("seed_links", [])
+        # The unfetched links of each fetched seed page (a JOBDIR saved before they were kept
+        # per page has them in one list: one page, then).
+        pooled = state.get("seed_links")
+        self._seed_pages: list[list[str]] = state.get("seed_pages", [pooled] if pooled else [])
         # Flights out when the crawl paused have landed by now; their bees decide first.
         self._landing: list[int] = [bee for bee in state.get("out", []) if bee < n]
 
@@ -122,7 +128,7 @@ class BeesQueue(StrategyQueue):
             "found": self._found,
             "dances": self.dances,
             "seeds": self._seeds,
-            "seed_links": self._seed_links,
+            "seed_pages": self._seed_pages,
             "out": self._landing + self.flights.payloads(),
         }
 
@@ -145,6 +151,11 @@ class BeesQueue(StrategyQueue):
         return changed
 
     def _note_link(self, request: Request, fp: bytes) -> None:
+        if self._sent_again(request):
+            # Its bee's flight goes on to it: landing without a page, the bee follows it.
+            empty = {"q": 0.0, "relevant": False, "links": []}
+            self._found.setdefault(request.meta["bee"], empty)["links"].append(fp.hex())
+            return
         bee = request.meta.get("found_by_bee")
         if bee is None:
             return
@@ -159,6 +170,16 @@ class BeesQueue(StrategyQueue):
         )
         found["links"].append(fp.hex())
 
+    def _sent_again(self, request: Request) -> bool:
+        """Whether ``request`` is a flight still out, sent again with its meta: redirected,
+        retried, or rendered. (A link found on a page has no bee yet.) Not a link of the page
+        of the bee that found it, whose next landing would take that page's quality."""
+        bee = request.meta.get("bee")
+        if bee is None:
+            return False
+        urls = {request.url, *request.meta.get("redirect_urls", [])[-1:]}
+        return any(flown == bee and sent.url in urls for sent, flown in self.flights.out())
+
     def _take(self, links: list[str]) -> Request | None:
         """Remove a random link still queued from ``links`` and from the frontier."""
         while links:
@@ -169,11 +190,24 @@ class BeesQueue(StrategyQueue):
                 return request
         return None
 
+    def _from_seed_page(self) -> Request | None:
+        """A random unfetched link of a random seed page (of those with one left)."""
+        while self._seed_pages:
+            # No draw for one page: a crawl with one seed draws as it did when links were pooled.
+            pages = len(self._seed_pages)
+            index = self._random.randrange(pages) if pages > 1 else 0
+            request = self._take(self._seed_pages[index])
+            if request is not None:
+                return request
+            self._seed_pages[index] = self._seed_pages[-1]  # none left: forget the page
+            self._seed_pages.pop()
+        return None
+
     def _return_or_follow(self, bee: int) -> None:
         """The bee's flight landed: it returns to the hive or follows a link of its page."""
         found = self._found.pop(bee, None) or {"q": 0.0, "relevant": False, "links": []}
         if found.get("seed_page"):
-            self._seed_links += found["links"]
+            self._seed_pages.append(list(found["links"]))
         live = [fp for fp in found["links"] if self.frontier.key_of(bytes.fromhex(fp))]
         if live and self._random.random() >= found["q"]:
             self._target[bee] = live[self._random.randrange(len(live))]
@@ -206,7 +240,7 @@ class BeesQueue(StrategyQueue):
         if dance is not None and (request := self._take(dance["links"])) is not None:
             self.stats.inc_value("focused/bees/from_dance")
             return request
-        request = self._take(self._seeds) or self._take(self._seed_links)
+        request = self._take(self._seeds) or self._from_seed_page()
         if request is not None:
             self.stats.inc_value("focused/bees/from_dispatch")
             return request

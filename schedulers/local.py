@@ -96,6 +96,10 @@ class Flights:
         landed = [key for key, (request, _) in self._out.items() if not self.holds(request)]
         return [self._out.pop(key)[1] for key in landed]
 
+    def out(self) -> list[tuple[Request, Any]]:
+        """The requests still out with their payloads (call ``land`` first to be up to date)."""
+        return list(self._out.values())
+
     def payloads(self) -> list[Any]:
         return [payload for _, payload in self._out.values()]
 

@@ -9,21 +9,30 @@ value(link) = alpha·I + beta·M:
   relevant, the words of the anchors on the path that led to it are credited: the anchor of
   the link into the page with 1, the one before it with ``discount``, then ``discount``², up to
   three links back. A link's M is the sum of its anchor words' values divided by (number of
-  words * the largest word value), which puts it in [0, 1] like I.
+  words * the largest word value), which puts it in [0, 1] like I. (The source's M is the
+  plain sum: a long anchor would be worth more for its length, and M off I's scale would
+  make the weights compare unlike things.)
 
 (alpha, beta) ∈ [0, 1]² is the position of the particle that is flying. A swarm of ``particles``
 takes turns of ``epoch`` fetches each; the fetches of a turn are made under that particle's
-weights, and its fitness is the harvest rate of the last ``epoch`` fetches made under its
-weights whose outcome is known (the source's fitness formula is lost; this is the measured
-outcome it suggests). At the end of a turn the particle's momentum p = f(t) - f(t-1) is
-recorded, and the particle with the smallest slct = Σ|p| + λ·log(activity) (λ = 1; activity
-counts its turns) flies next: v ← ω·v + c1·r1·(lbest - x) + c2·r2·(gbest - x), x ← x + v,
-with ω = 0.7298, c1 = c2 = 1.496, lbest the best position found in its ring neighbourhood of 5
-(itself and two on each side) and gbest the best of the swarm; x is clipped to [0, 1]² (and
-that component of v zeroed). A particle never evaluated is chosen first, at its initial
-random position. So the swarm first flies no sooner than ``particles`` x ``epoch`` fetches
-(100 by default): a shorter crawl runs under the particles' random initial weights. From there
-one particle moves every ``epoch`` fetches, so tuning online needs budgets well above 100.
+weights. Its fitness at a position is the harvest rate of the fetches it made there whose
+outcome has come back (the source's fitness formula is lost; this is the measured outcome it
+suggests), judged as it leaves the position, not as its turn there ends: a page's outcome
+comes back after its fetch, most of a turn's after the turn, and counted at its end they were
+mostly the position before's. At the end of a turn, the particle with the smallest
+slct = Σ|p| + λ·log(activity) (λ = 1; activity counts its turns) is chosen; its momentum
+p = f(t) - f(t-1) and its best position are updated with its fitness at the position it
+leaves (so each particle's slct is as of its last move), and it flies:
+v ← ω·v + c1·r1·(lbest - x) + c2·r2·(gbest - x), x ← x + v, with ω = 0.7298, c1 = c2 = 1.496,
+lbest the best position found in its ring neighbourhood of 5 (itself and two on each side) and
+gbest the best of the swarm; x is clipped to [0, 1]² (and that component of v zeroed). The
+outcomes still to come back from the position it left are forgotten (a particle chosen again
+right after its own turn is judged on those back by then). A particle that has not had a turn
+is chosen first, at its initial random position, and judged there a turn after its turn, so
+that the first flights fly toward the best of those first turns. So the swarm first flies no
+sooner than ``particles`` x ``epoch`` fetches (100 by default): a shorter crawl runs under the
+particles' random initial weights. From there one particle moves every ``epoch`` fetches, so
+tuning online needs budgets well above 100.
 
 Outcomes are learned from the queue's own input: the first child of a fetched page pushed
 back carries ``parent_is_relevant`` and the path's anchors (``pso_path``, from
@@ -34,7 +43,12 @@ links are all known already (more of them late in a crawl), teaches nothing.
 
 The frontier is re-keyed lazily: each request carries the weights version it was scored under;
 a pop whose top is stale re-scores it and puts it back, at most 50 times per pop, so one
-change of weights costs nothing up front and a bounded amount per fetch.
+change of weights costs nothing up front and a bounded amount per fetch. The price: the source
+follows the link of highest value, and a stale key may understate a link's value under the
+new weights, so the link popped is the best of those re-keyed, not always of the frontier (of
+3,000 links, with the weights turned from (0.9, 0.1) to (0.1, 0.9), the first ten pops were
+within its 60 best). A queued link's M is also as of its last scoring: the word values learned
+since move no key until the weights change.
 
 Parameters:
     particles (int, default 10): swarm size (5, the ring neighbourhood, to 1000).
@@ -216,21 +230,20 @@ class PsoQueue(StrategyQueue):
         return sum(outcomes) / len(outcomes) if outcomes else None
 
     def end_turn(self) -> None:
-        """Score the particle whose turn ends, choose the next one and fly it."""
-        swarm, j = self.swarm, self._active
-        fitness = self.fitness(j)
-        if fitness is not None:
-            previous = swarm["f"][j]
-            if previous is not None:
-                swarm["momentum"][j] += abs(fitness - previous)
-            swarm["f"][j] = fitness
-            if fitness > swarm["best_f"][j]:
-                swarm["best_f"][j], swarm["best_x"][j] = fitness, list(swarm["x"][j])
-        unevaluated = [i for i, f in enumerate(swarm["f"]) if f is None and i != j]
-        if unevaluated:
-            chosen = unevaluated[0]
+        """The active particle's turn ends: choose the next one, judge it and fly it."""
+        swarm = self.swarm
+        # A particle that has not had a turn yet takes one at its initial random position.
+        fresh = [i for i, turns in enumerate(swarm["activity"]) if not turns]
+        if fresh:
+            chosen = fresh[0]
         else:
+            # A first turn's outcomes are back a turn later: judged before any particle flies,
+            # so that the first flights have the swarm's bests to fly toward.
+            for i, fitness in enumerate(swarm["f"]):
+                if fitness is None and i != self._active:
+                    self.judge(i)
             chosen = min(range(len(swarm["x"])), key=self.slct)
+            self.judge(chosen)
             self.fly(chosen)
         swarm["activity"][chosen] += 1
         self._active = chosen
@@ -239,6 +252,22 @@ class PsoQueue(StrategyQueue):
         self.stats.set_value("focused/pso/alpha", round(self.weights[0], 4))
         self.stats.set_value("focused/pso/beta", round(self.weights[1], 4))
         self.stats.inc_value("focused/pso/turns")
+
+    def judge(self, j: int) -> None:
+        """Particle ``j`` leaves its position: its fitness there, its momentum, its best.
+
+        Judged now, not as its turn at the position ended: a page's outcome comes back a fetch
+        later, and counted at the end of the turn, the outcomes were mostly those of the
+        position before, with which the new one was credited."""
+        swarm, fitness = self.swarm, self.fitness(j)
+        if fitness is None:
+            return  # no outcome came back from there
+        previous = swarm["f"][j]
+        if previous is not None:
+            swarm["momentum"][j] += abs(fitness - previous)
+        swarm["f"][j] = fitness
+        if fitness > swarm["best_f"][j]:
+            swarm["best_f"][j], swarm["best_x"][j] = fitness, list(swarm["x"][j])
 
     def fly(self, j: int) -> None:
         swarm, n = self.swarm, len(self.swarm["x"])
@@ -256,6 +285,11 @@ class PsoQueue(StrategyQueue):
             if not 0.0 <= x[d] <= 1.0:
                 x[d] = min(1.0, max(0.0, x[d]))
                 v[d] = 0.0
+        # What comes back from here on was fetched at the new position: the outcomes of the
+        # old one still out are forgotten, not counted at the new one.
+        self._outcomes[j].clear()
+        for url in [url for url, particle in self._flying.items() if particle == j]:
+            del self._flying[url]
 
     # -- the queue -----------------------------------------------------------------------------
 

@@ -82,7 +82,7 @@ from scrapy.crawler import Crawler
 from focused.arguments import Param
 from focused.errors import ConfigError
 from schedulers import state_shapes as shapes
-from schedulers.base import StrategyQueue
+from schedulers.base import StrategyQueue, at_back
 from schedulers.redis_frontier import GREATER, encode_tiebreak
 
 if TYPE_CHECKING:
@@ -316,16 +316,19 @@ class RankSemanticQueue(StrategyQueue):
         self._records_rediscoveries = bool(key) or not crawler.settings.get("JOBDIR")
         self._rank = np.zeros(0)
         self._band = (0.0, 1.0)
-        # The queued URLs: fp -> row of three arrays (node, similarity, class; class -1 marks
-        # a free row), so that a ranking re-classes them in one vectorised pass whose cost is
-        # that of the arrays, not of a Python loop over every queued URL.
+        # The queued URLs: fp -> row of four arrays (node, similarity, class, back; class -1
+        # marks a free row), so that a ranking re-classes them in one vectorised pass whose
+        # cost is that of the arrays, not of a Python loop over every queued URL.
         self._queued: dict[bytes, int] = {}
         self._row_fp: list[bytes | None] = []
         self._free_rows: list[int] = []
         self._node = np.zeros(0, dtype=np.int64)
         self._similarity = np.zeros(0)
         self._class = np.zeros(0, dtype=np.int8)
-        self._count = [0, 0, 0, 0]  # queued URLs per class
+        self._back = np.zeros(0, dtype=np.int8)  # 1: a trap request, at the frontier's back
+        # Queued URLs per class, of the front and of the back: what pop hands out next is the
+        # best class of the front, or of the back once the front is empty.
+        self._count = [[0] * 4, [0] * 4]
         self._new_links = 0
         self._ranked_links = 0  # links of the graph at the last ranking
         super().__init__(crawler, key, state)
@@ -378,12 +381,20 @@ class RankSemanticQueue(StrategyQueue):
             if self.frontier.top_score() == UNRANKED and self.links.claim():
                 self._rerank_shared()
             return self.frontier.pop()
-        if self._count[UNRANKED] and not (self._count[SEED] or self._count[CRAWLABLE]):
+        if self._next_class() == UNRANKED:
             self._rerank()
         request = self.frontier.pop()
         if request is not None:
             self._untrack(self._fingerprint(request))
         return request
+
+    def _next_class(self) -> int | None:
+        """The class of the URL ``pop`` hands out next (None: the frontier is empty)."""
+        for counts in self._count:
+            for cls in (SEED, CRAWLABLE, UNRANKED, HELD_BACK):
+                if counts[cls]:
+                    return cls
+        return None
 
     def rediscover(self, request: Request) -> bool:
         if self.links is not None:
@@ -428,11 +439,12 @@ class RankSemanticQueue(StrategyQueue):
         self._node[row] = self.graph.node(request.url)
         self._similarity[row] = -key[1]
         self._class[row] = cls
-        self._count[cls] += 1
+        self._back[row] = at_back(request)
+        self._count[self._back[row]][cls] += 1
 
     def _untrack(self, fp: bytes) -> None:
         row = self._queued.pop(fp)
-        self._count[self._class[row]] -= 1
+        self._count[self._back[row]][self._class[row]] -= 1
         self._class[row] = -1
         self._row_fp[row] = None
         self._free_rows.append(row)
@@ -444,6 +456,7 @@ class RankSemanticQueue(StrategyQueue):
         self._node = np.concatenate([self._node, np.zeros(more, dtype=np.int64)])
         self._similarity = np.concatenate([self._similarity, np.zeros(more)])
         self._class = np.concatenate([self._class, np.full(more, -1, dtype=np.int8)])
+        self._back = np.concatenate([self._back, np.zeros(more, dtype=np.int8)])
         self._row_fp += [None] * (grown - size)
         self._free_rows += range(grown - 1, size - 1, -1)  # the lowest row is taken first
 
@@ -465,8 +478,9 @@ class RankSemanticQueue(StrategyQueue):
             key = self.frontier.key_of(fp)
             request = self.frontier.remove(fp)
             self.frontier.put(fp, (-float(cls), key[1], key[2]), request)
-            self._count[old[row]] -= 1
-            self._count[cls] += 1
+            counts = self._count[self._back[row]]
+            counts[old[row]] -= 1
+            counts[cls] += 1
             old[row] = cls
 
     def _rank_graph(self) -> None:

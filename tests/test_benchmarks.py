@@ -22,9 +22,11 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from benchmarks import frontier, metrics
+from benchmarks.harvest import Resolver, Topic, evaluate
 from benchmarks.runner import parse_stats
 from focused.arguments import parse_arguments
 from focused.errors import ConfigError
+from focused.replayweb import Graph
 from schedulers.oracle import OracleQueue
 from tests.conftest import (
     BIRD_QUERY,
@@ -129,6 +131,48 @@ def test_precision_recall_and_speed() -> None:
     assert metrics.precision_recall([False, False], [True, False]) == (0.0, 0.0)
     assert metrics.pages_per_second(100, 4.0) == 25.0
     assert metrics.pages_per_second(100, 0.0) == 0.0
+
+
+def test_evaluate_measures_the_first_budget_pages_in_fetch_order() -> None:
+    graph = Graph(names=list(LINKS), links=LINKS, text={}, categories={})
+    topic = Topic("c", "q", ("S",), frozenset(RELEVANT), budget=4)
+    # (page, fetch order, crawler's relevance, its is_relevant): CRAWL's pages, given shuffled;
+    # X and R2 come after the budget, X with the best relevance of all.
+    scored = {
+        "S": (1, 0.9, True),
+        "A": (2, 0.2, False),
+        "B": (3, 0.1, False),
+        "R1": (4, 0.6, True),
+        "X": (5, 0.95, True),
+        "R2": (6, 0.3, True),
+    }
+    pages = [
+        {
+            "url": f"http://127.0.0.1/wiki/{page}",
+            "parent_url": parent and f"http://127.0.0.1/wiki/{parent}",
+            "level": level,
+            "fetch_order": scored[page][0],
+            "relevance": scored[page][1],
+            "is_relevant": scored[page][2],
+        }
+        for page, level, parent in reversed(CRAWL)
+    ]
+    stats = {"focused/pages": 6, "elapsed_time_seconds": 3.0}
+    result = evaluate(pages, topic, Resolver(graph), stats)
+    # The first 4 fetched: S A B R1, labelled F F F T.
+    assert result["fetched"] == 4
+    assert result["harvest"] == 0.25 and result["curve"] == [0, 0, 0, 0.25]
+    assert result["target_recall"] == 0.5  # R1 of R1, R2
+    assert result["levels"] == [
+        {"seed": "S", "level": 0, "pages": 1, "relevant": 0},
+        {"seed": "S", "level": 1, "pages": 2, "relevant": 0},
+        {"seed": "S", "level": 2, "pages": 1, "relevant": 1},
+    ]
+    # Top 10 of the 4 by relevance: S 0.9 (no), R1 0.6 (yes), A, B; X's 0.95 came too late.
+    assert (result["pk"], result["kn"]) == (1, 0.9)
+    # is_relevant T F F T against F F F T: 1 of 2 said, 1 of 1 true.
+    assert (result["precision"], result["recall"]) == (0.5, 1.0)
+    assert result["pages_per_second"] == 2.0
 
 
 def test_distances_to_relevant() -> None:

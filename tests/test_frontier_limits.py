@@ -362,7 +362,7 @@ def test_rank_semantic_ranks_after_evictions(key):
         if len(queue) > 10:
             assert queue.evict(len(queue) - 10) >= 1
     assert queue.stats.get_value("focused/rankings") >= 10
-    assert len(queue) == 10 == sum(queue._count)
+    assert len(queue) == 10 == sum(map(sum, queue._count))
     assert set(queue._queued) == {fp for fp, _, _ in queue.frontier.entries()}
     queue.push(scrapy.Request("http://t/late", meta={"parent_url": "http://t/u1"}))
     queue._rerank()  # a ranking with the evicted URLs' classes changing

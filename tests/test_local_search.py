@@ -251,6 +251,14 @@ def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
 # -- particle swarm ------------------------------------------------------------------------------
 
 
+def test_pso_link_value_is_alpha_immediate_plus_beta_future():
+    queue = make_queue("pso")
+    queue.credit(["nest", "bird"])  # nest 1.0, bird 0.5: M("bird") = 0.5 / 1.0
+    queue.swarm["x"][queue._active] = [0.2, 0.7]
+    link = req("x", link_relevance=0.4, anchor="bird")
+    assert queue.score(link) == pytest.approx(0.2 * 0.4 + 0.7 * 0.5)
+
+
 def test_pso_credits_path_words_with_a_discount_and_normalises_m():
     queue = make_queue("pso", discount=0.5)
     queue.credit(["bird nest", "wings", "ocean"])  # the link into the page first
@@ -278,11 +286,108 @@ def test_pso_flies_the_particle_with_the_smallest_slct():
     # slct = Σ|p| + log(a): 0.5+1.099=1.599, 0.1+0.693=0.793, 0.3+0=0.3, 0.05+1.386=1.436, 0.2
     assert [round(queue.slct(i), 3) for i in range(5)] == [1.599, 0.793, 0.3, 1.436, 0.2]
     queue._active = 0
-    queue._outcomes[0].extend([True, False, False, False])  # fitness 0.25, momentum +0.05
+    # Particle 4 is judged at the position it leaves, on the fetches it made there: fitness
+    # 0.25, momentum 0.2 + |0.25 - 0.4|. Particle 0, whose turn ends, is judged later, once
+    # the outcomes of its turn are back.
+    queue._outcomes[0].extend([True, True])
+    queue._outcomes[4].extend([True, False, False, False])
     queue.end_turn()
     assert queue._active == 4 and swarm["activity"][4] == 2
-    assert swarm["momentum"][0] == pytest.approx(0.55)
-    assert swarm["f"][0] == 0.25
+    assert swarm["momentum"][4] == pytest.approx(0.35)
+    assert swarm["f"][4] == 0.25 and swarm["best_f"][4] == 0.4
+    assert swarm["momentum"][0] == 0.5 and swarm["f"][0] == 0.2
+
+
+def test_pso_flight_is_the_velocity_update_worked_by_hand():
+    queue = make_queue("pso", particles=7)
+    swarm = queue.swarm
+    swarm["best_f"] = [0.1, 0.6, 0.2, 0.3, 0.9, 0.0, 0.4]
+    swarm["best_x"] = [[0.0, 0.0] for _ in range(7)]
+    swarm["best_x"][1], swarm["best_x"][4] = [0.8, 0.2], [0.3, 0.9]
+    swarm["x"][0], swarm["v"][0] = [0.5, 0.5], [0.1, -0.2]
+    draws = iter([0.5, 0.25, 0.75, 0.5])  # r1, r2 of each dimension
+    queue._random = SimpleNamespace(random=lambda: next(draws))
+    queue.fly(0)
+    # lbest: the best of particles 5, 6, 0, 1, 2 (the ring of 5 around 0) is 1; gbest is 4.
+    # v0 = 0.7298·0.1 + 1.496·0.5·(0.8 - 0.5) + 1.496·0.25·(0.3 - 0.5) = 0.22258
+    # v1 = 0.7298·(-0.2) + 1.496·0.75·(0.2 - 0.5) + 1.496·0.5·(0.9 - 0.5) = -0.18336
+    assert swarm["v"][0] == pytest.approx([0.22258, -0.18336])
+    assert swarm["x"][0] == pytest.approx([0.72258, 0.31664])
+    # Out of the unit square: clipped, and that component of v zeroed.
+    swarm["x"][6], swarm["v"][6] = [0.9, 0.1], [0.5, 0.0]
+    queue._random = SimpleNamespace(random=lambda: 0.0)
+    queue.fly(6)
+    assert swarm["x"][6] == pytest.approx([1.0, 0.1]) and swarm["v"][6] == [0.0, 0.0]
+
+
+def _swarm_of_five(queue, momentum: list[float]) -> None:
+    """Every particle has had its first turn (fitness 0.5, best position (0.9, 0.9)); particle 0
+    is at (0.1, 0.1), at rest."""
+    swarm = queue.swarm
+    swarm["activity"] = [1] * 5
+    swarm["f"], swarm["best_f"] = [0.5] * 5, [0.5] * 5
+    swarm["best_x"] = [[0.9, 0.9] for _ in range(5)]
+    swarm["momentum"] = momentum
+    swarm["x"][0], swarm["v"][0] = [0.1, 0.1], [0.0, 0.0]
+
+
+def _relevant(queue, pages) -> None:
+    """The pages' outcomes come back, with a first child each: relevant."""
+    for page in pages:
+        queue.push(child(f"{name(page)}-child", name(page), page=0.9, link=0.5))
+
+
+def test_pso_credits_a_position_with_the_harvest_of_the_fetches_made_there():
+    """A page's outcome comes back after its fetch, often after the turn that fetched it ended:
+    the harvest a particle made at one position must not be credited to the next one."""
+    queue = make_queue("pso", particles=5, epoch=2)
+    _swarm_of_five(queue, [0.3, 0.0, 9.0, 9.0, 9.0])  # slct: 0.3, 0, 9, 9, 9
+    for i in range(12):
+        queue.push(req(f"s{i}", depth=0))
+    made_at_p0 = [queue.pop(), queue.pop()]  # particle 0's turn at (0.1, 0.1); then 1 flies
+    assert queue._active == 1
+    _relevant(queue, made_at_p0)
+    queue.pop(), queue.pop()  # particle 1's turn; slct 0.3 < 0 + log 2: particle 0 flies
+    swarm = queue.swarm
+    assert queue._active == 0
+    # Judged as it leaves (0.1, 0.1), on the two relevant fetches made there.
+    assert swarm["f"][0] == 1.0 and swarm["momentum"][0] == pytest.approx(0.8)
+    assert swarm["best_f"][0] == 1.0 and swarm["best_x"][0] == [0.1, 0.1]
+    # Now the swarm's best: lbest = gbest = x, and v was 0, so it stays.
+    assert swarm["x"][0] == [0.1, 0.1]
+
+
+def test_pso_first_flight_flies_toward_the_best_first_turn():
+    """Every particle's first turn is judged before the first flies (but the last, whose
+    outcomes are not back yet): the first flight has the swarm's best to fly toward."""
+    queue = make_queue("pso", particles=5, epoch=1, seed=2)
+    start = [list(x) for x in queue.swarm["x"]]
+    for i in range(10):
+        queue.push(req(f"s{i}", depth=0))
+    first_turns = [queue.pop() for _ in range(4)]  # particles 0 to 3, a fetch each
+    _relevant(queue, first_turns[2:3])  # particle 2's page was relevant
+    for page in first_turns[:2] + first_turns[3:]:
+        queue.push(child(f"{name(page)}-child", name(page), page=0.0, link=0.5))
+    queue.pop()  # particle 4's turn: then particle 0 flies
+    swarm = queue.swarm
+    assert swarm["f"][:4] == [0.0, 0.0, 1.0, 0.0] and swarm["f"][4] is None
+    assert swarm["best_x"][2] == start[2]
+    assert queue._active == 0 and swarm["x"][0] != start[0]  # toward particle 2's position
+
+
+def test_pso_credits_no_position_with_the_harvest_of_the_one_before():
+    queue = make_queue("pso", particles=5, epoch=2)
+    _swarm_of_five(queue, [0.0, 9.0, 9.0, 9.0, 9.0])  # particle 0 flies at every turn's end
+    for i in range(12):
+        queue.push(req(f"s{i}", depth=0))
+    made_at_p0 = [queue.pop(), queue.pop()]  # at (0.1, 0.1); then particle 0 flies
+    swarm = queue.swarm
+    assert queue._active == 0 and swarm["x"][0] != [0.1, 0.1]
+    _relevant(queue, made_at_p0)  # back once it has left (0.1, 0.1)
+    queue.pop(), queue.pop()  # its turn at the new position ends, no outcome of it back yet
+    # Nothing was measured at the new position: it is not credited with those two fetches.
+    assert swarm["f"][0] == 0.5 and swarm["momentum"][0] == 0.0
+    assert swarm["best_f"][0] == 0.5 and swarm["best_x"][0] == [0.9, 0.9]
 
 
 def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
@@ -370,6 +475,26 @@ def test_bees_pick_dancing_sources_in_proportion_to_quality():
         assert picks[quality] / 20_000 == pytest.approx(quality, abs=0.015)
 
 
+def test_bees_return_with_probability_q_and_dance_ceil_q_dance_time_flights():
+    queue = make_queue("bees", n_bees=1, dance_time=4)
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    for i in range(3):
+        link = child(f"c{i}", "seed", page=0.3, link=0.1, found_by_bee=seed.meta["bee"])
+        queue.push(link)
+    draws = iter([0.29, 0.0])  # below q = 0.3: home; then the dance's pick
+    queue._random = SimpleNamespace(random=lambda: next(draws), randrange=lambda n: 0)
+    queue.pop()
+    assert queue.stats.get_value("focused/bees/returns") == 1
+    assert queue.dances[0]["until"] == 1 + math.ceil(0.3 * 4)  # 1 flight made, then 2 more
+    queue = make_queue("bees", n_bees=1, dance_time=4)
+    queue.push(req("seed", depth=0))
+    seed = queue.pop()
+    queue.push(child("c", "seed", page=0.3, link=0.1, found_by_bee=seed.meta["bee"]))
+    queue._random = SimpleNamespace(random=lambda: 0.3, randrange=lambda n: 0)  # not below q
+    assert name(queue.pop()) == "c" and queue.stats.get_value("focused/bees/follows") == 1
+
+
 def test_bees_return_and_dance_for_good_pages_and_the_dance_ends(key):
     queue = make_queue("bees", key, n_bees=1, dance_time=4, seed=0)
     queue.push(req("seed", depth=0))
@@ -385,6 +510,79 @@ def test_bees_return_and_dance_for_good_pages_and_the_dance_ends(key):
     assert all(name(r).startswith("c") for r in picks)
     assert queue.choose_dance() is None  # 5 flights made: the dance is over
     assert len(queue) == 2
+
+
+def test_bees_leaving_the_hive_pick_a_seed_page_at_random_then_one_of_its_links():
+    """The dispatch room's start pages are picked at random, not their links pooled: a seed
+    page with one link is left by as many bees as one with nine."""
+    firsts = []
+    for trial in range(100):
+        queue = make_queue("bees", n_bees=2, seed=trial)
+        out = hold_flights(queue)
+        for seed in ("a", "b"):
+            queue.push(req(seed, depth=0))
+        flights = {}
+        for _ in range(2):
+            request = queue.pop()
+            out.add(id(request))  # out until the test lands it
+            flights[name(request)] = request
+        links = [("a", "a1")] + [("b", f"b{i}") for i in range(9)]
+        for page, link in links:
+            # Quality 1: the bees return home; not relevant: no dance.
+            meta = {"parent_relevance": 1.0, "parent_is_relevant": False}
+            bee = flights[page].meta["bee"]
+            queue.push(req(link, parent_url=f"http://t/{page}", depth=1, found_by_bee=bee, **meta))
+        out.clear()  # both flights land
+        firsts.append(name(queue.pop()))
+        assert queue.stats.get_value("focused/bees/from_dispatch") == 3  # a, b, then this
+    assert 0.35 < firsts.count("a1") / len(firsts) < 0.65  # 0.1 if the links were pooled
+
+
+@pytest.mark.parametrize("resent", ["redirected", "retried"])
+def test_a_bees_flight_sent_again_goes_on_with_its_bee(key, resent):
+    """A flight redirected (or retried, or rendered again) is queued again with its meta: it
+    is no link found on the page of the bee that found it (whose next landing would take that
+    page's quality), but its own bee's flight going on."""
+    queue = make_queue("bees", key, n_bees=2, seed=4)
+    out = hold_flights(queue)
+    for seed in ("a", "b"):
+        queue.push(req(seed, depth=0))
+    flights = {}
+    for _ in range(2):
+        request = queue.pop()
+        out.add(id(request))
+        flights[name(request)] = request
+    finder = flights["a"].meta["bee"]
+    for i in range(3):  # quality 1: the finder returns and dances for these
+        queue.push(child(f"c{i}", "a", page=1.0, link=0.5, found_by_bee=finder))
+    out.discard(id(flights["a"]))
+    out.add(id(queue.pop()))  # the finder flies to one of them, and is out
+    out.discard(id(flights["b"]))  # the other bee lands (b has no links)...
+    flight = queue.pop()  # ... and flies to another danced link
+    out.add(id(flight))
+    assert flight.meta["bee"] != finder and flight.meta["found_by_bee"] == finder
+    if resent == "redirected":
+        meta = {**flight.meta, "redirect_urls": [flight.url], "redirect_times": 1}
+        again = flight.replace(url="http://t/moved", meta=meta)
+    else:
+        again = flight.replace(meta={**flight.meta, "retry_times": 1}, dont_filter=True)
+    queue.push(again)
+    assert finder not in queue._found  # not a find of the finder's, on its way elsewhere
+    out.discard(id(flight))  # the flight lands, with no page
+    going_on = queue.pop()
+    assert going_on.url == again.url and going_on.meta["bee"] == flight.meta["bee"]
+
+
+def test_bees_resume_the_seed_links_of_an_older_jobdir_as_one_seed_page(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("bees", key)
+    queue.push(req("a1", parent_url="http://t/a", depth=1))
+    fp = queue._fingerprint(req("a1")).hex()
+    state = {k: v for k, v in queue.close().items() if k != "seed_pages"}
+    reopened = make_queue("bees", key, {**state, "seed_links": [fp]})
+    assert reopened._seed_pages == [[fp]]
+    assert name(reopened.pop()) == "a1"
+    assert reopened.stats.get_value("focused/bees/from_dispatch") == 1
 
 
 # -- persistence ---------------------------------------------------------------------------------

@@ -13,8 +13,12 @@ The recording is the same under another PYTHONHASHSEED. A change to any queue's 
 its hash differ. Some were recorded again since, for fixes that changed their order on purpose:
 ``beam/memory`` (session 33, ``9c0a873``: a candidate the frontier evicts frees its place in
 its generation; the orders are the same up to the first eviction, then more candidates kept),
-and ``annealing`` and ``threshold`` (session 35: a trap request is no longer a candidate their
-random draws may take, so it waits behind the others, as in every other strategy).
+``annealing`` and ``threshold`` (session 35: a trap request is no longer a candidate their
+random draws may take, so it waits behind the others, as in every other strategy),
+``pso/memory`` (fidelity-2: a particle is judged as it leaves its position, on the outcomes of
+the fetches made there, not on those back when its turn ends) and ``rank_semantic``
+(fidelity-2: it ranks before handing out an unranked URL ahead of a crawlable trap request,
+where it fetched the URL unranked).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """

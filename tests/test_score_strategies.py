@@ -14,9 +14,14 @@ import pytest
 
 from focused.relevance import Scores
 from focused.strategies import STRATEGIES, strategy_class
+from focused.traps import TRAP_META
 from schedulers.rank_semantic import LinkGraph
 from schedulers.shark import SharkSearchQueue
 from tests.queues import drain, make_queue, rankings_after, req
+
+
+def name_of(request) -> str:
+    return request.url.rsplit("/", 1)[1]
 
 
 @pytest.fixture(params=["memory", "disk"])
@@ -209,6 +214,13 @@ def test_rank_semantic_holds_back_top_and_bottom_bands_and_dissimilar_links(key)
     assert queue.stats.get_value("focused/rankings") == 1
 
 
+def test_rank_semantic_crawls_a_link_exactly_as_similar_as_t(key):
+    """The paper crawls the URLs whose similarity is at least T: m1's is T."""
+    queue = make_queue("rank_semantic", key, band_low=0.65, band_high=0.9, T=0.5, rank_every=1000)
+    _band_graph(queue)
+    assert drain(queue) == ["seed", "m2", "m1", "low1", "top", "low3", "low2", "m3"]
+
+
 def test_rank_semantic_with_the_full_band_orders_by_similarity(key):
     queue = make_queue("rank_semantic", key, band_low=0.0, band_high=1.0, T=0.0)
     _band_graph(queue)
@@ -232,6 +244,22 @@ def test_rank_semantic_spaces_its_rankings_by_the_graphs_growth(key):
     assert rankings_after(queue, 32) == [3, 6, 9, 14, 21, 32]
     fixed = make_queue("rank_semantic", rank_every=3, rank_growth=0.0)
     assert rankings_after(fixed, 12) == [3, 6, 9, 12]
+
+
+def test_rank_semantic_ranks_before_fetching_an_unranked_url_ahead_of_a_trap(key):
+    """A trap request waits behind every other one, however it is ranked: a crawlable trap
+    request left is no reason to fetch a URL unranked."""
+    queue = make_queue(
+        "rank_semantic", key, band_low=0.0, band_high=1.0, T=0.0, rank_every=2, rank_growth=0.0
+    )
+    queue.push(req("trap", parent_url="http://t/p", link_relevance=0.5, **{TRAP_META: "t/#"}))
+    queue.push(req("a", parent_url="http://t/p", link_relevance=0.5))  # 2 links: ranked
+    assert queue.stats.get_value("focused/rankings") == 1
+    assert name_of(queue.pop()) == "a"
+    queue.push(req("b", parent_url="http://t/a", link_relevance=0.5))  # unranked
+    assert name_of(queue.pop()) == "b"
+    assert queue.stats.get_value("focused/rankings") == 2  # ranked before it left
+    assert name_of(queue.pop()) == "trap"
 
 
 def test_rank_semantic_graph_and_order_survive_close_and_reopen(tmp_path):
