@@ -512,20 +512,27 @@ def test_bees_return_and_dance_for_good_pages_and_the_dance_ends(key):
     assert len(queue) == 2
 
 
+def two_bees_out(queue) -> tuple[set, dict]:
+    """Seed pages a and b queued and both of a two-bee hive's first flights out (until the
+    test lands them): the ids held out, and each flight by its page's name."""
+    out = hold_flights(queue)
+    for seed in ("a", "b"):
+        queue.push(req(seed, depth=0))
+    flights = {}
+    for _ in range(2):
+        request = queue.pop()
+        out.add(id(request))
+        flights[name(request)] = request
+    return out, flights
+
+
 def test_bees_leaving_the_hive_pick_a_seed_page_at_random_then_one_of_its_links():
     """The dispatch room's start pages are picked at random, not their links pooled: a seed
     page with one link is left by as many bees as one with nine."""
     firsts = []
     for trial in range(100):
         queue = make_queue("bees", n_bees=2, seed=trial)
-        out = hold_flights(queue)
-        for seed in ("a", "b"):
-            queue.push(req(seed, depth=0))
-        flights = {}
-        for _ in range(2):
-            request = queue.pop()
-            out.add(id(request))  # out until the test lands it
-            flights[name(request)] = request
+        out, flights = two_bees_out(queue)
         links = [("a", "a1")] + [("b", f"b{i}") for i in range(9)]
         for page, link in links:
             # Quality 1: the bees return home; not relevant: no dance.
@@ -544,14 +551,7 @@ def test_a_bees_flight_sent_again_goes_on_with_its_bee(key, resent):
     is no link found on the page of the bee that found it (whose next landing would take that
     page's quality), but its own bee's flight going on."""
     queue = make_queue("bees", key, n_bees=2, seed=4)
-    out = hold_flights(queue)
-    for seed in ("a", "b"):
-        queue.push(req(seed, depth=0))
-    flights = {}
-    for _ in range(2):
-        request = queue.pop()
-        out.add(id(request))
-        flights[name(request)] = request
+    out, flights = two_bees_out(queue)
     finder = flights["a"].meta["bee"]
     for i in range(3):  # quality 1: the finder returns and dances for these
         queue.push(child(f"c{i}", "a", page=1.0, link=0.5, found_by_bee=finder))
