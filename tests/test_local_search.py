@@ -226,6 +226,29 @@ def test_cooling_resumed_after_a_crash_goes_on_from_the_crawls_fetches(key, stra
     assert queue.temperature() == 0.0
 
 
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_t0_is_derived_from_worse_moves_only_not_sideways_ones(strategy):
+    """A sideways move (Δ = 0: an off-topic page's off-topic links) is no worse move: it is
+    always accepted. Counted in the sample with |Δ| = 0, it pulled T0 down, and when the first
+    30 candidates were all sideways T0 came out 0 and stayed there: the whole crawl refused
+    every worse move, a hill climb instead of an annealing."""
+    queue = make_queue(strategy, factor=1.0)  # no cooling: T is T0
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    for serial in range(30):
+        queue.push(child(f"flat{serial}", "seed", page=0.0, link=0.0))
+    assert queue.temperature() == 0.0  # no worse move seen yet
+    worse = [0.25, 0.125, 0.375]
+    for serial, drop in enumerate(worse):
+        queue.push(child(f"worse{serial}", "seed", page=0.5, link=0.5 - drop))
+    # T0 comes from the first worse move, as when none of the first 30 candidates is worse.
+    assert queue.temperature() == pytest.approx(queue.initial_temperature(worse[:1]))
+    mixed = make_queue(strategy, factor=1.0)
+    for serial, drop in enumerate([0.0, *worse, 0.0]):
+        mixed.push(child(f"m{serial}", "seed", page=0.5, link=0.5 - drop))
+    assert mixed.temperature() == pytest.approx(mixed.initial_temperature(worse))
+
+
 def test_threshold_accepts_exactly_when_delta_is_above_minus_t(key):
     queue = make_queue("threshold", key, t0=0.125, factor=1.0)  # T stays 0.125
     assert queue.accepts(-0.124, 0.125) and not queue.accepts(-0.125, 0.125)
