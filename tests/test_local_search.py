@@ -271,6 +271,25 @@ def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
     assert sum(d < t0 for d in worse) == 8  # 80% of these worse moves accepted at first
 
 
+@pytest.mark.parametrize(
+    ("worse", "accepted"),
+    [
+        ([0.25] * 10, 10),  # all tied: T0 = 0.25 accepted none of them
+        ([0.0625, 0.125, *[0.25] * 8], 10),  # tied at the percentile: 2 of 10 were accepted
+        ([0.0625] * 5 + [0.125] * 3 + [0.25] * 2, 8),  # tied below it: exactly 80% as before
+    ],
+)
+def test_threshold_t0_accepts_at_least_80_percent_of_worse_moves_tied_or_not(worse, accepted):
+    """A move is accepted when |Δ| < T, strictly: T0 = the 80th percentile's |Δ| refused every
+    move tied with it, and worse moves tie (links no more relevant than 0 on one page all have
+    Δ = -relevance(page)), so a crawl could start refusing every worse move. T0 is now the
+    smallest sample value with 80% of the moves below it, or just above them all."""
+    queue = make_queue("threshold")
+    t0 = queue.initial_temperature(worse)
+    assert sum(queue.accepts(-d, t0) for d in worse) == accepted
+    assert t0 == min(d for d in [*worse, math.nextafter(max(worse), 1.0)] if d > worse[7])
+
+
 # -- particle swarm ------------------------------------------------------------------------------
 
 
