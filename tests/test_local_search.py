@@ -190,6 +190,20 @@ def test_annealing_is_reproducible_with_a_seed():
     assert random_walk(make_queue("annealing", seed=6), random.Random(1), 40) != orders[0]
 
 
+def test_annealing_accepts_a_worse_move_with_probability_exp_delta_over_t():
+    queue = make_queue("annealing")
+    odds = math.exp(-0.1 / 0.5)  # Δ = -0.1 at T = 0.5: 0.8187
+    for draw, accepted in [(odds - 1e-9, True), (odds + 1e-9, False)]:
+        queue._random = SimpleNamespace(random=lambda draw=draw: draw)
+        assert queue.accepts(-0.1, 0.5) is accepted
+
+
+def test_geometric_cooling_multiplies_t0_by_factor_per_move():
+    queue = make_queue("annealing", t0=0.4, factor=0.5)
+    queue._moves = 3
+    assert queue.temperature() == pytest.approx(0.4 * 0.5**3)
+
+
 def test_linear_cooling_reaches_zero_at_the_page_budget():
     queue = make_queue("annealing", t0=0.4, cooling="linear")
     queue._budget = 10  # CLOSESPIDER_PAGECOUNT
