@@ -115,7 +115,8 @@ class AnnealingQueue(StrategyQueue):
     def restore(self, state: dict[str, Any]) -> None:
         self._moves: int = state.get("moves", 0)
         self._t0: float = state.get("t0") or self.params["t0"]
-        self._worse_sample: list[float] = state.get("worse_sample", [])
+        # Without the sideways moves (|Δ| = 0) a state saved before they were left out holds.
+        self._worse_sample: list[float] = [d for d in state.get("worse_sample", []) if d > 0]
         self._seen: int = state.get("seen", 0)
         # current page url -> fingerprints of its children not yet drawn
         self._fresh: OrderedDict[str, list[bytes]] = OrderedDict(

@@ -261,6 +261,11 @@ def test_t0_is_derived_from_worse_moves_only_not_sideways_ones(strategy):
     for serial, drop in enumerate([0.0, *worse, 0.0]):
         mixed.push(child(f"m{serial}", "seed", page=0.5, link=0.5 - drop))
     assert mixed.temperature() == pytest.approx(mixed.initial_temperature(worse))
+    # A JOBDIR paused with sideways moves in its sample (saved so before) resumes without them.
+    saved = {"moves": 1, "t0": 0.0, "worse_sample": [0.0] * 30, "seen": 30}
+    resumed = make_queue(strategy, state=saved, factor=1.0)
+    resumed.push(child("worse", "seed", page=0.5, link=0.25))
+    assert resumed.temperature() == pytest.approx(resumed.initial_temperature([0.25]))
 
 
 def test_threshold_accepts_exactly_when_delta_is_above_minus_t(key):
