@@ -75,6 +75,23 @@ def test_hillclimbing_a_better_child_arriving_later_takes_over_the_climb(key):
     assert drain(queue) == ["pending", "better", "good"]
 
 
+@pytest.mark.parametrize("x_first", [True, False])
+def test_hillclimbing_a_climbing_move_found_again_is_the_best_child_of_that_page_too(key, x_first):
+    """x, already a's climbing move, is also b's best child: b's climb is x, not y. When x was
+    found again on b, b's best child went unrecorded, so y, a worse child of b, was a climbing
+    move as well (or stayed one), fetched before better pending links: two climbs from b."""
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("x", "a", page=0.3, link=0.9))  # a's climbing move
+    queue.push(child("z", "other", page=0.85, link=0.8))  # pending: not above its page
+    b_links = [
+        lambda: queue.rediscover(child("x", "b", page=0.5, link=0.9)),
+        lambda: queue.push(child("y", "b", page=0.5, link=0.7)),  # improves on b, below x
+    ]
+    for found in b_links if x_first else reversed(b_links):
+        found()
+    assert drain(queue) == ["x", "z", "y"]
+
+
 # -- beam ----------------------------------------------------------------------------------------
 
 
