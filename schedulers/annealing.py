@@ -6,10 +6,11 @@ are accepted and falls to about 0 by the last iteration.
 
 Parameters:
     t0 (float, default 0 = derived): the starting temperature. Derived, when 0, from the first
-        worse moves seen: T0 = mean |Δ| of the worse moves among the first 30 candidates
-        divided by ln(1/0.8), so that exp(-mean|Δ|/T0) = 0.8 and about 80% of worse moves are
-        accepted at first. Until 30 candidates have been seen it is computed from those seen
-        so far; if none of the first 30 is worse, from the first worse one.
+        worse moves seen: T0 = mean |Δ| of the worse moves (Δ < 0; a sideways move, Δ = 0, is
+        always accepted and not one) among the first 30 candidates divided by ln(1/0.8), so
+        that exp(-mean|Δ|/T0) = 0.8 and about 80% of worse moves are accepted at first.
+        Until 30 candidates have been seen it is computed from those seen so far; if none of
+        the first 30 is worse, from the first worse one.
     cooling (str, default ``geometric``): ``geometric`` (T = t0 · factor^moves) or ``linear``
         (T = t0 · (1 - moves / budget), reaching 0 at the page budget CLOSESPIDER_PAGECOUNT,
         or after 1000 moves when there is no page budget).
@@ -114,7 +115,8 @@ class AnnealingQueue(StrategyQueue):
     def restore(self, state: dict[str, Any]) -> None:
         self._moves: int = state.get("moves", 0)
         self._t0: float = state.get("t0") or self.params["t0"]
-        self._worse_sample: list[float] = state.get("worse_sample", [])
+        # Without the sideways moves (|Δ| = 0) a state saved before they were left out holds.
+        self._worse_sample: list[float] = [d for d in state.get("worse_sample", []) if d > 0]
         self._seen: int = state.get("seen", 0)
         # current page url -> fingerprints of its children not yet drawn
         self._fresh: OrderedDict[str, list[bytes]] = OrderedDict(
@@ -185,7 +187,9 @@ class AnnealingQueue(StrategyQueue):
         if not self._t0:
             self._seen += 1
             delta = candidate_value(request) - page_value(request)
-            if delta <= 0 and (self._seen <= T0_SAMPLE or not self._worse_sample):
+            # Only worse moves: a sideways one (Δ = 0) is always accepted, and its |Δ| = 0 would
+            # pull T0 down, to 0 when the first candidates are all sideways.
+            if delta < 0 and (self._seen <= T0_SAMPLE or not self._worse_sample):
                 self._worse_sample.append(-delta)
         if parent not in self._fresh:
             self._fresh[parent] = []

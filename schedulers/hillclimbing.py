@@ -70,9 +70,11 @@ class HillClimbingQueue(StrategyQueue):
         queued = self.frontier.key_of(fp)
         if (
             queued is None
-            or queued[0] <= -CLIMB
             or self.links_to_seed(request, fp)
             or not self._is_best_improving_child(request, fp)
+            # Already another page's climbing move, and now this page's best child too, so
+            # that none of its worse children is taken for its climb.
+            or queued[0] <= -CLIMB
         ):
             return super().rediscover(request)
         climbing = (-self.score(request) - CLIMB, -self.tiebreak(request), queued[2])

@@ -11,7 +11,11 @@ default 0.99, ``seed`` default 0). Only two things differ:
 
 - a drawn candidate is accepted exactly when Δ > -T (no randomness in the decision);
 - the derived T0 is the 80th percentile of |Δ| over the worse moves among the first 30
-  candidates, so that about 80% of those worse moves would be accepted at first.
+  candidates, so that about 80% of those worse moves would be accepted at first (|Δ| < T0,
+  strictly). Worse moves tie (a page's links with no topic word around them all have
+  Δ = -its relevance): when moves below the 80th place tie with it, T0 is the next larger
+  |Δ| (or just above the largest), so that at least 80% are accepted rather than as few as
+  none.
 
 The source lowers T "linearly or non-linearly" and gives no schedule, so both coolings follow
 it; as in ``annealing``, only ``linear`` reaches 0 at the page budget, and the default
@@ -20,6 +24,9 @@ half of T0 after 60 moves (0.99^60 = 0.55).
 """
 
 from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
 
 from schedulers.annealing import ACCEPT_AT_FIRST, AnnealingQueue
 
@@ -32,5 +39,13 @@ class ThresholdQueue(AnnealingQueue):
 
     @staticmethod
     def initial_temperature(worse: list[float]) -> float:
+        """The smallest |Δ| of the sample with 80% of the sample's |Δ|s below it: a move is
+        accepted when |Δ| < T, strictly, so a T0 tied with moves below the 80th place refused
+        them all (every one, when all worse moves tied). Past the largest: just above it."""
         ordered = sorted(worse)
-        return ordered[min(len(ordered) - 1, int(ACCEPT_AT_FIRST * len(ordered)))]
+        needed = int(ACCEPT_AT_FIRST * len(ordered))
+        value = ordered[min(len(ordered) - 1, needed)]
+        if bisect_left(ordered, value) >= needed:
+            return value  # no tie across the 80th place
+        above = bisect_right(ordered, value)  # the next larger |Δ| has all the tied ones below
+        return ordered[above] if above < len(ordered) else math.nextafter(value, math.inf)

@@ -75,6 +75,23 @@ def test_hillclimbing_a_better_child_arriving_later_takes_over_the_climb(key):
     assert drain(queue) == ["pending", "better", "good"]
 
 
+@pytest.mark.parametrize("x_first", [True, False])
+def test_hillclimbing_a_climbing_move_found_again_is_the_best_child_of_that_page_too(key, x_first):
+    """x, already a's climbing move, is also b's best child: b's climb is x, not y. When x was
+    found again on b, b's best child went unrecorded, so y, a worse child of b, was a climbing
+    move as well (or stayed one), fetched before better pending links: two climbs from b."""
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("x", "a", page=0.3, link=0.9))  # a's climbing move
+    queue.push(child("z", "other", page=0.85, link=0.8))  # pending: not above its page
+    b_links = [
+        lambda: queue.rediscover(child("x", "b", page=0.5, link=0.9)),
+        lambda: queue.push(child("y", "b", page=0.5, link=0.7)),  # improves on b, below x
+    ]
+    for found in b_links if x_first else reversed(b_links):
+        found()
+    assert drain(queue) == ["x", "z", "y"]
+
+
 # -- beam ----------------------------------------------------------------------------------------
 
 
@@ -190,6 +207,20 @@ def test_annealing_is_reproducible_with_a_seed():
     assert random_walk(make_queue("annealing", seed=6), random.Random(1), 40) != orders[0]
 
 
+def test_annealing_accepts_a_worse_move_with_probability_exp_delta_over_t():
+    queue = make_queue("annealing")
+    odds = math.exp(-0.1 / 0.5)  # Δ = -0.1 at T = 0.5: 0.8187
+    for draw, accepted in [(odds - 1e-9, True), (odds + 1e-9, False)]:
+        queue._random = SimpleNamespace(random=lambda draw=draw: draw)
+        assert queue.accepts(-0.1, 0.5) is accepted
+
+
+def test_geometric_cooling_multiplies_t0_by_factor_per_move():
+    queue = make_queue("annealing", t0=0.4, factor=0.5)
+    queue._moves = 3
+    assert queue.temperature() == pytest.approx(0.4 * 0.5**3)
+
+
 def test_linear_cooling_reaches_zero_at_the_page_budget():
     queue = make_queue("annealing", t0=0.4, cooling="linear")
     queue._budget = 10  # CLOSESPIDER_PAGECOUNT
@@ -226,6 +257,34 @@ def test_cooling_resumed_after_a_crash_goes_on_from_the_crawls_fetches(key, stra
     assert queue.temperature() == 0.0
 
 
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_t0_is_derived_from_worse_moves_only_not_sideways_ones(strategy):
+    """A sideways move (Δ = 0: an off-topic page's off-topic links) is no worse move: it is
+    always accepted. Counted in the sample with |Δ| = 0, it pulled T0 down, and when the first
+    30 candidates were all sideways T0 came out 0 and stayed there: the whole crawl refused
+    every worse move, a hill climb instead of an annealing."""
+    queue = make_queue(strategy, factor=1.0)  # no cooling: T is T0
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    for serial in range(30):
+        queue.push(child(f"flat{serial}", "seed", page=0.0, link=0.0))
+    assert queue.temperature() == 0.0  # no worse move seen yet
+    worse = [0.25, 0.125, 0.375]
+    for serial, drop in enumerate(worse):
+        queue.push(child(f"worse{serial}", "seed", page=0.5, link=0.5 - drop))
+    # T0 comes from the first worse move, as when none of the first 30 candidates is worse.
+    assert queue.temperature() == pytest.approx(queue.initial_temperature(worse[:1]))
+    mixed = make_queue(strategy, factor=1.0)
+    for serial, drop in enumerate([0.0, *worse, 0.0]):
+        mixed.push(child(f"m{serial}", "seed", page=0.5, link=0.5 - drop))
+    assert mixed.temperature() == pytest.approx(mixed.initial_temperature(worse))
+    # A JOBDIR paused with sideways moves in its sample (saved so before) resumes without them.
+    saved = {"moves": 1, "t0": 0.0, "worse_sample": [0.0] * 30, "seen": 30}
+    resumed = make_queue(strategy, state=saved, factor=1.0)
+    resumed.push(child("worse", "seed", page=0.5, link=0.25))
+    assert resumed.temperature() == pytest.approx(resumed.initial_temperature([0.25]))
+
+
 def test_threshold_accepts_exactly_when_delta_is_above_minus_t(key):
     queue = make_queue("threshold", key, t0=0.125, factor=1.0)  # T stays 0.125
     assert queue.accepts(-0.124, 0.125) and not queue.accepts(-0.125, 0.125)
@@ -246,6 +305,25 @@ def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
     worse = [0.01 * i for i in range(1, 11)]
     t0 = queue.initial_temperature(worse)
     assert sum(d < t0 for d in worse) == 8  # 80% of these worse moves accepted at first
+
+
+@pytest.mark.parametrize(
+    ("worse", "accepted"),
+    [
+        ([0.25] * 10, 10),  # all tied: T0 = 0.25 accepted none of them
+        ([0.0625, 0.125, *[0.25] * 8], 10),  # tied at the percentile: 2 of 10 were accepted
+        ([0.0625] * 5 + [0.125] * 3 + [0.25] * 2, 8),  # tied below it: exactly 80% as before
+    ],
+)
+def test_threshold_t0_accepts_at_least_80_percent_of_worse_moves_tied_or_not(worse, accepted):
+    """A move is accepted when |Δ| < T, strictly: T0 = the 80th percentile's |Δ| refused every
+    move tied with it, and worse moves tie (links no more relevant than 0 on one page all have
+    Δ = -relevance(page)), so a crawl could start refusing every worse move. T0 is now the
+    smallest sample value with 80% of the moves below it, or just above them all."""
+    queue = make_queue("threshold")
+    t0 = queue.initial_temperature(worse)
+    assert sum(queue.accepts(-d, t0) for d in worse) == accepted
+    assert t0 == min(d for d in [*worse, math.nextafter(max(worse), 1.0)] if d > worse[7])
 
 
 # -- particle swarm ------------------------------------------------------------------------------

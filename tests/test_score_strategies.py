@@ -59,6 +59,15 @@ def test_astar_with_h_weight_0_is_ucs(key):
     assert drain(queue) == ["b", "a"]
 
 
+def test_astar_h_weight_scales_the_heuristic(key):
+    queue = make_queue("astar", key, h_weight=2.0)
+    # f = g + 2 (1 - link): 0.2 + 1.0 = 1.2 against 0.5 + 0.6 = 1.1; at weight 1 the order
+    # would be the other way round (0.7 against 0.8).
+    queue.push(req("cheap-path-weak-link", path_cost=0.2, link_relevance=0.5))
+    queue.push(req("dear-path-strong-link", path_cost=0.5, link_relevance=0.7))
+    assert drain(queue) == ["dear-path-strong-link", "cheap-path-weak-link"]
+
+
 # -- hybrid --------------------------------------------------------------------------------------
 
 
