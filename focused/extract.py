@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 
 INVISIBLE = frozenset({"script", "style", "template", "svg", "head", "iframe", "noframes"})
 BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+# The ARIA landmark roles of those elements (and an application menu's), which sites give a
+# <div> or <table> instead: Wikipedia's navboxes are <div role="navigation">.
+BOILERPLATE_ROLES = frozenset(
+    {"navigation", "banner", "contentinfo", "complementary", "form", "menu", "menubar"}
+)
 # Elements a browser lays out as blocks (the HTML standard's rendering rules): their text is
 # not run together with the text around them ("<details><summary>Q</summary>A" is "Q", "A").
 BLOCKS = frozenset(
@@ -340,7 +345,7 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
             if kind & LINK:  # an iframe: its src is a link, where it sits; its content is not
                 push((_LEAVE, element, visible, len(pieces)))
             continue
-        if kind & BOILERPLATE_KIND:
+        if kind & BOILERPLATE_KIND or (visible and _boilerplate_role(element)):
             visible = False
         if kind & BLOCK:
             pieces.append("")
@@ -357,6 +362,13 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
         else:
             for child in reversed(element):
                 push((_ENTER, child, False, 0))
+
+
+def _boilerplate_role(element: Any) -> bool:
+    """Whether the element's ARIA role (the first token of its ``role``) is one of
+    ``BOILERPLATE_ROLES``."""
+    tokens = (element.get("role") or "").split(maxsplit=1)
+    return bool(tokens) and tokens[0].lower() in BOILERPLATE_ROLES
 
 
 @lru_cache(maxsize=1 << 16)
