@@ -4,6 +4,9 @@ One walk over the parsed tree collects the visible text and, for each link, its 
 that text, so the context window around a link comes from the same pass. Script, style and
 navigation boilerplate contribute no text; links inside navigation are kept (with no context),
 since site navigation is still part of the link graph.
+Boilerplate is also an element that says so by its attributes: an ARIA role of a boilerplate
+landmark (Wikipedia's navboxes are ``<div role="navigation">``), or ``hidden``, which a browser
+does not show (``hidden="until-found"`` excepted, text a reader's search shows).
 
 Links are ``<a href>`` and image maps' ``<area href>``, as Scrapy's LinkExtractor follows, and
 ``<frame src>`` and ``<iframe src>``: a frameset page has no other links, and an iframe embeds
@@ -345,7 +348,7 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
             if kind & LINK:  # an iframe: its src is a link, where it sits; its content is not
                 push((_LEAVE, element, visible, len(pieces)))
             continue
-        if kind & BOILERPLATE_KIND or (visible and _boilerplate_role(element)):
+        if kind & BOILERPLATE_KIND or (visible and _unseen(element)):
             visible = False
         if kind & BLOCK:
             pieces.append("")
@@ -364,9 +367,14 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
                 push((_ENTER, child, False, 0))
 
 
-def _boilerplate_role(element: Any) -> bool:
-    """Whether the element's ARIA role (the first token of its ``role``) is one of
-    ``BOILERPLATE_ROLES``."""
+def _unseen(element: Any) -> bool:
+    """Whether the element is boilerplate by its attributes: its ARIA role (the first token of
+    its ``role``) is one of ``BOILERPLATE_ROLES``, or it has ``hidden``, which a browser does
+    not show (its links are followed, as a menu's a script opens), but for
+    ``hidden="until-found"``, text a reader's search shows."""
+    hidden = element.get("hidden")
+    if hidden is not None and hidden.strip().lower() != "until-found":
+        return True
     tokens = (element.get("role") or "").split(maxsplit=1)
     return bool(tokens) and tokens[0].lower() in BOILERPLATE_ROLES
 

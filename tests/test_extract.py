@@ -69,6 +69,23 @@ def test_landmarks_named_by_their_aria_role_are_boilerplate_as_their_elements_ar
     ]
 
 
+def test_an_element_with_the_hidden_attribute_is_not_text_unless_found_by_a_search():
+    """A browser shows nothing of an element with ``hidden`` (a closed dialog, a menu a script
+    opens), so it is no visible text; ``hidden="until-found"`` (MediaWiki's collapsed mobile
+    sections) is text a reader's search shows."""
+    body = (
+        "<html><body><p>Seen</p><div hidden>Closed dialog <a href='/wiki/Gull'>Gull</a></div>"
+        "<div HIDDEN=hidden>Menu</div><div hidden='until-found'>Collapsed section</div>"
+        "</body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.text.split() == ["Seen", "Collapsed", "section"]
+    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
+        ("http://127.0.0.1/wiki/Gull", "Gull", "")
+    ]
+
+
 def test_the_title_is_the_pages_first_title_not_an_svg_icons():
     """Inline SVG icons carry a <title> of their own (their tooltip), and a hostile page can
     have thousands of <title>s: each was added to the page's title."""
