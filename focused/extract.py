@@ -4,6 +4,9 @@ One walk over the parsed tree collects the visible text and, for each link, its 
 that text, so the context window around a link comes from the same pass. Script, style and
 navigation boilerplate contribute no text; links inside navigation are kept (with no context),
 since site navigation is still part of the link graph.
+Boilerplate is also an element that says so by its attributes: an ARIA role of a boilerplate
+landmark (Wikipedia's navboxes are ``<div role="navigation">``), or ``hidden``, which a browser
+does not show (``hidden="until-found"`` excepted, text a reader's search shows).
 
 Links are ``<a href>`` and image maps' ``<area href>``, as Scrapy's LinkExtractor follows, and
 ``<frame src>`` and ``<iframe src>``: a frameset page has no other links, and an iframe embeds
@@ -55,6 +58,11 @@ if TYPE_CHECKING:
 
 INVISIBLE = frozenset({"script", "style", "template", "svg", "head", "iframe", "noframes"})
 BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+# The ARIA landmark roles of those elements (and an application menu's), which sites give a
+# <div> or <table> instead: Wikipedia's navboxes are <div role="navigation">.
+BOILERPLATE_ROLES = frozenset(
+    {"navigation", "banner", "contentinfo", "complementary", "form", "menu", "menubar"}
+)
 # Elements a browser lays out as blocks (the HTML standard's rendering rules): their text is
 # not run together with the text around them ("<details><summary>Q</summary>A" is "Q", "A").
 BLOCKS = frozenset(
@@ -340,7 +348,7 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
             if kind & LINK:  # an iframe: its src is a link, where it sits; its content is not
                 push((_LEAVE, element, visible, len(pieces)))
             continue
-        if kind & BOILERPLATE_KIND:
+        if kind & BOILERPLATE_KIND or (visible and _unseen(element)):
             visible = False
         if kind & BLOCK:
             pieces.append("")
@@ -357,6 +365,18 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
         else:
             for child in reversed(element):
                 push((_ENTER, child, False, 0))
+
+
+def _unseen(element: Any) -> bool:
+    """Whether the element is boilerplate by its attributes: its ARIA role (the first token of
+    its ``role``) is one of ``BOILERPLATE_ROLES``, or it has ``hidden``, which a browser does
+    not show (its links are followed, as a menu's a script opens), but for
+    ``hidden="until-found"``, text a reader's search shows."""
+    hidden = element.get("hidden")
+    if hidden is not None and hidden.strip().lower() != "until-found":
+        return True
+    tokens = (element.get("role") or "").split(maxsplit=1)
+    return bool(tokens) and tokens[0].lower() in BOILERPLATE_ROLES
 
 
 @lru_cache(maxsize=1 << 16)

@@ -153,7 +153,7 @@ class RelevanceMiddleware(PageOutputMiddleware):
 
         children = [o for o in outputs if isinstance(o, Request)]
         if children:
-            self._annotate_children(response, scores, is_relevant, children, language)
+            self._annotate_children(page["url"], response, scores, is_relevant, children, language)
         self.model.observe(page["text"], language)
         cpu_ms = (time.thread_time() - started) * 1000
         self._count(page["fetch_order"], relevant, cpu_ms)
@@ -178,6 +178,7 @@ class RelevanceMiddleware(PageOutputMiddleware):
 
     def _annotate_children(
         self,
+        page_url: str,
         response: Response,
         scores: Scores,
         is_relevant: bool,
@@ -191,7 +192,9 @@ class RelevanceMiddleware(PageOutputMiddleware):
         first = self._next("discovered", len(children)) - len(children) + 1
         for discovery, child in enumerate(children, start=first):
             child.meta.update(
-                parent_url=response.url,
+                # The URL the page is stored under (canonical, or its rel=canonical), not the
+                # one it was fetched at: a child's stored parent_url names a stored page.
+                parent_url=page_url,
                 parent_relevance=relevance,
                 parent_is_relevant=is_relevant,
                 path_cost=path_cost,

@@ -49,6 +49,43 @@ def test_title_and_visible_text_without_boilerplate():
         assert hidden not in extracted.text
 
 
+def test_landmarks_named_by_their_aria_role_are_boilerplate_as_their_elements_are():
+    """Wikipedia's navboxes are ``<div role="navigation">``, as are many sites' menus, headers
+    and footers (``role="banner"``, ``"contentinfo"``): their text, hundreds of article names
+    under every article, was page text where a ``<nav>``'s was not."""
+    body = (
+        "<html><body><div role=banner>Site banner</div><h1>Albatross</h1><p>Seabirds.</p>"
+        '<div role="navigation" class="navbox">Procellariiformes <a href="/wiki/Petrel">Petrel'
+        "</a></div><table role=Navigation><tr><td>Gannets</td></tr></table>"
+        "<div role='complementary'>Sidebar</div><div role='contentinfo'>Copyright</div>"
+        '<div role=region>Kept</div><div role=" ">too</div></body></html>'
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.text.split() == ["Albatross", "Seabirds.", "Kept", "too"]
+    # Its links are followed, as a <nav>'s are: with their anchor, without context.
+    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
+        ("http://127.0.0.1/wiki/Petrel", "Petrel", "")
+    ]
+
+
+def test_an_element_with_the_hidden_attribute_is_not_text_unless_found_by_a_search():
+    """A browser shows nothing of an element with ``hidden`` (a closed dialog, a menu a script
+    opens), so it is no visible text; ``hidden="until-found"`` (MediaWiki's collapsed mobile
+    sections) is text a reader's search shows."""
+    body = (
+        "<html><body><p>Seen</p><div hidden>Closed dialog <a href='/wiki/Gull'>Gull</a></div>"
+        "<div HIDDEN=hidden>Menu</div><div hidden='until-found'>Collapsed section</div>"
+        "</body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.text.split() == ["Seen", "Collapsed", "section"]
+    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
+        ("http://127.0.0.1/wiki/Gull", "Gull", "")
+    ]
+
+
 def test_the_title_is_the_pages_first_title_not_an_svg_icons():
     """Inline SVG icons carry a <title> of their own (their tooltip), and a hostile page can
     have thousands of <title>s: each was added to the page's title."""

@@ -9,15 +9,21 @@ import time
 from collections import Counter
 from dataclasses import astuple
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from gensim.corpora import Dictionary
 from gensim.matutils import Sparse2Corpus
 from gensim.models import LsiModel
+from scrapy import Request
+from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
+from scrapy.utils.test import get_crawler
 
 from focused import relevance
+from focused.items import PageItem
+from focused.middlewares import RelevanceMiddleware
 from focused.relevance import RelevanceModel, Scores
 from focused.text import term_weights, tokenize, with_folded
 
@@ -678,3 +684,22 @@ def test_report_scoring_cost(capsys: pytest.CaptureFixture[str]) -> None:
     )
     with capsys.disabled():
         print("\n" + "\n".join(f"  relevance cost: {line}" for line in lines))
+
+
+def test_a_childs_parent_url_is_the_url_its_parent_is_stored_under() -> None:
+    """A page stored under another URL than the one it was fetched at (its rel=canonical, or a
+    redirect's target with a tracking parameter, canonicalized) gave its children the fetched
+    URL as ``parent_url``: no stored page had it, so the link graph of the store had orphans."""
+    queue = "schedulers.bfs.BreadthFirstQueue"
+    crawler = get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": queue})
+    crawler.spider = SimpleNamespace(
+        relevance=RelevanceModel("birds"), state={}, config=SimpleNamespace(topic="birds")
+    )
+    middleware = RelevanceMiddleware(crawler)
+    middleware.spider_opened(crawler.spider)
+    fetched = "http://127.0.0.1/page?utm_source=feed&id=1"
+    response = HtmlResponse(fetched, body=b"<p>birds</p>", request=Request(fetched))
+    page = PageItem(url="http://127.0.0.1/canonical", text="birds nest eggs", language="en")
+    child = Request("http://127.0.0.1/child")
+    list(middleware.process_spider_output(response, [page, child]))
+    assert child.meta["parent_url"] == page["url"]
