@@ -33,11 +33,13 @@ page it duplicates, and a ``noindex`` page asked not to be kept. Nor do pages th
 but did not store (``STORE_MIN_RELEVANCE``, a failed store), robots.txt, or redirects.
 
 Each record is its own gzip member, written whole and flushed as the page is stored: a crawl
-killed (``kill -9``) leaves a file readable up to its last whole record. A write that fails
-(a full disk) is one error line; the file is cut back to its last whole record and the spider
+killed (``kill -9``) leaves a file readable up to its last whole record. A write that fails (a
+full disk) is one error line; the file is cut back to its last whole record and the spider
 closed with reason ``warc_failed`` (the ``crawl`` command exits 1; the pages stored stay, a
-JOBDIR resumes). A ``WARC_DIR`` that cannot be written is refused before the crawl starts
-(``focused.settingchecks.check_warc_dir``). ``scrapy recrawl`` writes no WARC.
+JOBDIR resumes). The records are written once the page is stored, so the store may hold a page
+whose records were not written (the crawl killed in between, the write that failed): a resumed
+crawl does not fetch it again. A ``WARC_DIR`` that cannot be written is refused before the
+crawl starts (``focused.settingchecks.check_warc_dir``). ``scrapy recrawl`` writes no WARC.
 
 Stats: ``focused/warc/records``, ``focused/warc/bytes`` (compressed, as written).
 """

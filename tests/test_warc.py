@@ -139,6 +139,7 @@ def test_each_record_is_its_own_gzip_member_and_a_cut_file_reads_to_its_last_who
         url = f"http://127.0.0.1:25501/wiki/P{number}"
         file.write(page_records(file.writer, page_response(url), FETCHED_AT))
         ends.append(file.size)
+        assert path.stat().st_size == file.size  # in the file as written, not in a buffer
     file.close()
     data = path.read_bytes()
     # Each page's two records end where the file ended after it: separate members.
