@@ -9,7 +9,10 @@ import gzip
 import hashlib
 import io
 import ipaddress
+import json
 import logging
+import os
+import signal
 from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
@@ -21,6 +24,7 @@ from warcio.archiveiterator import ArchiveIterator
 from focused import warc
 from focused.commands.crawl import run_failed
 from focused.items import PageItem
+from focused.replayweb import ReplayServer
 from focused.warc import (
     WarcExport,
     WarcFile,
@@ -29,7 +33,8 @@ from focused.warc import (
     warc_path,
     warcinfo_record,
 )
-from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
+from tests.conftest import BIRD_QUERY, BIRD_SEED, Crawl, run_crawl
+from tests.test_crash_resume import job_command, run_to_the_end, start_until_fetched
 
 FETCHED_AT = datetime(2026, 12, 5, 3, 4, 5, 678901, tzinfo=UTC)
 BODY = "<html><title>Albatross</title><p>wings and feathers é</p></html>".encode()
@@ -269,3 +274,34 @@ def test_a_crawl_keeps_each_page_stored_with_text_as_served(tmp_path, site):
         assert payload == site.respond(urlsplit(url).path)[2].encode(), url
         assert http.statusline == "200 OK" and headers["WARC-IP-Address"] == "127.0.0.1"
         assert headers["WARC-Date"] == warc_date(datetime.fromisoformat(fetched_at[url]))
+
+
+def test_kill_9_leaves_whole_records_and_a_resume_writes_its_own_file(tmp_path, sample_graph):
+    server = ReplayServer(sample_graph, delay=0.02).start()
+    folder = tmp_path / "warc"
+    command = job_command(tmp_path, server, "bfs", WARC_DIR=folder, CLOSESPIDER_PAGECOUNT=25)
+    try:
+        run = start_until_fetched(command, server, 12)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        [killed] = folder.iterdir()
+        left = killed.read_bytes()
+        first = {h["WARC-Target-URI"] for kind, h, _, _ in records(left) if kind == "response"}
+        final = run_to_the_end(command)
+        assert final.returncode == 0, final.stderr[-3000:]
+    finally:
+        server.stop()
+    assert killed.read_bytes() == left  # never appended to
+    [resumed] = set(folder.iterdir()) - {killed}
+    second = [
+        h["WARC-Target-URI"]
+        for kind, h, _, _ in records(resumed.read_bytes())
+        if kind == "response"
+    ]
+    crawl_id = json.loads((tmp_path / "job" / "focused.json").read_text())["crawl_id"]
+    crawl = Crawl(final, tmp_path / "focused.sqlite3", crawl_id)
+    stored = {page["url"] for page in crawl.pages() if page["text"] is not None}
+    assert first and second and not first & set(second)
+    assert first | set(second) <= stored
+    # A page stored as the kill came, before its records were written (focused.warc).
+    assert len(stored - first - set(second)) <= 1
