@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import pytest
+from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Request
 from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
@@ -158,6 +159,11 @@ def test_each_record_is_its_own_gzip_member_and_a_cut_file_reads_to_its_last_who
         ("response", "http://127.0.0.1:25501/wiki/P1"),
         ("request", "http://127.0.0.1:25501/wiki/P1"),
     ]
+
+
+def test_no_warc_dir_no_extension():
+    with pytest.raises(NotConfigured):
+        WarcExport.from_crawler(get_crawler())
 
 
 def test_a_file_is_never_written_twice(tmp_path):
