@@ -36,6 +36,7 @@ from focused.settingchecks import (
     check_no_made_setting_given,
     check_settings,
     check_unstored_dir,
+    check_warc_dir,
     is_text,
     read_number,
 )
@@ -205,6 +206,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         strategy_class(strategy).check_settings(settings)
         check_jobdir(settings)
         check_unstored_dir(settings)
+        check_warc_dir(settings)
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     check_crawl_id(crawl_id)

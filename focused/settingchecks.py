@@ -610,3 +610,13 @@ def check_unstored_dir(settings: Any) -> None:
             f"FOCUSED_UNSTORED_DIR {quoted(folder)}",
             makes_folders=True,
         )
+
+
+def check_warc_dir(settings: Any) -> None:
+    """WARC_DIR, when given, is a folder the crawl can make its WARC file in (``focused.warc``):
+    refused before the crawl starts rather than stopping it at its first page."""
+    folder = settings.get("WARC_DIR")
+    if folder:
+        check_output_file(
+            Path(folder, "crawl.warc.gz"), f"WARC_DIR {quoted(folder)}", makes_folders=True
+        )

@@ -107,6 +107,7 @@ EXTENSIONS = {
     "focused.stopping.StopCriteria": 510,
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
     "focused.collector.GarbageCollector": 530,  # FOCUSED_GC_FREEZE, FOCUSED_GC_GEN0_THRESHOLD
+    "focused.warc.WarcExport": 540,  # only with WARC_DIR
 }
 
 # Scrapy's in-memory stats, a call 20 x cheaper (focused.stats).
@@ -146,6 +147,10 @@ STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each fur
 # `scrapy restore FILE` to load (focused.unstored); made when needed. None: the folder of
 # FOCUSED_DB (the working directory unless FOCUSED_DB names another).
 FOCUSED_UNSTORED_DIR = None
+# A folder where each run of a crawl writes its HTTP responses as a new WARC file (WARC/1.1,
+# <crawl_id>-<UTC start>-<host>-<pid>.warc.gz; focused.warc): the pages stored with their text.
+# None: no WARC.
+WARC_DIR = None
 STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetched, not stored
 # Seconds between refreshes of the crawl record's seen_at while the crawl runs (one small update);
 # `scrapy crawls` shows a `running` crawl silent for 3 of them as stopped (killed, crashed).

@@ -79,6 +79,9 @@ FORCED_SHUTDOWN = "forced_shutdown"
 # The close reason of a crawl shared through Redis that lost its Redis (focused.distributed);
 # the ``crawl`` command exits with status 1, so that a supervisor starts it again.
 FRONTIER_UNREACHABLE = "frontier_unreachable"
+# The close reason of a crawl whose WARC file (WARC_DIR) could not be written (focused.warc): the
+# ``crawl`` command exits with status 1. Here, so that the command does not import warcio.
+WARC_FAILED = "warc_failed"
 
 
 # Seconds between two looks at an engine whose engine_started handlers are still running.

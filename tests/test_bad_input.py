@@ -204,6 +204,12 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"FOCUSED_UNSTORED_DIR": "scrapy.cfg"},
             "cannot write FOCUSED_UNSTORED_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
         ),
+        # The WARC file (focused.warc) would fail at the crawl's first page.
+        (
+            GOOD,
+            {"WARC_DIR": "scrapy.cfg"},
+            "cannot write WARC_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
+        ),
         (GOOD, {"DOWNLOAD_TIMEOUT": "x"}, "DOWNLOAD_TIMEOUT='x' is not a number"),
         (GOOD, {"DOWNLOAD_MAXSIZE": "10MB"}, "DOWNLOAD_MAXSIZE='10MB' is not an integer"),
         (GOOD, {"REDIRECT_MAX_TIMES": "x"}, "REDIRECT_MAX_TIMES='x' is not an integer"),

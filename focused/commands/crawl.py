@@ -34,7 +34,12 @@ from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
 from focused.logfile import guard_log_files, null_closed_stderr
 from focused.render import BROWSER_UNAVAILABLE
 from focused.settingchecks import is_the_store
-from focused.stopping import FRONTIER_UNREACHABLE, SEEDS_UNREACHABLE, stop_once_started
+from focused.stopping import (
+    FRONTIER_UNREACHABLE,
+    SEEDS_UNREACHABLE,
+    WARC_FAILED,
+    stop_once_started,
+)
 from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
 from pipelines.storage import CRAWL_RUNNING, RECRAWL_UNDER_WAY, STORE_UNREACHABLE, UNSTORED
 
@@ -46,7 +51,14 @@ if TYPE_CHECKING:
     from scrapy.statscollectors import StatsCollector
 
 FAILED_CLOSE_REASONS = frozenset(
-    {BROWSER_UNAVAILABLE, FEED_FAILED, FRONTIER_UNREACHABLE, JOBDIR_UNWRITABLE, STORE_UNREACHABLE}
+    {
+        BROWSER_UNAVAILABLE,
+        FEED_FAILED,
+        FRONTIER_UNREACHABLE,
+        JOBDIR_UNWRITABLE,
+        STORE_UNREACHABLE,
+        WARC_FAILED,
+    }
 )
 
 
