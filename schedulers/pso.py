@@ -35,11 +35,13 @@ particles' random initial weights. From there one particle moves every ``epoch``
 tuning online needs budgets well above 100.
 
 Outcomes are learned from the queue's own input: the first child of a fetched page pushed
-back carries ``parent_is_relevant`` and the path's anchors (``pso_path``, from
-``child_meta``). No signal handler is needed, and with JOBDIR only the queue that popped the
-page sees its children. So only a page with at least one new link (pushed, not a known URL
-found again) teaches, both the fitness and the word values: a page without links, or whose
-links are all known already (more of them late in a crawl), teaches nothing.
+back carries ``parent_is_relevant``, the path's anchors (``pso_path``) and the URL the page was
+popped at (``pso_parent``), both from ``child_meta``: not ``parent_url``, which names the page
+as stored (after redirects, canonicalized, or its rel=canonical). No signal handler is needed,
+and with JOBDIR only the queue that popped the page sees its children. So only a page with at
+least one new link (pushed, not a known URL found again) teaches, both the fitness and the
+word values: a page without links, or whose links are all known already (more of them late in
+a crawl), teaches nothing.
 
 The frontier is re-keyed lazily: each request carries the weights version it was scored under;
 a pop whose top is stale re-scores it and puts it back, at most 50 times per pop, so one
@@ -102,7 +104,7 @@ class PsoQueue(StrategyQueue):
         cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
     ) -> dict[str, Any]:
         path = [parent_meta.get("anchor") or "", *parent_meta.get("pso_path", [])]
-        return {"pso_path": path[:PATH_LINKS]}
+        return {"pso_path": path[:PATH_LINKS], "pso_parent": parent_meta.get("pso_popped_url")}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -298,7 +300,7 @@ class PsoQueue(StrategyQueue):
         self.frontier.put(self._fingerprint(request), self.key(request), request)
 
     def push(self, request: Request) -> None:
-        particle = self._flying.pop(request.meta.get("parent_url", ""), None)
+        particle = self._flying.pop(request.meta.get("pso_parent") or "", None)
         if particle is not None:
             relevant = bool(request.meta.get("parent_is_relevant"))
             self._outcomes[particle].append(relevant)
@@ -320,6 +322,8 @@ class PsoQueue(StrategyQueue):
             self.stats.inc_value("focused/pso/rekeyed", rekeyed)
         if request is None:
             return None
+        # Carried in its meta through redirects and retries, to its children (child_meta).
+        request.meta["pso_popped_url"] = request.url
         self._flying[request.url] = self._active
         while len(self._flying) > FLYING_MEMORY:
             self._flying.popitem(last=False)

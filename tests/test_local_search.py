@@ -346,9 +346,9 @@ def test_pso_credits_path_words_with_a_discount_and_normalises_m():
     # A relevant page's outcome arrives with its first child: its path is credited once more.
     queue.push(req("seed", depth=0))
     seed = queue.pop()
-    path = queue.child_meta({"anchor": "wings", "pso_path": ["bird"]}, None, True)["pso_path"]
-    assert path == ["wings", "bird"]
-    queue.push(child("x", name(seed), page=0.9, link=0.2, pso_path=path))
+    inherited = queue.child_meta({**seed.meta, "anchor": "wings", "pso_path": ["bird"]}, None, True)
+    assert inherited == {"pso_path": ["wings", "bird"], "pso_parent": seed.url}
+    queue.push(child("x", name(seed), page=0.9, link=0.2, **inherited))
     assert queue.word_value["wings"] == 1.5 and queue.word_value["bird"] == 1.5
     assert list(queue._outcomes[0]) == [True]
 
@@ -409,10 +409,17 @@ def _swarm_of_five(queue, momentum: list[float]) -> None:
     swarm["x"][0], swarm["v"][0] = [0.1, 0.1], [0.0, 0.0]
 
 
+def _pso_child(queue, page, relevance: float, parent: str | None = None):
+    """The first child of a page popped by the pso queue, with the meta the middleware writes:
+    ``parent_url`` (the page as stored: ``parent`` when given), and what ``child_meta`` adds."""
+    inherited = queue.child_meta(page.meta, None, relevance >= 0.15)
+    return child(f"{name(page)}-child", parent or name(page), page=relevance, link=0.5, **inherited)
+
+
 def _relevant(queue, pages) -> None:
     """The pages' outcomes come back, with a first child each: relevant."""
     for page in pages:
-        queue.push(child(f"{name(page)}-child", name(page), page=0.9, link=0.5))
+        queue.push(_pso_child(queue, page, 0.9))
 
 
 def test_pso_credits_a_position_with_the_harvest_of_the_fetches_made_there():
@@ -445,7 +452,7 @@ def test_pso_first_flight_flies_toward_the_best_first_turn():
     first_turns = [queue.pop() for _ in range(4)]  # particles 0 to 3, a fetch each
     _relevant(queue, first_turns[2:3])  # particle 2's page was relevant
     for page in first_turns[:2] + first_turns[3:]:
-        queue.push(child(f"{name(page)}-child", name(page), page=0.0, link=0.5))
+        queue.push(_pso_child(queue, page, 0.0))
     queue.pop()  # particle 4's turn: then particle 0 flies
     swarm = queue.swarm
     assert swarm["f"][:4] == [0.0, 0.0, 1.0, 0.0] and swarm["f"][4] is None
@@ -468,6 +475,18 @@ def test_pso_credits_no_position_with_the_harvest_of_the_one_before():
     assert swarm["best_f"][0] == 0.5 and swarm["best_x"][0] == [0.9, 0.9]
 
 
+def test_pso_credits_a_page_stored_under_another_url_to_the_particle_that_fetched_it():
+    """A page redirected, or stored under its rel=canonical, gives its children a
+    ``parent_url`` the queue never popped: its outcome still reaches the particle that fetched
+    it, by the URL it was popped at, carried in its meta (``pso_popped_url``)."""
+    queue = make_queue("pso", particles=5, epoch=2)
+    queue.push(req("s0", depth=0))
+    page = queue.pop()
+    assert page.meta["pso_popped_url"] == page.url
+    queue.push(_pso_child(queue, page, 0.9, parent="canonical-s0"))
+    assert list(queue._outcomes[0]) == [True]
+
+
 def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
     queue = make_queue("pso", key, epoch=3, seed=11)
     rng = random.Random(4)
@@ -485,7 +504,7 @@ def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
                     page=0.6 if relevant else 0.05,
                     link=rng.random(),
                     anchor=rng.choice(["bird nest", "ocean ship", "wings eggs", "city map"]),
-                    pso_path=["bird", "wings"],
+                    **queue.child_meta(request.meta, None, relevant),
                 )
             )
         for x in queue.swarm["x"]:
