@@ -371,7 +371,10 @@ class RecrawlSpider(scrapy.Spider):
         "SPIDER_MIDDLEWARES": {},
         # Scrapy's, which the project turns off for PageBudget: CLOSESPIDER_TIMEOUT and the
         # others end a recrawl too (its page budget is --budget: the command refuses Scrapy's).
-        "EXTENSIONS": {"scrapy.extensions.closespider.CloseSpider": 0},
+        "EXTENSIONS": {
+            "scrapy.extensions.closespider.CloseSpider": 0,
+            "focused.warc.WarcExport": 540,  # only with WARC_DIR
+        },
         "ITEM_PIPELINES": {f"{__name__}.RefreshPipeline": 800},
     }
 

@@ -32,6 +32,12 @@ A page stored without its text gets no record: a duplicate (``duplicate_of``) is
 page it duplicates, and a ``noindex`` page asked not to be kept. Nor do pages the crawl fetched
 but did not store (``STORE_MIN_RELEVANCE``, a failed store), robots.txt, or redirects.
 
+``scrapy recrawl`` with ``WARC_DIR`` writes a file of its own the same way (its ``warcinfo``
+names the crawl and the recrawl's policy): the records of each page whose new text it stores, a
+page that changed. A page unchanged (fetched in full or answered 304), gone, or now
+``noindex`` gets none: its text in the store is the one a file of an earlier run holds, or
+none.
+
 Each record is its own gzip member, written whole and flushed as the page is stored: a crawl
 killed (``kill -9``) leaves a file readable up to its last whole record. A write that fails (a
 full disk) is one error line; the file is cut back to its last whole record and the spider
@@ -39,7 +45,7 @@ closed with reason ``warc_failed`` (the ``crawl`` command exits 1; the pages sto
 JOBDIR resumes). The records are written once the page is stored, so the store may hold a page
 whose records were not written (the crawl killed in between, the write that failed): a resumed
 crawl does not fetch it again. A ``WARC_DIR`` that cannot be written is refused before the
-crawl starts (``focused.settingchecks.check_warc_dir``). ``scrapy recrawl`` writes no WARC.
+crawl starts (``focused.settingchecks.check_warc_dir``).
 
 Stats: ``focused/warc/records``, ``focused/warc/bytes`` (compressed, as written).
 """
@@ -267,7 +273,9 @@ class WarcExport:
             "crawl_id": crawl_id,
             "strategy": getattr(config, "strategy", None),
             "query": getattr(config, "query", None),
+            "recrawl_policy": getattr(spider, "policy", None),  # RecrawlSpider's
         }
+        info = {name: value for name, value in info.items() if value is not None}
         try:
             self.file = WarcFile(path)
         except OSError as exc:
@@ -280,7 +288,9 @@ class WarcExport:
         if self.file is None:
             return
         page = ItemAdapter(item)
-        if page.get("duplicate_of") or is_noindex(page):
+        # A recrawl's update holds "text" only when the page changed (and its items with no
+        # response, pages it could not request, none).
+        if page.get("text") is None or page.get("duplicate_of") or is_noindex(page):
             return  # stored without its text: see the module's docstring
         fetched_at = datetime.fromisoformat(page["fetched_at"])
         self._write(page_records(self.file.writer, response, fetched_at))

@@ -753,6 +753,12 @@ def one_crawl(tmp_path) -> dict:
         # Scrapy's usage and then its message (four lines); a TypeError traceback.
         (("crawls", "-s", "FOCUSED_DB"), 2, "Invalid -s value, use -s NAME=VALUE"),
         (("recrawl", "one", "-s", "FEEDS=[1]"), 2, "Invalid -s value: a setting that holds a"),
+        # Its WARC file (focused.warc) would fail at the first page that changed.
+        (
+            ("recrawl", "one", "-s", "WARC_DIR=scrapy.cfg"),
+            2,
+            "cannot write WARC_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
+        ),
     ],
 )
 def test_odd_command_lines_give_one_line(cli, one_crawl, args, status, message):

@@ -31,6 +31,7 @@ from scrapy.utils.conf import build_component_list
 from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 from twisted.python.failure import Failure
+from warcio.archiveiterator import ArchiveIterator
 
 from focused import storage
 from focused.arguments import CrawlConfig
@@ -831,7 +832,8 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
         site.log.entries.clear()
         site.user_agents.clear()
         model = tmp_path / "job" / "relevance"
-        result = recrawl(crawl.db, "test", "--model", str(model))
+        warcs = tmp_path / "warc"
+        result = recrawl(crawl.db, "test", "--model", str(model), settings={"WARC_DIR": warcs})
         assert result.returncode == 0, result.stderr[-3000:]
         # /d is skipped: robots.txt now disallows it
         summary = "crawl test (uniform, 6 pages): 2 changed, 2 unchanged, 1 gone, 1 skipped\n"
@@ -884,6 +886,21 @@ def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_pat
     for path in ("/", "/a", "/c"):
         assert after[path]["relevance"] == before[path]["relevance"]
     assert all(after[path]["fetch_order"] == before[path]["fetch_order"] for path in before)
+    # WARC_DIR: the recrawl's own file, with the records of the page whose new text it stored;
+    # not those unchanged, gone, or now noindex (/e).
+    [warc_file] = warcs.iterdir()
+    with warc_file.open("rb") as stream:
+        kept = [
+            (r.rec_type, r.rec_headers.get_header("WARC-Target-URI"), r.content_stream().read())
+            for r in ArchiveIterator(stream)
+        ]
+    assert [kind_and_url[:2] for kind_and_url in kept] == [
+        ("warcinfo", None),
+        ("response", b["url"]),
+        ("request", b["url"]),
+    ]
+    assert b"crawl_id: test\r\n" in kept[0][2] and b"recrawl_policy: uniform\r\n" in kept[0][2]
+    assert kept[1][2] == content.pages["/b"].encode()
 
     record = crawl.crawl_record()
     assert record["status"] == "finished" and record["pages"] == 6

@@ -48,7 +48,12 @@ from focused.report import (
     running_elsewhere,
 )
 from focused.setting_names import given_on_command_line
-from focused.settingchecks import allow_status_codes_as_numbers, check_settings, check_unstored_dir
+from focused.settingchecks import (
+    allow_status_codes_as_numbers,
+    check_settings,
+    check_unstored_dir,
+    check_warc_dir,
+)
 from focused.storage import StoreError, open_store
 from focused.storecommand import (
     NOT_FOUND,
@@ -164,6 +169,7 @@ class Command(ScrapyCommand):
             check_settings(self.settings)
             allow_status_codes_as_numbers(self.settings)
             check_unstored_dir(self.settings)
+            check_warc_dir(self.settings)
             self.unused = self._refuse_or_leave_out(NOT_TAKEN)
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
