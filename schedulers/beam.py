@@ -7,7 +7,8 @@ Parameters:
     beam_width (int, default 10): k, the candidates kept in each generation.
 
 A generation is a level: the seeds are generation 0, and generation g+1 is the children of the
-pages of generation g. The current pages are the pages of the generation being fetched; their
+pages of generation g. Every seed is kept, however many: they are the search's starting states,
+as the user gave them, and the beam applies from generation 1. The current pages are the pages of the generation being fetched; their
 children arrive as candidates for the next one. While they arrive, only the ``beam_width``
 best (by link relevance, then the page's relevance; see ``schedulers.local``) are kept, and a
 better newcomer evicts the worst; every dropped candidate counts in ``focused/beam/dropped``.

@@ -106,6 +106,15 @@ def test_beam_keeps_the_k_best_of_a_generation_and_drops_the_rest(key):
     assert drain(queue) == ["d", "b"]
 
 
+def test_beam_keeps_every_seed_however_many(key):
+    """The seeds are generation 0, the starting states as given: the beam applies from 1."""
+    queue = make_queue("beam", key, beam_width=2)
+    for seed in ["s1", "s2", "s3", "s4"]:
+        queue.push(req(seed, depth=0))
+    assert len(queue) == 4 and not queue.stats.get_value("focused/beam/dropped")
+    assert sorted(drain(queue)) == ["s1", "s2", "s3", "s4"]
+
+
 def test_beam_frees_the_places_of_requests_the_frontier_evicted(key):
     """FRONTIER_MAX's evictions went unnoticed by the beam: their places stayed taken, and the
     generation kept fewer than k candidates, newcomers dropped however good."""
