@@ -84,6 +84,9 @@ class Report:
     crawl: dict[str, Any]
     totals: Totals
     stored: int  # pages stored: fewer than fetched with STORE_MIN_RELEVANCE
+    # Relevant pages fetched but not stored (below STORE_MIN_RELEVANCE, or unstored): the
+    # totals count them, the curve and deciles (stored pages only) cannot.
+    relevant_not_stored: int
     gone: int  # stored pages no longer there when last fetched (a recrawl's 404 or 410)
     noindex: int  # stored pages kept without their text: they asked not to be indexed
     duplicates: int  # stored pages kept without their text: copies of others (duplicate_of)
@@ -161,10 +164,12 @@ def build_report(
     as ``Store.pages(crawl_id, limit=TOP_PAGES)`` orders them."""
     crawl_totals = totals(crawl, pages)
     curve = harvest_curve(pages)
+    stored_relevant = sum(bool(page["is_relevant"]) for page in pages)
     return Report(
         crawl=dict(crawl),
         totals=crawl_totals,
         stored=len(pages),
+        relevant_not_stored=max(0, crawl_totals.relevant - stored_relevant),
         gone=sum(is_gone(page) for page in pages),
         noindex=sum(is_noindex(page) for page in pages),
         duplicates=sum(is_duplicate(page) for page in pages),
@@ -182,6 +187,7 @@ def report_json(report: Report) -> dict[str, Any]:
         "totals": {
             **asdict(report.totals),
             "stored": report.stored,
+            "relevant_not_stored": report.relevant_not_stored,
             "gone": report.gone,
             "noindex": report.noindex,
             "duplicates": report.duplicates,

@@ -41,7 +41,14 @@ from scrapy.settings import Settings
 from focused import storage, storecommand
 from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
 from focused.mongostore import MongoStore
-from focused.report import build_report, describe_status, describe_time, is_stale, page_json
+from focused.report import (
+    build_report,
+    describe_status,
+    describe_time,
+    is_stale,
+    page_json,
+    report_json,
+)
 from focused.sqlitestore import SqliteStore
 from focused.storage import FINISH_FIELDS, PAGE_FIELDS
 from tests.conftest import (
@@ -322,6 +329,16 @@ def test_figures_count_pages_fetched_but_not_stored():
     assert [(p.fetched, p.harvest_rate) for p in built.curve] == [(1, 1.0), (4, 0.5), (9, 2 / 9)]
     levels = [(r.level, r.pages, r.relevant, r.mean_relevance) for r in built.levels]
     assert levels == [(0, 1, 1, 0.9), (1, 1, 1, 0.6), (2, 1, 0, None)]
+    assert built.relevant_not_stored == 0
+
+
+def test_relevant_pages_fetched_but_not_stored_are_said_beside_the_deciles():
+    """With STORE_MIN_RELEVANCE above the relevance threshold, relevant pages below it are
+    counted in the totals but are on no curve: its deciles end below the relevant total."""
+    pages = [record(1, True, 0, 0.9), record(4, True, 1, 0.6)]
+    built = build_report({"crawl_id": "c", "pages": 10, "relevant": 5}, pages, top=[])
+    assert built.relevant_not_stored == 3 and built.deciles[-1].relevant == 2
+    assert report_json(built)["totals"]["relevant_not_stored"] == 3
 
 
 def test_figures_of_a_running_crawl_come_from_its_stored_pages():
@@ -1252,7 +1269,8 @@ def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path)
     assert png_size(png) == PNG_SIZE
     report = json.loads(ok(cli("report", "--json", settings=settings)))
     assert report["totals"] == {
-        **{"fetched": 2, "relevant": 1, "stored": 3, "gone": 0, "noindex": 0, "duplicates": 0},
+        **{"fetched": 2, "relevant": 1, "stored": 3, "relevant_not_stored": 0, "gone": 0},
+        **{"noindex": 0, "duplicates": 0},
         "harvest_rate": 0.5,
     }
     assert report["levels"][-1]["level"] is None

@@ -80,15 +80,28 @@ def test_drift_window_not_reached_does_not_stop(tmp_path, site):
 
 
 def test_threshold_crawl_and_store_fetches_all_stores_above(tmp_path, site):
-    settings = {"STORE_MIN_RELEVANCE": 0.2, "CLOSESPIDER_PAGECOUNT": 30}
+    settings = {"STORE_MIN_RELEVANCE": 0.3, "CLOSESPIDER_PAGECOUNT": 30}
     crawl = bird_crawl(tmp_path, site, "bestfirst", settings)
     pages = crawl.pages()
-    assert pages and all(page["relevance"] >= 0.2 for page in pages)
+    assert pages and all(page["relevance"] >= 0.3 for page in pages)
     record = crawl.crawl_record()
     assert record["status"] == "finished"
     # Every fetched page was scored and counted; only the ones above the threshold stored.
     assert record["pages"] == len(fetched(site)) > len(pages)
     assert f"'focused/not_stored': {record['pages'] - len(pages)}" in crawl.result.stderr
+    # The report's deciles count the stored pages only, and say how many relevant ones are not.
+    not_stored = record["relevant"] - sum(page["is_relevant"] for page in pages)
+    assert not_stored > 0  # relevant (0.15) but below 0.3
+    report = subprocess.run(
+        [sys.executable, "-m", "scrapy", "report", crawl.crawl_id, "-s", f"FOCUSED_DB={crawl.db}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=crawl_env(),
+    )
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert f"(relevant pages stored only: {not_stored} relevant pages were fetched" in report.stdout
 
 
 def test_a_relevant_budget_already_reached_fetches_nothing_more(tmp_path, site):

@@ -142,6 +142,11 @@ def print_report(report: Report) -> None:
         for n, point in enumerate(report.deciles, 1)
     ]
     print_table(["fetched", "pages", "relevant", "harvest rate"], rows, "rrrr")
+    if report.relevant_not_stored:
+        out(
+            f"(relevant pages stored only: {report.relevant_not_stored} relevant pages were fetched"
+            " but not stored, below STORE_MIN_RELEVANCE or left unstored)"
+        )
 
     sys.stdout.write(f"\nTop {len(report.top)} pages\n")
     rows = [
