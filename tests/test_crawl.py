@@ -125,6 +125,10 @@ def test_stored_records_carry_level_scores_and_path(tmp_path, site):
     counts = Counter(fetched_pages(site))
     assert max(counts.values()) == 1
     assert "focused/harvest_rate" in crawl.result.stderr
+    # A crawl of a healthy site with the project's settings warns of nothing (an extension
+    # turned off by a setting left unset said so at every crawl: "Disabled ...").
+    warnings = [line for line in crawl.result.stderr.splitlines() if "] WARNING: " in line]
+    assert warnings == []
 
 
 def test_feed_export_writes_the_same_pages(tmp_path, site):
