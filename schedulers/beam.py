@@ -8,10 +8,11 @@ Parameters:
 
 A generation is a level: the seeds are generation 0, and generation g+1 is the children of the
 pages of generation g. Every seed is kept, however many: they are the search's starting states,
-as the user gave them, and the beam applies from generation 1. The current pages are the pages of the generation being fetched; their
-children arrive as candidates for the next one. While they arrive, only the ``beam_width``
-best (by link relevance, then the page's relevance; see ``schedulers.local``) are kept, and a
-better newcomer evicts the worst; every dropped candidate counts in ``focused/beam/dropped``.
+as the user gave them, and the beam applies from generation 1. The current pages are the pages
+of the generation being fetched; their children arrive as candidates for the next one. While
+they arrive, only the ``beam_width`` best (by link relevance, then the page's relevance; see
+``schedulers.local``) are kept, and a better newcomer evicts the worst; every dropped
+candidate counts in ``focused/beam/dropped``.
 A dropped URL is not marked seen: found again on a page of a later generation, it is a
 candidate of that generation (as a resumed crawl, whose seen set is rebuilt from the frontier
 file, always had it).
