@@ -384,7 +384,7 @@ async def main():
     url = "http://127.0.0.1/a"
     response = HtmlResponse(url, body=b"<p>birds</p>", request=Request(url))
     async def output():
-        yield PageItem(text="birds nest eggs feathers", language="en")
+        yield PageItem(url=url, text="birds nest eggs feathers", language="en")
         yield Request("http://127.0.0.1/b", meta={"anchor": "Seabird"})
         yield Request("http://127.0.0.1/c", meta={"anchor": "Class 37"})
     got = [o async for o in middleware.process_spider_output_async(response, output())]
