@@ -5,8 +5,9 @@ that text, so the context window around a link comes from the same pass. Script,
 navigation boilerplate contribute no text; links inside navigation are kept (with no context),
 since site navigation is still part of the link graph.
 Boilerplate is also an element that says so by its attributes: an ARIA role of a boilerplate
-landmark (Wikipedia's navboxes are ``<div role="navigation">``), or ``hidden``, which a browser
-does not show (``hidden="until-found"`` excepted, text a reader's search shows).
+landmark (Wikipedia's navboxes are ``<div role="navigation">``), or ``hidden`` or an inline
+``display: none``, which a browser does not show (``hidden="until-found"`` excepted, text a
+reader's search shows; a stylesheet's ``display: none`` is not read: no CSS is).
 
 Links are ``<a href>`` and image maps' ``<area href>``, as Scrapy's LinkExtractor follows, and
 ``<frame src>`` and ``<iframe src>``: a frameset page has no other links, and an iframe embeds
@@ -36,6 +37,7 @@ page) keeps what came before that point and says it was cut short (``Page.cut_sh
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -63,6 +65,9 @@ BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
 BOILERPLATE_ROLES = frozenset(
     {"navigation", "banner", "contentinfo", "complementary", "form", "menu", "menubar"}
 )
+# An inline style's display declarations: (value, "!important" or ""); the last important one
+# applies, else the last one.
+DISPLAY = re.compile(r"(?:^|;)\s*display\s*:\s*([^;!\s]*)\s*(!\s*important)?", re.IGNORECASE)
 # Elements a browser lays out as blocks (the HTML standard's rendering rules): their text is
 # not run together with the text around them ("<details><summary>Q</summary>A" is "Q", "A").
 BLOCKS = frozenset(
@@ -369,12 +374,20 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
 
 def _unseen(element: Any) -> bool:
     """Whether the element is boilerplate by its attributes: its ARIA role (the first token of
-    its ``role``) is one of ``BOILERPLATE_ROLES``, or it has ``hidden``, which a browser does
-    not show (its links are followed, as a menu's a script opens), but for
-    ``hidden="until-found"``, text a reader's search shows."""
+    its ``role``) is one of ``BOILERPLATE_ROLES``, or it has ``hidden`` or an inline style whose
+    last ``display`` is ``none``, which a browser does not show (its links are followed, as a
+    menu's a script opens), but for ``hidden="until-found"``, text a reader's search shows."""
     hidden = element.get("hidden")
     if hidden is not None and hidden.strip().lower() != "until-found":
         return True
+    style = element.get("style")
+    if style and "display" in style.lower():
+        displays = DISPLAY.findall(style)
+        applies = [value for value, important in displays if important] or [
+            value for value, _ in displays
+        ]
+        if applies and applies[-1].lower() == "none":
+            return True
     tokens = (element.get("role") or "").split(maxsplit=1)
     return bool(tokens) and tokens[0].lower() in BOILERPLATE_ROLES
 

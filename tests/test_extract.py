@@ -86,6 +86,25 @@ def test_an_element_with_the_hidden_attribute_is_not_text_unless_found_by_a_sear
     ]
 
 
+def test_an_element_an_inline_style_hides_is_not_text():
+    """``display: none`` in an element's own style (Wikipedia's table sort keys and hidden
+    microformats) is no more shown than ``hidden``; the declaration that applies counts."""
+    body = (
+        "<html><body><p>Seen</p><span style='display:none'>!0000042</span>"
+        "<div style='color: red; DISPLAY : None !important'>Closed <a href='/wiki/Gull'>Gull</a>"
+        "</div><p style='display:none; display:block'>Shown again</p>"
+        "<p style='display:none !important; display:block'>Not shown</p>"
+        "<p style='display:inline-block'>Inline</p>"
+        "<p style='background:url(display:none)'>Background</p></body></html>"
+    )
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    assert extracted.text.split() == ["Seen", "Shown", "again", "Inline", "Background"]
+    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
+        ("http://127.0.0.1/wiki/Gull", "Gull", "")
+    ]
+
+
 def test_the_title_is_the_pages_first_title_not_an_svg_icons():
     """Inline SVG icons carry a <title> of their own (their tooltip), and a hostile page can
     have thousands of <title>s: each was added to the page's title."""
