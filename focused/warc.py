@@ -30,11 +30,18 @@ bytes the server sent nor the request the browser made. It is written as a ``res
 
 A page stored without its text gets no record: a duplicate (``duplicate_of``) is archived as the
 page it duplicates, and a ``noindex`` page asked not to be kept. Nor do pages the crawl fetched
-but did not store (``STORE_MIN_RELEVANCE``, a failed store), robots.txt, or redirects.
+but did not store (``STORE_MIN_RELEVANCE``, a failed store), or robots.txt.
+
+A redirect (a 3xx with a ``Location``, to a GET of a page) gets its ``response`` and
+``request`` records as it is downloaded (``response_downloaded``), before ``RedirectMiddleware``
+follows it: the page's records are under the URL redirected to, and a replay of the URL a link
+named must find the redirect. Its body is as it came (dechunked, not decompressed: its
+``Content-Encoding`` stays), and it is written whether or not the page it leads to is stored.
+A meta refresh is a page's HTML, not a redirect.
 
 ``scrapy recrawl`` with ``WARC_DIR`` writes a file of its own the same way (its ``warcinfo``
 names the crawl and the recrawl's policy): the records of each page whose new text it stores, a
-page that changed. A page unchanged (fetched in full or answered 304), gone, or now
+page that changed, and of the redirects it meets. A page unchanged (fetched in full or answered 304), gone, or now
 ``noindex`` gets none: its text in the store is the one a file of an earlier run holds, or
 none.
 
@@ -91,6 +98,8 @@ RECORDS_STAT = "focused/warc/records"
 BYTES_STAT = "focused/warc/bytes"
 # What described the bytes on the wire, not the body Scrapy hands over (decompressed, dechunked).
 WIRE_HEADERS = ("Content-Encoding", "Transfer-Encoding", "Content-Length")
+# A redirect's body is as it came, but dechunked: it is written before any middleware reads it.
+DOWNLOADED_HEADERS = ("Transfer-Encoding", "Content-Length")
 # Credentials (HTTPAUTH_*, a proxy's user): an archive is read by others; said in the docstring.
 SECRET_HEADERS = ("Authorization", "Proxy-Authorization")
 
@@ -149,26 +158,40 @@ def page_records(
     writer: WARCWriter, response: Response, fetched_at: datetime
 ) -> list[ArcWarcRecord]:
     """The records of a page: its response and request, or the resource of a rendered page."""
+    if not is_rendered(response):
+        return exchange_records(writer, response, response.request, fetched_at, WIRE_HEADERS)
+    body = response.body
+    encoding = getattr(response, "encoding", "utf-8")
+    return [
+        writer.create_warc_record(
+            response.url,
+            "resource",
+            payload=io.BytesIO(body),
+            length=len(body),
+            warc_content_type=f"text/html; charset={encoding}",
+            warc_headers_dict={"WARC-Date": warc_date(fetched_at)},
+        )
+    ]
+
+
+def exchange_records(
+    writer: WARCWriter,
+    response: Response,
+    request: Request | None,
+    fetched_at: datetime,
+    undone: Iterable[str],
+) -> list[ArcWarcRecord]:
+    """A ``response`` record and the ``request`` record of the request that got it (none for a
+    response made by hand). ``undone``: the headers that described what Scrapy has undone of
+    the wire's bytes, left out; ``Content-Length`` is written for the body as it is."""
     uri = response.url
     date = warc_date(fetched_at)
     body = response.body
-    if is_rendered(response):
-        encoding = getattr(response, "encoding", "utf-8")
-        return [
-            writer.create_warc_record(
-                uri,
-                "resource",
-                payload=io.BytesIO(body),
-                length=len(body),
-                warc_content_type=f"text/html; charset={encoding}",
-                warc_headers_dict={"WARC-Date": date},
-            )
-        ]
     warc_headers = {"WARC-Date": date}
     if response.ip_address is not None:
         warc_headers["WARC-IP-Address"] = str(response.ip_address)
     protocol, status = _status_line(response)
-    lines = _header_lines(response.headers, WIRE_HEADERS)
+    lines = _header_lines(response.headers, undone)
     lines.append(("Content-Length", str(len(body))))
     answer = writer.create_warc_record(
         uri,
@@ -178,8 +201,7 @@ def page_records(
         warc_headers_dict=warc_headers,
         http_headers=StatusAndHeaders(status, lines, protocol=protocol),
     )
-    request = response.request
-    if request is None:  # a response made by hand
+    if request is None:
         return [answer]
     body = request.body
     asked = writer.create_warc_record(
@@ -262,6 +284,7 @@ class WarcExport:
         export = cls(crawler, Path(folder))
         crawler.signals.connect(export.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(export.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(export.response_downloaded, signal=signals.response_downloaded)
         crawler.signals.connect(export.spider_closed, signal=signals.spider_closed)
         return export
 
@@ -294,6 +317,21 @@ class WarcExport:
             return  # stored without its text: see the module's docstring
         fetched_at = datetime.fromisoformat(page["fetched_at"])
         self._write(page_records(self.file.writer, response, fetched_at))
+
+    def response_downloaded(self, response: Response, request: Request, spider: Spider) -> None:
+        """A redirect the run was answered (a 3xx with a Location, to a GET of a page): written
+        as it comes, before RedirectMiddleware follows it, so that a replay of the URL a link
+        named leads to the page stored under the URL it redirected to."""
+        if (
+            self.file is None
+            or not 300 <= response.status < 400
+            or b"Location" not in response.headers
+            or request.method != "GET"  # HEAD_CHECK's HEAD: the GET that follows is archived
+            or urlparse_cached(request).path == "/robots.txt"
+        ):
+            return
+        now = datetime.now(UTC)
+        self._write(exchange_records(self.file.writer, response, request, now, DOWNLOADED_HEADERS))
 
     def _write(self, records: list[ArcWarcRecord]) -> None:
         assert self.file is not None

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from scrapy.exceptions import NotConfigured
-from scrapy.http import HtmlResponse, Request
+from scrapy.http import HtmlResponse, Request, Response
 from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
@@ -35,6 +35,7 @@ from focused.warc import (
     warcinfo_record,
 )
 from tests.conftest import BIRD_QUERY, BIRD_SEED, Crawl, run_crawl
+from tests.sites import Reply, Site, html
 from tests.test_crash_resume import job_command, run_to_the_end, start_until_fetched
 
 FETCHED_AT = datetime(2026, 12, 5, 3, 4, 5, 678901, tzinfo=UTC)
@@ -252,6 +253,76 @@ def test_pages_stored_without_their_text_get_no_record(tmp_path, monkeypatch):
     export.spider_closed(None)
     [path] = (tmp_path / "warc").iterdir()
     assert [kind for kind, *_ in records(path.read_bytes())] == ["warcinfo", "response", "request"]
+
+
+def test_a_redirect_is_kept_as_it_came_before_it_is_followed(tmp_path, monkeypatch):
+    """A redirect's records are written as it is downloaded: its body as it came (still
+    compressed, so its Content-Encoding stays; dechunked, so Transfer-Encoding goes)."""
+    export, _ = opened_export(tmp_path, monkeypatch)
+    url = "http://127.0.0.1:25501/wiki/Old_name"
+    moved = gzip.compress(b"<a href='/wiki/New_name'>moved</a>")
+    headers = {
+        "Location": "/wiki/New_name",
+        "Content-Encoding": "gzip",
+        "Transfer-Encoding": "chunked",
+        "Content-Type": "text/html",
+    }
+    export.response_downloaded(
+        Response(url, status=301, headers=headers, body=moved), Request(url), None
+    )
+    # Not a redirect, or not one a page's link led to: nothing.
+    export.response_downloaded(Response(url, status=200, body=b"x"), Request(url), None)
+    export.response_downloaded(Response(url, status=304), Request(url), None)
+    export.response_downloaded(
+        Response(url, status=301, headers=headers), Request(url, method="HEAD"), None
+    )
+    robots = "http://127.0.0.1:25501/robots.txt"
+    export.response_downloaded(Response(robots, status=301, headers=headers), Request(robots), None)
+    export.spider_closed(None)
+    [path] = (tmp_path / "warc").iterdir()
+    read = records(path.read_bytes())
+    assert [(kind, headers.get("WARC-Target-URI")) for kind, headers, _, _ in read] == [
+        ("warcinfo", None),
+        ("response", url),
+        ("request", url),
+    ]
+    _, _, http, payload = read[1]
+    # warcio undoes the Content-Encoding as it reads: the bytes kept were gzip.
+    assert http.statusline == "301 Moved Permanently" and payload == gzip.decompress(moved)
+    assert http.get_header("Location") == "/wiki/New_name"
+    assert http.get_header("Content-Encoding") == "gzip"
+    assert http.get_header("Transfer-Encoding") is None
+    assert http.get_header("Content-Length") == str(len(moved))
+    assert (read[2][2].protocol, read[2][2].statusline) == ("GET", "/wiki/Old_name HTTP/1.1")
+
+
+def test_a_crawl_keeps_a_redirect_and_the_page_it_led_to(tmp_path):
+    """A replay of the URL the link named finds the redirect, then the page under the URL it
+    redirected to."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/moved":
+            return Reply(301, "", headers={"Location": "/target"})
+        links = '<a href="/moved">albatross feathers</a>' if path == "/" else ""
+        return Reply(200, html(path, f"<p>albatross feathers and nests</p>{links}"))
+
+    with Site(respond) as site:
+        arguments = {"query": "albatross feathers", "seeds": f"{site.url}/", "strategy": "bfs"}
+        crawl = run_crawl(tmp_path, arguments, {"WARC_DIR": tmp_path / "warc"})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    [path] = (tmp_path / "warc").iterdir()
+    read = [
+        (kind, headers["WARC-Target-URI"].removeprefix(site.url), http.protocol, http.statusline)
+        for kind, headers, http, _ in records(path.read_bytes())[1:]
+    ]
+    assert read == [
+        ("response", "/", "HTTP/1.0", "200 OK"),  # as the test server answers
+        ("request", "/", "GET", "/ HTTP/1.1"),
+        ("response", "/moved", "HTTP/1.0", "301 Moved Permanently"),
+        ("request", "/moved", "GET", "/moved HTTP/1.1"),
+        ("response", "/target", "HTTP/1.0", "200 OK"),
+        ("request", "/target", "GET", "/target HTTP/1.1"),
+    ]
 
 
 def test_a_crawl_keeps_each_page_stored_with_text_as_served(tmp_path, site):
