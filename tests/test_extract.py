@@ -49,6 +49,14 @@ def test_title_and_visible_text_without_boilerplate():
         assert hidden not in extracted.text
 
 
+def words_and_links(body: str) -> tuple[list[str], list[tuple[str, str, str]]]:
+    """The words of the page's text, and its links as (url, anchor, context)."""
+    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
+    extracted = extract_page(response, context_chars=30)
+    links = [(link.url, link.anchor, link.context) for link in extracted.links]
+    return extracted.text.split(), links
+
+
 def test_landmarks_named_by_their_aria_role_are_boilerplate_as_their_elements_are():
     """Wikipedia's navboxes are ``<div role="navigation">``, as are many sites' menus, headers
     and footers (``role="banner"``, ``"contentinfo"``): their text, hundreds of article names
@@ -60,13 +68,11 @@ def test_landmarks_named_by_their_aria_role_are_boilerplate_as_their_elements_ar
         "<div role='complementary'>Sidebar</div><div role='contentinfo'>Copyright</div>"
         '<div role=region>Kept</div><div role=" ">too</div></body></html>'
     )
-    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
-    extracted = extract_page(response, context_chars=30)
-    assert extracted.text.split() == ["Albatross", "Seabirds.", "Kept", "too"]
     # Its links are followed, as a <nav>'s are: with their anchor, without context.
-    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
-        ("http://127.0.0.1/wiki/Petrel", "Petrel", "")
-    ]
+    assert words_and_links(body) == (
+        ["Albatross", "Seabirds.", "Kept", "too"],
+        [("http://127.0.0.1/wiki/Petrel", "Petrel", "")],
+    )
 
 
 def test_an_element_with_the_hidden_attribute_is_not_text_unless_found_by_a_search():
@@ -78,12 +84,10 @@ def test_an_element_with_the_hidden_attribute_is_not_text_unless_found_by_a_sear
         "<div HIDDEN=hidden>Menu</div><div hidden='until-found'>Collapsed section</div>"
         "</body></html>"
     )
-    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
-    extracted = extract_page(response, context_chars=30)
-    assert extracted.text.split() == ["Seen", "Collapsed", "section"]
-    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
-        ("http://127.0.0.1/wiki/Gull", "Gull", "")
-    ]
+    assert words_and_links(body) == (
+        ["Seen", "Collapsed", "section"],
+        [("http://127.0.0.1/wiki/Gull", "Gull", "")],
+    )
 
 
 def test_an_element_an_inline_style_hides_is_not_text():
@@ -97,12 +101,10 @@ def test_an_element_an_inline_style_hides_is_not_text():
         "<p style='display:inline-block'>Inline</p>"
         "<p style='background:url(display:none)'>Background</p></body></html>"
     )
-    response = HtmlResponse("http://127.0.0.1/wiki/Albatross", body=body, encoding="utf-8")
-    extracted = extract_page(response, context_chars=30)
-    assert extracted.text.split() == ["Seen", "Shown", "again", "Inline", "Background"]
-    assert [(link.url, link.anchor, link.context) for link in extracted.links] == [
-        ("http://127.0.0.1/wiki/Gull", "Gull", "")
-    ]
+    assert words_and_links(body) == (
+        ["Seen", "Shown", "again", "Inline", "Background"],
+        [("http://127.0.0.1/wiki/Gull", "Gull", "")],
+    )
 
 
 def test_the_title_is_the_pages_first_title_not_an_svg_icons():
