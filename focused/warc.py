@@ -41,9 +41,9 @@ A meta refresh is a page's HTML, not a redirect.
 
 ``scrapy recrawl`` with ``WARC_DIR`` writes a file of its own the same way (its ``warcinfo``
 names the crawl and the recrawl's policy): the records of each page whose new text it stores, a
-page that changed, and of the redirects it meets. A page unchanged (fetched in full or answered 304), gone, or now
-``noindex`` gets none: its text in the store is the one a file of an earlier run holds, or
-none.
+page that changed, and of the redirects it meets. A page unchanged (fetched in full or answered
+304), gone, or now ``noindex`` gets none: its text in the store is the one a file of an earlier
+run holds, or none.
 
 Each record is its own gzip member, written whole and flushed as the page is stored: a crawl
 killed (``kill -9``) leaves a file readable up to its last whole record. A write that fails (a
