@@ -12,7 +12,9 @@ the whole output of the callback for one response (one ``PageItem`` and its link
   ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
   ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``), and
   ``anchor_semantic`` (``focused.encoder``) when the strategy sets ``link_encoder``;
-- it feeds the page to the model and starts a refit off the reactor thread when one is due.
+- it feeds the page to the model and starts a refit off the reactor thread when one is due
+  (on it, the crawl waiting, with ``RELEVANCE_REFIT_THREAD`` False: then the page a refit's
+  model first scores does not hang on the refit's timing).
 
 The sentence encoder runs in place, on the reactor thread, and its CPU time counts in
 ``focused/scoring_cpu_ms``. Awaiting it in a worker thread instead was measured (BENCHMARKS.md,
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, signals
 from scrapy.utils.misc import load_object
+from twisted.internet.defer import maybeDeferred
 from twisted.internet.threads import deferToThread
 
 from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
@@ -66,6 +69,8 @@ class RelevanceMiddleware(PageOutputMiddleware):
         super().__init__(crawler)
         self.stats = crawler.stats
         self._refitting = False
+        # False: refits on the reactor thread, the crawl waiting (RELEVANCE_REFIT_THREAD).
+        self._refit_in_thread = crawler.settings.getbool("RELEVANCE_REFIT_THREAD", True)
         self._strategy = None
         self._encoder: LinkEncoder | None = None  # only for strategies that set link_encoder
         self._reads_link_scores = True
@@ -245,4 +250,5 @@ class RelevanceMiddleware(PageOutputMiddleware):
             self._refitting = False
             logger.error("Relevance model refit failed: %s", failure.getErrorMessage())
 
-        deferToThread(self.model.refit).addCallbacks(done, failed)
+        run = deferToThread if self._refit_in_thread else maybeDeferred
+        run(self.model.refit).addCallbacks(done, failed)

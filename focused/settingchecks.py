@@ -134,6 +134,7 @@ EMPTY_MEANS_NONE = frozenset({"STORE_MIN_RELEVANCE"})
 # Settings read with Settings.getbool, which raises on anything but 0/1, true/false.
 BOOLEAN_SETTINGS = (
     "SCORE_BEFORE_DISPATCH",
+    "RELEVANCE_REFIT_THREAD",
     "HEAD_CHECK",
     "ROBOTS_META_OBEY",
     "FOCUSED_GC_FREEZE",

@@ -120,6 +120,11 @@ RELEVANCE_NUM_TOPICS = 50  # LSI dimensions
 # Pages between refits of dictionary, IDF and LSI (off the reactor): at least this many, and at
 # least half the pages the refit learns from, whose number bounds the cost of a refit.
 RELEVANCE_REFIT_EVERY = 100
+# Refits run in a worker thread while the crawl goes on (True), so the page a refit's model first
+# scores depends on timing. False: on the reactor thread, the crawl waiting for each refit (a
+# pause of up to seconds at RELEVANCE_MAX_DOCS pages), so that a crawl of one request at a time
+# (CONCURRENT_REQUESTS=1) of a site that does not change fetches the same pages in the same order.
+RELEVANCE_REFIT_THREAD = True
 RELEVANCE_MAX_DOCS = 2000  # most recent pages the model is refit on
 RELEVANCE_FIT_TOKENS = 1000  # the refits learn a page from its first this many tokens; 0 = all
 LINK_CONTEXT_CHARS = 200  # characters of text kept on each side of a link as its context

@@ -165,6 +165,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"SCORE_BEFORE_DISPATCH": "maybe"}, "SCORE_BEFORE_DISPATCH='maybe' is not true"),
         (GOOD, {"HEAD_CHECK": "sometimes"}, "HEAD_CHECK='sometimes' is not true or false"),
         (GOOD, {"FOCUSED_GC_FREEZE": "maybe"}, "FOCUSED_GC_FREEZE='maybe' is not true"),
+        (GOOD, {"RELEVANCE_REFIT_THREAD": "no"}, "RELEVANCE_REFIT_THREAD='no' is not true or"),
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),

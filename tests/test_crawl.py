@@ -94,6 +94,27 @@ def test_bestfirst_beats_bfs_on_harvest_rate(tmp_path, site, bird_pages):
     assert harvest["bestfirst"] > harvest["bfs"] + 0.05, harvest
 
 
+def test_one_request_at_a_time_with_refits_on_the_reactor_fetches_the_same_pages_each_time(
+    tmp_path, site
+):
+    """A refit in its worker thread lands after whichever page it lands after, so two crawls of
+    the same site fetched different pages, one request at a time too (seen: a 300-page pso
+    crawl of the sample, two orders). With RELEVANCE_REFIT_THREAD false the crawl repeats."""
+    settings = {
+        "CONCURRENT_REQUESTS": 1,
+        "RELEVANCE_REFIT_THREAD": False,
+        "RELEVANCE_REFIT_EVERY": 30,
+        "CLOSESPIDER_PAGECOUNT": 200,
+    }
+    runs = []
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+        crawl = bird_crawl(tmp_path / run, site, "bestfirst", **settings)
+        assert stat(crawl.result.stderr, "focused/refits") >= 3
+        runs.append([(page["url"], page["relevance"]) for page in crawl.pages()])
+    assert len(runs[0]) == 200 and runs[0] == runs[1]
+
+
 def test_stored_records_carry_level_scores_and_path(tmp_path, site):
     crawl = bird_crawl(tmp_path, site, "bestfirst")
     pages = crawl.pages()
