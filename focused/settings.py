@@ -30,12 +30,13 @@ CONCURRENT_REQUESTS_PER_DOMAIN = 8
 # lets it go: Scrapy 2.19 counts it only once its download task has started, and sent twice the
 # per-host limit at once under the asyncio reactor (focused.downloader).
 DOWNLOADER = "focused.downloader.PoliteDownloader"
-# Scrapy's scraper starts this many tasks for every page (its default: 100), however few outputs
-# the page has (about 25 here: its item and its links). 8 saves about 0.8 ms of CPU a page
-# (session 40). The fewer, the more often the event loop runs between two links of a page; the
-# scheduler holds dispatch meanwhile (SCORE_BEFORE_DISPATCH), so harvest does not depend on it
-# (8: 0.472 and 0.474 in session 11; before the hold, 0.444). At most 10,000.
-CONCURRENT_ITEMS = 8
+# Scrapy's default: its scraper processes a page's outputs with this many tasks at once. The
+# fewer, the more often the event loop runs between two links of a page; the scheduler holds
+# dispatch meanwhile (SCORE_BEFORE_DISPATCH), so harvest no longer depends on it (8: 0.472 and
+# 0.474; before the hold, 0.444). 8 saves about 0.8 ms of CPU a page (session 40), but pages
+# then reach the feed exports out of fetch order, and the plain spider gains more than the
+# topical one (BENCHMARKS.md, sessions 24 and 40).
+CONCURRENT_ITEMS = 100  # at most 10,000: Scrapy starts this many tasks for every page
 DOWNLOAD_TIMEOUT = 30
 # Scrapy's resolver that also answers with IPv6 addresses: hosts that have only one, and
 # literal seeds such as http://[2001:db8::1]/. Scrapy's default asks for IPv4 alone, and such a
