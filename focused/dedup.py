@@ -141,7 +141,9 @@ class DuplicateMiddleware(PageOutputMiddleware):
                 # Already stored under this URL, as the canonical of a page fetched earlier.
                 self.stats.inc_value("focused/skipped/already_fetched")
                 return []
+            requested = page.get("requested_url") or declared  # None: the URL was the one asked
             page["url"] = fetched_as
+            page["requested_url"] = requested if requested != fetched_as else None
             page["duplicate_of"] = declared
             self.stats.inc_value("focused/duplicates/canonical")
         if not page.get("duplicate_of") and self.near_index is not None:

@@ -46,6 +46,7 @@ class PageItem(scrapy.Item):
     tried_at = scrapy.Field()  # set by a recrawl only (focused.refresh)
     etag = scrapy.Field()  # the response's validators (focused.refresh.validators)
     last_modified = scrapy.Field()
+    requested_url = scrapy.Field()  # the URL the link named, if the page is stored under another
     scores = scrapy.Field()  # transient: removed by RelevancePipeline
 
 

@@ -82,6 +82,11 @@ PAGE_SCHEMA: dict[str, type] = {
     # before them.
     "etag": str,
     "last_modified": str,
+    # The URL the crawl requested the page at, where it is stored under another: the start of
+    # a redirect (the URL a link or seed named), or the URL fetched for a page stored under its
+    # rel=canonical. None when the page is stored under the URL requested, and in records
+    # written before it. A recrawl leaves it as the crawl found it.
+    "requested_url": str,
 }
 CRAWL_SCHEMA: dict[str, type] = {
     "crawl_id": str,

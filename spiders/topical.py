@@ -196,7 +196,7 @@ class TopicalSpider(scrapy.Spider):
         if unusable is not None:
             stats.inc_value(f"focused/skipped/{unusable}")
             if response.meta.get("depth") == 0:
-                self.failed_seeds[_seed_url(response.request)] = NOT_A_PAGE[unusable]
+                self.failed_seeds[_requested_url(response.request)] = NOT_A_PAGE[unusable]
             return
         page = extract_page(
             response,
@@ -221,6 +221,7 @@ class TopicalSpider(scrapy.Spider):
         fetched_url = canonicalize(response.url, self.drop_params)
         # A page that asks not to be indexed does not stand for the page it names.
         url = (not noindex and page.canonical) or fetched_url
+        requested_url = canonicalize(_requested_url(response.request), self.drop_params)
         # A noindex page keeps its text until stored, for its score (it orders its children).
         yield PageItem(
             crawl_id=self.crawl_id,
@@ -229,6 +230,9 @@ class TopicalSpider(scrapy.Spider):
             text=page.text,
             level=meta.get("depth", 0),
             parent_url=meta.get("parent_url"),
+            # Where the page is stored under another URL than the one its link (or seed)
+            # named: a redirect's target, or its rel=canonical.
+            requested_url=requested_url if requested_url != url else None,
             anchor=meta.get("anchor"),
             link_relevance=meta.get("link_relevance"),
             strategy=self.strategy,
@@ -262,7 +266,7 @@ class TopicalSpider(scrapy.Spider):
 
     def request_dropped(self, request: scrapy.Request) -> None:
         if request.meta.get("depth") == 0 and "redirect_urls" in request.meta:
-            self.failed_seeds[_seed_url(request)] = (
+            self.failed_seeds[_requested_url(request)] = (
                 f"redirected to {request.url}, a URL already requested (a redirect loop)"
             )
 
@@ -273,7 +277,7 @@ class TopicalSpider(scrapy.Spider):
             and "redirect_urls" in meta
             and not url_is_from_any_domain(request.url, self.allowed_domains)
         ):
-            self.failed_seeds[_seed_url(request)] = (
+            self.failed_seeds[_requested_url(request)] = (
                 f"redirected to {request.url}, outside allowed_domains"
             )
 
@@ -294,8 +298,8 @@ class TopicalSpider(scrapy.Spider):
 NOT_A_PAGE = {"not_html": "not an HTML page", "binary_body": "a binary body, not text"}
 
 
-def _seed_url(request: scrapy.Request) -> str:
-    """The URL a seed's request started from, before any redirect."""
+def _requested_url(request: scrapy.Request) -> str:
+    """The URL a request started from, before any redirect: the link's, or the seed's."""
     return request.meta.get("redirect_urls", [request.url])[0]
 
 

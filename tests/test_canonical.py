@@ -183,10 +183,53 @@ def test_crawl_fetches_each_page_once_under_its_canonical_url(tmp_path):
     assert stored["/c"]["text"] is None
     assert stored["/e"]["duplicate_of"] is None
     assert stored["/e"]["title"] == "/d"  # fetched as /d, stored under its canonical URL
+    assert stored["/e"]["requested_url"] == f"{site.url}/d"  # the URL the link named
+    assert [path for path, p in stored.items() if p["requested_url"]] == ["/e"]
     assert stat(crawl.result.stderr, "focused/skipped/scheme") == 2
     assert stat(crawl.result.stderr, "focused/duplicates/canonical") == 1
     # /e was stored as /d's canonical: the link to it is not followed again
     assert stat(crawl.result.stderr, "focused/skipped/already_fetched") >= 1
+
+
+def test_a_page_stored_under_another_url_keeps_the_one_its_link_named(tmp_path):
+    """The stored link graph joins a page to the URL it is stored under; without the URL the
+    link named (before a redirect, or a rel=canonical), the edge as the parent page has it
+    was lost."""
+    moved = {"/old": "/new", "/gone-home": "/copy-of-home", "/seed": "/"}
+    canonical_of = {"/copy-of-home": "/", "/copy": "/", "/alias": "/real"}
+
+    def respond(method: str, path: str) -> Reply:
+        if path in moved:
+            return Reply(302, "", headers={"Location": moved[path]})
+        head = f'<link rel="canonical" href="{canonical_of[path]}">' if path in canonical_of else ""
+        links = "".join(
+            f'<a href="{link}">{link}</a>' for link in ("/old", "/gone-home", "/copy", "/alias")
+        )
+        body = f"<p>words about topic {path}</p>{links if path == '/' else ''}"
+        return Reply(200, html(path, body, head))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "topic words", "seeds": f"{site.url}/seed?utm_source=x"},
+            {"CONCURRENT_REQUESTS": 1},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    stored = {
+        p["url"].removeprefix(site.url): (
+            (p["requested_url"] or "").removeprefix(site.url) or None,
+            (p["duplicate_of"] or "").removeprefix(site.url) or None,
+        )
+        for p in crawl.pages()
+    }
+    assert stored == {
+        "/": ("/seed", None),  # a seed that redirected: its URL as canonicalized (no utm_)
+        "/new": ("/old", None),  # a redirect's target
+        "/real": ("/alias", None),  # stored under its rel=canonical
+        # a copy of a stored page, kept under the URL it came from, reached by a redirect
+        "/copy-of-home": ("/gone-home", "/"),
+        "/copy": (None, "/"),  # the same, stored under the URL its link named
+    }
 
 
 @pytest.mark.parametrize(

@@ -144,6 +144,7 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
         "tried_at": None,
         "etag": None,
         "last_modified": None,
+        "requested_url": None,
     }
     record.update(fields)
     return record

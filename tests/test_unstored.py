@@ -438,6 +438,7 @@ def test_a_page_line_of_a_version_before_the_later_fields_is_restored(cli, one_c
         "tried_at",
         "etag",
         "last_modified",
+        "requested_url",
     ]
     for name in later:
         del record[name]
