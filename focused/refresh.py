@@ -83,7 +83,9 @@ What a recrawl does:
   run's budget;
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
-  keep the score they got during the crawl).
+  keep the score they got during the crawl). The crawl record's ``relevant`` and
+  ``harvest_rate`` stay the crawl's measure (``scrapy report``'s totals); a line after the
+  summary says how many verdicts the rescoring moved.
 While it runs, the crawl's record says so (``recrawl_seen_at``, a heartbeat refreshed every
 FOCUSED_HEARTBEAT_INTERVAL seconds by ``RefreshPipeline``, set and cleared by the recrawl
 command; the crawl's own status and heartbeat stay): another recrawl of the crawl, or a run of
@@ -94,7 +96,8 @@ AutoThrottle), those the crawl was given, and its store. Pages are rendered as t
 rendered them, or as ``--render`` says: a crawl made with ``-a render=always`` or ``auto`` and
 recrawled plainly would have the text its scripts wrote missing from every page, each counted
 as a change. Stats: ``focused/refresh/changed``, ``unchanged`` (of which ``not_modified``:
-304s), ``gone``, ``rescored``, ``refetched`` (304s asked again in full). The closing summary
+304s), ``gone``, ``rescored`` (of which ``now_relevant`` and ``no_longer_relevant``: the
+verdicts that moved), ``refetched`` (304s asked again in full). The closing summary
 counts every planned page: the pages in none of the first three are ``skipped`` (left as they
 were).
 """
@@ -159,6 +162,8 @@ VALIDATORS = {
 }
 # What a fetch of a stored page records (focused/refresh/<outcome>).
 OUTCOMES = ("changed", "unchanged", "gone")
+# What --model did to them (focused/refresh/<name>).
+RESCORED = ("rescored", "now_relevant", "no_longer_relevant")
 # What a recrawl needs to know of a stored page.
 PLAN_FIELDS = (
     "crawl_id",
@@ -173,6 +178,7 @@ PLAN_FIELDS = (
     "etag",
     "last_modified",
     "robots",
+    "is_relevant",
 )
 
 
@@ -506,6 +512,9 @@ class RecrawlSpider(scrapy.Spider):
                 scores = self.model.score(page.text, update["language"])
                 update.update(score_fields(scores, self.settings.getfloat("RELEVANCE_THRESHOLD")))
                 stats.inc_value("focused/refresh/rescored")
+                if update["is_relevant"] != bool(stored["is_relevant"]):
+                    verdict = "now_relevant" if update["is_relevant"] else "no_longer_relevant"
+                    stats.inc_value(f"focused/refresh/{verdict}")
         stats.inc_value(f"focused/refresh/{'changed' if 'last_changed' in update else 'unchanged'}")
         yield update
 
@@ -560,6 +569,13 @@ class RecrawlSpider(scrapy.Spider):
             *recorded,
             len(self.pages) - sum(recorded),
         )
+        if self.model is not None:
+            # The crawl record's relevant pages and harvest rate stay the crawl's measure; the
+            # pages' verdicts that moved are told here.
+            logger.info(
+                "Rescored %d changed pages with the crawl's model: %d now relevant, %d no longer",
+                *(count(f"focused/refresh/{name}", 0) for name in RESCORED),
+            )
         unauthorized = count(f"focused/skipped/http_{UNAUTHORIZED}", 0)
         if unauthorized:
             # The crawl record keeps no password (focused.fetchsettings): a crawl made with one

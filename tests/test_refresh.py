@@ -778,6 +778,38 @@ def stored_by_path(crawl, site: Site) -> dict[str, dict]:
     return {p["url"].removeprefix(site.url): p for p in crawl.pages()}
 
 
+def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
+    """The crawl record's relevant pages stay the crawl's measure (what ``scrapy report``'s
+    totals show), while a --model recrawl rescores the pages it finds changed: which verdicts
+    it moved was said nowhere."""
+    birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
+    cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
+    links = '<a href="/one">one</a> <a href="/two">two</a> <a href="/three">three</a>'
+    pages = {"/": birds + links, "/one": birds, "/two": cars, "/three": cars}
+
+    def respond(method: str, path: str) -> Reply:
+        return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
+            {"JOBDIR": tmp_path / "job"},
+        )
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        before = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
+        assert before == {"/": True, "/one": True, "/two": False, "/three": False}
+        pages["/one"], pages["/two"] = cars, birds  # one verdict each way; /three: no change
+        pages["/three"] = cars + "<p>Garages.</p>"
+        result = recrawl(crawl.db, "test", "--model", str(tmp_path / "job" / "relevance"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    after = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
+    assert after == {"/": True, "/one": False, "/two": True, "/three": False}
+    line = "Rescored 3 changed pages with the crawl's model: 1 now relevant, 1 no longer\n"
+    assert line in result.stderr, result.stderr[-3000:]
+    assert crawl.crawl_record()["relevant"] == 2  # the crawl's measure
+
+
 def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.CompletedProcess:
     settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO", **(settings or {})}
     options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
