@@ -21,7 +21,9 @@ the wire's bytes, ``Content-Encoding`` and ``Transfer-Encoding``, are left out, 
 payload as it is. The request's headers are Scrapy's, with the ``Host`` header the downloader
 adds and without ``Authorization`` and ``Proxy-Authorization``: an archive is handed on, and
 must not hand on the crawl's passwords. Header values that are not ASCII are percent-encoded
-(warcio, RFC 8187).
+(warcio, RFC 8187; read as UTF-8, latin-1 if they are not), but a ``Location``, written as the
+URL Scrapy follows (``safe_url_string``), so that a replay of a redirect leads where the crawl
+went.
 
 A page rendered by Chromium (``-a render=``, ``focused.render``) is not an HTTP payload: the
 HTML is the browser's DOM after the page's scripts ran, and scrapy-playwright keeps neither the
@@ -37,7 +39,10 @@ A redirect (a 3xx with a ``Location``, to a GET of a page) gets its ``response``
 follows it: the page's records are under the URL redirected to, and a replay of the URL a link
 named must find the redirect. Its body is as it came (dechunked, not decompressed: its
 ``Content-Encoding`` stays), and it is written whether or not the page it leads to is stored.
-A meta refresh is a page's HTML, not a redirect.
+Not archived, and so not replayed (the page's ``requested_url`` names them in the store): a
+page whose meta refresh Scrapy follows before the spider sees it (``MetaRefreshMiddleware``),
+and the redirects Chromium follows for a rendered page (scrapy-playwright hands on the last
+response only).
 
 ``scrapy recrawl`` with ``WARC_DIR`` writes a file of its own the same way (its ``warcinfo``
 names the crawl and the recrawl's policy): the records of each page whose new text it stores, a
@@ -74,7 +79,9 @@ import scrapy
 from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.httpobj import urlparse_cached
+from w3lib.url import safe_url_string
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -120,11 +127,23 @@ def _header_lines(headers: Any, leave_out: Iterable[str] = ()) -> list[tuple[str
     """Scrapy's headers (bytes, a list of values per name) as warcio's lines, one per value."""
     left_out = {name.lower() for name in leave_out}
     return [
-        (name.decode("latin-1"), value.decode("latin-1"))
+        (name.decode("latin-1"), _header_value(name, value))
         for name, values in headers.items()
         if name.decode("latin-1").lower() not in left_out
         for value in values
     ]
+
+
+def _header_value(name: bytes, value: bytes) -> str:
+    """A ``Location`` as the URL RedirectMiddleware follows (ASCII, percent-encoded UTF-8), so
+    that a replay of the redirect leads to the URL the page is archived under; any other value
+    read as UTF-8 if it is (latin-1 if not), for warcio to percent-encode once."""
+    if name.lower() == b"location":
+        return safe_url_string(value)
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
 
 
 def _status_line(response: Response) -> tuple[str, str]:
@@ -327,7 +346,7 @@ class WarcExport:
             or not 300 <= response.status < 400
             or b"Location" not in response.headers
             or request.method != "GET"  # HEAD_CHECK's HEAD: the GET that follows is archived
-            or urlparse_cached(request).path == "/robots.txt"
+            or request.callback is NO_CALLBACK  # robots.txt, and each of its redirects
         ):
             return
         now = datetime.now(UTC)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.http import HtmlResponse, Request, Response
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
@@ -276,8 +277,15 @@ def test_a_redirect_is_kept_as_it_came_before_it_is_followed(tmp_path, monkeypat
     export.response_downloaded(
         Response(url, status=301, headers=headers), Request(url, method="HEAD"), None
     )
-    robots = "http://127.0.0.1:25501/robots.txt"
-    export.response_downloaded(Response(robots, status=301, headers=headers), Request(robots), None)
+    # robots.txt and each of its redirects (Scrapy's robots requests have no callback)
+    for robots in ("http://127.0.0.1:25501/robots.txt", "http://127.0.0.1:25501/r1"):
+        redirect = Response(robots, status=301, headers=headers)
+        export.response_downloaded(redirect, Request(robots, callback=NO_CALLBACK), None)
+    # A Location of raw UTF-8 bytes, as the URL RedirectMiddleware follows: warcio escaped the
+    # value read as latin-1 (http%3A//...caf%C3%83%C2%A9), a URL the page is not archived under.
+    other = "http://127.0.0.1:25501/wiki/Cafe"
+    raw = {"Location": "http://127.0.0.1:25501/wiki/Café".encode(), "X-Name": "café".encode()}
+    export.response_downloaded(Response(other, status=302, headers=raw), Request(other), None)
     export.spider_closed(None)
     [path] = (tmp_path / "warc").iterdir()
     read = records(path.read_bytes())
@@ -285,7 +293,11 @@ def test_a_redirect_is_kept_as_it_came_before_it_is_followed(tmp_path, monkeypat
         ("warcinfo", None),
         ("response", url),
         ("request", url),
+        ("response", other),
+        ("request", other),
     ]
+    assert read[3][2].get_header("Location") == "http://127.0.0.1:25501/wiki/Caf%C3%A9"
+    assert "caf%C3%A9" in read[3][2].get_header("X-Name")  # UTF-8, encoded once
     _, _, http, payload = read[1]
     # warcio undoes the Content-Encoding as it reads: the bytes kept were gzip.
     assert http.statusline == "301 Moved Permanently" and payload == gzip.decompress(moved)
