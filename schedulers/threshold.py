@@ -43,8 +43,11 @@ class ThresholdQueue(AnnealingQueue):
         accepted when |Δ| < T, strictly, so a T0 tied with moves below the 80th place refused
         them all (every one, when all worse moves tied). Past the largest: just above it."""
         ordered = sorted(worse)
-        needed = int(ACCEPT_AT_FIRST * len(ordered))
-        value = ordered[min(len(ordered) - 1, needed)]
+        # Rounded up: int() made one worse move's own |Δ| its T0, which refused it.
+        needed = math.ceil(ACCEPT_AT_FIRST * len(ordered) - 1e-9)
+        if needed >= len(ordered):
+            return math.nextafter(ordered[-1], math.inf)
+        value = ordered[needed]
         if bisect_left(ordered, value) >= needed:
             return value  # no tie across the 80th place
         above = bisect_right(ordered, value)  # the next larger |Δ| has all the tied ones below

@@ -335,6 +335,16 @@ def test_threshold_t0_accepts_at_least_80_percent_of_worse_moves_tied_or_not(wor
     assert t0 == min(d for d in [*worse, math.nextafter(max(worse), 1.0)] if d > worse[7])
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 6, 30])
+def test_threshold_t0_accepts_80_percent_of_a_small_sample_too(size):
+    """With one worse move in the sample (a crawl whose first candidates all tie or climb), T0
+    was that move's own |Δ|, which refused it: the 80 % were rounded down."""
+    queue = make_queue("threshold")
+    worse = [0.05 * i for i in range(1, size + 1)]
+    t0 = queue.initial_temperature(worse)
+    assert sum(queue.accepts(-d, t0) for d in worse) == math.ceil(0.8 * size - 1e-9)
+
+
 # -- particle swarm ------------------------------------------------------------------------------
 
 
