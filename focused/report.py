@@ -169,7 +169,11 @@ def build_report(
         crawl=dict(crawl),
         totals=crawl_totals,
         stored=len(pages),
-        relevant_not_stored=max(0, crawl_totals.relevant - stored_relevant),
+        # At most the pages not stored: a recrawl's --model moves stored verdicts and leaves
+        # the crawl's count, so a difference alone can name pages that were all stored.
+        relevant_not_stored=max(
+            0, min(crawl_totals.relevant - stored_relevant, crawl_totals.fetched - len(pages))
+        ),
         gone=sum(is_gone(page) for page in pages),
         noindex=sum(is_noindex(page) for page in pages),
         duplicates=sum(is_duplicate(page) for page in pages),

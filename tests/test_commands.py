@@ -341,6 +341,14 @@ def test_relevant_pages_fetched_but_not_stored_are_said_beside_the_deciles():
     assert report_json(built)["totals"]["relevant_not_stored"] == 3
 
 
+def test_no_relevant_page_is_said_unstored_when_every_page_was_stored():
+    """A recrawl given --model moved a stored verdict (relevant no longer) and left the crawl's
+    count: the difference said one relevant page was fetched but not stored."""
+    pages = [record(1, True, 0, 0.9), record(2, False, 1, 0.1), record(3, False, 1, 0.2)]
+    built = build_report({"crawl_id": "c", "pages": 3, "relevant": 2}, pages, top=[])
+    assert built.relevant_not_stored == 0
+
+
 def test_figures_of_a_running_crawl_come_from_its_stored_pages():
     pages = [record(2, False), record(1, True), record(3, True)]
     built = build_report({"crawl_id": "c", "pages": None}, pages, top=[])
