@@ -92,15 +92,18 @@ class HillClimbingQueue(StrategyQueue):
         if best is not None and best[1] >= value:
             return False
         if best is not None:
-            self._demote(best[0])
+            self._demote(best[0], parent)
         self._best_child[parent] = (fp, value)
         self._best_child.move_to_end(parent)
         if len(self._best_child) > RECENT_PAGES:
             self._best_child.popitem(last=False)
         return True
 
-    def _demote(self, fp: bytes) -> None:
-        """A better child of the same page arrived: the old one goes back to the pending pool."""
+    def _demote(self, fp: bytes, page: str) -> None:
+        """A better child of ``page`` arrived: the old one goes back to the pending pool, unless
+        it is still another page's climbing move (a link found again on both)."""
+        if any(best == fp for other, (best, _) in self._best_child.items() if other != page):
+            return
         key = self.frontier.key_of(fp)
         if key is not None and key[0] <= -CLIMB:
             request = self.frontier.remove(fp)

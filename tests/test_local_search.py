@@ -92,6 +92,17 @@ def test_hillclimbing_a_climbing_move_found_again_is_the_best_child_of_that_page
     assert drain(queue) == ["x", "z", "y"]
 
 
+def test_hillclimbing_a_better_child_of_another_page_leaves_a_climbing_move_shared(key):
+    """x is a's climbing move and, found again on b, b's best child too; w, a better child of b,
+    took b's climb and sent x back to the pending pool, though it was still a's climb."""
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("x", "a", page=0.3, link=0.9))  # a's climbing move
+    queue.push(child("z", "other", page=0.97, link=0.93))  # pending, above x: not above its page
+    queue.rediscover(child("x", "b", page=0.5, link=0.9))
+    queue.push(child("w", "b", page=0.5, link=0.95))  # b's climb now
+    assert drain(queue) == ["w", "x", "z"]
+
+
 # -- beam ----------------------------------------------------------------------------------------
 
 
