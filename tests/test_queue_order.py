@@ -18,7 +18,8 @@ random draws may take, so it waits behind the others, as in every other strategy
 ``pso/memory`` (fidelity-2: a particle is judged as it leaves its position, on the outcomes of
 the fetches made there, not on those back when its turn ends) and ``rank_semantic``
 (fidelity-2: it ranks before handing out an unranked URL ahead of a crawlable trap request,
-where it fetched the URL unranked).
+where it fetched the URL unranked), and ``threshold/memory`` again (session 41: its T0 accepts
+80 % of a small sample of worse moves, rounded up, where one worse move refused itself).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
