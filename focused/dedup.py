@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request, signals
 
 from focused.canonical import canonicalize, drop_params_setting
-from focused.items import PageItem, PageOutputMiddleware
+from focused.items import PageItem, PageOutputMiddleware, requested_url
 from focused.jobdir import JobdirUnwritable, jobdir_writes
 from focused.robotsmeta import is_noindex
 from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
@@ -143,7 +143,7 @@ class DuplicateMiddleware(PageOutputMiddleware):
                 return []
             requested = page.get("requested_url") or declared  # None: the URL was the one asked
             page["url"] = fetched_as
-            page["requested_url"] = requested if requested != fetched_as else None
+            page["requested_url"] = requested_url(requested, fetched_as)
             page["duplicate_of"] = declared
             self.stats.inc_value("focused/duplicates/canonical")
         if not page.get("duplicate_of") and self.near_index is not None:

@@ -50,6 +50,12 @@ class PageItem(scrapy.Item):
     scores = scrapy.Field()  # transient: removed by RelevancePipeline
 
 
+def requested_url(requested: str, stored_under: str) -> str | None:
+    """A page's ``requested_url`` field: the URL it was requested at, if it is stored under
+    another (a redirect's target, its rel=canonical), else None."""
+    return requested if requested != stored_under else None
+
+
 class PageOutputMiddleware:
     """The base of the spider middlewares that take a callback's output whole: the page's item
     and the requests for its links, as one list, because each needs both at once (a page is

@@ -44,7 +44,7 @@ from focused.errors import one_line
 from focused.extract import Link, extract_page
 from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
-from focused.items import PageItem
+from focused.items import PageItem, requested_url
 from focused.jobchecks import check_store, lock_crawl, lock_jobdir, remember_job, starts_unlocked
 from focused.jobdir import jobdir_writes
 from focused.languages import declared_languages, page_language, query_language
@@ -221,7 +221,11 @@ class TopicalSpider(scrapy.Spider):
         fetched_url = canonicalize(response.url, self.drop_params)
         # A page that asks not to be indexed does not stand for the page it names.
         url = (not noindex and page.canonical) or fetched_url
-        requested_url = canonicalize(_requested_url(response.request), self.drop_params)
+        # Another URL than the one fetched only after a redirect, Scrapy's or the browser's.
+        started = _requested_url(response.request)
+        requested = (
+            fetched_url if started == response.url else canonicalize(started, self.drop_params)
+        )
         # A noindex page keeps its text until stored, for its score (it orders its children).
         yield PageItem(
             crawl_id=self.crawl_id,
@@ -232,7 +236,7 @@ class TopicalSpider(scrapy.Spider):
             parent_url=meta.get("parent_url"),
             # Where the page is stored under another URL than the one its link (or seed)
             # named: a redirect's target, or its rel=canonical.
-            requested_url=requested_url if requested_url != url else None,
+            requested_url=requested_url(requested, url),
             anchor=meta.get("anchor"),
             link_relevance=meta.get("link_relevance"),
             strategy=self.strategy,

@@ -26,7 +26,7 @@ from focused.canonical import (
     sort_query,
 )
 from focused.extract import extract_page
-from tests.conftest import run_crawl
+from tests.conftest import Crawl, run_crawl
 from tests.sites import Reply, Site, html
 
 
@@ -167,14 +167,19 @@ def stat(stderr: str, name: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def crawl_one_request_at_a_time(tmp_path, seed: str) -> Crawl:
+    crawl = run_crawl(
+        tmp_path,
+        {"strategy": "bfs", "query": "topic words", "seeds": seed},
+        {"CONCURRENT_REQUESTS": 1},
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    return crawl
+
+
 def test_crawl_fetches_each_page_once_under_its_canonical_url(tmp_path):
     with Site(canonical_site) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": "topic words", "seeds": f"{site.url}/?utm_source=seed"},
-            {"CONCURRENT_REQUESTS": 1},
-        )
-    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        crawl = crawl_one_request_at_a_time(tmp_path, f"{site.url}/?utm_source=seed")
     fetched = [path for _, path in site.log.gets()]
     assert sorted(fetched) == sorted(["/", "/a/", "/~user/", "/b?x=1&y=2", "/c", "/d"]), fetched
     stored = {p["url"].removeprefix(site.url): p for p in crawl.pages()}
@@ -209,12 +214,7 @@ def test_a_page_stored_under_another_url_keeps_the_one_its_link_named(tmp_path):
         return Reply(200, html(path, body, head))
 
     with Site(respond) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": "topic words", "seeds": f"{site.url}/seed?utm_source=x"},
-            {"CONCURRENT_REQUESTS": 1},
-        )
-    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        crawl = crawl_one_request_at_a_time(tmp_path, f"{site.url}/seed?utm_source=x")
     stored = {
         p["url"].removeprefix(site.url): (
             (p["requested_url"] or "").removeprefix(site.url) or None,

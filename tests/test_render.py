@@ -274,6 +274,7 @@ def test_a_redirect_the_browser_follows_is_judged_like_any_other(tmp_path, js_si
     heron = next(page for page in result.pages() if page["url"].endswith("/plain/heron.html"))
     assert heron["level"] == 1 and heron["parent_url"] == f"{js_site.url}/hub.html"
     assert heron["anchor"] == "/moved/heron birds"
+    assert heron["requested_url"] == f"{js_site.url}/moved/heron"  # where the link led it
     log = result.result.stderr
     assert stat_value(log, "robotstxt/forbidden") == 1
     assert stat_value(log, "offsite/filtered") == 2
