@@ -10,7 +10,8 @@ the whole output of the callback for one response (one ``PageItem`` and its link
   (``reads_link_scores``);
 - it writes into each child's meta what strategies read: ``parent_url``, ``parent_relevance``,
   ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
-  ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``), and
+  ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``, and
+  ``parent_fetched_url`` when the strategy ``reads_fetched_parent``), and
   ``anchor_semantic`` (``focused.encoder``) when the strategy sets ``link_encoder``;
 - it feeds the page to the model and starts a refit off the reactor thread when one is due
   (on it, the crawl waiting, with ``RELEVANCE_REFIT_THREAD`` False: then the page a refit's
@@ -194,6 +195,8 @@ class RelevanceMiddleware(PageOutputMiddleware):
         parent_meta = response.meta
         path_cost = parent_meta.get("path_cost", 0.0) + (1.0 - relevance)
         inherited = self._strategy.child_meta(parent_meta, scores, is_relevant)
+        if self._strategy.reads_fetched_parent:
+            inherited["parent_fetched_url"] = response.request.url
         first = self._next("discovered", len(children)) - len(children) + 1
         for discovery, child in enumerate(children, start=first):
             child.meta.update(

@@ -510,6 +510,10 @@ class StrategyQueue:
     # CPU, so the scoring middleware skips it for strategies that do not; the stored
     # link_relevance is then None.
     reads_link_scores: ClassVar[bool] = True
+    # Whether the strategy reads a child's parent_fetched_url: the URL its page was fetched at,
+    # as the frontier handed it out (parent_url names the page as stored, which after a
+    # rel=canonical or a redirect followed by Chromium is another URL).
+    reads_fetched_parent: ClassVar[bool] = False
     # Whether the strategy changes the keys of queued requests itself (rank_semantic re-classes
     # them), lowering some: a shared frontier then takes no key put as a bound of the key queued.
     rekeys: ClassVar[bool] = False

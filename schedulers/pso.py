@@ -35,9 +35,9 @@ particles' random initial weights. From there one particle moves every ``epoch``
 tuning online needs budgets well above 100.
 
 Outcomes are learned from the queue's own input: the first child of a fetched page pushed
-back carries ``parent_is_relevant``, the path's anchors (``pso_path``) and the URL the page was
-popped at (``pso_parent``), both from ``child_meta``: not ``parent_url``, which names the page
-as stored (after redirects, canonicalized, or its rel=canonical). No signal handler is needed,
+back carries ``parent_is_relevant``, the path's anchors (``pso_path``, from ``child_meta``) and
+the URL the page was popped at (``parent_fetched_url``): not ``parent_url``, which names the
+page as stored (canonicalized, or its rel=canonical). No signal handler is needed,
 and with JOBDIR only the queue that popped the page sees its children. So only a page with at
 least one new link (pushed, not a known URL found again) teaches, both the fitness and the
 word values: a page without links, or whose links are all known already (more of them late in
@@ -90,6 +90,7 @@ ANCHOR_WORDS_CACHE = 100_000  # anchor texts whose words are remembered
 
 class PsoQueue(StrategyQueue):
     name = "pso"
+    reads_fetched_parent = True  # a page's particle is found by the URL it was popped at
     params = {
         # At most 1000: each particle is state kept and scanned at every turn, and a mistyped
         # size (particles=1000000000) would fill the memory before the first page.
@@ -104,7 +105,7 @@ class PsoQueue(StrategyQueue):
         cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
     ) -> dict[str, Any]:
         path = [parent_meta.get("anchor") or "", *parent_meta.get("pso_path", [])]
-        return {"pso_path": path[:PATH_LINKS], "pso_parent": parent_meta.get("pso_popped_url")}
+        return {"pso_path": path[:PATH_LINKS]}
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -300,7 +301,7 @@ class PsoQueue(StrategyQueue):
         self.frontier.put(self._fingerprint(request), self.key(request), request)
 
     def push(self, request: Request) -> None:
-        particle = self._flying.pop(request.meta.get("pso_parent") or "", None)
+        particle = self._flying.pop(request.meta.get("parent_fetched_url") or "", None)
         if particle is not None:
             relevant = bool(request.meta.get("parent_is_relevant"))
             self._outcomes[particle].append(relevant)
@@ -322,8 +323,6 @@ class PsoQueue(StrategyQueue):
             self.stats.inc_value("focused/pso/rekeyed", rekeyed)
         if request is None:
             return None
-        # Carried in its meta through redirects and retries, to its children (child_meta).
-        request.meta["pso_popped_url"] = request.url
         self._flying[request.url] = self._active
         while len(self._flying) > FLYING_MEMORY:
             self._flying.popitem(last=False)

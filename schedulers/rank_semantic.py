@@ -5,10 +5,12 @@ ICACCI 2017. Ordering a frontier by PageRank alone makes the rich richer: well-l
 fetched again and again while medium-ranked relevant pages stay hidden. So:
 
 1. PageRank, PR(p) = (1 - d)/N + d * sum over v -> p of PR(v)/out(v), is computed over the
-   link graph discovered so far: every parent_url -> url edge the queue has seen, pushed or
-   rediscovered (a URL found again adds its edge). Pages without known out-links spread their
-   rank evenly, as usual. d = 0.85, PageRank's usual value, is this project's choice: the
-   paper gives none.
+   link graph discovered so far: every edge the queue has seen, pushed or rediscovered (a URL
+   found again adds its edge), from the URL its page was fetched at (``parent_fetched_url``)
+   to the URL requested. A page is one node under the URL the frontier knows it by, whatever
+   URL it is stored under (``parent_url``: its rel=canonical, say). Pages without known
+   out-links spread their rank evenly, as usual. d = 0.85, PageRank's usual value, is this
+   project's choice: the paper gives none.
 2. Only URLs whose rank lies in a medium band tmin <= PR <= tmax are crawled; tmin and tmax
    are the ``band_low`` and ``band_high`` quantiles of the current ranks of all discovered URLs
    (the paper gives no values; ranks average 1/N, so fixed values would mean less and less
@@ -289,6 +291,7 @@ class SharedLinks:
 
 class RankSemanticQueue(StrategyQueue):
     name = "rank_semantic"
+    reads_fetched_parent = True  # the graph's nodes are the URLs the frontier knows
     params = {
         "band_low": Param(0.1, "rank quantile below which URLs are held back", low=0.0, high=1.0),
         "band_high": Param(0.9, "rank quantile above which URLs are held back", low=0.0, high=1.0),
@@ -419,13 +422,13 @@ class RankSemanticQueue(StrategyQueue):
                 self._untrack(fp)
 
     def _record_link(self, request: Request) -> None:
-        parent = request.meta.get("parent_url")
+        parent = _graph_parent(request)
         if parent:
             self.graph.add_edge(parent, request.url)
             self._new_links += 1
 
     def _share_link(self, request: Request, fp: bytes) -> None:
-        parent = request.meta.get("parent_url")
+        parent = _graph_parent(request)
         every, growth = self.params["rank_every"], self.params["rank_growth"]
         if parent and self.links.log(parent, request.url, fp, every, growth):
             self._rerank_shared()
@@ -533,8 +536,8 @@ class RankSemanticQueue(StrategyQueue):
         # The frontier keys hold each URL's class and similarity; after a crash without a saved
         # graph, the queued links are still known from their parents.
         for fp, key, request in self.frontier.entries():
-            if request.meta.get("parent_url"):
-                self.graph.add_edge(request.meta["parent_url"], request.url)
+            if parent := _graph_parent(request):
+                self.graph.add_edge(parent, request.url)
             self._track(fp, request, key)
         if rank is None or "ranked_links" not in state:
             # A crash, or a JOBDIR saved without its ranking: the classes queued may be of a
@@ -549,3 +552,10 @@ class RankSemanticQueue(StrategyQueue):
         if self._graph_path is not None:
             self.graph.save(self._graph_path, self._rank)
         return super().close()
+
+
+def _graph_parent(request: Request) -> str | None:
+    """The node a link comes from: its page's URL as the frontier handed it out. A request
+    queued before children carried ``parent_fetched_url`` (an older JOBDIR) names its page as
+    stored, which for most pages is the same URL."""
+    return request.meta.get("parent_fetched_url") or request.meta.get("parent_url")

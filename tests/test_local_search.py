@@ -377,8 +377,8 @@ def test_pso_credits_path_words_with_a_discount_and_normalises_m():
     queue.push(req("seed", depth=0))
     seed = queue.pop()
     inherited = queue.child_meta({**seed.meta, "anchor": "wings", "pso_path": ["bird"]}, None, True)
-    assert inherited == {"pso_path": ["wings", "bird"], "pso_parent": seed.url}
-    queue.push(child("x", name(seed), page=0.9, link=0.2, **inherited))
+    assert inherited == {"pso_path": ["wings", "bird"]}
+    queue.push(child("x", name(seed), page=0.9, link=0.2, parent_fetched_url=seed.url, **inherited))
     assert queue.word_value["wings"] == 1.5 and queue.word_value["bird"] == 1.5
     assert list(queue._outcomes[0]) == [True]
 
@@ -441,9 +441,17 @@ def _swarm_of_five(queue, momentum: list[float]) -> None:
 
 def _pso_child(queue, page, relevance: float, parent: str | None = None):
     """The first child of a page popped by the pso queue, with the meta the middleware writes:
-    ``parent_url`` (the page as stored: ``parent`` when given), and what ``child_meta`` adds."""
+    ``parent_url`` (the page as stored: ``parent`` when given), ``parent_fetched_url`` (the URL
+    popped), and what ``child_meta`` adds."""
     inherited = queue.child_meta(page.meta, None, relevance >= 0.15)
-    return child(f"{name(page)}-child", parent or name(page), page=relevance, link=0.5, **inherited)
+    return child(
+        f"{name(page)}-child",
+        parent or name(page),
+        page=relevance,
+        link=0.5,
+        parent_fetched_url=page.url,
+        **inherited,
+    )
 
 
 def _relevant(queue, pages) -> None:
@@ -506,13 +514,12 @@ def test_pso_credits_no_position_with_the_harvest_of_the_one_before():
 
 
 def test_pso_credits_a_page_stored_under_another_url_to_the_particle_that_fetched_it():
-    """A page redirected, or stored under its rel=canonical, gives its children a
-    ``parent_url`` the queue never popped: its outcome still reaches the particle that fetched
-    it, by the URL it was popped at, carried in its meta (``pso_popped_url``)."""
+    """A page stored under its rel=canonical gives its children a ``parent_url`` the queue
+    never popped: its outcome still reaches the particle that fetched it, by the URL it was
+    popped at (``parent_fetched_url``, which the scoring middleware writes)."""
     queue = make_queue("pso", particles=5, epoch=2)
     queue.push(req("s0", depth=0))
     page = queue.pop()
-    assert page.meta["pso_popped_url"] == page.url
     queue.push(_pso_child(queue, page, 0.9, parent="canonical-s0"))
     assert list(queue._outcomes[0]) == [True]
 
@@ -534,6 +541,7 @@ def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
                     page=0.6 if relevant else 0.05,
                     link=rng.random(),
                     anchor=rng.choice(["bird nest", "ocean ship", "wings eggs", "city map"]),
+                    parent_fetched_url=request.url,
                     **queue.child_meta(request.meta, None, relevant),
                 )
             )

@@ -686,11 +686,21 @@ def test_report_scoring_cost(capsys: pytest.CaptureFixture[str]) -> None:
         print("\n" + "\n".join(f"  relevance cost: {line}" for line in lines))
 
 
-def test_a_childs_parent_url_is_the_url_its_parent_is_stored_under() -> None:
+@pytest.mark.parametrize(
+    ("queue", "reads_fetched_parent"),
+    [
+        ("schedulers.bfs.BreadthFirstQueue", False),
+        ("schedulers.pso.PsoQueue", True),
+        ("schedulers.rank_semantic.RankSemanticQueue", True),
+    ],
+)
+def test_a_childs_parent_url_is_the_url_its_parent_is_stored_under(
+    queue: str, reads_fetched_parent: bool
+) -> None:
     """A page stored under another URL than the one it was fetched at (its rel=canonical, or a
     redirect's target with a tracking parameter, canonicalized) gave its children the fetched
-    URL as ``parent_url``: no stored page had it, so the link graph of the store had orphans."""
-    queue = "schedulers.bfs.BreadthFirstQueue"
+    URL as ``parent_url``: no stored page had it, so the link graph of the store had orphans.
+    The strategies that know a page by the URL the frontier handed out get that one too."""
     crawler = get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": queue})
     crawler.spider = SimpleNamespace(
         relevance=RelevanceModel("birds"), state={}, config=SimpleNamespace(topic="birds")
@@ -703,3 +713,4 @@ def test_a_childs_parent_url_is_the_url_its_parent_is_stored_under() -> None:
     child = Request("http://127.0.0.1/child")
     list(middleware.process_spider_output(response, [page, child]))
     assert child.meta["parent_url"] == page["url"]
+    assert child.meta.get("parent_fetched_url") == (fetched if reads_fetched_parent else None)

@@ -7,6 +7,7 @@ from collections import Counter
 from itertools import pairwise
 
 from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
+from tests.sites import Reply, Site, html
 
 BUDGET = 40
 
@@ -125,6 +126,32 @@ def _graph(jobdir) -> tuple[int, set[int]]:
         return len(nodes), {(names[s], names[d]) for s, d in edges}
     finally:
         db.close()
+
+
+def test_rank_semantic_graph_has_a_page_stored_under_its_rel_canonical_as_one_node(tmp_path):
+    """A page fetched at /alias and stored under its rel=canonical /real: its links come from
+    the node its own link reached, /alias. Named by the stored URL, they came from a node
+    no link leads to, and /alias was a dead end to PageRank."""
+    links = {"/": ["/alias", "/plain"], "/alias": ["/leaf1"], "/plain": ["/leaf2"]}
+
+    def respond(method: str, path: str) -> Reply:
+        head = '<link rel="canonical" href="/real">' if path == "/alias" else ""
+        anchors = "".join(f'<a href="{link}">{link}</a>' for link in links.get(path, []))
+        return Reply(200, html(path, f"<p>words about topic {path}</p>{anchors}", head))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "rank_semantic", "query": "topic words", "seeds": f"{site.url}/"},
+            {"CONCURRENT_REQUESTS": 1, "JOBDIR": tmp_path / "job"},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    stored = {p["url"].removeprefix(site.url) for p in crawl.pages()}
+    assert stored == {"/", "/real", "/plain", "/leaf1", "/leaf2"}
+    nodes, edges = _graph(tmp_path / "job")
+    as_paths = {(src.removeprefix(site.url), dst.removeprefix(site.url)) for src, dst in edges}
+    assert as_paths == {(page, link) for page, targets in links.items() for link in targets}
+    assert nodes == 5
 
 
 def test_rank_semantic_pauses_and_resumes_from_jobdir(tmp_path, site):
