@@ -261,6 +261,10 @@ class MemoryFrontier:
         simply ``key_of`` (see ``RedisFrontier.key_to_beat``)."""
         return self.key_of(fp)
 
+    def in_front(self, fp: bytes) -> bool:
+        """Whether ``fp`` is queued, and not at the back (a trap family's)."""
+        return fp in self._items and not at_back(self._requests[fp])
+
     def remove(self, fp: bytes) -> Request | None:
         if self._items.pop(fp, None) is None:
             return None
@@ -465,6 +469,10 @@ class SqliteFrontier:
 
     key_to_beat = MemoryFrontier.key_to_beat
 
+    def in_front(self, fp: bytes) -> bool:
+        row = self._db.execute("SELECT back FROM frontier WHERE fp = ?", (fp,)).fetchone()
+        return row is not None and not row[0]
+
     def remove(self, fp: bytes) -> Request | None:
         row = self._db.execute("DELETE FROM frontier WHERE fp = ? RETURNING request", (fp,))
         row = row.fetchone()
@@ -659,7 +667,9 @@ class StrategyQueue:
         """Raise the queued score of ``request``'s URL if this discovery scores higher.
 
         The better request replaces the queued one, so its meta (parent, level, path cost)
-        describes the better path. Returns whether anything changed.
+        describes the better path. A request at the back (``at_back``) never replaces one queued
+        in front: that would lower it (``RedisFrontier``'s put leaves it too). Returns whether
+        anything changed.
         """
         fp = self._fingerprint(request)
         if self.links_to_seed(request, fp):
@@ -668,6 +678,10 @@ class StrategyQueue:
         better = (-self.score(request), -self.tiebreak(request))
         queued = self.frontier.key_to_beat(fp, better)
         if queued is None or not self.admit(request) or better >= queued[:2]:
+            return False
+        if at_back(request) and self.frontier.in_front(fp):
+            # Found again as a trap family's (a query family that exploded since it was
+            # queued): the back is behind every other request, so the move would lower it.
             return False
         self.frontier.put(fp, (*better, queued[2]), request)
         self.stats.inc_value("focused/rescored")

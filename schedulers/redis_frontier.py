@@ -587,6 +587,11 @@ class RedisFrontier:
             return None
         return self.key_of(fp)
 
+    def in_front(self, fp: bytes) -> bool:
+        """False without a round trip: the put itself leaves a URL queued in front where it
+        is when the request put is at the back (``PUT``)."""
+        return False
+
     def remove(self, fp: bytes) -> Request | None:
         self._changing()
         stored = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])

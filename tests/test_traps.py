@@ -521,3 +521,43 @@ def test_a_500_page_crawl_spends_only_a_handful_of_fetches_in_the_traps(tmp_path
         tmp_path / "off", texts, {"TRAP_MAX_PER_FAMILY": 0, "NEAR_DUPLICATE_DISTANCE": -1}
     )
     assert sum(trap_families(unguarded).values()) >= BUDGET - ARTICLES - 20
+
+
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_a_variant_found_again_once_its_family_exploded_stays_in_front(tmp_path, jobdir):
+    # The first variant of a query family is queued in front. Found again from a better parent
+    # once the family has exploded, the new request is marked a trap: the rediscovery must not
+    # move the URL behind every other request, which lowers it (a shared frontier leaves it).
+    settings = {"TRAP_MAX_PER_FAMILY": 5, "TRAP_QUERY_VARIANTS": 2}
+    scheduler, crawler = make_scheduler(tmp_path, jobdir, **settings)
+    link = {"depth": 1, "parent_url": "http://h/", "parent_relevance": 0.2}
+    for url in ["http://h/list?offset=1", "http://h/list?offset=2", "http://h/list?offset=3"]:
+        assert scheduler.enqueue_request(scrapy.Request(url, meta=link))
+    assert scheduler.enqueue_request(
+        scrapy.Request("http://h/page", meta={**link, "parent_relevance": 0.1})
+    )
+    better = {**link, "parent_relevance": 0.9, "parent_url": "http://h/rich"}
+    scheduler.enqueue_request(scrapy.Request("http://h/list?offset=1", meta=better))
+    order = []
+    while (request := scheduler.next_request()) is not None:
+        order.append(request.url.rsplit("/", 1)[1])
+    # offset=3 is the family's trap request, behind the others; offset=1 never joins it.
+    assert order.index("list?offset=1") < order.index("page") < order.index("list?offset=3")
+    assert crawler.stats.get_value("focused/rescored") is None
+    scheduler.close("finished")
+
+
+def test_a_queue_rediscovery_into_the_back_leaves_a_url_queued_in_front(key_of_store):
+    queue = make_queue("bestfirst", key_of_store)
+    queue.push(req("a", parent_relevance=0.5))
+    queue.push(req("b", parent_relevance=0.4))
+    assert not queue.rediscover(req("a", parent_relevance=0.9, **{TRAP_META: "t"}))
+    assert queue.rediscover(req("a", parent_relevance=0.7))  # raised in front as before
+    popped = [queue.pop() for _ in range(2)]
+    assert [r.url.rsplit("/", 1)[1] for r in popped] == ["a", "b"]
+    assert popped[0].meta["parent_relevance"] == 0.7 and TRAP_META not in popped[0].meta
+
+
+@pytest.fixture(params=["memory", "disk"])
+def key_of_store(request, tmp_path) -> str:
+    return "" if request.param == "memory" else str(tmp_path / "requests.queue")
