@@ -12,7 +12,8 @@ as the user gave them, and the beam applies from generation 1. The current pages
 of the generation being fetched; their children arrive as candidates for the next one. While
 they arrive, only the ``beam_width`` best (by link relevance, then the page's relevance; see
 ``schedulers.local``) are kept, and a better newcomer evicts the worst; every dropped
-candidate counts in ``focused/beam/dropped``.
+candidate counts in ``focused/beam/dropped``. A trap family's request ranks below every other
+candidate, as the frontier queues it behind every other request: it is the first dropped.
 A dropped URL is not marked seen: found again on a page of a later generation, it is a
 candidate of that generation (as a resumed crawl, whose seen set is rebuilt from the frontier
 file, always had it).
@@ -33,7 +34,7 @@ from scrapy import Request
 
 from focused.arguments import Param
 from schedulers import state_shapes as shapes
-from schedulers.base import Key, StrategyQueue
+from schedulers.base import Key, StrategyQueue, at_back
 from schedulers.local import Flights, candidate_value, page_value
 
 
@@ -61,10 +62,11 @@ class BeamQueue(StrategyQueue):
         self.flights = Flights(self.crawler)
         self._generation: int = state.get("generation", 0)
         self._kept: dict[int, int] = {int(g): n for g, n in state.get("kept", {}).items()}
-        # Queued candidates by fingerprint: (generation, key). The frontier of a beam is small
+        # Queued candidates by fingerprint: (generation, rank). The frontier of a beam is small
         # (at most two generations of k), so finding the worst is a scan.
-        self._queued: dict[bytes, tuple[int, Key]] = {
-            fp: (self._generation_of(request), key) for fp, key, request in self.frontier.entries()
+        self._queued: dict[bytes, tuple[int, Rank]] = {
+            fp: (self._generation_of(request), _rank(key, request))
+            for fp, key, request in self.frontier.entries()
         }
         self._dropped: list[bytes] = []  # for take_dropped
 
@@ -80,20 +82,20 @@ class BeamQueue(StrategyQueue):
         if generation > self._generation:
             if self._kept.get(generation, 0) < self.params["beam_width"]:
                 self._kept[generation] = self._kept.get(generation, 0) + 1
-            elif not self._evict_worse_than(generation, key):
+            elif not self._evict_worse_than(generation, _rank(key, request)):
                 self.stats.inc_value("focused/beam/dropped")
                 self._dropped.append(fp)
                 return
         self.frontier.put(fp, key, request)
-        self._queued[fp] = (generation, key)
+        self._queued[fp] = (generation, _rank(key, request))
 
-    def _evict_worse_than(self, generation: int, key: Key) -> bool:
-        """Drop the worst queued candidate of a full generation if ``key`` beats it."""
-        candidates = [(k, fp) for fp, (g, k) in self._queued.items() if g == generation]
+    def _evict_worse_than(self, generation: int, rank: Rank) -> bool:
+        """Drop the worst queued candidate of a full generation if ``rank`` beats it."""
+        candidates = [(r, fp) for fp, (g, r) in self._queued.items() if g == generation]
         if not candidates:
             return False
-        worst_key, worst_fp = max(candidates)
-        if worst_key[:2] <= key[:2]:
+        worst_rank, worst_fp = max(candidates)
+        if worst_rank[:3] <= rank[:3]:
             return False
         self.frontier.remove(worst_fp)
         del self._queued[worst_fp]
@@ -134,5 +136,15 @@ class BeamQueue(StrategyQueue):
         changed = super().rediscover(request)
         if changed:
             fp = self._fingerprint(request)
-            self._queued[fp] = (self._generation_of(request), self.frontier.key_of(fp))
+            rank = _rank(self.frontier.key_of(fp), request)
+            self._queued[fp] = (self._generation_of(request), rank)
         return changed
+
+
+# A candidate's place in its generation, worst last: a trap family's request (``at_back``) is
+# behind every other, as in the frontier, then the key.
+Rank = tuple[int, float, float, int]
+
+
+def _rank(key: Key, request: Request) -> Rank:
+    return (at_back(request), *key)

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from focused.traps import TRAP_META
 from schedulers.local import Flights
 from tests.queues import drain, make_queue, req
 
@@ -115,6 +116,21 @@ def test_beam_keeps_the_k_best_of_a_generation_and_drops_the_rest(key):
     assert len(queue) == 2
     assert queue.stats.get_value("focused/beam/dropped") == 3
     assert drain(queue) == ["d", "b"]
+
+
+def test_beam_drops_a_trap_request_before_any_other_candidate(key):
+    """A trap family's request is queued behind every other one (``at_back``): kept in the
+    beam, it held a place of its generation while it waited behind the later ones, and a
+    better-scored one took the place of an ordinary candidate."""
+    queue = make_queue("beam", key, beam_width=2)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    queue.push(child("trap", "seed", page=0.5, link=0.9, **{TRAP_META: "t"}))
+    for leaf, link in [("b", 0.5), ("c", 0.4)]:
+        queue.push(child(leaf, "seed", page=0.5, link=link))
+    queue.push(child("trap2", "seed", page=0.5, link=0.95, **{TRAP_META: "t"}))
+    assert queue.stats.get_value("focused/beam/dropped") == 2
+    assert drain(queue) == ["b", "c"]
 
 
 def test_beam_keeps_every_seed_however_many(key):

@@ -19,7 +19,9 @@ random draws may take, so it waits behind the others, as in every other strategy
 the fetches made there, not on those back when its turn ends) and ``rank_semantic``
 (fidelity-2: it ranks before handing out an unranked URL ahead of a crawlable trap request,
 where it fetched the URL unranked), and ``threshold/memory`` again (session 41: its T0 accepts
-80 % of a small sample of worse moves, rounded up, where one worse move refused itself).
+80 % of a small sample of worse moves, rounded up, where one worse move refused itself),
+and ``beam/memory`` again (review-fidelity: a trap request ranks last in its generation's beam,
+so it is the first dropped, where it could take the place of an ordinary candidate).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
