@@ -12,12 +12,14 @@ from scrapy import Request
 
 from schedulers.base import StrategyQueue
 
+SEED_SCORE = 2.0  # above any link score: a page's relevance is at most 1
+
 
 class BestFirstQueue(StrategyQueue):
     name = "bestfirst"
 
     def score(self, request: Request) -> float:
-        return request.meta.get("parent_relevance", 1.0)
+        return request.meta.get("parent_relevance", SEED_SCORE)
 
     def tiebreak(self, request: Request) -> float:
         return request.meta.get("link_relevance", 0.0)

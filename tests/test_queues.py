@@ -56,6 +56,15 @@ def test_bestfirst_orders_by_parent_relevance_then_link_relevance(key):
     assert drain(queue) == ["seed", "high-strong-link", "high-weak-link", "low"]
 
 
+def test_bestfirst_pops_seeds_before_links_of_a_page_of_relevance_1(key):
+    # Relevance is clipped to [0, 1]: a page that scores 1.0 tied with the seeds' default,
+    # and its links' tiebreak (link relevance above 0) put them ahead of seeds not yet fetched.
+    queue = make_queue("bestfirst", key)
+    queue.push(req("seed"))
+    queue.push(req("link", parent_relevance=1.0, link_relevance=0.5, parent_url="http://t/p"))
+    assert drain(queue) == ["seed", "link"]
+
+
 def test_rediscovery_from_a_better_parent_raises_the_queued_score(key):
     queue = make_queue("bestfirst", key)
     queue.push(req("x", parent_relevance=0.1, parent_url="http://t/poor"))
