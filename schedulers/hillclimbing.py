@@ -26,7 +26,7 @@ from typing import Any
 from scrapy import Request
 
 from schedulers import state_shapes as shapes
-from schedulers.base import StrategyQueue
+from schedulers.base import StrategyQueue, at_back
 from schedulers.local import candidate_value, page_value
 
 # Added to the score of a climbing move, so that every one of them pops before the pending pool.
@@ -71,6 +71,8 @@ class HillClimbingQueue(StrategyQueue):
         if (
             queued is None
             or self.links_to_seed(request, fp)
+            # The base refuses it: a climbing move at the back would lower a URL in front.
+            or (at_back(request) and self.frontier.in_front(fp))
             or not self._is_best_improving_child(request, fp)
             # Already another page's climbing move, and now this page's best child too, so
             # that none of its worse children is taken for its climb.

@@ -104,6 +104,17 @@ def test_hillclimbing_a_better_child_of_another_page_leaves_a_climbing_move_shar
     assert drain(queue) == ["w", "x", "z"]
 
 
+def test_hillclimbing_a_climbing_move_found_as_a_trap_leaves_the_url_in_front(key):
+    """A pending URL found again on another page, as a trap family's request (its family
+    exploded since), improves on that page: as its climbing move it was put at the back, behind
+    every other request, where it was queued in front."""
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("x", "a", page=0.9, link=0.5))  # pending: not above its page
+    queue.push(child("y", "c", page=0.9, link=0.4))  # pending, below x
+    assert not queue.rediscover(child("x", "b", page=0.1, link=0.6, **{TRAP_META: "t"}))
+    assert drain(queue) == ["x", "y"]
+
+
 # -- beam ----------------------------------------------------------------------------------------
 
 
