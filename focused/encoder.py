@@ -48,6 +48,7 @@ import os
 import pickle
 import re
 import sqlite3
+import sys
 import tempfile
 import time
 import warnings
@@ -73,6 +74,9 @@ INSTALL_HINT = "pip install -r requirements-encoder.txt"
 DEFAULT_CACHE_SIZE = 50_000
 # Texts per forward pass: one page's new anchors rarely exceed it, and larger batches pad more.
 _BATCH_SIZE = 64
+# Vocabulary words encoded between two progress lines: whole batches, so that each word has the
+# batch-mates (and the int8 rounding) one call over the whole vocabulary would give it.
+_VOCABULARY_CHUNK = 160 * _BATCH_SIZE
 # Anchors are short: Wikispeedia's titles are at most 17 word pieces (median 5 with [CLS] and
 # [SEP]) and a real page's anchor rarely says more. The model reads up to 256; cutting a long
 # anchor (or an image's alt text) at 32 bounds the cost of the rare long one.
@@ -527,11 +531,22 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
         # 2.6 us to make against 0.2 for an array's row, and a page's anchors read hundreds.
         return np.asarray(np.load(path, mmap_mode="r"))
     logger.info(
-        "Encoding the sentence encoder's vocabulary, %d words one at a time (once): %s",
+        "Encoding the sentence encoder's vocabulary, %d words each alone, once per install "
+        "(minutes on a slow CPU; `python -m focused.encoder` does it ahead of a crawl): %s",
         len(vocabulary),
         path,
     )
-    table = encode(vocabulary).astype(np.float32)
+    table = np.empty((len(vocabulary), _DIMENSIONS), dtype=np.float32)
+    started = time.monotonic()
+    for start in range(0, len(vocabulary), _VOCABULARY_CHUNK):
+        chunk = vocabulary[start : start + _VOCABULARY_CHUNK]
+        table[start : start + len(chunk)] = encode(chunk)
+        logger.info(
+            "Encoded %d of %d words (%.0f s)",
+            start + len(chunk),
+            len(vocabulary),
+            time.monotonic() - started,
+        )
     scratch = None
     try:
         export_dir.mkdir(parents=True, exist_ok=True)
@@ -770,3 +785,40 @@ def prune_stale(directory: Path, max_age_days: float = STALE_AFTER_DAYS) -> int:
             freed / 1e6,
         )
     return removed
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Export the encoder and encode its vocabulary now, not in a crawl's first minutes (the
+    test command does so before the tests, whose crawls each have a time limit)."""
+    from focused.errors import CommandLineParser, say
+
+    parser = CommandLineParser(
+        prog="python -m focused.encoder",
+        description="Prepare the sentence encoder once per install: its ONNX export and the "
+        "vectors of its vocabulary, kept in ENCODER_EXPORT_DIR.",
+    )
+    parser.add_argument(
+        "--export-dir",
+        type=Path,
+        default=DEFAULT_EXPORT_DIR,
+        help=f"where they are kept: the crawl's ENCODER_EXPORT_DIR (default {DEFAULT_EXPORT_DIR})",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        args.export_dir.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=args.export_dir).close()
+    except OSError as exc:
+        say(f"{parser.prog}: error: {args.export_dir} cannot be written: {exc.strerror or exc}")
+        return 2
+    try:
+        WordMeans(load_model(export_dir=args.export_dir), args.export_dir)
+    except ImportError as exc:
+        say(f"{parser.prog}: error: the encoder is not installed ({exc}); {INSTALL_HINT}")
+        return 2
+    print(f"The sentence encoder is ready in {args.export_dir}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

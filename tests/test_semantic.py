@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -559,6 +560,53 @@ def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) 
         table = vocabulary_vectors(encode, vocabulary, blocked / "dir")
     assert np.array_equal(table, first)
     assert "cannot be kept" in caplog.records[-1].getMessage()
+
+
+def test_the_vocabulary_is_encoded_in_whole_batches_with_progress(tmp_path, caplog) -> None:
+    """Encoded a chunk at a time, to log its progress (minutes on a slow CPU), each word must
+    keep the batch-mates one call over the whole vocabulary gives it: int8 rounding depends on
+    them. The fake model writes each text's batch into its vector."""
+
+    def encode(texts: list[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), 384), dtype=np.float32)
+        for start in range(0, len(texts), 64):
+            batch = texts[start : start + 64]
+            rows[start : start + len(batch), 0] = zlib.crc32("\n".join(batch).encode()) % 9973
+            rows[start : start + len(batch), 1] = [zlib.crc32(t.encode()) % 9973 for t in batch]
+        return rows
+
+    vocabulary = [f"word{i}" for i in range(25_000)]
+    with caplog.at_level(logging.INFO, logger="focused.encoder"):
+        table = vocabulary_vectors(encode, vocabulary, tmp_path)
+    assert np.array_equal(table, encode(vocabulary))
+    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Encoded ")]
+    assert [line.split(" (")[0] for line in progress] == [
+        "Encoded 10240 of 25000 words",
+        "Encoded 20480 of 25000 words",
+        "Encoded 25000 of 25000 words",
+    ]
+
+
+def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
+    """``python -m focused.encoder``, which the test command runs first: with the export and
+    the vocabulary already made, it says where in a second or two; an export directory that
+    cannot be written is one line and status 2."""
+    command = [sys.executable, "-m", "focused.encoder"]
+    ready = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert ready.returncode == 0, ready.stderr[-2000:]
+    assert ready.stdout == f"The sentence encoder is ready in {encoder.DEFAULT_EXPORT_DIR}\n"
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    refused = subprocess.run(
+        [*command, "--export-dir", str(blocked / "dir")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"python -m focused.encoder: error: {blocked / 'dir'} cannot")
+    assert refused.stderr.count("\n") == 1
 
 
 def test_words_rank_anchors_as_well_as_whole_anchors(
