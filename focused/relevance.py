@@ -566,7 +566,7 @@ class RelevanceModel:
         return cls(
             topic,
             language=language,
-            threshold=settings.getfloat("RELEVANCE_THRESHOLD", DEFAULT_THRESHOLD),
+            threshold=relevance_threshold(settings),
             num_topics=settings.getint("RELEVANCE_NUM_TOPICS", DEFAULT_NUM_TOPICS),
             refit_every=settings.getint("RELEVANCE_REFIT_EVERY", DEFAULT_REFIT_EVERY),
             max_docs=settings.getint("RELEVANCE_MAX_DOCS", DEFAULT_MAX_DOCS),
@@ -784,3 +784,8 @@ class RelevanceModel:
         )
         model.restored = True
         return model
+
+
+def relevance_threshold(settings: BaseSettings) -> float:
+    """``RELEVANCE_THRESHOLD``: the combined score at or above which a text is on-topic."""
+    return settings.getfloat("RELEVANCE_THRESHOLD", DEFAULT_THRESHOLD)

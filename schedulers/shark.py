@@ -8,14 +8,15 @@ For a link to ``child`` found on page ``parent``:
     inherited(child)     = delta * sim(parent)           if parent is relevant
                            delta * inherited(parent)     otherwise
     neighbourhood(child) = beta * anchor + (1 - beta) * context,
-                           context = 1 if anchor > 0, else the relevance of the text around
-                           the link
+                           context = 1 if the anchor is relevant, else the relevance of the
+                           text around the link
     score(child)         = gamma * inherited + (1 - gamma) * neighbourhood
 
 sim(parent) is the page's combined relevance; "relevant" means at or above
-RELEVANCE_THRESHOLD (the paper's sim > 0 would count almost every page, as cosine scores are
-rarely exactly 0). anchor = ``anchor_relevance``, the text around the link =
-``context_relevance``. A seed inherits 0: no path leads to it.
+RELEVANCE_THRESHOLD, for a page and for an anchor alike (the paper's sim > 0 would count
+almost every page and anchor, as cosine scores, LSI's above all, are rarely exactly 0: the
+context would then count for nothing). anchor = ``anchor_relevance``, the text around the
+link = ``context_relevance``. A seed inherits 0: no path leads to it.
 
 Unrolled, inherited(child) = delta ** (run + 1) * sim(a), where a is the nearest relevant page
 on the path and run the number of irrelevant pages after it, so ``child_meta`` carries just
@@ -43,6 +44,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
+from scrapy.crawler import Crawler
 
 from focused.arguments import Param
 from schedulers.base import StrategyQueue
@@ -64,6 +66,14 @@ class SharkSearchQueue(StrategyQueue):
         "depth": Param(3, "irrelevant pages in a row after which a chain is dropped", low=1),
     }
 
+    def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
+        # Imported here: the relevance model's module loads gensim, which listing or checking
+        # the strategies need not.
+        from focused.relevance import relevance_threshold
+
+        self._threshold = relevance_threshold(crawler.settings)
+        super().__init__(crawler, key, state)
+
     @classmethod
     def child_meta(
         cls, parent_meta: dict[str, Any], scores: Scores, is_relevant: bool
@@ -81,7 +91,8 @@ class SharkSearchQueue(StrategyQueue):
 
     def neighbourhood(self, request: Request) -> float:
         anchor = request.meta.get("anchor_relevance", 0.0)
-        context = 1.0 if anchor > 0 else request.meta.get("context_relevance", 0.0)
+        relevant = anchor >= self._threshold
+        context = 1.0 if relevant else request.meta.get("context_relevance", 0.0)
         return self.params["beta"] * anchor + (1 - self.params["beta"]) * context
 
     def score(self, request: Request) -> float:

@@ -121,8 +121,13 @@ def test_shark_inherited_and_neighbourhood_worked_by_hand():
     # The seed is relevant with sim 0.6: its children inherit 0.5 * 0.6 = 0.3.
     a = _child(seed, 0.6, True, anchor_relevance=0.5, context_relevance=0.1)
     assert queue.inherited(req("a", **a)) == pytest.approx(0.3)
-    # anchor > 0, so context counts as 1: 0.8 * 0.5 + 0.2 * 1 = 0.6.
+    # The anchor is relevant (0.5 >= RELEVANCE_THRESHOLD, 0.15), so context counts as 1:
+    # 0.8 * 0.5 + 0.2 * 1 = 0.6.
     assert queue.neighbourhood(req("a", **a)) == pytest.approx(0.6)
+    # An anchor above 0 but below the threshold (LSI gives most anchors a little): the
+    # context's own relevance, 0.8 * 0.1 + 0.2 * 0.4 = 0.16, not 0.8 * 0.1 + 0.2 = 0.28.
+    weak = _child(seed, 0.6, True, anchor_relevance=0.1, context_relevance=0.4)
+    assert queue.neighbourhood(req("weak", **weak)) == pytest.approx(0.16)
     assert queue.score(req("a", **a)) == pytest.approx(0.8 * 0.3 + 0.2 * 0.6)  # 0.36
     # No anchor evidence: the context's own relevance, 0.2 * 0.4 = 0.08.
     b = _child(seed, 0.6, True, anchor_relevance=0.0, context_relevance=0.4)
