@@ -34,9 +34,10 @@ Parameters:
     depth (int >= 1, default 3): irrelevant pages in a row after which a chain is dropped; the
         paper leaves its value open, 3 lets a crawl cross two off-topic pages to a third.
 
-The paper requires delta, beta and gamma < 1; 1 is accepted but degenerate: delta=1 never
-decays (a chain keeps sim(a) until ``depth`` cuts it), beta=1 ignores the context and gamma=1
-the whole neighbourhood (the link's own text).
+The defaults of delta, beta and gamma are this project's choice: the paper requires only that
+each be < 1. 1 is accepted but degenerate: delta=1 never decays (a chain keeps sim(a) until
+``depth`` cuts it), beta=1 ignores the context and gamma=1 the whole neighbourhood (the link's
+own text).
 """
 
 from __future__ import annotations
