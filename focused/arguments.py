@@ -185,8 +185,11 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         raise ConfigError(
             f"unknown argument {quoted(unknown[0])} for strategy {strategy}; valid: {valid}"
         )
+    # A resumed JOBDIR crawl goes on with the parameters it was started with (its frontier was
+    # ordered by them): those this run does not give are its own, not the defaults.
+    given_params = {**_saved_params(job, strategy), **{n: args[n] for n in spec if n in args}}
     params = {
-        name: param.parse(name, args[name]) if name in args else param.default
+        name: param.parse(name, str(given_params[name])) if name in given_params else param.default
         for name, param in spec.items()
     }
     for name in sorted(spec.keys() & args.keys()):
@@ -258,6 +261,13 @@ def scrapyd_jobdir_note(settings: Any, job: Any) -> str | None:
         "which replaces a JOBDIR given with -d setting=): a job scheduled again gets another, "
         "so it cannot resume this one; to pause and resume a crawl, leave jobs_dir unset"
     )
+
+
+def _saved_params(job: Mapping[str, Any], strategy: str) -> dict[str, Any]:
+    """The parameters a JOBDIR's crawl of ``strategy`` was started with ({} for another)."""
+    if job.get("strategy") != strategy:
+        return {}
+    return job.get("order", {}).get("params", {})
 
 
 def default_strategy(

@@ -937,6 +937,21 @@ def test_a_jobdir_of_an_older_version_resumes_without_the_parameters_added_since
     assert str(refused.value).startswith("JOBDIR holds a rank_semantic crawl with band_low=0.1")
 
 
+def test_a_jobdir_resumes_with_the_parameters_it_was_started_with(tmp_path):
+    """The README: a resumed crawl's strategy is "a resumed JOBDIR crawl's own". Its
+    parameters fell back to their defaults, and the resume was refused as another crawl's."""
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    started = {**GOOD, "strategy": "shark", "delta": "0.3", "depth": "5"}
+    remember_job(settings, parse_arguments(started, settings))
+    for resumed in [GOOD, {**GOOD, "strategy": "shark"}, {**GOOD, "depth": "5"}]:
+        config = parse_arguments(dict(resumed), settings)
+        assert config.strategy == "shark"
+        assert config.params == {"delta": 0.3, "beta": 0.8, "gamma": 0.8, "depth": 5}
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "delta": "0.4"}, settings)
+    assert str(refused.value).startswith("JOBDIR holds a shark crawl with delta=0.3")
+
+
 def test_a_jobdir_resumes_only_in_the_language_its_query_was_tokenized_in(tmp_path):
     """The language decides the topic's words (its stemmer, its stop words), and so every score
     in the frontier: another -a language went on ordering that frontier by other scores."""
