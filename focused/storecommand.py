@@ -156,6 +156,10 @@ def open_or_fail(settings: Any, **options: bool) -> Store:
         fail(str(exc), NOT_FOUND)
 
 
+_NO_EQUALS_SIGN = "Invalid -s value, use -s NAME=VALUE"  # Scrapy's message
+_DICT_SETTING = "Invalid -s value: a setting that holds a dict takes a JSON object, -s NAME='{...}'"
+
+
 def scrapy_options(
     process: Callable[[list[str], argparse.Namespace], None],
     args: list[str],
@@ -169,11 +173,12 @@ def scrapy_options(
     try:
         process(args, opts)
     except UsageError as exc:
+        if str(exc) == _NO_EQUALS_SIGN and all("=" in item for item in opts.set):
+            # Scrapy says "use -s NAME=VALUE" also of -s FEEDS=notjson: JSON it cannot read.
+            raise ConfigError(_DICT_SETTING) from None
         raise ConfigError(str(exc)) from None
     except TypeError:
-        raise ConfigError(
-            "Invalid -s value: a setting that holds a dict takes a JSON object, -s NAME='{...}'"
-        ) from None
+        raise ConfigError(_DICT_SETTING) from None
     unknown = [arg for arg in args if arg.startswith("-")]
     if unknown:
         raise ConfigError(f"unknown option {cut(unknown[0])} (--help lists the options)")

@@ -788,6 +788,9 @@ def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
         (["--logfile", ""], "error: --logfile needs a value, not ''"),  # was: logged to stderr
         # A TypeError traceback from Scrapy's own -s handling.
         (["-s", "FEEDS=[1]"], "error: Invalid -s value: a setting that holds a dict takes a JSON"),
+        # Was Scrapy's "use -s NAME=VALUE", which it was.
+        (["-s", "FEEDS=notjson"], "error: Invalid -s value: a setting that holds a dict takes"),
+        (["-s", "ITEM_PIPELINES=x"], "error: Invalid -s value: a setting that holds a dict takes"),
     ],
 )
 def test_a_malformed_option_gives_one_line(extra, message):
