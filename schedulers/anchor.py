@@ -19,7 +19,7 @@ from __future__ import annotations
 from scrapy import Request
 
 from focused.arguments import Param
-from schedulers.base import StrategyQueue
+from schedulers.base import SEED_SCORE, StrategyQueue
 
 
 class AnchorQueue(StrategyQueue):
@@ -29,7 +29,7 @@ class AnchorQueue(StrategyQueue):
     def score(self, request: Request) -> float:
         meta = request.meta  # a property: read once, this runs on every push
         if "parent_relevance" not in meta:
-            return 2.0  # a seed: above every link score, which is at most 1
+            return SEED_SCORE
         weight = self.params["link_weight"]
         link = self.link_evidence(meta)
         return weight * link + (1.0 - weight) * meta["parent_relevance"]

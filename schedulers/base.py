@@ -79,6 +79,9 @@ FRONTIER_TABLES = {
 # The SQLite frontier's order, as its index and every read in that order name it.
 RANK_ORDER = "back, neg_score, neg_tiebreak, seq"
 RANKED_CHUNK = 64  # entries read at a time by a frontier's ranked() outside the process
+# A seed's score in the strategies that score a link in [0, 1]: above every link, so the seeds
+# are fetched first.
+SEED_SCORE = 2.0
 
 
 def at_back(request: Request) -> int:

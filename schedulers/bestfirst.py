@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from scrapy import Request
 
-from schedulers.base import StrategyQueue
-
-SEED_SCORE = 2.0  # above any link score: a page's relevance is at most 1
+from schedulers.base import SEED_SCORE, StrategyQueue
 
 
 class BestFirstQueue(StrategyQueue):

@@ -48,12 +48,10 @@ from scrapy import Request
 from scrapy.crawler import Crawler
 
 from focused.arguments import Param
-from schedulers.base import StrategyQueue
+from schedulers.base import SEED_SCORE, StrategyQueue
 
 if TYPE_CHECKING:
     from focused.relevance import Scores
-
-SEED_SCORE = 2.0  # above any link score, which is at most 1
 
 
 class SharkSearchQueue(StrategyQueue):
