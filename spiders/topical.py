@@ -196,7 +196,7 @@ class TopicalSpider(scrapy.Spider):
         if unusable is not None:
             stats.inc_value(f"focused/skipped/{unusable}")
             if response.meta.get("depth") == 0:
-                self._seed_failed(_requested_url(response.request), NOT_A_PAGE[unusable])
+                self.failed_seeds[_requested_url(response.request)] = NOT_A_PAGE[unusable]
             return
         page = extract_page(
             response,
@@ -263,17 +263,15 @@ class TopicalSpider(scrapy.Spider):
         reason = skip_reason(failure)
         self.crawler.stats.inc_value(f"focused/skipped/{reason}")
         if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected
-            self._seed_failed(
-                failure.request.url,
-                reason if reason.startswith("http_") else error_message(failure.value),
+            self.failed_seeds[failure.request.url] = (
+                reason if reason.startswith("http_") else error_message(failure.value)
             )
         self.crawler.signals.send_catch_log(request_finished, request=failure.request)
 
     def request_dropped(self, request: scrapy.Request) -> None:
         if request.meta.get("depth") == 0 and "redirect_urls" in request.meta:
-            self._seed_failed(
-                _requested_url(request),
-                f"redirected to {request.url}, a URL already requested (a redirect loop)",
+            self.failed_seeds[_requested_url(request)] = (
+                f"redirected to {request.url}, a URL already requested (a redirect loop)"
             )
 
     def request_scheduled(self, request: scrapy.Request) -> None:
@@ -283,15 +281,9 @@ class TopicalSpider(scrapy.Spider):
             and "redirect_urls" in meta
             and not url_is_from_any_domain(request.url, self.allowed_domains)
         ):
-            self._seed_failed(
-                _requested_url(request), f"redirected to {request.url}, outside allowed_domains"
+            self.failed_seeds[_requested_url(request)] = (
+                f"redirected to {request.url}, outside allowed_domains"
             )
-
-    def _seed_failed(self, url: str, why: str) -> None:
-        """A seed that came to nothing: named at once, so that a mistyped seed among good ones
-        is seen in the log (its stat alone, focused/skipped/..., did not say which)."""
-        self.failed_seeds[url] = why
-        self.logger.warning("Seed %s could not be fetched (%s)", url, why)
 
     def closed(self, reason: str) -> None:
         """A crawl that got nothing because no seed could be fetched says so, in one line: a
