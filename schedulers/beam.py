@@ -13,7 +13,8 @@ of the generation being fetched; their children arrive as candidates for the nex
 they arrive, only the ``beam_width`` best (by link relevance, then the page's relevance; see
 ``schedulers.local``) are kept, and a better newcomer evicts the worst; every dropped
 candidate counts in ``focused/beam/dropped``. A trap family's request ranks below every other
-candidate, as the frontier queues it behind every other request: it is the first dropped.
+candidate, as the frontier queues it behind every other request: it is the first dropped. One
+kept (its generation had room) is fetched last in its generation, before the next one starts.
 A dropped URL is not marked seen: found again on a page of a later generation, it is a
 candidate of that generation (as a resumed crawl, whose seen set is rebuilt from the frontier
 file, always had it).
@@ -123,14 +124,25 @@ class BeamQueue(StrategyQueue):
         generation = self._generation_of(request)
         if generation > self._generation and len(self.flights):
             return None  # the current generation is still out: its children are not all in
-        if generation > self._generation:
-            self._generation = generation
-            self._kept = {g: n for g, n in self._kept.items() if g > generation}
-            self.stats.set_value("focused/beam/generation", generation)
-        request = self.frontier.pop()
+        if generation > self._generation and (kept := self._kept_behind()) is not None:
+            request = self.frontier.remove(kept)
+        else:
+            if generation > self._generation:
+                self._generation = generation
+                self._kept = {g: n for g, n in self._kept.items() if g > generation}
+                self.stats.set_value("focused/beam/generation", generation)
+            request = self.frontier.pop()
         self._queued.pop(self._fingerprint(request), None)
         self.flights.launch(request)
         return request
+
+    def _kept_behind(self) -> bytes | None:
+        """The best candidate kept in the current generation (or an earlier one) that is still
+        queued once the next generation's are in: a trap family's request, which the frontier
+        puts behind every other. Kept, it is expanded before the generation ends; fetched
+        later, its children were of a generation already chosen, and were queued unlimited."""
+        behind = [(r, fp) for fp, (g, r) in self._queued.items() if g <= self._generation]
+        return min(behind)[1] if behind else None
 
     def rediscover(self, request: Request) -> bool:
         changed = super().rediscover(request)

@@ -144,6 +144,35 @@ def test_beam_drops_a_trap_request_before_any_other_candidate(key):
     assert drain(queue) == ["b", "c"]
 
 
+def test_beam_expands_a_kept_trap_request_within_its_generation(key):
+    """A generation with room keeps a trap request, which the frontier queues behind every
+    other: it waited behind the next generation, and its children, of a generation already
+    chosen, were queued without the beam's limit."""
+    queue = make_queue("beam", key, beam_width=2)
+    out = hold_flights(queue)
+    queue.push(req("seed", depth=0))
+    out.add(id(queue.pop()))
+    queue.push(child("a", "seed", page=0.5, link=0.5))
+    queue.push(child("trap", "seed", page=0.5, link=0.9, **{TRAP_META: "t"}))
+    out.clear()
+    a = queue.pop()
+    out.add(id(a))
+    assert name(a) == "a"
+    # a's children are queued before the trap request is asked for: it is then behind them.
+    for leaf, link in [("a1", 0.5), ("a2", 0.4)]:
+        queue.push(child(leaf, "a", page=0.5, link=link, depth=2))
+    assert queue.pop() is None  # a is out
+    out.clear()
+    trap = queue.pop()
+    out.add(id(trap))
+    assert name(trap) == "trap" and trap.meta["depth"] == 1
+    assert queue.pop() is None  # generation 2 waits for the trap page's children
+    queue.push(child("t1", "trap", page=0.9, link=0.9, depth=2))
+    out.clear()
+    assert queue.stats.get_value("focused/beam/dropped") == 1  # a2: t1 took its place
+    assert drain(queue) == ["t1", "a1"]
+
+
 def test_beam_keeps_every_seed_however_many(key):
     """The seeds are generation 0, the starting states as given: the beam applies from 1."""
     queue = make_queue("beam", key, beam_width=2)
