@@ -179,15 +179,17 @@ def page_records(
     """The records of a page: its response and request, or the resource of a rendered page."""
     if not is_rendered(response):
         return exchange_records(writer, response, response.request, fetched_at, WIRE_HEADERS)
-    body = response.body
-    encoding = getattr(response, "encoding", "utf-8")
+    # The page as the browser held it, in UTF-8: scrapy-playwright encodes it in the page's
+    # charset under Python's name for it (cp932 for a Shift_JIS page), which a WARC reader does
+    # not know as a charset.
+    body = response.text.encode("utf-8")
     return [
         writer.create_warc_record(
             response.url,
             "resource",
             payload=io.BytesIO(body),
             length=len(body),
-            warc_content_type=f"text/html; charset={encoding}",
+            warc_content_type="text/html; charset=utf-8",
             warc_headers_dict={"WARC-Date": warc_date(fetched_at)},
         )
     ]

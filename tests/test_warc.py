@@ -136,6 +136,27 @@ def test_a_rendered_page_is_a_resource_record(tmp_path):
     assert http is None and payload == BODY
 
 
+def test_a_rendered_page_in_another_charset_is_a_resource_record_in_utf_8(tmp_path):
+    """scrapy-playwright encodes a rendered page in its charset under Python's name for it: the
+    record said charset=cp932, which no WARC reader knows (Shift_JIS is the IANA name)."""
+    text = "<html><title>鳥</title><p>羽と巣 birds</p></html>"
+    url = "http://127.0.0.1:25501/wiki/Tori"
+    rendered = HtmlResponse(
+        url,
+        body=text.encode("cp932"),
+        encoding="cp932",
+        request=Request(url, meta={"playwright": True}),
+    )
+    path = tmp_path / "crawl.warc.gz"
+    file = WarcFile(path)
+    file.write(page_records(file.writer, rendered, FETCHED_AT))
+    file.close()
+    [(kind, headers, _, payload)] = records(path.read_bytes())
+    assert kind == "resource"
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert payload.decode("utf-8") == text
+
+
 def test_each_record_is_its_own_gzip_member_and_a_cut_file_reads_to_its_last_whole_record(
     tmp_path,
 ):
