@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sqlite3
@@ -1133,6 +1134,16 @@ def small_store(tmp_path_factory) -> Path:
 def test_bad_input_is_one_line(cli, small_store, args, status, message):  # noqa: F811
     # In-process (the checks run before the crawler process starts); the CLI below.
     one_line_error(cli("recrawl", *args, settings={"FOCUSED_DB": small_store}), status, message)
+
+
+def test_the_model_of_another_crawl_s_jobdir_is_refused(cli, small_store, tmp_path):  # noqa: F811
+    """It loaded, and rescored c1's changed pages against the other crawl's topic."""
+    job = tmp_path / "job"
+    (job / "relevance").mkdir(parents=True)
+    (job / "focused.json").write_text(json.dumps({"crawl_id": "other", "strategy": "bfs"}))
+    for given in (job, job / "relevance"):
+        result = cli("recrawl", "c1", "--model", str(given), settings={"FOCUSED_DB": small_store})
+        one_line_error(result, 2, f"--model {given} is the model of crawl other, not of c1:")
 
 
 def test_a_crawl_running_in_another_process_is_not_recrawled(cli, tmp_path):  # noqa: F811

@@ -31,7 +31,7 @@ from focused.commands.crawl import run_failed
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import describe_fetch, restore_fetch_settings
-from focused.jobchecks import lock_crawl
+from focused.jobchecks import job_record, lock_crawl
 from focused.logfile import guard_log_files, null_closed_stderr
 from focused.refresh import (
     POLICIES,
@@ -179,7 +179,7 @@ class Command(ScrapyCommand):
             parse_number(opts, "--budget", Param(1, low=1))
             if opts.policy == "proportional" and opts.budget is None:
                 raise ConfigError("--policy proportional needs --budget N (pages per run)")
-            self.model = _load_model(opts.model) if opts.model else None
+            self.model = _load_model(opts.model, args[0]) if opts.model else None
             if opts.render is not None:
                 opts.render = RENDER.parse("--render", opts.render)
         except ConfigError as exc:
@@ -336,12 +336,21 @@ class Command(ScrapyCommand):
             logger.warning("%s", taken_over(crawl_id))
 
 
-def _load_model(directory: str) -> RelevanceModel:
+def _load_model(directory: str, crawl_id: str) -> RelevanceModel:
     from focused.relevance import JOBDIR_MODEL_DIR, RelevanceModel  # gensim: when asked for
 
     saved = Path(directory)
     if (saved / JOBDIR_MODEL_DIR).is_dir():  # the crawl's JOBDIR, the folder a user has at hand
         saved = saved / JOBDIR_MODEL_DIR
+    # In its JOBDIR, the model's crawl is known: another crawl's would rescore the pages
+    # against that crawl's topic. A model copied out of its JOBDIR cannot be checked.
+    if saved.name == JOBDIR_MODEL_DIR:
+        owner = job_record({"JOBDIR": saved.parent}).get("crawl_id")
+        if owner and owner != crawl_id:
+            raise ConfigError(
+                f"--model {cut(directory)} is the model of crawl {owner}, not of {crawl_id}:"
+                " it would rescore the pages against that crawl's topic"
+            )
     try:
         return RelevanceModel.load(saved)
     except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
