@@ -286,16 +286,19 @@ class TopicalSpider(scrapy.Spider):
             )
 
     def closed(self, reason: str) -> None:
-        """A crawl that got nothing because no seed could be fetched says so, in one line: a
-        mistyped host or port must not pass for a topic with no pages."""
-        stats = self.crawler.stats
-        if reason != "finished" or not self.failed_seeds or stats.get_value("item_scraped_count"):
+        """The seeds that could not be fetched, named in one line: a crawl that got nothing
+        because of them is an error (a mistyped host or port must not pass for a topic with no
+        pages); one that went on from other seeds warns, or the mistyped seed shows only in a
+        focused/skipped stat."""
+        if not self.failed_seeds:
             return
-        stats.set_value(SEEDS_UNREACHABLE, len(self.failed_seeds))
-        self.logger.error(
-            "No seed could be fetched, so nothing was crawled: %s",
-            "; ".join(f"{url} ({why})" for url, why in self.failed_seeds.items()),
-        )
+        named = "; ".join(f"{url} ({why})" for url, why in self.failed_seeds.items())
+        stats = self.crawler.stats
+        if reason == "finished" and not stats.get_value("item_scraped_count"):
+            stats.set_value(SEEDS_UNREACHABLE, len(self.failed_seeds))
+            self.logger.error("No seed could be fetched, so nothing was crawled: %s", named)
+        else:
+            self.logger.warning("Seeds that could not be fetched: %s", named)
 
 
 # Why a seed's response is no page, for the seeds' error line (focused.hygiene.page_skip_reason).

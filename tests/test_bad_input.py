@@ -654,12 +654,17 @@ def test_seeds_lost_without_an_error_of_scrapy_s_are_named_with_why(tmp_path):
 
 def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     refused = f"http://127.0.0.1:{closed_port()}/wiki/Albatross"
-    seeds = f"{refused},{site.url}/wiki/Albatross"
+    missing = f"{site.url}/wiki/No_such_article"
+    seeds = f"{refused},{missing},{site.url}/wiki/Albatross"
     crawl = run_crawl(tmp_path, {"query": "birds", "seeds": seeds}, {"CLOSESPIDER_PAGECOUNT": 5})
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
-    assert len(crawl.pages()) >= 5
+    assert len(crawl.pages()) >= 4  # the budget counts responses: the 404 is one
     assert "No seed could be fetched" not in log
+    # The seeds that failed are named (they were only counted in a stat), in one warning line.
+    (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
+    assert "] WARNING: " in named
+    assert f"{missing} (http_404)" in named and f"{refused} (" in named, named
     # The unreachable host's robots.txt: Scrapy's one line, without its traceback.
     robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
     assert len(robots) == 1 and refused in robots[0], log[-3000:]

@@ -176,6 +176,15 @@ def stored_paths(result) -> list[str]:
     return [page["url"].split("/", 3)[3] for page in result.pages()]
 
 
+def page_warnings(log: str) -> list[str]:
+    """The log's warning lines, but for the closing one that names the seeds not fetched."""
+    return [
+        line
+        for line in log.splitlines()
+        if "] WARNING: " in line and "Seeds that could not be fetched" not in line
+    ]
+
+
 def test_render_never_misses_script_built_links(tmp_path, js_site):
     result = crawl(tmp_path, js_site, "never")
     paths = stored_paths(result)
@@ -349,7 +358,7 @@ def test_a_page_a_script_moves_on_and_on_is_a_redirect_loop(tmp_path, js_site):
     result = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr
-    assert [line for line in log.splitlines() if "] WARNING: " in line] == []
+    assert page_warnings(log) == []
     # Each of the 6 renders of the loop (the seed, 5 redirects) fetched two pages more at most:
     # a move may come before the browser is watched, as the page methods start.
     loops = [path for path in js_site.fetched if path.startswith("/loop.html")]
@@ -371,7 +380,7 @@ def test_a_page_that_reloads_on_and_on_is_skipped(tmp_path, js_site):
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr
     assert js_site.count("/reload.html") <= 2 + MAX_RELOADS, js_site.count("/reload.html")
-    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    warnings = page_warnings(log)
     assert len(warnings) == 1 and "/reload.html" in warnings[0], warnings
     assert f"the page reloaded itself {MAX_RELOADS + 1} times" in warnings[0]
     assert stat_value(log, "focused/skipped/download_error") == 1
@@ -410,7 +419,7 @@ def test_a_page_whose_load_never_ends_is_kept_as_rendered(tmp_path, js_site):
     heron = next(page for page in result.pages() if page["url"].endswith("/plain/heron.html"))
     assert heron["level"] == 1 and heron["parent_url"] == stuck["url"]
     assert heron["anchor"] == "heron birds"
-    assert [line for line in log.splitlines() if "] WARNING: " in line] == []
+    assert page_warnings(log) == []
     assert stat_value(log, "focused/rendered_before_load") == 1
     assert stat_value(log, "focused/rendered") == stat_value(log, "focused/pages") == 4
     assert stat_value(log, "focused/skipped/download_error") == 0
@@ -427,11 +436,13 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr
     assert "Traceback" not in log and "Call log" not in log, log[-3000:]
-    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    warnings = page_warnings(log)
     assert len(warnings) == 2, warnings
     timeout = next(line for line in warnings if "/stuck/page.html" in line)
     assert "Timeout" in timeout
     assert "ERR_CONNECTION_REFUSED" in next(line for line in warnings if refused in line)
+    (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
+    assert f"{js_site.url}/stuck/page.html (" in named and f"{refused} (" in named, named
     assert stat_value(log, "focused/skipped/download_error") == 2
     assert stat_value(log, "focused/rendered_before_load") == 0
     assert "plain.html" in stored_paths(result)
@@ -460,7 +471,7 @@ def test_a_page_whose_script_never_ends_is_skipped(tmp_path, js_site):
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr
     assert "Traceback" not in log, log[-3000:]
-    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    warnings = page_warnings(log)
     assert len(warnings) == 2, warnings
     for url in busy:
         line = next(line for line in warnings if f"<GET {url}>" in line)
@@ -593,7 +604,7 @@ def test_a_rendered_page_over_download_maxsize_is_skipped(tmp_path, js_site):
     assert "plain.html" in paths
     log = result.result.stderr
     assert stat_value(log, "focused/skipped/too_large") == 2
-    warnings = [line for line in log.splitlines() if "] WARNING: " in line]
+    warnings = page_warnings(log)
     assert len(warnings) == 2 and all("DOWNLOAD_MAXSIZE" in line for line in warnings), warnings
 
 
