@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+from scrapy.settings import default_settings
+
 BOT_NAME = "focused"
 SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
@@ -109,6 +111,15 @@ EXTENSIONS = {
     "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
     "focused.collector.GarbageCollector": 530,  # FOCUSED_GC_FREEZE, FOCUSED_GC_GEN0_THRESHOLD
     "focused.warc.WarcExport": 540,  # only with WARC_DIR
+    "focused.remotecontrol.RemoteControl": 0,  # in place of Scrapy's: see EXTENSIONS_BASE
+}
+# Scrapy's, but for its RemoteControl: Scrapy imports every extension named in EXTENSIONS_BASE
+# and EXTENSIONS, one set to None too, and that one's module imports aiohttp's web server at
+# every start-up (focused.remotecontrol imports it only with REMOTE_CONTROL_ENABLED).
+EXTENSIONS_BASE = {
+    path: order
+    for path, order in default_settings.EXTENSIONS_BASE.items()
+    if path != "scrapy.extensions.remote_control.RemoteControl"
 }
 
 # Scrapy's in-memory stats, a call 20 x cheaper (focused.stats).

@@ -10,7 +10,7 @@ import focused.settings
 from focused.components import keep_project_components, project_components, replace_components
 from focused.refresh import RecrawlSpider
 from focused.sqlitestore import SqliteStore
-from tests.conftest import run_crawl
+from tests.conftest import crawl_env, run_crawl
 from tests.sites import Reply, Site, html
 from tests.test_offsite import enabled_downloader_middlewares
 from tests.test_refresh import recrawl, stored
@@ -93,3 +93,27 @@ def test_a_crawl_and_its_recrawl_given_a_pipeline_of_the_user_s_still_store_thei
     middlewares = enabled_downloader_middlewares(result.stderr)
     assert "focused.refresh.OffsiteMiddleware" in middlewares
     assert "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware" not in middlewares
+
+
+def test_scrapy_s_remote_control_is_imported_only_when_it_is_on(tmp_path):
+    """Scrapy imports every extension EXTENSIONS_BASE names, and lets it turn itself off: its
+    remote control's module brought aiohttp's web server into every crawl's start-up."""
+    pages = {"/": html("Birds", "<p>Birds nest.</p>")}
+    listening = "[scrapy.extensions.remote_control] INFO: Remote control HTTP server listening"
+    with Site(lambda method, path: Reply(body=pages.get(path, "none"))) as site:
+        arguments = {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"}
+        # Python's -X importtime: one stderr line per module imported.
+        imports = {**crawl_env(), "PYTHONPROFILEIMPORTTIME": "1"}
+        crawl = run_crawl(tmp_path / "off", arguments, env=imports)
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        log = crawl.result.stderr.splitlines()
+        imported = {line.rsplit("|", 1)[1].strip() for line in log if line.startswith("import ")}
+        assert "scrapy.core.engine" in imported  # the lines are there
+        assert not {name for name in imported if name.startswith("aiohttp")}
+        # Turned on, Scrapy's is built in the project's place for it, by crawl and recrawl.
+        crawl = run_crawl(tmp_path, arguments, {"REMOTE_CONTROL_ENABLED": "True"})
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        assert listening in crawl.result.stderr, crawl.result.stderr[-3000:]
+        result = recrawl(crawl.db, "test", settings={"REMOTE_CONTROL_ENABLED": "True"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert listening in result.stderr, result.stderr[-3000:]
