@@ -21,13 +21,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-# What a user runs -> the arguments of `python -m scrapy`, with {tmp} a folder of the run's own.
-# Each ends in its first second: a refusal for bad input, or no store to list.
+# What a user runs -> the arguments of `python -m scrapy`, with {tmp} a folder of the checkout's
+# own and {site} the replay web of the test sample. Each but the last ends in its first second:
+# a refusal for bad input, or no store to list. The last is a whole crawl of one page with the
+# default strategy: Scrapy's engine, the extensions and the encoder built, then closed.
 COMMANDS = {
     "scrapy version": ["version"],
     "scrapy crawl topical, no query": ["crawl", "topical", "-a", "seeds=http://127.0.0.1:9/"],
     "scrapy crawls, no store": ["crawls", "-s", "FOCUSED_DB={tmp}/missing.sqlite3"],
     "scrapy pages, no store": ["pages", "-s", "FOCUSED_DB={tmp}/missing.sqlite3"],
+    "scrapy crawl topical, one page": [
+        *("crawl", "topical", "-a", "query=birds", "-a", "seeds={site}/wiki/Albatross"),
+        *("-s", "CLOSESPIDER_PAGECOUNT=1", "-s", "FOCUSED_DB={tmp}/crawl.sqlite3"),
+    ],
 }
 
 
@@ -48,21 +54,29 @@ def run_once(checkout: Path, arguments: list[str]) -> tuple[float, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     from benchmarks.runner import REPO, extract_revision, report_head
     from focused.errors import CommandLineParser, at_least_one
+    from focused.replayweb import ReplayServer, load_graph
 
     parser = CommandLineParser(prog="python -m benchmarks.startup")
     parser.add_argument("--baseline", default="main", help="git revision to compare with")
     parser.add_argument("--rounds", type=at_least_one, default=10, help="runs of each command")
     args = parser.parse_args(argv)
     best: dict[tuple[str, str], tuple[float, float]] = {}
-    with tempfile.TemporaryDirectory(prefix="focused-startup-") as tmp:
-        baseline = extract_revision(args.baseline, Path(tmp, "baseline"))
-        for _ in range(args.rounds):
-            for command, arguments in COMMANDS.items():
-                filled = [argument.format(tmp=tmp) for argument in arguments]
-                for name, checkout in (("baseline", baseline), ("current", REPO)):
-                    wall, cpu = run_once(checkout, filled)
-                    least = best.get((command, name), (wall, cpu))
-                    best[command, name] = (min(least[0], wall), min(least[1], cpu))
+    server = ReplayServer(load_graph(REPO / "tests" / "data" / "wikisample")).start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="focused-startup-") as tmp:
+            baseline = extract_revision(args.baseline, Path(tmp, "baseline"))
+            checkouts = {"baseline": baseline, "current": REPO}
+            for name in checkouts:
+                Path(tmp, f"{name}-files").mkdir()
+            for _ in range(args.rounds):
+                for command, arguments in COMMANDS.items():
+                    for name, checkout in checkouts.items():
+                        own = {"tmp": Path(tmp, f"{name}-files"), "site": server.url}
+                        wall, cpu = run_once(checkout, [part.format(**own) for part in arguments])
+                        least = best.get((command, name), (wall, cpu))
+                        best[command, name] = (min(least[0], wall), min(least[1], cpu))
+    finally:
+        server.stop()
     print("\n".join(report_head("Start-up of the commands", "benchmarks.startup", argv)))
     print(f"Seconds to run each command, least of {args.rounds} rounds", end=" ")
     print(f"(baseline {args.baseline})\n")
