@@ -473,11 +473,12 @@ def test_the_model_option_takes_the_crawl_s_jobdir_or_its_relevance_folder(tmp_p
     it, where the crawl saved it."""
     model = RelevanceModel("birds nest eggs")
     model.save(tmp_path / "job" / "relevance")  # where a JOBDIR crawl saves it
+    (tmp_path / "job" / "focused.json").write_text(json.dumps({"crawl_id": "c1"}))
     text = "birds lay eggs in a nest"
     for given in (tmp_path / "job", tmp_path / "job" / "relevance"):
-        assert recrawl_command._load_model(str(given)).score(text) == model.score(text)
+        assert recrawl_command._load_model(str(given), "c1").score(text) == model.score(text)
     with pytest.raises(ConfigError, match="holds no saved relevance model"):
-        recrawl_command._load_model(str(tmp_path))
+        recrawl_command._load_model(str(tmp_path), "c1")
 
 
 def test_a_page_stored_before_hashes_gets_one_without_a_change():
