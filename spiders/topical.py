@@ -294,7 +294,8 @@ class TopicalSpider(scrapy.Spider):
             return
         named = "; ".join(f"{url} ({why})" for url, why in self.failed_seeds.items())
         stats = self.crawler.stats
-        if reason == "finished" and not stats.get_value("item_scraped_count"):
+        # Pages scored, not items: STORE_MIN_RELEVANCE drops the items of pages fetched.
+        if reason == "finished" and not stats.get_value("focused/scored_pages"):
             stats.set_value(SEEDS_UNREACHABLE, len(self.failed_seeds))
             self.logger.error("No seed could be fetched, so nothing was crawled: %s", named)
         else:

@@ -671,6 +671,24 @@ def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     assert "Traceback" not in log, log[-3000:]
 
 
+def test_seeds_fetched_but_not_stored_are_no_seeds_that_could_not_be_fetched(tmp_path):
+    """The crawl took no item stored for no seed fetched: one seed refused and the other's page
+    below STORE_MIN_RELEVANCE ended in 'No seed could be fetched', exit status 1."""
+    refused = f"http://127.0.0.1:{closed_port()}/birds"
+    page = html("Cars", "<p>Cars need engines and fuel.</p>")  # no link: the crawl finishes
+    with Site(lambda method, path: Reply(body=page)) as site:
+        seeds = f"{refused},{site.url}/cars"
+        settings = {"STORE_MIN_RELEVANCE": 0.99}
+        crawl = run_crawl(tmp_path, {"query": "birds", "seeds": seeds}, settings)
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Spider closed (finished)" in log, log[-3000:]
+    assert crawl.pages() == [] and "'focused/not_stored': 1" in log, log[-3000:]
+    assert "No seed could be fetched" not in log
+    (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
+    assert f"{refused} (" in named and "/cars" not in named, named
+
+
 def redirect_to_a_host_no_one_can_reach(method: str, path: str) -> Reply:
     if path == "/robots.txt":
         return Reply(404, "")
