@@ -118,13 +118,18 @@ def test_a_crawl_with_a_live_process_keeps_its_keys_unless_forced(tmp_path, redi
     client = redis.Redis.from_url(redis_server.url)
     shared_keys(client, "live")
     now = client.time()[0]
-    client.hset("focused:live:workers", mapping={"h:1:aa": now - 60, "h:2:bb": now - 2})
-    settings = {"FOCUSED_FRONTIER": redis_server.url, **store_with(tmp_path, "live", "finished")}
+    client.hset("focused:live:workers", mapping={"h:1:aa": now - 600, "h:2:bb": now - 2})
+    # A timeout no slow start-up of the command outlasts.
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "FOCUSED_WORKER_TIMEOUT": 120,
+        **store_with(tmp_path, "live", "finished"),
+    }
     one_line_error(
         cli("forget", "live", settings=settings),
         1,
         f"crawl live has 1 process alive on {redis_server.url} (a heartbeat within"
-        " FOCUSED_WORKER_TIMEOUT=10 s): stop them first (Ctrl-C), or give --force",
+        " FOCUSED_WORKER_TIMEOUT=120 s): stop them first (Ctrl-C), or give --force",
     )
     assert client.exists("focused:live:order", "focused:live:frontier", "focused:live:seen") == 3
     forced = cli("forget", "live", "--force", settings=settings)
@@ -137,7 +142,7 @@ def test_a_crawl_with_a_live_process_keeps_its_keys_unless_forced(tmp_path, redi
     assert not client.keys("focused:live:*")
     # Once its heartbeat is older than FOCUSED_WORKER_TIMEOUT, a process counts as gone.
     shared_keys(client, "live")
-    client.hset("focused:live:workers", mapping={"h:2:bb": now - 20})
+    client.hset("focused:live:workers", mapping={"h:2:bb": now - 200})
     assert ok(cli("forget", "live", settings=settings)).startswith("removed 4 keys")
 
 

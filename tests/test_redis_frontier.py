@@ -1791,15 +1791,16 @@ def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
     )
     assert more.result.returncode == 0, more.result.stderr[-3000:]
     assert len(more.pages()) == 8
-    # A process of the crawl alive (its heartbeat now), with that budget:
+    # A process of the crawl alive (its heartbeat now, and a timeout no slow start-up outlasts),
+    # with that budget:
     client = redis.Redis.from_url(redis_server.url)
-    client.hset("focused:budgets:workers", "elsewhere:1:abc", client.time()[0])
     served = len(site.fetched)
     for budget, described in ((12, "a page budget of 12"), (0, "no page budget")):
+        client.hset("focused:budgets:workers", "elsewhere:1:abc", client.time()[0])
         other = run_crawl(
             tmp_path,
             arguments(site),
-            {**settings, "CLOSESPIDER_PAGECOUNT": budget},
+            {**settings, "CLOSESPIDER_PAGECOUNT": budget, "FOCUSED_WORKER_TIMEOUT": 120},
             crawl_id="budgets",
         )
         assert other.result.returncode == 2, other.result.stderr[-3000:]
