@@ -25,14 +25,15 @@ p = f(t) - f(t-1) and its best position are updated with its fitness at the posi
 leaves (so each particle's slct is as of its last move), and it flies:
 v ← ω·v + c1·r1·(lbest - x) + c2·r2·(gbest - x), x ← x + v, with ω = 0.7298, c1 = c2 = 1.496,
 lbest the best position found in its ring neighbourhood of 5 (itself and two on each side) and
-gbest the best of the swarm; x is clipped to [0, 1]² (and that component of v zeroed). The
-outcomes still to come back from the position it left are forgotten (a particle chosen again
-right after its own turn is judged on those back by then). A particle that has not had a turn
-is chosen first, at its initial random position, and judged there a turn after its turn, so
-that the first flights fly toward the best of those first turns. So the swarm first flies no
-sooner than ``particles`` x ``epoch`` fetches (100 by default): a shorter crawl runs under the
-particles' random initial weights. From there one particle moves every ``epoch`` fetches, so
-tuning online needs budgets well above 100.
+gbest the best of the swarm (a best not judged yet pulls nothing: when none is, v ← ω·v);
+x is clipped to [0, 1]² (and that component of v zeroed). The outcomes still to come back
+from the position it left are forgotten (a particle chosen again right after its own turn is
+judged on those back by then). A particle that has not had a turn is chosen first, at its
+initial random position, and judged there a turn after its turn, so that the first flights fly
+toward the best of those first turns. So the swarm first flies no sooner than ``particles`` x
+``epoch`` fetches (100 by default): a shorter crawl runs under the particles' random initial
+weights. From there one particle moves every ``epoch`` fetches, so tuning online needs budgets
+well above 100.
 
 Outcomes are learned from the queue's own input: the first child of a fetched page pushed
 back carries ``parent_is_relevant``, the path's anchors (``pso_path``, from ``child_meta``) and
@@ -275,12 +276,18 @@ class PsoQueue(StrategyQueue):
     def fly(self, j: int) -> None:
         swarm, n = self.swarm, len(self.swarm["x"])
 
+        x, v = swarm["x"][j], swarm["v"][j]
+
         def best_of(indices: list[int]) -> list[float]:
-            return swarm["best_x"][max(indices, key=lambda i: swarm["best_f"][i])]
+            # A particle no outcome has judged has no best yet (best_f -1): its placeholder
+            # (0, 0) would pull the swarm to weights that value every link at 0.
+            judged = [i for i in indices if swarm["best_f"][i] >= 0]
+            if not judged:
+                return list(x)  # no pull
+            return swarm["best_x"][max(judged, key=lambda i: swarm["best_f"][i])]
 
         lbest = best_of([(j + offset) % n for offset in range(-RING, RING + 1)])
         gbest = best_of(list(range(n)))
-        x, v = swarm["x"][j], swarm["v"][j]
         for d in range(2):
             r1, r2 = self._random.random(), self._random.random()
             v[d] = INERTIA * v[d] + C1 * r1 * (lbest[d] - x[d]) + C2 * r2 * (gbest[d] - x[d])

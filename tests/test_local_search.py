@@ -484,6 +484,25 @@ def test_pso_flight_is_the_velocity_update_worked_by_hand():
     assert swarm["x"][6] == pytest.approx([1.0, 0.1]) and swarm["v"][6] == [0.0, 0.0]
 
 
+def test_pso_flies_toward_no_best_that_no_outcome_judged():
+    """Before any outcome has come back, no particle has a best: the swarm keeps its weights
+    (at rest, it stays), and is not pulled to the placeholder (0, 0), where every link's value
+    is 0 and the crawl would be in the order of discovery."""
+    queue = make_queue("pso", particles=7)
+    swarm = queue.swarm
+    swarm["x"][0], swarm["v"][0] = [0.5, 0.5], [0.1, -0.2]
+    queue.fly(0)
+    assert swarm["v"][0] == pytest.approx([0.07298, -0.14596])  # ω·v: inertia alone
+    assert swarm["x"][0] == pytest.approx([0.57298, 0.35404])
+    # One judged particle outside the ring of 0 (4, at best fitness 0): gbest, but no lbest.
+    swarm["best_f"][4], swarm["best_x"][4] = 0.0, [0.3, 0.9]
+    swarm["x"][0], swarm["v"][0] = [0.5, 0.5], [0.0, 0.0]
+    queue._random = SimpleNamespace(random=lambda: 0.5)
+    queue.fly(0)
+    # v = 1.496·0.5·(gbest - x); the lbest term is 0.
+    assert swarm["v"][0] == pytest.approx([0.748 * -0.2, 0.748 * 0.4])
+
+
 def _swarm_of_five(queue, momentum: list[float]) -> None:
     """Every particle has had its first turn (fitness 0.5, best position (0.9, 0.9)); particle 0
     is at (0.1, 0.1), at rest."""

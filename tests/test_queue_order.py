@@ -21,7 +21,9 @@ the fetches made there, not on those back when its turn ends) and ``rank_semanti
 where it fetched the URL unranked), and ``threshold/memory`` again (session 41: its T0 accepts
 80 % of a small sample of worse moves, rounded up, where one worse move refused itself),
 and ``beam/memory`` again (review-fidelity: a trap request ranks last in its generation's beam,
-so it is the first dropped, where it could take the place of an ordinary candidate).
+so it is the first dropped, where it could take the place of an ordinary candidate), and
+``pso/memory`` again (session 44: a best no outcome judged pulls no particle, where the
+placeholder (0, 0) pulled the swarm to weights that value every link at 0).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
