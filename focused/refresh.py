@@ -380,7 +380,7 @@ class RecrawlSpider(scrapy.Spider):
         "EXTENSIONS": {
             "scrapy.extensions.closespider.CloseSpider": 0,
             "focused.warc.WarcExport": 540,  # only with WARC_DIR
-            "focused.remotecontrol.RemoteControl": 0,  # only with REMOTE_CONTROL_ENABLED
+            "focused.ondemand.RemoteControl": 0,  # only with REMOTE_CONTROL_ENABLED
         },
         "ITEM_PIPELINES": {f"{__name__}.RefreshPipeline": 800},
     }

@@ -55,13 +55,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from gensim import matutils
-from gensim.corpora import Dictionary
-from gensim.models import LsiModel, TfidfModel
-from gensim.models.lsimodel import Projection
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
+from focused.gensim_api import Dictionary, LsiModel, Projection, TfidfModel, matutils
 from focused.termindex import TermIndex
 from focused.text import add_folded, term_weights, tokenize, with_folded
 from focused.textcache import cached_scores

@@ -369,8 +369,7 @@ class FrontierDupeFilter(RFPDupeFilter):
 
 
 class FinishMiddleware(PageOutputMiddleware):
-    """Spider middleware (order 15: only ``focused.distributed.FrontierAck``, which passes the
-    output through unchanged, is closer to the engine).
+    """Spider middleware (order 15: the closest to the engine, after every other's output).
 
     It yields a page's link requests before its page item, so that the links are queued before
     the page is stored, and sends ``request_finished`` for a response that produced no page

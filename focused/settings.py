@@ -81,7 +81,7 @@ SPIDER_MIDDLEWARES = {
     "focused.dedup.DuplicateMiddleware": 850,
 }
 DOWNLOADER_MIDDLEWARES = {
-    "focused.distributed.FrontierAck": 10,  # requests that failed for good are done too
+    "focused.ondemand.FrontierAck": 10,  # requests that failed for good are done too
     # Scrapy's checks only the first request waiting for a host's robots.txt (focused.robots).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "focused.robots.RobotsTxtMiddleware": 100,
@@ -108,14 +108,14 @@ EXTENSIONS = {
     "focused.resume.CrawlCounters": 1,  # JOBDIR: after SpiderState (0) loads the state
     "focused.extensions.ProgressLog": 500,
     "focused.stopping.StopCriteria": 510,
-    "focused.distributed.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
+    "focused.ondemand.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
     "focused.collector.GarbageCollector": 530,  # FOCUSED_GC_FREEZE, FOCUSED_GC_GEN0_THRESHOLD
     "focused.warc.WarcExport": 540,  # only with WARC_DIR
-    "focused.remotecontrol.RemoteControl": 0,  # in place of Scrapy's: see EXTENSIONS_BASE
+    "focused.ondemand.RemoteControl": 0,  # in place of Scrapy's: see EXTENSIONS_BASE
 }
 # Scrapy's, but for its RemoteControl: Scrapy imports every extension named in EXTENSIONS_BASE
 # and EXTENSIONS, one set to None too, and that one's module imports aiohttp's web server at
-# every start-up (focused.remotecontrol imports it only with REMOTE_CONTROL_ENABLED).
+# every start-up (focused.ondemand imports it only with REMOTE_CONTROL_ENABLED).
 EXTENSIONS_BASE = {
     path: order
     for path, order in default_settings.EXTENSIONS_BASE.items()

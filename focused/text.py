@@ -161,9 +161,9 @@ def stopwords(language: str | None) -> frozenset[str]:
     IDF. Vietnamese entries of several syllables are kept as their ``_``-joined pairs.
     """
     if language in (None, "en"):
-        # Imported here: importing any of gensim imports scipy.stats, 0.6 s that every command
-        # (a one-line refusal of bad input included) paid at start-up for a list of words.
-        from gensim.parsing.preprocessing import STOPWORDS
+        # Imported here: importing any of gensim takes seconds that every command (a one-line
+        # refusal of bad input included) paid at start-up for a list of words.
+        from focused.gensim_api import STOPWORDS
 
         return STOPWORDS
     if not stopwordsiso.has_lang(language):

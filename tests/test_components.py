@@ -95,21 +95,32 @@ def test_a_crawl_and_its_recrawl_given_a_pipeline_of_the_user_s_still_store_thei
     assert "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware" not in middlewares
 
 
-def test_scrapy_s_remote_control_is_imported_only_when_it_is_on(tmp_path):
+def test_what_a_crawl_does_not_use_is_not_imported(tmp_path):
     """Scrapy imports every extension EXTENSIONS_BASE names, and lets it turn itself off: its
-    remote control's module brought aiohttp's web server into every crawl's start-up."""
-    pages = {"/": html("Birds", "<p>Birds nest.</p>")}
+    remote control's module brought aiohttp's web server into every crawl's start-up, and the
+    shared crawl's extension redis and scrapy-redis (focused.ondemand); gensim's unused models
+    brought scipy.stats (focused.gensim_api). A crawl that refits its model imports none."""
+    links = "".join(f'<a href="/{name}">{name}</a> ' for name in ("heron", "stork", "crane"))
+    pages = {
+        "/": html("Birds", f"<p>Birds nest.</p>{links}"),
+        **{f"/{name}": html(name, f"<p>The {name} nests.</p>") for name in ("heron", "stork")},
+    }
     listening = "[scrapy.extensions.remote_control] INFO: Remote control HTTP server listening"
     with Site(lambda method, path: Reply(body=pages.get(path, "none"))) as site:
         arguments = {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"}
         # Python's -X importtime: one stderr line per module imported.
         imports = {**crawl_env(), "PYTHONPROFILEIMPORTTIME": "1"}
-        crawl = run_crawl(tmp_path / "off", arguments, env=imports)
+        refits = {"RELEVANCE_REFIT_EVERY": 1, "RELEVANCE_REFIT_THREAD": False}
+        crawl = run_crawl(tmp_path / "off", arguments, refits, env=imports)
         assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
         log = crawl.result.stderr.splitlines()
         imported = {line.rsplit("|", 1)[1].strip() for line in log if line.startswith("import ")}
-        assert "scrapy.core.engine" in imported  # the lines are there
-        assert not {name for name in imported if name.startswith("aiohttp")}
+        assert {"scrapy.core.engine", "gensim.models.lsimodel"} <= imported  # the lines are there
+        assert "focused/refits" in crawl.result.stderr  # the model was fitted again
+        unused = ("aiohttp", "redis", "scrapy_redis", "scipy.stats")
+        assert not [
+            name for name in imported if f"{name}.".startswith(tuple(f"{u}." for u in unused))
+        ]
         # Turned on, Scrapy's is built in the project's place for it, by crawl and recrawl.
         crawl = run_crawl(tmp_path, arguments, {"REMOTE_CONTROL_ENABLED": "True"})
         assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
