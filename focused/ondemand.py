@@ -14,46 +14,47 @@ Each class here stands in for one of them in the settings, and builds it when it
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.misc import build_from_crawler, load_object
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 
-class RemoteControl:
-    """Scrapy's ``RemoteControl``, with ``REMOTE_CONTROL_ENABLED``."""
+class _OnDemand:
+    """Builds ``component`` (its import path) when ``setting`` is on; else refuses itself."""
+
+    setting: ClassVar[str]
+    component: ClassVar[str]
+
+    @classmethod
+    def is_on(cls, settings: BaseSettings) -> bool:
+        return bool(settings.get(cls.setting))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Any:
-        if not crawler.settings.getbool("REMOTE_CONTROL_ENABLED"):
+        if not cls.is_on(crawler.settings):
             raise NotConfigured
-        from scrapy.extensions.remote_control import RemoteControl as ScrapyRemoteControl
-
-        return build_from_crawler(ScrapyRemoteControl, crawler)
+        return build_from_crawler(load_object(cls.component), crawler)
 
 
-class DistributedCrawl:
-    """``focused.distributed.DistributedCrawl``, with ``FOCUSED_FRONTIER``."""
+class RemoteControl(_OnDemand):
+    setting = "REMOTE_CONTROL_ENABLED"
+    component = "scrapy.extensions.remote_control.RemoteControl"
 
     @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Any:
-        if not crawler.settings.get("FOCUSED_FRONTIER"):
-            raise NotConfigured
-        from focused.distributed import DistributedCrawl as Extension
-
-        return build_from_crawler(Extension, crawler)
+    def is_on(cls, settings: BaseSettings) -> bool:
+        return settings.getbool(cls.setting)  # "False" given with -s is off
 
 
-class FrontierAck:
-    """``focused.distributed.FrontierAck``, with ``FOCUSED_FRONTIER``."""
+class DistributedCrawl(_OnDemand):
+    setting = "FOCUSED_FRONTIER"
+    component = "focused.distributed.DistributedCrawl"
 
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Any:
-        if not crawler.settings.get("FOCUSED_FRONTIER"):
-            raise NotConfigured
-        from focused.distributed import FrontierAck as Middleware
 
-        return build_from_crawler(Middleware, crawler)
+class FrontierAck(_OnDemand):
+    setting = "FOCUSED_FRONTIER"
+    component = "focused.distributed.FrontierAck"
