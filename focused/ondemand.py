@@ -8,6 +8,7 @@ import are in every crawl's start-up (``python -X importtime``, on a slow machin
   0.45 s of a 5.3 s start-up. The project's ``EXTENSIONS_BASE`` leaves Scrapy's out.
 - The shared crawl's extension and middleware (``FOCUSED_FRONTIER``): redis and scrapy-redis,
   about 0.2 s.
+- The WARC export (``WARC_DIR``): warcio, about 0.06 s.
 
 Each class here stands in for one of them in the settings, and builds it when its setting is on.
 """
@@ -58,3 +59,8 @@ class DistributedCrawl(_OnDemand):
 class FrontierAck(_OnDemand):
     setting = "FOCUSED_FRONTIER"
     component = "focused.distributed.FrontierAck"
+
+
+class WarcExport(_OnDemand):
+    setting = "WARC_DIR"
+    component = "focused.warc.WarcExport"

@@ -379,7 +379,7 @@ class RecrawlSpider(scrapy.Spider):
         # others end a recrawl too (its page budget is --budget: the command refuses Scrapy's).
         "EXTENSIONS": {
             "scrapy.extensions.closespider.CloseSpider": 0,
-            "focused.warc.WarcExport": 540,  # only with WARC_DIR
+            "focused.ondemand.WarcExport": 540,  # only with WARC_DIR
             "focused.ondemand.RemoteControl": 0,  # only with REMOTE_CONTROL_ENABLED
         },
         "ITEM_PIPELINES": {f"{__name__}.RefreshPipeline": 800},

@@ -110,7 +110,7 @@ EXTENSIONS = {
     "focused.stopping.StopCriteria": 510,
     "focused.ondemand.DistributedCrawl": 520,  # only with FOCUSED_FRONTIER
     "focused.collector.GarbageCollector": 530,  # FOCUSED_GC_FREEZE, FOCUSED_GC_GEN0_THRESHOLD
-    "focused.warc.WarcExport": 540,  # only with WARC_DIR
+    "focused.ondemand.WarcExport": 540,  # only with WARC_DIR
     "focused.ondemand.RemoteControl": 0,  # in place of Scrapy's: see EXTENSIONS_BASE
 }
 # Scrapy's, but for its RemoteControl: Scrapy imports every extension named in EXTENSIONS_BASE

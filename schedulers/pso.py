@@ -275,16 +275,13 @@ class PsoQueue(StrategyQueue):
 
     def fly(self, j: int) -> None:
         swarm, n = self.swarm, len(self.swarm["x"])
-
         x, v = swarm["x"][j], swarm["v"][j]
 
         def best_of(indices: list[int]) -> list[float]:
-            # A particle no outcome has judged has no best yet (best_f -1): its placeholder
-            # (0, 0) would pull the swarm to weights that value every link at 0.
-            judged = [i for i in indices if swarm["best_f"][i] >= 0]
-            if not judged:
-                return list(x)  # no pull
-            return swarm["best_x"][max(judged, key=lambda i: swarm["best_f"][i])]
+            best = max(indices, key=lambda i: swarm["best_f"][i])
+            # None of them judged by an outcome yet (best_f -1): the placeholder (0, 0) would
+            # pull the swarm to weights that value every link at 0.
+            return swarm["best_x"][best] if swarm["best_f"][best] >= 0 else list(x)
 
         lbest = best_of([(j + offset) % n for offset in range(-RING, RING + 1)])
         gbest = best_of(list(range(n)))
