@@ -67,10 +67,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# A crawl that could fetch none of its seeds: the spider sets this stat when it closes, the
-# ``crawl`` command then exits with status 1, and the crawl is recorded with NO_SEED_FETCHED as
-# its finish reason.
-SEEDS_UNREACHABLE = "focused/seeds_unreachable"
+# The close reason of a crawl that could fetch none of its seeds (the spider closes it so once
+# it has nothing left to fetch): the ``crawl`` command exits with status 1.
 NO_SEED_FETCHED = "seeds_unreachable"
 # The finish reason recorded for a crawl stopped by a second Ctrl-C (or SIGTERM): Scrapy then
 # stops the reactor without closing the spider, so no close reason exists

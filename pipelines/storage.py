@@ -85,8 +85,6 @@ from focused.resume import crawl_counter, recover_state, relearn
 from focused.robotsmeta import is_noindex
 from focused.stopping import (
     FORCED_SHUTDOWN,
-    NO_SEED_FETCHED,
-    SEEDS_UNREACHABLE,
     close_spider_now,
 )
 from focused.storage import (
@@ -389,10 +387,6 @@ class StoragePipeline:
             # saved whole): the crawl resumes as after kill -9 (focused.jobdir).
             reason = JOBDIR_UNWRITABLE
             self.stats.set_value("finish_reason", reason)
-        elif reason == "finished" and self.stats.get_value(SEEDS_UNREACHABLE):
-            # The spider's closed() found that no seed could be fetched: recorded as finished,
-            # the crawl would read as a topic with nothing to find.
-            reason = NO_SEED_FETCHED
         status = crawl_status(reason)
         if self._crawl_goes_on(status):
             self.store.close()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import scrapy
 from scrapy import signals
 from scrapy.downloadermiddlewares import retry, robotstxt
+from scrapy.exceptions import CloseSpider
 from scrapy.utils.url import url_is_from_any_domain
 
 from focused.arguments import CrawlConfig, parse_arguments
@@ -55,7 +56,7 @@ from focused.resume import request_finished
 from focused.robotsmeta import NOFOLLOW, NOINDEX, obeyed_token, page_robots, stored_robots
 from focused.setting_names import unknown_settings_note
 from focused.settingchecks import allow_status_codes_as_numbers, dns_timeout_note
-from focused.stopping import SEEDS_UNREACHABLE
+from focused.stopping import NO_SEED_FETCHED
 from focused.strategies import STRATEGIES
 
 if TYPE_CHECKING:
@@ -131,6 +132,7 @@ class TopicalSpider(scrapy.Spider):
         # A seed whose redirect is dropped before it is sent (back to a URL already requested,
         # or outside allowed_domains) reaches no errback: said here, for the seeds' error line.
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
+        crawler.signals.connect(spider.idle, signal=signals.spider_idle)
         if config.allowed_domains:
             crawler.signals.connect(spider.request_scheduled, signal=signals.request_scheduled)
         return spider
@@ -285,18 +287,21 @@ class TopicalSpider(scrapy.Spider):
                 f"redirected to {request.url}, outside allowed_domains"
             )
 
+    def idle(self) -> None:
+        """A crawl with nothing left to fetch that fetched none of its seeds closes with its own
+        reason, NO_SEED_FETCHED, where Scrapy would close it as ``finished``: a mistyped host or
+        port must not pass for a topic with no pages (the crawl record, the exit status 1)."""
+        # Pages scored, not items: STORE_MIN_RELEVANCE drops the items of pages fetched.
+        if self.failed_seeds and not self.crawler.stats.get_value("focused/scored_pages"):
+            raise CloseSpider(NO_SEED_FETCHED)
+
     def closed(self, reason: str) -> None:
-        """The seeds that could not be fetched, named in one line: a crawl that got nothing
-        because of them is an error (a mistyped host or port must not pass for a topic with no
-        pages); one that went on from other seeds warns, or the mistyped seed shows only in a
-        focused/skipped stat."""
+        """The seeds that could not be fetched, named in one line: an error when none could be,
+        else a warning (the mistyped seed showed only in a focused/skipped stat)."""
         if not self.failed_seeds:
             return
         named = "; ".join(f"{url} ({why})" for url, why in self.failed_seeds.items())
-        stats = self.crawler.stats
-        # Pages scored, not items: STORE_MIN_RELEVANCE drops the items of pages fetched.
-        if reason == "finished" and not stats.get_value("focused/scored_pages"):
-            stats.set_value(SEEDS_UNREACHABLE, len(self.failed_seeds))
+        if reason == NO_SEED_FETCHED:
             self.logger.error("No seed could be fetched, so nothing was crawled: %s", named)
         else:
             self.logger.warning("Seeds that could not be fetched: %s", named)

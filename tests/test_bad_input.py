@@ -527,6 +527,10 @@ def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path
     assert f"{refused} (Connection was refused" in errors[0]
     assert f"{missing} (http_404)" in errors[0]
     assert crawl.pages() == []
+    # Closed with that reason, said before Scrapy's last lines, not as "finished" before it.
+    assert "Spider closed (seeds_unreachable)" in log, log[-3000:]
+    assert log.index(errors[0]) < log.index("Spider closed (seeds_unreachable)")
+    assert "'finish_reason': 'seeds_unreachable'" in log and "(finished)" not in log
     # `scrapy crawls` must not list it as a crawl that finished with nothing to find.
     record = crawl.crawl_record()
     assert (record["status"], record["finish_reason"]) == ("interrupted", "seeds_unreachable")

@@ -36,7 +36,7 @@ from focused.render import BROWSER_UNAVAILABLE
 from focused.settingchecks import is_the_store
 from focused.stopping import (
     FRONTIER_UNREACHABLE,
-    SEEDS_UNREACHABLE,
+    NO_SEED_FETCHED,
     WARC_FAILED,
     stop_once_started,
 )
@@ -56,6 +56,7 @@ FAILED_CLOSE_REASONS = frozenset(
         FEED_FAILED,
         FRONTIER_UNREACHABLE,
         JOBDIR_UNWRITABLE,
+        NO_SEED_FETCHED,
         STORE_UNREACHABLE,
         WARC_FAILED,
     }
@@ -73,7 +74,6 @@ def run_failed(stats: StatsCollector) -> bool:
         or reason in FAILED_CLOSE_REASONS
         or stats.get_value(UNSTORED)  # records not stored, whatever closed the spider
         or stats.get_value(UNWRITABLE_STAT)  # a pause not saved whole
-        or stats.get_value(SEEDS_UNREACHABLE)
         or feeds_failed(stats)
     )
 
