@@ -1,20 +1,42 @@
-"""The gensim names the project uses, imported without scipy.stats.
+"""The gensim names the project uses, imported without the rest of gensim and without
+scipy.stats.
 
-Importing any of gensim imports all of its models, and three of them import names of
-``scipy.stats`` as they load (``matutils.entropy``, ``nmf.halfnorm``, ``poincare.spearmanr``;
-``keyedvectors`` the module), for functions no crawl calls. ``scipy.stats`` was about a third of
-a crawl's start-up (1.7 s of 4.9 on a slow machine, ``python -X importtime``). While gensim
-loads here, ``scipy.stats`` is a stand-in whose names look up the real module when first used;
-once gensim is loaded the stand-in is gone, so anything importing ``scipy.stats`` after gets the
-real one. When either is already imported, gensim is imported as usual.
+gensim's package ``__init__`` modules import every module of theirs: all of its models,
+similarity indexes and corpus formats, for the five names a crawl uses. Here ``gensim``,
+``gensim.corpora``, ``gensim.models`` and ``gensim.parsing`` are first made as packages whose
+``__init__`` has not run, and only the modules that define those names are imported; a package's
+``__init__`` runs the first time a name only it defines is asked for (``gensim.models.Word2Vec``),
+so gensim still works whole for any other code in the process. This took 0.3 s of CPU from every
+crawl's start (``python -X importtime``; BENCHMARKS.md, session 45).
+
+Three of gensim's modules import names of ``scipy.stats`` as they load (``matutils.entropy``,
+``nmf.halfnorm``, ``poincare.spearmanr``; ``keyedvectors`` the module), for functions no crawl
+calls. ``scipy.stats`` was about a third of a crawl's start-up (1.7 s of 4.9 on a slow machine).
+While the modules load here, ``scipy.stats`` is a stand-in whose names look up the real module
+when first used; once they are loaded the stand-in is gone, so anything importing
+``scipy.stats`` after gets the real one. When gensim or ``scipy.stats`` is already imported,
+gensim is imported as usual.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 import sys
 import types
+from pathlib import Path
 from typing import Any
+
+# The packages whose __init__ waits; each module the project uses lies in one of them.
+_PACKAGES = ("gensim", "gensim.corpora", "gensim.models", "gensim.parsing")
+_MODULES = (
+    "gensim.matutils",
+    "gensim.corpora.dictionary",
+    "gensim.models.lsimodel",
+    "gensim.models.tfidfmodel",
+    "gensim.parsing.preprocessing",
+)
 
 
 class _Deferred:
@@ -40,14 +62,51 @@ def _deferred(name: str) -> _Deferred:
     return _Deferred(name)
 
 
+class _Package(types.ModuleType):
+    """A package of gensim's whose ``__init__`` runs when a name it alone defines is asked."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or self.__dict__.get("_focused_init_ran"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        submodule = f"{self.__name__}.{name}"
+        if importlib.util.find_spec(submodule) is not None:  # `from gensim import utils`
+            return importlib.import_module(submodule)
+        self._focused_init_ran = True
+        # The submodules already loaded are taken as they are, as by any __init__ run late.
+        origin = self.__spec__.origin
+        exec(compile(Path(origin).read_bytes(), origin, "exec"), self.__dict__)
+        return getattr(self, name)
+
+
+def _waiting_package(name: str) -> types.ModuleType:
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None
+    package = importlib.util.module_from_spec(spec)
+    package.__class__ = _Package
+    if name == "gensim":  # gensim.utils reads it as it loads
+        source = Path(spec.origin).read_text(encoding="utf-8")
+        package.__version__ = re.search(r"__version__ = '([^']+)'", source)[1]  # type: ignore[index]
+    sys.modules[name] = package
+    parent, _, child = name.rpartition(".")
+    if parent:
+        setattr(sys.modules[parent], child, package)
+    return package
+
+
 def _import_gensim() -> None:
     if "gensim" in sys.modules or "scipy.stats" in sys.modules:
+        for module in _MODULES:
+            __import__(module)
         return
     stand_in = types.ModuleType("scipy.stats")
     stand_in.__getattr__ = _deferred  # type: ignore[method-assign]
     sys.modules["scipy.stats"] = stand_in
     try:
-        importlib.import_module("gensim")
+        for package in _PACKAGES:
+            _waiting_package(package)
+        for module in _MODULES:
+            # Not importlib.import_module: `python -X importtime` reports what __import__ does.
+            __import__(module)
     finally:
         if sys.modules.get("scipy.stats") is stand_in:
             del sys.modules["scipy.stats"]
@@ -56,9 +115,9 @@ def _import_gensim() -> None:
 _import_gensim()
 
 from gensim import matutils  # noqa: E402
-from gensim.corpora import Dictionary  # noqa: E402
-from gensim.models import LsiModel, TfidfModel  # noqa: E402
-from gensim.models.lsimodel import Projection  # noqa: E402
+from gensim.corpora.dictionary import Dictionary  # noqa: E402
+from gensim.models.lsimodel import LsiModel, Projection  # noqa: E402
+from gensim.models.tfidfmodel import TfidfModel  # noqa: E402
 from gensim.parsing.preprocessing import STOPWORDS  # noqa: E402
 
 __all__ = ["STOPWORDS", "Dictionary", "LsiModel", "Projection", "TfidfModel", "matutils"]

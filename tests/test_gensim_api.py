@@ -1,4 +1,5 @@
-"""gensim imported without scipy.stats (focused.gensim_api), its names there when used."""
+"""gensim imported without the rest of gensim and without scipy.stats (focused.gensim_api),
+the rest there when used."""
 
 from __future__ import annotations
 
@@ -8,19 +9,39 @@ import sys
 IN_A_FRESH_PROCESS = """
 import sys
 import focused.gensim_api
-assert "gensim.models.nmf" in sys.modules and "scipy.stats" not in sys.modules
+# The modules of the names a crawl uses, and no other model, index or scipy.stats.
+assert "gensim.models.lsimodel" in sys.modules and "gensim.corpora.dictionary" in sys.modules
+for other in ("gensim.models.word2vec", "gensim.models.nmf", "gensim.similarities", "scipy.stats"):
+    assert other not in sys.modules, other
 
+# A name of scipy.stats that gensim took as it loaded works, and imports the real module.
 from gensim import matutils
-from gensim.models import keyedvectors, nmf, poincare
-
-# Each name of scipy.stats that gensim took as it loaded works, and imports the real module.
 kl = matutils.kullback_leibler([0.5, 0.5], [0.9, 0.1])
 assert "scipy.stats" in sys.modules
 import scipy.stats
 assert abs(kl - scipy.stats.entropy([0.5, 0.5], [0.9, 0.1])) < 1e-12
+
+# The rest of gensim is there when asked for, each package's __init__ run then, with the
+# modules already loaded: the same classes.
+from gensim.models import LsiModel, TfidfModel, Word2Vec, keyedvectors, nmf, poincare
+from gensim.corpora import Dictionary, MmCorpus
+from gensim.similarities import MatrixSimilarity
+import gensim, gensim.parsing, importlib.metadata
+assert LsiModel is focused.gensim_api.LsiModel and TfidfModel is focused.gensim_api.TfidfModel
+assert Dictionary is focused.gensim_api.Dictionary
+assert gensim.parsing.remove_stopwords is gensim.parsing.preprocessing.remove_stopwords
+assert gensim.parsing.preprocessing.STOPWORDS is focused.gensim_api.STOPWORDS
+assert gensim.__version__ == importlib.metadata.version("gensim")
+assert Word2Vec.__name__ == "Word2Vec" and gensim.models.VocabTransform.__name__ == "VocabTransform"
 assert nmf.halfnorm.rvs(size=3, random_state=1).shape == (3,)
 assert abs(poincare.spearmanr([1, 2, 3], [1, 2, 4])[0] - 1.0) < 1e-12
 assert keyedvectors.stats.pearsonr([1, 2, 3], [2, 4, 6])[0] > 0.999
+try:
+    gensim.models.no_such_name
+except AttributeError:
+    pass
+else:
+    raise AssertionError("a name gensim does not define")
 # Imported after gensim, scipy.stats is the real module, as the scipy package names it.
 import scipy
 assert scipy.stats is sys.modules["scipy.stats"] and type(scipy.stats.norm).__name__ == "norm_gen"
