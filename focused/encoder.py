@@ -60,7 +60,7 @@ from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -110,6 +110,7 @@ ONNX_INT8: Mapping[str, Any] = {"weight_type": "QInt8", "per_channel": True, "re
 # written once here, for the files' makers and for the prune alike.
 _EXPORT_FILE = "all-MiniLM-L6-v2-{}.onnx"
 _WORDS_FILE = "words-{}.npy"
+_VOCABULARY_FILE = "vocabulary-{}.txt"
 # A word of a printable ASCII text as the model's tokenizer cuts it (see WordMeans._split).
 _ASCII_WORD = re.compile("[a-z0-9]+")
 # English words whose vectors are computed with the model's vocabulary, once per install, so that
@@ -121,7 +122,9 @@ _STORE_FILE = "texts-{}.sqlite3"
 STATE_FILE = "link_encoder.pickle"
 STATE_TEMP_FILE = f"{STATE_FILE}.tmp"
 _SAME_VECTOR = 0.999  # the cosine above which a saved topic vector is this crawl's
-_KEPT_FILES = tuple(name.format("*") for name in (_EXPORT_FILE, _WORDS_FILE, _STORE_FILE))
+_KEPT_FILES = tuple(
+    name.format("*") for name in (_EXPORT_FILE, _WORDS_FILE, _VOCABULARY_FILE, _STORE_FILE)
+)
 STALE_AFTER_DAYS = 30
 
 
@@ -391,31 +394,45 @@ class WordMeans:
         from tokenizers import Tokenizer
 
         self._encode = encode_new or encode
-        tokenizer = Tokenizer.from_file(str(Path(get_model_path()) / "tokenizer.json"))
+        export_dir = export_dir or DEFAULT_EXPORT_DIR
+        tokenizer_file = Path(get_model_path()) / "tokenizer.json"
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
         self._normalize = tokenizer.normalizer.normalize_str
         self._pre_tokenize = tokenizer.pre_tokenizer.pre_tokenize_str
+        vocabulary = self._vocabulary(tokenizer, tokenizer_file, export_dir)
+        self._index = {word: i for i, word in enumerate(vocabulary)}
+        self._table = vocabulary_vectors(encode, vocabulary, export_dir, workers)
+        self._learned: OrderedDict[str, np.ndarray] = OrderedDict()
+        self.words_encoded = 0
+
+    def _vocabulary(self, tokenizer: Any, tokenizer_file: Path, export_dir: Path) -> list[str]:
+        """The words encoded alone once per install, sorted: the model's whole words and the
+        English words. Kept in ``export_dir`` as they are made, under a name that changes with
+        the tokenizer and the word list: making them took 0.2-0.3 s of every crawl's start."""
+        english = resources.files(__package__).joinpath(ENGLISH_WORDS).read_bytes()
+        key = hashlib.sha256(tokenizer_file.read_bytes() + b"\0" + english).hexdigest()[:16]
+        path = export_dir / _VOCABULARY_FILE.format(key)
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            words = path.read_text(encoding="utf-8").split("\n")
+            _mark_used(path)
+            return words
         whole_words = {
             token
             for token in tokenizer.get_vocab()
             if not token.startswith(("##", "[")) and any(c.isalnum() for c in token)
         }
-        vocabulary = sorted(whole_words | self._english_words())
-        self._index = {word: i for i, word in enumerate(vocabulary)}
-        self._table = vocabulary_vectors(
-            encode, vocabulary, export_dir or DEFAULT_EXPORT_DIR, workers
-        )
-        self._learned: OrderedDict[str, np.ndarray] = OrderedDict()
-        self.words_encoded = 0
+        words = sorted(whole_words | self._english_words(english.decode("utf-8")))
+        _keep(path, lambda file: file.write("\n".join(words).encode("utf-8")), "word list")
+        return words
 
-    def _english_words(self) -> set[str]:
-        """The words of ``english_words.txt`` as the model's tokenizer normalizes them.
+    def _english_words(self, text: str) -> set[str]:
+        """The words of ``english_words.txt`` (``text``) as the model's tokenizer normalizes
+        them.
 
         The file's words are lowercase letters; the normalizer leaves ASCII ones as they are and
-        strips the others' accents. It runs on those few only: on the whole file it took 0.2 s
-        at every crawl's start.
+        strips the others' accents. It runs on those few only: on the whole file it took 0.2 s.
         """
-        words = resources.files(__package__).joinpath(ENGLISH_WORDS).read_text(encoding="utf-8")
-        listed = words.split()
+        listed = text.split()
         accented = " ".join(word for word in listed if not word.isascii())
         return {word for word in listed if word.isascii()} | set(self._normalize(accented).split())
 
@@ -572,19 +589,26 @@ def vocabulary_vectors(
         logger.info(
             "Encoded %d of %d words (%.0f s)", end, len(vocabulary), time.monotonic() - started
         )
+    _keep(path, lambda file: np.save(file, table), "encoded vocabulary")
+    return table
+
+
+def _keep(path: Path, write: Callable[[BinaryIO], object], what: str) -> None:
+    """Write ``path`` whole or not at all, as the export is: ``write`` fills a temporary file
+    of its own (crawls starting at once may both write it), which is renamed into place. A
+    directory that cannot be written costs the work again next time: one warning."""
     scratch = None
     try:
-        export_dir.mkdir(parents=True, exist_ok=True)
-        descriptor, scratch = tempfile.mkstemp(dir=export_dir, prefix=".words-", suffix=".npy")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, scratch = tempfile.mkstemp(dir=path.parent, prefix=".keep-")
         with os.fdopen(descriptor, "wb") as file:
-            np.save(file, table)
+            write(file)
         os.replace(scratch, path)
     except OSError as exc:
-        logger.warning("The encoded vocabulary cannot be kept in %s: %s", export_dir, exc)
+        logger.warning("The %s cannot be kept in %s: %s", what, path.parent, exc)
         if scratch is not None:
             with contextlib.suppress(OSError):
                 os.unlink(scratch)
-    return table
 
 
 def _encoded_chunks(
