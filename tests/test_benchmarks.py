@@ -761,3 +761,15 @@ def test_startup_command(monkeypatch, capsys) -> None:
     assert cpu_ratio == pytest.approx(cpu / base_cpu, abs=0.03)
     assert run_benchmark("startup", "--rounds", "0").returncode == 2
     assert "is no revision" in run_benchmark("startup", "--baseline", "nope").stderr
+
+
+def test_startup_runs_commands_with_their_bytecode_caches(monkeypatch, tmp_path) -> None:
+    """A shell that sets PYTHONDONTWRITEBYTECODE made every measured run compile the project's
+    modules again, which a user's runs do not."""
+    from benchmarks import startup
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    runs: list[dict[str, str]] = []
+    monkeypatch.setattr(startup.subprocess, "run", lambda *args, env, **kwargs: runs.append(env))
+    startup.run_once(tmp_path, ["version"])
+    assert "PYTHONDONTWRITEBYTECODE" not in runs[0] and runs[0]["PYTHONPATH"] == str(tmp_path)
