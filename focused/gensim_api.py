@@ -6,8 +6,8 @@ similarity indexes and corpus formats, for the five names a crawl uses. Here ``g
 ``gensim.corpora``, ``gensim.models`` and ``gensim.parsing`` are first made as packages whose
 ``__init__`` has not run, and only the modules that define those names are imported; a package's
 ``__init__`` runs the first time a name only it defines is asked for (``gensim.models.Word2Vec``),
-so gensim still works whole for any other code in the process. This took 0.3 s of CPU from every
-crawl's start (``python -X importtime``; BENCHMARKS.md, session 45).
+so gensim still works whole for any other code in the process. Importing the names takes 0.2 s
+less CPU so (1.15 against 0.93 s on a slow machine; BENCHMARKS.md, session 45).
 
 Three of gensim's modules import names of ``scipy.stats`` as they load (``matutils.entropy``,
 ``nmf.halfnorm``, ``poincare.spearmanr``; ``keyedvectors`` the module), for functions no crawl
@@ -78,7 +78,7 @@ class _Package(types.ModuleType):
         return getattr(self, name)
 
 
-def _waiting_package(name: str) -> types.ModuleType:
+def _make_waiting_package(name: str) -> None:
     spec = importlib.util.find_spec(name)
     assert spec is not None and spec.origin is not None
     package = importlib.util.module_from_spec(spec)
@@ -90,20 +90,17 @@ def _waiting_package(name: str) -> types.ModuleType:
     parent, _, child = name.rpartition(".")
     if parent:
         setattr(sys.modules[parent], child, package)
-    return package
 
 
 def _import_gensim() -> None:
     if "gensim" in sys.modules or "scipy.stats" in sys.modules:
-        for module in _MODULES:
-            __import__(module)
-        return
+        return  # imported as usual below
     stand_in = types.ModuleType("scipy.stats")
     stand_in.__getattr__ = _deferred  # type: ignore[method-assign]
     sys.modules["scipy.stats"] = stand_in
     try:
         for package in _PACKAGES:
-            _waiting_package(package)
+            _make_waiting_package(package)
         for module in _MODULES:
             # Not importlib.import_module: `python -X importtime` reports what __import__ does.
             __import__(module)
