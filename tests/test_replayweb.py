@@ -32,6 +32,7 @@ from focused.replayweb import (
     title,
     url_for,
 )
+from tests.conftest import as_from_a_terminal
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "tests" / "data" / "wikisample"
@@ -366,16 +367,6 @@ def test_cli_rejects_bad_input_with_one_line(args: list[str]) -> None:
     assert "Traceback" not in result.stderr and result.stdout == ""
 
 
-# The CLI as a terminal starts it: Ctrl-C (SIGINT) at its default and not blocked. A child
-# inherits an ignored or blocked SIGINT from its parent, and in a full run the test worker's
-# state is not ours to know (the test failed in 2 of 3 full runs of session 7, never alone).
-AS_FROM_A_TERMINAL = (
-    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
-    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); sys.argv[0] = 'replayweb'; "
-    "runpy.run_module('focused.replayweb', run_name='__main__')"
-)
-
-
 def sigint_state(pid: int) -> str:
     status = Path(f"/proc/{pid}/status").read_text(encoding="ascii")
     return " ".join(line for line in status.splitlines() if line.startswith(("Sig", "Shd")))
@@ -383,7 +374,7 @@ def sigint_state(pid: int) -> str:
 
 def test_cli_serves_until_interrupted(tmp_path: Path) -> None:
     log = tmp_path / "cli.log"
-    command = [sys.executable, "-c", AS_FROM_A_TERMINAL, "--corpus", str(SAMPLE), "--port", "0"]
+    command = [*as_from_a_terminal("focused.replayweb"), "--corpus", str(SAMPLE), "--port", "0"]
     proc = subprocess.Popen(
         [*command, "--log", str(log)], cwd=REPO, stdout=subprocess.PIPE, text=True
     )

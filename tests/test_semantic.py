@@ -38,7 +38,15 @@ from focused.encoder import (
 from focused.encodings import Encode, EncodingStore
 from focused.jobchecks import remember_job
 from focused.replayweb import title
-from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_env, page_name, run_crawl
+from tests.conftest import (
+    BIRD_QUERY,
+    BIRD_SEED,
+    REPO,
+    as_from_a_terminal,
+    crawl_env,
+    page_name,
+    run_crawl,
+)
 from tests.queues import drain, make_queue, req
 
 OLD = time.time() - 40 * 86_400  # a file no crawl has used for 40 days
@@ -708,7 +716,7 @@ def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_worker
     export = encoder.exported_model(Path(get_model_path()), encoder.DEFAULT_EXPORT_DIR)
     shutil.copy(export, tmp_path)  # the export made, the table not
     process = subprocess.Popen(
-        [sys.executable, "-m", "focused.encoder", "--export-dir", str(tmp_path), "--workers", "2"],
+        [*as_from_a_terminal("focused.encoder"), "--export-dir", str(tmp_path), "--workers", "2"],
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,
