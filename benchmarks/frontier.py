@@ -46,13 +46,17 @@ from scrapy.utils.test import get_crawler
 
 from benchmarks.harvest import DEFAULT_OUT
 from benchmarks.runner import REPO, output_folder, report_head
+from focused import settings as crawl_settings
 from focused.arguments import DEFAULT_STRATEGY
 from focused.errors import CommandLineParser, at_least_one, counts, say
 from focused.strategies import STRATEGIES, strategy_class
 
 BASELINE = "scrapy"
-# The crawl's fingerprinter (focused.settings), which the strategy queues call on every push.
-FINGERPRINTER = "focused.canonical.CanonicalRequestFingerprinter"
+# The crawl's fingerprinter, which the strategy queues call on every push.
+FINGERPRINTER = crawl_settings.REQUEST_FINGERPRINTER_CLASS
+# The crawl's stats collector: several queues count their moves in stats, and Scrapy's own
+# collector makes every call a dozen times dearer than a crawl's (focused.stats).
+STATS_CLASS = crawl_settings.STATS_CLASS
 KINDS = ("memory", "disk")
 
 
@@ -90,7 +94,11 @@ def make_queue(name: str, kind: str, workdir: Path, fingerprinter: Any = None) -
     ``fingerprinter``, the crawl's fingerprinter that the dupefilter already asked."""
     distances = workdir / "distances.json"
     distances.write_text("{}", encoding="utf-8")  # the oracle refuses to start without a file
-    settings = {"ORACLE_DISTANCES": str(distances), "REQUEST_FINGERPRINTER_CLASS": FINGERPRINTER}
+    settings = {
+        "ORACLE_DISTANCES": str(distances),
+        "REQUEST_FINGERPRINTER_CLASS": FINGERPRINTER,
+        "STATS_CLASS": STATS_CLASS,
+    }
     crawler = get_crawler(BenchSpider, settings)
     if fingerprinter is not None:
         crawler.request_fingerprinter = fingerprinter

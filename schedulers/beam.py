@@ -64,11 +64,14 @@ class BeamQueue(StrategyQueue):
         self._generation: int = state.get("generation", 0)
         self._kept: dict[int, int] = {int(g): n for g, n in state.get("kept", {}).items()}
         # Queued candidates by fingerprint: (generation, rank). The frontier of a beam is small
-        # (at most two generations of k), so finding the worst is a scan.
+        # (at most two generations of k), so finding the worst is a scan; it is kept per
+        # generation until that generation changes, since most newcomers of a full one lose to
+        # it and change nothing.
         self._queued: dict[bytes, tuple[int, Rank]] = {
             fp: (self._generation_of(request), _rank(key, request))
             for fp, key, request in self.frontier.entries()
         }
+        self._worst: dict[int, tuple[Rank, bytes]] = {}
         self._dropped: list[bytes] = []  # for take_dropped
 
     def state(self) -> dict[str, Any]:
@@ -88,18 +91,31 @@ class BeamQueue(StrategyQueue):
                 self._dropped.append(fp)
                 return
         self.frontier.put(fp, key, request)
-        self._queued[fp] = (generation, _rank(key, request))
+        self._queue(fp, generation, _rank(key, request))
+
+    def _queue(self, fp: bytes, generation: int, rank: Rank) -> None:
+        self._unqueue(fp)  # a rediscovered candidate may move to another generation
+        self._queued[fp] = (generation, rank)
+        self._worst.pop(generation, None)
+
+    def _unqueue(self, fp: bytes) -> int | None:
+        """Forget a queued candidate; its generation, or None if it was not queued."""
+        generation, _ = self._queued.pop(fp, (None, None))
+        self._worst.pop(generation, None)
+        return generation
 
     def _evict_worse_than(self, generation: int, rank: Rank) -> bool:
         """Drop the worst queued candidate of a full generation if ``rank`` beats it."""
-        candidates = [(r, fp) for fp, (g, r) in self._queued.items() if g == generation]
-        if not candidates:
-            return False
-        worst_rank, worst_fp = max(candidates)
+        if (worst := self._worst.get(generation)) is None:
+            candidates = [(r, fp) for fp, (g, r) in self._queued.items() if g == generation]
+            if not candidates:
+                return False
+            worst = self._worst[generation] = max(candidates)
+        worst_rank, worst_fp = worst
         if worst_rank[:3] <= rank[:3]:
             return False
         self.frontier.remove(worst_fp)
-        del self._queued[worst_fp]
+        self._unqueue(worst_fp)
         self.stats.inc_value("focused/beam/dropped")
         self._dropped.append(worst_fp)
         return True
@@ -108,7 +124,7 @@ class BeamQueue(StrategyQueue):
         # FRONTIER_MAX took them: their places in their generation's beam are free again (they
         # were held, and a generation kept fewer than k after evictions).
         for fp in fps:
-            generation, _ = self._queued.pop(fp)
+            generation = self._unqueue(fp)
             if generation in self._kept:
                 self._kept[generation] -= 1
 
@@ -132,7 +148,7 @@ class BeamQueue(StrategyQueue):
                 self._kept = {g: n for g, n in self._kept.items() if g > generation}
                 self.stats.set_value("focused/beam/generation", generation)
             request = self.frontier.pop()
-        self._queued.pop(self._fingerprint(request), None)
+        self._unqueue(self._fingerprint(request))
         self.flights.launch(request)
         return request
 
@@ -149,7 +165,7 @@ class BeamQueue(StrategyQueue):
         if changed:
             fp = self._fingerprint(request)
             rank = _rank(self.frontier.key_of(fp), request)
-            self._queued[fp] = (self._generation_of(request), rank)
+            self._queue(fp, self._generation_of(request), rank)
         return changed
 
 

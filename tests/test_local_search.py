@@ -129,6 +129,21 @@ def test_beam_keeps_the_k_best_of_a_generation_and_drops_the_rest(key):
     assert drain(queue) == ["d", "b"]
 
 
+def test_beam_a_candidate_raised_by_rediscovery_is_no_longer_its_generations_worst(key):
+    """The beam keeps each full generation's worst candidate between newcomers; one found
+    again from a better page is no longer the worst, and a newcomer takes another's place."""
+    queue = make_queue("beam", key, beam_width=2)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    queue.push(child("a", "seed", page=0.5, link=0.1))
+    queue.push(child("b", "seed", page=0.5, link=0.5))
+    queue.push(child("c", "seed", page=0.5, link=0.05))  # loses to a, the worst: dropped
+    assert queue.rediscover(child("a", "other", page=0.5, link=0.9))
+    queue.push(child("e", "seed", page=0.5, link=0.6))  # beats b, the worst now
+    assert queue.stats.get_value("focused/beam/dropped") == 2
+    assert drain(queue) == ["a", "e"]
+
+
 def test_beam_drops_a_trap_request_before_any_other_candidate(key):
     """A trap family's request is queued behind every other one (``at_back``): kept in the
     beam, it held a place of its generation while it waited behind the later ones, and a
