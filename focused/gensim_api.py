@@ -9,13 +9,18 @@ similarity indexes and corpus formats, for the five names a crawl uses. Here ``g
 so gensim still works whole for any other code in the process. Importing the names takes 0.2 s
 less CPU so (1.15 against 0.93 s on a slow machine; BENCHMARKS.md, session 45).
 
-Three of gensim's modules import names of ``scipy.stats`` as they load (``matutils.entropy``,
-``nmf.halfnorm``, ``poincare.spearmanr``; ``keyedvectors`` the module), for functions no crawl
-calls. ``scipy.stats`` was about a third of a crawl's start-up (1.7 s of 4.9 on a slow machine).
-While the modules load here, ``scipy.stats`` is a stand-in whose names look up the real module
-when first used; once they are loaded the stand-in is gone, so anything importing
-``scipy.stats`` after gets the real one. When gensim or ``scipy.stats`` is already imported,
-gensim is imported as usual.
+Two modules that gensim's import as they load are kept waiting as well, for names that a crawl
+calls rarely or never:
+
+- ``scipy.stats`` (``matutils.entropy``, ``nmf.halfnorm``, ``poincare.spearmanr``;
+  ``keyedvectors`` the module), about a third of a crawl's start-up (1.7 s of 4.9 on a slow
+  machine);
+- ``smart_open`` (``utils.open``, with which gensim saves and loads a model: a JOBDIR crawl's
+  pause and resume), 0.09 s of a 2.4 s start-up.
+
+While the modules load here, each is a stand-in whose names look up the real module when first
+used; once they are loaded the stand-ins are gone, so anything importing them after gets the
+real ones. When gensim or either module is already imported, gensim is imported as usual.
 """
 
 from __future__ import annotations
@@ -39,14 +44,19 @@ _MODULES = (
 )
 
 
-class _Deferred:
-    """A name of ``scipy.stats`` (a function, a distribution), looked up when first used."""
+# The modules kept waiting while gensim's load: their names are looked up when first used.
+_WAITING = ("scipy.stats", "smart_open")
 
-    def __init__(self, name: str) -> None:
+
+class _Deferred:
+    """A name of a waiting module (a function, a distribution), looked up when first used."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self._module = module
         self._name = name
 
     def _target(self) -> Any:
-        return getattr(importlib.import_module("scipy.stats"), self._name)
+        return getattr(importlib.import_module(self._module), self._name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._target()(*args, **kwargs)
@@ -55,11 +65,16 @@ class _Deferred:
         return getattr(self._target(), attribute)
 
 
-def _deferred(name: str) -> _Deferred:
-    if name.startswith("__"):
-        # The import system's own questions (__path__, __spec__): the stand-in is no package.
-        raise AttributeError(name)
-    return _Deferred(name)
+def _stand_in(module: str) -> types.ModuleType:
+    def deferred(name: str) -> _Deferred:
+        if name.startswith("__"):
+            # The import system's own questions (__path__, __spec__): the stand-in is no package.
+            raise AttributeError(name)
+        return _Deferred(module, name)
+
+    stand_in = types.ModuleType(module)
+    stand_in.__getattr__ = deferred  # type: ignore[method-assign]
+    return stand_in
 
 
 class _Package(types.ModuleType):
@@ -93,11 +108,10 @@ def _make_waiting_package(name: str) -> None:
 
 
 def _import_gensim() -> None:
-    if "gensim" in sys.modules or "scipy.stats" in sys.modules:
+    if any(name in sys.modules for name in ("gensim", *_WAITING)):
         return  # imported as usual below
-    stand_in = types.ModuleType("scipy.stats")
-    stand_in.__getattr__ = _deferred  # type: ignore[method-assign]
-    sys.modules["scipy.stats"] = stand_in
+    stand_ins = {name: _stand_in(name) for name in _WAITING}
+    sys.modules.update(stand_ins)
     try:
         for package in _PACKAGES:
             _make_waiting_package(package)
@@ -105,8 +119,9 @@ def _import_gensim() -> None:
             # Not importlib.import_module: `python -X importtime` reports what __import__ does.
             __import__(module)
     finally:
-        if sys.modules.get("scipy.stats") is stand_in:
-            del sys.modules["scipy.stats"]
+        for name, stand_in in stand_ins.items():
+            if sys.modules.get(name) is stand_in:
+                del sys.modules[name]
 
 
 _import_gensim()

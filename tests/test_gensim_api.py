@@ -1,18 +1,32 @@
-"""gensim imported without the rest of gensim and without scipy.stats (focused.gensim_api),
-the rest there when used."""
+"""gensim imported without the rest of gensim, scipy.stats and smart_open
+(focused.gensim_api), the rest there when used."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
+
 IN_A_FRESH_PROCESS = """
 import sys
 import focused.gensim_api
 # The modules of the names a crawl uses, and no other model, index or scipy.stats.
 assert "gensim.models.lsimodel" in sys.modules and "gensim.corpora.dictionary" in sys.modules
-for other in ("gensim.models.word2vec", "gensim.models.nmf", "gensim.similarities", "scipy.stats"):
+waiting = ("scipy.stats", "smart_open")
+for other in ("gensim.models.word2vec", "gensim.models.nmf", "gensim.similarities", *waiting):
     assert other not in sys.modules, other
+
+# gensim saves and loads a model with smart_open's open (a JOBDIR crawl's pause and resume).
+import os, tempfile
+from focused.gensim_api import Dictionary
+with tempfile.TemporaryDirectory() as folder:
+    path = os.path.join(folder, "dictionary")
+    Dictionary([["albatross", "petrel"]]).save(path)
+    assert Dictionary.load(path).token2id == {"albatross": 0, "petrel": 1}
+assert "smart_open" in sys.modules  # the save imported the real module
+import smart_open
+assert smart_open.open.__module__ == "smart_open.smart_open_lib"
 
 # A name of scipy.stats that gensim took as it loaded works, and imports the real module.
 from gensim import matutils
@@ -49,19 +63,24 @@ print("ok")
 """
 
 
-def test_gensim_loads_without_scipy_stats_and_its_names_work_when_used():
+def test_gensim_loads_without_scipy_stats_and_smart_open_and_their_names_work_when_used():
     result = subprocess.run(
         [sys.executable, "-c", IN_A_FRESH_PROCESS], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0 and result.stdout == "ok\n", result.stderr[-3000:]
 
 
-def test_scipy_stats_already_imported_is_the_one_gensim_gets():
+@pytest.mark.parametrize(
+    ("module", "name", "gensims"),
+    [("scipy.stats", "entropy", "matutils"), ("smart_open", "open", "utils")],
+)
+def test_a_module_already_imported_is_the_one_gensim_gets(module, name, gensims):
     already = (
-        "import sys, scipy.stats\n"
-        "stats = sys.modules['scipy.stats']\n"
-        "from focused.gensim_api import matutils\n"
-        "assert sys.modules['scipy.stats'] is stats and matutils.entropy is stats.entropy\n"
+        f"import sys, {module}\n"
+        f"real = sys.modules['{module}']\n"
+        f"import focused.gensim_api\n"
+        f"from gensim import {gensims}\n"
+        f"assert sys.modules['{module}'] is real and {gensims}.{name} is real.{name}\n"
         "print('ok')"
     )
     result = subprocess.run(
