@@ -25,7 +25,9 @@ What a crash can cut off, and where it is kept instead:
   no page leaves no record) and the discovery order ``discovered`` (the store holds no
   ``discovery``), are written through to ``JOBDIR/counters.sqlite3`` as they change
   (``CrawlCounters``), so that the budget counts every response fetched before the crash and
-  links found after it are numbered after those queued before it.
+  links found after it are numbered after those queued before it. A request in flight whose
+  response was counted is marked so in the ``inflight`` table (``response_counted``), so that
+  fetched again after the crash it is not counted twice.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -71,6 +73,11 @@ if TYPE_CHECKING:
 # Signal: request_finished(request). The request's outcome is safe; it need not be fetched
 # again after a crash.
 request_finished = object()
+
+
+# Signal: response_counted(request). The page budget counted the response to ``request``
+# (focused.stopping.PageBudget); under JOBDIR the scheduler marks it so in the frontier file.
+response_counted = object()
 
 
 # Signal: links_yielded(page, links). FinishMiddleware hands the link requests of a page (its

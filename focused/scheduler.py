@@ -94,10 +94,11 @@ from focused.resume import (
     crawl_counter,
     links_yielded,
     request_finished,
+    response_counted,
 )
 from focused.robots import RobotsTxtMiddleware
 from focused.traps import TrapFamilies, trap_counts
-from schedulers.base import SqliteFrontier, host_of
+from schedulers.base import RESPONSE_COUNTED, SqliteFrontier, host_of
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
@@ -158,6 +159,7 @@ class FocusedScheduler(Scheduler):
         if scheduler.outstanding_max:
             crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
         connect_request_done(crawler, scheduler._finished)
+        crawler.signals.connect(scheduler._response_counted, signal=response_counted)
         crawler.signals.connect(scheduler._count_wanted, signal=frontier_count_wanted)
         return scheduler
 
@@ -231,6 +233,15 @@ class FocusedScheduler(Scheduler):
             # The other processes queue links of any host without this scheduler seeing it:
             # a look past held hosts holds for one page, as when every link queued redid it.
             self.blocked_ahead = None
+
+    def _response_counted(self, request: Request) -> None:
+        """Mark a request in flight whose response the page budget counted: fetched again after
+        a crash, it is not counted twice (``focused.stopping.PageBudget``)."""
+        frontier = self._durable_frontier()
+        fp = request.meta.get(INFLIGHT)
+        if frontier is not None and fp is not None:
+            with suppress(JobdirUnwritable):  # the crawl stops (focused.jobdir)
+                frontier.mark_counted(fp)
 
     def _finish(self, fp: bytes | None) -> None:
         frontier = self._durable_frontier()
@@ -497,12 +508,14 @@ class FocusedScheduler(Scheduler):
         Scrapy's count stops the crawl only as the budget's last response comes in, and every
         download slot freed before then starts one more request: a crawl went up to
         CONCURRENT_REQUESTS - 1 pages past its budget (55 for 40). Every request downloading
-        counts here, robots.txt too, and a request that ends without a response (a failure, a
-        redirect, a retry) gives its place back. A shared crawl takes a budget slot with each
-        pop from Redis instead."""
+        counts here, robots.txt too, but one fetched again after a crash whose response was
+        counted before it (``RESPONSE_COUNTED``), and a request that ends without a response (a
+        failure, a redirect, a retry) gives its place back. A shared crawl takes a budget slot
+        with each pop from Redis instead."""
         if not self.page_budget or self.shared is not None:
             return False
-        downloading = len(self.crawler.engine.downloader.active)
+        active = self.crawler.engine.downloader.active
+        downloading = sum(1 for request in active if not request.meta.get(RESPONSE_COUNTED))
         return crawl_counter(self.crawler.spider, "responses") + downloading >= self.page_budget
 
     def _outstanding(self) -> int:

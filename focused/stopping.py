@@ -35,8 +35,10 @@ comes back as the largest of the written-through count, the state saved at the l
 and the fetch order of the last page stored (``focused.resume.recover_state``). Every response
 counted before the kill is in it, the ones that gave no page (an HTTP error, not HTML) too, so
 the crawl still stops at its budget (``tests/test_crash_counts.py``). A response counted whose
-page was not yet stored at the kill is fetched again and counted again: a crash can only make
-the crawl stop early, by at most the requests in flight.
+page was not yet stored at the kill is fetched again but not counted again: its request is
+marked in the frontier file's in-flight table as it is counted (``response_counted``), and
+comes back from there marked ``RESPONSE_COUNTED``. Only a kill between the count's write and
+the mark's can count one response twice, and stop the crawl one page early.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from focused.resume import add_to_counter, crawl_counter
+from focused.resume import add_to_counter, crawl_counter, response_counted
+from schedulers.base import RESPONSE_COUNTED
 
 # Signal: page_scored(is_relevant, relevant). The scoring middleware scored a page; ``relevant``
 # is the crawl's count of relevant pages with it (in a shared crawl, the crawl-wide one).
@@ -245,5 +248,11 @@ class PageBudget(CloseSpider):
     def budget_count(self, response: Response, request: Request, spider: Spider) -> None:
         if not self._counts() or request.meta.get("dont_obey_robotstxt"):
             return
-        if add_to_counter(self.crawler, "responses") == self.budget:
+        if request.meta.get(RESPONSE_COUNTED):
+            return  # its response came in before a crash: counted then
+        spent = add_to_counter(self.crawler, "responses")
+        # After the count is written (focused.resume.CrawlCounters): a crash between the two
+        # can only count a response twice, never not at all.
+        self.crawler.signals.send_catch_log(response_counted, request=request)
+        if spent == self.budget:
             self._close_spider("closespider_pagecount")

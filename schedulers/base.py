@@ -66,6 +66,10 @@ NO_TIEBREAK = -0.0
 Item = tuple[float, float, int, bytes]
 
 
+# Request meta: the response to this request was counted in the page budget before a crash cut
+# it off (``SqliteFrontier.recover_inflight``); it is not counted again when fetched again.
+RESPONSE_COUNTED = "focused_response_counted"
+
 # The SQLite frontier's file, in the JOBDIR queue's folder (Scrapy's ``requests.queue``).
 FRONTIER_FILE = "frontier.sqlite3"
 # The SQLite frontier's tables, with the columns read from them (focused.jobchecks checks a
@@ -331,7 +335,8 @@ class SqliteFrontier:
     a request there in the same transaction that pops it, see ``transaction``), ``finished``
     the fingerprints of requests done with (fetched, failed, dropped or evicted). When the file
     is opened, requests still in flight were cut off by a crash: ``recover_inflight`` hands
-    them back to be queued again.
+    them back to be queued again, marked (``RESPONSE_COUNTED``) where the page budget had
+    counted their response (``mark_counted``).
     """
 
     def __init__(self, path: Path, spider: Spider) -> None:
@@ -342,7 +347,8 @@ class SqliteFrontier:
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
             " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0,"
             " host TEXT);"
-            "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB);"
+            "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB,"
+            " counted INTEGER NOT NULL DEFAULT 0);"
             "CREATE TABLE IF NOT EXISTS finished (fp BLOB PRIMARY KEY);"
         )
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(frontier)")}
@@ -350,6 +356,9 @@ class SqliteFrontier:
             self._db.execute("ALTER TABLE frontier ADD COLUMN back INTEGER NOT NULL DEFAULT 0")
         if "host" not in columns:  # a file written before the scheduler read hosts ahead
             self._db.execute("ALTER TABLE frontier ADD COLUMN host TEXT")
+        if "counted" not in {row[1] for row in self._db.execute("PRAGMA table_info(inflight)")}:
+            # A file written before in-flight responses were marked as counted.
+            self._db.execute("ALTER TABLE inflight ADD COLUMN counted INTEGER NOT NULL DEFAULT 0")
         self._db.executescript(
             "DROP INDEX IF EXISTS frontier_order;"
             f"CREATE INDEX IF NOT EXISTS frontier_rank ON frontier ({RANK_ORDER});"
@@ -377,7 +386,13 @@ class SqliteFrontier:
             raise
 
     def start_inflight(self, fp: bytes, request: Request) -> None:
-        self._db.execute("INSERT OR REPLACE INTO inflight VALUES (?, ?)", (fp, self._dump(request)))
+        self._db.execute(
+            "INSERT OR REPLACE INTO inflight (fp, request) VALUES (?, ?)", (fp, self._dump(request))
+        )
+
+    def mark_counted(self, fp: bytes) -> None:
+        """The page budget counted the response to the request in flight under ``fp``."""
+        self._db.execute("UPDATE inflight SET counted = 1 WHERE fp = ?", (fp,))
 
     def finish(self, fp: bytes) -> None:
         with self.transaction():
@@ -385,9 +400,16 @@ class SqliteFrontier:
             self._db.execute("INSERT OR IGNORE INTO finished VALUES (?)", (fp,))
 
     def recover_inflight(self) -> list[tuple[bytes, Request]]:
-        """The requests a crash left in flight, removed from ``inflight``: queue them again."""
-        rows = self._db.execute("DELETE FROM inflight RETURNING fp, request").fetchall()
-        return [(fp, self._load(blob)) for fp, blob in rows]
+        """The requests a crash left in flight, removed from ``inflight``: queue them again.
+        Those whose response was counted come back marked ``RESPONSE_COUNTED``."""
+        rows = self._db.execute("DELETE FROM inflight RETURNING fp, request, counted").fetchall()
+        recovered = []
+        for fp, blob, counted in rows:
+            request = self._load(blob)
+            if counted:
+                request.meta[RESPONSE_COUNTED] = True
+            recovered.append((fp, request))
+        return recovered
 
     def fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint queued, in flight or finished: what the dupefilter has seen."""
