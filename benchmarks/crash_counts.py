@@ -3,7 +3,9 @@
 Side by side in one run: ``add_to_counter`` with the counters written through to
 ``JOBDIR/counters.sqlite3`` (one commit per change), against the same calls without JOBDIR (a
 ``spider.state`` update and the signal only). A page costs two such calls (its response, its
-children's discovery numbers). Prints microseconds per call and the ratio.
+children's discovery numbers). Prints microseconds per call and the ratio, and what a response
+costs besides: its request marked as counted in the frontier file's in-flight table
+(``SqliteFrontier.mark_counted``, one commit), among CONCURRENT_REQUESTS requests in flight.
 Run: python -m benchmarks.crash_counts
 """
 
@@ -17,8 +19,10 @@ from types import SimpleNamespace
 
 from scrapy.utils.test import get_crawler
 
+from benchmarks.frontier import BenchSpider, make_requests
 from focused.errors import CommandLineParser
 from focused.resume import CrawlCounters, add_to_counter
+from schedulers.base import FRONTIER_FILE, SqliteFrontier
 
 CALLS = 5000
 ROUNDS = 3
@@ -40,6 +44,18 @@ def seconds_per_call(jobdir: Path | None) -> float:
     return elapsed
 
 
+def seconds_per_mark(folder: Path, in_flight: int = 16) -> float:
+    frontier = SqliteFrontier(folder / FRONTIER_FILE, BenchSpider())
+    for n, request in enumerate(make_requests(in_flight)):
+        frontier.start_inflight(str(n).encode(), request)
+    started = time.perf_counter()
+    for n in range(CALLS):
+        frontier.mark_counted(str(n % in_flight).encode())
+    elapsed = (time.perf_counter() - started) / CALLS
+    frontier.close()
+    return elapsed
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     # No options, but --help says what it measures and a stray argument is refused, not ignored.
     parser = CommandLineParser(
@@ -56,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f" ratio {written / memory:.1f}, extra per page (2 calls)"
                 f" {2 * (written - memory) * 1e3:.3f} ms"
             )
+        for round_ in range(ROUNDS):
+            mark = seconds_per_mark(Path(folder))
+            print(f"round {round_ + 1}: a response marked as counted {mark * 1e6:.1f} us")
 
 
 if __name__ == "__main__":
