@@ -9,8 +9,8 @@ similarity indexes and corpus formats, for the five names a crawl uses. Here ``g
 so gensim still works whole for any other code in the process. Importing the names takes 0.2 s
 less CPU so (1.15 against 0.93 s on a slow machine; BENCHMARKS.md, session 45).
 
-Two modules that gensim's import as they load are kept waiting as well, for names that a crawl
-calls rarely or never:
+Two modules that gensim's modules import as they load are kept waiting as well, for names that
+a crawl calls rarely or never:
 
 - ``scipy.stats`` (``matutils.entropy``, ``nmf.halfnorm``, ``poincare.spearmanr``;
   ``keyedvectors`` the module), about a third of a crawl's start-up (1.7 s of 4.9 on a slow
@@ -44,7 +44,7 @@ _MODULES = (
 )
 
 
-# The modules kept waiting while gensim's load: their names are looked up when first used.
+# The modules kept waiting while gensim's modules load: their names are looked up when first used.
 _WAITING = ("scipy.stats", "smart_open")
 
 
