@@ -4,6 +4,9 @@ from pathlib import Path
 
 from scrapy.settings import default_settings
 
+# The first module of the project that Scrapy loads: before its commands load itemadapter.
+from focused import without_pydantic  # noqa: F401
+
 BOT_NAME = "focused"
 SPIDER_MODULES = ["spiders"]
 NEWSPIDER_MODULE = "spiders"
