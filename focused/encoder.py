@@ -632,7 +632,9 @@ def _encoded_chunks(
     # A terminal sends Ctrl-C to the workers too. An ignored SIGINT is inherited by a spawned
     # process and kept by Python, so that none is cut off while it starts (before an
     # initializer could ignore it), which made the pool start another. The pool's constructor
-    # starts them all; a Ctrl-C during those few milliseconds is lost.
+    # starts them all; a Ctrl-C in those milliseconds is lost (the next one stops the command).
+    # Blocking SIGINT instead would not hold it back: another thread (ONNX Runtime's, BLAS's)
+    # would take it, and ignore it.
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         pool = context.Pool(count, _start_vocabulary_worker, (workers.load,))

@@ -732,6 +732,9 @@ def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_worker
         while len(spawned(children := child_pids(process.pid))) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        # The workers take seconds to start (imports, the model); the pool that spawned them
+        # is made milliseconds after the last, and a Ctrl-C before it would be lost.
+        time.sleep(0.5)
         os.killpg(process.pid, signal.SIGINT)  # the workers are still starting
         rest = process.stderr.read()
         assert process.wait(timeout=60) == 130
