@@ -100,6 +100,14 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's counts a redirect whose Location leads nowhere as anything but that.
     "scrapy.downloadermiddlewares.redirect.RedirectMiddleware": None,
     "focused.hygiene.RedirectMiddleware": 600,
+    "focused.ondemand.CookiesMiddleware": 700,  # in place of Scrapy's: see below
+}
+# Scrapy's, but for its CookiesMiddleware, whose module imports tldextract at every start-up
+# (focused.ondemand imports it only with COOKIES_ENABLED, off here).
+DOWNLOADER_MIDDLEWARES_BASE = {
+    path: order
+    for path, order in default_settings.DOWNLOADER_MIDDLEWARES_BASE.items()
+    if path != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
 }
 EXTENSIONS = {
     "scrapy.extensions.feedexport.FeedExporter": None,  # replaced by the one below

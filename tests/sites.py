@@ -158,6 +158,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/robots.txt":
             site.log.add(method, site.host, self.path)
             site.user_agents.add(self.headers.get("User-Agent"))
+            site.cookies[self.path] = self.headers.get("Cookie")
         reply = site.respond(method, self.path)
         if reply.status == DROPPED:
             return
@@ -204,6 +205,7 @@ class Site(ThreadingHTTPServer):
         self.validators = validators  # answer a request its reply's validators match with a 304
         self.not_modified: list[str] = []  # the paths answered so, in order
         self.user_agents: set[str | None] = set()  # of the requests but for robots.txt
+        self.cookies: dict[str, str | None] = {}  # each path's last request's Cookie header
         super().__init__((self.host, 0), _Handler)
         self._thread = threading.Thread(
             target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True

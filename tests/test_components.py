@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from scrapy.settings import Settings
 
 import focused.settings
@@ -100,8 +101,8 @@ def test_what_a_crawl_does_not_use_is_not_imported(tmp_path):
     remote control's module brought aiohttp's web server into every crawl's start-up, and the
     shared crawl's extension redis and scrapy-redis, the WARC export warcio (focused.ondemand);
     gensim's package __init__ modules all its models and indexes, and those scipy.stats and
-    smart_open (focused.gensim_api); itemadapter pydantic (focused.without_pydantic). A crawl
-    that refits its model imports none."""
+    smart_open (focused.gensim_api); itemadapter pydantic (focused.without_pydantic); Scrapy's
+    cookies middleware tldextract. A crawl that refits its model imports none."""
     links = "".join(f'<a href="/{name}">{name}</a> ' for name in ("heron", "stork", "crane"))
     pages = {
         "/": html("Birds", f"<p>Birds nest.</p>{links}"),
@@ -123,7 +124,7 @@ def test_what_a_crawl_does_not_use_is_not_imported(tmp_path):
             *("aiohttp.", "redis.", "scrapy_redis.", "scipy.stats.", "warcio."),
             *("gensim.similarities.", "gensim.models.word2vec.", "gensim.models.ldamodel."),
             # pydantic's own attempts are logged too, failed: its core is what a real one loads.
-            *("smart_open.", "pydantic_core."),
+            *("smart_open.", "pydantic_core.", "tldextract."),
         )
         assert not [name for name in imported if f"{name}.".startswith(unused)]
         # Turned on, Scrapy's is built in the project's place for it, by crawl and recrawl.
@@ -133,3 +134,19 @@ def test_what_a_crawl_does_not_use_is_not_imported(tmp_path):
         result = recrawl(crawl.db, "test", settings={"REMOTE_CONTROL_ENABLED": "True"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert listening in result.stderr, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("enabled", [False, True])
+def test_cookies_are_sent_back_only_with_cookies_enabled(tmp_path, enabled):
+    """Scrapy's cookies middleware is built only with COOKIES_ENABLED (focused.ondemand)."""
+    seed = html("Birds", '<p>Birds nest.</p><a href="/nests">bird nests</a>')
+    pages = {
+        "/": Reply(body=seed, headers={"Set-Cookie": "visitor=1; Path=/"}),
+        "/nests": Reply(body=html("Nests", "<p>Birds nest in reeds.</p>")),
+    }
+    with Site(lambda method, path: pages.get(path, Reply(status=404, body="none"))) as site:
+        arguments = {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"}
+        crawl = run_crawl(tmp_path, arguments, {"COOKIES_ENABLED": str(enabled)})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert "/nests" in site.cookies
+    assert site.cookies["/nests"] == ("visitor=1" if enabled else None)
