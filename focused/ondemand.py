@@ -44,22 +44,22 @@ class _OnDemand:
         return build_from_crawler(load_object(cls.component), crawler)
 
 
-class RemoteControl(_OnDemand):
+class _OnDemandFlag(_OnDemand):
+    """One of Scrapy's components, turned on by a true/false setting of Scrapy's."""
+
+    @classmethod
+    def is_on(cls, settings: BaseSettings) -> bool:
+        return settings.getbool(cls.setting)  # "False" given with -s is off
+
+
+class RemoteControl(_OnDemandFlag):
     setting = "REMOTE_CONTROL_ENABLED"
     component = "scrapy.extensions.remote_control.RemoteControl"
 
-    @classmethod
-    def is_on(cls, settings: BaseSettings) -> bool:
-        return settings.getbool(cls.setting)  # "False" given with -s is off
 
-
-class CookiesMiddleware(_OnDemand):
+class CookiesMiddleware(_OnDemandFlag):
     setting = "COOKIES_ENABLED"
     component = "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
-
-    @classmethod
-    def is_on(cls, settings: BaseSettings) -> bool:
-        return settings.getbool(cls.setting)  # "False" given with -s is off
 
 
 class DistributedCrawl(_OnDemand):
