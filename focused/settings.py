@@ -4,8 +4,19 @@ from pathlib import Path
 
 from scrapy.settings import default_settings
 
-# The first module of the project that Scrapy loads: before its commands load itemadapter.
-from focused import without_pydantic  # noqa: F401
+from focused import (
+    ondemand,
+    # The first module of the project that Scrapy loads: before its commands load itemadapter.
+    without_pydantic,  # noqa: F401
+)
+
+
+def _scrapys_without(base: dict[str, int], component: str) -> dict[str, int]:
+    """Scrapy's ``base`` setting without ``component``: Scrapy imports every component its
+    _BASE settings name, one set to None too, and focused.ondemand builds it only when its
+    setting is on."""
+    return {path: order for path, order in base.items() if path != component}
+
 
 BOT_NAME = "focused"
 SPIDER_MODULES = ["spiders"]
@@ -104,11 +115,9 @@ DOWNLOADER_MIDDLEWARES = {
 }
 # Scrapy's, but for its CookiesMiddleware, whose module imports tldextract at every start-up
 # (focused.ondemand imports it only with COOKIES_ENABLED, off here).
-DOWNLOADER_MIDDLEWARES_BASE = {
-    path: order
-    for path, order in default_settings.DOWNLOADER_MIDDLEWARES_BASE.items()
-    if path != "scrapy.downloadermiddlewares.cookies.CookiesMiddleware"
-}
+DOWNLOADER_MIDDLEWARES_BASE = _scrapys_without(
+    default_settings.DOWNLOADER_MIDDLEWARES_BASE, ondemand.CookiesMiddleware.component
+)
 EXTENSIONS = {
     "scrapy.extensions.feedexport.FeedExporter": None,  # replaced by the one below
     "focused.feeds.FeedExporter": 0,  # a feed that cannot be written stops the crawl
@@ -124,14 +133,11 @@ EXTENSIONS = {
     "focused.ondemand.WarcExport": 540,  # only with WARC_DIR
     "focused.ondemand.RemoteControl": 0,  # in place of Scrapy's: see EXTENSIONS_BASE
 }
-# Scrapy's, but for its RemoteControl: Scrapy imports every extension named in EXTENSIONS_BASE
-# and EXTENSIONS, one set to None too, and that one's module imports aiohttp's web server at
-# every start-up (focused.ondemand imports it only with REMOTE_CONTROL_ENABLED).
-EXTENSIONS_BASE = {
-    path: order
-    for path, order in default_settings.EXTENSIONS_BASE.items()
-    if path != "scrapy.extensions.remote_control.RemoteControl"
-}
+# Scrapy's, but for its RemoteControl, whose module imports aiohttp's web server at every
+# start-up (focused.ondemand imports it only with REMOTE_CONTROL_ENABLED).
+EXTENSIONS_BASE = _scrapys_without(
+    default_settings.EXTENSIONS_BASE, ondemand.RemoteControl.component
+)
 
 # Scrapy's in-memory stats, a call 20 x cheaper (focused.stats).
 STATS_CLASS = "focused.stats.StatsCollector"
