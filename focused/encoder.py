@@ -619,7 +619,8 @@ def _encoded_chunks(
     The same chunks give the same vectors to the bit in any process (a word's vector depends
     on its batch-mates, and each chunk is whole batches). The processes are spawned, not
     forked from a process that holds a model's runtime, and ignore Ctrl-C from their start:
-    the pool is terminated when this generator is left early (an interrupt, an error).
+    the pool is terminated when this generator is left early (an interrupt, an error), and
+    closed and joined when it ends.
     """
     if workers is None or workers.count <= 1 or len(chunks) <= 1:
         yield from map(encode, chunks)
@@ -640,12 +641,23 @@ def _encoded_chunks(
         pool = context.Pool(count, _start_vocabulary_worker, (workers.load,))
     finally:
         signal.signal(signal.SIGINT, handler)
-    with pool:
+    # Terminated only when left early: once every chunk is back, the workers are let go and
+    # waited for, as a pool is meant to end. Terminating a finished pool stalled once for ten
+    # minutes in CI (its handler threads joined after the workers had already exited).
+    finished = False
+    try:
         probe = model_probe(encode)
         for worker_probe, vectors in pool.imap(_encode_in_worker, chunks):
             if worker_probe != probe:
                 raise RuntimeError("a vocabulary worker loaded another model than the table's")
             yield vectors
+        finished = True
+    finally:
+        if finished:
+            pool.close()
+        else:
+            pool.terminate()
+        pool.join()
 
 
 _worker_encode: Encode | None = None  # the model of a vocabulary worker process

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing.pool
 import os
 import random
 import shutil
@@ -644,9 +645,20 @@ def test_the_vocabulary_is_encoded_in_whole_batches_with_progress(tmp_path, capl
     ]
 
 
-def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(tmp_path, caplog) -> None:
+def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(
+    tmp_path, caplog, monkeypatch
+) -> None:
     """``python -m focused.encoder`` encodes the chunks in a process per CPU: the same chunks,
-    so the same batch-mates and the same table, in order, with the same progress."""
+    so the same batch-mates and the same table, in order, with the same progress. The pool is
+    closed and joined once the work is done, terminated only when left early (terminating a
+    finished pool stalled once in CI)."""
+    terminated = []
+    terminate = multiprocessing.pool.Pool.terminate
+    monkeypatch.setattr(
+        multiprocessing.pool.Pool,
+        "terminate",
+        lambda pool: terminated.append(pool) or terminate(pool),
+    )
     pids = tmp_path / "pids"
     workers = VocabularyWorkers(2, partial(load_batch_marking, pids))
     here: list[Sequence[str]] = []
@@ -667,6 +679,7 @@ def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(tmp_path, 
     assert here == [["focused vocabulary probe"]]
     worker_calls = pids.read_text().split()
     assert len(worker_calls) >= 3 + 1 and str(os.getpid()) not in worker_calls
+    assert terminated == []
     # Workers whose model is not the table's (here: its vectors negated) make no table.
     with pytest.raises(RuntimeError, match="another model"):
         vocabulary_vectors(
@@ -676,6 +689,7 @@ def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(tmp_path, 
             VocabularyWorkers(2, partial(load_batch_marking, pids, negated=True)),
         )
     assert not list((tmp_path / "other").glob("words-*"))
+    assert len(terminated) == 1
 
 
 def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
