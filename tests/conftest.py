@@ -6,6 +6,7 @@ Full crawls run in a subprocess because Twisted's reactor cannot be restarted in
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import os
 import signal
@@ -20,6 +21,7 @@ from scrapy.exceptions import CloseSpider
 from benchmarks.runner import option_args
 from focused.replayweb import ReplayServer, load_graph, relevant_set
 from focused.sqlitestore import SqliteStore
+from tests.crawlfork import CrawlForks
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "tests" / "data" / "wikisample"
@@ -94,12 +96,34 @@ def run_crawl(
         "ENCODER_STORE_DIR": tmp_path / "encodings",
         **(settings or {}),
     }
-    args = crawl_args({"crawl_id": crawl_id, **arguments}, all_settings)
-    command = scrapy_command(*args, *(extra or []))
-    result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env or crawl_env()
+    args = [*crawl_args({"crawl_id": crawl_id, **arguments}, all_settings), *(extra or [])]
+    return Crawl(run_scrapy(args, timeout=timeout, env=env), db, crawl_id)
+
+
+def run_scrapy(
+    args: list[str], *, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m scrapy ARGS`` in the repository, its output captured as text: forked from
+    the test worker's :class:`tests.crawlfork.CrawlForks` where it can be, else a subprocess."""
+    env = env or crawl_env()
+    forks = _crawl_forks()
+    if forks is not None and forks.serves(env):
+        return forks.run(args, env, timeout)
+    return subprocess.run(
+        scrapy_command(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
     )
-    return Crawl(result, db, crawl_id)
+
+
+_forks: list[CrawlForks] = []
+
+
+def _crawl_forks() -> CrawlForks | None:
+    if os.environ.get("FOCUSED_TEST_NO_FORK") == "1":
+        return None
+    if not _forks:
+        _forks.append(CrawlForks(REPO, crawl_env()))
+        atexit.register(_forks[0].close)
+    return _forks[0]
 
 
 def as_from_a_terminal(module: str) -> list[str]:

@@ -23,7 +23,7 @@ from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
 from focused.settingchecks import check_settings
 from focused.strategies import strategy_class
-from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
+from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, run_scrapy, scrapy_command
 from tests.sites import Reply, Site, html
 from tests.test_commands import run_with_stderr_closed
 from tests.test_storage import filled_sqlite, read_only
@@ -32,10 +32,7 @@ GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
 
 
 def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
-    command = scrapy_command(*crawl_args(arguments, settings or {}))
-    return subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
-    )
+    return run_scrapy(crawl_args(arguments, settings or {}), timeout=60)
 
 
 @pytest.mark.parametrize(
@@ -823,10 +820,7 @@ def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
 def test_a_malformed_option_gives_one_line(extra, message):
     """Scrapy's usage errors printed its usage first (four lines); a second spider name came
     after logging had started."""
-    command = scrapy_command(*crawl_args(GOOD, {}), *extra)
-    result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
-    )
+    result = run_scrapy([*crawl_args(GOOD, {}), *extra], timeout=60)
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), lines
@@ -837,9 +831,8 @@ def test_an_output_file_that_cannot_be_written_gives_one_line(tmp_path):
     a_file = tmp_path / "notes.txt"
     a_file.write_text("mine", encoding="utf-8")
     output = a_file / "pages.jsonl"
-    command = scrapy_command(*crawl_args(GOOD, {"FOCUSED_DB": tmp_path / "db"}), "-O", output)
-    result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
+    result = run_scrapy(
+        [*crawl_args(GOOD, {"FOCUSED_DB": tmp_path / "db"}), "-O", output], timeout=60
     )
     assert result.returncode == 2, result.stderr[-3000:]
     lines = result.stderr.strip().splitlines()
@@ -856,14 +849,7 @@ def run_writing(
     extra = ("-O", target) if option == "-O" else ()
     if option == "LOG_FILE":
         settings["LOG_FILE"] = target
-    result = subprocess.run(
-        scrapy_command(*crawl_args(GOOD, settings), *extra),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=crawl_env(),
-    )
+    result = run_scrapy([*crawl_args(GOOD, settings), *extra], timeout=60)
     return result, f"the feed '{target}'" if option == "-O" else f"LOG_FILE '{target}'"
 
 
@@ -1599,12 +1585,8 @@ def test_an_output_file_that_is_the_store_is_refused(tmp_path, settings, option,
     link.symlink_to(db)
     names = {"db": db, "link": link}
     given = {name: value.format(**names) for name, value in settings.items()}
-    command = scrapy_command(
-        *crawl_args(GOOD, {"FOCUSED_DB": db, **given}), *(o.format(**names) for o in option)
-    )
-    result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=60, env=crawl_env()
-    )
+    args = [*crawl_args(GOOD, {"FOCUSED_DB": db, **given}), *(o.format(**names) for o in option)]
+    result = run_scrapy(args, timeout=60)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr == f"error: {message.format(**names)}\n"
     assert db.read_bytes() == before

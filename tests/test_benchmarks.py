@@ -36,7 +36,7 @@ from tests.conftest import (
     SAMPLE,
     crawl_args,
     crawl_env,
-    scrapy_command,
+    run_scrapy,
 )
 
 
@@ -210,14 +210,7 @@ def test_oracle_is_refused_without_distances(tmp_path) -> None:
         bad.write_text(content)
         with pytest.raises(ConfigError, match="not a readable distances file"):
             parse_arguments(args, Settings({"ORACLE_DISTANCES": str(bad)}))
-    result = subprocess.run(
-        scrapy_command(*crawl_args(args, {})),
-        cwd=REPO,
-        env=crawl_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_scrapy(crawl_args(args, {}), timeout=120)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "ORACLE_DISTANCES" in result.stderr
 

@@ -58,6 +58,7 @@ from tests.conftest import (
     crawl_args,
     crawl_env,
     run_crawl,
+    run_scrapy,
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold
@@ -148,14 +149,7 @@ def settings_args(settings: dict) -> list[str]:
 
 def run_cli(*args: str, settings: dict) -> Result:
     """The real command line, in a subprocess."""
-    result = subprocess.run(
-        scrapy_command(*args, *settings_args(settings)),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=crawl_env(),
-    )
+    result = run_scrapy([*args, *settings_args(settings)], timeout=120)
     return Result(result.returncode, result.stdout, result.stderr)
 
 

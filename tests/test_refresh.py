@@ -62,7 +62,7 @@ from focused.sqlitestore import SqliteStore
 from focused.stopping import PageBudget
 from focused.storage import PAGE_FIELDS
 from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
-from tests.conftest import REPO, crawl_env, refused_start, run_crawl, scrapy_command
+from tests.conftest import REPO, crawl_env, refused_start, run_crawl, run_scrapy, scrapy_command
 from tests.sites import FetchLog, Reply, Site, html
 from tests.test_commands import (  # noqa: F401
     cli,
@@ -815,14 +815,7 @@ def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
 def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.CompletedProcess:
     settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO", **(settings or {})}
     options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
-    return subprocess.run(
-        scrapy_command("recrawl", *args, *options),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=crawl_env(),
-    )
+    return run_scrapy(["recrawl", *args, *options], timeout=120)
 
 
 def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_path):
