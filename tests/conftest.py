@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import logging
 import os
 import signal
@@ -106,24 +107,19 @@ def run_scrapy(
     """``python -m scrapy ARGS`` in the repository, its output captured as text: forked from
     the test worker's :class:`tests.crawlfork.CrawlForks` where it can be, else a subprocess."""
     env = env or crawl_env()
-    forks = _crawl_forks()
-    if forks is not None and forks.serves(env):
-        return forks.run(args, env, timeout)
+    if os.environ.get("FOCUSED_TEST_NO_FORK") != "1" and _crawl_forks().serves(env):
+        return _crawl_forks().run(args, env, timeout)
     return subprocess.run(
         scrapy_command(*args), cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
     )
 
 
-_forks: list[CrawlForks] = []
-
-
-def _crawl_forks() -> CrawlForks | None:
-    if os.environ.get("FOCUSED_TEST_NO_FORK") == "1":
-        return None
-    if not _forks:
-        _forks.append(CrawlForks(REPO, crawl_env()))
-        atexit.register(_forks[0].close)
-    return _forks[0]
+@functools.cache
+def _crawl_forks() -> CrawlForks:
+    """The test worker's fork server, started at its first crawl and stopped as it exits."""
+    forks = CrawlForks(REPO, crawl_env())
+    atexit.register(forks.close)
+    return forks
 
 
 def as_from_a_terminal(module: str) -> list[str]:

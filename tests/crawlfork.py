@@ -146,8 +146,13 @@ class CrawlForks:
         the repository, with ``env``."""
         with tempfile.TemporaryDirectory(prefix="focused-crawl-") as scratch:
             outputs = {name: os.path.join(scratch, name) for name in ("stdout", "stderr")}
-            request = {"module": module, "args": [str(arg) for arg in args], "env": env}
-            request.update(outputs, cwd=str(self.cwd))
+            request = {
+                "module": module,
+                "args": [str(arg) for arg in args],
+                "cwd": str(self.cwd),
+                "env": env,
+                **outputs,
+            }
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
                 connection.connect(self.path)
                 connection.sendall(json.dumps(request).encode() + b"\n")

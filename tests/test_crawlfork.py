@@ -33,22 +33,30 @@ def probe(forks: CrawlForks, *args: str, env: dict[str, str] | None = None, time
     return forks.run(list(args), env or crawl_env(), timeout, module="tests.test_crawlfork")
 
 
-def test_a_forked_crawl_is_what_its_subprocess_is(forks, tmp_path, site, sample_graph):
+def alone(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        scrapy_command(*args), cwd=REPO, capture_output=True, text=True, env=crawl_env()
+    )
+
+
+def test_a_forked_crawl_is_what_its_subprocess_is(forks, tmp_path, site):
     """The same command, refused or crawling, forked and in a subprocess: the same status,
     output and pages."""
     refused = crawl_args({"query": "birds", "seeds": site.url, "strategy": "nosuch"}, {})
-    alone = subprocess.run(
-        scrapy_command(*refused), cwd=REPO, capture_output=True, text=True, env=crawl_env()
-    )
+    alone_run = alone(refused)
     forked = forks.run(refused, crawl_env(), 60)
     assert (forked.returncode, forked.stdout, forked.stderr) == (
-        alone.returncode,
-        alone.stdout,
-        alone.stderr,
+        alone_run.returncode,
+        alone_run.stdout,
+        alone_run.stderr,
     )
     assert forked.returncode == 2 and forked.stderr.count("\n") == 1
     urls = {}
-    for how, run in (("alone", None), ("forked", forks)):
+
+    def forked_run(args: list[str]) -> subprocess.CompletedProcess:
+        return forks.run(args, crawl_env(), 120)
+
+    for how, run in (("alone", alone), ("forked", forked_run)):
         arguments = {"query": "birds nests", "seeds": f"{site.url}/wiki/Albatross"}
         settings = {
             "FOCUSED_DB": tmp_path / how / "focused.sqlite3",
@@ -58,12 +66,7 @@ def test_a_forked_crawl_is_what_its_subprocess_is(forks, tmp_path, site, sample_
         }
         feed = tmp_path / how / "pages.jsonl"
         args = [*crawl_args({"strategy": "bfs", **arguments}, settings), "-O", str(feed)]
-        if run is None:
-            result = subprocess.run(
-                scrapy_command(*args), cwd=REPO, capture_output=True, text=True, env=crawl_env()
-            )
-        else:
-            result = run.run(args, crawl_env(), 120)
+        result = run(args)
         assert result.returncode == 0, result.stderr[-3000:]
         urls[how] = [page_name(json.loads(line)["url"]) for line in feed.read_text().splitlines()]
     assert urls["alone"] == urls["forked"] and len(urls["forked"]) == 5

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from focused.sqlitestore import SqliteStore
-from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, run_crawl
+from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, run_crawl, run_scrapy
 
 
 def bird_crawl(tmp_path, site, strategy: str, settings: dict):
@@ -92,14 +92,7 @@ def test_threshold_crawl_and_store_fetches_all_stores_above(tmp_path, site):
     # The report's deciles count the stored pages only, and say how many relevant ones are not.
     not_stored = record["relevant"] - sum(page["is_relevant"] for page in pages)
     assert not_stored > 0  # relevant (0.15) but below 0.3
-    report = subprocess.run(
-        [sys.executable, "-m", "scrapy", "report", crawl.crawl_id, "-s", f"FOCUSED_DB={crawl.db}"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=crawl_env(),
-    )
+    report = run_scrapy(["report", crawl.crawl_id, "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
     assert report.returncode == 0, report.stderr[-3000:]
     assert f"(relevant pages stored only: {not_stored} relevant pages were fetched" in report.stdout
 

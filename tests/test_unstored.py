@@ -26,7 +26,7 @@ from focused.sqlitestore import SqliteStore
 from focused.storage import FINISH_FIELDS, StoreError
 from focused.unstored import Unstored, read_unstored, restore
 from pipelines.storage import STORE_UNREACHABLE, UNSTORED, UNSTORED_SPILLED, StoragePipeline
-from tests.conftest import REPO, crawl_env, scrapy_command
+from tests.conftest import run_scrapy
 from tests.test_commands import cli, one_crawl, one_line_error, unwritable_output  # noqa: F401
 from tests.test_storage import (  # noqa: F401
     FakeEngine,
@@ -596,26 +596,14 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
     finally:
         store.close()
 
-    restored = subprocess.run(
-        scrapy_command("restore", str(path), "-s", f"FOCUSED_DB={db}"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=crawl_env(),
-    )
+    restored = run_scrapy(["restore", str(path), "-s", f"FOCUSED_DB={db}"], timeout=60)
     assert restored.returncode == 0, restored.stderr
     assert restored.stdout == (
         f"restored {len(pages)} pages, 1 crawl outcome of crawl locked into the SQLite store"
         f" at {db}\n{path} is now {path.name}.restored\n"
     )
-    listed = subprocess.run(
-        scrapy_command("pages", "--crawl", "locked", "--json", "-s", f"FOCUSED_DB={db}"),
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=crawl_env(),
+    listed = run_scrapy(
+        ["pages", "--crawl", "locked", "--json", "-s", f"FOCUSED_DB={db}"], timeout=60
     )
     assert {json.loads(line)["url"] for line in listed.stdout.splitlines()} == fetched
     store = SqliteStore(db)
