@@ -152,6 +152,7 @@ def headings(text: str) -> set[str]:
 DOCS = [
     "README.md",
     "ARCHITECTURE.md",
+    "BENCHMARKS.md",
     *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")),
 ]
 
