@@ -221,6 +221,14 @@ def test_a_readme_command_line_uses_the_commands_options(words):
     assert [word for word in unknown if word.startswith("-")] == []
 
 
+def test_a_pip_install_of_the_project_is_editable():
+    # `scrapy` imports the project from site-packages before the repository it runs in.
+    installs = re.findall(r"pip install ([^`\n#]*)", README)
+    of_the_project = [words for words in installs if re.search(r"(^| )'?\.(\[|'| |$)", words)]
+    assert of_the_project
+    assert [words for words in of_the_project if not words.startswith("-e ")] == []
+
+
 def test_every_module_of_focused_has_a_row_in_the_architecture_layout():
     layout = (REPO / "ARCHITECTURE.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| `(focused/\w+\.py)`", layout, re.M))
