@@ -80,6 +80,9 @@ _SCRIPTS = {
     "hebrew": re.compile("[\u0590-\u05ff]"),
     "devanagari": re.compile("[\u0900-\u097f]"),
     "thai": re.compile("[\u0e00-\u0e7f]"),
+    "lao": re.compile("[\u0e80-\u0eff]"),
+    "myanmar": re.compile("[\u1000-\u109f]"),
+    "khmer": re.compile("[\u1780-\u17ff]"),
     "latin": re.compile("[A-Za-z\u00c0-\u024f\u1e00-\u1eff]"),
 }
 # The script of each language written in another than Latin (the others are Latin).
@@ -92,6 +95,9 @@ _LANGUAGE_SCRIPT = {
     **dict.fromkeys(("he", "yi"), "hebrew"),
     **dict.fromkeys(("hi", "mr", "ne", "sa"), "devanagari"),
     "th": "thai",
+    "lo": "lao",
+    "my": "myanmar",
+    "km": "khmer",
 }
 _LETTER = re.compile(r"[^\W\d_]")
 # Letters that give a short text's language away.
@@ -111,8 +117,9 @@ def language_code(tag: str | None) -> str | None:
 
 
 def known_languages() -> frozenset[str]:
-    """Codes the tokenizer has stop words for (``-a language=`` accepts these)."""
-    return frozenset({"en", *stopwordsiso.langs()})
+    """Codes the tokenizer has stop words or a script rule for (``-a language=`` accepts these):
+    Lao, Khmer and Myanmar have no stop words, but their bigrams are the README's."""
+    return frozenset({"en", *stopwordsiso.langs(), *_LANGUAGE_SCRIPT})
 
 
 class _Finding(NamedTuple):

@@ -526,6 +526,15 @@ def test_query_language_argument() -> None:
         parse_arguments({**base, "language": "farsi!"})
 
 
+def test_the_languages_of_the_script_rules_are_accepted_and_checked() -> None:
+    # The README's bigram languages without stop words (Lao, Myanmar, Khmer) were refused.
+    base = {"query": "ນົກ ອົບພະຍົບ", "seeds": "http://127.0.0.1:1/"}
+    for code in ("lo", "my", "km", "th"):
+        assert parse_arguments({**base, "language": code}).language == code
+    # Their declarations are checked against the text's script, as Thai's are.
+    assert page_language(["lo"], TEXTS["en"]["on"]) == page_language(["th"], TEXTS["en"]["on"])
+
+
 # -- the page record -------------------------------------------------------------------------
 
 

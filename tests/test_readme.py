@@ -21,6 +21,7 @@ import focused.settings
 from focused.arguments import GENERAL_ARGUMENTS
 from focused.commands import crawls, forget, pages, recrawl, report, restore
 from focused.encoder import DEFAULT_EXPORT_DIR
+from focused.languages import known_languages
 from focused.strategies import STRATEGIES, strategy_class
 
 REPO = Path(__file__).resolve().parent.parent
@@ -101,6 +102,14 @@ def test_a_documented_setting_has_the_readme_default(name, cell):
 
 def test_the_encoder_folder_the_readme_names_is_the_code_default():
     assert str(DEFAULT_EXPORT_DIR).replace(str(Path.home()), "~") == "~/.cache/focused/encoder"
+
+
+def test_the_languages_tables_codes_are_accepted_by_the_language_argument():
+    named = {
+        code for row in table_rows(README, "language") for code in re.findall(r"`(\w\w)`", row[0])
+    }
+    assert {"fa", "zh", "lo", "vi", "sk"} <= named
+    assert sorted(named - known_languages()) == []
 
 
 def strategy_rows() -> dict[str, str]:
@@ -211,6 +220,14 @@ def test_a_readme_command_line_uses_the_commands_options(words):
     command.add_options(parser)
     _, unknown = parser.parse_known_args(words[2:])
     assert [word for word in unknown if word.startswith("-")] == []
+
+
+def test_a_pip_install_of_the_project_is_editable():
+    # `scrapy` imports the project from site-packages before the repository it runs in.
+    installs = re.findall(r"pip install ([^`\n#]*)", README)
+    of_the_project = [words for words in installs if re.search(r"(^| )'?\.(\[|'| |$)", words)]
+    assert of_the_project
+    assert [words for words in of_the_project if not words.startswith("-e ")] == []
 
 
 def test_every_module_of_focused_has_a_row_in_the_architecture_layout():
