@@ -565,9 +565,10 @@ def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:
     holds; ConfigError if it holds it behind the store. Redis restarted from an older snapshot
     (RDB, a replica that lagged) holds the crawl as it was: going on would fetch the pages
     stored since again, numbered again over fetch orders stored, past the page budget. Every
-    fetch order stored was given by Redis, except those of the pages a process had under way
-    when it lost Redis, numbered on from its last count: their requests stay in flight in Redis
-    (to be fetched again), so no more pages than those may be numbered past Redis's count."""
+    fetch order stored was given by Redis; a process that lost Redis stores none of the pages it
+    still has under way (``pipelines.storage``). Earlier versions stored them, numbered on from
+    its last count, their requests in flight in Redis: a store they wrote may hold no more
+    pages than those numbered past Redis's count."""
     from focused.distributed import frontier_state  # imports redis: only when asked for
 
     state = frontier_state(url, crawl_id)

@@ -57,6 +57,10 @@ the log, with how many it took before the disk filled up. Scrapy's scraper logs 
 stored with its record and the traceback, a hundred lines a page: that is the error's one line
 here, which names the page.
 
+A page is not stored once its JOBDIR can no longer be written, nor once a shared crawl lost
+Redis (``focused.distributed``): its request stays in flight there, and the page is fetched
+again, and stored then, when the crawl resumes.
+
 Under JOBDIR the pipeline also brings ``spider.state`` up to the stored pages when the spider
 opens (``focused.resume.recover_state``): Scrapy saves that state only on a clean close.
 """
@@ -118,6 +122,8 @@ UNSTORED = "focused/unstored"  # stat: page records the store could not take at 
 UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
 # stat: pages not stored once the JOBDIR could no longer be written (fetched again on resume)
 JOBDIR_NOT_STORED = "focused/jobdir_unwritable/pages_not_stored"
+# stat: pages not stored once a shared crawl lost Redis (fetched again when the crawl resumes)
+FRONTIER_LOST_NOT_STORED = "focused/frontier_unreachable/pages_not_stored"
 
 _T = TypeVar("_T")
 
@@ -338,6 +344,13 @@ class StoragePipeline:
             # again on resume, and stored then (focused.jobdir).
             self.stats.inc_value(JOBDIR_NOT_STORED)
             raise DropItem("not stored: the JOBDIR can no longer be written", log_level="DEBUG")
+        shared = getattr(self.crawler.spider, "shared", None)
+        if shared is not None and shared.failed:
+            # Its request stays in flight in Redis and is fetched again when the crawl resumes,
+            # with a budget slot of its own; stored now as well, it stood beside the pages of
+            # that slot, past the page budget, under a fetch order Redis gives again.
+            self.stats.inc_value(FRONTIER_LOST_NOT_STORED)
+            raise DropItem("not stored: the shared frontier's Redis is lost", log_level="DEBUG")
         record = self.page_record(item)
         # The item leaves as the record it is stored as, so that a feed (-O) gets the same
         # records: every field, and a duplicate without its text.

@@ -1279,6 +1279,12 @@ def test_restart_resumes_after_redis_comes_back(tmp_path, sample_graph):
         assert crawl.crawl_record()["status"] == "interrupted"
 
         redis_server.start()  # same port, same directory: the data is back
+        # The pages under way when Redis went away are not stored: their requests are still in
+        # flight there. Stored, they stood beside the pages of their new budget slots, numbered
+        # past Redis's count, which the next process numbered again.
+        counted = redis.Redis.from_url(redis_server.url).hget("focused:shared:counters", "pages")
+        assert max(page["fetch_order"] for page in crawl.pages()) <= int(counted)
+        assert "focused/frontier_unreachable/pages_not_stored" in log
         second = start_worker(tmp_path, server, settings, "second")
         log = finish(second)
         assert second.returncode == 0, log[-3000:]
