@@ -190,8 +190,9 @@ def run_one(
     db = workdir / f"{slug}.sqlite3"
     settings: dict[str, object] = {
         "FOCUSED_DB": db,
-        # Robots.txt counts as a response, and a few more may finish while the spider closes:
-        # the measures use the first `budget` pages in fetch order.
+        # The measures use the first `budget` pages in fetch order, as a longer crawl fetches
+        # them: with requests under way at once, a page started among the last `budget` may
+        # be scored after one started later.
         "CLOSESPIDER_PAGECOUNT": topic.budget + 2,
     }
     if name == "oracle":
