@@ -126,6 +126,10 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     # seeds' too, timed out after DOWNLOAD_TIMEOUT, and the crawl ended "No seed could be
     # fetched".
     "REACTOR_THREADPOOL_MAXSIZE": (int, 1, None),
+    # Scrapy's without a default, so not among those checked from their defaults: text was a
+    # traceback as the crawl opened, and a negative number a crawl that never sent a request
+    # and never ended (0: the per-domain concurrency, Scrapy's meaning).
+    "CONCURRENT_REQUESTS_PER_IP": (int, 0, None),
     # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
     # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
     "CONCURRENT_ITEMS": (int, 1, 10_000),

@@ -332,6 +332,10 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"CONCURRENT_ITEMS": "1000000"}, "setting CONCURRENT_ITEMS=1000000 is outside [1, 10000]"),
         # No thread resolved a host name: every request timed out, and "No seed could be fetched".
         ({"REACTOR_THREADPOOL_MAXSIZE": "0"}, "setting REACTOR_THREADPOOL_MAXSIZE=0 is outside"),
+        # Scrapy's without a default: a traceback as the crawl opened, or a crawl that never
+        # sent a request and never ended.
+        ({"CONCURRENT_REQUESTS_PER_IP": "x"}, "setting CONCURRENT_REQUESTS_PER_IP='x' is not an"),
+        ({"CONCURRENT_REQUESTS_PER_IP": "-1"}, "setting CONCURRENT_REQUESTS_PER_IP=-1 is outside"),
         # Read with int() as the crawl opened (a traceback), or compared with a status (never).
         ({"RETRY_HTTP_CODES": "500,5xx"}, "setting RETRY_HTTP_CODES: '5xx' is not a whole number"),
         ({"HTTPERROR_ALLOWED_CODES": "[404]"}, "setting HTTPERROR_ALLOWED_CODES: '[404]' is not"),
