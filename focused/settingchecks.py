@@ -130,6 +130,10 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     # traceback as the crawl opened, and a negative number a crawl that never sent a request
     # and never ended (0: the per-domain concurrency, Scrapy's meaning).
     "CONCURRENT_REQUESTS_PER_IP": (int, 0, None),
+    # Scrapy's memory check (MEMUSAGE_ENABLED, on by default) is a Twisted LoopingCall, which
+    # refuses 0: a traceback as the engine started, and a crawl without its memory limits. Under
+    # a second it would only spend CPU: as FOCUSED_HEARTBEAT_INTERVAL, at least 1.
+    "MEMUSAGE_CHECK_INTERVAL_SECONDS": (float, 1.0, None),
     # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
     # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
     "CONCURRENT_ITEMS": (int, 1, 10_000),

@@ -336,6 +336,11 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         # sent a request and never ended.
         ({"CONCURRENT_REQUESTS_PER_IP": "x"}, "setting CONCURRENT_REQUESTS_PER_IP='x' is not an"),
         ({"CONCURRENT_REQUESTS_PER_IP": "-1"}, "setting CONCURRENT_REQUESTS_PER_IP=-1 is outside"),
+        # Twisted's LoopingCall refused it: a traceback, and no memory limit.
+        (
+            {"MEMUSAGE_CHECK_INTERVAL_SECONDS": "0"},
+            "setting MEMUSAGE_CHECK_INTERVAL_SECONDS=0 is outside [1.0, inf]",
+        ),
         # Read with int() as the crawl opened (a traceback), or compared with a status (never).
         ({"RETRY_HTTP_CODES": "500,5xx"}, "setting RETRY_HTTP_CODES: '5xx' is not a whole number"),
         ({"HTTPERROR_ALLOWED_CODES": "[404]"}, "setting HTTPERROR_ALLOWED_CODES: '[404]' is not"),
