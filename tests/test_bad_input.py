@@ -916,6 +916,10 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
         ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
         # Not from a shell, whose arguments end at a NUL, but from a program that starts crawls.
         ({"topic_file": "topic\x00.txt"}, "cannot read topic_file 'topic\\x00.txt': ValueError"),
+        # Read whole: the memory filled until the kernel killed the crawl.
+        ({"topic_file": "/dev/zero"}, "topic_file '/dev/zero' holds more than 50,000,000 char"),
+        ({"seeds_file": "/dev/zero"}, "seeds_file '/dev/zero' holds more than 50,000,000 char"),
+        ({"seeds_file": "/dev/urandom"}, "cannot read seeds_file '/dev/urandom': UnicodeDecodeE"),
     ],
 )
 def test_odd_argument_values_are_refused(arguments, message):
