@@ -178,6 +178,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "seeds": "http://exa mple.org/wiki/Bird"}, {}, "is not a valid URL"),
         # A host Twisted does not connect to: a traceback at its robots.txt.
         ({**GOOD, "seeds": "http://*.example.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # A label empty or over 63 characters: the resolver's IDNA codec failed, a traceback.
+        ({**GOOD, "seeds": "http://a..b.org/wiki/Bird"}, {}, "is not a valid URL"),
         # Scrapy's UrlLengthMiddleware dropped it: the crawl fetched nothing and exited 0.
         (
             {**GOOD, "seeds": "http://127.0.0.1:9/" + "a" * 3000},
