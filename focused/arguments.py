@@ -65,6 +65,10 @@ NO_ENCODER_STRATEGY = "shark"
 
 # allowed_domains are names the offsite filter compares hosts with: no scheme, path or port.
 DOMAIN = re.compile(r"[\w.-]+")
+# topic_file and seeds_file are read whole, before anything else: a device (/dev/zero,
+# /dev/urandom) or a file of gigabytes filled the memory until the kernel killed the crawl.
+# A pipe (-a seeds_file=<(...)) is still read, up to this many characters.
+ARGUMENT_FILE_LIMIT = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -309,9 +313,15 @@ def _parse_language(raw: str | None) -> str | None:
 def _read_text(path: str, what: str) -> str:
     try:
         # utf-8-sig: a file saved with a byte-order mark (Notepad's) began its first seed with it.
-        return Path(path).read_text(encoding="utf-8-sig")
+        with open(path, encoding="utf-8-sig") as file:
+            text = file.read(ARGUMENT_FILE_LIMIT + 1)
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
         raise ConfigError(f"cannot read {what} {quoted(path)}: {exc.__class__.__name__}") from None
+    if len(text) > ARGUMENT_FILE_LIMIT:
+        raise ConfigError(
+            f"{what} {quoted(path)} holds more than {ARGUMENT_FILE_LIMIT:,} characters"
+        )
+    return text
 
 
 def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:

@@ -48,8 +48,11 @@ PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
 # The host names Twisted connects to once IDNA-encoded (as safe_url_string leaves them; Scrapy
 # lets the underscore through too), besides IPv6 addresses. Another one (``*.example.org``,
-# ``a!b.org``, ``ex%41mple.org``) fails in the downloader the same way.
-HOST_NAME = re.compile(r"[a-z0-9._-]+")
+# ``a!b.org``, ``ex%41mple.org``) fails in the downloader the same way. Its labels are 1 to 63
+# characters (a last dot ends the name): Python's IDNA codec refuses an empty or longer one
+# (``a..b.org``, ``.org``) as the resolver encodes it, a traceback for each, and the request
+# then hung until DOWNLOAD_TIMEOUT.
+HOST_NAME = re.compile(r"([a-z0-9_-]{1,63}\.)*[a-z0-9_-]{1,63}\.?")
 
 
 def drop_userinfo(parts: SplitResult) -> SplitResult:

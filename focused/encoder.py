@@ -901,7 +901,7 @@ def prune_stale(directory: Path, max_age_days: float = STALE_AFTER_DAYS) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Export the encoder and encode its vocabulary now, not in a crawl's first minutes (the
     test command does so before the tests, whose crawls each have a time limit)."""
-    from focused.errors import CommandLineParser, at_least_one, say
+    from focused.errors import CommandLineParser, at_least_one, folder, say
 
     parser = CommandLineParser(
         prog="python -m focused.encoder",
@@ -910,7 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--export-dir",
-        type=Path,
+        type=lambda text: Path(folder(text)),
         default=DEFAULT_EXPORT_DIR,
         help=f"where they are kept: the crawl's ENCODER_EXPORT_DIR (default {DEFAULT_EXPORT_DIR})",
     )

@@ -120,8 +120,20 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
     "RETRY_AFTER_MAX": (float, 0.0, None),
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
-    # two must also be at least 1.
+    # must also be at least 1.
     "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),
+    # 0: a pool without threads, where no host name is ever resolved: every request, the
+    # seeds' too, timed out after DOWNLOAD_TIMEOUT, and the crawl ended "No seed could be
+    # fetched".
+    "REACTOR_THREADPOOL_MAXSIZE": (int, 1, None),
+    # Scrapy's without a default, so not among those checked from their defaults: text was a
+    # traceback as the crawl opened, and a negative number a crawl that never sent a request
+    # and never ended (0: the per-domain concurrency, Scrapy's meaning).
+    "CONCURRENT_REQUESTS_PER_IP": (int, 0, None),
+    # Scrapy's memory check (MEMUSAGE_ENABLED, on by default) is a Twisted LoopingCall, which
+    # refuses 0: a traceback as the engine started, and a crawl without its memory limits. Under
+    # a second it would only spend CPU: as FOCUSED_HEARTBEAT_INTERVAL, at least 1.
+    "MEMUSAGE_CHECK_INTERVAL_SECONDS": (float, 1.0, None),
     # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
     # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
     "CONCURRENT_ITEMS": (int, 1, 10_000),

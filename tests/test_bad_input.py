@@ -178,6 +178,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "seeds": "http://exa mple.org/wiki/Bird"}, {}, "is not a valid URL"),
         # A host Twisted does not connect to: a traceback at its robots.txt.
         ({**GOOD, "seeds": "http://*.example.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # A label empty or over 63 characters: the resolver's IDNA codec failed, a traceback.
+        ({**GOOD, "seeds": "http://a..b.org/wiki/Bird"}, {}, "is not a valid URL"),
         # Scrapy's UrlLengthMiddleware dropped it: the crawl fetched nothing and exited 0.
         (
             {**GOOD, "seeds": "http://127.0.0.1:9/" + "a" * 3000},
@@ -330,6 +332,17 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"RELEVANCE_MAX_DOCS": "1" + "0" * 30}, "setting RELEVANCE_MAX_DOCS=100000000000000000"),
         # Scrapy made a million tasks for each page's outputs: about a minute a page.
         ({"CONCURRENT_ITEMS": "1000000"}, "setting CONCURRENT_ITEMS=1000000 is outside [1, 10000]"),
+        # No thread resolved a host name: every request timed out, and "No seed could be fetched".
+        ({"REACTOR_THREADPOOL_MAXSIZE": "0"}, "setting REACTOR_THREADPOOL_MAXSIZE=0 is outside"),
+        # Scrapy's without a default: a traceback as the crawl opened, or a crawl that never
+        # sent a request and never ended.
+        ({"CONCURRENT_REQUESTS_PER_IP": "x"}, "setting CONCURRENT_REQUESTS_PER_IP='x' is not an"),
+        ({"CONCURRENT_REQUESTS_PER_IP": "-1"}, "setting CONCURRENT_REQUESTS_PER_IP=-1 is outside"),
+        # Twisted's LoopingCall refused it: a traceback, and no memory limit.
+        (
+            {"MEMUSAGE_CHECK_INTERVAL_SECONDS": "0"},
+            "setting MEMUSAGE_CHECK_INTERVAL_SECONDS=0 is outside [1.0, inf]",
+        ),
         # Read with int() as the crawl opened (a traceback), or compared with a status (never).
         ({"RETRY_HTTP_CODES": "500,5xx"}, "setting RETRY_HTTP_CODES: '5xx' is not a whole number"),
         ({"HTTPERROR_ALLOWED_CODES": "[404]"}, "setting HTTPERROR_ALLOWED_CODES: '[404]' is not"),
@@ -905,6 +918,10 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
         ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
         # Not from a shell, whose arguments end at a NUL, but from a program that starts crawls.
         ({"topic_file": "topic\x00.txt"}, "cannot read topic_file 'topic\\x00.txt': ValueError"),
+        # Read whole: the memory filled until the kernel killed the crawl.
+        ({"topic_file": "/dev/zero"}, "topic_file '/dev/zero' holds more than 50,000,000 char"),
+        ({"seeds_file": "/dev/zero"}, "seeds_file '/dev/zero' holds more than 50,000,000 char"),
+        ({"seeds_file": "/dev/urandom"}, "cannot read seeds_file '/dev/urandom': UnicodeDecodeE"),
     ],
 )
 def test_odd_argument_values_are_refused(arguments, message):

@@ -285,6 +285,7 @@ BAD_HREFS = [
     "http://]/", "http://h]/", "http://[::1]x/", "http://::1/", "//[::1/", "http://\u2100/",
     "http://exa mple.org/",  # a space in the host: the downloader cannot send it
     "http://*.example.org/", "http://a!b.example/", "http://ex%41mple.org/",  # nor connect to
+    "http://a..b.example/", "http://.example/", f"http://{'a' * 64}.example/",  # nor resolve
 ]  # fmt: skip
 # Links bad in the pages' encodings that lack one of their characters (w3lib escapes a query in
 # the page's encoding): the page holds them as character references. The same characters in a

@@ -695,7 +695,7 @@ def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(
 def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
     """``python -m focused.encoder``, which the test command runs first: with the export and
     the vocabulary already made, it says where in a second or two; an export directory that
-    cannot be written is one line and status 2."""
+    cannot be written, or none (empty), is one line and status 2."""
     command = [sys.executable, "-m", "focused.encoder"]
     ready = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=900)
     assert ready.returncode == 0, ready.stderr[-2000:]
@@ -718,6 +718,23 @@ def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
     assert no_workers.returncode == 2
     assert no_workers.stderr.endswith("argument --workers: must be at least 1, not 0\n")
     assert no_workers.stderr.count("\n") == 1
+    # Empty, it named the working directory, which the export and the vocabulary went into.
+    work = tmp_path / "work"
+    work.mkdir()
+    empty = subprocess.run(
+        [*command, "--export-dir", ""],
+        cwd=work,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert empty.returncode == 2
+    assert (
+        empty.stderr
+        == "python -m focused.encoder: error: argument --export-dir: needs a folder, not ''\n"
+    )
+    assert not list(work.iterdir())
 
 
 def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_workers(
