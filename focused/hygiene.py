@@ -431,12 +431,22 @@ class _RedirectTarget:
     of the host name, "invalid hostname", and Scrapy logged the password in its redirect line),
     and without the validators of the page redirected from, which are no validators of the
     target: a target not modified since the date a recrawl sent would have answered 304, and
-    the page been recorded unchanged whatever the target holds."""
+    the page been recorded unchanged whatever the target holds.
+
+    A target whose host name no resolver can look up (a label empty or over 63 characters:
+    ``a..b.org``) raises ``ValueError``, as one no request can be made of: the resolver's IDNA
+    encoding failed with six tracebacks, and the request hung until DOWNLOAD_TIMEOUT. Seeds and
+    links are checked for it as they are made (``focused.canonical.is_sendable``)."""
 
     def _build_redirect_request(
         self, source_request: Request, response: Response, *, url: str, **kwargs: Any
     ) -> Request:
-        url = urlunsplit(drop_userinfo(urlsplit(url)))
+        parts = drop_userinfo(urlsplit(url))
+        try:
+            (parts.hostname or "").encode("idna")
+        except UnicodeError as exc:
+            raise ValueError(f"host {parts.hostname} cannot be looked up ({exc})") from None
+        url = urlunsplit(parts)
         request = super()._build_redirect_request(source_request, response, url=url, **kwargs)
         for header in CONDITIONAL_HEADERS:
             request.headers.pop(header, None)

@@ -729,6 +729,37 @@ def test_a_redirect_to_a_host_the_downloader_cannot_connect_to_is_one_line(tmp_p
     assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
 
 
+def test_a_redirect_to_a_host_no_resolver_can_look_up_is_one_line(tmp_path):
+    """A label empty or over 63 characters: the resolver's IDNA encoding failed with six
+    tracebacks, and the request hung until DOWNLOAD_TIMEOUT."""
+    long_label = "a" * 64
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/moved":
+            return Reply(301, headers={"Location": "http://a..b.org/birds"})
+        if path == "/refresh":
+            refresh = f'<meta http-equiv="refresh" content="0; url=http://{long_label}.org/">'
+            return Reply(200, html("t", "<p>birds</p>", refresh))
+        return Reply(
+            200, html("Birds", '<p>birds nests</p><a href="/moved">m</a> <a href="/refresh">r</a>')
+        )
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": site.url},
+            {"DOWNLOAD_TIMEOUT": 20},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert "Traceback" not in log and "CRITICAL" not in log, log[-3000:]
+    assert "'focused/skipped/bad_redirect': 1," in log, log[-3000:]
+    assert "'focused/skipped/bad_url': 1," in log, log[-3000:]  # the refresh
+    # The page whose refresh leads nowhere is kept, as a browser shows it.
+    stored = sorted(page["url"] for page in crawl.pages())
+    assert stored == [f"{site.url}/", f"{site.url}/refresh"], log[-3000:]
+
+
 def test_a_redirect_to_a_host_with_a_space_is_one_line(tmp_path):
     """Twisted refuses such a URL ("Invalid URI") before it looks at the host: its robots.txt
     failed with a traceback too."""
