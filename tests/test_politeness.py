@@ -166,8 +166,11 @@ def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path, jobdir
     slow_times, fast_times = log.get_times(slow.host), log.get_times(fast.host)
     assert len(slow_times) == 1 + len(slow_pages), log.gets()
     assert len(fast_times) == 1 + len(fast_pages), log.gets()
-    # A's spacing is kept...
-    assert min(gaps(slow_times)) >= 0.9, gaps(slow_times)
+    # A's spacing is kept: a second a request, on the whole and for each. Times are taken as
+    # requests arrive, and an arrival may lag its send, shortening the next gap by as much
+    # (0.19 s once in a clean clone's CI, the gap before it 1.19 s).
+    assert slow_times[-1] - slow_times[0] >= 0.95 * len(slow_pages), gaps(slow_times)
+    assert min(gaps(slow_times)) >= 0.75, gaps(slow_times)
     # ...and B is crawled meanwhile, not at A's pace: all of it within A's first pages.
     assert fast_times[-1] - slow_times[0] < 0.3 * (slow_times[-1] - slow_times[0]), (
         gaps(slow_times),
