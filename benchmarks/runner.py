@@ -112,15 +112,16 @@ def report_head(title: str, module: str, argv: list[str] | None) -> list[str]:
 def output_folder(text: str) -> Path:
     """argparse type of ``--out``: a folder the reports can be written in (made if missing),
     checked before the benchmark runs; one that cannot be was a traceback once the run, of
-    hours perhaps, was over."""
-    from focused.errors import ConfigError
+    hours perhaps, was over. Given empty, it named the working directory."""
+    from focused.errors import ConfigError, folder
     from focused.settingchecks import check_output_file
 
+    out = folder(text)
     try:
-        check_output_file(Path(text, "report.md"), f"reports in {text!r}", makes_folders=True)
+        check_output_file(out / "report.md", f"reports in {text!r}", makes_folders=True)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return Path(text)
+    return out
 
 
 def check_topical_arguments(query: str, strategy: str | None = None) -> None:

@@ -910,7 +910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--export-dir",
-        type=lambda text: Path(folder(text)),
+        type=folder,
         default=DEFAULT_EXPORT_DIR,
         help=f"where they are kept: the crawl's ENCODER_EXPORT_DIR (default {DEFAULT_EXPORT_DIR})",
     )

@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import Callable
 from contextlib import suppress
+from pathlib import Path
 from typing import NoReturn, TextIO
 
 
@@ -132,12 +133,12 @@ def at_least_one(text: str) -> int:
     return value
 
 
-def folder(text: str) -> str:
+def folder(text: str) -> Path:
     """argparse type of a folder to keep files in: given empty, it named the working directory
     (``--export-dir ''`` wrote the encoder's 23 MB export into it, after minutes of work)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"needs a folder, not {quoted(text)}")
-    return text
+    return Path(text)
 
 
 def port(text: str) -> int:

@@ -120,7 +120,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
     "RETRY_AFTER_MAX": (float, 0.0, None),
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
-    # must also be at least 1.
+    # have bounds of their own, or no default to be checked from.
     "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),
     # 0: a pool without threads, where no host name is ever resolved: every request, the
     # seeds' too, timed out after DOWNLOAD_TIMEOUT, and the crawl ended "No seed could be

@@ -439,6 +439,8 @@ REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
         # Found only as the reports were written, once every crawl had run: a traceback.
         ("harvest", [*HARVEST, "--out", str(REPO / "README.md")], "argument --out: cannot write"),
         ("frontier", [*FRONTIER, "--out", str(REPO / "README.md")], "argument --out: cannot wr"),
+        # Empty, it named the working directory, which the reports went into.
+        ("frontier", [*FRONTIER, "--out", ""], "argument --out: needs a folder, not ''"),
         # Measured a memory queue under the name given.
         ("frontier", [*FRONTIER, "--kinds", "memory,tape"], "argument --kinds: no queue kind 'ta"),
         # Each a traceback once the benchmark ran.
