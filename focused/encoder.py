@@ -702,9 +702,12 @@ class _VocabularyWorker:
 
     def receive(self) -> Any:
         try:
-            return self.connection.recv()
+            received = self.connection.recv()
         except EOFError:
             self._ended()
+        if isinstance(received, VocabularyWorkerError):
+            raise received
+        return received
 
     def _ended(self) -> NoReturn:
         self.process.join(timeout=5)
@@ -728,13 +731,18 @@ class _VocabularyWorker:
 
 def _serve_vocabulary_chunks(load: Callable[[], Encode], connection: Any) -> None:
     """A vocabulary worker process: its model's probe vector, then each chunk's vectors, until
-    it is sent None."""
-    encode = load()
-    # A command killed without a word closes the pipe: nothing is left to tell it.
-    with contextlib.suppress(EOFError, BrokenPipeError):
+    it is sent None. What fails here is sent back, for the command's one line: a worker's own
+    traceback on the terminal would be a second, longer account of it."""
+    try:
+        encode = load()
         connection.send(model_probe(encode))
         while (chunk := connection.recv()) is not None:
             connection.send(encode(chunk))
+    except (EOFError, BrokenPipeError):
+        pass  # the command is gone without a word (killed): nothing is left to tell it
+    except Exception as exc:
+        with contextlib.suppress(OSError):
+            connection.send(VocabularyWorkerError(f"a vocabulary worker failed: {exc}"))
 
 
 class LinkEncoder:

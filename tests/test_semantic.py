@@ -588,10 +588,15 @@ def batch_marking_encode(texts: Sequence[str]) -> np.ndarray:
     return rows
 
 
-def load_batch_marking(pids: Path, negated: bool = False, killed_at_chunk: bool = False) -> Encode:
+def load_batch_marking(
+    pids: Path, negated: bool = False, killed_at_chunk: bool = False, unloadable: bool = False
+) -> Encode:
     """A vocabulary worker's model (picklable): ``batch_marking_encode``, or another model (its
     vectors negated), which appends the pid of the process it runs in to ``pids`` at each call;
-    ``killed_at_chunk``: its process is killed as it starts a chunk (not the probe)."""
+    ``killed_at_chunk``: its process is killed as it starts a chunk (not the probe);
+    ``unloadable``: it cannot be loaded."""
+    if unloadable:
+        raise OSError("the export is gone")
 
     def encode(texts: Sequence[str]) -> np.ndarray:
         with pids.open("a") as file:
@@ -714,6 +719,27 @@ def test_a_vocabulary_worker_killed_mid_chunk_ends_the_encoding_in_one_line(
     )
     assert not list((tmp_path / "export").glob("words-*"))
     assert not [pid for pid in set(pids.read_text().split()) if running(int(pid))]
+
+
+def test_a_vocabulary_worker_that_fails_is_told_in_the_commands_one_line(
+    tmp_path, monkeypatch, capfd
+) -> None:
+    """A worker whose model cannot be loaded (its export deleted meanwhile, say) printed its
+    own traceback on the terminal, over the command's line."""
+    unloadable = VocabularyWorkers(2, partial(load_batch_marking, tmp_path, unloadable=True))
+    monkeypatch.setattr(encoder, "load_model", lambda **options: batch_marking_encode)
+    monkeypatch.setattr(
+        encoder,
+        "WordMeans",
+        lambda encode, export_dir, workers: vocabulary_vectors(
+            encode, VOCABULARY_25K, export_dir, unloadable
+        ),
+    )
+    assert encoder.main(["--export-dir", str(tmp_path / "export"), "--workers", "2"]) == 1
+    assert capfd.readouterr().err == (
+        "python -m focused.encoder: error: a vocabulary worker failed: the export is gone; "
+        "nothing half made is kept\n"
+    )
 
 
 def test_vocabulary_workers_left_early_are_killed_whatever_they_were_doing(tmp_path) -> None:
