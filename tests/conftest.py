@@ -125,8 +125,9 @@ def _crawl_forks() -> CrawlForks:
 def as_from_a_terminal(module: str) -> list[str]:
     """The command that runs ``python -m MODULE`` as a terminal starts it: Ctrl-C (SIGINT) at its
     default and not blocked. A child inherits an ignored or blocked SIGINT from its parent, and
-    in a full run the test worker's state is not ours to know (a replay web test failed in 2 of
-    3 full runs of session 7, never alone)."""
+    in a full run the test worker's state is not ours to know: a run started with ``&`` from a
+    script ignores SIGINT throughout (a replay web test failed in 2 of 3 full runs of session
+    7, never alone; three store commands in a run of session 48)."""
     start = (
         "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
         "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); "
