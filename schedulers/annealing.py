@@ -16,6 +16,7 @@ Parameters:
         or after 1000 moves when there is no page budget).
     factor (float, default 0.99): the geometric cooling factor per move (refused with
         ``cooling=linear``).
+    seed (int, default 0): seed of the random draws and of the acceptance of worse moves.
 
 Cooling departs from the source by default. Only ``linear`` brings T to about 0 by the last
 iteration, as the source does, and that needs the budget known in advance. ``geometric`` is the

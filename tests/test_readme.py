@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +246,25 @@ def test_the_strategies_storing_no_link_relevance_are_those_that_never_read_it()
     listed = re.search(r"`link_relevance` \(.*?none with (.*?), which never\s", README, re.S)
     named = set(re.findall(r"`(\w+)`", listed.group(1)))
     assert named == {name for name in STRATEGIES if not strategy_class(name).reads_link_scores}
+
+
+def docstring_parameters(name: str) -> dict[str, str]:
+    """Parameter -> default as a strategy's module docstring gives them: its "Parameters:"
+    section (``name (type, default X)``), else inline (````name`` default X``)."""
+    doc = sys.modules[strategy_class(name).__module__].__doc__
+    if "\nParameters:\n" in doc:
+        section = doc.split("\nParameters:\n", 1)[1]
+        return dict(re.findall(r"^    (\w+) \([^\n]*?default `*([\w.]+)", section, re.M))
+    return dict(re.findall(r"``(\w+)``\s+default\s+`*([\w.]+)", doc))
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_a_strategy_modules_docstring_gives_its_parameters_and_defaults(name):
+    params = strategy_class(name).params
+    documented = docstring_parameters(name)
+    if not params:
+        assert "No parameters" in sys.modules[strategy_class(name).__module__].__doc__
+    assert sorted(documented) == sorted(params)
+    for param, default in documented.items():
+        expected = params[param].default
+        assert type(expected)(default) == expected, f"{name}: {param} defaults to {default}"
