@@ -268,3 +268,15 @@ def test_a_strategy_modules_docstring_gives_its_parameters_and_defaults(name):
     for param, default in documented.items():
         expected = params[param].default
         assert type(expected)(default) == expected, f"{name}: {param} defaults to {default}"
+
+
+def test_every_setting_of_the_project_is_named_in_the_readme_or_the_docs():
+    # A setting a user can give that no page names is one a newcomer never learns of.
+    docs = README + "".join(p.read_text(encoding="utf-8") for p in (REPO / "docs").glob("*.md"))
+    ours = [
+        name
+        for name in dir(focused.settings)
+        if name.isupper() and not hasattr(default_settings, name)
+    ]
+    assert "RELEVANCE_THRESHOLD" in ours
+    assert [name for name in ours if not re.search(rf"`[^`\n]*\b{name}\b", docs)] == []
