@@ -5,7 +5,9 @@ Arguments (``-a name=value``; validated in ``focused.arguments``):
     topic_file      a UTF-8 text file describing the topic, added to the query
     seeds           comma-separated seed URLs (level 0), or
     seeds_file      a file with one seed URL a line
-    strategy        traversal strategy (default ``semantic``; see ``focused.strategies``)
+    strategy        traversal strategy (default ``semantic``, or ``shark`` where the sentence
+                    encoder cannot score the links: ``focused.arguments.default_strategy``;
+                    a JOBDIR crawl's own when resumed; see ``focused.strategies``)
     allowed_domains comma-separated domains to stay within (default: the crawl may leave them)
     language        the query's language, an ISO 639-1 code (default: told from the query's
                     letters, or unknown; see ``focused.languages``)
