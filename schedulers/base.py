@@ -336,7 +336,8 @@ class SqliteFrontier:
     the fingerprints of requests done with (fetched, failed, dropped or evicted). When the file
     is opened, requests still in flight were cut off by a crash: ``recover_inflight`` hands
     them back to be queued again, marked (``RESPONSE_COUNTED``) where the page budget had
-    counted their response (``mark_counted``).
+    counted their response (``mark_counted``); a better request for the URL that replaces one
+    so marked (``put``) takes its mark.
     """
 
     def __init__(self, path: Path, spider: Spider) -> None:
@@ -433,6 +434,12 @@ class SqliteFrontier:
         if cursor.rowcount:
             self._len += 1
         else:
+            if not request.meta.get(RESPONSE_COUNTED) and self._counted(fp):
+                # A better discovery of a URL queued again after a crash with its response
+                # counted (most are links of the first pages, soon found on better ones): the
+                # same fetch, whose response must not be counted twice.
+                request.meta[RESPONSE_COUNTED] = True
+                blob = self._dump(request)
             self._db.execute(
                 "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ?, request = ?,"
                 " back = ?, host = ? WHERE fp = ?",
@@ -465,6 +472,10 @@ class SqliteFrontier:
 
     def _blob(self, fp: bytes) -> bytes:
         return self._db.execute("SELECT request FROM frontier WHERE fp = ?", (fp,)).fetchone()[0]
+
+    def _counted(self, fp: bytes) -> bool:
+        """Whether the request queued under ``fp`` is marked ``RESPONSE_COUNTED``."""
+        return bool(pickle.loads(self._blob(fp))["meta"].get(RESPONSE_COUNTED))
 
     def pop(self) -> Request | None:
         row = self._first()

@@ -28,7 +28,7 @@ from focused.scheduler import FocusedScheduler
 from focused.stopping import PageBudget
 from schedulers.base import FRONTIER_FILE, RESPONSE_COUNTED, SqliteFrontier
 from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
-from tests.queues import QueueSpider, req
+from tests.queues import QueueSpider, make_queue, req
 from tests.sites import Hold, Reply, Site, html
 
 BUDGET = 40
@@ -171,6 +171,28 @@ def test_a_request_whose_response_was_counted_comes_back_marked_after_a_crash(tm
     recovered = dict(SqliteFrontier(path, spider).recover_inflight())
     assert recovered[b"counted"].meta.get(RESPONSE_COUNTED) is True
     assert RESPONSE_COUNTED not in recovered[b"downloading"].meta
+
+
+def test_a_request_counted_before_a_crash_keeps_its_mark_when_found_again_from_a_better_page(
+    tmp_path,
+):
+    """After a crash, the requests in flight are queued again, most of them links of the first
+    pages; the resumed crawl soon finds the same URLs on better pages, and the better request
+    replaced the queued one without its mark: fetched again, its response was counted twice,
+    and the crawl stopped that many pages short of its budget (7 of 150 after a kill -9)."""
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("bestfirst", key)
+    queue.push(req("x", parent_relevance=0.1, parent_url="http://t/poor"))
+    request = queue.pop()
+    fp = queue.crawler.request_fingerprinter.fingerprint(request)
+    queue.frontier.start_inflight(fp, request)
+    queue.frontier.mark_counted(fp)
+    # The process dies with the response counted and its page not stored; the crawl resumes.
+    resumed = make_queue("bestfirst", key)
+    assert resumed.rediscover(req("x", parent_relevance=0.9, parent_url="http://t/rich"))
+    again = resumed.pop()
+    assert again.meta["parent_url"] == "http://t/rich"  # the better path, as ever
+    assert again.meta.get(RESPONSE_COUNTED) is True
 
 
 def test_an_older_frontier_file_gets_the_counted_mark(tmp_path):
