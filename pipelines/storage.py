@@ -39,7 +39,8 @@ A second Ctrl-C stops the reactor without closing the spider: no ``close_spider`
 ``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
 ``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries; the
 records still waiting for the store (a write being retried) go to the file of unstored records,
-as at a close.
+as at a close. Scrapy's own shutdown trigger keeps the reactor running until its engine stops:
+a page stored meanwhile updates those counts.
 
 While a write is retried the engine is paused: no new request is sent, so no page is fetched
 only to wait in memory for a store that may not come back. The first write that succeeds
@@ -69,6 +70,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from itemadapter import ItemAdapter
@@ -167,6 +169,7 @@ class StoragePipeline:
         self._holding = False  # the engine is paused while the store is retried
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
         self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
+        self._stopped_forcibly = False  # a forced stop was recorded: later writes update it
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
         self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
@@ -316,11 +319,22 @@ class StoragePipeline:
             self._keep_unwritten(f"the crawl was stopped ({FORCED_SHUTDOWN}) while they waited")
         if self._crawl_goes_on("interrupted"):
             return
+        self._stopped_forcibly = True
         outcome = {"status": "interrupted", "finish_reason": FORCED_SHUTDOWN, **self._totals()}
         try:
             self.store.finish_crawl(self.crawl_id, **outcome)
         except StoreError as exc:
             self._keep_outcome(outcome, exc)
+
+    def _recount_forced_stop(self) -> None:
+        """Pages stored after the forced stop was recorded: Scrapy's own shutdown trigger keeps
+        the reactor running until its engine stops, and a page scored meanwhile is stored then.
+        The record's counts take them in, or it said fewer pages than the store held. One try:
+        the record already says how the crawl ended."""
+        with suppress(StoreError):
+            self.store.finish_crawl(
+                self.crawl_id, status="interrupted", finish_reason=FORCED_SHUTDOWN, **self._totals()
+            )
 
     def page_record(self, item: Any) -> dict[str, Any]:
         """What ``write`` stores for an item."""
@@ -456,6 +470,8 @@ class StoragePipeline:
                 del self._buffer[: len(batch)]  # only appended to meanwhile
                 self._written += len(batch)
                 self.stats.inc_value("focused/stored", len(batch))
+                if self._stopped_forcibly:
+                    self._recount_forced_stop()
         finally:
             self._writing = False
             waiting, self._waiting = self._waiting, []

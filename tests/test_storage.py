@@ -1047,6 +1047,37 @@ def test_storage_pipeline_writes_to_sqlite(tmp_path):
         reader.close()
 
 
+def test_pages_stored_after_a_forced_stop_is_recorded_are_counted_in_the_record(tmp_path):
+    """A second Ctrl-C: the forced stop is recorded as the reactor begins to stop, and Scrapy's
+    own stop keeps it running a moment longer, long enough for a page scored then to be stored.
+    The record said 21 pages for a crawl with 22 stored."""
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db))
+    pages = [scored_item(n) for n in range(1, 4)]
+
+    async def stop_with_a_page_under_way() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        [pipeline] = [p for p in manager.middlewares if isinstance(p, StoragePipeline)]
+        for stored, item in enumerate(pages[:2], 1):
+            crawler.spider.state = {"pages": stored, "relevant": stored}
+            await manager.process_item_async(item)
+        pipeline.forced_stop()
+        crawler.spider.state = {"pages": 3, "relevant": 3}  # the page scored as it stopped
+        await manager.process_item_async(pages[2])
+
+    asyncio.run(stop_with_a_page_under_way())
+    store = SqliteStore(db)
+    try:
+        crawl = store.get_crawl("pipe")
+        stored = store.pages("pipe")
+    finally:
+        store.close()
+    assert len(stored) == 3
+    assert (crawl["status"], crawl["finish_reason"]) == ("interrupted", "forced_shutdown")
+    assert (crawl["pages"], crawl["relevant"]) == (3, 3)
+
+
 class LearningModel:
     """What a resume asks of the relevance model (``pipelines.relevance``): none saved."""
 
