@@ -93,6 +93,7 @@ def lock_jobdir(settings: Any) -> None:
 # process's POSIX locks on it).
 CRAWL_LOCK_SUFFIX = ".lock"
 _held_crawl_locks: dict[str, int] = {}
+_held_crawl_ids: set[tuple[str, int]] = set()  # (lock file, offset) this process holds
 
 
 def crawl_lock_offset(crawl_id: str) -> int:
@@ -111,8 +112,7 @@ def lock_crawl(settings: Any, crawl_id: str, then: str) -> None:
     a MongoDB server is no file to lock."""
     if settings.get("FOCUSED_FRONTIER") or settings.get("MONGO_URI"):
         return
-    path = str(Path(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH).resolve())
-    path += CRAWL_LOCK_SUFFIX
+    path = _crawl_lock_file(settings)
     descriptor = _held_crawl_locks.get(path)
     if descriptor is None:
         try:
@@ -127,6 +127,34 @@ def lock_crawl(settings: Any, crawl_id: str, then: str) -> None:
         fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
     except OSError:
         raise ConfigError(running_elsewhere(crawl_id, then=then)) from None
+    _held_crawl_ids.add((path, offset))
+
+
+def _crawl_lock_file(settings: Any) -> str:
+    """The lock file of the crawls of the settings' SQLite store."""
+    store = Path(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH).resolve()
+    return str(store) + CRAWL_LOCK_SUFFIX
+
+
+def holds_crawl_lock(settings: Any, crawl_id: str) -> bool:
+    """Whether this process holds the lock of crawl ``crawl_id`` in its SQLite store
+    (``lock_crawl``). Every recrawl of an SQLite store holds it while it runs (it takes no
+    shared frontier): a recrawl's mark in the crawl's record (``focused.report.recrawl_is_live``)
+    is then that of one killed outright (``kill -9``, its terminal closed): its lock went with
+    its process, but its mark stays fresh for 3 heartbeat intervals (90 s by default)."""
+    if settings.get("FOCUSED_FRONTIER") or settings.get("MONGO_URI"):
+        return False
+    return (_crawl_lock_file(settings), crawl_lock_offset(crawl_id)) in _held_crawl_ids
+
+
+def _recrawl_killed(settings: Any, crawl_id: str) -> bool:
+    """Whether the recrawl whose mark the crawl's record holds fresh is gone: the crawl's lock
+    in its SQLite store is free. Taken then, and held: the crawl takes it next anyway."""
+    try:
+        lock_crawl(settings, crawl_id, then="")
+    except ConfigError:
+        return False  # a recrawl (or a run) of the crawl holds it
+    return holds_crawl_lock(settings, crawl_id)
 
 
 def _not_a_job_directory(jobdir: Path, name: str | Path, reason: str | None = None) -> ConfigError:
@@ -495,7 +523,11 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             # the pages this run fetches, each visit counted twice.
             # Checked again as the crawl records its start (Store.start_crawl): a recrawl
             # may claim it meanwhile.
-            if crawl is not None and recrawl_is_live(crawl, datetime.now(UTC)):
+            if (
+                crawl is not None
+                and recrawl_is_live(crawl, datetime.now(UTC))
+                and not _recrawl_killed(settings, config.crawl_id)
+            ):
                 raise ConfigError(being_recrawled(crawl))
             # Checked again as the crawl records its start: two runs started together both
             # pass here (Store.start_crawl).

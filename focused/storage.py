@@ -371,7 +371,9 @@ class Store(ABC):
 
     # -- writing -------------------------------------------------------------------------------
 
-    def start_crawl(self, record: Mapping[str, Any], *, refuse_live: bool = False) -> None:
+    def start_crawl(
+        self, record: Mapping[str, Any], *, refuse_live: bool = False, locked: bool = False
+    ) -> None:
         """Insert or replace the crawl record, with status ``running`` and no finish fields.
 
         A crawl already recorded (resumed, or run again under its id) keeps its first
@@ -382,7 +384,9 @@ class Store(ABC):
         recrawl claiming the crawl between the read and the write is seen (read again). With
         ``refuse_live`` (``focused.jobchecks.starts_unlocked``), so does a record of the crawl
         running with a fresh heartbeat (``focused.report.is_live``): ``CrawlRunning``. Of two
-        such starts at once, the insert lets one through.
+        such starts at once, the insert lets one through. With ``locked`` (this process holds
+        the crawl's lock, ``focused.jobchecks.holds_crawl_lock``) a recrawl's mark is a killed
+        one's, whatever its heartbeat: it is cleared.
         """
         from focused.report import is_live, recrawl_is_live  # it imports this module
 
@@ -405,14 +409,15 @@ class Store(ABC):
                 # Compared as stored, a value of another type too (read as unknown below).
                 mark = {name: stored[0][name] for name in RECRAWL_MARK}
                 [earlier] = self._readable("crawls", [dict(stored[0])])
-                if recrawl_is_live(earlier, datetime.now(UTC)):
+                if recrawl_is_live(earlier, datetime.now(UTC)) and not locked:
                     raise RecrawlUnderWay(earlier)
                 if refuse_live and is_live(earlier, datetime.now(UTC)):
                     raise CrawlRunning(earlier)
                 if earlier["started_at"]:
                     crawl["resumed_at"] = started_at
                     crawl["started_at"] = earlier["started_at"]
-                if self._update_crawl(crawl["crawl_id"], {**crawl, **mark}, where=mark):
+                kept = _recrawl_mark(None, None) if locked else mark
+                if self._update_crawl(crawl["crawl_id"], {**crawl, **kept}, where=mark):
                     return
 
     def save_pages(self, records: Iterable[Mapping[str, Any]]) -> None:

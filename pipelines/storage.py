@@ -85,6 +85,7 @@ from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
 from focused.errors import one_line
+from focused.jobchecks import holds_crawl_lock
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
 from focused.resume import crawl_counter, recover_state, relearn
@@ -242,8 +243,11 @@ class StoragePipeline:
         }
         self.crawl_id = record["crawl_id"]
         refuse_live = getattr(self.crawler.spider, "starts_unlocked", False)
+        locked = holds_crawl_lock(self.crawler.settings, self.crawl_id)
         try:
-            await self._retrying(self.store.start_crawl, record, refuse_live=refuse_live)
+            await self._retrying(
+                self.store.start_crawl, record, refuse_live=refuse_live, locked=locked
+            )
         except RecrawlUnderWay as exc:
             # A recrawl claimed the crawl after focused.jobchecks.check_store read its record:
             # refused as there, and the spider closed before it fetches anything.

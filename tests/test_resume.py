@@ -19,6 +19,7 @@ from scrapy.settings import Settings
 from focused.errors import ConfigError
 from focused.jobchecks import check_store
 from focused.resume import COUNTERS_FILE
+from focused.sqlitestore import SqliteStore
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -28,6 +29,7 @@ from tests.conftest import (
     crawl_env,
     interrupt_when_logged,
     run_crawl,
+    run_scrapy,
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold
@@ -214,6 +216,38 @@ def test_a_damaged_relevance_model_is_learned_again_from_the_store(tmp_path, sit
     # every page stored before, not only those after the saved state's count
     assert f"'focused/resume/pages_relearned': {stored}," in log, log[-3000:]
     assert len(resumed.pages()) > stored
+
+
+def test_a_recrawl_killed_outright_holds_up_neither_the_resume_nor_the_next_recrawl(tmp_path, site):
+    """A recrawl killed with kill -9 (or with its terminal, SIGHUP) leaves its mark in the
+    crawl's record, fresh for 3 heartbeats: the crawl's JOBDIR resume and the next recrawl were
+    refused for 90 s, as beside a recrawl "in another process". Into an SQLite store every
+    recrawl holds the crawl's lock while it runs, and the kernel drops it with its process: a
+    lock this run can take tells that the mark is a dead recrawl's."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 5}
+    first = run_crawl(tmp_path, arguments, settings)
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+
+    def killed_recrawl() -> None:  # its mark, as a recrawl killed a moment ago leaves it
+        store = SqliteStore(first.db)
+        try:
+            assert store.claim_recrawl(first.crawl_id, None, 30.0)
+        finally:
+            store.close()
+
+    killed_recrawl()
+    resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 10})
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert len(resumed.pages()) == 10
+    assert resumed.crawl_record()["recrawl_seen_at"] is None  # the dead recrawl's mark is gone
+    killed_recrawl()
+    recrawl = run_scrapy(
+        ["recrawl", first.crawl_id, "-s", f"FOCUSED_DB={first.db}", "-s", "LOG_LEVEL=INFO"],
+        timeout=120,
+    )
+    assert recrawl.returncode == 0, recrawl.stderr[-3000:]
+    assert f"Recrawl of crawl {first.crawl_id} (uniform, 10 pages)" in recrawl.stderr
 
 
 def test_ctrl_c_while_the_spider_opens_pauses_the_crawl_cleanly(tmp_path, site):

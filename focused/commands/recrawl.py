@@ -31,7 +31,7 @@ from focused.commands.crawl import run_failed
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut
 from focused.fetchsettings import describe_fetch, restore_fetch_settings
-from focused.jobchecks import job_record, lock_crawl
+from focused.jobchecks import holds_crawl_lock, job_record, lock_crawl
 from focused.logfile import guard_log_files, null_closed_stderr
 from focused.refresh import (
     POLICIES,
@@ -220,7 +220,9 @@ class Command(ScrapyCommand):
             now = datetime.now(UTC)
             if is_live(crawl, now):
                 raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
-            if recrawl_is_live(crawl, now):
+            # Into an SQLite store, the lock just taken tells that no recrawl runs: a mark
+            # left fresh is a killed one's (focused.jobchecks.holds_crawl_lock).
+            if recrawl_is_live(crawl, now) and not holds_crawl_lock(self.settings, crawl_id):
                 raise ConfigError(being_recrawled(crawl, THEN))
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
             self._fetch_as_the_crawl(crawl, opts)
