@@ -702,16 +702,7 @@ def test_a_vocabulary_worker_killed_mid_chunk_ends_the_encoding_in_one_line(
     table and no worker."""
     pids = tmp_path / "pids"
     dying = VocabularyWorkers(2, partial(load_batch_marking, pids, killed_at_chunk=True))
-    # The command as it is, but for its model and workers (a test's are not picklable).
-    monkeypatch.setattr(encoder, "load_model", lambda **options: batch_marking_encode)
-    monkeypatch.setattr(
-        encoder,
-        "WordMeans",
-        lambda encode, export_dir, workers: vocabulary_vectors(
-            encode, VOCABULARY_25K, export_dir, dying
-        ),
-    )
-    assert encoder.main(["--export-dir", str(tmp_path / "export"), "--workers", "2"]) == 1
+    assert encoder_command_with(dying, tmp_path / "export", monkeypatch) == 1
     assert re.fullmatch(
         r"python -m focused.encoder: error: a vocabulary worker process ended \(exit code -9\) "
         r"before its chunk's vectors were back; nothing half made is kept\n",
@@ -727,19 +718,25 @@ def test_a_vocabulary_worker_that_fails_is_told_in_the_commands_one_line(
     """A worker whose model cannot be loaded (its export deleted meanwhile, say) printed its
     own traceback on the terminal, over the command's line."""
     unloadable = VocabularyWorkers(2, partial(load_batch_marking, tmp_path, unloadable=True))
-    monkeypatch.setattr(encoder, "load_model", lambda **options: batch_marking_encode)
-    monkeypatch.setattr(
-        encoder,
-        "WordMeans",
-        lambda encode, export_dir, workers: vocabulary_vectors(
-            encode, VOCABULARY_25K, export_dir, unloadable
-        ),
-    )
-    assert encoder.main(["--export-dir", str(tmp_path / "export"), "--workers", "2"]) == 1
+    assert encoder_command_with(unloadable, tmp_path / "export", monkeypatch) == 1
     assert capfd.readouterr().err == (
         "python -m focused.encoder: error: a vocabulary worker failed: the export is gone; "
         "nothing half made is kept\n"
     )
+
+
+def encoder_command_with(workers: VocabularyWorkers, export_dir: Path, monkeypatch) -> int:
+    """``python -m focused.encoder``'s status, run here as it is but for its model and its
+    vocabulary workers (a test's: the command's own are not picklable from a test)."""
+    monkeypatch.setattr(encoder, "load_model", lambda **options: batch_marking_encode)
+    monkeypatch.setattr(
+        encoder,
+        "WordMeans",
+        lambda encode, export_dir, **_: vocabulary_vectors(
+            encode, VOCABULARY_25K, export_dir, workers
+        ),
+    )
+    return encoder.main(["--export-dir", str(export_dir), "--workers", "2"])
 
 
 def test_vocabulary_workers_left_early_are_killed_whatever_they_were_doing(tmp_path) -> None:
