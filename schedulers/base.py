@@ -336,8 +336,9 @@ class SqliteFrontier:
     the fingerprints of requests done with (fetched, failed, dropped or evicted). When the file
     is opened, requests still in flight were cut off by a crash: ``recover_inflight`` hands
     them back to be queued again, marked (``RESPONSE_COUNTED``) where the page budget had
-    counted their response (``mark_counted``); a better request for the URL that replaces one
-    so marked (``put``) takes its mark.
+    counted their response (``mark_counted``). The mark of a queued request is its row's
+    ``counted`` column, set on every request read back: a better request for the URL that
+    replaces one so marked (``put``) keeps it.
     """
 
     def __init__(self, path: Path, spider: Spider) -> None:
@@ -347,7 +348,7 @@ class SqliteFrontier:
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
             " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0,"
-            " host TEXT);"
+            " host TEXT, counted INTEGER NOT NULL DEFAULT 0);"
             "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB,"
             " counted INTEGER NOT NULL DEFAULT 0);"
             "CREATE TABLE IF NOT EXISTS finished (fp BLOB PRIMARY KEY);"
@@ -357,6 +358,8 @@ class SqliteFrontier:
             self._db.execute("ALTER TABLE frontier ADD COLUMN back INTEGER NOT NULL DEFAULT 0")
         if "host" not in columns:  # a file written before the scheduler read hosts ahead
             self._db.execute("ALTER TABLE frontier ADD COLUMN host TEXT")
+        if "counted" not in columns:  # a file whose marks were only in the requests' meta
+            self._db.execute("ALTER TABLE frontier ADD COLUMN counted INTEGER NOT NULL DEFAULT 0")
         if "counted" not in {row[1] for row in self._db.execute("PRAGMA table_info(inflight)")}:
             # A file written before in-flight responses were marked as counted.
             self._db.execute("ALTER TABLE inflight ADD COLUMN counted INTEGER NOT NULL DEFAULT 0")
@@ -404,13 +407,7 @@ class SqliteFrontier:
         """The requests a crash left in flight, removed from ``inflight``: queue them again.
         Those whose response was counted come back marked ``RESPONSE_COUNTED``."""
         rows = self._db.execute("DELETE FROM inflight RETURNING fp, request, counted").fetchall()
-        recovered = []
-        for fp, blob, counted in rows:
-            request = self._load(blob)
-            if counted:
-                request.meta[RESPONSE_COUNTED] = True
-            recovered.append((fp, request))
-        return recovered
+        return [(fp, self._load(blob, counted)) for fp, blob, counted in rows]
 
     def fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint queued, in flight or finished: what the dupefilter has seen."""
@@ -421,39 +418,42 @@ class SqliteFrontier:
     def _dump(self, request: Request) -> bytes:
         return dump_request(request, self._spider)
 
-    def _load(self, blob: bytes) -> Request:
-        return load_request(blob, self._spider)
+    def _load(self, blob: bytes, counted: int = 0) -> Request:
+        request = load_request(blob, self._spider)
+        if counted:
+            request.meta[RESPONSE_COUNTED] = True
+        return request
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         blob = self._dump(request)  # may raise ValueError: Scrapy then keeps it in memory
         back, host = at_back(request), host_of(request)
+        counted = 1 if request.meta.get(RESPONSE_COUNTED) else 0
         cursor = self._db.execute(
-            "INSERT OR IGNORE INTO frontier VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (fp, *key, blob, back, host),
+            "INSERT OR IGNORE INTO frontier"
+            " (fp, neg_score, neg_tiebreak, seq, request, back, host, counted)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (fp, *key, blob, back, host, counted),
         )
         if cursor.rowcount:
             self._len += 1
         else:
-            if not request.meta.get(RESPONSE_COUNTED) and self._counted(fp):
-                # A better discovery of a URL queued again after a crash with its response
-                # counted (most are links of the first pages, soon found on better ones): the
-                # same fetch, whose response must not be counted twice.
-                request.meta[RESPONSE_COUNTED] = True
-                blob = self._dump(request)
+            # A URL queued again after a crash with its response counted keeps its mark when
+            # a better discovery replaces its request (most are links of the first pages, soon
+            # found on better ones): the same fetch, whose response must not be counted twice.
             self._db.execute(
                 "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ?, request = ?,"
-                " back = ?, host = ? WHERE fp = ?",
-                (*key, blob, back, host, fp),
+                " back = ?, host = ?, counted = max(counted, ?) WHERE fp = ?",
+                (*key, blob, back, host, counted, fp),
             )
 
-    def _first(self) -> tuple[bytes, bytes] | None:
+    def _first(self) -> tuple[bytes, bytes, int] | None:
         return self._db.execute(
-            f"SELECT fp, request FROM frontier ORDER BY {RANK_ORDER} LIMIT 1"
+            f"SELECT fp, request, counted FROM frontier ORDER BY {RANK_ORDER} LIMIT 1"
         ).fetchone()
 
     def peek(self) -> Request | None:
         row = self._first()
-        return self._load(row[1]) if row else None
+        return self._load(row[1], row[2]) if row else None
 
     def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``: the rows are read in chunks as the caller reads on, and
@@ -473,17 +473,13 @@ class SqliteFrontier:
     def _blob(self, fp: bytes) -> bytes:
         return self._db.execute("SELECT request FROM frontier WHERE fp = ?", (fp,)).fetchone()[0]
 
-    def _counted(self, fp: bytes) -> bool:
-        """Whether the request queued under ``fp`` is marked ``RESPONSE_COUNTED``."""
-        return bool(pickle.loads(self._blob(fp))["meta"].get(RESPONSE_COUNTED))
-
     def pop(self) -> Request | None:
         row = self._first()
         if row is None:
             return None
         self._db.execute("DELETE FROM frontier WHERE fp = ?", (row[0],))
         self._len -= 1
-        return self._load(row[1])
+        return self._load(row[1], row[2])
 
     def evict_worst(self, count: int) -> list[bytes]:
         with self.transaction():  # an evicted request stays seen: it is finished
@@ -510,21 +506,22 @@ class SqliteFrontier:
         return row is not None and not row[0]
 
     def remove(self, fp: bytes) -> Request | None:
-        row = self._db.execute("DELETE FROM frontier WHERE fp = ? RETURNING request", (fp,))
-        row = row.fetchone()
+        row = self._db.execute(
+            "DELETE FROM frontier WHERE fp = ? RETURNING request, counted", (fp,)
+        ).fetchone()
         if row is None:
             return None
         self._len -= 1
-        return self._load(row[0])
+        return self._load(*row)
 
     take = remove
 
     def entries(self) -> Iterator[tuple[bytes, Key, Request]]:
         rows = self._db.execute(
-            "SELECT fp, neg_score, neg_tiebreak, seq, request FROM frontier"
+            "SELECT fp, neg_score, neg_tiebreak, seq, request, counted FROM frontier"
         ).fetchall()
-        for fp, neg_score, neg_tiebreak, seq, blob in rows:
-            yield fp, (neg_score, neg_tiebreak, seq), self._load(blob)
+        for fp, neg_score, neg_tiebreak, seq, blob, counted in rows:
+            yield fp, (neg_score, neg_tiebreak, seq), self._load(blob, counted)
 
     def max_seq(self) -> int:
         return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM frontier").fetchone()[0]

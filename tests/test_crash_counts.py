@@ -210,6 +210,24 @@ def test_an_older_frontier_file_gets_the_counted_mark(tmp_path):
     assert recovered[b"new"].meta[RESPONSE_COUNTED] is True
 
 
+def test_a_request_an_older_frontier_file_queued_marked_keeps_its_mark(tmp_path):
+    """Before the frontier table kept the mark in a column of its own, a request queued again
+    after a crash carried it in its meta only: read back from such a file, it is still marked,
+    and the file takes the column."""
+    path, spider = tmp_path / FRONTIER_FILE, QueueSpider()
+    marked = req("old", **{RESPONSE_COUNTED: True})
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE frontier (fp BLOB PRIMARY KEY, neg_score REAL, neg_tiebreak REAL,"
+            " seq INTEGER, request BLOB)"
+        )
+        blob = pickle.dumps(marked.to_dict(spider=spider))
+        conn.execute("INSERT INTO frontier VALUES (?, ?, ?, ?, ?)", (b"old", -0.5, 0.0, 1, blob))
+    frontier = SqliteFrontier(path, spider)
+    frontier.put(b"new", (-0.9, 0.0, 2), req("new", **{RESPONSE_COUNTED: True}))
+    assert [frontier.pop().meta.get(RESPONSE_COUNTED) for _ in range(2)] == [True, True]
+
+
 def test_the_budget_counts_a_response_once_and_says_so(tmp_path):
     crawler = get_crawler(settings_dict={"CLOSESPIDER_PAGECOUNT": 10})
     crawler.spider = SimpleNamespace(state={}, shared=None)
