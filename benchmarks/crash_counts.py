@@ -5,7 +5,9 @@ Side by side in one run: ``add_to_counter`` with the counters written through to
 ``spider.state`` update and the signal only). A page costs two such calls (its response, its
 children's discovery numbers). Prints microseconds per call and the ratio, and what a response
 costs besides: its request marked as counted in the frontier file's in-flight table
-(``SqliteFrontier.mark_counted``, one commit), among CONCURRENT_REQUESTS requests in flight.
+(``SqliteFrontier.mark_counted``, one commit), among CONCURRENT_REQUESTS requests in flight;
+and a better rediscovery's put into the frontier file, which keeps a queued request's mark
+(20,000 URLs queued, each replaced once, in one transaction as the scheduler's are).
 Run: python -m benchmarks.crash_counts
 """
 
@@ -56,6 +58,21 @@ def seconds_per_mark(folder: Path, in_flight: int = 16) -> float:
     return elapsed
 
 
+def seconds_per_rediscovery(folder: Path, queued: int = 20_000) -> float:
+    frontier = SqliteFrontier(folder / FRONTIER_FILE, BenchSpider())
+    requests = list(make_requests(queued))
+    with frontier.transaction():
+        for n, request in enumerate(requests):
+            frontier.put(str(n).encode(), (-0.5, 0.0, n), request)
+    started = time.perf_counter()
+    with frontier.transaction():
+        for n, request in enumerate(requests):
+            frontier.put(str(n).encode(), (-0.9, 0.0, queued + n), request)
+    elapsed = (time.perf_counter() - started) / queued
+    frontier.close()
+    return elapsed
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     # No options, but --help says what it measures and a stray argument is refused, not ignored.
     parser = CommandLineParser(
@@ -75,6 +92,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         for round_ in range(ROUNDS):
             mark = seconds_per_mark(Path(folder))
             print(f"round {round_ + 1}: a response marked as counted {mark * 1e6:.1f} us")
+        for round_ in range(ROUNDS):
+            folder_of_round = Path(folder, f"rediscovery-{round_}")
+            folder_of_round.mkdir()
+            put = seconds_per_rediscovery(folder_of_round)
+            print(f"round {round_ + 1}: a better rediscovery's put {put * 1e6:.1f} us")
 
 
 if __name__ == "__main__":
