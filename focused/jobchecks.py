@@ -141,9 +141,8 @@ def holds_crawl_lock(settings: Any, crawl_id: str) -> bool:
     (``lock_crawl``). Every recrawl of an SQLite store holds it while it runs (it takes no
     shared frontier): a recrawl's mark in the crawl's record (``focused.report.recrawl_is_live``)
     is then that of one killed outright (``kill -9``, its terminal closed): its lock went with
-    its process, but its mark stays fresh for 3 heartbeat intervals (90 s by default)."""
-    if settings.get("FOCUSED_FRONTIER") or settings.get("MONGO_URI"):
-        return False
+    its process, but its mark stays fresh for 3 heartbeat intervals (90 s by default). Never
+    for MongoDB or a shared crawl: ``lock_crawl`` takes no lock for them."""
     return (_crawl_lock_file(settings), crawl_lock_offset(crawl_id)) in _held_crawl_ids
 
 
