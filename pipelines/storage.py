@@ -324,7 +324,7 @@ class StoragePipeline:
         if self._crawl_goes_on("interrupted"):
             return
         self._stopped_forcibly = True
-        outcome = {"status": "interrupted", "finish_reason": FORCED_SHUTDOWN, **self._totals()}
+        outcome = self._forced_stop_outcome()
         try:
             self.store.finish_crawl(self.crawl_id, **outcome)
         except StoreError as exc:
@@ -336,9 +336,10 @@ class StoragePipeline:
         The record's counts take them in, or it said fewer pages than the store held. One try:
         the record already says how the crawl ended."""
         with suppress(StoreError):
-            self.store.finish_crawl(
-                self.crawl_id, status="interrupted", finish_reason=FORCED_SHUTDOWN, **self._totals()
-            )
+            self.store.finish_crawl(self.crawl_id, **self._forced_stop_outcome())
+
+    def _forced_stop_outcome(self) -> dict[str, Any]:
+        return {"status": "interrupted", "finish_reason": FORCED_SHUTDOWN, **self._totals()}
 
     def page_record(self, item: Any) -> dict[str, Any]:
         """What ``write`` stores for an item."""
