@@ -7,7 +7,9 @@ children's discovery numbers). Prints microseconds per call and the ratio, and w
 costs besides: its request marked as counted in the frontier file's in-flight table
 (``SqliteFrontier.mark_counted``, one commit), among CONCURRENT_REQUESTS requests in flight;
 and a better rediscovery's put into the frontier file, which keeps a queued request's mark
-(20,000 URLs queued, each replaced once, in one transaction as the scheduler's are).
+(20,000 URLs queued, each replaced once, in one transaction as the scheduler's are); and a
+request handed out, recorded in the in-flight table with its mark (``start_inflight``; 20,000
+requests, each in a transaction of its own as the scheduler's pops are).
 Run: python -m benchmarks.crash_counts
 """
 
@@ -73,6 +75,18 @@ def seconds_per_rediscovery(folder: Path, queued: int = 20_000) -> float:
     return elapsed
 
 
+def seconds_per_handout(folder: Path, handed_out: int = 20_000) -> float:
+    frontier = SqliteFrontier(folder / FRONTIER_FILE, BenchSpider())
+    requests = list(make_requests(handed_out))
+    started = time.perf_counter()
+    for n, request in enumerate(requests):
+        with frontier.transaction():
+            frontier.start_inflight(str(n).encode(), request)
+    elapsed = (time.perf_counter() - started) / handed_out
+    frontier.close()
+    return elapsed
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     # No options, but --help says what it measures and a stray argument is refused, not ignored.
     parser = CommandLineParser(
@@ -97,6 +111,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             folder_of_round.mkdir()
             put = seconds_per_rediscovery(folder_of_round)
             print(f"round {round_ + 1}: a better rediscovery's put {put * 1e6:.1f} us")
+        for round_ in range(ROUNDS):
+            folder_of_round = Path(folder, f"handout-{round_}")
+            folder_of_round.mkdir()
+            handout = seconds_per_handout(folder_of_round)
+            print(f"round {round_ + 1}: a request recorded in flight {handout * 1e6:.1f} us")
 
 
 if __name__ == "__main__":

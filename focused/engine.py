@@ -5,11 +5,14 @@ every 5 seconds (its heartbeat). A request the scheduler held back for a reason 
 otherwise (a host's robots.txt read, another process of a shared crawl done) would wait for one
 of those; ``wake_engine`` makes the engine ask at its next turn. Scrapy has no public call for
 it: its engine slot's ``nextcall`` (tests/test_scrapy_internals.py).
+
+Nor for the crawl's scheduler, which the local-search strategies and the page budget read:
+``engine_scheduler`` takes it from the same slot.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -20,3 +23,9 @@ def wake_engine(crawler: Crawler) -> None:
     slot = getattr(crawler.engine, "_slot", None)
     if slot is not None:
         slot.nextcall.schedule()
+
+
+def engine_scheduler(crawler: Crawler) -> Any:
+    """The crawl's scheduler (a ``focused.scheduler.FocusedScheduler`` in a crawl), or None
+    outside an open spider."""
+    return getattr(getattr(crawler.engine, "_slot", None), "scheduler", None)

@@ -9,7 +9,8 @@ What a crash can cut off, and where it is kept instead:
   ``item_dropped``), its response held no page, its download failed (``request_finished``,
   sent by ``FinishMiddleware`` and the spider's errback), the callback raised
   (``spider_error``), or a redirect or retry of it was queued. On restart the requests still
-  in flight are queued again: only they can be fetched twice.
+  in flight are queued again, but for those whose response the page budget counted (below),
+  which are fetched again before any other: only they can be fetched twice.
 - **Pages** (``pipelines.storage``): an item is written before it leaves the pipeline.
   ``FinishMiddleware`` hands a page's links to the scheduler before the page item, so a stored
   page always has its links queued.
@@ -27,13 +28,16 @@ What a crash can cut off, and where it is kept instead:
   (``CrawlCounters``), so that the budget counts every response fetched before the crash and
   links found after it are numbered after those queued before it. A request in flight whose
   response was counted is marked so in the ``inflight`` table (``response_counted``), so that
-  fetched again after the crash it is not counted twice.
+  fetched again after the crash it is not counted twice; it stays there, and the scheduler
+  hands it out before any other request, the budget spent or not: queued again in the
+  strategy's order, it could be passed over until the budget ran out, its page never stored.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
   read back from the store and learned again (``relearn``, at most ``RELEVANCE_MAX_DOCS``).
 
 Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash),
+``focused/resume/counted_refetched`` (requests fetched again first, their response counted),
 ``focused/resume/topic_texts_restored`` (seed texts back in the topic),
 ``focused/resume/pages_relearned`` (stored pages the relevance model learned again).
 """
@@ -78,6 +82,12 @@ request_finished = object()
 # Signal: response_counted(request). The page budget counted the response to ``request``
 # (focused.stopping.PageBudget); under JOBDIR the scheduler marks it so in the frontier file.
 response_counted = object()
+
+
+# Signal: counted_refetched(). The scheduler handed out the last of the requests a crash left in
+# flight with their response counted (``SqliteFrontier.counted_inflight``), which it fetches
+# again before any other: the page budget, if spent, can close the crawl now.
+counted_refetched = object()
 
 
 # Signal: links_yielded(page, links). FinishMiddleware hands the link requests of a page (its

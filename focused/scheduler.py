@@ -91,6 +91,7 @@ from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, writ
 from focused.resume import (
     INFLIGHT,
     connect_request_done,
+    counted_refetched,
     crawl_counter,
     links_yielded,
     request_finished,
@@ -156,6 +157,8 @@ class FocusedScheduler(Scheduler):
         # Fingerprints of the seeds and of where they redirect, shared with the strategy queues
         # (StrategyQueue.seeds): a link found to a seed must not replace it
         scheduler.seeds: set[bytes] = set()
+        # Requests a crash left in flight with their response counted (fingerprint, request)
+        scheduler.refetches: deque[tuple[bytes, Request]] = deque()
         if scheduler.outstanding_max:
             crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
         connect_request_done(crawler, scheduler._finished)
@@ -175,8 +178,12 @@ class FocusedScheduler(Scheduler):
                 if queue is not None:
                     queue.seeds = self.seeds
             frontier = self._durable_frontier()
-            if frontier is not None and hasattr(self.df, "remember"):
-                self.df.remember(frontier.fingerprints())
+            if frontier is not None:
+                if hasattr(self.df, "remember"):
+                    self.df.remember(frontier.fingerprints())
+                self.refetches.extend(frontier.counted_inflight())
+                if self.refetches:
+                    self.stats.set_value("focused/resume/counted_refetched", len(self.refetches))
         except JobdirUnwritable:
             return None  # the crawl stops at once, and hands out nothing (focused.jobdir)
         return opened
@@ -349,17 +356,36 @@ class FocusedScheduler(Scheduler):
             # than CONCURRENT_REQUESTS, dfs fetched links before seeds, and a seed found on
             # another was fetched as its link, a level deeper). The spider wakes the engine.
             return None
-        if self._budget_under_way():
-            return None  # a response or a failed request asks again
         if self.outstanding_max and (
             self._outstanding() >= self.outstanding_max or self._links_pending()
         ):
             # The engine asks again when a page is scored or a link queued (SCORE_BEFORE_DISPATCH)
             return None
+        if self.refetches:
+            return self._refetch()
+        if self._budget_under_way():
+            return None  # a response or a failed request asks again
         self.ahead = []
         request = self._next_allowed() if self.window or self.max_per_host else self._pop()
         self._count_frontier()
         return request
+
+    def _refetch(self) -> Request:
+        """The next request a crash left in flight with its response counted, before any other.
+        The page budget paid for its page, which the crash kept from the store: queued again
+        behind the others, it was not fetched once they spent the budget (a crawl killed at its
+        budget's end closed at once, its last pages never stored). It was chosen by the
+        strategy, and its host's slot taken, before the crash; its response is not counted
+        again (``RESPONSE_COUNTED``), and it is in flight in the frontier file until done."""
+        fp, request = self.refetches.popleft()
+        request.meta[INFLIGHT] = fp
+        if self.max_per_host:
+            self._host_pages[self._host(request)] += 1  # the store did not count its page
+        self.stats.inc_value("scheduler/dequeued/disk")
+        self.stats.inc_value("scheduler/dequeued")
+        if not self.refetches:
+            self.crawler.signals.send_catch_log(counted_refetched)
+        return self._take(request)
 
     def _pop(self) -> Request | None:
         """The frontier's next request, unless its host is held (``HELD_HOST_LOOKAHEAD``)."""
@@ -574,7 +600,7 @@ class FocusedScheduler(Scheduler):
         return bool(self.links_to_queue)
 
     def __len__(self) -> int:
-        return super().__len__() + len(self.parked)
+        return super().__len__() + len(self.parked) + len(self.refetches)
 
     def close(self, reason: str):
         self.closed = True

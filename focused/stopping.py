@@ -37,8 +37,11 @@ counted before the kill is in it, the ones that gave no page (an HTTP error, not
 the crawl still stops at its budget (``tests/test_crash_counts.py``). A response counted whose
 page was not yet stored at the kill is fetched again but not counted again: its request is
 marked in the frontier file's in-flight table as it is counted (``response_counted``), and
-comes back from there marked ``RESPONSE_COUNTED``. Only a kill between the count's write and
-the mark's can count one response twice, and stop the crawl one page early.
+comes back from there marked ``RESPONSE_COUNTED``, to be fetched again before any other
+request (``FocusedScheduler.refetches``): the budget paid for its page. A crawl resumed with
+its budget spent closes once the last of them has started (``counted_refetched``). Only a kill
+between the count's write and the mark's can count one response twice, and stop the crawl one
+page early.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
-from focused.resume import add_to_counter, crawl_counter, response_counted
+from focused.engine import engine_scheduler
+from focused.resume import add_to_counter, counted_refetched, crawl_counter, response_counted
 from schedulers.base import RESPONSE_COUNTED
 
 # Signal: page_scored(is_relevant, relevant). The scoring middleware scored a page; ``relevant``
@@ -226,6 +230,7 @@ class PageBudget(CloseSpider):
         if self.budget:
             crawler.signals.connect(self.budget_opened, signal=signals.spider_opened)
             crawler.signals.connect(self.budget_count, signal=signals.response_received)
+            crawler.signals.connect(self._check_budget, signal=counted_refetched)
 
     def _counts(self) -> bool:
         # A shared crawl takes a budget slot with each atomic pop from Redis.
@@ -236,10 +241,24 @@ class PageBudget(CloseSpider):
         call_later(0, self._check_budget)
 
     def _check_budget(self) -> None:
+        """Close a crawl whose budget is spent, once the pages it paid for before a crash and
+        did not store are fetched again (``FocusedScheduler.refetches``): the close lets the
+        requests under way finish."""
         spent = self.crawler.spider.state.get("responses", 0)
-        if self._counts() and spent >= self.budget:
-            logger.info("Page budget %d already spent by this crawl (%d pages)", self.budget, spent)
-            self._close_spider("closespider_pagecount")
+        if not self._counts() or spent < self.budget:
+            return
+        refetches = len(getattr(engine_scheduler(self.crawler), "refetches", ()))
+        if refetches:
+            logger.info(
+                "Page budget %d already spent by this crawl (%d pages): fetching again the %d"
+                " it counted whose pages a crash kept from the store",
+                self.budget,
+                spent,
+                refetches,
+            )
+            return
+        logger.info("Page budget %d already spent by this crawl (%d pages)", self.budget, spent)
+        self._close_spider("closespider_pagecount")
 
     def _close_spider(self, reason: str) -> None:
         if self._closing is None:

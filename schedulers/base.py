@@ -335,10 +335,12 @@ class SqliteFrontier:
     a request there in the same transaction that pops it, see ``transaction``), ``finished``
     the fingerprints of requests done with (fetched, failed, dropped or evicted). When the file
     is opened, requests still in flight were cut off by a crash: ``recover_inflight`` hands
-    them back to be queued again, marked (``RESPONSE_COUNTED``) where the page budget had
-    counted their response (``mark_counted``). The mark of a queued request is its row's
-    ``counted`` column, set on every request read back: a better request for the URL that
-    replaces one so marked (``put``) keeps it.
+    back those to be queued again. The ones whose response the page budget had counted
+    (``mark_counted``) stay in flight, for the scheduler to fetch again before any other
+    (``counted_inflight``): the budget paid for their pages, which the crash kept from being
+    stored. Their mark (``RESPONSE_COUNTED``) goes with a retry or redirect of one into the
+    frontier, where it is the row's ``counted`` column, set on every request read back: a
+    better request for the URL that replaces one so marked (``put``) keeps it.
     """
 
     def __init__(self, path: Path, spider: Spider) -> None:
@@ -390,8 +392,11 @@ class SqliteFrontier:
             raise
 
     def start_inflight(self, fp: bytes, request: Request) -> None:
+        # A retry or redirect of a request fetched again keeps its mark (``counted_inflight``).
+        counted = 1 if request.meta.get(RESPONSE_COUNTED) else 0
         self._db.execute(
-            "INSERT OR REPLACE INTO inflight (fp, request) VALUES (?, ?)", (fp, self._dump(request))
+            "INSERT OR REPLACE INTO inflight (fp, request, counted) VALUES (?, ?, ?)",
+            (fp, self._dump(request), counted),
         )
 
     def mark_counted(self, fp: bytes) -> None:
@@ -404,10 +409,20 @@ class SqliteFrontier:
             self._db.execute("INSERT OR IGNORE INTO finished VALUES (?)", (fp,))
 
     def recover_inflight(self) -> list[tuple[bytes, Request]]:
-        """The requests a crash left in flight, removed from ``inflight``: queue them again.
-        Those whose response was counted come back marked ``RESPONSE_COUNTED``."""
-        rows = self._db.execute("DELETE FROM inflight RETURNING fp, request, counted").fetchall()
-        return [(fp, self._load(blob, counted)) for fp, blob, counted in rows]
+        """The requests a crash left in flight whose response was not counted, removed from
+        ``inflight``: queue them again."""
+        rows = self._db.execute(
+            "DELETE FROM inflight WHERE counted = 0 RETURNING fp, request"
+        ).fetchall()
+        return [(fp, self._load(blob)) for fp, blob in rows]
+
+    def counted_inflight(self) -> list[tuple[bytes, Request]]:
+        """The requests left in flight whose response was counted, marked ``RESPONSE_COUNTED``,
+        in the order they were handed out: still in flight until fetched again."""
+        rows = self._db.execute(
+            "SELECT fp, request FROM inflight WHERE counted = 1 ORDER BY rowid"
+        ).fetchall()
+        return [(fp, self._load(blob, counted=1)) for fp, blob in rows]
 
     def fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint queued, in flight or finished: what the dupefilter has seen."""

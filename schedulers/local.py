@@ -29,6 +29,8 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
+from focused.engine import engine_scheduler
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -80,7 +82,7 @@ class Flights:
             return False
         if request in engine.downloader.active:
             return True
-        scheduler = getattr(engine._slot, "scheduler", None)  # no slot once the spider closed
+        scheduler = engine_scheduler(self._crawler)  # None once the spider closed
         if request in getattr(scheduler, "scored_pages", ()):
             return False  # its children are all queued: only its store is still to come
         scraper = engine.scraper.slot

@@ -17,19 +17,27 @@ import signal
 import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from types import SimpleNamespace
 
 import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
-from focused.resume import COUNTERS_FILE, CrawlCounters, add_to_counter, response_counted
+from focused.resume import (
+    COUNTERS_FILE,
+    CrawlCounters,
+    add_to_counter,
+    counted_refetched,
+    response_counted,
+)
 from focused.scheduler import FocusedScheduler
 from focused.stopping import PageBudget
 from schedulers.base import FRONTIER_FILE, RESPONSE_COUNTED, SqliteFrontier
 from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
 from tests.queues import QueueSpider, make_queue, req
 from tests.sites import Hold, Reply, Site, html
+from tests.test_frontier_limits import make_scheduler
 
 BUDGET = 40
 CONCURRENT = 4
@@ -159,40 +167,46 @@ def test_without_jobdir_nothing_is_written(tmp_path):
         CrawlCounters.from_crawler(get_crawler())
 
 
-def test_a_request_whose_response_was_counted_comes_back_marked_after_a_crash(tmp_path):
-    """Two requests in flight at a crash, the response to one counted: both are queued again,
-    and only that one is marked, so that the page budget does not count it twice."""
+def test_a_request_whose_response_was_counted_stays_in_flight_marked_after_a_crash(tmp_path):
+    """Two requests in flight at a crash, the response to one counted: the other is queued
+    again; the counted one stays in flight, marked so that the page budget does not count it
+    twice, to be fetched again first, and so after a second crash too."""
     path, spider = tmp_path / FRONTIER_FILE, QueueSpider()
     frontier = SqliteFrontier(path, spider)
-    for name in ("counted", "downloading"):
+    for name in ("first", "counted", "downloading", "last"):
         frontier.start_inflight(name.encode(), req(name))
-    frontier.mark_counted(b"counted")
+    for name in ("last", "counted"):
+        frontier.mark_counted(name.encode())
     # The process dies: nothing is finished or closed.
-    recovered = dict(SqliteFrontier(path, spider).recover_inflight())
-    assert recovered[b"counted"].meta.get(RESPONSE_COUNTED) is True
-    assert RESPONSE_COUNTED not in recovered[b"downloading"].meta
+    for _ in range(2):
+        frontier = SqliteFrontier(path, spider)
+        recovered = dict(frontier.recover_inflight())
+        counted = frontier.counted_inflight()
+    assert recovered == {}  # queued again by the first run
+    assert [fp for fp, _ in counted] == [b"counted", b"last"]  # in the order handed out
+    assert all(request.meta[RESPONSE_COUNTED] is True for _, request in counted)
+    assert set(frontier.fingerprints()) == {b"counted", b"last"}  # the dupefilter's seen
 
 
-def test_a_request_counted_before_a_crash_keeps_its_mark_when_found_again_from_a_better_page(
+def test_a_queued_request_counted_before_a_crash_keeps_its_mark_when_found_from_a_better_page(
     tmp_path,
 ):
-    """After a crash, the requests in flight are queued again, most of them links of the first
-    pages; the resumed crawl soon finds the same URLs on better pages, and the better request
-    replaced the queued one without its mark: fetched again, its response was counted twice,
-    and the crawl stopped that many pages short of its budget (7 of 150 after a kill -9)."""
-    key = str(tmp_path / "requests.queue")
-    queue = make_queue("bestfirst", key)
-    queue.push(req("x", parent_relevance=0.1, parent_url="http://t/poor"))
-    request = queue.pop()
-    fp = queue.crawler.request_fingerprinter.fingerprint(request)
-    queue.frontier.start_inflight(fp, request)
-    queue.frontier.mark_counted(fp)
-    # The process dies with the response counted and its page not stored; the crawl resumes.
-    resumed = make_queue("bestfirst", key)
-    assert resumed.rediscover(req("x", parent_relevance=0.9, parent_url="http://t/rich"))
-    again = resumed.pop()
+    """A request fetched again after a crash whose download fails is queued again, marked, as
+    its retry (and, in a file of before the requests counted stayed in flight, each one was):
+    the resumed crawl may find the URL on a better page, and the better request replaced the
+    queued one without its mark: fetched again, its response was counted twice, and the crawl
+    stopped that many pages short of its budget (7 of 150 after a kill -9)."""
+    queue = make_queue("bestfirst", str(tmp_path / "requests.queue"))
+    poor = {"parent_relevance": 0.1, "parent_url": "http://t/poor", RESPONSE_COUNTED: True}
+    queue.push(req("x", **poor))
+    assert queue.rediscover(req("x", parent_relevance=0.9, parent_url="http://t/rich"))
+    again = queue.pop()
     assert again.meta["parent_url"] == "http://t/rich"  # the better path, as ever
     assert again.meta.get(RESPONSE_COUNTED) is True
+    # In flight, it keeps the mark: after a crash it is fetched again first, not counted.
+    fp = queue.crawler.request_fingerprinter.fingerprint(again)
+    queue.frontier.start_inflight(fp, again)
+    assert [found for found, _ in queue.frontier.counted_inflight()] == [fp]
 
 
 def test_an_older_frontier_file_gets_the_counted_mark(tmp_path):
@@ -206,8 +220,8 @@ def test_an_older_frontier_file_gets_the_counted_mark(tmp_path):
     frontier.start_inflight(b"new", req("new"))
     frontier.mark_counted(b"new")
     recovered = dict(frontier.recover_inflight())
-    assert RESPONSE_COUNTED not in recovered[b"old"].meta
-    assert recovered[b"new"].meta[RESPONSE_COUNTED] is True
+    assert list(recovered) == [b"old"] and RESPONSE_COUNTED not in recovered[b"old"].meta
+    assert [fp for fp, _ in frontier.counted_inflight()] == [b"new"]
 
 
 def test_a_request_an_older_frontier_file_queued_marked_keeps_its_mark(tmp_path):
@@ -258,3 +272,103 @@ def test_a_request_counted_before_a_crash_holds_no_place_in_the_budget_when_fetc
     assert not scheduler._budget_under_way()
     crawler.engine.downloader.active.add(req("newer"))
     assert scheduler._budget_under_way()
+
+
+def stored_pages(store) -> int:
+    with sqlite3.connect(store) as conn:
+        return conn.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
+
+
+@pytest.mark.parametrize("left", [1, CONCURRENT], ids=["one-page-left", "pages-left"])
+def test_pages_counted_but_not_stored_at_a_kill_at_the_budgets_end_are_fetched_again(
+    tmp_path, left
+):
+    """A crawl killed as its page budget's last responses are counted, their pages not stored
+    yet (the store busy). Resumed, it fetches those pages again, uncounted, and stores its whole
+    budget: it had closed at once, the budget spent, and those pages were never stored."""
+    budget, store, jobdir = 8, tmp_path / "focused.sqlite3", tmp_path / "job"
+    stored_before = budget - left
+    held = Hold(stored_before)
+
+    def respond(method: str, path: str) -> Reply:
+        if method == "GET" and path != "/robots.txt":
+            held.wait()
+        return tree_site(method, path.replace("/gone/", "/a/"))
+
+    with Site(respond) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        settings = {
+            "FOCUSED_DB": store,
+            "JOBDIR": jobdir,
+            "CONCURRENT_REQUESTS": CONCURRENT,
+            "CLOSESPIDER_PAGECOUNT": budget,
+            "ENCODER_STORE_DIR": tmp_path / "encodings",
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            "LOG_LEVEL": "INFO",
+        }
+        command = scrapy_command(*crawl_args(arguments, settings))
+        run = subprocess.Popen(
+            command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 90
+        while not (store.exists() and stored_pages(store) == stored_before):
+            assert time.monotonic() < deadline and run.poll() is None, site.log.gets()
+            time.sleep(0.05)
+        busy = sqlite3.connect(store, isolation_level=None, timeout=30)
+        busy.execute("BEGIN EXCLUSIVE")  # the next page's write waits
+        held.release()
+        with closing(
+            sqlite3.connect(jobdir / "requests.queue" / FRONTIER_FILE, timeout=30)
+        ) as file:
+            while not (owed := counted_in_flight(file)):
+                assert time.monotonic() < deadline and run.poll() is None, site.log.gets()
+                time.sleep(0.01)
+            os.kill(run.pid, signal.SIGKILL)
+            run.wait(timeout=30)
+            owed = counted_in_flight(file)
+        busy.execute("ROLLBACK")
+        busy.close()
+        assert stored_pages(store) == stored_before
+        resumed = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert stored_pages(store) == budget, resumed.stderr[-3000:]
+    assert f"'focused/resume/counted_refetched': {owed}," in resumed.stderr
+    with closing(sqlite3.connect(jobdir / COUNTERS_FILE)) as counters:
+        spent = counters.execute("SELECT value FROM counters WHERE name = 'responses'").fetchone()
+    assert spent == (budget,)  # the refetched counted once, and nothing beyond the budget
+
+
+def counted_in_flight(frontier_file) -> int:
+    return frontier_file.execute("SELECT COUNT(*) FROM inflight WHERE counted = 1").fetchone()[0]
+
+
+def test_requests_counted_before_a_crash_are_handed_out_before_any_other(tmp_path):
+    """Queued again in their strategy's order, the requests a crash left in flight with their
+    response counted could be passed over until the budget ran out (``bees``, which picks at
+    random, stored 118 pages of a budget of 120 after a kill -9): the budget had paid for
+    them. They are handed out first, in the order they were before the crash."""
+    scheduler, _ = make_scheduler(tmp_path, jobdir=True)
+    for name, relevance in (("best", 0.9), ("good", 0.5), ("fair", 0.3), ("poor", 0.1)):
+        scheduler.enqueue_request(req(name, parent_relevance=relevance, parent_url="http://t/"))
+    out = [scheduler.next_request() for _ in range(3)]
+    for request in (out[2], out[0]):
+        scheduler._response_counted(request)
+    # The process dies; the crawl resumes.
+    resumed, crawler = make_scheduler(tmp_path, jobdir=True)
+    said = []
+    crawler.signals.connect(lambda: said.append(len(resumed)), signal=counted_refetched, weak=False)
+    assert len(resumed) == 4
+    again = [resumed.next_request() for _ in range(4)]
+    assert [request.url for request in again] == [
+        f"http://t/{n}" for n in ("best", "fair", "good", "poor")
+    ]
+    assert [request.meta.get(RESPONSE_COUNTED, False) for request in again] == [
+        True,
+        True,
+        False,
+        False,
+    ]
+    assert said == [2]  # once, as the last of them went
+    assert crawler.stats.get_value("focused/resume/counted_refetched") == 2
