@@ -58,6 +58,29 @@ def tree_site(method: str, path: str) -> Reply:
     return Reply(status=404, body="not found")
 
 
+def jobdir_crawl(site: Site, tmp_path, budget: int, **settings) -> list[str]:
+    """The command of a ``bfs`` crawl of ``site`` with a JOBDIR (``tmp_path / "job"``), its
+    store ``tmp_path / "focused.sqlite3"``, and a page budget."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "JOBDIR": tmp_path / "job",
+        "CONCURRENT_REQUESTS": CONCURRENT,
+        "CLOSESPIDER_PAGECOUNT": budget,
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+        **settings,
+    }
+    return scrapy_command(*crawl_args(arguments, settings))
+
+
+def start_quietly(command: list[str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
 def queued_discoveries(jobdir) -> dict[bytes, int]:
     """The discovery number of each request the frontier file holds (queued or in flight)."""
     with sqlite3.connect(jobdir / "requests.queue" / "frontier.sqlite3") as conn:
@@ -82,22 +105,9 @@ def kill_then_resume(tmp_path):
         return tree_site(method, path)
 
     with Site(respond, delay=0.05) as site:
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
-        settings = {
-            "FOCUSED_DB": tmp_path / "focused.sqlite3",
-            "JOBDIR": jobdir,
-            "CONCURRENT_REQUESTS": CONCURRENT,
-            "CLOSESPIDER_PAGECOUNT": BUDGET,
-            # At most CONCURRENT + 1 requests in flight at the kill (tests/test_crash_resume.py).
-            "SCRAPER_SLOT_MAX_ACTIVE_SIZE": 1,
-            "ENCODER_STORE_DIR": tmp_path / "encodings",
-            "FOCUSED_LOGSTATS_INTERVAL": 0,
-            "LOG_LEVEL": "INFO",
-        }
-        command = scrapy_command(*crawl_args(arguments, settings))
-        run = subprocess.Popen(
-            command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        # At most CONCURRENT + 1 requests in flight at the kill (tests/test_crash_resume.py).
+        command = jobdir_crawl(site, tmp_path, BUDGET, SCRAPER_SLOT_MAX_ACTIVE_SIZE=1)
+        run = start_quietly(command)
         deadline = time.monotonic() + 90
         while len(site.log.gets()) < KILL_AFTER and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -296,20 +306,8 @@ def test_pages_counted_but_not_stored_at_a_kill_at_the_budgets_end_are_fetched_a
         return tree_site(method, path.replace("/gone/", "/a/"))
 
     with Site(respond) as site:
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
-        settings = {
-            "FOCUSED_DB": store,
-            "JOBDIR": jobdir,
-            "CONCURRENT_REQUESTS": CONCURRENT,
-            "CLOSESPIDER_PAGECOUNT": budget,
-            "ENCODER_STORE_DIR": tmp_path / "encodings",
-            "FOCUSED_LOGSTATS_INTERVAL": 0,
-            "LOG_LEVEL": "INFO",
-        }
-        command = scrapy_command(*crawl_args(arguments, settings))
-        run = subprocess.Popen(
-            command, cwd=REPO, env=crawl_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        command = jobdir_crawl(site, tmp_path, budget)
+        run = start_quietly(command)
         deadline = time.monotonic() + 90
         while not (store.exists() and stored_pages(store) == stored_before):
             assert time.monotonic() < deadline and run.poll() is None, site.log.gets()
