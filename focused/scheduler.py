@@ -379,6 +379,7 @@ class FocusedScheduler(Scheduler):
         again (``RESPONSE_COUNTED``), and it is in flight in the frontier file until done."""
         fp, request = self.refetches.popleft()
         request.meta[INFLIGHT] = fp
+        self.dqs.refetched(request)
         if self.max_per_host:
             self._host_pages[self._host(request)] += 1  # the store did not count its page
         self.stats.inc_value("scheduler/dequeued/disk")

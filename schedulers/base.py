@@ -752,6 +752,12 @@ class StrategyQueue:
         """The queued requests with these fingerprints were evicted: a strategy that keeps its
         own record of what is queued forgets them here (default: nothing to do)."""
 
+    def refetched(self, request: Request) -> None:
+        """The scheduler hands out again, outside ``pop``, a request a crash left in flight with
+        its response counted (``FocusedScheduler.refetches``): a strategy that marks its pops in
+        their meta, for the pages they find, forgets the mark of a pop made before the crash
+        here (default: nothing to do)."""
+
     def take_dropped(self) -> list[bytes]:
         """Fingerprints of the requests the strategy itself dropped since the last call (beam
         keeps only the k best of a generation). The scheduler forgets them in the dupefilter,

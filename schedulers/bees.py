@@ -249,6 +249,11 @@ class BeesQueue(StrategyQueue):
             self.stats.inc_value("focused/bees/scouts")
         return request
 
+    def refetched(self, request: Request) -> None:
+        # No bee flies to it in this run: its page's links are found by none (the bee of the
+        # flight before the crash may be out on another, whose find they would join).
+        request.meta.pop("bee", None)
+
     def pop(self) -> Request | None:
         for bee in self._landing + self.flights.land():
             self._return_or_follow(bee)

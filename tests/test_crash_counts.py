@@ -33,6 +33,7 @@ from focused.resume import (
 )
 from focused.scheduler import FocusedScheduler
 from focused.stopping import PageBudget
+from focused.strategies import STRATEGIES
 from schedulers.base import FRONTIER_FILE, RESPONSE_COUNTED, SqliteFrontier
 from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
 from tests.queues import QueueSpider, make_queue, req
@@ -370,3 +371,18 @@ def test_requests_counted_before_a_crash_are_handed_out_before_any_other(tmp_pat
     ]
     assert said == [2]  # once, as the last of them went
     assert crawler.stats.get_value("focused/resume/counted_refetched") == 2
+
+
+def test_a_bees_flight_cut_off_by_a_crash_is_fetched_again_by_no_bee(tmp_path):
+    """Fetched again outside the bees' pops, the page is no bee's find: its links would join
+    the find of the bee that flew there before the crash, out on another flight by now."""
+    scheduler, _ = make_scheduler(
+        tmp_path, jobdir=True, SCHEDULER_PRIORITY_QUEUE=STRATEGIES["bees"]
+    )
+    scheduler.enqueue_request(req("seed"))
+    flown = scheduler.next_request()
+    assert flown.meta["bee"] == 0
+    scheduler._response_counted(flown)
+    resumed, _ = make_scheduler(tmp_path, jobdir=True, SCHEDULER_PRIORITY_QUEUE=STRATEGIES["bees"])
+    again = resumed.next_request()
+    assert again.url == flown.url and "bee" not in again.meta
