@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -106,16 +106,19 @@ def main(argv: Sequence[str] | None = None) -> None:
         for round_ in range(ROUNDS):
             mark = seconds_per_mark(Path(folder))
             print(f"round {round_ + 1}: a response marked as counted {mark * 1e6:.1f} us")
-        for round_ in range(ROUNDS):
-            folder_of_round = Path(folder, f"rediscovery-{round_}")
-            folder_of_round.mkdir()
-            put = seconds_per_rediscovery(folder_of_round)
-            print(f"round {round_ + 1}: a better rediscovery's put {put * 1e6:.1f} us")
-        for round_ in range(ROUNDS):
-            folder_of_round = Path(folder, f"handout-{round_}")
-            folder_of_round.mkdir()
-            handout = seconds_per_handout(folder_of_round)
-            print(f"round {round_ + 1}: a request recorded in flight {handout * 1e6:.1f} us")
+        print_rounds(
+            Path(folder, "rediscovery"), seconds_per_rediscovery, "a better rediscovery's put"
+        )
+        print_rounds(Path(folder, "handout"), seconds_per_handout, "a request recorded in flight")
+
+
+def print_rounds(folder: Path, measure: Callable[[Path], float], what: str) -> None:
+    """Print ``what`` took in each of ROUNDS runs of ``measure``, each on a frontier file of
+    its own under ``folder``."""
+    for round_ in range(ROUNDS):
+        folder_of_round = Path(f"{folder}-{round_}")
+        folder_of_round.mkdir()
+        print(f"round {round_ + 1}: {what} {measure(folder_of_round) * 1e6:.1f} us")
 
 
 if __name__ == "__main__":
