@@ -286,7 +286,10 @@ def test_a_request_counted_before_a_crash_holds_no_place_in_the_budget_when_fetc
 
 
 def stored_pages(store) -> int:
-    with sqlite3.connect(store) as conn:
+    """The pages in the store; 0 while the crawl starting has not made their table yet."""
+    with closing(sqlite3.connect(store)) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'pages'").fetchone() is None:
+            return 0
         return conn.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
 
 
@@ -319,7 +322,12 @@ def test_pages_counted_but_not_stored_at_a_kill_at_the_budgets_end_are_fetched_a
         with closing(
             sqlite3.connect(jobdir / "requests.queue" / FRONTIER_FILE, timeout=30)
         ) as file:
-            while not (owed := counted_in_flight(file)):
+            # Killed once every response counted is marked: a kill between a count's write and
+            # its mark's counts that response twice (focused.stopping), and the crawl stored
+            # 7 of its 8 pages, which is not what this test is about.
+            while (
+                not (owed := counted_in_flight(file)) or responses(jobdir) != stored_before + owed
+            ):
                 assert time.monotonic() < deadline and run.poll() is None, site.log.gets()
                 time.sleep(0.01)
             os.kill(run.pid, signal.SIGKILL)
@@ -334,9 +342,14 @@ def test_pages_counted_but_not_stored_at_a_kill_at_the_budgets_end_are_fetched_a
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert stored_pages(store) == budget, resumed.stderr[-3000:]
     assert f"'focused/resume/counted_refetched': {owed}," in resumed.stderr
-    with closing(sqlite3.connect(jobdir / COUNTERS_FILE)) as counters:
-        spent = counters.execute("SELECT value FROM counters WHERE name = 'responses'").fetchone()
-    assert spent == (budget,)  # the refetched counted once, and nothing beyond the budget
+    assert responses(jobdir) == budget  # the refetched counted once, and nothing beyond it
+
+
+def responses(jobdir) -> int:
+    """The page budget's count of responses, as written through to the JOBDIR."""
+    with closing(sqlite3.connect(jobdir / COUNTERS_FILE, timeout=30)) as counters:
+        row = counters.execute("SELECT value FROM counters WHERE name = 'responses'").fetchone()
+    return 0 if row is None else row[0]
 
 
 def counted_in_flight(frontier_file) -> int:
