@@ -280,3 +280,12 @@ def test_every_setting_of_the_project_is_named_in_the_readme_or_the_docs():
     ]
     assert "RELEVANCE_THRESHOLD" in ours
     assert [name for name in ours if not re.search(rf"`[^`\n]*\b{name}\b", docs)] == []
+
+
+def test_apt_get_runs_as_root_where_there_is_no_sudo():
+    # CI, containers and a Debian installed with a root password run the commands as root, and
+    # have no sudo: `sudo apt-get` there ends with "sudo: command not found".
+    shell_blocks = re.findall(r"```sh\n(.*?)```", README, flags=re.DOTALL)
+    apt_gets = [line for block in shell_blocks for line in block.splitlines() if "apt-get" in line]
+    assert apt_gets
+    assert [line for line in apt_gets if re.search(r"(?<!command -v )\bsudo ", line)] == []
