@@ -103,8 +103,10 @@ _LETTER = re.compile(r"[^\W\d_]")
 # Letters that give a short text's language away.
 _PERSIAN_LETTERS = re.compile("[\u067e\u0686\u0698\u06af\u06a9\u06cc]")  # پ چ ژ گ ک ی
 _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
-# ă â đ ê ô ơ ư and the tone-marked vowels of Latin Extended Additional.
-_VIETNAMESE_LETTERS = re.compile("[ăâđêôơưĂÂĐÊÔƠƯ\u1ea0-\u1ef9]")
+# ă đ ơ ư and the tone-marked vowels of Latin Extended Additional, which no other language
+# written in Latin letters uses. Not â, ê and ô: Slovak (kôň), French (forêt) and Portuguese
+# have them too, and an English query may (Côte d'Ivoire); those are left to the detector.
+_VIETNAMESE_LETTERS = re.compile("[ăđơưĂĐƠƯ\u1ea0-\u1ef9]")
 
 
 def language_code(tag: str | None) -> str | None:

@@ -506,6 +506,13 @@ def test_page_language_does_not_read_an_ascii_page_declared_in_a_latin_language(
         (unicodedata.normalize("NFD", "chim di cư"), "vi"),  # typed decomposed
         ("sťahovavé vtáky hniezda", "sk"),
         ("birds", None),  # a word or two of plain Latin letters: unknown
+        # â, ê and ô are not only Vietnamese: these were taken for it.
+        ("pôda a hnojenie pôdy", "sk"),
+        ("hôtel château forêt", "fr"),
+        ("birds of Côte d'Ivoire", "en"),
+        ("crêpe recipes", "en"),
+        ("côn trùng", "vi"),  # only â, ê or ô, and Latin-1 tone marks: the detector tells
+        ("tên lửa", "vi"),
     ],
 )
 def test_query_language_from_script(query: str, language: str | None) -> None:
