@@ -11,10 +11,11 @@ reader's search shows; a stylesheet's ``display: none`` is not read: no CSS is).
 
 Links are ``<a href>`` and image maps' ``<area href>``, as Scrapy's LinkExtractor follows, and
 ``<frame src>`` and ``<iframe src>``: a frameset page has no other links, and an iframe embeds
-another page. An ``<a>``'s anchor text is its text; the others have none, so theirs is an
-attribute: an area's ``alt`` (else ``title``), a frame's ``title`` (else its ``name``, which
+another page. An ``<a>``'s anchor text is its visible text; the others have none, so theirs is
+an attribute: an area's ``alt`` (else ``title``), a frame's ``title`` (else its ``name``, which
 says what the frame holds, "menu", "main"), an iframe's ``title``. A link's context is the text
-around where it sits, whether or not it has text of its own. An iframe's and a ``<noframes>``'s
+around where it sits, whether or not it has text of its own. A URL linked more than once keeps
+its first link in the page's text that has words, else its first. An iframe's and a ``<noframes>``'s
 content is fallback markup (raw text to libxml2, as to browsers), never page text or links.
 A ``<noscript>``'s links are followed, as navigation's are (no text, no context), unless the page
 was rendered: what a browser without scripts shows, and a fetch runs no script. Sites put their
@@ -110,6 +111,7 @@ FIRST_TITLE = "(//title[not(ancestor::svg)])[1]//text()"
 BAD_URL = "bad_url"  # the skip reason of a link no valid URL can be made of
 URL_TOO_LONG = "url_too_long"  # the skip reason of a link longer than URLLENGTH_LIMIT
 LINK_LIMIT = "link_limit"  # the skip reason of the links of a page past MAX_LINKS_PER_PAGE
+_BEST_RANK = 3  # a link in the page's text, with words: no later link of its URL replaces it
 # libxml2 stops parsing a document at an element nested this deep (with huge_tree, as parsel
 # asks for it): the rest of the page is not in the tree.
 LIBXML2_MAX_DEPTH = 2048
@@ -206,6 +208,7 @@ def extract_page(
     parts = urlsplit(base)
     root = f"{parts.scheme}://{parts.netloc}/" if parts.scheme and parts.netloc else base
     links: dict[str, Link] = {}
+    ranks: dict[str, int] = {}  # of each link kept: 2 if in the page's text, + 1 if it has words
     skipped: Counter[str] = Counter()
     drop = tuple(drop_params)  # hashable, for _link_url's cache
     encoding = response.encoding
@@ -235,13 +238,22 @@ def extract_page(
         if reason is not None:
             skipped[reason] += 1
             continue
-        if url in links:
+        # A URL linked twice keeps its first link in the page's text that has words, else its
+        # first link: a thumbnail's empty <a><img></a> before its caption's, or a menu's "Home"
+        # before the article's own words, would hide what the page says of the target.
+        kept = ranks.get(url)
+        if kept == _BEST_RANK:
+            continue
+        anchor = _anchor(element, kinds)
+        rank = (end is not None) * 2 + bool(anchor)
+        if kept is not None and rank <= kept:
             continue
         context = ""
         if end is not None and context_chars:
             window = text[max(0, offsets[first] - context_chars) : offsets[end] + context_chars]
             context = _squeeze(window.replace("\n", " ")).strip()
-        links[url] = Link(url, _anchor(element), context, escaped)
+        links[url] = Link(url, anchor, context, escaped)
+        ranks[url] = rank
     clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
         title = _without_soft_hyphens(
@@ -266,12 +278,26 @@ def _backslashes_as_slashes(href: str) -> str:
     return href[:end].replace("\\", "/") + href[end:]
 
 
-def _anchor(element: Any) -> str:
-    """A link's anchor text: an <a>'s text, or the first attribute of the others that has some
-    (``LINK_TAGS``)."""
+def _anchor(element: Any, kinds: dict[object, int]) -> str:
+    """A link's anchor text: an <a>'s visible text, or the first attribute of the others that
+    has some (``LINK_TAGS``).
+
+    An <a>'s text is read as the page's is (``_walk``): a block inside it is set apart by a
+    space, and what a reader does not see is left out. Its ``text_content()`` ran the text of
+    a card link's heading and summary together ("AlbatrossSeabird of ...", one word no topic
+    has) and took in an icon's SVG title or a script. The link's own attributes do not hide its
+    text: a menu that a script opens holds links hidden until then, named by their words."""
     names = LINK_TAGS[element.tag][1]
     if not names:
-        return _without_soft_hyphens(" ".join(element.text_content().split()))
+        if not len(element):  # most anchors: one text node
+            return _without_soft_hyphens(" ".join((element.text or "").split()))
+        pieces = [element.text] if element.text else []
+        for child in element:
+            _walk(child, pieces, [], kinds)
+            if child.tail:
+                pieces.append(child.tail)
+        text = "".join(piece or " " for piece in pieces)  # "": a block's edge
+        return _without_soft_hyphens(" ".join(text.split()))
     for name in names:
         text = _without_soft_hyphens(" ".join(element.get(name, "").split()))
         if text:

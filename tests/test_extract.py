@@ -659,3 +659,39 @@ def test_a_noscript_s_links_are_followed_unless_the_page_was_rendered():
     rendered = Request(url, meta={"playwright": True})
     shown = extract_page(HtmlResponse(url, body=body, encoding="utf-8", request=rendered))
     assert shown.links == [] and shown.text == fetched.text
+
+
+def test_an_anchor_is_its_visible_text_with_blocks_set_apart():
+    """text_content() ran a card link's heading and summary together ("AlbatrossSeabird") and
+    took in an icon's SVG title, a script and hidden text: words no topic has."""
+    _, links = words_and_links(
+        '<p>Read: <a href="/card"><h3>Albatross</h3><p>Seabird of the southern ocean</p></a>'
+        '<a href="/br">Wandering<br>albatross</a> <a href="/in">Wan<b>der</b>ing</a>'
+        '<a href="/svg"><svg><title>arrow-right</title></svg>Petrel</a>'
+        '<a href="/hid">Puffin<span style="display:none">tracking label</span></a>'
+        '<a href="/js">Gannet<script>var x = "click";</script></a></p>'
+        '<div hidden><a href="/menu" style="display:none">Skuas <i>and</i> jaegers</a></div>'
+    )
+    assert [(url.rsplit("/", 1)[1], anchor) for url, anchor, _ in links] == [
+        ("card", "Albatross Seabird of the southern ocean"),
+        ("br", "Wandering albatross"),
+        ("in", "Wandering"),
+        ("svg", "Petrel"),
+        ("hid", "Puffin"),
+        ("js", "Gannet"),
+        ("menu", "Skuas and jaegers"),  # a hidden link's own words: a menu a script opens
+    ]
+
+
+def test_a_url_linked_twice_keeps_its_first_link_in_the_text_that_has_words():
+    _, links = words_and_links(
+        '<nav><a href="/wiki/Nesting">Home</a></nav>'
+        '<p><a href="/wiki/Gull"><img src="g.png"></a> The <a href="/wiki/Gull">gull</a> and '
+        'the <a href="/wiki/Tern">tern</a> share <a href="/wiki/Nesting">nesting sites</a>.</p>'
+        '<nav><a href="/wiki/Tern">Terns</a> <a href="/wiki/Gull">Gulls</a></nav>'
+    )
+    assert [(url.rsplit("/", 1)[1], anchor, bool(context)) for url, anchor, context in links] == [
+        ("Nesting", "nesting sites", True),  # the article's words, not the menu's
+        ("Gull", "gull", True),  # the caption's, not the thumbnail's empty link
+        ("Tern", "tern", True),
+    ]
