@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
+import warnings
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -345,9 +347,15 @@ def crawl_json(crawl: Mapping[str, Any], now: datetime | None = None) -> dict[st
     return {**crawl, "stale": is_stale(crawl, now), "recrawling": recrawl_is_live(crawl, now)}
 
 
-def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
+# matplotlib's warning for a character its font cannot draw.
+_MISSING_GLYPH = re.compile(r"Glyph (\d+) .*missing from font")
+
+
+def draw_png(report: Report, path: str | os.PathLike[str]) -> str:
     """The harvest-rate curve and the relevant pages per level, side by side, in a PNG file of
-    ``PNG_SIZE_INCHES`` x ``PNG_DPI`` pixels."""
+    ``PNG_SIZE_INCHES`` x ``PNG_DPI`` pixels. Returns the title's characters that its font has
+    no glyph for (drawn as boxes: a Chinese crawl id on a machine without a CJK font), which
+    matplotlib would warn of twice each, with its source line."""
     import matplotlib  # here, not at the top: only --png needs it, and it is slow to import
 
     matplotlib.use("Agg")
@@ -360,7 +368,9 @@ def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
     try:
         figure.suptitle(
             f'crawl {crawl["crawl_id"]}: {crawl.get("strategy")}, query "{describe_query(crawl)}"'
-            f" ({describe_status(crawl)})"
+            f" ({describe_status(crawl)})",
+            # A query is text: "$5 to $10" is no formula, and "$^$" failed as one.
+            parse_math=False,
         )
         harvest.plot(
             [point.fetched for point in report.curve],
@@ -393,6 +403,18 @@ def draw_png(report: Report, path: str | os.PathLike[str]) -> None:
         levels.set_xticks(numbers)
         levels.grid(axis="y", alpha=0.3)
         levels.legend(loc="upper right")
-        figure.savefig(path, format="png")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            figure.savefig(path, format="png")
     finally:
         pyplot.close(figure)
+    missing = []
+    for warning in caught:
+        glyph = _MISSING_GLYPH.match(str(warning.message))
+        if glyph is None:
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
+        else:
+            missing.append(chr(int(glyph.group(1))))
+    return "".join(dict.fromkeys(missing))

@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 import time
 import unicodedata
+import warnings
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -633,6 +634,33 @@ def test_report_png(stored, sqlite, mongo, tmp_path):
     assert png_size(tmp_path / "sqlite.png") == PNG_SIZE
     assert ok(mongo("report", "--json", "--png", str(tmp_path / "mongo.png")))
     assert png_size(tmp_path / "mongo.png") == PNG_SIZE
+
+
+def test_report_png_of_a_query_with_dollars_and_letters_its_font_lacks(stored, cli, tmp_path):
+    """A query's "$^$" was a formula matplotlib could not parse (a traceback), "$5 to $10" one it
+    drew; a crawl id in Chinese letters printed two warnings a letter, with a source line."""
+    db = tmp_path / "copy.sqlite3"
+    copy = SqliteStore(db)
+    crawl = {
+        **stored.crawls["done"],
+        "crawl_id": "鳥類",
+        "query": "bird feeders from $5 to $10 $^$",
+    }
+    copy.start_crawl(crawl)
+    copy.finish_crawl("鳥類", **{name: crawl[name] for name in FINISH_FIELDS})
+    copy.save_pages([{**page, "crawl_id": "鳥類"} for page in stored.pages["done"]])
+    copy.close()
+    png = tmp_path / "r.png"
+    with warnings.catch_warnings(record=True) as escaped:
+        warnings.simplefilter("always")
+        result = cli("report", "鳥類", "--png", str(png), settings={"FOCUSED_DB": db})
+    ok(result)
+    assert png_size(png) == PNG_SIZE
+    assert [str(warning.message) for warning in escaped] == []
+    assert result.stderr.splitlines() == [
+        "warning: the plot's font has no glyph for '鳥類': drawn as boxes",
+        f"plot written to {png}",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -89,11 +89,16 @@ class Command(StoreCommand):
                 print_report(report)
         if opts.png:
             try:
-                draw_png(report, opts.png)
+                missing = draw_png(report, opts.png)
             except ImportError:
                 fail("--png needs matplotlib: pip install 'matplotlib>=3.7'", NOT_FOUND)
             except OSError as exc:  # checked writable, yet failed: a full disk...
                 fail(f"cannot write {cut(opts.png)}: {exc.strerror or exc}", NOT_FOUND)
+            if missing:
+                named = repr(missing[:10]) + (
+                    f" and {len(missing) - 10} more" if len(missing) > 10 else ""
+                )
+                say(f"warning: the plot's font has no glyph for {named}: drawn as boxes")
             say(f"plot written to {opts.png}")
 
 
