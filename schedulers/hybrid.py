@@ -21,10 +21,10 @@ Parameters:
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
 from scrapy import Request
-from scrapy.crawler import Crawler
 
 from focused.arguments import Param
 from focused.errors import ConfigError
@@ -61,9 +61,11 @@ class HybridQueue(StrategyQueue):
                 " with then=dfs, the breadth-first levels would be cut"
             )
 
-    def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
-        super().__init__(crawler, key, state)
-        self.then = SECOND_ORDERS[self.params["then"]]
+    @cached_property
+    def then(self) -> type[StrategyQueue]:
+        # Read first while the base class opens the queue (the requests a crash left in flight
+        # are pushed again there), before an __init__ of this class could set it.
+        return SECOND_ORDERS[self.params["then"]]
 
     def _breadth_first(self, request: Request) -> bool:
         return request.meta.get("depth", 0) <= self.params["bfs_levels"]

@@ -7,6 +7,7 @@ import random
 import pytest
 from scrapy import Request
 
+from focused.strategies import STRATEGIES
 from schedulers.base import MemoryFrontier
 from tests.queues import drain, make_queue, req
 
@@ -171,3 +172,22 @@ def test_memory_frontier_orders_bulk_and_trickled_pushes_alike():
     while live:
         pop()
     assert frontier.pop() is None and frontier.peek() is None and len(frontier) == 0
+
+
+# oracle, a benchmark reference, needs a distances file to open.
+@pytest.mark.parametrize("strategy", sorted(set(STRATEGIES) - {"oracle"}))
+def test_a_request_in_flight_at_a_crash_is_queued_again_on_reopening(tmp_path, strategy):
+    """kill -9 while a request is in flight: the reopened queue takes it back from the frontier
+    file's in-flight table. hybrid's open failed there (AttributeError), and so did every
+    resume of that JOBDIR."""
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue(strategy, key)
+    queue.push(req("seed", depth=0, path_cost=0.0, discovery=1))
+    frontier = queue.frontier
+    with frontier.transaction():
+        request = queue.pop()
+        frontier.start_inflight(queue._fingerprint(request), request)
+    # The process dies: nothing is closed.
+    reopened = make_queue(strategy, key)
+    assert reopened.stats.get_value("focused/resume/recovered_inflight") == 1
+    assert drain(reopened) == ["seed"]
