@@ -569,6 +569,14 @@ class FocusedScheduler(Scheduler):
         unscored = len(scraper.active) - len(self.scored_pages)
         return len(engine.downloader.active) + len(scraper.queue) + unscored
 
+    def _under_way(self) -> bool:
+        """Whether the engine is downloading or scoring pages: it asks for requests again as
+        each ends. False for a scheduler used outside a crawl (tests), which has no engine."""
+        try:
+            return self._outstanding() > 0
+        except RuntimeError:  # Crawler.engine is not set
+            return False
+
     def _links_yielded(self, page: Request, links: list[Request]) -> None:
         if links:
             self.links_to_queue[page] = set(links)
@@ -633,8 +641,7 @@ class FocusedScheduler(Scheduler):
                 continue
             if self.max_per_host:  # it takes its host's slot again when it comes up
                 self._give_back_host_slot(self._host(request))
-            if not self._dqpush(request):
-                self._mqpush(request)
+            self._park_in_queue(request)
         self.parked.clear()
         if self.shared is not None:
             # Scrapy's Scheduler.close closes only a JOBDIR queue: the Redis frontier (the
@@ -665,6 +672,19 @@ class FocusedScheduler(Scheduler):
             )
         return super().close(reason)
 
+    def _park_in_queue(self, request: Request) -> None:
+        """Queue again a request handed out and parked, never sent. Under JOBDIR it leaves the
+        frontier file's in-flight table in the same transaction: left there, the resumed crawl
+        took it for one a crash cut short and queued it a second time."""
+        frontier, fp = self._durable_frontier(), request.meta.pop(INFLIGHT, None)
+        if frontier is None or fp is None:
+            if not self._dqpush(request):
+                self._mqpush(request)
+            return
+        with frontier.transaction():
+            self._dqpush(request)  # it went in flight from this queue: it can go back
+            frontier.leave_inflight(fp)
+
     _host = staticmethod(host_of)
 
     def _next_allowed(self) -> Request | None:
@@ -675,6 +695,11 @@ class FocusedScheduler(Scheduler):
         for _ in range(self.window_scan):
             request = self._pop()
             if request is None:
+                if super().__len__() and self._under_way():
+                    # Queued requests wait for a held host's slot or a strategy's flights, and
+                    # one of them may be outside the window: the engine asks again as the work
+                    # under way ends, and the window moves without being broken.
+                    return None
                 break
             host = self._host(request)
             if self.max_per_host and self._host_full(host):
@@ -693,7 +718,8 @@ class FocusedScheduler(Scheduler):
             return self._take(request)
         if not self.parked:
             return None
-        # Nothing allowed: the window would never move. The host fetched longest ago goes.
+        # Nothing allowed and nothing under way: the window would never move. The host fetched
+        # longest ago goes.
         order = {host: age for age, host in enumerate(self.recent_hosts)}
         index = min(
             range(len(self.parked)), key=lambda i: order.get(self._host(self.parked[i]), -1)
@@ -731,7 +757,10 @@ class FocusedScheduler(Scheduler):
             self.recent_hosts.append(host)
             self.in_window[host] += 1
             if len(self.recent_hosts) > self.window:
-                self.in_window[self.recent_hosts.popleft()] -= 1
+                oldest = self.recent_hosts.popleft()
+                self.in_window[oldest] -= 1
+                if not self.in_window[oldest]:  # else a key per host ever fetched
+                    del self.in_window[oldest]
         return request
 
     def _count_wanted(self) -> None:

@@ -405,8 +405,12 @@ class SqliteFrontier:
 
     def finish(self, fp: bytes) -> None:
         with self.transaction():
-            self._db.execute("DELETE FROM inflight WHERE fp = ?", (fp,))
+            self.leave_inflight(fp)
             self._db.execute("INSERT OR IGNORE INTO finished VALUES (?)", (fp,))
+
+    def leave_inflight(self, fp: bytes) -> None:
+        """The request is no longer in flight, and not finished either: queued again unsent."""
+        self._db.execute("DELETE FROM inflight WHERE fp = ?", (fp,))
 
     def recover_inflight(self) -> list[tuple[bytes, Request]]:
         """The requests a crash left in flight whose response was not counted, removed from

@@ -158,6 +158,8 @@ def test_host_window_parks_requests_and_hands_them_out_later(tmp_path):
     relaxed = crawler.stats.get_value("focused/host_window/relaxed", 0)
     assert relaxed >= 1  # a2, a3, b2 left with only two hosts: the window must give way
     assert len(windows) - len(strict) <= relaxed * 2
+    # A host out of the window is no longer counted (a key per host ever fetched, before).
+    assert set(scheduler.in_window) == set(scheduler.recent_hosts)
 
 
 def test_parked_requests_go_back_to_the_queue_on_close(tmp_path):
@@ -173,8 +175,14 @@ def test_parked_requests_go_back_to_the_queue_on_close(tmp_path):
     for request in handed_out:  # their responses were processed (else they come back too)
         crawler.signals.send_catch_log(request_finished, request=request)
     scheduler.close("shutdown")
-    reopened, _ = make_scheduler(tmp_path, True)
+    reopened, crawler = make_scheduler(tmp_path, True)
     assert len(reopened) == 3
+    # Queued again, not in flight: else the resume took them for requests a crash cut short
+    # and queued them a second time, last among their ties.
+    assert inflight(reopened) == 0
+    assert crawler.stats.get_value("focused/resume/recovered_inflight") is None
+    order = [reopened.next_request().url for _ in range(3)]
+    assert order == [f"http://a.test/{i}" for i in (1, 2, 3)]
     reopened.close("finished")
 
 

@@ -123,7 +123,7 @@ def held_scheduler(tmp_path, urls: list[str], jobdir: bool = False, **settings):
     """A scheduler with ``urls`` queued best first, and a downloader of its own."""
     settings = {"HELD_HOST_LOOKAHEAD": focused.settings.HELD_HOST_LOOKAHEAD} | settings
     scheduler, crawler = make_scheduler(tmp_path, jobdir, **settings)
-    crawler.engine = SimpleNamespace(downloader=Downloader())
+    crawler.engine = SimpleNamespace(downloader=Downloader(), scraper=SimpleNamespace(slot=None))
     queue_hosts(scheduler, urls)
     return scheduler, crawler, crawler.engine.downloader
 
@@ -430,3 +430,21 @@ def test_a_host_whose_robots_txt_is_not_read_yet_is_passed_over(tmp_path, robots
     assert hand_out(scheduler, downloader) == "a.test/2"
     pending.callback(None)
     scheduler.close("finished")
+
+
+def test_the_host_window_waits_for_a_held_host_outside_it_rather_than_give_way(tmp_path):
+    """HOST_WINDOW=3: a.test/1 is parked (a.test is in the window) while the only other queued
+    host, d.test, is outside the window but held by its delay. It gave way at once
+    (focused/host_window/relaxed) and a.test went twice in three fetches; now the parked request
+    waits for the held host's request to go, which moves the window."""
+    urls = ["http://d.test/0", "http://a.test/0", "http://a.test/1", "http://b.test/0"]
+    urls += ["http://d.test/1", "http://d.test/2"]
+    scheduler, crawler, downloader = held_scheduler(tmp_path, urls, HOST_WINDOW=3)
+    handed_out = [hand_out(scheduler, downloader, delay=10.0)]  # d.test/0 waits for its delay
+    downloader.slots["d.test"].concurrency = 1  # one at a time: d.test is held
+    handed_out += [hand_out(scheduler, downloader) for _ in range(3)]
+    assert handed_out == ["d.test/0", "a.test/0", "b.test/0", None]
+    downloader.active.clear()  # d.test/0 sent, the rest done
+    handed_out += [hand_out(scheduler, downloader) for _ in range(2)]
+    assert handed_out[4:] == ["d.test/1", "a.test/1"]  # a.test once in any three
+    assert crawler.stats.get_value("focused/host_window/relaxed") is None
