@@ -194,6 +194,10 @@ class MemoryFrontier:
     times the cost of the push itself, measured with ``benchmarks/frontier.py``).
     The worst-first heap of ``evict_worst`` is built on the first eviction: crawls that never
     reach ``FRONTIER_MAX`` never pay for it.
+    Stale items that no pop will meet (evicted entries are the worst, and a crawl may never
+    reach a rescored entry's old key) are dropped by rebuilding the tiers once there are more
+    of them than entries: else a frontier kept at ``FRONTIER_MAX`` grew by an item per link
+    it ever evicted.
     """
 
     def __init__(self) -> None:
@@ -201,9 +205,12 @@ class MemoryFrontier:
         self._worst: list[tuple] | None = None  # _worst_order() of items
         self._items: dict[bytes, Item] = {}
         self._requests: dict[bytes, Request] = {}
+        self._stale = 0  # items left in the tiers by removals and rescorings since a rebuild
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         item = (key[0], key[1], key[2], fp)
+        if fp in self._items:
+            self._went_stale()
         self._items[fp] = item
         self._requests[fp] = request
         back = at_back(request)
@@ -239,11 +246,23 @@ class MemoryFrontier:
                 evicted.append(fp)
         return evicted
 
+    def _went_stale(self) -> None:
+        self._stale += 1
+        if self._stale > len(self._items) + 1024:  # O(n) once per n stale items
+            self._stale = 0
+            self._front, self._back = _Order(), _Order()
+            requests = self._requests
+            for fp, item in self._items.items():
+                (self._back if at_back(requests[fp]) else self._front).pending.append(item)
+
     def _best(self, remove: bool) -> Request | None:
         item = self._front.best(self._items, remove) or self._back.best(self._items, remove)
         if item is None:
             return None
-        return self.remove(item[3]) if remove else self._requests[item[3]]
+        if not remove:
+            return self._requests[item[3]]
+        del self._items[item[3]]  # its item is out of the tiers already
+        return self._requests.pop(item[3])
 
     def peek(self) -> Request | None:
         return self._best(remove=False)
@@ -275,7 +294,9 @@ class MemoryFrontier:
     def remove(self, fp: bytes) -> Request | None:
         if self._items.pop(fp, None) is None:
             return None
-        return self._requests.pop(fp)
+        request = self._requests.pop(fp)
+        self._went_stale()
+        return request
 
     take = remove  # an entry ``ranked`` listed, handed out
 
@@ -293,6 +314,7 @@ class MemoryFrontier:
         self._front, self._back, self._worst = _Order(), _Order(), None
         self._items.clear()
         self._requests.clear()
+        self._stale = 0
 
 
 def _worst_order(item: Item, back: int) -> tuple:

@@ -191,3 +191,21 @@ def test_a_request_in_flight_at_a_crash_is_queued_again_on_reopening(tmp_path, s
     reopened = make_queue(strategy, key)
     assert reopened.stats.get_value("focused/resume/recovered_inflight") == 1
     assert drain(reopened) == ["seed"]
+
+
+def test_a_memory_frontier_kept_at_its_bound_holds_no_more_than_its_entries_and_some():
+    """Evicted entries are the worst, so their items never came up in a pop to be dropped: a
+    frontier kept at FRONTIER_MAX held an item per link it ever evicted (20,000 here)."""
+    frontier, rng = MemoryFrontier(), random.Random(0)
+    keys = {}
+    for i in range(20_000):
+        keys[f"http://t/u{i}"] = key = (-rng.random(), 0.0, i)
+        frontier.put(f"{i}".encode(), key, req(f"u{i}"))
+        if len(frontier) > 1000:
+            frontier.evict_worst(len(frontier) - 1000)
+    tiers = (frontier._front, frontier._back)
+    held = sum(len(tier.heap) + len(tier.run) + len(tier.pending) for tier in tiers)
+    assert len(frontier) == 1000 and held <= 2 * 1000 + 1024
+    popped = [keys[frontier.pop().url] for _ in range(1000)]
+    assert popped == sorted(keys.values())[:1000]  # the best, best first
+    assert frontier.pop() is None
