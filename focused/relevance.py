@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress, filterfalse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import sparse
@@ -560,16 +560,7 @@ class RelevanceModel:
         cls, topic: str, settings: BaseSettings, language: str | None = None
     ) -> RelevanceModel:
         """Build the model from a Scrapy ``Settings`` (``RELEVANCE_*``)."""
-        return cls(
-            topic,
-            language=language,
-            threshold=relevance_threshold(settings),
-            num_topics=settings.getint("RELEVANCE_NUM_TOPICS", DEFAULT_NUM_TOPICS),
-            refit_every=settings.getint("RELEVANCE_REFIT_EVERY", DEFAULT_REFIT_EVERY),
-            max_docs=settings.getint("RELEVANCE_MAX_DOCS", DEFAULT_MAX_DOCS),
-            lsi_weight=settings.getfloat("RELEVANCE_LSI_WEIGHT", DEFAULT_LSI_WEIGHT),
-            fit_tokens=settings.getint("RELEVANCE_FIT_TOKENS", DEFAULT_FIT_TOKENS),
-        )
+        return cls(topic, language=language, **_settings_params(settings))
 
     # -- scoring -------------------------------------------------------------------------------
 
@@ -718,7 +709,8 @@ class RelevanceModel:
         """Write the models (gensim ``save``), the topic and the training buffer to a directory.
 
         The buffer is kept so that a resumed crawl's next refit still learns from earlier pages.
-        The files are written to a new directory that then takes the old one's place: a crawl
+        A refit under way is waited for. The files are written to a new directory that then takes
+        the old one's place: a crawl
         killed as it saved (as it closed) leaves the old model whole, or none, never files of
         two models that would load as one and fail once scoring.
         """
@@ -728,7 +720,10 @@ class RelevanceModel:
         for leftover in (written, replaced):  # a save killed before
             shutil.rmtree(leftover, ignore_errors=True)
         written.mkdir(parents=True)
-        with self._lock:
+        # A refit under way (in its thread, at a pause) has taken its pages off the count: the
+        # save waits for the space they went into, else the resumed crawl scored with the old
+        # one until its next refit was due again.
+        with self._refit_lock, self._lock:
             snap = self._snapshot
             state = {
                 "params": {
@@ -761,14 +756,19 @@ class RelevanceModel:
         shutil.rmtree(replaced, ignore_errors=True)
 
     @classmethod
-    def load(cls, directory: str | Path) -> RelevanceModel:
-        """Restore a model written by :meth:`save`; it scores exactly as the saved one did.
+    def load(cls, directory: str | Path, settings: BaseSettings | None = None) -> RelevanceModel:
+        """Restore a model written by :meth:`save`; it scores exactly as the saved one did,
+        but with ``settings`` (a resumed crawl's) its ``RELEVANCE_*`` parameters are theirs: a
+        resumed crawl may change its settings, and the pipeline that records a page's
+        ``is_relevant`` and the strategies read them (the model kept its own threshold, so a
+        page was relevant in the crawl's stats and not in the store).
 
         gensim files are pickles: load only directories this crawler wrote.
         """
         path = Path(directory)
         state = json.loads((path / _STATE_FILE).read_text(encoding="utf-8"))
-        model = cls("", **state["params"])
+        params = state["params"] | (_settings_params(settings) if settings is not None else {})
+        model = cls("", **params)
         model._topic = state["topic"]
         model._buffer.extend(state["buffer"])
         model._since_fit = state["since_fit"]
@@ -781,6 +781,18 @@ class RelevanceModel:
         )
         model.restored = True
         return model
+
+
+def _settings_params(settings: BaseSettings) -> dict[str, Any]:
+    """The model's parameters that the ``RELEVANCE_*`` settings give."""
+    return {
+        "threshold": relevance_threshold(settings),
+        "num_topics": settings.getint("RELEVANCE_NUM_TOPICS", DEFAULT_NUM_TOPICS),
+        "refit_every": settings.getint("RELEVANCE_REFIT_EVERY", DEFAULT_REFIT_EVERY),
+        "max_docs": settings.getint("RELEVANCE_MAX_DOCS", DEFAULT_MAX_DOCS),
+        "lsi_weight": settings.getfloat("RELEVANCE_LSI_WEIGHT", DEFAULT_LSI_WEIGHT),
+        "fit_tokens": settings.getint("RELEVANCE_FIT_TOKENS", DEFAULT_FIT_TOKENS),
+    }
 
 
 def relevance_threshold(settings: BaseSettings) -> float:

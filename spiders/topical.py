@@ -330,7 +330,7 @@ def _relevance_model(crawler: Crawler, config: CrawlConfig) -> RelevanceModel:
     model = None
     if saved.exists():
         try:
-            model = RelevanceModel.load(saved)
+            model = RelevanceModel.load(saved, crawler.settings)
         except Exception as exc:  # gensim's files are pickles: damaged, they raise anything
             logger.warning(
                 "%s cannot be read (%s): the relevance model learns again from the stored pages",

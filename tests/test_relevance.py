@@ -553,6 +553,56 @@ def test_save_load_round_trip(tmp_path: Path, fit: bool) -> None:
         assert astuple(loaded.score(text)) == pytest.approx(astuple(model.score(text)), abs=1e-9)
 
 
+def test_a_save_during_a_refit_keeps_the_refitted_space(tmp_path: Path, monkeypatch) -> None:
+    """A pause while a refit ran in its thread saved the old space with the refit's pages off
+    the count: the resumed crawl scored with the old space until a refit was due again."""
+    model = fitted_model(num_topics=10)
+    for _ in range(model.refit_every):
+        model.observe(RAILWAY_TEXT)
+    fitting, go_on = threading.Event(), threading.Event()
+    real_fit = relevance._fit
+
+    def slow_fit(*args):
+        fitting.set()
+        go_on.wait()
+        return real_fit(*args)
+
+    monkeypatch.setattr(relevance, "_fit", slow_fit)
+    refit = threading.Thread(target=model.refit)
+    refit.start()
+    fitting.wait()
+    save = threading.Thread(target=model.save, args=(tmp_path / "model",))
+    save.start()
+    save.join(0.2)
+    waited = save.is_alive()
+    go_on.set()
+    refit.join()
+    save.join()
+    assert waited
+    loaded = RelevanceModel.load(tmp_path / "model")
+    texts = [ON_TOPIC, *OFF_TOPIC, RAILWAY_TEXT]
+    assert [loaded.score(t) for t in texts] == [model.score(t) for t in texts]
+    assert loaded.refit_due == model.refit_due is False
+
+
+def test_a_model_loaded_with_settings_takes_their_relevance_parameters(tmp_path: Path) -> None:
+    """A resumed crawl may change its settings: the model kept the saved threshold, while the
+    pipeline that stores is_relevant read the new one."""
+    model = fitted_model(num_topics=10)
+    model.save(tmp_path / "model")
+    same = RelevanceModel.load(tmp_path / "model", Settings())
+    assert [same.score(t) for t in (ON_TOPIC, *OFF_TOPIC)] == [
+        model.score(t) for t in (ON_TOPIC, *OFF_TOPIC)
+    ]
+    changed = RelevanceModel.load(
+        tmp_path / "model",
+        Settings({"RELEVANCE_THRESHOLD": 0.3, "RELEVANCE_LSI_WEIGHT": 0.0}),
+    )
+    assert (changed.threshold, changed.lsi_weight) == (0.3, 0.0)
+    scores = changed.score(ON_TOPIC)
+    assert scores.combined == scores.tfidf == model.score(ON_TOPIC).tfidf
+
+
 def test_a_save_cut_short_leaves_the_saved_model_whole(tmp_path: Path, monkeypatch) -> None:
     """A crawl killed as it saved its model (as it closed) left the new dictionary beside the old
     LSI space: files of two models, which loaded as one and failed once scoring."""
