@@ -82,6 +82,8 @@ _VOCABULARY_CHUNK = 160 * _BATCH_SIZE
 # [SEP]) and a real page's anchor rarely says more. The model reads up to 256; cutting a long
 # anchor (or an image's alt text) at 32 bounds the cost of the rare long one.
 MAX_TOKENS = 32
+# Words of a piece of the topic encoded alone (topic_chunks): within MAX_TOKENS word pieces.
+TOPIC_CHUNK_WORDS = 20
 _MODEL_MAX_TOKENS = 256
 _DIMENSIONS = 384
 # Where the ONNX export of the model is kept (setting ENCODER_EXPORT_DIR).
@@ -745,6 +747,20 @@ def _serve_vocabulary_chunks(load: Callable[[], Encode], connection: Any) -> Non
             connection.send(VocabularyWorkerError(f"a vocabulary worker failed: {exc}"))
 
 
+def topic_chunks(topic: str) -> list[str]:
+    """The topic in pieces the model reads whole: its lines, cut every ``TOPIC_CHUNK_WORDS``
+    words. The model reads ``MAX_TOKENS`` word pieces of a text, so a topic file's text past
+    about its first line (the topic is the query, then the file) changed no score."""
+    chunks = []
+    for line in topic.splitlines():
+        words = line.split()
+        chunks += [
+            " ".join(words[start : start + TOPIC_CHUNK_WORDS])
+            for start in range(0, len(words), TOPIC_CHUNK_WORDS)
+        ]
+    return chunks or [topic]
+
+
 class LinkEncoder:
     """Cosine of short texts to the topic in the encoder's space, clipped to [0, 1], cached.
 
@@ -767,7 +783,13 @@ class LinkEncoder:
     ) -> None:
         self._encode = encode or load_model()
         self._store = store
-        self._topic = self._encode([topic])[0]
+        chunks = topic_chunks(topic)
+        vectors = self._encode(chunks)
+        self._topic = (
+            vectors[0]
+            if len(chunks) == 1
+            else _unit_means(list(vectors), np.array([len(chunks)]))[0]
+        )
         self._words = words
         self._whole_share = whole_share
         # Word scores seen so far, counted in bins of [0, 1]: their best share's bound.

@@ -10,9 +10,10 @@ different link evidence:
     score = link_weight * anchor_semantic + (1 - link_weight) * parent_relevance
 
 ``anchor_semantic`` is the cosine of the anchor text to the topic (the query, plus the
-``topic_file`` text when given) in the encoder's
-space, clipped to [0, 1], written by the scoring middleware (``focused.encoder``) because this
-strategy sets ``link_encoder``. Seeds come first; ties pop in discovery order.
+``topic_file`` text when given: the unit mean of the vectors of its lines, each long line cut
+every 20 words, the model reading 32 word pieces of a text) in the encoder's space, clipped
+to [0, 1], written by the scoring middleware (``focused.encoder``) because this strategy sets
+``link_encoder``. Seeds come first; ties pop in discovery order.
 
 Without the encoder extra (``pip install -r requirements-encoder.txt``), or for a query that is
 not English, the crawl logs one warning and the link evidence is the crawl's own anchor+context

@@ -1088,3 +1088,24 @@ def test_an_encoder_state_of_another_topic_or_damaged_is_not_restored(
     (tmp_path / "state").write_bytes(b"\x80\x05 cut short")
     assert LinkEncoder(BIRD_QUERY, encode).restore_state(tmp_path / "state") == 0
     assert "cannot be read" in caplog.text
+
+
+def test_a_topic_file_is_read_past_its_first_line(encode) -> None:
+    """The topic (the query, then a topic file's text) was encoded as one text, which the model
+    reads up to MAX_TOKENS word pieces: two topic files alike in their first line gave the same
+    topic vector (cosine 0.9999995) and the same scores, whatever their other lines said."""
+    first = (
+        "This file gathers what we want the crawler to find along the coast: the animals and"
+        " the machines one meets there, and what people write about them in books, articles,"
+        " guides and the pages of museums."
+    )
+    seabirds = "Albatrosses and petrels glide over the ocean and nest on remote islands. " * 3
+    railways = "Steam locomotives pull freight trains along the coastal railway lines. " * 3
+    birds = LinkEncoder(f"coast\n{first}\n{seabirds}", encode)
+    trains = LinkEncoder(f"coast\n{first}\n{railways}", encode)
+    anchors = ["Wandering albatross", "Diesel locomotive"]
+    bird_scores, train_scores = birds.score_texts(anchors), trains.score_texts(anchors)
+    assert bird_scores[0] > train_scores[0] and train_scores[1] > bird_scores[1]
+    assert bird_scores[0] > bird_scores[1] and train_scores[1] > train_scores[0]
+    # A query alone, the benchmarks' topics, is one piece: its vector is the model's for it.
+    assert np.array_equal(LinkEncoder(BIRD_QUERY, encode)._topic, encode([BIRD_QUERY])[0])
