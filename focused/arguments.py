@@ -9,6 +9,7 @@ resumes and the shared frontier it joins (``focused.jobchecks``).
 from __future__ import annotations
 
 import re
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -65,6 +66,7 @@ NO_ENCODER_STRATEGY = "shark"
 
 # allowed_domains are names the offsite filter compares hosts with: no scheme, path or port.
 DOMAIN = re.compile(r"[\w.-]+")
+TRAILING_COMMENT = re.compile(r"\s#")
 # topic_file and seeds_file are read whole, before anything else: a device (/dev/zero,
 # /dev/urandom) or a file of gigabytes filled the memory until the kernel killed the crawl.
 # A pipe (-a seeds_file=<(...)) is still read, up to this many characters.
@@ -129,8 +131,22 @@ RENDER = Param(
 
 
 def check_crawl_id(crawl_id: str) -> None:
-    """ConfigError (one line) unless ``crawl_id`` is an id a crawl may have."""
-    if not re.fullmatch(r"[\w.:-]{1,100}", crawl_id):
+    """ConfigError (one line) unless ``crawl_id`` is an id a crawl may have: 1 to 100 letters,
+    with the marks written on them (Hindi's vowel signs and viramas: ``पक्षी``), digits and
+    ``. _ : -``, not starting with ``-``, which the commands that take an id would read as an
+    option (``scrapy report --json``)."""
+    if crawl_id.startswith("-"):
+        raise ConfigError(
+            f"crawl_id={quoted(crawl_id)} may not start with '-': the commands would take it"
+            " for an option"
+        )
+    if not (
+        1 <= len(crawl_id) <= 100
+        and all(
+            char.isalnum() or char in "._:-" or (index and unicodedata.category(char)[0] == "M")
+            for index, char in enumerate(crawl_id)
+        )
+    ):
         raise ConfigError(f"crawl_id={quoted(crawl_id)} may use only letters, digits and . _ : -")
 
 
@@ -214,6 +230,10 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         check_jobdir(settings)
         check_unstored_dir(settings)
         check_warc_dir(settings)
+    if "crawl_id" in args and not args["crawl_id"].strip():
+        # An unset shell variable (-a crawl_id=$ID): a crawl of a new id, or each process of a
+        # shared crawl its own crawl, is not what was asked.
+        raise ConfigError("crawl_id is empty: give an id, or no crawl_id for a new one")
     # A crawl resumed from JOBDIR keeps its id, so its pages stay one crawl in the store.
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     check_crawl_id(crawl_id)
@@ -327,7 +347,9 @@ def _read_text(path: str, what: str) -> str:
 def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:
     raw = args.get("seeds", "").split(",")
     if args.get("seeds_file"):
-        raw += _read_text(args["seeds_file"], "seeds_file").splitlines()
+        # A comment may also end a line ("http://x/ # the sea birds"): a URL has no space.
+        lines = _read_text(args["seeds_file"], "seeds_file").splitlines()
+        raw += [TRAILING_COMMENT.split(line, maxsplit=1)[0] for line in lines]
     stripped = (s.strip() for s in raw)
     seeds = tuple(dict.fromkeys(s for s in stripped if s and not s.startswith("#")))
     if not seeds:

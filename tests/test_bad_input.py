@@ -828,10 +828,34 @@ def test_a_jobdir_that_is_a_file_gives_one_line(tmp_path):
 def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
     seeds_file = tmp_path / "seeds.txt"
     seeds_file.write_text(
-        "# birds\nhttp://127.0.0.1:9/wiki/Bird\n  # the sea birds, indented\n", encoding="utf-8"
+        "# birds\nhttp://127.0.0.1:9/wiki/Bird\n  # the sea birds, indented\n"
+        "http://127.0.0.1:9/wiki/Gull\t# at the end of a line: the seed was kept with it\n",
+        encoding="utf-8",
     )
     config = parse_arguments({"query": "birds", "seeds_file": str(seeds_file)})
-    assert config.seeds == ("http://127.0.0.1:9/wiki/Bird",)
+    assert config.seeds == ("http://127.0.0.1:9/wiki/Bird", "http://127.0.0.1:9/wiki/Gull")
+
+
+@pytest.mark.parametrize(
+    ("crawl_id", "message"),
+    [
+        ("", "crawl_id is empty: give an id, or no crawl_id for a new one"),  # -a crawl_id=$UNSET
+        (" ", "crawl_id is empty"),
+        ("--json", "crawl_id='--json' may not start with '-': the commands would take it for"),
+        ("a b", "crawl_id='a b' may use only letters, digits and . _ : -"),
+        ("\u094d", "may use only letters"),  # a mark on no letter
+    ],
+)
+def test_a_crawl_id_that_no_command_could_name_is_refused(crawl_id, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_arguments({**GOOD, "crawl_id": crawl_id})
+
+
+@pytest.mark.parametrize("crawl_id", ["birds-2026.12:a_b", "鳥類", "пташки", "पक्षी", "পাখি", "นก"])
+def test_a_crawl_id_in_any_letters_with_their_marks_is_taken(crawl_id):
+    """Hindi, Bengali and Thai words have vowel signs and viramas, which are marks, not letters:
+    such an id was refused as one of other characters than letters and digits."""
+    assert parse_arguments({**GOOD, "crawl_id": crawl_id}).crawl_id == crawl_id
 
 
 def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
