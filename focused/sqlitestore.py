@@ -136,7 +136,9 @@ class SqliteStore(Store):
                 file.parent.mkdir(parents=True, exist_ok=True)
                 self._check_writable(file)
                 self._conn = sqlite3.connect(file, timeout=timeout)
-                if not create:
+                if create:
+                    self._check_not_foreign()
+                else:
                     self._check_is_store()
                 self._use_wal()
                 self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -214,6 +216,27 @@ class SqliteStore(Store):
                 f"{self.backend} store at {self.location}: not a store of this crawler (no"
                 " crawls and pages tables)"
             )
+
+    def _check_not_foreign(self) -> None:
+        """A crawl writes to a new file, an empty database or a store of this crawler; another
+        program's database given as FOCUSED_DB by mistake is refused before anything is
+        written (it was switched to WAL and given the crawler's tables, or, where its own
+        tables had these names, switched and then refused)."""
+        tables = {
+            row[0]
+            for row in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
+        if not tables or (
+            {"crawls", "pages"} <= tables and "crawl_id" in self._present_columns("pages")
+        ):
+            return
+        self._conn.close()
+        raise StoreError(
+            f"{self.backend} store at {self.location}: another program's database (tables:"
+            f" {', '.join(sorted(tables)[:5])}), not a store of this crawler: nothing was written"
+        )
 
     def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
         """A file made by an older version lacks the newer fields: add them (as NULL)."""

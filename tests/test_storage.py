@@ -1568,3 +1568,28 @@ def _stored_count(connection: sqlite3.Connection) -> int:
         return connection.execute("SELECT COUNT(*) FROM pages").fetchone()[0]
     except sqlite3.OperationalError:  # the crawl has not made its tables yet
         return 0
+
+
+@pytest.mark.parametrize("tables", [["foo (x)"], ["pages (x)", "crawls (y)"]])
+def test_a_crawl_leaves_another_programs_database_as_it_was(tmp_path, tables):
+    """FOCUSED_DB naming another program's SQLite file by mistake: the crawl was refused, or not,
+    after switching the file to WAL and giving it the crawler's tables."""
+    path = tmp_path / "theirs.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for table in tables:
+            conn.execute(f"CREATE TABLE {table}")
+        conn.commit()
+    before = path.read_bytes()
+    with pytest.raises(storage.StoreError, match=r"another program's database .* nothing was"):
+        SqliteStore(path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.db"]  # no -wal, no -shm
+
+
+def test_a_crawl_takes_an_empty_database(tmp_path):
+    path = tmp_path / "empty.db"
+    sqlite3.connect(path).close()
+    SqliteStore(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert {"crawls", "pages"} <= names
