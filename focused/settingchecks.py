@@ -553,12 +553,90 @@ def _check_feeds(settings: Any) -> None:
                 f"the feed {quoted(uri)} has format {quoted(kind)}; "
                 f"Scrapy exports: {', '.join(formats)}"
             )
+        _check_feed_batches(uri, options, settings)
+        _check_feed_plugins(uri, options)
         parts = urlsplit(uri)
         if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
+            _check_feed_storage(uri, parts.scheme, settings)
             continue
         path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
         # Scrapy makes the missing folders.
         check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True, settings=settings)
+
+
+# What a feed storage needs installed (Scrapy disables the feed at the start without it).
+_STORAGE_PACKAGES = {"s3": "boto3", "gs": "google.cloud.storage"}
+
+
+def _check_feed_storage(uri: str, scheme: str, settings: Any) -> None:
+    """Scrapy stores the feed by this scheme (FEED_STORAGES) with what is installed: else it
+    logs an error, exports nothing, and the crawl exits 0 (``-O http://...``, ``-O s3://...``
+    without boto3)."""
+    storages = sorted(name for name, path in settings.getwithbase("FEED_STORAGES").items() if path)
+    if scheme not in storages:
+        raise ConfigError(
+            f"the feed {quoted(uri)} names storage {scheme}:, which Scrapy has not; it has:"
+            f" {', '.join(name + ':' for name in storages if name)} and files"
+        )
+    package = _STORAGE_PACKAGES.get(scheme)
+    if package and _unimportable(package, call=False):
+        raise ConfigError(
+            f"the feed {quoted(uri)} needs {package}, which is not installed"
+            f" (pip install {package.replace('.', '-')})"
+        )
+
+
+def _check_feed_batches(uri: str, options: dict, settings: Any) -> None:
+    """A feed cut in batches names each file by its batch, else Scrapy exports nothing."""
+    count = options.get("batch_item_count", settings.getint("FEED_EXPORT_BATCH_ITEM_COUNT"))
+    if count and not re.search(r"%\(batch_time\)s|%\(batch_id\)", uri):
+        raise ConfigError(
+            f"the feed {quoted(uri)} is cut every {count} items (FEED_EXPORT_BATCH_ITEM_COUNT or"
+            " its batch_item_count): its name needs %(batch_time)s or %(batch_id)d"
+        )
+
+
+def _check_feed_plugins(uri: str, options: dict) -> None:
+    """The feed's ``item_filter`` and ``postprocessing`` classes, given by their import path,
+    can be imported: else the feed failed as it opened, with a traceback, and exported
+    nothing."""
+    plugins = [("item_filter", options.get("item_filter"))]
+    plugins += [("postprocessing plugin", plugin) for plugin in options.get("postprocessing") or ()]
+    for what, plugin in plugins:
+        why = _unimportable(plugin) if isinstance(plugin, str) else None
+        if why:
+            raise ConfigError(f"the feed {quoted(uri)} has {what} {quoted(plugin)}: {why}")
+
+
+def _unimportable(path: str, call: bool = True) -> str | None:
+    """Why ``path`` (``module.Name``, or a module without ``call``) cannot be imported, or None."""
+    module = path.rsplit(".", 1)[0] if call else path
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, an empty name
+        found = False
+    return None if found else f"no module {module}"
+
+
+def check_feed_placeholders(settings: Any, attributes: set[str]) -> None:
+    """The ``%(name)s`` of each feed's URI are what Scrapy fills: the spider's ``attributes``,
+    and ``time``, ``batch_time``, ``batch_id``. Another name, or a malformed one, failed as the
+    feed opened, with a traceback, and the crawl exported nothing and exited 0."""
+    names = {name: 1 for name in attributes | {"time", "batch_time", "batch_id"}}
+    for uri in settings.getdict("FEEDS"):
+        try:
+            str(uri) % names
+        except KeyError as exc:
+            raise ConfigError(
+                f"the feed {quoted(str(uri))} names %({exc.args[0]})s, which Scrapy cannot fill:"
+                " it fills %(time)s, %(batch_time)s, %(batch_id)d and the spider's attributes,"
+                " such as %(name)s and %(crawl_id)s"
+            ) from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"the feed {quoted(str(uri))} is no name Scrapy can fill: {one_line(exc)}"
+                " (a % is written %%)"
+            ) from None
 
 
 def check_output_file(

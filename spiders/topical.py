@@ -57,7 +57,11 @@ from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
 from focused.robotsmeta import NOFOLLOW, NOINDEX, obeyed_token, page_robots, stored_robots
 from focused.setting_names import unknown_settings_note
-from focused.settingchecks import allow_status_codes_as_numbers, dns_timeout_note
+from focused.settingchecks import (
+    allow_status_codes_as_numbers,
+    check_feed_placeholders,
+    dns_timeout_note,
+)
 from focused.stopping import NO_SEED_FETCHED
 from focused.strategies import STRATEGIES
 
@@ -83,6 +87,7 @@ class TopicalSpider(scrapy.Spider):
     def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
         """Validate arguments before anything starts (used by the ``crawl`` command)."""
         config = parse_arguments(kwargs, settings)
+        check_feed_placeholders(settings, set(dir(cls(config))))
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)

@@ -21,7 +21,7 @@ from focused.errors import ConfigError, quoted
 from focused.jobchecks import crawl_lock_offset, remember_job
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
-from focused.settingchecks import check_settings
+from focused.settingchecks import check_feed_placeholders, check_settings
 from focused.strategies import strategy_class
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, run_scrapy, scrapy_command
 from tests.sites import Reply, Site, html
@@ -281,6 +281,20 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"FEEDS": '{"pages.nope": {}}'}, "the feed 'pages.nope' has format 'nope'; Scrapy"),
         ({"FEEDS": '{"pages.json": {"format": "js"}}'}, "the feed 'pages.json' has format 'js'"),
         ({"FEEDS": '{"pages.json": "json"}'}, "the feed 'pages.json' has options 'json'; give a"),
+        (
+            {"FEEDS": '{"s3://b/p.jsonl": {}}'},
+            "the feed 's3://b/p.jsonl' needs boto3, which is not",
+        ),
+        ({"FEEDS": '{"http://h/p.jsonl": {}}'}, "the feed 'http://h/p.jsonl' names storage http:,"),
+        ({"FEEDS": '{"p.jsonl": {"batch_item_count": 5}}'}, "the feed 'p.jsonl' is cut every 5"),
+        (
+            {"FEEDS": '{"p.jsonl": {"postprocessing": ["no.such.Plugin"]}}'},
+            "the feed 'p.jsonl' has postprocessing",
+        ),
+        (
+            {"FEEDS": '{"p.jsonl": {"item_filter": "no.such.Filter"}}'},
+            "the feed 'p.jsonl' has item_filter",
+        ),
         # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
         ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
         ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
@@ -399,7 +413,7 @@ def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
         "LOG_FILE": str(tmp_path / "crawl.log"),
         "REFERRER_POLICY": "same-origin",  # a policy's name, or a class to import
         "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
-        "FEEDS": json.dumps({str(tmp_path / "pages.jsonl"): {}, "s3://b/p": {"format": "csv"}}),
+        "FEEDS": json.dumps({str(tmp_path / "pages.jsonl"): {}, "stdout:": {"format": "csv"}}),
         "STORE_MIN_RELEVANCE": "",  # none: every page stored
         "RETRY_HTTP_CODES": "500, 503",
         "ITEM_PIPELINES": '{"pipelines.storage.StoragePipeline": 800.5, "a.B": null}',
@@ -1662,3 +1676,27 @@ def test_an_output_file_that_is_the_store_is_refused(tmp_path, settings, option,
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr == f"error: {message.format(**names)}\n"
     assert db.read_bytes() == before
+
+
+def spider_attributes() -> set[str]:
+    from spiders.topical import TopicalSpider
+
+    return set(dir(TopicalSpider(parse_arguments(GOOD))))
+
+
+def test_a_feed_may_name_what_scrapy_fills():
+    feeds = {"%(name)s-%(crawl_id)s-%(strategy)s-%(time)s-%(batch_id)03d.jsonl": {}}
+    check_feed_placeholders(Settings({"FEEDS": feeds}), spider_attributes())
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("%(nosuch)s.jsonl", "names %(nosuch)s, which Scrapy cannot fill: it fills %(time)s,"),
+        ("100%.jsonl", "the feed '100%.jsonl' is no name Scrapy can fill: unsupported format"),
+    ],
+)
+def test_a_feed_naming_what_scrapy_cannot_fill_is_refused(uri, message):
+    """A traceback as the feed opened: the crawl exported nothing and exited 0."""
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_feed_placeholders(Settings({"FEEDS": {uri: {}}}), spider_attributes())
