@@ -579,7 +579,7 @@ def _check_feed_storage(uri: str, scheme: str, settings: Any) -> None:
             f" {', '.join(name + ':' for name in storages if name)} and files"
         )
     package = _STORAGE_PACKAGES.get(scheme)
-    if package and _unimportable(package, call=False):
+    if package and _not_installed(package):
         raise ConfigError(
             f"the feed {quoted(uri)} needs {package}, which is not installed"
             f" (pip install {package.replace('.', '-')})"
@@ -600,22 +600,16 @@ def _check_feed_plugins(uri: str, options: dict) -> None:
     """The feed's ``item_filter`` and ``postprocessing`` classes, given by their import path,
     can be imported: else the feed failed as it opened, with a traceback, and exported
     nothing."""
-    plugins = [("item_filter", options.get("item_filter"))]
-    plugins += [("postprocessing plugin", plugin) for plugin in options.get("postprocessing") or ()]
-    for what, plugin in plugins:
-        why = _unimportable(plugin) if isinstance(plugin, str) else None
-        if why:
-            raise ConfigError(f"the feed {quoted(uri)} has {what} {quoted(plugin)}: {why}")
+    _check_import(f"the feed {quoted(uri)}: item_filter ", options.get("item_filter"))
+    for plugin in options.get("postprocessing") or ():
+        _check_import(f"the feed {quoted(uri)}: postprocessing plugin ", plugin)
 
 
-def _unimportable(path: str, call: bool = True) -> str | None:
-    """Why ``path`` (``module.Name``, or a module without ``call``) cannot be imported, or None."""
-    module = path.rsplit(".", 1)[0] if call else path
+def _not_installed(package: str) -> bool:
     try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # a parent package missing, an empty name
-        found = False
-    return None if found else f"no module {module}"
+        return importlib.util.find_spec(package) is None
+    except ImportError:  # a parent package missing (google, for google.cloud.storage)
+        return True
 
 
 def check_feed_placeholders(settings: Any, attributes: set[str]) -> None:

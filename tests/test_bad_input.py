@@ -289,11 +289,11 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"FEEDS": '{"p.jsonl": {"batch_item_count": 5}}'}, "the feed 'p.jsonl' is cut every 5"),
         (
             {"FEEDS": '{"p.jsonl": {"postprocessing": ["no.such.Plugin"]}}'},
-            "the feed 'p.jsonl' has postprocessing",
+            "the feed 'p.jsonl': postprocessing plugin 'no.such.Plugin' cannot be imported",
         ),
         (
             {"FEEDS": '{"p.jsonl": {"item_filter": "no.such.Filter"}}'},
-            "the feed 'p.jsonl' has item_filter",
+            "the feed 'p.jsonl': item_filter 'no.such.Filter' cannot be imported",
         ),
         # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
         ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
