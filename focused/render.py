@@ -264,8 +264,14 @@ def launch_failure(reason: str) -> ConfigError:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else exc.__class__.__name__
+    """The message's first line, and the next where the first ends with a colon: Playwright
+    puts the reason there ("Error reading storage state from PATH:", then "[Errno 2] ...")."""
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    if not lines:
+        return exc.__class__.__name__
+    if lines[0].endswith(":") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"
+    return lines[0]
 
 
 def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -> bool:

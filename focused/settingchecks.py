@@ -166,6 +166,12 @@ SCRAPY_READS_AS = {
 }
 
 
+# Scrapy's settings that name a class though their default is no import path: Scrapy 2.19's
+# context factory's is "SENTINEL", for its own (a path that cannot be imported failed every
+# request, with a traceback each).
+CLASS_SETTINGS = ("DOWNLOADER_CLIENTCONTEXTFACTORY",)
+
+
 @cache
 def scrapy_setting_checks() -> tuple[
     tuple[str, ...], dict[str, tuple[type, float | None, None]], tuple[str, ...]
@@ -188,7 +194,7 @@ def scrapy_setting_checks() -> tuple[
             booleans.append(name)
         elif kind in (int, float):
             numbers[name] = (kind, None if "PRIORITY" in name else kind(0), None)
-        elif kind is str and IMPORT_PATH.fullmatch(default):
+        elif kind is str and (IMPORT_PATH.fullmatch(default) or name in CLASS_SETTINGS):
             classes.append(name)
     return tuple(booleans), numbers, tuple(classes)
 
@@ -345,6 +351,7 @@ COMPONENT_ORDERS = (
     "SPIDER_MIDDLEWARES",
 )
 COMPONENTS_BY_NAME = ("DOWNLOAD_HANDLERS", "FEED_EXPORTERS", "FEED_STORAGES")
+DUMMY_STATS = "scrapy.statscollectors.DummyStatsCollector"
 
 
 def _check_components(settings: Any) -> None:
@@ -360,9 +367,25 @@ def _check_components(settings: Any) -> None:
                     f"setting {name}: {quoted(key)} has order {quoted(value)}; give a number, "
                     "or null to turn it off"
                 )
+    handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
+    for scheme in ("http", "https"):
+        if handlers.get(scheme) is None:  # every request failed, with a traceback each
+            raise ConfigError(
+                f"setting DOWNLOAD_HANDLERS turns off {scheme}:, which the crawl fetches with"
+            )
+    if settings.get("STATS_CLASS") == DUMMY_STATS:
+        raise ConfigError(
+            f"setting STATS_CLASS={DUMMY_STATS} keeps no stats, which the crawl reads (its page"
+            " budget, its progress, its exit status: it exited 1 with no word)"
+        )
     if given_on_command_line(settings, "RETRY_EXCEPTIONS"):
         for path in settings.getlist("RETRY_EXCEPTIONS"):
             _check_import("setting RETRY_EXCEPTIONS: ", path)
+
+
+def check_import_setting(settings: Any, name: str) -> None:
+    """The class setting ``name`` imports (for one a command loads before the other checks)."""
+    _check_import(f"setting {name}=", settings[name])
 
 
 def _check_import(label: str, path: Any) -> None:

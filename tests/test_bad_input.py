@@ -157,7 +157,26 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"PLAYWRIGHT_CONTEXTS": '{"default": {"ignore_https_errors": "yes"}}'},
             "setting PLAYWRIGHT_CONTEXTS: 'default' cannot be opened: ignore_https_errors:",
         ),
+        (  # the reason is on the message's second line: the error ended at the colon
+            {**GOOD, "render": "always"},
+            {"PLAYWRIGHT_CONTEXTS": '{"default": {"storage_state": "/nonexistent/state.json"}}'},
+            "cannot be opened: Error reading storage state from /nonexistent/state.json: [Errno 2]",
+        ),
         (GOOD, {"ENCODER_WHOLE_SHARE": "1.5"}, "ENCODER_WHOLE_SHARE=1.5 is outside"),
+        # A traceback for every request (its default is no import path), or as the command
+        # loaded the spider; a crawl without stats exited 1 with no word.
+        (
+            GOOD,
+            {"DOWNLOADER_CLIENTCONTEXTFACTORY": "no.Such"},
+            "setting DOWNLOADER_CLIENTCONTEXTFACTORY='no.Such' cannot be imported: no module",
+        ),
+        (GOOD, {"DOWNLOAD_HANDLERS": '{"http": null}'}, "DOWNLOAD_HANDLERS turns off http:,"),
+        (GOOD, {"SPIDER_LOADER_CLASS": "no.Such"}, "setting SPIDER_LOADER_CLASS='no.Such' cannot"),
+        (
+            GOOD,
+            {"STATS_CLASS": "scrapy.statscollectors.DummyStatsCollector"},
+            "setting STATS_CLASS=scrapy.statscollectors.DummyStatsCollector keeps no stats",
+        ),
         (GOOD, {"ENCODER_STORE_SIZE": "-1"}, "ENCODER_STORE_SIZE=-1 is outside"),
         (GOOD, {"SCORE_BEFORE_DISPATCH": "maybe"}, "SCORE_BEFORE_DISPATCH='maybe' is not true"),
         (GOOD, {"HEAD_CHECK": "sometimes"}, "HEAD_CHECK='sometimes' is not true or false"),
