@@ -46,6 +46,7 @@ class StoreCommand(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        one_line_errors(parser)
         parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -136,6 +137,16 @@ def say_unreadable(store: Store, read: str) -> None:
     read as unknown: one line says so, for whoever fixes it."""
     if store.unreadable:
         say(f"warning: {store.unreadable_warning(read)}")
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """argparse's own mistakes (an option without its value: ``scrapy pages --top``) end in one
+    line and exit 2, as the command's others do: Scrapy's parser printed its usage first."""
+
+    def error(message: str) -> NoReturn:
+        fail(f"{message} (--help lists the options)", USAGE_ERROR)
+
+    parser.error = error  # type: ignore[method-assign]
 
 
 def fail(message: str, status: int) -> NoReturn:

@@ -799,6 +799,10 @@ def one_crawl(tmp_path) -> dict:
         (("recrawl", "--polcy", "one"), 2, "unknown option --polcy"),
         # Scrapy's usage and then its message (four lines); a TypeError traceback.
         (("crawls", "-s", "FOCUSED_DB"), 2, "Invalid -s value, use -s NAME=VALUE"),
+        (("pages", "--top"), 2, "argument --top: expected one argument (--help lists the"),
+        (("report", "--png"), 2, "argument --png: expected one argument"),
+        (("recrawl", "--budget"), 2, "argument --budget: expected one argument"),
+        (("restore", "-L"), 2, "argument -L/--loglevel: expected one argument"),
         (("recrawl", "one", "-s", "FEEDS=[1]"), 2, "Invalid -s value: a setting that holds a"),
         # Its WARC file (focused.warc) would fail at the first page that changed.
         (

@@ -40,7 +40,13 @@ from focused.stopping import (
     WARC_FAILED,
     stop_once_started,
 )
-from focused.storecommand import USAGE_ERROR, fail, interruptible, scrapy_options
+from focused.storecommand import (
+    USAGE_ERROR,
+    fail,
+    interruptible,
+    one_line_errors,
+    scrapy_options,
+)
 from pipelines.storage import CRAWL_RUNNING, RECRAWL_UNDER_WAY, STORE_UNREACHABLE, UNSTORED
 
 if TYPE_CHECKING:
@@ -80,6 +86,10 @@ def run_failed(stats: StatsCollector) -> bool:
 
 class Command(ScrapyCrawlCommand):
     crawler: Crawler | None = None
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        one_line_errors(parser)
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         # The checks may wait for a server or a browser: until the crawler process takes it

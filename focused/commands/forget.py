@@ -28,6 +28,7 @@ from focused.storecommand import (
     fail,
     interrupted,
     need_output,
+    one_line_errors,
     open_or_fail,
     printing,
     scrapy_options,
@@ -65,6 +66,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        one_line_errors(parser)
         parser.add_argument(
             "--force",
             action="store_true",

@@ -63,6 +63,7 @@ from focused.storecommand import (
     find_crawl,
     interrupted,
     interruptible,
+    one_line_errors,
     open_or_fail,
     parse_number,
     say_unreadable,
@@ -127,6 +128,7 @@ class Command(ScrapyCommand):
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
         super().add_options(parser)
+        one_line_errors(parser)
         parser.add_argument(
             "--policy", default="uniform", help=f"one of {', '.join(POLICIES)} (default uniform)"
         )

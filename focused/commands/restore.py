@@ -30,6 +30,7 @@ from focused.storecommand import (
     interrupted,
     interruptible,
     need_output,
+    one_line_errors,
     open_or_fail,
     printing,
     scrapy_options,
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 class Command(ScrapyCommand):
     requires_project = True
     requires_crawler_process = False
+
+    def add_options(self, parser: argparse.ArgumentParser) -> None:
+        super().add_options(parser)
+        one_line_errors(parser)
 
     def syntax(self) -> str:
         return "[options] FILE [FILE ...]"
