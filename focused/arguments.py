@@ -35,9 +35,8 @@ from focused.render import RENDER_MODES
 from focused.setting_names import known_setting_names
 from focused.settingchecks import (
     check_no_made_setting_given,
+    check_output_folders,
     check_settings,
-    check_unstored_dir,
-    check_warc_dir,
     is_text,
     read_number,
 )
@@ -228,8 +227,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         check_no_made_setting_given(settings)
         strategy_class(strategy).check_settings(settings)
         check_jobdir(settings)
-        check_unstored_dir(settings)
-        check_warc_dir(settings)
+        check_output_folders(settings)
     if "crawl_id" in args and not args["crawl_id"].strip():
         # An unset shell variable (-a crawl_id=$ID): a crawl of a new id, or each process of a
         # shared crawl its own crawl, is not what was asked.

@@ -707,24 +707,24 @@ def _check_output_file(path: Path, what: str, makes_folders: bool) -> None:
             ) from None
 
 
-def check_unstored_dir(settings: Any) -> None:
-    """FOCUSED_UNSTORED_DIR, when given, is a folder the crawl can make its file in: found out
-    now rather than once the store has failed and the records have nowhere else to go. Its
-    default, the folder of FOCUSED_DB, is checked with the store."""
-    folder = settings.get("FOCUSED_UNSTORED_DIR")
-    if folder:
-        check_output_file(
-            Path(folder, "unstored.jsonl"),
-            f"FOCUSED_UNSTORED_DIR {quoted(folder)}",
-            makes_folders=True,
-        )
+# The folders a crawl writes into that a setting names, each with a file the crawl makes there:
+# FOCUSED_UNSTORED_DIR once the store has failed (its default, the folder of FOCUSED_DB, is
+# checked with the store), WARC_DIR at the first page (focused.warc), the encoder's as it opens
+# (an export there that cannot be kept is made again by every crawl, 40 s and three warnings).
+OUTPUT_FOLDERS = {
+    "FOCUSED_UNSTORED_DIR": "unstored.jsonl",
+    "WARC_DIR": "crawl.warc.gz",
+    "ENCODER_EXPORT_DIR": "all-MiniLM-L6-v2.onnx",
+    "ENCODER_STORE_DIR": "vectors.sqlite3",
+}
 
 
-def check_warc_dir(settings: Any) -> None:
-    """WARC_DIR, when given, is a folder the crawl can make its WARC file in (``focused.warc``):
-    refused before the crawl starts rather than stopping it at its first page."""
-    folder = settings.get("WARC_DIR")
-    if folder:
-        check_output_file(
-            Path(folder, "crawl.warc.gz"), f"WARC_DIR {quoted(folder)}", makes_folders=True
-        )
+def check_output_folders(settings: Any) -> None:
+    """Each folder of ``OUTPUT_FOLDERS`` that is given is one the crawl can make its file in:
+    found out before the crawl starts rather than when it needs the folder."""
+    for name, file_name in OUTPUT_FOLDERS.items():
+        folder = settings.get(name)
+        if folder:
+            check_output_file(
+                Path(folder, file_name), f"{name} {quoted(folder)}", makes_folders=True
+            )

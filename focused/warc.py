@@ -57,7 +57,7 @@ closed with reason ``warc_failed`` (the ``crawl`` command exits 1; the pages sto
 JOBDIR resumes). The records are written once the page is stored, so the store may hold a page
 whose records were not written (the crawl killed in between, the write that failed): a resumed
 crawl does not fetch it again. A ``WARC_DIR`` that cannot be written is refused before the
-crawl starts (``focused.settingchecks.check_warc_dir``).
+crawl starts (``focused.settingchecks.check_output_folders``).
 
 Stats: ``focused/warc/records``, ``focused/warc/bytes`` (compressed, as written).
 """

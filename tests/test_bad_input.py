@@ -229,6 +229,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"WARC_DIR": "scrapy.cfg"},
             "cannot write WARC_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
         ),
+        # Each crawl made the encoder's export again (40 s), with three warnings.
+        (
+            GOOD,
+            {"ENCODER_EXPORT_DIR": "scrapy.cfg"},
+            "cannot write ENCODER_EXPORT_DIR 'scrapy.cfg': scrapy.cfg is not a writable folder",
+        ),
+        (GOOD, {"ENCODER_STORE_DIR": "/proc/x"}, "cannot write ENCODER_STORE_DIR '/proc/x': "),
         (GOOD, {"DOWNLOAD_TIMEOUT": "x"}, "DOWNLOAD_TIMEOUT='x' is not a number"),
         (GOOD, {"DOWNLOAD_MAXSIZE": "10MB"}, "DOWNLOAD_MAXSIZE='10MB' is not an integer"),
         (GOOD, {"REDIRECT_MAX_TIMES": "x"}, "REDIRECT_MAX_TIMES='x' is not an integer"),

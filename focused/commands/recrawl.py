@@ -50,9 +50,8 @@ from focused.report import (
 from focused.setting_names import given_on_command_line
 from focused.settingchecks import (
     allow_status_codes_as_numbers,
+    check_output_folders,
     check_settings,
-    check_unstored_dir,
-    check_warc_dir,
 )
 from focused.storage import StoreError, open_store
 from focused.storecommand import (
@@ -170,8 +169,7 @@ class Command(ScrapyCommand):
             keep_project_components(self.settings, project)
             check_settings(self.settings)
             allow_status_codes_as_numbers(self.settings)
-            check_unstored_dir(self.settings)
-            check_warc_dir(self.settings)
+            check_output_folders(self.settings)
             self.unused = self._refuse_or_leave_out(NOT_TAKEN)
             if not args:
                 raise ConfigError("give the id of a crawl to recrawl (`scrapy crawls` lists them)")
