@@ -68,8 +68,11 @@ def likely_meant(name: str) -> str | None:
 
 
 def check_setting_names(settings: Any) -> None:
-    """Refuse a setting given on the command line whose name is a typo of a known one."""
+    """Refuse a setting given on the command line whose name is a typo of a known one, or
+    that has no name (``-s =5``, ``-s ' =5'``), which nothing can read."""
     for name in unknown_setting_names(settings):
+        if not name.strip():
+            raise ConfigError(f"-s {name}=... names no setting: give -s NAME=VALUE")
         if meant := likely_meant(name):
             raise ConfigError(
                 f"setting {quoted(name)} is not one Scrapy or focused reads: did you mean {meant}?"

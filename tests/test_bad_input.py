@@ -919,6 +919,7 @@ def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
         (["--bogus"], "error: unknown option --bogus"),  # was: give one spider, not 2
         (["--logfile", ""], "error: --logfile needs a value, not ''"),  # was: logged to stderr
         (["-s"], "error: argument -s/--set: expected one argument (--help lists the options)"),
+        (["-s", "=5"], "error: -s =... names no setting: give -s NAME=VALUE"),  # was a warning
         # A TypeError traceback from Scrapy's own -s handling.
         (["-s", "FEEDS=[1]"], "error: Invalid -s value: a setting that holds a dict takes a JSON"),
         # Was Scrapy's "use -s NAME=VALUE", which it was.
