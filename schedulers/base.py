@@ -287,6 +287,10 @@ class MemoryFrontier:
         simply ``key_of`` (see ``RedisFrontier.key_to_beat``)."""
         return self.key_of(fp)
 
+    def rekey(self, fp: bytes, key: Key) -> None:
+        """Give the queued entry ``fp`` another key (a strategy moving it in its order)."""
+        self.put(fp, key, self._requests[fp])
+
     def in_front(self, fp: bytes) -> bool:
         """Whether ``fp`` is queued, and not at the back (a trap family's)."""
         return fp in self._items and not at_back(self._requests[fp])
@@ -545,6 +549,13 @@ class SqliteFrontier:
     def in_front(self, fp: bytes) -> bool:
         row = self._db.execute("SELECT back FROM frontier WHERE fp = ?", (fp,)).fetchone()
         return row is not None and not row[0]
+
+    def rekey(self, fp: bytes, key: Key) -> None:
+        """As ``MemoryFrontier.rekey``, in one statement: a remove and a put were two commits,
+        and a kill between them lost the request from the file."""
+        self._db.execute(
+            "UPDATE frontier SET neg_score = ?, neg_tiebreak = ?, seq = ? WHERE fp = ?", (*key, fp)
+        )
 
     def remove(self, fp: bytes) -> Request | None:
         row = self._db.execute(

@@ -108,8 +108,7 @@ class HillClimbingQueue(StrategyQueue):
             return
         key = self.frontier.key_of(fp)
         if key is not None and key[0] <= -CLIMB:
-            request = self.frontier.remove(fp)
-            self.frontier.put(fp, (key[0] + CLIMB, *key[1:]), request)
+            self.frontier.rekey(fp, (key[0] + CLIMB, *key[1:]))
 
     def pop(self) -> Request | None:
         request = self.frontier.pop()

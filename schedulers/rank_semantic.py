@@ -479,8 +479,7 @@ class RankSemanticQueue(StrategyQueue):
         for row in np.flatnonzero((new != old) & (old >= 0)).tolist():
             fp, cls = self._row_fp[row], int(new[row])
             key = self.frontier.key_of(fp)
-            request = self.frontier.remove(fp)
-            self.frontier.put(fp, (-float(cls), key[1], key[2]), request)
+            self.frontier.rekey(fp, (-float(cls), key[1], key[2]))
             counts = self._count[self._back[row]]
             counts[old[row]] -= 1
             counts[cls] += 1

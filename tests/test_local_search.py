@@ -6,6 +6,7 @@ strategies are seeded. Flights are simulated: a request is out until the test la
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -15,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from focused.traps import TRAP_META
+from schedulers.base import SqliteFrontier
 from schedulers.local import Flights
 from tests.queues import drain, make_queue, req
 
@@ -829,3 +831,25 @@ def test_state_survives_close_and_reopen(tmp_path, strategy):
     assert len(reopened) == before
     assert reopened.state() == {k: v for k, v in state.items() if k not in ("strategy", "seq")}
     assert len(drain(reopened)) == before
+
+
+def test_hillclimbing_a_demotion_killed_midway_leaves_the_request_queued(tmp_path, monkeypatch):
+    """A better child of the same page sends the old climbing move back to the pending pool. It
+    was a remove and a put, two commits of the frontier file: a kill -9 between them (here the
+    put dies) lost the request from the file. It is one update now."""
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("good", "p", page=0.1, link=0.3))
+    good = queue._fingerprint(child("good", "p", page=0.1, link=0.3))
+    real_put = SqliteFrontier.put
+
+    def dies_putting_good_back(self, fp, *args):
+        if fp == good:
+            raise KeyboardInterrupt  # the process dies here
+        return real_put(self, fp, *args)
+
+    monkeypatch.setattr(SqliteFrontier, "put", dies_putting_good_back)
+    with contextlib.suppress(KeyboardInterrupt):
+        queue.push(child("better", "p", page=0.1, link=0.6))
+    monkeypatch.undo()
+    assert "good" in drain(make_queue("hillclimbing", key))  # reopened as after the kill
