@@ -218,18 +218,22 @@ class SqliteStore(Store):
             )
 
     def _check_not_foreign(self) -> None:
-        """A crawl writes to a new file, an empty database or a store of this crawler; another
-        program's database given as FOCUSED_DB by mistake is refused before anything is
-        written (it was switched to WAL and given the crawler's tables, or, where its own
-        tables had these names, switched and then refused)."""
+        """A crawl writes to a new file, an empty database or a store of this crawler (its tables
+        ``crawls`` and ``pages``, keyed by ``crawl_id``); another program's database given as
+        FOCUSED_DB by mistake is refused before anything is written (it was switched to WAL and
+        given the crawler's tables, or, where its own tables had these names, switched and then
+        refused)."""
         tables = {
             row[0]
             for row in self._conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             )
         }
-        if not tables or (
-            {"crawls", "pages"} <= tables and "crawl_id" in self._present_columns("pages")
+        # An older version's store may lack a table, and another process opening a new file
+        # at once may have made one table of the two yet: only tables of other names, or ours
+        # without their crawl_id, are another program's.
+        if tables <= {"crawls", "pages"} and all(
+            "crawl_id" in self._present_columns(table) for table in tables
         ):
             return
         self._conn.close()
