@@ -244,7 +244,10 @@ def extract_page(
         kept = ranks.get(url)
         if kept == _BEST_RANK:
             continue
-        anchor = _anchor(element, kinds)
+        if end is not None and element.tag == "a":  # its text is the page's, read already
+            anchor = " ".join("".join(collapsed[first:end]).split())
+        else:
+            anchor = _anchor(element, kinds)
         rank = (end is not None) * 2 + bool(anchor)
         if kept is not None and rank <= kept:
             continue
