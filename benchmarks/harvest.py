@@ -28,9 +28,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,27 @@ class Topic:
     seeds: tuple[str, ...]
     relevant: frozenset[str]
     budget: int
+    short: str  # its name in tables, files and crawl ids (unique_names)
 
-    @property
-    def short(self) -> str:
-        return self.category.rsplit(".", 1)[-1]
+
+def unique_names(categories: list[str]) -> list[str]:
+    """Each topic's short name: its category's last part, with as many parts before it as tell
+    it from the others' (``subject.Art.Artists`` and ``subject.People.Artists`` are
+    ``Art.Artists`` and ``People.Artists``), and ``-2``, ``-3``... for a category listed again.
+    Named by the last part alone, two such topics shared their store, crawl ids, distances and
+    plot: the second crawl was refused, or read the other's distances."""
+    parts = [category.split(".") for category in categories]
+    names, taken = [], Counter()
+    for own in parts:
+        length = 1
+        while length < len(own) and any(
+            other != own and other[-length:] == own[-length:] for other in parts
+        ):
+            length += 1
+        name = ".".join(own[-length:])
+        taken[name] += 1
+        names.append(name if taken[name] == 1 else f"{name}-{taken[name]}")
+    return names
 
 
 def read_topics(path: str) -> list[dict[str, Any]]:
@@ -72,7 +90,8 @@ def read_topics(path: str) -> list[dict[str, Any]]:
 def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> list[Topic]:
     """The topics of a topics.json file, checked against the graph."""
     topics = []
-    for entry in read_topics(path)[:limit]:
+    entries = read_topics(path)[:limit]
+    for entry in entries:
         try:
             category, query, seeds = entry["category"], entry["query"], tuple(entry["seeds"])
         except (KeyError, TypeError):
@@ -84,8 +103,9 @@ def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> 
         if not relevant:
             raise ConfigError(f"topic {category}: no page of the corpus has this category")
         budget = min(len(relevant), cap) if cap else len(relevant)
-        topics.append(Topic(category, query, seeds, relevant, budget))
-    return topics
+        topics.append(Topic(category, query, seeds, relevant, budget, ""))
+    names = unique_names([topic.category for topic in topics])
+    return [replace(topic, short=name) for topic, name in zip(topics, names, strict=True)]
 
 
 def select_strategies(spec: str) -> list[str]:
@@ -242,11 +262,26 @@ def _mean(values: list[float | None]) -> float | None:
 def harvest_table(results: dict, strategies: list[str], topics: list[Topic]) -> list[str]:
     head = " | ".join(f"{t.short} ({t.budget})" for t in topics)
     lines = [f"| strategy | {head} | mean |", "|---" * (len(topics) + 2) + "|"]
+    short = False
     for strategy in strategies:
-        cells = [results[strategy, t.category].get("harvest") for t in topics]
-        row = " | ".join(_fmt(c) if c is not None else "failed" for c in cells)
+        runs = [results[strategy, t.short] for t in topics]
+        cells = [run.get("harvest") for run in runs]
+        texts = []
+        for run, topic in zip(runs, topics, strict=True):
+            if run.get("harvest") is None:
+                texts.append("failed")
+                continue
+            ended = run["fetched"] < topic.budget
+            short = short or ended
+            texts.append(_fmt(run["harvest"]) + (f" ({run['fetched']} fetched)" if ended else ""))
         mean = _fmt(_mean(cells)) if all(c is not None for c in cells) else "-"
-        lines.append(f"| `{strategy}` | {row} | **{mean}** |")
+        lines.append(f"| `{strategy}` | {' | '.join(texts)} | **{mean}** |")
+    if short:
+        lines += [
+            "",
+            "(N fetched): the crawl's frontier ran empty before its budget; the fetches it did"
+            " not make count as no relevant page.",
+        ]
     return lines
 
 
@@ -265,7 +300,7 @@ def measures_table(results: dict, strategies: list[str], topics: list[Topic]) ->
     head = " | ".join(name for name, _, _ in MEASURES)
     lines = [f"| strategy | {head} |", "|---" * (len(MEASURES) + 1) + "|"]
     for strategy in strategies:
-        runs = [results[strategy, t.category] for t in topics]
+        runs = [results[strategy, t.short] for t in topics]
         cells = [_fmt(_mean([r.get(key) for r in runs]), d) for _, key, d in MEASURES]
         lines.append(f"| `{strategy}` | {' | '.join(cells)} |")
     return lines
@@ -274,7 +309,7 @@ def measures_table(results: dict, strategies: list[str], topics: list[Topic]) ->
 def level_tables(results: dict, strategies: list[str], topics: list[Topic]) -> list[str]:
     lines = []
     for topic in topics:
-        runs = {s: results[s, topic.category] for s in strategies}
+        runs = {s: results[s, topic.short] for s in strategies}
         depth = max((row["level"] for r in runs.values() for row in r.get("levels", [])), default=0)
         lines += [f"### {topic.category} (budget {topic.budget})", ""]
         lines += [
@@ -307,7 +342,7 @@ def plot_curves(results: dict, strategies: list[str], topic: Topic, path: Path) 
     # the references dashed, the default strategy drawn thicker.
     colours = plt.get_cmap("tab20").colors
     for index, strategy in enumerate(strategies):
-        curve = results[strategy, topic.category].get("curve")
+        curve = results[strategy, topic.short].get("curve")
         if curve:
             style = "--" if strategy in ("oracle", "bfs") else "-"
             width = 2.4 if strategy == DEFAULT_STRATEGY else 1.2
@@ -329,10 +364,10 @@ def write_reports(
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     failures = [
-        f"- `{s}` on {t.short}: {results[s, t.category]['error']}"
+        f"- `{s}` on {t.short}: {results[s, t.short]['error']}"
         for s in strategies
         for t in topics
-        if "error" in results[s, t.category]
+        if "error" in results[s, t.short]
     ]
     report = [
         *header,
@@ -355,7 +390,7 @@ def write_reports(
     )
     for topic in topics:
         plot_curves(results, strategies, topic, out / f"harvest-{topic.short}.png")
-    raw = [results[s, t.category] for s in strategies for t in topics]
+    raw = [results[s, t.short] for s in strategies for t in topics]
     (out / "harvest.json").write_text(json.dumps(raw, indent=1), encoding="utf-8")
 
 
@@ -410,7 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for s, t in pairs
             }
             for future, (strategy, topic) in futures.items():
-                result = results[strategy, topic.category] = future.result()
+                result = results[strategy, topic.short] = future.result()
                 status = result.get("error") or f"harvest@|rel| {result['harvest']:.3f}"
                 print(f"{strategy:>{width}} {topic.short:<28} {result['wall']:6.1f}s  {status}")
     finally:

@@ -32,14 +32,14 @@ def harvest_curve(relevant: Sequence[bool]) -> list[float]:
 
 
 def harvest_at(relevant: Sequence[bool], n: int) -> float:
-    """Harvest rate after ``n`` fetches; a crawl that fetched fewer is judged on what it fetched.
-
-    0.0 for an empty crawl. ``n`` must be positive.
+    """Harvest rate after ``n`` fetches: relevant among the first ``n``, over ``n``. A crawl
+    that ended before ``n`` fetches (its frontier ran empty) counts the fetches it did not make
+    as no relevant page: judged on what it fetched, a crawl stranded after one relevant page
+    had the best score there is, 1.0. ``n`` must be positive.
     """
     if n < 1:
         raise ValueError(f"n must be at least 1, not {n}")
-    first = relevant[:n]
-    return sum(map(bool, first)) / len(first) if first else 0.0
+    return sum(map(bool, relevant[:n])) / n
 
 
 def target_recall(fetched: Sequence[str], targets: set[str], n: int) -> float:

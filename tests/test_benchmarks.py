@@ -21,7 +21,7 @@ import scrapy
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
-from benchmarks import frontier, metrics
+from benchmarks import frontier, harvest, metrics
 from benchmarks.harvest import Resolver, Topic, evaluate
 from benchmarks.runner import parse_stats
 from focused.arguments import parse_arguments
@@ -84,10 +84,25 @@ def test_harvest_curve_and_harvest_at() -> None:
     assert metrics.harvest_curve(LABELS) == [0, 0, 0, 1 / 4, 1 / 5, 2 / 6]
     assert metrics.harvest_at(LABELS, len(RELEVANT)) == 0.0  # harvest@|rel|: 0 of the first 2
     assert metrics.harvest_at(LABELS, 4) == 0.25
-    assert metrics.harvest_at(LABELS, 10) == 2 / 6  # fewer pages than n: judged on what it got
+    # Fewer pages than n, the frontier empty: the fetches not made count as no relevant page
+    # (judged on what it fetched, a crawl stranded after one relevant page scored 1.0).
+    assert metrics.harvest_at(LABELS, 10) == 2 / 10
+    assert metrics.harvest_at([True], 109) == 1 / 109
     assert metrics.harvest_at([], 3) == 0.0
     with pytest.raises(ValueError):
         metrics.harvest_at(LABELS, 0)
+
+
+def test_topics_ending_alike_get_names_of_their_own() -> None:
+    """Named by the last part of the category alone, two such topics shared a store, crawl ids,
+    distances and a plot: the second crawl was refused, or read the other's distances."""
+    categories = [
+        "subject.Art.Artists",
+        "subject.People.Artists",
+        "subject.Science.Biology.Birds",
+        "subject.Science.Biology.Birds",
+    ]
+    assert harvest.unique_names(categories) == ["Art.Artists", "People.Artists", "Birds", "Birds-2"]
 
 
 def test_target_recall() -> None:
@@ -135,7 +150,7 @@ def test_precision_recall_and_speed() -> None:
 
 def test_evaluate_measures_the_first_budget_pages_in_fetch_order() -> None:
     graph = Graph(names=list(LINKS), links=LINKS, text={}, categories={})
-    topic = Topic("c", "q", ("S",), frozenset(RELEVANT), budget=4)
+    topic = Topic("c", "q", ("S",), frozenset(RELEVANT), budget=4, short="c")
     # (page, fetch order, crawler's relevance, its is_relevant): CRAWL's pages, given shuffled;
     # X and R2 come after the budget, X with the best relevance of all.
     scored = {
