@@ -57,6 +57,7 @@ from twisted.internet.defer import Deferred
 from focused.engine import wake_engine
 from focused.hygiene import BAD_COMPRESSION
 from focused.logformatter import add_log_filter
+from focused.robotsmeta import robots_token
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -122,6 +123,11 @@ class _UnreachableInOneLine(logging.Filter):
 class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
+        # robots.txt groups are matched against the crawler's product token (RFC 9309), not its
+        # whole user agent: given "focused/0.1 (+topical crawler; Scrapy)", Protego took a
+        # group for "crawler" or "Scrapy" for ours, over "*" (a host that disallowed "crawler"
+        # was skipped whole).
+        self._robotstxt_useragent = robots_token(crawler.settings) or self._robotstxt_useragent
         add_log_filter(robotstxt.__name__, _UnreachableInOneLine)
         self._crawl_delay_max = crawler.settings.getfloat("ROBOTS_CRAWL_DELAY_MAX")
         self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")

@@ -108,3 +108,22 @@ def test_a_robots_txt_answered_with_a_server_error_forbids_the_host(tmp_path, st
     netloc = down.url.removeprefix("http://")
     assert f"{netloc}: robots.txt answered {status} (after retries)" in log
     assert stat(log, "focused/robots/server_error_hosts") == 1
+
+
+def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):
+    """The whole user agent, "focused/0.1 (+topical crawler; Scrapy)", was matched against the
+    groups: "crawler" and "Scrapy" were taken for groups of ours, over "*", and a host that
+    disallowed them was skipped whole."""
+    groups = "User-agent: *\nAllow: /\n\nUser-agent: crawler\nUser-agent: scrapy\nDisallow: /\n"
+    groups += "\nUser-agent: focused\nDisallow: /private/\n"
+
+    def site(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, groups, "text/plain")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(site) as host:
+        seeds = f"{host.url}/public/1,{host.url}/private/1"
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": seeds})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [path for _, path in host.log.gets()] == ["/public/1"]  # focused's own group
