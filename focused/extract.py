@@ -2,7 +2,8 @@
 
 One walk over the parsed tree collects the visible text and, for each link, its offsets in
 that text, so the context window around a link comes from the same pass. Script, style and
-navigation boilerplate contribute no text; links inside navigation are kept (with no context),
+navigation boilerplate contribute no text (a <header> or <footer> inside an article or section
+is its own, not the site's); links inside navigation are kept (with no context),
 since site navigation is still part of the link graph.
 Boilerplate is also an element that says so by its attributes: an ARIA role of a boilerplate
 landmark (Wikipedia's navboxes are ``<div role="navigation">``), or ``hidden`` or an inline
@@ -59,13 +60,20 @@ if TYPE_CHECKING:
 
     from scrapy.http import TextResponse
 
-INVISIBLE = frozenset({"script", "style", "template", "svg", "head", "iframe", "noframes"})
-BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "form", "menu"})
+# A form's lists of choices (a <select> of 200 countries) are no text of the page either.
+INVISIBLE = frozenset(
+    {"script", "style", "template", "svg", "head", "iframe", "noframes", "select", "datalist"}
+)
+# Not <form>: ASP.NET WebForms pages hold their whole body in one, and came out without text.
+BOILERPLATE = frozenset({"nav", "header", "footer", "aside", "menu"})
 # The ARIA landmark roles of those elements (and an application menu's), which sites give a
 # <div> or <table> instead: Wikipedia's navboxes are <div role="navigation">.
 BOILERPLATE_ROLES = frozenset(
-    {"navigation", "banner", "contentinfo", "complementary", "form", "menu", "menubar"}
+    {"navigation", "banner", "contentinfo", "complementary", "menu", "menubar"}
 )
+# A <header> or <footer> inside these is the section's own (an article's headline and byline),
+# not the site's banner or footer: HTML makes only the others landmarks.
+SECTIONING = ("article", "section", "main")
 # An inline style's display declarations: (value, "!important" or ""); the last important one
 # applies, else the last one.
 DISPLAY = re.compile(r"(?:^|;)\s*display\s*:\s*([^;!\s]*)\s*(!\s*important)?", re.IGNORECASE)
@@ -75,7 +83,7 @@ BLOCKS = frozenset(
     {"p", "div", "li", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "tr", "td", "th", "br",
      "section", "article", "main", "blockquote", "pre", "table", "dd", "dt", "figcaption",
      "hr", "address", "details", "summary", "dl", "fieldset", "legend", "caption", "center",
-     "dialog", "hgroup", "figure", "search", "thead", "tbody", "tfoot"}
+     "dialog", "hgroup", "figure", "search", "thead", "tbody", "tfoot", "form"}
 )  # fmt: skip
 SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
 # A link's tag: the attribute of its URL, and those its anchor text comes from (an <a>'s
@@ -382,7 +390,9 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
             if kind & LINK:  # an iframe: its src is a link, where it sits; its content is not
                 push((_LEAVE, element, visible, len(pieces)))
             continue
-        if kind & BOILERPLATE_KIND or (visible and _unseen(element)):
+        if (kind & BOILERPLATE_KIND and not _sections_own(element)) or (
+            visible and _unseen(element)
+        ):
             visible = False
         if kind & BLOCK:
             pieces.append("")
@@ -399,6 +409,13 @@ def _walk(root: Any, pieces: list[str], links: list[Any], kinds: dict[object, in
         else:
             for child in reversed(element):
                 push((_ENTER, child, False, 0))
+
+
+def _sections_own(element: Any) -> bool:
+    """Whether a boilerplate element is a <header> or <footer> of an article or section."""
+    return element.tag in ("header", "footer") and any(
+        True for _ in element.iterancestors(*SECTIONING)
+    )
 
 
 def _unseen(element: Any) -> bool:

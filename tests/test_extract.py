@@ -695,3 +695,21 @@ def test_a_url_linked_twice_keeps_its_first_link_in_the_text_that_has_words():
         ("Gull", "gull", True),  # the caption's, not the thumbnail's empty link
         ("Tern", "tern", True),
     ]
+
+
+def test_a_form_holds_page_text_and_an_articles_header_is_the_articles():
+    """ASP.NET WebForms pages hold their whole body in a <form>, which was boilerplate: they came
+    out without text. A <header> in an <article> (its headline, its byline) was dropped as the
+    site's banner is."""
+    words, links = words_and_links(
+        '<form id="form1" action="/page.aspx"><header><a href="/home">Home</a> Sitename</header>'
+        "<article><header><h1>Albatross nesting</h1><p>By A. Writer</p></header>"
+        "<p>Albatrosses nest on islands.</p><footer>Filed under seabirds</footer></article>"
+        '<select name="country"><option>Afghanistan</option><option>Albania</option></select>'
+        "<p>Search <button>Go</button></p><footer>Copyright Sitename</footer></form>"
+    )
+    assert words == [
+        "Albatross", "nesting", "By", "A.", "Writer", "Albatrosses", "nest", "on", "islands.",
+        "Filed", "under", "seabirds", "Search", "Go",
+    ]  # fmt: skip
+    assert [(url.rsplit("/", 1)[1], anchor) for url, anchor, _ in links] == [("home", "Home")]
