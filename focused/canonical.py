@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 DEFAULT_DROP_PARAMS: tuple[str, ...] = tuple(default_settings.CANONICAL_DROP_PARAMS)
+MAX_ID_DIGITS = 9  # a sid of up to this many digits is a page's id, never a session's
 DEFAULT_PORTS = {"http": 80, "https": 443}
 INDEX_PAGES = ("index.html", "index.htm")
 # URLs whose fingerprint is remembered (about 200 bytes each).
@@ -129,24 +130,30 @@ def drop_index_page(parts: SplitResult) -> SplitResult:
 
 def drop_params(parts: SplitResult, patterns: Iterable[str] = DEFAULT_DROP_PARAMS) -> SplitResult:
     """Drop query parameters (and ``;name=value`` path parameters such as ``;jsessionid=``)
-    whose lowercased name matches one of the glob ``patterns``."""
+    whose lowercased name matches one of the glob ``patterns``. A ``sid`` of a few digits alone
+    is kept: no session id is one, and it is a page's id (PHP-Nuke's stories are
+    ``modules.php?name=News&file=article&sid=1234``: dropped, every story was one URL)."""
     patterns = tuple(p.lower() for p in patterns)
 
-    def dropped(name: str) -> bool:
-        return any(fnmatchcase(name.lower(), pattern) for pattern in patterns)
+    def dropped(pair: str) -> bool:
+        name, _, value = pair.partition("=")
+        name = name.lower()
+        if name == "sid" and value.isascii() and value.isdigit() and len(value) <= MAX_ID_DIGITS:
+            return False
+        return any(fnmatchcase(name, pattern) for pattern in patterns)
 
     path = parts.path
     if ";" in path:
         segments = []
         for segment in path.split("/"):
             head, *params = segment.split(";")
-            kept = [p for p in params if not dropped(p.partition("=")[0])]
+            kept = [p for p in params if not dropped(p)]
             segments.append(";".join([head, *kept]))
         path = "/".join(segments)
     query = parts.query
     if query:
         pairs = query.split("&")
-        query = "&".join(p for p in pairs if p and not dropped(p.partition("=")[0]))
+        query = "&".join(p for p in pairs if p and not dropped(p))
     return parts._replace(path=path, query=query)
 
 

@@ -70,10 +70,20 @@ def test_each_rule(rule, url, expected):
 
 
 def test_drop_params_drops_tracking_and_session_ids_only():
-    url = "http://h/p;jsessionid=AB12;v=2?utm_source=x&UTM_Medium=y&id=7&PHPSESSID=9&sid=1&gclid=z"
-    assert apply(drop_params, url) == "http://h/p;v=2?id=7"
+    url = "http://h/p;jsessionid=AB12;v=2?utm_source=x&UTM_Medium=y&id=7&PHPSESSID=9f&sid=0123456789abcdef0123456789abcdef"
+    assert apply(drop_params, url + "&gclid=z") == "http://h/p;v=2?id=7"
     assert apply(drop_params, "http://h/p?ref=a&keep=b", ("ref",)) == "http://h/p?keep=b"
     assert apply(drop_params, "http://h/p?sidebar=1") == "http://h/p?sidebar=1"  # sid is exact
+
+
+def test_a_parameter_of_a_session_name_holding_a_plain_number_is_an_id_and_kept():
+    """PHP-Nuke's stories are modules.php?name=News&file=article&sid=1234: with sid dropped,
+    every story was one URL, fetched once (a 404), and the others never."""
+    story = "http://h/modules.php?name=News&file=article&sid=1234"
+    assert apply(drop_params, story) == story
+    assert canonicalize(story) == "http://h/modules.php?file=article&name=News&sid=1234"
+    forum = "http://h/viewtopic.php?t=5&sid=0123456789abcdef0123456789abcdef"  # a session: dropped
+    assert apply(drop_params, forum) == "http://h/viewtopic.php?t=5"
 
 
 def test_canonicalize_applies_every_rule():
@@ -98,7 +108,7 @@ def test_fingerprint_sees_variants_as_one_url():
     assert custom.fingerprint(Request("http://h/?ref=1")) == custom.fingerprint(
         Request("http://h/")
     )
-    assert custom.fingerprint(Request("http://h/?sid=1")) != custom.fingerprint(
+    assert custom.fingerprint(Request("http://h/?sid=ab")) != custom.fingerprint(
         Request("http://h/")
     )
 
@@ -144,8 +154,8 @@ PAGES = {
     "/": '<a href="/a/index.html?utm_source=x">a</a> <a href="/%7euser/">u</a>'
     ' <a href="/b?y=2&x=1">b</a> <a href="/c">c</a> <a href="/d">d</a>'
     ' <a href="javascript:alert(1)">js</a> <a href="file:///etc/passwd">file</a>',
-    "/a/": '<a href="/~user/#top">u</a> <a href="/b?x=1&y=2&sid=99">b</a> <a href="/">home</a>',
-    "/~user/": '<a href="/a/">a</a> <a href="/b?jsessionid=5&x=1&y=2">b</a>',
+    "/a/": '<a href="/~user/#top">u</a> <a href="/b?x=1&y=2&sid=9a9b">b</a> <a href="/">home</a>',
+    "/~user/": '<a href="/a/">a</a> <a href="/b?jsessionid=5F3A&x=1&y=2">b</a>',
     "/b?x=1&y=2": '<a href="/a/./">a</a>',
     # /c says it is the home page (already fetched): a duplicate. /d says its real URL is /e.
     "/c": '<a href="/a/">a</a>',
@@ -249,7 +259,7 @@ def test_a_page_stored_under_another_url_keeps_the_one_its_link_named(tmp_path):
 def test_the_dropped_parameters_as_the_command_line_gives_them(given, patterns):
     settings = Settings({"CANONICAL_DROP_PARAMS": given})
     assert drop_params_setting(settings) == patterns
-    url = "http://example.org/p?UTM_source=x&sid=1&keep=2"
+    url = "http://example.org/p?UTM_source=x&sid=f00d&keep=2"
     if "sid" in patterns:
         assert canonicalize(url, drop_params_setting(settings)) == "http://example.org/p?keep=2"
 
