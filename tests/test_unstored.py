@@ -325,7 +325,9 @@ def test_a_restored_file_is_renamed_so_that_it_is_not_restored_again(cli, one_cr
     records back over the newer: restore is not idempotent."""
     path = spilled(tmp_path)
     content = path.read_bytes()
-    assert cli("restore", str(path), str(path), settings=one_crawl).returncode == 0
+    twice = cli("restore", str(path), f"{tmp_path}//{path.name}", settings=one_crawl)
+    assert twice.returncode == 0 and twice.stderr == "", twice  # named twice: read once
+    assert twice.stdout.startswith("restored 3 pages of crawl one ")
     assert not path.exists()
     assert (tmp_path / "unstored-one.jsonl.restored").read_bytes() == content
     one_line_error(cli("restore", str(path), settings=one_crawl), 2, "No such file or directory")

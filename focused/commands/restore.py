@@ -12,6 +12,7 @@ again after a recrawl or a resumed run would put its older records back over the
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,8 +71,14 @@ class Command(ScrapyCommand):
             check_settings(self.settings)
             if not args:
                 raise ConfigError("give the files of unstored records to load (unstored-*.jsonl)")
+            # A file named twice (or as dir//file) is read and renamed once: read twice, its
+            # records were counted twice in what restore said it did.
+            named: dict[str, str] = {}
+            for path in args:
+                named.setdefault(os.path.realpath(path), path)
+            self.paths = list(named.values())
             with interruptible():  # reading the files: nothing written
-                self.unstored = read_unstored(args)
+                self.unstored = read_unstored(self.paths)
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)
         for path in self.unstored.cut_short:
@@ -79,7 +86,7 @@ class Command(ScrapyCommand):
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         need_output()  # before anything is written
-        paths = list(dict.fromkeys(args))  # a file given twice is renamed once
+        paths = self.paths
         left: list[str] = []  # the files being restored, not renamed yet
         try:
             store = open_or_fail(self.settings, create=False)  # checked writable: it is written
