@@ -33,7 +33,6 @@ Stats: ``focused/duplicates/canonical``, ``focused/duplicates/near``,
 
 from __future__ import annotations
 
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,30 +47,12 @@ from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
 from focused.text import tokenize
 
 INDEX_FILE = "nearduplicates.sqlite3"
-NUMBER = re.compile(r"\d+")
-NUMBERS_SHARE = 4  # numbers at least a quarter as many as the tokens: a page of numbers
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
     from focused.distributed import SharedCrawl
-
-
-def near_duplicate_tokens(tokens: list[str], text: str) -> list[str]:
-    """What a page's SimHash is made of: its tokens (the relevance model's, which leave numbers
-    out), and, on a page made as much of numbers as of a quarter of its words, its numbers
-    after them. Of the tokens alone, pages that differ only in their numbers (timetables,
-    price lists, results by year) had one fingerprint, and all but the first were stored
-    without text as near-duplicates. An article's few numbers are left out: with them, a
-    changed date line flipped more bits than a near-duplicate may differ by (3 of 64), and
-    half the sample's articles with a new date were no longer found."""
-    # Digits are at least as many as numbers, and counted in a fifth of findall's time: most
-    # pages are told by them alone.
-    if sum(map(text.count, "0123456789")) * NUMBERS_SHARE < len(tokens):
-        return tokens
-    numbers = NUMBER.findall(text)
-    return tokens + numbers if len(numbers) * NUMBERS_SHARE >= len(tokens) else tokens
 
 
 class LocalFetched:
@@ -195,7 +176,7 @@ class DuplicateMiddleware(PageOutputMiddleware):
             tokens = model.page_tokens(text, language)
             cpu_ms = (time.thread_time() - started) * 1000
             self.stats.inc_value("focused/scoring_cpu_ms", cpu_ms, start=0.0)
-        fingerprint = simhash(near_duplicate_tokens(tokens, text))
+        fingerprint = simhash(tokens)
         if fingerprint is None:
             return
         try:
