@@ -640,7 +640,15 @@ class RefreshPipeline(StoragePipeline):
         self.store = open_store(self.crawler.settings)
         self.crawl_id = self.crawler.spider.crawl_id
         self.claim = self.crawler.spider.claim
+        self._watch_forced_stop()
         self._start_heartbeat()
+
+    def forced_stop(self) -> None:
+        """A second Ctrl-C (the reactor stops with the spider open): the page updates waiting
+        for the store are kept in the file of unstored records, as a crawl's pages are, where
+        they were lost without a word. The crawl's record is left as it is (a recrawl records
+        no outcome), its mark going stale."""
+        self._keep_at_forced_stop("recrawl")
 
     def heartbeat(self) -> None:
         if self.claim is None or self._taken_over:
@@ -665,5 +673,6 @@ class RefreshPipeline(StoragePipeline):
         self.store.update_pages(records)
 
     async def spider_closed(self, reason: str) -> None:
+        self._unwatch_forced_stop()
         await self._stop_heartbeat()  # before the store is closed
         self.store.close()

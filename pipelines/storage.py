@@ -276,15 +276,27 @@ class StoragePipeline:
             self.store.backend,
             self.store.location,
         )
-        # Only under a reactor (not in a test driving the pipeline on asyncio alone): importing
-        # the reactor module would install Twisted's default one.
+        self._watch_forced_stop()
+        self._start_heartbeat()
+
+    def _watch_forced_stop(self) -> None:
+        """Call ``forced_stop`` if the reactor stops with the spider open. Only under a reactor
+        (not in a test driving the pipeline on asyncio alone): importing the reactor module
+        would install Twisted's default one."""
         if is_reactor_installed():
             from twisted.internet import reactor
 
             self._forced_stop_trigger = reactor.addSystemEventTrigger(
                 "before", "shutdown", self.forced_stop
             )
-        self._start_heartbeat()
+
+    def _unwatch_forced_stop(self) -> None:
+        """The spider closed cleanly: its close records what ``forced_stop`` would have."""
+        if self._forced_stop_trigger is not None:
+            from twisted.internet import reactor
+
+            reactor.removeSystemEventTrigger(self._forced_stop_trigger)
+            self._forced_stop_trigger = None
 
     def _start_heartbeat(self) -> None:
         """Beat every ``heartbeat_interval`` seconds from now on. Only under a reactor (not in
@@ -316,11 +328,7 @@ class StoragePipeline:
         crawl as interrupted rather than leave it ``running``. Records waiting for the store
         (the user stopped a crawl stuck retrying it) are kept in the file of unstored records,
         as at a close: the reactor stops before they could be written."""
-        self._forced_stop_trigger = None
-        if self._heartbeat is not None and self._heartbeat.running:
-            self._heartbeat.stop()
-        if self._buffer:
-            self._keep_unwritten(f"the crawl was stopped ({FORCED_SHUTDOWN}) while they waited")
+        self._keep_at_forced_stop("crawl")
         if self._crawl_goes_on("interrupted"):
             return
         self._stopped_forcibly = True
@@ -329,6 +337,15 @@ class StoragePipeline:
             self.store.finish_crawl(self.crawl_id, **outcome)
         except StoreError as exc:
             self._keep_outcome(outcome, exc)
+
+    def _keep_at_forced_stop(self, run: str) -> None:
+        """What a forced stop of any run does: no more beats, and the records waiting for the
+        store kept in the file of unstored records."""
+        self._forced_stop_trigger = None
+        if self._heartbeat is not None and self._heartbeat.running:
+            self._heartbeat.stop()
+        if self._buffer:
+            self._keep_unwritten(f"the {run} was stopped ({FORCED_SHUTDOWN}) while they waited")
 
     def _recount_forced_stop(self) -> None:
         """Pages stored after the forced stop was recorded: Scrapy's own shutdown trigger keeps
@@ -400,11 +417,7 @@ class StoragePipeline:
             self._keep_unwritten(str(exc))
 
     async def spider_closed(self, reason: str) -> None:
-        if self._forced_stop_trigger is not None:  # closed cleanly: recorded here
-            from twisted.internet import reactor
-
-            reactor.removeSystemEventTrigger(self._forced_stop_trigger)
-            self._forced_stop_trigger = None
+        self._unwatch_forced_stop()
         await self._stop_heartbeat()  # before the store is closed
         if self._refused:  # the record is another's: no outcome of a run that never began
             self.store.close()

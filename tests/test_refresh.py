@@ -1590,3 +1590,38 @@ def test_a_recrawl_that_wakes_beside_a_run_of_the_crawl_stops(store, monkeypatch
     [line] = [record.getMessage() for record in caplog.records]
     assert line.endswith("and a run of the crawl started: this recrawl stops")
     assert store.end_recrawl("c1", claim)  # its own mark, cleared as it ends
+
+
+def test_a_forced_stop_of_a_recrawl_keeps_its_updates_waiting_for_the_store(tmp_path, monkeypatch):
+    """A second Ctrl-C while the store refused the updates: the crawl's pipeline keeps its
+    pages in the file of unstored records, the recrawl's lost them without a word (no trigger
+    of its own; the crawl's would have recorded the crawl interrupted)."""
+    settings = {**crawl_recorded(tmp_path), "STORAGE_RETRIES": 3, "STORAGE_RETRY_DELAY": 600}
+    crawler = get_crawler(RecrawlSpider, {**settings, "FOCUSED_UNSTORED_DIR": str(tmp_path)})
+    crawler.spider = RecrawlSpider.from_crawler(crawler, "c1", pages=[], policy="uniform")
+
+    def locked(*args, **kwargs) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(SqliteStore, "_update_pages", locked)
+    update = {"crawl_id": "c1", "url": "http://127.0.0.1:9/a", "fetched_at": "2030-01-01"}
+
+    async def stop_while_retrying() -> None:
+        pipeline = RefreshPipeline.from_crawler(crawler)
+        await pipeline.open_spider()
+        waiting = asyncio.ensure_future(pipeline.process_item(dict(update)))
+        while not pipeline._buffer:
+            await asyncio.sleep(0.01)
+        pipeline.forced_stop()
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+
+    asyncio.run(stop_while_retrying())
+    [path] = sorted(tmp_path.glob("unstored-*.jsonl"))
+    [line] = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert (line["kind"], line["record"]["url"]) == ("update", update["url"])
+    store = SqliteStore(settings["FOCUSED_DB"], create=False)
+    try:
+        assert store.get_crawl("c1")["status"] == "finished"  # a recrawl records no outcome
+    finally:
+        store.close()
