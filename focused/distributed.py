@@ -597,9 +597,12 @@ class FrontierAck:
     callback's output in its order). The end of the callback's output would be too early:
     Scrapy (2.13 and later) reads the output into a queue and schedules it from there, so a page
     could be marked done before its links were queued, and with Redis lost in between the links
-    were lost for good. Done as well: a download that failed for good (this downloader
-    middleware, outermost: order 10), and a retry or redirect once its successor is scheduled
-    (which is queued).
+    were lost for good. Done as well: a retry or redirect once its successor is scheduled
+    (which is queued), and a request that ends without a response (this downloader
+    middleware, outermost: order 10, sees the exception): a download that failed for good,
+    robots.txt's refusal, an offsite drop. Such a request gives back the page-budget slot its
+    pop took, as one process counts responses (``focused.stopping``): acked, a shared crawl
+    with four seeds refused by robots.txt stored 16 pages of a budget of 20.
     """
 
     def __init__(self, shared: SharedCrawl) -> None:
@@ -632,7 +635,9 @@ class FrontierAck:
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> None:
-        self._done(request)
+        member = request.meta.pop(INFLIGHT_META, None)
+        if member is not None:
+            self.shared.frontier.unpop(member)
 
 
 class DistributedCrawl:

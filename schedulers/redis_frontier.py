@@ -479,7 +479,7 @@ class RedisFrontier:
 
     def unpop(self, member: bytes) -> None:
         """The popped request whose member this is comes back as another request (queued by
-        the caller): done, and its budget slot given back."""
+        the caller), or ended without a response: done, and its budget slot given back."""
         self._changing()
         keys = [self.shared.inflight_key(), self._keys[2], self.shared.key("popped")]
         self.shared.run(self._unpop, keys=keys, args=[member])

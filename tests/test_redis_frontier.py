@@ -21,6 +21,7 @@ import pytest
 import redis
 import scrapy
 from scrapy.crawler import Crawler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -465,6 +466,21 @@ def test_a_page_sent_back_to_be_rendered_takes_one_budget_slot(redis_server):
     queue.push(again)
     assert urls([queue.pop(), queue.pop()]) == ["p2", "p1"]  # rendered, then the next page
     assert queue.pop() is None  # the budget is spent
+
+
+def test_a_request_that_ends_without_a_response_takes_no_budget_slot(redis_server):
+    """One process counts responses against its page budget. In a shared crawl a request
+    refused by robots.txt, dropped offsite or failed for good was acked, its slot spent: four
+    seeds refused by robots.txt left 16 pages stored of a budget of 20."""
+    queue = shared_queue(redis_server.url, budget=2)
+    shared = queue.frontier.shared
+    ack = FrontierAck(shared)
+    for i in range(3):
+        queue.push(req(f"p{i}", parent_relevance=i / 10))
+    refused = queue.pop()
+    ack.process_exception(refused, IgnoreRequest("Forbidden by robots.txt"), None)
+    assert urls([queue.pop(), queue.pop()]) == ["p1", "p0"]  # the budget's two pages
+    assert queue.pop() is None
 
 
 def test_eviction_drops_the_lowest_ranked_as_the_memory_frontier(redis_server):
