@@ -597,8 +597,8 @@ class FrontierAck:
     callback's output in its order). The end of the callback's output would be too early:
     Scrapy (2.13 and later) reads the output into a queue and schedules it from there, so a page
     could be marked done before its links were queued, and with Redis lost in between the links
-    were lost for good. Done as well: a retry or redirect once its successor is scheduled
-    (which is queued), and a request that ends without a response (this downloader
+    were lost for good. Done as well: a retry or redirect once its successor is queued (by the
+    scheduler), and a request that ends without a response (this downloader
     middleware, outermost: order 10, sees the exception): a download that failed for good,
     robots.txt's refusal, an offsite drop. Such a request gives back the page-budget slot its
     pop took, as one process counts responses (``focused.stopping``): acked, a shared crawl
@@ -625,12 +625,12 @@ class FrontierAck:
         # is not the page and one process does not count it against the budget, so the slot
         # its pop took goes back (else each such page cost two, and the last one could be
         # fetched plainly, dropped, and never rendered).
+        # A retry or redirect carries the member of the request it replaces: the scheduler acks
+        # it once the successor is queued (FocusedScheduler._replaced_done).
         if request.meta.pop(RENDER_AGAIN_META, False):
             member = request.meta.pop(INFLIGHT_META, None)
             if member is not None:
                 self.shared.frontier.unpop(member)
-            return
-        self._done(request)
 
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None

@@ -250,6 +250,15 @@ class FocusedScheduler(Scheduler):
             with suppress(JobdirUnwritable):  # the crawl stops (focused.jobdir)
                 frontier.mark_counted(fp)
 
+    def _replaced_done(self, fp: bytes | None, member: bytes | None) -> None:
+        """The request a redirect or retry replaces is done, its successor queued: under JOBDIR
+        it leaves the frontier file's in-flight table; in a shared crawl it leaves flight once
+        the successor is in Redis. Acked as the successor was scheduled, before it was queued,
+        a kill between lost the URL for good."""
+        self._finish(fp)
+        if member is not None and self.shared is not None:
+            self.shared.frontier.ack_replaced(member)
+
     def _finish(self, fp: bytes | None) -> None:
         frontier = self._durable_frontier()
         if fp is not None and frontier is not None:
@@ -268,19 +277,19 @@ class FocusedScheduler(Scheduler):
             return False  # the crawl stops (focused.jobdir)
 
     def _enqueue(self, request: Request) -> bool:
-        # A redirect or retry of a request in flight carries its mark: once the new request
-        # is queued (or filtered), the old one is finished.
-        replaced = request.meta.pop(INFLIGHT, None)
+        # A redirect or retry of a request in flight carries its mark (in a shared crawl, its
+        # member in Redis): once the new request is queued (or filtered), the old one is done.
+        replaced = request.meta.pop(INFLIGHT, None), request.meta.pop(INFLIGHT_META, None)
         if self.links_to_queue:
             self._link_reached(request)
         if not self.mqs.admit(request):
             # Refused before the dupefilter sees it (a depth limit, shark's chain cut): marked
             # seen, the URL would be dropped as a duplicate when found again on a path the
             # strategy admits (a shallower level, a chain through relevant pages).
-            self._finish(replaced)
+            self._replaced_done(*replaced)
             return False
         if self._is_trap_dropped(request):
-            self._finish(replaced)
+            self._replaced_done(*replaced)
             return False
         queued = super().enqueue_request(request)
         if "parent_url" not in request.meta:  # a seed (or its redirect), queued or seen before
@@ -301,7 +310,7 @@ class FocusedScheduler(Scheduler):
         self._forget_dropped()
         if queued and self.frontier_max and len(self) > self.frontier_max:
             self._evict(len(self) - self.frontier_max)
-        self._finish(replaced)
+        self._replaced_done(*replaced)
         self._count_frontier()
         return queued
 

@@ -216,6 +216,16 @@ end
 """
 )
 
+# A popped request replaced by another (a retry, a redirect) that is queued already: out of
+# flight, and its stored request gone unless its URL is queued again (the retry's is stored under
+# the same fingerprint). KEYS: inflight, requests, members. ARGV: member.
+ACK_REPLACED = """
+local fp = string.sub(ARGV[1], 24)
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 and not redis.call('HGET', KEYS[3], fp) then
+  redis.call('HDEL', KEYS[2], fp)
+end
+"""
+
 # A popped request goes back to the frontier as another (a page sent back to be rendered): it is
 # done, and the budget slot its pop took is given back, never below 0.
 # KEYS: inflight, requests, popped. ARGV: member.
@@ -358,6 +368,7 @@ class RedisFrontier:
         self._put = self.redis.register_script(PUT)
         self._pop = self.redis.register_script(POP)
         self._ack = self.redis.register_script(ACK)
+        self._ack_replaced = self.redis.register_script(ACK_REPLACED)
         self._unpop = self.redis.register_script(UNPOP)
         self._requeue = self.redis.register_script(REQUEUE)
         self._remove = self.redis.register_script(REMOVE)
@@ -476,6 +487,14 @@ class RedisFrontier:
         keys = [shared.inflight_key(), requests, members, frontier, shared.key("popped")]
         keys.append(shared.key("host_pages"))
         shared.run(self._ack, keys=keys, args=[member, self._host_cap])
+
+    def ack_replaced(self, member: bytes) -> None:
+        """The popped request whose member this is was replaced by a retry or a redirect, which
+        the caller has queued: done once that is in Redis (a kill between the two lost the URL
+        for good), without counting it again."""
+        self._changing()  # the successor is in Redis before its predecessor is done
+        keys = [self.shared.inflight_key(), self._keys[2], self._keys[1]]
+        self.shared.run(self._ack_replaced, keys=keys, args=[member])
 
     def unpop(self, member: bytes) -> None:
         """The popped request whose member this is comes back as another request (queued by

@@ -555,6 +555,25 @@ def test_a_pages_links_reach_redis_in_one_call_when_it_is_done(redis_server):
     assert popped[60] is None
 
 
+def test_a_retry_leaves_flight_only_once_it_is_in_redis(redis_server):
+    """Scrapy signals request_scheduled before the scheduler queues the request, and the ack
+    came with the signal: between them the original was done and its retry in no more than
+    this process's buffer, and a kill there lost the URL for good (no process requeued it)."""
+    scheduler = shared_scheduler(redis_server.url)
+    shared = scheduler.spider.shared
+    client, key = redis.Redis(port=redis_server.port), "focused:t:"
+    assert scheduler.enqueue_request(req("p0", parent_relevance=0.9))
+    original = scheduler.next_request()
+    retry = original.copy()  # as RetryMiddleware.get_retry_request makes it
+    retry.dont_filter = True
+    FrontierAck(shared).request_scheduled(retry, scheduler.spider)
+    assert client.zcard(shared.inflight_key()) == 1  # a kill now: requeued by another process
+    assert scheduler.enqueue_request(retry)
+    assert client.zcard(shared.inflight_key()) == 0  # acked with its retry in Redis
+    assert client.zcard(key + "frontier") == 1
+    assert urls([scheduler.next_request()]) == ["p0"]
+
+
 def test_a_url_twice_on_a_page_is_queued_once_at_its_better_place(redis_server):
     scheduler = shared_scheduler(redis_server.url)
     assert scheduler.enqueue_request(req("a", parent_relevance=0.2))
