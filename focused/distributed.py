@@ -176,15 +176,18 @@ def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> 
     runs another: the budget is counted in each process's pops from Redis, so a process with a
     larger one, or none, took the crawl past the budget the others keep. Once none is alive
     (their heartbeats older than ``timeout``), a new budget is the crawl's: a finished crawl
-    goes on to a larger one, as a JOBDIR crawl does."""
-    keys = (crawl_prefix(crawl_id) + "budget", crawl_prefix(crawl_id) + "workers")
+    goes on to a larger one, as a JOBDIR crawl does. A process that recorded its budget less
+    than ``timeout`` ago and does not beat yet (it beats once its spider opens) counts as
+    live."""
+    keys = tuple(crawl_prefix(crawl_id) + name for name in ("budget", "workers", "budget_at"))
     args = (RECORD_BUDGET, len(keys), *keys, budget, timeout)
     theirs = asked(url, lambda client: client.eval(*args))
     if theirs is not None:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         raise ConfigError(
-            f"crawl {crawl_id} runs with CLOSESPIDER_PAGECOUNT={int(theirs)} in other processes, "
-            f"this one with {described}: give every process of a shared crawl the same budget"
+            f"crawl {crawl_id} runs with CLOSESPIDER_PAGECOUNT={int(theirs)} in other processes"
+            f" (or one starting), this one with {described}: give every process of a shared"
+            " crawl the same budget"
         )
 
 
@@ -668,6 +671,9 @@ class DistributedCrawl:
             self.shared.location,
         )
         self.tick()
+        # Beating now: the mark of a process starting with the budget it recorded is no longer
+        # needed (_check_same_budget), and left, it refused a new budget once the crawl ended.
+        self.shared.run(self.shared.redis.delete, self.shared.key("budget_at"))
         self._loop = task.LoopingCall(self.tick)
         self._loop.start(TICK, now=False)
 
@@ -743,18 +749,25 @@ return {redis.call('EXISTS', KEYS[1]), pages, in_flight}
 """
 
 # This process's page budget recorded as the crawl's, unless a live process (its heartbeat at
-# most ARGV[2] seconds old) runs with another: that one is returned. KEYS: budget, workers.
+# most ARGV[2] seconds old) runs with another, or one that recorded it as lately is starting
+# (a process beats only once its spider opens, 0.2-0.3 s after this check, and clears the mark
+# then: two started together with budgets 10 and 30 both ran): that one is returned.
+# KEYS: budget, workers, when the budget was recorded by a process not beating yet.
 # ARGV: budget, timeout.
 RECORD_BUDGET = """
 local recorded = redis.call('GET', KEYS[1])
+local now = tonumber(redis.call('TIME')[1])
 if recorded and recorded ~= ARGV[1] then
-  local now = tonumber(redis.call('TIME')[1])
+  if now - tonumber(redis.call('GET', KEYS[3]) or '0') <= tonumber(ARGV[2]) then
+    return recorded
+  end
   local beats = redis.call('HGETALL', KEYS[2])
   for i = 2, #beats, 2 do
     if now - tonumber(beats[i]) <= tonumber(ARGV[2]) then return recorded end
   end
 end
 redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[3], now)
 return false
 """
 

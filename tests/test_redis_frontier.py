@@ -28,7 +28,13 @@ from scrapy.utils.test import get_crawler
 
 import focused.settings
 from focused.arguments import parse_arguments
-from focused.distributed import DistributedCrawl, FrontierAck, SharedCrawl, crawl_prefix
+from focused.distributed import (
+    DistributedCrawl,
+    FrontierAck,
+    SharedCrawl,
+    _check_same_budget,
+    crawl_prefix,
+)
 from focused.errors import ConfigError
 from focused.jobchecks import check_store
 from focused.render import RenderMiddleware
@@ -1818,6 +1824,20 @@ def test_a_process_joining_after_the_relevant_budget_fetches_nothing(tmp_path, s
     assert len(site.fetched) == served
 
 
+def test_two_processes_starting_together_with_other_budgets_are_not_both_taken(redis_server):
+    """A process beats only once its spider opens, 0.2-0.3 s after it records its budget: two
+    started together with budgets 10 and 30 both ran, the second's budget recorded over the
+    first's. A budget recorded by a process not beating yet counts as live."""
+    _check_same_budget(redis_server.url, "starting", 10, 10.0)
+    with pytest.raises(ConfigError, match="CLOSESPIDER_PAGECOUNT=10 in other processes"):
+        _check_same_budget(redis_server.url, "starting", 30, 10.0)
+    _check_same_budget(redis_server.url, "starting", 10, 10.0)  # the same budget: taken
+    # Once the first beats, the mark goes (DistributedCrawl.spider_opened); once none beats,
+    # a new budget is the crawl's, as before.
+    redis.Redis.from_url(redis_server.url).delete("focused:starting:budget_at")
+    _check_same_budget(redis_server.url, "starting", 30, 10.0)
+
+
 def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
     tmp_path, site, redis_server
 ):
@@ -1846,7 +1866,8 @@ def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
         )
         assert other.result.returncode == 2, other.result.stderr[-3000:]
         assert other.result.stderr == (
-            "error: crawl budgets runs with CLOSESPIDER_PAGECOUNT=8 in other processes, this one "
-            f"with {described}: give every process of a shared crawl the same budget\n"
+            "error: crawl budgets runs with CLOSESPIDER_PAGECOUNT=8 in other processes (or one"
+            f" starting), this one with {described}: give every process of a shared crawl the"
+            " same budget\n"
         )
     assert len(site.fetched) == served
