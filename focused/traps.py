@@ -17,7 +17,10 @@ take. Here:
     query value (``?month=2026-12``, ``?date=20261130``); a dated article
     (``/2026/11/30/a-title``) is not one;
   - ``session_id``: a query value that looks like a random token (16 or more letters and
-    digits, mixed).
+    digits, mixed), unless its parameter names an id (``id``, ``uuid``, ``guid``, ``hash``,
+    ``list``, a name ending in ``id``) other than a session's (a name with ``sess`` or ending
+    in ``sid``, ``zenid``, ``cfid``): a page's own id (``article?id=<uuid>``, a commit's hash,
+    YouTube's ``?list=``) is no session.
 
 - ``TrapFamilies`` adds the query-parameter explosion (more than ``TRAP_QUERY_VARIANTS`` URLs
   of one path with one parameter set) and the counts: ``FocusedScheduler`` marks a trap
@@ -73,6 +76,11 @@ _DATE_VALUE = re.compile(
 )
 # A random id: 16+ letters and digits in one run (a slug has hyphens), or a UUID.
 _TOKEN = re.compile(r"[A-Za-z0-9]{16,}|[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
+# Query parameters whose value is a page's id whatever it looks like (and any name ending in
+# id), and sessions' names that end in id (with any name holding "sess" or ending in "sid":
+# jsessionid, phpsessid, osCsid).
+ID_NAMES = frozenset({"uuid", "guid", "list", "hash"})
+SESSION_NAMES = frozenset({"zenid", "cfid"})
 REPEATS = 3  # a path segment this many times is a nested path
 # The scheduler asks for every link it is given, and most links of a crawl are found again
 # from many pages: the shape of a URL is computed once, while it stays in this many.
@@ -122,12 +130,22 @@ def trap_pattern(url: str) -> str | None:
         return "repeated_path"
     if _DATE_PATH_TAIL.search(parts.path):
         return "calendar"
-    values = [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
-    if any(_DATE_VALUE.fullmatch(value) for value in values):
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    if any(_DATE_VALUE.fullmatch(value) for _, value in pairs):
         return "calendar"
-    if any(_is_token(value) for value in values):
+    if any(_is_token(value) and not _names_an_id(name) for name, value in pairs):
         return "session_id"
     return None
+
+
+def _names_an_id(name: str) -> bool:
+    """Whether a query parameter's name says its value is a page's id, not a session's: with
+    the token rule alone, every article of a site of ``article?id=<uuid>`` past the family's
+    ``TRAP_MAX_PER_FAMILY`` (10) was dropped."""
+    name = name.lower()
+    if "sess" in name or name.endswith("sid") or name in SESSION_NAMES:
+        return False
+    return name in ID_NAMES or name.endswith("id")
 
 
 def _is_token(value: str) -> bool:

@@ -46,6 +46,9 @@ from tests.test_redis_frontier import redis_server, shared_queue  # noqa: F401 (
         ("http://h/p?visit=3f9a0c1b2d4e5f60718293a4", "session_id"),
         ("http://h/p?s=ab12cd34ef56ab78cd90&q=x", "session_id"),
         ("http://h/p?token=3f9a0c1b-2d4e-5f60-7182-93a4b5c6d7e8", "session_id"),
+        ("http://h/shop?osCsid=ab12cd34ef56ab78cd90ab12", "session_id"),  # ends in sid
+        ("http://h/shop?zenid=ab12cd34ef56ab78cd90ab12", "session_id"),
+        ("http://h/p?sessid=ab12cd34ef56ab78cd90ab12", "session_id"),
     ],
 )
 def test_each_trap_pattern_is_recognised(url, pattern):
@@ -67,6 +70,11 @@ def test_each_trap_pattern_is_recognised(url, pattern):
         "http://h/p?article=bird-migration-2024",  # a slug
         "http://h/p?id=200512",  # an id, not a compact date
         "http://h/a/2026/11/11/b",
+        # A page's own id, however random it looks: every article past the tenth was dropped.
+        "http://h/article?id=3f9a0c1b-2d4e-5f60-7182-93a4b5c6d7e8",
+        "http://h/commit?hash=3f9a0c1b2d4e5f60718293a4b5c6d7e8f9a0b1c2",
+        "http://h/record?docId=a0B5g00000XyZabEAF",
+        "http://h/playlist?list=PLx0sYbCqOb8TBPRdmBHs5Iftvv9TPboYG",
     ],
 )
 def test_ordinary_urls_are_not_flagged(url):
