@@ -15,7 +15,8 @@ take. Here:
     segments twice in a row;
   - ``calendar``: a date at the end of the path (``/cal/2026/11/30``, ``/2026-11``) or as a
     query value (``?month=2026-12``, ``?date=20261130``); a dated article
-    (``/2026/11/30/a-title``) is not one;
+    (``/2026/11/30/a-title``) is not one, nor a season (``/season/2021-22/``), a price or a
+    version (``?min_price=1999.99``, ``?version=2021.3``);
   - ``session_id``: a query value that looks like a random token (16 or more letters and
     digits, mixed), unless its parameter names an id (``id``, ``uuid``, ``guid``, ``hash``,
     ``list``, a name ending in ``id``) other than a session's (a name with ``sess`` or ending
@@ -69,6 +70,9 @@ _SEP = r"[-_./]"
 # A year and month (and day) with separators closing the path (a trailing slash or a file
 # extension allowed): /cal/2026/11/30, /archive/2026-11/. A year alone could be any number.
 _DATE_PATH_TAIL = re.compile(f"/{_YEAR}{_SEP}{_MONTH}(?:{_SEP}{_DAY})?(?:\\.\\w+)?/?$", re.ASCII)
+# A season or a school year, not a month: 2021-22 (the next year's last two digits), in a path
+# such as /season/2021-22/ or /courses/2023-24/.
+_SEASON = re.compile(r"((?:19|20)\d\d)-(\d\d)", re.ASCII)
 # As a query value: with separators, or a valid compact YYYYMMDD (shorter numbers are ids).
 _DATE_VALUE = re.compile(
     f"{_YEAR}(?:{_SEP}{_MONTH}(?:{_SEP}{_DAY})?|(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\\d|3[01]))",
@@ -128,14 +132,29 @@ def trap_pattern(url: str) -> str | None:
     parts = urlsplit(url)
     if _repeats_itself(_segments(parts.path)):
         return "repeated_path"
-    if _DATE_PATH_TAIL.search(parts.path):
+    tail = _DATE_PATH_TAIL.search(parts.path)
+    if tail and not _is_season(tail.group().strip("/").split(".")[0]):
         return "calendar"
     pairs = parse_qsl(parts.query, keep_blank_values=True)
-    if any(_DATE_VALUE.fullmatch(value) for _, value in pairs):
+    if any(_is_date_value(value) for _, value in pairs):
         return "calendar"
     if any(_is_token(value) and not _names_an_id(name) for name, value in pairs):
         return "session_id"
     return None
+
+
+def _is_season(text: str) -> bool:
+    """2021-22: a season or a school year (the next year's last two digits), not a month."""
+    found = _SEASON.fullmatch(text)
+    return found is not None and (int(found.group(1)) + 1) % 100 == int(found.group(2))
+
+
+def _is_date_value(value: str) -> bool:
+    """A query value that is a date (``_DATE_VALUE``): with dots, only a whole one (2026.11.30),
+    since a year and a number after a dot is a price or a version (1999.99, 2021.3)."""
+    if not _DATE_VALUE.fullmatch(value):
+        return False
+    return "." not in value or value.count(".") == 2
 
 
 def _names_an_id(name: str) -> bool:

@@ -43,6 +43,8 @@ from tests.test_redis_frontier import redis_server, shared_queue  # noqa: F401 (
         ("http://h/events/2026-11-30.html", "calendar"),
         ("http://h/cal?month=2026-12", "calendar"),
         ("http://h/cal?day=20261130&view=list", "calendar"),
+        ("http://h/cal?day=2026.11.30", "calendar"),  # dots, a whole date
+        ("http://h/archive/2021-12/", "calendar"),  # a month, not a season
         ("http://h/p?visit=3f9a0c1b2d4e5f60718293a4", "session_id"),
         ("http://h/p?s=ab12cd34ef56ab78cd90&q=x", "session_id"),
         ("http://h/p?token=3f9a0c1b-2d4e-5f60-7182-93a4b5c6d7e8", "session_id"),
@@ -75,6 +77,11 @@ def test_each_trap_pattern_is_recognised(url, pattern):
         "http://h/commit?hash=3f9a0c1b2d4e5f60718293a4b5c6d7e8f9a0b1c2",
         "http://h/record?docId=a0B5g00000XyZabEAF",
         "http://h/playlist?list=PLx0sYbCqOb8TBPRdmBHs5Iftvv9TPboYG",
+        # A season or a school year, a price, a version: no month.
+        "http://h/season/2021-22/",
+        "http://h/courses/2023-24",
+        "http://h/shop?min_price=1999.99",
+        "http://h/download?version=2021.3",
     ],
 )
 def test_ordinary_urls_are_not_flagged(url):
