@@ -217,7 +217,7 @@ def check_settings(settings: Any) -> None:
             _check_number(name, raw, *bounds)
     for name in scrapy_classes:  # those the project names are imported anyway
         if given_on_command_line(settings, name):
-            _check_import(f"setting {name}=", settings[name])
+            check_import_setting(settings, name)
     _check_components(settings)
     _check_integer_lists(settings)
     _check_download_slots(settings)
@@ -299,7 +299,7 @@ def _check_playwright(settings: Any) -> None:
             )
     for name in PLAYWRIGHT_IMPORTS:
         if given_on_command_line(settings, name):
-            _check_import(f"setting {name}=", settings[name])
+            check_import_setting(settings, name)
 
 
 def _check_http_auth(settings: Any) -> None:
@@ -384,7 +384,7 @@ def _check_components(settings: Any) -> None:
 
 
 def check_import_setting(settings: Any, name: str) -> None:
-    """The class setting ``name`` imports (for one a command loads before the other checks)."""
+    """The class setting ``name`` imports."""
     _check_import(f"setting {name}=", settings[name])
 
 
