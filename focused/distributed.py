@@ -623,24 +623,26 @@ class FrontierAck:
         if member is not None:
             self.shared.frontier.ack(member)
 
+    def _unpop(self, request: Request) -> None:
+        """Done, and the budget slot its pop took given back (``RedisFrontier.unpop``)."""
+        member = request.meta.pop(INFLIGHT_META, None)
+        if member is not None:
+            self.shared.frontier.unpop(member)
+
     def request_scheduled(self, request: Request, spider: Spider) -> None:
         # A page render=auto fetched plainly and sends back to be rendered: the plain response
         # is not the page and one process does not count it against the budget, so the slot
         # its pop took goes back (else each such page cost two, and the last one could be
         # fetched plainly, dropped, and never rendered).
+        if request.meta.pop(RENDER_AGAIN_META, False):
+            self._unpop(request)
         # A retry or redirect carries the member of the request it replaces: the scheduler acks
         # it once the successor is queued (FocusedScheduler._replaced_done).
-        if request.meta.pop(RENDER_AGAIN_META, False):
-            member = request.meta.pop(INFLIGHT_META, None)
-            if member is not None:
-                self.shared.frontier.unpop(member)
 
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> None:
-        member = request.meta.pop(INFLIGHT_META, None)
-        if member is not None:
-            self.shared.frontier.unpop(member)
+        self._unpop(request)
 
 
 class DistributedCrawl:
