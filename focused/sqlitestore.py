@@ -209,8 +209,7 @@ class SqliteStore(Store):
     def _check_is_store(self) -> None:
         """A reader finds the crawler's tables before it writes anything: another program's
         database (or an empty file) given as FOCUSED_DB is left as it was, not given them."""
-        tables = {row[0] for row in self._conn.execute("SELECT name FROM sqlite_master")}
-        if not {"crawls", "pages"} <= tables:
+        if not {"crawls", "pages"} <= self._tables():
             self._conn.close()
             raise StoreError(
                 f"{self.backend} store at {self.location}: not a store of this crawler (no"
@@ -223,12 +222,7 @@ class SqliteStore(Store):
         FOCUSED_DB by mistake is refused before anything is written (it was switched to WAL and
         given the crawler's tables, or, where its own tables had these names, switched and then
         refused)."""
-        tables = {
-            row[0]
-            for row in self._conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-            )
-        }
+        tables = self._tables()
         # An older version's store may lack a table, and another process opening a new file
         # at once may have made one table of the two yet: only tables of other names, or ours
         # without their crawl_id, are another program's.
@@ -241,6 +235,15 @@ class SqliteStore(Store):
             f"{self.backend} store at {self.location}: another program's database (tables:"
             f" {', '.join(sorted(tables)[:5])}), not a store of this crawler: nothing was written"
         )
+
+    def _tables(self) -> set[str]:
+        """The database's tables, but SQLite's own (sqlite_sequence...)."""
+        return {
+            row[0]
+            for row in self._conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        }
 
     def _add_missing_columns(self, table: str, schema: Mapping[str, type]) -> None:
         """A file made by an older version lacks the newer fields: add them (as NULL)."""
