@@ -709,10 +709,10 @@ class RelevanceModel:
         """Write the models (gensim ``save``), the topic and the training buffer to a directory.
 
         The buffer is kept so that a resumed crawl's next refit still learns from earlier pages.
-        A refit under way is waited for. The files are written to a new directory that then takes
-        the old one's place: a crawl
-        killed as it saved (as it closed) leaves the old model whole, or none, never files of
-        two models that would load as one and fail once scoring.
+        A refit under way is waited for. The files are written to a new directory that then
+        takes the old one's place: a crawl killed as it saved (as it closed) leaves the old
+        model whole, or none, never files of two models that would load as one and fail once
+        scoring.
         """
         path = Path(directory)
         written = path.with_name(f"{path.name}.new")

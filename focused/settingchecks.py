@@ -20,7 +20,7 @@ import sys
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from scrapy.settings import SETTINGS_PRIORITIES
@@ -30,6 +30,9 @@ from focused.errors import ConfigError, cut, one_line, quoted
 from focused.render import BLOCKABLE_RESOURCES, blocked_resources
 from focused.setting_names import check_setting_names, given_on_command_line
 from focused.storage import DEFAULT_SQLITE_PATH
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 KIND_NAMES = {int: "an integer", float: "a number"}
 
@@ -635,12 +638,16 @@ def _not_installed(package: str) -> bool:
         return True
 
 
-def check_feed_placeholders(settings: Any, attributes: set[str]) -> None:
-    """The ``%(name)s`` of each feed's URI are what Scrapy fills: the spider's ``attributes``,
-    and ``time``, ``batch_time``, ``batch_id``. Another name, or a malformed one, failed as the
-    feed opened, with a traceback, and the crawl exported nothing and exited 0."""
-    names = {name: 1 for name in attributes | {"time", "batch_time", "batch_id"}}
-    for uri in settings.getdict("FEEDS"):
+def check_feed_placeholders(settings: Any, spider: Callable[[], object]) -> None:
+    """The ``%(name)s`` of each feed's URI are what Scrapy fills: the attributes of the spider
+    (made by ``spider``, only when there is a feed), and ``time``, ``batch_time``,
+    ``batch_id``. Another name, or a malformed one, failed as the feed opened, with a
+    traceback, and the crawl exported nothing and exited 0."""
+    feeds = settings.getdict("FEEDS")
+    if not feeds:
+        return
+    names = dict.fromkeys([*dir(spider()), "time", "batch_time", "batch_id"], 1)
+    for uri in feeds:
         try:
             str(uri) % names
         except KeyError as exc:

@@ -87,7 +87,7 @@ class TopicalSpider(scrapy.Spider):
     def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
         """Validate arguments before anything starts (used by the ``crawl`` command)."""
         config = parse_arguments(kwargs, settings)
-        check_feed_placeholders(settings, set(dir(cls(config))))
+        check_feed_placeholders(settings, lambda: cls(config))
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)

@@ -1706,15 +1706,15 @@ def test_an_output_file_that_is_the_store_is_refused(tmp_path, settings, option,
     assert db.read_bytes() == before
 
 
-def spider_attributes() -> set[str]:
+def spider():
     from spiders.topical import TopicalSpider
 
-    return set(dir(TopicalSpider(parse_arguments(GOOD))))
+    return TopicalSpider(parse_arguments(GOOD))
 
 
 def test_a_feed_may_name_what_scrapy_fills():
     feeds = {"%(name)s-%(crawl_id)s-%(strategy)s-%(time)s-%(batch_id)03d.jsonl": {}}
-    check_feed_placeholders(Settings({"FEEDS": feeds}), spider_attributes())
+    check_feed_placeholders(Settings({"FEEDS": feeds}), spider)
 
 
 @pytest.mark.parametrize(
@@ -1727,4 +1727,4 @@ def test_a_feed_may_name_what_scrapy_fills():
 def test_a_feed_naming_what_scrapy_cannot_fill_is_refused(uri, message):
     """A traceback as the feed opened: the crawl exported nothing and exited 0."""
     with pytest.raises(ConfigError, match=re.escape(message)):
-        check_feed_placeholders(Settings({"FEEDS": {uri: {}}}), spider_attributes())
+        check_feed_placeholders(Settings({"FEEDS": {uri: {}}}), spider)
