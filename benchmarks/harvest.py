@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -89,9 +89,8 @@ def read_topics(path: str) -> list[dict[str, Any]]:
 
 def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> list[Topic]:
     """The topics of a topics.json file, checked against the graph."""
-    topics = []
-    entries = read_topics(path)[:limit]
-    for entry in entries:
+    found: list[tuple[str, str, tuple[str, ...], frozenset[str], int]] = []
+    for entry in read_topics(path)[:limit]:
         try:
             category, query, seeds = entry["category"], entry["query"], tuple(entry["seeds"])
         except (KeyError, TypeError):
@@ -103,9 +102,9 @@ def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> 
         if not relevant:
             raise ConfigError(f"topic {category}: no page of the corpus has this category")
         budget = min(len(relevant), cap) if cap else len(relevant)
-        topics.append(Topic(category, query, seeds, relevant, budget, ""))
-    names = unique_names([topic.category for topic in topics])
-    return [replace(topic, short=name) for topic, name in zip(topics, names, strict=True)]
+        found.append((category, query, seeds, relevant, budget))
+    names = unique_names([category for category, *_ in found])
+    return [Topic(*topic, name) for topic, name in zip(found, names, strict=True)]
 
 
 def select_strategies(spec: str) -> list[str]:
@@ -262,7 +261,7 @@ def _mean(values: list[float | None]) -> float | None:
 def harvest_table(results: dict, strategies: list[str], topics: list[Topic]) -> list[str]:
     head = " | ".join(f"{t.short} ({t.budget})" for t in topics)
     lines = [f"| strategy | {head} | mean |", "|---" * (len(topics) + 2) + "|"]
-    short = False
+    stranded = False  # a crawl fetched less than its budget
     for strategy in strategies:
         runs = [results[strategy, t.short] for t in topics]
         cells = [run.get("harvest") for run in runs]
@@ -272,11 +271,11 @@ def harvest_table(results: dict, strategies: list[str], topics: list[Topic]) -> 
                 texts.append("failed")
                 continue
             ended = run["fetched"] < topic.budget
-            short = short or ended
+            stranded = stranded or ended
             texts.append(_fmt(run["harvest"]) + (f" ({run['fetched']} fetched)" if ended else ""))
         mean = _fmt(_mean(cells)) if all(c is not None for c in cells) else "-"
         lines.append(f"| `{strategy}` | {' | '.join(texts)} | **{mean}** |")
-    if short:
+    if stranded:
         lines += [
             "",
             "(N fetched): the crawl's frontier ran empty before its budget; the fetches it did"
