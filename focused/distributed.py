@@ -694,7 +694,7 @@ class DistributedCrawl:
                 logger.warning(
                     "Worker %s is silent for %d s: taking its work", name, now - int(beat)
                 )
-                requeued = shared.frontier.requeue(name)
+                requeued = shared.frontier.requeue(name, silent_since=int(beat) + 1)
                 if requeued:
                     shared.log_requeued(requeued, name)
         if self._waiting or shared.waiting_for_others:

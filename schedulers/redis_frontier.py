@@ -239,17 +239,28 @@ end
 # Put a worker's in-flight requests back and forget the worker; their budget is given back,
 # and with MAX_PAGES_PER_HOST (ARGV[2] = '1') their hosts' slots (each popped request took one:
 # FocusedScheduler._host_full), never below 0, so that another process fetches them within
-# the cap. KEYS: frontier, members, popped, inflight, workers, requests, host_pages.
-# ARGV: worker, host cap on.
+# the cap. A request whose URL its worker queued again before it was taken for dead (a retry,
+# a page sent back to be rendered, queued before the one it replaces is out of flight) is not
+# put back beside it: two members of one fingerprint were both popped, the page fetched twice.
+# A worker whose heartbeat is at or after ARGV[3] (if given) beat since it was found silent:
+# it is alive, and nothing is taken from it.
+# KEYS: frontier, members, popped, inflight, workers, requests, host_pages.
+# ARGV: worker, host cap on, least live heartbeat or ''.
 REQUEUE = (
     HOST_OF
     + """
+if ARGV[3] ~= '' then
+  local beat = redis.call('HGET', KEYS[5], ARGV[1])
+  if beat and tonumber(beat) >= tonumber(ARGV[3]) then return 0 end
+end
 local entries = redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES')
 for i = 1, #entries, 2 do
   local member = entries[i]
   local fp = string.sub(member, 24)
-  redis.call('ZADD', KEYS[1], entries[i + 1], member)
-  redis.call('HSET', KEYS[2], fp, member)
+  if not redis.call('HGET', KEYS[2], fp) then
+    redis.call('ZADD', KEYS[1], entries[i + 1], member)
+    redis.call('HSET', KEYS[2], fp, member)
+  end
   local host = ARGV[2] == '1' and host_of(redis.call('HGET', KEYS[6], fp))
   if host and tonumber(redis.call('HGET', KEYS[7], host) or '0') > 0 then
     redis.call('HINCRBY', KEYS[7], host, -1)
@@ -503,8 +514,10 @@ class RedisFrontier:
         keys = [self.shared.inflight_key(), self._keys[2], self.shared.key("popped")]
         self.shared.run(self._unpop, keys=keys, args=[member])
 
-    def requeue(self, worker: str) -> int:
-        """Put back what ``worker`` popped and did not finish; returns how many requests."""
+    def requeue(self, worker: str, silent_since: int | None = None) -> int:
+        """Put back what ``worker`` popped and did not finish; returns how many requests.
+        ``silent_since`` (Redis time, s): only if the worker has not beaten since, checked in
+        the same step (a worker found silent may beat before it is taken for dead)."""
         self._changing()
         frontier, members, requests = self._keys
         keys = [
@@ -516,7 +529,7 @@ class RedisFrontier:
             requests,
             self.shared.key("host_pages"),
         ]
-        args = [worker, self._host_cap]
+        args = [worker, self._host_cap, "" if silent_since is None else silent_since]
         requeued = self.shared.run(self._requeue, keys=keys, args=args, default=0)
         if requeued and worker == self.shared.worker:
             self._known.clear()  # some taken out are queued again (rare: see spider_idle)

@@ -367,6 +367,56 @@ def test_a_retry_by_a_process_taken_for_dead_of_a_page_fetched_meanwhile_is_drop
     assert other.frontier.redis.get("focused:t:popped") == b"2"
 
 
+def test_a_retry_queued_before_its_process_is_taken_for_dead_is_fetched_once(redis_server):
+    # The scheduler takes a request out of flight only once its retry is queued (ack_replaced).
+    # A process taken for dead between the two had the request put back beside its retry: two
+    # members of one fingerprint in the frontier, both popped, the page fetched twice at once.
+    slow, other = shared_queue(redis_server.url), shared_queue(redis_server.url)
+    slow.push(req("p0", parent_relevance=0.5))
+    slow.push(req("p1", parent_relevance=0.1))
+    slow.frontier.flush()
+    first = slow.pop()
+    slow.push(first.replace(dont_filter=True))  # the retry
+    slow.frontier.flush()
+    assert other.frontier.requeue(slow.frontier.shared.worker) == 1  # silent too long
+    assert len(other) == 2
+    assert drain(other) == ["p0", "p1"]
+    assert other.frontier.redis.get("focused:t:popped") == b"2"
+    slow.frontier.ack_replaced(first.meta[INFLIGHT_META])  # the slow process goes on: no change
+    assert len(other) == 0
+
+
+def test_a_process_that_beats_after_it_was_found_silent_keeps_its_requests(redis_server):
+    # A tick reads the heartbeats, then takes the work of each silent process. One that beat
+    # in between (it was only slow) lost its requests all the same: fetched twice.
+    slow, other = shared_queue(redis_server.url), shared_queue(redis_server.url)
+    for i in range(2):
+        slow.push(req(f"p{i}", parent_relevance=i / 10))
+    slow.frontier.flush()
+    assert slow.pop() is not None
+    shared, redis_client = other.frontier.shared, other.frontier.redis
+    workers, silent = shared.key("workers"), slow.frontier.shared.worker
+    now = int(redis_client.time()[0])
+    redis_client.hset(workers, silent, now - 100)
+    run = shared.run
+
+    def beat_after_the_read(function, *args, **kwargs):
+        result = run(function, *args, **kwargs)
+        if function == redis_client.hgetall:
+            redis_client.hset(workers, silent, now)  # the slow process beats just then
+        return result
+
+    shared.run = beat_after_the_read
+    shared.crawler.engine = SimpleNamespace(_slot=None)
+    DistributedCrawl(shared.crawler, shared, timeout=10).tick()
+    assert len(other) == 1  # p0 is still the slow process's
+    assert redis_client.zcard(shared.inflight_key(silent)) == 1
+    shared.run = run
+    redis_client.hset(workers, silent, now - 100)
+    DistributedCrawl(shared.crawler, shared, timeout=10).tick()  # silent still: taken now
+    assert len(other) == 2 and redis_client.zcard(shared.inflight_key(silent)) == 0
+
+
 def test_a_spent_budget_waits_for_the_requests_a_killed_process_holds(redis_server):
     # A process killed with requests popped holds their budget slots until another takes it
     # for dead and puts them back; closing on the spent budget before then ended the crawl
