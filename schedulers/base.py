@@ -282,6 +282,10 @@ class MemoryFrontier:
         item = self._items.get(fp)
         return item[:3] if item else None
 
+    def request_of(self, fp: bytes) -> Request | None:
+        """The request queued under ``fp``, left queued (None if there is none)."""
+        return self._requests.get(fp)
+
     def key_to_beat(self, fp: bytes, better: tuple[float, float]) -> Key | None:
         """The key a rediscovery of ``better`` (-score, -tiebreak) would have to beat: here
         simply ``key_of`` (see ``RedisFrontier.key_to_beat``)."""
@@ -545,6 +549,12 @@ class SqliteFrontier:
         return tuple(row) if row else None
 
     key_to_beat = MemoryFrontier.key_to_beat
+
+    def request_of(self, fp: bytes) -> Request | None:
+        row = self._db.execute(
+            "SELECT request, counted FROM frontier WHERE fp = ?", (fp,)
+        ).fetchone()
+        return self._load(*row) if row else None
 
     def in_front(self, fp: bytes) -> bool:
         row = self._db.execute("SELECT back FROM frontier WHERE fp = ?", (fp,)).fetchone()

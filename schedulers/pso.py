@@ -51,7 +51,8 @@ follows the link of highest value, and a stale key may understate a link's value
 new weights, so the link popped is the best of those re-keyed, not always of the frontier (of
 3,000 links, with the weights turned from (0.9, 0.1) to (0.1, 0.9), the first ten pops were
 within its 60 best). A queued link's M is also as of its last scoring: the word values learned
-since move no key until the weights change.
+since move no key until the weights change. A URL found again is re-keyed at once, so that the
+new discovery is compared with what the queued one is worth under the current weights.
 
 Parameters:
     particles (int, default 10): swarm size (5, the ring neighbourhood, to 1000).
@@ -74,7 +75,7 @@ from scrapy import Request
 from focused.arguments import Param
 from focused.text import tokenize
 from schedulers import state_shapes as shapes
-from schedulers.base import StrategyQueue
+from schedulers.base import NO_TIEBREAK, StrategyQueue
 from schedulers.local import random_state, seeded_random
 
 if TYPE_CHECKING:
@@ -312,6 +313,20 @@ class PsoQueue(StrategyQueue):
             if relevant:
                 self.credit(request.meta.get("pso_path", []))
         self._put(request)
+
+    def rediscover(self, request: Request) -> bool:
+        """As the base, against what the queued URL is worth under the current weights. Its
+        key may be of older ones (re-keyed at pops only), and a discovery worth more now than
+        the queued request, but less than its stale key, was refused: its anchor lost, and the
+        URL popped at the queued request's value, as low as it may be now."""
+        fp = self._fingerprint(request)
+        queued = self.frontier.request_of(fp)
+        if queued is not None and queued.meta.get("pso_version") != self._version:
+            seq = self.frontier.key_of(fp)[2]  # its place among equal values stays
+            queued.meta["pso_version"] = self._version
+            self.frontier.put(fp, (-self.score(queued), NO_TIEBREAK, seq), queued)
+        request.meta["pso_version"] = self._version  # scored under these weights, if queued
+        return super().rediscover(request)
 
     def pop(self) -> Request | None:
         rekeyed = 0

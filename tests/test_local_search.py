@@ -646,6 +646,29 @@ def test_pso_weights_stay_in_the_unit_square_and_the_frontier_is_rekeyed(key):
     assert len(queue) == 1 + 4 * 200 - 200
 
 
+def test_pso_a_url_found_again_is_compared_with_its_value_under_the_current_weights(key):
+    """The frontier is re-keyed lazily: a queued key may be of older weights. A discovery worth
+    more now than the queued request (but less than its stale key) must still raise it."""
+    queue = make_queue("pso", key)
+    queue.swarm["x"][queue._active] = [0.9, 0.1]
+    queue.push(req("x", parent_url="http://t/a", link_relevance=0.9, anchor="click here"))
+    queue.push(req("z", parent_url="http://t/a", link_relevance=0.3, anchor="more"))
+    queue.credit(["bird", "nest"])  # bird 1.0, nest 0.5: M("nest") = 0.5
+    queue.swarm["x"][queue._active] = [0.1, 0.9]  # the swarm flies: new weights
+    queue._version += 1
+    # Now x (0.1·0.9 + 0.9·0 = 0.09) and z (0.03) are below the new discovery of x:
+    # 0.1·0.5 + 0.9·0.5 = 0.5, which is below x's stale key (0.9·0.9 = 0.81).
+    assert queue.rediscover(req("x", parent_url="http://t/b", link_relevance=0.5, anchor="nest"))
+    popped = queue.pop()
+    assert (name(popped), popped.meta["anchor"]) == ("x", "nest")
+    assert queue.score(popped) == pytest.approx(0.5)
+    # A discovery worth less now than the queued request raises nothing.
+    queue.swarm["x"][queue._active] = [0.9, 0.1]
+    queue._version += 1
+    assert not queue.rediscover(req("z", parent_url="http://t/c", link_relevance=0.2, anchor="x"))
+    assert name(queue.pop()) == "z" and len(queue) == 0
+
+
 # -- flights -------------------------------------------------------------------------------------
 
 

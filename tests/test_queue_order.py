@@ -23,7 +23,9 @@ where it fetched the URL unranked), and ``threshold/memory`` again (session 41: 
 and ``beam/memory`` again (review-fidelity: a trap request ranks last in its generation's beam,
 so it is the first dropped, where it could take the place of an ordinary candidate), and
 ``pso/memory`` again (session 44: a best no outcome judged pulls no particle, where the
-placeholder (0, 0) pulled the swarm to weights that value every link at 0).
+placeholder (0, 0) pulled the swarm to weights that value every link at 0), and
+``pso/memory`` again (literature review: a URL found again is compared with its queued request
+re-scored under the current weights, where a stale key refused discoveries worth more now).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
