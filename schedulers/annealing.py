@@ -172,9 +172,21 @@ class AnnealingQueue(StrategyQueue):
         self._offer(request)
 
     def rediscover(self, request: Request) -> bool:
-        """A queued URL found again on a current page is a candidate move from that page too."""
+        """A queued URL found again on a current page is a candidate move from that page too.
+
+        A rejected candidate is compared on its own value, not on the lower rank its rejection
+        gave it: else any discovery, however poor, beat that rank and replaced the request (its
+        better link and page, which the page is then stored with, and the order of the
+        best-queued fetches, lost)."""
+        fp = self._fingerprint(request)
+        queued = self.frontier.key_of(fp)
+        rejected = queued is not None and queued[0] > 0.0  # a value in [0, 1] negated is <= 0
+        if rejected:
+            self.frontier.rekey(fp, (queued[0] - REJECTED, *queued[1:]))
         changed = super().rediscover(request)
-        if self.frontier.key_of(self._fingerprint(request)) is not None:
+        if rejected and not changed:
+            self.frontier.rekey(fp, queued)
+        if self.frontier.key_of(fp) is not None:
             self._offer(request)
         return changed
 

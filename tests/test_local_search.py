@@ -10,7 +10,7 @@ import contextlib
 import json
 import math
 import random
-from collections import Counter
+from collections import Counter, OrderedDict
 from types import SimpleNamespace
 
 import pytest
@@ -292,6 +292,31 @@ def test_annealing_accepts_fewer_worse_moves_as_it_cools_and_loses_nothing(key):
     popped += drain(queue)
     assert len(popped) == len(set(popped)) == pushed
     assert len(queue) == 0
+
+
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_a_rejected_candidate_found_again_is_raised_only_by_a_better_discovery(key, strategy):
+    """A rejected candidate ranks REJECTED (2) below its value: a discovery is compared with the
+    value, or any, however poor, beat the rank and replaced the request's better path."""
+    queue = make_queue(strategy, key, t0=1e-9)  # cold: every worse move is refused
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    queue.push(child("x", "seed", page=0.6, link=0.5))
+    queue.push(child("y", "seed", page=0.6, link=0.3))
+    fp = queue._fingerprint(req("x"))
+    queue._fresh = OrderedDict([("http://t/seed", [fp])])
+    assert name(queue.pop()) == "y"  # x drawn (Δ = -0.1) and refused; then the best queued
+    assert queue.frontier.key_of(fp)[:2] == (pytest.approx(-0.5 + 2), -0.6)
+    assert not queue.rediscover(child("x", "poor", page=0.05, link=0.1))
+    kept = queue.frontier.request_of(fp)
+    assert (kept.meta["parent_url"], kept.meta["link_relevance"]) == ("http://t/seed", 0.5)
+    assert queue.frontier.key_of(fp)[:2] == (pytest.approx(-0.5 + 2), -0.6)
+    assert queue.stats.get_value("focused/rescored") is None
+    queue.push(child("w", "seed", page=0.6, link=0.2))
+    assert queue.rediscover(child("x", "good", page=0.8, link=0.7))
+    assert queue.frontier.key_of(fp)[:2] == (-0.7, -0.8)
+    queue._fresh.clear()
+    assert [name(queue.pop()), name(queue.pop())] == ["x", "w"]
 
 
 def test_annealing_is_reproducible_with_a_seed():
