@@ -16,6 +16,11 @@ at the default weight. A smaller ``h_weight`` makes h admissible for more of the
 ``h_weight=0`` is uniform-cost search. ``h_weight`` > 1 is weighted A*, inadmissible (it
 leans on the link's evidence more than on the path cost): accepted on purpose, no upper bound.
 
+A URL found again is ranked by its discovery of lowest f, whose path it then keeps: its page's
+children inherit that path's g, which may be more than the g of another path found to it (the
+source's A* keeps the least g of a node; here h is a link's, not the page's, so each discovery
+is a path with an f of its own, and the page is stored as reached along the one that won).
+
 Parameters:
     h_weight (float >= 0, default 1.0): weight of the heuristic; 0 turns A* into ``ucs``.
 """
