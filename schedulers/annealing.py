@@ -33,7 +33,8 @@ Each pop draws a fresh candidate uniformly at random and
 accepts it when Δ = value(candidate) - value(its page) > 0 (values as in
 ``schedulers.local``), otherwise with probability exp(Δ/T) (at T = 0, a move with Δ = 0 still,
 as at every T > 0). A rejected candidate is not lost:
-it stays queued at a lower rank, below every candidate not yet rejected. When no fresh
+it stays queued at a lower rank, below every candidate not yet rejected (lowered once,
+however often it is drawn: a URL found on two current pages is a candidate from each). When no fresh
 candidate is left (or a draw budget per pop is spent), the best queued candidate is fetched.
 Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
 ``best_queued`` (fetches that were not a drawn move) and ``temperature`` (after the last move:
@@ -55,7 +56,7 @@ from scrapy import Request
 
 from focused.arguments import Param
 from schedulers import state_shapes as shapes
-from schedulers.base import StrategyQueue, at_back
+from schedulers.base import Key, StrategyQueue, at_back
 from schedulers.local import candidate_value, page_value, random_state, seeded_random
 
 ACCEPT_AT_FIRST = 0.8
@@ -180,7 +181,7 @@ class AnnealingQueue(StrategyQueue):
         best-queued fetches, lost)."""
         fp = self._fingerprint(request)
         queued = self.frontier.key_of(fp)
-        rejected = queued is not None and queued[0] > 0.0  # a value in [0, 1] negated is <= 0
+        rejected = queued is not None and _rejected(queued)
         if rejected:
             self.frontier.rekey(fp, (queued[0] - REJECTED, *queued[1:]))
         changed = super().rediscover(request)
@@ -250,9 +251,18 @@ class AnnealingQueue(StrategyQueue):
                 self._moved()
                 return request
             self.stats.inc_value(f"focused/{self.name}/rejected")
-            self.frontier.put(fp, (key[0] + REJECTED, *key[1:]), request)
+            # Once: a URL found on two current pages is drawn twice, and a second penalty put
+            # it below rejected candidates of lower value.
+            rank = key if _rejected(key) else (key[0] + REJECTED, *key[1:])
+            self.frontier.put(fp, rank, request)
         request = self.frontier.pop()
         if request is not None:
             self.stats.inc_value(f"focused/{self.name}/best_queued")
             self._moved()
         return request
+
+
+def _rejected(key: Key) -> bool:
+    """Whether a queued candidate's key is a rejected one's: a value in [0, 1] negated is at
+    most 0, and a rejection adds ``REJECTED`` to it."""
+    return key[0] > 0.0

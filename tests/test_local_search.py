@@ -319,6 +319,22 @@ def test_a_rejected_candidate_found_again_is_raised_only_by_a_better_discovery(k
     assert [name(queue.pop()), name(queue.pop())] == ["x", "w"]
 
 
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_a_candidate_drawn_from_two_pages_and_refused_twice_is_ranked_below_once(key, strategy):
+    """Rejected candidates rank by value below the others: a URL found on two current pages is
+    drawn from both, and a second penalty put it below a rejected candidate of lower value."""
+    queue = make_queue(strategy, key, t0=1e-9)  # cold: every worse move is refused
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    queue.push(child("x", "a", page=0.6, link=0.5))
+    queue.push(child("y", "a", page=0.6, link=0.3))
+    assert not queue.rediscover(child("x", "b", page=0.6, link=0.5))  # a candidate from b too
+    # Three draws, three refusals (Δ = -0.1, -0.3, -0.1); then the best queued: x, of value 0.5.
+    assert name(queue.pop()) == "x"
+    assert queue.stats.get_value(f"focused/{strategy}/rejected") == 3
+    assert name(queue.pop()) == "y"
+
+
 def test_annealing_is_reproducible_with_a_seed():
     orders = [random_walk(make_queue("annealing", seed=5), random.Random(1), 40) for _ in range(2)]
     assert orders[0] == orders[1]

@@ -25,7 +25,9 @@ so it is the first dropped, where it could take the place of an ordinary candida
 ``pso/memory`` again (session 44: a best no outcome judged pulls no particle, where the
 placeholder (0, 0) pulled the swarm to weights that value every link at 0), and
 ``pso/memory`` again (literature review: a URL found again is compared with its queued request
-re-scored under the current weights, where a stale key refused discoveries worth more now).
+re-scored under the current weights, where a stale key refused discoveries worth more now),
+and ``annealing`` and ``threshold`` (literature review: a candidate drawn from two current pages
+and refused twice is lowered once, where it fell below rejected candidates of lower value).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
