@@ -29,21 +29,23 @@ still about half of T0 after 60 moves (0.99^60 = 0.55) and nears 0 (1% of T0) on
 A move is one fetch. The current pages are the most recently fetched pages whose children are
 arriving: the last CONCURRENT_REQUESTS pages whose children came in. Their children not yet
 drawn are the fresh candidates (including links already queued and found again on them).
-Each pop draws a fresh candidate uniformly at random and
-accepts it when Δ = value(candidate) - value(its page) > 0 (values as in
-``schedulers.local``), otherwise with probability exp(Δ/T) (at T = 0, a move with Δ = 0 still,
-as at every T > 0). A rejected candidate is not lost:
-it stays queued at a lower rank, below every candidate not yet rejected (lowered once,
-however often it is drawn: a URL found on two current pages is a candidate from each). When no fresh
-candidate is left (or a draw budget per pop is spent), the best queued candidate is fetched.
+Each pop draws a fresh candidate uniformly at random and accepts it when Δ = value(candidate) -
+value(its page) > 0 (values as in ``schedulers.local``, of the link and the page it was found
+on: a URL found again on a current page is a move from that page, whichever discovery the
+frontier keeps), otherwise with probability exp(Δ/T) (at T = 0, a move with Δ = 0 still, as at
+every T > 0). A rejected candidate is not lost: it stays queued at a lower rank, below every
+candidate not yet rejected (lowered once, however often it is drawn: a URL found on two current
+pages is a candidate from each). When no fresh candidate is left (or a draw budget per pop is
+spent), the best queued candidate is fetched.
 Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
 ``best_queued`` (fetches that were not a drawn move) and ``temperature`` (after the last move:
 the one the next pop decides at).
 
 State saved on pause: the moves made, T0, the Δs it was derived from, the current pages and
-their fresh candidates, and the random generator. After a crash the moves are taken to be the
-fetches the crawl counted (its budget's responses, its fetch order), so that the schedule
-goes on from where the crawl is, as after a pause (a derived T0 is derived again).
+their fresh candidates with the Δ of each move, and the random generator. After a crash the
+moves are taken to be the fetches the crawl counted (its budget's responses, its fetch order),
+so that the schedule goes on from where the crawl is, as after a pause (a derived T0 is
+derived again).
 """
 
 from __future__ import annotations
@@ -64,6 +66,14 @@ T0_SAMPLE = 30  # candidates whose worse Δs set T0
 LINEAR_MOVES_WITHOUT_BUDGET = 1000
 REJECTED = 2.0  # subtracted from a rejected candidate's score: below every other candidate
 DRAWS_PER_POP = 50  # bounds the work of one pop when most draws are rejected
+# A fresh candidate: its fingerprint and the Δ of the move to it from the page it was found on
+# (None: a candidate of a state saved before Δs were, judged on the request queued).
+Candidate = tuple[bytes, float | None]
+
+
+def _saved_candidate(value: Any) -> bool:
+    """A fresh candidate as saved: [fingerprint, Δ], or a fingerprint alone (before Δs were)."""
+    return shapes.fingerprint(value) or shapes.row(shapes.fingerprint, shapes.number)(value)
 
 
 class AnnealingQueue(StrategyQueue):
@@ -110,7 +120,7 @@ class AnnealingQueue(StrategyQueue):
         "t0": shapes.optional(shapes.number),
         "worse_sample": shapes.list_of(shapes.number),
         "seen": shapes.whole,
-        "fresh": shapes.list_of(shapes.row(shapes.text, shapes.list_of(shapes.fingerprint))),
+        "fresh": shapes.list_of(shapes.row(shapes.text, shapes.list_of(_saved_candidate))),
         "random": shapes.random_state,
     }
 
@@ -120,9 +130,10 @@ class AnnealingQueue(StrategyQueue):
         # Without the sideways moves (|Δ| = 0) a state saved before they were left out holds.
         self._worse_sample: list[float] = [d for d in state.get("worse_sample", []) if d > 0]
         self._seen: int = state.get("seen", 0)
-        # current page url -> fingerprints of its children not yet drawn
-        self._fresh: OrderedDict[str, list[bytes]] = OrderedDict(
-            (url, [bytes.fromhex(fp) for fp in fps]) for url, fps in state.get("fresh", [])
+        # current page url -> its children not yet drawn: (fingerprint, Δ of the move to it)
+        self._fresh: OrderedDict[str, list[Candidate]] = OrderedDict(
+            (url, [_candidate(saved) for saved in candidates])
+            for url, candidates in state.get("fresh", [])
         )
         self._random = seeded_random(self.params["seed"], state.get("random"))
         self._shown_temperature: float | None = None  # the temperature stat last set
@@ -136,7 +147,10 @@ class AnnealingQueue(StrategyQueue):
             "t0": self._t0,
             "worse_sample": self._worse_sample,
             "seen": self._seen,
-            "fresh": [[url, [fp.hex() for fp in fps]] for url, fps in self._fresh.items()],
+            "fresh": [
+                [url, [fp.hex() if delta is None else [fp.hex(), delta] for fp, delta in fresh]]
+                for url, fresh in self._fresh.items()
+            ],
             "random": random_state(self._random),
         }
 
@@ -198,9 +212,10 @@ class AnnealingQueue(StrategyQueue):
         parent = request.meta.get("parent_url")
         if parent is None or at_back(request):
             return
+        # The move from this page: a URL found again may be queued with another page's link.
+        delta = candidate_value(request) - page_value(request)
         if not self._t0:
             self._seen += 1
-            delta = candidate_value(request) - page_value(request)
             # Only worse moves: a sideways one (Δ = 0) is always accepted, and its |Δ| = 0 would
             # pull T0 down, to 0 when the first candidates are all sideways.
             if delta < 0 and (self._seen <= T0_SAMPLE or not self._worse_sample):
@@ -209,9 +224,9 @@ class AnnealingQueue(StrategyQueue):
             self._fresh[parent] = []
             while len(self._fresh) > self._current_pages:
                 self._fresh.popitem(last=False)  # no longer a current page: its rest waits
-        self._fresh[parent].append(self._fingerprint(request))
+        self._fresh[parent].append((self._fingerprint(request), delta))
 
-    def _draw(self) -> bytes | None:
+    def _draw(self) -> Candidate | None:
         pages = [url for url, fps in self._fresh.items() if fps]
         total = sum(len(self._fresh[url]) for url in pages)
         if not total:
@@ -237,14 +252,16 @@ class AnnealingQueue(StrategyQueue):
     def pop(self) -> Request | None:
         temperature = self.temperature()
         for _ in range(DRAWS_PER_POP):
-            fp = self._draw()
-            if fp is None:
+            drawn = self._draw()
+            if drawn is None:
                 break
+            fp, delta = drawn
             key = self.frontier.key_of(fp)
             if key is None:  # fetched meanwhile (found again from another page)
                 continue
             request = self.frontier.remove(fp)
-            delta = candidate_value(request) - page_value(request)
+            if delta is None:  # a candidate of a state saved before Δs were kept
+                delta = candidate_value(request) - page_value(request)
             if self.accepts(delta, temperature):
                 outcome = "improving" if delta > 0 else "accepted_worse"
                 self.stats.inc_value(f"focused/{self.name}/{outcome}")
@@ -266,3 +283,9 @@ def _rejected(key: Key) -> bool:
     """Whether a queued candidate's key is a rejected one's: a value in [0, 1] negated is at
     most 0, and a rejection adds ``REJECTED`` to it."""
     return key[0] > 0.0
+
+
+def _candidate(saved: str | list) -> Candidate:
+    if isinstance(saved, str):
+        return bytes.fromhex(saved), None
+    return bytes.fromhex(saved[0]), saved[1]

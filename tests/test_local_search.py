@@ -304,7 +304,7 @@ def test_a_rejected_candidate_found_again_is_raised_only_by_a_better_discovery(k
     queue.push(child("x", "seed", page=0.6, link=0.5))
     queue.push(child("y", "seed", page=0.6, link=0.3))
     fp = queue._fingerprint(req("x"))
-    queue._fresh = OrderedDict([("http://t/seed", [fp])])
+    queue._fresh = OrderedDict([("http://t/seed", [(fp, 0.5 - 0.6)])])
     assert name(queue.pop()) == "y"  # x drawn (Δ = -0.1) and refused; then the best queued
     assert queue.frontier.key_of(fp)[:2] == (pytest.approx(-0.5 + 2), -0.6)
     assert not queue.rediscover(child("x", "poor", page=0.05, link=0.1))
@@ -333,6 +333,38 @@ def test_a_candidate_drawn_from_two_pages_and_refused_twice_is_ranked_below_once
     assert name(queue.pop()) == "x"
     assert queue.stats.get_value(f"focused/{strategy}/rejected") == 3
     assert name(queue.pop()) == "y"
+
+
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_a_url_found_again_on_a_current_page_is_a_move_from_that_page(key, strategy):
+    """x, queued from a (relevance 0.6) with a link of 0.5, is found again on b (0.1) with a link
+    of 0.5, which does not raise it. As a candidate of b the move is Δ = 0.5 - 0.1 = +0.4, an
+    improving one, not a's Δ = 0.5 - 0.6 = -0.1, which a cold queue refuses."""
+    queue = make_queue(strategy, key, t0=1e-9)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    queue.push(child("x", "a", page=0.6, link=0.5))
+    queue._fresh.clear()  # a is no longer a current page
+    assert not queue.rediscover(child("x", "b", page=0.1, link=0.5))
+    assert name(queue.pop()) == "x"
+    assert queue.stats.get_value(f"focused/{strategy}/improving") == 1
+    assert queue.stats.get_value(f"focused/{strategy}/rejected") is None
+    if not key:
+        return  # a memory queue keeps nothing on close
+    # Saved and resumed, a candidate keeps its move's Δ.
+    queue.push(child("y", "a", page=0.6, link=0.5))
+    queue._fresh.clear()
+    assert not queue.rediscover(child("y", "b", page=0.1, link=0.5))
+    state = json.loads(json.dumps(queue.close()))
+    type(queue).check_state(state)
+    resumed = make_queue(strategy, key, state=state, t0=1e-9)
+    assert name(resumed.pop()) == "y"
+    assert resumed.stats.get_value(f"focused/{strategy}/improving") == 1
+
+
+def test_annealing_resumes_the_fresh_candidates_of_a_state_saved_before_their_moves():
+    queue = make_queue("annealing", "", state={"fresh": [["http://t/a", ["ab12"]]]})
+    assert queue._fresh == {"http://t/a": [(bytes.fromhex("ab12"), None)]}
 
 
 def test_annealing_is_reproducible_with_a_seed():

@@ -27,7 +27,9 @@ placeholder (0, 0) pulled the swarm to weights that value every link at 0), and
 ``pso/memory`` again (literature review: a URL found again is compared with its queued request
 re-scored under the current weights, where a stale key refused discoveries worth more now),
 and ``annealing`` and ``threshold`` (literature review: a candidate drawn from two current pages
-and refused twice is lowered once, where it fell below rejected candidates of lower value).
+and refused twice is lowered once, where it fell below rejected candidates of lower value), and
+again (literature review: a candidate is judged on the move from the page it was found on, where
+a URL found again was judged on the link and page of the discovery its queue kept).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
