@@ -74,13 +74,15 @@ class HillClimbingQueue(StrategyQueue):
             # The base refuses it: a climbing move at the back would lower a URL in front.
             or (at_back(request) and self.frontier.in_front(fp))
             or not self._is_best_improving_child(request, fp)
-            # Already another page's climbing move, and now this page's best child too, so
-            # that none of its worse children is taken for its climb.
-            or queued[0] <= -CLIMB
         ):
             return super().rediscover(request)
-        climbing = (-self.score(request) - CLIMB, -self.tiebreak(request), queued[2])
-        self.frontier.put(fp, climbing, request)
+        climbing = (-self.score(request) - CLIMB, -self.tiebreak(request))
+        if climbing >= queued[:2]:
+            # A climbing move already (another page's, or this one's by a link as good): this
+            # page's best child is recorded all the same, so that none of its worse children
+            # is taken for its climb.
+            return False
+        self.frontier.put(fp, (*climbing, queued[2]), request)
         self.stats.inc_value("focused/rescored")
         return True
 
@@ -93,7 +95,7 @@ class HillClimbingQueue(StrategyQueue):
         best = self._best_child.get(parent)
         if best is not None and best[1] >= value:
             return False
-        if best is not None:
+        if best is not None and best[0] != fp:  # the same URL linked again, better: it climbs
             self._demote(best[0], parent)
         self._best_child[parent] = (fp, value)
         self._best_child.move_to_end(parent)

@@ -95,6 +95,20 @@ def test_hillclimbing_a_climbing_move_found_again_is_the_best_child_of_that_page
     assert drain(queue) == ["x", "z", "y"]
 
 
+def test_hillclimbing_a_climbing_move_linked_again_on_its_page_still_climbs(key):
+    """p links x twice (an image, then a text link with a better anchor): x stays p's climbing
+    move, at the better link's value. It was demoted as p's old best child, then raised in the
+    pending pool only, so that a pending link (z) was fetched before p's climb."""
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("x", "p", page=0.3, link=0.5))  # p's climbing move: 0.5 > 0.3
+    queue.push(child("z", "other", page=0.9, link=0.8))  # pending: not above its page
+    assert queue.rediscover(child("x", "p", page=0.3, link=0.6))
+    assert queue.frontier.key_of(queue._fingerprint(req("x")))[:2] == (-0.6 - 2, -0.3)
+    assert not queue.rediscover(child("x", "p", page=0.3, link=0.55))  # no better: as it was
+    assert drain(queue) == ["x", "z"]
+    assert queue.stats.get_value("focused/hillclimbing/climbs") == 1
+
+
 def test_hillclimbing_a_better_child_of_another_page_leaves_a_climbing_move_shared(key):
     """x is a's climbing move and, found again on b, b's best child too; w, a better child of b,
     took b's climb and sent x back to the pending pool, though it was still a's climb."""

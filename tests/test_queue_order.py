@@ -29,7 +29,10 @@ re-scored under the current weights, where a stale key refused discoveries worth
 and ``annealing`` and ``threshold`` (literature review: a candidate drawn from two current pages
 and refused twice is lowered once, where it fell below rejected candidates of lower value), and
 again (literature review: a candidate is judged on the move from the page it was found on, where
-a URL found again was judged on the link and page of the discovery its queue kept).
+a URL found again was judged on the link and page of the discovery its queue kept), and
+``hillclimbing`` (literature review: a climbing move found again as the best child of a page
+is raised among the climbing moves, where a page that linked it twice sent it to the pending
+pool).
 A parameter added since the recording runs at the value that keeps the recorded behaviour
 (``RECORDED_PARAMS``); its other values are tested where it is.
 """
