@@ -52,7 +52,7 @@ new weights, so the link popped is the best of those re-keyed, not always of the
 3,000 links, with the weights turned from (0.9, 0.1) to (0.1, 0.9), the first ten pops were
 within its 60 best). A queued link's M is also as of its last scoring: the word values learned
 since move no key until the weights change. A URL found again is re-keyed at once, so that the
-new discovery is compared with what the queued one is worth under the current weights.
+new discovery is compared with what the queued one is worth now.
 
 Parameters:
     particles (int, default 10): swarm size (5, the ring neighbourhood, to 1000).
@@ -315,16 +315,19 @@ class PsoQueue(StrategyQueue):
         self._put(request)
 
     def rediscover(self, request: Request) -> bool:
-        """As the base, against what the queued URL is worth under the current weights. Its
-        key may be of older ones (re-keyed at pops only), and a discovery worth more now than
-        the queued request, but less than its stale key, was refused: its anchor lost, and the
-        URL popped at the queued request's value, as low as it may be now."""
+        """As the base, against what the queued URL is worth now. Its key may be of older
+        weights (re-keyed at pops only) or older word values: compared with that, a discovery
+        worth more now than the queued request, but less than its key, was refused (its anchor
+        lost, the URL popped at the queued request's value), and one worth less now, but more
+        than its key, replaced it."""
         fp = self._fingerprint(request)
         queued = self.frontier.request_of(fp)
-        if queued is not None and queued.meta.get("pso_version") != self._version:
-            seq = self.frontier.key_of(fp)[2]  # its place among equal values stays
-            queued.meta["pso_version"] = self._version
-            self.frontier.put(fp, (-self.score(queued), NO_TIEBREAK, seq), queued)
+        if queued is not None:
+            key = self.frontier.key_of(fp)
+            now = (-self.score(queued), NO_TIEBREAK, key[2])  # its place among equals stays
+            if now != key or queued.meta.get("pso_version") != self._version:
+                queued.meta["pso_version"] = self._version
+                self.frontier.put(fp, now, queued)
         request.meta["pso_version"] = self._version  # scored under these weights, if queued
         return super().rediscover(request)
 

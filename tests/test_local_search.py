@@ -756,6 +756,21 @@ def test_pso_a_url_found_again_is_compared_with_its_value_under_the_current_weig
     assert name(queue.pop()) == "z" and len(queue) == 0
 
 
+def test_pso_a_url_found_again_is_compared_with_its_value_under_the_current_word_values(key):
+    """A queued link's M is as of its scoring: a word credited since raises what it is worth.
+    A discovery worth more than the stale key, but less than the queued link now, replaced it."""
+    queue = make_queue("pso", key)
+    queue.swarm["x"][queue._active] = [0.5, 0.5]
+    queue.push(req("x", parent_url="http://t/a", link_relevance=0.4, anchor="nest"))  # 0.2
+    queue.credit(["nest"])  # M("nest") = 1: x is worth 0.5·0.4 + 0.5·1 = 0.7 now
+    queue.push(req("z", parent_url="http://t/a", link_relevance=0.9, anchor="more"))  # 0.45
+    # 0.5·0.6 + 0.5·0 = 0.3: above x's key (0.2), below what x is worth (0.7)
+    assert not queue.rediscover(req("x", parent_url="http://t/b", link_relevance=0.6, anchor="a"))
+    popped = queue.pop()
+    assert (name(popped), popped.meta["anchor"]) == ("x", "nest")
+    assert name(queue.pop()) == "z"
+
+
 # -- flights -------------------------------------------------------------------------------------
 
 
