@@ -16,7 +16,7 @@ Parameters:
         or after 1000 moves when there is no page budget).
     factor (float, default 0.99): the geometric cooling factor per move (refused with
         ``cooling=linear``).
-    seed (int, default 0): seed of the random draws and of the acceptance of worse moves.
+    seed (int >= 0, default 0): seed of the random draws and of the acceptance of worse moves.
 
 Cooling departs from the source by default. Only ``linear`` brings T to about 0 by the last
 iteration, as the source does, and that needs the budget known in advance. ``geometric`` is the
@@ -59,7 +59,7 @@ from scrapy import Request
 from focused.arguments import Param
 from schedulers import state_shapes as shapes
 from schedulers.base import Key, StrategyQueue, at_back
-from schedulers.local import candidate_value, page_value, random_state, seeded_random
+from schedulers.local import SEED, candidate_value, page_value, random_state, seeded_random
 
 ACCEPT_AT_FIRST = 0.8
 T0_SAMPLE = 30  # candidates whose worse Δs set T0
@@ -88,7 +88,7 @@ class AnnealingQueue(StrategyQueue):
             high=1.0,
             works_with=("cooling", "geometric"),
         ),
-        "seed": Param(0, "random seed"),
+        "seed": SEED,
     }
 
     def score(self, request: Request) -> float:

@@ -33,7 +33,7 @@ asked again as soon as one lands; see ``schedulers.local``).
 Parameters:
     n_bees (int, default 20, at most 1000): the bees, and so the most flights out at once.
     dance_time (int, default 50): flights a dance of quality 1 lasts.
-    seed (int, default 0): seed of the bees' random choices.
+    seed (int >= 0, default 0): seed of the bees' random choices.
 
 State saved on pause: each bee's next target and current find, the dances, the dispatch room,
 the flights made and the random generator. Stats: ``focused/bees/returns``, ``follows``,
@@ -50,7 +50,7 @@ from scrapy import Request
 from focused.arguments import Param
 from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue
-from schedulers.local import Flights, page_value, random_state, seeded_random
+from schedulers.local import SEED, Flights, page_value, random_state, seeded_random
 
 if TYPE_CHECKING:
     from focused.relevance import Scores
@@ -63,7 +63,7 @@ class BeesQueue(StrategyQueue):
         # would stall the crawl or fill the memory.
         "n_bees": Param(20, "bees: the most flights out at once", low=1, high=1000),
         "dance_time": Param(50, "flights a dance of quality 1 lasts", low=1),
-        "seed": Param(0, "random seed"),
+        "seed": SEED,
     }
 
     @classmethod

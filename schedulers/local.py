@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Any
 
+from focused.arguments import Param
 from focused.engine import engine_scheduler
 
 if TYPE_CHECKING:
@@ -46,6 +47,11 @@ def candidate_value(request: Request) -> float:
 def page_value(request: Request) -> float:
     """The relevance of the page the link was found on (the current page of the move)."""
     return request.meta.get("parent_relevance", 1.0)
+
+
+# The seed of a strategy's random draws. Not below 0: Python's generator takes a negative seed
+# as its absolute value, so seed=-1 gave the crawl of seed=1.
+SEED = Param(0, "random seed", low=0)
 
 
 def seeded_random(seed: int, state: list | None) -> random.Random:

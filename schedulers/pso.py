@@ -58,7 +58,7 @@ Parameters:
     particles (int, default 10): swarm size (5, the ring neighbourhood, to 1000).
     epoch (int, default 10): fetches per turn, and the fitness window.
     discount (float, default 0.5): credit factor per link back along the path.
-    seed (int, default 0): seed of the initial positions and of r1, r2.
+    seed (int >= 0, default 0): seed of the initial positions and of r1, r2.
 
 State saved on pause: the swarm, whose turn it is, the word values, the recent outcomes and
 the random generator.
@@ -76,7 +76,7 @@ from focused.arguments import Param
 from focused.text import tokenize
 from schedulers import state_shapes as shapes
 from schedulers.base import NO_TIEBREAK, StrategyQueue
-from schedulers.local import random_state, seeded_random
+from schedulers.local import SEED, random_state, seeded_random
 
 if TYPE_CHECKING:
     from focused.relevance import Scores
@@ -99,7 +99,7 @@ class PsoQueue(StrategyQueue):
         "particles": Param(10, "swarm size", low=5, high=1000),
         "epoch": Param(10, "fetches per particle turn (and fitness window)", low=1),
         "discount": Param(0.5, "credit factor per link back along the path", low=0, high=1),
-        "seed": Param(0, "random seed"),
+        "seed": SEED,
     }
 
     @classmethod

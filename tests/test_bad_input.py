@@ -1009,6 +1009,8 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
         ({"strategy": "pso", "epoch": "1" + "0" * 20}, "epoch=100000000000000000000 is too large"),
         ({"strategy": "bees", "n_bees": "1" + "0" * 20}, "n_bees=100000000000000000000 is too"),
         ({"strategy": "bees", "seed": "-" + "9" * 20}, "seed=-99999999999999999999 is too large"),
+        # Python's generator takes a negative seed as its absolute value: seed=-1 crawled as 1.
+        ({"strategy": "annealing", "seed": "-1"}, "seed=-1 is below its minimum 0"),
         # ... and below it, a swarm that filled the memory (the OOM killer ended the crawl), or
         # bees that a pop looked over one by one.
         ({"strategy": "pso", "particles": "1000000000"}, "particles=1000000000 is above its max"),
