@@ -412,7 +412,7 @@ def test_strategies_that_skip_link_scores_do_not_read_them():
     # The scoring middleware does not score links for these (reads_link_scores False): their
     # order must not depend on link scores. The oracle orders by graph distance alone.
     skipping = {name for name in STRATEGIES if not strategy_class(name).reads_link_scores}
-    assert skipping == {"bfs", "dfs", "oracle", "semantic", "ucs"}
+    assert skipping == {"bees", "bfs", "dfs", "oracle", "semantic", "ucs"}
     for name in sorted(skipping - {"oracle"}):
         first, second = _orders_without_link_scores(name)
         assert first == second, name
