@@ -25,7 +25,8 @@ shows none of it, so a rendered page's ``<noscript>`` is hidden like a script.
 ``rel="nofollow"`` (of an ``<a>`` or ``<area>``) stops no link, as in Scrapy's LinkExtractor:
 it asks search engines not to credit the target, not to leave it unvisited.
 
-Link URLs come out canonical (``focused.canonical``); links that are not followed are counted
+Link URLs come out canonical (``focused.canonical``), with the page's own spelling where it
+differs (``Link.linked``, for robots.txt); links that are not followed are counted
 by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
 ``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``,
 ``link_limit``: past ``MAX_LINKS_PER_PAGE``).
@@ -133,6 +134,10 @@ class Link:
     # The URL is as Scrapy's Request escapes its URL (w3lib's safe_url_string), so a Request
     # for it can take it verbatim (spiders.topical): checked once per URL, in _link_url's cache.
     escaped: bool = field(default=False, compare=False, repr=False)
+    # The URL as the page spelled it (resolved, escaped, without its fragment), where its
+    # canonical URL is another: robots.txt rules are the site's, for its own spellings
+    # (focused.robots.LINKED_URL).
+    linked: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,14 +240,14 @@ def extract_page(
             skipped[URL_TOO_LONG] += 1
             continue
         if href[:1] == "/" and href[1:2] not in "/\t\r\n":  # urlsplit drops \t\r\n
-            url, reason, escaped = _link_url(root, href, encoding, drop)
+            url, reason, escaped, linked = _link_url(root, href, encoding, drop)
         else:  # cached by its absolute URL (which urljoin returns as it is on an empty base)
             try:
                 absolute = urljoin(base, href)
             except ValueError:  # a malformed host ("//[::1/"): one failed split, no cache
                 skipped[BAD_URL] += 1
                 continue
-            url, reason, escaped = _link_url("", absolute, encoding, drop)
+            url, reason, escaped, linked = _link_url("", absolute, encoding, drop)
         if reason is not None:
             skipped[reason] += 1
             continue
@@ -263,7 +268,7 @@ def extract_page(
         if end is not None and context_chars:
             window = text[max(0, offsets[first] - context_chars) : offsets[end] + context_chars]
             context = _squeeze(window.replace("\n", " ")).strip()
-        links[url] = Link(url, anchor, context, escaped)
+        links[url] = Link(url, anchor, context, escaped, linked)
         ranks[url] = rank
     clean_text = "\n".join(filter(None, map(str.strip, _squeeze(text).split("\n"))))
     if not title:
@@ -441,10 +446,11 @@ def _unseen(element: Any) -> bool:
 @lru_cache(maxsize=1 << 16)
 def _link_url(
     base: str, href: str, encoding: str, drop_params: tuple[str, ...]
-) -> tuple[str, str | None, bool]:
+) -> tuple[str, str | None, bool, str | None]:
     """A link's absolute URL, made safe and canonical, why it is not followed (None when it
-    is), and whether a Request would leave the URL as it is (``Link.escaped``): cached, since
-    most links of a site point to pages that other pages link to.
+    is), whether a Request would leave the URL as it is (``Link.escaped``) and the URL as
+    linked where the canonical one is another (``Link.linked``): cached, since most links of a
+    site point to pages that other pages link to.
 
     A URL that cannot be made safe is ``bad_url``: a result, so that it is cached too (an
     exception would not be, and a bad link in a site's template would fail on every page).
@@ -454,13 +460,14 @@ def _link_url(
     # lacks one of its characters it would make a good link bad.
     joined = urljoin(base, href).partition("#")[0]
     try:
-        url = canonicalize(safe_url_string(joined, encoding=encoding), drop_params)
+        linked = safe_url_string(joined, encoding=encoding)
+        url = canonicalize(linked, drop_params)
         escaped = safe_url_string(url) == url
     except ValueError:  # also UnicodeError: from the page's encoding, or IDNA
-        return href, BAD_URL, False
+        return href, BAD_URL, False, None
     if not is_sendable(url):  # a space in the host: escaping leaves it there
-        return href, BAD_URL, False
-    return url, unfollowable_reason(url), escaped
+        return href, BAD_URL, False, None
+    return url, unfollowable_reason(url), escaped, None if linked == url else linked
 
 
 def _canonical(response: TextResponse, base: str, drop_params: Iterable[str]) -> str | None:

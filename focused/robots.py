@@ -33,6 +33,17 @@ for more than ``ROBOTS_CRAWL_DELAY_MAX`` seconds is skipped, as Nutch does
 a request waiting in a host's slot counts against ``CONCURRENT_REQUESTS``, so that a few such
 hosts would hold most of the crawl's downloads for minutes each.
 
+A link is fetched under its canonical URL (``focused.canonical``: its query sorted, session and
+tracking parameters dropped), but a site's rules are written for its URLs as it links them:
+``Disallow: /*?sort=`` is for ``/list?sort=price&cat=5``, which sorted is
+``/list?cat=5&sort=price``.
+So a request whose link (or seed) named another spelling of its URL carries that spelling in
+``meta[LINKED_URL]``, and it must be allowed as well as the URL sent. A redirect's target is
+checked as the server named it: the spelling of the link it came from names another URL and
+no longer applies. Once the host's robots.txt is read, the scheduler asks before its dupefilter
+(``refuses_as_linked``): refused only at download, the URL was seen, and a spelling the site
+allows (``/story`` where ``/story?sid=...`` is disallowed), linked later, was a duplicate.
+
 In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
 and the others wait for that and parse the same body (``SharedCrawl.robots_txt``), so each
@@ -68,6 +79,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+# Request meta: the URL as its link or seed spelled it, where its canonical URL, the one
+# requested, is another (spiders.topical).
+LINKED_URL = "linked_url"
 # What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
 # could not be reached (no parser: every URL allowed, as Scrapy does).
 PARSED, FAILED = b"+", b"-"
@@ -110,6 +124,13 @@ def _unreachable(exc: BaseException | None) -> bool:
     return isinstance(exc, UNREACHABLE) or (
         isinstance(exc, ValueError) and str(exc).startswith((INVALID_HOST, INVALID_URI))
     )
+
+
+def _linked(request: Request) -> str | None:
+    """The URL as the request's link or seed spelled it, where its canonical URL is another;
+    None after a redirect (Scrapy's, a meta refresh's, the browser's: each sets
+    ``redirect_urls``), whose target is checked as the server named it."""
+    return None if "redirect_urls" in request.meta else request.meta.get(LINKED_URL)
 
 
 class _UnreachableInOneLine(logging.Filter):
@@ -227,7 +248,21 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         parser = self._parsers.get(urlparse_cached(request).netloc, self)  # self: not asked
         return parser is self or isinstance(parser, Deferred)
 
+    def refuses_as_linked(self, request: Request) -> bool:
+        """Whether the host's robots.txt, read already, refuses ``request`` as its link spelled
+        it (False while it is not read: the request is checked at download)."""
+        linked = _linked(request)
+        if linked is None or request.meta.get("dont_obey_robotstxt"):
+            return False
+        parser = self._parsers.get(urlparse_cached(request).netloc)
+        if parser is None or isinstance(parser, Deferred):
+            return False
+        return not parser.allowed(linked, self._useragent(request))
+
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        linked = _linked(request)
+        if rp is not None and linked is not None:
+            super().process_request_2(rp, request.replace(url=linked))
         super().process_request_2(rp, request)
         netloc = urlparse_cached(request).netloc
         if netloc in self._skipped:

@@ -97,7 +97,7 @@ from focused.resume import (
     request_finished,
     response_counted,
 )
-from focused.robots import RobotsTxtMiddleware
+from focused.robots import LINKED_URL, RobotsTxtMiddleware
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import RESPONSE_COUNTED, SqliteFrontier, host_of
 from schedulers.redis_frontier import INFLIGHT_META
@@ -136,7 +136,7 @@ class FocusedScheduler(Scheduler):
         scheduler.ahead: list[tuple[bytes, str]] = []
         scheduler.blocked_ahead = None
         scheduler.pops_until_look = 0
-        scheduler.robots_check = None  # focused.robots' waits_for_robots, found on first use
+        scheduler.robots = None  # focused.robots' middleware, found on first use (False: none)
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -282,6 +282,16 @@ class FocusedScheduler(Scheduler):
         replaced = request.meta.pop(INFLIGHT, None), request.meta.pop(INFLIGHT_META, None)
         if self.links_to_queue:
             self._link_reached(request)
+        if (
+            LINKED_URL in request.meta
+            and (robots := self._robots())
+            and robots.refuses_as_linked(request)
+        ):
+            # Refused before the dupefilter sees it: the URL may be linked again in a spelling
+            # robots.txt allows (without the session id that made this one disallowed).
+            self.stats.inc_value("focused/skipped/robots_txt")
+            self._replaced_done(*replaced)
+            return False
         if not self.mqs.admit(request):
             # Refused before the dupefilter sees it (a depth limit, shark's chain cut): marked
             # seen, the URL would be dropped as a duplicate when found again on a path the
@@ -507,8 +517,8 @@ class FocusedScheduler(Scheduler):
         slot_keys = {request: downloader.get_slot_key(request) for request in downloader.active}
         room: dict[str, bool] = {}
         reading_robots = set()
-        if waits_for_robots := self._robots_check():
-            reading_robots = {key for r, key in slot_keys.items() if waits_for_robots(r)}
+        if robots := self._robots():
+            reading_robots = {key for r, key in slot_keys.items() if robots.waits_for_robots(r)}
         for key, count in Counter(slot_keys.values()).items():
             if key in reading_robots:
                 room[key] = False  # focused.robots wakes the engine once the robots.txt is read
@@ -530,12 +540,11 @@ class FocusedScheduler(Scheduler):
                 room[key] = count < 2 * slot.concurrency
         return {self._host(request): room[key] for request, key in slot_keys.items() if key in room}
 
-    def _robots_check(self) -> Callable[[Request], bool] | None:
-        """focused.robots' ``waits_for_robots``, None without it (``ROBOTSTXT_OBEY`` off)."""
-        if self.robots_check is None:
-            robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
-            self.robots_check = robots.waits_for_robots if robots is not None else False
-        return self.robots_check or None
+    def _robots(self) -> RobotsTxtMiddleware | None:
+        """focused.robots' middleware, None without it (``ROBOTSTXT_OBEY`` off)."""
+        if self.robots is None:
+            self.robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware) or False
+        return self.robots or None
 
     def _budget_under_way(self) -> bool:
         """Whether the requests downloading will spend what is left of the page budget

@@ -39,6 +39,7 @@ from scrapy import signals
 from scrapy.downloadermiddlewares import retry, robotstxt
 from scrapy.exceptions import CloseSpider
 from scrapy.utils.url import url_is_from_any_domain
+from w3lib.url import safe_url_string
 
 from focused.arguments import CrawlConfig, parse_arguments
 from focused.canonical import canonicalize, drop_params_setting
@@ -55,6 +56,7 @@ from focused.logformatter import SettingsWithoutSecrets, add_log_filter
 from focused.refresh import first_visit, validators
 from focused.render import check_browser, enable_rendering
 from focused.resume import request_finished
+from focused.robots import LINKED_URL
 from focused.robotsmeta import NOFOLLOW, NOINDEX, obeyed_token, page_robots, stored_robots
 from focused.setting_names import unknown_settings_note
 from focused.settingchecks import (
@@ -191,10 +193,13 @@ class TopicalSpider(scrapy.Spider):
         # between: the scheduler holds them all until the last seed is queued (and the engine is
         # woken here), so that the strategy orders the seeds with the links found on them.
         try:
-            for url in self.config.seeds:
-                yield scrapy.Request(
-                    canonicalize(url, self.drop_params), meta={"depth": 0}, errback=self.skipped
-                )
+            for seed in self.config.seeds:
+                url = canonicalize(seed, self.drop_params)
+                meta: dict[str, Any] = {"depth": 0}
+                as_given = safe_url_string(seed.strip()).partition("#")[0]
+                if as_given != url:  # robots.txt is checked on it too (focused.robots)
+                    meta[LINKED_URL] = as_given
+                yield scrapy.Request(url, meta=meta, errback=self.skipped)
         finally:
             self.seeds_queued = True
             wake_engine(self.crawler)
@@ -363,6 +368,8 @@ def _link_request(link: Link, errback: Callable[[Failure], Any]) -> scrapy.Reque
     as it is (``Link.escaped``, known once per URL) is taken verbatim, and the key is removed
     so that the request is the one it would have been."""
     meta = {"anchor": link.anchor, "link_context": link.context}
+    if link.linked is not None:
+        meta[LINKED_URL] = link.linked
     if link.escaped:
         meta["verbatim_url"] = True
     request = scrapy.Request(link.url, meta=meta, errback=errback)

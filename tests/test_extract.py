@@ -272,6 +272,8 @@ def test_link_requests_are_the_requests_scrapy_builds(sample_graph):
     for link in links:
         request = _link_request(link, errback)
         meta = {"anchor": link.anchor, "link_context": link.context}
+        if link.linked is not None:  # for robots.txt (focused.robots)
+            meta["linked_url"] = link.linked
         expected = Request(link.url, meta=meta, errback=errback)
         assert (request.url, request.meta, request.errback) == (expected.url, meta, errback)
     assert request.url == "http://h/a%20b/%C3%A9"

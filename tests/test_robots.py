@@ -127,3 +127,61 @@ def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_pa
         crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": seeds})
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert [path for _, path in host.log.gets()] == ["/public/1"]  # focused's own group
+
+
+def test_robots_txt_rules_are_matched_against_the_url_as_linked(tmp_path):
+    """A link is fetched under its canonical URL (query sorted, session parameters dropped),
+    but the site's rules are written for its URLs as it links them: ``/*?sort=`` was matched
+    against ``/list?cat=5&sort=price`` and let ``/list?sort=price&cat=5`` through, and
+    ``/*sid=`` a link that only its session id made disallowed."""
+    rules = "User-agent: *\nDisallow: /*?sort=\nDisallow: /*sid=\n"
+    links = [
+        "/list?sort=price&cat=5",  # disallowed as linked, not once sorted
+        "/story?sid=0123456789abcdef",  # disallowed as linked, not once its sid is dropped
+        "/list?cat=7&sort=name",  # allowed as linked
+        "/go",  # allowed, and redirects to a disallowed spelling: checked as the server named it
+    ]
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, rules, "text/plain")
+        if path == "/go":
+            return Reply(301, headers={"Location": "/list?sort=size&cat=9"})
+        anchors = "".join(f"<a href='{link}'>birds {n}</a>" for n, link in enumerate(links))
+        return Reply(200, html(path, f"<p>birds feathers nests</p>{anchors}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/,{site.url}/?sort=new&c=1"},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    # A seed is checked as the user gave it.
+    fetched = sorted(path for _, path in site.log.gets())
+    assert fetched == ["/", "/go", "/list?cat=7&sort=name"]
+    # The seed and the redirect's target, at download; the links, as each page links them,
+    # before they are queued (the host's robots.txt is read by then).
+    assert stat(log, "robotstxt/forbidden") == 2
+    assert stat(log, "focused/skipped/robots_txt") == 4
+
+
+def test_a_url_refused_as_one_page_spelled_it_is_fetched_as_another_spells_it(tmp_path):
+    """``/story`` linked with a session id (disallowed) from the seed, and without (allowed)
+    from ``/a``: refused as first spelled, it was seen, and dropped as a duplicate when found
+    as allowed."""
+    rules = "User-agent: *\nDisallow: /*sid=\n"
+    pages = {"/": ["/story?sid=0123456789abcdef", "/a"], "/a": ["/story"]}
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, rules, "text/plain")
+        anchors = "".join(f"<a href='{link}'>birds</a>" for link in pages.get(path, []))
+        return Reply(200, html(path, f"<p>birds feathers nests</p>{anchors}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert [path for _, path in site.log.gets()] == ["/", "/a", "/story"]
+    assert stat(log, "focused/skipped/robots_txt") == 1

@@ -16,7 +16,8 @@ from focused.replayweb import ReplayServer
 from focused.robots import FAILED, RobotsTxtMiddleware
 from tests.conftest import BIRD_SEED
 from tests.queues import QueueSpider
-from tests.sites import GATED_DOWNLOAD_TIMEOUT
+from tests.sites import GATED_DOWNLOAD_TIMEOUT, Reply, Site, html
+from tests.test_canonical import stat
 from tests.test_redis_frontier import (  # noqa: F401 (redis_server is a fixture)
     Joined,
     crawl_by_two_processes,
@@ -128,3 +129,36 @@ def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(red
     other = process(redis_server.url)
     assert other.robots_txt("down.example") == (FAILED, False)
     assert other.robots_txt("mine.example") == (None, True)  # to download again
+
+
+def test_a_shared_crawl_checks_robots_txt_against_the_url_as_linked(tmp_path, redis_server):  # noqa: F811
+    """Links to a host whose robots.txt no process has read are queued in Redis and checked
+    by whichever process fetches them: each still against the URL as the page spelled it
+    (``/*?sort=`` was matched against the sorted query, and let every one through)."""
+    gate = Joined(redis_server.url)
+
+    def other(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, "User-agent: *\nDisallow: /*?sort=\n", "text/plain")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(other, "127.0.0.3") as target:
+        links = [f"{target.url}/list?sort=price&cat={n}" for n in range(6)]
+        links += [f"{target.url}/ok{n}" for n in range(6)]
+
+        def seed(method: str, path: str) -> Reply:
+            if path == "/robots.txt":
+                return Reply(200, "User-agent: *\nDisallow:\n", "text/plain")
+            gate.wait()  # both processes are in the crawl before there is anything to share
+            anchors = "".join(f"<a href='{link}'>birds</a>" for link in links)
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{anchors}"))
+
+        with Site(seed, "127.0.0.2") as site:
+            settings = {
+                "FOCUSED_FRONTIER": redis_server.url,
+                "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+            }
+            spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+            logs = crawl_by_two_processes(tmp_path, site, settings, **spider_args)
+    assert sorted(path for _, path in target.log.gets()) == [f"/ok{n}" for n in range(6)]
+    assert sum(stat(log, "robotstxt/forbidden") for log in logs) == 6
