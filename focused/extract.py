@@ -27,7 +27,8 @@ it asks search engines not to credit the target, not to leave it unvisited.
 
 Link URLs come out canonical (``focused.canonical``), with the page's own spelling where it
 differs (``Link.linked``, for robots.txt); links that are not followed are counted
-by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file,
+by reason in ``Page.skipped`` (``scheme``: not http(s), ``extension``: names a binary file
+(``SKIPPED_EXTENSIONS``),
 ``bad_url``: no valid URL can be made of it, ``url_too_long``: longer than ``URLLENGTH_LIMIT``,
 ``link_limit``: past ``MAX_LINKS_PER_PAGE``).
 One bad link never costs its page or its other links: whatever makes a URL fail (a port out of
@@ -86,7 +87,20 @@ BLOCKS = frozenset(
      "hr", "address", "details", "summary", "dl", "fieldset", "legend", "caption", "center",
      "dialog", "hgroup", "figure", "search", "thead", "tbody", "tfoot", "form"}
 )  # fmt: skip
-SKIPPED_EXTENSIONS = tuple(f".{ext}" for ext in IGNORED_EXTENSIONS)  # for one str.endswith
+# Scrapy's IGNORED_EXTENSIONS, which a link is skipped for (``extension``), but for those a page's
+# name ends in as well as a file's, left to the response's Content-Type (``not_html``). Text
+# formats (a script, a stylesheet, source code, a feed) are small and their Content-Type says
+# what they are, so a wrong guess costs one short download, where a name cost the page:
+# /wiki/Node.js, /wiki/Setup.py. So are two country domains, which end the names of sites and
+# of the pages about them (/wiki/Character.ai, /wiki/News.com.au), whose files (Illustrator
+# drawings, Sun audio) are seldom linked. Binary formats stay skipped: images, audio, video,
+# archives, office documents, executables, PDF and PostScript (.ps: a Palestinian domain too,
+# but large papers on the academic sites a topical crawl visits). Wikipedia's file pages
+# (/wiki/File:Map.png) are HTML too, but they describe a file in a few words.
+FOLLOWED_EXTENSIONS = frozenset({"js", "css", "py", "rb", "sh", "bat", "hta", "rss", "ai", "au"})
+SKIPPED_EXTENSIONS = tuple(  # for one str.endswith
+    f".{ext}" for ext in IGNORED_EXTENSIONS if ext not in FOLLOWED_EXTENSIONS
+)
 # A link's tag: the attribute of its URL, and those its anchor text comes from (an <a>'s
 # anchor is its text).
 LINK_TAGS = {

@@ -191,6 +191,10 @@ def test_only_http_urls_to_non_binary_files_are_followed():
     assert is_followable("https://example.org/a/b.html")
     assert not is_followable("ftp://example.org/file")
     assert not is_followable("http://example.org/report.PDF")
+    assert not is_followable("http://example.org/clip.mp4")
+    # Names that end like a text format or a country domain: the Content-Type tells.
+    assert is_followable("https://en.wikipedia.org/wiki/Node.js")
+    assert is_followable("https://en.wikipedia.org/wiki/Character.ai")
     assert not is_followable("data:text/html,hi")
 
 

@@ -495,3 +495,28 @@ def test_a_failed_head_leaves_the_page_to_its_get(tmp_path):
     heads = [entry for entry in served.log.entries if entry[0] == "HEAD"]
     assert len(heads) == 1  # not retried: the GET has its own retries
     assert stat(crawl.result.stderr, "focused/head_check_failures") == 1
+
+
+def test_a_page_named_like_a_text_file_is_fetched_and_a_binary_file_is_not(tmp_path):
+    """Links were dropped for every extension of Scrapy's IGNORED_EXTENSIONS, so that the HTML
+    pages ``/wiki/Node.js`` and ``/wiki/Character.ai`` were never fetched. Only binary formats
+    are skipped by their URL; the Content-Type tells a page from a script."""
+    pages = ["/wiki/Node.js", "/wiki/Character.ai", "/wiki/News.com.au", "/wiki/Setup.py"]
+    binaries = ["/files/photo.JPG", "/files/report.pdf", "/files/clip.mp4", "/files/setup.exe"]
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/static/app.js":
+            return Reply(200, "var birds = 1;", "application/javascript")
+        links = "".join(f"<a href='{link}'>{WORDS}</a>" for link in [*pages, *binaries])
+        links += "<a href='/static/app.js'>script</a>"
+        return Reply(200, html(path, f"<p>{WORDS}</p>{links if path == '/' else ''}"))
+
+    with Site(respond) as site:
+        crawl = crawl_site(tmp_path, site)
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert stored_paths(crawl, site) == sorted(["/", *pages])
+    fetched = [path for _, path in site.log.gets()]
+    assert not set(binaries) & set(fetched), fetched
+    assert stat(log, "focused/skipped/extension") == len(binaries)
+    assert stat(log, "focused/skipped/not_html") == 1  # the script, by its Content-Type
