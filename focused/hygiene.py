@@ -459,7 +459,9 @@ class RedirectMiddleware(_RedirectTarget, ScrapyRedirect):
     took for the request's own URL (then dropped by the dupefilter, counted nowhere), one no
     request can be made of (``javascript:``, a port out of range: Scrapy's ``ValueError``, a
     ``download_error``), and one to another scheme than http(s) (``ftp:``, ``data:``: Scrapy
-    handed on the 3xx, an ``http_302``)."""
+    handed on the 3xx, an ``http_302``). A redirect to another spelling of the URL requested
+    (the server's order of the query, its ``index.html``) is let past the dupefilter, which
+    dropped it as the request itself."""
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if not self._follows(request, response):
@@ -475,7 +477,17 @@ class RedirectMiddleware(_RedirectTarget, ScrapyRedirect):
             ) from None
         if result is response:  # it follows only http(s)
             raise BadRedirect(f"{response.status} to a URL of another scheme than http(s)")
+        if result.url != request.url and self._same_url(result, request):
+            # The server's own spelling of the canonical URL requested (its query in its order,
+            # its index.html): the dupefilter took it for the request itself, and the page was
+            # lost. Let through as a retry is; a loop between spellings ends at
+            # REDIRECT_MAX_TIMES (redirect_loop).
+            result.dont_filter = True
         return result
+
+    def _same_url(self, request: Request, other: Request) -> bool:
+        fingerprint = self.crawler.request_fingerprinter.fingerprint
+        return fingerprint(request) == fingerprint(other)
 
     def _follows(self, request: Request, response: Response) -> bool:
         """A redirect that Scrapy's middleware acts on, by its own test: one the request (or
