@@ -86,6 +86,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.core.scheduler import Scheduler
 
+from focused.engine import wake_engine
 from focused.extensions import frontier_count_wanted
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
@@ -600,6 +601,11 @@ class FocusedScheduler(Scheduler):
             self.links_to_queue[page] = set(links)
         else:
             self.scored_pages.add(page)
+            # Its hold ends now, and no link of it reaching the frontier makes the engine ask
+            # again: it asked once the page's item had left the pipelines (a slow store's
+            # write), or at its 5-second heartbeat, and a crawl whose next request waited for
+            # the page (SCORE_BEFORE_DISPATCH, a strategy's flight) stood still meanwhile.
+            wake_engine(self.crawler)
 
     def _link_reached(self, request: Request) -> None:
         """``request`` reached the frontier (queued, or dropped as a duplicate or trap)."""

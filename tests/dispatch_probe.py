@@ -1,9 +1,11 @@
 """Test-only parts for ``tests/test_dispatch_hold.py``: a scheduler that records how many
 requests were under way (downloading, or downloaded and not yet scored) each time one left the
-frontier, spider middlewares that cut a page's output short or drop a seed's links, and an
-item pipeline that keeps the first page's item as long as a slow store would."""
+frontier, spider middlewares that cut a page's output short or drop a seed's links, and item
+pipelines that keep a page's item as long as a slow store would."""
 
 from __future__ import annotations
+
+from urllib.parse import urlparse
 
 from scrapy import Request, signals
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -12,7 +14,8 @@ from twisted.internet.defer import Deferred
 
 from focused.scheduler import FocusedScheduler
 
-FIRST_ITEM_WAIT_LIMIT = 5.0  # seconds
+ITEM_WAIT_LIMIT = 5.0  # seconds
+LEAVES_HELD = 2  # LeafItemsWaitForAResponse: the leaf pages whose items it holds
 
 
 class OutstandingProbeScheduler(FocusedScheduler):
@@ -64,13 +67,15 @@ class DropSeedLinksMiddleware:
 class FirstItemWaitsForAResponse:
     """Test-only item pipeline: the first page's item stays in the pipeline, as it would while
     a store a round trip away writes it, until another response comes in, or for
-    ``FIRST_ITEM_WAIT_LIMIT`` seconds. Stat ``probe/first_item_released_by/response`` or
+    ``ITEM_WAIT_LIMIT`` seconds. Stat ``probe/first_item_released_by/response`` or
     ``probe/first_item_released_by/time_limit``."""
+
+    held = "first_item"  # the stats' name for the items held
 
     def __init__(self, crawler):
         self.crawler = crawler
-        self.first = True
-        self.waiting: Deferred[str] | None = None
+        self.seen = 0
+        self.waiting: list[Deferred[str]] = []
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -79,19 +84,39 @@ class FirstItemWaitsForAResponse:
         return pipeline
 
     def response_received(self, response, request, spider):
-        self._release("response")
+        for waiting in self.waiting:
+            self._release(waiting, "response")
+        self.waiting = []
 
-    def _release(self, cause: str) -> None:
-        if self.waiting is not None and not self.waiting.called:
-            self.waiting.callback(cause)
+    @staticmethod
+    def _release(waiting: Deferred[str], cause: str) -> None:
+        if not waiting.called:
+            waiting.callback(cause)
+
+    def holds(self, item) -> bool:
+        self.seen += 1
+        return self.seen == 1
 
     async def process_item(self, item):
-        if self.first:
-            self.first = False
-            self.waiting = Deferred()
-            timer = reactor.callLater(FIRST_ITEM_WAIT_LIMIT, self._release, "time_limit")
-            cause = await maybe_deferred_to_future(self.waiting)
+        if self.holds(item):
+            waiting: Deferred[str] = Deferred()
+            self.waiting.append(waiting)
+            timer = reactor.callLater(ITEM_WAIT_LIMIT, self._release, waiting, "time_limit")
+            cause = await maybe_deferred_to_future(waiting)
             if timer.active():
                 timer.cancel()
-            self.crawler.stats.set_value(f"probe/first_item_released_by/{cause}", 1)
+            self.crawler.stats.inc_value(f"probe/{self.held}_released_by/{cause}")
         return item
+
+
+class LeafItemsWaitForAResponse(FirstItemWaitsForAResponse):
+    """The same for the items of the first ``LEAVES_HELD`` pages whose path starts with
+    ``/leaf`` (pages without links): stats ``probe/leaf_item_released_by/...``."""
+
+    held = "leaf_item"
+
+    def holds(self, item) -> bool:
+        if self.seen < LEAVES_HELD and urlparse(item["url"]).path.startswith("/leaf"):
+            self.seen += 1
+            return True
+        return False

@@ -6,6 +6,7 @@ links are still being queued; and a scored page waiting for its store holds no s
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 import pytest
 
@@ -13,6 +14,8 @@ from benchmarks.runner import parse_stats
 from focused.replayweb import name_from_path, render_article
 from focused.settings import ITEM_PIPELINES, SPIDER_MIDDLEWARES
 from tests.conftest import BIRD_QUERY, BIRD_SEED, page_name, run_crawl
+from tests.dispatch_probe import LEAVES_HELD
+from tests.sites import FetchLog, Reply, Site, html
 from tests.test_replayweb import Anchors
 
 CONCURRENCY = 16
@@ -109,3 +112,66 @@ def test_a_page_waiting_for_its_store_holds_no_download_slot(tmp_path, site, see
     fetched = [page_name(page["url"]) for page in done.pages()]
     assert fetched[0] == BIRD_SEED
     assert len(fetched) == (2 if seed_links == "dropped" else 3), fetched
+
+
+PAGES_OF_A = 6
+LEAF_LAST = [("127.0.0.2", 0.0), ("127.0.0.3", 0.3)]  # hosts A and B, B answering slower
+
+
+def site_of_two_hosts(hosts: list[str]):
+    """Host A's pages each link to A's next and to a page of host B without links (a leaf)."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path.startswith("/p"):
+            page = int(path[2:])
+            links = [f"/p{page + 1}"] if page + 1 < PAGES_OF_A else []
+            links.append(f"http://{hosts[1]}/leaf{page}")
+        elif path.startswith("/leaf"):
+            links = []
+        else:
+            return Reply(404, "")
+        anchors = " ".join(f'<a href="{link}">birds {link}</a>' for link in links)
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers {path}</p>{anchors}"))
+
+    return respond
+
+
+@pytest.mark.parametrize(("strategy", "concurrency"), [("bestfirst", 1), ("beam", 2)])
+def test_a_page_scored_without_links_wakes_the_engine(tmp_path, strategy, concurrency):
+    """HOST_WINDOW 2 over two hosts: the next of A's pages waits outside the window while a
+    leaf of B is fetched. The leaf is scored without a link, and its item waits in the
+    pipelines as a slow store's would. The request parked for A could go then, but no link
+    queued asked the engine again, which waited for its 5-second heartbeat (a gap of up to 5 s
+    between two fetches, each leaf). Woken as the leaf is scored, it fetches A's next at once.
+    Best-first, one request at a time, waits for the leaf under SCORE_BEFORE_DISPATCH; beam,
+    two at a time, for its generation's last flight, the leaf, in the scheduler's wait for the
+    work under way before the window gives way."""
+    log = FetchLog()
+    hosts: list[str] = []
+    # B's leaves come in after A's page fetched with them: each is the last of its generation.
+    sites = [Site(site_of_two_hosts(hosts), address, log, delay) for address, delay in LEAF_LAST]
+    for each in sites:
+        each.__enter__()
+        hosts.append(each.url.removeprefix("http://"))
+    pipelines = {**ITEM_PIPELINES, "tests.dispatch_probe.LeafItemsWaitForAResponse": 900}
+    settings = {
+        "ITEM_PIPELINES": json.dumps(pipelines),
+        "HOST_WINDOW": 2,
+        "CONCURRENT_REQUESTS": concurrency,
+    }
+    try:
+        done = run_crawl(
+            tmp_path,
+            {"strategy": strategy, "query": "birds", "seeds": f"http://{hosts[0]}/p0"},
+            settings,
+        )
+    finally:
+        for each in sites:
+            each.__exit__()
+    assert done.result.returncode == 0, done.result.stderr[-3000:]
+    fetches = list(zip(log.times, log.gets(), strict=True))
+    assert len(fetches) == 2 * PAGES_OF_A, fetches
+    gaps = [(round(later - earlier, 2), path) for (earlier, _), (later, path) in pairwise(fetches)]
+    assert max(gap for gap, _ in gaps) < 3.0, gaps  # the 5-second heartbeat left 4.9 s
+    stats = parse_stats(done.result.stderr)
+    assert stats["probe/leaf_item_released_by/response"] == LEAVES_HELD, stats
