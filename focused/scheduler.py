@@ -84,6 +84,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from scrapy import signals
 from scrapy.core.scheduler import Scheduler
 
 from focused.engine import wake_engine
@@ -162,6 +163,7 @@ class FocusedScheduler(Scheduler):
         scheduler.refetches: deque[tuple[bytes, Request]] = deque()
         if scheduler.outstanding_max:
             crawler.signals.connect(scheduler._links_yielded, signal=links_yielded)
+            crawler.signals.connect(scheduler._link_reached, signal=signals.request_scheduled)
         connect_request_done(crawler, scheduler._finished)
         crawler.signals.connect(scheduler._response_counted, signal=response_counted)
         crawler.signals.connect(scheduler._count_wanted, signal=frontier_count_wanted)
@@ -281,8 +283,6 @@ class FocusedScheduler(Scheduler):
         # A redirect or retry of a request in flight carries its mark (in a shared crawl, its
         # member in Redis): once the new request is queued (or filtered), the old one is done.
         replaced = request.meta.pop(INFLIGHT, None), request.meta.pop(INFLIGHT_META, None)
-        if self.links_to_queue:
-            self._link_reached(request)
         if (
             LINKED_URL in request.meta
             and (robots := self._robots())
@@ -608,7 +608,12 @@ class FocusedScheduler(Scheduler):
             wake_engine(self.crawler)
 
     def _link_reached(self, request: Request) -> None:
-        """``request`` reached the frontier (queued, or dropped as a duplicate or trap)."""
+        """``request`` is being scheduled (``request_scheduled``): it is queued, or dropped as a
+        duplicate or trap, before the engine does anything else. Not only as it reaches the
+        frontier: Scrapy's offsite filter drops a link as the signal goes (``allowed_domains``),
+        and its page held every request back until its item had been stored."""
+        if not self.links_to_queue:
+            return
         for page, links in self.links_to_queue.items():
             if request in links:
                 links.remove(request)

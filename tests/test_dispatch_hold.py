@@ -175,3 +175,32 @@ def test_a_page_scored_without_links_wakes_the_engine(tmp_path, strategy, concur
     assert max(gap for gap, _ in gaps) < 3.0, gaps  # the 5-second heartbeat left 4.9 s
     stats = parse_stats(done.result.stderr)
     assert stats["probe/leaf_item_released_by/response"] == LEAVES_HELD, stats
+
+
+def test_a_link_dropped_as_offsite_holds_nothing(tmp_path):
+    """allowed_domains A: every page of A links to a leaf of B, which Scrapy's offsite filter
+    drops as the engine schedules it, before it reaches the scheduler. The page counted as
+    having a link still to queue until its scrape ended: no request left while its item waited
+    in the pipelines (a slow store), the first page's until the time limit."""
+    log = FetchLog()
+    hosts: list[str] = []
+    sites = [Site(site_of_two_hosts(hosts), address, log) for address, _ in LEAF_LAST]
+    for each in sites:
+        each.__enter__()
+        hosts.append(each.url.removeprefix("http://"))
+    pipelines = {**ITEM_PIPELINES, "tests.dispatch_probe.FirstItemWaitsForAResponse": 900}
+    arguments = {"query": "birds", "seeds": f"http://{hosts[0]}/p0"}
+    try:
+        done = run_crawl(
+            tmp_path,
+            {**arguments, "strategy": "bestfirst", "allowed_domains": LEAF_LAST[0][0]},
+            {"ITEM_PIPELINES": json.dumps(pipelines), "CONCURRENT_REQUESTS": 1},
+        )
+    finally:
+        for each in sites:
+            each.__exit__()
+    assert done.result.returncode == 0, done.result.stderr[-3000:]
+    assert log.gets() == [(LEAF_LAST[0][0], f"/p{page}") for page in range(PAGES_OF_A)]
+    stats = parse_stats(done.result.stderr)
+    assert stats["offsite/filtered"] == PAGES_OF_A
+    assert stats.get("probe/first_item_released_by/response") == 1, stats
