@@ -13,6 +13,10 @@ Chromium follows redirects (HTTP and script ones) on its own; a rendered page th
 another URL is not taken: that URL is requested in turn (``RenderMiddleware._redirected``), as
 Scrapy's ``RedirectMiddleware`` requests a plain page's target.
 
+A rendered page is held to what a plain fetch is: a body over ``DOWNLOAD_MAXSIZE`` once rendered
+is ``too_large``, and a page whose server sent bytes that are no text (an image, a PDF served as
+HTML) is handed on as those bytes, for the spider to skip as ``binary_body``.
+
 Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
 ``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) and ``HEAD_CHECK``'s HEAD requests stay plain.
 
@@ -54,6 +58,7 @@ from w3lib.http import basic_auth_header
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import ConfigError
 from focused.extract import extract_page
+from focused.hygiene import is_binary
 from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
 
@@ -62,6 +67,7 @@ if TYPE_CHECKING:
 
     from playwright.async_api import Page
     from playwright.async_api import Request as BrowserRequest
+    from playwright.async_api import Response as BrowserResponse
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -281,8 +287,40 @@ def looks_script_built(response: HtmlResponse, min_words: int, min_links: int) -
     return sparse and bool(response.xpath("//script") or response.xpath(APP_SHELL))
 
 
+class PageResponse:
+    """``playwright_page_event_handlers``' ``response`` handler: keeps the page's own response
+    (the main frame's last navigation response, after any HTTP redirect), for ``settle`` to
+    read the bytes its server sent (``body``).
+
+    A request sent back to the scheduler (a retry, a redirect) may be pickled by a JOBDIR queue:
+    it keeps neither the browser's response nor the bytes."""
+
+    def __init__(self) -> None:
+        self.response: BrowserResponse | None = None
+        self.body: bytes | None = None
+
+    def __call__(self, response: BrowserResponse) -> None:
+        # A navigation's first: a worker's request has no frame, and asking raises.
+        if response.request.is_navigation_request() and response.frame.parent_frame is None:
+            self.response = response
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"response": None, "body": None}
+
+    async def read(self, answer_ms: float) -> None:
+        from playwright.async_api import Error as BrowserError
+
+        if self.response is not None:
+            with suppress(BrowserError):  # a body the browser no longer has: not sniffed
+                self.body = await _answered(self.response.body(), answer_ms)
+
+
 async def settle(
-    page: Page, timeout_ms: int, drop_params: tuple[str, ...], answer_ms: float
+    page: Page,
+    timeout_ms: int,
+    drop_params: tuple[str, ...],
+    answer_ms: float,
+    sent: PageResponse,
 ) -> tuple[str, str | None] | None:
     """Wait for the page's load event, then up to ``timeout_ms`` for its network to go quiet:
     many pages fetch their content after the load event. A page that never goes quiet keeps
@@ -304,6 +342,9 @@ async def settle(
     for its HTML without end: the crawl never ended, not even on Ctrl-C. Once the waits are
     over, the page must answer within ``answer_ms`` (the navigation timeout), or it fails with
     a ``TimeoutError`` (scrapy-playwright then closes it: the page is a download error).
+
+    A page that loaded has the bytes its server sent read into ``sent``, for ``RenderMiddleware``
+    to sniff as a plain fetch's are.
     """
     from playwright.async_api import Error as BrowserError
 
@@ -336,7 +377,10 @@ async def settle(
     finally:
         page.remove_listener("request", on_request)
     if not moved.done():
-        return loading.result()
+        taken = loading.result()
+        if taken is None:
+            await sent.read(answer_ms)
+        return taken
     loading.cancel()
     await page.goto("about:blank")  # stops the navigation; see _load on the blank page
     return moved.result(), None  # raises for a page that reloads on and on
@@ -374,13 +418,30 @@ async def _answered(call: Awaitable[T], timeout_ms: float) -> T:
         ) from None
 
 
+def _settled(request: Request) -> Any:
+    """``settle``'s page method of a rendered request (None if it has none)."""
+    for method in request.meta.get("playwright_page_methods") or ():
+        if getattr(method, "method", None) is settle:
+            return method
+    return None
+
+
 def _taken_before_load(request: Request) -> tuple[str, str | None] | None:
     """The URL and HTML ``settle`` kept of a page whose load event did not come, if it did, or
     the URL a script sent the page to (no HTML)."""
-    for method in request.meta.get("playwright_page_methods") or ():
-        if getattr(method, "method", None) is settle:
-            return getattr(method, "result", None)
-    return None
+    return getattr(_settled(request), "result", None)
+
+
+def _sent_binary(request: Request, response: Response) -> Response | None:
+    """The server's own response, where its bytes are no text (``focused.hygiene.is_binary``,
+    read as a plain fetch reads them: its BOM, Content-Type, ``<meta>``): the spider skips it
+    as ``binary_body``. The DOM Chromium parses out of a PNG or PDF served as HTML is a page
+    of garbage, and was stored and scored as one."""
+    sent = getattr(_settled(request), "kwargs", {}).get("sent")
+    if sent is None or sent.body is None or not isinstance(response, HtmlResponse):
+        return None
+    plain = response.replace(body=sent.body, encoding=None)
+    return plain if is_binary(plain.body, plain.encoding) else None
 
 
 class _PageFailureInOneLine(logging.Filter):
@@ -442,17 +503,18 @@ class RenderMiddleware:
             )
             # The response is enough for the navigation to succeed; settle waits for the rest.
             request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
-            request.meta.setdefault(
-                "playwright_page_methods",
-                [
-                    PageMethod(
-                        settle,
-                        timeout_ms=self.settle_ms,
-                        drop_params=self.drop_params,
-                        answer_ms=self.navigation_timeout_ms,
-                    )
-                ],
-            )
+            # Each render its own: a redirected or retried request carries its last one's.
+            sent = PageResponse()
+            request.meta["playwright_page_event_handlers"] = {"response": sent}
+            request.meta["playwright_page_methods"] = [
+                PageMethod(
+                    settle,
+                    timeout_ms=self.settle_ms,
+                    drop_params=self.drop_params,
+                    answer_ms=self.navigation_timeout_ms,
+                    sent=sent,
+                )
+            ]
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get("playwright"):
@@ -471,6 +533,7 @@ class RenderMiddleware:
                 return self._redirected(request, response.url)
             self._check_size(request, response)
             self.stats.inc_value("focused/rendered")
+            response = _sent_binary(request, response) or response
             if taken:
                 self.stats.inc_value("focused/rendered_before_load")
                 logger.debug(

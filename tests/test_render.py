@@ -79,7 +79,7 @@ class Site:
 
     def __init__(self) -> None:
         links = [{"href": f"/birds/{name}.html", "text": f"{name} birds"} for name in BIRDS]
-        self.pages: dict[str, tuple[str, str]] = {
+        self.pages: dict[str, tuple[str, str | bytes]] = {
             "/app.html": ("text/html; charset=utf-8", APP),
             "/plain.html": ("text/html; charset=utf-8", PLAIN_PAGE),
             "/api/links.json": ("application/json", json.dumps(links)),
@@ -124,7 +124,7 @@ class Site:
                 if path.startswith("/api/"):
                     time.sleep(API_DELAY_S)  # content arriving well after the load event
                 content_type, body = site.pages[path]
-                data = body.encode("utf-8")
+                data = body if isinstance(body, bytes) else body.encode("utf-8")
                 self.send_response(200)
                 self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
@@ -661,3 +661,27 @@ def test_a_site_with_a_self_signed_certificate_is_rendered(tmp_path):
         ["plain.html", *(f"plain/{name}.html" for name in PLAIN)]
     )
     assert stat_value(result.result.stderr, "focused/rendered") == 1 + len(PLAIN)
+
+
+def test_a_binary_served_as_html_is_skipped_when_rendered(tmp_path, js_site):
+    """A plain fetch sniffs a body served as HTML and skips a binary one (binary_body); the
+    browser parses it into a DOM of garbage, which was stored and scored as a page. A UTF-16
+    page with its BOM and no charset, whose bytes hold NULs, is text and is stored."""
+    garbage = bytes((i * 7919 + 13) % 256 for i in range(5000))
+    utf16 = "\ufeff" + target_page("utf16")
+    js_site.pages.update(
+        {
+            "/image.html": ("text/html", b"\x89PNG\r\n\x1a\n" + garbage),
+            "/download": ("text/html; charset=utf-8", garbage),
+            "/utf16.html": ("text/html", utf16.encode("utf-16-le")),
+        }
+    )
+    seeds = ",".join(f"{js_site.url}/{path}" for path in ("image.html", "download", "utf16.html"))
+    result = run_crawl(tmp_path, rendered(f"{seeds},{js_site.url}/plain.html"))
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    paths = stored_paths(result)
+    assert "image.html" not in paths and "download" not in paths, paths
+    assert "utf16.html" in paths and "plain.html" in paths, paths
+    log = result.result.stderr
+    assert stat_value(log, "focused/skipped/binary_body") == 2
+    assert "a binary body, not text" in log  # the seeds' warning line says why
