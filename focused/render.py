@@ -11,7 +11,8 @@
 
 Chromium follows redirects (HTTP and script ones) on its own; a rendered page that ended on
 another URL is not taken: that URL is requested in turn (``RenderMiddleware._redirected``), as
-Scrapy's ``RedirectMiddleware`` requests a plain page's target.
+Scrapy's ``RedirectMiddleware`` requests a plain page's target. A URL a script only shows
+(``history.replaceState``) is no redirect: the page is taken at the URL its server sent it from.
 
 A rendered page is held to what a plain fetch is: a body over ``DOWNLOAD_MAXSIZE`` once rendered
 is ``too_large``, and a page whose server sent bytes that are no text (an image, a PDF served as
@@ -432,12 +433,29 @@ def _taken_before_load(request: Request) -> tuple[str, str | None] | None:
     return getattr(_settled(request), "result", None)
 
 
+def _sent(request: Request) -> PageResponse | None:
+    """What the browser received of a rendered request's page (``PageResponse``)."""
+    return getattr(_settled(request), "kwargs", {}).get("sent")
+
+
+def _at_fetched_url(request: Request, response: Response) -> Response:
+    """The rendered page under the URL its server sent it from. A script may change the URL
+    the page shows without leaving it (``history.replaceState``, ``pushState``): that URL was
+    taken for a redirect and requested in turn, and the page was lost where the server does not
+    serve it (a 404), or fetched six times and cut as a redirect loop where the script adds a
+    new query each time (``?v=`` and the time). Its links are read against the URL fetched,
+    as a plain fetch reads them."""
+    sent = _sent(request)
+    fetched = sent.response.url if sent is not None and sent.response is not None else None
+    return response.replace(url=fetched) if fetched and fetched != response.url else response
+
+
 def _sent_binary(request: Request, response: Response) -> Response | None:
     """The server's own response, where its bytes are no text (``focused.hygiene.is_binary``,
     read as a plain fetch reads them: its BOM, Content-Type, ``<meta>``): the spider skips it
     as ``binary_body``. The DOM Chromium parses out of a PNG or PDF served as HTML is a page
     of garbage, and was stored and scored as one."""
-    sent = getattr(_settled(request), "kwargs", {}).get("sent")
+    sent = _sent(request)
     if sent is None or sent.body is None or not isinstance(response, HtmlResponse):
         return None
     plain = response.replace(body=sent.body, encoding=None)
@@ -526,6 +544,7 @@ class RenderMiddleware:
                 response = response.replace(
                     cls=HtmlResponse, url=url, body=html.encode("utf-8"), encoding="utf-8"
                 )
+            response = _at_fetched_url(request, response)
             # The browser's spelling of the URL may differ: the dupefilter's key decides.
             if canonicalize(response.url, self.drop_params) != canonicalize(
                 request.url, self.drop_params

@@ -685,3 +685,37 @@ def test_a_binary_served_as_html_is_skipped_when_rendered(tmp_path, js_site):
     log = result.result.stderr
     assert stat_value(log, "focused/skipped/binary_body") == 2
     assert "a binary body, not text" in log  # the seeds' warning line says why
+
+
+def test_a_page_whose_script_changes_the_url_it_shows_is_kept_where_fetched(tmp_path, js_site):
+    """history.replaceState and pushState change the URL a page shows, not the page: it was
+    requested again at that URL as after a redirect, and lost where its server does not serve
+    it (404), or fetched six times and cut as a redirect loop where the script adds a new
+    query each time."""
+
+    def showing(title: str, script: str) -> str:
+        link = '<a href="/plain/heron.html">heron birds</a>'
+        return (
+            f"<html><head><title>{title}</title><script>{script}</script></head>"
+            f"<body><p>{WORDS}</p>{link}</body></html>"
+        )
+
+    js_site.pages.update(
+        {
+            "/stamped.html": (
+                "text/html",
+                showing("stamped", "history.replaceState(null, '', '?v=' + Date.now());"),
+            ),
+            "/folder": (
+                "text/html",
+                showing("folder", "history.pushState(null, '', location.pathname + '/');"),
+            ),
+        }
+    )
+    seeds = f"{js_site.url}/stamped.html,{js_site.url}/folder"
+    result = run_crawl(tmp_path, rendered(seeds), {"CLOSESPIDER_PAGECOUNT": 10})
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert sorted(stored_paths(result)) == ["folder", "plain/heron.html", "stamped.html"]
+    assert js_site.count("/folder/") == 0
+    assert len([path for path in js_site.fetched if path.startswith("/stamped.html")]) == 1
+    assert not page_warnings(result.result.stderr)
