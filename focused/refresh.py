@@ -432,7 +432,7 @@ class RecrawlSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> RecrawlSpider:
         if kwargs.get("render", "never") != "never":
-            enable_rendering(crawler.settings)  # before the settings freeze
+            enable_rendering(crawler)  # before the settings freeze
         spider = super().from_crawler(crawler, *args, **kwargs)
         # Scrapy's HttpErrorMiddleware reads a spider's handle_httpstatus_list in place of
         # HTTPERROR_ALLOWED_CODES: without them here, a page of an allowed status was skipped.

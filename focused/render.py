@@ -49,6 +49,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse
 from scrapy.http.request import NO_CALLBACK
@@ -61,6 +62,7 @@ from focused.errors import ConfigError
 from focused.extract import extract_page
 from focused.hygiene import is_binary
 from focused.logformatter import add_log_filter
+from focused.robots import RobotsTxtMiddleware
 from focused.stopping import close_spider_now
 
 if TYPE_CHECKING:
@@ -69,7 +71,6 @@ if TYPE_CHECKING:
     from playwright.async_api import Page
     from playwright.async_api import Request as BrowserRequest
     from playwright.async_api import Response as BrowserResponse
-    from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.settings import Settings
@@ -139,20 +140,56 @@ def blocked_resources(settings: Settings) -> frozenset[str]:
 
 
 class ResourceBlocker:
-    """``PLAYWRIGHT_ABORT_REQUEST``: the browser does not fetch these resource types."""
+    """``PLAYWRIGHT_ABORT_REQUEST``: what the browser does not fetch for the pages it renders:
+    the resource types of ``FOCUSED_RENDER_BLOCK``, and with ``ROBOTSTXT_OBEY`` a URL its
+    host's robots.txt disallows (``focused/robots/render_disallowed``), read by the crawl's
+    ``RobotsTxtMiddleware`` as for a page (a host's robots.txt not read yet is downloaded
+    first). The browser fetched a page's scripts and the data they asked for (``/api/``) with
+    the crawl's user agent where robots.txt forbade them.
 
-    def __init__(self, blocked: frozenset[str]) -> None:
+    A page's own navigation is the crawl's to judge: robots.txt allowed the page before it was
+    sent, and a URL a script or redirect moves it to is requested in turn (``RenderMiddleware``).
+    """
+
+    def __init__(self, crawler: Crawler, blocked: frozenset[str]) -> None:
+        self.crawler = crawler
         self.blocked = blocked
+        self.obey = crawler.settings.getbool("ROBOTSTXT_OBEY")
 
-    def __call__(self, request: BrowserRequest) -> bool:
-        return request.resource_type in self.blocked
+    async def __call__(self, request: BrowserRequest) -> bool:
+        if request.resource_type in self.blocked:
+            return True
+        if (
+            not self.obey
+            or not request.url.startswith(("http://", "https://"))
+            or (request.is_navigation_request() and request.frame.parent_frame is None)
+        ):
+            return False
+        robots = self._robots_middleware()
+        if robots is None:
+            return False
+        asked = Request(request.url)
+        parser = await robots.robot_parser(asked)
+        if parser is None or parser.allowed(request.url, robots._useragent(asked)):
+            return False
+        self.crawler.stats.inc_value("focused/robots/render_disallowed")
+        logger.debug("Not fetched for a rendered page, forbidden by robots.txt: %s", request.url)
+        return True
+
+    def _robots_middleware(self) -> RobotsTxtMiddleware | None:
+        """The crawl's robots.txt middleware (None where the chain has none)."""
+        for middleware in self.crawler.engine.downloader.middleware.middlewares:
+            if isinstance(middleware, RobotsTxtMiddleware):
+                return middleware
+        return None
 
 
-def enable_rendering(settings: Settings) -> None:
+def enable_rendering(crawler: Crawler) -> None:
     """Turn on scrapy-playwright and ``RenderMiddleware`` (before the settings freeze).
 
     Only a crawl that renders pays for it: scrapy-playwright is not loaded otherwise.
     """
+    settings = crawler.settings
     spider_priority = SETTINGS_PRIORITIES["spider"]
 
     def put(name: str, value: Any) -> None:
@@ -162,8 +199,7 @@ def enable_rendering(settings: Settings) -> None:
     handlers.update(http=PLAYWRIGHT_HANDLER, https=PLAYWRIGHT_HANDLER)
     put("DOWNLOAD_HANDLERS", handlers)
     put("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(settings))
-    blocked = blocked_resources(settings)
-    put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(blocked) if blocked else None)
+    put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(crawler, blocked_resources(settings)))
     user, password = settings.get("HTTPAUTH_USER", ""), settings.get("HTTPAUTH_PASS", "")
     if user or password:
         put("PLAYWRIGHT_CONTEXTS", contexts_with_password(settings, user, password))

@@ -238,12 +238,13 @@ HELD_HOST_LOOKAHEAD = 1000
 # With render=never (the default) none of this is used and scrapy-playwright is not loaded. With
 # render=always|auto the spider switches DOWNLOAD_HANDLERS (http, https) to scrapy-playwright's
 # handler, sets PLAYWRIGHT_LAUNCH_OPTIONS (FOCUSED_CHROMIUM, headless, --no-sandbox as root) and
-# PLAYWRIGHT_ABORT_REQUEST (FOCUSED_RENDER_BLOCK), and enables focused.render.RenderMiddleware.
+# PLAYWRIGHT_ABORT_REQUEST (FOCUSED_RENDER_BLOCK, and robots.txt for what the pages fetch), and
+# enables focused.render.RenderMiddleware.
 FOCUSED_CHROMIUM = "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
 # ^ the Chromium executable; default /usr/bin/chromium when present (apt-get install chromium),
 #   else None: Playwright's own downloaded browser
 FOCUSED_RENDER_BLOCK = ["image", "font", "media"]  # resource types rendered pages do not fetch;
-# ^ empty (-s FOCUSED_RENDER_BLOCK=) lets the browser fetch everything
+# ^ empty (-s FOCUSED_RENDER_BLOCK=) lets the browser fetch everything robots.txt allows
 FOCUSED_RENDER_SETTLE_MS = 2000  # after load, at most this many ms for the network to go quiet
 # ^ (Playwright's networkidle: 500 ms without requests), for content fetched after load; 0 = none
 FOCUSED_RENDER_AUTO_MIN_WORDS = 50  # render=auto: fewer visible words than this is little text

@@ -114,7 +114,7 @@ class TopicalSpider(scrapy.Spider):
         # The settings are not frozen yet: the strategy is the scheduler's priority queue.
         crawler.settings.set("SCHEDULER_PRIORITY_QUEUE", STRATEGIES[config.strategy], "spider")
         if config.render != "never":
-            enable_rendering(crawler.settings)
+            enable_rendering(crawler)
         if not config.allowed_domains:
             # Nothing to stay within: Scrapy's offsite filter would only parse the URL of every
             # link queued (its request_scheduled receiver), most of them never fetched. Set in

@@ -719,3 +719,21 @@ def test_a_page_whose_script_changes_the_url_it_shows_is_kept_where_fetched(tmp_
     assert js_site.count("/folder/") == 0
     assert len([path for path in js_site.fetched if path.startswith("/stamped.html")]) == 1
     assert not page_warnings(result.result.stderr)
+
+
+def test_the_browser_fetches_nothing_robots_txt_disallows(tmp_path, js_site):
+    """robots.txt covers what a rendered page's scripts fetch, not only the pages: the browser
+    fetched the app's data (/api/links.json) with the crawl's user agent where robots.txt
+    forbade it."""
+    js_site.pages["/robots.txt"] = ("text/plain", "User-agent: *\nDisallow: /api/\n")
+    result = crawl(tmp_path, js_site, "always")
+    assert js_site.count("/api/links.json") == 0
+    assert stat_value(result.result.stderr, "focused/robots/render_disallowed") == 1
+    assert sorted(stored_paths(result)) == sorted(
+        ["app.html", "plain.html", *(f"plain/{name}.html" for name in PLAIN)]
+    )
+    # Without ROBOTSTXT_OBEY the browser fetches it, and the app's links are crawled.
+    js_site.fetched.clear()
+    unbound = crawl(tmp_path / "unbound", js_site, "always", ROBOTSTXT_OBEY=False)
+    assert js_site.count("/api/links.json") == 1
+    assert {f"birds/{name}.html" for name in BIRDS} <= set(stored_paths(unbound))
