@@ -334,7 +334,10 @@ def _read_text(path: str, what: str) -> str:
         with open(path, encoding="utf-8-sig") as file:
             text = file.read(ARGUMENT_FILE_LIMIT + 1)
     except (OSError, ValueError) as exc:  # ValueError: not UTF-8, or a NUL in the path
-        raise ConfigError(f"cannot read {what} {quoted(path)}: {exc.__class__.__name__}") from None
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        # A Scrapyd job reads it in the directory Scrapyd was started in, not the user's.
+        where = "" if Path(path).is_absolute() else f" (relative to {quoted(str(Path.cwd()))})"
+        raise ConfigError(f"cannot read {what} {quoted(path)}{where}: {why}") from None
     if len(text) > ARGUMENT_FILE_LIMIT:
         raise ConfigError(
             f"{what} {quoted(path)} holds more than {ARGUMENT_FILE_LIMIT:,} characters"

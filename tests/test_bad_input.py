@@ -1016,7 +1016,7 @@ def test_a_class_given_is_looked_for_without_running_its_module(tmp_path, monkey
         ({"strategy": "pso", "particles": "1000000000"}, "particles=1000000000 is above its max"),
         ({"strategy": "bees", "n_bees": "10000000"}, "n_bees=10000000 is above its maximum 1000"),
         # Not from a shell, whose arguments end at a NUL, but from a program that starts crawls.
-        ({"topic_file": "topic\x00.txt"}, "cannot read topic_file 'topic\\x00.txt': ValueError"),
+        ({"topic_file": "/topic\x00.txt"}, "cannot read topic_file '/topic\\x00.txt': ValueError"),
         # Read whole: the memory filled until the kernel killed the crawl.
         ({"topic_file": "/dev/zero"}, "topic_file '/dev/zero' holds more than 50,000,000 char"),
         ({"seeds_file": "/dev/zero"}, "seeds_file '/dev/zero' holds more than 50,000,000 char"),
@@ -1027,6 +1027,19 @@ def test_odd_argument_values_are_refused(arguments, message):
     with pytest.raises(ConfigError) as refused:
         parse_arguments({**GOOD, "strategy": "bestfirst", **arguments})
     assert str(refused.value).startswith(message), refused.value
+
+
+@pytest.mark.parametrize("argument", ["topic_file", "seeds_file"])
+def test_a_file_not_found_says_where_it_was_looked_for(argument, tmp_path, monkeypatch):
+    """A Scrapyd job reads a relative topic_file or seeds_file in the directory Scrapyd was
+    started in: its log said only FileNotFoundError, of a file that is there in the user's."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, argument: "topics/birds.txt"})
+    assert str(refused.value) == (
+        f"cannot read {argument} 'topics/birds.txt' (relative to '{tmp_path}'): "
+        "No such file or directory"
+    )
 
 
 @pytest.mark.parametrize(
