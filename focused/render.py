@@ -110,6 +110,20 @@ BLOCKABLE_RESOURCES = frozenset(
      "eventsource", "websocket", "manifest", "other"}
 )  # fmt: skip
 MAX_RELOADS = 3  # times a rendered page may reload itself (settle)
+# The page's HTML (page.content()) leaves out what its web components hold in their shadow
+# roots: their links and text, which a reader sees and clicks, were lost. Each open shadow root's
+# content is copied into its host, innermost first, where the page's HTML has it.
+INLINE_SHADOW_ROOTS = """() => {
+  const inline = (root) => {
+    for (const host of root.querySelectorAll("*")) {
+      if (host.shadowRoot) {
+        inline(host.shadowRoot);
+        host.insertAdjacentHTML("beforeend", host.shadowRoot.innerHTML);
+      }
+    }
+  };
+  inline(document);
+}"""
 APP_SHELL = (
     "//*[@id='root' or @id='app' or @id='__next' or @id='__nuxt' or @id='___gatsby']"
     "[not(normalize-space())] | //script[@id='__NEXT_DATA__'] | //app-root"
@@ -438,7 +452,8 @@ async def _load(page: Page, timeout_ms: int, answer_ms: float) -> tuple[str, str
     if timeout_ms:
         with suppress(BrowserTimeout):
             await page.wait_for_load_state("networkidle", timeout=timeout_ms)
-    await _answered(page.evaluate("0"), answer_ms)  # before scrapy-playwright reads the page
+    # Before scrapy-playwright reads the page, which also tells whether it still answers.
+    await _answered(page.evaluate(INLINE_SHADOW_ROOTS), answer_ms)
     return None
 
 

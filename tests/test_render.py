@@ -737,3 +737,28 @@ def test_the_browser_fetches_nothing_robots_txt_disallows(tmp_path, js_site):
     unbound = crawl(tmp_path / "unbound", js_site, "always", ROBOTSTXT_OBEY=False)
     assert js_site.count("/api/links.json") == 1
     assert {f"birds/{name}.html" for name in BIRDS} <= set(stored_paths(unbound))
+
+
+def test_links_in_a_web_component_s_shadow_root_are_followed(tmp_path, js_site):
+    """A web component's links live in its shadow root, which the page's HTML leaves out: a
+    reader sees and follows them, the crawl did not."""
+    links = "".join(f'<a href="/birds/{name}.html">{name} birds</a>' for name in BIRDS[:2])
+    inner = f'<a href="/birds/{BIRDS[2]}.html">{BIRDS[2]} birds</a>'
+    define = (
+        "customElements.define('%s', class extends HTMLElement { connectedCallback() {"
+        " this.attachShadow({mode: 'open'}).innerHTML = '%s'; } });"
+    )
+    script = define % ("bird-links", f"{links}<bird-more></bird-more>") + define % (
+        "bird-more",
+        inner,
+    )
+    js_site.pages["/components.html"] = (
+        "text/html",
+        f"<html><head><title>Birds</title></head><body><p>{WORDS}</p>"
+        f"<bird-links></bird-links><script>{script}</script></body></html>",
+    )
+    result = run_crawl(tmp_path, rendered(f"{js_site.url}/components.html"))
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    assert sorted(stored_paths(result)) == sorted(
+        ["components.html", *(f"birds/{name}.html" for name in BIRDS)]
+    )
