@@ -179,7 +179,7 @@ class ResourceBlocker:
             or (request.is_navigation_request() and request.frame.parent_frame is None)
         ):
             return False
-        robots = self._robots_middleware()
+        robots = self.crawler.get_downloader_middleware(RobotsTxtMiddleware)
         if robots is None:
             return False
         asked = Request(request.url)
@@ -189,13 +189,6 @@ class ResourceBlocker:
         self.crawler.stats.inc_value("focused/robots/render_disallowed")
         logger.debug("Not fetched for a rendered page, forbidden by robots.txt: %s", request.url)
         return True
-
-    def _robots_middleware(self) -> RobotsTxtMiddleware | None:
-        """The crawl's robots.txt middleware (None where the chain has none)."""
-        for middleware in self.crawler.engine.downloader.middleware.middlewares:
-            if isinstance(middleware, RobotsTxtMiddleware):
-                return middleware
-        return None
 
 
 def enable_rendering(crawler: Crawler) -> None:
