@@ -7,11 +7,39 @@ import ast
 import math
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
+from types import TracebackType
 from typing import NoReturn, TextIO
+
+# The exit status of a command Ctrl-C ended, as a shell reports it.
+INTERRUPTED = 128 + signal.SIGINT
+
+
+def quiet_interrupts() -> None:
+    """Make a Ctrl-C that no code of the process handles end it with status ``INTERRUPTED``
+    and no traceback: it tells nothing the user does not know. The settings module calls it,
+    the first project code a ``scrapy`` command runs: Ctrl-C in the time Scrapy then takes to
+    import the commands and the project's modules, before a command's own handling of it
+    (``focused.storecommand.interruptible``, Scrapy's handlers of a running crawl), printed a
+    traceback of whatever was loading. Only an interrupt no ``except`` took reaches the hook:
+    the graceful stop of a crawl and the cleanup of a command stay theirs."""
+    previous = sys.excepthook
+
+    def hook(
+        kind: type[BaseException], value: BaseException, traceback: TracebackType | None
+    ) -> None:
+        if issubclass(kind, KeyboardInterrupt):
+            # CPython ends the process with a SystemExit raised by its excepthook, as with
+            # sys.exit (atexit runs); returned from, it prints nothing and kills itself with
+            # SIGINT, a status of 130 to a shell but not the 130 the commands exit with.
+            raise SystemExit(INTERRUPTED)
+        previous(kind, value, traceback)
+
+    sys.excepthook = hook
 
 
 def say(line: str) -> None:

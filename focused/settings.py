@@ -9,6 +9,10 @@ from focused import (
     # The first module of the project that Scrapy loads: before its commands load itemadapter.
     without_pydantic,  # noqa: F401
 )
+from focused.errors import quiet_interrupts
+
+# Scrapy imports this module before its commands: from here on, Ctrl-C ends one quietly.
+quiet_interrupts()
 
 
 def _scrapys_without(base: dict[str, int], component: str) -> dict[str, int]:

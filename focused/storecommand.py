@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import unicodedata
 from abc import abstractmethod
@@ -23,7 +22,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from focused.arguments import Param
-from focused.errors import ConfigError, cut, drop_output, quoted, say
+from focused.errors import INTERRUPTED, ConfigError, cut, drop_output, quoted, say
 from focused.settingchecks import check_settings, is_text
 from focused.storage import Store, StoreError, StoreSettingError, open_store
 
@@ -33,7 +32,6 @@ if TYPE_CHECKING:
 
 USAGE_ERROR = 2
 NOT_FOUND = 1
-INTERRUPTED = 128 + signal.SIGINT  # as a shell reports a command Ctrl-C ended
 
 
 class InspectError(Exception):

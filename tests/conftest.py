@@ -122,15 +122,17 @@ def _crawl_forks() -> CrawlForks:
     return forks
 
 
-def as_from_a_terminal(module: str) -> list[str]:
+def as_from_a_terminal(module: str, first: str = "") -> list[str]:
     """The command that runs ``python -m MODULE`` as a terminal starts it: Ctrl-C (SIGINT) at its
     default and not blocked. A child inherits an ignored or blocked SIGINT from its parent, and
     in a full run the test worker's state is not ours to know: a run started with ``&`` from a
     script ignores SIGINT throughout (a replay web test failed in 2 of 3 full runs of session
-    7, never alone; three store commands in a run of session 48)."""
+    7, never alone; three store commands in a run of session 48). ``first``: Python statements
+    (each ending with ``;``) run before the module, Ctrl-C already at its default."""
     start = (
         "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
         "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); "
+        f"{first}"
         # alter_sys: __main__ is the module, as with -m, where a spawned worker finds its names.
         f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     )

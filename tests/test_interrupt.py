@@ -7,6 +7,7 @@ import json
 import signal
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -20,6 +21,7 @@ from tests.conftest import (
     interrupt_when_logged,
     scrapy_command,
 )
+from tests.test_unstored import spilled
 
 
 @pytest.fixture
@@ -73,6 +75,59 @@ def test_ctrl_c_while_the_store_keeps_the_command_waiting_is_status_130(silent_s
     assert "Traceback" not in stderr, stderr[-3000:]
     assert process.returncode == 130, stderr[-3000:]
     assert stdout == ""
+
+
+# The project's settings loaded as Scrapy loads them (scrapy.cfg), after Scrapy's own modules;
+# then a line on stderr for the test to wait for, before Scrapy runs the command.
+_SETTINGS_LOADED = (
+    "import scrapy.cmdline, sys; from scrapy.utils.project import get_project_settings; "
+    "get_project_settings(); print('settings loaded', file=sys.stderr, flush=True); "
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("crawl", "topical", "-a", "query=birds", "-a", "seeds=http://127.0.0.1:9/"),
+        ("recrawl", "c1"),
+        ("pages",),
+        ("report",),
+        ("crawls",),
+        ("restore", "{spilled}"),
+        ("forget", "c1", "-s", "FOCUSED_FRONTIER={redis}"),
+    ],
+    ids=["crawl", "recrawl", "pages", "report", "crawls", "restore", "forget"],
+)
+def test_ctrl_c_as_the_command_loads_is_status_130_without_a_traceback(
+    silent_server, tmp_path, command
+):
+    """Ctrl-C in the time Scrapy takes to import the commands and the project's modules, once
+    it has loaded the project's settings (the first project code a command runs) and before
+    the command handles Ctrl-C itself, printed a traceback of whatever was loading. At each of
+    these moments, the command now ends with status 130 and says nothing: the later ones find
+    it waiting for its server (a MongoDB store, a Redis frontier that never answers)."""
+    uri, _ = silent_server
+    filled = {"spilled": str(spilled(tmp_path)), "redis": uri.replace("mongodb:", "redis:") + "/0"}
+    args = [arg.format(**filled) for arg in command]
+    settings = ["-s", f"MONGO_URI={uri}", "-s", "MONGO_TIMEOUT_MS=60000"]
+    for delay in (0, 0.05, 0.15, 0.4):
+        process = subprocess.Popen(
+            [*as_from_a_terminal("scrapy", first=_SETTINGS_LOADED), *args, *settings],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=crawl_env(),
+        )
+        try:
+            assert process.stderr.readline() == "settings loaded\n"
+            time.sleep(delay)
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            process.kill()
+        assert "Traceback" not in stderr, (delay, stderr[-3000:])
+        assert (process.returncode, stdout, stderr) == (130, "", ""), delay
 
 
 def test_ctrl_c_while_the_engine_starts_pauses_the_crawl(tmp_path, site):
