@@ -108,9 +108,10 @@ def lock_crawl(settings: Any, crawl_id: str, then: str) -> None:
     none, and both crawled: every page fetched twice, each run's pages overwriting the other's.
     The lock is the kernel's (a POSIX lock on one byte of ``FOCUSED_DB.lock``, at an offset
     hashed from the crawl id), so it goes with the process that held it, ``kill -9`` included.
-    Held until this process ends. The processes of a shared frontier run one crawl id by design;
-    a MongoDB server is no file to lock."""
-    if settings.get("FOCUSED_FRONTIER") or settings.get("MONGO_URI"):
+    Held until this process ends. The processes of a shared frontier run one crawl id by
+    design: each takes the lock shared, so that a process that holds it whole knows that none
+    of them is alive either (``holds_crawl_lock``). A MongoDB server is no file to lock."""
+    if settings.get("MONGO_URI"):
         return
     path = _crawl_lock_file(settings)
     descriptor = _held_crawl_locks.get(path)
@@ -121,10 +122,11 @@ def lock_crawl(settings: Any, crawl_id: str, then: str) -> None:
             raise ConfigError(f"cannot lock crawl {crawl_id}: {path}: {exc.strerror}") from None
         _held_crawl_locks[path] = descriptor
     offset = crawl_lock_offset(crawl_id)
+    kind = fcntl.LOCK_SH if settings.get("FOCUSED_FRONTIER") else fcntl.LOCK_EX
     try:
         # A lock this process holds already is taken again: a POSIX lock never conflicts
         # with its own process.
-        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, offset)
+        fcntl.lockf(descriptor, kind | fcntl.LOCK_NB, 1, offset)
     except OSError:
         raise ConfigError(running_elsewhere(crawl_id, then=then)) from None
     _held_crawl_ids.add((path, offset))
@@ -138,11 +140,13 @@ def _crawl_lock_file(settings: Any) -> str:
 
 def holds_crawl_lock(settings: Any, crawl_id: str) -> bool:
     """Whether this process holds the lock of crawl ``crawl_id`` in its SQLite store
-    (``lock_crawl``). Every recrawl of an SQLite store holds it while it runs (it takes no
+    (``lock_crawl``). Every recrawl of an SQLite store holds it whole while it runs (it takes no
     shared frontier): a recrawl's mark in the crawl's record (``focused.report.recrawl_is_live``)
     is then that of one killed outright (``kill -9``, its terminal closed): its lock went with
-    its process, but its mark stays fresh for 3 heartbeat intervals (90 s by default). Never
-    for MongoDB or a shared crawl: ``lock_crawl`` takes no lock for them."""
+    its process, but its mark stays fresh for 3 heartbeat intervals (90 s by default). So does
+    every process of the crawl, whole or shared: a recrawl that holds it finds a ``running``
+    record with a fresh heartbeat (``focused.report.is_live``) only when the crawl was killed.
+    Never for MongoDB: ``lock_crawl`` takes no lock for it."""
     return (_crawl_lock_file(settings), crawl_lock_offset(crawl_id)) in _held_crawl_ids
 
 

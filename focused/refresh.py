@@ -89,8 +89,8 @@ What a recrawl does:
 While it runs, the crawl's record says so (``recrawl_seen_at``, a heartbeat refreshed every
 FOCUSED_HEARTBEAT_INTERVAL seconds by ``RefreshPipeline``, set and cleared by the recrawl
 command; the crawl's own status and heartbeat stay): another recrawl of the crawl, or a run of
-it, is refused meanwhile, on MongoDB and for a shared crawl too, where no lock file tells. A
-recrawl killed outright leaves the mark, which lapses after 3 of its intervals.
+it, is refused meanwhile, on MongoDB too, where no lock file tells. A recrawl killed outright
+leaves the mark, which lapses after 3 of its intervals (into SQLite, the lock tells at once).
 It runs with the project's politeness settings (robots.txt, per-domain concurrency, delays,
 AutoThrottle), those the crawl was given, and its store. Pages are rendered as the crawl
 rendered them, or as ``--render`` says: a crawl made with ``-a render=always`` or ``auto`` and
@@ -119,6 +119,7 @@ from focused.canonical import drop_params_setting
 from focused.components import replace_components
 from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
+from focused.jobchecks import holds_crawl_lock
 from focused.languages import declared_languages, page_language
 from focused.render import enable_rendering
 from focused.report import is_live
@@ -623,7 +624,7 @@ class RefreshPipeline(StoragePipeline):
     record stays as the crawl left it, but for the recrawl's heartbeat: ``recrawl_seen_at``,
     which the recrawl command set as it started (``Store.claim_recrawl``) and clears as it
     ends, is refreshed every FOCUSED_HEARTBEAT_INTERVAL seconds, so that another recrawl or a
-    run of the crawl is refused meanwhile, where no lock file tells (MongoDB, a shared crawl).
+    run of the crawl is refused meanwhile, where no lock file tells (MongoDB).
 
     A recrawl that stalled so long that its mark went stale, and another recrawl took the
     crawl over, finds at its next beat that the mark is no longer its own: it leaves it, says
@@ -656,8 +657,14 @@ class RefreshPipeline(StoragePipeline):
         if not self.store.recrawl_heartbeat(self.crawl_id, self.claim, self.heartbeat_interval):
             self._taken_over = taken_over(self.crawl_id)
         # The recrawl claimed the crawl only while no run of it was live (the command's
-        # _plan): one live now started while this recrawl's mark was stale.
-        elif (crawl := self.store.get_crawl(self.crawl_id)) and is_live(crawl, datetime.now(UTC)):
+        # _plan): one live now started while this recrawl's mark was stale. Into SQLite, no
+        # run starts while this recrawl holds the crawl's lock: a fresh heartbeat there is
+        # that of a run killed just before the recrawl began.
+        elif (
+            not holds_crawl_lock(self.crawler.settings, self.crawl_id)
+            and (crawl := self.store.get_crawl(self.crawl_id))
+            and is_live(crawl, datetime.now(UTC))
+        ):
             self._taken_over = taken_over(self.crawl_id, CRAWL_STARTED)
 
     async def beat(self) -> None:

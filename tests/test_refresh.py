@@ -1169,25 +1169,60 @@ def test_a_crawl_running_in_another_process_is_not_recrawled(cli, tmp_path):  # 
         store.close()
 
 
-def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(cli, tmp_path):  # noqa: F811
-    """The processes of a crawl into MongoDB, or of a shared crawl (FOCUSED_FRONTIER), take no
-    lock: a recrawl beside them fetched every page again as they crawled. Its record shows it:
-    ``running``, with a heartbeat (``seen_at``) that is not stale. A crawl killed outright is
-    recrawled once its heartbeat is stale, as ``scrapy crawls`` shows it ``stopped?``."""
+def test_a_process_of_a_shared_crawl_holds_off_a_recrawl_of_its_sqlite_store(cli, tmp_path):  # noqa: F811
+    """The processes of a shared crawl (FOCUSED_FRONTIER) into SQLite take the crawl's lock
+    shared, two at once: a recrawl, which takes it whole, is refused beside any of them. And
+    one that takes it knows them all dead, whatever their record's heartbeat says."""
     db = tmp_path / "focused.sqlite3"
-    store = SqliteStore(db)
+    stored_crawl(db, ["http://127.0.0.1:9/a"])
+    settings = {"FOCUSED_DB": str(db), "FOCUSED_FRONTIER": "redis://127.0.0.1:9/0"}
+    hold = (
+        "import sys\n"
+        "from focused.jobchecks import lock_crawl\n"
+        f"lock_crawl({settings!r}, 'c1', then='')\n"
+        "print('held', flush=True)\n"
+        "sys.stdin.read()\n"  # until the test closes its stdin
+    )
+    holders = [
+        subprocess.Popen(
+            [sys.executable, "-c", hold],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    try:
+        assert [holder.stdout.readline() for holder in holders] == ["held\n", "held\n"]
+        result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
+    finally:
+        for holder in holders:
+            holder.stdin.close()
+            holder.wait(timeout=60)
+    one_line_error(result, 2, "crawl c1 is running in another process: let it end")
+
+
+def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """The processes of a crawl into MongoDB take no lock: a recrawl beside them fetched every
+    page again as they crawled. Its record shows it: ``running``, with a heartbeat
+    (``seen_at``) that is not stale. A crawl killed outright is recrawled once its heartbeat
+    is stale, as ``scrapy crawls`` shows it ``stopped?``."""
+    settings, store = finished_mongo_crawl(monkeypatch, mongo_client)
     beating = {"heartbeat_interval": 30.0}
     store.start_crawl({**crawl_record(), **beating})  # seen now
     store.start_crawl({**crawl_record("killed"), **beating, "seen_at": at(1)})
     store.start_crawl(crawl_record("old"))  # no heartbeat: written before there were any
-    store.save_pages([stored(f"http://127.0.0.1:9/{n}", crawl_id=n) for n in ("c1", "killed")])
     live = {name: is_live(store.get_crawl(name), datetime.now(UTC)) for name in ("c1", "killed")}
     assert live == {"c1": True, "killed": False}
     assert not is_live(store.get_crawl("old"), datetime.now(UTC))
-    store.close()
-    result = cli("recrawl", "c1", settings={"FOCUSED_DB": db})
-    one_line_error(result, 2, "crawl c1 is running in another process (last seen ")
-    assert "let it end (Ctrl-C pauses it), then recrawl it" in result.stderr
+    line = refused_plan(settings, capsys)
+    assert line.startswith("error: crawl c1 is running in another process (last seen ")
+    assert line.endswith("let it end (Ctrl-C pauses it), then recrawl it")
 
 
 def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
@@ -1409,18 +1444,19 @@ def test_ctrl_c_before_the_recrawl_fetches_leaves_no_mark(tmp_path, monkeypatch,
     refused as one under way elsewhere until the mark lapsed (3 heartbeat intervals). Both end
     with status 130, as the reading commands, and take the mark back."""
     settings = crawl_recorded(tmp_path)
-    live = recrawl_command.is_live
+    get_crawl = SqliteStore.get_crawl
 
-    def interrupted(crawl: dict, now: datetime) -> bool:
-        if crawl["recrawl_seen_at"] is not None:  # the record read again once marked
+    def interrupted(store: SqliteStore, crawl_id: str) -> dict | None:
+        crawl = get_crawl(store, crawl_id)
+        if crawl is not None and crawl["recrawl_seen_at"] is not None:  # read again, marked
             raise KeyboardInterrupt
-        return live(crawl, now)
+        return crawl
 
     capsys.readouterr()
     with pytest.raises(SystemExit) as ended, no_traceback_of_ctrl_c():
         if when == "marked":
             with monkeypatch.context() as patch:
-                patch.setattr(recrawl_command, "is_live", interrupted)
+                patch.setattr(SqliteStore, "get_crawl", interrupted)
                 planned(settings)
         else:
             command = planned(settings)

@@ -250,6 +250,31 @@ def test_a_recrawl_killed_outright_holds_up_neither_the_resume_nor_the_next_recr
     assert f"Recrawl of crawl {first.crawl_id} (uniform, 10 pages)" in recrawl.stderr
 
 
+def test_a_crawl_killed_outright_holds_up_no_recrawl_of_its_sqlite_store(tmp_path, site):
+    """A crawl killed with kill -9 leaves its record ``running`` with a fresh heartbeat: its
+    recrawl was refused for 90 s as beside a crawl "running in another process" (let it end,
+    Ctrl-C pauses it: there was nothing to end), and a recrawl started within them stopped at
+    its first heartbeat, taking the crawl for one started meanwhile. Into an SQLite store every
+    process of a crawl holds the crawl's lock: a lock the recrawl holds tells that it is dead."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    first = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    store = SqliteStore(first.db)
+    try:  # the record as the crawl killed a moment ago leaves it
+        record = first.crawl_record()
+        store.start_crawl({name: value for name, value in record.items() if name != "seen_at"})
+    finally:
+        store.close()
+    settings = {"FOCUSED_DB": first.db, "LOG_LEVEL": "INFO", "DOWNLOAD_DELAY": 0.3}
+    # Beating each second through its 3 s of fetches, the killed crawl's heartbeat fresh still.
+    settings["FOCUSED_HEARTBEAT_INTERVAL"] = 1
+    options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+    recrawl = run_scrapy(["recrawl", first.crawl_id, *options], timeout=120)
+    assert recrawl.returncode == 0, recrawl.stderr[-3000:]
+    assert f"Recrawl of crawl {first.crawl_id} (uniform, 10 pages)" in recrawl.stderr
+    assert "10 unchanged" in recrawl.stderr, recrawl.stderr[-3000:]
+
+
 def test_ctrl_c_while_the_spider_opens_pauses_the_crawl_cleanly(tmp_path, site):
     """The sentence encoder and the store load as the spider opens, before Scrapy's engine
     runs: a Ctrl-C then was taken as a second one (the reactor stopped under the opening

@@ -4,8 +4,8 @@ pages of a crawl again and record which changed (``focused.refresh``).
 The options, the store and the crawl are checked before the crawler process starts, so a
 mistake ends the run with one line on stderr: exit status 2 for a bad option, a store it
 cannot write (read-only media) or a crawl id another process is crawling or recrawling (the
-crawl's lock, ``focused.jobchecks.lock_crawl``; or, where no lock is taken, MongoDB or a shared
-crawl, a crawl recorded ``running`` whose heartbeat is fresh, ``focused.report.is_live``, or
+crawl's lock, ``focused.jobchecks.lock_crawl``; or, on MongoDB, where no lock is taken, a
+crawl recorded ``running`` whose heartbeat is fresh, ``focused.report.is_live``, or
 being recrawled, its ``recrawl_seen_at`` fresh, ``recrawl_is_live``: the recrawl marks the
 crawl's record so, ``Store.claim_recrawl``, and clears the mark as it ends), 1
 for an unknown crawl or an unreachable store (as the reading commands,
@@ -215,14 +215,15 @@ class Command(ScrapyCommand):
             # recrawl of the id, every page would be fetched twice, each visit counted twice.
             # Before the plan, which then sees the other's last writes.
             lock_crawl(self.settings, crawl_id, then=THEN)
-            # The processes of a crawl into MongoDB or of a shared crawl take no lock: their
-            # heartbeat tells that they are crawling.
+            # Into an SQLite store, the lock just taken tells that no process of the crawl and
+            # no recrawl runs: a heartbeat or a mark left fresh is a killed one's, which held
+            # the recrawl off for 90 s (focused.jobchecks.holds_crawl_lock). The processes of a
+            # crawl into MongoDB take no lock: their heartbeat tells that they are crawling.
+            locked = holds_crawl_lock(self.settings, crawl_id)
             now = datetime.now(UTC)
-            if is_live(crawl, now):
+            if not locked and is_live(crawl, now):
                 raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
-            # Into an SQLite store, the lock just taken tells that no recrawl runs: a mark
-            # left fresh is a killed one's (focused.jobchecks.holds_crawl_lock).
-            if recrawl_is_live(crawl, now) and not holds_crawl_lock(self.settings, crawl_id):
+            if not locked and recrawl_is_live(crawl, now):
                 raise ConfigError(being_recrawled(crawl, THEN))
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
             self._fetch_as_the_crawl(crawl, opts)
@@ -242,7 +243,7 @@ class Command(ScrapyCommand):
             # read (while the plan was made) is seen now. One that records its start after the
             # mark is refused by its start (``Store.start_crawl``).
             crawl = store.get_crawl(crawl_id)
-            if crawl is not None and is_live(crawl, datetime.now(UTC)):
+            if not locked and crawl is not None and is_live(crawl, datetime.now(UTC)):
                 store.end_recrawl(crawl_id, self.claim)
                 self.claim = None
                 raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
