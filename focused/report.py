@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
-from focused.storage import is_gone, stored_time
+from focused.storage import claim_gone, is_gone, stored_time
 
 if TYPE_CHECKING:
     import os
@@ -280,10 +280,11 @@ def is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
 
 def recrawl_is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
     """Whether a recrawl of the crawl is under way: its heartbeat (``recrawl_seen_at``, cleared
-    as it ends) is within ``STALE_BEATS`` of its intervals. A recrawl killed outright leaves
-    it, stale after as long as a crawl's."""
+    as it ends) is within ``STALE_BEATS`` of its intervals, and its process is not known to be
+    gone (``claim_gone``: one of this machine). A recrawl killed outright elsewhere leaves it,
+    stale after as long as a crawl's."""
     beats = _beats_since(crawl.get("recrawl_seen_at"), crawl.get("recrawl_heartbeat_interval"), now)
-    return beats is not None and beats <= STALE_BEATS
+    return beats is not None and beats <= STALE_BEATS and not claim_gone(crawl.get("recrawl_claim"))
 
 
 def running_elsewhere(

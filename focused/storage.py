@@ -24,12 +24,14 @@ Every failure of the backend itself (unreachable server, unwritable file, ...) i
 from __future__ import annotations
 
 import math
+import os
 import re
 import secrets
 from abc import ABC, abstractmethod
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from focused.errors import cut, one_line, quoted
@@ -127,10 +129,11 @@ CRAWL_SCHEMA: dict[str, type] = {
     # name ({} for none); None in records written before them. Last, where SQLite adds them.
     "render": str,
     "fetch_settings": dict,
-    # The identity of the recrawl that holds recrawl_seen_at (a random token, written by
-    # ``claim_recrawl``): its heartbeat and its end touch the mark only while it is still its
-    # own, not one another recrawl took over once it went stale. None with the mark, and in
-    # records written before it. Last, where SQLite adds it.
+    # The identity of the recrawl that holds recrawl_seen_at (a random token and the process
+    # that holds it, ``new_claim``, written by ``claim_recrawl``): its heartbeat and its end
+    # touch the mark only while it is still its own, not one another recrawl took over once it
+    # went stale or its process was gone (``claim_gone``). None with the mark, and in records
+    # written before it. Last, where SQLite adds it.
     "recrawl_claim": str,
     # The -a topic_file the crawl's topic was read from, as given (None: none, and in records
     # written before it); a crawl of a topic file alone has no query. Last, where SQLite adds it.
@@ -228,6 +231,53 @@ def _utc_now() -> str:
 
 # The crawl record's fields of a recrawl's mark: a run of the crawl that starts keeps them.
 RECRAWL_MARK: tuple[str, ...] = ("recrawl_seen_at", "recrawl_heartbeat_interval", "recrawl_claim")
+
+
+def _process_start(pid: int) -> str | None:
+    """When process ``pid`` started (clock ticks since boot, Linux's /proc), None if there is
+    no such process or no /proc to tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    # After the command's name in parentheses (which may hold any character): field 22.
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def _this_kernel() -> str | None:
+    """The boot of this machine's kernel and this process's PID namespace, in which a pid names
+    one process: a process of another machine, another boot or another container's namespace
+    (whose host name may be this one's) cannot be looked up here. None where /proc cannot
+    tell."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    return f"{boot}:{namespace}"
+
+
+def new_claim() -> str:
+    """A recrawl's claim of a crawl (``recrawl_claim``): a random token, and this process
+    (its kernel, pid and start time) where /proc tells them, so that another process of the
+    same machine knows the claim dead as soon as its process is (``claim_gone``)."""
+    token = secrets.token_hex(8)
+    kernel, pid = _this_kernel(), os.getpid()
+    start = _process_start(pid)
+    return token if kernel is None or start is None else f"{token}/{kernel}/{pid}/{start}"
+
+
+def claim_gone(claim: str | None) -> bool:
+    """Whether the process that made recrawl ``claim`` (``new_claim``) is known to be gone: it
+    ran on this machine's kernel and in this PID namespace, and its pid names no process now,
+    or one started at another time (the pid reused). A killed recrawl's mark is otherwise
+    taken for live until it is stale (3 heartbeats: 90 s by default). A claim of another
+    machine, or one written before claims named their process, cannot tell: False."""
+    parts = claim.split("/") if isinstance(claim, str) else []
+    if len(parts) != 4 or parts[1] != _this_kernel() or not parts[2].isdigit():
+        return False
+    return _process_start(int(parts[2])) != parts[3]
 
 
 def _recrawl_mark(claim: str | None, interval: float | None) -> dict[str, Any]:
@@ -445,7 +495,7 @@ class Store(ABC):
         ``seen``: the claim's identity (``recrawl_claim``), None if it did not. Compare and
         set in one update, so that of two recrawls started together, each having read no
         recrawl under way (or the same stale mark), one only goes on."""
-        claim = secrets.token_hex(8)
+        claim = new_claim()
         with self._failing(f"mark crawl {crawl_id} as being recrawled"):
             marked = self._update_crawl(
                 crawl_id, _recrawl_mark(claim, interval), where={"recrawl_seen_at": seen}

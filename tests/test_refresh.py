@@ -1347,6 +1347,36 @@ def finished_mongo_crawl(monkeypatch, client) -> tuple[dict[str, str], MongoStor
     return settings, store
 
 
+def test_a_recrawl_killed_outright_on_mongodb_holds_up_nothing(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """A recrawl killed with kill -9 leaves its mark in the crawl's record, fresh for 3
+    heartbeats: on MongoDB, where no lock tells, the next recrawl and a run of the crawl were
+    refused for 90 s, told to let a recrawl "in another process" end that had ended. The mark
+    names the recrawl's process: one of this machine that is gone, or whose pid another
+    process has taken since, holds up neither; a live one still does."""
+    settings, store = finished_mongo_crawl(monkeypatch, mongo_client)
+    made = [sys.executable, "-c", "from focused.storage import new_claim; print(new_claim())"]
+    gone = subprocess.run(made, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    alive = storage.new_claim()
+    token, kernel, pid, start = alive.split("/")
+    reused = "/".join([token, kernel, pid, str(int(start) - 1)])  # this pid, another process
+    for claim in (gone.strip(), reused):
+        with monkeypatch.context() as patch:
+            patch.setattr(storage, "new_claim", lambda claim=claim: claim)
+            assert store.claim_recrawl("c1", None, 30.0)
+        # As a run of the crawl and `scrapy crawls` see it: no recrawl under way.
+        assert not recrawl_is_live(store.get_crawl("c1"), datetime.now(UTC))
+        command = planned(settings)  # a recrawl goes on, and takes the mark over
+        assert command.pages and command.claim != claim
+        command._end_claim("c1")
+    assert store.claim_recrawl("c1", None, 30.0)  # by this process, alive
+    line = refused_plan(settings, capsys)
+    assert line.startswith("error: crawl c1 is being recrawled in another process")
+
+
 def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     monkeypatch,
     mongo_client,  # noqa: F811
