@@ -536,7 +536,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             # pass here (Store.start_crawl).
             unlocked = starts_unlocked(settings, config.crawl_id)
             if crawl is not None and unlocked and is_live(crawl, datetime.now(UTC)):
-                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"]))
+                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl))
             if crawl is None and job_ran:
                 raise _not_in_store(config.crawl_id, f"{store.backend} store at {store.location}")
             stored = crawl is not None and store.pages(

@@ -21,7 +21,7 @@ import math
 import re
 import warnings
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
@@ -288,16 +288,18 @@ def recrawl_is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
 
 
 def running_elsewhere(
-    crawl_id: str, seen_at: str | None = None, then: str = "or give another crawl_id"
+    crawl_id: str, live: Mapping[str, Any] | None = None, then: str = "or give another crawl_id"
 ) -> str:
     """Why a run or a recrawl of the crawl is refused beside another process of it: one that
-    holds the crawl's lock (``focused.jobchecks.lock_crawl``), or whose record is ``running``
-    with a fresh heartbeat ``seen_at`` (``is_live``). ``then`` says what to do: by default,
+    holds the crawl's lock (``focused.jobchecks.lock_crawl``), or whose record ``live`` is
+    ``running`` with a fresh heartbeat (``is_live``). ``then`` says what to do: by default,
     what a refused run does."""
+    seen_at = live.get("seen_at") if live is not None else None
     seen = f" (last seen {describe_time(seen_at)})" if seen_at else ""
+    killed = _if_killed(seen_at, live.get("heartbeat_interval")) if live is not None else ""
     return (
         f"crawl {crawl_id} is running in another process{seen}: let it end (Ctrl-C pauses it),"
-        f" {then}"
+        f" {then}{killed}"
     )
 
 
@@ -305,10 +307,23 @@ def being_recrawled(crawl: Mapping[str, Any], then: str = "then run the crawl") 
     """Why a run or another recrawl of the crawl is refused while a recrawl of it is under way
     (``recrawl_is_live``): both would fetch the pages it fetches, each visit counted twice.
     ``then`` says what to do once it has ended: by default, what a refused run does."""
+    seen_at = crawl.get("recrawl_seen_at")
+    killed = _if_killed(seen_at, crawl.get("recrawl_heartbeat_interval"))
     return (
         f"crawl {crawl['crawl_id']} is being recrawled in another process (last seen"
-        f" {describe_time(crawl.get('recrawl_seen_at'))}): let that recrawl end, {then}"
+        f" {describe_time(seen_at)}): let that recrawl end, {then}{killed}"
     )
+
+
+def _if_killed(seen_at: str | None, interval: float | None) -> str:
+    """What a refusal by a heartbeat adds for a process killed outright (kill -9, a machine
+    gone), which no one can let end: when its heartbeat goes stale, and the refusal with it.
+    Nothing when the record cannot tell."""
+    seen = stored_time(seen_at)
+    if seen is None or not isinstance(interval, int | float) or not 0 < interval < math.inf:
+        return ""
+    stale = seen + timedelta(seconds=STALE_BEATS * interval)
+    return f"; if it was killed, it counts as stopped from {describe_time(stale.isoformat())}"
 
 
 def _beats_since_seen(crawl: Mapping[str, Any], now: datetime) -> float | None:

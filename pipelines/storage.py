@@ -260,7 +260,7 @@ class StoragePipeline:
             # Another run started since check_store read the record: refused alike.
             from focused.report import running_elsewhere
 
-            logger.error("%s", running_elsewhere(exc.crawl["crawl_id"], exc.crawl["seen_at"]))
+            logger.error("%s", running_elsewhere(exc.crawl["crawl_id"], exc.crawl))
             self._refused = True
             raise CloseSpider(CRAWL_RUNNING) from None
         except StoreError:

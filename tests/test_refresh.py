@@ -1222,7 +1222,14 @@ def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(
     assert not is_live(store.get_crawl("old"), datetime.now(UTC))
     line = refused_plan(settings, capsys)
     assert line.startswith("error: crawl c1 is running in another process (last seen ")
-    assert line.endswith("let it end (Ctrl-C pauses it), then recrawl it")
+    # What to do if it was killed, when no one can let it end: wait for its heartbeat to go
+    # stale (3 of its 30 s intervals), which the line had the user work out.
+    seen = datetime.fromisoformat(store.get_crawl("c1")["seen_at"])
+    stale = (seen + timedelta(seconds=90)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert line.endswith(
+        "let it end (Ctrl-C pauses it), then recrawl it; if it was killed, it counts as stopped"
+        f" from {stale}"
+    )
 
 
 def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
@@ -1398,7 +1405,7 @@ def test_a_recrawl_under_way_on_mongodb_refuses_another_and_a_run_of_the_crawl(
     }
     line = refused_plan(settings, capsys)
     assert line.startswith("error: crawl c1 is being recrawled in another process (last seen ")
-    assert line.endswith("let that recrawl end, then recrawl it")
+    assert "let that recrawl end, then recrawl it; if it was killed, it counts as stopped" in line
     config = CrawlConfig("q", "q", (), "bfs", {}, crawl_id="c1", order={})
     with pytest.raises(
         ConfigError,
@@ -1600,7 +1607,7 @@ def test_a_run_of_the_crawl_claimed_as_it_starts_closes_before_fetching(tmp_path
     reason, [line] = refused_start(pipeline, caplog)
     assert reason == RECRAWL_UNDER_WAY
     assert line.startswith("crawl pipe is being recrawled in another process (last seen ")
-    assert line.endswith(": let that recrawl end, then run the crawl")
+    assert ": let that recrawl end, then run the crawl; if it was killed, " in line
     assert store.get_crawl("pipe") == marked
     store.close()
 

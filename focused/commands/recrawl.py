@@ -222,7 +222,7 @@ class Command(ScrapyCommand):
             locked = holds_crawl_lock(self.settings, crawl_id)
             now = datetime.now(UTC)
             if not locked and is_live(crawl, now):
-                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
+                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl, THEN))
             if not locked and recrawl_is_live(crawl, now):
                 raise ConfigError(being_recrawled(crawl, THEN))
             self.allowed_domains = crawl["allowed_domains"]  # None: a crawl recorded before it
@@ -246,7 +246,7 @@ class Command(ScrapyCommand):
             if not locked and crawl is not None and is_live(crawl, datetime.now(UTC)):
                 store.end_recrawl(crawl_id, self.claim)
                 self.claim = None
-                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl["seen_at"], THEN))
+                raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl, THEN))
             return pages
         except (StoreError, InspectError) as exc:
             fail(str(exc), NOT_FOUND)
