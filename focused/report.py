@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
-from focused.storage import claim_gone, is_gone, stored_time
+from focused.storage import claim_gone, is_gone, process_gone, stored_time
 
 if TYPE_CHECKING:
     import os
@@ -263,19 +263,20 @@ def describe_params(params: Mapping[str, Any] | None) -> str:
 
 def is_stale(crawl: Mapping[str, Any], now: datetime) -> bool:
     """Whether a crawl recorded ``running`` has not refreshed its ``seen_at`` for more than
-    ``STALE_BEATS`` of its heartbeat intervals: its process was killed (kill -9, a power cut,
-    the OOM killer) before it could record how it ended. A record without them (written before
-    there were heartbeats) cannot tell, and is taken at its word."""
+    ``STALE_BEATS`` of its heartbeat intervals, or its process (``run_by``, one of this
+    machine) is gone: it was killed (kill -9, a power cut, the OOM killer) before it could
+    record how it ended. A record without them (written before there were heartbeats) cannot
+    tell, and is taken at its word."""
     beats = _beats_since_seen(crawl, now)
-    return beats is not None and beats > STALE_BEATS
+    return beats is not None and (beats > STALE_BEATS or process_gone(crawl.get("run_by")))
 
 
 def is_live(crawl: Mapping[str, Any], now: datetime) -> bool:
     """Whether a crawl recorded ``running`` has refreshed its ``seen_at`` within ``STALE_BEATS``
-    of its heartbeat intervals: a process of it is crawling. A record without them cannot tell
-    (nor say it is not a crawl killed before there were heartbeats)."""
-    beats = _beats_since_seen(crawl, now)
-    return beats is not None and beats <= STALE_BEATS
+    of its heartbeat intervals, and its process is not known to be gone: a process of it is
+    crawling. A record without them cannot tell (nor say it is not a crawl killed before there
+    were heartbeats)."""
+    return _beats_since_seen(crawl, now) is not None and not is_stale(crawl, now)
 
 
 def recrawl_is_live(crawl: Mapping[str, Any], now: datetime) -> bool:

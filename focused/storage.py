@@ -138,6 +138,12 @@ CRAWL_SCHEMA: dict[str, type] = {
     # The -a topic_file the crawl's topic was read from, as given (None: none, and in records
     # written before it); a crawl of a topic file alone has no query. Last, where SQLite adds it.
     "topic_file": str,
+    # The process of the crawl's latest run (``this_process``: its kernel, pid and start time),
+    # so that a run or a recrawl on the same machine knows a run killed outright gone at once
+    # (``process_gone``), its heartbeat fresh still. None for a shared crawl (its processes
+    # beat in turn: one gone tells nothing of the others), where /proc cannot tell, and in
+    # records written before it. Last, where SQLite adds it.
+    "run_by": str,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 # The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with
@@ -245,39 +251,48 @@ def _process_start(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
-def _this_kernel() -> str | None:
-    """The boot of this machine's kernel and this process's PID namespace, in which a pid names
-    one process: a process of another machine, another boot or another container's namespace
-    (whose host name may be this one's) cannot be looked up here. None where /proc cannot
-    tell."""
+def this_process() -> str | None:
+    """This process, as a record names it for another process of the same machine to tell
+    whether it is still alive (``process_gone``): the boot of this machine's kernel and its PID
+    namespace, in which a pid names one process (another machine, another boot or another
+    container's namespace, whose host name may be this one's, cannot look it up), its pid and
+    its start time (a pid is reused). None where /proc cannot tell."""
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
         namespace = os.readlink("/proc/self/ns/pid")
     except OSError:
         return None
-    return f"{boot}:{namespace}"
+    pid = os.getpid()
+    start = _process_start(pid)
+    return None if start is None else f"{boot}:{namespace}/{pid}/{start}"
+
+
+def process_gone(process: str | None) -> bool:
+    """Whether ``process`` (``this_process`` of another) is known to be gone: it ran on this
+    machine's kernel and in this PID namespace, and its pid names no process now, or one
+    started at another time. One of another machine, or unknown, cannot tell: False."""
+    parts = process.split("/") if isinstance(process, str) else []
+    here = this_process()
+    if len(parts) != 3 or here is None or parts[0] != here.split("/")[0]:
+        return False
+    return parts[1].isdigit() and _process_start(int(parts[1])) != parts[2]
 
 
 def new_claim() -> str:
-    """A recrawl's claim of a crawl (``recrawl_claim``): a random token, and this process
-    (its kernel, pid and start time) where /proc tells them, so that another process of the
-    same machine knows the claim dead as soon as its process is (``claim_gone``)."""
+    """A recrawl's claim of a crawl (``recrawl_claim``): a random token, and this process where
+    /proc tells it, so that another process of the same machine knows the claim dead as soon
+    as its process is (``claim_gone``)."""
     token = secrets.token_hex(8)
-    kernel, pid = _this_kernel(), os.getpid()
-    start = _process_start(pid)
-    return token if kernel is None or start is None else f"{token}/{kernel}/{pid}/{start}"
+    process = this_process()
+    return token if process is None else f"{token}/{process}"
 
 
 def claim_gone(claim: str | None) -> bool:
-    """Whether the process that made recrawl ``claim`` (``new_claim``) is known to be gone: it
-    ran on this machine's kernel and in this PID namespace, and its pid names no process now,
-    or one started at another time (the pid reused). A killed recrawl's mark is otherwise
-    taken for live until it is stale (3 heartbeats: 90 s by default). A claim of another
-    machine, or one written before claims named their process, cannot tell: False."""
-    parts = claim.split("/") if isinstance(claim, str) else []
-    if len(parts) != 4 or parts[1] != _this_kernel() or not parts[2].isdigit():
-        return False
-    return _process_start(int(parts[2])) != parts[3]
+    """Whether the process that made recrawl ``claim`` (``new_claim``) is known to be gone
+    (``process_gone``). A killed recrawl's mark is otherwise taken for live until it is stale
+    (3 heartbeats: 90 s by default). A claim written before claims named their process cannot
+    tell: False."""
+    return isinstance(claim, str) and process_gone(claim.partition("/")[2] or None)
 
 
 def _recrawl_mark(claim: str | None, interval: float | None) -> dict[str, Any]:

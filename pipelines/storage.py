@@ -101,6 +101,7 @@ from focused.storage import (
     Store,
     StoreError,
     open_store,
+    this_process,
 )
 from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
 
@@ -239,7 +240,9 @@ class StoragePipeline:
     async def open_spider(self) -> None:
         self.store = open_store(self.crawler.settings)
         record = self.crawler.spider.crawl_record() | {
-            "heartbeat_interval": self.heartbeat_interval
+            "heartbeat_interval": self.heartbeat_interval,
+            # A shared crawl's processes beat in turn: one gone tells nothing of the others.
+            "run_by": None if self.crawler.settings.get("FOCUSED_FRONTIER") else this_process(),
         }
         self.crawl_id = record["crawl_id"]
         refuse_live = getattr(self.crawler.spider, "starts_unlocked", False)

@@ -1232,6 +1232,36 @@ def test_a_crawl_whose_heartbeat_is_fresh_is_not_recrawled(
     )
 
 
+def test_a_crawl_killed_outright_on_mongodb_is_recrawled_at_once(
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    capsys,
+):
+    """A crawl into MongoDB killed with kill -9 leaves its record ``running``, its heartbeat
+    fresh: its recrawl and a run of it were refused for 90 s, as beside a live crawl, and
+    `scrapy crawls` showed it running. The record names the run's process: one of this
+    machine that is gone, or whose pid another process has taken since, holds up neither, and
+    is shown ``stopped?``; a live one still holds them up."""
+    settings, store = finished_mongo_crawl(monkeypatch, mongo_client)
+    made = [sys.executable, "-c", "from focused.storage import this_process; print(this_process())"]
+    gone = subprocess.run(made, cwd=REPO, capture_output=True, text=True, check=True).stdout
+    alive = storage.this_process()
+    kernel, pid, start = alive.split("/")
+    reused = "/".join([kernel, pid, str(int(start) - 1)])  # this pid, another process
+    beating = {**crawl_record(), "heartbeat_interval": 30.0}
+    for process in (gone.strip(), reused):
+        store.start_crawl({**beating, "run_by": process})  # seen now
+        assert describe_status(store.get_crawl("c1")).startswith("stopped? (last seen ")
+        command = planned(settings)  # the recrawl goes on
+        assert command.pages
+        command._end_claim("c1")
+        store.start_crawl({**beating, "run_by": None}, refuse_live=True)  # and so does a run
+    store.start_crawl({**beating, "run_by": alive})
+    assert describe_status(store.get_crawl("c1")) == "running"
+    line = refused_plan(settings, capsys)
+    assert line.startswith("error: crawl c1 is running in another process (last seen ")
+
+
 def test_a_recrawl_claims_the_crawl_s_record_with_compare_and_set(store):
     """Two recrawls started together each read no recrawl under way: one only marks it."""
     assert store.claim_recrawl("c1", None, 30.0)

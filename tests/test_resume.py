@@ -20,6 +20,7 @@ from focused.errors import ConfigError
 from focused.jobchecks import check_store
 from focused.resume import COUNTERS_FILE
 from focused.sqlitestore import SqliteStore
+from focused.storage import process_gone
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -259,6 +260,8 @@ def test_a_crawl_killed_outright_holds_up_no_recrawl_of_its_sqlite_store(tmp_pat
     arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
     first = run_crawl(tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 10})
     assert first.result.returncode == 0, first.result.stderr[-3000:]
+    # Its record names its process, ended (as on MongoDB, where no lock tells).
+    assert process_gone(first.crawl_record()["run_by"])
     store = SqliteStore(first.db)
     try:  # the record as the crawl killed a moment ago leaves it
         record = first.crawl_record()

@@ -160,6 +160,7 @@ def check_round_trip(store: Store) -> None:
         "render": "auto",
         "fetch_settings": {"USER_AGENT": "birdwatch/2.0", "HTTPERROR_ALLOWED_CODES": [403]},
         "topic_file": "topics/birds.txt",
+        "run_by": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0:pid:[4026531836]/4242/1695675",
     }
     store.start_crawl(record)
     started = store.get_crawl("c1")
@@ -568,7 +569,7 @@ def test_sqlite_schema(tmp_path):
 NEWER_CRAWL_FIELDS = (
     *("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains"),
     *("recrawl_seen_at", "recrawl_heartbeat_interval", "render", "fetch_settings"),
-    *("recrawl_claim", "topic_file"),
+    *("recrawl_claim", "topic_file", "run_by"),
 )
 
 

@@ -32,7 +32,8 @@ class Command(StoreCommand):
             " start time (UTC), status, strategy and parameters, pages fetched, relevant pages,"
             " harvest rate and query. A crawl still running is counted from its stored pages."
             " A crawl recorded as running whose heartbeat (FOCUSED_HEARTBEAT_INTERVAL) stopped"
-            " for 3 of its intervals is shown as 'stopped? (last seen TIME)': its process was"
+            " for 3 of its intervals, or whose process on this machine is gone, is shown as"
+            " 'stopped? (last seen TIME)': its process was"
             " killed or crashed; run it again with the same JOBDIR to continue it."
         )
 
