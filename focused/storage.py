@@ -23,6 +23,7 @@ Every failure of the backend itself (unreachable server, unwritable file, ...) i
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
 
     from scrapy.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 # Field -> Python type. Values are coerced to these types on the way in, so that both
 # backends give back the same types (SQLite would turn an int relevance into a REAL 1.0 while
@@ -184,6 +187,14 @@ DEFAULT_MONGO_DATABASE = "focused"
 DEFAULT_MONGO_TIMEOUT_MS = 5000
 DEFAULT_SQLITE_PATH = "focused.sqlite3"
 DEFAULT_SQLITE_TIMEOUT = 5.0  # seconds: sqlite3's own busy timeout
+# MongoDB refuses a document over 16 MiB, where SQLite takes any: a page whose text is larger
+# (a 10 MiB page in a one-byte encoding, Cyrillic or Thai, is two or three times that in UTF-8)
+# stopped a crawl on MongoDB, and was stored whole on SQLite. The page's free text is cut to
+# this many UTF-8 bytes in all, in either store, leaving room for the other fields, the field
+# names and an update's filter.
+PAGE_MAX_BYTES = 15 * 1024 * 1024
+# The fields cut, in this order, until the page fits: what it says, then what names it.
+CUT_FIELDS: tuple[str, ...] = ("text", "title", "anchor")
 
 
 class StoreError(Exception):
@@ -374,11 +385,39 @@ def _require(record: Mapping[str, Any], *names: str) -> None:
 # them back. A mistake raises ValueError or TypeError.
 
 
+def _fitted(page: dict[str, Any]) -> dict[str, Any]:
+    """The page (a record or an update) with its ``CUT_FIELDS`` cut, at a character, so that
+    its text fields hold at most ``PAGE_MAX_BYTES`` in UTF-8; said in the log."""
+    texts = [value for value in page.values() if isinstance(value, str)]
+    if 4 * sum(map(len, texts)) <= PAGE_MAX_BYTES:  # at most 4 bytes a character: no need
+        return page
+    excess = sum(len(value.encode()) for value in texts) - PAGE_MAX_BYTES
+    for name in CUT_FIELDS:
+        if excess <= 0:
+            break
+        if page.get(name):
+            encoded = page[name].encode()
+            kept = encoded[: max(0, len(encoded) - excess)].decode(errors="ignore")
+            excess -= len(encoded) - len(kept.encode())
+            logger.warning(
+                "Page %s: its %s (%d bytes in UTF-8) is stored cut to %d bytes, to fit a"
+                " store's record (%d bytes of text in all)",
+                cut(page["url"]),
+                name,
+                len(encoded),
+                len(kept.encode()),
+                PAGE_MAX_BYTES,
+            )
+            page[name] = kept
+    return page
+
+
 def page_to_save(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A page record as ``Store.save_pages`` stores it: every field of ``PAGE_FIELDS``."""
+    """A page record as ``Store.save_pages`` stores it: every field of ``PAGE_FIELDS``, its
+    text cut to fit (``PAGE_MAX_BYTES``)."""
     page = _coerce(PAGE_SCHEMA, record)
     _require(page, "crawl_id", "url")
-    return page
+    return _fitted(page)
 
 
 def page_update(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -387,7 +426,7 @@ def page_update(record: Mapping[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(record) - set(PAGE_FIELDS))
     if unknown:
         raise ValueError(f"page fields must be some of {PAGE_FIELDS}, not {unknown}")
-    return _coerce({name: PAGE_SCHEMA[name] for name in record}, record)
+    return _fitted(_coerce({name: PAGE_SCHEMA[name] for name in record}, record))
 
 
 def crawl_finish(fields: Mapping[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import bson
 import mongomock
 import pymongo
 import pytest
@@ -501,6 +502,61 @@ def test_both_backends_give_identical_records(tmp_path, mongo_client, monkeypatc
     assert records["sqlite"] == records["mongo"]
     assert shape(records["sqlite"]) == shape(records["mongo"])
     assert "_id" not in records["mongo"][1][0]
+
+
+# MongoDB's largest document (BSON), which the server holds to each write of a bulk write.
+MONGO_MAX_DOCUMENT = 16 * 1024 * 1024
+
+
+@pytest.fixture
+def mongo_document_limit(monkeypatch) -> None:
+    """mongomock takes a document of any size; MongoDB refuses one over 16 MiB with a write
+    error, after it ran the other writes of an unordered bulk write. Make mongomock do so."""
+    bulk_write = mongomock.collection.Collection.bulk_write
+
+    def refusing(self, requests, ordered=True, **kwargs):
+        too_large = [
+            index
+            for index, request in enumerate(requests)
+            if len(bson.encode(request._doc)) > MONGO_MAX_DOCUMENT
+        ]
+        fitting = [request for index, request in enumerate(requests) if index not in too_large]
+        if fitting:
+            bulk_write(self, fitting, ordered=ordered, **kwargs)
+        if too_large:
+            errors = [
+                {"index": index, "code": 10334, "errmsg": "BSONObjectTooLarge"}
+                for index in too_large
+            ]
+            raise pymongo.errors.BulkWriteError({"writeErrors": errors})
+
+    monkeypatch.setattr(mongomock.collection.Collection, "bulk_write", refusing)
+
+
+@pytest.mark.usefixtures("mongo_document_limit")
+def test_a_page_too_large_for_mongodb_is_stored_alike_in_both(tmp_path, mongo_client, caplog):
+    """A page whose text is over 16 MiB in UTF-8 (a 10 MiB page of Cyrillic in windows-1251
+    is twice that) was stored whole on SQLite, and refused by MongoDB: the crawl's writes failed
+    until it stopped as store_unreachable. Both stores now keep it with its text cut to fit,
+    the same text, and a recrawl's new text alike."""
+    text = "перо и крыло " * 1_500_000  # 34.5 MB in UTF-8
+    pages, updated = {}, {}
+    for backend in ("sqlite", "mongo"):
+        store = make_store(backend, tmp_path, mongo_client)
+        store.save_pages([page("http://a.test/big", text=text), page("http://a.test/small")])
+        pages[backend] = store.pages("c1", order="fetch_order")
+        store.update_pages([{"crawl_id": "c1", "url": "http://a.test/big", "text": text[1:]}])
+        updated[backend] = store.pages("c1", fields=["url", "text"], limit=1)[0]["text"]
+        store.close()
+    assert pages["sqlite"] == pages["mongo"]
+    [big, small] = pages["sqlite"]
+    assert small["text"] == "some words"
+    assert text.startswith(big["text"])
+    assert storage.PAGE_MAX_BYTES - 1000 < len(big["text"].encode()) <= storage.PAGE_MAX_BYTES
+    assert updated["sqlite"] == updated["mongo"]
+    assert text[1:].startswith(updated["sqlite"])
+    assert len(updated["sqlite"].encode()) <= storage.PAGE_MAX_BYTES
+    assert "Page http://a.test/big: its text (34500000 bytes in UTF-8) is stored cut" in caplog.text
 
 
 def test_pages_fields_projection(store):
