@@ -101,6 +101,7 @@ from focused.storage import (
     Store,
     StoreError,
     open_store,
+    page_to_save,
     this_process,
 )
 from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
@@ -369,7 +370,8 @@ class StoragePipeline:
             record["text"] = None  # stored once, with the page it duplicates
         elif is_noindex(record):
             record["text"] = None  # the page asked not to be indexed (focused.robotsmeta)
-        return record
+        # As the store keeps it (typed, its text cut to fit), so that the item leaves as stored.
+        return page_to_save(record)
 
     def write(self, records: list[dict[str, Any]]) -> None:
         """Write a batch of page records (``focused.refresh`` updates pages instead)."""

@@ -1104,6 +1104,35 @@ def test_storage_pipeline_writes_to_sqlite(tmp_path):
         reader.close()
 
 
+def test_a_page_cut_to_fit_the_store_leaves_the_pipeline_as_stored(tmp_path):
+    """The item leaves the storage pipeline as the record stored, so that a feed (-O) gets the
+    same records: a page's text cut to fit the store (``PAGE_MAX_BYTES``) left it whole."""
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db))
+    item = scored_item(1)
+    item["text"] = "перо " * 2_000_000  # 18 MB in UTF-8
+
+    async def store_one() -> dict[str, Any]:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        left = await manager.process_item_async(item)
+        crawler.spider.state = {"pages": 1, "relevant": 0}
+        await manager.close_spider_async()
+        await crawler.signals.send_catch_log_async(
+            signals.spider_closed, spider=crawler.spider, reason="finished"
+        )
+        return dict(left)
+
+    left = asyncio.run(store_one())
+    reader = SqliteStore(db)
+    try:
+        [stored] = reader.pages("pipe", fields=["text"])
+    finally:
+        reader.close()
+    assert len(stored["text"].encode()) <= storage.PAGE_MAX_BYTES
+    assert left["text"] == stored["text"]
+
+
 def test_pages_stored_after_a_forced_stop_is_recorded_are_counted_in_the_record(tmp_path):
     """A second Ctrl-C: the forced stop is recorded as the reactor begins to stop, and Scrapy's
     own stop keeps it running a moment longer, long enough for a page scored then to be stored.
