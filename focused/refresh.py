@@ -635,6 +635,7 @@ class RefreshPipeline(StoragePipeline):
     the updates written so far are whole visits, and stay."""
 
     unstored_kind = "update"
+    run_name = "recrawl"
     _taken_over = ""  # why the recrawl stops: the heartbeat found the crawl another's
 
     async def open_spider(self) -> None:
@@ -645,11 +646,11 @@ class RefreshPipeline(StoragePipeline):
         self._start_heartbeat()
 
     def forced_stop(self) -> None:
-        """A second Ctrl-C (the reactor stops with the spider open): the page updates waiting
-        for the store are kept in the file of unstored records, as a crawl's pages are, where
-        they were lost without a word. The crawl's record is left as it is (a recrawl records
-        no outcome), its mark going stale."""
-        self._keep_at_forced_stop("recrawl")
+        """A second Ctrl-C (the reactor stops with the spider open): the page updates no write
+        stored are kept in the file of unstored records once it has stopped, as a crawl's pages
+        are, where they were lost without a word. The crawl's record is left as it is (a
+        recrawl records no outcome), its mark going stale."""
+        self._keep_at_forced_stop()
 
     def heartbeat(self) -> None:
         if self.claim is None or self._taken_over:

@@ -37,10 +37,13 @@ the same record.
 
 A second Ctrl-C stops the reactor without closing the spider: no ``close_spider``, no
 ``spider_closed``. A reactor ``before shutdown`` trigger then records the crawl as
-``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries; the
-records still waiting for the store (a write being retried) go to the file of unstored records,
-as at a close. Scrapy's own shutdown trigger keeps the reactor running until its engine stops:
-a page stored meanwhile updates those counts.
+``interrupted`` with reason ``forced_shutdown`` and its counts so far, one try, no retries.
+Scrapy's own shutdown trigger keeps the reactor running until its engine stops: a page stored
+meanwhile updates those counts. Once the reactor has stopped (``after shutdown``), no write
+starts any more, and the records no write stored (a write being retried) go to the file of
+unstored records, as at a close. A batch a worker thread is writing then is waited for, up to
+FORCED_STOP_WAIT seconds: kept in the file only if the store refused it, or, said so, if it
+did not answer by then (stored or not; ``scrapy restore`` leaves a page stored since as it is).
 
 While a write is retried the engine is paused: no new request is sent, so no page is fetched
 only to wait in memory for a store that may not come back. The first write that succeeds
@@ -70,6 +73,7 @@ from __future__ import annotations
 
 import logging
 import shlex
+import threading
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -117,6 +121,9 @@ DEFAULT_BATCH_SIZE = 50
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
+# Seconds a forced stop waits for a batch a worker thread is writing: a server that answers does
+# so in milliseconds, one gone away fails within MONGO_TIMEOUT_MS (5 s by default).
+FORCED_STOP_WAIT = 5.0
 STORE_UNREACHABLE = "store_unreachable"  # the close reason when the store cannot be written
 # The close reason of a run of a crawl that a recrawl claimed as it started (nothing fetched).
 RECRAWL_UNDER_WAY = "recrawl_under_way"
@@ -148,8 +155,19 @@ class _UnstoredInOneLine(logging.Filter):
         return True
 
 
+class _Write:
+    """One call of ``write``, as the thread that makes it sees it: whether it ended, and
+    stored its batch of ``size`` records."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.ended = threading.Event()
+        self.stored = False
+
+
 class StoragePipeline:
     unstored_kind = "page"  # what ``write`` is given, for the file of unstored records
+    run_name = "crawl"  # for messages
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
@@ -173,6 +191,9 @@ class StoragePipeline:
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
         self._forced_stop_trigger: Any = None  # the reactor trigger of a forced stop
         self._stopped_forcibly = False  # a forced stop was recorded: later writes update it
+        self._lock = threading.Lock()  # between the writing thread and the forced stop's end
+        self._ended = False  # the reactor stopped (a forced stop): no write starts any more
+        self._under_way: _Write | None = None  # the latest write of the batch first in _buffer
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
         self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
@@ -329,10 +350,10 @@ class StoragePipeline:
 
     def forced_stop(self) -> None:
         """The reactor is stopping with the spider still open (a second Ctrl-C): record the
-        crawl as interrupted rather than leave it ``running``. Records waiting for the store
-        (the user stopped a crawl stuck retrying it) are kept in the file of unstored records,
-        as at a close: the reactor stops before they could be written."""
-        self._keep_at_forced_stop("crawl")
+        crawl as interrupted rather than leave it ``running``. Records no write stored by the
+        time the reactor has stopped (the user stopped a crawl stuck retrying the store) are
+        then kept in the file of unstored records, as at a close (``keep_unstored``)."""
+        self._keep_at_forced_stop()
         if self._crawl_goes_on("interrupted"):
             return
         self._stopped_forcibly = True
@@ -342,14 +363,44 @@ class StoragePipeline:
         except StoreError as exc:
             self._keep_outcome(outcome, exc)
 
-    def _keep_at_forced_stop(self, run: str) -> None:
-        """What a forced stop of any run does: no more beats, and the records waiting for the
-        store kept in the file of unstored records."""
+    def _keep_at_forced_stop(self) -> None:
+        """What a forced stop of any run does: no more beats, and once the reactor has stopped,
+        the records no write stored kept in the file of unstored records (``keep_unstored``).
+        Only under a reactor (not in a test driving the pipeline on asyncio alone)."""
         self._forced_stop_trigger = None
         if self._heartbeat is not None and self._heartbeat.running:
             self._heartbeat.stop()
-        if self._buffer:
-            self._keep_unwritten(f"the {run} was stopped ({FORCED_SHUTDOWN}) while they waited")
+        if is_reactor_installed():
+            from twisted.internet import reactor
+
+            reactor.addSystemEventTrigger("after", "shutdown", self.keep_unstored)
+
+    def keep_unstored(self) -> None:
+        """The reactor has stopped after a forced stop: keep in the file of unstored records
+        the records no write stored. Until then the engine ran on, and they could still be
+        written; from now on no write starts (``_write_batch``). A batch a worker thread is
+        writing (MongoDB) is waited for, up to FORCED_STOP_WAIT seconds: the process ends once
+        it does. Stored, it is not kept; still under way, it is kept, said to be stored or not,
+        so that whoever restores it knows the store may hold it (then ``scrapy restore`` leaves
+        it as stored)."""
+        with self._lock:
+            self._ended = True
+            under_way = self._under_way
+        stopped = f"the {self.run_name} was stopped ({FORCED_SHUTDOWN})"
+        left = self._buffer
+        if under_way is not None:
+            if not under_way.ended.wait(FORCED_STOP_WAIT):
+                self._keep_unwritten(
+                    f"{stopped} while they were being written, and the store did not say"
+                    f" within {FORCED_STOP_WAIT:g} s whether it took them",
+                    left[: under_way.size],
+                    verb="may not have been",
+                )
+                left = left[under_way.size :]
+            elif under_way.stored:
+                left = left[under_way.size :]
+        if left:
+            self._keep_unwritten(f"{stopped} while they waited", left)
 
     def _recount_forced_stop(self) -> None:
         """Pages stored after the forced stop was recorded: Scrapy's own shutdown trigger keeps
@@ -399,7 +450,7 @@ class StoragePipeline:
         self._buffer.append(record)
         self._added += 1
         position = self._added
-        while self._written < position and not self._failed:
+        while self._written < position and not self._failed and not self._ended:
             if self._writing:  # ours goes with the next write
                 waiting: Deferred[None] = Deferred()
                 self._waiting.append(waiting)
@@ -409,6 +460,8 @@ class StoragePipeline:
                 await self._drain()
             except StoreError as exc:
                 self._give_up(exc)
+        if self._written < position and self._ended:  # in the file of unstored records
+            raise DropItem(f"not stored: the {self.run_name} was stopped", log_level="DEBUG")
         if self._written < position:
             raise StoreError(f"page {record['url']} not stored yet: the store is unreachable")
         return item
@@ -489,7 +542,9 @@ class StoragePipeline:
         try:
             while self._buffer:
                 batch = self._buffer[: self.batch_size]
-                await self._retrying(self.write, batch)
+                if not await self._retrying(self._write_batch, batch):
+                    break  # the reactor stopped: the batch is in the file of unstored records
+                self._under_way = None  # its batch leaves the buffer
                 del self._buffer[: len(batch)]  # only appended to meanwhile
                 self._written += len(batch)
                 self.stats.inc_value("focused/stored", len(batch))
@@ -501,13 +556,32 @@ class StoragePipeline:
             for waiter in waiting:
                 waiter.callback(None)
 
-    def _keep_unwritten(self, why: str) -> None:
-        count = len(self._buffer)
-        self.stats.set_value(UNSTORED, count)
-        failure = f"{count} page records of crawl {self.crawl_id} were not stored: {why}"
-        kept = self._keep(self.unstored_kind, self._buffer, failure)
+    def _write_batch(self, batch: list[dict[str, Any]]) -> bool:
+        """``write`` the batch, in the store's thread, and say whether it stored it
+        (``_under_way``) to a forced stop ending meanwhile; False, writing nothing, once it
+        ended: the batch is in the file of unstored records then."""
+        with self._lock:
+            if self._ended:
+                return False
+            self._under_way = under_way = _Write(len(batch))
+        try:
+            self.write(batch)
+            under_way.stored = True
+        finally:
+            under_way.ended.set()
+        return True
+
+    def _keep_unwritten(
+        self, why: str, records: list[dict[str, Any]] | None = None, verb: str = "were not"
+    ) -> None:
+        """Keep the records (by default every one buffered) in the file of unstored records."""
+        records = self._buffer if records is None else records
+        count = len(records)
+        self.stats.inc_value(UNSTORED, count)
+        failure = f"{count} page records of crawl {self.crawl_id} {verb} stored: {why}"
+        kept = self._keep(self.unstored_kind, records, failure)
         if kept:
-            self.stats.set_value(UNSTORED_SPILLED, kept)
+            self.stats.inc_value(UNSTORED_SPILLED, kept)
 
     def _keep_outcome(self, outcome: dict[str, Any], exc: StoreError) -> None:
         failure = f"crawl {self.crawl_id} could not be recorded as {outcome['status']}: {exc}"

@@ -1716,6 +1716,7 @@ def test_a_forced_stop_of_a_recrawl_keeps_its_updates_waiting_for_the_store(tmp_
         while not pipeline._buffer:
             await asyncio.sleep(0.01)
         pipeline.forced_stop()
+        pipeline.keep_unstored()  # the reactor stopped
         waiting.cancel()
         await asyncio.gather(waiting, return_exceptions=True)
 

@@ -17,10 +17,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy
+import pymongo
 import pytest
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
+import pipelines.storage as storage_pipeline
+from focused.mongostore import MongoStore
 from focused.refresh import RecrawlSpider, revisit
 from focused.sqlitestore import SqliteStore
 from focused.storage import FINISH_FIELDS, StoreError
@@ -170,6 +173,7 @@ def test_a_forced_stop_keeps_the_pages_waiting_for_the_store(tmp_path, monkeypat
             await asyncio.sleep(0.01)
         crawler.spider.state = {"pages": ITEMS, "relevant": 4}
         pipeline.forced_stop()
+        pipeline.keep_unstored()  # the reactor stopped
         for task in waiting:
             task.cancel()
         await asyncio.gather(*waiting, return_exceptions=True)
@@ -195,6 +199,83 @@ def test_a_forced_stop_keeps_the_pages_waiting_for_the_store(tmp_path, monkeypat
         "forced_shutdown",
         ITEMS,
     )
+
+
+@pytest.mark.parametrize("answers", [True, False], ids=["stored", "no answer"])
+def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
+    tmp_path,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    caplog,
+    answers,
+):
+    """A second Ctrl-C while a worker thread wrote a batch to MongoDB: the whole buffer went to
+    the file of unstored records as the reactor began to stop, "not stored", the batch under
+    way too and the pages the engine went on to store: all were in the store, and `scrapy
+    restore` after a recrawl would have put their older versions back. Only the pages no write
+    stored are kept now, once the reactor has stopped; a batch the store has not answered for
+    by then is kept, said to be stored or not."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    monkeypatch.setattr(storage_pipeline, "FORCED_STOP_WAIT", 0.5, raising=False)
+    crawler = pipeline_crawler(MONGO_URI="mongodb://db.test", FOCUSED_UNSTORED_DIR=str(tmp_path))
+    writing, answer = threading.Event(), threading.Event()
+    upsert = MongoStore._upsert_pages
+
+    def slow(self, pages: list) -> None:
+        if pages[0]["url"] == "http://t/1":
+            writing.set()
+            assert answer.wait(10)
+        upsert(self, pages)
+
+    monkeypatch.setattr(MongoStore, "_upsert_pages", slow)
+
+    async def stop_while_writing() -> None:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        [pipeline] = [p for p in manager.middlewares if isinstance(p, StoragePipeline)]
+        pages = items()
+        crawler.spider.state = {"pages": ITEMS, "relevant": 4}
+        await manager.process_item_async(pages[0])
+        waiting = [asyncio.ensure_future(manager.process_item_async(item)) for item in pages[1:]]
+        while not writing.is_set() or len(pipeline._buffer) < ITEMS - 1:
+            await asyncio.sleep(0.01)
+        pipeline.forced_stop()
+        # The engine runs on until the reactor stops: nothing is known to be lost yet.
+        assert unstored_files(tmp_path) == []
+        if answers:
+            threading.Timer(0.1, answer.set).start()
+        pipeline.keep_unstored()  # the reactor stopped
+        answer.set()
+        await asyncio.gather(*waiting, return_exceptions=True)
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(stop_while_writing())
+    stored = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    assert [p["url"] for p in stored.pages("pipe", order="fetch_order", fields=["url"])] == [
+        "http://t/0",
+        "http://t/1",  # its write ended as the process did
+    ]
+    [path] = unstored_files(tmp_path)
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    first_kept = 2 if answers else 1
+    assert [line["record"]["url"] for line in lines] == [
+        f"http://t/{n}" for n in range(first_kept, ITEMS)
+    ]
+    said = [r.getMessage() for r in error_lines(caplog)]
+    waited = (
+        f"{ITEMS - 2} page records of crawl pipe were not stored: the crawl was stopped"
+        f" (forced_shutdown) while they waited; kept in {path}"
+    )
+    if answers:
+        assert [line.startswith(waited) for line in said] == [True]
+    else:
+        assert [line.startswith(waited) for line in said] == [False, True]
+        assert said[0].startswith(
+            "1 page records of crawl pipe may not have been stored: the crawl was stopped"
+            " (forced_shutdown) while they were being written, and the store did not say"
+            f" within 0.5 s whether it took them; kept in {path}"
+        )
+    assert crawler.stats.get_value(UNSTORED) == ITEMS - first_kept
 
 
 @pytest.fixture
