@@ -20,10 +20,11 @@ since (``duplicate_of``, ``language``, the refresh fields, any added later) may 
 the file of a version before them, and load as null, as the store reads a page it kept from
 before them.
 
-Loading writes pages by (crawl_id, url) as the crawl does, but it is not idempotent: loaded
-again after a recrawl or a resumed run, a file would put back the older records over the
-newer. So a file whose every record was written is renamed ``<name>.restored``
-(``mark_restored``).
+Loading writes pages by (crawl_id, url) as the crawl does, but leaves as it is a page the store
+holds in the same version or a later one (``VERSION_FIELDS``): a record kept by a forced stop
+may have been stored after all, and the page fetched again since, by a recrawl or a resumed
+run. A file whose every record was written is renamed ``<name>.restored`` (``mark_restored``),
+so that it is not loaded again by mistake.
 
 Each line is flushed as it is written: a crash while writing leaves every line but the last
 whole, and loading leaves out a last line cut short (with a warning) rather than the file. A
@@ -55,6 +56,7 @@ from focused.storage import (
     crawl_finish,
     page_to_save,
     page_update,
+    stored_time,
 )
 
 if TYPE_CHECKING:
@@ -108,6 +110,9 @@ PAGE_REQUIRED = (
     "status",
 )
 RESTORED_SUFFIX = ".restored"  # a file whose records were all written
+# The times that tell a page record's version: when it was fetched, or tried in vain by a
+# recrawl, which records nothing else (focused.refresh).
+VERSION_FIELDS = ("fetched_at", "tried_at")
 
 # In the order they are written back: a recrawl's updates apply to the pages saved before them.
 KINDS: dict[str, Kind] = {
@@ -294,8 +299,42 @@ def mark_restored(path: str) -> Path:
     return target
 
 
-def restore(store: Store, unstored: Unstored) -> None:
-    """Write the records into the store: pages by (crawl_id, url), as the crawl does."""
+def restore(store: Store, unstored: Unstored) -> int:
+    """Write the records into the store: pages by (crawl_id, url), as the crawl does, but for
+    those whose page the store holds in the same or a later version (``_not_stored``). How
+    many were left out so."""
+    left_out = 0
     for kind, spec in KINDS.items():
-        if unstored.records[kind]:
-            spec.write(store, unstored.records[kind])
+        records = unstored.records[kind]
+        if kind != "finish":
+            records = _not_stored(store, records)
+            left_out += len(unstored.records[kind]) - len(records)
+        if records:
+            spec.write(store, records)
+    return left_out
+
+
+def _not_stored(store: Store, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The page records (or updates) but those whose page the store holds with each of the
+    ``VERSION_FIELDS`` times the record has at least as late: the record itself, stored after
+    all, or a later fetch of the page, which the record must not put back to an older one."""
+    held: dict[tuple[str, str], dict[str, Any]] = {}
+    for crawl_id in {record["crawl_id"] for record in records}:
+        for page in store.pages(crawl_id, fields=("url", *VERSION_FIELDS)):
+            held[crawl_id, page["url"]] = page
+    return [
+        record
+        for record in records
+        if not _as_late(held.get((record["crawl_id"], record["url"])), record)
+    ]
+
+
+def _as_late(page: Mapping[str, Any] | None, record: Mapping[str, Any]) -> bool:
+    times = [
+        (stored_time(page[name]), stored_time(record[name]))
+        for name in VERSION_FIELDS
+        if page is not None and record.get(name) is not None
+    ]
+    return bool(times) and all(
+        stored is not None and given is not None and stored >= given for stored, given in times
+    )

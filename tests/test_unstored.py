@@ -401,6 +401,59 @@ def test_restore_writes_the_file_into_the_store(cli, one_crawl, tmp_path):  # no
     assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_restore_leaves_a_page_the_store_holds_as_new_or_newer(
+    tmp_path,
+    mongo_client,  # noqa: F811
+    backend,
+):
+    """A record a forced stop kept may have been stored after all (a batch MongoDB had not
+    answered for), and the page fetched again since: restore put the older record back over
+    the newer page, and a recrawl's older update over its later visit."""
+    store = make_store(backend, tmp_path, mongo_client)
+    store.start_crawl(FakeSpider().crawl_record())
+    early, late = "2024-06-01T00:00:01+00:00", "2024-06-05T00:00:00+00:00"
+    store.save_pages(
+        [
+            page("http://t/new", "pipe", fetched_at=late, title="fetched again"),
+            page("http://t/same", "pipe", fetched_at=early, title="kept then"),
+            page("http://t/old", "pipe", fetched_at=early, title="before the record"),
+            page("http://t/tried", "pipe", fetched_at=early, tried_at=late, title="tried"),
+        ]
+    )
+    path = tmp_path / "unstored-pipe.jsonl"
+    middle = "2024-06-03T00:00:00+00:00"
+    lines = [
+        {"kind": "page", "record": page("http://t/new", "pipe", fetched_at=early)},
+        {"kind": "page", "record": page("http://t/same", "pipe", fetched_at=early)},
+        {"kind": "page", "record": page("http://t/none", "pipe", fetched_at=early)},
+        {"kind": "update", "record": {"crawl_id": "pipe", "url": "http://t/new", "title": "x"}},
+        {
+            "kind": "update",
+            "record": {"crawl_id": "pipe", "url": "http://t/old", "fetched_at": middle},
+        },
+        {
+            "kind": "update",
+            "record": {"crawl_id": "pipe", "url": "http://t/tried", "tried_at": middle},
+        },
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    left_out = restore(store, read_unstored([str(path)]))
+    pages = {
+        p["url"]: (p["title"], p["fetched_at"], p["tried_at"])
+        for p in store.pages("pipe", fields=["url", "title", "fetched_at", "tried_at"])
+    }
+    store.close()
+    assert pages == {
+        "http://t/new": ("x", late, None),  # an update that tells no version: written
+        "http://t/same": ("kept then", early, None),  # the same version: as it was
+        "http://t/none": ("title of http://t/none", early, None),
+        "http://t/old": ("before the record", middle, None),
+        "http://t/tried": ("tried", early, late),
+    }
+    assert left_out == 3
+
+
 def test_a_restored_file_is_renamed_so_that_it_is_not_restored_again(cli, one_crawl, tmp_path):  # noqa: F811
     """It stayed, and restoring it again (unstored-*.jsonl) after a recrawl put the older
     records back over the newer: restore is not idempotent."""

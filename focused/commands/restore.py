@@ -6,8 +6,10 @@ nothing: it ends the run with one line on stderr and exit status 2, as does a st
 write (read-only media); an unreachable store, or one without the files' crawls (the settings
 name another store than the crawl's), with exit status 1, as for the other store commands
 (``focused.storecommand``). Once every record is written, each file is renamed
-``FILE.restored`` (``focused.unstored.mark_restored``): restore is not idempotent, a file loaded
-again after a recrawl or a resumed run would put its older records back over the newer.
+``FILE.restored`` (``focused.unstored.mark_restored``), so that it is not loaded again by
+mistake. A page the store holds in the same or a later version is left as it is
+(``focused.unstored.restore``): a record may have been stored after all, and the page fetched
+again since.
 """
 
 from __future__ import annotations
@@ -60,9 +62,9 @@ class Command(ScrapyCommand):
         return (
             "Write into the store (MONGO_URI, else FOCUSED_DB) the records a crawl kept in a file"
             " when its store failed (unstored-CRAWL-TIME.jsonl, named in the crawl's log): its"
-            " pages, a recrawl's page updates, the crawl record's outcome. Once its records are"
-            " written, a file is renamed FILE.restored: loaded again after a recrawl or a resumed"
-            " run, it would put its older records back over the newer."
+            " pages, a recrawl's page updates, the crawl record's outcome; a page the store holds"
+            " in the same or a later version (fetched again since) is left as it is. Once its"
+            " records are written, a file is renamed FILE.restored."
         )
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
@@ -94,14 +96,19 @@ class Command(ScrapyCommand):
                 for crawl_id in self.unstored.crawl_ids():
                     find_crawl(store, crawl_id)  # pages of no crawl would be listed nowhere
                 left = paths.copy()
-                restore(store, self.unstored)
+                left_out = restore(store, self.unstored)
             except (StoreError, InspectError) as exc:
                 fail(str(exc), NOT_FOUND)
             finally:
                 store.close()
+            held = (
+                f" ({left_out} of them not written: the store holds the same or a later version)"
+                if left_out
+                else ""
+            )
             done = [
                 f"restored {self.unstored.summary()} into the {store.backend} store at"
-                f" {store.location}"
+                f" {store.location}{held}"
             ]
             while left:
                 done += _mark_restored(left[0])
