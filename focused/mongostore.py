@@ -10,6 +10,7 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import pymongo
+from bson.errors import BSONError
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from focused.errors import cut, quoted, redact_uri
@@ -43,6 +44,8 @@ class MongoStore(Store):
 
     backend = "MongoDB"
     errors = (PyMongoError,)
+    # bson's own (a value of no BSON type, a document too large), none a PyMongoError.
+    refusals = (BSONError, *Store.refusals)
     threadsafe = True
 
     def __init__(

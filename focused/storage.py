@@ -18,7 +18,8 @@ filters, sort orders, error translation) lives in ``Store``; a backend (``focuse
 ``focused.mongostore``) only says how to read and write.
 
 Every failure of the backend itself (unreachable server, unwritable file, ...) is raised as
-``StoreError`` with a one-line message; mistakes of the caller stay ``ValueError``/``TypeError``.
+``StoreError`` with a one-line message, and so is a value the backend cannot hold
+(``RecordRefused``); mistakes of the caller stay ``ValueError``/``TypeError``.
 """
 
 from __future__ import annotations
@@ -199,6 +200,11 @@ CUT_FIELDS: tuple[str, ...] = ("text", "title", "anchor")
 
 class StoreError(Exception):
     """The store cannot be opened, reached or written; the message is one line for the user."""
+
+
+class RecordRefused(StoreError):
+    """The backend cannot hold a value of the records being written (an integer over 64 bits,
+    text that is no UTF-8...): their failure, not the store's, and the same write fails again."""
 
 
 class RecrawlUnderWay(Exception):
@@ -457,6 +463,9 @@ class Store(ABC):
 
     backend: ClassVar[str]  # for messages
     errors: ClassVar[tuple[type[BaseException], ...]]  # backend failures, raised as StoreError
+    # What the backend raises for a value it cannot hold, raised as RecordRefused: the driver
+    # converts every value before anything is sent (Python's int and str: 64 bits, UTF-8).
+    refusals: ClassVar[tuple[type[BaseException], ...]] = (OverflowError, UnicodeEncodeError)
     # True when the store may be called from any thread: the storage pipeline then moves its
     # calls off the reactor thread, where a network round trip would stall the crawl.
     threadsafe: ClassVar[bool]
@@ -468,8 +477,9 @@ class Store(ABC):
     def _failing(self, action: str) -> Iterator[None]:
         try:
             yield
-        except self.errors as exc:
-            raise StoreError(
+        except (*self.refusals, *self.errors) as exc:
+            error = RecordRefused if isinstance(exc, self.refusals) else StoreError
+            raise error(
                 f"{self.backend} store at {self.location}: cannot {action}: {error_summary(exc)}"
             ) from exc
 

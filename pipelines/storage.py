@@ -21,7 +21,8 @@ MONGO_TIMEOUT_MS, FOCUSED_DB).
 Stats: ``focused/stored`` (page records written), ``focused/unstored`` (page records that could
 not be written at the close: the crawl then ends as ``store_unreachable``, whatever closed the
 spider, such as its page budget reached while the store was being retried),
-``focused/unstored_spilled`` (of which kept in the file of unstored records).
+``focused/unstored_spilled`` (of which kept in the file of unstored records),
+``focused/refused`` (page records the store refused for a value it cannot hold).
 
 Threads: a store that says it is ``threadsafe`` (MongoDB) is called in worker threads, so that a
 round trip to the server never stalls the reactor; SQLite is fast and its connection belongs to
@@ -61,6 +62,12 @@ the log, with how many it took before the disk filled up. Scrapy's scraper logs 
 stored with its record and the traceback, a hundred lines a page: that is the error's one line
 here, which names the page.
 
+A record the store refuses for a value it cannot hold (``RecordRefused``: an integer over 64
+bits, text that is no UTF-8), where the store itself is fine, fails no other: its batch is
+written again one record at a time, and the record refused is kept in the file of unstored
+records, said in one warning line; its item is dropped, the crawl goes on. Retrying it would
+fail alike, and it blocked every record after it.
+
 A page is not stored once its JOBDIR can no longer be written, nor once a shared crawl lost
 Redis (``focused.distributed``): its request stays in flight there, and the page is fetched
 again, and stored then, when the crawl resumes.
@@ -88,7 +95,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
-from focused.errors import one_line
+from focused.errors import cut, one_line
 from focused.jobchecks import holds_crawl_lock
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
@@ -101,6 +108,7 @@ from focused.stopping import (
 from focused.storage import (
     PAGE_FIELDS,
     CrawlRunning,
+    RecordRefused,
     RecrawlUnderWay,
     Store,
     StoreError,
@@ -132,6 +140,7 @@ RECRAWL_UNDER_WAY = "recrawl_under_way"
 CRAWL_RUNNING = "crawl_running"
 UNSTORED = "focused/unstored"  # stat: page records the store could not take at the close
 UNSTORED_SPILLED = "focused/unstored_spilled"  # stat: of which kept in the file for them
+REFUSED = "focused/refused"  # stat: page records the store refused for their values
 # stat: pages not stored once the JOBDIR could no longer be written (fetched again on resume)
 JOBDIR_NOT_STORED = "focused/jobdir_unwritable/pages_not_stored"
 # stat: pages not stored once a shared crawl lost Redis (fetched again when the crawl resumes)
@@ -163,6 +172,7 @@ class _Write:
         self.size = size
         self.ended = threading.Event()
         self.stored = False
+        self.refused: list[tuple[dict[str, Any], RecordRefused]] = []  # the others stored
 
 
 class StoragePipeline:
@@ -194,6 +204,7 @@ class StoragePipeline:
         self._lock = threading.Lock()  # between the writing thread and the forced stop's end
         self._ended = False  # the reactor stopped (a forced stop): no write starts any more
         self._under_way: _Write | None = None  # the latest write of the batch first in _buffer
+        self._refused_records: set[int] = set()  # id() of the records refused, for their items
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
         self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
@@ -460,6 +471,9 @@ class StoragePipeline:
                 await self._drain()
             except StoreError as exc:
                 self._give_up(exc)
+        if id(record) in self._refused_records:  # kept in the file of unstored records
+            self._refused_records.discard(id(record))
+            raise DropItem("not stored: the store refused it", log_level="DEBUG")
         if self._written < position and self._ended:  # in the file of unstored records
             raise DropItem(f"not stored: the {self.run_name} was stopped", log_level="DEBUG")
         if self._written < position:
@@ -544,10 +558,13 @@ class StoragePipeline:
                 batch = self._buffer[: self.batch_size]
                 if not await self._retrying(self._write_batch, batch):
                     break  # the reactor stopped: the batch is in the file of unstored records
+                refused = self._under_way.refused if self._under_way else []
                 self._under_way = None  # its batch leaves the buffer
                 del self._buffer[: len(batch)]  # only appended to meanwhile
                 self._written += len(batch)
-                self.stats.inc_value("focused/stored", len(batch))
+                self.stats.inc_value("focused/stored", len(batch) - len(refused))
+                for record, exc in refused:
+                    self._keep_refused(record, exc)
                 if self._stopped_forcibly:
                     self._recount_forced_stop()
         finally:
@@ -565,11 +582,41 @@ class StoragePipeline:
                 return False
             self._under_way = under_way = _Write(len(batch))
         try:
-            self.write(batch)
+            try:
+                self.write(batch)
+            except RecordRefused:
+                under_way.refused = self._write_alone(batch)
             under_way.stored = True
         finally:
             under_way.ended.set()
         return True
+
+    def _write_alone(
+        self, batch: list[dict[str, Any]]
+    ) -> list[tuple[dict[str, Any], RecordRefused]]:
+        """Write each record of a batch the store refused for a value of one of them: the
+        others are stored; the records refused, with why. The store failing meanwhile raises
+        its StoreError, and the whole batch is retried (writes by (crawl_id, url): the same)."""
+        refused = []
+        for record in batch:
+            try:
+                self.write([record])
+            except RecordRefused as exc:
+                refused.append((record, exc))
+        return refused
+
+    def _keep_refused(self, record: dict[str, Any], exc: RecordRefused) -> None:
+        """Keep a record the store refused in the file of unstored records, said in a warning:
+        the crawl goes on, the store being fine. Loaded back as it is, it would be refused
+        again: ``scrapy restore`` refuses it until its line is mended."""
+        self.stats.inc_value(REFUSED)
+        self._refused_records.add(id(record))
+        self._keep(
+            self.unstored_kind,
+            [record],
+            f"page {cut(record['url'])} of crawl {self.crawl_id} was not stored: {exc}",
+            refused=True,
+        )
 
     def _keep_unwritten(
         self, why: str, records: list[dict[str, Any]] | None = None, verb: str = "were not"
@@ -587,14 +634,23 @@ class StoragePipeline:
         failure = f"crawl {self.crawl_id} could not be recorded as {outcome['status']}: {exc}"
         self._keep("finish", [{"crawl_id": self.crawl_id, **outcome}], failure)
 
-    def _keep(self, kind: str, records: list[dict[str, Any]], failure: str) -> int:
+    def _keep(
+        self, kind: str, records: list[dict[str, Any]], failure: str, *, refused: bool = False
+    ) -> int:
         """Write records the store refused for good to the run's file of unstored records,
         and say so, with the store's failure, in one line; how many the file took (those it
-        did not are lost: the disk full, the folder not writable...)."""
+        did not are lost: the disk full, the folder not writable...). ``refused``: for a value
+        the store cannot hold, a warning (the crawl goes on), which says the line needs
+        mending."""
         if self._unstored is None:
             self._unstored = UnstoredFile(unstored_dir(self.crawler.settings), self.crawl_id)
         path = self._unstored.path
-        restore = f"load into the store with `scrapy restore {shlex.quote(str(path))}`"
+        command = f"`scrapy restore {shlex.quote(str(path))}`"
+        restore = (
+            f"{command} loads it once its line is mended"
+            if refused
+            else f"load into the store with {command}"
+        )
         try:
             self._unstored.add(kind, records)
         except (OSError, ValueError, TypeError) as exc:
@@ -613,7 +669,8 @@ class StoragePipeline:
             else:
                 logger.error("%s; not kept in %s either: %s", failure, path, reason)
             return kept
-        logger.error("%s; kept in %s: %s", failure, path, restore)
+        level = logging.WARNING if refused else logging.ERROR
+        logger.log(level, "%s; kept in %s: %s", failure, path, restore)
         return len(records)
 
     def _give_up(self, exc: StoreError) -> None:
@@ -631,6 +688,8 @@ class StoragePipeline:
         for attempt in range(1, retries + 1):
             try:
                 result = await self._call(method, *args, **kwargs)
+            except RecordRefused:
+                raise  # the values: the same call fails again
             except StoreError as exc:
                 logger.warning("%s; retry %d of %d in %.1f s", exc, attempt, retries, delay)
                 self._hold_requests()

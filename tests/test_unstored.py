@@ -16,9 +16,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import bson
+import mongomock
 import numpy
 import pymongo
 import pytest
+from scrapy import signals
 from scrapy.pipelines import ItemPipelineManager
 from scrapy.utils.test import get_crawler
 
@@ -276,6 +279,92 @@ def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
             f" within 0.5 s whether it took them; kept in {path}"
         )
     assert crawler.stats.get_value(UNSTORED) == ITEMS - first_kept
+
+
+@pytest.fixture
+def bson_encoding(monkeypatch) -> None:
+    """mongomock stores any Python value; pymongo encodes each document as BSON before it sends
+    a bulk write, and raises bson's errors (no PyMongoError) for a value BSON cannot hold. Make
+    mongomock do so."""
+    bulk_write = mongomock.collection.Collection.bulk_write
+
+    def encoding(self, requests, *args, **kwargs):
+        for request in requests:
+            bson.encode(request._doc)
+        return bulk_write(self, requests, *args, **kwargs)
+
+    monkeypatch.setattr(mongomock.collection.Collection, "bulk_write", encoding)
+
+
+@pytest.mark.usefixtures("bson_encoding")
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_a_page_the_store_cannot_hold_is_kept_and_the_others_are_stored(
+    tmp_path,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    caplog,
+    backend,
+):
+    """A value the store cannot hold (text that is no UTF-8, an integer over 64 bits) failed its
+    page with a traceback, and the page stayed first in line: every page after it failed too,
+    and the crawl's outcome was never recorded. The page is now kept in the file of unstored
+    records with one warning line, and the crawl goes on."""
+    monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+    where = {"MONGO_URI": "mongodb://db.test"} if backend == "mongo" else {}
+    db = tmp_path / "crawl.sqlite3"
+    crawler = pipeline_crawler(FOCUSED_DB=str(db), FOCUSED_UNSTORED_DIR=str(tmp_path), **where)
+    pages = items()
+    pages[2]["title"] = "lone \udc80 surrogate"
+    pages[5]["level"] = 2**64
+
+    async def crawl() -> list:
+        manager = ItemPipelineManager.from_crawler(crawler)
+        await manager.open_spider_async()
+        await crawler.signals.send_catch_log_async(signals.spider_opened, spider=crawler.spider)
+        # Together, as responses come in: MongoDB writes those waiting in one batch.
+        done = await asyncio.gather(
+            *(manager.process_item_async(item) for item in pages), return_exceptions=True
+        )
+        crawler.spider.state = {"pages": ITEMS, "relevant": 4}
+        await manager.close_spider_async()
+        await crawler.signals.send_catch_log_async(
+            signals.spider_closed, spider=crawler.spider, reason="finished"
+        )
+        return done
+
+    with caplog.at_level(logging.WARNING):
+        done = asyncio.run(crawl())
+    assert [type(result).__name__ for result in done] == [
+        "DropItem" if n in (2, 5) else "PageItem" for n in range(ITEMS)
+    ]
+    store = (
+        MongoStore("mongodb://db.test", "focused", client=mongo_client)
+        if backend == "mongo"
+        else SqliteStore(db)
+    )
+    try:
+        stored = [p["url"] for p in store.pages("pipe", order="fetch_order", fields=["url"])]
+        crawl_record = store.get_crawl("pipe")
+    finally:
+        store.close()
+    assert stored == [f"http://t/{n}" for n in (0, 1, 3, 4, 6)]
+    assert (crawl_record["status"], crawl_record["pages"]) == ("finished", ITEMS)
+    [path] = unstored_files(tmp_path)
+    lines = [json.loads(line)["record"] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert [(line["url"], line["title"], line["level"]) for line in lines] == [
+        ("http://t/2", pages[2]["title"], 2),
+        ("http://t/5", "page 5", 2**64),
+    ]
+    said = [r for r in caplog.records if r.name == "pipelines.storage"]
+    assert [r.levelno for r in said] == [logging.WARNING] * 2
+    assert [r.getMessage() for r in caplog.records if r.exc_info or "\n" in r.getMessage()] == []
+    assert said[0].getMessage().startswith("page http://t/2 of crawl pipe was not stored: ")
+    assert "surrogates not allowed" in said[0].getMessage()
+    assert said[1].getMessage().startswith("page http://t/5 of crawl pipe was not stored: ")
+    assert f"; kept in {path}: `scrapy restore {path}` loads it once" in said[1].getMessage()
+    assert crawler.stats.get_value("focused/refused") == 2
+    assert crawler.stats.get_value("focused/stored") == ITEMS - 2
+    assert crawler.stats.get_value(UNSTORED) is None
 
 
 @pytest.fixture
