@@ -22,6 +22,7 @@ one machine (``FOCUSED_CHROMIUM``).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,7 +78,8 @@ FETCH_SETTINGS: tuple[str, ...] = (
 
 def given_fetch_settings(settings: Any) -> dict[str, Any]:
     """The ``FETCH_SETTINGS`` given on the command line, as the crawl ran with them, as JSON (a
-    value JSON cannot hold, set by a component, is kept as text)."""
+    value JSON cannot hold, set by a component, is kept as text, and one holding an integer no
+    store's record can, as its JSON text)."""
     return {
         name: _as_json(settings[name])
         for name in FETCH_SETTINGS
@@ -111,6 +113,18 @@ def _as_json(value: Any) -> Any:
     if isinstance(value, BaseSettings):  # a dict setting: Scrapy keeps each key's priority
         value = value.copy_to_dict()
     try:
-        return json.loads(json.dumps(value))
+        kept = json.loads(json.dumps(value))
     except (TypeError, ValueError):
         return str(value)
+    # A MongoDB record holds integers of 64 bits: one larger (in a DOWNLOAD_SLOTS key that no
+    # check reads, focused.settingchecks) failed the crawl's start there alone. As text, a
+    # recrawl gives it to Scrapy as -s did.
+    return json.dumps(kept) if _too_large(kept) else kept
+
+
+def _too_large(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(map(_too_large, value.values()))
+    if isinstance(value, list):
+        return any(map(_too_large, value))
+    return isinstance(value, int) and abs(value) > sys.maxsize

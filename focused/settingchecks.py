@@ -61,9 +61,8 @@ def read_number(label: str, raw: Any, kind: type) -> Any:
         raise ConfigError(f"{label}={quoted(raw)} is not {KIND_NAMES[kind]}") from None
     if not _finite(value):  # nan passes every bound
         raise ConfigError(f"{label}={quoted(raw)} is not a finite number")
-    # An index, a seed, a deque's length, an SQLite INTEGER: an OverflowError once the crawl ran.
-    if kind is int and abs(value) > sys.maxsize:
-        raise ConfigError(f"{label}={cut(str(raw))} is too large: at most {sys.maxsize}")
+    if kind is int:
+        _check_size(f"{label}=", raw, value)
     return value
 
 
@@ -412,12 +411,21 @@ def _check_integer_lists(settings: Any) -> None:
     for name in INTEGER_LISTS:
         for item in settings.getlist(name):
             try:
-                int(item)
+                number = int(item)
             except (TypeError, ValueError):
                 raise ConfigError(
                     f"setting {name}: {quoted(item)} is not a whole number (give them separated by "
                     "commas: 500,502)"
                 ) from None
+            _check_size(f"setting {name}: ", item, number)
+
+
+def _check_size(label: str, raw: Any, number: int) -> None:
+    """At most 64 bits, as an index, a deque's length, an SQLite INTEGER, and a crawl record's
+    fetch settings on MongoDB (``focused.fetchsettings``) take an integer: past that, an
+    OverflowError once the crawl ran."""
+    if abs(number) > sys.maxsize:
+        raise ConfigError(f"{label}{cut(str(raw))} is too large: at most {sys.maxsize}")
 
 
 def allow_status_codes_as_numbers(settings: Any) -> None:
@@ -454,6 +462,8 @@ def _check_download_slots(settings: Any) -> None:
                     f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}={quoted(value)}; give "
                     f"{KIND_NAMES[kind]}, at least {low:g}"
                 )
+            if kind is int:
+                _check_size(f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}=", value, value)
 
 
 def _is_number(value: Any, kind: type) -> bool:

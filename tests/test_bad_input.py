@@ -407,6 +407,17 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
             {"DOWNLOAD_SLOTS": '{"127.0.0.1": {"delay": "1"}}'},
             "setting DOWNLOAD_SLOTS: '127.0.0.1' has delay='1'; give a number, at least 0",
         ),
+        # Kept in the crawl record (focused.fetchsettings): MongoDB's integers are 64 bits, and
+        # the crawl failed as it started there, with tracebacks, where SQLite's went on.
+        (
+            {"DOWNLOAD_SLOTS": '{"127.0.0.1": {"concurrency": 99999999999999999999}}'},
+            "setting DOWNLOAD_SLOTS: '127.0.0.1' has concurrency=99999999999999999999 is too"
+            " large: at most 9223372036854775807",
+        ),
+        (
+            {"HTTPERROR_ALLOWED_CODES": "404,99999999999999999999"},
+            "setting HTTPERROR_ALLOWED_CODES: 99999999999999999999 is too large: at most",
+        ),
         # Every log line failed to format (an error report each, exit 0), or logging did not start.
         ({"LOG_FORMAT": "%(nosuch)s"}, "setting LOG_FORMAT='%(nosuch)s' cannot format a log line"),
         ({"LOG_FORMAT": "{message}"}, "setting LOG_FORMAT='{message}' cannot format a log line"),

@@ -1,5 +1,7 @@
 """The settings a crawl records of how it fetched, and a recrawl gives again."""
 
+import json
+
 from scrapy.settings import Settings
 
 from focused.fetchsettings import FETCH_SETTINGS, given_fetch_settings, restore_fetch_settings
@@ -44,6 +46,17 @@ def test_a_dict_setting_is_kept_as_a_dict_and_a_value_json_cannot_hold_as_text()
     recrawl = command_line({})
     restore_fetch_settings(recrawl, kept)
     assert recrawl.getdict("DOWNLOAD_SLOTS") == {"a.test": {"delay": 2}}
+
+
+def test_an_integer_no_store_can_hold_is_kept_as_text():
+    """In a key no check reads: a MongoDB record holds 64 bits, and the crawl's start failed
+    there alone with an OverflowError."""
+    given = '{"a.test": {"delay": 2, "later": 99999999999999999999}}'
+    kept = given_fetch_settings(command_line({"DOWNLOAD_SLOTS": given}))
+    assert kept == {"DOWNLOAD_SLOTS": json.dumps(json.loads(given))}
+    recrawl = command_line({})
+    restore_fetch_settings(recrawl, kept)
+    assert recrawl.getdict("DOWNLOAD_SLOTS") == json.loads(given)
 
 
 def test_a_recrawl_gives_each_recorded_setting_its_own_command_line_does_not():
