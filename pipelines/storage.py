@@ -408,7 +408,10 @@ class StoragePipeline:
                     verb="may not have been",
                 )
                 left = left[under_way.size :]
-            elif under_way.stored:
+            elif under_way.stored:  # a page it refused is kept as at any time, once
+                refused, under_way.refused = under_way.refused, []
+                for record, exc in refused:
+                    self._keep_refused(record, exc)
                 left = left[under_way.size :]
         if left:
             self._keep_unwritten(f"{stopped} while they waited", left)

@@ -204,20 +204,22 @@ def test_a_forced_stop_keeps_the_pages_waiting_for_the_store(tmp_path, monkeypat
     )
 
 
-@pytest.mark.parametrize("answers", [True, False], ids=["stored", "no answer"])
+@pytest.mark.usefixtures("bson_encoding")
+@pytest.mark.parametrize("case", ["stored", "no answer", "refused"])
 def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
     tmp_path,
     monkeypatch,
     mongo_client,  # noqa: F811
     caplog,
-    answers,
+    case,
 ):
     """A second Ctrl-C while a worker thread wrote a batch to MongoDB: the whole buffer went to
     the file of unstored records as the reactor began to stop, "not stored", the batch under
     way too and the pages the engine went on to store: all were in the store, and `scrapy
     restore` after a recrawl would have put their older versions back. Only the pages no write
     stored are kept now, once the reactor has stopped; a batch the store has not answered for
-    by then is kept, said to be stored or not."""
+    by then is kept, said to be stored or not; a page of it the store refused, as it would be at
+    any other time."""
     monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
     monkeypatch.setattr(storage_pipeline, "FORCED_STOP_WAIT", 0.5, raising=False)
     crawler = pipeline_crawler(MONGO_URI="mongodb://db.test", FOCUSED_UNSTORED_DIR=str(tmp_path))
@@ -237,6 +239,8 @@ def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
         await manager.open_spider_async()
         [pipeline] = [p for p in manager.middlewares if isinstance(p, StoragePipeline)]
         pages = items()
+        if case == "refused":
+            pages[1]["title"] = "lone \udc80 surrogate"
         crawler.spider.state = {"pages": ITEMS, "relevant": 4}
         await manager.process_item_async(pages[0])
         waiting = [asyncio.ensure_future(manager.process_item_async(item)) for item in pages[1:]]
@@ -245,32 +249,37 @@ def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
         pipeline.forced_stop()
         # The engine runs on until the reactor stops: nothing is known to be lost yet.
         assert unstored_files(tmp_path) == []
-        if answers:
+        if case != "no answer":
             threading.Timer(0.1, answer.set).start()
         pipeline.keep_unstored()  # the reactor stopped
         answer.set()
         await asyncio.gather(*waiting, return_exceptions=True)
 
-    with caplog.at_level(logging.ERROR):
+    with caplog.at_level(logging.WARNING):
         asyncio.run(stop_while_writing())
     stored = MongoStore("mongodb://db.test", "focused", client=mongo_client)
+    # The write of page 1 ended as the process did.
     assert [p["url"] for p in stored.pages("pipe", order="fetch_order", fields=["url"])] == [
         "http://t/0",
-        "http://t/1",  # its write ended as the process did
+        *(["http://t/1"] if case != "refused" else []),
     ]
     [path] = unstored_files(tmp_path)
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    first_kept = 2 if answers else 1
+    first_kept = 2 if case == "stored" else 1
     assert [line["record"]["url"] for line in lines] == [
         f"http://t/{n}" for n in range(first_kept, ITEMS)
     ]
-    said = [r.getMessage() for r in error_lines(caplog)]
+    said = [r.getMessage() for r in caplog.records if r.name == "pipelines.storage"]
     waited = (
         f"{ITEMS - 2} page records of crawl pipe were not stored: the crawl was stopped"
         f" (forced_shutdown) while they waited; kept in {path}"
     )
-    if answers:
+    if case == "stored":
         assert [line.startswith(waited) for line in said] == [True]
+    elif case == "refused":
+        assert [line.startswith(waited) for line in said] == [False, True]
+        assert said[0].startswith("page http://t/1 of crawl pipe was not stored: ")
+        assert crawler.stats.get_value("focused/refused") == 1
     else:
         assert [line.startswith(waited) for line in said] == [False, True]
         assert said[0].startswith(
@@ -278,7 +287,7 @@ def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
             " (forced_shutdown) while they were being written, and the store did not say"
             f" within 0.5 s whether it took them; kept in {path}"
         )
-    assert crawler.stats.get_value(UNSTORED) == ITEMS - first_kept
+    assert crawler.stats.get_value(UNSTORED) == ITEMS - 2 + (case == "no answer")
 
 
 @pytest.fixture
