@@ -13,6 +13,14 @@ This module adds:
   Content-Type), or ``binary_body``: an image, a PDF, an archive or other binary served as
   HTML, told by its first bytes (a signature, or a NUL byte in its first KB), which lxml
   would have made a page of text (and links) out of.
+- ``NotHtmlStopMiddleware``: a page whose Content-Type makes it ``not_html`` (``says_not_html``,
+  the rule ``page_skip_reason`` reads) is downloaded no further than its headers, where Scrapy
+  downloaded it whole, up to ``DOWNLOAD_MAXSIZE``, for the spider to skip it: an extensionless
+  link to a PDF or a ``.js`` link. The spider still gets the response (its body empty) and
+  counts it. Spared: robots.txt (text, read by its middleware), a redirect (the WARC export
+  keeps its body as it came), a body that says it is no longer than 64 KiB (a stop closes the
+  connection), one over ``DOWNLOAD_MAXSIZE`` (Scrapy cancels it, ``too_large``), and a rendered
+  page (scrapy-playwright sends no ``headers_received``).
 - ``skip_reason(failure)``: the reason a request came to nothing, for the spider's errback,
   which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
   ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
@@ -40,13 +48,13 @@ This module adds:
 - ``HeadCheckMiddleware`` (downloader middleware, on with ``HEAD_CHECK = True``): sends a HEAD
   first and skips the GET when the Content-Type is not HTML or the Content-Length exceeds
   ``DOWNLOAD_MAXSIZE``. It costs one more round trip per page, and the HEAD counts against
-  the per-host politeness delay too, so crawl throughput roughly halves; turn it on for sites
-  whose binary files have no telling extension (``/download?id=3``), where each skipped GET
-  saves far more than a HEAD costs. Servers that refuse HEAD (405/501) get the GET as usual,
-  and so do those whose HEAD fails (a dropped connection, a timeout; not retried:
-  ``focused/head_check_failures``). A recrawl's conditional GET (``If-None-Match``,
-  ``If-Modified-Since``: ``focused.refresh``) gets no HEAD: an unchanged page answers it 304
-  without a body, one request where a HEAD made two.
+  the per-host politeness delay too, so crawl throughput roughly halves; it saves little since
+  ``NotHtmlStopMiddleware`` ends such a GET at its headers (and Scrapy one over
+  ``DOWNLOAD_MAXSIZE`` by its Content-Length): a closed connection, or a body under 64 KiB.
+  Servers that refuse HEAD (405/501) get the GET as usual, and so do those whose HEAD fails (a
+  dropped connection, a timeout; not retried: ``focused/head_check_failures``). A recrawl's
+  conditional GET (``If-None-Match``, ``If-Modified-Since``: ``focused.refresh``) gets no HEAD:
+  an unchanged page answers it 304 without a body, one request where a HEAD made two.
 """
 
 from __future__ import annotations
@@ -63,7 +71,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import brotli
 from charset_normalizer import from_bytes
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
 from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
 from scrapy.exceptions import (
@@ -73,8 +81,10 @@ from scrapy.exceptions import (
     IgnoreRequest,
     NotConfigured,
     ResponseDataLossError,
+    StopDownload,
 )
 from scrapy.http import HtmlResponse, TextResponse
+from scrapy.http.request import NO_CALLBACK
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.response import _metaref_cache, get_base_url
 from twisted.python.reflect import safe_str
@@ -91,7 +101,7 @@ else:
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
+    from scrapy.http import Headers, Response
     from twisted.python.failure import Failure
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -108,6 +118,9 @@ BINARY_SIGNATURES = (
     b"\x1f\x8b",
     b"RIFF",
 )
+# A non-HTML body that says it is no longer than this is downloaded rather than stopped: a stop
+# closes the connection, and a new one (a TLS handshake) costs more round trips than 64 KiB.
+NOT_HTML_KEPT_SIZE = 64 * 1024
 SNIFFED_BYTES = 1024  # a NUL among them: no text in an 8-bit or UTF-8 encoding has one
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redirect follows
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
@@ -213,8 +226,7 @@ class ErrorsSaid(logging.Filter):
 
 def page_skip_reason(response: Response) -> str | None:
     """Why ``response`` is no page to extract (``focused/skipped/<reason>``), or None."""
-    content_type = response.headers.get(b"Content-Type", b"").decode("latin-1")
-    if not isinstance(response, TextResponse) or not is_html_type(content_type):
+    if not isinstance(response, TextResponse) or says_not_html(response.headers):
         return "not_html"
     if is_binary(response.body, response.encoding):
         return "binary_body"
@@ -228,6 +240,12 @@ def is_binary(body: bytes, encoding: str) -> bool:
     if head.startswith(BINARY_SIGNATURES):
         return True
     return b"\0" in head and not encoding.lower().replace("_", "-").startswith(("utf-16", "utf-32"))
+
+
+def says_not_html(headers: Headers) -> bool:
+    """``headers`` make their response ``not_html`` whatever its body: a Content-Type that names
+    no HTML. (Without one, the body is sniffed for the response's class.)"""
+    return not is_html_type(headers.get(b"Content-Type", b"").decode("latin-1"))
 
 
 def is_html_type(content_type: str) -> bool:
@@ -415,6 +433,41 @@ class HeadCheckMiddleware:
         if self.maxsize and length and length.isdigit() and int(length) > self.maxsize:
             self.stats.inc_value("focused/skipped/head_too_large")
             raise IgnoreRequest(f"HEAD says {int(length)} bytes: over DOWNLOAD_MAXSIZE")
+
+
+class NotHtmlStopMiddleware:
+    """Ends the download of a page whose headers make it ``not_html`` (``says_not_html``), with
+    the body received so far (none): the spider skips it for its headers alone, and Scrapy
+    downloaded it whole, up to ``DOWNLOAD_MAXSIZE``, first. The response still reaches the
+    spider, which counts it as before (``focused/skipped/not_html``, a response of the page
+    budget); ``focused/not_html_stopped`` counts the downloads ended so."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.stats = crawler.stats
+        self.maxsize = crawler.settings.getint("DOWNLOAD_MAXSIZE")
+        crawler.signals.connect(self.headers_received, signal=signals.headers_received)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NotHtmlStopMiddleware:
+        return cls(crawler)
+
+    def headers_received(self, headers: Headers, body_length: Any, request: Request) -> None:
+        if (
+            request.method != "GET"  # HEAD_CHECK's HEAD has no body to spare
+            or request.callback is NO_CALLBACK  # robots.txt: read by its middleware, as text
+            or b"Location" in headers  # a redirect's body is archived as it came (WARC_DIR)
+            or not says_not_html(headers)
+        ):
+            return
+        # An unknown length is None, -1 or Twisted's UNKNOWN_LENGTH, as the handler has it.
+        if isinstance(body_length, int) and body_length >= 0:
+            maxsize = request.meta.get("download_maxsize", self.maxsize)
+            if maxsize and body_length > maxsize:
+                return  # Scrapy cancels it unread, as too_large
+            if body_length <= NOT_HTML_KEPT_SIZE:
+                return  # costs less than the connection a stop closes
+        self.stats.inc_value("focused/not_html_stopped")
+        raise StopDownload(fail=False)
 
 
 class BadRedirect(IgnoreRequest):

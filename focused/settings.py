@@ -106,6 +106,8 @@ DOWNLOADER_MIDDLEWARES = {
     # Sees a 429/503 before Scrapy's RetryMiddleware (550) retries it: pauses the host first.
     "focused.retryafter.RetryAfterMiddleware": 555,
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
+    # Ends a non-HTML page's download at its headers (a signal handler: its order is none's).
+    "focused.hygiene.NotHtmlStopMiddleware": 565,
     # A page that declares no encoding, guessed as Scrapy guesses but for Japanese taken for
     # Korean: after HttpCompressionMiddleware (590) inflates it, before the meta refresh is read.
     "focused.hygiene.CharsetMiddleware": 585,
@@ -219,7 +221,8 @@ CANONICAL_DROP_PARAMS = [
 ]  # fmt: skip
 # Response hygiene (focused.hygiene). DOWNLOAD_MAXSIZE, DOWNLOAD_TIMEOUT and REDIRECT_MAX_TIMES
 # are set above. HEAD_CHECK: a HEAD before each GET skips non-HTML and oversized bodies the URL
-# does not reveal; it costs a round trip per page (about half the throughput), so it is off.
+# does not reveal; it costs a round trip per page (about half the throughput), so it is off:
+# a GET whose headers say it is not HTML is ended there anyway (NotHtmlStopMiddleware).
 HEAD_CHECK = False
 # The frontier bound (the sources' MAX_BUFFER): when full, the lowest-ranked requests are
 # evicted, for every strategy, in memory, under JOBDIR and in Redis. 0 = unbounded.

@@ -5,19 +5,25 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from scrapy import Request
-from scrapy.http import HtmlResponse
+from scrapy.exceptions import StopDownload
+from scrapy.http import Headers, HtmlResponse
+from scrapy.responsetypes import responsetypes
 from scrapy.utils.project import get_project_settings
+from scrapy.utils.test import get_crawler
 
 from focused.extract import extract_page
-from focused.hygiene import CharsetMiddleware
+from focused.hygiene import CharsetMiddleware, NotHtmlStopMiddleware, page_skip_reason
 from focused.settingchecks import dns_timeout_note
 from tests.conftest import REPO, crawl_env, run_crawl
 from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
+from tests.test_refresh import recrawl, stored_crawl
 
 WORDS = "oiseaux plumes birds feathers"
 HE_TEXT = "ציפורים נודדות"  # "migrating birds"
@@ -551,3 +557,150 @@ def test_a_page_named_like_a_text_file_is_fetched_and_a_binary_file_is_not(tmp_p
     assert not set(binaries) & set(fetched), fetched
     assert stat(log, "focused/skipped/extension") == len(binaries)
     assert stat(log, "focused/skipped/not_html") == 1  # the script, by its Content-Type
+
+
+class _Streamed(BaseHTTPRequestHandler):
+    """Serves ``server.bodies[path]`` (Content-Type, body, whether to send its length, the
+    Location of a redirect) in
+    chunks, a pause between them, as a large file comes over a slow link; counts in
+    ``server.sent`` what each write handed the connection, and in ``server.cut`` the paths whose
+    connection the client closed before the body's end."""
+
+    server: _StreamedSite
+
+    def do_GET(self) -> None:
+        site = self.server
+        site.fetched.append(self.path)
+        missing = ("text/html", html("missing", "no such page").encode(), True, None)
+        content_type, body, with_length, location = site.bodies.get(self.path, missing)
+        self.send_response(404 if self.path not in site.bodies else 302 if location else 200)
+        self.send_header("Content-Type", content_type)
+        if location:
+            self.send_header("Location", location)
+        if with_length:
+            self.send_header("Content-Length", str(len(body)))
+        else:
+            self.close_connection = True  # the body ends as the connection closes
+        self.end_headers()
+        for start in range(0, len(body), STREAMED_CHUNK):
+            chunk = body[start : start + STREAMED_CHUNK]
+            try:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                site.cut.append(self.path)
+                return
+            site.sent[self.path] = site.sent.get(self.path, 0) + len(chunk)
+            if len(body) > STREAMED_CHUNK:
+                time.sleep(STREAMED_PAUSE)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _StreamedSite(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, bodies: dict[str, tuple[str, bytes, bool, str | None]]) -> None:
+        self.bodies = bodies
+        self.fetched: list[str] = []
+        self.sent: dict[str, int] = {}
+        self.cut: list[str] = []
+        super().__init__(("127.0.0.1", 0), _Streamed)
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        pass  # a connection the crawl closed: what the test counts
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def __enter__(self) -> _StreamedSite:
+        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05})
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self._thread.join()
+        self.server_close()
+
+
+STREAMED_CHUNK = 64 * 1024
+STREAMED_PAUSE = 0.05  # 8 MiB in some 6.5 s; a stop ends the writes within two
+LARGE = 8 * 1024 * 1024  # under DOWNLOAD_MAXSIZE
+
+
+@pytest.mark.parametrize("with_length", [True, False], ids=["content-length", "no-length"])
+def test_a_large_non_html_body_is_not_downloaded_whole(tmp_path, with_length):
+    """A link that names no binary file by its extension (``/report``) to a PDF was downloaded
+    whole, up to DOWNLOAD_MAXSIZE, before the spider skipped it for its Content-Type. Its
+    download now ends at its headers; robots.txt (text too) and a redirect (whose body the WARC
+    export keeps) are read whole."""
+    paths = ["/report", "/app.js", "/moved", "/private"]
+    links = "".join(f"<a href='{path}'>{WORDS}</a>" for path in paths)
+    page = html("home", f"<p>{WORDS}</p>{links}")
+    robots = b"# padding\n" * 20_000 + b"User-agent: *\nDisallow: /private\n"
+    bodies = {
+        "/": ("text/html", page.encode(), True, None),
+        "/report": ("application/pdf", b"%PDF-1.4\n" + b"\0" * LARGE, with_length, None),
+        "/robots.txt": ("text/plain", robots, False, None),
+        # Small, its length said: cheaper whole than a new connection after a stop.
+        "/app.js": ("application/javascript", b"var birds = 1;\n" * 4000, True, None),
+        "/moved": ("text/plain", b"moved to /page\n" * 20_000, False, "/page"),
+        "/page": ("text/html", html("page", f"<p>{WORDS}</p>").encode(), True, None),
+    }
+    with _StreamedSite(bodies) as site:
+        url = site.url
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": WORDS, "seeds": f"{url}/"})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert site.sent["/report"] < LARGE // 4, site.sent  # not 8 MiB: 1.6 s of slack
+    assert stat(log, "downloader/response_bytes") < LARGE // 4
+    assert stat(log, "focused/skipped/not_html") == 2  # counted as before, /app.js too
+    assert stat(log, "focused/not_html_stopped") == 1
+    assert site.sent["/robots.txt"] >= len(robots) and "/private" not in site.fetched
+    assert site.cut == ["/report"]  # the script's and the redirect's bodies came whole
+    assert sorted(page["url"] for page in crawl.pages()) == [f"{url}/", f"{url}/page"]
+
+
+def test_a_recrawl_stops_a_large_non_html_body_at_its_headers_too(tmp_path):
+    """A stored page now served as a PDF was downloaded whole by the recrawl, which skips it
+    as the crawl does (``not_html``, its visit only tried)."""
+    db = tmp_path / "focused.sqlite3"
+    body = b"%PDF-1.4\n" + b"\0" * LARGE
+    with _StreamedSite({"/a": ("application/pdf", body, True, None)}) as site:
+        stored_crawl(db, [f"{site.url}/a"])
+        result = recrawl(db, "c1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert site.sent["/a"] < LARGE // 4, site.sent
+    assert stat(result.stderr, "focused/skipped/not_html") == 1
+    assert stat(result.stderr, "focused/not_html_stopped") == 1
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "", "text/html", "TEXT/HTML", "text/html;;charset=x-klingon", "application/xhtml+xml",
+     "text/plain", "application/pdf", "application/octet-stream", "image/png"],
+)  # fmt: skip
+def test_a_download_is_stopped_only_when_the_spider_would_skip_its_page_whatever_its_body(
+    content_type,
+):
+    """The stop reads the headers as page_skip_reason does: a page it stops is ``not_html``
+    whatever body came, and one it lets through may be read."""
+    headers = Headers({} if content_type is None else {"Content-Type": content_type})
+    crawler = get_crawler(settings_dict={"DOWNLOAD_MAXSIZE": 10 * 1024 * 1024})
+    stop = NotHtmlStopMiddleware.from_crawler(crawler)
+    request = Request("http://127.0.0.1/download")
+    try:
+        stop.headers_received(headers, None, request)
+    except StopDownload as stopped:
+        assert not stopped.fail  # the response goes to the callback, which counts it
+        stopped_here = True
+    else:
+        stopped_here = False
+    body = html("page", f"<p>{WORDS}</p>").encode()
+    response = responsetypes.from_args(headers=headers, url=request.url, body=body)(
+        url=request.url, headers=headers, body=body, request=request
+    )
+    assert stopped_here == (page_skip_reason(response) == "not_html")
