@@ -48,7 +48,7 @@ import json
 import logging
 import os
 import pickle
-from collections import Counter
+from collections import Counter, deque
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,6 +140,10 @@ class SpiderState(ScrapySpiderState):
             spider.state = {}
 
 
+# The key in ``spider.state`` of the topic-drift window (``focused.stopping.StopCriteria``):
+# whether each of the last DRIFT_WINDOW pages scored was relevant, oldest first.
+DRIFT_STATE = "drift_window"
+
 # What spider.state holds that the crawl reads, by type: a valid pickle of another value (a
 # list, a count of text) was a cascade of tracebacks and a crawl that never ended.
 STATE_TYPES: dict[str, type] = {
@@ -149,6 +153,7 @@ STATE_TYPES: dict[str, type] = {
     "discovered": int,
     "fetched_urls": set,
     "host_pages": Counter,
+    DRIFT_STATE: deque,
 }
 
 
@@ -167,6 +172,9 @@ def _state_problem(state: Any) -> str | None:
     for host, count in state.get("host_pages", {}).items():
         if not isinstance(host, str) or not _is_count(count):
             return f"its host_pages holds {host!r}: {count!r}, not a host and a count"
+    for relevant in state.get(DRIFT_STATE, ()):
+        if not isinstance(relevant, bool):
+            return f"its {DRIFT_STATE} holds {relevant!r}, not True or False"
     return None
 
 
@@ -427,7 +435,9 @@ def relearn(model: RelevanceModel, pages: Iterable[dict[str, Any]]) -> int:
     return learned
 
 
-def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> None:
+def recover_state(
+    state: dict[str, Any], pages: Iterable[dict[str, Any]], drift_window: int = 0
+) -> None:
     """Bring the counters of ``spider.state`` up to what the stored pages show.
 
     After a crash ``spider.state`` is the one saved at the last clean close (or empty), behind
@@ -437,20 +447,26 @@ def recover_state(state: dict[str, Any], pages: Iterable[dict[str, Any]]) -> Non
     ``responses`` (written through, ``CrawlCounters``) is at least the fetch order. The
     canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
     but never stored (its write failed) must not be taken for a duplicate of itself when its
-    request is fetched again.
+    request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
+    order) is the last pages stored when the store is ahead of the saved state: the one saved
+    is of older pages.
     """
     last = relevant = 0
     urls: set[str] = set()
     hosts: Counter[str] = Counter()
+    recent: deque[bool] = deque(maxlen=drift_window)
     for page in pages:
         last = max(last, page["fetch_order"] or 0)
         relevant += bool(page["is_relevant"])
+        recent.append(bool(page["is_relevant"]))
         if page["url"] is None:  # unknown (edited by hand): no URL, no host to count it for
             continue
         urls.add(page["url"])
         if page["duplicate_of"]:
             urls.add(page["duplicate_of"])
         hosts[urlsplit(page["url"]).hostname or ""] += 1
+    if drift_window and last > state.get("pages", 0):
+        state[DRIFT_STATE] = recent
     state["pages"] = max(state.get("pages", 0), last)
     # The page budget's count (focused.stopping.PageBudget): each page fetched was a response.
     state["responses"] = max(state.get("responses", 0), state["pages"])

@@ -208,7 +208,7 @@ LOG_FORMATTER = "focused.logformatter.PageLogFormatter"
 # crawl stops at its total (focused.stopping.PageBudget); threshold crawl-and-store
 # is STORE_MIN_RELEVANCE above. Crawls stopped by any of these are recorded as finished.
 CLOSESPIDER_RELEVANT = 0  # stop after this many relevant pages (the crawl's count); 0 = off
-DRIFT_WINDOW = 0  # topic-drift stop: pages over which the recent harvest rate is taken; 0 = off
+DRIFT_WINDOW = 0  # topic drift: the last pages (across resumes) whose harvest is watched; 0 = off
 DRIFT_MIN_HARVEST = 0.1  # stop when the harvest rate of the last DRIFT_WINDOW pages is below this
 
 # -- Hardening for the real web (issue 8; README "Hardening") ----------------------------------

@@ -7,7 +7,10 @@ Settings (each off by default):
     DRIFT_WINDOW          topic-drift stop: the number N of most recently fetched pages whose
                           harvest rate is watched; 0 = off (default 0)
     DRIFT_MIN_HARVEST     stop when the harvest rate of the last DRIFT_WINDOW pages falls below
-                          this (default 0.1). Close reason ``closespider_drift``.
+                          this (default 0.1). Close reason ``closespider_drift``. The window is
+                          the crawl's, in ``spider.state``: a JOBDIR pause saves it, and after a
+                          crash it is rebuilt from the pages stored; in a shared crawl, each
+                          process watches its own pages.
 
 The page budget is Scrapy's CLOSESPIDER_PAGECOUNT, counted by ``PageBudget`` over the whole
 crawl rather than per run: the responses to the crawl's requests (robots.txt not counted) are
@@ -58,7 +61,13 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
 
 from focused.engine import engine_scheduler
-from focused.resume import add_to_counter, counted_refetched, crawl_counter, response_counted
+from focused.resume import (
+    DRIFT_STATE,
+    add_to_counter,
+    counted_refetched,
+    crawl_counter,
+    response_counted,
+)
 from schedulers.base import RESPONSE_COUNTED
 
 # Signal: page_scored(is_relevant, relevant). The scoring middleware scored a page; ``relevant``
@@ -176,11 +185,26 @@ class StopCriteria:
         crawler.signals.connect(extension.page_done, signal=page_scored)
         if relevant:
             crawler.signals.connect(extension.relevant_opened, signal=signals.spider_opened)
+        if window:
+            crawler.signals.connect(extension.drift_opened, signal=signals.spider_opened)
         return extension
 
     def relevant_opened(self, spider: Spider) -> None:
         # Later, once every spider_opened handler has run: the state is loaded and recovered.
         call_later(0, self._check_relevant)
+
+    def drift_opened(self, spider: Spider) -> None:
+        call_later(0, self._restore_window)
+
+    def _restore_window(self) -> None:
+        """A resumed crawl watches the same last pages as one never paused: begun empty, the
+        window let each resume fetch DRIFT_WINDOW more pages before drift could stop it (a
+        crawl that drifted at page 10 went on to page 16 across a pause at page 6)."""
+        state = self.crawler.spider.state
+        self.window.extend(state.get(DRIFT_STATE, ()))
+        state[DRIFT_STATE] = self.window  # saved with spider.state at a pause
+        if self._closing is None:
+            self._check_drift()
 
     def _check_relevant(self) -> None:
         """A crawl resumed from JOBDIR, or a process joining a shared crawl, after the crawl
@@ -198,14 +222,18 @@ class StopCriteria:
             return
         if self.window.maxlen:
             self.window.append(is_relevant)
-            harvest = sum(self.window) / self.window.maxlen
-            if len(self.window) == self.window.maxlen and harvest < self.min_harvest:
-                self._close(
-                    "closespider_drift",
-                    "harvest rate %.3f over the last %d pages",
-                    harvest,
-                    self.window.maxlen,
-                )
+            self._check_drift()
+
+    def _check_drift(self) -> None:
+        assert self.window.maxlen is not None
+        harvest = sum(self.window) / self.window.maxlen
+        if len(self.window) == self.window.maxlen and harvest < self.min_harvest:
+            self._close(
+                "closespider_drift",
+                "harvest rate %.3f over the last %d pages",
+                harvest,
+                self.window.maxlen,
+            )
 
     def _close(self, reason: str, message: str, *args: Any) -> None:
         logger.info("Closing spider (%s): " + message, reason, *args)

@@ -234,7 +234,7 @@ class StoragePipeline:
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return
-        recover_state(spider.state, pages)
+        recover_state(spider.state, pages, self.crawler.settings.getint("DRIFT_WINDOW"))
         if model is not None and spider.state["pages"] > learned:
             self._relearn(model, learned, spider.state["pages"])
         self._say_unreadable()

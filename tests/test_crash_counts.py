@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections import deque
 from contextlib import closing
 from types import SimpleNamespace
 
@@ -26,9 +27,11 @@ from scrapy.utils.test import get_crawler
 
 from focused.resume import (
     COUNTERS_FILE,
+    DRIFT_STATE,
     CrawlCounters,
     add_to_counter,
     counted_refetched,
+    recover_state,
     response_counted,
 )
 from focused.scheduler import FocusedScheduler
@@ -399,3 +402,21 @@ def test_a_bees_flight_cut_off_by_a_crash_is_fetched_again_by_no_bee(tmp_path):
     resumed, _ = make_scheduler(tmp_path, jobdir=True, SCHEDULER_PRIORITY_QUEUE=STRATEGIES["bees"])
     again = resumed.next_request()
     assert again.url == flown.url and "bee" not in again.meta
+
+
+def test_kill_9_then_resume_watches_the_last_pages_stored_for_drift():
+    """After ``kill -9`` the drift window saved at the last clean close is of older pages: the
+    stored ones after it are the last scored."""
+    state = {"pages": 3, DRIFT_STATE: deque([True, True, True], maxlen=3)}
+    relevant = [True, True, True, False, True, False, False]
+    pages = [
+        {"url": f"http://a/{i}", "is_relevant": r, "fetch_order": i, "duplicate_of": None}
+        for i, r in enumerate(relevant, 1)
+    ]
+    recover_state(state, pages, drift_window=4)
+    assert list(state[DRIFT_STATE]) == [False, True, False, False]
+    # After a clean pause the saved window is the crawl's: the store adds nothing to it.
+    saved = deque([True, False], maxlen=2)
+    state = {"pages": 7, DRIFT_STATE: saved}
+    recover_state(state, pages, drift_window=2)
+    assert state[DRIFT_STATE] is saved

@@ -79,6 +79,27 @@ def test_drift_window_not_reached_does_not_stop(tmp_path, site):
     assert crawl.crawl_record()["finish_reason"] == "closespider_pagecount"
 
 
+def test_drift_watches_the_same_pages_across_a_pause(tmp_path, site):
+    """The drift window began empty at each resume: a crawl that drifted at page 10 unpaused
+    went on to page 16 paused at page 6, and one resumed after its drift stop fetched 10 more."""
+    drift = {"DRIFT_WINDOW": 10, "DRIFT_MIN_HARVEST": 0.95, "CONCURRENT_REQUESTS": 1}
+    (tmp_path / "unpaused").mkdir()
+    unpaused = bird_crawl(tmp_path / "unpaused", site, "bestfirst", drift)
+    assert unpaused.crawl_record()["finish_reason"] == "closespider_drift"
+    stop = unpaused.crawl_record()["pages"]
+    settings = {**drift, "JOBDIR": tmp_path / "job"}
+    first = bird_crawl(tmp_path, site, "bestfirst", {**settings, "CLOSESPIDER_PAGECOUNT": 6})
+    assert first.crawl_record()["finish_reason"] == "closespider_pagecount"
+    again = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert again.crawl_record()["finish_reason"] == "closespider_drift"
+    assert again.crawl_record()["pages"] == stop
+    # Resumed after its drift stop, it stops at once.
+    served = len(fetched(site))
+    third = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert third.crawl_record()["finish_reason"] == "closespider_drift"
+    assert len(fetched(site)) == served
+
+
 def test_threshold_crawl_and_store_fetches_all_stores_above(tmp_path, site):
     settings = {"STORE_MIN_RELEVANCE": 0.3, "CLOSESPIDER_PAGECOUNT": 30}
     crawl = bird_crawl(tmp_path, site, "bestfirst", settings)
