@@ -24,7 +24,9 @@ lacks the children still being encoded, and mean harvest@|rel| fell from 0.466 t
 
 Order 800, so Scrapy's ``DepthMiddleware`` (900) has already set each child's ``depth``.
 
-Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate``,
+Stats: ``focused/pages``, ``focused/relevant``, ``focused/harvest_rate`` (the crawl's, as of
+this process's last page; at the close, the crawl's at the close, all processes of a shared
+crawl counted),
 ``focused/scoring_cpu_ms`` (total) and ``focused/scoring_cpu_ms_per_page``, ``focused/refits``,
 ``focused/resume/link_scores_restored`` (the encoder's cached scores a resumed crawl took back).
 Counters live in ``spider.state`` so that a crawl resumed from JOBDIR keeps counting (the
@@ -49,7 +51,7 @@ from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
 from focused.encoder import open_link_encoder
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes
-from focused.resume import TopicJournal, add_to_counter
+from focused.resume import TopicJournal, add_to_counter, crawl_counter
 from focused.stopping import page_scored
 
 if TYPE_CHECKING:
@@ -111,6 +113,13 @@ class RelevanceMiddleware(PageOutputMiddleware):
         )
 
     def spider_closed(self, spider: Spider) -> None:
+        # The stats dumped at the close give the crawl's counts, as its record and last progress
+        # line do: set at this process's last page, they missed the pages other processes of a
+        # shared crawl scored since (75 pages in the stats of a crawl of 80), and a resumed run
+        # that scored none had none.
+        pages = crawl_counter(spider, "pages")
+        if pages:
+            self._harvest_stats(pages, crawl_counter(spider, "relevant"))
         encoder, state = self._encoder, self._encoder_state
         if encoder is None:
             return
@@ -226,11 +235,14 @@ class RelevanceMiddleware(PageOutputMiddleware):
             for name, count in self._encoder.counts().items():
                 self.stats.set_value(f"focused/encoder/{name}", count)
 
+    def _harvest_stats(self, pages: int, relevant: int) -> None:
+        self.stats.set_value("focused/pages", pages)
+        self.stats.set_value("focused/relevant", relevant)
+        self.stats.set_value("focused/harvest_rate", round(relevant / pages, 4))
+
     def _count(self, pages: int, relevant: int, cpu_ms: float) -> None:
         stats = self.stats
-        stats.set_value("focused/pages", pages)
-        stats.set_value("focused/relevant", relevant)
-        stats.set_value("focused/harvest_rate", round(relevant / pages, 4))
+        self._harvest_stats(pages, relevant)
         total = stats.get_value("focused/scoring_cpu_ms", 0.0) + cpu_ms
         stats.set_value("focused/scoring_cpu_ms", round(total, 3))
         scored = stats.get_value("focused/scored_pages", 0) + 1

@@ -77,6 +77,9 @@ def test_pauses_count_every_page_fetched(tmp_path):
         # Its progress line (logged at close) gives the crawl's counts, not the run's none.
         progress = f"Focused: {state['pages']} pages, {state['relevant']} relevant"
         assert progress in again.result.stderr, again.result.stderr[-3000:]
+        # And so do its final stats, as the crawl's record does: they had no harvest figures.
+        assert f"'focused/pages': {state['pages']}," in again.result.stderr
+        assert f"'focused/relevant': {state['relevant']}," in again.result.stderr
         assert "Traceback" not in again.result.stderr, again.result.stderr[-3000:]
         assert len(site.log.gets()) == served
         paths = [path for _, path in site.log.gets()]
