@@ -151,6 +151,8 @@ STATE_TYPES: dict[str, type] = {
     "responses": int,
     "relevant": int,
     "discovered": int,
+    "not_stored": int,
+    "not_stored_relevant": int,
     "fetched_urls": set,
     "host_pages": Counter,
     DRIFT_STATE: deque,
@@ -287,7 +289,9 @@ class CrawlCounters:
       gave no page (an HTTP error, not HTML) leaves nothing in the store;
     - ``discovered``, the discovery order (``focused.middlewares.RelevanceMiddleware``): the
       store holds no ``discovery``, and the children queued before a crash must stay behind
-      those found after it.
+      those found after it;
+    - ``not_stored`` and ``not_stored_relevant``, the pages below STORE_MIN_RELEVANCE
+      (``pipelines.relevance``): ``recover_state`` adds them to the pages the store counts.
 
     ``spider.state`` stays the counters' home (the spider, a clean pause and a resume read
     them there): when the spider opens, after Scrapy's ``SpiderState`` has loaded the state
@@ -299,7 +303,7 @@ class CrawlCounters:
     A crawl shared through Redis counts in Redis (``focused.distributed``): nothing is written.
     """
 
-    NAMES = ("responses", "discovered")
+    NAMES = ("responses", "discovered", "not_stored", "not_stored_relevant")
 
     def __init__(self, path: Path, writes: JobdirWrites | None = None) -> None:
         self.path = path
@@ -451,12 +455,13 @@ def recover_state(
     order) is the last pages stored when the store is ahead of the saved state: the one saved
     is of older pages.
     """
-    last = relevant = 0
+    last = relevant = stored = 0
     urls: set[str] = set()
     hosts: Counter[str] = Counter()
     recent: deque[bool] = deque(maxlen=drift_window)
     for page in pages:
         last = max(last, page["fetch_order"] or 0)
+        stored += page["fetch_order"] is not None  # not a record edited by hand
         relevant += bool(page["is_relevant"])
         recent.append(bool(page["is_relevant"]))
         if page["url"] is None:  # unknown (edited by hand): no URL, no host to count it for
@@ -467,10 +472,15 @@ def recover_state(
         hosts[urlsplit(page["url"]).hostname or ""] += 1
     if drift_window and last > state.get("pages", 0):
         state[DRIFT_STATE] = recent
-    state["pages"] = max(state.get("pages", 0), last)
+    # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
+    # (``pipelines.relevance``), written through. Without them a crawl keeping its best pages
+    # counted from 0 again after a kill, so its CLOSESPIDER_RELEVANT let it fetch on.
+    state["pages"] = max(state.get("pages", 0), last, stored + state.get("not_stored", 0))
     # The page budget's count (focused.stopping.PageBudget): each page fetched was a response.
     state["responses"] = max(state.get("responses", 0), state["pages"])
-    state["relevant"] = max(state.get("relevant", 0), relevant)
+    state["relevant"] = max(
+        state.get("relevant", 0), relevant + state.get("not_stored_relevant", 0)
+    )
     state["fetched_urls"] = urls
     host_pages = state.setdefault("host_pages", Counter())
     for host, count in hosts.items():

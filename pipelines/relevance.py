@@ -6,7 +6,10 @@ Settings:
     STORE_MIN_RELEVANCE  pages scoring below this are fetched but not stored ("threshold
                          crawl-and-store"); None or empty = store every page (default None)
 
-Stats: ``focused/not_stored`` (pages dropped by ``STORE_MIN_RELEVANCE``).
+Stats: ``focused/not_stored`` (pages dropped by ``STORE_MIN_RELEVANCE``). The crawl counts them
+too, and the relevant ones among them (``not_stored``, ``not_stored_relevant`` in
+``spider.state``, written through under JOBDIR): after ``kill -9`` the crawl's page and relevant
+counts come back from the store (``focused.resume.recover_state``), which lacks these pages.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
+
+from focused.resume import add_to_counter
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -34,8 +39,10 @@ class RelevancePipeline:
         stats: StatsCollector,
         threshold: float = DEFAULT_RELEVANCE_THRESHOLD,
         store_min_relevance: float | None = None,
+        crawler: Crawler | None = None,
     ) -> None:
         self.stats = stats
+        self.crawler = crawler
         self.threshold = threshold
         self.store_min_relevance = store_min_relevance
 
@@ -47,6 +54,7 @@ class RelevancePipeline:
             crawler.stats,
             threshold=settings.getfloat("RELEVANCE_THRESHOLD", DEFAULT_RELEVANCE_THRESHOLD),
             store_min_relevance=None if min_relevance in (None, "") else float(min_relevance),
+            crawler=crawler,
         )
 
     def process_item(self, item: Any) -> Any:
@@ -58,6 +66,9 @@ class RelevancePipeline:
         adapter.update(score_fields(scores, self.threshold))
         if self.store_min_relevance is not None and combined < self.store_min_relevance:
             self.stats.inc_value("focused/not_stored")
+            if self.crawler is not None:
+                add_to_counter(self.crawler, "not_stored")
+                add_to_counter(self.crawler, "not_stored_relevant", int(adapter["is_relevant"]))
             raise DropItem(
                 f"relevance {combined:.4f} is below STORE_MIN_RELEVANCE {self.store_min_relevance}",
                 log_level="DEBUG",  # expected, and the dropped-item log line carries the whole text

@@ -420,3 +420,46 @@ def test_kill_9_then_resume_watches_the_last_pages_stored_for_drift():
     state = {"pages": 7, DRIFT_STATE: saved}
     recover_state(state, pages, drift_window=2)
     assert state[DRIFT_STATE] is saved
+
+
+def test_kill_9_then_resume_counts_the_pages_kept_from_the_store(tmp_path):
+    """A crawl that stores only its best pages (STORE_MIN_RELEVANCE) has few in the store to
+    count from after ``kill -9``: its page and relevant counts started again from what the
+    store held, so CLOSESPIDER_RELEVANT let it fetch that many relevant pages again."""
+    wanted = 30
+    until_killed = Hold(KILL_AFTER)
+
+    def respond(method: str, path: str) -> Reply:
+        if method == "GET" and path != "/robots.txt":
+            until_killed.wait()
+        return tree_site(method, path)
+
+    with Site(respond, delay=0.05) as site:
+        command = jobdir_crawl(
+            site,
+            tmp_path,
+            0,
+            STORE_MIN_RELEVANCE=0.999,
+            CLOSESPIDER_RELEVANT=wanted,
+            SCRAPER_SLOT_MAX_ACTIVE_SIZE=1,
+        )
+        run = start_quietly(command)
+        deadline = time.monotonic() + 90
+        while len(site.log.gets()) < KILL_AFTER and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        until_killed.release()
+        articles_before_kill = {path for _, path in site.log.gets() if not path.startswith("/g")}
+        assert len(articles_before_kill) >= CONCURRENT, articles_before_kill
+        resumed = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        articles = {path for _, path in site.log.gets() if not path.startswith("/g")}
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Closing spider (closespider_relevant)" in resumed.stderr, resumed.stderr[-3000:]
+    relevant = int(re.findall(r"'focused/relevant': (\d+)", resumed.stderr)[-1])
+    assert wanted <= relevant <= wanted + CONCURRENT, relevant
+    # Every article is relevant: the crawl fetched its 30, give or take the requests under way
+    # at the kill (fetched again) and at the stop.
+    assert wanted <= len(articles - {"/robots.txt"}) <= wanted + 2 * CONCURRENT, len(articles)

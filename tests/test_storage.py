@@ -921,6 +921,7 @@ def test_open_store_picks_sqlite_otherwise(tmp_path, monkeypatch, settings):
 
 def relevance_pipeline(**settings: Any) -> tuple[RelevancePipeline, Any]:
     crawler = get_crawler(settings_dict=settings)
+    crawler.spider = FakeSpider()
     return RelevancePipeline.from_crawler(crawler), crawler.stats
 
 
@@ -955,10 +956,13 @@ def test_relevance_pipeline_store_min_relevance_drops_and_counts():
     pipeline, stats = relevance_pipeline(STORE_MIN_RELEVANCE="0.3")
     kept = pipeline.process_item(PageItem(url="u", scores=Scores(0.3, 0.3, 0.3)))
     assert kept["relevance"] == 0.3
-    for _ in range(2):
+    for combined in (0.29, 0.1):  # relevant (RELEVANCE_THRESHOLD 0.15), then not
         with pytest.raises(DropItem, match="STORE_MIN_RELEVANCE"):
-            pipeline.process_item(PageItem(url="u", scores=Scores(0.1, 0.1, 0.29)))
+            pipeline.process_item(PageItem(url="u", scores=Scores(0.1, 0.1, combined)))
     assert stats.get_value("focused/not_stored") == 2
+    # The crawl counts them too: the store cannot give them back after a crash.
+    state = pipeline.crawler.spider.state
+    assert (state["not_stored"], state["not_stored_relevant"]) == (2, 1)
 
 
 def test_relevance_pipeline_needs_scores():
@@ -972,6 +976,10 @@ def test_relevance_pipeline_needs_scores():
 
 class FakeSpider(scrapy.Spider):
     name = "fake"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state: dict[str, Any] = {}
 
     def crawl_record(self) -> dict:
         return crawl_record("pipe", "2024-06-01T00:00:00+00:00")
