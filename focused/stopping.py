@@ -10,7 +10,8 @@ Settings (each off by default):
                           this (default 0.1). Close reason ``closespider_drift``. The window is
                           the crawl's, in ``spider.state``: a JOBDIR pause saves it, and after a
                           crash it is rebuilt from the pages stored; in a shared crawl, each
-                          process watches its own pages.
+                          process watches its own pages, and the first to see the crawl drift
+                          stops them all (within SHARED_DRIFT_LOOK seconds).
 
 The page budget is Scrapy's CLOSESPIDER_PAGECOUNT, counted by ``PageBudget`` over the whole
 crawl rather than per run: the responses to the crawl's requests (robots.txt not counted) are
@@ -58,6 +59,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.extensions.closespider import CloseSpider
 from scrapy.utils.asyncio import call_later
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.engine import engine_scheduler
@@ -97,6 +99,11 @@ FRONTIER_UNREACHABLE = "frontier_unreachable"
 # ``crawl`` command exits with status 1. Here, so that the command does not import warcio.
 WARC_FAILED = "warc_failed"
 
+
+# The crawl-wide counter (in Redis) of a shared crawl's processes stopped by topic drift, and
+# the seconds between two looks at it.
+DRIFTED = "drifted"
+SHARED_DRIFT_LOOK = 1.0
 
 # Seconds between two looks at an engine whose engine_started handlers are still running.
 ENGINE_START_POLL = 0.05
@@ -173,6 +180,7 @@ class StopCriteria:
         self.min_harvest = min_harvest
         self.window: deque[bool] = deque(maxlen=window)
         self._closing: Deferred[None] | None = None
+        self._drift_loop: task.LoopingCall | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StopCriteria:
@@ -187,6 +195,7 @@ class StopCriteria:
             crawler.signals.connect(extension.relevant_opened, signal=signals.spider_opened)
         if window:
             crawler.signals.connect(extension.drift_opened, signal=signals.spider_opened)
+            crawler.signals.connect(extension.drift_closed, signal=signals.spider_closed)
         return extension
 
     def relevant_opened(self, spider: Spider) -> None:
@@ -195,6 +204,21 @@ class StopCriteria:
 
     def drift_opened(self, spider: Spider) -> None:
         call_later(0, self._restore_window)
+        if getattr(spider, "shared", None) is not None:
+            self._drift_loop = task.LoopingCall(self._check_shared_drift)
+            self._drift_loop.start(SHARED_DRIFT_LOOK, now=False)
+
+    def drift_closed(self, spider: Spider) -> None:
+        if self._drift_loop is not None and self._drift_loop.running:
+            self._drift_loop.stop()
+
+    def _check_shared_drift(self) -> None:
+        """In a crawl shared by several processes each watches its own pages: the first to see
+        the crawl drift stops them all (``DRIFTED``). Stopped alone, it left the others
+        fetching until each drifted in turn (46 pages more, the crawl's record marked finished
+        under them)."""
+        if self._closing is None and crawl_counter(self.crawler.spider, DRIFTED):
+            self._close("closespider_drift", "another process of the crawl saw it drift")
 
     def _restore_window(self) -> None:
         """A resumed crawl watches the same last pages as one never paused: begun empty, the
@@ -205,6 +229,8 @@ class StopCriteria:
         state[DRIFT_STATE] = self.window  # saved with spider.state at a pause
         if self._closing is None:
             self._check_drift()
+        if getattr(self.crawler.spider, "shared", None) is not None:
+            self._check_shared_drift()  # a process joining a crawl that drifted
 
     def _check_relevant(self) -> None:
         """A crawl resumed from JOBDIR, or a process joining a shared crawl, after the crawl
@@ -228,6 +254,9 @@ class StopCriteria:
         assert self.window.maxlen is not None
         harvest = sum(self.window) / self.window.maxlen
         if len(self.window) == self.window.maxlen and harvest < self.min_harvest:
+            shared = getattr(self.crawler.spider, "shared", None)
+            if shared is not None:
+                shared.incr(DRIFTED)
             self._close(
                 "closespider_drift",
                 "harvest rate %.3f over the last %d pages",

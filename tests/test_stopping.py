@@ -6,8 +6,14 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from focused.sqlitestore import SqliteStore
 from tests.conftest import BIRD_QUERY, BIRD_SEED, REPO, crawl_args, crawl_env, run_crawl, run_scrapy
+from tests.test_redis_frontier import (
+    REDIS_SERVER,
+    redis_server,  # noqa: F401 (fixture)
+)
 
 
 def bird_crawl(tmp_path, site, strategy: str, settings: dict):
@@ -98,6 +104,26 @@ def test_drift_watches_the_same_pages_across_a_pause(tmp_path, site):
     third = bird_crawl(tmp_path, site, "bestfirst", settings)
     assert third.crawl_record()["finish_reason"] == "closespider_drift"
     assert len(fetched(site)) == served
+
+
+@pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
+def test_a_shared_crawl_that_drifted_stops_every_process(tmp_path, site, redis_server):  # noqa: F811
+    """Each process of a shared crawl watches its own pages: one that saw the crawl drift
+    stopped alone, and the others fetched on until each drifted in turn (46 pages more, with 2
+    processes). A process joining the crawl once it has drifted fetches nothing."""
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "DRIFT_WINDOW": 10,
+        "DRIFT_MIN_HARVEST": 0.95,
+        "CONCURRENT_REQUESTS": 1,
+    }
+    first = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert "Spider closed (closespider_drift)" in first.result.stderr
+    served = len(fetched(site))
+    joining = bird_crawl(tmp_path, site, "bestfirst", settings)
+    assert len(fetched(site)) == served
+    assert "another process of the crawl saw it drift" in joining.result.stderr
+    assert "Spider closed (closespider_drift)" in joining.result.stderr
 
 
 def test_threshold_crawl_and_store_fetches_all_stores_above(tmp_path, site):
