@@ -19,8 +19,9 @@ This module adds:
   link to a PDF or a ``.js`` link. The spider still gets the response (its body empty) and
   counts it. Spared: robots.txt (text, read by its middleware), a redirect (the WARC export
   keeps its body as it came), a body that says it is no longer than 64 KiB (a stop closes the
-  connection), one over ``DOWNLOAD_MAXSIZE`` (Scrapy cancels it, ``too_large``), and a rendered
-  page (scrapy-playwright sends no ``headers_received``).
+  connection), and one over ``DOWNLOAD_MAXSIZE`` (Scrapy cancels it, ``too_large``). A rendered
+  page, of which scrapy-playwright sends no ``headers_received``, is stopped in the browser by
+  ``focused.render.PageResponse`` by the same rule (``stops_not_html``).
 - ``skip_reason(failure)``: the reason a request came to nothing, for the spider's errback,
   which counts it as ``focused/skipped/<reason>``; a compressed body that inflates past
   ``DOWNLOAD_MAXSIZE`` is ``too_large`` too, and one its Content-Encoding cannot undo is
@@ -248,6 +249,16 @@ def says_not_html(headers: Headers) -> bool:
     return not is_html_type(headers.get(b"Content-Type", b"").decode("latin-1"))
 
 
+def stops_not_html(headers: Headers, body_length: Any) -> bool:
+    """A response with ``headers``, whose body is ``body_length`` bytes long, is to be downloaded
+    no further than its headers: they make it ``not_html``, and its body is not short enough to
+    be kept (``NOT_HTML_KEPT_SIZE``). An unknown length is None, -1 or Twisted's
+    UNKNOWN_LENGTH (Scrapy's download handler), or a Content-Length no number (the browser)."""
+    if not says_not_html(headers):
+        return False
+    return not (isinstance(body_length, int) and 0 <= body_length <= NOT_HTML_KEPT_SIZE)
+
+
 def is_html_type(content_type: str) -> bool:
     content_type = content_type.lower()
     return not content_type or any(kind in content_type for kind in HTML_TYPES)
@@ -456,16 +467,12 @@ class NotHtmlStopMiddleware:
             request.method != "GET"  # HEAD_CHECK's HEAD has no body to spare
             or request.callback is NO_CALLBACK  # robots.txt: read by its middleware, as text
             or b"Location" in headers  # a redirect's body is archived as it came (WARC_DIR)
-            or not says_not_html(headers)
+            or not stops_not_html(headers, body_length)
         ):
             return
-        # An unknown length is None, -1 or Twisted's UNKNOWN_LENGTH, as the handler has it.
-        if isinstance(body_length, int) and body_length >= 0:
-            maxsize = request.meta.get("download_maxsize", self.maxsize)
-            if maxsize and body_length > maxsize:
-                return  # Scrapy cancels it unread, as too_large
-            if body_length <= NOT_HTML_KEPT_SIZE:
-                return  # costs less than the connection a stop closes
+        maxsize = request.meta.get("download_maxsize", self.maxsize)
+        if maxsize and isinstance(body_length, int) and body_length > maxsize:
+            return  # Scrapy cancels it unread, as too_large
         self.stats.inc_value("focused/not_html_stopped")
         raise StopDownload(fail=False)
 

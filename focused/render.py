@@ -16,7 +16,8 @@ Scrapy's ``RedirectMiddleware`` requests a plain page's target. A URL a script o
 
 A rendered page is held to what a plain fetch is: a body over ``DOWNLOAD_MAXSIZE`` once rendered
 is ``too_large``, and a page whose server sent bytes that are no text (an image, a PDF served as
-HTML) is handed on as those bytes, for the spider to skip as ``binary_body``.
+HTML) is handed on as those bytes, for the spider to skip as ``binary_body``. A page whose
+headers make it ``not_html`` is stopped at them, as a plain fetch is (``PageResponse``).
 
 Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
 ``RobotsTxtMiddleware`` (``callback=NO_CALLBACK``) and ``HEAD_CHECK``'s HEAD requests stay plain.
@@ -35,7 +36,9 @@ each with its own ``PLAYWRIGHT_MAX_PAGES_PER_CONTEXT`` pages.
 Stats: ``focused/rendered`` (responses rendered by the browser), ``focused/render_needed``
 (``auto``: plain pages that looked script-built and were sent to the browser),
 ``focused/rendered_before_load`` (rendered pages taken before their load event, which did not
-come within the navigation timeout: ``settle``).
+come within the navigation timeout: ``settle``), ``focused/not_html_stopped`` (as for a plain
+fetch: pages stopped at headers that say not HTML; a cancelled download also counts in Scrapy's
+``downloader/exception_count``, the failure scrapy-playwright makes of it).
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import HtmlResponse
+from scrapy.http import Headers, HtmlResponse, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
@@ -60,7 +63,7 @@ from w3lib.http import basic_auth_header
 from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import ConfigError
 from focused.extract import extract_page
-from focused.hygiene import is_binary
+from focused.hygiene import REDIRECT_STATUSES, is_binary, stops_not_html
 from focused.logformatter import add_log_filter
 from focused.robots import RobotsTxtMiddleware
 from focused.stopping import close_spider_now
@@ -68,11 +71,10 @@ from focused.stopping import close_spider_now
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from playwright.async_api import Page
+    from playwright.async_api import Download, Page
     from playwright.async_api import Request as BrowserRequest
     from playwright.async_api import Response as BrowserResponse
     from scrapy.crawler import Crawler
-    from scrapy.http import Response
     from scrapy.settings import Settings
     from twisted.internet.defer import Deferred
 
@@ -109,6 +111,8 @@ BLOCKABLE_RESOURCES = frozenset(
     {"stylesheet", "image", "media", "font", "script", "texttrack", "xhr", "fetch",
      "eventsource", "websocket", "manifest", "other"}
 )  # fmt: skip
+# seconds a page's download waits for the page's response, which says whether to cancel it
+DOWNLOAD_JUDGED_S = 10.0
 MAX_RELOADS = 3  # times a rendered page may reload itself (settle)
 # The page's HTML (page.content()) leaves out what its web components hold in their shadow
 # roots: their links and text, which a reader sees and clicks, were lost. Each open shadow root's
@@ -336,20 +340,71 @@ class PageResponse:
     (the main frame's last navigation response, after any HTTP redirect), for ``settle`` to
     read the bytes its server sent (``body``).
 
+    A page whose headers make it ``not_html`` and whose body is not short enough to keep
+    (``focused.hygiene.stops_not_html``, as ``NotHtmlStopMiddleware`` stops a plain fetch's) is
+    ``stopped``: Chromium downloaded it whole (an extensionless link to a PDF, a binary), and
+    the spider skipped it for its headers. A download (a type Chromium does not show, or
+    ``Content-Disposition: attachment``) is cancelled here (``download``, its handler), a
+    document Chromium shows (a PDF, text) by ``settle``; ``RenderMiddleware`` hands on its
+    headers with no body.
+
     A request sent back to the scheduler (a retry, a redirect) may be pickled by a JOBDIR queue:
     it keeps neither the browser's response nor the bytes."""
 
     def __init__(self) -> None:
         self.response: BrowserResponse | None = None
         self.body: bytes | None = None
+        self.stopped = False
+        # The download of a navigation comes before its response (and its headers), or after
+        self._judged = asyncio.Event()
 
     def __call__(self, response: BrowserResponse) -> None:
-        # A navigation's first: a worker's request has no frame, and asking raises.
-        if response.request.is_navigation_request() and response.frame.parent_frame is None:
-            self.response = response
+        # A navigation's first: a worker's request has no frame, and asking raises. Once
+        # stopped, Chromium's PDF viewer asks for the page again (no headers): not the page.
+        if (
+            self.stopped
+            or not response.request.is_navigation_request()
+            or response.frame.parent_frame is not None
+        ):
+            return
+        self.response = response
+        headers = Headers(response.headers)
+        length = headers.get(b"Content-Length", b"")
+        self.stopped = b"Location" not in headers and stops_not_html(
+            headers, int(length) if length.isdigit() else None
+        )
+        if response.status not in REDIRECT_STATUSES:
+            self._judged.set()
+
+    async def download(self, download: Download) -> None:
+        """``playwright_page_event_handlers``' ``download`` handler."""
+        from playwright.async_api import Error as BrowserError
+
+        with suppress(TimeoutError):  # no page's response: not the page's download
+            await asyncio.wait_for(self._judged.wait(), DOWNLOAD_JUDGED_S)
+        if self.stopped:
+            with suppress(BrowserError):  # a page closed meanwhile: nothing left to cancel
+                await download.cancel()
+
+    def stopped_response(self, request: Request) -> Response | None:
+        """The response of a ``stopped`` page, its body empty (None if it was not stopped)."""
+        if not self.stopped or self.response is None:
+            return None
+        headers = Headers(self.response.headers)
+        headers.pop(b"Content-Encoding", None)  # of a body no longer there
+        return Response(
+            url=self.response.url,
+            status=self.response.status,
+            headers=headers,
+            request=request,
+            flags=["playwright"],
+        )
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"response": None, "body": None}
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__()  # type: ignore[misc]
 
     async def read(self, answer_ms: float) -> None:
         from playwright.async_api import Error as BrowserError
@@ -388,10 +443,13 @@ async def settle(
     a ``TimeoutError`` (scrapy-playwright then closes it: the page is a download error).
 
     A page that loaded has the bytes its server sent read into ``sent``, for ``RenderMiddleware``
-    to sniff as a plain fetch's are.
+    to sniff as a plain fetch's are. A page ``sent`` stopped (not HTML) is left at once.
     """
     from playwright.async_api import Error as BrowserError
 
+    if sent.stopped:
+        await page.goto("about:blank")  # stops the download of a page Chromium shows (a PDF)
+        return None
     moved: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     reloads = 0
 
@@ -494,6 +552,13 @@ def _at_fetched_url(request: Request, response: Response) -> Response:
     return response.replace(url=fetched) if fetched and fetched != response.url else response
 
 
+def _stopped(request: Request) -> Response | None:
+    """The response, with no body, of a rendered request whose page was not HTML and was
+    stopped (``PageResponse``), else None."""
+    sent = _sent(request)
+    return sent.stopped_response(request) if sent is not None else None
+
+
 def _sent_binary(request: Request, response: Response) -> Response | None:
     """The server's own response, where its bytes are no text (``focused.hygiene.is_binary``,
     read as a plain fetch reads them: its BOM, Content-Type, ``<meta>``): the spider skips it
@@ -513,6 +578,10 @@ class _PageFailureInOneLine(logging.Filter):
     request and the error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        # The download of a page that is not HTML, cancelled (PageResponse): no failure.
+        request = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if isinstance(request, Request) and _stopped(request) is not None:
+            return False
         if record.exc_info and _is_browser_error(record.exc_info[1]):
             record.msg, record.args = record.getMessage().splitlines()[0], None
             record.exc_info = record.exc_text = None
@@ -567,7 +636,10 @@ class RenderMiddleware:
             request.meta.setdefault("playwright_page_goto_kwargs", {"wait_until": "commit"})
             # Each render its own: a redirected or retried request carries its last one's.
             sent = PageResponse()
-            request.meta["playwright_page_event_handlers"] = {"response": sent}
+            request.meta["playwright_page_event_handlers"] = {
+                "response": sent,
+                "download": sent.download,
+            }
             request.meta["playwright_page_methods"] = [
                 PageMethod(
                     settle,
@@ -580,6 +652,8 @@ class RenderMiddleware:
 
     def process_response(self, request: Request, response: Response) -> Request | Response:
         if request.meta.get("playwright"):
+            stopped = _stopped(request)
+            response = stopped or response
             taken = _taken_before_load(request)
             if taken:  # the response is settle's blank page
                 url, html = taken
@@ -596,6 +670,8 @@ class RenderMiddleware:
                 return self._redirected(request, response.url)
             self._check_size(request, response)
             self.stats.inc_value("focused/rendered")
+            if stopped is not None:
+                self.stats.inc_value("focused/not_html_stopped")
             response = _sent_binary(request, response) or response
             if taken:
                 self.stats.inc_value("focused/rendered_before_load")
@@ -646,9 +722,14 @@ class RenderMiddleware:
         # Never dont_filter: auto's second request of a page is, to pass its own URL again.
         return request.replace(url=url, meta=meta, dont_filter=False)
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
-        if not request.meta.get("playwright") or not _is_launch_failure(exception):
-            return
+    def process_exception(self, request: Request, exception: Exception) -> Response | None:
+        if not request.meta.get("playwright"):
+            return None
+        stopped = _stopped(request)
+        if stopped is not None:  # its download cancelled: scrapy-playwright's failure
+            return stopped
+        if not _is_launch_failure(exception):
+            return None
         if self._closing is None:
             logger.error("cannot launch Chromium (%s); %s", _first_line(exception), INSTALL_HINT)
             self._closing = close_spider_now(self.crawler, BROWSER_UNAVAILABLE)

@@ -43,6 +43,8 @@ BIRDS = ("albatross", "puffin", "penguin")
 PLAIN = ("heron", "stork", "crane")
 API_DELAY_S = 1.0  # the settle (FOCUSED_RENDER_SETTLE_MS) waits for it; without it, no links
 STUCK_S = 5.0  # longer than the navigation timeout of the test that uses it
+SLOW_CHUNK = 64 * 1024
+SLOW_PAUSE_S = 0.05  # about 1.3 MiB/s: a body of 4 MiB takes 3 s to send
 WORDS = "birds feathers wings nests eggs flight plumage beaks songs migration " * 8
 
 APP = """<!doctype html><html><head><title>Bird app</title>
@@ -90,6 +92,10 @@ class Site:
             },
         }
         self.redirects: dict[str, str] = {}  # path -> Location of a 302
+        # path -> headers and size of a body sent slowly (SLOW_CHUNK, SLOW_PAUSE_S apart), with a
+        # Content-Length if its headers have one; ``sent`` counts the bytes it was sent of it.
+        self.slow: dict[str, tuple[dict[str, str], int]] = {}
+        self.sent: dict[str, int] = {}
         self.fetched: list[str] = []
         # With ``password`` (an Authorization value), every path answers 401 without it.
         self.password: str | None = None
@@ -118,6 +124,9 @@ class Site:
                     time.sleep(STUCK_S)  # an answer that never comes (within the timeout)
                     self.send_error(504)
                     return
+                if path in site.slow:
+                    self.send_slowly(*site.slow[path])
+                    return
                 if path not in site.pages:
                     self.send_error(404)
                     return
@@ -130,6 +139,23 @@ class Site:
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def send_slowly(self, headers: dict[str, str], size: int) -> None:
+                self.send_response(200)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.close_connection = "Content-Length" not in headers
+                self.end_headers()
+                chunk = b"%PDF-1.4\n".ljust(SLOW_CHUNK, b"\0")
+                site.sent.setdefault(self.path, 0)
+                for _ in range(size // SLOW_CHUNK):
+                    try:
+                        self.wfile.write(chunk)
+                        self.wfile.flush()
+                    except OSError:  # the browser closed the connection
+                        return
+                    site.sent[self.path] += SLOW_CHUNK
+                    time.sleep(SLOW_PAUSE_S)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -762,3 +788,44 @@ def test_links_in_a_web_component_s_shadow_root_are_followed(tmp_path, js_site):
     assert sorted(stored_paths(result)) == sorted(
         ["components.html", *(f"birds/{name}.html" for name in BIRDS)]
     )
+
+
+def test_a_rendered_link_that_is_not_html_is_stopped_at_its_headers(tmp_path, js_site):
+    """Chromium downloaded whole a link whose headers say it is no HTML page, for the spider to
+    skip it as not_html: an extensionless PDF (shown by Chromium's PDF viewer), a binary without
+    Content-Length and an attachment (downloads, not navigations). Each is stopped, as a plain
+    fetch stops it (NotHtmlStopMiddleware), and skipped as before, without a retry or a
+    warning; a short one is kept whole, and a redirect to a PDF is followed, then stopped."""
+    size = 4 * 1024 * 1024
+    js_site.slow.update(
+        {
+            "/doc": ({"Content-Type": "application/pdf", "Content-Length": str(size)}, size),
+            "/data": ({"Content-Type": "application/octet-stream"}, size),
+            "/attached": (
+                {
+                    "Content-Type": "application/zip",
+                    "Content-Disposition": "attachment; filename=birds.zip",
+                    "Content-Length": str(size),
+                },
+                size,
+            ),
+            "/short": ({"Content-Type": "application/pdf", "Content-Length": "65536"}, 65536),
+        }
+    )
+    js_site.slow["/report"] = js_site.slow["/doc"]
+    js_site.redirects["/moved"] = "/report"
+    paths = ("doc", "data", "attached", "short", "moved", "plain.html")
+    result = run_crawl(
+        tmp_path, rendered(",".join(f"{js_site.url}/{path}" for path in paths)), {"DEPTH_LIMIT": 0}
+    )
+    assert result.result.returncode == 0, result.result.stderr[-3000:]
+    log = result.result.stderr
+    assert stat_value(log, "focused/skipped/not_html") == 5, log[-3000:]
+    assert stat_value(log, "focused/not_html_stopped") == 4, log[-3000:]
+    assert stat_value(log, "retry/count") == 0
+    assert page_warnings(log) == [] and "Traceback" not in log, page_warnings(log)
+    assert js_site.count("/doc") == 1 and js_site.count("/data") == 1, js_site.fetched
+    for path in ("/doc", "/data", "/attached", "/report"):
+        assert js_site.sent[path] < size / 2, js_site.sent
+    assert js_site.sent["/short"] == 65536
+    assert "plain.html" in stored_paths(result)
