@@ -1,12 +1,14 @@
 """Bytes and time a crawl spends on links that are no HTML, with the download stopped at the
 headers (``focused.hygiene.NotHtmlStopMiddleware``, session 52) and without it, alternately.
 
-    python benchmarks/results/session52/not_html_stop/measure.py [PAUSE]
+    python benchmarks/results/session52/not_html_stop/measure.py [PAUSE [RENDER]]
 
 A loopback site of 20 HTML pages on 127.0.0.1:22450; each page links the next, an
 extensionless 4 MiB PDF (with Content-Length), an extensionless 2 MiB binary without
 Content-Length and a 44 KB script. Bodies go out in 64 KiB chunks, PAUSE seconds apart
-(default 0.05). `bfs`, so that both crawls fetch the same pages.
+(default 0.05). `bfs`, so that both crawls fetch the same pages. With RENDER (`always`), the
+pages are rendered (`-a render=RENDER`), and each round crawls once with the checkout the script
+lies in: run it from two checkouts to compare them (the browser's stop has no setting).
 """
 
 import re
@@ -22,6 +24,7 @@ REPO = Path(__file__).resolve().parents[4]
 PORT = 22450
 PAGES = 20
 PAUSE = float(sys.argv[1]) if len(sys.argv) > 1 else 0.05
+RENDER = sys.argv[2] if len(sys.argv) > 2 else None
 CHUNK = 64 * 1024
 WORDS = "birds feathers nesting migration"
 sent = {"bytes": 0}
@@ -101,7 +104,7 @@ def crawl(tag: str, extra: list[str], scratch: str) -> None:
         return int(found.group(1)) if found else 0
 
     print(
-        f"{tag:8} exit={done.returncode} wall={took:5.1f}s"
+        f"{tag:14} exit={done.returncode} wall={took:5.1f}s"
         f" server_sent={sent['bytes'] / 2**20:6.1f} MiB"
         f" response_bytes={stat('downloader/response_bytes') / 2**20:6.1f} MiB"
         f" not_html={stat('focused/skipped/not_html')}"
@@ -117,6 +120,9 @@ def main() -> None:
     off = ["-s", 'DOWNLOADER_MIDDLEWARES={"focused.hygiene.NotHtmlStopMiddleware": null}']
     with tempfile.TemporaryDirectory() as scratch:
         for _ in range(2):
+            if RENDER is not None:
+                crawl(f"render={RENDER}", ["-a", f"render={RENDER}"], scratch)
+                continue
             crawl("whole", off, scratch)
             crawl("stopped", [], scratch)
     server.shutdown()
