@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import time
 from collections import deque
+from collections.abc import Callable
 from contextlib import closing
 from types import SimpleNamespace
 
@@ -94,30 +95,41 @@ def queued_discoveries(jobdir) -> dict[bytes, int]:
         return {fp: pickle.loads(blob)["meta"]["discovery"] for fp, blob in rows.fetchall()}
 
 
+def held_until_killed(until_killed: Hold) -> Callable[[str, str], Reply]:
+    """The tree site, its GETs beyond KILL_AFTER waiting for the kill: however late it comes,
+    the killed run has left most of the budget to the resumed one (once 3 s were enough to
+    spend it all)."""
+
+    def respond(method: str, path: str) -> Reply:
+        if method == "GET" and path != "/robots.txt":
+            until_killed.wait()
+        return tree_site(method, path)
+
+    return respond
+
+
+def kill_once_served(site: Site, command: list[str], until_killed: Hold) -> None:
+    """Run ``command`` until ``site`` has served KILL_AFTER GETs, kill -9 it, then let the
+    site answer again."""
+    run = start_quietly(command)
+    deadline = time.monotonic() + 90
+    while len(site.log.gets()) < KILL_AFTER and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)
+    until_killed.release()
+
+
 def kill_then_resume(tmp_path):
     """Kill -9 a JOBDIR crawl with a page budget once the site has served KILL_AFTER GETs,
     then resume it; returns the paths served (before the kill, in all), the discovery numbers
     queued at the kill and those queued when the resumed run stopped, and its result."""
     jobdir = tmp_path / "job"
     until_killed = Hold(KILL_AFTER)
-
-    def respond(method: str, path: str) -> Reply:
-        # GETs beyond KILL_AFTER wait for the kill: however late it comes, the killed run has
-        # left most of the budget to the resumed one (once 3 s were enough to spend it all).
-        if method == "GET" and path != "/robots.txt":
-            until_killed.wait()
-        return tree_site(method, path)
-
-    with Site(respond, delay=0.05) as site:
+    with Site(held_until_killed(until_killed), delay=0.05) as site:
         # At most CONCURRENT + 1 requests in flight at the kill (tests/test_crash_resume.py).
         command = jobdir_crawl(site, tmp_path, BUDGET, SCRAPER_SLOT_MAX_ACTIVE_SIZE=1)
-        run = start_quietly(command)
-        deadline = time.monotonic() + 90
-        while len(site.log.gets()) < KILL_AFTER and time.monotonic() < deadline:
-            time.sleep(0.01)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-        until_killed.release()
+        kill_once_served(site, command, until_killed)
         before_kill = [path for _, path in site.log.gets()]
         assert len(before_kill) >= KILL_AFTER, "the crawl did not get going"
         at_kill = queued_discoveries(jobdir)
@@ -428,13 +440,7 @@ def test_kill_9_then_resume_counts_the_pages_kept_from_the_store(tmp_path):
     store held, so CLOSESPIDER_RELEVANT let it fetch that many relevant pages again."""
     wanted = 30
     until_killed = Hold(KILL_AFTER)
-
-    def respond(method: str, path: str) -> Reply:
-        if method == "GET" and path != "/robots.txt":
-            until_killed.wait()
-        return tree_site(method, path)
-
-    with Site(respond, delay=0.05) as site:
+    with Site(held_until_killed(until_killed), delay=0.05) as site:
         command = jobdir_crawl(
             site,
             tmp_path,
@@ -443,13 +449,7 @@ def test_kill_9_then_resume_counts_the_pages_kept_from_the_store(tmp_path):
             CLOSESPIDER_RELEVANT=wanted,
             SCRAPER_SLOT_MAX_ACTIVE_SIZE=1,
         )
-        run = start_quietly(command)
-        deadline = time.monotonic() + 90
-        while len(site.log.gets()) < KILL_AFTER and time.monotonic() < deadline:
-            time.sleep(0.01)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-        until_killed.release()
+        kill_once_served(site, command, until_killed)
         articles_before_kill = {path for _, path in site.log.gets() if not path.startswith("/g")}
         assert len(articles_before_kill) >= CONCURRENT, articles_before_kill
         resumed = subprocess.run(
