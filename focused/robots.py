@@ -44,6 +44,13 @@ no longer applies. Once the host's robots.txt is read, the scheduler asks before
 (``refuses_as_linked``): refused only at download, the URL was seen, and a spelling the site
 allows (``/story`` where ``/story?sid=...`` is disallowed), linked later, was a duplicate.
 
+A crawl that meets many hosts keeps the robots.txt of the ``ROBOTS_PARSERS_MAX`` hosts used
+last, not of every host it ever met (Scrapy keeps them all: some 16 KB for a robots.txt of 1 KB,
+16 GB for a crawl that meets a million hosts). A host whose parser was forgotten has its
+robots.txt downloaded again when one of its URLs comes up (``focused/robots/forgotten``, as
+Nutch's and Heritrix's robots caches expire); its Crawl-delay holds meanwhile: its slot's delay
+and concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
+
 In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
 and the others wait for that and parse the same body (``SharedCrawl.robots_txt``), so each
@@ -54,6 +61,7 @@ dead.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from scrapy import exceptions, signals
@@ -152,6 +160,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         add_log_filter(robotstxt.__name__, _UnreachableInOneLine)
         self._crawl_delay_max = crawler.settings.getfloat("ROBOTS_CRAWL_DELAY_MAX")
         self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
+        self._parsers_max = crawler.settings.getint("ROBOTS_PARSERS_MAX")
+        # In the order of last use, the least used first (_forget_least_used).
+        self._parsers: OrderedDict[str, RobotParser | Deferred[RobotParser | None] | None] = (
+            OrderedDict()
+        )
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -169,13 +182,18 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         pending = self._parsers.get(netloc)
         if not isinstance(pending, Deferred):
             downloads_it = netloc not in self._parsers  # else read already
+            if not downloads_it:
+                self._parsers.move_to_end(netloc)
             try:
                 if downloads_it and getattr(self.crawler.spider, "shared", None) is not None:
                     return await self._read_by_the_crawl(request, netloc)
                 return await super().robot_parser(request)
             finally:
-                if downloads_it:  # the scheduler held the host's other requests until now
-                    wake_engine(self.crawler)
+                if downloads_it:
+                    if netloc in self._parsers:  # read now, however long its download took
+                        self._parsers.move_to_end(netloc)
+                    self._forget_least_used()
+                    wake_engine(self.crawler)  # the scheduler held the host's other requests
         mine: Deferred[RobotParser | None] = Deferred()
 
         def hand_on(parser: RobotParser | None) -> RobotParser | None:
@@ -184,6 +202,22 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
         pending.addCallback(hand_on)
         return await maybe_deferred_to_future(mine)
+
+    def _forget_least_used(self) -> None:
+        """Forget the parsers used longest ago, past ``ROBOTS_PARSERS_MAX``; a robots.txt still
+        downloading is kept (its waiters chain on it)."""
+        excess = len(self._parsers) - self._parsers_max
+        if excess <= 0:
+            return
+        forget = []
+        for netloc, parser in self._parsers.items():
+            if len(forget) == excess:
+                break
+            if not isinstance(parser, Deferred):
+                forget.append(netloc)
+        for netloc in forget:
+            del self._parsers[netloc]
+        self._stats.inc_value("focused/robots/forgotten", len(forget))
 
     async def _read_by_the_crawl(self, request: Request, netloc: str) -> RobotParser | None:
         """``netloc``'s robots.txt as another process of the crawl read it, waited for while
@@ -285,6 +319,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             return
         netloc = urlparse_cached(request).netloc
         if delay > self._crawl_delay_max:
+            if self._skipped.get(netloc) == delay:
+                return  # read again after its parser was forgotten: said already
             self._skipped[netloc] = delay
             logger.info(
                 "%s: robots.txt asks for a Crawl-delay of %g s, above ROBOTS_CRAWL_DELAY_MAX "
@@ -296,7 +332,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             return
         downloader: Downloader = self.crawler.engine.downloader
         key = downloader.get_slot_key(request)
-        floor = max(delay, self._download_delay, self._slot_delays.get(key, 0.0))
+        known = self._slot_delays.get(key)
+        floor = max(delay, self._download_delay, known or 0.0)
         self._slot_delays[key] = floor
         # A slot made later (the first, or a new one after Scrapy dropped this one when idle
         # for a minute) takes its delay from here; a DOWNLOAD_SLOTS delay is never lowered.
@@ -311,6 +348,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             slot.delay = max(floor, slot.delay)
             slot.jitter = 0.0
             slot.concurrency = slot_settings["concurrency"]
+        if known == floor:
+            # Read again after its parser was forgotten (or another port of the host asked the
+            # same): the slot is paced so already, counted and said.
+            return
         self._stats.inc_value("focused/robots/crawl_delay_hosts")
         logger.info(
             "%s: robots.txt asks for a Crawl-delay of %g s: one request every %g s",

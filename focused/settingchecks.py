@@ -120,6 +120,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ENCODER_STORE_SIZE": (int, 0, None),
     "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
     "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
+    "ROBOTS_PARSERS_MAX": (int, 1, None),
     "RETRY_AFTER_MAX": (float, 0.0, None),
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
     # have bounds of their own, or no default to be checked from.

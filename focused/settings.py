@@ -39,6 +39,10 @@ ROBOTS_META_OBEY = True
 # fetching it faster would ignore its robots.txt, and its requests waiting would hold the
 # crawl's CONCURRENT_REQUESTS (focused.robots).
 ROBOTS_CRAWL_DELAY_MAX = 30.0
+# The robots.txt of this many hosts, those used last, are kept parsed (some 16 KB each for a
+# robots.txt of 1 KB); a host forgotten has its robots.txt downloaded again when one of its URLs
+# comes up, its Crawl-delay kept meanwhile (focused.robots).
+ROBOTS_PARSERS_MAX = 10_000
 # A 429 or 503 with Retry-After: no request to that host before it says, at most this many
 # seconds; then Scrapy retries as usual (RETRY_TIMES). 0: retried at once, as Scrapy does
 # (focused.retryafter).

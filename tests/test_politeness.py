@@ -276,3 +276,43 @@ def test_a_host_gets_no_more_requests_at_once_than_its_concurrency(tmp_path, set
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert len(site.spans) == 25
     assert site.most_at_once() == 4, sorted(site.spans)
+
+
+def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path):
+    """With ROBOTS_PARSERS_MAX=1 only the robots.txt of the host used last is kept: a crawl
+    that meets many hosts kept every one (some 16 KB each). Each turn from one host to the other
+    reads the other's again, its rules apply, and its Crawl-delay paces it throughout."""
+    log = FetchLog()
+    robots_reads = {"slow": 0, "fast": 0}
+    slow_robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n"
+    slow_links = {"/": [*PAGES, "/private/1"]}
+    fast_links = {"/": PAGES}
+
+    def counted(name: str, respond):
+        def counting(method: str, path: str) -> Reply:
+            if path == "/robots.txt":
+                robots_reads[name] += 1
+            return respond(method, path)
+
+        return counting
+
+    with (
+        Site(counted("slow", linking_site(slow_robots, slow_links)), "127.0.0.2", log) as slow,
+        Site(
+            counted("fast", linking_site("User-agent: *\n", fast_links)), "127.0.0.3", log
+        ) as fast,
+    ):
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/,{fast.url}/"},
+            {"ROBOTS_PARSERS_MAX": 1},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert stat(crawl.result.stderr, "focused/robots/forgotten") >= 1
+    assert robots_reads["slow"] >= 2, robots_reads
+    slow_times = log.get_times(slow.host)
+    assert sorted(path for host, path in log.gets() if host == slow.host) == ["/", *PAGES]
+    assert min(gaps(slow_times)) >= 0.85, gaps(slow_times)
+    # Counted and said once, however often it is read.
+    assert stat(crawl.result.stderr, "focused/robots/crawl_delay_hosts") == 1
+    assert crawl.result.stderr.count("robots.txt asks for a Crawl-delay of 1 s") == 1
