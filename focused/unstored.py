@@ -4,7 +4,10 @@ When the store stays unreachable the storage pipeline gives up on it (``store_un
 and the records it still holds at the close get one last try. Rather than lose those that
 fail it too, the pipeline writes them to ``unstored-<crawl_id>-<UTC time>.jsonl`` in
 FOCUSED_UNSTORED_DIR (default: the folder of FOCUSED_DB), with the crawl record's outcome if
-that could not be written either; ``scrapy restore FILE`` writes them into the store.
+that could not be written either; ``scrapy restore FILE`` writes them into the store. A record
+the store refused for a value it cannot hold (``focused.storage.RecordRefused``) goes to a file
+of its own, ``refused-<crawl_id>-<UTC time>.jsonl``: loading checks a file whole, and such a
+line, until mended, would hold back every other record of the file.
 
 Each line is one JSON object, ``{"kind": KIND, "record": {...}}``:
 
@@ -144,11 +147,11 @@ class UnstoredFile:
     ``kept`` 0 when the folder or file cannot be made), ValueError or TypeError for a record
     the store would refuse as well."""
 
-    def __init__(self, folder: Path, crawl_id: str) -> None:
+    def __init__(self, folder: Path, crawl_id: str, prefix: str = "unstored") -> None:
         # To the microsecond: the processes of a shared crawl may close in the same second.
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
         name = re.sub(r"[^\w.-]", "_", crawl_id)  # an id from the store may hold a slash
-        self.path = folder.absolute() / f"unstored-{name}-{stamp}.jsonl"  # for a log read later
+        self.path = folder.absolute() / f"{prefix}-{name}-{stamp}.jsonl"  # for a log read later
         self._made = False
 
     def add(self, kind: str, records: Iterable[Mapping[str, Any]]) -> None:

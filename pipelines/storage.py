@@ -64,9 +64,10 @@ here, which names the page.
 
 A record the store refuses for a value it cannot hold (``RecordRefused``: an integer over 64
 bits, text that is no UTF-8), where the store itself is fine, fails no other: its batch is
-written again one record at a time, and the record refused is kept in the file of unstored
-records, said in one warning line; its item is dropped, the crawl goes on. Retrying it would
-fail alike, and it blocked every record after it.
+written again one record at a time, and the record refused is kept in a file of its own
+(``refused-*.jsonl``: ``scrapy restore`` checks a file whole, and its line, until mended, would
+hold back the records of the file of unstored records), said in one warning line; its item is
+dropped, the crawl goes on. Retrying it would fail alike, and it blocked every record after it.
 
 A page is not stored once its JOBDIR can no longer be written, nor once a shared crawl lost
 Redis (``focused.distributed``): its request stays in flight there, and the page is fetched
@@ -208,6 +209,7 @@ class StoragePipeline:
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
         self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
+        self._refused_file: UnstoredFile | None = None  # the records refused for their values
         self._said_unreadable = False  # the store's first value read as unknown was logged
         self._refused = False  # the crawl's start refused (a recrawl under way): nothing recorded
         add_log_filter(scraper.__name__, _UnstoredInOneLine)
@@ -609,7 +611,7 @@ class StoragePipeline:
         return refused
 
     def _keep_refused(self, record: dict[str, Any], exc: RecordRefused) -> None:
-        """Keep a record the store refused in the file of unstored records, said in a warning:
+        """Keep a record the store refused in the file of refused records, said in a warning:
         the crawl goes on, the store being fine. Loaded back as it is, it would be refused
         again: ``scrapy restore`` refuses it until its line is mended."""
         self.stats.inc_value(REFUSED)
@@ -643,11 +645,18 @@ class StoragePipeline:
         """Write records the store refused for good to the run's file of unstored records,
         and say so, with the store's failure, in one line; how many the file took (those it
         did not are lost: the disk full, the folder not writable...). ``refused``: for a value
-        the store cannot hold, a warning (the crawl goes on), which says the line needs
-        mending."""
-        if self._unstored is None:
-            self._unstored = UnstoredFile(unstored_dir(self.crawler.settings), self.crawl_id)
-        path = self._unstored.path
+        the store cannot hold, to the run's file of refused records, and a warning (the crawl
+        goes on), which says the line needs mending."""
+        if refused:  # a file of their own: restore checks a file whole (focused.unstored)
+            if self._refused_file is None:
+                folder = unstored_dir(self.crawler.settings)
+                self._refused_file = UnstoredFile(folder, self.crawl_id, prefix="refused")
+            file = self._refused_file
+        else:
+            if self._unstored is None:
+                self._unstored = UnstoredFile(unstored_dir(self.crawler.settings), self.crawl_id)
+            file = self._unstored
+        path = file.path
         command = f"`scrapy restore {shlex.quote(str(path))}`"
         restore = (
             f"{command} loads it once its line is mended"
@@ -655,7 +664,7 @@ class StoragePipeline:
             else f"load into the store with {command}"
         )
         try:
-            self._unstored.add(kind, records)
+            file.add(kind, records)
         except (OSError, ValueError, TypeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
             kept = exc.kept if isinstance(exc, PartlyKept) else 0
