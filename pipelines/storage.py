@@ -208,8 +208,9 @@ class StoragePipeline:
         self._refused_records: set[int] = set()  # id() of the records refused, for their items
         self._heartbeat: task.LoopingCall | None = None
         self._heartbeat_stopped: Deferred[Any] | None = None  # fires once a stopped loop is idle
-        self._unstored: UnstoredFile | None = None  # made when the store refuses a record for good
-        self._refused_file: UnstoredFile | None = None  # the records refused for their values
+        # The run's files of records kept, by prefix: "unstored" (the store refused them for
+        # good) and "refused" (for their values); each made at its first record.
+        self._kept_files: dict[str, UnstoredFile] = {}
         self._said_unreadable = False  # the store's first value read as unknown was logged
         self._refused = False  # the crawl's start refused (a recrawl under way): nothing recorded
         add_log_filter(scraper.__name__, _UnstoredInOneLine)
@@ -647,15 +648,12 @@ class StoragePipeline:
         did not are lost: the disk full, the folder not writable...). ``refused``: for a value
         the store cannot hold, to the run's file of refused records, and a warning (the crawl
         goes on), which says the line needs mending."""
-        if refused:  # a file of their own: restore checks a file whole (focused.unstored)
-            if self._refused_file is None:
-                folder = unstored_dir(self.crawler.settings)
-                self._refused_file = UnstoredFile(folder, self.crawl_id, prefix="refused")
-            file = self._refused_file
-        else:
-            if self._unstored is None:
-                self._unstored = UnstoredFile(unstored_dir(self.crawler.settings), self.crawl_id)
-            file = self._unstored
+        # Refused records in a file of their own: restore checks a file whole (focused.unstored).
+        prefix = "refused" if refused else "unstored"
+        file = self._kept_files.get(prefix)
+        if file is None:
+            folder = unstored_dir(self.crawler.settings)
+            file = self._kept_files[prefix] = UnstoredFile(folder, self.crawl_id, prefix=prefix)
         path = file.path
         command = f"`scrapy restore {shlex.quote(str(path))}`"
         restore = (
