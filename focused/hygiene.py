@@ -251,10 +251,12 @@ def says_not_html(headers: Headers) -> bool:
 
 def stops_not_html(headers: Headers, body_length: Any) -> bool:
     """A response with ``headers``, whose body is ``body_length`` bytes long, is to be downloaded
-    no further than its headers: they make it ``not_html``, and its body is not short enough to
-    be kept (``NOT_HTML_KEPT_SIZE``). An unknown length is None, -1 or Twisted's
-    UNKNOWN_LENGTH (Scrapy's download handler), or a Content-Length no number (the browser)."""
-    if not says_not_html(headers):
+    no further than its headers: they make it ``not_html``, it is no redirect (a 3xx's body is
+    archived as it came, ``WARC_DIR``; the headers carry no status, so ``Location`` tells), and
+    its body is not short enough to be kept (``NOT_HTML_KEPT_SIZE``). An unknown length is
+    None, -1 or Twisted's UNKNOWN_LENGTH (Scrapy's download handler), or a Content-Length no
+    number (the browser)."""
+    if b"Location" in headers or not says_not_html(headers):
         return False
     return not (isinstance(body_length, int) and 0 <= body_length <= NOT_HTML_KEPT_SIZE)
 
@@ -466,7 +468,6 @@ class NotHtmlStopMiddleware:
         if (
             request.method != "GET"  # HEAD_CHECK's HEAD has no body to spare
             or request.callback is NO_CALLBACK  # robots.txt: read by its middleware, as text
-            or b"Location" in headers  # a redirect's body is archived as it came (WARC_DIR)
             or not stops_not_html(headers, body_length)
         ):
             return

@@ -370,9 +370,7 @@ class PageResponse:
         self.response = response
         headers = Headers(response.headers)
         length = headers.get(b"Content-Length", b"")
-        self.stopped = b"Location" not in headers and stops_not_html(
-            headers, int(length) if length.isdigit() else None
-        )
+        self.stopped = stops_not_html(headers, int(length) if length.isdigit() else None)
         if response.status not in REDIRECT_STATUSES:
             self._judged.set()
 
