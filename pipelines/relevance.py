@@ -68,7 +68,8 @@ class RelevancePipeline:
             self.stats.inc_value("focused/not_stored")
             if self.crawler is not None:
                 add_to_counter(self.crawler, "not_stored")
-                add_to_counter(self.crawler, "not_stored_relevant", int(adapter["is_relevant"]))
+                if adapter["is_relevant"]:  # an amount of 0 would only write its value again
+                    add_to_counter(self.crawler, "not_stored_relevant")
             raise DropItem(
                 f"relevance {combined:.4f} is below STORE_MIN_RELEVANCE {self.store_min_relevance}",
                 log_level="DEBUG",  # expected, and the dropped-item log line carries the whole text
