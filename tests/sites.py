@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from focused.replayweb import WIKI_PREFIX, Graph, ReplayServer, check_loopback, url_for
 
@@ -186,8 +186,29 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class Site(ThreadingHTTPServer):
+class ThreadedServer(ThreadingHTTPServer):
+    """An HTTP server on loopback, served by a thread of its own while its ``with`` lasts."""
+
     daemon_threads = True
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.server_address[0]}:{self.server_address[1]}"
+
+    def __enter__(self) -> Self:
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self._thread.join()
+        self.server_close()
+
+
+class Site(ThreadedServer):
     request_queue_size = 128
 
     def __init__(
@@ -207,22 +228,10 @@ class Site(ThreadingHTTPServer):
         self.user_agents: set[str | None] = set()  # of the requests but for robots.txt
         self.cookies: dict[str, str | None] = {}  # each path's last request's Cookie header
         super().__init__((self.host, 0), _Handler)
-        self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.server_address[1]}"
-
-    def __enter__(self) -> Site:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self._thread.join()
-        self.server_close()
+        return f"http://{self.host}:{self.server_address[1]}"  # the host as given: a name too
 
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         # A crawl killed on purpose (the kill -9 tests) drops its connections mid-response:

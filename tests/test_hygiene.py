@@ -5,9 +5,8 @@ from __future__ import annotations
 import gzip
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from scrapy import Request
@@ -21,7 +20,7 @@ from focused.extract import extract_page
 from focused.hygiene import CharsetMiddleware, NotHtmlStopMiddleware, page_skip_reason
 from focused.settingchecks import dns_timeout_note
 from tests.conftest import REPO, crawl_env, run_crawl
-from tests.sites import DROPPED, Reply, Site, html
+from tests.sites import DROPPED, Reply, Site, ThreadedServer, html
 from tests.test_canonical import stat
 from tests.test_refresh import recrawl, stored_crawl
 
@@ -598,9 +597,7 @@ class _Streamed(BaseHTTPRequestHandler):
         pass
 
 
-class _StreamedSite(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _StreamedSite(ThreadedServer):
     def __init__(self, bodies: dict[str, tuple[str, bytes, bool, str | None]]) -> None:
         self.bodies = bodies
         self.fetched: list[str] = []
@@ -610,20 +607,6 @@ class _StreamedSite(ThreadingHTTPServer):
 
     def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
         pass  # a connection the crawl closed: what the test counts
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def __enter__(self) -> _StreamedSite:
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05})
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self._thread.join()
-        self.server_close()
 
 
 STREAMED_CHUNK = 64 * 1024
