@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -43,6 +44,20 @@ def silent_server():
     listener.close()
 
 
+def start_waiting_for(uri: str, args: Sequence[str], first: str = "") -> subprocess.Popen:
+    """``scrapy ARGS`` as from a terminal (``first``: as_from_a_terminal's), its store the
+    silent server at ``uri``, which it waits for a minute."""
+    store = ["-s", f"MONGO_URI={uri}", "-s", "MONGO_TIMEOUT_MS=60000"]
+    return subprocess.Popen(
+        [*as_from_a_terminal("scrapy", first=first), *args, *store],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=crawl_env(),
+    )
+
+
 @pytest.mark.parametrize(
     "command",
     [
@@ -54,18 +69,10 @@ def silent_server():
 )
 def test_ctrl_c_while_the_store_keeps_the_command_waiting_is_status_130(silent_server, command):
     uri, connected = silent_server
-    settings = ["-s", f"MONGO_URI={uri}", "-s", "MONGO_TIMEOUT_MS=60000"]
     # Python's own Ctrl-C handler ends these commands (Scrapy's are not in place yet), and a
     # process started with SIGINT ignored has none: a test run started so (`cmd &` from a
     # script) had each command wait on for its server (the 3 failed so, session 48).
-    process = subprocess.Popen(
-        [*as_from_a_terminal("scrapy"), *command, *settings],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=crawl_env(),
-    )
+    process = start_waiting_for(uri, command)
     try:
         connected()  # the command is past its imports, waiting for the server
         process.send_signal(signal.SIGINT)
@@ -109,16 +116,8 @@ def test_ctrl_c_as_the_command_loads_is_status_130_without_a_traceback(
     uri, _ = silent_server
     filled = {"spilled": str(spilled(tmp_path)), "redis": uri.replace("mongodb:", "redis:") + "/0"}
     args = [arg.format(**filled) for arg in command]
-    settings = ["-s", f"MONGO_URI={uri}", "-s", "MONGO_TIMEOUT_MS=60000"]
     for delay in (0, 0.05, 0.15, 0.4):
-        process = subprocess.Popen(
-            [*as_from_a_terminal("scrapy", first=_SETTINGS_LOADED), *args, *settings],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=crawl_env(),
-        )
+        process = start_waiting_for(uri, args, first=_SETTINGS_LOADED)
         try:
             assert process.stderr.readline() == "settings loaded\n"
             time.sleep(delay)
