@@ -62,6 +62,9 @@ the log, with how many it took before the disk filled up. Scrapy's scraper logs 
 stored with its record and the traceback, a hundred lines a page: that is the error's one line
 here, which names the page.
 
+A crawl record the store cannot take as the spider opens (its retries spent) closes the spider
+alike, ``store_unreachable``, in one line, before anything is fetched: nothing to keep.
+
 A record the store refuses for a value it cannot hold (``RecordRefused``: an integer over 64
 bits, text that is no UTF-8), where the store itself is fine, fails no other: its batch is
 written again one record at a time, and the record refused is kept in a file of its own
@@ -212,7 +215,8 @@ class StoragePipeline:
         # good) and "refused" (for their values); each made at its first record.
         self._kept_files: dict[str, UnstoredFile] = {}
         self._said_unreadable = False  # the store's first value read as unknown was logged
-        self._refused = False  # the crawl's start refused (a recrawl under way): nothing recorded
+        # The crawl's start refused (a recrawl under way) or failed: nothing recorded.
+        self._refused = False
         add_log_filter(scraper.__name__, _UnstoredInOneLine)
 
     @classmethod
@@ -302,9 +306,14 @@ class StoragePipeline:
             logger.error("%s", running_elsewhere(exc.crawl["crawl_id"], exc.crawl))
             self._refused = True
             raise CloseSpider(CRAWL_RUNNING) from None
-        except StoreError:
-            self.store.close()
-            raise
+        except StoreError as exc:
+            # The store failed its retries (a file another process keeps locked, a server that
+            # takes no write): nothing was fetched, and the store holds no record of this run
+            # to finish. One line and the close reason of a store that fails, where the error
+            # went on as a traceback and the close wrote an outcome to the closed store.
+            logger.error("%s; the crawl cannot start (%s)", exc, STORE_UNREACHABLE)
+            self._refused = True
+            raise CloseSpider(STORE_UNREACHABLE) from None
         self._say_unreadable()  # the record's first started_at, kept
         # The id scrapy report and -a crawl_id take, and the store a JOBDIR resume must be
         # given again (FOCUSED_DB is relative to the working directory).
@@ -497,7 +506,7 @@ class StoragePipeline:
     async def spider_closed(self, reason: str) -> None:
         self._unwatch_forced_stop()
         await self._stop_heartbeat()  # before the store is closed
-        if self._refused:  # the record is another's: no outcome of a run that never began
+        if self._refused:  # no outcome of a run that never began (the record may be another's)
             self.store.close()
             return
         jobdir = jobdir_writes(self.crawler)

@@ -1524,6 +1524,39 @@ def test_storage_pipeline_closes_the_spider_when_the_store_stays_down(
     assert (crawl["status"], crawl["finish_reason"]) == ("interrupted", STORE_UNREACHABLE)
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_a_crawl_whose_store_fails_its_start_closes_in_one_line(
+    tmp_path, monkeypatch, mongo_client, caplog, backend
+):
+    """The store opened (the crawl's checks read it) but its first write failed for good: the
+    SQLite file locked by another process's write, a MongoDB that takes no insert. The error
+    went on as a traceback, the close retried the crawl's outcome on the closed store and kept
+    it in a file of unstored records, for a crawl the store has no record of."""
+    if backend == "sqlite":
+        db = tmp_path / "crawl.sqlite3"
+        SqliteStore(db).close()
+        settings: dict[str, Any] = {"FOCUSED_DB": str(db), "FOCUSED_DB_TIMEOUT": 0.1}
+        locker = sqlite3.connect(db, isolation_level=None)
+        locker.execute("BEGIN IMMEDIATE")
+        cause = "database is locked"
+    else:
+        monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+
+        def refusing(self, document, *args, **kwargs):
+            raise pymongo.errors.OperationFailure("not authorized on focused to execute insert")
+
+        monkeypatch.setattr(mongomock.collection.Collection, "insert_one", refusing)
+        settings = {"MONGO_URI": "mongodb://db.test", "FOCUSED_UNSTORED_DIR": str(tmp_path)}
+        cause = "not authorized"
+    crawler = pipeline_crawler(**settings, STORAGE_RETRIES=1, STORAGE_RETRY_DELAY=0)
+    reason, lines = refused_start(StoragePipeline.from_crawler(crawler), caplog)
+    assert reason == STORE_UNREACHABLE
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, lines
+    assert cause in errors[0] and errors[0].endswith("the crawl cannot start (store_unreachable)")
+    assert not list(tmp_path.glob("unstored-*")), lines  # nothing to keep: nothing was fetched
+
+
 def test_storage_pipeline_open_fails_on_unreachable_mongo():
     crawler = pipeline_crawler(MONGO_URI="mongodb://127.0.0.1:1", MONGO_TIMEOUT_MS=200)
     pipeline = StoragePipeline.from_crawler(crawler)
