@@ -29,7 +29,7 @@ from focused.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from pymongo.collection import Collection
 
@@ -107,12 +107,14 @@ class MongoStore(Store):
         where: dict[str, Any],
         sort: SortSpec,
         limit: int | None,
-    ) -> list[dict[str, Any]]:
+    ) -> Iterator[dict[str, Any]]:
+        """The documents matching ``where``, read as they are taken (a batch at a time)."""
         projection = {"_id": 0, **dict.fromkeys(schema, 1)}
         cursor = collection.find(where, projection).sort(list(sort))
         if limit is not None:
             cursor = cursor.limit(limit)
-        return [self._decode(schema, document) for document in cursor]
+        for document in cursor:
+            yield self._decode(schema, document)
 
     def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
         try:
@@ -153,9 +155,9 @@ class MongoStore(Store):
 
     def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
         where = {} if crawl_id is None else {"crawl_id": crawl_id}
-        return self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit)
+        return list(self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit))
 
-    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
+    def _find_pages(self, query: PageQuery) -> Iterator[dict[str, Any]]:
         where: dict[str, Any] = {"crawl_id": query.crawl_id}
         unknown = []
         for name, known in query.known.items():

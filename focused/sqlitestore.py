@@ -29,7 +29,7 @@ from focused.storage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
 
 # A new file's switch to WAL lost to another process's: tried again this often, this far apart
@@ -286,8 +286,9 @@ class SqliteStore(Store):
         where: list[tuple[str, Any]],
         sort: SortSpec,
         limit: int | None,
-    ) -> list[dict[str, Any]]:
-        """Rows matching every ``(condition with one ?, parameter)`` of ``where``."""
+    ) -> Iterator[dict[str, Any]]:
+        """Rows matching every ``(condition with one ?, parameter)`` of ``where``, read as
+        they are taken."""
         columns = [name if name in self._columns[table] else f"NULL AS {name}" for name in schema]
         sql = f"SELECT {', '.join(columns)} FROM {table}"
         params = [param for _, param in where]
@@ -297,7 +298,8 @@ class SqliteStore(Store):
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [self._decode(schema, row) for row in self._conn.execute(sql, params)]
+        for row in self._conn.execute(sql, params):
+            yield self._decode(schema, row)
 
     def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
         with self._conn:
@@ -336,9 +338,9 @@ class SqliteStore(Store):
 
     def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
         where = [] if crawl_id is None else [("crawl_id = ?", crawl_id)]
-        return self._select("crawls", CRAWL_SCHEMA, where, CRAWL_SORT, limit)
+        return list(self._select("crawls", CRAWL_SCHEMA, where, CRAWL_SORT, limit))
 
-    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]:
+    def _find_pages(self, query: PageQuery) -> Iterator[dict[str, Any]]:
         where: list[tuple[str, Any]] = [("crawl_id = ?", query.crawl_id)]
         for name, known in query.known.items():
             # SQLite compares text above any number: a relevance edited into text passed

@@ -639,6 +639,35 @@ class Store(ABC):
         ``fields`` restricts each record to those fields (in ``PAGE_FIELDS`` order), so that a
         report over many pages need not read their texts.
         """
+        return list(
+            self.iter_pages(
+                crawl_id,
+                min_relevance=min_relevance,
+                level=level,
+                relevant_only=relevant_only,
+                limit=limit,
+                order=order,
+                fields=fields,
+            )
+        )
+
+    def iter_pages(
+        self,
+        crawl_id: str,
+        *,
+        min_relevance: float | None = None,
+        level: int | None = None,
+        relevant_only: bool = False,
+        limit: int | None = None,
+        order: PageOrder = "relevance",
+        fields: Iterable[str] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """``pages``, read as they are used: a listing of a large crawl (``scrapy pages
+        --json``) holds one record at a time, where a list held them all before the first was
+        printed. The arguments are checked at once; the store is read (and fails, as
+        ``StoreError``) as the records are taken. The store must stay open meanwhile, and an
+        SQLite reader holds its snapshot until the last record is taken: a crawl writing
+        meanwhile cannot checkpoint past it, and its -wal file grows until then."""
         if order not in PAGE_SORTS:
             raise ValueError(f"page order {order!r} is not one of {tuple(PAGE_SORTS)}")
         if limit is not None and limit < 1:
@@ -656,25 +685,32 @@ class Store(ABC):
             fields=tuple(name for name in PAGE_FIELDS if name in wanted),
             known={"relevance": True} if min_relevance is not None else {},
         )
-        with self._failing(f"read pages of crawl {crawl_id}"):
-            return self._readable("pages", self._unknown_last(query))
+        return self._read_pages(query)
 
-    def _unknown_last(self, query: PageQuery) -> list[dict[str, Any]]:
+    def _read_pages(self, query: PageQuery) -> Iterator[dict[str, Any]]:
+        with self._failing(f"read pages of crawl {query.crawl_id}"):
+            for page in self._unknown_last(query):
+                yield self._readable_record("pages", page)
+
+    def _unknown_last(self, query: PageQuery) -> Iterator[dict[str, Any]]:
         """The pages of ``query`` in its order, those whose sort key is unknown (``known``)
         after the others, in the order ``UNKNOWN_LAST`` gives them (itself with its unknown
         last). Both backends sort text (a cell edited by hand) and infinity above every number
         and none below: a page whose key was read as unknown came first in one direction."""
         key = query.sort[0][0]
         if key not in UNKNOWN_LAST or key in query.known:
-            return self._find_pages(query)
-        pages = self._find_pages(replace(query, known={**query.known, key: True}))
-        if query.limit is None or len(pages) < query.limit:
-            rest = None if query.limit is None else query.limit - len(pages)
+            yield from self._find_pages(query)
+            return
+        count = 0
+        for page in self._find_pages(replace(query, known={**query.known, key: True})):
+            count += 1
+            yield page
+        if query.limit is None or count < query.limit:
+            rest = None if query.limit is None else query.limit - count
             unknown = {**query.known, key: False}
-            pages += self._unknown_last(
+            yield from self._unknown_last(
                 replace(query, known=unknown, sort=UNKNOWN_LAST[key], limit=rest)
             )
-        return pages
 
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
@@ -700,14 +736,16 @@ class Store(ABC):
     def _readable(self, table: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The records with each value of another type than its field's read as unknown
         (None), as a field the store does not have is: a command lists what it can read."""
+        return [self._readable_record(table, record) for record in records]
+
+    def _readable_record(self, table: str, record: dict[str, Any]) -> dict[str, Any]:
         schema = CRAWL_SCHEMA if table == "crawls" else PAGE_SCHEMA
-        for record in records:
-            for name, value in record.items():
-                record[name] = _read_as(schema[name], value)
-                if record[name] is _UNREADABLE:
-                    record[name] = None
-                    self.unreadable = self.unreadable or cut(f"{table}.{name} = {value!r}")
-        return records
+        for name, value in record.items():
+            record[name] = _read_as(schema[name], value)
+            if record[name] is _UNREADABLE:
+                record[name] = None
+                self.unreadable = self.unreadable or cut(f"{table}.{name} = {value!r}")
+        return record
 
     # -- backend primitives --------------------------------------------------------------------
 
@@ -733,7 +771,8 @@ class Store(ABC):
         """Crawl records (all, or the one with crawl_id) in ``CRAWL_SORT`` order."""
 
     @abstractmethod
-    def _find_pages(self, query: PageQuery) -> list[dict[str, Any]]: ...
+    def _find_pages(self, query: PageQuery) -> Iterator[dict[str, Any]]:
+        """The pages of ``query``, read from the store as they are taken."""
 
 
 def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) -> Any:

@@ -40,6 +40,7 @@ from scrapy.commands import ScrapyCommand, ScrapyHelpFormatter
 from scrapy.settings import Settings
 
 from focused import storage, storecommand
+from focused.commands import pages as pages_command
 from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
 from focused.mongostore import MongoStore
 from focused.report import (
@@ -574,6 +575,56 @@ def test_pages_json_is_one_record_a_line_without_text(stored, sqlite, mongo):
         for page in expected
     ]
     assert ok(mongo("pages", "--crawl", "cut", "--json")) == out
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_pages_json_prints_each_page_as_it_is_read(
+    cli,
+    tmp_path,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    backend,
+):
+    """`scrapy pages --json > pages.jsonl`, the export of a crawl: every page was read into
+    one list before the first line was printed, 2 KB a page without its text (430 MB for 200,000
+    pages, gigabytes for a crawl of millions, and `| head` waited for it all). Each line is now
+    printed once its page is read."""
+    if backend == "sqlite":
+        settings: dict = {"FOCUSED_DB": tmp_path / "focused.sqlite3"}
+        store: storage.Store = SqliteStore(settings["FOCUSED_DB"])
+        backend_class: type = SqliteStore
+    else:
+        monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+        settings = MONGO_SETTINGS
+        store = MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client)
+        backend_class = MongoStore
+    store.start_crawl(crawl_record())
+    urls = [f"http://a.test/{n:02}" for n in range(30)]
+    store.save_pages(page_record(url, fetch_order=n + 1) for n, url in enumerate(urls))
+    store.finish_crawl("c1")
+    store.close()
+    read: list[str] = []
+    decode = backend_class._decode
+
+    def reading(schema, row):
+        record = decode(schema, row)
+        if "url" in schema:  # a page, not the crawl record
+            read.append(record["url"])
+        return record
+
+    monkeypatch.setattr(backend_class, "_decode", staticmethod(reading))
+    read_at_print: list[int] = []
+    print_json = pages_command.print_json
+
+    def printing(record):
+        read_at_print.append(len(read))
+        print_json(record)
+
+    monkeypatch.setattr(pages_command, "print_json", printing)
+    out = ok(cli("pages", "--json", settings=settings))
+    assert [json.loads(line)["url"] for line in out.splitlines()] == urls
+    assert read == urls
+    assert read_at_print == list(range(1, 31)), "pages read whenever a line was printed"
 
 
 def test_pages_of_an_interrupted_crawl_say_so(sqlite, mongo):
@@ -1419,6 +1470,7 @@ def test_ctrl_c_ends_a_command_without_a_traceback(cli, tmp_path, monkeypatch, a
         raise KeyboardInterrupt
 
     monkeypatch.setattr(SqliteStore, "pages", interrupted)
+    monkeypatch.setattr(SqliteStore, "iter_pages", interrupted)
     monkeypatch.setattr(SqliteStore, "crawls", interrupted)
     assert cli(*args, settings={"FOCUSED_DB": db}) == Result(130, "", "")
 

@@ -76,7 +76,9 @@ class Command(StoreCommand):
             else:  # e.g. interrupted (seeds_unreachable): no page is coming
                 which = "it stored no pages"
             say(printable(f"crawl {crawl['crawl_id']} is {describe_status(crawl)}:") + f" {which}")
-        pages = store.pages(
+        # Read as printed: the JSON lines of a crawl of a million pages, one at a time (a list
+        # held them all, gigabytes, before the first line); a table needs its widths first.
+        pages = store.iter_pages(
             crawl["crawl_id"],
             min_relevance=opts.min_relevance,
             level=opts.level,
