@@ -212,6 +212,10 @@ class TopicalSpider(scrapy.Spider):
             if response.meta.get("depth") == 0:
                 self.failed_seeds[_requested_url(response.request)] = NOT_A_PAGE[unusable]
             return
+        if response.meta.get("depth") == 0:
+            # A seed whose redirect the scheduler turned away as a duplicate, as it took the
+            # place of the queued link to the same page (request_dropped): fetched after all.
+            self.failed_seeds.pop(_requested_url(response.request), None)
         page = extract_page(
             response,
             self.settings.getint("LINK_CONTEXT_CHARS"),

@@ -754,6 +754,35 @@ def test_seeds_fetched_but_not_stored_are_no_seeds_that_could_not_be_fetched(tmp
     assert f"{refused} (" in named and "/cars" not in named, named
 
 
+def test_a_seed_redirected_to_a_page_linked_before_is_no_seed_that_could_not_be_fetched(tmp_path):
+    """Seed /old redirects to /home, which the other seed's page linked to first: the redirect
+    took the queued link's place, and /home was fetched and stored as the seed's page, level 0
+    (requested_url /old). The crawl said all the same that /old could not be fetched, "a URL
+    already requested (a redirect loop)": the scheduler turns the redirect away as a duplicate
+    even as it takes its place."""
+    pages = {
+        "/first": html("Birds", '<p>birds feathers</p><a href="/home">birds home</a>'),
+        "/home": html("Home", "<p>birds feathers nesting</p>"),
+    }
+
+    def reply(method: str, path: str) -> Reply:
+        if path == "/old":
+            return Reply(301, headers={"Location": "/home"})
+        return Reply(body=pages[path]) if path in pages else Reply(404, "")
+
+    with Site(reply) as site:
+        seeds = f"{site.url}/first,{site.url}/old"
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": seeds}
+        crawl = run_crawl(tmp_path, arguments, {"CONCURRENT_REQUESTS": 1})
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    stored = {page["url"]: page for page in crawl.pages()}
+    home = stored[f"{site.url}/home"]
+    assert (home["level"], home["parent_url"]) == (0, None)
+    assert home["requested_url"] == f"{site.url}/old"
+    assert "Seeds that could not be fetched" not in log, log[-3000:]
+
+
 def redirect_to_a_host_no_one_can_reach(method: str, path: str) -> Reply:
     if path == "/robots.txt":
         return Reply(404, "")
