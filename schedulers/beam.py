@@ -22,7 +22,8 @@ The next generation is held back until every page of the current one has landed,
 is chosen among all of their children: ``pop`` returns None only while a page of the current
 generation is still being fetched or parsed, and its landing makes the engine ask again.
 A generation with no surviving candidate ends the search (the frontier is then empty).
-A candidate ``FRONTIER_MAX`` evicts frees its place in its generation.
+A candidate ``FRONTIER_MAX`` evicts frees its place in its generation, and so does one found
+again in the current generation (a page being fetched redirects to it), which it then joins.
 
 State saved on pause: the current generation and how many candidates each generation kept.
 """
@@ -124,9 +125,12 @@ class BeamQueue(StrategyQueue):
         # FRONTIER_MAX took them: their places in their generation's beam are free again (they
         # were held, and a generation kept fewer than k after evictions).
         for fp in fps:
-            generation = self._unqueue(fp)
-            if generation in self._kept:
-                self._kept[generation] -= 1
+            self._free_place(fp)
+
+    def _free_place(self, fp: bytes) -> None:
+        generation = self._unqueue(fp)
+        if generation in self._kept:
+            self._kept[generation] -= 1
 
     def take_dropped(self) -> list[bytes]:
         dropped, self._dropped = self._dropped, []
@@ -164,8 +168,14 @@ class BeamQueue(StrategyQueue):
         changed = super().rediscover(request)
         if changed:
             fp = self._fingerprint(request)
+            generation = self._generation_of(request)
+            if (queued := self._queued.get(fp)) is not None and queued[0] != generation:
+                # Found in the current generation (a redirect of a page being fetched carries
+                # its level), which counts no places: its place in the next one is free, or
+                # that one would keep fewer than k.
+                self._free_place(fp)
             rank = _rank(self.frontier.key_of(fp), request)
-            self._queue(fp, self._generation_of(request), rank)
+            self._queue(fp, generation, rank)
         return changed
 
 

@@ -228,6 +228,28 @@ def test_beam_frees_the_places_of_requests_the_frontier_evicted(key):
     assert drain(queue) == ["c", "d", "e"]
 
 
+def test_beam_a_candidate_a_redirect_moves_into_the_current_generation_frees_its_place(key):
+    """A page of the current generation that redirects to a candidate of the next one finds it
+    again at its own level: the candidate is fetched now, and its place in the next generation
+    is free. It stayed taken: that generation kept fewer than k, a newcomer with room dropped."""
+    queue = make_queue("beam", key, beam_width=2)
+    out = hold_flights(queue)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    queue.push(child("a", "seed", page=0.5, link=0.9))
+    queue.push(child("b", "seed", page=0.5, link=0.8))
+    out.add(id(queue.pop()))  # a
+    queue.push(child("x", "a", page=0.6, link=0.5, depth=2))
+    queue.push(child("y", "a", page=0.6, link=0.4, depth=2))
+    # a redirects to x: the redirected request keeps a's meta, level 1 with it.
+    assert queue.rediscover(child("x", "seed", page=0.5, link=0.9))
+    assert [name(queue.pop()), name(queue.pop())] == ["x", "b"]
+    queue.push(child("z", "b", page=0.6, link=0.45, depth=2))  # generation 2 has room: y, z
+    assert not queue.stats.get_value("focused/beam/dropped")
+    out.clear()
+    assert drain(queue) == ["z", "y"]
+
+
 def test_beam_never_keeps_more_than_k_per_generation_and_waits_for_the_generation(key):
     width, rng = 3, random.Random(7)
     queue = make_queue("beam", key, beam_width=width)

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks.runner import parse_stats
 from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
+from tests.sites import Reply, Site, html
 
 # Non-default parameters, and a check on the second run's stats that shows the strategy at work
 # after the resume. The annealing and threshold checks read the temperature rather than a
@@ -107,3 +108,34 @@ def test_a_seed_linked_from_another_stays_a_seed(tmp_path, site):
     }
     assert levels["Bird"] == levels["Ostrich"] == (0, None), levels
     assert parse_stats(crawl.result.stderr).get("focused/hillclimbing/climbs", 0) > 0
+
+
+def test_beam_a_redirect_to_a_candidate_leaves_its_generation_room(tmp_path):
+    """/a (level 1) redirects to /x, which /b (level 1, fetched first) linked: /x is fetched at
+    level 1, and its place among level 2's two is free for /z, /x's link. It stayed taken, and
+    /z was dropped with level 2 holding /y alone."""
+    text = "<p>birds feathers nest eggs wings</p>"
+    pages = {
+        "/": "<a href='/a'>birds</a> <a href='/b'>birds feathers nest eggs</a>",
+        "/b": "<a href='/x'>birds</a> <a href='/y'>feathers</a>",
+        "/x": "<a href='/z'>nest</a>",
+        "/y": "",
+        "/z": "",
+    }
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/a":
+            return Reply(status=301, headers={"Location": "/x"})
+        if path in pages:
+            return Reply(body=html(path, text + pages[path]))
+        return Reply(status=404)
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "beam", "beam_width": "2", "query": BIRD_QUERY, "seeds": f"{site.url}/"},
+            {"CONCURRENT_REQUESTS": 1, "ROBOTSTXT_OBEY": False},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    levels = {page["url"].removeprefix(site.url): page["level"] for page in crawl.pages()}
+    assert levels == {"/": 0, "/b": 1, "/x": 1, "/y": 2, "/z": 2}
