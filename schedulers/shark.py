@@ -24,7 +24,10 @@ those two values down the path (``shark_sim``, ``shark_run``) and the score need
 
 The fish-search depth: a chain is not followed after ``depth`` irrelevant pages in a row (a
 link whose run reaches ``depth`` is not queued; ``focused/depth_cut`` counts them). An
-irrelevant seed is the first irrelevant page of its chains.
+irrelevant seed is the first irrelevant page of its chains. Fish-search's own depth D (De Bra
+and Post, 1994) counts down on the links, and a link at 0 is still fetched (only its page's
+links are dropped, unless the page is relevant): D lets D + 1 irrelevant pages in a row be
+fetched, so ``depth`` here is D + 1 (the default 3 is D = 2).
 
 Parameters:
     delta (float in [0, 1], default 0.5): decay of the inherited score per link.
