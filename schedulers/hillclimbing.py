@@ -8,9 +8,10 @@ concurrent downloads several climbs run at once, one per page being parsed. A ch
 its link relevance (anchor and context); the page's value is its own relevance (see
 ``schedulers.local``). Of each page's children, only the best one whose value is above the
 page's is a climbing move (a link already queued and found again on the page counts as one
-of its children); it is fetched before anything else. Every other child waits in the
-pending pool, best value first. When no climbing move is left, the climb restarts from the
-best pending candidate (``focused/hillclimbing/restarts`` in the stats;
+of its children); it is fetched before anything else, and so is the move retried or
+redirected (a redirect's target takes its place as the page's best child). Every other child
+waits in the pending pool, best value first. When no climbing move is left, the climb restarts
+from the best pending candidate (``focused/hillclimbing/restarts`` in the stats;
 ``focused/hillclimbing/climbs`` counts the moves).
 
 No parameters. The pending pool and the climbing moves live in the frontier (the climbing tier
@@ -93,7 +94,7 @@ class HillClimbingQueue(StrategyQueue):
         if parent is None or value <= page_value(request):
             return False
         best = self._best_child.get(parent)
-        if best is not None and best[1] >= value:
+        if best is not None and best[1] >= value and not self._sent_again(request, fp, best[0]):
             return False
         if best is not None and best[0] != fp:  # the same URL linked again, better: it climbs
             self._demote(best[0], parent)
@@ -102,6 +103,17 @@ class HillClimbingQueue(StrategyQueue):
         if len(self._best_child) > RECENT_PAGES:
             self._best_child.popitem(last=False)
         return True
+
+    def _sent_again(self, request: Request, fp: bytes, move: bytes) -> bool:
+        """Whether ``request`` (fingerprint ``fp``) is the climbing move ``move`` sent again,
+        retried or redirected, with its meta: it goes on with the climb, not to the pending
+        pool behind better links of other pages."""
+        if request.dont_filter and fp == move:
+            return True  # a retry (a rediscovery is never dont_filter)
+        redirected_from = request.meta.get("redirect_urls", [])[-1:]
+        return bool(redirected_from) and (
+            self._fingerprint(request.replace(url=redirected_from[0])) == move
+        )
 
     def _demote(self, fp: bytes, page: str) -> None:
         """A better child of ``page`` arrived: the old one goes back to the pending pool, unless

@@ -120,6 +120,26 @@ def test_hillclimbing_a_better_child_of_another_page_leaves_a_climbing_move_shar
     assert drain(queue) == ["w", "x", "z"]
 
 
+@pytest.mark.parametrize("sent_again", ["retried", "redirected"])
+def test_hillclimbing_a_climbing_move_sent_again_goes_on_with_the_climb(key, sent_again):
+    """x, p's climbing move, is fetched and comes back to the queue with its meta: retried, or
+    redirected to y. It is the same move, still before every pending link; it went to the
+    pending pool at x's value, and w, a better link of another page, was fetched first: the
+    climb was broken by a redirect."""
+    queue = make_queue("hillclimbing", key)
+    queue.push(child("w", "other", page=0.9, link=0.85))  # pending: not above its page
+    queue.push(child("x", "p", page=0.3, link=0.6))  # p's climbing move
+    x = queue.pop()
+    if sent_again == "retried":
+        again = x.replace(dont_filter=True)
+    else:
+        again = x.replace(url="http://t/y")
+        again.meta["redirect_urls"] = [x.url]
+    queue.push(again)
+    assert drain(queue) == [name(again), "w"]
+    assert queue.stats.get_value("focused/hillclimbing/climbs") == 2
+
+
 def test_hillclimbing_a_climbing_move_found_as_a_trap_leaves_the_url_in_front(key):
     """A pending URL found again on another page, as a trap family's request (its family
     exploded since), improves on that page: as its climbing move it was put at the back, behind

@@ -139,3 +139,36 @@ def test_beam_a_redirect_to_a_candidate_leaves_its_generation_room(tmp_path):
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     levels = {page["url"].removeprefix(site.url): page["level"] for page in crawl.pages()}
     assert levels == {"/": 0, "/b": 1, "/x": 1, "/y": 2, "/z": 2}
+
+
+def test_hillclimbing_a_redirected_climbing_move_goes_on_with_the_climb(tmp_path):
+    """/s1's best link, /x, improves on it: the climb fetches it before the second seed. /x
+    redirects to /y, which is that move: it was queued as a pending link, and the second seed,
+    worth more, was fetched before it, a restart in the middle of the climb."""
+    off_topic = "railway station platform ticket timetable locomotive carriage signal " * 5
+    pages = {
+        "/s1": f"<p>{off_topic}</p><div><a href='/x'>birds feathers nest eggs wings</a></div>",
+        "/s2": f"<p>{off_topic} birds</p>",
+        "/y": "<p>birds feathers</p>",
+    }
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/x":
+            return Reply(status=301, headers={"Location": "/y"})
+        if path in pages:
+            return Reply(body=html(path, pages[path]))
+        return Reply(status=404)
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {
+                "strategy": "hillclimbing",
+                "query": BIRD_QUERY,
+                "seeds": f"{site.url}/s1,{site.url}/s2",
+            },
+            {"CONCURRENT_REQUESTS": 1, "ROBOTSTXT_OBEY": False},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [page["url"].removeprefix(site.url) for page in crawl.pages()] == ["/s1", "/y", "/s2"]
+    assert "focused/hillclimbing/restarts" not in parse_stats(crawl.result.stderr)
