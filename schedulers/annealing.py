@@ -36,16 +36,18 @@ frontier keeps), otherwise with probability exp(Δ/T) (at T = 0, a move with Δ 
 every T > 0). A rejected candidate is not lost: it stays queued at a lower rank, below every
 candidate not yet rejected (lowered once, however often it is drawn: a URL found on two current
 pages is a candidate from each). When no fresh candidate is left (or a draw budget per pop is
-spent), the best queued candidate is fetched.
+spent), the best queued candidate is fetched. A fetched request sent again with its meta
+(retried, rendered again, or the request a redirect made) is no candidate: it is handed out
+before any draw, as the move it continues.
 Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
 ``best_queued`` (fetches that were not a drawn move) and ``temperature`` (after the last move:
 the one the next pop decides at).
 
 State saved on pause: the moves made, T0, the Δs it was derived from, the current pages and
-their fresh candidates with the Δ of each move, and the random generator. After a crash the
-moves are taken to be the fetches the crawl counted (its budget's responses, its fetch order),
-so that the schedule goes on from where the crawl is, as after a pause (a derived T0 is
-derived again).
+their fresh candidates with the Δ of each move, the requests sent again, and the random
+generator. After a crash the moves are taken to be the fetches the crawl counted (its budget's
+responses, its fetch order), so that the schedule goes on from where the crawl is, as after a
+pause (a derived T0 is derived again).
 """
 
 from __future__ import annotations
@@ -59,7 +61,14 @@ from scrapy import Request
 from focused.arguments import Param
 from schedulers import state_shapes as shapes
 from schedulers.base import Key, StrategyQueue, at_back
-from schedulers.local import SEED, candidate_value, page_value, random_state, seeded_random
+from schedulers.local import (
+    SEED,
+    candidate_value,
+    page_value,
+    random_state,
+    seeded_random,
+    sent_again,
+)
 
 ACCEPT_AT_FIRST = 0.8
 T0_SAMPLE = 30  # candidates whose worse Δs set T0
@@ -121,6 +130,7 @@ class AnnealingQueue(StrategyQueue):
         "worse_sample": shapes.list_of(shapes.number),
         "seen": shapes.whole,
         "fresh": shapes.list_of(shapes.row(shapes.text, shapes.list_of(_saved_candidate))),
+        "again": shapes.list_of(shapes.fingerprint),
         "random": shapes.random_state,
     }
 
@@ -135,6 +145,8 @@ class AnnealingQueue(StrategyQueue):
             (url, [_candidate(saved) for saved in candidates])
             for url, candidates in state.get("fresh", [])
         )
+        # Fetched requests sent again (``sent_again``), handed out before any draw.
+        self._again: list[bytes] = [bytes.fromhex(fp) for fp in state.get("again", [])]
         self._random = seeded_random(self.params["seed"], state.get("random"))
         self._shown_temperature: float | None = None  # the temperature stat last set
         settings = self.crawler.settings
@@ -151,6 +163,7 @@ class AnnealingQueue(StrategyQueue):
                 [url, [fp.hex() if delta is None else [fp.hex(), delta] for fp, delta in fresh]]
                 for url, fresh in self._fresh.items()
             ],
+            "again": [fp.hex() for fp in self._again],
             "random": random_state(self._random),
         }
 
@@ -183,8 +196,9 @@ class AnnealingQueue(StrategyQueue):
     # -- the queue -----------------------------------------------------------------------------
 
     def push(self, request: Request) -> None:
-        self.frontier.put(self._fingerprint(request), self.key(request), request)
-        self._offer(request)
+        fp = self._fingerprint(request)
+        self.frontier.put(fp, self.key(request), request)
+        self._note(request, fp)
 
     def rediscover(self, request: Request) -> bool:
         """A queued URL found again on a current page is a candidate move from that page too.
@@ -202,13 +216,22 @@ class AnnealingQueue(StrategyQueue):
         if rejected and not changed:
             self.frontier.rekey(fp, queued)
         if self.frontier.key_of(fp) is not None:
-            self._offer(request)
+            self._note(request, fp)  # sent again: a redirect to a queued URL
         return changed
 
+    def _note(self, request: Request, fp: bytes) -> None:
+        """A queued request is a fresh candidate of its page, or, sent again, the next fetch. A
+        trap family's request is neither: it waits behind every other request (``at_back``),
+        which a draw, or a retry handed out first, would not keep."""
+        if not sent_again(request):
+            self._offer(request)
+        elif not at_back(request):
+            self._again.append(fp)
+
     def _offer(self, request: Request) -> None:
-        """Make a child of a current page a fresh candidate, and sample its Δ for T0. A request
-        of a trap family is none: it waits behind every other request (``at_back``), which a
-        random draw accepting it (any Δ = 0 once T > 0) would not keep."""
+        """Make a child of a current page a fresh candidate, and sample its Δ for T0 (a trap
+        family's request is none: a random draw accepting it, any Δ = 0 once T > 0, would not
+        keep it at the back)."""
         parent = request.meta.get("parent_url")
         if parent is None or at_back(request):
             return
@@ -250,6 +273,13 @@ class AnnealingQueue(StrategyQueue):
             self._shown_temperature = shown
 
     def pop(self) -> Request | None:
+        while self._again:
+            # The move was made when it was first handed out: its retry or redirect is its
+            # fetch, not a candidate to accept or reject again.
+            request = self.frontier.remove(self._again.pop(0))
+            if request is not None:
+                self._moved()
+                return request
         temperature = self.temperature()
         for _ in range(DRAWS_PER_POP):
             drawn = self._draw()

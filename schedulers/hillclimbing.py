@@ -28,7 +28,7 @@ from scrapy import Request
 
 from schedulers import state_shapes as shapes
 from schedulers.base import StrategyQueue, at_back
-from schedulers.local import candidate_value, page_value
+from schedulers.local import candidate_value, page_value, sent_again
 
 # Added to the score of a climbing move, so that every one of them pops before the pending pool.
 CLIMB = 2.0
@@ -108,8 +108,10 @@ class HillClimbingQueue(StrategyQueue):
         """Whether ``request`` (fingerprint ``fp``) is the climbing move ``move`` sent again,
         retried or redirected, with its meta: it goes on with the climb, not to the pending
         pool behind better links of other pages."""
-        if request.dont_filter and fp == move:
-            return True  # a retry (a rediscovery is never dont_filter)
+        if not sent_again(request):
+            return False
+        if fp == move:
+            return True  # retried
         redirected_from = request.meta.get("redirect_urls", [])[-1:]
         return bool(redirected_from) and (
             self._fingerprint(request.replace(url=redirected_from[0])) == move

@@ -49,6 +49,13 @@ def page_value(request: Request) -> float:
     return request.meta.get("parent_relevance", 1.0)
 
 
+def sent_again(request: Request) -> bool:
+    """Whether ``request`` is one the crawl fetched, sent again with its meta: retried or
+    rendered again (``dont_filter``), or the request a redirect made (``redirect_urls``). A
+    link found on a page is neither: the move to it was made when it was first handed out."""
+    return request.dont_filter or bool(request.meta.get("redirect_urls"))
+
+
 # The seed of a strategy's random draws. Not below 0: Python's generator takes a negative seed
 # as its absolute value, so seed=-1 gave the crawl of seed=1.
 SEED = Param(0, "random seed", low=0)

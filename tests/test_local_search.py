@@ -418,6 +418,41 @@ def test_a_url_found_again_on_a_current_page_is_a_move_from_that_page(key, strat
     assert resumed.stats.get_value(f"focused/{strategy}/improving") == 1
 
 
+@pytest.mark.parametrize("sent_again", ["retried", "redirected"])
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_annealing_a_move_sent_again_is_fetched_not_judged_again(key, strategy, sent_again):
+    """x, a worse move accepted at T0, comes back with its meta: retried, or redirected to y.
+    The move was made: it is fetched next, before w, p's other child, is drawn. It was a fresh
+    candidate again, rejected once T had fallen, and fetched after w, the better of the two."""
+    cooling = {"t0": 100.0, "factor": 1e-5}  # T: 100, then 0.001 (exp(-0.3 / 100) > 0.99)
+    queue = make_queue(strategy, key, **cooling)
+    queue.push(child("x", "p", page=0.6, link=0.3))
+    x = queue.pop()
+    assert queue.stats.get_value(f"focused/{strategy}/accepted_worse") == 1
+    queue.push(child("w", "p", page=0.6, link=0.5))
+    if sent_again == "retried":
+        again = x.replace(dont_filter=True)
+    else:
+        again = x.replace(url="http://t/y")
+        again.meta["redirect_urls"] = [x.url]
+    queue.push(again)
+    if key:  # the request sent again is still first after a pause
+        state = json.loads(json.dumps(queue.close()))
+        type(queue).check_state(state)
+        queue = make_queue(strategy, key, state=state, **cooling)
+    assert drain(queue) == [name(again), "w"]
+
+
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_annealing_a_trap_request_retried_still_waits_behind_the_others(strategy):
+    queue = make_queue(strategy)
+    queue.push(child("trap", "p", page=0.6, link=0.9, **{TRAP_META: "t"}))
+    trap = queue.pop()
+    queue.push(child("w", "p", page=0.6, link=0.1))
+    queue.push(trap.replace(dont_filter=True))
+    assert drain(queue) == ["w", "trap"]
+
+
 def test_annealing_resumes_the_fresh_candidates_of_a_state_saved_before_their_moves():
     queue = make_queue("annealing", "", state={"fresh": [["http://t/a", ["ab12"]]]})
     assert queue._fresh == {"http://t/a": [(bytes.fromhex("ab12"), None)]}
