@@ -24,6 +24,9 @@ fetched again and again while medium-ranked relevant pages stay hidden. So:
 4. A URL whose similarity is below ``T``, or whose rank is outside the band, is held back: it is
    not dropped, but fetched only when nothing else is left (most similar first).
 
+A redirect's target, new to the graph, is classed by the rank of the URL redirected until a
+ranking ranks it: it is that URL's page.
+
 Ranks are recomputed once the links found since the last ranking reach ``rank_every`` and
 ``rank_growth`` times the links of the graph then ranked, and also when nothing crawlable is
 left while URLs found since the last ranking wait for a rank (they are never fetched unranked).
@@ -344,10 +347,21 @@ class RankSemanticQueue(StrategyQueue):
             return SEED
         if self.tiebreak(request) < self.params["T"]:
             return HELD_BACK
-        node = self.graph.ids.get(request.url)
-        if node is None or node >= len(self._rank):
+        node = self._ranked_node(request)
+        if node is None:
             return UNRANKED
         return CRAWLABLE if self._band[0] <= self._rank[node] <= self._band[1] else HELD_BACK
+
+    def _ranked_node(self, request: Request) -> int | None:
+        """The ranked node whose rank classes ``request``: its URL's, or, for the request a
+        redirect made, whose URL no ranking has ranked, the URL the frontier handed out, whose
+        page it is (unranked, it would wait for the next ranking behind every crawlable URL,
+        were it the page of the most similar link)."""
+        for url in (request.url, *request.meta.get("redirect_urls", [])[:1]):
+            node = self.graph.ids.get(url)
+            if node is not None and node < len(self._rank):
+                return node
+        return None
 
     def tiebreak(self, request: Request) -> float:
         return request.meta.get("link_relevance", 1.0)

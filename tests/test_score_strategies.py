@@ -276,6 +276,24 @@ def test_rank_semantic_ranks_before_fetching_an_unranked_url_ahead_of_a_trap(key
     assert name_of(queue.pop()) == "trap"
 
 
+def test_rank_semantic_classes_a_redirects_target_as_the_url_redirected(key):
+    """u0, the most similar link, redirects to y, a URL no ranking has ranked yet: y is u0's
+    page, classed by u0's rank until a ranking ranks it, and fetched first. Unranked, it waited
+    for the next ranking behind every crawlable URL, less similar ones too."""
+    queue = make_queue(
+        "rank_semantic", key, band_low=0.0, band_high=1.0, T=0.0, rank_every=3, rank_growth=0.0
+    )
+    for i, similarity in enumerate([0.5, 0.4, 0.3]):
+        queue.push(req(f"u{i}", parent_url="http://t/p", link_relevance=similarity))
+    assert queue.stats.get_value("focused/rankings") == 1
+    u0 = queue.pop()
+    assert name_of(u0) == "u0"
+    y = u0.replace(url="http://t/y")
+    y.meta["redirect_urls"] = [u0.url]
+    queue.push(y)
+    assert drain(queue) == ["y", "u1", "u2"]
+
+
 def test_rank_semantic_graph_and_order_survive_close_and_reopen(tmp_path):
     params = {"band_low": 0.65, "band_high": 0.9, "T": 0.1, "rank_every": 1000}
     key = str(tmp_path / "requests.queue")
