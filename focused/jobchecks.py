@@ -13,7 +13,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Mapping
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from focused.report import (
     running_elsewhere,
 )
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
+from focused.settingchecks import local_feed_path
 from focused.storage import DEFAULT_SQLITE_PATH, StoreError, open_store
 from focused.strategies import strategy_class
 from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
@@ -561,6 +562,26 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             "its JOBDIR (or its shared frontier); give another crawl_id"
             + (f" ({config.jobdir_note})" if config.jobdir_note else "")
         )
+
+
+def check_resumed_feeds(settings: Any, crawl_id: str) -> None:
+    """A JOBDIR crawl that goes on, given a feed with -O (``overwrite``): Scrapy opens its file
+    anew, and what the crawl's earlier runs exported to it was gone without a word (the store
+    keeps the pages). Refused while the file holds anything; -o adds to it."""
+    if not _job_has_run(settings, crawl_id):
+        return
+    for uri, options in settings.getdict("FEEDS").items():
+        path = local_feed_path(str(uri))
+        # A name Scrapy fills (%(time)s...) is another file each run.
+        if path is None or not options.get("overwrite") or "%(" in str(uri):
+            continue
+        with suppress(OSError):
+            if path.stat().st_size:
+                raise ConfigError(
+                    f"the feed {quoted(str(uri))} (-O) would be written anew, losing what the"
+                    f" earlier runs of crawl {crawl_id} exported to it: give it with -o to add"
+                    " to it, or name another file"
+                )
 
 
 def _not_in_store(crawl_id: str, where: str) -> ConfigError:

@@ -592,13 +592,20 @@ def _check_feeds(settings: Any) -> None:
             )
         _check_feed_batches(uri, options, settings)
         _check_feed_plugins(uri, options)
-        parts = urlsplit(uri)
-        if len(parts.scheme) > 1 and parts.scheme != "file":  # s3:, ftp:... (c: is a drive)
-            _check_feed_storage(uri, parts.scheme, settings)
+        path = local_feed_path(uri)
+        if path is None:
+            _check_feed_storage(uri, urlsplit(uri).scheme, settings)
             continue
-        path = Path(unquote(parts.path) if parts.scheme == "file" else uri)
         # Scrapy makes the missing folders.
         check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True, settings=settings)
+
+
+def local_feed_path(uri: str) -> Path | None:
+    """The file a feed's URI names on this machine; None for another storage (s3:, ftp:...)."""
+    parts = urlsplit(uri)
+    if len(parts.scheme) > 1 and parts.scheme != "file":  # c: is a drive
+        return None
+    return Path(unquote(parts.path) if parts.scheme == "file" else uri)
 
 
 # What a feed storage needs installed (Scrapy disables the feed at the start without it).

@@ -49,7 +49,14 @@ from focused.extract import Link, extract_page
 from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem, requested_url
-from focused.jobchecks import check_store, lock_crawl, lock_jobdir, remember_job, starts_unlocked
+from focused.jobchecks import (
+    check_resumed_feeds,
+    check_store,
+    lock_crawl,
+    lock_jobdir,
+    remember_job,
+    starts_unlocked,
+)
 from focused.jobdir import jobdir_writes
 from focused.languages import declared_languages, page_language, query_language
 from focused.logformatter import SettingsWithoutSecrets, add_log_filter
@@ -93,6 +100,7 @@ class TopicalSpider(scrapy.Spider):
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)
+        check_resumed_feeds(settings, config.crawl_id)
         # After the store check: its folder exists then.
         lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free

@@ -340,3 +340,37 @@ def test_a_jobdir_resumed_into_another_store_is_refused(tmp_path):
     # A JOBDIR whose crawl never got to fetch (its store failed as it started) may go on.
     (jobdir / COUNTERS_FILE).unlink()
     check_store(Settings({"FOCUSED_DB": other, "JOBDIR": jobdir}), config)
+
+
+def test_a_resumed_crawl_keeps_the_feed_of_its_earlier_runs(tmp_path, site):
+    """The README's -O pages.jsonl and its resume with the same command: -O opened the file
+    anew, and the pages the crawl's first run exported were gone from it without a word (the
+    store kept them). Refused in one line, the file as it was; -o adds the resumed run's pages."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 5}
+    feed = tmp_path / "pages.jsonl"
+    first = run_crawl(tmp_path, arguments, settings, extra=["-O", str(feed)])
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    exported = feed.read_text(encoding="utf-8")
+    assert len(exported.splitlines()) == len(first.pages()) > 0
+    resume = {**settings, "CLOSESPIDER_PAGECOUNT": 10}
+    refused = run_crawl(tmp_path, arguments, resume, extra=["-O", str(feed)])
+    assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+    assert refused.result.stderr == (
+        f"error: the feed '{feed}' (-O) would be written anew, losing what the earlier runs of"
+        " crawl test exported to it: give it with -o to add to it, or name another file\n"
+    )
+    assert feed.read_text(encoding="utf-8") == exported
+    resumed = run_crawl(tmp_path, arguments, resume, extra=["-o", str(feed)])
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    urls = [json.loads(line)["url"] for line in feed.read_text(encoding="utf-8").splitlines()]
+    assert sorted(urls) == sorted(page["url"] for page in resumed.pages())
+    # A new JOBDIR's crawl may start its file anew.
+    new = run_crawl(
+        tmp_path,
+        arguments,
+        {**settings, "JOBDIR": tmp_path / "job2"},
+        crawl_id="other",
+        extra=["-O", str(feed)],
+    )
+    assert new.result.returncode == 0, new.result.stderr[-3000:]
