@@ -83,6 +83,7 @@ opens (``focused.resume.recover_state``): Scrapy saves that state only on a clea
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 import threading
 from contextlib import suppress
@@ -99,7 +100,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
-from focused.errors import cut, one_line
+from focused.errors import cut, one_line, redact_uri
 from focused.jobchecks import holds_crawl_lock
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
@@ -110,6 +111,8 @@ from focused.stopping import (
     close_spider_now,
 )
 from focused.storage import (
+    DEFAULT_MONGO_DATABASE,
+    DEFAULT_SQLITE_PATH,
     PAGE_FIELDS,
     CrawlRunning,
     RecordRefused,
@@ -124,6 +127,7 @@ from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from scrapy.crawler import Crawler
 
@@ -158,6 +162,24 @@ def crawl_status(reason: str) -> str:
     return (
         "finished" if reason == "finished" or reason.startswith("closespider_") else "interrupted"
     )
+
+
+def restore_command(path: Path, settings: Any) -> str:
+    """The command that loads the file of unstored records ``path`` into the crawl's store,
+    which it names: run without the crawl's store settings (a Scrapyd job's FOCUSED_DB is
+    relative to Scrapyd's folder, the command runs in the repository), it looked in another
+    store. A MongoDB URI with its user and password hidden: the log is no place for them."""
+    words = ["scrapy", "restore", str(path)]
+    uri = settings.get("MONGO_URI")
+    if uri:
+        words += ["-s", f"MONGO_URI={redact_uri(uri)}"]
+        database = settings.get("MONGO_DATABASE")
+        if database and database != DEFAULT_MONGO_DATABASE:
+            words += ["-s", f"MONGO_DATABASE={database}"]
+    else:
+        db = os.path.abspath(settings.get("FOCUSED_DB") or DEFAULT_SQLITE_PATH)
+        words += ["-s", f"FOCUSED_DB={db}"]
+    return shlex.join(words)
 
 
 class _UnstoredInOneLine(logging.Filter):
@@ -664,7 +686,7 @@ class StoragePipeline:
             folder = unstored_dir(self.crawler.settings)
             file = self._kept_files[prefix] = UnstoredFile(folder, self.crawl_id, prefix=prefix)
         path = file.path
-        command = f"`scrapy restore {shlex.quote(str(path))}`"
+        command = f"`{restore_command(path, self.crawler.settings)}`"
         restore = (
             f"{command} loads it once its line is mended"
             if refused

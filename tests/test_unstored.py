@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -120,7 +121,8 @@ def test_pages_the_store_refused_are_kept_and_load_back_as_stored(
     kept = [r.getMessage() for r in error_lines(caplog) if str(path) in r.getMessage()]
     assert len(kept) == 2, [r.getMessage() for r in error_lines(caplog)]
     assert kept[0].startswith(f"{ITEMS} page records of crawl pipe were not stored: ")
-    assert f"kept in {path}: load into the store with `scrapy restore {path}`" in kept[0]
+    hint = f"`scrapy restore {path} -s FOCUSED_DB={tmp_path / 'down.sqlite3'}`"
+    assert f"kept in {path}: load into the store with {hint}" in kept[0]
     assert kept[1].startswith("crawl pipe could not be recorded as interrupted: ")
     assert all(r.exc_info is None for r in error_lines(caplog))
 
@@ -384,7 +386,9 @@ def test_a_page_the_store_cannot_hold_is_kept_and_the_others_are_stored(
     assert said[0].getMessage().startswith("page http://t/2 of crawl pipe was not stored: ")
     assert "surrogates not allowed" in said[0].getMessage()
     assert said[1].getMessage().startswith("page http://t/5 of crawl pipe was not stored: ")
-    assert f"; kept in {path}: `scrapy restore {path}` loads it once" in said[1].getMessage()
+    store = "MONGO_URI=mongodb://db.test" if backend == "mongo" else f"FOCUSED_DB={db}"
+    hint = f"`scrapy restore {path} -s {store}`"
+    assert f"; kept in {path}: {hint} loads it once" in said[1].getMessage()
     assert crawler.stats.get_value("focused/refused") == 2
     assert crawler.stats.get_value("focused/stored") == ITEMS - 2
     assert crawler.stats.get_value(UNSTORED) is None
@@ -429,6 +433,7 @@ def test_a_disk_filling_up_keeps_whole_records_and_says_how_many_not(
         store_down(patch, crawl_record_too=True)
         run(crawler, pages)
     [path] = unstored_files(full_disk)  # the crawl's outcome at least is small enough
+    hint = f"`scrapy restore {path} -s FOCUSED_DB={tmp_path / 'down.sqlite3'}`"
     kinds = [json.loads(line)["kind"] for line in path.read_text(encoding="utf-8").splitlines()]
     kept = kinds.count("page")
     assert kinds == ["page"] * kept + ["finish"]  # whole lines only, in order
@@ -441,10 +446,10 @@ def test_a_disk_filling_up_keeps_whole_records_and_says_how_many_not(
     else:
         assert 0 < kept < ITEMS
         assert lost.endswith(
-            f"; {kept} kept in {path} (load into the store with `scrapy restore {path}`), "
+            f"; {kept} kept in {path} (load into the store with {hint}), "
             f"the other {ITEMS - kept} not: No space left on device"
         )
-    assert outcome.endswith(f"; kept in {path}: load into the store with `scrapy restore {path}`")
+    assert outcome.endswith(f"; kept in {path}: load into the store with {hint}")
     assert all(r.exc_info is None for r in error_lines(caplog))
     assert crawler.stats.get_value(UNSTORED) == ITEMS
     assert crawler.stats.get_value(UNSTORED_SPILLED) == (kept or None)
@@ -482,6 +487,30 @@ def test_a_recrawl_keeps_its_page_updates(tmp_path, monkeypatch):
         "2024-06-02T00:00:00+00:00",
     )
     store.close()
+
+
+def test_the_restore_command_a_crawl_gives_names_its_store(tmp_path, monkeypatch, caplog):
+    """A Scrapyd job's FOCUSED_DB is relative to Scrapyd's folder, and `scrapy restore`, a
+    project command, runs in the repository: the command the crawl's error line gave, `scrapy
+    restore FILE`, looked in the repository's store (no such crawl there, or, under the same
+    crawl id, another crawl's) and not in the one the records were for."""
+    scrapyd = tmp_path / "scrapyd"
+    scrapyd.mkdir()
+    crawler = pipeline_crawler(FOCUSED_DB="focused.sqlite3", STORAGE_RETRIES=0)
+    with monkeypatch.context() as patch, caplog.at_level(logging.ERROR):
+        patch.chdir(scrapyd)
+        store_down(patch)
+        run(crawler, items())
+    [said] = [r.getMessage() for r in error_lines(caplog) if "scrapy restore" in r.getMessage()]
+    command = shlex.split(said.split("`")[-2])
+    assert command[:2] == ["scrapy", "restore"], said
+    restored = run_scrapy(command[1:], timeout=120)  # in the repository
+    assert restored.returncode == 0, restored.stderr
+    store = SqliteStore(scrapyd / "focused.sqlite3", create=False)
+    try:
+        assert len(store.pages("pipe", order="fetch_order", fields=["url"])) == ITEMS
+    finally:
+        store.close()
 
 
 # -- scrapy restore --------------------------------------------------------------------------
@@ -892,8 +921,9 @@ def test_a_crawl_whose_unstored_records_fill_the_disk_says_what_it_lost(tmp_path
     assert " ERROR: " in lost and kept < unstored, lost
     if kept:
         assert lost.endswith(
-            f"; {kept} kept in {path} (load into the store with `scrapy restore {path}`), "
-            f"the other {unstored - kept} not: No space left on device"
+            f"; {kept} kept in {path} (load into the store with `scrapy restore {path} -s "
+            f"FOCUSED_DB={settings['FOCUSED_DB']}`), the other {unstored - kept} not: No space "
+            "left on device"
         ), lost
     else:
         assert lost.endswith(f"; not kept in {path} either: No space left on device"), lost
