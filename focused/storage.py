@@ -258,14 +258,18 @@ RECRAWL_MARK: tuple[str, ...] = ("recrawl_seen_at", "recrawl_heartbeat_interval"
 
 def _process_start(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks since boot, Linux's /proc), None if there is
-    no such process or no /proc to tell."""
+    no such process, or one that has ended (a zombie: killed, its parent gone, where the
+    machine's init reaps none, as a container's first process may not), or no /proc to tell."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
     except OSError:
         return None
-    # After the command's name in parentheses (which may hold any character): field 22.
+    # After the command's name in parentheses (which may hold any character): field 3 is its
+    # state, field 22 its start.
     fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else None
+    if len(fields) <= 19 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 def this_process() -> str | None:

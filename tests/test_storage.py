@@ -14,6 +14,7 @@ import multiprocessing.synchronize
 import os
 import sqlite3
 import subprocess
+import sys
 import time
 import uuid
 import warnings
@@ -49,7 +50,7 @@ from focused.storage import (
 )
 from pipelines.relevance import RelevancePipeline
 from pipelines.storage import CRAWL_RUNNING, STORE_UNREACHABLE, StoragePipeline, crawl_status
-from tests.conftest import refused_start
+from tests.conftest import REPO, refused_start
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -1720,3 +1721,35 @@ def test_a_crawl_takes_an_empty_database(tmp_path):
     with contextlib.closing(sqlite3.connect(path)) as conn:
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert {"crawls", "pages"} <= names
+
+
+def test_a_process_killed_but_not_yet_waited_for_is_gone():
+    """A crawl killed outright whose parent is gone is a zombie until the machine's init reaps
+    it, and a container's first process (or a sandbox's) may never do so: its pid still named
+    it, with its start time, so `scrapy crawls` showed it `running` for 3 heartbeats where it
+    says `stopped?` at once, and a MongoDB crawl id stayed refused as long."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from focused.storage import this_process; print(this_process(), flush=True); "
+            "import time; time.sleep(60)",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        process = child.stdout.readline().strip()
+        assert process and not storage.process_gone(process)
+        child.kill()
+        # Not waited for: a zombie, as it stays where nothing reaps it.
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert storage.process_gone(process)
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
