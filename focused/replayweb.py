@@ -261,19 +261,20 @@ def render_article(graph: Graph, name: str) -> str:
     """One article as HTML: anchors where the target's title first occurs, the rest in See also.
 
     Paragraphs are blank-line separated with their line wrapping undone, so a title broken across
-    two lines of the plain text is still found.
+    two lines of the plain text is still found. Longer titles are placed first: in links.tsv's
+    alphabetical order "Africa" took the "Africa" of "South Africa", whose link then went under
+    See also although the text names it.
     """
     paragraphs = re.split(r"\n\s*\n", graph.text[name])
     text = "\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
     placed: list[tuple[int, int, str]] = []
-    see_also = []
-    for target in graph.links[name]:
+    for target in sorted(graph.links[name], key=lambda target: -len(title(target))):
         label = title(target)
         start = _free_occurrence(text, label, placed)
-        if start < 0:
-            see_also.append(target)
-        else:
+        if start >= 0:
             placed.append((start, start + len(label), target))
+    in_text = {target for _, _, target in placed}
+    see_also = [target for target in graph.links[name] if target not in in_text]
     out, pos = [], 0
     for start, end, target in sorted(placed):
         out += [html.escape(text[pos:start]), _anchor(target, text[start:end])]

@@ -259,6 +259,37 @@ def test_tiny_page_renders_anchors_in_text_and_the_rest_under_see_also() -> None
     assert "Secret" not in page
 
 
+def test_a_title_inside_a_longer_linked_title_leaves_that_one_to_it() -> None:
+    """links.tsv lists targets alphabetically, so "Africa" came before "South_Africa" and took
+    the "Africa" of "South Africa": the text said South Africa, yet its link went under See
+    also (227 links of the corpus, as on 20th_century and Algiers)."""
+    names = ["Page", "Africa", "South_Africa", "Other"]
+    graph = Graph(
+        names=names,
+        links={"Page": ["Africa", "South_Africa"], "Other": ["Africa", "South_Africa"]}
+        | {n: [] for n in names[1:3]},
+        text={
+            "Page": "   Apartheid in South Africa. Trade across Africa.\n",
+            "Other": "   Apartheid in South Africa.\n",
+        }
+        | {n: "   text\n" for n in names[1:3]},
+        categories={},
+    )
+    with ReplayServer(graph).start() as srv:
+        pages = {name: get(srv.base_url_for(name))[2] for name in ("Page", "Other")}
+    both = pages["Page"].split("<h1>Page</h1>", 1)[1]
+    assert both.startswith(
+        '\n<p>Apartheid in <a href="/wiki/South_Africa">South Africa</a>. Trade across '
+        '<a href="/wiki/Africa">Africa</a>.</p>\n<footer>'
+    )
+    # the one occurrence is South Africa's; Africa, found only inside it, is the rest
+    once = pages["Other"].split("<h1>Other</h1>", 1)[1]
+    assert once.startswith(
+        '\n<p>Apartheid in <a href="/wiki/South_Africa">South Africa</a>.</p>\n'
+        '<h2>See also</h2><ul><li><a href="/wiki/Africa">Africa</a></li></ul>\n<footer>'
+    )
+
+
 def test_sample_page_anchors(graph: Graph, server: ReplayServer) -> None:
     for name in ["Albatross", "Bird", "Rail_transport", "Amtrak"]:
         _, _, page = get(server.base_url_for(name))
