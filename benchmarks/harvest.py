@@ -38,9 +38,15 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from benchmarks import metrics
-from benchmarks.runner import REPO, output_folder, report_head, run_scrapy
+from benchmarks.runner import (
+    REPO,
+    check_topical_arguments,
+    output_folder,
+    report_head,
+    run_scrapy,
+)
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one, say, seconds
+from focused.errors import CommandLineParser, ConfigError, at_least_one, quoted, say, seconds
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
 from focused.sqlitestore import SqliteStore
 from focused.storage import StoreError
@@ -80,30 +86,54 @@ def unique_names(categories: list[str]) -> list[str]:
 
 
 def read_topics(path: str) -> list[dict[str, Any]]:
-    """The entries of a topics.json file, as they are."""
+    """The entries of a topics.json file, each checked to have a category, a query and seeds of
+    the right types (a wrong one was a traceback, or a crawl's failure)."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))["topics"]
+        topics = json.loads(Path(path).read_text(encoding="utf-8"))["topics"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path}: not a topics file ({exc.__class__.__name__})") from None
+    if not isinstance(topics, list):
+        raise ConfigError(f"{path}: not a topics file: its topics are no list")
+    if not topics:
+        raise ConfigError(f"{path}: not a topics file: it has no topics")
+    for number, entry in enumerate(topics, start=1):
+        if not isinstance(entry, dict) or not {"category", "query", "seeds"} <= entry.keys():
+            raise ConfigError(f"{path}: topic {number} needs category, query and seeds")
+        category, query, seeds = entry["category"], entry["query"], entry["seeds"]
+        if not isinstance(category, str) or not category:
+            raise ConfigError(
+                f"{path}: topic {number}: category {quoted(category)} is not a category"
+            )
+        if not isinstance(query, str):
+            raise ConfigError(f"{path}: topic {number}: query {quoted(query)} is not text")
+        if not isinstance(seeds, list) or not seeds or not all(isinstance(s, str) for s in seeds):
+            raise ConfigError(
+                f"{path}: topic {number}: seeds {quoted(seeds)} are not a list of article names"
+            )
+    return topics
 
 
 def load_topics(path: str, graph: Graph, limit: int | None, cap: int | None) -> list[Topic]:
     """The topics of a topics.json file, checked against the graph."""
     found: list[tuple[str, str, tuple[str, ...], frozenset[str], int]] = []
     for entry in read_topics(path)[:limit]:
-        try:
-            category, query, seeds = entry["category"], entry["query"], tuple(entry["seeds"])
-        except (KeyError, TypeError):
-            raise ConfigError(f"{path}: each topic needs category, query and seeds") from None
+        category, query, seeds = entry["category"], entry["query"], tuple(entry["seeds"])
         missing = [seed for seed in seeds if seed not in graph]
-        if missing or not seeds:
-            raise ConfigError(f"topic {category}: seed {missing[:1] or 'list'} not in the corpus")
+        if missing:
+            raise ConfigError(f"topic {category}: seed {missing[:1]} not in the corpus")
         relevant = frozenset(relevant_set(graph, category))
         if not relevant:
             raise ConfigError(f"topic {category}: no page of the corpus has this category")
         budget = min(len(relevant), cap) if cap else len(relevant)
         found.append((category, query, seeds, relevant, budget))
     names = unique_names([category for category, *_ in found])
+    for number, ((_, query, *_), name) in enumerate(zip(found, names, strict=True), start=1):
+        try:
+            # The crawl's own check of a query, which failed each crawl of the topic; "bfs",
+            # which needs nothing more (the strategies are checked by select_strategies).
+            check_topical_arguments(query, "bfs")
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: topic {number} ({name}): {exc}") from None
     return [Topic(*topic, name) for topic, name in zip(found, names, strict=True)]
 
 

@@ -542,6 +542,40 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
         assert result.stderr.startswith(error) and result.stderr.count("\n") == 1, result.stderr
 
 
+BIRD_TOPIC = {"category": BIRDS, "query": BIRD_QUERY, "seeds": [BIRD_SEED]}
+
+
+@pytest.mark.parametrize(
+    ("topics", "error"),
+    [
+        ({"topics": {"a": 1}}, "not a topics file: its topics are no list"),
+        ({"topics": []}, "not a topics file: it has no topics"),
+        ({"topics": [BIRD_TOPIC | {"category": 5}]}, "topic 1: category 5 is not a category"),
+        ({"topics": [BIRD_TOPIC | {"category": ""}]}, "topic 1: category '' is not a category"),
+        ({"topics": [BIRD_TOPIC, BIRD_TOPIC | {"query": 5}]}, "topic 2: query 5 is not text"),
+        ({"topics": [BIRD_TOPIC | {"seeds": [[BIRD_SEED]]}]}, "seeds [['Albatross']] are not"),
+        ({"topics": [BIRD_TOPIC | {"seeds": BIRD_SEED}]}, "seeds 'Albatross' are not a list"),
+        ({"topics": [BIRD_TOPIC | {"seeds": []}]}, "seeds [] are not a list of article names"),
+        # the crawl's own check of its query, before any crawl: each one failed, after the set-up
+        ({"topics": [BIRD_TOPIC | {"query": ""}]}, "topic 1 (Birds): missing query"),
+        ({"topics": [BIRD_TOPIC | {"query": "the of"}]}, "topic 1 (Birds): the query has no"),
+    ],
+)
+def test_harvest_command_rejects_a_bad_topic_in_one_line(tmp_path, topics, error) -> None:
+    """A topic of the wrong shape was a traceback (category 5, seeds [[...]], topics {...}) or
+    an exit 0 with empty reports (no topics); a query the crawl refuses failed every crawl of
+    its topic, each after its set-up, where a full run finds it only hours in."""
+    path = tmp_path / "topics.json"
+    path.write_text(json.dumps(topics))
+    out = tmp_path / "results"
+    result = run_benchmark(
+        "harvest", "--corpus", str(SAMPLE), "--topics", str(path), "--out", str(out)
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.startswith("harvest: error: ") and error in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and not out.exists(), result.stderr
+
+
 @pytest.mark.parametrize(
     ("module", "option"),
     [
