@@ -146,6 +146,10 @@ def select_strategies(spec: str) -> list[str]:
     if unknown or not names:
         valid = ", ".join(["all", *STRATEGIES])
         raise ConfigError(f"unknown strategy {unknown[:1] or spec!r}; valid: {valid}")
+    twice = [name for name in names if names.count(name) > 1]
+    if twice:
+        # Its two crawls would share a crawl id and store: one is refused, and both report it.
+        raise ConfigError(f"strategy {twice[0]!r} given twice")
     for name in names:
         strategy, given = strategy_arguments(name)
         known = strategy_class(strategy).params

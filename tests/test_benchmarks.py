@@ -532,6 +532,8 @@ def test_harvest_command_rejects_bad_input(tmp_path) -> None:
             ["--strategies", "rank_semantic:band_low=0.9:band_high=0.2"],
             "harvest: error: band_low=0.9 is above band_high=0.2",
         ),
+        # its two crawls had one crawl id and store: the one refused failed both in the report
+        (["--strategies", "bfs,oracle, bfs"], "harvest: error: strategy 'bfs' given twice"),
         (["--topics", str(tmp_path / "missing.json")], "harvest: error:"),
         (["--jobs", "0"], f"{argument_error} --jobs: must be at least 1, not 0"),
         (["--budget", "-3"], f"{argument_error} --budget: must be at least 1, not -3"),
