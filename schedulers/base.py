@@ -365,10 +365,11 @@ class SqliteFrontier:
     a request there in the same transaction that pops it, see ``transaction``), ``finished``
     the fingerprints of requests done with (fetched, failed, dropped or evicted). When the file
     is opened, requests still in flight were cut off by a crash: ``recover_inflight`` hands
-    back those to be queued again. The ones whose response the page budget had counted
-    (``mark_counted``) stay in flight, for the scheduler to fetch again before any other
-    (``counted_inflight``): the budget paid for their pages, which the crash kept from being
-    stored. Their mark (``RESPONSE_COUNTED``) goes with a retry or redirect of one into the
+    back those to be queued again, each with the sequence number it was queued under, which
+    keeps its place among requests of equal score. The ones whose response the page budget
+    had counted (``mark_counted``) stay in flight, for the scheduler to fetch again before any
+    other (``counted_inflight``): the budget paid for their pages, which the crash kept from
+    being stored. Their mark (``RESPONSE_COUNTED``) goes with a retry or redirect of one into the
     frontier, where it is the row's ``counted`` column, set on every request read back: a
     better request for the URL that replaces one so marked (``put``) keeps it.
     """
@@ -382,7 +383,7 @@ class SqliteFrontier:
             " neg_tiebreak REAL, seq INTEGER, request BLOB, back INTEGER NOT NULL DEFAULT 0,"
             " host TEXT, counted INTEGER NOT NULL DEFAULT 0);"
             "CREATE TABLE IF NOT EXISTS inflight (fp BLOB PRIMARY KEY, request BLOB,"
-            " counted INTEGER NOT NULL DEFAULT 0);"
+            " counted INTEGER NOT NULL DEFAULT 0, seq INTEGER);"
             "CREATE TABLE IF NOT EXISTS finished (fp BLOB PRIMARY KEY);"
         )
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(frontier)")}
@@ -392,14 +393,20 @@ class SqliteFrontier:
             self._db.execute("ALTER TABLE frontier ADD COLUMN host TEXT")
         if "counted" not in columns:  # a file whose marks were only in the requests' meta
             self._db.execute("ALTER TABLE frontier ADD COLUMN counted INTEGER NOT NULL DEFAULT 0")
-        if "counted" not in {row[1] for row in self._db.execute("PRAGMA table_info(inflight)")}:
+        inflight = {row[1] for row in self._db.execute("PRAGMA table_info(inflight)")}
+        if "counted" not in inflight:
             # A file written before in-flight responses were marked as counted.
             self._db.execute("ALTER TABLE inflight ADD COLUMN counted INTEGER NOT NULL DEFAULT 0")
+        if "seq" not in inflight:  # a file written before in-flight requests kept their place
+            self._db.execute("ALTER TABLE inflight ADD COLUMN seq INTEGER")
         self._db.executescript(
             "DROP INDEX IF EXISTS frontier_order;"
             f"CREATE INDEX IF NOT EXISTS frontier_rank ON frontier ({RANK_ORDER});"
         )
         self._len = self._db.execute("SELECT COUNT(*) FROM frontier").fetchone()[0]
+        # The fingerprint and sequence number of the entry last taken out (pop, remove): the
+        # request handed out, which ``start_inflight`` records with its place among equals.
+        self._taken: tuple[bytes, int] | None = None
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -424,9 +431,10 @@ class SqliteFrontier:
     def start_inflight(self, fp: bytes, request: Request) -> None:
         # A retry or redirect of a request fetched again keeps its mark (``counted_inflight``).
         counted = 1 if request.meta.get(RESPONSE_COUNTED) else 0
+        seq = self._taken[1] if self._taken is not None and self._taken[0] == fp else None
         self._db.execute(
-            "INSERT OR REPLACE INTO inflight (fp, request, counted) VALUES (?, ?, ?)",
-            (fp, self._dump(request), counted),
+            "INSERT OR REPLACE INTO inflight (fp, request, counted, seq) VALUES (?, ?, ?, ?)",
+            (fp, self._dump(request), counted, seq),
         )
 
     def mark_counted(self, fp: bytes) -> None:
@@ -442,13 +450,14 @@ class SqliteFrontier:
         """The request is no longer in flight, and not finished either: queued again unsent."""
         self._db.execute("DELETE FROM inflight WHERE fp = ?", (fp,))
 
-    def recover_inflight(self) -> list[tuple[bytes, Request]]:
+    def recover_inflight(self) -> list[tuple[bytes, Request, int | None]]:
         """The requests a crash left in flight whose response was not counted, removed from
-        ``inflight``: queue them again."""
+        ``inflight``, each with the sequence number it was queued under (None in a file of
+        before they kept it): queue them again."""
         rows = self._db.execute(
-            "DELETE FROM inflight WHERE counted = 0 RETURNING fp, request"
+            "DELETE FROM inflight WHERE counted = 0 RETURNING fp, request, seq"
         ).fetchall()
-        return [(fp, self._load(blob)) for fp, blob in rows]
+        return [(fp, self._load(blob), seq) for fp, blob, seq in rows]
 
     def counted_inflight(self) -> list[tuple[bytes, Request]]:
         """The requests left in flight whose response was counted, marked ``RESPONSE_COUNTED``,
@@ -495,9 +504,9 @@ class SqliteFrontier:
                 (*key, blob, back, host, counted, fp),
             )
 
-    def _first(self) -> tuple[bytes, bytes, int] | None:
+    def _first(self) -> tuple[bytes, bytes, int, int] | None:
         return self._db.execute(
-            f"SELECT fp, request, counted FROM frontier ORDER BY {RANK_ORDER} LIMIT 1"
+            f"SELECT fp, request, counted, seq FROM frontier ORDER BY {RANK_ORDER} LIMIT 1"
         ).fetchone()
 
     def peek(self) -> Request | None:
@@ -528,6 +537,7 @@ class SqliteFrontier:
             return None
         self._db.execute("DELETE FROM frontier WHERE fp = ?", (row[0],))
         self._len -= 1
+        self._taken = (row[0], row[3])
         return self._load(row[1], row[2])
 
     def evict_worst(self, count: int) -> list[bytes]:
@@ -569,12 +579,13 @@ class SqliteFrontier:
 
     def remove(self, fp: bytes) -> Request | None:
         row = self._db.execute(
-            "DELETE FROM frontier WHERE fp = ? RETURNING request, counted", (fp,)
+            "DELETE FROM frontier WHERE fp = ? RETURNING request, counted, seq", (fp,)
         ).fetchone()
         if row is None:
             return None
         self._len -= 1
-        return self._load(*row)
+        self._taken = (fp, row[2])
+        return self._load(row[0], row[1])
 
     take = remove
 
@@ -586,7 +597,11 @@ class SqliteFrontier:
             yield fp, (neg_score, neg_tiebreak, seq), self._load(blob, counted)
 
     def max_seq(self) -> int:
-        return self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM frontier").fetchone()[0]
+        # In flight too: one cut off by a crash goes back under its own (``recover_inflight``).
+        return self._db.execute(
+            "SELECT MAX((SELECT COALESCE(MAX(seq), 0) FROM frontier),"
+            " (SELECT COALESCE(MAX(seq), 0) FROM inflight))"
+        ).fetchone()[0]
 
     def __len__(self) -> int:
         return self._len
@@ -668,8 +683,14 @@ class StrategyQueue:
         if isinstance(self.frontier, SqliteFrontier):
             with self.frontier.transaction():
                 recovered = self.frontier.recover_inflight()
-                for _, request in recovered:
+                for fp, request, seq in recovered:
                     self.push(request)
+                    # Back in its place among requests of its score (a level of bfs), not
+                    # behind them all: a crawl resumed to its budget fetches what it would
+                    # have fetched.
+                    key = self.frontier.key_of(fp)
+                    if seq is not None and key is not None:
+                        self.frontier.rekey(fp, (key[0], key[1], seq))
             if recovered:
                 self.stats.inc_value("focused/resume/recovered_inflight", len(recovered))
 

@@ -206,7 +206,7 @@ def test_a_request_whose_response_was_counted_stays_in_flight_marked_after_a_cra
     # The process dies: nothing is finished or closed.
     for _ in range(2):
         frontier = SqliteFrontier(path, spider)
-        recovered = dict(frontier.recover_inflight())
+        recovered = {fp: request for fp, request, _ in frontier.recover_inflight()}
         counted = frontier.counted_inflight()
     assert recovered == {}  # queued again by the first run
     assert [fp for fp, _ in counted] == [b"counted", b"last"]  # in the order handed out
@@ -245,7 +245,7 @@ def test_an_older_frontier_file_gets_the_counted_mark(tmp_path):
     frontier = SqliteFrontier(path, spider)
     frontier.start_inflight(b"new", req("new"))
     frontier.mark_counted(b"new")
-    recovered = dict(frontier.recover_inflight())
+    recovered = {fp: request for fp, request, _ in frontier.recover_inflight()}
     assert list(recovered) == [b"old"] and RESPONSE_COUNTED not in recovered[b"old"].meta
     assert [fp for fp, _ in frontier.counted_inflight()] == [b"new"]
 
@@ -399,6 +399,36 @@ def test_requests_counted_before_a_crash_are_handed_out_before_any_other(tmp_pat
     ]
     assert said == [2]  # once, as the last of them went
     assert crawler.stats.get_value("focused/resume/counted_refetched") == 2
+
+
+@pytest.mark.parametrize("strategy", ["bfs", "ucs"])
+def test_requests_a_crash_cut_off_keep_their_place_among_equal_scores(tmp_path, strategy):
+    """A request in flight at a kill -9 was queued again behind every request of its score:
+    bfs fetches the links of a level in discovery order, but fetched those cut off last of
+    all, so that a crawl resumed to its budget missed pages an uninterrupted one fetched (a
+    kill at page 10 of 30: Bird_migration, the 11th, never fetched). They keep their place."""
+    settings = {"SCHEDULER_PRIORITY_QUEUE": STRATEGIES[strategy]}
+
+    def crawl(scheduler, name: str) -> None:  # links of one page: one level, one path cost
+        meta = {"depth": 1, "path_cost": 0.5, "parent_url": "http://t/"}
+        scheduler.enqueue_request(req(name, **meta))
+
+    def fetch(scheduler, count: int) -> list[str]:
+        return [scheduler.next_request().url for _ in range(count)]
+
+    uncut, _ = make_scheduler(tmp_path / "uncut", jobdir=True, **settings)
+    killed, _ = make_scheduler(tmp_path, jobdir=True, **settings)
+    for scheduler in (uncut, killed):
+        for number in range(6):
+            crawl(scheduler, f"u{number}")
+    in_flight = fetch(killed, 2)
+    assert fetch(uncut, 2) == in_flight
+    # The process dies with those two in flight; the crawl resumes.
+    resumed, crawler = make_scheduler(tmp_path, jobdir=True, **settings)
+    assert crawler.stats.get_value("focused/resume/recovered_inflight") == 2
+    for scheduler in (uncut, resumed):
+        crawl(scheduler, "found_after")
+    assert fetch(resumed, 7) == in_flight + fetch(uncut, 5)
 
 
 def test_a_bees_flight_cut_off_by_a_crash_is_fetched_again_by_no_bee(tmp_path):
