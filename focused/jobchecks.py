@@ -391,7 +391,9 @@ def _is_job_record(record: Any) -> bool:
     (a crawl id of 5, an order without its topic)."""
     if not isinstance(record, dict):
         return False
-    if not all(isinstance(record.get(name, ""), str) for name in ("crawl_id", "strategy")):
+    if not all(
+        isinstance(record.get(name, ""), str) for name in ("crawl_id", "strategy", "last_run")
+    ):
         return False
     order = record.get("order", {})
     return isinstance(order, dict) and (
@@ -540,6 +542,8 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
                 raise ConfigError(running_elsewhere(crawl["crawl_id"], crawl))
             if crawl is None and job_ran:
                 raise _not_in_store(config.crawl_id, f"{store.backend} store at {store.location}")
+            if crawl is not None and not url:
+                _check_jobdir_not_behind(settings, crawl)
             stored = crawl is not None and store.pages(
                 config.crawl_id, order="latest", limit=1, fields=("fetch_order",)
             )
@@ -582,6 +586,38 @@ def check_resumed_feeds(settings: Any, crawl_id: str) -> None:
                     f" earlier runs of crawl {crawl_id} exported to it: give it with -o to add"
                     " to it, or name another file"
                 )
+
+
+def _check_jobdir_not_behind(settings: Any, crawl: Mapping[str, Any]) -> None:
+    """Refuse a JOBDIR behind its crawl: another copy of it (a backup, a copy to a roomy disk)
+    went on with the crawl since. Each run records its start in its JOBDIR (``remember_job``)
+    before the store records it, so the store's latest start (``resumed_at``, else
+    ``started_at``) is never later than the latest this JOBDIR recorded, unless a run from
+    another copy came after. Going on from this one fetched again every page stored since,
+    counted them in the page budget, stored none of them (already fetched) and queued none of
+    their links."""
+    job = job_record(settings)
+    mine = _moment(job.get("last_run"))
+    latest = crawl.get("resumed_at") or crawl.get("started_at")
+    if job.get("crawl_id") != crawl["crawl_id"] or mine is None:
+        return  # not this JOBDIR's crawl, or a JOBDIR from before its runs were recorded
+    stored = _moment(latest)
+    if stored is not None and stored > mine:
+        raise ConfigError(
+            f"JOBDIR {quoted(settings.get('JOBDIR'))} is behind crawl {crawl['crawl_id']}: a run"
+            f" of the crawl started at {latest}, after this JOBDIR's last, went on from another"
+            " copy of it (going on from this one would fetch again the pages stored since);"
+            " resume the crawl from that copy, or use a new JOBDIR"
+        )
+
+
+def _moment(value: Any) -> datetime | None:
+    """An ISO 8601 time with its zone, as a crawl writes it; None for anything else."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo is not None else None
 
 
 def _not_in_store(crawl_id: str, where: str) -> ConfigError:
@@ -645,15 +681,23 @@ def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:
     return True
 
 
-def remember_job(settings: Any, config: CrawlConfig) -> None:
-    """Write what a resume must reuse into JOBDIR."""
+def remember_job(settings: Any, config: CrawlConfig, started_at: str | None = None) -> None:
+    """Write what a resume must reuse into JOBDIR, with ``last_run``: the latest start of a run
+    from it (``_check_jobdir_not_behind``), this one's (``started_at``), or an earlier one's
+    should the clock have been set back since."""
     path = _job_file(settings, "focused.json")
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {
+    record: dict[str, Any] = {
         "crawl_id": config.crawl_id,
         "strategy": config.strategy,
         "order": config.order,
     }
+    runs = [started_at] if _moment(started_at) is not None else []
+    previous = job_record(settings)
+    if previous.get("crawl_id") == config.crawl_id and _moment(previous.get("last_run")):
+        runs.append(previous["last_run"])
+    if runs:
+        record["last_run"] = max(runs, key=_moment)
     path.write_text(json.dumps(record), encoding="utf-8")

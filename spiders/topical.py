@@ -145,7 +145,7 @@ class TopicalSpider(scrapy.Spider):
             )
         # Before remember_job makes a new JOBDIR the crawl's (read by StoragePipeline's start).
         spider.starts_unlocked = starts_unlocked(crawler.settings, config.crawl_id)
-        remember_job(crawler.settings, config)
+        remember_job(crawler.settings, config, spider.started_at)
         # A seed whose redirect is dropped before it is sent (back to a URL already requested,
         # or outside allowed_domains) reaches no errback: said here, for the seeds' error line.
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)

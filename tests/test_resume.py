@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pickle
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -374,3 +375,45 @@ def test_a_resumed_crawl_keeps_the_feed_of_its_earlier_runs(tmp_path, site):
         extra=["-O", str(feed)],
     )
     assert new.result.returncode == 0, new.result.stderr[-3000:]
+
+
+def test_a_copy_of_a_jobdir_the_crawl_went_on_without_is_refused(tmp_path, site):
+    """A JOBDIR copied (a backup, a copy to a roomy disk) and then resumed after the crawl went
+    on from the other copy went on from where the copy was: it fetched again every page stored
+    since, counted them in the page budget, stored none of them (already fetched) and never
+    queued their links: a budget of 30 ended at 20 pages. It is refused, the other copy still
+    resumes, and so does a JOBDIR whose last run never reached the store."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/wiki/{BIRD_SEED}"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 10}
+    first = run_crawl(tmp_path, arguments, settings)
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    shutil.copytree(tmp_path / "job", tmp_path / "copy")
+    went_on = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+    assert went_on.result.returncode == 0, went_on.result.stderr[-3000:]
+    fetched = len(site.fetched)
+    copy = {**settings, "JOBDIR": tmp_path / "copy", "CLOSESPIDER_PAGECOUNT": 30}
+    refused = run_crawl(tmp_path, arguments, copy)
+    assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+    latest = went_on.crawl_record()["resumed_at"]
+    assert refused.result.stderr.strip().splitlines() == [
+        f"error: JOBDIR '{tmp_path / 'copy'}' is behind crawl test: a run of the crawl started at"
+        f" {latest}, after this JOBDIR's last, went on from another copy of it (going on from"
+        " this one would fetch again the pages stored since); resume the crawl from that copy,"
+        " or use a new JOBDIR"
+    ]
+    assert len(site.fetched) == fetched  # nothing fetched
+    assert len(went_on.pages()) == 20
+    # The JOBDIR the crawl went on from resumes, and so it does when the store holds an earlier
+    # run of it as its latest (its last run's start never reached the store: a store that
+    # failed, a kill).
+    record = {name: value for name, value in went_on.crawl_record().items() if name != "seen_at"}
+    store = SqliteStore(went_on.db)
+    try:
+        store.start_crawl(record)  # the first run's start, as the latest
+        store.finish_crawl("test", status="interrupted", finish_reason="shutdown")
+    finally:
+        store.close()
+    assert went_on.crawl_record()["resumed_at"] == record["started_at"]
+    resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 30})
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert len(resumed.pages()) == 30
