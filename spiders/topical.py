@@ -3,8 +3,8 @@
 Arguments (``-a name=value``; validated in ``focused.arguments``):
     query           words describing the topic (required unless topic_file is given)
     topic_file      a UTF-8 text file describing the topic, added to the query
-    seeds           comma-separated seed URLs (level 0), or
-    seeds_file      a file with one seed URL a line
+    seeds           seed URLs apart by commas or blanks (level 0), or
+    seeds_file      a file of seed URLs, one or more a line
     strategy        traversal strategy (default ``semantic``, or ``shark`` where the sentence
                     encoder cannot score the links: ``focused.arguments.default_strategy``;
                     a JOBDIR crawl's own when resumed; see ``focused.strategies``)

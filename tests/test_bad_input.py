@@ -1783,3 +1783,14 @@ def test_a_feed_naming_what_scrapy_cannot_fill_is_refused(uri, message):
     """A traceback as the feed opened: the crawl exported nothing and exited 0."""
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_feed_placeholders(Settings({"FEEDS": {uri: {}}}), spider)
+
+
+def test_seeds_apart_by_blanks_are_seeds(tmp_path):
+    """Two seeds given "URL URL", the way a shell lists them, were one seed with %20 in it: a
+    404 that took a page of the budget, and a crawl that ended seeds_unreachable."""
+    bird, gull = "http://127.0.0.1:9/wiki/Bird", "http://127.0.0.1:9/wiki/Gull"
+    config = parse_arguments({"query": "birds", "seeds": f"{bird} {gull},\t{bird}"})
+    assert config.seeds == (bird, gull)
+    seeds_file = tmp_path / "seeds.txt"
+    seeds_file.write_text(f"# two a line\n{bird}  {gull} # the rest\n", encoding="utf-8")
+    assert parse_arguments({"query": "birds", "seeds_file": str(seeds_file)}).seeds == (bird, gull)
