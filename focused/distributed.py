@@ -145,9 +145,19 @@ def check_url(url: str) -> str:
             "number (redis://host:6379/0)"
         )
     try:
-        connect(url).close()  # parses it (a port that is no number), connects to nothing
+        client = connect(url)  # parses it (a port that is no number), connects to nothing
+        # redis-py hands the URL's other options (?ssl_cert_reqs= in a redis:// URL, which only
+        # rediss:// takes; ?timeout=) to each connection it makes: a TypeError there was a
+        # traceback at the first command. Made here, a connection connects to nothing either.
+        client.connection_pool.make_connection()
+        client.close()
     except ValueError as exc:
         raise ConfigError(f"setting FOCUSED_FRONTIER={quoted(shown)}: {one_line(exc)}") from None
+    except TypeError as exc:
+        raise ConfigError(
+            f"setting FOCUSED_FRONTIER={quoted(shown)} has an option redis-py does not take in a"
+            f" {scheme}:// URL ({one_line(exc)})"
+        ) from None
     return shown
 
 

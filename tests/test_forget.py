@@ -280,6 +280,13 @@ def password_server(tmp_path):
         (("a",), {"FOCUSED_FRONTIER": "http://h/0"}, 2, "FOCUSED_FRONTIER='http://h/0' is not a"),
         (("a",), {"FOCUSED_FRONTIER": "redis://h/x"}, 2, "its database 'x' is no number"),
         (("a",), {"FOCUSED_FRONTIER": "redis://h:port/0"}, 2, "FOCUSED_FRONTIER='redis://h:port"),
+        # rediss:// only: a traceback as redis-py made its connection.
+        (
+            ("a",),
+            {"FOCUSED_FRONTIER": "redis://h/0?ssl_cert_reqs=none"},
+            2,
+            "FOCUSED_FRONTIER='redis://h/0?ssl_cert_reqs=none' has an option redis-py does not",
+        ),
         (("a", "--froce"), {}, 2, "unknown option --froce"),
         (("a",), {"FOCUSED_WORKER_TIMEOUT": "soon"}, 2, "FOCUSED_WORKER_TIMEOUT='soon'"),
     ],

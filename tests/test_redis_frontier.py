@@ -1527,6 +1527,22 @@ def test_a_redis_database_that_is_no_number_is_one_line(tmp_path, site):
     )
 
 
+def test_a_redis_url_option_redis_py_does_not_take_is_one_line(tmp_path, site):
+    # A TLS option in a redis:// URL (only rediss:// takes it), or one of no connection: redis-py
+    # raised a TypeError as it made its first connection, a traceback before the crawl started.
+    for option in ("ssl_cert_reqs=none", "timeout=5"):
+        url = f"redis://127.0.0.1:{free_port()}/0?{option}"
+        crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
+        assert crawl.result.returncode == 2
+        name = option.partition("=")[0]
+        assert crawl.result.stderr.strip() == (
+            f"error: setting FOCUSED_FRONTIER='{url}' has an option redis-py does not take in a"
+            " redis:// URL (AbstractConnection.__init__() got an unexpected keyword argument"
+            f" '{name}')"
+        )
+        assert not site.fetched
+
+
 def test_a_redis_that_evicts_any_key_when_full_is_refused_in_one_line(tmp_path, site, redis_server):
     # Full, it evicted the crawl's stored requests, seen URLs and counters: the crawl went on
     # with a traceback at each pop of a request gone, and ended "finished", exit 0, with a
