@@ -520,6 +520,14 @@ def test_a_file_that_is_not_topics_is_one_line(module) -> None:
     )
 
 
+@pytest.mark.parametrize("option", ["--strategies", "--large-strategies"])
+def test_the_frontier_benchmark_refuses_an_unknown_strategy(option, tmp_path) -> None:
+    result = run_benchmark("frontier", *FRONTIER, "--out", str(tmp_path), option, "bfs,nosuch")
+    assert result.returncode == 2
+    assert result.stderr == "frontier: error: unknown strategy 'nosuch'\n"
+    assert not list(tmp_path.iterdir())
+
+
 def test_harvest_command_rejects_bad_input(tmp_path) -> None:
     argument_error = "python -m benchmarks.harvest: error: argument"
     for args, error in (
