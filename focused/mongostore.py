@@ -65,7 +65,10 @@ class MongoStore(Store):
                     # pymongo warns of an option whose value it cannot read, and ignores it.
                     warnings.simplefilter("error", UserWarning)
                     client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
-            except (PyMongoError, ValueError, UserWarning) as exc:  # a malformed URI: ValueError
+            # What the client raises as it is made is about the URI and its options: malformed
+            # (ValueError), or naming a TLS file that cannot be read (OSError) or holds no PEM
+            # certificate (pyOpenSSL's Error, no OSError): each was a traceback.
+            except Exception as exc:
                 raise StoreError(
                     f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {error_summary(exc)}"
                 ) from exc

@@ -270,6 +270,17 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"MONGO_URI": "mongodb://127.0.0.1:1/?journal=maybe"},
             "MongoDB URI 'mongodb://127.0.0.1:1/?journal=maybe' is invalid: The value of journal",
         ),
+        # A TLS file the URI names that cannot be read, or holds no certificate: a traceback.
+        (
+            GOOD,
+            {"MONGO_URI": "mongodb://127.0.0.1:1/?tlsCAFile=/nonexistent/ca.pem"},
+            "MongoDB URI 'mongodb://127.0.0.1:1/?tlsCAFile=/nonexistent/ca.pem' is invalid: [Err",
+        ),
+        (
+            GOOD,
+            {"MONGO_URI": "mongodb://127.0.0.1:1/?tlsCAFile=scrapy.cfg"},
+            "MongoDB URI 'mongodb://127.0.0.1:1/?tlsCAFile=scrapy.cfg' is invalid: ",
+        ),
         (
             GOOD,
             {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_TIMEOUT_MS": "200"},
