@@ -583,8 +583,9 @@ def _check_feeds(settings: Any) -> None:
                 f"the feed {quoted(uri)} has options {quoted(options)}; give a JSON object, "
                 'such as {"format": "jsonlines"}'
             )
-        # Without a format, Scrapy takes the file's extension.
-        kind = feed_complete_default_values_from_settings(options, settings, uri)["format"]
+        # Without a format, Scrapy takes the file's extension; without an encoding, the setting's.
+        completed = feed_complete_default_values_from_settings(options, settings, uri)
+        kind = completed["format"]
         if kind not in formats:
             raise ConfigError(
                 f"the feed {quoted(uri)} has format {quoted(kind)}; "
@@ -592,6 +593,7 @@ def _check_feeds(settings: Any) -> None:
             )
         _check_feed_batches(uri, options, settings)
         _check_feed_plugins(uri, options)
+        _check_feed_encoding(uri, completed["encoding"])
         path = local_feed_path(uri)
         if path is None:
             _check_feed_storage(uri, urlsplit(uri).scheme, settings)
@@ -638,6 +640,32 @@ def _check_feed_batches(uri: str, options: dict, settings: Any) -> None:
             f"the feed {quoted(uri)} is cut every {count} items (FEED_EXPORT_BATCH_ITEM_COUNT or"
             " its batch_item_count): its name needs %(batch_time)s or %(batch_id)d"
         )
+
+
+# Characters of several scripts and of the astral planes, such as pages hold (an en dash, in
+# nearly every Wikipedia page; Cyrillic, Chinese, a bird emoji).
+UNICODE_SAMPLE = "\u00e9 \u2013 \u0436 \u4e2d \U0001f426"
+
+
+def _check_feed_encoding(uri: str, encoding: Any) -> None:
+    """The feed's encoding (its ``encoding``, else FEED_EXPORT_ENCODING; None: Scrapy's own)
+    writes every character a page may hold. Another failed the export of each page it could not
+    write (``ascii``, ``latin-1``), or of every page (a name no codec has, ``rot13``), each with
+    a traceback, and the crawl exited 0."""
+    if encoding is None:
+        return
+    try:
+        UNICODE_SAMPLE.encode(encoding)
+    except (LookupError, TypeError):
+        why = "is no text encoding"
+    except UnicodeEncodeError:
+        why = "cannot write every character a page may hold"
+    else:
+        return
+    raise ConfigError(
+        f"the feed {quoted(uri)} has encoding {quoted(encoding)} (FEED_EXPORT_ENCODING or its"
+        f" encoding), which {why}: give utf-8"
+    )
 
 
 def _check_feed_plugins(uri: str, options: dict) -> None:

@@ -332,6 +332,19 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
             {"FEEDS": '{"p.jsonl": {"item_filter": "no.such.Filter"}}'},
             "the feed 'p.jsonl': item_filter 'no.such.Filter' cannot be imported",
         ),
+        # A traceback for each page it could not write (every page: rot13, an unknown name),
+        # left out of the feed, and the crawl exited 0.
+        (
+            {"FEEDS": '{"p.jsonl": {}}', "FEED_EXPORT_ENCODING": "latin-1"},
+            "the feed 'p.jsonl' has encoding 'latin-1' (FEED_EXPORT_ENCODING or its encoding),"
+            " which cannot write every character a page may hold",
+        ),
+        (
+            {"FEEDS": '{"p.csv": {"encoding": "rot13"}}'},
+            "the feed 'p.csv' has encoding 'rot13' (FEED_EXPORT_ENCODING or its encoding), which"
+            " is no text encoding: give utf-8",
+        ),
+        ({"FEEDS": '{"p.xml": {}}', "FEED_EXPORT_ENCODING": ""}, "the feed 'p.xml' has encoding"),
         # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
         ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
         ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
@@ -438,6 +451,13 @@ def test_scrapy_settings_given_as_text_are_checked(settings, message):
     with pytest.raises(ConfigError) as refused:
         check_settings(Settings(settings, priority="cmdline"))
     assert str(refused.value).startswith(message), refused.value
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "UTF-16", "utf_32", "gb18030", None])
+def test_a_feed_in_an_encoding_of_every_character_is_taken(encoding):
+    check_settings(
+        Settings({"FEEDS": '{"p.jsonl": {}}', "FEED_EXPORT_ENCODING": encoding}, priority="cmdline")
+    )
 
 
 def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
