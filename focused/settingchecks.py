@@ -224,6 +224,7 @@ def check_settings(settings: Any) -> None:
     _check_components(settings)
     _check_integer_lists(settings)
     _check_download_slots(settings)
+    _check_paths(settings)
     _check_logging(settings)
     _check_feeds(settings)
     _check_http_auth(settings)
@@ -538,6 +539,26 @@ def check_no_made_setting_given(settings: Any) -> None:
     for name, why in MADE_SETTINGS.items():
         if given_on_command_line(settings, name):
             raise ConfigError(f"setting {name} is {why}")
+
+
+# Settings naming a file or folder the crawl makes (FOCUSED_DB's check is the store's). Given
+# as blanks, a shell variable that expanded to a space, each made one named " " in the working
+# directory and wrote the crawl there, which nobody asked for.
+PATH_SETTINGS = (
+    "JOBDIR",
+    "LOG_FILE",
+    "FOCUSED_UNSTORED_DIR",
+    "WARC_DIR",
+    "ENCODER_EXPORT_DIR",
+    "ENCODER_STORE_DIR",
+)
+
+
+def _check_paths(settings: Any) -> None:
+    for name in PATH_SETTINGS:
+        value = settings.get(name)
+        if isinstance(value, str) and value and not value.strip():
+            raise ConfigError(f"setting {name} needs a path, not {quoted(value)}")
 
 
 def _check_logging(settings: Any) -> None:

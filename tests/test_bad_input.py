@@ -345,6 +345,11 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
             " is no text encoding: give utf-8",
         ),
         ({"FEEDS": '{"p.xml": {}}', "FEED_EXPORT_ENCODING": ""}, "the feed 'p.xml' has encoding"),
+        # Each made a folder (or file) named " " in the working directory, and wrote there.
+        ({"JOBDIR": " "}, "setting JOBDIR needs a path, not ' '"),
+        ({"WARC_DIR": "\t"}, "setting WARC_DIR needs a path, not '\\t'"),
+        ({"LOG_FILE": "  "}, "setting LOG_FILE needs a path, not '  '"),
+        ({"ENCODER_STORE_DIR": " "}, "setting ENCODER_STORE_DIR needs a path, not ' '"),
         # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
         ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
         ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
@@ -560,6 +565,26 @@ def test_bad_input_is_also_the_log_file_s_one_line(tmp_path):
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith("error: unknown strategy 'nosuch'")
     assert log_file.read_text() == result.stderr
+
+
+@pytest.mark.parametrize("setting", ["JOBDIR", "LOG_FILE", "WARC_DIR"])
+def test_a_path_of_blanks_makes_nothing_in_the_working_directory(tmp_path, setting):
+    # A shell variable that expanded to a space: the crawl ran, in a folder (or with a log
+    # file) named " ", and the error line of bad input went into a file " " too.
+    work = tmp_path / "work"
+    work.mkdir()
+    settings = {setting: " ", "FOCUSED_DB": tmp_path / "db.sqlite3"}
+    result = subprocess.run(
+        scrapy_command(*crawl_args(GOOD, settings)),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**crawl_env(), "SCRAPY_SETTINGS_MODULE": "focused.settings"},
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == f"error: setting {setting} needs a path, not ' '\n"
+    assert not list(work.iterdir())
 
 
 def test_bad_input_loses_nothing_already_crawled(tmp_path, site):

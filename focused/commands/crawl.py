@@ -141,8 +141,8 @@ class Command(ScrapyCrawlCommand):
 
     def _fail(self, message: str) -> NoReturn:
         log_file = self.settings.get("LOG_FILE")
-        # A LOG_FILE that is the store is refused, not written.
-        if log_file and not is_the_store(Path(log_file), self.settings):
+        # A LOG_FILE that is the store, or blanks, is refused, not written.
+        if str(log_file or "").strip() and not is_the_store(Path(log_file), self.settings):
             try:
                 encoding = self.settings.get("LOG_ENCODING") or "utf-8"
                 with open(log_file, "a", encoding=encoding) as log:
