@@ -1140,6 +1140,21 @@ def test_the_model_of_another_crawl_s_jobdir_is_refused(cli, small_store, tmp_pa
         one_line_error(result, 2, f"--model {given} is the model of crawl other, not of c1:")
 
 
+@pytest.mark.parametrize("state", ["[]", "null", '{"params": []}'])
+def test_a_model_whose_state_is_json_of_another_shape_is_one_line(
+    cli,  # noqa: F811
+    small_store,
+    tmp_path,
+    state,
+):
+    """A state.json of valid JSON but no object of the model's: a traceback (TypeError)."""
+    saved = tmp_path / "relevance"
+    RelevanceModel("birds nest eggs").save(saved)
+    (saved / "state.json").write_text(state)
+    result = cli("recrawl", "c1", "--model", str(saved), settings={"FOCUSED_DB": small_store})
+    one_line_error(result, 2, f"--model {saved} holds no saved relevance model")
+
+
 def test_a_crawl_running_in_another_process_is_not_recrawled(cli, tmp_path):  # noqa: F811
     """A recrawl took no lock: run while the crawl (a resumed JOBDIR crawl) or another recrawl
     of the same id ran, it fetched every page again beside it, each visit counted twice and

@@ -19,7 +19,6 @@ took the crawl over (``recrawl_taken_over``, ``focused.refresh.RefreshPipeline``
 from __future__ import annotations
 
 import logging
-import pickle
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -356,7 +355,9 @@ def _load_model(directory: str, crawl_id: str) -> RelevanceModel:
             )
     try:
         return RelevanceModel.load(saved)
-    except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as exc:
+    # gensim's files are pickles, and state.json is JSON of any shape: damaged, they raise
+    # anything (a list for the object: a TypeError, and a traceback), as a resumed crawl finds.
+    except Exception as exc:
         raise ConfigError(
             f"--model {cut(directory)} holds no saved relevance model (a crawl's JOBDIR/relevance):"
             f" {type(exc).__name__}"
