@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 from scrapy import Request
 
-from focused.errors import ConfigError
+from focused.errors import ConfigError, cut, quoted
 from schedulers.base import StrategyQueue
 
 if TYPE_CHECKING:
@@ -30,15 +30,24 @@ UNREACHABLE = 1_000_000
 
 
 def load_distances(path: str) -> dict[str, int]:
-    """The ``{url: distance}`` file, keyed by the percent-decoded URL."""
+    """The ``{url: distance}`` file, keyed by the percent-decoded URL. A distance is a count of
+    links below ``UNREACHABLE``: one past 64 bits (or 1e300) failed the JOBDIR frontier's
+    SQLite with a traceback, and the seed was lost; JSON nested too deep, a RecursionError."""
     try:
         with open(path, encoding="utf-8") as f:
             raw = json.load(f)
-        return {unquote(url): int(distance) for url, distance in raw.items()}
-    except (OSError, ValueError, TypeError, AttributeError, OverflowError) as exc:
+        distances = {unquote(url): int(distance) for url, distance in raw.items()}
+    except (OSError, ValueError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
         raise ConfigError(
-            f"ORACLE_DISTANCES={path!r} is not a readable distances file: {exc}"
+            f"ORACLE_DISTANCES={path!r} is not a readable distances file: {cut(str(exc))}"
         ) from None
+    for url, distance in distances.items():
+        if not 0 <= distance < UNREACHABLE:
+            raise ConfigError(
+                f"ORACLE_DISTANCES={path!r} is not a readable distances file: {quoted(url)} is"
+                f" {cut(str(distance))} links away; a distance is 0 to {UNREACHABLE - 1}"
+            )
+    return distances
 
 
 class OracleQueue(StrategyQueue):

@@ -221,7 +221,16 @@ def test_oracle_is_refused_without_distances(tmp_path) -> None:
     with pytest.raises(ConfigError, match="ORACLE_DISTANCES"):
         parse_arguments(args, Settings())
     bad = tmp_path / "bad.json"
-    for content in ("[1, 2]", '{"http://t/a": 1e999}'):  # 1e999: infinity, an OverflowError
+    # 1e999: infinity, an OverflowError. Past 64 bits (1e300 too), and nested too deep: each a
+    # traceback once the crawl ran with a JOBDIR, or as it started.
+    for content in (
+        "[1, 2]",
+        '{"http://t/a": 1e999}',
+        '{"http://t/a": 100000000000000000000000}',
+        '{"http://t/a": 1e300}',
+        '{"http://t/a": -1}',
+        "[" * 100_000 + "]" * 100_000,
+    ):
         bad.write_text(content)
         with pytest.raises(ConfigError, match="not a readable distances file"):
             parse_arguments(args, Settings({"ORACLE_DISTANCES": str(bad)}))
