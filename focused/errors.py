@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import math
 import os
 import re
 import signal
@@ -181,17 +180,26 @@ def port(text: str) -> int:
     return value
 
 
+# The longest wait poll() takes, 2**31 - 1 ms (24.8 days), in whole seconds: a subprocess's
+# timeout with its output captured (a benchmark's crawl) failed past it with an OverflowError,
+# once the crawl ran.
+MAX_SECONDS = (2**31 - 1) // 1000
+
+
 def seconds(text: str) -> float:
-    """argparse type of a duration in seconds: at least 0, and finite (nan passes every
-    comparison, and a timeout or a sleep of inf fails with a traceback)."""
+    """argparse type of a duration in seconds: at least 0, and at most ``MAX_SECONDS`` (nan
+    passes every comparison, and a timeout or a sleep of inf, or 1e300, fails with a
+    traceback)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a number of seconds, not {quoted(text)}"
         ) from None
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"must be at least 0 and finite, not {cut(text)}")
+    if not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"must be at least 0 and at most {MAX_SECONDS} (24.8 days), not {cut(text)}"
+        )
     return value
 
 
