@@ -46,8 +46,17 @@ from benchmarks.runner import (
     run_scrapy,
 )
 from focused.arguments import DEFAULT_STRATEGY
-from focused.errors import CommandLineParser, ConfigError, at_least_one, quoted, say, seconds
+from focused.errors import (
+    CommandLineParser,
+    ConfigError,
+    at_least_one,
+    folder,
+    quoted,
+    say,
+    seconds,
+)
 from focused.replayweb import Graph, ReplayServer, load_graph, name_from_path, relevant_set
+from focused.settingchecks import check_output_folders
 from focused.sqlitestore import SqliteStore
 from focused.storage import StoreError
 from focused.strategies import STRATEGIES, strategy_class
@@ -446,10 +455,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=seconds, default=1800, help="seconds per crawl")
     parser.add_argument(
         "--encoder-store",
+        type=encoder_store,
         help="keep the sentence encoder's vectors in this directory across the crawls "
         "(default: each crawl starts without any, as a first crawl does)",
     )
     return parser.parse_args(argv)
+
+
+def encoder_store(text: str) -> str:
+    """argparse type of ``--encoder-store``: a folder the crawls can keep their vectors in, as
+    each crawl checks its ENCODER_STORE_DIR. One they cannot was found by every crawl, each
+    refused once the benchmark was set up; given empty, it meant none."""
+    try:
+        check_output_folders({"ENCODER_STORE_DIR": str(folder(text))})
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def main(argv: Sequence[str] | None = None) -> int:

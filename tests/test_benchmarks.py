@@ -468,6 +468,13 @@ REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
     [
         # A timeout of nan or inf: each crawl's traceback, then the run's.
         ("harvest", [*HARVEST, "--timeout", "nan"], "argument --timeout: must be at least 0 and"),
+        # Every crawl refused it, once the benchmark was set up; empty, it meant none.
+        (
+            "harvest",
+            [*HARVEST, "--encoder-store", "/dev/null"],
+            "argument --encoder-store: cannot write ENCODER_STORE_DIR '/dev/null': ",
+        ),
+        ("harvest", [*HARVEST, "--encoder-store", ""], "--encoder-store: needs a folder, not ''"),
         # Past poll()'s longest wait: a traceback at the first crawl, once the set-up was done.
         ("harvest", [*HARVEST, "--timeout", "1e7"], "argument --timeout: must be at least 0 and"),
         # Found only as the reports were written, once every crawl had run: a traceback.
