@@ -188,6 +188,10 @@ def load_graph(
     anchor on a served page leads to a page that exists. Raises ConfigError on a bad path, and
     on a ``seed`` (the article a crawl of it starts from) that is no article of it.
     """
+    if not str(path).strip():
+        # Path("") is the working directory: the replay web served whichever corpus lay up to
+        # 3 folders below it (the repository's test sample), as if it had been asked for.
+        raise ConfigError(f"{quoted(str(path))}: no such corpus directory or .tar.xz/.tar.gz file")
     path = Path(path).expanduser()
     if path.is_file() and path.name.endswith((".tar.xz", ".tar.gz", ".tgz", ".txz")):
         path = _extract(path, cache_dir or DEFAULT_CACHE_DIR)

@@ -382,6 +382,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
         ["--corpus", str(SAMPLE), "--host", "0.0.0.0"],
         ["--corpus", str(SAMPLE), "--host", "192.168.1.1"],
         ["--corpus", "/nonexistent/corpus"],
+        ["--corpus", "", "--port", "0"],  # served the test sample, found under the repository
         ["--corpus", str(SAMPLE), "--port", "http"],  # argparse's own checks, one line too
         ["--corpus", str(SAMPLE), "--port", "99999"],  # the socket's traceback, before
         ["--corpus", str(SAMPLE), "--port", "-1"],
