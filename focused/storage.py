@@ -816,6 +816,18 @@ def open_store(
         # another crawl's store perhaps, which a variable that expanded to nothing did not ask for
         # (nor a file named " " in the working directory, which one that expanded to a space).
         raise StoreSettingError(f"setting FOCUSED_DB needs a file, not {quoted(db)}")
+    if db == ":memory:":  # SQLite's name of no file: a crawl's pages did not outlive it
+        raise StoreSettingError(
+            "setting FOCUSED_DB needs a file, not ':memory:', SQLite's database in memory, which"
+            " the crawl's pages would not outlive"
+        )
+    if isinstance(db, str) and (db.startswith("file:") or "://" in db):
+        # SQLite read file:... as a URI of its own; a URL (sqlite:///tmp/pages.sqlite3, as
+        # SQLAlchemy names one) made folders sqlite:/tmp in the working directory, and the store
+        # in them.
+        raise StoreSettingError(
+            f"setting FOCUSED_DB needs the path of a file, not a URI: {quoted(db)}"
+        )
     path = _setting(settings, "FOCUSED_DB", DEFAULT_SQLITE_PATH)
     timeout = float(_setting(settings, "FOCUSED_DB_TIMEOUT", DEFAULT_SQLITE_TIMEOUT))
     from focused.sqlitestore import SqliteStore  # imports this module

@@ -22,6 +22,7 @@ from focused.jobchecks import crawl_lock_offset, remember_job
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
 from focused.settingchecks import check_feed_placeholders, check_settings
+from focused.storage import StoreSettingError, open_store
 from focused.strategies import strategy_class
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, run_scrapy, scrapy_command
 from tests.sites import Reply, Site, html
@@ -585,6 +586,28 @@ def test_a_path_of_blanks_makes_nothing_in_the_working_directory(tmp_path, setti
     assert result.returncode == 2, result.stderr
     assert result.stderr == f"error: setting {setting} needs a path, not ' '\n"
     assert not list(work.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("db", "message"),
+    [
+        # The crawl ran, and its pages were gone as it ended.
+        (":memory:", "setting FOCUSED_DB needs a file, not ':memory:', SQLite's database in"),
+        # SQLite's own URI, or a URL as SQLAlchemy writes one: the store went into folders
+        # sqlite:/... made in the working directory.
+        ("file:pages.sqlite3", "setting FOCUSED_DB needs the path of a file, not a URI: 'file:"),
+        (
+            "sqlite:///pages.sqlite3",
+            "needs the path of a file, not a URI: 'sqlite:///pages.sqlite3'",
+        ),
+    ],
+)
+def test_a_store_named_as_sqlite_names_no_file_is_refused(tmp_path, monkeypatch, db, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreSettingError) as refused:
+        open_store({"FOCUSED_DB": db})
+    assert message in str(refused.value)
+    assert not list(tmp_path.iterdir())
 
 
 def test_bad_input_loses_nothing_already_crawled(tmp_path, site):
