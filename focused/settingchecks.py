@@ -559,6 +559,15 @@ def _check_paths(settings: Any) -> None:
         value = settings.get(name)
         if isinstance(value, str) and value and not value.strip():
             raise ConfigError(f"setting {name} needs a path, not {quoted(value)}")
+    for name in (*PATH_SETTINGS, "FOCUSED_DB"):
+        value = settings.get(name)
+        # A ~ that no shell expanded (quoted, in a settings module, Scrapyd's -d setting=): the
+        # crawl wrote into a folder named "~" in the working directory, not the home folder.
+        if isinstance(value, str) and value.startswith("~"):
+            raise ConfigError(
+                f"setting {name}={quoted(value)} starts with a ~ that no shell expanded: give the"
+                f" full path ({quoted(os.path.expanduser(value))}?)"
+            )
 
 
 def _check_logging(settings: Any) -> None:

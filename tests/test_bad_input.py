@@ -351,6 +351,9 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"WARC_DIR": "\t"}, "setting WARC_DIR needs a path, not '\\t'"),
         ({"LOG_FILE": "  "}, "setting LOG_FILE needs a path, not '  '"),
         ({"ENCODER_STORE_DIR": " "}, "setting ENCODER_STORE_DIR needs a path, not ' '"),
+        # Quoted, or given to Scrapyd: the crawl wrote into a folder "~" in the working directory.
+        ({"FOCUSED_DB": "~/pages.sqlite3"}, "setting FOCUSED_DB='~/pages.sqlite3' starts with a ~"),
+        ({"JOBDIR": "~/jobs/birds"}, "setting JOBDIR='~/jobs/birds' starts with a ~ that no shell"),
         # Bytes that are not UTF-8 (or a JSON escape of a lone surrogate): a traceback a request.
         ({"USER_AGENT": "bot\udcff"}, "setting USER_AGENT is not UTF-8 text"),
         ({"DEFAULT_REQUEST_HEADERS": '{"X-A": "\\udcff"}'}, "setting DEFAULT_REQUEST_HEADERS is"),
