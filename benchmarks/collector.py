@@ -13,6 +13,7 @@ the objects frozen by ``gc.freeze()`` and the process's max RSS.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import resource
@@ -26,7 +27,13 @@ from scrapy import signals
 
 from benchmarks.runner import CrawlRun, report_head, run_scrapy
 from benchmarks.throughput import QUERY, pages_per_second
-from focused.errors import CommandLineParser, at_least_one, exit_on_config_error, say
+from focused.errors import (
+    CommandLineParser,
+    at_least_one,
+    exit_on_config_error,
+    quoted,
+    say,
+)
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -100,6 +107,16 @@ def row(name: str, run: CrawlRun) -> str:
     )
 
 
+def variant_settings(text: str) -> str:
+    """argparse type of ``--variant``: ``NAME=VALUE`` settings separated by spaces. An item
+    without its ``=`` was a traceback once the replay web had started."""
+    if any(item.find("=") < 1 for item in text.split()):
+        raise argparse.ArgumentTypeError(
+            f"give settings as NAME=VALUE separated by spaces, not {quoted(text)}"
+        )
+    return text
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from focused.replayweb import ReplayServer, load_graph
 
@@ -112,13 +129,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rounds", type=at_least_one, default=1, help="crawls of each variant")
     parser.add_argument(
         "--variant",
+        type=variant_settings,
         action="append",
         default=[],
         help='settings of one variant, "NAME=VALUE NAME=VALUE" (repeatable; default: none)',
     )
     args = parser.parse_args(argv)
     variants = args.variant or [""]
-    graph = load_graph(args.corpus)
+    graph = load_graph(args.corpus, seed=args.seed)  # an unknown seed failed the first crawl
     server = ReplayServer(graph).start()
     header = [
         "| variant | pages/s | elapsed s | collections gen0/1/2 | ms gen0/1/2 | GC ms "

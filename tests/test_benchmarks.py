@@ -460,6 +460,7 @@ FRONTIER = ["--ops", "10", "--no-memory-cases", "--score-levels", "none"]
 SCORING = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
 REDIS_SCALING = ["--corpus", str(SAMPLE), "--pages", "3"]
 CRAWLS = ["--corpus", str(SAMPLE), "--pages", "3", "--repeats", "1"]
+COLLECTOR = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
 REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
 
 
@@ -501,6 +502,10 @@ REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
         ),
         ("held_host", [*CRAWLS, "--query", "..."], "the query has no words to match pages"),
         ("scoring", [*SCORING, "--query", ""], "missing query: give -a query="),
+        # A traceback once the replay web ran; a crawl failing on the seed (exit 1).
+        ("collector", [*COLLECTOR, "--variant", "A=1 nosuch"], "argument --variant: give settings"),
+        ("collector", [*COLLECTOR, "--variant", "=1"], "argument --variant: give settings as NAME"),
+        ("collector", [*COLLECTOR, "--seed", "Nowhere"], "unknown seed article 'Nowhere'"),
         ("scoring", [*SCORING, "--strategy", "nosuch"], "unknown strategy 'nosuch'; valid"),
         ("refit", [*REFIT, "--query", "..."], "the query has no words to match pages"),
     ],
