@@ -76,6 +76,7 @@ def run(checkout: Path) -> dict[str, float]:
 
 def main() -> None:
     # Imported here: the baseline checkout imports this module, and its focused may be older.
+    from benchmarks.runner import extract_revision
     from focused.errors import CommandLineParser, at_least_one
 
     parser = CommandLineParser(description=__doc__.splitlines()[0])
@@ -83,13 +84,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=at_least_one, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(
-            ["git", "archive", args.baseline], cwd=REPO, capture_output=True, check=True
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        # A revision git does not know: one line (CalledProcessError's traceback, before).
+        baseline = extract_revision(args.baseline, Path(tmp, "baseline"))
         results: dict[str, list[dict[str, float]]] = {"baseline": [], "current": []}
         for _ in range(args.rounds):
-            results["baseline"].append(run(Path(tmp)))
+            results["baseline"].append(run(baseline))
             results["current"].append(run(REPO))
     print(f"{'operation':<28} {'baseline ms':>12} {'current ms':>11} {'ratio':>6}")
     for name in results["current"][0]:
@@ -102,4 +101,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from focused.errors import exit_on_config_error
+
+    exit_on_config_error(main, "python -m benchmarks.scoring_languages")

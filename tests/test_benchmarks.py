@@ -488,6 +488,7 @@ REFIT = ["--corpus", str(SAMPLE), "--pages", "3", "--rounds", "1"]
         # Each a traceback once the benchmark ran.
         ("scoring", [*SCORING, "--seed", "Nowhere"], "unknown seed article 'Nowhere'"),
         ("scoring", [*SCORING, "--baseline", "no-such-rev"], "--baseline 'no-such-rev' is no rev"),
+        ("scoring_languages", ["--baseline", "no-such-rev"], "--baseline 'no-such-rev' is no rev"),
         ("redis_scaling", [*REDIS_SCALING, "--seed", "Nowhere"], "unknown seed article 'Nowhere'"),
         # Taken as no delay: the benchmark ran, and measured no latency.
         ("redis_scaling", [*REDIS_SCALING, "--delay", "-1"], "argument --delay: must be at least"),
