@@ -195,7 +195,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ({**GOOD, "seeds": "http://127.0.0.1:99999/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://127.0.0.1:port/wiki/Bird"}, {}, "is not a valid URL"),
         ({**GOOD, "seeds": "http://[::1/wiki/Bird"}, {}, "is not a valid URL"),
-        ({**GOOD, "seeds": "http://exa mple.org/wiki/Bird"}, {}, "is not a valid URL"),
+        ({**GOOD, "seeds": "http://exa%20mple.org/wiki/Bird"}, {}, "is not a valid URL"),
+        # A blank parts two seeds: the second is no URL.
+        (
+            {**GOOD, "seeds": "http://exa mple.org/wiki/Bird"},
+            {},
+            "seed 'mple.org/wiki/Bird' is not an http(s) URL",
+        ),
         # A host Twisted does not connect to: a traceback at its robots.txt.
         ({**GOOD, "seeds": "http://*.example.org/wiki/Bird"}, {}, "is not a valid URL"),
         # A label empty or over 63 characters: the resolver's IDNA codec failed, a traceback.
