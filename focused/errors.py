@@ -35,10 +35,19 @@ def quiet_interrupts() -> None:
             # CPython ends the process with a SystemExit raised by its excepthook, as with
             # sys.exit (atexit runs); returned from, it prints nothing and kills itself with
             # SIGINT, a status of 130 to a shell but not the 130 the commands exit with.
-            raise SystemExit(INTERRUPTED)
+            exit_interrupted()
         previous(kind, value, traceback)
 
     sys.excepthook = hook
+
+
+def exit_interrupted() -> NoReturn:
+    """End the process that a Ctrl-C stopped: status ``INTERRUPTED``, and nothing more said.
+    An object the interrupt left half built (pymongo's transaction, stopped in its __init__ as
+    a command waited for its store) fails in its __del__ as the process ends, and Python
+    printed that "Exception ignored" with its traceback."""
+    sys.unraisablehook = lambda unraisable: None
+    raise SystemExit(INTERRUPTED)
 
 
 def say(line: str) -> None:

@@ -22,7 +22,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from focused.arguments import Param
-from focused.errors import INTERRUPTED, ConfigError, cut, drop_output, quoted, say
+from focused.errors import ConfigError, cut, drop_output, exit_interrupted, quoted, say
 from focused.settingchecks import check_settings, is_text
 from focused.storage import Store, StoreError, StoreSettingError, open_store
 
@@ -93,7 +93,7 @@ def interrupted(left: str | None = None) -> NoReturn:
     with one line saying what it ``left`` half done and how to finish it."""
     if left is not None:
         say(f"interrupted: {printable(left)}")
-    sys.exit(INTERRUPTED)
+    exit_interrupted()
 
 
 @contextmanager
