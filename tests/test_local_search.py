@@ -14,6 +14,7 @@ from collections import Counter, OrderedDict
 from types import SimpleNamespace
 
 import pytest
+from scrapy import Request
 
 from focused.traps import TRAP_META
 from schedulers.base import SqliteFrontier
@@ -120,6 +121,16 @@ def test_hillclimbing_a_better_child_of_another_page_leaves_a_climbing_move_shar
     assert drain(queue) == ["w", "x", "z"]
 
 
+def fetched_again(request: Request, how: str) -> Request:
+    """``request``, handed out, back in the queue with its meta: ``retried``, or the request
+    its redirect to y made."""
+    if how == "retried":
+        return request.replace(dont_filter=True)
+    again = request.replace(url="http://t/y")
+    again.meta["redirect_urls"] = [request.url]
+    return again
+
+
 @pytest.mark.parametrize("sent_again", ["retried", "redirected"])
 def test_hillclimbing_a_climbing_move_sent_again_goes_on_with_the_climb(key, sent_again):
     """x, p's climbing move, is fetched and comes back to the queue with its meta: retried, or
@@ -130,11 +141,7 @@ def test_hillclimbing_a_climbing_move_sent_again_goes_on_with_the_climb(key, sen
     queue.push(child("w", "other", page=0.9, link=0.85))  # pending: not above its page
     queue.push(child("x", "p", page=0.3, link=0.6))  # p's climbing move
     x = queue.pop()
-    if sent_again == "retried":
-        again = x.replace(dont_filter=True)
-    else:
-        again = x.replace(url="http://t/y")
-        again.meta["redirect_urls"] = [x.url]
+    again = fetched_again(x, sent_again)
     queue.push(again)
     assert drain(queue) == [name(again), "w"]
     assert queue.stats.get_value("focused/hillclimbing/climbs") == 2
@@ -430,11 +437,7 @@ def test_annealing_a_move_sent_again_is_fetched_not_judged_again(key, strategy, 
     x = queue.pop()
     assert queue.stats.get_value(f"focused/{strategy}/accepted_worse") == 1
     queue.push(child("w", "p", page=0.6, link=0.5))
-    if sent_again == "retried":
-        again = x.replace(dont_filter=True)
-    else:
-        again = x.replace(url="http://t/y")
-        again.meta["redirect_urls"] = [x.url]
+    again = fetched_again(x, sent_again)
     queue.push(again)
     if key:  # the request sent again is still first after a pause
         state = json.loads(json.dumps(queue.close()))
