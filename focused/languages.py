@@ -100,7 +100,8 @@ _LANGUAGE_SCRIPT = {
     "km": "khmer",
 }
 _LETTER = re.compile(r"[^\W\d_]")
-# Letters that give a short text's language away.
+# Letters that give a short text's language away (Persian's: unless the detector names
+# another language of Arabic script).
 _PERSIAN_LETTERS = re.compile("[\u067e\u0686\u0698\u06af\u06a9\u06cc]")  # پ چ ژ گ ک ی
 _KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
 # đ ơ ư and the tone-marked vowels of Latin Extended Additional, which no other language
@@ -232,7 +233,12 @@ def query_language(query: str, language: str | None = None) -> str | None:
     query = unicodedata.normalize("NFC", query)
     script = dominant_script(query)
     if script == "arabic":
-        return "fa" if _PERSIAN_LETTERS.search(query) else detect(query) or "ar"
+        # Urdu (and Pashto, Sindhi) write Persian's letters too: the detector, when sure of an
+        # Arabic-script language, knows them apart (it never took a Persian query for one).
+        detected = detect(query)
+        if detected is not None and _script_of(detected) == "arabic":
+            return detected
+        return "fa" if _PERSIAN_LETTERS.search(query) else detected or "ar"
     if script == "cjk":
         return "ja" if _KANA.search(query) else "zh"
     if script == "hangul":
