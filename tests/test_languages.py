@@ -522,6 +522,11 @@ def test_page_language_does_not_read_an_ascii_page_declared_in_a_latin_language(
         ("vânătoare de păsări", "ro"),
         ("țară", None),  # ț is no Vietnamese letter, and the detector is unsure
         ("ăn chay", "vi"),  # ă, the detector unsure: Vietnamese, as before
+        # Yoruba and Igbo write ẹ ọ ị ụ too: these were taken for Vietnamese.
+        ("ìrìn àjò àwọn ẹyẹ", "yo"),
+        ("àwọn ẹyẹ tí ń ṣí lọ", "yo"),
+        ("ụmụ nnụnụ na-efe efe", "ig"),
+        ("tăng trưởng", "vi"),
     ],
 )
 def test_query_language_from_script(query: str, language: str | None) -> None:
