@@ -30,7 +30,8 @@ This module adds:
   request can be made of, or the page itself, is kept rather than lost.
 - Both redirect middlewares drop a target's ``user:password@``, as the canonical URLs of links
   do (``focused.canonical.drop_userinfo``), and the validators a recrawl sent for the page
-  redirected from (``If-None-Match``, ``If-Modified-Since``: ``focused.refresh``).
+  redirected from (``If-None-Match``, ``If-Modified-Since``: ``focused.refresh``), and its
+  downloader slot, so that a target on another host is paced as its own host's.
 - ``RedirectMiddleware`` (replaces Scrapy's): a 3xx whose Location leads nowhere (empty, no
   URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
   Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
@@ -73,6 +74,7 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import brotli
 from charset_normalizer import from_bytes
 from scrapy import Request, signals
+from scrapy.core.downloader import Downloader
 from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware as ScrapyMetaRefresh
 from scrapy.downloadermiddlewares.redirect import RedirectMiddleware as ScrapyRedirect
 from scrapy.exceptions import (
@@ -492,7 +494,9 @@ class _RedirectTarget:
     of the host name, "invalid hostname", and Scrapy logged the password in its redirect line),
     and without the validators of the page redirected from, which are no validators of the
     target: a target not modified since the date a recrawl sent would have answered 304, and
-    the page been recorded unchanged whatever the target holds.
+    the page been recorded unchanged whatever the target holds. Nor the downloader slot of the
+    page redirected from (Scrapy's kept it): a target on another host was sent in that slot,
+    past its own host's Crawl-delay and concurrency.
 
     A target whose host name no resolver can look up (a label empty or over 63 characters:
     ``a..b.org``) raises ``ValueError``, as one no request can be made of: the resolver's IDNA
@@ -511,6 +515,9 @@ class _RedirectTarget:
         request = super()._build_redirect_request(source_request, response, url=url, **kwargs)
         for header in CONDITIONAL_HEADERS:
             request.headers.pop(header, None)
+        # The downloader keys the target's slot by its own host (or address): the target is
+        # paced, held by Retry-After and counted as its host's, not as the host redirected from.
+        request.meta.pop(Downloader.DOWNLOAD_SLOT, None)
         return request
 
 

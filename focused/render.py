@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import Request
+from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Headers, HtmlResponse, Response
 from scrapy.http.request import NO_CALLBACK
@@ -716,6 +717,8 @@ class RenderMiddleware:
             raise IgnoreRequest("max redirections reached")
         meta = {**request.meta, "redirect_times": times + 1, "redirect_urls": [*urls, request.url]}
         meta.pop(RENDER_AGAIN_META, None)  # this is a request of its own
+        # Sent in its own host's downloader slot, as focused.hygiene's redirects are.
+        meta.pop(Downloader.DOWNLOAD_SLOT, None)
         logger.debug("Rendering %s: the browser was redirected there from %s", url, request.url)
         # Never dont_filter: auto's second request of a page is, to pass its own URL again.
         return request.replace(url=url, meta=meta, dont_filter=False)

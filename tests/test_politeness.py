@@ -316,3 +316,26 @@ def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path
     # Counted and said once, however often it is read.
     assert stat(crawl.result.stderr, "focused/robots/crawl_delay_hosts") == 1
     assert crawl.result.stderr.count("robots.txt asks for a Crawl-delay of 1 s") == 1
+
+
+def test_a_redirect_to_another_host_is_paced_by_that_hosts_crawl_delay(tmp_path):
+    """Scrapy's redirect keeps the request's ``download_slot``: the page a seed on host A
+    redirects to on host B (``example.org`` to ``www.example.org``) was downloaded in A's slot,
+    and B's robots.txt, read for it, set its Crawl-delay on A's slot: B's own pages went
+    together, at B's full concurrency."""
+    log = FetchLog()
+    with Site(pages_site("User-agent: *\nCrawl-delay: 1\n"), "127.0.0.3", log) as target:
+
+        def moved(method: str, path: str) -> Reply:
+            if path == "/robots.txt":
+                return Reply(200, "User-agent: *\n", "text/plain")
+            return Reply(301, "", headers={"Location": f"{target.url}{path}"})
+
+        with Site(moved, "127.0.0.2", log) as source:
+            crawl = run_crawl(
+                tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{source.url}/"}
+            )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    times = log.get_times(target.host)
+    assert len(times) == 1 + len(PAGES), log.gets()
+    assert min(gaps(times)) >= 0.85, gaps(times)
