@@ -19,7 +19,8 @@ whole host, as RFC 9309 asks (Scrapy parsed the error page, which allows everyth
 warning line names the host.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
-once every that many seconds: its downloader slot's delay is raised to it (never lowered: at
+once every that many seconds (a ``Request-rate`` counts as the Crawl-delay it implies: ``1/5``
+is 5 s; the longer of the two holds): its downloader slot's delay is raised to it (never lowered: at
 least ``DOWNLOAD_DELAY``), without Scrapy's random jitter, which would make half the intervals
 shorter. Scrapy counts the delay between sends, so a page slower than it would overlap the next
 ones (``CONCURRENT_REQUESTS_PER_DOMAIN`` of them): the slot also sends one request at a time, as
@@ -71,6 +72,7 @@ from scrapy.utils.asyncio import sleep
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
@@ -139,6 +141,20 @@ def _linked(request: Request) -> str | None:
     None after a redirect (Scrapy's, a meta refresh's, the browser's: each sets
     ``redirect_urls``), whose target is checked as the server named it."""
     return None if "redirect_urls" in request.meta else request.meta.get(LINKED_URL)
+
+
+def asked_delay(parser: RobotParser, useragent: str | bytes) -> float | None:
+    """The seconds between requests a robots.txt asks of ``useragent``: its Crawl-delay, or
+    the interval its Request-rate implies (``1/5``: one request every 5 s), whichever is longer.
+    Scrapy's parsers give only the Crawl-delay; the Request-rate is read from the parser's own
+    (Protego's, urllib's: ``rp``), where it has one. Its visit-time window is not read: the
+    rate holds all day, the polite reading."""
+    delay = parser.crawl_delay(useragent) or 0.0
+    request_rate = getattr(getattr(parser, "rp", None), "request_rate", None)
+    rate = request_rate(to_unicode(useragent)) if request_rate is not None else None
+    if rate is not None and rate.requests > 0:
+        delay = max(delay, rate.seconds / rate.requests)
+    return delay or None
 
 
 class _UnreachableInOneLine(logging.Filter):
@@ -314,7 +330,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     def _robots_parsed(self, robotparser: RobotParser, request: Request) -> None:
         # Sent before the requests waiting for this robots.txt go on: none is sent sooner.
-        delay = robotparser.crawl_delay(self._useragent(request))
+        delay = asked_delay(robotparser, self._useragent(request))
         if not delay or delay <= 0:
             return
         netloc = urlparse_cached(request).netloc

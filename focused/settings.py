@@ -34,10 +34,11 @@ ROBOTSTXT_OBEY = True
 # (focused/skipped/nofollow); noindex, it is stored without its text, its record's robots saying
 # why; none, both. False: both ignored, every page stored and followed (focused.robotsmeta).
 ROBOTS_META_OBEY = True
-# A robots.txt Crawl-delay of N: at most one request to the host every N seconds, one at a time
-# (Scrapy ignores it). A host asking for more than this many seconds is skipped, as Nutch does:
-# fetching it faster would ignore its robots.txt, and its requests waiting would hold the
-# crawl's CONCURRENT_REQUESTS (focused.robots).
+# A robots.txt Crawl-delay of N (or a Request-rate of one request in N seconds): at most one
+# request to the host every N seconds, one at a time (Scrapy ignores both). A host asking for
+# more than this many seconds is skipped, as Nutch does: fetching it faster would ignore its
+# robots.txt, and its requests waiting would hold the crawl's CONCURRENT_REQUESTS
+# (focused.robots).
 ROBOTS_CRAWL_DELAY_MAX = 30.0
 # The robots.txt of this many hosts, those used last, are kept parsed (some 16 KB each for a
 # robots.txt of 1 KB); a host forgotten has its robots.txt downloaded again when one of its URLs

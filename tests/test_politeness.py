@@ -339,3 +339,15 @@ def test_a_redirect_to_another_host_is_paced_by_that_hosts_crawl_delay(tmp_path)
     times = log.get_times(target.host)
     assert len(times) == 1 + len(PAGES), log.gets()
     assert min(gaps(times)) >= 0.85, gaps(times)
+
+
+def test_a_request_rate_paces_its_host_as_a_crawl_delay(tmp_path):
+    """``Request-rate: 1/1`` (one request a second) was ignored: only the Crawl-delay was read."""
+    log = FetchLog()
+    with Site(pages_site("User-agent: *\nRequest-rate: 1/1\n"), "127.0.0.2", log) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    times = log.get_times(site.host)
+    assert len(times) == 1 + len(PAGES), log.gets()
+    assert min(gaps(times)) >= 0.85, gaps(times)
+    assert stat(crawl.result.stderr, "focused/robots/crawl_delay_hosts") == 1
