@@ -596,6 +596,20 @@ def test_a_browser_redirect_counts_once_against_redirect_max_times():
     assert middleware.process_response(Request(page, meta={"playwright": True}), same) is same
 
 
+def test_a_browser_redirect_to_another_host_is_sent_in_that_hosts_slot():
+    """The request for where the browser landed carried the downloader slot of the page it
+    left (``download_slot``, which the downloader reads before the URL): a page on another host
+    went past that host's Crawl-delay and concurrency, as a plain redirect's target did
+    (``tests/test_politeness.py``)."""
+    middleware = RenderMiddleware(get_crawler(), "always")
+    request = Request("http://127.0.0.1/a.html", meta={"download_slot": "127.0.0.1"})
+    middleware.process_request(request)
+    landed = HtmlResponse("http://127.0.0.2/b.html", body=b"<html></html>")
+    followed = middleware.process_response(request, landed)
+    assert isinstance(followed, Request) and followed.url == landed.url
+    assert "download_slot" not in followed.meta
+
+
 @pytest.mark.parametrize("mode", ["always", "auto"])
 def test_head_check_requests_are_not_rendered(mode):
     """HEAD_CHECK's HEAD before each GET: Chromium would navigate to the page (a whole GET,
