@@ -11,7 +11,10 @@ once, all went on the wire (16 at once to a host whose limit was 4,
 
 With ``CONCURRENT_REQUESTS_PER_IP``, a slot is keyed by its host's first address: Scrapy's
 resolver that answers IPv6 too caches a host's addresses as a list, which Scrapy 2.19 would
-take as the key and fail on.
+take as the key and fail on. Scrapy keys it by the host's name while the address is not in its
+DNS cache yet, which only a download fills: the first request of each host (its robots.txt)
+went in a slot of its own, so that the virtual hosts of one server each had one on the wire at
+once, past the address's limit. Here the host is looked up before its request reaches a slot.
 
 In a crawl shared by several processes (``focused.distributed``) a slot's delay
 (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle's) is the crawl's, not only this
@@ -38,12 +41,15 @@ others to count it dead. One process alone (no ``FOCUSED_FRONTIER``) makes no ca
 
 from __future__ import annotations
 
+from contextlib import suppress
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
 from scrapy.core.downloader import Downloader
+from scrapy.resolver import dnscache
 from scrapy.utils.asyncio import call_later, create_looping_call
-from scrapy.utils.defer import _schedule_coro
+from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -51,6 +57,7 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.core.downloader import Slot
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
     from scrapy.utils.asyncio import AsyncioLoopingCall, CallLaterResult
     from twisted.internet.defer import Deferred
     from twisted.internet.task import LoopingCall
@@ -82,6 +89,19 @@ class PoliteDownloader(Downloader):
         # the resolver that answers IPv6 too (TWISTED_DNS_RESOLVER) caches a list of addresses:
         # no key. The first, as the IPv4-only resolver's one address was.
         return key[0].host if isinstance(key, list) else key
+
+    async def _enqueue_request(self, request: Request) -> Response:
+        # DNSCACHE_ENABLED off (a cache of none): Scrapy keys by name throughout.
+        if self.ip_concurrency and dnscache.limit != 0 and self.DOWNLOAD_SLOT not in request.meta:
+            host = urlparse_cached(request).hostname
+            if host and host not in dnscache:
+                from twisted.internet import reactor  # the installed one
+
+                # Fills the cache that get_slot_key reads; a host that cannot be looked up
+                # fails in its download, counted and said there as before.
+                with suppress(Exception):
+                    await maybe_deferred_to_future(reactor.resolve(host))
+        return await super()._enqueue_request(request)
 
     def _wait_for_download(
         self, slot: Slot, request: Request, queue_dfd: Deferred

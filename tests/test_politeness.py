@@ -4,6 +4,7 @@ its host before the retry (focused.retryafter). Scrapy ignores both."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -351,3 +352,27 @@ def test_a_request_rate_paces_its_host_as_a_crawl_delay(tmp_path):
     assert len(times) == 1 + len(PAGES), log.gets()
     assert min(gaps(times)) >= 0.85, gaps(times)
     assert stat(crawl.result.stderr, "focused/robots/crawl_delay_hosts") == 1
+
+
+def test_hosts_on_one_address_share_its_concurrency_from_their_first_request(tmp_path):
+    """With CONCURRENT_REQUESTS_PER_IP a slot is keyed by its host's address, which Scrapy
+    knows only once a download has resolved the host: each host's first request (its
+    robots.txt; here, robots.txt not read, its seed) went in a slot of the host's name, past
+    the address's limit, so that the virtual hosts of one server each got theirs at once."""
+    if socket.getaddrinfo("localhost", None)[0][4][0] != "127.0.0.1":
+        pytest.skip("localhost is not first 127.0.0.1 here")
+    site = Timed(many_pages_site(4), latency=0.5)
+    with Site(site, "127.0.0.1") as server:
+        port = server.server_address[1]
+        crawl = run_crawl(
+            tmp_path,
+            {
+                "strategy": "bfs",
+                "query": "birds",
+                "seeds": f"{server.url}/,http://localhost:{port}/",
+            },
+            {"CONCURRENT_REQUESTS_PER_IP": 1, "ROBOTSTXT_OBEY": False},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(site.spans) == 2 * 5
+    assert site.most_at_once() == 1, sorted(site.spans)

@@ -41,6 +41,11 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     assert parameters(Downloader.get_slot_key) == ["self", "request"]
     assert "self.get_slot_key(request)" in inspect.getsource(Downloader._get_slot)
     assert Downloader.DOWNLOAD_SLOT == "download_slot"
+    # PoliteDownloader looks a host up before Scrapy's _enqueue_request picks its slot, in the
+    # cache that get_slot_key reads (CONCURRENT_REQUESTS_PER_IP).
+    assert parameters(Downloader._enqueue_request) == ["self", "request"]
+    assert "self._get_slot(request)" in inspect.getsource(Downloader._enqueue_request)
+    assert "dnscache.get(key, key)" in inspect.getsource(Downloader.get_slot_key)
     # PoliteDownloader sends a leased request as Scrapy's _process_queue does.
     assert "_schedule_coro(self._wait_for_download(" in inspect.getsource(Downloader._process_queue)
     assert parameters(_schedule_coro) == ["coro"]
