@@ -28,7 +28,7 @@ from focused.report import (
 )
 from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
 from focused.settingchecks import local_feed_path
-from focused.storage import DEFAULT_SQLITE_PATH, StoreError, open_store
+from focused.storage import DEFAULT_SQLITE_PATH, StoreError, open_store, stored_time
 from focused.strategies import strategy_class
 from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
 from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES
@@ -597,11 +597,11 @@ def _check_jobdir_not_behind(settings: Any, crawl: Mapping[str, Any]) -> None:
     counted them in the page budget, stored none of them (already fetched) and queued none of
     their links."""
     job = job_record(settings)
-    mine = _moment(job.get("last_run"))
+    mine = stored_time(job.get("last_run"))
     latest = crawl.get("resumed_at") or crawl.get("started_at")
     if job.get("crawl_id") != crawl["crawl_id"] or mine is None:
         return  # not this JOBDIR's crawl, or a JOBDIR from before its runs were recorded
-    stored = _moment(latest)
+    stored = stored_time(latest)
     if stored is not None and stored > mine:
         raise ConfigError(
             f"JOBDIR {quoted(settings.get('JOBDIR'))} is behind crawl {crawl['crawl_id']}: a run"
@@ -609,15 +609,6 @@ def _check_jobdir_not_behind(settings: Any, crawl: Mapping[str, Any]) -> None:
             " copy of it (going on from this one would fetch again the pages stored since);"
             " resume the crawl from that copy, or use a new JOBDIR"
         )
-
-
-def _moment(value: Any) -> datetime | None:
-    """An ISO 8601 time with its zone, as a crawl writes it; None for anything else."""
-    try:
-        moment = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        return None
-    return moment if moment.tzinfo is not None else None
 
 
 def _not_in_store(crawl_id: str, where: str) -> ConfigError:
@@ -694,10 +685,10 @@ def remember_job(settings: Any, config: CrawlConfig, started_at: str | None = No
         "strategy": config.strategy,
         "order": config.order,
     }
-    runs = [started_at] if _moment(started_at) is not None else []
+    runs = [started_at] if stored_time(started_at) is not None else []
     previous = job_record(settings)
-    if previous.get("crawl_id") == config.crawl_id and _moment(previous.get("last_run")):
+    if previous.get("crawl_id") == config.crawl_id and stored_time(previous.get("last_run")):
         runs.append(previous["last_run"])
     if runs:
-        record["last_run"] = max(runs, key=_moment)
+        record["last_run"] = max(runs, key=stored_time)
     path.write_text(json.dumps(record), encoding="utf-8")

@@ -330,11 +330,11 @@ def _recrawl_mark(claim: str | None, interval: float | None) -> dict[str, Any]:
 
 def stored_time(iso: str | None) -> datetime | None:
     """A stored ISO 8601 time, in UTC; None when it is unknown or no time (a cell edited by
-    hand). One without an offset (written by hand, or by another program) is taken as UTC, the
-    store's time."""
+    hand, or a JOBDIR's file). One without an offset (written by hand, or by another program) is
+    taken as UTC, the store's time."""
     try:
         time = datetime.fromisoformat(iso) if iso else None
-    except ValueError:
+    except (TypeError, ValueError):  # TypeError: no text at all
         return None
     return time.replace(tzinfo=UTC) if time and time.tzinfo is None else time
 
