@@ -7,7 +7,7 @@ the whole output of the callback for one response (one ``PageItem`` and its link
 - it scores the page once with the crawl's relevance model, in the page's ``language``, and
   attaches the ``Scores`` to the item (``pipelines.relevance`` records them);
 - it scores all anchors and context windows in one batch, when the strategy reads them
-  (``reads_link_scores``);
+  with the crawl's parameters (``reads_link_scores_with``);
 - it writes into each child's meta what strategies read: ``parent_url``, ``parent_relevance``,
   ``parent_is_relevant``, ``anchor_relevance``, ``context_relevance``, ``link_relevance``,
   ``path_cost`` and ``discovery`` (plus the strategy's own ``child_meta``, and
@@ -108,7 +108,8 @@ class RelevanceMiddleware(PageOutputMiddleware):
         ):
             self.stats.set_value("focused/resume/link_scores_restored", restored)
         # Without the encoder, a strategy that asked for it orders by the crawl's link scores.
-        self._reads_link_scores = self._strategy.reads_link_scores or (
+        params = self._strategy.crawl_params(spider)
+        self._reads_link_scores = self._strategy.reads_link_scores_with(params) or (
             getattr(self._strategy, "link_encoder", False) and self._encoder is None
         )
 

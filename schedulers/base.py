@@ -626,7 +626,8 @@ class StrategyQueue:
     # Whether the order reads the crawl's own link scores (anchor_relevance, context_relevance,
     # link_relevance). Scoring every link's anchor and context is a third of a page's scoring
     # CPU, so the scoring middleware skips it for strategies that do not; the stored
-    # link_relevance is then None.
+    # link_relevance is then None. One whose parameters decide it overrides
+    # reads_link_scores_with().
     reads_link_scores: ClassVar[bool] = True
     # Whether the strategy reads a child's parent_fetched_url: the URL its page was fetched at,
     # as the frontier handed it out (parent_url names the page as stored, which after a
@@ -660,9 +661,7 @@ class StrategyQueue:
         self._admits = type(self).admit is not StrategyQueue.admit
         self._tiebreaks = type(self).tiebreak is not StrategyQueue.tiebreak
         spider = crawler.spider
-        self.params: dict[str, Any] = {
-            name: param.default for name, param in type(self).params.items()
-        } | dict(getattr(spider, "strategy_params", {}))
+        self.params: dict[str, Any] = self.crawl_params(spider)
         self._fingerprint = crawler.request_fingerprinter.fingerprint
         # The seeds' fingerprints, filled by the scheduler (focused.scheduler), for links_to_seed
         self.seeds: set[bytes] = set()
@@ -695,6 +694,12 @@ class StrategyQueue:
                 self.stats.inc_value("focused/resume/recovered_inflight", len(recovered))
 
     @classmethod
+    def crawl_params(cls, spider: Any) -> dict[str, Any]:
+        """The parameters the crawl gave the strategy, and the defaults of those it did not."""
+        defaults = {name: param.default for name, param in cls.params.items()}
+        return defaults | dict(getattr(spider, "strategy_params", {}))
+
+    @classmethod
     def runs_distributed(cls) -> bool:
         """Whether the order is the frontier's alone: a strategy that overrides the queue
         methods or saves state of its own keeps part of its order in one process's memory."""
@@ -723,6 +728,12 @@ class StrategyQueue:
     def check_params(cls, params: dict[str, Any]) -> None:
         """Check the parameters against each other (``Param`` checks each one alone); raise
         ``focused.errors.ConfigError``. Called by ``focused.arguments`` before the crawl."""
+
+    @classmethod
+    def reads_link_scores_with(cls, params: dict[str, Any]) -> bool:
+        """Whether the order reads the crawl's link scores with these parameters (default:
+        ``reads_link_scores``): the scoring middleware asks it as the spider opens."""
+        return cls.reads_link_scores
 
     @classmethod
     def child_meta(

@@ -11,7 +11,9 @@ again at a shallow level moves into the BFS part.
 
 Parameters:
     bfs_levels (int, default 2): the deepest level crawled breadth-first (0: the seeds only).
-    then (str, default ``bestfirst``): the order below those levels, ``bestfirst`` or ``dfs``.
+    then (str, default ``bestfirst``): the order below those levels, ``bestfirst`` or ``dfs``
+        (which, as breadth-first, reads no link scores: the crawl does not score its links then,
+        and stores no ``link_relevance``).
         The thesis continues depth-first (``then=dfs``); the default ``bestfirst`` is this
         project's choice, not the thesis's: on the public topics, a crawl that gets past its
         breadth-first levels harvests more with it (mean harvest@|rel| 0.304 against 0.262 at
@@ -62,6 +64,12 @@ class HybridQueue(StrategyQueue):
                 f"max_depth={params['max_depth']} is below bfs_levels={params['bfs_levels']}:"
                 " with then=dfs, the breadth-first levels would be cut"
             )
+
+    @classmethod
+    def reads_link_scores_with(cls, params: dict[str, Any]) -> bool:
+        # Neither breadth-first nor depth-first reads them: a crawl then=dfs need not score them.
+        second = SECOND_ORDERS[params["then"]]
+        return BreadthFirstQueue.reads_link_scores or second.reads_link_scores_with(params)
 
     @cached_property
     def then(self) -> type[StrategyQueue]:

@@ -788,3 +788,30 @@ def test_the_harvest_stats_at_the_close_are_the_crawls_of_every_process() -> Non
     stats = crawler.stats.get_stats()
     assert (stats["focused/pages"], stats["focused/relevant"]) == (80, 33)
     assert stats["focused/harvest_rate"] == 0.4125
+
+
+@pytest.mark.parametrize(("then", "scored"), [("dfs", False), ("bestfirst", True)])
+def test_hybrid_gets_link_scores_only_when_its_second_order_reads_them(
+    then: str, scored: bool
+) -> None:
+    """``hybrid`` with ``then=dfs`` orders as bfs, then dfs, neither of which reads a link's
+    scores, yet every anchor and context was scored for it: the strategy class said it read
+    them whatever its parameters."""
+    crawler = get_crawler(
+        settings_dict={"SCHEDULER_PRIORITY_QUEUE": "schedulers.hybrid.HybridQueue"}
+    )
+    crawler.spider = SimpleNamespace(
+        relevance=RelevanceModel("birds"),
+        state={},
+        config=SimpleNamespace(topic="birds"),
+        strategy_params={"bfs_levels": 2, "then": then, "max_depth": 5},
+    )
+    middleware = RelevanceMiddleware(crawler)
+    middleware.spider_opened(crawler.spider)
+    url = "http://127.0.0.1/a"
+    response = HtmlResponse(url, body=b"<p>birds</p>", request=Request(url))
+    page = PageItem(url=url, text="birds nest eggs", language="en")
+    child = Request("http://127.0.0.1/b", meta={"anchor": "bird nests", "link_context": "eggs"})
+    list(middleware.process_spider_output(response, [page, child]))
+    assert ("link_relevance" in child.meta) is scored
+    assert ("anchor_relevance" in child.meta) is scored

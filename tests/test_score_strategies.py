@@ -9,6 +9,7 @@ import json
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -400,12 +401,12 @@ def test_rank_semantic_resumes_a_jobdir_saved_without_its_ranking(tmp_path):
     assert len(drain(resumed)) == 8
 
 
-def _orders_without_link_scores(name: str) -> tuple[list[str], list[str]]:
+def _orders_without_link_scores(name: str, **params: Any) -> tuple[list[str], list[str]]:
     """Pop order of one set of requests, then of the same with other link scores."""
     orders = []
     for link_seed in (1, 2):
         rng, link_rng = random.Random(7), random.Random(link_seed)
-        queue = make_queue(name)
+        queue = make_queue(name, **params)
         for i in range(40):
             queue.push(
                 req(
@@ -437,3 +438,13 @@ def test_strategies_that_skip_link_scores_do_not_read_them():
     # The check can fail: a strategy that reads them pops in another order.
     first, second = _orders_without_link_scores("astar")
     assert first != second
+
+
+def test_hybrid_reads_link_scores_only_as_its_second_order_does() -> None:
+    hybrid = strategy_class("hybrid")
+    params = {"bfs_levels": 1, "then": "bestfirst", "max_depth": 5}
+    assert hybrid.reads_link_scores_with(params)  # best-first breaks its ties with them
+    params["then"] = "dfs"
+    assert not hybrid.reads_link_scores_with(params)
+    first, second = _orders_without_link_scores("hybrid", **params)
+    assert first == second
