@@ -27,7 +27,8 @@ fetched again and again while medium-ranked relevant pages stay hidden. So:
 A redirect's target, new to the graph, is classed by the rank of the URL redirected until a
 ranking ranks it: it is that URL's page.
 
-Ranks are recomputed once the links found since the last ranking reach ``rank_every`` and
+Ranks are recomputed once the new links found since the last ranking (links the graph lacked:
+not a retry's, nor a link a page names twice) reach ``rank_every`` and
 ``rank_growth`` times the links of the graph then ranked, and also when nothing crawlable is
 left while URLs found since the last ranking wait for a rank (they are never fetched unranked).
 Push and pop cost O(log n); a ranking costs O(edges) for PageRank plus one vectorised pass over
@@ -51,8 +52,10 @@ and the whole is ranked again at once (a JOBDIR saved before the ranks were is r
 With ``-s FOCUSED_FRONTIER=redis://...`` the processes of a crawl share the graph: every link is
 appended to a list in Redis, each process mirrors that list in its own ``LinkGraph``, and the
 classes are the scores of the shared frontier (see ``SharedLinks``). ``rank_every`` then counts
-the crawl's links, not one process's. One difference: a process finding only unranked URLs
-while another process is applying a ranking fetches the best of them rather than wait.
+the crawl's links, not one process's. Two differences: a process finding only unranked URLs
+while another process is applying a ranking fetches the best of them rather than wait; and
+every link logged counts toward ``rank_every``, found before or not (the processes do not know
+which links the others logged until they read the list, at a ranking).
 
 Parameters:
     band_low (quantile in [0, 1], default 0.1): ranks below this quantile are held back.
@@ -61,8 +64,8 @@ Parameters:
     T (float in [0, 1], default 0.05): links less similar to the topic are held back; the paper
         gives no value, 0.05 holds back links whose anchor and context share almost nothing
         with the topic.
-    rank_every (int >= 1, default 200): links discovered between two PageRank computations, at
-        least.
+    rank_every (int >= 1, default 200): new links discovered between two PageRank
+        computations, at least.
     rank_growth (float >= 0, default 0.1): and at least this fraction of the links ranked last
         time; 0 ranks every ``rank_every`` links whatever the graph's size. Both are this
         project's choice: the paper ranks "the extracted URLs" and says nothing of when to rank
@@ -112,11 +115,14 @@ class LinkGraph:
     def node(self, url: str) -> int:
         return self.ids.setdefault(url, len(self.ids))
 
-    def add_edge(self, src: str, dst: str) -> None:
+    def add_edge(self, src: str, dst: str) -> bool:
+        """Add the link; whether the graph lacked it."""
         pair = self.node(src) << 32 | self.node(dst)
-        if pair not in self.edges:
-            self.edges.add(pair)
-            self._pairs.append(pair)
+        if pair in self.edges:
+            return False
+        self.edges.add(pair)
+        self._pairs.append(pair)
+        return True
 
     def pagerank(
         self, damping: float = DAMPING, tol: float = 1e-10, start: np.ndarray | None = None
@@ -299,7 +305,7 @@ class RankSemanticQueue(StrategyQueue):
         "band_low": Param(0.1, "rank quantile below which URLs are held back", low=0.0, high=1.0),
         "band_high": Param(0.9, "rank quantile above which URLs are held back", low=0.0, high=1.0),
         "T": Param(0.05, "similarity below which links are held back", low=0.0, high=1.0),
-        "rank_every": Param(200, "links discovered between PageRank computations", low=1),
+        "rank_every": Param(200, "new links discovered between PageRank computations", low=1),
         "rank_growth": Param(
             0.1, "and at least this fraction of the links ranked last time", low=0.0
         ),
@@ -437,8 +443,9 @@ class RankSemanticQueue(StrategyQueue):
 
     def _record_link(self, request: Request) -> None:
         parent = _graph_parent(request)
-        if parent:
-            self.graph.add_edge(parent, request.url)
+        # Only a link the graph lacked brings the next ranking nearer: not a retry's, nor a
+        # link named twice.
+        if parent and self.graph.add_edge(parent, request.url):
             self._new_links += 1
 
     def _share_link(self, request: Request, fp: bytes) -> None:

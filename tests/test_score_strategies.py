@@ -295,6 +295,24 @@ def test_rank_semantic_classes_a_redirects_target_as_the_url_redirected(key):
     assert drain(queue) == ["y", "u1", "u2"]
 
 
+def test_rank_semantic_counts_each_link_once_toward_its_next_ranking(key):
+    """A retry queues its request again, a page may name a link twice: neither is a link the
+    graph lacked, yet each counted toward ``rank_every`` and brought the next ranking forward."""
+    queue = make_queue("rank_semantic", key, T=0.0, rank_every=3, rank_growth=0.0)
+    for name in ("u0", "u1", "u2"):
+        queue.push(req(name, parent_url="http://t/p", link_relevance=0.5))
+    assert queue.stats.get_value("focused/rankings") == 1
+    u0 = queue.pop()
+    queue.push(u0.replace(dont_filter=True))  # a retry
+    queue.rediscover(req("u1", parent_url="http://t/p", link_relevance=0.5))  # named again
+    queue.rediscover(req("u2", parent_url="http://t/p", link_relevance=0.5))
+    rankings = []
+    for name in ("v0", "v1", "v2"):  # a push ranks once the links found reach rank_every
+        queue.push(req(name, parent_url="http://t/u1", link_relevance=0.5))
+        rankings.append(queue.stats.get_value("focused/rankings"))
+    assert rankings == [1, 1, 2]
+
+
 def test_rank_semantic_graph_and_order_survive_close_and_reopen(tmp_path):
     params = {"band_low": 0.65, "band_high": 0.9, "T": 0.1, "rank_every": 1000}
     key = str(tmp_path / "requests.queue")
