@@ -225,6 +225,7 @@ def _job_tables() -> dict[str, dict[str, tuple[tuple[str, ...], bool]]]:
             "nodes": (("id", "url"), False),
             "edges": (("pair",), False),
             "ranking": (("rank",), True),
+            "merged": (("node", "into_node"), True),  # saved since redirects were merged
         },
     }
 

@@ -8,13 +8,16 @@ fetched again and again while medium-ranked relevant pages stay hidden. So:
    link graph discovered so far: every edge the queue has seen, pushed or rediscovered (a URL
    found again adds its edge), from the URL its page was fetched at (``parent_fetched_url``)
    to the URL requested. A page is one node under the URL the frontier knows it by, whatever
-   URL it is stored under (``parent_url``: its rel=canonical, say). Pages without known
-   out-links spread their rank evenly, as usual. d = 0.85, PageRank's usual value, is this
-   project's choice: the paper gives none.
+   URL it is stored under (``parent_url``: its rel=canonical, say), and the URLs of a redirect
+   are one node, its page's: the links to any of them link to it, and it links out by the
+   page's links (a redirect's start apart was a node without out-links, and the rank of the
+   page linking to it went half to it, half to its target, as to two pages). Pages without
+   known out-links spread their rank evenly, as usual. d = 0.85, PageRank's usual value, is
+   this project's choice: the paper gives none.
 2. Only URLs whose rank lies in a medium band tmin <= PR <= tmax are crawled; tmin and tmax
-   are the ``band_low`` and ``band_high`` quantiles of the current ranks of all discovered URLs
-   (the paper gives no values; ranks average 1/N, so fixed values would mean less and less
-   as the graph grows).
+   are the ``band_low`` and ``band_high`` quantiles of the current ranks of all discovered
+   pages (the paper gives no values; ranks average 1/N, so fixed values would mean less and
+   less as the graph grows).
 3. Among them, the one whose link is most similar to the topic is fetched first. The paper
    compares the content of the medium-band pages with the topic; here the similarity is
    ``link_relevance``, the cosine of the link's anchor and context to the topic, known while
@@ -28,7 +31,7 @@ A redirect's target, new to the graph, is classed by the rank of the URL redirec
 ranking ranks it: it is that URL's page.
 
 Ranks are recomputed once the new links found since the last ranking (links the graph lacked:
-not a retry's, nor a link a page names twice) reach ``rank_every`` and
+not a retry's, nor a link a page names twice, nor a redirect's) reach ``rank_every`` and
 ``rank_growth`` times the links of the graph then ranked, and also when nothing crawlable is
 left while URLs found since the last ranking wait for a rank (they are never fetched unranked).
 Push and pop cost O(log n); a ranking costs O(edges) for PageRank plus one vectorised pass over
@@ -42,7 +45,7 @@ the same tolerance: on the Wikispeedia graph, crawled breadth-first, that takes 
 a ranking instead of 29, with the same bands. Seeds come first.
 
 Saved on pause, so that a resumed crawl goes on as if it had never stopped: the graph (its URLs
-numbered and its edges in order of discovery) and the last ranking's ranks, in
+numbered, its edges in order of discovery and its redirects) and the last ranking's ranks, in
 ``linkgraph.sqlite3`` next to the frontier; the band, the links found since that ranking and
 the links it ranked, in the queue's state. The queued URLs' classes and similarities are their
 frontier keys. The ranks are taken out of the file as it is read: after a crash, the graph
@@ -79,6 +82,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from array import array
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +107,8 @@ HELD_BACK, UNRANKED, CRAWLABLE, SEED = 0, 1, 2, 3
 
 
 class LinkGraph:
-    """The discovered link graph: URLs numbered in order of discovery, edges kept once."""
+    """The discovered link graph: URLs numbered in order of discovery, edges kept once, and the
+    URLs that redirect, each one page with the URL it redirects to."""
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
@@ -111,6 +116,8 @@ class LinkGraph:
         # The same edges in order of discovery, which numpy copies in one step: iterating the
         # set for every ranking would cost a Python step per edge, every rank_every links.
         self._pairs = array("q")
+        # A redirect's start -> the node it redirects to; the nodes of one page form a tree.
+        self.merged: dict[int, int] = {}
 
     def node(self, url: str) -> int:
         return self.ids.setdefault(url, len(self.ids))
@@ -124,27 +131,57 @@ class LinkGraph:
         self._pairs.append(pair)
         return True
 
+    def merge(self, url: str, into: str) -> None:
+        """``url`` redirects to ``into``: one page, which PageRank ranks as one node, linked
+        from the links to either and linking out by the links of the page fetched."""
+        node, target = self._page(self.node(url)), self._page(self.node(into))
+        if node != target:  # a redirect back to a URL of the same page adds nothing
+            self.merged[node] = target
+
+    def _page(self, node: int) -> int:
+        while node in self.merged:
+            node = self.merged[node]
+        return node
+
+    def pages(self, rank: np.ndarray) -> np.ndarray:
+        """``rank`` with one rank a page: that of a node merged into another left out."""
+        return np.delete(rank, np.fromiter(self.merged, dtype=np.int64, count=len(self.merged)))
+
     def pagerank(
         self, damping: float = DAMPING, tol: float = 1e-10, start: np.ndarray | None = None
     ) -> np.ndarray:
-        n = len(self.ids)
+        """The rank of every node: a node merged into another has that page's rank."""
+        nodes = len(self.ids)
         pairs = np.array(self._pairs, dtype=np.int64)
-        src, dst = pairs >> 32, pairs & 0xFFFFFFFF
+        # Each node's page, numbered among the pages (0..n-1).
+        page = np.arange(nodes)
+        if self.merged:
+            page[np.fromiter(self.merged, dtype=np.int64)] = list(self.merged.values())
+            while not np.array_equal(page, page[page]):
+                page = page[page]
+        kept = page == np.arange(nodes)
+        number = np.cumsum(kept) - 1
+        page, n = number[page], int(kept.sum())
+        src, dst = page[pairs >> 32], page[pairs & 0xFFFFFFFF]
+        if self.merged:  # a page linked under two of its URLs is linked once
+            pairs = np.unique(src << 32 | dst)
+            src, dst = pairs >> 32, pairs & 0xFFFFFFFF
         out_degree = np.bincount(src, minlength=n)
         links = sparse.csr_matrix((1.0 / out_degree[src], (dst, src)), shape=(n, n))
         dangling = out_degree == 0
         # ``start``: the ranks of a previous ranking of this graph when it had fewer nodes.
-        rank = np.full(n, 1.0 / n)
+        rank = np.full(nodes, 1.0 / n)
         if start is not None and len(start):
             rank[: len(start)] = start
-            rank /= rank.sum()
+            rank[kept] /= rank[kept].sum()
+        rank = rank[kept]
         for _ in range(200):
             new = (1 - damping) / n + damping * (links @ rank + rank[dangling].sum() / n)
             done = np.abs(new - rank).sum() < tol
             rank = new
             if done:
                 break
-        return rank
+        return rank[page]
 
     def save(self, path: Path, rank: np.ndarray) -> None:
         """Save the graph with ``rank``, its last ranking (of its first ``len(rank)`` nodes).
@@ -160,6 +197,7 @@ class LinkGraph:
                     db.execute("CREATE TABLE nodes (id INTEGER PRIMARY KEY, url TEXT)")
                     db.execute("CREATE TABLE edges (pair INTEGER)")
                     db.execute("CREATE TABLE ranking (rank BLOB)")
+                    db.execute("CREATE TABLE merged (node INTEGER, into_node INTEGER)")
                     db.executemany(
                         "INSERT INTO nodes VALUES (?, ?)", ((i, u) for u, i in self.ids.items())
                     )
@@ -167,6 +205,7 @@ class LinkGraph:
                         "INSERT INTO edges VALUES (?)", ((pair,) for pair in self._pairs)
                     )
                     db.execute("INSERT INTO ranking VALUES (?)", (rank.tobytes(),))
+                    db.executemany("INSERT INTO merged VALUES (?, ?)", self.merged.items())
             finally:
                 db.close()
             os.replace(written, path)
@@ -184,6 +223,9 @@ class LinkGraph:
             edges = db.execute("SELECT pair FROM edges ORDER BY rowid")
             self._pairs = array("q", (pair for (pair,) in edges))
             self.edges = set(self._pairs)
+            # A file saved before redirects were merged has no table of them.
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'merged'").fetchone():
+                self.merged = dict(db.execute("SELECT node, into_node FROM merged ORDER BY rowid"))
             saved = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ranking'").fetchone()
             row = db.execute("SELECT rank FROM ranking").fetchone() if saved else None
             db.execute("DROP TABLE IF EXISTS ranking")
@@ -258,22 +300,24 @@ class SharedLinks:
         self._rekey = shared.redis.register_script(REKEY)
         self._read = 0  # links of the list already in this process's graph
 
-    def log(self, parent: str | None, url: str, fp: bytes, every: int, growth: float) -> int:
-        """Log a link; the number of links to rank if this process is to rank now, else 0."""
-        edge = f"{parent}\n{url}" if parent else ""
+    def log(self, edge: str, url: str, fp: bytes, every: int, growth: float) -> int:
+        """Log a link (``edge``: the parent, or "", then the URLs of the page, as ``_add_link``
+        takes them, apart by newlines) to ``url``, fingerprint ``fp``; the number of links to
+        rank if this process is to rank now, else 0."""
         keys = [self._links, self._urls, self._ranked]
         args = [edge, fp, url, every, repr(growth)]
         return self.shared.run(self._log, keys=keys, args=args, default=0)
 
     def claim(self) -> int:
         """Elect this process to rank if any link came since the last ranking (as ``log``)."""
-        return self.log(None, "", b"", 1, 0.0)
+        return self.log("", "", b"", 1, 0.0)
 
     def sync(self, graph: LinkGraph) -> int:
         """Add the links logged since the last call to ``graph``; returns how many it holds."""
         fresh = self.shared.run(self.shared.redis.lrange, self._links, self._read, -1) or []
         for edge in fresh:
-            graph.add_edge(*edge.decode().split("\n"))
+            parent, *urls = edge.decode().split("\n")
+            _add_link(graph, parent or None, urls)
         self._read += len(fresh)
         return self._read
 
@@ -442,16 +486,18 @@ class RankSemanticQueue(StrategyQueue):
                 self._untrack(fp)
 
     def _record_link(self, request: Request) -> None:
-        parent = _graph_parent(request)
-        # Only a link the graph lacked brings the next ranking nearer: not a retry's, nor a
-        # link named twice.
-        if parent and self.graph.add_edge(parent, request.url):
+        # Only a link the graph lacked brings the next ranking nearer: not a retry's, not a
+        # link named twice, not a redirect's (its page's link is the URL redirected).
+        if _add_link(self.graph, _graph_parent(request), _urls(request)):
             self._new_links += 1
 
     def _share_link(self, request: Request, fp: bytes) -> None:
-        parent = _graph_parent(request)
+        parent, urls = _graph_parent(request), _urls(request)
+        if not parent and len(urls) == 1:
+            return  # a seed: nothing to log
+        edge = "\n".join([parent or "", *urls])
         every, growth = self.params["rank_every"], self.params["rank_growth"]
-        if parent and self.links.log(parent, request.url, fp, every, growth):
+        if self.links.log(edge, request.url, fp, every, growth):
             self._rerank_shared()
 
     def _track(self, fp: bytes, request: Request, key: tuple[float, float, int]) -> None:
@@ -510,7 +556,9 @@ class RankSemanticQueue(StrategyQueue):
         self._rank = self.graph.pagerank(start=self._rank)
         self._ranked_links = len(self.graph.edges)
         self._band = tuple(
-            np.quantile(self._rank, [self.params["band_low"], self.params["band_high"]])
+            np.quantile(
+                self.graph.pages(self._rank), [self.params["band_low"], self.params["band_high"]]
+            )
         )
         self.stats.inc_value("focused/rankings")
 
@@ -556,8 +604,7 @@ class RankSemanticQueue(StrategyQueue):
         # The frontier keys hold each URL's class and similarity; after a crash without a saved
         # graph, the queued links are still known from their parents.
         for fp, key, request in self.frontier.entries():
-            if parent := _graph_parent(request):
-                self.graph.add_edge(parent, request.url)
+            _add_link(self.graph, _graph_parent(request), _urls(request))
             self._track(fp, request, key)
         if rank is None or "ranked_links" not in state:
             # A crash, or a JOBDIR saved without its ranking: the classes queued may be of a
@@ -572,6 +619,20 @@ class RankSemanticQueue(StrategyQueue):
         if self._graph_path is not None:
             self.graph.save(self._graph_path, self._rank)
         return super().close()
+
+
+def _urls(request: Request) -> list[str]:
+    """The URLs of the request's page: those it was redirected from, then its own."""
+    return [*request.meta.get("redirect_urls", ()), request.url]
+
+
+def _add_link(graph: LinkGraph, parent: str | None, urls: list[str]) -> bool:
+    """Add a link from ``parent`` to the page of ``urls`` (a redirect's URLs, the first the
+    link's), each URL of it merged into the next; whether the graph lacked the link."""
+    new = bool(parent) and graph.add_edge(parent, urls[0])
+    for url, into in pairwise(urls):
+        graph.merge(url, into)
+    return new
 
 
 def _graph_parent(request: Request) -> str | None:

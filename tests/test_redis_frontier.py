@@ -72,7 +72,7 @@ from tests.sites import (
 )
 from tests.test_politeness import Timed, many_pages_site
 from tests.test_resume import _reachable as reachable
-from tests.test_score_strategies import _band_graph
+from tests.test_score_strategies import _band_graph, _redirect_graph, assert_ranked_as_one_page_each
 from tests.test_storage import page as page_record
 
 REDIS_SERVER = shutil.which("redis-server")
@@ -1023,6 +1023,14 @@ def test_rank_semantic_processes_rank_one_graph_and_rekey_the_frontier(redis_ser
         *held,
     ]
     assert one.pop() is None and one.stats.get_value("focused/rankings") is None
+
+
+def test_rank_semantic_processes_rank_a_redirect_and_its_target_as_one_page(redis_server):
+    one = shared_queue(redis_server.url, "rank_semantic", band_low=0.0, band_high=1.0, T=0.0)
+    two = shared_queue(redis_server.url, "rank_semantic")
+    _redirect_graph(one)
+    two.links.sync(two.graph)  # the graph as the first process logged it
+    assert_ranked_as_one_page_each(two.graph)
 
 
 def test_rank_semantic_rekey_never_goes_back_to_an_older_graph(redis_server):

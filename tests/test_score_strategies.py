@@ -313,6 +313,74 @@ def test_rank_semantic_counts_each_link_once_toward_its_next_ranking(key):
     assert rankings == [1, 1, 2]
 
 
+def _redirected(request, url: str):
+    target = request.replace(url=f"http://t/{url}")
+    target.meta["redirect_urls"] = [*request.meta.get("redirect_urls", []), request.url]
+    return target
+
+
+def test_rank_semantic_counts_no_new_link_for_a_redirect(key):
+    """A redirect queues its target with its parent's meta: the link was its start's, counted
+    once, and is not a new link to a new page."""
+    queue = make_queue("rank_semantic", key, T=0.0, rank_every=2, rank_growth=0.0)
+    for name in ("u0", "u1"):
+        queue.push(req(name, parent_url="http://t/p", link_relevance=0.5))
+    assert queue.stats.get_value("focused/rankings") == 1
+    queue.push(_redirected(queue.pop(), "y"))
+    queue.push(req("v0", parent_url="http://t/u1", link_relevance=0.5))
+    assert queue.stats.get_value("focused/rankings") == 1
+
+
+def _redirect_graph(queue) -> None:
+    """a redirects to a2, whose page links to c; b redirects to c, a URL already linked."""
+    for name, similarity in [("a", 0.6), ("b", 0.5)]:
+        queue.push(req(name, parent_url="http://t/p", link_relevance=similarity))
+    a = queue.pop()
+    assert name_of(a) == "a"
+    queue.push(_redirected(a, "a2"))
+    assert name_of(queue.pop()) == "a2"
+    queue.push(
+        req("c", parent_url="http://t/a", parent_fetched_url="http://t/a2", link_relevance=0.5)
+    )
+    b = queue.pop()
+    assert name_of(b) == "b"
+    queue.rediscover(_redirected(b, "c"))
+
+
+def assert_ranked_as_one_page_each(graph) -> None:
+    """The ranks of ``_redirect_graph``'s: two pages linked from p, a (a2) linking to c (b)."""
+    one_page = LinkGraph()
+    for src, dst in [("p", "a"), ("p", "c"), ("a", "c")]:
+        one_page.add_edge(f"http://t/{src}", f"http://t/{dst}")
+    expected = one_page.pagerank()
+    rank = graph.pagerank()
+    for url, page in [("a", "a"), ("a2", "a"), ("b", "c"), ("c", "c"), ("p", "p")]:
+        assert rank[graph.ids[f"http://t/{url}"]] == pytest.approx(
+            expected[one_page.ids[f"http://t/{page}"]]
+        ), url
+
+
+def test_rank_semantic_ranks_a_redirect_and_its_target_as_one_page(key):
+    """PageRank sees a URL redirected and the URL it led to as one page, linked from the links
+    to either and linking out by the page's links. The redirect's start was a node of its own
+    with no out-links (its rank spread over the whole graph), and p's rank went half to it,
+    half to a2 as to two pages."""
+    queue = make_queue("rank_semantic", key, band_low=0.0, band_high=1.0, T=0.0, rank_every=1000)
+    _redirect_graph(queue)
+    assert_ranked_as_one_page_each(queue.graph)
+
+
+def test_rank_semantic_keeps_a_redirect_as_one_page_over_a_pause_and_a_crash(tmp_path):
+    key = str(tmp_path / "requests.queue")
+    queue = make_queue("rank_semantic", key, rank_every=1000)
+    _redirect_graph(queue)
+    state = queue.close()
+    resumed = make_queue("rank_semantic", key, state, rank_every=1000)
+    assert_ranked_as_one_page_each(resumed.graph)
+    resumed.frontier.close()  # a crash: the graph file is the pause's
+    assert_ranked_as_one_page_each(make_queue("rank_semantic", key, state).graph)
+
+
 def test_rank_semantic_graph_and_order_survive_close_and_reopen(tmp_path):
     params = {"band_low": 0.65, "band_high": 0.9, "T": 0.1, "rank_every": 1000}
     key = str(tmp_path / "requests.queue")
