@@ -3,9 +3,10 @@
 The rules follow the crawler literature (Pant, Srinivasan & Menczer, "Crawling the Web", 2004,
 and the graph-traversal thesis, IJCA 106(11), 2014): lowercase the scheme and host, drop the
 fragment and the default port, one spelling of percent-encoding (``%7e`` is ``~``), resolve
-``.`` and ``..``, drop ``index.html``, plus three of ours for the real web: sort the query
-parameters, drop tracking and session parameters (``CANONICAL_DROP_PARAMS``), and drop a host
-name's closing dot, as Nutch's BasicURLNormalizer does.
+``.`` and ``..``, drop ``index.html``, plus four of ours for the real web: sort the query
+parameters, drop tracking and session parameters (``CANONICAL_DROP_PARAMS``), drop ASP.NET's
+cookieless session segments (``/(S(...))/``), and drop a host name's closing dot, as Nutch's
+BasicURLNormalizer does.
 
 Each rule is a function of ``SplitResult -> SplitResult`` so that it can be tested alone;
 ``canonicalize`` applies them all. ``CanonicalRequestFingerprinter``
@@ -44,6 +45,10 @@ FINGERPRINT_CACHE_SIZE = 200_000
 # RFC 3986 unreserved characters: percent-encoding them changes nothing, so they are decoded.
 UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
+# ASP.NET's cookieless state in a path segment of its own, before a "/" (as ASP.NET reads it):
+# letter(value) pairs, S session, A anonymous id, F forms ticket, X cookie check, as in
+# /(S(ab12cd34ef56gh78ij90kl12))/page.aspx; or ASP.NET 1.x's 24-character session id alone.
+ASPNET_SESSION = re.compile(r"/\((?:(?:[A-Z]\([^()/]+\))+|[a-z0-9]{24})\)(?=/)")
 # What Twisted's HTTP client sends: printable ASCII. A host with a space in it passes urlsplit
 # and safe_url_string, and then fails in the downloader (its robots.txt with a traceback).
 SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
@@ -128,6 +133,16 @@ def drop_index_page(parts: SplitResult) -> SplitResult:
     return parts
 
 
+def drop_session_segments(parts: SplitResult) -> SplitResult:
+    """Drop ASP.NET's cookieless session segments (``ASPNET_SESSION``): its server takes the
+    page without one (it redirects to one of a new session, which the redirect middleware lets
+    past the dupefilter, ``focused.hygiene``), and with it each session was a page of its own.
+    Parentheses of another shape (``/wiki/Mercury_(planet)``) are part of the page's name."""
+    if "/(" not in parts.path:
+        return parts
+    return parts._replace(path=ASPNET_SESSION.sub("", parts.path))
+
+
 def drop_params(parts: SplitResult, patterns: Iterable[str] = DEFAULT_DROP_PARAMS) -> SplitResult:
     """Drop query parameters (and ``;name=value`` path parameters such as ``;jsessionid=``)
     whose lowercased name matches one of the glob ``patterns``. A ``sid`` of a few digits alone
@@ -176,6 +191,7 @@ def canonicalize(url: str, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> str:
     parts = drop_default_port(parts)
     parts = normalise_percent_encoding(parts)
     parts = resolve_dot_segments(parts)
+    parts = drop_session_segments(parts)
     parts = drop_index_page(parts)
     parts = drop_params(parts, drop)
     parts = sort_query(parts)

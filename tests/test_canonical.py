@@ -18,6 +18,7 @@ from focused.canonical import (
     drop_index_page,
     drop_params,
     drop_params_setting,
+    drop_session_segments,
     drop_trailing_dot,
     drop_userinfo,
     lowercase_scheme_and_host,
@@ -63,6 +64,7 @@ def apply(rule, url: str, *args) -> str:
         (drop_index_page, "http://h/INDEX.HTM", "http://h/"),
         (drop_index_page, "http://h/a/index.php", "http://h/a/index.php"),
         (sort_query, "http://h/p?b=2&a=1&a=0", "http://h/p?a=0&a=1&b=2"),
+        (drop_session_segments, "http://h/(S(ab12cd34ef56gh78ij90kl12))/p.aspx", "http://h/p.aspx"),
     ],
 )
 def test_each_rule(rule, url, expected):
@@ -84,6 +86,31 @@ def test_a_parameter_of_a_session_name_holding_a_plain_number_is_an_id_and_kept(
     assert canonicalize(story) == "http://h/modules.php?file=article&name=News&sid=1234"
     forum = "http://h/viewtopic.php?t=5&sid=0123456789abcdef0123456789abcdef"  # a session: dropped
     assert apply(drop_params, forum) == "http://h/viewtopic.php?t=5"
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("http://h/(S(ab12cd34ef56gh78ij90kl12))/page.aspx", "http://h/page.aspx"),
+        ("http://h/(A(Zm9v-YmFy_1))/page.aspx", "http://h/page.aspx"),
+        ("http://h/(F(0A1B2C3D4E5F))/page.aspx?id=2", "http://h/page.aspx?id=2"),
+        ("http://h/app/(X(1)S(fooooooooooooooooooooooo))/a/b.aspx", "http://h/app/a/b.aspx"),
+        ("http://h/(ab12cd34ef56gh78ij90kl12)/page.aspx", "http://h/page.aspx"),  # ASP.NET 1.x
+        ("http://h/(S(ab12cd34ef56gh78ij90kl12))/", "http://h/"),
+        ("http://h/(S(ab12cd34ef56gh78ij90kl12))/index.html", "http://h/"),
+        # Not ASP.NET's: parentheses in a page's name, or not a segment before a "/".
+        ("http://h/wiki/Mercury_(planet)", "http://h/wiki/Mercury_(planet)"),
+        ("http://h/wiki/(planet)/x", "http://h/wiki/(planet)/x"),
+        ("http://h/(S(ab12cd34ef56gh78ij90kl12))", "http://h/(S(ab12cd34ef56gh78ij90kl12))"),
+        ("http://h/(s(ab12cd34ef56gh78ij90kl12))/p", "http://h/(s(ab12cd34ef56gh78ij90kl12))/p"),
+        ("http://h/(ab12cd34)/p", "http://h/(ab12cd34)/p"),  # not 24 characters
+        ("http://h/(S())/p", "http://h/(S())/p"),
+    ],
+)
+def test_aspnet_cookieless_session_segments_are_dropped(url, expected):
+    """ASP.NET without cookies keeps the session in the path: each session id made every page
+    a URL of its own, crawled again."""
+    assert canonicalize(url) == expected
 
 
 def test_canonicalize_applies_every_rule():
@@ -204,6 +231,42 @@ def test_crawl_fetches_each_page_once_under_its_canonical_url(tmp_path):
     assert stat(crawl.result.stderr, "focused/duplicates/canonical") == 1
     # /e was stored as /d's canonical: the link to it is not followed again
     assert stat(crawl.result.stderr, "focused/skipped/already_fetched") >= 1
+
+
+def test_an_aspnet_site_without_cookies_is_crawled_once_whatever_its_sessions(tmp_path):
+    """ASP.NET's cookieless session state (``cookieless="UseUri"``): a request without a
+    session id is redirected to a new session's, /(S(id))/page.aspx, whose relative links keep
+    it; a link from the site's root starts another session. Each page was fetched once per
+    session it was reached in, as a new URL."""
+    sessions = iter(range(10**6))
+    pages = {
+        "home.aspx": '<a href="a.aspx">a</a> <a href="/b.aspx">b</a>'
+        ' <a href="/wiki/Mercury_(planet)">Mercury</a>',
+        "a.aspx": '<a href="b.aspx">b</a> <a href="/home.aspx">home</a>',
+        "b.aspx": '<a href="a.aspx">a</a> <a href="/a.aspx">a</a>',
+    }
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/wiki/Mercury_(planet)":
+            return Reply(200, html("Mercury", "<p>words about topic Mercury</p>"))
+        session = re.fullmatch(r"/\(S\(([a-z0-5]{24})\)\)/([\w.]+)", path)
+        if session is None:
+            if path.lstrip("/") not in pages:
+                return Reply(404, html("no", "no such page"))
+            new = f"{next(sessions):024d}".translate(str.maketrans("6789", "abcd"))
+            return Reply(302, "", headers={"Location": f"/(S({new})){path}"})
+        page = session.group(2)
+        return Reply(200, html(page, f"<p>words about topic {page}</p>{pages[page]}"))
+
+    with Site(respond) as site:
+        crawl = crawl_one_request_at_a_time(tmp_path, f"{site.url}/home.aspx")
+    fetched = [re.sub(r"^/\(S\(\w+\)\)", "", path) for _, path in site.log.gets()]
+    # Each page twice: its request, redirected, then the page in a new session.
+    assert sorted(fetched) == sorted(
+        [*[f"/{page}" for page in pages for _ in "12"], "/wiki/Mercury_(planet)"]
+    ), fetched
+    stored = sorted(p["url"].removeprefix(site.url) for p in crawl.pages())
+    assert stored == ["/a.aspx", "/b.aspx", "/home.aspx", "/wiki/Mercury_(planet)"]
 
 
 def test_a_page_stored_under_another_url_keeps_the_one_its_link_named(tmp_path):
