@@ -27,6 +27,8 @@ Parameters:
 
 from __future__ import annotations
 
+from typing import Any
+
 from scrapy import Request
 
 from focused.arguments import Param
@@ -38,6 +40,10 @@ class AStarQueue(UniformCostQueue):
     reads_link_scores = True  # h reads link_relevance; uniform-cost does not
     # No upper bound: h_weight > 1 (weighted A*, inadmissible) is a deliberate option.
     params = {"h_weight": Param(1.0, "weight of the heuristic h", low=0.0)}
+
+    @classmethod
+    def reads_link_scores_with(cls, params: dict[str, Any]) -> bool:
+        return params["h_weight"] > 0  # at 0, uniform-cost search: h is 0 whatever the link
 
     def score(self, request: Request) -> float:
         h = self.params["h_weight"] * (1.0 - request.meta.get("link_relevance", 1.0))

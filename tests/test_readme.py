@@ -245,11 +245,11 @@ def test_every_module_of_focused_has_a_row_in_the_architecture_layout():
 def test_the_strategies_storing_no_link_relevance_are_those_that_never_read_it():
     listed = re.search(r"`link_relevance` \(.*?none with (.*?), which never\s", README, re.S)
     named = set(re.findall(r"`(\w+)`", listed.group(1)))
-    # hybrid is named with then=dfs: with its default, best-first, it reads them.
+    # hybrid is named with then=dfs and astar with h_weight=0: with their defaults they read them.
     assert "`hybrid` with `then=dfs`" in listed.group(1)
-    assert named == {name for name in STRATEGIES if not strategy_class(name).reads_link_scores} | {
-        "hybrid"
-    }
+    assert re.search(r"`astar` with\s+`h_weight=0`", listed.group(1))
+    never = {name for name in STRATEGIES if not strategy_class(name).reads_link_scores}
+    assert named == never | {"hybrid", "astar"}
 
 
 def docstring_parameters(name: str) -> dict[str, str]:

@@ -790,21 +790,27 @@ def test_the_harvest_stats_at_the_close_are_the_crawls_of_every_process() -> Non
     assert stats["focused/harvest_rate"] == 0.4125
 
 
-@pytest.mark.parametrize(("then", "scored"), [("dfs", False), ("bestfirst", True)])
-def test_hybrid_gets_link_scores_only_when_its_second_order_reads_them(
-    then: str, scored: bool
+@pytest.mark.parametrize(
+    ("queue", "params", "scored"),
+    [
+        ("hybrid.HybridQueue", {"bfs_levels": 2, "then": "dfs", "max_depth": 5}, False),
+        ("hybrid.HybridQueue", {"bfs_levels": 2, "then": "bestfirst", "max_depth": 5}, True),
+        ("astar.AStarQueue", {"h_weight": 0.0}, False),
+        ("astar.AStarQueue", {"h_weight": 0.5}, True),
+    ],
+)
+def test_a_strategy_gets_link_scores_only_when_its_parameters_read_them(
+    queue: str, params: dict, scored: bool
 ) -> None:
-    """``hybrid`` with ``then=dfs`` orders as bfs, then dfs, neither of which reads a link's
-    scores, yet every anchor and context was scored for it: the strategy class said it read
-    them whatever its parameters."""
-    crawler = get_crawler(
-        settings_dict={"SCHEDULER_PRIORITY_QUEUE": "schedulers.hybrid.HybridQueue"}
-    )
+    """``hybrid`` with ``then=dfs`` orders as bfs, then dfs, and ``astar`` with ``h_weight=0``
+    as ucs: none of them reads a link's scores, yet every anchor and context was scored for
+    them, the strategy class saying it read them whatever its parameters."""
+    crawler = get_crawler(settings_dict={"SCHEDULER_PRIORITY_QUEUE": f"schedulers.{queue}"})
     crawler.spider = SimpleNamespace(
         relevance=RelevanceModel("birds"),
         state={},
         config=SimpleNamespace(topic="birds"),
-        strategy_params={"bfs_levels": 2, "then": then, "max_depth": 5},
+        strategy_params=params,
     )
     middleware = RelevanceMiddleware(crawler)
     middleware.spider_opened(crawler.spider)

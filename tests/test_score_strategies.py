@@ -534,3 +534,11 @@ def test_hybrid_reads_link_scores_only_as_its_second_order_does() -> None:
     assert not hybrid.reads_link_scores_with(params)
     first, second = _orders_without_link_scores("hybrid", **params)
     assert first == second
+
+
+def test_astar_reads_link_scores_only_with_a_heuristic() -> None:
+    astar = strategy_class("astar")
+    assert astar.reads_link_scores_with({"h_weight": 1.0})
+    assert not astar.reads_link_scores_with({"h_weight": 0.0})
+    first, second = _orders_without_link_scores("astar", h_weight=0.0)
+    assert first == second
