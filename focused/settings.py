@@ -222,7 +222,7 @@ REQUEST_FINGERPRINTER_CLASS = "focused.canonical.CanonicalRequestFingerprinter"
 # Query (and ;path) parameters dropped from URLs, as lowercase globs: tracking tags, session ids.
 CANONICAL_DROP_PARAMS = [
     "utm_*", "jsessionid", "phpsessid", "sid", "sessionid", "session_id", "aspsessionid*",
-    "fbclid", "gclid", "msclkid",
+    "fbclid", "gclid", "msclkid", "aspxautodetectcookiesupport",
 ]  # fmt: skip
 # Response hygiene (focused.hygiene). DOWNLOAD_MAXSIZE, DOWNLOAD_TIMEOUT and REDIRECT_MAX_TIMES
 # are set above. HEAD_CHECK: a HEAD before each GET skips non-HTML and oversized bodies the URL

@@ -113,6 +113,16 @@ def test_aspnet_cookieless_session_segments_are_dropped(url, expected):
     assert canonicalize(url) == expected
 
 
+def test_aspnet_probe_for_cookies_is_dropped():
+    """ASP.NET's AutoDetect mode redirects a first visit to ``?AspxAutoDetectCookieSupport=1``:
+    the page was stored under its probe, and the same page linked without it fetched again."""
+    url = "http://h/Default.aspx?AspxAutoDetectCookieSupport=1"
+    assert canonicalize(url) == "http://h/Default.aspx"
+    assert canonicalize("http://h/list.aspx?page=2&aspxautodetectcookiesupport=1") == (
+        "http://h/list.aspx?page=2"
+    )
+
+
 def test_canonicalize_applies_every_rule():
     url = "HTTP://Example.COM.:80/a/./b/../%7eme/index.html?z=1&utm_campaign=q&a=2#top"
     assert canonicalize(url) == "http://example.com/a/~me/?a=2&z=1"
