@@ -265,7 +265,12 @@ def _make_snapshot(
 
     ``topic[0]`` is the declared topic, the rest are seed pages. The topic is the unit sum of the
     declared part's unit tf-idf vector and the unit centroid of the seeds'. Its LSI vector is the
-    projection of that tf-idf vector, exactly as a scored text is projected.
+    projection of that tf-idf vector, exactly as a scored text is projected, but of its terms that
+    a crawled page holds: LSI places a term by the pages it shares with other terms, and a term
+    that only the topic texts hold has no place in the space but the one rounding gives it. Kept,
+    such a term (a rare query word) made the LSI topic, rescaled to length 1, a random direction
+    that gave pages without any topic word LSI scores of 0.5 and more. A topic with no such term
+    has no LSI vector: its LSI scores are its tf-idf scores, as before the first fit.
     """
     idf, unseen_idf = _idf(dictionary, tfidf)
     index = TermIndex(dictionary.token2id)
@@ -279,12 +284,28 @@ def _make_snapshot(
         return _Snapshot(
             dictionary, index, tfidf, None, fitted, idf, unseen_idf, topic_tfidf, None, None
         )
+    crawled_topic = topic_tfidf * _held_by_crawled_pages(dictionary, weights)
+    if not crawled_topic.any():
+        return _Snapshot(
+            dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, None, None
+        )
     # C order: scipy would otherwise copy the whole terms x topics matrix on every product.
     basis = np.ascontiguousarray(lsi.projection.u[:, : lsi.num_topics])
-    topic_lsi = matutils.unitvec(basis.T @ topic_tfidf)
+    topic_lsi = matutils.unitvec(basis.T @ crawled_topic)
     return _Snapshot(
         dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, basis, topic_lsi
     )
+
+
+def _held_by_crawled_pages(dictionary: Dictionary, topic_weights: list[Counter[str]]) -> np.ndarray:
+    """Which of the dictionary's terms some crawled page holds: more of the documents it was
+    built from hold the term than topic texts do."""
+    frequencies = np.zeros(len(dictionary))
+    frequencies[list(dictionary.dfs)] = list(dictionary.dfs.values())
+    token2id = dictionary.token2id
+    for part in topic_weights:
+        frequencies[[token2id[term] for term in part if term in token2id]] -= 1
+    return frequencies > 0
 
 
 def _bootstrap(topic: Sequence[Sequence[str]]) -> _Snapshot:

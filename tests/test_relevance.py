@@ -191,6 +191,25 @@ def test_words_outside_the_dictionary_dilute_a_page(fit: bool) -> None:
     assert 0.0 < long.lsi < short.lsi / 2
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_topic_word_that_no_crawled_page_holds_gives_pages_without_it_no_lsi_score(
+    seed: int,
+) -> None:
+    """LSI places a term by the pages it shares with other terms: a word only the query holds
+    has no place in the space, and a direction made of rounding must not score pages."""
+    model = RelevanceModel("zyzzyva", num_topics=10)
+    for doc in crawl_buffer(seed=seed):
+        model.observe(doc)
+    model.refit()
+    for page in crawl_buffer(seed=seed + 10):
+        scores = model.score(page)
+        assert scores.lsi == 0.0
+        assert not model.is_relevant(scores)
+    # With no LSI topic, LSI scores are the tf-idf ones, as before the first fit.
+    on_topic = model.score("The zyzzyva weevil, zyzzyva beetles and birds.")
+    assert 0.0 < on_topic.lsi == on_topic.tfidf
+
+
 # -- refits and the frozen dictionary -------------------------------------------------------
 
 
