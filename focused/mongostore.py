@@ -21,6 +21,7 @@ from focused.storage import (
     DEFAULT_MONGO_TIMEOUT_MS,
     LEAST_KNOWN,
     PAGE_SCHEMA,
+    PageCounts,
     PageQuery,
     SortSpec,
     Store,
@@ -32,6 +33,17 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
     from pymongo.collection import Collection
+
+
+# A page holding a value of these a crawl does not write (a document edited in mongosh, which
+# writes every number as a double) makes _count_pages leave the count to Store.page_counts.
+_UNWRITTEN = [
+    {"is_relevant": {"$nin": [True, False, None]}},
+    {"fetch_order": {"$ne": None, "$not": {"$type": "number"}}},
+    {"fetch_order": {"$type": "double"}},
+    {"fetch_order": {"$type": "decimal"}},
+    {"fetch_order": {"$lt": 0}},
+]
 
 
 class MongoStore(Store):
@@ -90,6 +102,10 @@ class MongoStore(Store):
                     self._pages.create_index([("crawl_id", 1), ("url", 1)], unique=True)
                     self._pages.create_index([("crawl_id", 1), ("relevance", 1)])
                     self._pages.create_index([("crawl_id", 1), ("level", 1)])
+                    # Covers _count_pages: the counted fields read from it, not from pages.
+                    self._pages.create_index(
+                        [("crawl_id", 1), ("fetch_order", 1), ("is_relevant", 1)]
+                    )
                     self._crawls.create_index("crawl_id", unique=True)
         except StoreError:
             self.close()
@@ -187,3 +203,14 @@ class MongoStore(Store):
             where["is_relevant"] = {"$in": [True, 1]}
         schema = {name: PAGE_SCHEMA[name] for name in query.fields}
         return self._find(self._pages, schema, where, query.sort, query.limit)
+
+    def _count_pages(self, crawl_id: str) -> PageCounts | None:
+        if self._pages.count_documents({"crawl_id": crawl_id, "$or": _UNWRITTEN}, limit=1):
+            return None
+        relevant = {"$cond": [{"$eq": ["$is_relevant", True]}, 1, 0]}
+        counts = {"stored": {"$sum": 1}, "relevant": {"$sum": relevant}}
+        group = {"_id": None, **counts, "last": {"$max": "$fetch_order"}}
+        found = list(self._pages.aggregate([{"$match": {"crawl_id": crawl_id}}, {"$group": group}]))
+        if not found:  # no page: no group
+            return PageCounts()
+        return PageCounts(found[0]["stored"], found[0]["relevant"], found[0]["last"] or 0)

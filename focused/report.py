@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
-from focused.storage import claim_gone, is_gone, process_gone, stored_time
+from focused.storage import PageCounts, claim_gone, is_gone, process_gone, stored_time
 
 if TYPE_CHECKING:
     import os
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 REPORT_FIELDS = (
     *("level", "relevance", "is_relevant", "fetch_order", "status", "robots", "duplicate_of"),
 )
-TOTALS_FIELDS = ("is_relevant", "fetch_order")
 TOP_FIELDS = (
     *("url", "title", "level", "tfidf", "lsi", "relevance", "is_relevant", "fetch_order"),
     *("status", "robots", "duplicate_of"),
@@ -102,14 +101,14 @@ def needs_pages_for_totals(crawl: Mapping[str, Any]) -> bool:
     return crawl.get("pages") is None or crawl.get("relevant") is None
 
 
-def totals(crawl: Mapping[str, Any], pages: Sequence[Mapping[str, Any]] = ()) -> Totals:
+def totals(crawl: Mapping[str, Any], counts: PageCounts | None = None) -> Totals:
     """Pages fetched and relevant as the crawl record has them; while the record has none yet
     (a running crawl, or one killed before it could finish; or a count it holds is unknown),
-    counted from ``pages``, its stored pages with ``TOTALS_FIELDS``."""
+    counted from ``counts``, what its stored pages add up to (``Store.page_counts``)."""
     if not needs_pages_for_totals(crawl):
         return Totals(crawl["pages"], crawl["relevant"])
-    fetched = max((page["fetch_order"] or 0 for page in pages), default=0)
-    return Totals(max(fetched, len(pages)), sum(bool(page["is_relevant"]) for page in pages))
+    counts = counts or PageCounts()
+    return Totals(max(counts.last_fetch_order, counts.stored), counts.relevant)
 
 
 def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
@@ -164,9 +163,12 @@ def build_report(
 ) -> Report:
     """``pages``: every stored page with at least ``REPORT_FIELDS``; ``top``: the best pages,
     as ``Store.pages(crawl_id, limit=TOP_PAGES)`` orders them."""
-    crawl_totals = totals(crawl, pages)
+    counts = PageCounts()
+    for page in pages:
+        counts.add(page)
+    crawl_totals = totals(crawl, counts)
     curve = harvest_curve(pages)
-    stored_relevant = sum(bool(page["is_relevant"]) for page in pages)
+    stored_relevant = counts.relevant
     return Report(
         crawl=dict(crawl),
         totals=crawl_totals,

@@ -21,6 +21,7 @@ from focused.storage import (
     LEAST_KNOWN,
     PAGE_FIELDS,
     PAGE_SCHEMA,
+    PageCounts,
     PageQuery,
     SortSpec,
     Store,
@@ -77,7 +78,21 @@ _SQLITE_SCHEMA = ";\n".join(
         _table_sql("pages", PAGE_SCHEMA, _PAGE_KEY),
         "CREATE INDEX IF NOT EXISTS pages_crawl_relevance ON pages (crawl_id, relevance)",
         "CREATE INDEX IF NOT EXISTS pages_crawl_level ON pages (crawl_id, level)",
+        # Covers _COUNT_PAGES: the fields after a page's text are read past it, on SQLite's
+        # overflow pages (made by a writer's open: a store written before it gains it then).
+        "CREATE INDEX IF NOT EXISTS pages_crawl_fetch_order"
+        " ON pages (crawl_id, fetch_order, is_relevant)",
     ]
+)
+# A page holding only values a crawl writes (SQLite keeps booleans as 0 and 1) is counted here;
+# one holding another makes _count_pages leave the count to Store.page_counts.
+_WRITTEN = (
+    "(fetch_order IS NULL OR typeof(fetch_order) = 'integer' AND fetch_order >= 0)"
+    " AND (is_relevant IS NULL OR typeof(is_relevant) = 'integer' AND is_relevant IN (0, 1))"
+)
+_COUNT_PAGES = (
+    "SELECT count(*), coalesce(sum(is_relevant), 0), coalesce(max(fetch_order), 0),"
+    f" coalesce(sum(NOT ({_WRITTEN})), 0) FROM pages WHERE crawl_id = ?"
 )
 _INSERT_CRAWL = (
     f"INSERT INTO crawls ({', '.join(CRAWL_FIELDS)}) VALUES ({', '.join('?' * len(CRAWL_FIELDS))})"
@@ -357,3 +372,7 @@ class SqliteStore(Store):
             where.append(("is_relevant = ?", True))
         schema = {name: PAGE_SCHEMA[name] for name in query.fields}
         return self._select("pages", schema, where, query.sort, query.limit)
+
+    def _count_pages(self, crawl_id: str) -> PageCounts | None:
+        stored, relevant, last, unwritten = self._conn.execute(_COUNT_PAGES, (crawl_id,)).fetchone()
+        return None if unwritten else PageCounts(stored, relevant, last)

@@ -460,6 +460,45 @@ def test_crawls_counts_a_running_crawl_from_its_stored_pages(stored, mongo, mong
     assert first[5:8] == ["25", str(relevant), f"{relevant / 25:.3f}"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "mongo"])
+def test_crawls_counts_a_running_crawl_without_reading_its_pages(
+    cli,
+    tmp_path,
+    monkeypatch,
+    mongo_client,  # noqa: F811
+    backend,
+):
+    """The store counts a running crawl's pages: `scrapy crawls` read each one, past its text,
+    into Python, 15 s and 120 MB for a crawl of 200,000 pages."""
+    if backend == "sqlite":
+        settings: dict = {"FOCUSED_DB": tmp_path / "f.sqlite3"}
+        store: storage.Store = SqliteStore(settings["FOCUSED_DB"])
+    else:
+        monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
+        settings = MONGO_SETTINGS
+        store = MongoStore(MONGO_SETTINGS["MONGO_URI"], "focused", client=mongo_client)
+    store.start_crawl({"crawl_id": "live", "query": "birds", "strategy": "bfs", "seeds": []})
+    # pages 1 to 40 fetched, every fourth not stored, every third relevant
+    store.save_pages(
+        page_record(f"http://t/{n}", "live", fetch_order=n, is_relevant=n % 3 == 0)
+        for n in range(1, 41)
+        if n % 4
+    )
+    store.close()
+
+    def read(*args, **kwargs):
+        raise AssertionError("pages read one by one")
+
+    monkeypatch.setattr(storage.Store, "iter_pages", read)
+    # fetched: the highest fetch order stored, 39; relevant: 3, 6, 9, ... 39 but 12, 24, 36
+    assert rows(ok(cli("crawls", settings=settings)))[0][2:8] == [
+        *("running", "bfs", "-"),
+        *("39", "10", "0.256"),
+    ]
+    [listed] = strict_json_lines(ok(cli("crawls", "--json", settings=settings)))
+    assert (listed["pages"], listed["relevant"]) == (39, 10)
+
+
 def kill_a_crawl(stored: Stored, mongo_copy: MongoStore, monkeypatch) -> None:
     """Record crawl ``killed`` as kill -9 leaves it: ``running``, with 5 pages and a last
     heartbeat at 2026-01-01 10:00:30 UTC, long older than 3 of its 30 s intervals."""

@@ -41,8 +41,10 @@ from focused.jobchecks import check_store, starts_unlocked
 from focused.mongostore import MongoStore
 from focused.sqlitestore import SqliteStore
 from focused.storage import (
+    COUNT_FIELDS,
     CRAWL_FIELDS,
     PAGE_FIELDS,
+    PageCounts,
     Store,
     StoreError,
     StoreSettingError,
@@ -153,6 +155,22 @@ def page(url: str, crawl_id: str = "c1", **fields: Any) -> dict:
 
 
 # -- the checks, shared by the mongomock/SQLite tests and the real-MongoDB ones ----------------
+
+
+def check_page_counts(store: Store) -> None:
+    """A crawl's pages counted by the store: the other crawl's left out, a page of unknown
+    fetch order or verdict counted as stored, the highest fetch order past the pages stored
+    (fetched, not stored)."""
+    verdicts = {1: True, 2: False, 4: None, 9: True, None: True}
+    store.save_pages(
+        page(f"http://t/{order}", fetch_order=order, is_relevant=relevant)
+        for order, relevant in verdicts.items()
+    )
+    store.save_pages([page("http://t/other", "c2", fetch_order=50, is_relevant=True)])
+    assert store.page_counts("c1") == PageCounts(stored=5, relevant=3, last_fetch_order=9)
+    assert store.page_counts("c2") == PageCounts(stored=1, relevant=1, last_fetch_order=50)
+    assert store.page_counts("none") == PageCounts()
+    assert not store.unreadable
 
 
 def check_round_trip(store: Store) -> None:
@@ -449,6 +467,56 @@ def test_a_fetch_order_read_as_unknown_comes_last(store):
     assert names(min_relevance=0.5, order="latest") == ["d", "c", "a", *unknown]
 
 
+def test_page_counts(store):
+    check_page_counts(store)
+
+
+def test_page_counts_read_no_page_record(store, monkeypatch):
+    """The store counts the pages itself: none is read into Python (a crawl of 200,000 pages
+    took SQLite 15 s to read past their texts, and Python 120 MB to hold them)."""
+    store.save_pages(page(f"http://t/{order}", fetch_order=order) for order in range(1, 30))
+
+    def read(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a page record was read")
+
+    monkeypatch.setattr(store, "_find_pages", read)
+    monkeypatch.setattr(store, "iter_pages", read)
+    assert store.page_counts("c1") == PageCounts(stored=29, relevant=29, last_fetch_order=29)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("fetch_order", "x"),
+        ("fetch_order", -3),
+        ("fetch_order", 12.5),
+        ("fetch_order", float("inf")),
+        ("fetch_order", 12.0),  # mongosh writes numbers as doubles: read as 12
+        ("is_relevant", 1),  # SQLite's true, or mongosh's: read as true
+        ("is_relevant", 1.0),
+        ("is_relevant", "yes"),
+        ("is_relevant", 2),
+    ],
+)
+def test_page_counts_read_a_value_no_crawl_writes_as_pages_reads_it(store, name, value):
+    """A value edited by hand is counted as ``pages`` reads it (known or not), and said."""
+    store.save_pages(
+        page(f"http://t/{order}", fetch_order=order, is_relevant=order % 2 == 1)
+        for order in range(1, 6)
+    )
+    if isinstance(store, SqliteStore):
+        store._conn.execute(f"UPDATE pages SET {name} = ? WHERE url = 'http://t/2'", (value,))
+    else:
+        store._pages.update_one({"url": "http://t/2"}, {"$set": {name: value}})
+    expected = PageCounts()
+    for record in store.pages("c1", fields=COUNT_FIELDS):
+        expected.add(record)
+    read_as_unknown = store.unreadable
+    store.unreadable = ""
+    assert store.page_counts("c1") == expected
+    assert store.unreadable == read_as_unknown
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
@@ -616,10 +684,50 @@ def test_sqlite_schema(tmp_path):
         conn.close()
     assert columns == {"pages": list(PAGE_FIELDS), "crawls": list(CRAWL_FIELDS)}
     assert sorted(indexes.values()) == [
+        ["crawl_id", "fetch_order", "is_relevant"],
         ["crawl_id", "level"],
         ["crawl_id", "relevance"],
         ["crawl_id", "url"],
     ]
+
+
+def test_sqlite_counts_pages_from_an_index_without_reading_them(tmp_path):
+    """Every statement that counts a crawl's pages reads an index that covers it: the fields
+    after a page's text are on the overflow pages that hold the text."""
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    store.save_pages(page(f"http://t/{n}", fetch_order=n, text="x" * 20_000) for n in range(50))
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        assert store.page_counts("c1").stored == 50
+    finally:
+        store._conn.set_trace_callback(None)
+    assert statements
+    for statement in statements:
+        plan = store._conn.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall()
+        assert [step[3] for step in plan] == [
+            "SEARCH pages USING COVERING INDEX pages_crawl_fetch_order (crawl_id=?)"
+        ], statement
+    store.close()
+
+
+def test_an_older_sqlite_store_is_counted_and_gains_the_index_at_a_writers_open(tmp_path):
+    """A store written before the counting index: a reader (which writes nothing) counts its
+    pages all the same, and a crawl's open gives it the index."""
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(path)
+    store.save_pages(page(f"http://t/{n}", fetch_order=n, is_relevant=n < 3) for n in (1, 2, 5))
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+    conn.close()
+    reader = SqliteStore(path, read_only=True)
+    assert reader.page_counts("c1") == PageCounts(stored=3, relevant=2, last_fetch_order=5)
+    reader.close()
+    SqliteStore(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        names = [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
+    assert "pages_crawl_fetch_order" in names
 
 
 # Crawl fields an older version's file lacks.
@@ -1594,6 +1702,9 @@ class TestRealMongo:
 
     def test_crawls_newest_first_and_latest(self, store):
         check_crawls_newest_first(store)
+
+    def test_page_counts(self, store):
+        check_page_counts(store)
 
     def test_unique_page_index(self, store, database):
         store.save_pages([page("http://a.test/")])

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from focused.report import (
-    TOTALS_FIELDS,
     crawl_json,
     describe_params,
     describe_query,
@@ -42,7 +41,7 @@ class Command(StoreCommand):
         if not crawls:
             raise InspectError(f"no crawls in the {store.backend} store at {store.location}")
         counted = [
-            totals(crawl, store.pages(crawl["crawl_id"], fields=TOTALS_FIELDS))
+            totals(crawl, store.page_counts(crawl["crawl_id"]))
             # an id unknown (edited by hand) asks for no pages: MongoDB gave those without one
             if needs_pages_for_totals(crawl) and crawl["crawl_id"] is not None
             else totals(crawl)
