@@ -20,8 +20,10 @@ import bisect
 import math
 import re
 import warnings
+from array import array
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
@@ -41,6 +43,9 @@ TOP_FIELDS = (
 )
 TOP_PAGES = 10
 DECILES = 10
+# The slices of its axis of pages fetched the plot's harvest curve keeps at most 4 points of
+# each of (``plotted_curve``): more than the ~500 pixels of the axis.
+CURVE_BUCKETS = 1000
 PNG_SIZE_INCHES = (11.0, 4.5)
 PNG_DPI = 100  # 1100 x 450 pixels
 # Heartbeats (FOCUSED_HEARTBEAT_INTERVAL) a running crawl may miss before it is shown as stopped:
@@ -92,7 +97,7 @@ class Report:
     noindex: int  # stored pages kept without their text: they asked not to be indexed
     duplicates: int  # stored pages kept without their text: copies of others (duplicate_of)
     levels: list[LevelRow]
-    curve: list[HarvestPoint]
+    curve: list[HarvestPoint]  # the harvest curve as the plot draws it (``plotted_curve``)
     deciles: list[HarvestPoint]
     top: list[dict[str, Any]]
 
@@ -111,17 +116,10 @@ def totals(crawl: Mapping[str, Any], counts: PageCounts | None = None) -> Totals
     return Totals(max(counts.last_fetch_order, counts.stored), counts.relevant)
 
 
-def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
+def level_rows(counts: Mapping[int | None, Sequence[float]]) -> list[LevelRow]:
     """Pages, relevant pages and mean relevance at each level (depth from the seeds), pages of
-    an unknown level last."""
-    counts: dict[int | None, list[float]] = {}  # level -> [pages, relevant, sum of scores, scored]
-    for page in pages:
-        row = counts.setdefault(page["level"], [0, 0, 0.0, 0])
-        row[0] += 1
-        row[1] += bool(page["is_relevant"])
-        if page["relevance"] is not None:
-            row[2] += page["relevance"]
-            row[3] += 1
+    an unknown level last, from ``counts``: level -> [pages, relevant, sum of scores, pages
+    scored] (``_count_level``)."""
     return [
         LevelRow(level, int(n), int(relevant), total / scored if scored else None)
         for level, (n, relevant, total, scored) in sorted(
@@ -130,59 +128,129 @@ def level_rows(pages: Iterable[Mapping[str, Any]]) -> list[LevelRow]:
     ]
 
 
-def harvest_curve(pages: Iterable[Mapping[str, Any]]) -> list[HarvestPoint]:
-    """One point per stored page, in fetch order. ``fetch_order`` counts every page fetched, so
-    pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched. A page whose
-    fetch order is unknown (a record restored without it) has no place on it."""
-    curve = []
-    relevant = 0
-    placed = [page for page in pages if page["fetch_order"] is not None]
-    for page in sorted(placed, key=lambda page: page["fetch_order"]):
-        relevant += bool(page["is_relevant"])
-        curve.append(HarvestPoint(page["fetch_order"], relevant))
-    return curve
+def _count_level(counts: dict[int | None, list[float]], page: Mapping[str, Any]) -> None:
+    row = counts.setdefault(page["level"], [0, 0, 0.0, 0])
+    row[0] += 1
+    row[1] += bool(page["is_relevant"])
+    if page["relevance"] is not None:
+        row[2] += page["relevance"]
+        row[3] += 1
 
 
-def harvest_deciles(curve: Sequence[HarvestPoint], fetched: int) -> list[HarvestPoint]:
+@dataclass(frozen=True)
+class HarvestCurve:
+    """The harvest curve, one point per stored page in fetch order, as two arrays of numbers
+    (a point object a page held 32 MB for 200,000 pages): ``fetched[i]``, the page's fetch
+    order, and ``relevant[i]``, the relevant pages up to it. ``fetch_order`` counts every page
+    fetched, so pages fetched but not stored (``STORE_MIN_RELEVANCE``) still count as fetched.
+    A page whose fetch order is unknown (a record restored without it) has no place on it."""
+
+    fetched: array[float]  # floats: a fetch order edited by hand may be past 64 bits
+    relevant: array[int]
+
+    @classmethod
+    def of(cls, fetch_orders: array[float], relevant: bytearray) -> HarvestCurve:
+        """The curve of the pages of these fetch orders and verdicts (1: relevant), in any
+        order."""
+        if any(later < earlier for earlier, later in pairwise(fetch_orders)):
+            order = sorted(range(len(fetch_orders)), key=fetch_orders.__getitem__)
+            fetch_orders = array("d", (fetch_orders[i] for i in order))
+            relevant = bytearray(relevant[i] for i in order)
+        return cls(fetch_orders, array("q", accumulate(relevant)))
+
+    def point(self, index: int) -> HarvestPoint:
+        return HarvestPoint(int(self.fetched[index]), self.relevant[index])
+
+
+def harvest_deciles(curve: HarvestCurve, fetched: int) -> list[HarvestPoint]:
     """The curve read after 10%, 20%, ... 100% of ``fetched`` pages (rounded up to a page)."""
     if not fetched:
         return []
-    positions = [point.fetched for point in curve]
     deciles = []
     for decile in range(1, DECILES + 1):
         upto = math.ceil(decile * fetched / DECILES)
-        last = bisect.bisect_right(positions, upto) - 1
-        deciles.append(HarvestPoint(upto, curve[last].relevant if last >= 0 else 0))
+        last = bisect.bisect_right(curve.fetched, upto) - 1
+        deciles.append(HarvestPoint(upto, curve.relevant[last] if last >= 0 else 0))
     return deciles
+
+
+def plotted_curve(curve: HarvestCurve, fetched: int) -> list[HarvestPoint]:
+    """The points of the curve the plot draws: all of a curve of at most 4 x
+    ``CURVE_BUCKETS``; of a longer one, in each of ``CURVE_BUCKETS`` equal slices of the plot's
+    axis of pages fetched (0 to ``fetched``), its first and last points and those of its least
+    and greatest harvest rate. A slice is narrower than a pixel of the plot, and the line
+    through these points covers in it the same rates as the line through all of them, and
+    leaves it where that one does: the same curve, drawn from a few thousand points where
+    there was one a page."""
+    count = len(curve.fetched)
+    if count <= 4 * CURVE_BUCKETS:
+        return [curve.point(index) for index in range(count)]
+    span = max(fetched, curve.fetched[-1], 1)
+
+    def rate(index: int) -> float:
+        return curve.relevant[index] / curve.fetched[index] if curve.fetched[index] else 0.0
+
+    kept: list[int] = []
+    first = least = greatest = 0
+    bucket = None
+    for index in range(count + 1):
+        here = (
+            min(int(curve.fetched[index] * CURVE_BUCKETS / span), CURVE_BUCKETS - 1)
+            if index < count
+            else None
+        )
+        if here != bucket:
+            if bucket is not None:
+                kept += sorted({first, least, greatest, index - 1})
+            first = least = greatest = index
+            bucket = here
+        elif rate(index) < rate(least):
+            least = index
+        elif rate(index) > rate(greatest):
+            greatest = index
+    return [curve.point(index) for index in kept]
 
 
 def build_report(
     crawl: Mapping[str, Any],
-    pages: Sequence[Mapping[str, Any]],
+    pages: Iterable[Mapping[str, Any]],
     top: Sequence[Mapping[str, Any]],
 ) -> Report:
-    """``pages``: every stored page with at least ``REPORT_FIELDS``; ``top``: the best pages,
-    as ``Store.pages(crawl_id, limit=TOP_PAGES)`` orders them."""
+    """``pages``: every stored page with at least ``REPORT_FIELDS``, best in fetch order (as
+    ``Store.iter_pages(order="fetch_order")`` gives them), read once as they come: what the
+    report holds of them is counts and its curve (``HarvestCurve``), where holding the
+    records took 170 MB for 200,000 pages; ``top``: the best pages, as ``Store.pages(crawl_id,
+    limit=TOP_PAGES)`` orders them."""
     counts = PageCounts()
+    levels: dict[int | None, list[float]] = {}
+    fetch_orders, verdicts = array("d"), bytearray()
+    gone = noindex = duplicates = 0
     for page in pages:
         counts.add(page)
+        _count_level(levels, page)
+        gone += is_gone(page)
+        noindex += is_noindex(page)
+        duplicates += is_duplicate(page)
+        if page["fetch_order"] is not None:
+            fetch_orders.append(page["fetch_order"])
+            verdicts.append(bool(page["is_relevant"]))
     crawl_totals = totals(crawl, counts)
-    curve = harvest_curve(pages)
-    stored_relevant = counts.relevant
+    curve = HarvestCurve.of(fetch_orders, verdicts)
     return Report(
         crawl=dict(crawl),
         totals=crawl_totals,
-        stored=len(pages),
+        stored=counts.stored,
         # At most the pages not stored: a recrawl's --model moves stored verdicts and leaves
         # the crawl's count, so a difference alone can name pages that were all stored.
         relevant_not_stored=max(
-            0, min(crawl_totals.relevant - stored_relevant, crawl_totals.fetched - len(pages))
+            0,
+            min(crawl_totals.relevant - counts.relevant, crawl_totals.fetched - counts.stored),
         ),
-        gone=sum(is_gone(page) for page in pages),
-        noindex=sum(is_noindex(page) for page in pages),
-        duplicates=sum(is_duplicate(page) for page in pages),
-        levels=level_rows(pages),
-        curve=curve,
+        gone=gone,
+        noindex=noindex,
+        duplicates=duplicates,
+        levels=level_rows(levels),
+        curve=plotted_curve(curve, crawl_totals.fetched),
         deciles=harvest_deciles(curve, crawl_totals.fetched),
         top=[dict(page) for page in top],
     )

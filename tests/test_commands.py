@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import shutil
 import signal
@@ -25,6 +26,7 @@ import tempfile
 import time
 import unicodedata
 import warnings
+import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +46,7 @@ from focused.commands import pages as pages_command
 from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
 from focused.mongostore import MongoStore
 from focused.report import (
+    CURVE_BUCKETS,
     build_report,
     describe_status,
     describe_time,
@@ -352,6 +355,77 @@ def test_figures_of_a_running_crawl_come_from_its_stored_pages():
     # fewer pages than deciles: each decile rounds up to a whole page
     assert [p.fetched for p in built.deciles] == [1, 1, 1, 2, 2, 2, 3, 3, 3, 3]
     assert [p.relevant for p in built.deciles] == [1, 1, 1, 1, 1, 1, 2, 2, 2, 2]
+
+
+class Record(dict):
+    """A page record a weak reference can follow."""
+
+
+def test_a_report_holds_no_page_record_once_it_counted_it():
+    """`scrapy report` held every page's fields, 170 MB for 200,000 pages: it counts each page
+    as it is read now, and lets it go."""
+    held: list[weakref.ref] = []
+
+    def pages() -> Iterator[Record]:
+        for n in range(1, 101):
+            # the report's loop may hold the page before, no other
+            assert [ref for ref in held[:-1] if ref() is not None] == []
+            page = Record(record(n, n % 4 == 0, level=n % 3), status=404 if n == 7 else 200)
+            held.append(weakref.ref(page))
+            yield page
+
+    built = build_report({"crawl_id": "c", "pages": None}, pages(), top=[])
+    assert (built.stored, built.totals.fetched, built.totals.relevant, built.gone) == (
+        100,
+        100,
+        25,
+        1,
+    )
+    assert [(row.level, row.pages, row.relevant) for row in built.levels] == [
+        (0, 33, 8),
+        (1, 34, 9),
+        (2, 33, 8),
+    ]
+    assert [point.relevant for point in built.deciles] == [2, 5, 7, 10, 12, 15, 17, 20, 22, 25]
+    assert len(built.curve) == 100
+
+
+def test_the_plotted_harvest_curve_keeps_its_shape_in_a_few_thousand_points():
+    """The plot drew a point per page. A long curve keeps, in each of CURVE_BUCKETS slices of
+    its axis (each under a pixel), its first and last points and its least and greatest
+    rates: the line through them looks the same."""
+    rng = random.Random(5)
+    fetched = 100_000
+    # a page in 7 fetched but not stored; a dip to no relevant page from page 40,000 to 40,300
+    pages = [
+        record(n, not 40_000 < n < 40_300 and rng.random() < (0.3 if n < 60_000 else 0.7))
+        for n in range(1, fetched + 1)
+        if n % 7
+    ]
+    built = build_report({"crawl_id": "c", "pages": None}, pages, top=[])
+    full, relevant = [], 0
+    for page in pages:
+        relevant += page["is_relevant"]
+        full.append((page["fetch_order"], relevant))
+    curve = [(point.fetched, point.relevant) for point in built.curve]
+    assert len(curve) <= 4 * CURVE_BUCKETS
+    assert curve[0] == full[0] and curve[-1] == full[-1]
+    assert set(curve) <= set(full) and curve == sorted(curve)
+
+    def extremes(points: list[tuple[int, int]]) -> dict[int, tuple[float, float]]:
+        slices = defaultdict(list)
+        for position, relevant in points:
+            slices[min(position * CURVE_BUCKETS // fetched, CURVE_BUCKETS - 1)].append(
+                relevant / position
+            )
+        return {bucket: (min(rates), max(rates)) for bucket, rates in slices.items()}
+
+    assert extremes(curve) == extremes(full)
+    # the deciles read the whole curve
+    assert [point.relevant for point in built.deciles] == [
+        max(relevant for position, relevant in full if position <= decile * fetched // 10)
+        for decile in range(1, 11)
+    ]
 
 
 def test_a_running_crawl_is_stale_once_it_missed_three_heartbeats():

@@ -77,11 +77,11 @@ class Command(StoreCommand):
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, args[0] if args else None)
-        pages = store.pages(crawl["crawl_id"], order="fetch_order", fields=REPORT_FIELDS)
-        if not pages:
-            raise InspectError(f"crawl {crawl['crawl_id']} has no stored pages")
         top = store.pages(crawl["crawl_id"], limit=TOP_PAGES, fields=TOP_FIELDS)
+        pages = store.iter_pages(crawl["crawl_id"], order="fetch_order", fields=REPORT_FIELDS)
         report = build_report(crawl, pages, top)
+        if not report.stored:
+            raise InspectError(f"crawl {crawl['crawl_id']} has no stored pages")
         with printing():
             if opts.json:
                 print_json(report_json(report))
