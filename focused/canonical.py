@@ -16,7 +16,6 @@ their canonical URL, so a redirect target or a seed spelled another way is still
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from fnmatch import fnmatchcase
@@ -29,6 +28,7 @@ from twisted.internet.abstract import isIPv6Address
 from w3lib.url import safe_url_string
 
 from focused import settings as default_settings
+from focused.errors import load_json
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -232,7 +232,7 @@ def drop_params_setting(settings) -> tuple[str, ...]:
     patterns = settings.getlist("CANONICAL_DROP_PARAMS")
     if isinstance(raw, str) and raw.lstrip().startswith("["):
         try:
-            given = json.loads(raw)
+            given = load_json(raw)
         except ValueError:
             given = None  # a name such as "[x" is a pattern of its own
         if isinstance(given, list) and all(isinstance(pattern, str) for pattern in given):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import re
 import signal
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO
 
 # The exit status of a command Ctrl-C ended, as a shell reports it.
 INTERRUPTED = 128 + signal.SIGINT
@@ -114,6 +115,51 @@ def redact_uri(text: str) -> str:
     query parameter (``redis://host:6379/0?password=...``, which redis-py reads): fit for logs."""
     text = re.sub(r"(?<=//)[^/@\s]*@", "***@", text)
     return re.sub(r"(?<=[?&]password=)[^&#\s]+", "***", text, flags=re.IGNORECASE)
+
+
+# How deep JSON read as input (a setting given as JSON, a JOBDIR's files, a file to restore, a
+# stored value) may nest; what the crawler writes nests a few levels. Python's parser raised a
+# RecursionError, a traceback, at about 1,000 levels, and Scrapy's copy of its settings
+# (deepcopy) at about 330.
+JSON_DEPTH_LIMIT = 100
+
+
+class JSONTooDeep(ValueError):
+    """JSON nested more than ``JSON_DEPTH_LIMIT`` levels: no JSON the project reads, as text
+    that is no JSON."""
+
+    def __init__(self) -> None:
+        super().__init__(f"JSON nested more than {JSON_DEPTH_LIMIT} levels deep")
+
+
+def load_json(text: str | bytes) -> Any:
+    """``json.loads(text)``, the one way the project reads JSON it is given: JSON nested more
+    than ``JSON_DEPTH_LIMIT`` levels raises ``JSONTooDeep``, a ``ValueError`` as JSON that
+    cannot be parsed does, which each reader turns into its one line."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise JSONTooDeep from None
+    # A value nests no deeper than its text has brackets: most are read without the walk.
+    brackets = (b"[", b"{") if isinstance(text, bytes) else ("[", "{")
+    if sum(text.count(bracket) for bracket in brackets) > JSON_DEPTH_LIMIT:
+        _check_depth(value)
+    return value
+
+
+def _check_depth(value: Any) -> None:
+    """``JSONTooDeep`` if ``value`` nests more than ``JSON_DEPTH_LIMIT`` lists and objects
+    (walked without recursion, which is what fails on them)."""
+    left = [(value, 1)]
+    while left:
+        item, depth = left.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list):
+            continue
+        if depth > JSON_DEPTH_LIMIT:
+            raise JSONTooDeep
+        left.extend((child, depth + 1) for child in item)
 
 
 class ConfigError(ValueError):

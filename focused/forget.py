@@ -17,12 +17,12 @@ what it goes on from with a larger page budget. Once a crawl is done with, ``for
 
 from __future__ import annotations
 
-import json
 from typing import NamedTuple
 
 import redis
 
 from focused.distributed import KEY_NAMES, crawl_prefix
+from focused.errors import load_json
 
 SCAN_COUNT = 1000  # keys SCAN looks at a call: one round trip per thousand keys of the server
 BATCH = 500  # keys a call of UNLINK removes
@@ -92,7 +92,7 @@ def _remove_order(client: redis.Redis, crawl_id: str, timeout: float, mode: str)
 def _is_order(client: redis.Redis, key: bytes) -> bool:
     """Whether ``key`` holds a crawl's order (a JSON object naming its strategy)."""
     try:
-        order = json.loads(client.get(key) or b"")
+        order = load_json(client.get(key) or b"")
     except (redis.ResponseError, ValueError):  # no string: a host's places (conc:order)
         return False
     return isinstance(order, dict) and "strategy" in order

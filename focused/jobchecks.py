@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
+from focused.errors import ConfigError, JSONTooDeep, cut, load_json, one_line, quoted, redact_uri
 from focused.report import (
     being_recrawled,
     describe_params,
@@ -333,7 +333,7 @@ def _queue_state(jobdir: Path) -> Any:
     """The JOBDIR queue's saved state as JSON gives it back (None when there is none)."""
     path = jobdir / QUEUE_STATE_FILE
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return load_json(path.read_bytes().decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         return None
     except IsADirectoryError:
@@ -342,6 +342,8 @@ def _queue_state(jobdir: Path) -> Any:
         reason = exc.strerror or one_line(exc)
     except UnicodeDecodeError:
         reason = "it is not UTF-8 text"
+    except JSONTooDeep as exc:
+        reason = f"it is {exc}"
     except ValueError:
         reason = "it is not JSON"
     raise _not_a_job_directory(jobdir, QUEUE_STATE_FILE, reason)
@@ -375,7 +377,7 @@ def job_record(settings: Any) -> dict[str, Any]:
     if path is None:
         return {}
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        record = load_json(path.read_text(encoding="utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         return {}  # a new JOBDIR (one that is a file is refused by check_jobdir)
     except OSError as exc:  # a folder, no permission, a JOBDIR name too long...

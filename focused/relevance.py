@@ -58,6 +58,7 @@ import numpy as np
 from scipy import sparse
 from threadpoolctl import threadpool_limits
 
+from focused.errors import load_json
 from focused.gensim_api import Dictionary, LsiModel, Projection, TfidfModel, matutils
 from focused.termindex import TermIndex
 from focused.text import add_folded, term_weights, tokenize, with_folded
@@ -787,7 +788,7 @@ class RelevanceModel:
         gensim files are pickles: load only directories this crawler wrote.
         """
         path = Path(directory)
-        state = json.loads((path / _STATE_FILE).read_text(encoding="utf-8"))
+        state = load_json((path / _STATE_FILE).read_text(encoding="utf-8"))
         params = state["params"] | (_settings_params(settings) if settings is not None else {})
         model = cls("", **params)
         model._topic = state["topic"]

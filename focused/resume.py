@@ -59,7 +59,7 @@ from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
-from focused.errors import one_line
+from focused.errors import JSONTooDeep, load_json, one_line
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
 from schedulers.base import connect_crash_safe
@@ -232,11 +232,11 @@ class TopicJournal:
         texts = []
         for number, line in enumerate(content.splitlines(), 1):
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = load_json(line)
+            except ValueError as exc:
                 # A record is one JSON array, so every line a crash cut short fails to parse;
-                # so does junk, which does not start as a record does.
-                if line and not line.startswith("["):
+                # so does junk, which does not start as a record does, or nests as none does.
+                if isinstance(exc, JSONTooDeep) or (line and not line.startswith("[")):
                     raise ValueError(f"line {number} is not a [text, language] record") from None
                 continue
             if not _is_topic_record(record):

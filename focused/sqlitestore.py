@@ -12,7 +12,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.errors import cut
+from focused.errors import cut, load_json
 from focused.storage import (
     CRAWL_FIELDS,
     CRAWL_SCHEMA,
@@ -290,7 +290,7 @@ class SqliteStore(Store):
             if isinstance(value, str) and kind in _JSON_TYPES:
                 # Text that is no JSON stays text, which Store reads as unknown.
                 with suppress(ValueError):
-                    value = json.loads(value)
+                    value = load_json(value)
             record[name] = value
         return record
 

@@ -22,7 +22,16 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 
 from focused.arguments import Param
-from focused.errors import ConfigError, cut, drop_output, exit_interrupted, quoted, say
+from focused.errors import (
+    ConfigError,
+    JSONTooDeep,
+    cut,
+    drop_output,
+    exit_interrupted,
+    load_json,
+    quoted,
+    say,
+)
 from focused.settingchecks import check_settings, is_text
 from focused.storage import Store, StoreError, StoreSettingError, open_store
 
@@ -178,7 +187,18 @@ def scrapy_options(
     ``ConfigError``: Scrapy prints its usage before the message of a ``UsageError`` (four
     lines), and a setting that holds a dict given JSON that is no object (``-s FEEDS='[1]'``)
     is a ``TypeError`` traceback. Scrapy leaves the options it does not know among the
-    arguments: a mistyped one (``scrapy report --jsno``) would be taken for a crawl id."""
+    arguments: a mistyped one (``scrapy report --jsno``) would be taken for a crawl id. A
+    setting given as JSON nested too deeply (``focused.errors.load_json``) is refused before
+    Scrapy reads it: its own reading and copying of the settings recursed past Python's limit,
+    a traceback."""
+    for item in opts.set:
+        name, _, value = item.partition("=")
+        try:
+            load_json(value)
+        except JSONTooDeep as exc:
+            raise ConfigError(f"setting {cut(name)}: {exc}") from None
+        except ValueError:  # no JSON: text, or refused as Scrapy reads it
+            pass
     try:
         process(args, opts)
     except UsageError as exc:

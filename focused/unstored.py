@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.errors import ConfigError, cut, quoted
+from focused.errors import ConfigError, cut, load_json, quoted
 from focused.settingchecks import is_text
 from focused.storage import (
     DEFAULT_SQLITE_PATH,
@@ -237,13 +237,13 @@ def read_unstored(paths: Sequence[str]) -> Unstored:
         last = lines.pop()  # "" after the newline that ends a whole file
         for number, line in enumerate(lines, 1):
             try:
-                entry = json.loads(line)
+                entry = load_json(line)
             except ValueError as exc:
                 raise ConfigError(f"{name}, line {number}: not a JSON record ({exc})") from None
             _add(unstored, f"{name}, line {number}", entry)
         if last:
             try:
-                entry = json.loads(last)
+                entry = load_json(last)
             except ValueError:
                 unstored.cut_short.append(path)  # the write a crash cut short
             else:

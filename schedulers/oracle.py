@@ -13,13 +13,12 @@ no relevant page comes last. Equal distances pop in discovery order. No paramete
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from scrapy import Request
 
-from focused.errors import ConfigError, cut, quoted
+from focused.errors import ConfigError, cut, load_json, quoted
 from schedulers.base import StrategyQueue
 
 if TYPE_CHECKING:
@@ -32,12 +31,12 @@ UNREACHABLE = 1_000_000
 def load_distances(path: str) -> dict[str, int]:
     """The ``{url: distance}`` file, keyed by the percent-decoded URL. A distance is a count of
     links below ``UNREACHABLE``: one past 64 bits (or 1e300) failed the JOBDIR frontier's
-    SQLite with a traceback, and the seed was lost; JSON nested too deep, a RecursionError."""
+    SQLite with a traceback, and the seed was lost."""
     try:
         with open(path, encoding="utf-8") as f:
-            raw = json.load(f)
+            raw = load_json(f.read())
         distances = {unquote(url): int(distance) for url, distance in raw.items()}
-    except (OSError, ValueError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
+    except (OSError, ValueError, TypeError, AttributeError, OverflowError) as exc:
         raise ConfigError(
             f"ORACLE_DISTANCES={path!r} is not a readable distances file: {cut(str(exc))}"
         ) from None

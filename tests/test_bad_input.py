@@ -1053,6 +1053,13 @@ def test_a_seeds_or_topic_file_may_begin_with_a_byte_order_mark(tmp_path):
         # Was Scrapy's "use -s NAME=VALUE", which it was.
         (["-s", "FEEDS=notjson"], "error: Invalid -s value: a setting that holds a dict takes"),
         (["-s", "ITEM_PIPELINES=x"], "error: Invalid -s value: a setting that holds a dict takes"),
+        # A RecursionError traceback as Scrapy read it; nested less, as it copied the settings.
+        (["-s", "FEEDS=" + "[" * 5000], "error: setting FEEDS: JSON nested more than 100 levels"),
+        (
+            ["-s", 'DOWNLOAD_SLOTS={"h": {"x": ' + "[" * 900 + "]" * 900 + "}}"],
+            "error: setting DOWNLOAD_SLOTS: JSON nested more than 100 levels deep",
+        ),
+        (["-s", "PLAYWRIGHT_CONTEXTS=" + "[" * 5000], "error: setting PLAYWRIGHT_CONTEXTS: JSON"),
     ],
 )
 def test_a_malformed_option_gives_one_line(extra, message):
@@ -1273,6 +1280,18 @@ def test_a_job_record_of_another_shape_is_refused_in_one_line(tmp_path, record):
     )
 
 
+def test_a_job_record_nested_too_deep_is_refused_in_one_line(tmp_path):
+    """Python's parser recursed past its limit on it: a RecursionError traceback."""
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "focused.json").write_text("[" * 5000)
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "strategy": "shark"}, settings)
+    assert "is not a job directory of this crawler: focused.json cannot be read" in str(
+        refused.value
+    )
+
+
 @pytest.mark.parametrize(
     "damaged", ["counters.sqlite3", "trapfamilies.sqlite3", "requests.queue/frontier.sqlite3"]
 )
@@ -1323,6 +1342,7 @@ _SWARM = {
         ("bestfirst", None, "it is not a file"),
         ("bestfirst", bytes(range(256)), "it is not UTF-8 text"),
         ("bestfirst", b"[1, 2]", "it is not a JSON object"),
+        ("bestfirst", b"[" * 5000, "it is JSON nested more than 100 levels deep"),  # a traceback
         (
             "bestfirst",
             b'{"strategy": "bestfirst", "seq": "x"}',
@@ -1555,6 +1575,12 @@ def test_a_damaged_jobdir_is_refused_before_the_crawl_touches_anything(
         ("topic.jsonl", b"not JSON at all\n", "line 1 is not a [text, language] record"),
         ("topic.jsonl", b'["albatross", "en"]\n5\n', "line 2 is not a [text, language] record"),
         ("topic.jsonl", b"[5, null]\n", "line 1 is not a [text, language] record"),
+        # A RecursionError traceback; no line a crash cut short nests so.
+        (
+            "topic.jsonl",
+            b'["albatross", "en"]\n' + b"[" * 5000,
+            "line 2 is not a [text, language] record",
+        ),
         (
             "topic.jsonl",
             b'{"text": "x", "language": "en"}',

@@ -968,6 +968,7 @@ def one_crawl(tmp_path) -> dict:
         (("recrawl", "--budget"), 2, "argument --budget: expected one argument"),
         (("restore", "-L"), 2, "argument -L/--loglevel: expected one argument"),
         (("recrawl", "one", "-s", "FEEDS=[1]"), 2, "Invalid -s value: a setting that holds a"),
+        (("crawls", "-s", "FEEDS=" + "[" * 5000), 2, "setting FEEDS: JSON nested more than 100"),
         # Its WARC file (focused.warc) would fail at the first page that changed.
         (
             ("recrawl", "one", "-s", "WARC_DIR=scrapy.cfg"),
@@ -1312,6 +1313,7 @@ def strict_json_lines(text: str) -> list:
         # Each was a traceback in some or all of the reading commands.
         ("UPDATE crawls SET params = 'max_depth=5'", "crawls.params = 'max_depth=5'"),
         ("UPDATE crawls SET params = '[5]'", "crawls.params = [5]"),
+        ("UPDATE crawls SET params = '" + "[" * 5000 + "'", "crawls.params = '[[["),
         ("UPDATE crawls SET seeds = 'http://a.test/'", "crawls.seeds = 'http://a.test/'"),
         ("UPDATE crawls SET started_at = x'01'", "crawls.started_at = b'\\x01'"),
         ("UPDATE crawls SET pages = 'two'", "crawls.pages = 'two'"),

@@ -764,6 +764,8 @@ def without(name: str) -> str:
         (b"\xff\xfe\x00", "{path} is not a file of unstored records: not UTF-8 text"),
         (b"url,title\nhttp://t/1,a\n", "{path}, line 1: not a JSON record (Expecting value"),
         (b"[1, 2]\n", '{path}, line 1: not an unstored record ({"kind": ..., "record": ...})'),
+        # A RecursionError traceback.
+        ("[" * 5000, "{path}, line 2: not a JSON record (JSON nested more than 100 levels deep)"),
         (line("pages"), "{path}, line 2: unknown kind 'pages'; known: page, update, finish"),
         (
             json.dumps({"kind": ["page"], "record": {}}),
