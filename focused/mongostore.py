@@ -85,13 +85,7 @@ class MongoStore(Store):
                     f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {error_summary(exc)}"
                 ) from exc
         self._client = client
-        try:
-            db = client[database]
-        except PyMongoError as exc:  # InvalidName: a space, a dot, a slash...
-            self.close()
-            raise StoreError(
-                f"MongoDB database name {quoted(database)} is invalid: {error_summary(exc)}"
-            ) from exc
+        db = client[database]  # a name open_store checked: pymongo refuses none of them
         self._pages: Collection = db["pages"]
         self._crawls: Collection = db["crawls"]
         try:

@@ -178,7 +178,7 @@ ITEM_PIPELINES = {
     "pipelines.storage.StoragePipeline": 800,
 }
 MONGO_URI = None  # e.g. mongodb://127.0.0.1:27017; when unset pages go to FOCUSED_DB
-MONGO_DATABASE = "focused"
+MONGO_DATABASE = "focused"  # empty, or a name MongoDB refuses (/\."$, space, > 63 bytes): refused
 MONGO_TIMEOUT_MS = 5000  # server selection timeout: an unreachable server fails fast
 FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the working directory
 # Seconds a write to FOCUSED_DB (or a read, by the inspection commands) waits for another

@@ -2,7 +2,8 @@
 
 Settings read by ``open_store``:
     MONGO_URI         MongoDB connection string; unset or empty = use SQLite (default: unset)
-    MONGO_DATABASE    MongoDB database name (default ``focused``)
+    MONGO_DATABASE    MongoDB database name (default ``focused``; empty, or a name MongoDB
+                      would refuse, is refused)
     MONGO_TIMEOUT_MS  server selection timeout in ms, so that a dead server fails fast
                       (default 5000)
     FOCUSED_DB        SQLite file, relative to the working directory (default ``focused.sqlite3``;
@@ -185,6 +186,11 @@ LEAST_KNOWN: dict[str, float] = {"relevance": -math.inf, "fetch_order": 0}
 CRAWL_SORT: SortSpec = (("started_at", -1), ("crawl_id", -1))  # newest first
 
 DEFAULT_MONGO_DATABASE = "focused"
+# What MongoDB takes as a database name: none of these characters (pymongo refuses them as the
+# database is named, a traceback) and fewer than 64 bytes (the server refuses a longer one only
+# as it is written to, once the crawl ran).
+MONGO_NAME_FORBIDDEN = ("/", "\\", ".", '"', "$", " ", "\0")
+MONGO_NAME_MAX_BYTES = 63
 DEFAULT_MONGO_TIMEOUT_MS = 5000
 DEFAULT_SQLITE_PATH = "focused.sqlite3"
 DEFAULT_SQLITE_TIMEOUT = 5.0  # seconds: sqlite3's own busy timeout
@@ -827,6 +833,34 @@ def _setting(settings: Settings | Mapping[str, Any], name: str, default: Any) ->
     return default if value is None or value == "" else value
 
 
+def _mongo_database(settings: Settings | Mapping[str, Any]) -> str:
+    """``MONGO_DATABASE``, a name MongoDB takes. Given empty, it is refused as ``FOCUSED_DB``
+    is: it meant the default database, another crawl's store perhaps, which a variable that
+    expanded to nothing did not ask for."""
+    name = settings.get("MONGO_DATABASE")
+    if name is None:
+        return DEFAULT_MONGO_DATABASE
+    name = str(name)
+    if not name:
+        raise StoreSettingError("setting MONGO_DATABASE needs a database name, not ''")
+    invalid = f"setting MONGO_DATABASE: MongoDB database name {quoted(name)} is invalid"
+    for character in MONGO_NAME_FORBIDDEN:
+        if character in name:
+            raise StoreSettingError(
+                f'{invalid}: it holds {character!r}; a name has none of / \\ . " $, no space'
+                " and no NUL"
+            )
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # bytes of the command line that are not UTF-8
+        raise StoreSettingError(f"{invalid}: it is not UTF-8 text") from None
+    if size > MONGO_NAME_MAX_BYTES:
+        raise StoreSettingError(
+            f"{invalid}: it is {size} bytes long, and MongoDB takes at most {MONGO_NAME_MAX_BYTES}"
+        )
+    return name
+
+
 def open_store(
     settings: Settings | Mapping[str, Any], *, create: bool = True, read_only: bool = False
 ) -> Store:
@@ -848,7 +882,7 @@ def open_store(
 
         return MongoStore(
             uri,
-            _setting(settings, "MONGO_DATABASE", DEFAULT_MONGO_DATABASE),
+            _mongo_database(settings),
             timeout_ms=int(_setting(settings, "MONGO_TIMEOUT_MS", DEFAULT_MONGO_TIMEOUT_MS)),
             create=create and not read_only,
         )

@@ -298,6 +298,12 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_DATABASE": "a b"},
             "MongoDB database name 'a b' is invalid",
         ),
+        # The default database, `focused`, was used.
+        (
+            GOOD,
+            {"MONGO_URI": "mongodb://127.0.0.1:1", "MONGO_DATABASE": ""},
+            "setting MONGO_DATABASE needs a database name, not ''",
+        ),
     ],
 )
 def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):

@@ -938,6 +938,21 @@ def test_bad_options(mongo, args, message):
     one_line_error(mongo(*args), 2, message)
 
 
+@pytest.mark.parametrize(
+    ("command", "database", "message"),
+    [
+        # Read as the default database, `focused`: another crawl's store perhaps.
+        ("crawls", "", "setting MONGO_DATABASE needs a database name, not ''"),
+        # Names MongoDB refuses: in the store's own words once it was reached, or never
+        # (mongomock takes any), status 1.
+        ("pages", "a.b", "database name 'a.b' is invalid: it holds '.'"),
+        ("report", "é" * 32, "is invalid: it is 64 bytes long, and MongoDB takes at most 63"),
+    ],
+)
+def test_a_database_name_mongodb_would_refuse_is_a_bad_setting(mongo, command, database, message):
+    one_line_error(mongo(command, MONGO_DATABASE=database), 2, message)
+
+
 @pytest.fixture
 def one_crawl(tmp_path) -> dict:
     """The settings of an SQLite store holding one crawl, ``one``, and no page."""
