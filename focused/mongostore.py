@@ -26,6 +26,7 @@ from focused.storage import (
     SortSpec,
     Store,
     StoreError,
+    StoreSettingError,
     error_summary,
 )
 
@@ -79,9 +80,11 @@ class MongoStore(Store):
                     client = pymongo.MongoClient(uri, serverSelectionTimeoutMS=timeout_ms)
             # What the client raises as it is made is about the URI and its options: malformed
             # (ValueError), or naming a TLS file that cannot be read (OSError) or holds no PEM
-            # certificate (pyOpenSSL's Error, no OSError): each was a traceback.
+            # certificate (pyOpenSSL's Error, no OSError): each was a traceback. A bad setting,
+            # as the crawl takes it (exit status 2): the reading commands said 1, as of a
+            # server that does not answer.
             except Exception as exc:
-                raise StoreError(
+                raise StoreSettingError(
                     f"MongoDB URI {quoted(redact_uri(uri))} is invalid: {error_summary(exc)}"
                 ) from exc
         self._client = client

@@ -939,6 +939,24 @@ def test_bad_options(mongo, args, message):
 
 
 @pytest.mark.parametrize(
+    ("args", "uri", "reason"),
+    [
+        (("crawls",), "mongo://127.0.0.1", "Invalid URI scheme"),
+        (("pages",), "mongodb://127.0.0.1:1/?journal=maybe", "The value of journal"),
+        (("report",), "mongodb://127.0.0.1:notaport", "Port contains non-digit characters"),
+        (("recrawl", "one"), "mongodb://127.0.0.1:1/?tlsCAFile=/nonexistent/ca.pem", "[Errno 2]"),
+        (("crawls",), "mongodb://127.0.0.1:1/?tlsCAFile=scrapy.cfg", "certificate"),
+    ],
+)
+def test_an_invalid_mongo_uri_is_a_bad_setting(cli, args, uri, reason):
+    """Exit status 2, as from `scrapy crawl`: the reading commands and recrawl said 1, as of a
+    server that does not answer."""
+    result = cli(*args, settings={"MONGO_URI": uri})
+    one_line_error(result, 2, f"MongoDB URI {uri!r} is invalid: ")
+    assert reason in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
     ("command", "database", "message"),
     [
         # Read as the default database, `focused`: another crawl's store perhaps.

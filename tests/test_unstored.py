@@ -831,6 +831,15 @@ def test_a_store_without_the_crawl_is_one_line(cli, tmp_path):  # noqa: F811
     assert not missing["FOCUSED_DB"].exists()
 
 
+def test_an_invalid_mongo_uri_is_a_bad_setting(cli, tmp_path):  # noqa: F811
+    """Exit status 2, as from `scrapy crawl` (it was 1, as of a server that does not answer);
+    the file is left to restore."""
+    path = spilled(tmp_path)
+    result = cli("restore", str(path), settings={"MONGO_URI": "mongo://127.0.0.1"})
+    one_line_error(result, 2, "MongoDB URI 'mongo://127.0.0.1' is invalid: Invalid URI scheme")
+    assert path.exists()
+
+
 def test_restore_without_a_file_is_one_line(cli, one_crawl):  # noqa: F811
     message = "give the files of unstored records to load (unstored-*.jsonl)"
     one_line_error(cli("restore", settings=one_crawl), 2, message)
