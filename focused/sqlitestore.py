@@ -148,7 +148,7 @@ class SqliteStore(Store):
                 self._conn = self._connect_read_only(file, timeout)
                 self._check_is_store()
             else:
-                file.parent.mkdir(parents=True, exist_ok=True)
+                self._make_folder(file.parent)
                 self._check_writable(file)
                 self._conn = sqlite3.connect(file, timeout=timeout)
                 if create:
@@ -163,6 +163,19 @@ class SqliteStore(Store):
             # A reader leaves a file of an older version as it is: the fields it lacks are read
             # as NULL.
             self._columns = {table: self._present_columns(table) for table in ("crawls", "pages")}
+
+    def _make_folder(self, folder: Path) -> None:
+        """The store's folder, and those above it, made where missing. A file in the place of
+        one of them makes FOCUSED_DB a setting that names no store, and mkdir's own word for it
+        was "File exists"."""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            above = [*reversed(folder.parents), folder]  # from the root down
+            taken = next((path for path in above if path.exists() and not path.is_dir()), folder)
+            raise StoreSettingError(
+                f"{self.backend} store at {self.location}: {cut(str(taken))} is not a folder"
+            ) from None
 
     def _use_wal(self) -> None:
         """WAL mode, which lets a crawl's readers in while it writes. Processes opening a new

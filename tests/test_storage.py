@@ -938,6 +938,18 @@ def test_a_folder_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, re
     assert str(caught.value) == f"SQLite store at {tmp_path}: it is a folder, not a file"
 
 
+@pytest.mark.parametrize("below", ["pages.sqlite3", "sub/pages.sqlite3"])
+def test_a_sqlite_file_below_a_file_is_a_bad_setting(tmp_path, below):
+    """`-s FOCUSED_DB=notes.txt/pages.sqlite3`: a crawl said "cannot open the database: [Errno
+    17] File exists" of the file in the place of the store's folder."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    with pytest.raises(StoreSettingError) as caught:
+        SqliteStore(notes / below)
+    assert str(caught.value) == f"SQLite store at {notes / below}: {notes} is not a folder"
+    assert notes.read_text(encoding="utf-8") == "mine"
+
+
 @pytest.mark.parametrize(("create", "read"), [(True, False), (False, False), (False, True)])
 def test_a_device_or_a_pipe_given_as_the_sqlite_file_is_a_bad_setting(tmp_path, create, read):
     """`-s FOCUSED_DB=/dev/null` (to store nothing) made a crawl write /dev/null-journal beside
