@@ -130,6 +130,10 @@ def check_frontier(
     _check_same_budget(url, crawl_id, budget, timeout)
 
 
+# The options of a rediss:// URL that name a file (or, ssl_ca_path, a folder) of TLS keys.
+TLS_FILE_OPTIONS = ("ssl_ca_certs", "ssl_ca_path", "ssl_certfile", "ssl_keyfile")
+
+
 def check_url(url: str) -> str:
     """``url`` as messages show it (no password); ConfigError (one line) if it is no Redis URL
     redis-py reads as it reads."""
@@ -158,6 +162,18 @@ def check_url(url: str) -> str:
             f"setting FOCUSED_FRONTIER={quoted(shown)} has an option redis-py does not take in a"
             f" {scheme}:// URL ({one_line(exc)})"
         ) from None
+    # redis-py reads the TLS files a rediss:// URL names only as it connects, and one missing
+    # was "Error 2 connecting to HOST:PORT. No such file or directory.", as if of the server.
+    options = client.connection_pool.connection_kwargs
+    for option in TLS_FILE_OPTIONS:
+        if (path := options.get(option)) is not None:
+            try:
+                os.stat(path)
+            except OSError as exc:
+                raise ConfigError(
+                    f"setting FOCUSED_FRONTIER={quoted(shown)}: its {option} {quoted(path)}"
+                    f" cannot be read: {exc.strerror}"
+                ) from None
     return shown
 
 

@@ -296,6 +296,19 @@ def test_bad_input_is_one_line(cli, redis_server, args, settings, status, messag
     one_line_error(cli("forget", *args, settings=settings), status, message)
 
 
+@pytest.mark.parametrize("option", ["ssl_ca_certs", "ssl_certfile", "ssl_keyfile"])
+def test_a_tls_file_that_is_missing_is_a_bad_setting(cli, redis_server, option):
+    """redis-py reads it only as it connects: it said "Error 2 connecting to 127.0.0.1:PORT. No
+    such file or directory.", exit status 1, as of a server that does not answer."""
+    url = f"rediss://127.0.0.1:{redis_server.port}/0?{option}=/nonexistent/tls.pem"
+    one_line_error(
+        cli("forget", "a", settings={"FOCUSED_FRONTIER": url}),
+        2,
+        f"setting FOCUSED_FRONTIER='{url}': its {option} '/nonexistent/tls.pem' cannot be read:"
+        " No such file or directory",
+    )
+
+
 def test_a_redis_that_cannot_be_asked_is_one_line(tmp_path, cli, password_server, redis_server):
     down = f"redis://:secret@127.0.0.1:{free_port()}/0"
     result = cli("forget", "a", settings={"FOCUSED_FRONTIER": down})

@@ -1551,6 +1551,19 @@ def test_a_redis_url_option_redis_py_does_not_take_is_one_line(tmp_path, site):
         assert not site.fetched
 
 
+def test_a_tls_file_of_a_rediss_url_that_is_missing_is_one_line(tmp_path, site, redis_server):
+    # Read by redis-py only as it connected: "Error 2 connecting to 127.0.0.1:PORT. No such file
+    # or directory.", as if of the server.
+    url = f"rediss://127.0.0.1:{redis_server.port}/0?ssl_ca_certs=/nonexistent/ca.pem"
+    crawl = run_crawl(tmp_path, arguments(site), {"FOCUSED_FRONTIER": url})
+    assert crawl.result.returncode == 2
+    assert crawl.result.stderr.strip() == (
+        f"error: setting FOCUSED_FRONTIER='{url}': its ssl_ca_certs '/nonexistent/ca.pem'"
+        " cannot be read: No such file or directory"
+    )
+    assert not site.fetched
+
+
 def test_a_redis_that_evicts_any_key_when_full_is_refused_in_one_line(tmp_path, site, redis_server):
     # Full, it evicted the crawl's stored requests, seen URLs and counters: the crawl went on
     # with a traceback at each pop of a request gone, and ended "finished", exit 0, with a
