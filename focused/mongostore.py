@@ -47,6 +47,17 @@ _UNWRITTEN = [
 ]
 
 
+def _location(uri: str, database: str) -> str:
+    """The URI, without its password, with the database used (``MONGO_DATABASE``) where a
+    MongoDB URI names one: after the hosts, before the options. Appended, it came after them
+    (``mongodb://host/?tls=true/focused``). The URI is not parsed: an invalid one is shown too,
+    in the error that says so."""
+    address, mark, options = redact_uri(uri).partition("?")
+    scheme, separator, rest = address.partition("://")
+    hosts = rest.partition("/")[0]
+    return f"{scheme}{separator}{hosts}/{database}{mark}{options}"
+
+
 class MongoStore(Store):
     """A MongoDB database: several crawls (e.g. under Scrapyd) can write to one place.
 
@@ -70,7 +81,7 @@ class MongoStore(Store):
         timeout_ms: int = DEFAULT_MONGO_TIMEOUT_MS,
         create: bool = True,
     ) -> None:
-        self.location = cut(f"{redact_uri(uri)}/{database}")  # for messages
+        self.location = cut(_location(uri, database))  # for messages
         self._owns_client = client is None
         if client is None:
             try:

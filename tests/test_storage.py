@@ -997,6 +997,20 @@ def test_malformed_mongo_uri_is_a_store_error():
         MongoStore("mongodb://user:p@ss@host:port", "focused", timeout_ms=200)
 
 
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        ("mongodb://h:27017", "mongodb://h:27017/focused"),
+        # It came after the options: mongodb://h/?tls=true/focused.
+        ("mongodb://h/?tls=true", "mongodb://h/focused?tls=true"),
+        # The URI's own database is not the one used: MONGO_DATABASE is.
+        ("mongodb://u:s3cret@h1,h2/other?replicaSet=r", "mongodb://***@h1,h2/focused?replicaSet=r"),
+    ],
+)
+def test_a_mongo_store_names_its_database_where_a_uri_does(mongo_client, uri, shown):
+    assert MongoStore(uri, "focused", client=mongo_client).location == shown
+
+
 # -- open_store ------------------------------------------------------------------------------
 
 
