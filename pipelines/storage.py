@@ -439,7 +439,7 @@ class StoragePipeline:
                     f"{stopped} while they were being written, and the store did not say"
                     f" within {FORCED_STOP_WAIT:g} s whether it took them",
                     left[: under_way.size],
-                    verb="may not have been",
+                    certain=False,
                 )
                 left = left[under_way.size :]
             elif under_way.stored:  # a page it refused is kept as at any time, once
@@ -656,13 +656,16 @@ class StoragePipeline:
         )
 
     def _keep_unwritten(
-        self, why: str, records: list[dict[str, Any]] | None = None, verb: str = "were not"
+        self, why: str, records: list[dict[str, Any]] | None = None, *, certain: bool = True
     ) -> None:
-        """Keep the records (by default every one buffered) in the file of unstored records."""
+        """Keep the records (by default every one buffered) in the file of unstored records;
+        ``certain``: the store did not take them, rather than did not say whether it did."""
         records = self._buffer if records is None else records
         count = len(records)
         self.stats.inc_value(UNSTORED, count)
-        failure = f"{count} page records of crawl {self.crawl_id} {verb} stored: {why}"
+        records_of = "page record" if count == 1 else "page records"
+        verb = ("was not" if count == 1 else "were not") if certain else "may not have been"
+        failure = f"{count} {records_of} of crawl {self.crawl_id} {verb} stored: {why}"
         kept = self._keep(self.unstored_kind, records, failure)
         if kept:
             self.stats.inc_value(UNSTORED_SPILLED, kept)

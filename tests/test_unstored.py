@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import sqlite3
@@ -298,7 +299,7 @@ def test_a_forced_stop_keeps_only_the_pages_no_write_stored(
     else:
         assert [line.startswith(waited) for line in said] == [False, True]
         assert said[0].startswith(
-            "1 page records of crawl pipe may not have been stored: the crawl was stopped"
+            "1 page record of crawl pipe may not have been stored: the crawl was stopped"
             " (forced_shutdown) while they were being written, and the store did not say"
             f" within 0.5 s whether it took them; kept in {path}"
         )
@@ -873,7 +874,13 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     pages = [line["record"] for line in lines if line["kind"] == "page"]
     assert lines[-1]["kind"] == "finish" and 0 < len(pages) == len(lines) - 1
-    assert f"{len(pages)} page records of crawl locked were not stored" in kept[0]
+    # However few pages came before the lock (one, on a loaded machine), said as many.
+    records = (
+        "page record of crawl locked was"
+        if len(pages) == 1
+        else "page records of crawl locked were"
+    )
+    assert f"{len(pages)} {records} not stored" in kept[0]
     fetched = {f"{site.url}{path}" for path in site.fetched if path.startswith("/wiki/")}
     store = SqliteStore(db)
     try:
@@ -887,7 +894,8 @@ def test_a_crawl_whose_store_stays_locked_keeps_its_pages_for_restore(tmp_path, 
     restored = run_scrapy(["restore", str(path), "-s", f"FOCUSED_DB={db}"], timeout=60)
     assert restored.returncode == 0, restored.stderr
     assert restored.stdout == (
-        f"restored {len(pages)} pages, 1 crawl outcome of crawl locked into the SQLite store"
+        f"restored {len(pages)} page{'' if len(pages) == 1 else 's'}, 1 crawl outcome of crawl"
+        " locked into the SQLite store"
         f" at {db}\n{path} is now {path.name}.restored\n"
     )
     listed = run_scrapy(
@@ -927,7 +935,7 @@ def test_a_crawl_whose_unstored_records_fill_the_disk_says_what_it_lost(tmp_path
     [path] = unstored_files(full_disk)  # the crawl's outcome at least is small enough
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     kept = sum(line["kind"] == "page" for line in lines)
-    [lost] = [line for line in log.splitlines() if "page records of crawl locked" in line]
+    [lost] = [line for line in log.splitlines() if re.search("page records? of crawl locked", line)]
     unstored = int(lost.split(" ERROR: ", 1)[1].split()[0])
     assert " ERROR: " in lost and kept < unstored, lost
     if kept:
