@@ -244,7 +244,8 @@ def test_lsi_needs_a_few_documents() -> None:
     scores = model.score(ON_TOPIC)
     assert_valid(scores)
     assert scores.lsi == scores.tfidf > 0.0
-    model.observe(BIRD_SENTENCES[0] + " " + BIRD_SENTENCES[1])
+    # (a page holding query words: the LSI topic is made of the words crawled pages hold)
+    model.observe(BIRD_SENTENCES[0] + " " + BIRD_SENTENCES[3])
     model.observe(RAILWAY_TEXT)
     model.refit()  # three documents: LSI with min(50, 3 - 1) = 2 topics
     assert_ranks_on_topic_first(model)
