@@ -1,20 +1,30 @@
-"""A host that answers 429 or 503 with ``Retry-After`` gets that pause before its next request.
+"""A host that answers 429 or 503 gets a pause before its next request: the one its
+``Retry-After`` asks for, else one that doubles with each such answer in a row.
 
 Scrapy's RetryMiddleware retries a 429 (Too Many Requests) or a 503 (Service Unavailable) as soon
 as the scheduler hands the retry out, and goes on sending the host's other requests meanwhile:
 it ignores the ``Retry-After`` header, in seconds or as an HTTP date, in which the server says
-how long to wait. ``RetryAfterMiddleware`` sees the response before RetryMiddleware does and
-holds the host's downloader slot for that long (at most ``RETRY_AFTER_MAX`` seconds): neither
-the retry nor any other request to the host is sent before. Retries are then Scrapy's, as many
-as ``RETRY_TIMES``. A longer Retry-After is cut to the cap rather than giving up the page: a
-host that keeps answering 429 costs at most ``RETRY_TIMES`` pauses of the cap for each page.
+how long to wait, and without one it does not slow down at all. ``RetryAfterMiddleware`` sees
+the response before RetryMiddleware does and holds the host's downloader slot: neither the retry
+nor any other request to the host is sent before the pause ends. Retries are then Scrapy's, as
+many as ``RETRY_TIMES``.
+
+The pause is the ``Retry-After``'s when the answer has one (a delay of 0, or a date past, asks
+for none): the server knows best how long it needs. Without one (or with one that is no delay
+nor date), the host's first 429 or 503 in a row pauses it ``RETRY_BACKOFF_BASE`` seconds, and
+each further one twice as long as the one before; any other answer ends the run. Answers that
+arrive while the host is paused were sent before the pause, and say nothing of whether it was
+long enough: they neither lengthen the run nor end it (the 503s of the requests a host had on
+the wire as it went down count once). Either pause is at most ``RETRY_AFTER_MAX`` seconds: a
+longer one is cut to it rather than giving up the page, so a host that keeps answering 429 costs
+at most ``RETRY_TIMES`` pauses of the cap for each page.
 
 The pause uses the slot's own hold, ``Slot.latercall``, by which the downloader spaces requests
 by ``DOWNLOAD_DELAY``: while it is set the slot sends nothing, and when it fires the downloader
 sends the slot's queue, by the slot's delay as before. Other hosts are not held. In a crawl
 shared by several processes (``focused.distributed``) the pause is the crawl's: it is also set on
 the host's lease in Redis (``SharedCrawl.pause``), which every process's downloader looks at
-before it sends to the host (``focused.downloader``).
+before it sends to the host (``focused.downloader``). The run of answers is each process's own.
 """
 
 from __future__ import annotations
@@ -25,12 +35,12 @@ from email.utils import parsedate_to_datetime
 from time import monotonic
 from typing import TYPE_CHECKING
 
+from scrapy.core.downloader import Downloader
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import call_later
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.core.downloader import Downloader
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -56,12 +66,21 @@ def retry_after_seconds(value: bytes | None, now: datetime | None = None) -> flo
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
+def backoff_seconds(answers: int, base: float, most: float) -> float:
+    """The pause after a host's ``answers``-th 429 or 503 in a row without ``Retry-After``:
+    ``base`` seconds, doubled for each answer after the first, at most ``most``."""
+    # 2.0 ** 1024 overflows; by then the cap has long been reached.
+    return min(most, base * 2.0 ** min(answers - 1, 1000))
+
+
 class RetryAfterMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.max_pause = crawler.settings.getfloat("RETRY_AFTER_MAX")
+        self.backoff_base = crawler.settings.getfloat("RETRY_BACKOFF_BASE")
         self._paused_until: dict[str, float] = {}  # slot key -> monotonic time
+        self._answers: dict[str, int] = {}  # slot key -> its 429s and 503s in a row
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RetryAfterMiddleware:
@@ -70,21 +89,41 @@ class RetryAfterMiddleware:
         return cls(crawler)
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if response.status in PAUSE_STATUSES:
-            seconds = retry_after_seconds(response.headers.get(b"Retry-After"))
+        key = request.meta.get(Downloader.DOWNLOAD_SLOT)  # set by the downloader when it sent it
+        if key is None:
+            return response
+        held = monotonic() < self._paused_until.get(key, 0.0)
+        if response.status not in PAUSE_STATUSES:
+            if not held:  # the run ends, and with it the pause's record
+                self._answers.pop(key, None)
+                self._paused_until.pop(key, None)
+            return response
+        if not held:
+            self._answers[key] = self._answers.get(key, 0) + 1
+        header = response.headers.get(b"Retry-After")
+        seconds = retry_after_seconds(header)
+        if seconds is not None:
             if seconds:
-                self._pause(request, response, min(seconds, self.max_pause))
+                reason = f"with Retry-After {header.decode('latin-1')}"
+                if self._pause(key, response, min(seconds, self.max_pause), reason):
+                    self.stats.inc_value("focused/retry_after/pauses")
+        elif not held and self.backoff_base > 0:
+            answers = self._answers[key]
+            seconds = backoff_seconds(answers, self.backoff_base, self.max_pause)
+            reason = f"without Retry-After, {answers} in a row"
+            if self._pause(key, response, seconds, reason):
+                self.stats.inc_value("focused/retry_backoff/pauses")
         return response
 
-    def _pause(self, request: Request, response: Response, seconds: float) -> None:
+    def _pause(self, key: str, response: Response, seconds: float, reason: str) -> bool:
+        """Holds slot ``key`` for ``seconds``; whether it was not held as long already."""
         downloader: Downloader = self.crawler.engine.downloader
-        key = request.meta.get(downloader.DOWNLOAD_SLOT)  # set by the downloader when it sent it
-        slot = downloader.slots.get(key) if key is not None else None
+        slot = downloader.slots.get(key)
         if slot is None:
-            return
+            return False
         until = monotonic() + seconds
         if until <= self._paused_until.get(key, 0.0):
-            return  # already held as long
+            return False  # already held as long
         self._paused_until[key] = until
         # A pending hold (DOWNLOAD_DELAY's) is replaced: when ours fires, the downloader
         # works out the slot's delay again from lastseen.
@@ -96,11 +135,7 @@ class RetryAfterMiddleware:
         slot.lastseen = max(slot.lastseen, until - slot.delay)
         if (shared := getattr(self.crawler.spider, "shared", None)) is not None:
             shared.pause(key, seconds)
-        self.stats.inc_value("focused/retry_after/pauses")
         logger.info(
-            "%s answered %d with Retry-After %s: no request to it for %.3g s",
-            key,
-            response.status,
-            response.headers.get(b"Retry-After", b"").decode("latin-1"),
-            seconds,
+            "%s answered %d %s: no request to it for %.3g s", key, response.status, reason, seconds
         )
+        return True

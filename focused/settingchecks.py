@@ -122,6 +122,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
     "ROBOTS_PARSERS_MAX": (int, 1, None),
     "RETRY_AFTER_MAX": (float, 0.0, None),
+    "RETRY_BACKOFF_BASE": (float, 0.0, None),
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
     # have bounds of their own, or no default to be checked from.
     "CONCURRENT_REQUESTS_PER_DOMAIN": (int, 1, None),

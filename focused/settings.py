@@ -44,10 +44,14 @@ ROBOTS_CRAWL_DELAY_MAX = 30.0
 # robots.txt of 1 KB); a host forgotten has its robots.txt downloaded again when one of its URLs
 # comes up, its Crawl-delay kept meanwhile (focused.robots).
 ROBOTS_PARSERS_MAX = 10_000
-# A 429 or 503 with Retry-After: no request to that host before it says, at most this many
-# seconds; then Scrapy retries as usual (RETRY_TIMES). 0: retried at once, as Scrapy does
-# (focused.retryafter).
+# A 429 or 503 pauses its host before Scrapy retries as usual (RETRY_TIMES), at most this many
+# seconds: with Retry-After, no request to that host before it says; without, see below. 0:
+# no pause, retried at once, as Scrapy does (focused.retryafter).
 RETRY_AFTER_MAX = 60.0
+# A 429 or 503 without Retry-After: no request to that host for this many seconds after its first
+# such answer in a row, twice as long after each further one (1, 2, 4, ... up to
+# RETRY_AFTER_MAX), until it answers anything else. 0: retried at once, as Scrapy does.
+RETRY_BACKOFF_BASE = 1.0
 USER_AGENT = "focused/0.1 (+topical crawler; Scrapy)"
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 8

@@ -186,6 +186,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
+        (GOOD, {"RETRY_BACKOFF_BASE": "-1"}, "RETRY_BACKOFF_BASE=-1 is outside"),
         # It meant the default file, focused.sqlite3 in the working directory.
         (GOOD, {"FOCUSED_DB": ""}, "setting FOCUSED_DB needs a file, not ''"),
         (GOOD, {"FOCUSED_DB": " "}, "setting FOCUSED_DB needs a file, not ' '"),  # made " "

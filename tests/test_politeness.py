@@ -1,5 +1,6 @@
-"""A robots.txt Crawl-delay paces its host (focused.robots); a 429/503 with Retry-After pauses
-its host before the retry (focused.retryafter). Scrapy ignores both."""
+"""A robots.txt Crawl-delay paces its host (focused.robots); a 429/503 pauses its host before
+the retry, as long as its Retry-After asks, else longer at each in a row (focused.retryafter).
+Scrapy ignores all three."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from itertools import pairwise
 
 import pytest
 
-from focused.retryafter import retry_after_seconds
+from focused.retryafter import backoff_seconds, retry_after_seconds
 from tests.conftest import run_crawl
-from tests.sites import FetchLog, Reply, Site, html
+from tests.sites import FetchLog, Gate, Reply, Site, html
 from tests.test_canonical import stat
 
 PAGES = [f"/p{n}" for n in range(1, 5)]
@@ -125,6 +126,97 @@ def test_retry_after_is_seconds_or_an_http_date():
     assert retry_after_seconds(b"soon", now) is None
     assert retry_after_seconds("²".encode("latin-1"), now) is None  # was a ValueError
     assert retry_after_seconds(None, now) is None
+
+
+def unavailable(answers: dict[str, list[int]], links: dict[str, list[str]], gate=None):
+    """Pages about birds, ``links[path]`` the links of the page at ``path``; the page at
+    ``path`` answers the statuses ``answers[path]`` first, in turn, without Retry-After, then
+    200. A request for a page with ``answers`` waits at ``gate`` first, if given."""
+    answered: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(404, "")
+        if gate is not None and path in answers:
+            gate.wait()
+        with lock:
+            turn = answered[path] = answered.get(path, 0) + 1
+        if turn <= len(answers.get(path, [])):
+            return Reply(answers[path][turn - 1], "busy", "text/plain")
+        anchors = " ".join(f'<a href="{link}">birds {link}</a>' for link in links.get(path, []))
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{anchors}"))
+
+    return respond
+
+
+def test_a_busy_host_without_retry_after_is_paused_longer_at_each_answer_in_a_row(tmp_path):
+    """Scrapy retried a 503 or 429 without Retry-After at once, and went on sending the host's
+    other requests. Here the seed answers 503 twice (paused 1 s, then 2 s), then links to a page
+    that answers 429 once: the 200 in between ended the run, so that pause is 1 s again. The
+    other host is not held meanwhile."""
+    log = FetchLog()
+    fast_pages = [f"/b{n}" for n in range(1, 5)]
+    with (
+        Site(linking_site("User-agent: *\n", {"/": fast_pages}), "127.0.0.3", log) as fast,
+        Site(unavailable({"/": [503, 503], "/a": [429]}, {"/": ["/a"]}), "127.0.0.2", log) as busy,
+    ):
+        crawl = run_crawl(
+            tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{busy.url}/,{fast.url}/"}
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    busy_gets = [path for host, path in log.gets() if host == busy.host]
+    assert busy_gets == ["/", "/", "/", "/a", "/a"], busy_gets
+    busy_times, fast_times = log.get_times(busy.host), log.get_times(fast.host)
+    # Lower bounds only: a loaded machine may send late, never early (arrival may lag a send a
+    # little, shortening the gap after it by as much).
+    first, second, _, again = gaps(busy_times)
+    assert first >= 0.85, gaps(busy_times)
+    assert second >= 1.85, gaps(busy_times)
+    assert again >= 0.85, gaps(busy_times)
+    assert len(fast_times) == 1 + len(fast_pages), log.gets()
+    # The other host's pages went while the busy one was paused, not after.
+    assert fast_times[-1] < busy_times[2], (busy_times, fast_times)
+    stderr = crawl.result.stderr
+    key = busy.host
+    assert f"{key} answered 503 without Retry-After, 1 in a row: no request to it for 1 s" in stderr
+    assert f"{key} answered 503 without Retry-After, 2 in a row: no request to it for 2 s" in stderr
+    assert f"{key} answered 429 without Retry-After, 1 in a row: no request to it for 1 s" in stderr
+    assert stat(stderr, "focused/retry_backoff/pauses") == 3
+    assert stat(stderr, "focused/retry_after/pauses") == 0
+    assert {page["url"] for page in crawl.pages()} == {
+        f"{busy.url}/",
+        f"{busy.url}/a",
+        f"{fast.url}/",
+        *(f"{fast.url}{page}" for page in fast_pages),
+    }
+
+
+def test_the_503s_of_requests_on_the_wire_together_pause_their_host_once(tmp_path):
+    """A host going down answers every request it has on the wire 503: those answers arrive
+    while the first one's pause holds the host, were sent before it, and do not lengthen it."""
+    log = FetchLog()
+    pages = [f"/p{n}" for n in range(1, 5)]
+    # The four requests are answered together, once all four are on the wire.
+    site = unavailable({page: [503] for page in pages}, {"/": pages}, Gate(len(pages)))
+    with Site(site, "127.0.0.2", log) as busy:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{busy.url}/"})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert sorted(path for _, path in log.gets()) == ["/", *sorted(pages * 2)], log.gets()
+    assert stat(crawl.result.stderr, "focused/retry_backoff/pauses") == 1
+    assert "without Retry-After, 1 in a row: no request to it for 1 s" in crawl.result.stderr
+    assert len(crawl.pages()) == 1 + len(pages)
+
+
+def test_the_backoff_doubles_from_its_base_up_to_the_cap():
+    assert [backoff_seconds(answers, 1.0, 60.0) for answers in range(1, 9)] == [
+        1, 2, 4, 8, 16, 32, 60, 60
+    ]  # fmt: skip
+    assert backoff_seconds(3, 0.25, 60.0) == 1.0
+    assert backoff_seconds(1, 5.0, 2.0) == 2.0  # a base above the cap is cut to it
+    # A host that answers 503 for days: 2.0 ** 10_000 would overflow.
+    assert backoff_seconds(10_000, 1.0, 60.0) == 60.0
+    assert backoff_seconds(10_000, 1e300, 60.0) == 60.0
 
 
 def linking_site(robots: str, links: dict[str, list[str]]):
