@@ -60,6 +60,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy_redis.dupefilter import RFPDupeFilter
 from twisted.internet import task
 
+from focused.downloader import NotSent
 from focused.engine import wake_engine
 from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
 from focused.jobchecks import as_saved_now, describe_language
@@ -668,7 +669,10 @@ class FrontierAck:
     def process_exception(
         self, request: Request, exception: Exception, spider: Spider | None = None
     ) -> None:
-        self._unpop(request)
+        # Not sent as this process closed: it stays in flight, and the scheduler's close gives
+        # it back to the frontier (RedisFrontier.close).
+        if not isinstance(exception, NotSent):
+            self._unpop(request)
 
 
 class DistributedCrawl:

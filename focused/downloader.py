@@ -37,19 +37,35 @@ ending there wakes the slot at once. A place lasts ``FOCUSED_WORKER_TIMEOUT`` an
 renews the places it holds four times in that time (``SharedCrawl.renew``): a process that
 dies, whose downloads never end, leaves its hosts' places taken no longer than it takes the
 others to count it dead. One process alone (no ``FOCUSED_FRONTIER``) makes no call.
+
+As the crawl is stopped (Ctrl-C, SIGTERM: the close reason ``shutdown``), Scrapy's engine waits
+for every request it has handed out, those still waiting in a slot too: a request held by its
+host's Crawl-delay or a Retry-After pause kept a paused crawl waiting up to a minute, then went
+on the wire after the stop. A request of a frontier that outlives the process (``JOBDIR``,
+``FOCUSED_FRONTIER``) that its slot has not sent as the stop begins is not sent: it ends with
+``NotSent``, which leaves it in flight there, and the resumed crawl (or another process of a
+shared one) fetches it. The downloads on the wire end as before, and a crawl closing for another
+reason sends what it handed out: its page budget, say, has counted those requests.
 """
 
 from __future__ import annotations
 
+import logging
 from contextlib import suppress
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
+from scrapy import signals
 from scrapy.core.downloader import Downloader
+from scrapy.exceptions import IgnoreRequest
 from scrapy.resolver import dnscache
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.python.failure import Failure
+
+from focused.resume import INFLIGHT
+from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -64,10 +80,17 @@ if TYPE_CHECKING:
 
     from focused.distributed import SharedCrawl
 
+logger = logging.getLogger(__name__)
+
 # Seconds before a host full crawl-wide is looked at again: first soon, since a fast host's
 # places come back within milliseconds, then twice as long at each look, up to the most.
 FULL_HOST_FIRST_WAIT = 0.01
 FULL_HOST_WAIT = 0.1
+
+
+class NotSent(IgnoreRequest):
+    """A request of the frontier that its slot had not sent as the crawl closed: it stays in
+    flight in the frontier, to be fetched when the crawl resumes."""
 
 
 class PoliteDownloader(Downloader):
@@ -82,6 +105,44 @@ class PoliteDownloader(Downloader):
         # Places last as long as a silent process counts as alive, renewed while this one lives.
         self._place_life = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         self._renewal: AsyncioLoopingCall | LoopingCall | None = None
+        self._stopping = False  # the crawl is stopped: nothing of the frontier is sent any more
+        crawler.signals.connect(self._engine_started, signal=signals.engine_started)
+
+    def _engine_started(self) -> None:
+        # Scrapy says nothing as its engine starts to close, and only closes the downloader once
+        # every request handed out has ended: its close is wrapped to learn it first.
+        engine = self.crawler.engine
+        close = engine.close_spider_async
+
+        async def close_spider_async(*, reason: str = "cancelled") -> None:
+            if reason == "shutdown":  # Scrapy's stop; another end sends what it handed out
+                self._stopping = True
+                unsent = sum(self._unsend(slot) for slot in list(self.slots.values()))
+                if unsent:
+                    logger.info(
+                        "Not sent as the crawl stops: %d requests held by their host's delay "
+                        "or pause; in flight in the frontier still, fetched when it goes on",
+                        unsent,
+                    )
+            await close(reason=reason)
+
+        engine.close_spider_async = close_spider_async
+
+    def _unsend(self, slot: Slot) -> int:
+        """Ends the slot's requests of the frontier that wait to be sent with ``NotSent``; how
+        many. Others (robots.txt, a HEAD check) go as before: nothing would fetch them again."""
+        waiting = list(slot.queue)
+        slot.queue.clear()
+        unsent = 0
+        for request, queue_dfd in waiting:
+            if INFLIGHT in request.meta or INFLIGHT_META in request.meta:
+                queue_dfd.errback(Failure(NotSent()))
+                unsent += 1
+            else:
+                slot.queue.append((request, queue_dfd))
+        if unsent:
+            self.crawler.stats.inc_value("focused/closing/not_sent", unsent)
+        return unsent
 
     def get_slot_key(self, request: Request) -> str:
         key = super().get_slot_key(request)
@@ -113,6 +174,8 @@ class PoliteDownloader(Downloader):
         return super()._wait_for_download(slot, request, queue_dfd)
 
     def _process_queue(self, slot: Slot) -> None:
+        if self._stopping:
+            self._unsend(slot)  # one reaching its slot late (its robots.txt read meanwhile)
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is None:
             super()._process_queue(slot)  # one process

@@ -43,6 +43,7 @@ from w3lib.url import safe_url_string
 
 from focused.arguments import CrawlConfig, parse_arguments
 from focused.canonical import canonicalize, drop_params_setting
+from focused.downloader import NotSent
 from focused.engine import wake_engine
 from focused.errors import one_line
 from focused.extract import Link, extract_page
@@ -286,6 +287,8 @@ class TopicalSpider(scrapy.Spider):
 
     def skipped(self, failure: Failure) -> None:
         """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
+        if failure.check(NotSent):
+            return  # in flight in the frontier still: the resumed crawl fetches it
         reason = skip_reason(failure)
         self.crawler.stats.inc_value(f"focused/skipped/{reason}")
         if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected

@@ -5,16 +5,19 @@ Scrapy ignores all three."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
 
 import pytest
 
 from focused.retryafter import backoff_seconds, retry_after_seconds
-from tests.conftest import run_crawl
+from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Gate, Reply, Site, html
 from tests.test_canonical import stat
 
@@ -270,6 +273,83 @@ def test_a_host_held_by_its_crawl_delay_does_not_hold_the_crawl(tmp_path, jobdir
         [when - slow_times[0] for when in fast_times],
     )
     assert stat(crawl.result.stderr, "focused/held_host/passed_over") >= len(fast_pages)
+
+
+@dataclass
+class StoppedWhilePaused:
+    gets: list[str]  # the paths the site was asked for, in order, by both runs
+    gets_before_resume: list[str]
+    stopped: float  # seconds from the Ctrl-C to the end of the first run
+    stderr: str  # the first run's
+    resumed: Crawl
+    site_url: str
+
+
+def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> StoppedWhilePaused:
+    """A crawl (given ``settings``) of a seed linking to /p1, which answers 429 with
+    Retry-After: 60 the first time: Ctrl-C as the retry waits for the pause, then the crawl run
+    again as it was started."""
+    log = FetchLog()
+    answered: list[str] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(404, "")
+        if path == "/p1" and not answered:
+            answered.append(path)
+            return Reply(429, "slow down", "text/plain", {"Retry-After": "60"})
+        links = '<a href="/p1">birds</a>' if path == "/" else ""
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{links}"))
+
+    with Site(respond, "127.0.0.2", log) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        first = {
+            "FOCUSED_DB": tmp_path / "focused.sqlite3",
+            "ENCODER_STORE_DIR": tmp_path / "encodings",
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            "LOG_LEVEL": "INFO",
+            **settings,
+        }
+        command = scrapy_command(*crawl_args({"crawl_id": "test", **arguments}, first))
+        process = subprocess.Popen(
+            command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
+        )
+        try:
+            for line in process.stderr:
+                if "answered 429 with Retry-After 60" in line:
+                    break
+            time.sleep(3)  # the retry is handed out, to wait in its host's slot (ms, unloaded)
+            stopping = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            stderr = process.stderr.read()
+            process.wait(timeout=120)
+            stopped = time.monotonic() - stopping
+        finally:
+            process.kill()
+        assert process.returncode == 0, stderr[-3000:]
+        before = [path for _, path in log.gets()]
+        resumed = run_crawl(tmp_path, arguments, settings)
+    gets = [path for _, path in log.gets()]
+    return StoppedWhilePaused(gets, before, stopped, stderr, resumed, site.url)
+
+
+def test_ctrl_c_leaves_a_request_held_by_a_pause_to_the_resumed_crawl(tmp_path):
+    """Scrapy's engine waits, as it closes, for every request it handed out: a JOBDIR crawl
+    paused with Ctrl-C while a retry waited for its host's Retry-After (or Crawl-delay) waited
+    out the pause, a minute, then sent it after the stop. It now stays in flight in the
+    frontier file, and the resumed crawl fetches it."""
+    run = ctrl_c_while_a_retry_waits(tmp_path, {"JOBDIR": tmp_path / "job"})
+    assert run.gets_before_resume == ["/", "/p1"]  # nothing sent after the stop
+    assert run.stopped < 30, run.stderr[-3000:]  # it waited out the pause: 58 s
+    assert stat(run.stderr, "focused/closing/not_sent") == 1
+    resumed = run.resumed.result
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert run.gets == ["/", "/p1", "/p1"]
+    assert sorted(page["url"] for page in run.resumed.pages()) == [
+        f"{run.site_url}/",
+        f"{run.site_url}/p1",
+    ]
+    assert stat(resumed.stderr, "focused/resume/recovered_inflight") == 1
 
 
 class Timed:

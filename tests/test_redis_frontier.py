@@ -70,7 +70,8 @@ from tests.sites import (
     Site,
     html,
 )
-from tests.test_politeness import Timed, many_pages_site
+from tests.test_canonical import stat
+from tests.test_politeness import Timed, ctrl_c_while_a_retry_waits, many_pages_site
 from tests.test_resume import _reachable as reachable
 from tests.test_score_strategies import _band_graph, _redirect_graph, assert_ranked_as_one_page_each
 from tests.test_storage import page as page_record
@@ -1796,6 +1797,23 @@ def test_a_retry_after_pauses_the_host_for_every_process_of_a_crawl(tmp_path, re
     start, end = respond.busy_at + latency + 0.3, respond.busy_at + latency + pause - 0.1
     during = [when - respond.busy_at for when in log.get_times(site.host) if start < when < end]
     assert not during, during
+
+
+def test_ctrl_c_gives_a_request_held_by_a_pause_back_to_the_shared_frontier(tmp_path, redis_server):
+    """A process of a shared crawl stopped with Ctrl-C while a retry waited for its host's
+    Retry-After waited out the pause, then sent it. Not sent, it goes back to the frontier
+    as the process leaves (not marked done: lost), and the next process fetches it."""
+    run = ctrl_c_while_a_retry_waits(tmp_path, {"FOCUSED_FRONTIER": redis_server.url})
+    assert run.gets_before_resume == ["/", "/p1"]  # nothing sent after the stop
+    assert run.stopped < 30, run.stderr[-3000:]  # it waited out the pause: 58 s
+    assert stat(run.stderr, "focused/closing/not_sent") == 1
+    resumed = run.resumed.result
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert run.gets == ["/", "/p1", "/p1"]
+    assert sorted(page["url"] for page in run.resumed.pages()) == [
+        f"{run.site_url}/",
+        f"{run.site_url}/p1",
+    ]
 
 
 def test_a_host_keeps_its_concurrency_crawl_wide_through_downloads_longer_than_a_places_life(

@@ -16,7 +16,7 @@ import inspect
 
 import scrapy
 from scrapy.core.downloader import Downloader, Slot
-from scrapy.core.engine import _Slot
+from scrapy.core.engine import ExecutionEngine, _Slot
 from scrapy.http import TextResponse
 from scrapy.utils.defer import _schedule_coro
 from scrapy.utils.response import _baseurl_cache, _metaref_cache, get_meta_refresh
@@ -56,6 +56,19 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     finally_block = source[source.index("finally:") :]
     removed = finally_block.index("slot.transferring.remove(request)")
     assert removed < finally_block.index("self._process_queue(slot)")
+
+
+def test_the_engine_close_the_downloader_learns_of_first():
+    # PoliteDownloader wraps the engine's close_spider_async (the only way in: Scrapy says
+    # nothing as the close begins) to end the frontier's requests waiting in their slots, which
+    # the close would otherwise wait for; a stop (Ctrl-C) closes through the engine's attribute.
+    assert parameters(ExecutionEngine.close_spider_async) == ["self", "reason"]
+    assert 'self.close_spider_async(reason="shutdown")' in inspect.getsource(
+        ExecutionEngine.stop_async
+    )
+    # A slot's queue holds each request with the Deferred that _enqueue_request awaits.
+    assert "slot.queue.append((request, d))" in inspect.getsource(Downloader._enqueue_request)
+    assert "await maybe_deferred_to_future(d)" in inspect.getsource(Downloader._enqueue_request)
 
 
 def test_a_download_slot_has_what_the_scheduler_and_downloader_read():
