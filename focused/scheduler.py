@@ -37,8 +37,8 @@ Frontier-wide limits live here, so that every strategy gets them:
   also in a shared crawl.
 - ``HELD_HOST_LOOKAHEAD`` k (default 1,000; 0 = off): Scrapy counts a request waiting in its
   download slot against ``CONCURRENT_REQUESTS``, so the best-ranked requests of a host held by
-  its delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle), a Retry-After pause or
-  a full slot (a slow host) would fill the downloader and pace the whole crawl (Scrapy's
+  its delay (``DOWNLOAD_DELAY``, a robots.txt Crawl-delay, AutoThrottle), a 429/503 pause or a
+  full slot (a slow host) would fill the downloader and pace the whole crawl (Scrapy's
   ``DownloaderAwarePriorityQueue``, which the strategy queues replace, hands out by slot for
   this reason). While such a host has a request waiting and the frontier's next request is of
   it, the first of the next k whose host is not held goes instead: the strategy queue lists
@@ -495,8 +495,8 @@ class FocusedScheduler(Scheduler):
 
     def _held_hosts(self) -> dict[str, bool]:
         """The hosts whose download slot is held by a delay (``DOWNLOAD_DELAY``, a robots.txt
-        Crawl-delay, AutoThrottle's) or a Retry-After pause, or full (a slow host: more
-        requests handed out than its concurrency), and already has a request waiting: another
+        Crawl-delay, AutoThrottle's) or a 429/503 pause (focused.retryafter), or full (a slow host:
+        more requests handed out than its concurrency), and already has a request waiting: another
         would only wait there too, counted against ``CONCURRENT_REQUESTS``. Each with whether its
         slot can still take one when no other host is in reach: a delayed slot while fewer are
         handed out than its concurrency, a full one than twice that. A request handed out is in

@@ -243,11 +243,12 @@ FRONTIER_MAX = 1_000_000
 MAX_PAGES_PER_HOST = 0
 HOST_WINDOW = 0
 HOST_WINDOW_SCAN = 1000  # queued requests looked at per fetch to find one outside the window
-# A host held by its delay (DOWNLOAD_DELAY, a robots.txt Crawl-delay, AutoThrottle), a
-# Retry-After pause or a full slot (slow), with a request already waiting (or a host with a
-# request waiting for its robots.txt, whose Crawl-delay is not known yet), is passed over for the
-# first of the next HELD_HOST_LOOKAHEAD queued requests whose host is not held; 0 = off (requests
-# go strictly in the strategy's order, and one slow host ranked first paces the whole crawl).
+# A host held by its delay (DOWNLOAD_DELAY, a robots.txt Crawl-delay, AutoThrottle), a 429/503
+# pause (Retry-After or backoff) or a full slot (slow), with a request already waiting (or a
+# host with a request waiting for its robots.txt, whose Crawl-delay is not known yet), is passed
+# over for the first of the next HELD_HOST_LOOKAHEAD queued requests whose host is not held; 0 =
+# off (requests go strictly in the strategy's order, and one slow host ranked first paces the
+# whole crawl).
 HELD_HOST_LOOKAHEAD = 1000
 
 # -- Rendering JavaScript pages (-a render=always|auto; focused.render) ----------------------
