@@ -26,9 +26,10 @@ shorter. Scrapy counts the delay between sends, so a page slower than it would o
 ones (``CONCURRENT_REQUESTS_PER_DOMAIN`` of them): the slot also sends one request at a time, as
 Nutch (``fetcher.threads.per.queue``) and Heritrix do, unless ``DOWNLOAD_SLOTS`` gives the host a
 concurrency (the user's choice for that host, as a ``DOWNLOAD_SLOTS`` delay above the
-Crawl-delay is kept). The slot keeps both if Scrapy drops the idle slot and makes a new one
-(``DOWNLOAD_SLOTS`` is where a new slot takes them from) and if AutoThrottle would lower the
-delay (it never changes the concurrency). A host that asks
+Crawl-delay is kept), and the delay runs from the end of one download to the start of the next
+(``PoliteDownloader.paced_from_end``). The slot keeps both if Scrapy drops the idle slot and
+makes a new one (``DOWNLOAD_SLOTS`` is where a new slot takes them from) and if AutoThrottle
+would lower the delay (it never changes the concurrency). A host that asks
 for more than ``ROBOTS_CRAWL_DELAY_MAX`` seconds is skipped, as Nutch does
 (``fetcher.max.crawl.delay``): fetching it faster than it asked would ignore its robots.txt, and
 a request waiting in a host's slot counts against ``CONCURRENT_REQUESTS``, so that a few such
@@ -86,6 +87,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
     from scrapy.robotstxt import RobotParser
+
+    from focused.downloader import PoliteDownloader
 
 logger = logging.getLogger(__name__)
 
@@ -346,7 +349,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 self._crawl_delay_max,
             )
             return
-        downloader: Downloader = self.crawler.engine.downloader
+        downloader: PoliteDownloader = self.crawler.engine.downloader
         key = downloader.get_slot_key(request)
         known = self._slot_delays.get(key)
         floor = max(delay, self._download_delay, known or 0.0)
@@ -359,6 +362,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # Scrapy's delay is between sends: a page slower than it would overlap the next. One
         # request at a time, unless DOWNLOAD_SLOTS gives the host a concurrency of its own.
         slot_settings.setdefault("concurrency", 1)
+        downloader.paced_from_end.add(key)
         slot = downloader.slots.get(key)
         if slot is not None:
             slot.delay = max(floor, slot.delay)

@@ -1743,6 +1743,35 @@ def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_gr
     assert len(short) <= 2, [round(gap, 3) for gap in gaps]
 
 
+def test_a_crawl_delay_runs_from_the_end_of_a_download_in_every_process(
+    tmp_path, sample_graph, redis_server
+):
+    """A process whose download of a Crawl-delay host ends holds the host for the delay from
+    then on, for the crawl: counted from the send, the other process sent to a host slow to
+    answer as soon as the delay after the last send had passed."""
+    delay, latency, budget = 0.5, 0.4, 16
+    gate = Joined(redis_server.url)
+    server = TimedReplay(sample_graph, gate, BIRD_SEED, crawl_delay=delay, delay=latency).start()
+    try:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": budget,
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        logs = crawl_by_two_processes(tmp_path, server, settings)
+    finally:
+        server.stop()
+    for log in logs:
+        assert responses(log) >= 1, log[-3000:]  # both fetch (the host held by either's ends)
+    assert len(server.arrivals) == budget
+    gaps = [later - earlier for earlier, later in pairwise(server.arrivals)]
+    # Each arrival comes at least the latency and the delay after the one before; the gate
+    # holds the first articles until both processes have joined, and the second process's
+    # first may come before the first download has ended.
+    short = [gap for gap in gaps if gap < delay + latency - 0.1]
+    assert len(short) <= 2, [round(gap, 3) for gap in gaps]
+
+
 class BusyOnce:
     """A seed page / linking to ``count`` pages, each answered ``latency`` seconds after it
     arrives; the ``busy``-th page to arrive is answered 429 with ``Retry-After: pause``. Pages
