@@ -48,6 +48,7 @@ import logging
 import os
 import re
 import socket
+import ssl
 import uuid
 from collections import Counter
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
@@ -175,7 +176,27 @@ def check_url(url: str) -> str:
                     f"setting FOCUSED_FRONTIER={quoted(shown)}: its {option} {quoted(path)}"
                     f" cannot be read: {exc.strerror}"
                 ) from None
+    try:
+        _load_tls_files(options)
+    except ssl.SSLError as exc:  # a file that holds no certificate or key, say
+        raise ConfigError(
+            f"setting FOCUSED_FRONTIER={quoted(shown)}: its TLS files cannot be used: {exc}"
+        ) from None
     return shown
+
+
+def _load_tls_files(options: Mapping[str, Any]) -> None:
+    """Load the TLS files of a rediss:// URL as redis-py does as it connects: one it cannot use
+    was an error of connecting, exit status 1, as if the server did not answer."""
+    if not any(options.get(option) for option in TLS_FILE_OPTIONS):
+        return
+    context = ssl.create_default_context()
+    if options.get("ssl_certfile"):
+        # No password given: an empty one rather than OpenSSL asking for it on the terminal.
+        password = options.get("ssl_password") or (lambda: b"")
+        context.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"), password)
+    if options.get("ssl_ca_certs") or options.get("ssl_ca_path"):
+        context.load_verify_locations(options.get("ssl_ca_certs"), options.get("ssl_ca_path"))
 
 
 def _check_same_order(

@@ -9,9 +9,10 @@ import pytest
 import redis
 
 from focused import forget
+from focused.distributed import check_url
 from focused.sqlitestore import SqliteStore
 from tests import test_commands, test_redis_frontier
-from tests.conftest import run_crawl
+from tests.conftest import REPO, run_crawl
 from tests.test_commands import Result, ok, one_line_error, unwritable_output
 from tests.test_redis_frontier import RedisServer, arguments, command_calls, free_port
 
@@ -307,6 +308,54 @@ def test_a_tls_file_that_is_missing_is_a_bad_setting(cli, redis_server, option):
         f"setting FOCUSED_FRONTIER='{url}': its {option} '/nonexistent/tls.pem' cannot be read:"
         " No such file or directory",
     )
+
+
+@pytest.mark.parametrize("option", ["ssl_ca_certs", "ssl_certfile"])
+def test_a_tls_file_that_is_no_certificate_is_a_bad_setting(cli, redis_server, option):
+    """redis-py loads it only as it connects: it said "Error 136 connecting to 127.0.0.1:PORT.
+    [X509: NO_CERTIFICATE_OR_CRL_FOUND]...", exit status 1, as of a server that does not
+    answer."""
+    not_tls = REPO / "scrapy.cfg"
+    url = f"rediss://127.0.0.1:{redis_server.port}/0?{option}={not_tls}"
+    result = cli("forget", "a", settings={"FOCUSED_FRONTIER": url})
+    one_line_error(result, 2, f"setting FOCUSED_FRONTIER='{url}': its TLS files cannot be used: ")
+
+
+def test_a_certificate_and_its_key_pass_the_check_of_tls_files(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    url = (
+        f"rediss://127.0.0.1:6379/0?ssl_certfile={cert_file}&ssl_keyfile={key_file}"
+        f"&ssl_ca_certs={cert_file}"
+    )
+    assert check_url(url) == url
 
 
 def test_a_redis_that_cannot_be_asked_is_one_line(tmp_path, cli, password_server, redis_server):
