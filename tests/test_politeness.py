@@ -355,6 +355,12 @@ def test_ctrl_c_leaves_a_request_held_by_a_pause_to_the_resumed_crawl(tmp_path):
     out the pause, a minute, then sent it after the stop. It now stays in flight in the
     frontier file, and the resumed crawl fetches it."""
     run = ctrl_c_while_a_retry_waits(tmp_path, {"JOBDIR": tmp_path / "job"})
+    assert_left_unsent_and_fetched_on_resume(run)
+    assert stat(run.resumed.result.stderr, "focused/resume/recovered_inflight") == 1
+
+
+def assert_left_unsent_and_fetched_on_resume(run: StoppedWhilePaused) -> None:
+    """The retry of /p1 was not sent after the stop, and the run after it fetched it once."""
     assert run.gets_before_resume == ["/", "/p1"]  # nothing sent after the stop
     assert run.stopped < 30, run.stderr[-3000:]  # it waited out the pause: 58 s
     assert stat(run.stderr, "focused/closing/not_sent") == 1
@@ -365,7 +371,6 @@ def test_ctrl_c_leaves_a_request_held_by_a_pause_to_the_resumed_crawl(tmp_path):
         f"{run.site_url}/",
         f"{run.site_url}/p1",
     ]
-    assert stat(resumed.stderr, "focused/resume/recovered_inflight") == 1
 
 
 class Timed:
