@@ -38,8 +38,11 @@ if TYPE_CHECKING:
 
 # A page holding a value of these a crawl does not write (a document edited in mongosh, which
 # writes every number as a double) makes _count_pages leave the count to Store.page_counts.
+# $nin and $type "number" look into an array: [50] passed them, and $max took it.
 _UNWRITTEN = [
     {"is_relevant": {"$nin": [True, False, None]}},
+    {"is_relevant": {"$type": "array"}},
+    {"fetch_order": {"$type": "array"}},
     {"fetch_order": {"$ne": None, "$not": {"$type": "number"}}},
     {"fetch_order": {"$type": "double"}},
     {"fetch_order": {"$type": "decimal"}},

@@ -517,6 +517,21 @@ def test_page_counts_read_a_value_no_crawl_writes_as_pages_reads_it(store, name,
     assert store.unreadable == read_as_unknown
 
 
+@pytest.mark.parametrize(("name", "value"), [("fetch_order", [50]), ("is_relevant", [True])])
+def test_page_counts_read_an_array_as_pages_reads_it(mongo_client, name, value):
+    """A MongoDB array of a counted field (a document another program wrote) is read as
+    unknown, and said: MongoDB's $type "number" and $nin look into an array, so [50] passed
+    for a fetch order that $max then took, an array, and ``crawls`` failed comparing it."""
+    store = MongoStore("mongodb://mongomock", "focused_test", client=mongo_client)
+    store.save_pages(
+        page(f"http://t/{order}", fetch_order=order, is_relevant=order % 2 == 1)
+        for order in range(1, 6)
+    )
+    store._pages.update_one({"url": "http://t/2"}, {"$set": {name: value}})
+    assert store.page_counts("c1") == PageCounts(stored=5, relevant=3, last_fetch_order=5)
+    assert store.unreadable == f"pages.{name} = {value!r}"
+
+
 def test_values_are_coerced_to_the_record_types(store):
     """An int score, a numpy-like float or a tuple of seeds come back as float, float, list."""
 
