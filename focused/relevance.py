@@ -143,6 +143,9 @@ class _Snapshot:
     topic_tfidf: np.ndarray  # unit topic vector over the dictionary's term ids
     lsi_basis: np.ndarray | None  # terms x topics: the projection LsiModel.__getitem__ applies
     topic_lsi: np.ndarray | None  # unit topic vector in LSI space
+    # The first topic texts, those the dictionary's document frequencies count (a text that
+    # joined after its fit is not counted there, and its words not taken off them).
+    fit_topic_texts: int
     # Combined scores by language and text. Scores depend on the snapshot, so the caches live
     # and die with it.
     caches: dict[str | None, OrderedDict[str, float]] = field(default_factory=dict)
@@ -261,6 +264,7 @@ def _make_snapshot(
     topic: Sequence[Sequence[str]],
     *,
     fitted: bool,
+    fit_topic_texts: int | None = None,
 ) -> _Snapshot:
     """Compute the topic vectors for the given models and wrap everything in a snapshot.
 
@@ -272,7 +276,11 @@ def _make_snapshot(
     such a term (a rare query word) made the LSI topic, rescaled to length 1, a random direction
     that gave pages without any topic word LSI scores of 0.5 and more. A topic with no such term
     has no LSI vector: its LSI scores are its tf-idf scores, as before the first fit.
+    ``fit_topic_texts``: the first texts of ``topic`` that the dictionary was built from (all of
+    them by default); those that joined after are not in its document frequencies.
     """
+    if fit_topic_texts is None:
+        fit_topic_texts = len(topic)
     idf, unseen_idf = _idf(dictionary, tfidf)
     index = TermIndex(dictionary.token2id)
     weights = [term_weights(part) for part in topic]
@@ -283,18 +291,21 @@ def _make_snapshot(
     topic_tfidf = matutils.unitvec(topic_tfidf)
     if lsi is None:
         return _Snapshot(
-            dictionary, index, tfidf, None, fitted, idf, unseen_idf, topic_tfidf, None, None
+            *(dictionary, index, tfidf, None, fitted, idf, unseen_idf, topic_tfidf, None, None),
+            fit_topic_texts,
         )
-    crawled_topic = topic_tfidf * _held_by_crawled_pages(dictionary, weights)
+    crawled_topic = topic_tfidf * _held_by_crawled_pages(dictionary, weights[:fit_topic_texts])
     if not crawled_topic.any():
         return _Snapshot(
-            dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, None, None
+            *(dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, None, None),
+            fit_topic_texts,
         )
     # C order: scipy would otherwise copy the whole terms x topics matrix on every product.
     basis = np.ascontiguousarray(lsi.projection.u[:, : lsi.num_topics])
     topic_lsi = matutils.unitvec(basis.T @ crawled_topic)
     return _Snapshot(
-        dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, basis, topic_lsi
+        *(dictionary, index, tfidf, lsi, fitted, idf, unseen_idf, topic_tfidf, basis, topic_lsi),
+        fit_topic_texts,
     )
 
 
@@ -674,7 +685,9 @@ class RelevanceModel:
             snap = self._snapshot
             if snap.fitted:
                 self._snapshot = _make_snapshot(
-                    snap.dictionary, snap.tfidf, snap.lsi, self._topic, fitted=True
+                    *(snap.dictionary, snap.tfidf, snap.lsi, self._topic),
+                    fitted=True,
+                    fit_topic_texts=snap.fit_topic_texts,
                 )
             else:
                 self._snapshot = _bootstrap(self._topic)
@@ -721,7 +734,9 @@ class RelevanceModel:
             with self._lock:
                 if len(self._topic) != len(topic):
                     fitted = _make_snapshot(
-                        fitted.dictionary, fitted.tfidf, fitted.lsi, self._topic, fitted=True
+                        *(fitted.dictionary, fitted.tfidf, fitted.lsi, self._topic),
+                        fitted=True,
+                        fit_topic_texts=len(topic),
                     )
                 self._snapshot = fitted
 
@@ -762,6 +777,7 @@ class RelevanceModel:
                 "topic": [list(part) for part in self._topic],
                 "buffer": list(self._buffer),
                 "since_fit": self._since_fit,
+                "fit_topic_texts": snap.fit_topic_texts,
             }
         try:
             snap.dictionary.save(str(written / "dictionary"))
@@ -800,6 +816,8 @@ class RelevanceModel:
             LsiModel.load(str(path / "lsi")) if state["lsi"] else None,
             model._topic,
             fitted=state["fitted"],
+            # A model saved before the count was: its topic as the one counted, as it was read.
+            fit_topic_texts=state.get("fit_topic_texts"),
         )
         model.restored = True
         return model

@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import astuple
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -208,6 +209,45 @@ def test_a_topic_word_that_no_crawled_page_holds_gives_pages_without_it_no_lsi_s
     # With no LSI topic, LSI scores are the tf-idf ones, as before the first fit.
     on_topic = model.score("The zyzzyva weevil, zyzzyva beetles and birds.")
     assert 0.0 < on_topic.lsi == on_topic.tfidf
+
+
+@pytest.mark.parametrize("joins", ["after the fit", "during the fit"])
+def test_a_topic_text_that_joins_after_the_fit_leaves_the_crawled_words_in_the_lsi_topic(
+    monkeypatch, tmp_path, joins: str
+) -> None:
+    """A topic word one crawled page holds stays in the LSI topic when a seed text holding it
+    joins the topic after the dictionary was built: its words are not in the dictionary's
+    document frequencies, and taking them off too left 'zyzzyva' held by no page, the model
+    without its LSI topic until the next refit. A text that is the query changes no score."""
+    docs = crawl_buffer(seed=0)
+    docs[0] += " The zyzzyva weevil lives here."
+    page = "The zyzzyva weevil, zyzzyva beetles and birds."
+
+    def fitted(add_during_fit: bool) -> RelevanceModel:
+        model = RelevanceModel("zyzzyva", num_topics=10)
+        for doc in docs:
+            model.observe(doc)
+        fit = relevance._fit
+
+        def fit_while_a_seed_joins(*args: Any) -> Any:
+            model.add_topic_text("zyzzyva")
+            return fit(*args)
+
+        if add_during_fit:
+            monkeypatch.setattr(relevance, "_fit", fit_while_a_seed_joins)
+        model.refit()
+        monkeypatch.setattr(relevance, "_fit", fit)
+        return model
+
+    before = fitted(add_during_fit=False).score(page)
+    assert before.lsi != before.tfidf  # the model has its LSI topic
+    model = fitted(add_during_fit=joins == "during the fit")
+    if joins == "after the fit":
+        model.add_topic_text("zyzzyva")
+    assert model.topic_texts == 1
+    assert model.score(page) == before
+    model.save(tmp_path / "model")
+    assert RelevanceModel.load(tmp_path / "model").score(page) == before
 
 
 # -- refits and the frozen dictionary -------------------------------------------------------
