@@ -12,12 +12,13 @@ many as ``RETRY_TIMES``.
 The pause is the ``Retry-After``'s when the answer has one (a delay of 0, or a date past, asks
 for none): the server knows best how long it needs. Without one (or with one that is no delay
 nor date), the host's first 429 or 503 in a row pauses it ``RETRY_BACKOFF_BASE`` seconds, and
-each further one twice as long as the one before; any other answer ends the run. Answers that
-arrive while the host is paused were sent before the pause, and say nothing of whether it was
-long enough: they neither lengthen the run nor end it (the 503s of the requests a host had on
-the wire as it went down count once). Either pause is at most ``RETRY_AFTER_MAX`` seconds: a
-longer one is cut to it rather than giving up the page, so a host that keeps answering 429 costs
-at most ``RETRY_TIMES`` pauses of the cap for each page.
+each further one twice as long as the one before; any other answer ends the run. Answers to
+the requests that were on the wire as the host was paused say nothing of whether the pause was
+long enough, whenever they come: they neither lengthen the run nor end it (the 503s of the
+requests a host had on the wire as it went down count once, those a proxy gives each of them
+as it times out there, after the first pause has ended, too). Either pause is at most
+``RETRY_AFTER_MAX`` seconds: a longer one is cut to it rather than giving up the page, so a host
+that keeps answering 429 costs at most ``RETRY_TIMES`` pauses of the cap for each page.
 
 The pause uses the slot's own hold, ``Slot.latercall``, by which the downloader spaces requests
 by ``DOWNLOAD_DELAY``: while it is set the slot sends nothing, and when it fires the downloader
@@ -30,6 +31,7 @@ before it sends to the host (``focused.downloader``). The run of answers is each
 from __future__ import annotations
 
 import logging
+import weakref
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from time import monotonic
@@ -81,6 +83,9 @@ class RetryAfterMiddleware:
         self.backoff_base = crawler.settings.getfloat("RETRY_BACKOFF_BASE")
         self._paused_until: dict[str, float] = {}  # slot key -> monotonic time
         self._answers: dict[str, int] = {}  # slot key -> its 429s and 503s in a row
+        # Slot key -> its requests sent before it was last paused, until each is answered here
+        # (weakly: one whose download fails is not).
+        self._sent_before: dict[str, weakref.WeakSet[Request]] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RetryAfterMiddleware:
@@ -92,7 +97,9 @@ class RetryAfterMiddleware:
         key = request.meta.get(Downloader.DOWNLOAD_SLOT)  # set by the downloader when it sent it
         if key is None:
             return response
-        held = monotonic() < self._paused_until.get(key, 0.0)
+        # Sent before the host's last pause (nothing is sent during one), answered during it or
+        # after, when a proxy times each of them out: it tells nothing of the pause.
+        held = self._sent_before_pause(key, request)
         if response.status not in PAUSE_STATUSES:
             if not held:  # the run ends, and with it the pause's record
                 self._answers.pop(key, None)
@@ -115,6 +122,16 @@ class RetryAfterMiddleware:
                 self.stats.inc_value("focused/retry_backoff/pauses")
         return response
 
+    def _sent_before_pause(self, key: str, request: Request) -> bool:
+        """Whether ``request``, answered now, was sent before slot ``key`` was last paused."""
+        before = self._sent_before.get(key)
+        if before is None or request not in before:
+            return False
+        before.discard(request)
+        if not before:
+            del self._sent_before[key]
+        return True
+
     def _pause(self, key: str, response: Response, seconds: float, reason: str) -> bool:
         """Holds slot ``key`` for ``seconds``; whether it was not held as long already."""
         downloader: Downloader = self.crawler.engine.downloader
@@ -125,6 +142,10 @@ class RetryAfterMiddleware:
         if until <= self._paused_until.get(key, 0.0):
             return False  # already held as long
         self._paused_until[key] = until
+        # Sent: those the slot let go, on the wire or answered but not yet seen here (the slot's
+        # active requests but those it queues). Any from an earlier pause not seen yet are too.
+        queued = {waiting for waiting, _ in slot.queue}
+        self._sent_before[key] = weakref.WeakSet(slot.active - queued)
         # A pending hold (DOWNLOAD_DELAY's) is replaced: when ours fires, the downloader
         # works out the slot's delay again from lastseen.
         if slot.latercall:

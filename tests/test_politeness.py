@@ -227,6 +227,43 @@ def test_the_503s_of_requests_on_the_wire_together_pause_their_host_once(tmp_pat
     assert len(crawl.pages()) == 1 + len(pages)
 
 
+def test_the_slow_503s_of_requests_sent_before_a_pause_do_not_lengthen_the_next(tmp_path):
+    """A host going down behind a proxy answers 503 as each request times out there: the
+    answers to requests on the wire as the first 503 paused the host come in after that pause
+    ended, and were counted as further answers in a row (2 in a row, 2 s) although every one of
+    them was sent before the pause."""
+    log = FetchLog()
+    pages = [f"/p{n}" for n in range(1, 5)]
+    lock = threading.Lock()
+    arrived: list[str] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(404, "")
+        links = " ".join(f'<a href="{page}">birds {page}</a>' for page in pages)
+        if path == "/":
+            return Reply(200, html("birds", f"<p>birds nest feathers</p>{links}"))
+        with lock:
+            first = not arrived
+            again = path in arrived
+            arrived.append(path)
+        if again:
+            time.sleep(2.5)  # the first retry ends the run only once the others have answered
+            return Reply(200, html(f"birds {path}", "<p>birds nest feathers</p>"))
+        if not first:
+            time.sleep(1.8)  # past the first one's pause of 1 s
+        return Reply(503, "busy", "text/plain")
+
+    with Site(respond, "127.0.0.2", log) as busy:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{busy.url}/"})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert sorted(path for _, path in log.gets()) == ["/", *sorted(pages * 2)], log.gets()
+    stderr = crawl.result.stderr
+    assert "2 in a row" not in stderr, stderr[-3000:]
+    assert stat(stderr, "focused/retry_backoff/pauses") == 1
+    assert len(crawl.pages()) == 1 + len(pages)
+
+
 def test_the_backoff_doubles_from_its_base_up_to_the_cap():
     assert [backoff_seconds(answers, 1.0, 60.0) for answers in range(1, 9)] == [
         1, 2, 4, 8, 16, 32, 60, 60
