@@ -12,11 +12,12 @@ once, all went on the wire (16 at once to a host whose limit was 4,
 A host paced by its robots.txt's Crawl-delay (``focused.robots`` names its slot in
 ``paced_from_end``) waits that delay from the end of one download to the start of the next, as
 Yandex defines Crawl-delay and as Nutch and Heritrix pace a host; Scrapy counts it from one send
-to the next. Counted so, the host saw two requests less than the delay apart whenever the first
-was written late (the event loop busy with a page for a few hundred milliseconds after the slot
-had let it go): 0.65 s apart for a Crawl-delay of 1 s, on a loaded machine. A slot to which
-``DOWNLOAD_SLOTS`` gives a concurrency above 1 keeps Scrapy's count: the user asked for
-downloads that overlap.
+to the next. The first download, the robots.txt that tells the delay, was sent unpaced: the
+delay runs from its end too (``robots_txt_ended``). Counted from the send, the host saw two
+requests less than the delay apart whenever the first was written late (the event loop busy
+with a page for a few hundred milliseconds after the slot had let it go): 0.65 s apart for a
+Crawl-delay of 1 s, on a loaded machine. A slot to which ``DOWNLOAD_SLOTS`` gives a concurrency
+above 1 keeps Scrapy's count: the user asked for downloads that overlap.
 
 With ``CONCURRENT_REQUESTS_PER_IP``, a slot is keyed by its host's first address: Scrapy's
 resolver that answers IPv6 too caches a host's addresses as a list, which Scrapy 2.19 would
@@ -184,33 +185,47 @@ class PoliteDownloader(Downloader):
         # counted now, the next request reaching the slot in this turn finds one place fewer.
         # Scrapy's _download adds it again (a set) and removes it when the download ends.
         slot.transferring.add(request)
-        if slot.concurrency == 1 and request.meta.get(self.DOWNLOAD_SLOT) in self.paced_from_end:
+        if self._paced_from_end(request.meta.get(self.DOWNLOAD_SLOT), slot):
             self._on_wire.setdefault(slot, set()).add(request)
         return super()._wait_for_download(slot, request, queue_dfd)
 
-    def _download_ended(self, slot: Slot) -> str | None:
-        """The key of a slot paced from the end of its downloads, if one just ended (Scrapy's
-        _download calls _process_queue as each ends): the slot's delay runs from now."""
+    def _paced_from_end(self, key: str | None, slot: Slot) -> bool:
+        return slot.concurrency == 1 and key in self.paced_from_end
+
+    def robots_txt_ended(self, key: str) -> None:
+        """The host's robots.txt, downloaded through slot ``key`` before its Crawl-delay was
+        known, has just ended: the delay runs from now, as from the end of any download of the
+        host (else its first page followed it by the delay less the robots.txt's download
+        time, and in a shared crawl another process's at once)."""
+        slot = self.slots.get(key)
+        if slot is not None and self._paced_from_end(key, slot):
+            self._delay_from_now(key, slot)
+
+    def _download_ended(self, slot: Slot) -> None:
+        """If a download of a slot paced from the end of its downloads just ended (Scrapy's
+        _download calls _process_queue as each ends), the slot's delay runs from now."""
         on_wire = self._on_wire.get(slot)
         if not on_wire or on_wire <= slot.transferring:
-            return None
+            return
         key = next(iter(on_wire - slot.transferring)).meta[self.DOWNLOAD_SLOT]
         on_wire &= slot.transferring
         if not on_wire:
             del self._on_wire[slot]
+        self._delay_from_now(key, slot)
+
+    def _delay_from_now(self, key: str, slot: Slot) -> None:
         slot.lastseen = max(slot.lastseen, monotonic())
-        return key
+        if (shared := getattr(self.crawler.spider, "shared", None)) is not None:
+            shared.pause(key, slot.delay)  # no process of the crawl sends to the host before
 
     def _process_queue(self, slot: Slot) -> None:
         if self._stopping:
             self._unsend(slot)  # one reaching its slot late (its robots.txt read meanwhile)
-        ended_key = self._download_ended(slot)
+        self._download_ended(slot)
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is None:
             super()._process_queue(slot)  # one process
             return
-        if ended_key is not None:  # no process of the crawl sends to the host before the delay
-            shared.pause(ended_key, slot.delay)
         ended = self._ended(slot)
         if slot.latercall is None:
             self._full.pop(slot, None)

@@ -276,6 +276,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             )
             response = response.replace(body=DISALLOW_ALL)
         await super()._parse_robots(response, netloc, request)
+        # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
+        # other processes read it.
+        downloader: PoliteDownloader = self.crawler.engine.downloader
+        downloader.robots_txt_ended(downloader.get_slot_key(request))
         self._share(netloc, PARSED + response.body)
 
     def _robots_error(self, exc: Exception, netloc: str) -> None:

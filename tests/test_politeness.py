@@ -87,6 +87,26 @@ def test_a_crawl_delay_runs_from_the_end_of_a_download_to_the_next(tmp_path):
     assert min(gaps(times)) >= 1.3, gaps(times)
 
 
+def test_a_crawl_delay_runs_from_the_end_of_the_robots_txt_download_too(tmp_path):
+    """The robots.txt that says Crawl-delay is the host's first download: its first page came
+    the delay after the robots.txt was sent, 0.6 s after its answer for a delay of 1 s and a
+    host that takes 0.4 s to answer."""
+    log = FetchLog()
+    robots_answered: list[float] = []
+    pages = pages_site("User-agent: *\nCrawl-delay: 1\n")
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots_answered.append(time.monotonic())  # after the site's delay: as it answers
+        return pages(method, path)
+
+    with Site(respond, "127.0.0.2", log, delay=0.4) as site:
+        crawl = run_crawl(tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"})
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    seed_arrived = log.get_times(site.host)[0] - 0.4  # logged as it is answered
+    assert seed_arrived - robots_answered[0] >= 0.9, seed_arrived - robots_answered[0]
+
+
 def test_a_crawl_delay_above_the_cap_skips_its_host(tmp_path):
     log = FetchLog()
     with Site(pages_site("User-agent: *\nCrawl-delay: 5\n"), "127.0.0.2", log) as site:

@@ -1776,6 +1776,35 @@ def test_a_crawl_delay_runs_from_the_end_of_a_download_in_every_process(
     assert len(short) <= 2, [round(gap, 3) for gap in gaps]
 
 
+def test_a_crawl_delay_runs_from_the_end_of_the_robots_txt_in_every_process(tmp_path, redis_server):
+    """The robots.txt that tells the Crawl-delay is sent unpaced: the delay ran from its send in
+    the process that downloaded it, and not at all in the other, whose page went as soon as it
+    read the robots.txt from Redis. Each process here has one of the two seeds waiting for it
+    (the robots.txt is answered once both have joined)."""
+    log, joined = FetchLog(), Joined(redis_server.url)
+    robots_answered: list[float] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            joined.wait()
+            robots_answered.append(time.monotonic())
+            return Reply(200, "User-agent: *\nCrawl-delay: 1\n", "text/plain")
+        return Reply(200, html(f"birds {path}", "<p>birds nest feathers</p>"))
+
+    with Site(respond, "127.0.0.2", log) as site:
+        settings = {
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CONCURRENT_REQUESTS": 1,  # each process pops one seed
+            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+        }
+        spider_args = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a,{site.url}/b"}
+        crawl_by_two_processes(tmp_path, site, settings, **spider_args)
+    times = log.get_times(site.host)
+    assert len(times) == 2 and len(robots_answered) == 1, log.gets()
+    assert times[0] - robots_answered[0] >= 0.9, times[0] - robots_answered[0]
+    assert times[1] - times[0] >= 0.9, times[1] - times[0]
+
+
 class BusyOnce:
     """A seed page / linking to ``count`` pages, each answered ``latency`` seconds after it
     arrives; the ``busy``-th page to arrive is answered 429 with ``Retry-After: pause``. Pages
