@@ -5,9 +5,10 @@ Scrapy's RetryMiddleware retries a 429 (Too Many Requests) or a 503 (Service Una
 as the scheduler hands the retry out, and goes on sending the host's other requests meanwhile:
 it ignores the ``Retry-After`` header, in seconds or as an HTTP date, in which the server says
 how long to wait, and without one it does not slow down at all. ``RetryAfterMiddleware`` sees
-the response before RetryMiddleware does and holds the host's downloader slot: neither the retry
-nor any other request to the host is sent before the pause ends. Retries are then Scrapy's, as
-many as ``RETRY_TIMES``.
+the response as its download ends (``response_downloaded``), before the slot sends the next
+request waiting in it and before RetryMiddleware retries it, and holds the host's downloader
+slot: neither the retry nor any other request to the host is sent before the pause ends.
+Retries are then Scrapy's, as many as ``RETRY_TIMES``.
 
 The pause is the ``Retry-After``'s when the answer has one (a delay of 0, or a date past, asks
 for none): the server knows best how long it needs. Without one (or with one that is no delay
@@ -37,6 +38,7 @@ from email.utils import parsedate_to_datetime
 from time import monotonic
 from typing import TYPE_CHECKING
 
+from scrapy import signals
 from scrapy.core.downloader import Downloader
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import call_later
@@ -91,12 +93,16 @@ class RetryAfterMiddleware:
     def from_crawler(cls, crawler: Crawler) -> RetryAfterMiddleware:
         if crawler.settings.getfloat("RETRY_AFTER_MAX") <= 0:
             raise NotConfigured  # Scrapy's behaviour: retried at once
-        return cls(crawler)
+        middleware = cls(crawler)
+        # Sent as the download ends, before its slot sends the next request waiting there: seen
+        # in process_response, the answer came too late to hold that one back.
+        crawler.signals.connect(middleware.response_downloaded, signal=signals.response_downloaded)
+        return middleware
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def response_downloaded(self, response: Response, request: Request) -> None:
         key = request.meta.get(Downloader.DOWNLOAD_SLOT)  # set by the downloader when it sent it
         if key is None:
-            return response
+            return
         # Sent before the host's last pause (nothing is sent during one), answered during it or
         # after, when a proxy times each of them out: it tells nothing of the pause.
         held = self._sent_before_pause(key, request)
@@ -104,7 +110,7 @@ class RetryAfterMiddleware:
             if not held:  # the run ends, and with it the pause's record
                 self._answers.pop(key, None)
                 self._paused_until.pop(key, None)
-            return response
+            return
         if not held:
             self._answers[key] = self._answers.get(key, 0) + 1
         header = response.headers.get(b"Retry-After")
@@ -112,15 +118,14 @@ class RetryAfterMiddleware:
         if seconds is not None:
             if seconds:
                 reason = f"with Retry-After {header.decode('latin-1')}"
-                if self._pause(key, response, min(seconds, self.max_pause), reason):
+                if self._pause(key, request, response, min(seconds, self.max_pause), reason):
                     self.stats.inc_value("focused/retry_after/pauses")
         elif not held and self.backoff_base > 0:
             answers = self._answers[key]
             seconds = backoff_seconds(answers, self.backoff_base, self.max_pause)
             reason = f"without Retry-After, {answers} in a row"
-            if self._pause(key, response, seconds, reason):
+            if self._pause(key, request, response, seconds, reason):
                 self.stats.inc_value("focused/retry_backoff/pauses")
-        return response
 
     def _sent_before_pause(self, key: str, request: Request) -> bool:
         """Whether ``request``, answered now, was sent before slot ``key`` was last paused."""
@@ -132,7 +137,9 @@ class RetryAfterMiddleware:
             del self._sent_before[key]
         return True
 
-    def _pause(self, key: str, response: Response, seconds: float, reason: str) -> bool:
+    def _pause(
+        self, key: str, request: Request, response: Response, seconds: float, reason: str
+    ) -> bool:
         """Holds slot ``key`` for ``seconds``; whether it was not held as long already."""
         downloader: Downloader = self.crawler.engine.downloader
         slot = downloader.slots.get(key)
@@ -145,7 +152,7 @@ class RetryAfterMiddleware:
         # Sent: those the slot let go, on the wire or answered but not yet seen here (the slot's
         # active requests but those it queues). Any from an earlier pause not seen yet are too.
         queued = {waiting for waiting, _ in slot.queue}
-        self._sent_before[key] = weakref.WeakSet(slot.active - queued)
+        self._sent_before[key] = weakref.WeakSet(slot.active - queued - {request})
         # A pending hold (DOWNLOAD_DELAY's) is replaced: when ours fires, the downloader
         # works out the slot's delay again from lastseen.
         if slot.latercall:

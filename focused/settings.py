@@ -112,7 +112,8 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's checks only the first request waiting for a host's robots.txt (focused.robots).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "focused.robots.RobotsTxtMiddleware": 100,
-    # Sees a 429/503 before Scrapy's RetryMiddleware (550) retries it: pauses the host first.
+    # Pauses a host whose 429/503 is in as its download ends (a signal handler), before its slot
+    # sends the next request waiting there and Scrapy's RetryMiddleware (550) retries it.
     "focused.retryafter.RetryAfterMiddleware": 555,
     "focused.hygiene.HeadCheckMiddleware": 560,  # only with HEAD_CHECK
     # Ends a non-HTML page's download at its headers (a signal handler: its order is none's).

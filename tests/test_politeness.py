@@ -156,6 +156,47 @@ def test_retry_after_pauses_the_host_before_the_retry(tmp_path, retry_after, set
     assert stat(crawl.result.stderr, "focused/retry_after/pauses") == 1
 
 
+def test_no_request_waiting_in_the_slot_goes_between_a_429_and_its_pause(tmp_path):
+    """The slot sent the next request waiting in it as the 429's download ended, before the
+    middleware that pauses the host saw the answer: the host had a request at once after
+    asking for 3 s without any."""
+    log = FetchLog()
+    pages = [f"/p{n}" for n in range(1, 7)]
+    lock, gate = threading.Lock(), Gate(2)  # both on the wire before the 429 is answered
+    arrived: list[str] = []
+    busy_at: list[float] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(404, "")
+        links = " ".join(f'<a href="{page}">birds {page}</a>' for page in pages)
+        if path == "/":
+            return Reply(200, html("birds", f"<p>birds nest feathers</p>{links}"))
+        with lock:
+            turn = len(arrived)
+            arrived.append(path)
+        if turn < 2:
+            gate.wait()
+        if turn == 0:
+            busy_at.append(time.monotonic())
+            return Reply(429, "slow down", "text/plain", {"Retry-After": "3"})
+        time.sleep(0.3)  # the other one on the wire ends during the pause
+        return Reply(200, html(f"birds {path}", "<p>birds nest feathers</p>"))
+
+    with Site(respond, "127.0.0.2", log) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"CONCURRENT_REQUESTS_PER_DOMAIN": 2},  # more wait in the slot than are on the wire
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(crawl.pages()) == 1 + len(pages)
+    # The request on the wire with the 429 arrived before it was answered: any after it was
+    # sent once the 429 had come back.
+    during = [when - busy_at[0] for when in log.get_times(site.host) if when > busy_at[0]]
+    assert min(during) >= 2.9, during
+
+
 def test_retry_after_is_seconds_or_an_http_date():
     now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert retry_after_seconds(b"120", now) == 120.0

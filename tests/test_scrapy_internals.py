@@ -56,6 +56,9 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     finally_block = source[source.index("finally:") :]
     removed = finally_block.index("slot.transferring.remove(request)")
     assert removed < finally_block.index("self._process_queue(slot)")
+    # focused.retryafter pauses the host on response_downloaded, which _download sends before
+    # that _process_queue: the slot sends nothing more to a host whose 429 is in.
+    assert source.index("signal=signals.response_downloaded") < source.index("finally:")
 
 
 def test_the_engine_close_the_downloader_learns_of_first():
