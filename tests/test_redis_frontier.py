@@ -1719,14 +1719,14 @@ def responses(log: str) -> int:
     return int(re.findall(r"'downloader/response_count': (\d+)", log)[-1])
 
 
-def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_graph, redis_server):
-    """Two processes each kept the host's robots.txt Crawl-delay on their own: together they
-    sent twice as often as it asks, every other request half a delay after the last."""
-    delay, budget = 0.5, 20
-    # The first articles wait until both processes have joined, so that both fetch, however late
-    # the second starts.
-    gate = Joined(redis_server.url)
-    server = TimedReplay(sample_graph, gate, BIRD_SEED, crawl_delay=delay).start()
+def arrival_gaps_of_two_processes(
+    tmp_path, sample_graph, redis_server, budget: int, **replay: float
+) -> tuple[list[str], list[float]]:
+    """Two processes crawl ``budget`` articles of the replay web (``replay``: its options) in
+    one shared crawl; their logs, and the gaps between the articles' arrivals. The first
+    articles wait until both processes have joined, so that both fetch, however late the
+    second starts."""
+    server = TimedReplay(sample_graph, Joined(redis_server.url), BIRD_SEED, **replay).start()
     try:
         settings = {
             "FOCUSED_FRONTIER": redis_server.url,
@@ -1736,10 +1736,19 @@ def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_gr
         logs = crawl_by_two_processes(tmp_path, server, settings)
     finally:
         server.stop()
+    assert len(server.arrivals) == budget
+    return logs, [later - earlier for earlier, later in pairwise(server.arrivals)]
+
+
+def test_a_crawl_delay_holds_across_the_processes_of_a_crawl(tmp_path, sample_graph, redis_server):
+    """Two processes each kept the host's robots.txt Crawl-delay on their own: together they
+    sent twice as often as it asks, every other request half a delay after the last."""
+    delay, budget = 0.5, 20
+    logs, gaps = arrival_gaps_of_two_processes(
+        tmp_path, sample_graph, redis_server, budget, crawl_delay=delay
+    )
     for log in logs:
         assert responses(log) >= 3, log[-3000:]  # its robots.txt and articles
-    assert len(server.arrivals) == budget
-    gaps = [later - earlier for earlier, later in pairwise(server.arrivals)]
     # Two processes each keeping the delay alone leave one gap of every two at most half of it.
     # Arrival may lag a send on a loaded machine (0.19 s once in a run of the whole suite, more
     # under a heavier load): a gap or two may come short.
@@ -1754,21 +1763,11 @@ def test_a_crawl_delay_runs_from_the_end_of_a_download_in_every_process(
     then on, for the crawl: counted from the send, the other process sent to a host slow to
     answer as soon as the delay after the last send had passed."""
     delay, latency, budget = 0.5, 0.4, 16
-    gate = Joined(redis_server.url)
-    server = TimedReplay(sample_graph, gate, BIRD_SEED, crawl_delay=delay, delay=latency).start()
-    try:
-        settings = {
-            "FOCUSED_FRONTIER": redis_server.url,
-            "CLOSESPIDER_PAGECOUNT": budget,
-            "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
-        }
-        logs = crawl_by_two_processes(tmp_path, server, settings)
-    finally:
-        server.stop()
+    logs, gaps = arrival_gaps_of_two_processes(
+        tmp_path, sample_graph, redis_server, budget, crawl_delay=delay, delay=latency
+    )
     for log in logs:
         assert responses(log) >= 1, log[-3000:]  # both fetch (the host held by either's ends)
-    assert len(server.arrivals) == budget
-    gaps = [later - earlier for earlier, later in pairwise(server.arrivals)]
     # Each arrival comes at least the latency and the delay after the one before; the gate
     # holds the first articles until both processes have joined, and the second process's
     # first may come before the first download has ended.
