@@ -13,6 +13,7 @@ from focused.distributed import check_url
 from focused.sqlitestore import SqliteStore
 from tests import test_commands, test_redis_frontier
 from tests.conftest import REPO, run_crawl
+from tests.sites import self_signed_certificate
 from tests.test_commands import Result, ok, one_line_error, unwritable_output
 from tests.test_redis_frontier import RedisServer, arguments, command_calls, free_port
 
@@ -322,35 +323,7 @@ def test_a_tls_file_that_is_no_certificate_is_a_bad_setting(cli, redis_server, o
 
 
 def test_a_certificate_and_its_key_pass_the_check_of_tls_files(tmp_path):
-    from datetime import UTC, datetime, timedelta
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.now(UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    cert_file, key_file = self_signed_certificate(tmp_path)
     url = (
         f"rediss://127.0.0.1:6379/0?ssl_certfile={cert_file}&ssl_keyfile={key_file}"
         f"&ssl_ca_certs={cert_file}"

@@ -10,7 +10,6 @@ tested with the other bad input in ``test_bad_input.py``.
 
 from __future__ import annotations
 
-import datetime
 import json
 import re
 import shutil
@@ -35,6 +34,7 @@ from focused.render import (
     looks_script_built,
 )
 from tests.conftest import run_crawl
+from tests.sites import self_signed_certificate
 from tests.test_bad_input import closed_port
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # .ci/run installs it
@@ -648,38 +648,6 @@ def test_a_rendered_page_over_download_maxsize_is_skipped(tmp_path, js_site):
     assert stat_value(log, "focused/skipped/too_large") == 2
     warnings = page_warnings(log)
     assert len(warnings) == 2 and all("DOWNLOAD_MAXSIZE" in line for line in warnings), warnings
-
-
-def self_signed_certificate(folder) -> tuple[str, str]:
-    """A certificate for 127.0.0.1 that no authority signed, and its key (PEM files)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(days=1))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = folder / "cert.pem", folder / "key.pem"
-    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return str(cert_file), str(key_file)
 
 
 def test_a_site_with_a_self_signed_certificate_is_rendered(tmp_path):
