@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -32,7 +33,7 @@ def quiet_interrupts() -> None:
     def hook(
         kind: type[BaseException], value: BaseException, traceback: TracebackType | None
     ) -> None:
-        if issubclass(kind, KeyboardInterrupt):
+        if interrupted_by_ctrl_c(value):
             # CPython ends the process with a SystemExit raised by its excepthook, as with
             # sys.exit (atexit runs); returned from, it prints nothing and kills itself with
             # SIGINT, a status of 130 to a shell but not the 130 the commands exit with.
@@ -40,6 +41,48 @@ def quiet_interrupts() -> None:
         previous(kind, value, traceback)
 
     sys.excepthook = hook
+    resend_lost_interrupts()
+
+
+def interrupted_by_ctrl_c(error: BaseException | None) -> bool:
+    """Whether ``error`` is a Ctrl-C, or an error it caused: Python 3.11 wraps one that lands
+    in a class's ``__set_name__`` (dataclasses' fields, as pymongo's modules load) in a
+    RuntimeError, whose traceback then ended the command."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return True
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def resend_lost_interrupts() -> None:
+    """Send Ctrl-C again when Python dropped it. An exception raised in a weakref callback or
+    a ``__del__`` is printed as "Exception ignored" and goes no further, and importlib runs
+    such a callback as each module finishes loading: a Ctrl-C that landed there printed a
+    traceback and was lost, and the command went on (waiting a minute for a store server that
+    never answered: session 54's CI). The signal goes again to the main thread from another
+    thread, a moment later, when the main thread is out of the callback and the handler then
+    in place (Python's, or a running crawl's) takes it as the first."""
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+            previous(unraisable)
+            return
+        main = threading.main_thread().ident
+        # A signal sent at once would be raised in this hook, where it would be dropped again.
+        resend = threading.Timer(LOST_INTERRUPT_DELAY, signal.pthread_kill, (main, signal.SIGINT))
+        resend.daemon = True
+        with suppress(RuntimeError):  # the process is ending: no thread can start, none needed
+            resend.start()
+
+    sys.unraisablehook = hook
+
+
+# Seconds until a dropped Ctrl-C goes again: a callback that dropped one lasts microseconds.
+LOST_INTERRUPT_DELAY = 0.01
 
 
 def exit_interrupted() -> NoReturn:

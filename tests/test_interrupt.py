@@ -130,6 +130,61 @@ def test_ctrl_c_as_the_command_loads_is_status_130_without_a_traceback(
         assert (process.returncode, stdout, stderr) == (130, "", ""), delay
 
 
+# Ctrl-C landing in a weakref callback, as in one of importlib's as a module finishes loading:
+# Python prints it as "Exception ignored" and goes on, to a wait the command never leaves.
+_CTRL_C_IN_A_CALLBACK = """
+import signal, sys, time, weakref
+from focused.errors import quiet_interrupts
+quiet_interrupts()
+class Module: pass
+module = Module()
+watch = weakref.ref(module, lambda ref: signal.raise_signal(signal.SIGINT))
+del module
+time.sleep(30)
+print("went on", file=sys.stderr)
+"""
+
+
+def test_ctrl_c_that_python_drops_in_a_callback_still_ends_the_command():
+    """Seen in session 54's clean-clone CI: Ctrl-C as `scrapy crawl` loaded its modules was
+    printed as an ignored exception in importlib's lock callback, and the crawl went on to
+    wait its minute for the silent store server."""
+    started = time.monotonic()
+    process = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_A_CALLBACK],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (process.returncode, process.stdout, process.stderr) == (130, "", "")
+    assert time.monotonic() - started < 20  # the sleep was interrupted, not waited out
+
+
+def test_ctrl_c_that_python_wraps_in_another_error_still_ends_the_command_quietly():
+    """Seen as that test was run again: Ctrl-C in dataclasses' __set_name__, as pymongo's
+    modules loaded, reached the hook as "RuntimeError: Error calling __set_name__", whose
+    traceback ended the command with status 1."""
+    class_with_a_field = """
+import signal
+from focused.errors import quiet_interrupts
+quiet_interrupts()
+class Field:
+    def __set_name__(self, owner, name):
+        signal.raise_signal(signal.SIGINT)
+class Properties:
+    callback = Field()
+"""
+    process = subprocess.run(
+        [sys.executable, "-c", class_with_a_field],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (process.returncode, process.stdout, process.stderr) == (130, "", "")
+
+
 def test_ctrl_c_while_the_engine_starts_pauses_the_crawl(tmp_path, site):
     """A stop asked while the engine_started handlers ran (the engine starting, not yet
     running) waited for an engine_started that had come already: the crawl went on to its end
