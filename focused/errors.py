@@ -9,11 +9,10 @@ import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Any, NoReturn, TextIO
 
 # The exit status of a command Ctrl-C ended, as a shell reports it.
@@ -58,31 +57,32 @@ def interrupted_by_ctrl_c(error: BaseException | None) -> bool:
 
 
 def resend_lost_interrupts() -> None:
-    """Send Ctrl-C again when Python dropped it. An exception raised in a weakref callback or
+    """Raise Ctrl-C again when Python dropped it. An exception raised in a weakref callback or
     a ``__del__`` is printed as "Exception ignored" and goes no further, and importlib runs
     such a callback as each module finishes loading: a Ctrl-C that landed there printed a
     traceback and was lost, and the command went on (waiting a minute for a store server that
-    never answered: session 54's CI). The signal goes again to the main thread from another
-    thread, a moment later, when the main thread is out of the callback and the handler then
-    in place (Python's, or a running crawl's) takes it as the first."""
+    never answered: session 54's CI). The interrupt is raised again at the next call the main
+    thread makes once it is out of this hook: before any wait a blocking call would start."""
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        if not issubclass(unraisable.exc_type, KeyboardInterrupt):
+        # A profiler already in place (cProfile's) is the user's: the interrupt stays dropped.
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt) or sys.getprofile():
             previous(unraisable)
             return
-        main = threading.main_thread().ident
-        # A signal sent at once would be raised in this hook, where it would be dropped again.
-        resend = threading.Timer(LOST_INTERRUPT_DELAY, signal.pthread_kill, (main, signal.SIGINT))
-        resend.daemon = True
-        with suppress(RuntimeError):  # the process is ending: no thread can start, none needed
-            resend.start()
+        in_hook = sys._getframe()
+
+        def raise_again(frame: FrameType, event: str, arg: Any) -> None:
+            if frame is in_hook:  # raised here, it would be dropped again
+                return
+            sys.setprofile(None)
+            raise KeyboardInterrupt
+
+        # A profile function, not a signal sent from a thread: no moment is wrong for it (a
+        # signal sent while this hook still ran, on a busy machine, was dropped again: CI).
+        sys.setprofile(raise_again)
 
     sys.unraisablehook = hook
-
-
-# Seconds until a dropped Ctrl-C goes again: a callback that dropped one lasts microseconds.
-LOST_INTERRUPT_DELAY = 0.01
 
 
 def exit_interrupted() -> NoReturn:

@@ -131,15 +131,19 @@ def test_ctrl_c_as_the_command_loads_is_status_130_without_a_traceback(
 
 
 # Ctrl-C landing in a weakref callback, as in one of importlib's as a module finishes loading:
-# Python prints it as "Exception ignored" and goes on, to a wait the command never leaves.
+# Python prints it as "Exception ignored" and goes on, to a wait the command never leaves. The
+# next code to run is another callback, where the interrupt raised again is dropped again.
 _CTRL_C_IN_A_CALLBACK = """
 import signal, sys, time, weakref
 from focused.errors import quiet_interrupts
 quiet_interrupts()
 class Module: pass
-module = Module()
-watch = weakref.ref(module, lambda ref: signal.raise_signal(signal.SIGINT))
-del module
+first, second = Module(), Module()
+watches = [
+    weakref.ref(first, lambda ref: signal.raise_signal(signal.SIGINT)),
+    weakref.ref(second, lambda ref: None),
+]
+del first, second
 time.sleep(30)
 print("went on", file=sys.stderr)
 """
