@@ -9,14 +9,16 @@ several URLs on one host (or a recrawl of stored pages) would fetch disallowed p
 Here each later waiter gets a Deferred of its own, chained to the host's, which passes the parser
 on to the next one.
 
-A robots.txt that cannot be downloaded (host down, refused, timed out, not resolved) or read (over
-``DOWNLOAD_MAXSIZE``, a gzip cut short) is logged by Scrapy with the whole traceback, some sixty
-lines for each such host a crawl meets; here it is the one line of Scrapy's message, which
-already names the host and the error.
-
 A robots.txt answered with a server error (5xx, after Scrapy's retries) or 429 forbids the
 whole host, as RFC 9309 asks (Scrapy parsed the error page, which allows everything); one
-warning line names the host.
+warning line names the host. So does a robots.txt that cannot be downloaded for a network
+reason, after Scrapy's retries (refused, reset, cut short, timed out, not resolved): RFC 9309
+(2.3.1.4) reads it as complete disallow, where Scrapy let every URL of the host through (and
+logged its error with the whole traceback, some sixty lines); the host's pages are refused
+with the reason (``Forbidden by robots.txt, which could not be fetched: ...``), so that a seed
+on a host that is down says why in the seeds' line. A robots.txt downloaded but unreadable
+(over ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
+``UNREADABLE``), in the one line of Scrapy's message.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds (a ``Request-rate`` counts as the Crawl-delay it implies: ``1/5``
@@ -77,7 +79,7 @@ from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
-from focused.hygiene import BAD_COMPRESSION
+from focused.hygiene import BAD_COMPRESSION, error_message
 from focused.logformatter import add_log_filter
 from focused.robotsmeta import robots_token
 
@@ -96,18 +98,20 @@ logger = logging.getLogger(__name__)
 # requested, is another (spiders.topical).
 LINKED_URL = "linked_url"
 # What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
-# could not be reached (no parser: every URL allowed, as Scrapy does).
+# could not be reached, followed by why (complete disallow, as for a 5xx: RFC 9309 2.3.1.4).
 PARSED, FAILED = b"+", b"-"
-# What a robots.txt answered with a server error (5xx) is read as: RFC 9309 (2.3.1.4) has the
-# crawler assume complete disallow. 429 too, a server asking to be left alone for now, as Google
-# reads it. Scrapy parses the error page's body, so that every URL is allowed.
+# What a robots.txt answered with a server error (5xx), or unreachable for a network error
+# (UNREACHABLE), is read as: RFC 9309 (2.3.1.4) has the crawler assume complete disallow. 429
+# too, a server asking to be left alone for now, as Google reads it. Scrapy parses the error
+# page's body, and lets every URL through when there is none: every URL is allowed.
 DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 # Seconds before a process looks again whether the one downloading a robots.txt is done:
 # first soon, then twice as long at each look, up to the most.
 SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
 
 
-# What a download of a site's robots.txt can fail with when the site is not there: not a bug.
+# What a download of a site's robots.txt can fail with when the site is not there, or the
+# network between: not a bug, and the host is read as forbidding everything (but UNREADABLE).
 UNREACHABLE = (
     exceptions.CannotResolveHostError,
     exceptions.DownloadConnectionRefusedError,
@@ -128,15 +132,26 @@ INVALID_URI = "Invalid URI "
 
 
 # What a robots.txt that was downloaded but cannot be read fails with: over DOWNLOAD_MAXSIZE
-# (cancelled), or a body its Content-Encoding cannot undo. The server's doing, so one line too;
-# not shared as unreachable: a cancel may be this process's own, as it stops.
+# (cancelled), or a body its Content-Encoding cannot undo (gzip's BadGzipFile is an OSError).
+# The server's doing, so one line too; not shared as unreachable: a cancel may be this
+# process's own, as it stops. Every URL is allowed, as Scrapy has it: the server answered, so
+# the file is not "unreachable" (RFC 9309 2.3.1.4), and what it gave holds no rule that can be
+# read: RFC 9309 has a crawler use the rules it can parse (2.2) and lets it stop parsing at
+# its limit (2.5, at least 500 KiB; DOWNLOAD_MAXSIZE is 10 MiB), and such a body is in practice
+# an error page or a stream served for any path, not a robots.txt.
 UNREADABLE = (exceptions.DownloadCancelledError, *BAD_COMPRESSION)
 
 
 def _unreachable(exc: BaseException | None) -> bool:
-    return isinstance(exc, UNREACHABLE) or (
+    return _network_failure(exc) or (
         isinstance(exc, ValueError) and str(exc).startswith((INVALID_HOST, INVALID_URI))
     )
+
+
+def _network_failure(exc: BaseException | None) -> bool:
+    """``exc`` says that the host's robots.txt could not be downloaded for a server or network
+    reason: complete disallow."""
+    return isinstance(exc, UNREACHABLE) and not isinstance(exc, UNREADABLE)
 
 
 def _linked(request: Request) -> str | None:
@@ -163,6 +178,8 @@ def asked_delay(parser: RobotParser, useragent: str | bytes) -> float | None:
 class _UnreachableInOneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
+        if _network_failure(error):
+            return False  # said in the warning of _robots_error, which names the host
         if _unreachable(error) or isinstance(error, UNREADABLE):
             record.exc_info = record.exc_text = None
         return True
@@ -184,6 +201,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._parsers: OrderedDict[str, RobotParser | Deferred[RobotParser | None] | None] = (
             OrderedDict()
         )
+        # Hosts whose robots.txt could not be downloaded (their parser forbids everything), with
+        # why; forgotten with their parser.
+        self._unreachable: dict[str, str] = {}
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -236,6 +256,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 forget.append(netloc)
         for netloc in forget:
             del self._parsers[netloc]
+            self._unreachable.pop(netloc, None)
         self._stats.inc_value("focused/robots/forgotten", len(forget))
 
     async def _read_by_the_crawl(self, request: Request, netloc: str) -> RobotParser | None:
@@ -254,12 +275,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             del self._parsers[netloc]  # for Scrapy's download, which shares it when done
             parser = await super().robot_parser(request)
         else:
-            parser = None
             if outcome.startswith(PARSED):
                 parser = build_from_crawler(self._parserimpl, self.crawler, outcome[1:])
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )
+            else:  # FAILED: the process that downloaded it said why in its log
+                why = outcome[len(FAILED) :].decode("utf-8", "replace") or "unreachable"
+                parser = self._disallow_all(netloc, why)
             self._parsers[netloc] = parser
             self._stats.inc_value("focused/robots/read_by_another_process")
         waiting.callback(parser)
@@ -283,11 +306,31 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._share(netloc, PARSED + response.body)
 
     def _robots_error(self, exc: Exception, netloc: str) -> None:
-        super()._robots_error(exc, netloc)
-        # A host that cannot be reached fails every process alike: each would let every URL
-        # through, as Scrapy does. Any other failure (the download cancelled as this process
-        # stops, the request ignored here) is this process's: another downloads it.
-        self._share(netloc, FAILED if isinstance(exc, UNREACHABLE) else b"")
+        if not _network_failure(exc):
+            super()._robots_error(exc, netloc)  # every URL allowed
+            # Any other failure (the download cancelled as this process stops, the request
+            # ignored here) is this process's: another downloads it.
+            self._share(netloc, b"")
+            return
+        why = error_message(exc)
+        self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")  # as Scrapy counts it
+        self._stats.inc_value("focused/robots/unreachable_hosts")
+        logger.warning(
+            "%s: robots.txt could not be fetched (after retries: %s): nothing on the host is "
+            "fetched, as RFC 9309 asks of an unreachable robots.txt",
+            netloc,
+            why,
+        )
+        downloading = self._parsers[netloc]
+        parser = self._parsers[netloc] = self._disallow_all(netloc, why)
+        downloading.callback(parser)
+        # A host that cannot be reached fails every process alike.
+        self._share(netloc, FAILED + why.encode())
+
+    def _disallow_all(self, netloc: str, why: str) -> RobotParser:
+        """The parser of a host whose robots.txt could not be downloaded, for ``why``."""
+        self._unreachable[netloc] = why
+        return build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)
 
     def _share(self, netloc: str, outcome: bytes) -> None:
         shared = getattr(self.crawler.spider, "shared", None)
@@ -317,6 +360,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         return not parser.allowed(linked, self._useragent(request))
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        why = self._unreachable.get(urlparse_cached(request).netloc)
+        if rp is not None and why is not None:
+            # Said with why: "Forbidden by robots.txt" alone, in the seeds' line, would hide
+            # that the host is down.
+            self._stats.inc_value("robotstxt/forbidden")
+            raise exceptions.IgnoreRequest(
+                f"Forbidden by robots.txt, which could not be fetched: {why}"
+            )
         linked = _linked(request)
         if rp is not None and linked is not None:
             super().process_request_2(rp, request.replace(url=linked))

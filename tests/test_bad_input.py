@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 from contextlib import closing
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from scrapy.settings import Settings
@@ -680,7 +681,11 @@ def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path
     assert "Traceback" not in log, log[-3000:]
     errors = [line for line in log.splitlines() if "No seed could be fetched" in line]
     assert len(errors) == 1, log[-3000:]
-    assert f"{refused} (Connection was refused" in errors[0]
+    # Its robots.txt could not be fetched, so the seed is refused (RFC 9309), saying why.
+    assert (
+        f"{refused} (Forbidden by robots.txt, which could not be fetched: Connection was "
+        in (errors[0])
+    )
     assert f"{missing} (http_404)" in errors[0]
     assert crawl.pages() == []
     # Closed with that reason, said before Scrapy's last lines, not as "finished" before it.
@@ -825,9 +830,11 @@ def test_a_crawl_goes_on_from_the_seeds_it_can_fetch(tmp_path, site):
     (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
     assert "] WARNING: " in named
     assert f"{missing} (http_404)" in named and f"{refused} (" in named, named
-    # The unreachable host's robots.txt: Scrapy's one line, without its traceback.
-    robots = [line for line in log.splitlines() if "robotstxt] ERROR" in line]
-    assert len(robots) == 1 and refused in robots[0], log[-3000:]
+    # The unreachable host's robots.txt: one warning line naming the host, no traceback.
+    robots = [line for line in log.splitlines() if "robots.txt could not be fetched (" in line]
+    assert len(robots) == 1 and "] WARNING: " in robots[0], log[-3000:]
+    assert robots[0].split("] WARNING: ")[1].startswith(f"{urlsplit(refused).netloc}: ")
+    assert "robotstxt] ERROR" not in log and "Traceback" not in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
 
 

@@ -460,6 +460,9 @@ def test_a_page_the_browser_cannot_load_is_one_log_line(tmp_path, js_site):
     refused = f"http://127.0.0.1:{closed_port()}/refused.html"
     arguments = rendered(f"{js_site.url}/stuck/page.html,{refused},{js_site.url}/plain.html")
     settings = {"CLOSESPIDER_PAGECOUNT": 5, "PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT": 3000}
+    # Obeyed, the refused host's robots.txt, unreachable, refuses its page before the browser
+    # tries it (RFC 9309).
+    settings["ROBOTSTXT_OBEY"] = False
     result = run_crawl(tmp_path, arguments, settings)
     assert result.result.returncode == 0, result.result.stderr[-3000:]
     log = result.result.stderr

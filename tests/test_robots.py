@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.conftest import run_crawl
-from tests.sites import Reply, Site, html
+from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
 from tests.test_politeness import Timed
 
@@ -65,8 +67,8 @@ def test_a_hosts_requests_held_for_its_robots_txt_go_as_soon_as_it_is_read(tmp_p
     ids=["too_large", "corrupt_gzip"],
 )
 def test_a_robots_txt_that_cannot_be_read_is_one_line_and_the_site_is_crawled(tmp_path, robots):
-    """As for a host that cannot be reached, every URL is allowed, as Scrapy does; its error
-    was logged with a traceback of some sixty lines."""
+    """The server answered: every URL is allowed, as Scrapy does (not so for a host that
+    cannot be reached); its error was logged with a traceback of some sixty lines."""
 
     def respond(method: str, path: str) -> Reply:
         if path == "/robots.txt":
@@ -108,6 +110,62 @@ def test_a_robots_txt_answered_with_a_server_error_forbids_the_host(tmp_path, st
     netloc = down.url.removeprefix("http://")
     assert f"{netloc}: robots.txt answered {status} (after retries)" in log
     assert stat(log, "focused/robots/server_error_hosts") == 1
+
+
+UNREACHABLE_ROBOTS = {
+    # Never answered: DownloadTimeoutError.
+    "timeout": (Reply(200, "User-agent: *\nDisallow:\n", "text/plain"), "took longer than"),
+    # The connection closed with no response: DownloadFailedError.
+    "dropped": (Reply(DROPPED), "Connection was closed cleanly"),
+    # The body cut short of its Content-Length: ResponseDataLossError.
+    "data_loss": (Reply(200, "User-agent: *\n", "text/plain", length=1000), "ended before"),
+}
+
+
+@pytest.mark.parametrize("failure", UNREACHABLE_ROBOTS)
+def test_a_robots_txt_unreachable_for_a_network_error_forbids_the_host(tmp_path, failure):
+    """RFC 9309 (2.3.1.4): a robots.txt unreachable for a server or network error means complete
+    disallow. A robots.txt that timed out, or whose connection or body was cut, let every URL
+    of its host through, as Scrapy does. The other host of the crawl goes on."""
+    robots, why = UNREACHABLE_ROBOTS[failure]
+    unanswered = threading.Event()
+
+    def failing(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            if failure == "timeout":
+                unanswered.wait(30)
+            return robots
+        return Reply(200, html(path, "<p>birds feathers nests</p><a href='/more'>more</a>"))
+
+    with Site(failing) as down, Site(site_with_private_pages, "127.0.0.2") as up:
+        try:
+            crawl = run_crawl(
+                tmp_path,
+                {"strategy": "bfs", "query": "birds", "seeds": f"{down.url}/page,{up.url}/"},
+                # The other host's robots.txt answers within it on a loaded machine.
+                {"RETRY_TIMES": 0, "DOWNLOAD_TIMEOUT": 5},
+            )
+        finally:
+            unanswered.set()
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert down.log.gets() == []  # nothing but its robots.txt
+    assert [page["url"] for page in crawl.pages()] == [f"{up.url}/"]
+    netloc = down.url.removeprefix("http://")
+    (warned,) = [line for line in log.splitlines() if "robots.txt could not be fetched" in line]
+    assert (
+        "WARNING" in warned
+        and f"{netloc}: robots.txt could not be fetched (after retries: " in warned
+    )
+    assert why in warned, warned
+    assert "robotstxt] ERROR" not in log and "Traceback" not in log, log[-3000:]
+    assert stat(log, "focused/robots/unreachable_hosts") == 1
+    assert stat(log, "robotstxt/forbidden") == 1
+    assert stat(log, "robotstxt/request_count") == 2
+    assert "\"robotstxt/exception_count/<class 'scrapy.exceptions." in log
+    # The seed it refused is named with why.
+    (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
+    assert f"{down.url}/page (Forbidden by robots.txt, which could not be fetched: " in named
 
 
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from asyncio import CancelledError
 
+import pytest
 import redis
-from scrapy.exceptions import DownloadTimeoutError
+from scrapy import Request
+from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
@@ -113,22 +116,37 @@ def test_processes_of_a_crawl_download_a_hosts_robots_txt_once_and_all_obey_it(
 
 def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(redis_server):  # noqa: F811
     """A download that failed for any reason was shared as the host's: a process stopping while
-    it downloaded a robots.txt let every process of the crawl through every URL of the host."""
-    crawler = get_crawler(QueueSpider, {"ROBOTSTXT_OBEY": True, "FOCUSED_WORKER_TIMEOUT": TIMEOUT})
-    crawler.spider = QueueSpider()
-    crawler.spider.shared = shared = SharedCrawl(crawler, redis_server.url, "t")
-    middleware = RobotsTxtMiddleware(crawler)
+    it downloaded a robots.txt let every process of the crawl through every URL of the host. A
+    host that cannot be reached forbids everything (RFC 9309 2.3.1.4) in every process: each
+    let every URL of it through."""
+    page = Request("http://down.example/page")
+    settings = {"ROBOTSTXT_OBEY": True, "FOCUSED_WORKER_TIMEOUT": TIMEOUT}
+
+    def middleware() -> RobotsTxtMiddleware:
+        crawler = get_crawler(QueueSpider, settings)
+        crawler.spider = QueueSpider()
+        crawler.spider.shared = process(redis_server.url)
+        return RobotsTxtMiddleware(crawler)
+
+    downloader = middleware()
     for netloc, error in [
         ("down.example", DownloadTimeoutError()),
         ("mine.example", CancelledError()),
     ]:
-        assert shared.robots_txt(netloc) == (None, True)
-        middleware._parsers[netloc] = Deferred()  # as while it downloads
-        middleware._robots_error(error, netloc)
-        assert middleware._parsers[netloc] is None  # this process lets the host's URLs through
-    other = process(redis_server.url)
-    assert other.robots_txt("down.example") == (FAILED, False)
-    assert other.robots_txt("mine.example") == (None, True)  # to download again
+        assert downloader.crawler.spider.shared.robots_txt(netloc) == (None, True)
+        downloader._parsers[netloc] = Deferred()  # as while it downloads
+        downloader._robots_error(error, netloc)
+    assert downloader._parsers["mine.example"] is None  # this process lets its URLs through
+    other = middleware()
+    outcome, ours = other.crawler.spider.shared.robots_txt("down.example")
+    assert outcome == FAILED + b"DownloadTimeoutError" and not ours
+    assert other.crawler.spider.shared.robots_txt("mine.example") == (None, True)  # to download
+    reader = middleware()
+    parser = asyncio.run(reader._read_by_the_crawl(page, "down.example"))
+    for each, rp in [(downloader, downloader._parsers["down.example"]), (reader, parser)]:
+        assert not rp.allowed(page.url, each._useragent(page))
+        with pytest.raises(IgnoreRequest, match=r"could not be fetched: DownloadTimeoutError$"):
+            each.process_request_2(rp, page)
 
 
 def test_a_shared_crawl_checks_robots_txt_against_the_url_as_linked(tmp_path, redis_server):  # noqa: F811
