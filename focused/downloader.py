@@ -56,24 +56,37 @@ on the wire after the stop. A request of a frontier that outlives the process (`
 ``NotSent``, which leaves it in flight there, and the resumed crawl (or another process of a
 shared one) fetches it. The downloads on the wire end as before, and a crawl closing for another
 reason sends what it handed out: its page budget, say, has counted those requests.
+
+A JOBDIR crawl keeps, as it closes, when each host may next be sent a request (its slot's
+delay, a Crawl-delay or a Retry-After pause, after its last request): ``PAUSED_HOSTS_FILE``.
+The run that resumes it holds each of those hosts until then, its robots.txt too (read again
+first, unpaced): resumed at once, it sent to a host with a Crawl-delay of 2 s a second after the
+paused run's last request. A hold is at most as long as it was at the pause (a clock set back
+since cannot hold a host longer), and one past is no hold. A robots.txt still held in its slot
+as the crawl is stopped is not sent either (Scrapy waited out the hold, up to a minute, then
+sent it), and a hold that has not ended is kept for the next run.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from contextlib import suppress
-from time import monotonic
+from pathlib import Path
+from time import monotonic, time
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http.request import NO_CALLBACK
 from scrapy.resolver import dnscache
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.python.failure import Failure
 
+from focused.jobdir import jobdir_writes, write_whole
 from focused.resume import INFLIGHT
 from schedulers.redis_frontier import INFLIGHT_META
 
@@ -96,6 +109,9 @@ logger = logging.getLogger(__name__)
 # places come back within milliseconds, then twice as long at each look, up to the most.
 FULL_HOST_FIRST_WAIT = 0.01
 FULL_HOST_WAIT = 0.1
+# Under JOBDIR: {slot key: [the wall-clock time before which the host gets no request, how many
+# seconds that was away]}, written as the crawl closes, read as it resumes.
+PAUSED_HOSTS_FILE = "paused_hosts.json"
 
 
 class NotSent(IgnoreRequest):
@@ -120,6 +136,11 @@ class PoliteDownloader(Downloader):
         # way in each, whose end starts the delay.
         self.paced_from_end: set[str] = set()
         self._on_wire: dict[Slot, set[Request]] = {}
+        jobdir = crawler.settings.get("JOBDIR")
+        self._paused_hosts = Path(jobdir, PAUSED_HOSTS_FILE) if jobdir else None
+        # The monotonic time before which each host (slot key) the paused run sent to last gets
+        # nothing; taken as its slot is made.
+        self._held_since_pause = self._read_paused_hosts()
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
 
     def _engine_started(self) -> None:
@@ -144,7 +165,9 @@ class PoliteDownloader(Downloader):
 
     def _unsend(self, slot: Slot) -> int:
         """Ends the slot's requests of the frontier that wait to be sent with ``NotSent``; how
-        many. Others (robots.txt, a HEAD check) go as before: nothing would fetch them again."""
+        many. A robots.txt waiting there (held by a pause this run took over) is ended too: the
+        run that goes on reads it again, and the pages waiting for it are not sent now. Others
+        (a HEAD check) go as before: nothing would fetch them again."""
         waiting = list(slot.queue)
         slot.queue.clear()
         unsent = 0
@@ -152,11 +175,63 @@ class PoliteDownloader(Downloader):
             if INFLIGHT in request.meta or INFLIGHT_META in request.meta:
                 queue_dfd.errback(Failure(NotSent()))
                 unsent += 1
+            elif request.callback is NO_CALLBACK and request.meta.get("dont_obey_robotstxt"):
+                queue_dfd.errback(Failure(NotSent()))  # a robots.txt (focused.robots)
             else:
                 slot.queue.append((request, queue_dfd))
         if unsent:
             self.crawler.stats.inc_value("focused/closing/not_sent", unsent)
         return unsent
+
+    def _read_paused_hosts(self) -> dict[str, float]:
+        """The holds the paused run left (``PAUSED_HOSTS_FILE``), each at most as long as it
+        was then; none from a file that cannot be read, as after a crash, which leaves none."""
+        if self._paused_hosts is None:
+            return {}
+        try:
+            saved = json.loads(self._paused_hosts.read_bytes())
+        except (OSError, ValueError):
+            return {}
+        now, wall = monotonic(), time()
+        holds = {}
+        for key, hold in saved.items() if isinstance(saved, dict) else ():
+            with suppress(TypeError, ValueError):
+                until, seconds = (float(value) for value in hold)
+                if until > wall:
+                    holds[key] = now + min(until - wall, seconds)
+        return holds
+
+    def _save_paused_hosts(self, path: Path) -> None:
+        """Write when each host may next be sent a request, for the run that resumes the crawl:
+        its slot's last request (the end of its download, if paced so) and its delay or pause,
+        or the hold this run was given, if it ends later."""
+        now, wall = monotonic(), time()
+        ends = dict(self._held_since_pause)
+        for key, slot in self.slots.items():
+            ends[key] = max(ends.get(key, 0.0), slot.lastseen + slot.delay)
+        holds = {key: [wall + end - now, end - now] for key, end in ends.items() if end > now}
+        jobdir_writes(self.crawler).save_at_pause(
+            "when each host may next be sent a request",
+            path,
+            lambda: write_whole(
+                path,
+                path.with_name(f"{path.name}.tmp"),
+                lambda file: file.write(json.dumps(holds).encode()),
+            ),
+        )
+
+    def _get_slot(self, request: Request) -> tuple[str, Slot]:  # type: ignore[override]
+        key, slot = super()._get_slot(request)
+        until = self._held_since_pause.get(key) if self._held_since_pause else None
+        if until is not None:
+            wait = until - monotonic()
+            if wait <= 0:
+                del self._held_since_pause[key]
+            elif slot.latercall is None:
+                # Its first request of this run: held as a Retry-After pause holds a slot
+                # (focused.retryafter). Kept until it ends, for a pause before then.
+                slot.latercall = call_later(wait, self._latercall, slot)
+        return key, slot
 
     def get_slot_key(self, request: Request) -> str:
         key = super().get_slot_key(request)
@@ -309,6 +384,8 @@ class PoliteDownloader(Downloader):
             self._renewal.stop()
             self._renewal = None
         super().close()
+        if self._paused_hosts is not None:  # every download has ended: the last are known
+            self._save_paused_hosts(self._paused_hosts)
 
     def _release(self, shared: SharedCrawl, ended: dict[Request, str]) -> None:
         if ended:

@@ -15,7 +15,9 @@ from datetime import UTC, datetime
 from itertools import pairwise
 
 import pytest
+from scrapy.utils.test import get_crawler
 
+from focused.downloader import PAUSED_HOSTS_FILE, PoliteDownloader
 from focused.retryafter import backoff_seconds, retry_after_seconds
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Gate, Reply, Site, html
@@ -399,10 +401,14 @@ class StoppedWhilePaused:
     site_url: str
 
 
+# The pause /p1 asks for below: the crawl resumed after the stop waits out the rest of it.
+RETRY_AFTER = 20
+
+
 def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> StoppedWhilePaused:
     """A crawl (given ``settings``) of a seed linking to /p1, which answers 429 with
-    Retry-After: 60 the first time: Ctrl-C as the retry waits for the pause, then the crawl run
-    again as it was started."""
+    Retry-After: RETRY_AFTER the first time: Ctrl-C as the retry waits for the pause, then the
+    crawl run again as it was started."""
     log = FetchLog()
     answered: list[str] = []
 
@@ -411,7 +417,7 @@ def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> Stopped
             return Reply(404, "")
         if path == "/p1" and not answered:
             answered.append(path)
-            return Reply(429, "slow down", "text/plain", {"Retry-After": "60"})
+            return Reply(429, "slow down", "text/plain", {"Retry-After": str(RETRY_AFTER)})
         links = '<a href="/p1">birds</a>' if path == "/" else ""
         return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{links}"))
 
@@ -430,7 +436,7 @@ def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> Stopped
         )
         try:
             for line in process.stderr:
-                if "answered 429 with Retry-After 60" in line:
+                if f"answered 429 with Retry-After {RETRY_AFTER}" in line:
                     break
             time.sleep(3)  # the retry is handed out, to wait in its host's slot (ms, unloaded)
             stopping = time.monotonic()
@@ -460,7 +466,7 @@ def test_ctrl_c_leaves_a_request_held_by_a_pause_to_the_resumed_crawl(tmp_path):
 def assert_left_unsent_and_fetched_on_resume(run: StoppedWhilePaused) -> None:
     """The retry of /p1 was not sent after the stop, and the run after it fetched it once."""
     assert run.gets_before_resume == ["/", "/p1"]  # nothing sent after the stop
-    assert run.stopped < 30, run.stderr[-3000:]  # it waited out the pause: 58 s
+    assert run.stopped < RETRY_AFTER / 2, run.stderr[-3000:]  # it waited out the pause
     assert stat(run.stderr, "focused/closing/not_sent") == 1
     resumed = run.resumed.result
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -667,3 +673,115 @@ def test_hosts_on_one_address_share_its_concurrency_from_their_first_request(tmp
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert len(site.spans) == 2 * 5
     assert site.most_at_once() == 1, sorted(site.spans)
+
+
+def test_a_resumed_crawl_waits_out_the_crawl_delay_of_the_paused_run(tmp_path):
+    """A JOBDIR crawl paused with Ctrl-C and resumed at once sent its first request to the host
+    (its robots.txt, read again) as soon as it started: a second after the paused run's last
+    request, for a Crawl-delay of 2 s. At 4 s here, the stop and the start take well below it."""
+    delay = 4.0
+    arrivals: list[tuple[float, str]] = []  # robots.txt too
+    site_pages = linking_site(f"User-agent: *\nCrawl-delay: {delay:g}\n", {"/": ["/p1", "/p2"]})
+
+    def respond(method: str, path: str) -> Reply:
+        arrivals.append((time.monotonic(), path))
+        return site_pages(method, path)
+
+    with Site(respond, "127.0.0.2") as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        settings = {"JOBDIR": tmp_path / "job"}
+        first = {
+            "FOCUSED_DB": tmp_path / "focused.sqlite3",
+            "ENCODER_STORE_DIR": tmp_path / "encodings",
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            "LOG_LEVEL": "INFO",
+            **settings,
+        }
+        command = scrapy_command(*crawl_args({"crawl_id": "test", **arguments}, first))
+        process = subprocess.Popen(
+            command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
+        )
+        try:
+            while [path for _, path in arrivals][-1:] != ["/p1"]:
+                assert process.poll() is None, process.stderr.read()[-3000:]
+                time.sleep(0.01)
+            process.send_signal(signal.SIGINT)  # /p2 waits for the delay: not sent
+            stderr = process.stderr.read()
+            process.wait(timeout=120)
+        finally:
+            process.kill()
+        assert process.returncode == 0, stderr[-3000:]
+        paused = len(arrivals)
+        resumed = run_crawl(tmp_path, arguments, settings)
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    paths = [path for _, path in arrivals]
+    assert paths == ["/robots.txt", "/", "/p1", "/robots.txt", "/p2"], paths
+    times = [when for when, _ in arrivals]
+    # An arrival may lag its send, shortening the next gap by as much (see above).
+    assert times[paused] - times[paused - 1] >= 0.9 * delay, gaps(times)
+    assert min(gaps(times)) >= 0.9 * delay, gaps(times)
+
+
+def test_a_hold_left_by_a_pause_is_at_most_as_long_as_it_was(tmp_path):
+    """The file a pause left is read as wall-clock times: a clock set back since must not hold
+    a host for longer than the pause asked, and an entry that cannot be read holds nothing."""
+    now = time.time()
+    holds = {"set-back": [now + 3600, 2], "past": [now - 1, 5], "junk": "x", "short": [now]}
+    (tmp_path / PAUSED_HOSTS_FILE).write_text(json.dumps(holds))
+    # No download handler: none is needed to read the file.
+    settings = {"JOBDIR": str(tmp_path), "DOWNLOAD_HANDLERS": {"http": None, "https": None}}
+    downloader = PoliteDownloader(get_crawler(settings_dict=settings))
+    (held,) = downloader._held_since_pause.items()
+    assert held[0] == "set-back" and 1.5 < held[1] - time.monotonic() <= 2, held
+    (tmp_path / PAUSED_HOSTS_FILE).write_bytes(b"\x00not json")
+    assert PoliteDownloader(get_crawler(settings_dict=settings))._held_since_pause == {}
+
+
+def test_ctrl_c_while_a_resumed_crawl_holds_a_host_sends_nothing_after_the_stop(tmp_path):
+    """The resumed run holds a host until the pause the paused run left ends, its robots.txt
+    first. Stopped meanwhile, Scrapy waited for that robots.txt, held in its slot, and sent it
+    after the stop; the run stops at once now, and the hold is kept for the next run."""
+    robots: list[float] = []  # when the site was asked for robots.txt
+    answered: list[str] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots.append(time.monotonic())
+            return Reply(404, "")
+        if path == "/p1" and not answered:
+            answered.append(path)
+            return Reply(429, "slow down", "text/plain", {"Retry-After": "30"})
+        links = '<a href="/p1">birds</a>' if path == "/" else ""
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{links}"))
+
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+        "JOBDIR": tmp_path / "job",
+    }
+    with Site(respond, "127.0.0.2") as site:
+        arguments = {"crawl_id": "test", "strategy": "bfs", "query": "birds"}
+        command = scrapy_command(*crawl_args({**arguments, "seeds": f"{site.url}/"}, settings))
+        for started in ("answered 429 with Retry-After 30", "Spider opened"):
+            process = subprocess.Popen(
+                command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
+            )
+            try:
+                for line in process.stderr:
+                    if started in line:
+                        break
+                time.sleep(3)  # the retry (the robots.txt, resumed) waits in its host's slot
+                stopping = time.monotonic()
+                process.send_signal(signal.SIGINT)
+                stderr = process.stderr.read()
+                process.wait(timeout=120)
+                stopped = time.monotonic() - stopping
+            finally:
+                process.kill()
+            assert process.returncode == 0, stderr[-3000:]
+    assert stopped < 10, stderr[-3000:]  # the resumed run waited out the pause: 24 s
+    assert len(robots) == 1, robots  # the first run's: none sent after the resumed run's stop
+    ((until, _),) = json.loads((tmp_path / "job" / PAUSED_HOSTS_FILE).read_text()).values()
+    assert until - time.time() > 10  # the pause still holds the host for the next run
