@@ -18,7 +18,9 @@ logged its error with the whole traceback, some sixty lines); the host's pages a
 with the reason (``Forbidden by robots.txt, which could not be fetched: ...``), so that a seed
 on a host that is down says why in the seeds' line. A robots.txt downloaded but unreadable
 (over ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
-``UNREADABLE``), in the one line of Scrapy's message.
+``UNREADABLE``), in the one line of Scrapy's message. Its size limit is never below the
+500 KiB RFC 9309 asks a crawler to parse (``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set
+lower for pages cancelled a larger robots.txt, and its host was crawled as if it had none.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds (a ``Request-rate`` counts as the Crawl-delay it implies: ``1/5``
@@ -71,6 +73,7 @@ from typing import TYPE_CHECKING
 from scrapy import exceptions, signals
 from scrapy.downloadermiddlewares import robotstxt
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
+from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import sleep
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
@@ -131,15 +134,18 @@ INVALID_HOST = "invalid hostname: "
 INVALID_URI = "Invalid URI "
 
 
-# What a robots.txt that was downloaded but cannot be read fails with: over DOWNLOAD_MAXSIZE
+# What a robots.txt that was downloaded but cannot be read fails with: over its size limit
 # (cancelled), or a body its Content-Encoding cannot undo (gzip's BadGzipFile is an OSError).
 # The server's doing, so one line too; not shared as unreachable: a cancel may be this
 # process's own, as it stops. Every URL is allowed, as Scrapy has it: the server answered, so
 # the file is not "unreachable" (RFC 9309 2.3.1.4), and what it gave holds no rule that can be
 # read: RFC 9309 has a crawler use the rules it can parse (2.2) and lets it stop parsing at
-# its limit (2.5, at least 500 KiB; DOWNLOAD_MAXSIZE is 10 MiB), and such a body is in practice
-# an error page or a stream served for any path, not a robots.txt.
+# its limit (2.5, ROBOTS_TXT_MIN_SIZE), and such a body is in practice an error page or a
+# stream served for any path, not a robots.txt.
 UNREADABLE = (exceptions.DownloadCancelledError, *BAD_COMPRESSION)
+# RFC 9309 (2.5): a crawler's parsing limit is at least 500 KiB. A robots.txt is downloaded up
+# to DOWNLOAD_MAXSIZE (10 MiB), or up to this where it was set lower, for pages.
+ROBOTS_TXT_MIN_SIZE = 500 * 1024
 
 
 def _unreachable(exc: BaseException | None) -> bool:
@@ -197,6 +203,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._crawl_delay_max = crawler.settings.getfloat("ROBOTS_CRAWL_DELAY_MAX")
         self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
         self._parsers_max = crawler.settings.getint("ROBOTS_PARSERS_MAX")
+        maxsize = crawler.settings.getint("DOWNLOAD_MAXSIZE")  # 0: no limit
+        self._robots_maxsize = ROBOTS_TXT_MIN_SIZE if 0 < maxsize < ROBOTS_TXT_MIN_SIZE else None
         # In the order of last use, the least used first (_forget_least_used).
         self._parsers: OrderedDict[str, RobotParser | Deferred[RobotParser | None] | None] = (
             OrderedDict()
@@ -215,6 +223,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             # only. This receiver, connected after it (extensions are built before the
             # downloader's middlewares), raises it back before the slot sends its next request.
             crawler.signals.connect(self._keep_crawl_delay, signal=signals.response_downloaded)
+
+    async def process_request(self, request: Request) -> None:
+        if (
+            self._robots_maxsize is not None
+            and request.callback is NO_CALLBACK  # a robots.txt of robot_parser's
+            and request.meta.get("dont_obey_robotstxt")
+        ):
+            request.meta.setdefault("download_maxsize", self._robots_maxsize)
+        await super().process_request(request)
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         netloc = urlparse_cached(request).netloc

@@ -61,7 +61,7 @@ def test_a_hosts_requests_held_for_its_robots_txt_go_as_soon_as_it_is_read(tmp_p
 @pytest.mark.parametrize(
     "robots",
     [
-        Reply(200, "Disallow: /x\n" * 10_000, "text/plain"),  # over DOWNLOAD_MAXSIZE
+        Reply(200, "Disallow: /x\n" * 50_000, "text/plain"),  # over 500 KiB and DOWNLOAD_MAXSIZE
         Reply(200, b"\x1f\x8b\x08\x00", "text/plain", {"Content-Encoding": "gzip"}),
     ],
     ids=["too_large", "corrupt_gzip"],
@@ -85,6 +85,27 @@ def test_a_robots_txt_that_cannot_be_read_is_one_line_and_the_site_is_crawled(tm
     assert crawl.result.returncode == 0, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
     assert sorted(page["url"].removeprefix(site.url) for page in crawl.pages()) == ["/", "/next"]
+
+
+def test_a_robots_txt_over_download_maxsize_is_read_up_to_500_kib(tmp_path):
+    """RFC 9309 (2.5): a crawler's parsing limit is at least 500 KiB. A DOWNLOAD_MAXSIZE set
+    lower for pages cancelled a larger robots.txt, and every URL of its host was fetched."""
+    robots = ROBOTS + "# a comment to make it long\n" * 4_000  # some 110 KB
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, robots, "text/plain")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(respond) as site:
+        seeds = f"{site.url}/private/1,{site.url}/public/1"
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": seeds},
+            {"DOWNLOAD_MAXSIZE": 50_000, "RETRY_TIMES": 0},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [path for _, path in site.log.gets()] == ["/public/1"]
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])
