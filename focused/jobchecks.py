@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from contextlib import closing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from focused.errors import ConfigError, JSONTooDeep, cut, load_json, one_line, quoted, redact_uri
+from focused.jobdir import COUNT, TEXT, WHOLE, ColumnRule, damaged_row, one_of
 from focused.report import (
     being_recrawled,
     describe_params,
@@ -26,12 +27,20 @@ from focused.report import (
     recrawl_is_live,
     running_elsewhere,
 )
-from focused.resume import COUNTERS_FILE, STATE_FILE, STATE_TEMP_FILE, TOPIC_FILE, TopicJournal
+from focused.resume import (
+    COUNTERS_FILE,
+    STATE_FILE,
+    STATE_TEMP_FILE,
+    TOPIC_FILE,
+    CrawlCounters,
+    TopicJournal,
+)
 from focused.settingchecks import local_feed_path
 from focused.storage import DEFAULT_SQLITE_PATH, StoreError, open_store, stored_time
 from focused.strategies import strategy_class
 from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
-from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES
+from focused.traps import KINDS as TRAP_KINDS
+from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES, FRONTIER_VALUES
 
 if TYPE_CHECKING:
     from focused.arguments import CrawlConfig
@@ -202,10 +211,16 @@ QUEUE_STATE_FILE = f"{QUEUE_DIR}/active.json"
 JOB_FRONTIER_FILE = f"{QUEUE_DIR}/{FRONTIER_FILE}"
 
 
-def _job_tables() -> dict[str, dict[str, tuple[tuple[str, ...], bool]]]:
-    """The tables of a job directory's SQLite files and the columns the crawl reads from them,
-    by file: {table: (columns, whether a file of the crawl's may lack it)}. A table the file
-    lacks is made, as in a new file; a file that has tables but not the first is another's."""
+class JobTable(NamedTuple):
+    columns: tuple[str, ...]  # those the crawl reads
+    may_lack: bool  # whether a file of the crawl's may lack the table
+    values: dict[str, ColumnRule]  # what each column holds (focused.jobdir.damaged_row)
+
+
+def _job_tables() -> dict[str, dict[str, JobTable]]:
+    """The tables of a job directory's SQLite files, the columns the crawl reads from them and
+    what their values are, by file. A table the file lacks is made, as in a new file; a file
+    that has tables but not the first is another's."""
     # focused.dedup imports numpy, 0.06 s that every command paid at its start (Scrapy imports
     # the project's commands before it runs any): only when a JOBDIR is checked.
     from focused.dedup import INDEX_FILE as NEAR_DUPLICATES_FILE
@@ -213,21 +228,45 @@ def _job_tables() -> dict[str, dict[str, tuple[tuple[str, ...], bool]]]:
     return {
         # schedulers.base.SqliteFrontier: inflight and finished came with the crash-safe resume.
         JOB_FRONTIER_FILE: {
-            table: (columns, table != "frontier") for table, columns in FRONTIER_TABLES.items()
+            table: JobTable(columns, table != "frontier", FRONTIER_VALUES[table])
+            for table, columns in FRONTIER_TABLES.items()
         },
-        COUNTERS_FILE: {"counters": (("name", "value"), False)},  # focused.resume.CrawlCounters
-        TRAP_COUNTS_FILE: {"counts": (("family", "kind", "count"), False)},  # focused.traps
+        COUNTERS_FILE: {  # focused.resume.CrawlCounters
+            "counters": JobTable(
+                ("name", "value"),
+                False,
+                {"name": one_of(TEXT, CrawlCounters.NAMES), "value": COUNT},
+            )
+        },
+        TRAP_COUNTS_FILE: {  # focused.traps.SqliteCounts
+            "counts": JobTable(
+                ("family", "kind", "count"),
+                False,
+                {"family": TEXT, "kind": one_of(TEXT, TRAP_KINDS), "count": COUNT},
+            )
+        },
         NEAR_DUPLICATES_FILE: {  # focused.simhash.SimHashIndex
-            "bands": (("band", "value", "fingerprint", "url"), False)
+            "bands": JobTable(
+                ("band", "value", "fingerprint", "url"),
+                False,
+                {"band": WHOLE, "value": WHOLE, "fingerprint": SIMHASH, "url": TEXT},
+            )
         },
         # schedulers.rank_semantic.LinkGraph (GRAPH_FILE), saved whole; its ranking read once.
         f"{QUEUE_DIR}/linkgraph.sqlite3": {
-            "nodes": (("id", "url"), False),
-            "edges": (("pair",), False),
-            "ranking": (("rank",), True),
-            "merged": (("node", "into_node"), True),  # saved since redirects were merged
+            "nodes": JobTable(("id", "url"), False, {"url": TEXT}),
+            "edges": JobTable(("pair",), False, {"pair": WHOLE}),
+            "ranking": JobTable(("rank",), True, {"rank": RANKS}),
+            # saved since redirects were merged
+            "merged": JobTable(("node", "into_node"), True, {"node": WHOLE, "into_node": WHOLE}),
         },
     }
+
+
+# A SimHash fingerprint as focused.simhash stores it (8 bytes), and a ranking as
+# rank_semantic's LinkGraph saves it (float64s).
+SIMHASH: ColumnRule = ("typeof({c}) = 'blob' AND length({c}) = 8", "a fingerprint of 8 bytes")
+RANKS: ColumnRule = ("typeof({c}) = 'blob' AND length({c}) % 8 = 0", "an array of ranks")
 
 
 def _check_job_tables(jobdir: Path) -> None:
@@ -236,25 +275,33 @@ def _check_job_tables(jobdir: Path) -> None:
     cascade of tracebacks as the crawl opened it (a frontier table without its columns), or a
     frontier made anew beside the other's tables, its requests lost without a word. An empty
     file is let be (its code makes the tables); ``check_job_queue`` refuses an empty frontier
-    of a crawl that had queued requests."""
+    of a crawl that had queued requests. And their rows hold what the crawl wrote: a value
+    damaged in one (text for a number, a request that is no pickle) was a traceback as the
+    resume read it, or a crawl that logged one every 5 seconds and never ended."""
     for name, tables in _job_tables().items():
         path = jobdir / name
         if not path.is_file():
             continue
         try:
             reason = _missing_table(path, tables)
+            damage = None if reason else _damaged_value(path, tables)
         except sqlite3.Error as exc:
-            reason = str(exc)
+            reason, damage = str(exc), None
         if reason:
             raise _not_a_job_directory(jobdir, name, reason)
+        if damage:
+            raise ConfigError(
+                f"JOBDIR {quoted(str(jobdir))} is damaged: {name} cannot be read ({damage});"
+                " mend or delete that row, or use a new JOBDIR"
+            )
 
 
-def _missing_table(path: Path, tables: dict[str, tuple[tuple[str, ...], bool]]) -> str | None:
+def _missing_table(path: Path, tables: dict[str, JobTable]) -> str | None:
     """What ``path`` lacks of ``tables`` (None: nothing, or it is empty)."""
     with closing(sqlite3.connect(path)) as database:
         if not _has_tables(database):
             return None
-        for table, (columns, may_lack) in tables.items():
+        for table, (columns, may_lack, _) in tables.items():
             kind = database.execute(
                 "SELECT type FROM sqlite_master WHERE name = ?", (table,)
             ).fetchone()
@@ -266,6 +313,18 @@ def _missing_table(path: Path, tables: dict[str, tuple[tuple[str, ...], bool]]) 
             missing = [column for column in columns if column not in found]
             if missing:
                 return f"its table {table} has no column {missing[0]}"
+    return None
+
+
+def _damaged_value(path: Path, tables: dict[str, JobTable]) -> str | None:
+    """The first row of ``path`` with a value its reader would fail on (None: none)."""
+    with closing(sqlite3.connect(path)) as database:
+        for table, job_table in tables.items():
+            exists = database.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            if exists and (damage := damaged_row(database, table, job_table.values)):
+                return damage
     return None
 
 

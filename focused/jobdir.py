@@ -35,7 +35,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-from focused.errors import one_line
+from focused.errors import one_line, quoted
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -251,3 +251,60 @@ class GuardedConnection(sqlite3.Connection):
     def close(self) -> None:
         with suppress(sqlite3.Error):  # a checkpoint on a full disk: the log stays, whole
             super().close()
+
+
+# What a column of a JOBDIR table holds, as the code that reads it back needs it: an SQL
+# condition on the column (``{c}``), true of every value the crawl writes, and how an error line
+# names such a value. ``focused.jobchecks`` refuses, before the crawl starts, a file with a row
+# that fails one (``damaged_row``): a number turned text or NULL, a request that is no pickle
+# was a traceback as the resume read it, or a crawl that hung on it.
+ColumnRule = tuple[str, str]
+FINGERPRINT: ColumnRule = ("typeof({c}) = 'blob'", "a fingerprint (bytes)")
+NUMBER: ColumnRule = ("typeof({c}) IN ('integer', 'real')", "a number")
+WHOLE: ColumnRule = ("typeof({c}) = 'integer'", "a whole number")
+COUNT: ColumnRule = ("typeof({c}) = 'integer' AND {c} >= 0", "a count")
+FLAG: ColumnRule = ("typeof({c}) = 'integer' AND {c} IN (0, 1)", "0 or 1")
+TEXT: ColumnRule = ("typeof({c}) = 'text'", "text")
+# Pickles of protocol 2 and later start with the PROTO opcode: a request's bytes replaced by
+# others are seen without unpickling the frontier (a pickle cut short or of another value is
+# found as it is read, ``schedulers.base.SqliteFrontier``).
+PICKLE: ColumnRule = ("typeof({c}) = 'blob' AND substr({c}, 1, 1) = x'80'", "a pickled request")
+
+
+def or_null(rule: ColumnRule) -> ColumnRule:
+    return f"typeof({{c}}) = 'null' OR ({rule[0]})", f"{rule[1]} or null"
+
+
+def one_of(rule: ColumnRule, values: tuple[str, ...]) -> ColumnRule:
+    listed = ", ".join(f"'{value}'" for value in values)
+    return f"({rule[0]}) AND {{c}} IN ({listed})", " or ".join(values)
+
+
+def damaged_row(
+    database: sqlite3.Connection, table: str, rules: dict[str, ColumnRule]
+) -> str | None:
+    """What is wrong with the first row of ``table`` with a value its column's rule refuses
+    (None: every row passes; a column the table lacks is let be, an older file's). One scan of
+    the table in SQLite: ``typeof`` reads no blob."""
+    found = {row[1] for row in database.execute(f"PRAGMA table_info({table})")}
+    checks = {
+        column: rule[0].replace("{c}", f'"{column}"')
+        for column, rule in rules.items()
+        if column in found
+    }
+    if not checks:
+        return None
+    passes = " AND ".join(f"coalesce({check}, 0)" for check in checks.values())
+    row = database.execute(
+        f"SELECT rowid, {', '.join(f'coalesce({check}, 0)' for check in checks.values())}"
+        f" FROM {table} WHERE NOT ({passes}) LIMIT 1"
+    ).fetchone()
+    if row is None:
+        return None
+    column = next(column for column, ok in zip(checks, row[1:], strict=True) if not ok)
+    (value,) = database.execute(
+        f'SELECT "{column}" FROM {table} WHERE rowid = ?', (row[0],)
+    ).fetchone()
+    return (
+        f"row {row[0]} of its table {table} has {quoted(value)} in {column}, not {rules[column][1]}"
+    )

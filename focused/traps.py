@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 COUNTS_FILE = "trapfamilies.sqlite3"  # under JOBDIR
+KINDS = ("variants", "queued")  # the counts kept per family (LocalCounts)
 TRAP_META = "trap_family"  # meta key: the family of a request queued at the back
 VARIANT_META = "query_variant"  # meta key: the query family whose variant slot a request took
 
@@ -313,7 +314,7 @@ class SqliteCounts(LocalCounts):
             return
         try:
             self._db.execute("BEGIN")
-            for kind in ("variants", "queued"):
+            for kind in KINDS:
                 counts = self._kind(kind)
                 for name, count in old.get(kind, {}).items():
                     if count > counts[name]:

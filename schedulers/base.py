@@ -40,7 +40,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
-from focused.jobdir import GuardedConnection, jobdir_writes
+from focused.jobdir import (
+    FINGERPRINT,
+    FLAG,
+    NUMBER,
+    PICKLE,
+    TEXT,
+    WHOLE,
+    GuardedConnection,
+    jobdir_writes,
+    or_null,
+)
 from focused.traps import TRAP_META
 from schedulers import state_shapes as shapes
 
@@ -78,6 +88,23 @@ FRONTIER_TABLES = {
     "frontier": ("fp", "neg_score", "neg_tiebreak", "seq", "request"),
     "inflight": ("fp", "request"),
     "finished": ("fp",),
+}
+
+# What each column of those tables holds (``focused.jobdir.damaged_row``; a column an older
+# file lacks is made as it opens).
+FRONTIER_VALUES = {
+    "frontier": {
+        "fp": FINGERPRINT,
+        "neg_score": NUMBER,
+        "neg_tiebreak": NUMBER,
+        "seq": WHOLE,
+        "request": PICKLE,
+        "back": FLAG,
+        "host": or_null(TEXT),
+        "counted": FLAG,
+    },
+    "inflight": {"fp": FINGERPRINT, "request": PICKLE, "counted": FLAG, "seq": or_null(WHOLE)},
+    "finished": {"fp": FINGERPRINT},
 }
 
 # The SQLite frontier's order, as its index and every read in that order name it.

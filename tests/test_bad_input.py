@@ -1583,6 +1583,66 @@ def test_a_damaged_jobdir_is_refused_before_the_crawl_touches_anything(
     assert {path: path.read_bytes() for path in files} == files
 
 
+# The first request the resumed frontier hands out, and a row of it as a crash leaves it in
+# flight (its request popped and not finished).
+_TOP = "(SELECT fp FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT 1)"
+_LAST = "rowid = (SELECT max(rowid) FROM frontier)"
+_IN_FLIGHT = (
+    f"INSERT INTO inflight SELECT fp, request, 0, seq FROM frontier WHERE fp = {_TOP};"
+    "DELETE FROM frontier WHERE fp IN (SELECT fp FROM inflight);"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "reason"),
+    [
+        # A request's bytes replaced: the crawl logged a traceback every 5 seconds, never ended.
+        (FRONTIER, f"UPDATE frontier SET request = x'deadbeef' WHERE fp = {_TOP}", "in request"),
+        (FRONTIER, f"UPDATE frontier SET request = 'junk' WHERE fp = {_TOP}", "in request"),
+        (FRONTIER, f"UPDATE frontier SET request = NULL WHERE fp = {_TOP}", "in request"),
+        # Read as the scheduler opens: a cascade of tracebacks, exit 1.
+        (FRONTIER, f"UPDATE frontier SET seq = 'x' WHERE {_LAST}", "'x' in seq, not a whole"),
+        (FRONTIER, _IN_FLIGHT + "UPDATE inflight SET request = x'00'", "in request, not a pic"),
+        (FRONTIER, _IN_FLIGHT + "UPDATE inflight SET counted = 1, request = x'00'", "in request"),
+        (FRONTIER, _IN_FLIGHT + "UPDATE inflight SET seq = 'x'", "inflight has 'x' in seq"),
+        # Text or NULL sorts before or after every number, and fails a rediscovery's comparison.
+        (FRONTIER, f"UPDATE frontier SET neg_score = 'x' WHERE {_LAST}", "'x' in neg_score"),
+        (FRONTIER, f"UPDATE frontier SET neg_score = NULL WHERE {_LAST}", "None in neg_score"),
+        (FRONTIER, f"UPDATE frontier SET neg_tiebreak = x'00' WHERE {_LAST}", "in neg_tiebreak"),
+        (FRONTIER, f"UPDATE frontier SET back = 'x' WHERE {_LAST}", "'x' in back, not 0 or 1"),
+        # A NULL fingerprint: its pop deleted no row (fp = NULL matches none), queued for good.
+        (FRONTIER, f"UPDATE frontier SET fp = NULL WHERE {_LAST}", "None in fp, not a finger"),
+        (FRONTIER, "INSERT INTO finished VALUES (5)", "table finished has 5 in fp"),
+        # A traceback as the counters were read, and the crawl counted from 0 again.
+        ("counters.sqlite3", "UPDATE counters SET value = 'x'", "'x' in value, not a count"),
+        ("counters.sqlite3", "UPDATE counters SET value = -3", "-3 in value, not a count"),
+        ("counters.sqlite3", "INSERT INTO counters VALUES ('fetched_urls', 3)", "in name, not"),
+        ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'queued', 'x')", "in count"),
+        ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),
+        ("nearduplicates.sqlite3", "UPDATE bands SET fingerprint = 'x'", "in fingerprint"),
+        ("nearduplicates.sqlite3", "UPDATE bands SET value = NULL", "None in value"),
+    ],
+)
+def test_a_value_damaged_in_a_jobdir_row_is_refused_in_one_line(
+    tmp_path, paused_job, name, damage, reason
+):
+    """A value damaged inside a row of a JOBDIR file (text for a number, NULL, a request that
+    is no pickle): tracebacks as the resume read it, or a crawl that never ended."""
+    job, db = tmp_path / "job", tmp_path / "focused.sqlite3"
+    paused, arguments = paused_job
+    shutil.copytree(paused / "job", job)
+    shutil.copyfile(paused / "focused.sqlite3", db)
+    with closing(sqlite3.connect(job / name)) as database:
+        database.executescript(damage)
+    files = {path: path.read_bytes() for path in [db, *job.rglob("*")] if path.is_file()}
+    resumed = run(arguments, {"FOCUSED_DB": db, "JOBDIR": job, "CLOSESPIDER_PAGECOUNT": 30})
+    assert resumed.returncode == 2, resumed.stderr[-3000:]
+    [line] = resumed.stderr.splitlines()
+    assert line.startswith(f"error: JOBDIR {str(job)!r} is damaged: {name} cannot be read (row ")
+    assert reason in line and line.endswith("; mend or delete that row, or use a new JOBDIR")
+    assert {path: path.read_bytes() for path in files} == files
+
+
 @pytest.mark.parametrize(
     ("name", "content", "reason"),
     [
