@@ -39,7 +39,9 @@ What a crash can cut off, and where it is kept instead:
 Stats: ``focused/resume/recovered_inflight`` (requests queued again after a crash),
 ``focused/resume/counted_refetched`` (requests fetched again first, their response counted),
 ``focused/resume/topic_texts_restored`` (seed texts back in the topic),
-``focused/resume/pages_relearned`` (stored pages the relevance model learned again).
+``focused/resume/pages_relearned`` (stored pages the relevance model learned again),
+``focused/resume/damaged_requests`` (requests of the frontier file that could not be read
+back, dropped: ``schedulers.base.SqliteFrontier``).
 """
 
 from __future__ import annotations

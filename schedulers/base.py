@@ -30,6 +30,7 @@ Trap requests are also the first evicted.
 from __future__ import annotations
 
 import heapq
+import logging
 import pickle
 import sqlite3
 from contextlib import contextmanager
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.request import request_from_dict
 
+from focused.errors import one_line
 from focused.jobdir import (
     FINGERPRINT,
     FLAG,
@@ -53,6 +55,8 @@ from focused.jobdir import (
 )
 from focused.traps import TRAP_META
 from schedulers import state_shapes as shapes
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -80,6 +84,9 @@ Item = tuple[float, float, int, bytes]
 # it off (``SqliteFrontier.recover_inflight``); it is not counted again when fetched again.
 RESPONSE_COUNTED = "focused_response_counted"
 
+# Stat: requests of the frontier file that could not be read back, dropped (``SqliteFrontier``).
+DAMAGED_STAT = "focused/resume/damaged_requests"
+
 # The SQLite frontier's file, in the JOBDIR queue's folder (Scrapy's ``requests.queue``).
 FRONTIER_FILE = "frontier.sqlite3"
 # The SQLite frontier's tables, with the columns read from them (focused.jobchecks checks a
@@ -89,7 +96,6 @@ FRONTIER_TABLES = {
     "inflight": ("fp", "request"),
     "finished": ("fp",),
 }
-
 # What each column of those tables holds (``focused.jobdir.damaged_row``; a column an older
 # file lacks is made as it opens).
 FRONTIER_VALUES = {
@@ -404,6 +410,7 @@ class SqliteFrontier:
     def __init__(self, path: Path, spider: Spider) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._spider = spider
+        self._path = path
         self._db = connect_crash_safe(path, jobdir_writes(getattr(spider, "crawler", None)))
         self._db.executescript(
             "CREATE TABLE IF NOT EXISTS frontier (fp BLOB PRIMARY KEY, neg_score REAL,"
@@ -484,7 +491,8 @@ class SqliteFrontier:
         rows = self._db.execute(
             "DELETE FROM inflight WHERE counted = 0 RETURNING fp, request, seq"
         ).fetchall()
-        return [(fp, self._load(blob), seq) for fp, blob, seq in rows]
+        loaded = [(fp, self._loaded(fp, blob), seq) for fp, blob, seq in rows]
+        return [(fp, request, seq) for fp, request, seq in loaded if request is not None]
 
     def counted_inflight(self) -> list[tuple[bytes, Request]]:
         """The requests left in flight whose response was counted, marked ``RESPONSE_COUNTED``,
@@ -492,7 +500,8 @@ class SqliteFrontier:
         rows = self._db.execute(
             "SELECT fp, request FROM inflight WHERE counted = 1 ORDER BY rowid"
         ).fetchall()
-        return [(fp, self._load(blob, counted=1)) for fp, blob in rows]
+        loaded = [(fp, self._loaded(fp, blob, counted=1)) for fp, blob in rows]
+        return [(fp, request) for fp, request in loaded if request is not None]
 
     def fingerprints(self) -> Iterator[bytes]:
         """Every fingerprint queued, in flight or finished: what the dupefilter has seen."""
@@ -508,6 +517,34 @@ class SqliteFrontier:
         if counted:
             request.meta[RESPONSE_COUNTED] = True
         return request
+
+    def _loaded(self, fp: bytes, blob: bytes, counted: int = 0) -> Request | None:
+        """The request of the row ``fp`` (queued, in flight, or taken out already), or None
+        when its bytes cannot be read back: the row is then dropped, its URL left seen, as an
+        evicted one is. The JOBDIR check refuses, before the crawl starts, a request that is no
+        pickle at all (``focused.jobdir.PICKLE``); one cut short, or the pickle of another value,
+        is found only here, since unpickling the whole frontier would slow every resume. Dropped
+        with a warning rather than ending the crawl: the bytes name no URL to fetch, and a crawl
+        that ended at the row would end at it again at every resume. Before, the crawl logged a
+        traceback at each turn of the engine and never ended."""
+        try:
+            return self._load(blob, counted)
+        except Exception as exc:  # unpickling damaged bytes raises about anything
+            reason = one_line(exc)
+        with self.transaction():
+            self._len -= (
+                self._db.execute("DELETE FROM frontier WHERE fp = ? RETURNING fp", (fp,)).fetchone()
+                is not None
+            )
+            self._db.execute("DELETE FROM inflight WHERE fp = ?", (fp,))
+            self._db.execute("INSERT OR IGNORE INTO finished VALUES (?)", (fp,))
+        logger.warning(
+            "%s: a request cannot be read (%s): dropped, its URL not fetched", self._path, reason
+        )
+        crawler = getattr(self._spider, "crawler", None)
+        if crawler is not None and crawler.stats is not None:
+            crawler.stats.inc_value(DAMAGED_STAT)
+        return None
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
         blob = self._dump(request)  # may raise ValueError: Scrapy then keeps it in memory
@@ -537,8 +574,11 @@ class SqliteFrontier:
         ).fetchone()
 
     def peek(self) -> Request | None:
-        row = self._first()
-        return self._load(row[1], row[2]) if row else None
+        while row := self._first():
+            request = self._loaded(row[0], row[1], row[2])
+            if request is not None:
+                return request
+        return None
 
     def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``: the rows are read in chunks as the caller reads on, and
@@ -550,7 +590,10 @@ class SqliteFrontier:
             while rows := cursor.fetchmany(RANKED_CHUNK):
                 for fp, host in rows:
                     if host is None:  # a row of a file written before the column
-                        host = host_of(self._load(self._blob(fp)))
+                        try:
+                            host = host_of(self._load(self._blob(fp)))
+                        except Exception:  # damaged: dropped as it comes up (_loaded)
+                            host = ""
                     yield fp, host
         finally:
             cursor.close()
@@ -559,13 +602,14 @@ class SqliteFrontier:
         return self._db.execute("SELECT request FROM frontier WHERE fp = ?", (fp,)).fetchone()[0]
 
     def pop(self) -> Request | None:
-        row = self._first()
-        if row is None:
-            return None
-        self._db.execute("DELETE FROM frontier WHERE fp = ?", (row[0],))
-        self._len -= 1
-        self._taken = (row[0], row[3])
-        return self._load(row[1], row[2])
+        while row := self._first():
+            self._db.execute("DELETE FROM frontier WHERE fp = ?", (row[0],))
+            self._len -= 1
+            self._taken = (row[0], row[3])
+            request = self._loaded(row[0], row[1], row[2])
+            if request is not None:
+                return request
+        return None
 
     def evict_worst(self, count: int) -> list[bytes]:
         with self.transaction():  # an evicted request stays seen: it is finished
@@ -591,7 +635,7 @@ class SqliteFrontier:
         row = self._db.execute(
             "SELECT request, counted FROM frontier WHERE fp = ?", (fp,)
         ).fetchone()
-        return self._load(*row) if row else None
+        return self._loaded(fp, *row) if row else None
 
     def in_front(self, fp: bytes) -> bool:
         row = self._db.execute("SELECT back FROM frontier WHERE fp = ?", (fp,)).fetchone()
@@ -612,7 +656,7 @@ class SqliteFrontier:
             return None
         self._len -= 1
         self._taken = (fp, row[2])
-        return self._load(row[0], row[1])
+        return self._loaded(fp, row[0], row[1])
 
     take = remove
 
@@ -621,7 +665,9 @@ class SqliteFrontier:
             "SELECT fp, neg_score, neg_tiebreak, seq, request, counted FROM frontier"
         ).fetchall()
         for fp, neg_score, neg_tiebreak, seq, blob, counted in rows:
-            yield fp, (neg_score, neg_tiebreak, seq), self._load(blob, counted)
+            request = self._loaded(fp, blob, counted)
+            if request is not None:
+                yield fp, (neg_score, neg_tiebreak, seq), request
 
     def max_seq(self) -> int:
         # In flight too: one cut off by a crash goes back under its own (``recover_inflight``).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import pickle
 import re
 import resource
 import shutil
@@ -1549,6 +1550,22 @@ def paused_job(tmp_path_factory, sample_graph) -> tuple[Path, dict[str, str]]:
     return folder, {**arguments, "crawl_id": crawl.crawl_id}
 
 
+@pytest.fixture(scope="module")
+def paused_job_served(tmp_path_factory, sample_graph):
+    """``paused_job``, its site still served: a resumed crawl fetches from it."""
+    folder = tmp_path_factory.mktemp("paused_served")
+    server = ReplayServer(sample_graph).start()
+    arguments = {"strategy": "bestfirst", "query": "birds", "seeds": f"{server.url}/wiki/Albatross"}
+    try:
+        crawl = run_crawl(
+            folder, arguments, {"JOBDIR": folder / "job", "CLOSESPIDER_PAGECOUNT": 15}
+        )
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        yield folder, {**arguments, "crawl_id": crawl.crawl_id}
+    finally:
+        server.stop()
+
+
 def _copy_of_the_store(job: Path, name: str) -> None:
     shutil.copyfile(job.parent / "focused.sqlite3", job / name)
 
@@ -1641,6 +1658,48 @@ def test_a_value_damaged_in_a_jobdir_row_is_refused_in_one_line(
     assert line.startswith(f"error: JOBDIR {str(job)!r} is damaged: {name} cannot be read (row ")
     assert reason in line and line.endswith("; mend or delete that row, or use a new JOBDIR")
     assert {path: path.read_bytes() for path in files} == files
+
+
+@pytest.mark.parametrize(
+    "pickled", [pickle.dumps([1, 2]), pickle.dumps({"url": 5}), pickle.dumps({"url": "x"})[:-3]]
+)
+@pytest.mark.parametrize("counted", [None, 0, 1])
+def test_a_request_damaged_past_the_jobdir_check_is_dropped_with_a_warning(
+    tmp_path, paused_job_served, pickled, counted
+):
+    """A pickle of another value, or cut short, which the JOBDIR check does not unpickle: queued
+    (``counted`` None), the crawl logged a traceback each time the engine asked for a request,
+    and never ended; in flight as a crash leaves it (its response counted or not), a cascade of
+    tracebacks as the scheduler opened. It is dropped as it is read, its URL left seen, and the
+    crawl goes on."""
+    job, db = tmp_path / "job", tmp_path / "focused.sqlite3"
+    paused, arguments = paused_job_served
+    shutil.copytree(paused / "job", job)
+    shutil.copyfile(paused / "focused.sqlite3", db)
+    with closing(sqlite3.connect(job / FRONTIER)) as database, database:
+        (fp,) = database.execute(_TOP[1:-1]).fetchone()
+        database.execute("UPDATE frontier SET request = ? WHERE fp = ?", (pickled, fp))
+        if counted is not None:
+            database.execute(
+                "INSERT INTO inflight SELECT fp, request, ?, seq FROM frontier WHERE fp = ?",
+                (counted, fp),
+            )
+            database.execute("DELETE FROM frontier WHERE fp = ?", (fp,))
+    settings = {"FOCUSED_DB": db, "JOBDIR": job, "CLOSESPIDER_PAGECOUNT": 20, "LOG_LEVEL": "INFO"}
+    resumed = run(arguments, settings)
+    log = resumed.stderr
+    assert resumed.returncode == 0, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [warning] = [line for line in log.splitlines() if " WARNING: " in line]
+    assert warning.endswith("dropped, its URL not fetched"), warning
+    assert f"{job / FRONTIER}: a request cannot be read (" in warning
+    assert "'focused/resume/damaged_requests': 1," in log
+    assert "Spider closed (closespider_pagecount)" in log
+    with closing(sqlite3.connect(job / FRONTIER)) as database:
+        for table in ("frontier", "inflight"):
+            row = database.execute(f"SELECT 1 FROM {table} WHERE fp = ?", (fp,)).fetchone()
+            assert row is None, table
+        assert database.execute("SELECT 1 FROM finished WHERE fp = ?", (fp,)).fetchone()
 
 
 @pytest.mark.parametrize(
