@@ -1533,35 +1533,50 @@ def test_a_frontier_emptied_of_the_requests_the_crawl_queued_is_refused(tmp_path
         assert refused == _not_a_job_directory(job, name, reason)
 
 
-@pytest.fixture(scope="module")
-def paused_job(tmp_path_factory, sample_graph) -> tuple[Path, dict[str, str]]:
-    """A paused 15-page crawl: its folder, which holds its JOBDIR (job) and its store
-    (focused.sqlite3) to copy, and its arguments."""
-    folder = tmp_path_factory.mktemp("paused")
-    server = ReplayServer(sample_graph).start()
-    arguments = {"strategy": "bestfirst", "query": "birds", "seeds": f"{server.url}/wiki/Albatross"}
-    try:
-        settings = {"JOBDIR": folder / "job", "CLOSESPIDER_PAGECOUNT": 15}
-        crawl = run_crawl(folder, arguments, settings)
-    finally:
-        server.stop()
+def _pause_a_crawl(folder: Path, server: ReplayServer, strategy: str) -> tuple[Path, dict]:
+    arguments = {"strategy": strategy, "query": "birds", "seeds": f"{server.url}/wiki/Albatross"}
+    crawl = run_crawl(folder, arguments, {"JOBDIR": folder / "job", "CLOSESPIDER_PAGECOUNT": 15})
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert (folder / "job" / "requests.queue" / "active.json").exists()
     return folder, {**arguments, "crawl_id": crawl.crawl_id}
 
 
 @pytest.fixture(scope="module")
-def paused_job_served(tmp_path_factory, sample_graph):
-    """``paused_job``, its site still served: a resumed crawl fetches from it."""
-    folder = tmp_path_factory.mktemp("paused_served")
+def paused_job(tmp_path_factory, sample_graph) -> tuple[Path, dict[str, str]]:
+    """A paused 15-page crawl: its folder, which holds its JOBDIR (job) and its store
+    (focused.sqlite3) to copy, and its arguments."""
     server = ReplayServer(sample_graph).start()
-    arguments = {"strategy": "bestfirst", "query": "birds", "seeds": f"{server.url}/wiki/Albatross"}
     try:
-        crawl = run_crawl(
-            folder, arguments, {"JOBDIR": folder / "job", "CLOSESPIDER_PAGECOUNT": 15}
-        )
-        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
-        yield folder, {**arguments, "crawl_id": crawl.crawl_id}
+        return _pause_a_crawl(tmp_path_factory.mktemp("paused"), server, "bestfirst")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def paused_rank_job(tmp_path_factory, sample_graph) -> tuple[Path, dict[str, str]]:
+    """``paused_job`` of rank_semantic, whose JOBDIR holds its link graph too."""
+    server = ReplayServer(sample_graph).start()
+    try:
+        return _pause_a_crawl(tmp_path_factory.mktemp("paused_rank"), server, "rank_semantic")
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def served_pauses(tmp_path_factory, sample_graph):
+    """``paused_job`` of a strategy (made as it is first asked for), its site still served: a
+    resumed crawl fetches from it."""
+    server = ReplayServer(sample_graph).start()
+    pauses: dict[str, tuple[Path, dict]] = {}
+
+    def paused(strategy: str) -> tuple[Path, dict]:
+        if strategy not in pauses:
+            folder = tmp_path_factory.mktemp(f"served_{strategy}")
+            pauses[strategy] = _pause_a_crawl(folder, server, strategy)
+        return pauses[strategy]
+
+    try:
+        yield paused
     finally:
         server.stop()
 
@@ -1604,6 +1619,7 @@ def test_a_damaged_jobdir_is_refused_before_the_crawl_touches_anything(
 # flight (its request popped and not finished).
 _TOP = "(SELECT fp FROM frontier ORDER BY back, neg_score, neg_tiebreak, seq LIMIT 1)"
 _LAST = "rowid = (SELECT max(rowid) FROM frontier)"
+GRAPH = "requests.queue/linkgraph.sqlite3"
 _IN_FLIGHT = (
     f"INSERT INTO inflight SELECT fp, request, 0, seq FROM frontier WHERE fp = {_TOP};"
     "DELETE FROM frontier WHERE fp IN (SELECT fp FROM inflight);"
@@ -1638,15 +1654,20 @@ _IN_FLIGHT = (
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),
         ("nearduplicates.sqlite3", "UPDATE bands SET fingerprint = 'x'", "in fingerprint"),
         ("nearduplicates.sqlite3", "UPDATE bands SET value = NULL", "None in value"),
+        # rank_semantic's link graph, read as its queue opens: a cascade of tracebacks, exit 1.
+        (GRAPH, "UPDATE edges SET pair = 'x' WHERE rowid = 3", "'x' in pair, not a whole"),
+        (GRAPH, "UPDATE ranking SET rank = x'0011'", "in rank, not an array of ranks"),
     ],
 )
 def test_a_value_damaged_in_a_jobdir_row_is_refused_in_one_line(
-    tmp_path, paused_job, name, damage, reason
+    tmp_path, request, name, damage, reason
 ):
     """A value damaged inside a row of a JOBDIR file (text for a number, NULL, a request that
     is no pickle): tracebacks as the resume read it, or a crawl that never ended."""
     job, db = tmp_path / "job", tmp_path / "focused.sqlite3"
-    paused, arguments = paused_job
+    paused, arguments = request.getfixturevalue(
+        "paused_rank_job" if name == GRAPH else "paused_job"
+    )
     shutil.copytree(paused / "job", job)
     shutil.copyfile(paused / "focused.sqlite3", db)
     with closing(sqlite3.connect(job / name)) as database:
@@ -1663,17 +1684,21 @@ def test_a_value_damaged_in_a_jobdir_row_is_refused_in_one_line(
 @pytest.mark.parametrize(
     "pickled", [pickle.dumps([1, 2]), pickle.dumps({"url": 5}), pickle.dumps({"url": "x"})[:-3]]
 )
-@pytest.mark.parametrize("counted", [None, 0, 1])
+@pytest.mark.parametrize(
+    ("strategy", "counted"),
+    [("bestfirst", None), ("bestfirst", 0), ("bestfirst", 1), ("rank_semantic", None)],
+)
 def test_a_request_damaged_past_the_jobdir_check_is_dropped_with_a_warning(
-    tmp_path, paused_job_served, pickled, counted
+    tmp_path, served_pauses, pickled, strategy, counted
 ):
     """A pickle of another value, or cut short, which the JOBDIR check does not unpickle: queued
     (``counted`` None), the crawl logged a traceback each time the engine asked for a request,
     and never ended; in flight as a crash leaves it (its response counted or not), a cascade of
-    tracebacks as the scheduler opened. It is dropped as it is read, its URL left seen, and the
+    tracebacks as the scheduler opened, as it was in rank_semantic's frontier, which reads its
+    requests back as its queue opens. It is dropped as it is read, its URL left seen, and the
     crawl goes on."""
     job, db = tmp_path / "job", tmp_path / "focused.sqlite3"
-    paused, arguments = paused_job_served
+    paused, arguments = served_pauses(strategy)
     shutil.copytree(paused / "job", job)
     shutil.copyfile(paused / "focused.sqlite3", db)
     with closing(sqlite3.connect(job / FRONTIER)) as database, database:
