@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
@@ -57,32 +58,49 @@ def interrupted_by_ctrl_c(error: BaseException | None) -> bool:
 
 
 def resend_lost_interrupts() -> None:
-    """Raise Ctrl-C again when Python dropped it. An exception raised in a weakref callback or
-    a ``__del__`` is printed as "Exception ignored" and goes no further, and importlib runs
-    such a callback as each module finishes loading: a Ctrl-C that landed there printed a
-    traceback and was lost, and the command went on (waiting a minute for a store server that
-    never answered: session 54's CI). The interrupt is raised again at the next call the main
-    thread makes once it is out of this hook: before any wait a blocking call would start."""
+    """Send Ctrl-C again if it has not ended the process a moment later: Python can lose it.
+    A KeyboardInterrupt raised in Python code that C code calls and then clears every error
+    of is gone without a word: Python 3.11's import does so as it reads ``__spec__`` of a
+    module in ``sys.modules`` that is a proxy with a ``__getattribute__`` of its own (Twisted's
+    ``twisted.python.compat``, at each ``from ... import`` of it). One raised in a weakref
+    callback or a ``__del__`` (importlib runs one as each module finishes loading) is printed
+    as "Exception ignored" and goes no further. Either way the command went on, to wait a
+    minute for a store server that never answered (session 54's and 55's CI). Python's own
+    handler gives way to one that raises the same KeyboardInterrupt and sends the signal again
+    after ``INTERRUPT_AGAIN_AFTER`` seconds unless the process is ending by then
+    (``exit_interrupted``): to the handler then in place, a running crawl's if it took over,
+    as a user would press Ctrl-C again. A Ctrl-C ignored (``cmd &`` from a script) stays so."""
     previous = sys.unraisablehook
 
     def hook(unraisable: Any) -> None:
-        # A profiler already in place (cProfile's) is the user's: the interrupt stays dropped.
-        if not issubclass(unraisable.exc_type, KeyboardInterrupt) or sys.getprofile():
+        if not issubclass(unraisable.exc_type, KeyboardInterrupt):  # sent again: say nothing
             previous(unraisable)
-            return
-        in_hook = sys._getframe()
-
-        def raise_again(frame: FrameType, event: str, arg: Any) -> None:
-            if frame is in_hook:  # raised here, it would be dropped again
-                return
-            sys.setprofile(None)
-            raise KeyboardInterrupt
-
-        # A profile function, not a signal sent from a thread: no moment is wrong for it (a
-        # signal sent while this hook still ran, on a busy machine, was dropped again: CI).
-        sys.setprofile(raise_again)
 
     sys.unraisablehook = hook
+    if (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+        signal.signal(signal.SIGINT, _interrupt)
+
+
+# Seconds after a Ctrl-C until it is sent again if the process is not ending: a lost one is
+# lost in microseconds, and a command's cleanup after one starts with exit_interrupted.
+INTERRUPT_AGAIN_AFTER = 1.0
+_ending = threading.Event()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+    again = threading.Timer(INTERRUPT_AGAIN_AFTER, _interrupt_again)
+    again.daemon = True
+    with suppress(RuntimeError):  # the process is ending: no thread can start, none needed
+        again.start()
+    raise KeyboardInterrupt
+
+
+def _interrupt_again() -> None:
+    if not _ending.is_set():
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 
 def exit_interrupted() -> NoReturn:
@@ -90,6 +108,7 @@ def exit_interrupted() -> NoReturn:
     An object the interrupt left half built (pymongo's transaction, stopped in its __init__ as
     a command waited for its store) fails in its __del__ as the process ends, and Python
     printed that "Exception ignored" with its traceback."""
+    _ending.set()
     sys.unraisablehook = lambda unraisable: None
     raise SystemExit(INTERRUPTED)
 

@@ -165,6 +165,39 @@ def test_ctrl_c_that_python_drops_in_a_callback_still_ends_the_command():
     assert time.monotonic() - started < 20  # the sleep was interrupted, not waited out
 
 
+def test_ctrl_c_that_python_swallows_in_an_import_still_ends_the_command():
+    """Seen as that test was run again, a hang each time with nothing said: Ctrl-C as a
+    command loaded Twisted landed in the __getattribute__ of its module proxy
+    (twisted.python.compat), which Python 3.11's import calls for __spec__ and whose errors it
+    clears, KeyboardInterrupt with them."""
+    proxy_module = """
+import signal, sys, time
+from focused.errors import quiet_interrupts
+quiet_interrupts()
+class Proxy:
+    interrupted = False
+    def __getattribute__(self, name):
+        if name == "__spec__" and not Proxy.interrupted:
+            Proxy.interrupted = True
+            signal.raise_signal(signal.SIGINT)
+        return 1
+sys.modules["proxied"] = Proxy()
+from proxied import thing
+time.sleep(30)
+print("went on", file=sys.stderr)
+"""
+    started = time.monotonic()
+    process = subprocess.run(
+        [sys.executable, "-c", proxy_module],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (process.returncode, process.stdout, process.stderr) == (130, "", "")
+    assert time.monotonic() - started < 20  # the sleep was interrupted, not waited out
+
+
 def test_ctrl_c_that_python_wraps_in_another_error_still_ends_the_command_quietly():
     """Seen as that test was run again: Ctrl-C in dataclasses' __set_name__, as pymongo's
     modules loaded, reached the hook as "RuntimeError: Error calling __set_name__", whose
