@@ -328,6 +328,14 @@ class MemoryFrontier:
         """Give the queued entry ``fp`` another key (a strategy moving it in its order)."""
         self.put(fp, key, self._requests[fp])
 
+    def replace(self, fp: bytes, request: Request) -> bool:
+        """Put ``request`` in the place of the one queued under ``fp``, under its key (a
+        strategy's ``merge_paths``; the mark of the back, ``at_back``, must be the same)."""
+        if fp not in self._requests:
+            return False
+        self._requests[fp] = request
+        return True
+
     def in_front(self, fp: bytes) -> bool:
         """Whether ``fp`` is queued, and not at the back (a trap family's)."""
         return fp in self._items and not at_back(self._requests[fp])
@@ -637,6 +645,13 @@ class SqliteFrontier:
         ).fetchone()
         return self._loaded(fp, *row) if row else None
 
+    def replace(self, fp: bytes, request: Request) -> bool:
+        """As ``MemoryFrontier.replace``."""
+        blob = self._dump(request)
+        return bool(
+            self._db.execute("UPDATE frontier SET request = ? WHERE fp = ?", (blob, fp)).rowcount
+        )
+
     def in_front(self, fp: bytes) -> bool:
         row = self._db.execute("SELECT back FROM frontier WHERE fp = ?", (fp,)).fetchone()
         return row is not None and not row[0]
@@ -733,6 +748,7 @@ class StrategyQueue:
         # Whether the strategy defines admit() and tiebreak(): if not, a push skips their calls.
         self._admits = type(self).admit is not StrategyQueue.admit
         self._tiebreaks = type(self).tiebreak is not StrategyQueue.tiebreak
+        self._merges = type(self).merge_paths is not StrategyQueue.merge_paths
         spider = crawler.spider
         self.params: dict[str, Any] = self.crawl_params(spider)
         self._fingerprint = crawler.request_fingerprinter.fingerprint
@@ -877,15 +893,34 @@ class StrategyQueue:
         # Scored first: a shared frontier may then know without a round trip that it cannot raise.
         better = (-self.score(request), -self.tiebreak(request))
         queued = self.frontier.key_to_beat(fp, better)
-        if queued is None or not self.admit(request) or better >= queued[:2]:
+        if queued is None or not self.admit(request):
             return False
-        if at_back(request) and self.frontier.in_front(fp):
-            # Found again as a trap family's (a query family that exploded since it was
-            # queued): the back is behind every other request, so the move would lower it.
-            return False
+        if better >= queued[:2] or (at_back(request) and self.frontier.in_front(fp)):
+            # Not raised. Found again as a trap family's (a query family that exploded since it
+            # was queued), it is not moved: the back is behind every other request.
+            return self._merged_into_queued(fp, request)
+        if self._merges and (old := self.frontier.request_of(fp)) is not None:
+            self.merge_paths(request, old)
         self.frontier.put(fp, (*better, queued[2]), request)
         self.stats.inc_value("focused/rescored")
         return True
+
+    def _merged_into_queued(self, fp: bytes, request: Request) -> bool:
+        """Fold what ``request``'s path adds (``merge_paths``) into the request queued under
+        ``fp``, which keeps its key; whether it changed."""
+        if not self._merges or (queued := self.frontier.request_of(fp)) is None:
+            return False
+        if not self.merge_paths(queued, request) or not self.frontier.replace(fp, queued):
+            return False
+        self.stats.inc_value("focused/merged")
+        return True
+
+    def merge_paths(self, kept: Request, other: Request) -> bool:
+        """Fold into ``kept``'s meta what the path of ``other``, another discovery of its URL,
+        adds to it (a strategy whose meta carries state down a path: shark's remaining depth);
+        ``kept`` is the discovery with the better score, queued with its key. Returns whether
+        ``kept`` changed. Default: nothing, and rediscovery reads no queued request."""
+        return False
 
     def links_to_seed(self, request: Request, fp: bytes) -> bool:
         """Whether ``request`` is a link found to a seed. A seed is level 0 whatever links to

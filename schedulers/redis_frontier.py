@@ -619,6 +619,24 @@ class RedisFrontier:
             return None
         return self.key_of(fp)
 
+    def request_of(self, fp: bytes) -> Request | None:
+        """The request queued under ``fp`` (None if there is none): the one a rediscovery
+        raising it replaces, for the strategy's ``merge_paths``."""
+        if fp in self._buffered:
+            self.flush()
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hexists(self._keys[1], fp).hget(self._keys[2], fp)
+        queued, stored = self.shared.run(pipe.execute, default=[False, None])
+        # A request in flight is not queued, though stored until it is done.
+        return self._load(stored) if queued and stored is not None else None
+
+    def replace(self, fp: bytes, request: Request) -> bool:
+        """Not here: a rediscovery that does not raise a URL is mostly refused without Redis
+        (``key_to_beat``), and another process may replace the request meanwhile. So a URL's
+        queued request takes another discovery's path (``merge_paths``) only when that
+        discovery raises it."""
+        return False
+
     def in_front(self, fp: bytes) -> bool:
         """False without a round trip: the put itself leaves a URL queued in front where it
         is when the request put is at the back (``PUT``)."""

@@ -29,13 +29,29 @@ and Post, 1994) counts down on the links, and a link at 0 is still fetched (only
 links are dropped, unless the page is relevant): D lets D + 1 irrelevant pages in a row be
 fetched, so ``depth`` here is D + 1 (the default 3 is D = 2).
 
+A URL found again while it is queued (rediscovery, ``merge_paths``; the sources say nothing
+of it) keeps the better of each of its discoveries: the higher score, with that discovery's
+link (parent, anchor, level), and the two paths merged: the shorter run of irrelevant pages
+(the larger remaining depth) and the larger inherited score, both handed on to its links. So a
+URL found again on a relevant page has its full ``depth`` again, as fish-search gives the
+children of a relevant page, even through a poorer anchor that does not raise its score; and a
+better score found through irrelevant pages never shortens its remaining depth. The inherited
+score kept, delta ** (run_b + 1) * sim_b of the other path b, is carried as ``shark_sim`` =
+delta ** (run_b - run) * sim_b at the shorter ``run``, so every page below decays from it as
+from its own. The request's meta may then score it a little above its queued score, which
+stays the better discovery's: only a request queued anew (a retry, one a crash left in flight)
+is scored from its meta. On the shared frontier (``FOCUSED_FRONTIER``) the paths are merged
+only when the new discovery raises the score (``RedisFrontier.replace``): one that does not
+leaves the queued request as it is.
+
 Parameters:
     delta (float in [0, 1], default 0.5): decay of the inherited score per link.
     beta (float in [0, 1], default 0.8): weight of the anchor against its context.
     gamma (float in [0, 1], default 0.8): weight of the inherited score against the
         neighbourhood.
     depth (int >= 1, default 3): irrelevant pages in a row after which a chain is dropped; the
-        paper leaves its value open, 3 lets a crawl cross two off-topic pages to a third.
+        paper leaves its value open, 3 lets a crawl cross two off-topic pages to a third. A
+        URL found again counts the shorter of its runs (above).
 
 The defaults of delta, beta and gamma are this project's choice: the paper requires only that
 each be < 1. 1 is accepted but degenerate: delta=1 never decays (a chain keeps sim(a) until
@@ -102,6 +118,23 @@ class SharkSearchQueue(StrategyQueue):
             return SEED_SCORE
         gamma = self.params["gamma"]
         return gamma * self.inherited(request) + (1 - gamma) * self.neighbourhood(request)
+
+    def merge_paths(self, kept: Request, other: Request) -> bool:
+        """Give ``kept`` the union of both discoveries' paths (module docstring)."""
+        a, b = kept.meta, other.meta
+        if "shark_run" not in a or "shark_run" not in b:
+            return False  # a seed, queued or found as one: it inherits nothing
+        run = min(a["shark_run"], b["shark_run"])
+        best = a if self.inherited(kept) >= self.inherited(other) else b
+        sim = best["shark_sim"]
+        if best["shark_run"] > run:
+            # The better inherited score came down the longer path: carried at the shorter
+            # path's run, so that each page below decays from it as it would from its own.
+            sim *= self.params["delta"] ** (best["shark_run"] - run)
+        if (sim, run) == (a["shark_sim"], a["shark_run"]):
+            return False
+        a["shark_sim"], a["shark_run"] = sim, run
+        return True
 
     def admit(self, request: Request) -> bool:
         if request.meta.get("shark_run", 0) < self.params["depth"]:

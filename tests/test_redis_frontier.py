@@ -295,6 +295,24 @@ def test_rediscovery_only_raises_a_score(redis_server):
     assert urls([queue.pop()]) == ["b"]
 
 
+def test_shark_rediscovery_raising_a_url_keeps_its_larger_remaining_depth(redis_server):
+    """A better score found through irrelevant pages (by another process) takes the queued
+    request's shorter run along; one that does not raise the URL leaves it as it is on the
+    shared frontier (``RedisFrontier.replace``: shark's docstring)."""
+    one, two = (shared_queue(redis_server.url, "shark") for _ in range(2))
+    near = {"shark_sim": 0.3, "shark_run": 0, "anchor_relevance": 0.0}
+    far = {"shark_sim": 0.8, "shark_run": 2, "anchor_relevance": 0.9}
+    one.push(req("x", **near, parent_url="http://t/near"))
+    one.push(req("z", **far))
+    one.frontier.flush()
+    assert two.rediscover(req("x", **far, parent_url="http://t/far"))
+    assert not two.rediscover(req("z", **near))  # not raised: z keeps its run of 2
+    two.frontier.flush()
+    x, z = one.pop(), one.pop()
+    assert x.meta["parent_url"] == "http://t/far" and x.meta["shark_run"] == 0
+    assert z.meta["shark_run"] == 2
+
+
 def test_a_lower_score_from_another_process_never_wins(redis_server):
     """The GT rule holds in Redis, not only in the process that checked first."""
     one, two = shared_queue(redis_server.url), shared_queue(redis_server.url)

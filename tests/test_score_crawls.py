@@ -6,6 +6,8 @@ import sqlite3
 from collections import Counter
 from itertools import pairwise
 
+import pytest
+
 from tests.conftest import BIRD_QUERY, BIRD_SEED, run_crawl
 from tests.sites import Reply, Site, html
 
@@ -186,3 +188,58 @@ def test_rank_semantic_pauses_and_resumes_from_jobdir(tmp_path, site):
     assert len(pages) == len(fetched)
     assert sorted(p["fetch_order"] for p in pages) == list(range(1, len(pages) + 1))
     assert second.crawl_record()["status"] == "finished"
+
+
+def _bird_page(title: str, links: str) -> str:
+    text = " ".join(["Birds build nests of twigs and line them with soft feathers."] * 4)
+    return html(title, f"<p>{text}</p><p>{links}</p>")
+
+
+def _engine_page(title: str, links: str) -> str:
+    text = " ".join(["The engine turns its crankshaft as pistons fire in the cylinders."] * 4)
+    return html(title, f"<p>{text}</p><p>{links}</p>")
+
+
+@pytest.mark.parametrize("paused", [False, True])
+def test_shark_a_url_found_again_on_a_relevant_page_gets_the_full_depth_back(tmp_path, paused):
+    """x is queued from the irrelevant i (one irrelevant page: at depth 2 its own links are
+    cut), then found on the relevant r through a poorer anchor, which does not raise it. One
+    link from a relevant page, x may lead to one more page: its link y is fetched. So too in a
+    JOBDIR crawl paused as r is stored, before x is fetched."""
+    strong = "birds feathers nest"
+    pages = {
+        "/": _bird_page("seed", f'<a href="/i">{strong}</a> <a href="/r">{strong}</a>'),
+        "/i": _engine_page("i", f'<a href="/x">{strong}</a>'),
+        "/r": _bird_page("r", '<a href="/x">next</a>'),
+        "/x": _engine_page("x", '<a href="/y">gearbox</a>'),
+        "/y": _engine_page("y", ""),
+    }
+    replies = {path: Reply(body=body) for path, body in pages.items()}
+    # The anchor counts most (gamma 0.2): x's strong anchor outscores its poor one on r.
+    arguments = {"strategy": "shark", "query": BIRD_QUERY, "depth": "2", "gamma": "0.2"}
+    settings = {"CONCURRENT_REQUESTS": 1, "ROBOTSTXT_OBEY": False}
+    if paused:
+        settings["JOBDIR"] = tmp_path / "job"
+    with Site(lambda method, path: replies.get(path, Reply(status=404))) as site:
+        arguments["seeds"] = f"{site.url}/"
+        if paused:
+            first = run_crawl(
+                tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3}, crawl_id="shark"
+            )
+            assert first.result.returncode == 0, first.result.stderr[-3000:]
+            assert "/x" not in [path for _, path in site.log.gets()]
+        crawl = run_crawl(tmp_path, arguments, settings, crawl_id="shark")
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    stored = {page["url"].removeprefix(site.url): page for page in crawl.pages()}
+    order = list(stored)
+    assert [stored[path]["is_relevant"] for path in ("/", "/i", "/r", "/x")] == [
+        True,
+        False,
+        True,
+        False,
+    ]
+    assert order.index("/r") < order.index("/x")  # found again before it was fetched
+    assert stored["/x"]["parent_url"] == f"{site.url}/i"  # by its better score: not raised
+    assert "/y" in stored, order
+    fetched = [path for _, path in site.log.gets()]
+    assert sorted(fetched) == sorted(set(fetched))  # r's link to x came through the pause

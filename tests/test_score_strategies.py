@@ -177,6 +177,70 @@ def test_shark_depth_cut_drops_a_chain_after_depth_irrelevant_pages(key):
     assert queue.stats.get_value("focused/depth_cut") == 2
 
 
+# A URL found twice keeps the better score and the union of its paths (shark's docstring).
+FAR = {"shark_sim": 0.8, "shark_run": 2, "anchor_relevance": 0.9}  # good anchor, 2 irrelevant
+NEAR = {"shark_sim": 0.3, "shark_run": 0, "anchor_relevance": 0.0}  # on a relevant page
+
+
+def _reopened(queue, key):
+    """The queue as a resumed crawl finds it: closed and opened again from its JOBDIR."""
+    if not key:
+        return queue
+    return make_queue("shark", key, queue.close())
+
+
+def test_shark_rediscovery_on_a_relevant_page_gives_back_the_full_depth(key):
+    queue = make_queue("shark", key)
+    queue.push(req("x", **FAR))
+    queue.push(req("between", shark_sim=0.5, shark_run=0, anchor_relevance=0.0))
+    far = queue.score(req("x", **FAR))
+    assert queue.score(req("x", **NEAR)) < far  # a poorer anchor: the score is not raised
+    assert queue.rediscover(req("x", **NEAR))
+    queue = _reopened(queue, key)
+    x = queue.pop()
+    assert name_of(x) == "x"  # still in its place, by its better score
+    assert x.meta["shark_run"] == 0  # one link from a relevant page: the full depth again
+    # An irrelevant x: its links are one irrelevant page from the relevant one, not three.
+    child = _child(x.meta, 0.0, False)
+    assert child["shark_run"] == 1 and queue.admit(req("c", **child))
+    # Their inherited score is the better path's: delta^2 * 0.3 against delta^4 * 0.8.
+    assert queue.inherited(req("c", **child)) == pytest.approx(0.5**2 * 0.3)
+    assert drain(queue) == ["between"]
+
+
+def test_shark_rediscovery_with_a_better_score_keeps_the_larger_depth(key):
+    queue = make_queue("shark", key)
+    queue.push(req("x", **NEAR))
+    queue.push(req("between", shark_sim=0.5, shark_run=0, anchor_relevance=0.0))
+    assert queue.rediscover(req("x", **FAR, parent_url="http://t/far"))  # raised
+    queue = _reopened(queue, key)
+    x = queue.pop()
+    assert name_of(x) == "x" and x.meta["parent_url"] == "http://t/far"
+    assert x.meta["shark_run"] == 0
+    child = _child(x.meta, 0.0, False)
+    assert queue.inherited(req("c", **child)) == pytest.approx(0.5**2 * 0.3)
+
+
+def test_shark_rediscovery_keeps_the_better_inherited_score_of_a_longer_path(key):
+    queue = make_queue("shark", key)
+    queue.push(req("x", shark_sim=0.2, shark_run=0, anchor_relevance=0.9))
+    # Found again one irrelevant page below a far more relevant one, with a poorer anchor.
+    assert queue.rediscover(req("x", shark_sim=0.9, shark_run=1, anchor_relevance=0.0))
+    x = _reopened(queue, key).pop()
+    assert x.meta["shark_run"] == 0  # the shorter run
+    # ... and, below x, the larger of delta^2 * 0.2 and delta^3 * 0.9.
+    child = _child(x.meta, 0.0, False)
+    assert queue.inherited(req("c", **child)) == pytest.approx(0.5**3 * 0.9)
+
+
+def test_shark_rediscovery_adding_nothing_leaves_the_queued_request(key):
+    queue = make_queue("shark", key)
+    queue.push(req("x", **NEAR))
+    assert not queue.rediscover(req("x", shark_sim=0.3, shark_run=1, anchor_relevance=0.0))
+    x = _reopened(queue, key).pop()
+    assert (x.meta["shark_sim"], x.meta["shark_run"]) == (0.3, 0)
+
+
 # -- rank_semantic -------------------------------------------------------------------------------
 
 
