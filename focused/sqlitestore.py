@@ -123,8 +123,10 @@ class SqliteStore(Store):
             # One look, not one per question: a process of the same crawl creating the file
             # between two looks made it exist and not be a file.
             mode: int | None = file.stat().st_mode
-        except (FileNotFoundError, NotADirectoryError):
+        except FileNotFoundError:
             mode = None
+        except NotADirectoryError:  # readers said "no such file" of it, a crawl "not a folder"
+            raise self._not_a_folder(file.parent) from None
         except OSError as exc:  # a name longer than the file system takes
             raise StoreSettingError(
                 f"{self.backend} store at {self.location}: {exc.strerror}"
@@ -171,11 +173,15 @@ class SqliteStore(Store):
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            above = [*reversed(folder.parents), folder]  # from the root down
-            taken = next((path for path in above if path.exists() and not path.is_dir()), folder)
-            raise StoreSettingError(
-                f"{self.backend} store at {self.location}: {cut(str(taken))} is not a folder"
-            ) from None
+            raise self._not_a_folder(folder) from None
+
+    def _not_a_folder(self, folder: Path) -> StoreSettingError:
+        """The store's folder, or one above it, is a file."""
+        above = [*reversed(folder.parents), folder]  # from the root down
+        taken = next((path for path in above if path.exists() and not path.is_dir()), folder)
+        return StoreSettingError(
+            f"{self.backend} store at {self.location}: {cut(str(taken))} is not a folder"
+        )
 
     def _use_wal(self) -> None:
         """WAL mode, which lets a crawl's readers in while it writes. Processes opening a new

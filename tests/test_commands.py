@@ -1171,6 +1171,17 @@ def test_a_folder_given_as_the_store_is_a_bad_setting(cli, tmp_path, command):
 
 
 @pytest.mark.parametrize("command", [("crawls",), ("pages",), ("report",), ("recrawl", "one")])
+def test_a_store_below_a_file_is_a_bad_setting(cli, tmp_path, command):
+    """`-s FOCUSED_DB=notes.txt/x.sqlite3`: "no such file" (status 1), where a crawl said "not a
+    folder" (status 2)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("mine", encoding="utf-8")
+    result = cli(*command, settings={"FOCUSED_DB": notes / "x.sqlite3"})
+    one_line_error(result, 2, f"SQLite store at {notes / 'x.sqlite3'}: {notes} is not a folder")
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("command", [("crawls",), ("pages",), ("report",), ("recrawl", "one")])
 def test_an_empty_store_file_is_a_bad_setting(cli, command):
     """It meant the default file, focused.sqlite3 in the working directory."""
     result = cli(*command, settings={"FOCUSED_DB": ""})
