@@ -11,12 +11,18 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Mapping
-from contextlib import closing, suppress
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from scrapy.exporters import CsvItemExporter, JsonItemExporter, XmlItemExporter
+from scrapy.extensions.feedexport import apply_uri_params
+from scrapy.utils.conf import feed_complete_default_values_from_settings
+from scrapy.utils.misc import load_object
 
 from focused.errors import ConfigError, JSONTooDeep, cut, load_json, one_line, quoted, redact_uri
 from focused.jobdir import COUNT, TEXT, WHOLE, ColumnRule, damaged_row, one_of
@@ -43,6 +49,8 @@ from focused.traps import KINDS as TRAP_KINDS
 from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES, FRONTIER_VALUES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from focused.arguments import CrawlConfig
 
 
@@ -630,24 +638,77 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
         )
 
 
-def check_resumed_feeds(settings: Any, crawl_id: str) -> None:
-    """A JOBDIR crawl that goes on, given a feed with -O (``overwrite``): Scrapy opens its file
-    anew, and what the crawl's earlier runs exported to it was gone without a word (the store
-    keeps the pages). Refused while the file holds anything; -o adds to it."""
+def check_resumed_feeds(settings: Any, crawl_id: str, spider: Callable[[], object]) -> None:
+    """A JOBDIR crawl that goes on exports into the files of its earlier runs (their names
+    filled as Scrapy fills them, from the spider's attributes, made by ``spider`` when asked).
+    Given with -O, Scrapy opened such a file anew, and what the earlier runs exported to it was
+    gone without a word (the store keeps the pages); with -o, a JSON, XML or CSV feed got a
+    second array, root or header after the first, and was no file of its format any more.
+    Refused while the file holds anything; -o adds to a JSON lines feed."""
     if not _job_has_run(settings, crawl_id):
         return
     for uri, options in settings.getdict("FEEDS").items():
-        path = local_feed_path(str(uri))
-        # A name Scrapy fills (%(time)s...) is another file each run.
-        if path is None or not options.get("overwrite") or "%(" in str(uri):
+        options = feed_complete_default_values_from_settings(options, settings, str(uri))
+        if not _holds_anything(_feed_file_of_this_run(str(uri), options, spider)):
             continue
-        with suppress(OSError):
-            if path.stat().st_size:
-                raise ConfigError(
-                    f"the feed {quoted(str(uri))} (-O) would be written anew, losing what the"
-                    f" earlier runs of crawl {crawl_id} exported to it: give it with -o to add"
-                    " to it, or name another file"
-                )
+        earlier = f"what the earlier runs of crawl {crawl_id} exported to it"
+        second = _second_document(settings, options)
+        if options.get("overwrite"):
+            hint = "give it with -o to add to it, or name another file"
+            if second:
+                hint = f"name another file (-o would add {second} to it), or use a .jsonl feed"
+            raise ConfigError(
+                f"the feed {quoted(str(uri))} (-O) would be written anew, losing {earlier}: {hint}"
+            )
+        if second:
+            raise ConfigError(
+                f"the feed {quoted(str(uri))} holds {earlier}, and -o would add {second} after"
+                " it: name another file, or use a .jsonl feed, which -o adds to (-O would write"
+                " it anew, losing what it holds)"
+            )
+
+
+def _feed_file_of_this_run(
+    uri: str, options: dict[str, Any], spider: Callable[[], object]
+) -> Path | None:
+    """The local file a feed's URI names on this run, as Scrapy fills its ``%(name)s``; None
+    for another storage, a name Scrapy makes anew each run (``%(time)s``, ``%(batch_time)s``)
+    and one a ``uri_params`` function of the user's fills."""
+    names = set(re.findall(r"%\(([^)]*)\)", uri))
+    if names & {"time", "batch_time"} or (names and options.get("uri_params")):
+        return None
+    made = spider() if names - {"batch_id"} else None
+    # The first batch of this run is numbered 1, as the first of the earlier runs was.
+    params = {name: 1 if name == "batch_id" else getattr(made, name) for name in names}
+    return local_feed_path(apply_uri_params(uri, params))
+
+
+def _holds_anything(path: Path | None) -> bool:
+    try:
+        return path is not None and path.stat().st_size > 0
+    except OSError:  # no such file yet
+        return False
+
+
+# Scrapy's exporters that write one document, with a start and an end: what a run adds to the
+# file comes after the earlier runs' document, as a second one.
+_ONE_DOCUMENT = (
+    (JsonItemExporter, "a second JSON array"),
+    (XmlItemExporter, "a second XML root"),
+    (CsvItemExporter, "a second header line"),
+)
+
+
+def _second_document(settings: Any, options: dict[str, Any]) -> str | None:
+    """What the feed's exporter writes before this run's records, where it makes a file that
+    holds the earlier runs' records no file of its format; None where the records simply
+    follow them (JSON lines, pickle, marshal, CSV without its header line)."""
+    exporter = load_object(settings.getwithbase("FEED_EXPORTERS")[options["format"]])
+    if issubclass(exporter, CsvItemExporter) and not options["item_export_kwargs"].get(
+        "include_headers_line", True
+    ):
+        return None
+    return next((what for kind, what in _ONE_DOCUMENT if issubclass(exporter, kind)), None)
 
 
 def _check_jobdir_not_behind(settings: Any, crawl: Mapping[str, Any]) -> None:

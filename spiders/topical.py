@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,11 +97,12 @@ class TopicalSpider(scrapy.Spider):
     def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
         """Validate arguments before anything starts (used by the ``crawl`` command)."""
         config = parse_arguments(kwargs, settings)
-        check_feed_placeholders(settings, lambda: cls(config))
+        spider = partial(cls, config)  # made only where a check needs its attributes
+        check_feed_placeholders(settings, spider)
         if config.render != "never":
             check_browser(settings)
         check_store(settings, config)
-        check_resumed_feeds(settings, config.crawl_id)
+        check_resumed_feeds(settings, config.crawl_id, spider)
         # After the store check: its folder exists then.
         lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free

@@ -12,13 +12,15 @@ import subprocess
 import time
 from collections import Counter
 from contextlib import closing
+from functools import partial
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from scrapy.settings import Settings
 
 from focused.errors import ConfigError
-from focused.jobchecks import check_store
+from focused.jobchecks import check_resumed_feeds, check_store
 from focused.resume import COUNTERS_FILE
 from focused.sqlitestore import SqliteStore
 from focused.storage import process_gone
@@ -417,3 +419,122 @@ def test_a_copy_of_a_jobdir_the_crawl_went_on_without_is_refused(tmp_path, site)
     resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 30})
     assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
     assert len(resumed.pages()) == 30
+
+
+def _files_of(*places) -> dict[str, bytes]:
+    """Every file under ``places`` (folders or files), by path, with its bytes."""
+    files = [path for place in places for path in [place, *place.rglob("*")] if path.is_file()]
+    return {str(path): path.read_bytes() for path in files}
+
+
+def test_a_resumed_crawl_refuses_to_add_a_second_document_to_its_feed(tmp_path, sample_graph):
+    """`-o pages.json`, Ctrl-C, the same command again: Scrapy wrote a second JSON array after
+    the first (a second header line in a CSV feed, a second root in an XML one), and the file
+    was no JSON (CSV, XML) any more. Refused in one line, nothing touched; a JSON lines feed
+    takes the resumed run's pages, and a name Scrapy makes anew each run (%(time)s) is new."""
+    server = GatedReplay(sample_graph, Hold(10), BIRD_SEED).start()
+    try:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{server.url}/wiki/{BIRD_SEED}"}
+        settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 30}
+        named = f"{tmp_path}/pages-%(crawl_id)s.json"  # the same file each run
+        feeds = [*(tmp_path / f"pages.{kind}" for kind in ("json", "csv", "xml", "jsonl")), named]
+        first_settings = {
+            "FOCUSED_DB": tmp_path / "focused.sqlite3",
+            "LOG_LEVEL": "INFO",
+            "FOCUSED_LOGSTATS_INTERVAL": 0,
+            **settings,
+        }
+        command = scrapy_command(
+            *crawl_args({"crawl_id": "test", **arguments}, first_settings),
+            *(arg for feed in feeds for arg in ("-o", str(feed))),
+        )
+        first = subprocess.Popen(
+            command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
+        )
+        deadline = time.monotonic() + 60
+        while len(server.fetched) < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGINT)
+        server.gate.release()
+        _, stderr = first.communicate(timeout=60)
+        assert first.returncode == 0, stderr[-3000:]
+        assert "'finish_reason': 'shutdown'" in stderr, stderr[-3000:]
+        kept = _files_of(tmp_path / "job", tmp_path / "focused.sqlite3", *feeds[:-1])
+        kept.update(_files_of(tmp_path / "pages-test.json"))
+        assert all(kept[str(feed)] for feed in feeds[:-1])  # each holds the first run's pages
+        earlier = "what the earlier runs of crawl test exported to it"
+        refusals = [
+            (["-o", feeds[0]], "a second JSON array"),
+            (["-o", feeds[1]], "a second header line"),
+            (["-o", feeds[2]], "a second XML root"),
+            (["-o", f"{feeds[3]}:json"], "a second JSON array"),
+            (["-o", named], "a second JSON array"),
+        ]
+        for extra, second in refusals:
+            refused = run_crawl(tmp_path, arguments, settings, extra=[str(arg) for arg in extra])
+            uri = str(extra[1]).removesuffix(":json")
+            assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+            assert refused.result.stderr == (
+                f"error: the feed '{uri}' holds {earlier}, and -o would add {second} after it:"
+                " name another file, or use a .jsonl feed, which -o adds to (-O would write it"
+                " anew, losing what it holds)\n"
+            )
+        for feed in (feeds[0], named):
+            refused = run_crawl(tmp_path, arguments, settings, extra=["-O", str(feed)])
+            assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+            assert refused.result.stderr == (
+                f"error: the feed '{feed}' (-O) would be written anew, losing {earlier}: name"
+                " another file (-o would add a second JSON array to it), or use a .jsonl feed\n"
+            )
+        assert _files_of(*map(Path, kept)) == kept  # neither the store, JOBDIR nor a feed
+        stamped = f"{tmp_path}/stamped/pages-%(time)s.json"
+        resumed = run_crawl(
+            tmp_path, arguments, settings, extra=["-o", str(feeds[3]), "-o", stamped]
+        )
+        assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+        assert resumed.crawl_record()["finish_reason"] == "closespider_pagecount"
+        lines = feeds[3].read_text(encoding="utf-8").splitlines()
+        urls = sorted(page["url"] for page in resumed.pages())
+        assert sorted(json.loads(line)["url"] for line in lines) == urls
+        [new] = (tmp_path / "stamped").iterdir()
+        assert len(json.loads(new.read_text(encoding="utf-8"))) < len(urls)  # this run's
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "second"),
+    [
+        ("pages.json", {}, "a second JSON array"),
+        ("pages.data", {"format": "csv"}, "a second header line"),
+        ("pages.xml", {}, "a second XML root"),
+        ("pages-%(batch_id)d.json", {"batch_item_count": 5}, "a second JSON array"),
+        ("pages-%(name)s.xml", {}, "a second XML root"),
+        ("pages.jsonl", {}, None),
+        ("pages.jl", {}, None),
+        ("pages.pickle", {}, None),
+        ("pages.marshal", {}, None),
+        ("pages.csv", {"item_export_kwargs": {"include_headers_line": False}}, None),
+        ("pages-%(time)s.json", {}, None),
+        ("pages-%(batch_time)s.json", {"batch_item_count": 5}, None),
+    ],
+)
+def test_which_feeds_a_resumed_crawl_adds_to(tmp_path, name, options, second):
+    """A resumed JOBDIR crawl's -o feed whose file (as Scrapy names it this run) holds records
+    is refused where its format is one document (JSON, XML, CSV with its header line): the
+    run would write a second one after it. A format of records one after the other takes
+    them, and a name with the time in it is a new file."""
+    jobdir = tmp_path / "job"
+    _job_that_ran(jobdir, "c1")
+    filled = name.replace("%(batch_id)d", "1").replace("%(name)s", "topical")
+    (tmp_path / filled).write_bytes(b"records of the first run")
+    settings = Settings({"JOBDIR": jobdir, "FEEDS": {f"{tmp_path}/{name}": options}})
+    spider = partial(SimpleNamespace, name="topical", crawl_id="c1")
+    if second is None:
+        check_resumed_feeds(settings, "c1", spider)
+        return
+    with pytest.raises(ConfigError, match=re.escape(f"-o would add {second} after it")):
+        check_resumed_feeds(settings, "c1", spider)
+    # A JOBDIR whose crawl never ran, or another crawl's, starts a new crawl: its feed is the
+    # user's to add to.
+    check_resumed_feeds(settings, "c2", spider)
