@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from scrapy.extensions.feedexport import apply_uri_params
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import feed_complete_default_values_from_settings
 
@@ -719,14 +720,18 @@ def check_feed_placeholders(settings: Any, spider: Callable[[], object]) -> None
     """The ``%(name)s`` of each feed's URI are what Scrapy fills: the attributes of the spider
     (made by ``spider``, only when there is a feed), and ``time``, ``batch_time``,
     ``batch_id``. Another name, or a malformed one, failed as the feed opened, with a
-    traceback, and the crawl exported nothing and exited 0."""
+    traceback, and the crawl exported nothing and exited 0. Filled as Scrapy fills them: a %
+    that starts no name is the URI's own (``100%.jsonl``, ``my%20pages.jsonl``). A feed with a
+    ``uri_params`` function (FEED_URI_PARAMS) has the names it fills."""
     feeds = settings.getdict("FEEDS")
     if not feeds:
         return
     names = dict.fromkeys([*dir(spider()), "time", "batch_time", "batch_id"], 1)
-    for uri in feeds:
+    for uri, options in feeds.items():
+        if options.get("uri_params", settings.get("FEED_URI_PARAMS")):
+            continue
         try:
-            str(uri) % names
+            apply_uri_params(str(uri), names)
         except KeyError as exc:
             raise ConfigError(
                 f"the feed {quoted(str(uri))} names %({exc.args[0]})s, which Scrapy cannot fill:"
@@ -736,7 +741,6 @@ def check_feed_placeholders(settings: Any, spider: Callable[[], object]) -> None
         except (TypeError, ValueError) as exc:
             raise ConfigError(
                 f"the feed {quoted(str(uri))} is no name Scrapy can fill: {one_line(exc)}"
-                " (a % is written %%)"
             ) from None
 
 

@@ -47,3 +47,8 @@ class SlowPipeline:
     async def process_item(self, item: Any) -> Any:
         await asyncio.sleep(0.3)
         return item
+
+
+def site_params(params: dict[str, Any], spider: Any) -> dict[str, Any]:
+    """A feed's ``uri_params`` (FEED_URI_PARAMS): ``%(site)s``, a name of the user's."""
+    return {**params, "site": "birds"}
