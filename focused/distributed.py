@@ -88,7 +88,8 @@ SOCKET_TIMEOUT = 5.0  # seconds: a hung server stalls the reactor at most this l
 TICK = 0.5  # seconds between heartbeats, and between looks at the frontier while idle
 CONC_KEYS = ("conc", "conc-waiting", "conc-asked")  # a host's places, its waiting processes
 # Seconds a robots.txt read by one process serves the others: RFC 9309 (2.4) asks crawlers not
-# to use a cached robots.txt for more than 24 hours. A process keeps what it read, as Scrapy does.
+# to use a cached robots.txt for more than 24 hours. A process keeps what it read, as Scrapy does
+# (one that failed only for ROBOTS_RETRY_FAILED_AFTER, focused.robots).
 ROBOTS_TXT_LIFE = 24 * 3600
 
 
@@ -538,25 +539,27 @@ class SharedCrawl:
         ms = max(1, round(seconds * 1000))
         self.run(self._pause, keys=[self.polite_key(slot)], args=[ms])
 
-    def robots_txt(self, netloc: str) -> tuple[bytes | None, bool]:
+    def robots_txt(self, netloc: str) -> tuple[bytes | None, bool, float]:
         """What a process of the crawl read at ``netloc``'s robots.txt (``share_robots_txt``)
-        within ``ROBOTS_TXT_LIFE``, else None and whether this process is now the one to
-        download it: no live process is downloading it (none is, or the one that was is silent
-        for ``FOCUSED_WORKER_TIMEOUT`` or has left the crawl). Once Redis is lost, (None, True):
-        each process downloads."""
+        and the seconds it is kept for yet, else None and whether this process is now the one
+        to download it: no live process is downloading it (none is, or the one that was is
+        silent for ``FOCUSED_WORKER_TIMEOUT`` or has left the crawl). Once Redis is lost,
+        (None, True, 0): each process downloads."""
         keys = [self.key(f"robots:{netloc}"), self.key(f"robots-fetching:{netloc}")]
         timeout = self.crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         args = [self.worker, timeout, ROBOTS_TXT_LIFE * 1000]
-        outcome, ours = self.run(
-            self._robots_txt, keys=[*keys, self.key("workers")], args=args, default=(b"", 1)
+        outcome, ours, ms = self.run(
+            self._robots_txt, keys=[*keys, self.key("workers")], args=args, default=(b"", 1, 0)
         )
-        return outcome or None, bool(ours)
+        return outcome or None, bool(ours), max(0, ms) / 1000
 
-    def share_robots_txt(self, netloc: str, outcome: bytes) -> None:
-        """What this process read at ``netloc``'s robots.txt, for every process of the crawl;
-        with ``b""``, nothing to share: the download is left to the next process that asks."""
+    def share_robots_txt(self, netloc: str, outcome: bytes, life: float | None = None) -> None:
+        """What this process read at ``netloc``'s robots.txt, for every process of the crawl,
+        for ``life`` seconds (None: ``ROBOTS_TXT_LIFE``); with ``b""``, nothing to share: the
+        download is left to the next process that asks."""
         keys = [self.key(f"robots:{netloc}"), self.key(f"robots-fetching:{netloc}")]
-        self.run(self._share_robots_txt, keys=keys, args=[outcome, ROBOTS_TXT_LIFE * 1000])
+        ms = max(1, round(life * 1000)) if life is not None else ROBOTS_TXT_LIFE * 1000
+        self.run(self._share_robots_txt, keys=keys, args=[outcome, ms])
 
     def polite_key(self, slot: str) -> str:
         return self.key(f"polite:{slot}")
@@ -920,19 +923,19 @@ redis.call('SET', KEYS[1], 'retry-after', 'PX', ms)
 # a live one has it. KEYS: the host's robots key (its outcome), its robots-fetching key (the
 # worker downloading it), workers (worker -> heartbeat, s). ARGV: worker, seconds of silence
 # that make a worker dead, ms a claim lasts at most. Returns {outcome or '', 1 if this worker
-# downloads it}.
+# downloads it, ms the outcome is kept for yet (0 without one)}.
 ROBOTS_TXT = """
 local outcome = redis.call('GET', KEYS[1])
-if outcome then return {outcome, 0} end
+if outcome then return {outcome, 0, redis.call('PTTL', KEYS[1])} end
 local fetcher = redis.call('GET', KEYS[2])
 if fetcher and fetcher ~= ARGV[1] then
   local beat = redis.call('HGET', KEYS[3], fetcher)
   if beat and tonumber(redis.call('TIME')[1]) - tonumber(beat) <= tonumber(ARGV[2]) then
-    return {'', 0}
+    return {'', 0, 0}
   end
 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-return {'', 1}
+return {'', 1, 0}
 """
 
 # KEYS: a host's robots key, its robots-fetching key. ARGV: the outcome ('' = none), ms it is

@@ -16,8 +16,13 @@ reason, after Scrapy's retries (refused, reset, cut short, timed out, not resolv
 (2.3.1.4) reads it as complete disallow, where Scrapy let every URL of the host through (and
 logged its error with the whole traceback, some sixty lines); the host's pages are refused
 with the reason (``Forbidden by robots.txt, which could not be fetched: ...``), so that a seed
-on a host that is down says why in the seeds' line. A robots.txt downloaded but unreadable
-(over ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
+on a host that is down says why in the seeds' line. Either verdict holds for now only (RFC 9309
+has a crawler assume complete disallow while the robots.txt is unreachable; Google and Nutch
+fetch it again later): after ``ROBOTS_RETRY_FAILED_AFTER`` seconds the next request to the host
+downloads it again (``focused/robots/failed_retried``). Kept for the life of the process, a
+brief outage as the robots.txt was asked for refused every later link to the host for the rest
+of a crawl of hours. The requests refused before then stay refused. A robots.txt downloaded but
+unreadable (over ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
 ``UNREADABLE``), in the one line of Scrapy's message. Its size limit is never below the
 500 KiB RFC 9309 asks a crawler to parse (``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set
 lower for pages cancelled a larger robots.txt, and its host was crawled as if it had none.
@@ -67,6 +72,7 @@ dead.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -101,8 +107,11 @@ logger = logging.getLogger(__name__)
 # requested, is another (spiders.topical).
 LINKED_URL = "linked_url"
 # What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
-# could not be reached, followed by why (complete disallow, as for a 5xx: RFC 9309 2.3.1.4).
-PARSED, FAILED = b"+", b"-"
+# could not be reached, followed by why (complete disallow, as for a 5xx: RFC 9309 2.3.1.4), or
+# that it answered with a server error or 429, followed by the status (complete disallow). Both
+# failures are kept in Redis for ROBOTS_RETRY_FAILED_AFTER only, and by each process reading
+# them for what was left of that.
+PARSED, FAILED, SERVER_ERROR = b"+", b"-", b"!"
 # What a robots.txt answered with a server error (5xx), or unreachable for a network error
 # (UNREACHABLE), is read as: RFC 9309 (2.3.1.4) has the crawler assume complete disallow. 429
 # too, a server asking to be left alone for now, as Google reads it. Scrapy parses the error
@@ -212,6 +221,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # Hosts whose robots.txt could not be downloaded (their parser forbids everything), with
         # why; forgotten with their parser.
         self._unreachable: dict[str, str] = {}
+        # Hosts whose robots.txt failed (unreachable, a 5xx or 429), with the time.monotonic()
+        # at which it is downloaded again (_retry_if_due); forgotten with their parser.
+        self._retry_failed_after = crawler.settings.getfloat("ROBOTS_RETRY_FAILED_AFTER")
+        self._retry_at: dict[str, float] = {}
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -235,6 +248,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         netloc = urlparse_cached(request).netloc
+        self._retry_if_due(netloc)
         pending = self._parsers.get(netloc)
         if not isinstance(pending, Deferred):
             downloads_it = netloc not in self._parsers  # else read already
@@ -272,9 +286,27 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             if not isinstance(parser, Deferred):
                 forget.append(netloc)
         for netloc in forget:
-            del self._parsers[netloc]
-            self._unreachable.pop(netloc, None)
+            self._forget(netloc)
         self._stats.inc_value("focused/robots/forgotten", len(forget))
+
+    def _forget(self, netloc: str) -> None:
+        del self._parsers[netloc]
+        self._unreachable.pop(netloc, None)
+        self._retry_at.pop(netloc, None)
+
+    def _retry_if_due(self, netloc: str) -> None:
+        """Forget ``netloc``'s failed robots.txt once ``ROBOTS_RETRY_FAILED_AFTER`` has passed,
+        so that its next request downloads it again."""
+        retry_at = self._retry_at.get(netloc)
+        if retry_at is not None and retry_at <= time.monotonic():
+            self._forget(netloc)
+            self._stats.inc_value("focused/robots/failed_retried")
+
+    def _failed_for(self, netloc: str, seconds: float) -> None:
+        """``netloc``'s robots.txt failed: its complete disallow holds ``seconds`` (0: for
+        good)."""
+        if seconds > 0:
+            self._retry_at[netloc] = time.monotonic() + seconds
 
     async def _read_by_the_crawl(self, request: Request, netloc: str) -> RobotParser | None:
         """``netloc``'s robots.txt as another process of the crawl read it, waited for while
@@ -283,11 +315,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         waiting: Deferred[RobotParser | None] = Deferred()
         self._parsers[netloc] = waiting  # the scheduler holds the host; later requests chain
         wait = SHARED_FIRST_WAIT
-        outcome, ours = shared.robots_txt(netloc)
+        outcome, ours, life = shared.robots_txt(netloc)
         while outcome is None and not ours:
             await sleep(wait)
             wait = min(2 * wait, SHARED_MAX_WAIT)
-            outcome, ours = shared.robots_txt(netloc)
+            outcome, ours, life = shared.robots_txt(netloc)
         if outcome is None:
             del self._parsers[netloc]  # for Scrapy's download, which shares it when done
             parser = await super().robot_parser(request)
@@ -297,16 +329,23 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )
+            elif outcome.startswith(SERVER_ERROR):  # said in the log of the process that got it
+                parser = build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)
             else:  # FAILED: the process that downloaded it said why in its log
                 why = outcome[len(FAILED) :].decode("utf-8", "replace") or "unreachable"
                 parser = self._disallow_all(netloc, why)
+            if not outcome.startswith(PARSED) and self._retry_failed_after > 0:
+                # Until it expires in Redis, as for every process of the crawl.
+                self._failed_for(netloc, life)
             self._parsers[netloc] = parser
             self._stats.inc_value("focused/robots/read_by_another_process")
         waiting.callback(parser)
         return parser
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
+        outcome = PARSED + response.body
         if response.status >= 500 or response.status == 429:
+            outcome = SERVER_ERROR + str(response.status).encode()
             self._stats.inc_value("focused/robots/server_error_hosts")
             logger.warning(
                 "%s: robots.txt answered %d (after retries): nothing on the host is fetched, as "
@@ -316,11 +355,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             )
             response = response.replace(body=DISALLOW_ALL)
         await super()._parse_robots(response, netloc, request)
+        if outcome.startswith(SERVER_ERROR):
+            self._failed_for(netloc, self._retry_failed_after)
         # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
         # other processes read it.
         downloader: PoliteDownloader = self.crawler.engine.downloader
         downloader.robots_txt_ended(downloader.get_slot_key(request))
-        self._share(netloc, PARSED + response.body)
+        self._share(netloc, outcome)
 
     def _robots_error(self, exc: Exception, netloc: str) -> None:
         if not _network_failure(exc):
@@ -340,6 +381,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         )
         downloading = self._parsers[netloc]
         parser = self._parsers[netloc] = self._disallow_all(netloc, why)
+        self._failed_for(netloc, self._retry_failed_after)
         downloading.callback(parser)
         # A host that cannot be reached fails every process alike.
         self._share(netloc, FAILED + why.encode())
@@ -352,7 +394,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def _share(self, netloc: str, outcome: bytes) -> None:
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is not None:
-            shared.share_robots_txt(netloc, outcome)
+            failed = outcome[:1] in (FAILED, SERVER_ERROR) and self._retry_failed_after > 0
+            shared.share_robots_txt(netloc, outcome, self._retry_failed_after if failed else None)
 
     def waits_for_robots(self, request: Request) -> bool:
         """True if ``request`` waits (or, handed out, would wait) in this middleware for its
@@ -362,7 +405,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         engine is woken once it is read (``robot_parser``)."""
         if request.meta.get("dont_obey_robotstxt") or request.url.startswith(("data:", "file:")):
             return False
-        parser = self._parsers.get(urlparse_cached(request).netloc, self)  # self: not asked
+        netloc = urlparse_cached(request).netloc
+        self._retry_if_due(netloc)
+        parser = self._parsers.get(netloc, self)  # self: not asked
         return parser is self or isinstance(parser, Deferred)
 
     def refuses_as_linked(self, request: Request) -> bool:
@@ -371,7 +416,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         linked = _linked(request)
         if linked is None or request.meta.get("dont_obey_robotstxt"):
             return False
-        parser = self._parsers.get(urlparse_cached(request).netloc)
+        netloc = urlparse_cached(request).netloc
+        self._retry_if_due(netloc)  # a failed robots.txt past its time is read again
+        parser = self._parsers.get(netloc)
         if parser is None or isinstance(parser, Deferred):
             return False
         return not parser.allowed(linked, self._useragent(request))

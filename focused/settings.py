@@ -44,6 +44,14 @@ ROBOTS_CRAWL_DELAY_MAX = 30.0
 # robots.txt of 1 KB); a host forgotten has its robots.txt downloaded again when one of its URLs
 # comes up, its Crawl-delay kept meanwhile (focused.robots).
 ROBOTS_PARSERS_MAX = 10_000
+# A robots.txt that could not be fetched (a network error, or a 5xx or 429, after the retries)
+# forbids its whole host (RFC 9309) for this many seconds; then the next request to the host
+# downloads it again (focused/robots/failed_retried); requests refused before then stay refused.
+# 5 minutes, as Nutch waits after a 503 robots.txt (http.robots.503.defer.visits.delay): a
+# crawl of hours gets back a host that was down for a moment, for one robots.txt request every
+# 5 minutes at most to a host that stays down. 0: kept for the whole crawl (24 hours in a shared
+# crawl's Redis). In a shared crawl every process reads it again at the same time.
+ROBOTS_RETRY_FAILED_AFTER = 300.0
 # A 429 or 503 pauses its host before Scrapy retries as usual (RETRY_TIMES), at most this many
 # seconds: with Retry-After, no request to that host before it says; without, see below. 0:
 # no pause, retried at once, as Scrapy does (focused.retryafter).

@@ -187,6 +187,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"RELEVANCE_REFIT_THREAD": "no"}, "RELEVANCE_REFIT_THREAD='no' is not true or"),
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
+        (GOOD, {"ROBOTS_RETRY_FAILED_AFTER": "-1"}, "ROBOTS_RETRY_FAILED_AFTER=-1 is outside"),
+        # Kept in Redis in milliseconds: Redis refused the expiry, and a shared crawl stopped.
+        (
+            GOOD,
+            {"ROBOTS_RETRY_FAILED_AFTER": "1e16"},
+            "ROBOTS_RETRY_FAILED_AFTER=1e16 is outside [0.0, 604800]",
+        ),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
         (GOOD, {"RETRY_BACKOFF_BASE": "-1"}, "RETRY_BACKOFF_BASE=-1 is outside"),
         # It meant the default file, focused.sqlite3 in the working directory.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -187,6 +188,52 @@ def test_a_robots_txt_unreachable_for_a_network_error_forbids_the_host(tmp_path,
     # The seed it refused is named with why.
     (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
     assert f"{down.url}/page (Forbidden by robots.txt, which could not be fetched: " in named
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [Reply(503, "unavailable", "text/plain"), Reply(DROPPED)],
+    ids=["server_error", "dropped"],
+)
+def test_a_failed_robots_txt_is_fetched_again_after_robots_retry_failed_after(tmp_path, failure):
+    """A robots.txt that failed (a 503, or a network error) forbade its host for the rest of the
+    crawl: a host down for a moment as its robots.txt was asked for lost every page linked to
+    it later. After ROBOTS_RETRY_FAILED_AFTER the next request to the host reads it again; the
+    page refused before then stays refused."""
+    robots_asked = []
+
+    def recovering(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots_asked.append(path)
+            return failure if len(robots_asked) == 1 else Reply(200, "User-agent: *\nAllow: /\n")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(recovering) as down:
+
+        def linking(method: str, path: str) -> Reply:
+            if path == "/":
+                links = f"<a href='{down.url}/early'>early</a><a href='/slow'>slow</a>"
+            elif path == "/slow":
+                time.sleep(3)  # past ROBOTS_RETRY_FAILED_AFTER after the first robots.txt
+                links = f"<a href='{down.url}/late'>late</a>"
+            else:
+                links = ""
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+        with Site(linking, "127.0.0.2") as up:
+            crawl = run_crawl(
+                tmp_path,
+                {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"},
+                {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 1},
+            )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert down.log.gets() == [(down.host, "/late")], log[-3000:]
+    assert len(robots_asked) == 2
+    assert stat(log, "focused/robots/failed_retried") == 1
+    assert stat(log, "robotstxt/forbidden") == 1  # /early, asked while it was failed
+    fetched = sorted(page["url"] for page in crawl.pages())
+    assert fetched == sorted([f"{up.url}/", f"{up.url}/slow", f"{down.url}/late"])
 
 
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):

@@ -6,11 +6,13 @@ import asyncio
 import re
 import time
 from asyncio import CancelledError
+from types import SimpleNamespace
 
 import pytest
 import redis
 from scrapy import Request
 from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
+from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
@@ -46,25 +48,27 @@ def beat(shared: SharedCrawl, age: int) -> None:
 
 def test_one_process_downloads_a_robots_txt_and_the_others_read_what_it_read(redis_server):  # noqa: F811
     first, second = process(redis_server.url), process(redis_server.url)
-    assert first.robots_txt("a.example") == (None, True)
-    assert second.robots_txt("a.example") == (None, False)  # wait: the first is downloading
-    assert first.robots_txt("a.example") == (None, True)  # still its own to download
-    assert second.robots_txt("b.example") == (None, True)  # another host is another download
+    assert first.robots_txt("a.example") == (None, True, 0)
+    assert second.robots_txt("a.example") == (None, False, 0)  # wait: the first is downloading
+    assert first.robots_txt("a.example") == (None, True, 0)  # still its own to download
+    assert second.robots_txt("b.example") == (None, True, 0)  # another host is another download
     second.share_robots_txt("b.example", b"")  # gave up: not the host's failure, none to share
-    assert first.robots_txt("b.example") == (None, True)  # the next to ask downloads it
+    assert first.robots_txt("b.example") == (None, True, 0)  # the next to ask downloads it
     first.share_robots_txt("a.example", b"+User-agent: *\nDisallow: /private/\n")
-    assert second.robots_txt("a.example") == (b"+User-agent: *\nDisallow: /private/\n", False)
+    outcome, ours, life = second.robots_txt("a.example")
+    assert (outcome, ours) == (b"+User-agent: *\nDisallow: /private/\n", False)
+    assert 23 * 3600 < life <= 24 * 3600  # RFC 9309: a cached copy serves 24 h
     assert first.robots_txt("a.example")[0] is not None
 
 
 def test_a_robots_txt_download_goes_to_another_process_when_its_own_is_gone(redis_server):  # noqa: F811
     first, second, third = (process(redis_server.url) for _ in range(3))
-    assert first.robots_txt("a.example") == (None, True)
+    assert first.robots_txt("a.example") == (None, True, 0)
     beat(first, TIMEOUT + 2)  # silent for longer than the timeout: dead
-    assert second.robots_txt("a.example") == (None, True)
-    assert third.robots_txt("a.example") == (None, False)  # the second has it now
+    assert second.robots_txt("a.example") == (None, True, 0)
+    assert third.robots_txt("a.example") == (None, False, 0)  # the second has it now
     second.redis.hdel(second.key("workers"), second.worker)  # closed, as spider_closed does
-    assert third.robots_txt("a.example") == (None, True)
+    assert third.robots_txt("a.example") == (None, True, 0)
 
 
 class SlowRobots(ReplayServer):
@@ -133,20 +137,72 @@ def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(red
         ("down.example", DownloadTimeoutError()),
         ("mine.example", CancelledError()),
     ]:
-        assert downloader.crawler.spider.shared.robots_txt(netloc) == (None, True)
+        assert downloader.crawler.spider.shared.robots_txt(netloc) == (None, True, 0)
         downloader._parsers[netloc] = Deferred()  # as while it downloads
         downloader._robots_error(error, netloc)
     assert downloader._parsers["mine.example"] is None  # this process lets its URLs through
     other = middleware()
-    outcome, ours = other.crawler.spider.shared.robots_txt("down.example")
+    outcome, ours, _ = other.crawler.spider.shared.robots_txt("down.example")
     assert outcome == FAILED + b"DownloadTimeoutError" and not ours
-    assert other.crawler.spider.shared.robots_txt("mine.example") == (None, True)  # to download
+    assert other.crawler.spider.shared.robots_txt("mine.example") == (None, True, 0)  # to download
     reader = middleware()
     parser = asyncio.run(reader._read_by_the_crawl(page, "down.example"))
     for each, rp in [(downloader, downloader._parsers["down.example"]), (reader, parser)]:
         assert not rp.allowed(page.url, each._useragent(page))
         with pytest.raises(IgnoreRequest, match=r"could not be fetched: DownloadTimeoutError$"):
             each.process_request_2(rp, page)
+
+
+@pytest.mark.parametrize("failure", ["unreachable", "server_error"])
+def test_a_failed_robots_txt_is_read_again_by_every_process_after_its_time(
+    redis_server,  # noqa: F811
+    failure,
+):
+    """A robots.txt that failed (a network error, a 503) was kept 24 h in Redis and for good by
+    each process that read it: a host down for a moment was refused by every process for the
+    rest of the crawl. It is kept ROBOTS_RETRY_FAILED_AFTER in Redis, and by each process for
+    what was left of that when it read it; then the next process to ask downloads it again."""
+    netloc, retry = "down.example", 2.0
+    page = Request(f"http://{netloc}/page")
+    settings = {
+        "ROBOTSTXT_OBEY": True,
+        "FOCUSED_WORKER_TIMEOUT": TIMEOUT,
+        "ROBOTS_RETRY_FAILED_AFTER": retry,
+    }
+
+    def middleware() -> RobotsTxtMiddleware:
+        crawler = get_crawler(QueueSpider, settings)
+        crawler.spider = QueueSpider()
+        crawler.spider.shared = process(redis_server.url)
+        return RobotsTxtMiddleware(crawler)
+
+    downloader = middleware()
+    assert downloader.crawler.spider.shared.robots_txt(netloc)[1]  # this one downloads it
+    downloader._parsers[netloc] = Deferred()  # as while it downloads
+    if failure == "unreachable":
+        downloader._robots_error(DownloadTimeoutError(), netloc)
+    else:
+        # The downloader's slot, which the robots.txt's Crawl-delay would pace, is not at issue.
+        downloader.crawler.engine = SimpleNamespace(
+            downloader=SimpleNamespace(
+                get_slot_key=lambda request: netloc, robots_txt_ended=lambda key: None
+            )
+        )
+        answer = Response(f"http://{netloc}/robots.txt", status=503, body=b"unavailable")
+        asyncio.run(downloader._parse_robots(answer, netloc, page))
+    client = redis.Redis.from_url(redis_server.url)
+    assert 0 < client.pttl(f"focused:t:robots:{netloc}") <= retry * 1000
+    reader = middleware()
+    parser = asyncio.run(reader._read_by_the_crawl(page, netloc))
+    assert not parser.allowed(page.url, reader._useragent(page))
+    for each in (downloader, reader):
+        assert not each.waits_for_robots(page)  # read: the host is refused for now
+    time.sleep(retry + 0.1)
+    for each in (downloader, reader):
+        assert each.waits_for_robots(page)  # to be read again, the host held meanwhile
+        assert each.crawler.stats.get_value("focused/robots/failed_retried") == 1
+    assert client.get(f"focused:t:robots:{netloc}") is None
+    assert reader.crawler.spider.shared.robots_txt(netloc) == (None, True, 0)  # to download
 
 
 def test_a_shared_crawl_checks_robots_txt_against_the_url_as_linked(tmp_path, redis_server):  # noqa: F811
