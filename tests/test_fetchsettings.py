@@ -22,6 +22,7 @@ def test_a_crawl_records_the_fetch_settings_given_on_its_command_line_alone():
             "USER_AGENT": "birdwatch/2.0",
             "DOWNLOAD_DELAY": "1.5",
             "HTTPERROR_ALLOWED_CODES": "403,451",
+            "ROBOTS_RETRY_FAILED_AFTER": "0",  # a failed robots.txt kept, as the crawl kept it
             "HTTPAUTH_USER": "ann",  # secrets are never kept
             "HTTPAUTH_PASS": "s3cret",
             "HTTPAUTH_DOMAIN": "a.test",  # given with them again (the command checks them first)
@@ -36,6 +37,7 @@ def test_a_crawl_records_the_fetch_settings_given_on_its_command_line_alone():
         "USER_AGENT": "birdwatch/2.0",
         "DOWNLOAD_DELAY": "1.5",
         "HTTPERROR_ALLOWED_CODES": [403, 451],
+        "ROBOTS_RETRY_FAILED_AFTER": "0",
     }
 
 
