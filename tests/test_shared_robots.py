@@ -29,6 +29,7 @@ from tests.test_redis_frontier import (  # noqa: F401 (redis_server is a fixture
     redis_server,
     responses,
 )
+from tests.test_robots import FAILED_AT_FIRST, crawl_past_a_failed_robots_txt
 
 TIMEOUT = 5  # FOCUSED_WORKER_TIMEOUT of the processes below
 
@@ -203,6 +204,26 @@ def test_a_failed_robots_txt_is_read_again_by_every_process_after_its_time(
         assert each.crawler.stats.get_value("focused/robots/failed_retried") == 1
     assert client.get(f"focused:t:robots:{netloc}") is None
     assert reader.crawler.spider.shared.robots_txt(netloc) == (None, True, 0)  # to download
+
+
+@pytest.mark.parametrize("failure", FAILED_AT_FIRST, ids=["server_error", "dropped"])
+def test_a_shared_crawl_fetches_a_failed_robots_txt_again_once_it_expires(
+    tmp_path,
+    redis_server,  # noqa: F811
+    failure,
+):
+    """The failed robots.txt was kept 24 h in Redis: the host's later links were refused."""
+    settings = {"FOCUSED_FRONTIER": redis_server.url}
+    crawl, down, robots_asked = crawl_past_a_failed_robots_txt(tmp_path, failure, settings)
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert down.log.gets() == [(down.host, "/late")], log[-3000:]
+    assert len(robots_asked) == 2
+    assert stat(log, "focused/robots/failed_retried") == 1
+    client = redis.Redis.from_url(redis_server.url)
+    kept = f"focused:test:robots:{down.url.removeprefix('http://')}"
+    assert client.get(kept) == b"+User-agent: *\nAllow: /\n"
+    assert client.ttl(kept) > 23 * 3600  # what was read is kept as long as ever
 
 
 def test_a_shared_crawl_checks_robots_txt_against_the_url_as_linked(tmp_path, redis_server):  # noqa: F811
