@@ -405,6 +405,21 @@ class StoppedWhilePaused:
 RETRY_AFTER = 20
 
 
+def crawl_in_background(tmp_path, arguments: dict[str, str], settings: dict[str, object]):
+    """The crawl of ``arguments`` (given ``settings``) started in a subprocess whose stderr, at
+    INFO, the test reads as it goes; ``run_crawl(tmp_path, arguments, settings)`` runs it again
+    as it was started."""
+    first = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "LOG_LEVEL": "INFO",
+        **settings,
+    }
+    command = scrapy_command(*crawl_args({"crawl_id": "test", **arguments}, first))
+    return subprocess.Popen(command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True)
+
+
 def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> StoppedWhilePaused:
     """A crawl (given ``settings``) of a seed linking to /p1, which answers 429 with
     Retry-After: RETRY_AFTER the first time: Ctrl-C as the retry waits for the pause, then the
@@ -423,17 +438,7 @@ def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> Stopped
 
     with Site(respond, "127.0.0.2", log) as site:
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
-        first = {
-            "FOCUSED_DB": tmp_path / "focused.sqlite3",
-            "ENCODER_STORE_DIR": tmp_path / "encodings",
-            "FOCUSED_LOGSTATS_INTERVAL": 0,
-            "LOG_LEVEL": "INFO",
-            **settings,
-        }
-        command = scrapy_command(*crawl_args({"crawl_id": "test", **arguments}, first))
-        process = subprocess.Popen(
-            command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
-        )
+        process = crawl_in_background(tmp_path, arguments, settings)
         try:
             for line in process.stderr:
                 if f"answered 429 with Retry-After {RETRY_AFTER}" in line:
@@ -690,17 +695,7 @@ def test_a_resumed_crawl_waits_out_the_crawl_delay_of_the_paused_run(tmp_path):
     with Site(respond, "127.0.0.2") as site:
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         settings = {"JOBDIR": tmp_path / "job"}
-        first = {
-            "FOCUSED_DB": tmp_path / "focused.sqlite3",
-            "ENCODER_STORE_DIR": tmp_path / "encodings",
-            "FOCUSED_LOGSTATS_INTERVAL": 0,
-            "LOG_LEVEL": "INFO",
-            **settings,
-        }
-        command = scrapy_command(*crawl_args({"crawl_id": "test", **arguments}, first))
-        process = subprocess.Popen(
-            command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
-        )
+        process = crawl_in_background(tmp_path, arguments, settings)
         try:
             while [path for _, path in arrivals][-1:] != ["/p1"]:
                 assert process.poll() is None, process.stderr.read()[-3000:]
