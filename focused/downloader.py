@@ -79,7 +79,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy import signals
 from scrapy.core.downloader import Downloader
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http.request import NO_CALLBACK
 from scrapy.resolver import dnscache
 from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
@@ -88,6 +87,7 @@ from twisted.python.failure import Failure
 
 from focused.jobdir import jobdir_writes, write_whole
 from focused.resume import INFLIGHT
+from focused.robots import is_robots_txt
 from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
@@ -175,8 +175,8 @@ class PoliteDownloader(Downloader):
             if INFLIGHT in request.meta or INFLIGHT_META in request.meta:
                 queue_dfd.errback(Failure(NotSent()))
                 unsent += 1
-            elif request.callback is NO_CALLBACK and request.meta.get("dont_obey_robotstxt"):
-                queue_dfd.errback(Failure(NotSent()))  # a robots.txt (focused.robots)
+            elif is_robots_txt(request):
+                queue_dfd.errback(Failure(NotSent()))
             else:
                 slot.queue.append((request, queue_dfd))
         if unsent:

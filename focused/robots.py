@@ -169,6 +169,12 @@ def _network_failure(exc: BaseException | None) -> bool:
     return isinstance(exc, UNREACHABLE) and not isinstance(exc, UNREADABLE)
 
 
+def is_robots_txt(request: Request) -> bool:
+    """Whether ``request`` is the download of a robots.txt that Scrapy's ``robot_parser``
+    makes (no callback, not itself checked against robots.txt)."""
+    return request.callback is NO_CALLBACK and bool(request.meta.get("dont_obey_robotstxt"))
+
+
 def _linked(request: Request) -> str | None:
     """The URL as the request's link or seed spelled it, where its canonical URL is another;
     None after a redirect (Scrapy's, a meta refresh's, the browser's: each sets
@@ -238,11 +244,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             crawler.signals.connect(self._keep_crawl_delay, signal=signals.response_downloaded)
 
     async def process_request(self, request: Request) -> None:
-        if (
-            self._robots_maxsize is not None
-            and request.callback is NO_CALLBACK  # a robots.txt of robot_parser's
-            and request.meta.get("dont_obey_robotstxt")
-        ):
+        if self._robots_maxsize is not None and is_robots_txt(request):
             request.meta.setdefault("download_maxsize", self._robots_maxsize)
         await super().process_request(request)
 
