@@ -291,8 +291,9 @@ def _check_job_tables(jobdir: Path) -> None:
         if not path.is_file():
             continue
         try:
-            reason = _missing_table(path, tables)
-            damage = None if reason else _damaged_value(path, tables)
+            with closing(sqlite3.connect(path)) as database:
+                reason = _missing_table(database, tables)
+                damage = None if reason else _damaged_value(database, tables)
         except sqlite3.Error as exc:
             reason, damage = str(exc), None
         if reason:
@@ -304,35 +305,34 @@ def _check_job_tables(jobdir: Path) -> None:
             )
 
 
-def _missing_table(path: Path, tables: dict[str, JobTable]) -> str | None:
-    """What ``path`` lacks of ``tables`` (None: nothing, or it is empty)."""
-    with closing(sqlite3.connect(path)) as database:
-        if not _has_tables(database):
-            return None
-        for table, (columns, may_lack, _) in tables.items():
-            kind = database.execute(
-                "SELECT type FROM sqlite_master WHERE name = ?", (table,)
-            ).fetchone()
-            if kind is None and may_lack:
-                continue
-            if kind != ("table",):
-                return f"it has no table {table}"
-            found = {row[1] for row in database.execute(f"PRAGMA table_info({table})")}
-            missing = [column for column in columns if column not in found]
-            if missing:
-                return f"its table {table} has no column {missing[0]}"
+def _missing_table(database: sqlite3.Connection, tables: dict[str, JobTable]) -> str | None:
+    """What the file ``database`` lacks of ``tables`` (None: nothing, or it is empty)."""
+    if not _has_tables(database):
+        return None
+    for table, (columns, may_lack, _) in tables.items():
+        kind = database.execute(
+            "SELECT type FROM sqlite_master WHERE name = ?", (table,)
+        ).fetchone()
+        if kind is None and may_lack:
+            continue
+        if kind != ("table",):
+            return f"it has no table {table}"
+        found = {row[1] for row in database.execute(f"PRAGMA table_info({table})")}
+        missing = [column for column in columns if column not in found]
+        if missing:
+            return f"its table {table} has no column {missing[0]}"
     return None
 
 
-def _damaged_value(path: Path, tables: dict[str, JobTable]) -> str | None:
-    """The first row of ``path`` with a value its reader would fail on (None: none)."""
-    with closing(sqlite3.connect(path)) as database:
-        for table, job_table in tables.items():
-            exists = database.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()
-            if exists and (damage := damaged_row(database, table, job_table.values)):
-                return damage
+def _damaged_value(database: sqlite3.Connection, tables: dict[str, JobTable]) -> str | None:
+    """The first row of the file ``database`` with a value its reader would fail on (None:
+    none)."""
+    for table, job_table in tables.items():
+        exists = database.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+        if exists and (damage := damaged_row(database, table, job_table.values)):
+            return damage
     return None
 
 
