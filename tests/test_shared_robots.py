@@ -119,6 +119,14 @@ def test_processes_of_a_crawl_download_a_hosts_robots_txt_once_and_all_obey_it(
     assert 23 * 3600 < client.ttl(kept) <= 24 * 3600  # RFC 9309: a cached copy serves 24 h
 
 
+def process_middleware(url: str, settings: dict[str, object]) -> RobotsTxtMiddleware:
+    """The robots.txt middleware of a new process of the shared crawl on the Redis at ``url``."""
+    crawler = get_crawler(QueueSpider, settings)
+    crawler.spider = QueueSpider()
+    crawler.spider.shared = process(url)
+    return RobotsTxtMiddleware(crawler)
+
+
 def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(redis_server):  # noqa: F811
     """A download that failed for any reason was shared as the host's: a process stopping while
     it downloaded a robots.txt let every process of the crawl through every URL of the host. A
@@ -127,13 +135,7 @@ def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(red
     page = Request("http://down.example/page")
     settings = {"ROBOTSTXT_OBEY": True, "FOCUSED_WORKER_TIMEOUT": TIMEOUT}
 
-    def middleware() -> RobotsTxtMiddleware:
-        crawler = get_crawler(QueueSpider, settings)
-        crawler.spider = QueueSpider()
-        crawler.spider.shared = process(redis_server.url)
-        return RobotsTxtMiddleware(crawler)
-
-    downloader = middleware()
+    downloader = process_middleware(redis_server.url, settings)
     for netloc, error in [
         ("down.example", DownloadTimeoutError()),
         ("mine.example", CancelledError()),
@@ -142,11 +144,11 @@ def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(red
         downloader._parsers[netloc] = Deferred()  # as while it downloads
         downloader._robots_error(error, netloc)
     assert downloader._parsers["mine.example"] is None  # this process lets its URLs through
-    other = middleware()
+    other = process_middleware(redis_server.url, settings)
     outcome, ours, _ = other.crawler.spider.shared.robots_txt("down.example")
     assert outcome == FAILED + b"DownloadTimeoutError" and not ours
     assert other.crawler.spider.shared.robots_txt("mine.example") == (None, True, 0)  # to download
-    reader = middleware()
+    reader = process_middleware(redis_server.url, settings)
     parser = asyncio.run(reader._read_by_the_crawl(page, "down.example"))
     for each, rp in [(downloader, downloader._parsers["down.example"]), (reader, parser)]:
         assert not rp.allowed(page.url, each._useragent(page))
@@ -171,13 +173,7 @@ def test_a_failed_robots_txt_is_read_again_by_every_process_after_its_time(
         "ROBOTS_RETRY_FAILED_AFTER": retry,
     }
 
-    def middleware() -> RobotsTxtMiddleware:
-        crawler = get_crawler(QueueSpider, settings)
-        crawler.spider = QueueSpider()
-        crawler.spider.shared = process(redis_server.url)
-        return RobotsTxtMiddleware(crawler)
-
-    downloader = middleware()
+    downloader = process_middleware(redis_server.url, settings)
     assert downloader.crawler.spider.shared.robots_txt(netloc)[1]  # this one downloads it
     downloader._parsers[netloc] = Deferred()  # as while it downloads
     if failure == "unreachable":
@@ -193,7 +189,7 @@ def test_a_failed_robots_txt_is_read_again_by_every_process_after_its_time(
         asyncio.run(downloader._parse_robots(answer, netloc, page))
     client = redis.Redis.from_url(redis_server.url)
     assert 0 < client.pttl(f"focused:t:robots:{netloc}") <= retry * 1000
-    reader = middleware()
+    reader = process_middleware(redis_server.url, settings)
     parser = asyncio.run(reader._read_by_the_crawl(page, netloc))
     assert not parser.allowed(page.url, reader._useragent(page))
     for each in (downloader, reader):
