@@ -690,6 +690,19 @@ def test_pages_json_is_one_record_a_line_without_text(stored, sqlite, mongo):
     assert ok(mongo("pages", "--crawl", "cut", "--json")) == out
 
 
+def test_pages_json_with_text_gives_each_page_whole(stored, sqlite, mongo):
+    """A corpus built from a crawl needs the pages' texts: ``--text`` adds each one."""
+    out = ok(sqlite("pages", "--crawl", "cut", "--json", "--text"))
+    printed = [json.loads(line) for line in out.splitlines()]
+    expected = best_first(stored.pages["cut"])
+    assert any(page["text"] for page in expected), "pages without text test nothing"
+    assert printed == [
+        {**page, "gone": False, "noindex": False, "duplicate": bool(page["duplicate_of"])}
+        for page in expected
+    ]
+    assert ok(mongo("pages", "--crawl", "cut", "--json", "--text")) == out
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "mongo"])
 def test_pages_json_prints_each_page_as_it_is_read(
     cli,
@@ -928,6 +941,7 @@ def test_unreachable_mongo(cli, command):
         (("pages", "--level", "-1"), "--level=-1 is below its minimum 0"),
         (("pages", "--min-relevance", "2"), "--min-relevance=2 is above its maximum 1"),
         (("pages", "extra"), "unexpected arguments: extra"),
+        (("pages", "--text"), "--text needs --json: a table has no room for the pages' texts"),
         (("crawls", "--bogus"), "unknown option --bogus (--help lists the options)"),
         (("report", "a", "b"), "give at most one crawl id, not 2: a b"),
         (("report", "-s", "MONGO_TIMEOUT_MS=soon"), "MONGO_TIMEOUT_MS='soon' is not an integer"),

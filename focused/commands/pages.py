@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from focused.arguments import Param
-from focused.errors import say
+from focused.errors import ConfigError, say
 from focused.report import describe_page_status, describe_status, page_json
 from focused.storage import PAGE_FIELDS
 from focused.storecommand import (
@@ -23,9 +23,10 @@ if TYPE_CHECKING:
 
     from focused.storage import Store
 
-# --json prints every field but the page text, which the store keeps for whoever needs it.
+# --json prints every field but the page text (tens of KB a page), unless --text asks for it:
+# a corpus built from the crawl needs the texts, a look at what was crawled does not.
 JSON_FIELDS = tuple(name for name in PAGE_FIELDS if name != "text")
-TEXT_FIELDS = ("url", "title", "level", "relevance", "status", "robots", "duplicate_of")
+TABLE_FIELDS = ("url", "title", "level", "relevance", "status", "robots", "duplicate_of")
 
 
 class Command(StoreCommand):
@@ -44,8 +45,8 @@ class Command(StoreCommand):
             " to be indexed (stored without its text) and by 'duplicate' when it is a copy of"
             " another page (stored without its text; duplicate_of names that page): '200',"
             " '404 gone', '200 noindex', '200 duplicate'. With --json one JSON object a line,"
-            " every field but the page text, with 'gone', 'noindex' and 'duplicate' true or"
-            " false."
+            " every field but the page text (with --text, the text too), with 'gone', 'noindex'"
+            " and 'duplicate' true or false."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -59,12 +60,15 @@ class Command(StoreCommand):
             "--relevant-only", action="store_true", help="only pages judged relevant"
         )
         parser.add_argument("--top", metavar="K", help="only the K most relevant pages")
+        parser.add_argument("--text", action="store_true", help="with --json: each page's text too")
 
     def check_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().check_options(args, opts)
         parse_number(opts, "--min-relevance", Param(0.0, low=0.0, high=1.0))
         parse_number(opts, "--level", Param(0, low=0))
         parse_number(opts, "--top", Param(1, low=1))
+        if opts.text and not opts.json:
+            raise ConfigError("--text needs --json: a table has no room for the pages' texts")
 
     def show(self, store: Store, args: list[str], opts: argparse.Namespace) -> None:
         crawl = find_crawl(store, opts.crawl)
@@ -84,7 +88,7 @@ class Command(StoreCommand):
             level=opts.level,
             relevant_only=opts.relevant_only,
             limit=opts.top,
-            fields=JSON_FIELDS if opts.json else TEXT_FIELDS,
+            fields=(PAGE_FIELDS if opts.text else JSON_FIELDS) if opts.json else TABLE_FIELDS,
         )
         if opts.json:
             for page in pages:
