@@ -638,34 +638,58 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
         )
 
 
-def check_resumed_feeds(settings: Any, crawl_id: str, spider: Callable[[], object]) -> None:
-    """A JOBDIR crawl that goes on exports into the files of its earlier runs (their names
-    filled as Scrapy fills them, from the spider's attributes, made by ``spider`` when asked).
-    Given with -O, Scrapy opened such a file anew, and what the earlier runs exported to it was
-    gone without a word (the store keeps the pages); with -o, a JSON, XML or CSV feed got a
-    second array, root or header after the first, and was no file of its format any more.
-    Refused while the file holds anything; -o adds to a JSON lines feed."""
-    if not _job_has_run(settings, crawl_id):
-        return
+def check_feeds(settings: Any, crawl_id: str, spider: Callable[[], object]) -> None:
+    """A feed's file (named as Scrapy names it this run, from the spider's attributes, made by
+    ``spider`` when asked) that holds anything. With -o, a JSON, XML or CSV feed got a second
+    array, root or header after what it held, and was no file of its format any more: refused,
+    whatever the crawl; -o adds to a JSON lines, pickle or marshal feed. With -O, a crawl that
+    goes on (from its JOBDIR, or from a shared frontier that holds it) opened anew the file of
+    its earlier runs, or of its other processes, and what they exported to it was gone without
+    a word (the store keeps the pages): refused too; a new crawl writes its -O feed anew."""
+    earlier: str | None = None  # what the file holds, where the crawl goes on; asked once
     for uri, options in settings.getdict("FEEDS").items():
         options = feed_complete_default_values_from_settings(options, settings, str(uri))
+        second = _second_document(settings, options)
+        if not (options.get("overwrite") or second):
+            continue
         if not _holds_anything(_feed_file_of_this_run(str(uri), options, spider)):
             continue
-        earlier = f"what the earlier runs of crawl {crawl_id} exported to it"
-        second = _second_document(settings, options)
+        if earlier is None:
+            earlier = _exported_before(settings, crawl_id)
         if options.get("overwrite"):
+            if not earlier:
+                continue
             hint = "give it with -o to add to it, or name another file"
             if second:
                 hint = f"name another file (-o would add {second} to it), or use a .jsonl feed"
             raise ConfigError(
                 f"the feed {quoted(str(uri))} (-O) would be written anew, losing {earlier}: {hint}"
             )
-        if second:
+        if earlier:
             raise ConfigError(
                 f"the feed {quoted(str(uri))} holds {earlier}, and -o would add {second} after"
                 " it: name another file, or use a .jsonl feed, which -o adds to (-O would write"
                 " it anew, losing what it holds)"
             )
+        raise ConfigError(
+            f"the feed {quoted(str(uri))} is not empty, and -o would add {second} after what it"
+            " holds: give it with -O to write it anew, name another file, or use a .jsonl feed,"
+            " which -o adds to"
+        )
+
+
+def _exported_before(settings: Any, crawl_id: str) -> str:
+    """What a crawl that goes on exported before this run, as the feed messages name it; ""
+    for a new crawl."""
+    if _job_has_run(settings, crawl_id):
+        return f"what the earlier runs of crawl {crawl_id} exported to it"
+    url = settings.get("FOCUSED_FRONTIER")
+    if url:
+        from focused.distributed import frontier_state  # imports redis: only when asked for
+
+        if frontier_state(str(url), crawl_id) is not None:
+            return f"what the processes of crawl {crawl_id} exported to it"
+    return ""
 
 
 def _feed_file_of_this_run(

@@ -51,7 +51,7 @@ from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
 from focused.items import PageItem, requested_url
 from focused.jobchecks import (
-    check_resumed_feeds,
+    check_feeds,
     check_store,
     lock_crawl,
     lock_jobdir,
@@ -101,8 +101,9 @@ class TopicalSpider(scrapy.Spider):
         check_feed_placeholders(settings, spider)
         if config.render != "never":
             check_browser(settings)
+        # Before the store check, which makes a new SQLite store: a crawl refused leaves none.
+        check_feeds(settings, config.crawl_id, spider)
         check_store(settings, config)
-        check_resumed_feeds(settings, config.crawl_id, spider)
         # After the store check: its folder exists then.
         lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
         lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free

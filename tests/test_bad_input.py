@@ -1895,6 +1895,51 @@ def test_a_feed_that_fails_as_the_crawl_closes_says_so_in_one_line(tmp_path, sit
     assert record["pages"] == len(crawl.pages()) >= 5
 
 
+def test_a_new_crawl_refuses_to_add_a_second_document_to_a_feed(tmp_path, site):
+    """`-o pages.json` to a file an earlier crawl exported to: Scrapy wrote a second JSON array
+    after the first (a second header line in a CSV feed, a second root in an XML one), and the
+    file was no JSON (CSV, XML) any more. Refused in one line, nothing touched, no store made;
+    -O writes it anew, and -o adds to a JSON lines feed and to an empty file."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    held = {
+        "pages.json": ("a second JSON array", '[\n{"url": "http://a.test/"}\n]'),
+        "pages.csv": ("a second header line", "url\r\nhttp://a.test/\r\n"),
+        "pages.xml": ("a second XML root", "<?xml version='1.0'?>\n<items></items>"),
+        "pages.jsonl": (None, '{"url": "http://a.test/"}\n'),
+        "empty.json": (None, ""),
+    }
+    for name, (_, text) in held.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    for name, (second, text) in held.items():
+        if second is None:
+            continue
+        feed = tmp_path / name
+        refused = run_crawl(
+            tmp_path, arguments, {"CLOSESPIDER_PAGECOUNT": 5}, extra=["-o", str(feed)]
+        )
+        assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+        assert refused.result.stderr == (
+            f"error: the feed {quoted(str(feed))} is not empty, and -o would add {second} after"
+            " what it holds: give it with -O to write it anew, name another file, or use a"
+            " .jsonl feed, which -o adds to\n"
+        )
+        assert feed.read_bytes() == text.encode()
+        assert not (tmp_path / "focused.sqlite3").exists()
+    # -O and -o, which Scrapy's command line takes only apart.
+    feeds = {str(tmp_path / "pages.json"): {"overwrite": True}}
+    feeds |= {str(tmp_path / name): {} for name in ("pages.jsonl", "empty.json")}
+    settings = {"CLOSESPIDER_PAGECOUNT": 5, "FEEDS": json.dumps(feeds)}
+    crawl = run_crawl(tmp_path, arguments, settings)
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    urls = [page["url"] for page in crawl.pages()]
+    for name in ("pages.json", "empty.json"):
+        exported = json.loads((tmp_path / name).read_text(encoding="utf-8"))
+        assert sorted(page["url"] for page in exported) == sorted(urls)
+    lines = (tmp_path / "pages.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[0])["url"] == "http://a.test/"
+    assert sorted(json.loads(line)["url"] for line in lines[1:]) == sorted(urls)
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

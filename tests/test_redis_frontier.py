@@ -1487,6 +1487,36 @@ def test_a_shared_crawl_goes_on_with_pages_stored_only_if_its_frontier_holds_it(
     assert len(more.pages()) == 10
 
 
+def test_a_shared_crawl_that_goes_on_keeps_what_its_feed_holds(tmp_path, site, redis_server):
+    """A shared crawl that goes on (to a larger page budget, or resumed) with the command it
+    started with: -O opened its feed anew, and the pages its earlier run exported were gone
+    from it without a word. Refused in one line, as for a JOBDIR crawl, and so is -o of a JSON
+    feed, which would get a second array; a new shared crawl writes its -O feed anew."""
+    feed = tmp_path / "pages.json"
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 5}
+    first = run_crawl(tmp_path, arguments(site), settings, crawl_id="two", extra=["-O", str(feed)])
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    exported = feed.read_bytes()
+    assert len(json.loads(exported)) == len(first.pages()) == 5
+    earlier = "what the processes of crawl two exported to it"
+    more = {**settings, "CLOSESPIDER_PAGECOUNT": 10}
+    for option, refusal in (
+        ("-O", f"(-O) would be written anew, losing {earlier}: name another file (-o would add"),
+        ("-o", f"holds {earlier}, and -o would add a second JSON array after it: name another"),
+    ):
+        refused = run_crawl(
+            tmp_path, arguments(site), more, crawl_id="two", extra=[option, str(feed)]
+        )
+        assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+        assert refused.result.stderr.startswith(f"error: the feed '{feed}' {refusal}")
+        assert refused.result.stderr.count("\n") == 1, refused.result.stderr[-3000:]
+    assert feed.read_bytes() == exported
+    assert len(first.pages()) == 5
+    new = run_crawl(tmp_path, arguments(site), settings, crawl_id="three", extra=["-O", str(feed)])
+    assert new.result.returncode == 0, new.result.stderr[-3000:]
+    assert len(json.loads(feed.read_bytes())) == 5
+
+
 def test_a_frontier_behind_the_store_is_refused_in_one_line(tmp_path, redis_server):
     # Redis restarted from an older snapshot (RDB) held the crawl, with fewer pages numbered
     # than the store holds: the crawl went on, fetching the pages since again and numbering

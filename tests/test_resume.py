@@ -20,7 +20,7 @@ import pytest
 from scrapy.settings import Settings
 
 from focused.errors import ConfigError
-from focused.jobchecks import check_resumed_feeds, check_store
+from focused.jobchecks import check_feeds, check_store
 from focused.resume import COUNTERS_FILE
 from focused.sqlitestore import SqliteStore
 from focused.storage import process_gone
@@ -519,11 +519,11 @@ def test_a_resumed_crawl_refuses_to_add_a_second_document_to_its_feed(tmp_path, 
         ("pages-%(batch_time)s.json", {"batch_item_count": 5}, None),
     ],
 )
-def test_which_feeds_a_resumed_crawl_adds_to(tmp_path, name, options, second):
-    """A resumed JOBDIR crawl's -o feed whose file (as Scrapy names it this run) holds records
-    is refused where its format is one document (JSON, XML, CSV with its header line): the
-    run would write a second one after it. A format of records one after the other takes
-    them, and a name with the time in it is a new file."""
+def test_which_feeds_a_crawl_adds_to(tmp_path, name, options, second):
+    """A -o feed whose file (as Scrapy names it this run) holds anything is refused where its
+    format is one document (JSON, XML, CSV with its header line), for a resumed JOBDIR crawl
+    and a new one: the run would write a second one after it. A format of records one after
+    the other takes them, and a name with the time in it is a new file."""
     jobdir = tmp_path / "job"
     _job_that_ran(jobdir, "c1")
     filled = name.replace("%(batch_id)d", "1").replace("%(name)s", "topical")
@@ -531,10 +531,18 @@ def test_which_feeds_a_resumed_crawl_adds_to(tmp_path, name, options, second):
     settings = Settings({"JOBDIR": jobdir, "FEEDS": {f"{tmp_path}/{name}": options}})
     spider = partial(SimpleNamespace, name="topical", crawl_id="c1")
     if second is None:
-        check_resumed_feeds(settings, "c1", spider)
+        check_feeds(settings, "c1", spider)
+        check_feeds(settings, "c2", spider)
         return
-    with pytest.raises(ConfigError, match=re.escape(f"-o would add {second} after it")):
-        check_resumed_feeds(settings, "c1", spider)
-    # A JOBDIR whose crawl never ran, or another crawl's, starts a new crawl: its feed is the
-    # user's to add to.
-    check_resumed_feeds(settings, "c2", spider)
+    with pytest.raises(ConfigError, match=re.escape(f"-o would add {second} after it:")):
+        check_feeds(settings, "c1", spider)
+    # A JOBDIR whose crawl never ran, or another crawl's, starts a new crawl: the run would
+    # write its document after what the file holds all the same.
+    new_crawl = f"-o would add {second} after what it holds: give it with -O to write it anew"
+    with pytest.raises(ConfigError, match=re.escape(new_crawl)):
+        check_feeds(settings, "c2", spider)
+    # -O writes it anew, which a new crawl means to do; an empty file holds no document.
+    overwrite = {**options, "overwrite": True}
+    check_feeds(Settings({"FEEDS": {f"{tmp_path}/{name}": overwrite}}), "c2", spider)
+    (tmp_path / filled).write_bytes(b"")
+    check_feeds(settings, "c2", spider)
