@@ -332,7 +332,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )
             elif outcome.startswith(SERVER_ERROR):  # said in the log of the process that got it
-                parser = build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)
+                parser = self._disallow_all(netloc)
             else:  # FAILED: the process that downloaded it said why in its log
                 why = outcome[len(FAILED) :].decode("utf-8", "replace") or "unreachable"
                 parser = self._disallow_all(netloc, why)
@@ -388,9 +388,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # A host that cannot be reached fails every process alike.
         self._share(netloc, FAILED + why.encode())
 
-    def _disallow_all(self, netloc: str, why: str) -> RobotParser:
-        """The parser of a host whose robots.txt could not be downloaded, for ``why``."""
-        self._unreachable[netloc] = why
+    def _disallow_all(self, netloc: str, unreachable: str | None = None) -> RobotParser:
+        """The parser of a host whose robots.txt failed: answered a server error, or could not
+        be downloaded, for why ``unreachable`` says (which a page refused says too)."""
+        if unreachable is not None:
+            self._unreachable[netloc] = unreachable
         return build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)
 
     def _share(self, netloc: str, outcome: bytes) -> None:
