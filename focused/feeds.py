@@ -22,9 +22,11 @@ the reason. Its lines name the feed's URI without its user and password.
 from __future__ import annotations
 
 import logging
+import re
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
+from scrapy.exporters import XmlItemExporter as ScrapyXmlItemExporter
 from scrapy.extensions.feedexport import FeedExporter as ScrapyFeedExporter
 from scrapy.extensions.postprocessing import PostProcessingManager
 
@@ -34,6 +36,8 @@ from focused.stopping import close_spider_now
 from focused.storage import PAGE_FIELDS
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.extensions.feedexport import FeedSlot
@@ -44,6 +48,9 @@ logger = logging.getLogger(__name__)
 
 FEED_FAILED = "feed_failed"  # the close reason when a feed cannot be written
 FAILED_STAT = "feedexport/failed_count/"  # Scrapy's, followed by the storage's class name
+# The characters XML 1.0 cannot hold, not even as a character reference: the C0 controls but
+# tab and the line breaks, the surrogates, U+FFFE and U+FFFF.
+NOT_IN_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def feeds_failed(stats: StatsCollector) -> int:
@@ -136,3 +143,15 @@ class FeedExporter(ScrapyFeedExporter):
         """The file the feed's bytes go to, under its compression (``postprocessing``), if any."""
         file = slot.file
         return file.file if isinstance(file, PostProcessingManager) else file
+
+
+class XmlItemExporter(ScrapyXmlItemExporter):
+    """Scrapy's XML feed (``FEED_EXPORTERS``), each character XML cannot hold written as U+FFFD.
+    Scrapy wrote a page's control characters as they came (an escape or a vertical tab in its
+    title or text, which browsers show as nothing), and no XML parser read the file past the
+    first of them."""
+
+    def serialize_field(self, field: Mapping[str, Any], name: str, value: Any) -> Any:
+        value = super().serialize_field(field, name, value)
+        # A page record's fields are flat: text, numbers, truth values or none.
+        return NOT_IN_XML.sub("\ufffd", value) if isinstance(value, str) else value

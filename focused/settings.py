@@ -88,6 +88,10 @@ COOKIES_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False  # no control port: a crawl listens on nothing
 FEED_EXPORT_ENCODING = "utf-8"
+# The XML feed (-o pages.xml) writes a character XML cannot hold (a control character but tab
+# and the line breaks, in a page's title or text) as U+FFFD: Scrapy's wrote it, and the file
+# was no XML.
+FEED_EXPORTERS = {"xml": "focused.feeds.XmlItemExporter"}
 
 # -- The frontier ----------------------------------------------------------------------------
 # The scheduler adds rediscovery (a better parent raises a queued score). The priority queue is
