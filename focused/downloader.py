@@ -50,12 +50,14 @@ others to count it dead. One process alone (no ``FOCUSED_FRONTIER``) makes no ca
 
 As the crawl is stopped (Ctrl-C, SIGTERM: the close reason ``shutdown``), Scrapy's engine waits
 for every request it has handed out, those still waiting in a slot too: a request held by its
-host's Crawl-delay or a Retry-After pause kept a paused crawl waiting up to a minute, then went
-on the wire after the stop. A request of a frontier that outlives the process (``JOBDIR``,
-``FOCUSED_FRONTIER``) that its slot has not sent as the stop begins is not sent: it ends with
-``NotSent``, which leaves it in flight there, and the resumed crawl (or another process of a
-shared one) fetches it. The downloads on the wire end as before, and a crawl closing for another
-reason sends what it handed out: its page budget, say, has counted those requests.
+host's Crawl-delay or a Retry-After pause kept a stopped crawl waiting up to a minute, then went
+on the wire after the stop. A request that its slot has not sent as the stop begins, or that
+reaches its slot after, is not sent: it ends with ``NotSent``. One of a frontier that outlives
+the process (``JOBDIR``, ``FOCUSED_FRONTIER``) stays in flight there, and the resumed crawl (or
+another process of a shared one) fetches it; without one it is dropped, as the rest of the
+frontier is. A robots.txt or a ``HEAD_CHECK`` HEAD ends so too (its page with it): the crawl
+that goes on asks again. The downloads on the wire end as before, and a crawl closing for
+another reason sends what it handed out: its page budget, say, has counted those requests.
 
 A JOBDIR crawl keeps, as it closes, when each host may next be sent a request (its slot's
 delay, a Crawl-delay or a Retry-After pause, after its last request): ``PAUSED_HOSTS_FILE``.
@@ -86,9 +88,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.python.failure import Failure
 
 from focused.jobdir import jobdir_writes, write_whole
-from focused.resume import INFLIGHT
 from focused.robots import is_robots_txt
-from schedulers.redis_frontier import INFLIGHT_META
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -115,8 +115,8 @@ PAUSED_HOSTS_FILE = "paused_hosts.json"
 
 
 class NotSent(IgnoreRequest):
-    """A request of the frontier that its slot had not sent as the crawl closed: it stays in
-    flight in the frontier, to be fetched when the crawl resumes."""
+    """A request that its slot had not sent as the crawl was stopped: one of a frontier that
+    outlives the process stays in flight there, to be fetched when the crawl goes on."""
 
 
 class PoliteDownloader(Downloader):
@@ -131,7 +131,8 @@ class PoliteDownloader(Downloader):
         # Places last as long as a silent process counts as alive, renewed while this one lives.
         self._place_life = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         self._renewal: AsyncioLoopingCall | LoopingCall | None = None
-        self._stopping = False  # the crawl is stopped: nothing of the frontier is sent any more
+        self._stopping = False  # the crawl is stopped: nothing waiting in a slot is sent any more
+        self._not_sent = 0  # the crawl's requests so ended (not its robots.txt)
         # The slots whose delay runs from the end of a download (by key), and the downloads under
         # way in each, whose end starts the delay.
         self.paced_from_end: set[str] = set()
@@ -152,36 +153,24 @@ class PoliteDownloader(Downloader):
         async def close_spider_async(*, reason: str = "cancelled") -> None:
             if reason == "shutdown":  # Scrapy's stop; another end sends what it handed out
                 self._stopping = True
-                unsent = sum(self._unsend(slot) for slot in list(self.slots.values()))
-                if unsent:
-                    logger.info(
-                        "Not sent as the crawl stops: %d requests held by their host's delay "
-                        "or pause; in flight in the frontier still, fetched when it goes on",
-                        unsent,
-                    )
+                for slot in list(self.slots.values()):
+                    self._unsend(slot)
             await close(reason=reason)
 
         engine.close_spider_async = close_spider_async
 
-    def _unsend(self, slot: Slot) -> int:
-        """Ends the slot's requests of the frontier that wait to be sent with ``NotSent``; how
-        many. A robots.txt waiting there (held by a pause this run took over) is ended too: the
-        run that goes on reads it again, and the pages waiting for it are not sent now. Others
-        (a HEAD check) go as before: nothing would fetch them again."""
+    def _unsend(self, slot: Slot) -> None:
+        """Ends every request waiting in the slot with ``NotSent``. A robots.txt (held by a
+        pause this run took over) is not counted: the pages waiting for it reach their slot
+        after, and end there. A ``HEAD_CHECK`` HEAD counts for its page, which ends with it
+        (``focused.hygiene.HeadCheckMiddleware``)."""
         waiting = list(slot.queue)
         slot.queue.clear()
-        unsent = 0
-        for request, queue_dfd in waiting:
-            if INFLIGHT in request.meta or INFLIGHT_META in request.meta:
-                queue_dfd.errback(Failure(NotSent()))
-                unsent += 1
-            elif is_robots_txt(request):
-                queue_dfd.errback(Failure(NotSent()))
-            else:
-                slot.queue.append((request, queue_dfd))
-        if unsent:
+        for _, queue_dfd in waiting:
+            queue_dfd.errback(Failure(NotSent()))
+        if unsent := sum(not is_robots_txt(request) for request, _ in waiting):
+            self._not_sent += unsent
             self.crawler.stats.inc_value("focused/closing/not_sent", unsent)
-        return unsent
 
     def _read_paused_hosts(self) -> dict[str, float]:
         """The holds the paused run left (``PAUSED_HOSTS_FILE``), each at most as long as it
@@ -384,6 +373,16 @@ class PoliteDownloader(Downloader):
             self._renewal.stop()
             self._renewal = None
         super().close()
+        if self._not_sent:  # said once every request has ended: the late ones counted too
+            kept = self._paused_hosts is not None or getattr(self.crawler.spider, "shared", None)
+            logger.info(
+                "Not sent as the crawl stopped: %d requests held by their host's delay or "
+                "pause; %s",
+                self._not_sent,
+                "in flight in the frontier still, fetched when it goes on"
+                if kept
+                else "dropped with the frontier, which a crawl without JOBDIR does not keep",
+            )
         if self._paused_hosts is not None:  # every download has ended: the last are known
             self._save_paused_hosts(self._paused_hosts)
 

@@ -433,8 +433,13 @@ class HeadCheckMiddleware:
             dont_filter=True,
         )
         self.stats.inc_value("focused/head_checks")
+        # Here: focused.downloader imports focused.robots, which imports this module.
+        from focused.downloader import NotSent
+
         try:
             response = await self.crawler.engine.download_async(head)
+        except NotSent:
+            raise  # held in its slot as the crawl was stopped: the GET is not sent either
         except Exception:  # whatever broke the HEAD (a server that drops them) may spare the GET
             self.stats.inc_value("focused/head_check_failures")
             return  # the GET will tell

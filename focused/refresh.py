@@ -117,6 +117,7 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffs
 
 from focused.canonical import drop_params_setting
 from focused.components import replace_components
+from focused.downloader import NotSent
 from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.jobchecks import holds_crawl_lock
@@ -555,6 +556,8 @@ class RecrawlSpider(scrapy.Spider):
         return set(asked) != set((stored["robots"] or "").split(",")) - {""}
 
     def skipped(self, failure: Failure) -> Iterator[dict[str, Any]]:
+        if failure.check(NotSent):
+            return  # held in its slot as the recrawl was stopped: not tried
         self.crawler.stats.inc_value(f"focused/skipped/{skip_reason(failure)}")
         yield tried(failure.request.meta["stored"])
 

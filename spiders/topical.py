@@ -290,7 +290,7 @@ class TopicalSpider(scrapy.Spider):
     def skipped(self, failure: Failure) -> None:
         """A request that came to nothing (HTTP error, too large, timeout, redirect loop...)."""
         if failure.check(NotSent):
-            return  # in flight in the frontier still: the resumed crawl fetches it
+            return  # the crawl stopped: in a frontier kept, the crawl that goes on fetches it
         reason = skip_reason(failure)
         self.crawler.stats.inc_value(f"focused/skipped/{reason}")
         if failure.request.meta.get("depth") == 0:  # a seed, or where a seed redirected

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import sqlite3
 import subprocess
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -480,6 +482,64 @@ def assert_left_unsent_and_fetched_on_resume(run: StoppedWhilePaused) -> None:
         f"{run.site_url}/",
         f"{run.site_url}/p1",
     ]
+
+
+# The Crawl-delay of the site below, the most a host may ask (ROBOTS_CRAWL_DELAY_MAX): its
+# seed waits that long after its robots.txt.
+CRAWL_DELAY = 30
+
+
+@pytest.mark.parametrize(
+    ("settings", "stop"),
+    [
+        ({}, signal.SIGINT),
+        ({}, signal.SIGTERM),
+        ({"HEAD_CHECK": True}, signal.SIGINT),
+        ({"HEAD_CHECK": True, "JOBDIR": "job"}, signal.SIGINT),
+    ],
+    ids=["plain", "sigterm", "head_check", "head_check_jobdir"],
+)
+def test_ctrl_c_sends_nothing_a_crawl_delay_holds(tmp_path, settings, stop):
+    """Ctrl-C (or SIGTERM) of a crawl whose host asked for a Crawl-delay: Scrapy's close waited
+    for the request handed out and held in its host's slot, up to the delay, and sent it after
+    the stop (without JOBDIR the page; with HEAD_CHECK its HEAD, then the GET another delay
+    later, or under JOBDIR left unsent). The stop ends at once now, and the host gets nothing
+    after it: without JOBDIR the page is dropped, under it the resumed crawl fetches it."""
+    log = FetchLog()
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, f"User-agent: *\nCrawl-delay: {CRAWL_DELAY}\n", "text/plain")
+        return Reply(200, html("birds", '<p>birds nest feathers</p><a href="/p1">birds</a>'))
+
+    if "JOBDIR" in settings:
+        settings = {**settings, "JOBDIR": tmp_path / settings["JOBDIR"]}
+    with Site(respond, "127.0.0.2", log) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        process = crawl_in_background(tmp_path, arguments, settings)
+        try:
+            for line in process.stderr:
+                if f"asks for a Crawl-delay of {CRAWL_DELAY} s" in line:
+                    break
+            time.sleep(2)  # the seed (its HEAD) is handed out, to wait in its slot (ms, unloaded)
+            stopping = time.monotonic()
+            process.send_signal(stop)
+            stderr = process.stderr.read()
+            process.wait(timeout=3 * CRAWL_DELAY)
+            stopped = time.monotonic() - stopping
+        finally:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    assert stopped < CRAWL_DELAY / 3, stderr[-3000:]  # it waited out the delay: 28 s
+    assert log.entries == [], log.entries  # robots.txt is not logged
+    assert stat(stderr, "focused/closing/not_sent") == 1
+    kept = "in flight in the frontier still" in stderr
+    assert kept == ("JOBDIR" in settings), stderr[-3000:]
+    assert stat(stderr, "focused/head_check_failures") == 0
+    if "JOBDIR" in settings:  # the GET its HEAD stood for, for the resumed crawl
+        frontier = settings["JOBDIR"] / "requests.queue" / "frontier.sqlite3"
+        with closing(sqlite3.connect(frontier)) as connection:
+            assert connection.execute("SELECT COUNT(*) FROM inflight").fetchone() == (1,)
 
 
 class Timed:

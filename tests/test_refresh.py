@@ -1081,6 +1081,53 @@ def test_a_recrawl_stopped_by_a_second_ctrl_c_exits_with_status_1(tmp_path):
     assert process.returncode == 1, stderr[-3000:]
 
 
+def test_ctrl_c_of_a_recrawl_neither_sends_nor_marks_a_page_its_crawl_delay_holds(tmp_path):
+    """Ctrl-C of a recrawl whose host asked for a Crawl-delay: Scrapy's close waited out the
+    delay for the page held in its slot and fetched it after the stop. Not sent now, it is not
+    recorded as tried either (``tried_at``): it was not, and the next run takes it first."""
+    log = FetchLog()
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, "User-agent: *\nCrawl-delay: 30\n", "text/plain")
+        return Reply(body=html("Birds", "<p>Birds nest.</p>"))
+
+    db = tmp_path / "focused.sqlite3"
+    with Site(respond, log=log) as site:
+        stored_crawl(db, [f"{site.url}/1"])
+        settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO"}
+        options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+        process = subprocess.Popen(
+            scrapy_command("recrawl", "c1", *options),
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=crawl_env(),
+        )
+        try:
+            for line in process.stderr:
+                if "asks for a Crawl-delay of 30 s" in line:
+                    break
+            time.sleep(2)  # the page waits in its host's slot
+            stopping = time.monotonic()
+            process.send_signal(signal.SIGINT)
+            stderr = process.communicate(timeout=90)[1]
+            stopped = time.monotonic() - stopping
+        finally:
+            process.kill()
+    assert process.returncode == 0, stderr[-3000:]
+    assert stopped < 10, stderr[-3000:]  # it waited out the delay: 28 s
+    assert log.entries == [], log.entries
+    assert "'focused/closing/not_sent': 1" in stderr, stderr[-3000:]
+    assert "focused/skipped/" not in stderr, stderr[-3000:]
+    store = SqliteStore(db, create=False)
+    try:
+        [after] = store.pages("c1")
+    finally:
+        store.close()
+    assert after["tried_at"] is None
+
+
 # -- bad input -------------------------------------------------------------------------------
 
 

@@ -63,7 +63,7 @@ def test_the_downloader_methods_focused_overrides_or_calls():
 
 def test_the_engine_close_the_downloader_learns_of_first():
     # PoliteDownloader wraps the engine's close_spider_async (the only way in: Scrapy says
-    # nothing as the close begins) to end the frontier's requests waiting in their slots, which
+    # nothing as the close begins) to end the requests waiting in their slots, which
     # the close would otherwise wait for; a stop (Ctrl-C) closes through the engine's attribute.
     assert parameters(ExecutionEngine.close_spider_async) == ["self", "reason"]
     assert 'self.close_spider_async(reason="shutdown")' in inspect.getsource(
