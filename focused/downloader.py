@@ -48,16 +48,17 @@ renews the places it holds four times in that time (``SharedCrawl.renew``): a pr
 dies, whose downloads never end, leaves its hosts' places taken no longer than it takes the
 others to count it dead. One process alone (no ``FOCUSED_FRONTIER``) makes no call.
 
-As the crawl is stopped (Ctrl-C, SIGTERM: the close reason ``shutdown``), Scrapy's engine waits
-for every request it has handed out, those still waiting in a slot too: a request held by its
-host's Crawl-delay or a Retry-After pause kept a stopped crawl waiting up to a minute, then went
-on the wire after the stop. A request that its slot has not sent as the stop begins, or that
-reaches its slot after, is not sent: it ends with ``NotSent``. One of a frontier that outlives
-the process (``JOBDIR``, ``FOCUSED_FRONTIER``) stays in flight there, and the resumed crawl (or
-another process of a shared one) fetches it; without one it is dropped, as the rest of the
-frontier is. A robots.txt or a ``HEAD_CHECK`` HEAD ends so too (its page with it): the crawl
-that goes on asks again. The downloads on the wire end as before, and a crawl closing for
-another reason sends what it handed out: its page budget, say, has counted those requests.
+As the crawl is stopped (Ctrl-C, SIGTERM: the close reason ``shutdown``; or a time limit,
+``CLOSESPIDER_TIMEOUT``, enough relevant pages...), Scrapy's engine waits for every request it
+has handed out, those still waiting in a slot too: a request held by its host's Crawl-delay or a
+Retry-After pause kept a stopped crawl waiting up to a minute, then went on the wire after the
+stop. A request that its slot has not sent as the stop begins, or that reaches its slot after,
+is not sent: it ends with ``NotSent``. One of a frontier that outlives the process (``JOBDIR``,
+``FOCUSED_FRONTIER``) stays in flight there, and the resumed crawl (or another process of a
+shared one) fetches it; without one it is dropped, as the rest of the frontier is. A robots.txt
+or a ``HEAD_CHECK`` HEAD ends so too (its page with it): the crawl that goes on asks again. The
+downloads on the wire end as before, and a crawl closing at its page budget sends what it
+handed out: the budget has counted those requests (and handed out none beyond).
 
 A JOBDIR crawl keeps, as it closes, when each host may next be sent a request (its slot's
 delay, a Crawl-delay or a Retry-After pause, after its last request): ``PAUSED_HOSTS_FILE``.
@@ -131,7 +132,7 @@ class PoliteDownloader(Downloader):
         # Places last as long as a silent process counts as alive, renewed while this one lives.
         self._place_life = crawler.settings.getfloat("FOCUSED_WORKER_TIMEOUT")
         self._renewal: AsyncioLoopingCall | LoopingCall | None = None
-        self._stopping = False  # the crawl is stopped: nothing waiting in a slot is sent any more
+        self._stopping = False  # the crawl is closing: nothing waiting in a slot is sent any more
         self._not_sent = 0  # the crawl's requests so ended (not its robots.txt)
         # The slots whose delay runs from the end of a download (by key), and the downloads under
         # way in each, whose end starts the delay.
@@ -151,7 +152,9 @@ class PoliteDownloader(Downloader):
         close = engine.close_spider_async
 
         async def close_spider_async(*, reason: str = "cancelled") -> None:
-            if reason == "shutdown":  # Scrapy's stop; another end sends what it handed out
+            # Any stop (Ctrl-C, a time limit, enough relevant pages) but the page budget's, which
+            # counted what it handed out (a shared crawl with its pops) and sends it.
+            if reason != "closespider_pagecount":
                 self._stopping = True
                 for slot in list(self.slots.values()):
                     self._unsend(slot)

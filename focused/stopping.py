@@ -26,7 +26,8 @@ Pages are counted as they are scored (``page_scored``, sent by ``focused.middlew
 their links are queued: counted as their items left the pipelines, a slow store kept the crawl
 fetching (3 relevant pages asked, 71 fetched, with 0.3 s a page to store). The requests
 already under way when one of them stops the crawl still complete, and no other starts
-(``close_spider_now``). The page budget has none under way at its stop: the scheduler starts
+(``close_spider_now``); one still waiting for its host's delay or pause is not sent
+(``focused.downloader``). The page budget has none under way at its stop: the scheduler starts
 no request that the ones downloading could make beyond it
 (``focused.scheduler.FocusedScheduler._budget_under_way``).
 

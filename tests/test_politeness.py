@@ -489,6 +489,17 @@ def assert_left_unsent_and_fetched_on_resume(run: StoppedWhilePaused) -> None:
 CRAWL_DELAY = 30
 
 
+def crawl_delay_site():
+    """A seed linking to /p1, on a host asking for a Crawl-delay of CRAWL_DELAY."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(200, f"User-agent: *\nCrawl-delay: {CRAWL_DELAY}\n", "text/plain")
+        return Reply(200, html("birds", '<p>birds nest feathers</p><a href="/p1">birds</a>'))
+
+    return respond
+
+
 @pytest.mark.parametrize(
     ("settings", "stop"),
     [
@@ -506,15 +517,9 @@ def test_ctrl_c_sends_nothing_a_crawl_delay_holds(tmp_path, settings, stop):
     later, or under JOBDIR left unsent). The stop ends at once now, and the host gets nothing
     after it: without JOBDIR the page is dropped, under it the resumed crawl fetches it."""
     log = FetchLog()
-
-    def respond(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            return Reply(200, f"User-agent: *\nCrawl-delay: {CRAWL_DELAY}\n", "text/plain")
-        return Reply(200, html("birds", '<p>birds nest feathers</p><a href="/p1">birds</a>'))
-
     if "JOBDIR" in settings:
         settings = {**settings, "JOBDIR": tmp_path / settings["JOBDIR"]}
-    with Site(respond, "127.0.0.2", log) as site:
+    with Site(crawl_delay_site(), "127.0.0.2", log) as site:
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         process = crawl_in_background(tmp_path, arguments, settings)
         try:
@@ -540,6 +545,27 @@ def test_ctrl_c_sends_nothing_a_crawl_delay_holds(tmp_path, settings, stop):
         frontier = settings["JOBDIR"] / "requests.queue" / "frontier.sqlite3"
         with closing(sqlite3.connect(frontier)) as connection:
             assert connection.execute("SELECT COUNT(*) FROM inflight").fetchone() == (1,)
+
+
+def test_a_time_limit_sends_nothing_a_crawl_delay_holds(tmp_path):
+    """A crawl closed by its time limit (CLOSESPIDER_TIMEOUT; CLOSESPIDER_RELEVANT and the
+    others close the same way) waited out the Crawl-delay of the request held in its host's
+    slot, and sent it: 31 s for a limit of 3 s. It ends as a stop does now."""
+    log = FetchLog()
+    with Site(crawl_delay_site(), "127.0.0.2", log) as site:
+        started = time.monotonic()
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"CLOSESPIDER_TIMEOUT": 3},
+        )
+        took = time.monotonic() - started
+    stderr = crawl.result.stderr
+    assert crawl.result.returncode == 0, stderr[-3000:]
+    assert "Closing spider (closespider_timeout)" in stderr, stderr[-3000:]
+    assert took < 3 + CRAWL_DELAY / 2, stderr[-3000:]  # it waited out the delay: 31 s
+    assert log.entries == [], log.entries  # the seed is not sent, robots.txt is not logged
+    assert stat(stderr, "focused/closing/not_sent") == 1
 
 
 class Timed:
