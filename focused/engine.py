@@ -29,4 +29,8 @@ def wake_engine(crawler: Crawler) -> None:
 def engine_scheduler(crawler: Crawler) -> Any:
     """The crawl's scheduler (a ``focused.scheduler.FocusedScheduler`` in a crawl), or None
     outside an open spider."""
-    return getattr(getattr(crawler.engine, "_slot", None), "scheduler", None)
+    try:
+        engine = crawler.engine
+    except RuntimeError:  # Scrapy's: not set before the crawl starts
+        return None
+    return getattr(getattr(engine, "_slot", None), "scheduler", None)

@@ -21,7 +21,15 @@ has a crawler assume complete disallow while the robots.txt is unreachable; Goog
 fetch it again later): after ``ROBOTS_RETRY_FAILED_AFTER`` seconds the next request to the host
 downloads it again (``focused/robots/failed_retried``). Kept for the life of the process, a
 brief outage as the robots.txt was asked for refused every later link to the host for the rest
-of a crawl of hours. The requests refused before then stay refused. A robots.txt downloaded but
+of a crawl of hours. Meanwhile the host's requests are held, not refused (Nutch defers them so
+after a 503 robots.txt): refused, a crawl lost every page it found on the host in those minutes,
+its seeds too. ``process_request`` hands each back to the scheduler (``HOLD_FOR_ROBOTS``), which
+keeps it popped, out of the frontier, and hands it out again once the robots.txt may be fetched
+again (``holding_until``; ``FocusedScheduler._release_held``): one goes first and fetches it, the
+others follow once it is read, to be crawled or refused as it says, or held again if it fails
+again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused. Not the requests of a
+host that is not there (``NOT_THERE``: not resolved, connection refused), refused at once, so
+that a mistyped seed says so in seconds. A robots.txt downloaded but
 unreadable (over ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
 ``UNREADABLE``), in the one line of Scrapy's message. Its size limit is never below the
 500 KiB RFC 9309 asks a crawler to parse (``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set
@@ -66,7 +74,10 @@ In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.tx
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
 and the others wait for that and parse the same body (``SharedCrawl.robots_txt``), so each
 also learns the Crawl-delay. A process that dies downloading it is replaced once it counts as
-dead.
+dead. A failure is shared with whether the host is there (``FAILED``, ``ABSENT``), and each
+process holds its own requests of a host that failed, counting the failures it read: they stay
+in its in-flight set in Redis meanwhile, so the crawl waits for them, and go back to the
+frontier with the rest of that set if the process closes or dies.
 """
 
 from __future__ import annotations
@@ -87,7 +98,7 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
 
-from focused.engine import wake_engine
+from focused.engine import engine_scheduler, wake_engine
 from focused.hygiene import BAD_COMPRESSION, error_message
 from focused.logformatter import add_log_filter
 from focused.robotsmeta import robots_token
@@ -106,12 +117,16 @@ logger = logging.getLogger(__name__)
 # Request meta: the URL as its link or seed spelled it, where its canonical URL, the one
 # requested, is another (spiders.topical).
 LINKED_URL = "linked_url"
+# Request meta, set as a request is handed back to the scheduler: it is to be held until its
+# host's failed robots.txt is fetched again (FocusedScheduler takes it off).
+HOLD_FOR_ROBOTS = "hold_for_robots"
 # What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
 # could not be reached, followed by why (complete disallow, as for a 5xx: RFC 9309 2.3.1.4), or
-# that it answered with a server error or 429, followed by the status (complete disallow). Both
+# the same of a host where nothing answers (NOT_THERE: its requests are refused, not held), or
+# that it answered with a server error or 429, followed by the status (complete disallow). The
 # failures are kept in Redis for ROBOTS_RETRY_FAILED_AFTER only, and by each process reading
 # them for what was left of that.
-PARSED, FAILED, SERVER_ERROR = b"+", b"-", b"!"
+PARSED, FAILED, ABSENT, SERVER_ERROR = b"+", b"-", b"?", b"!"
 # What a robots.txt answered with a server error (5xx), or unreachable for a network error
 # (UNREACHABLE), is read as: RFC 9309 (2.3.1.4) has the crawler assume complete disallow. 429
 # too, a server asking to be left alone for now, as Google reads it. Scrapy parses the error
@@ -132,6 +147,11 @@ UNREACHABLE = (
     exceptions.ResponseDataLossError,
     OSError,
 )
+# Of those, what says that nothing answers at the host's name: it does not resolve, or refuses
+# the connection (a mistyped host or port, a site gone). Its requests are refused at once, not
+# held for the robots.txt to be fetched again: held, a crawl whose seeds name such a host would
+# say so only after ROBOTS_HOLD_RETRIES times ROBOTS_RETRY_FAILED_AFTER, 15 minutes.
+NOT_THERE = (exceptions.CannotResolveHostError, exceptions.DownloadConnectionRefusedError)
 
 
 # What Twisted's HostnameEndpoint fails with for a host it cannot connect to, which seeds and
@@ -206,6 +226,10 @@ class _UnreachableInOneLine(logging.Filter):
         return True
 
 
+class _Held(Exception):
+    """A request of a host whose robots.txt failed for now, handed back to the scheduler."""
+
+
 class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -231,6 +255,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # at which it is downloaded again (_retry_if_due); forgotten with their parser.
         self._retry_failed_after = crawler.settings.getfloat("ROBOTS_RETRY_FAILED_AFTER")
         self._retry_at: dict[str, float] = {}
+        # Of those, the hosts whose requests are held until then, not refused: neither not there
+        # (NOT_THERE) nor failed more than ROBOTS_HOLD_RETRIES times in a row since it was
+        # first asked for (_failures, kept until it is read). Forgotten with their parser.
+        self._holding: set[str] = set()
+        self._hold_retries = crawler.settings.getint("ROBOTS_HOLD_RETRIES")
+        self._failures: dict[str, int] = {}
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -243,10 +273,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             # downloader's middlewares), raises it back before the slot sends its next request.
             crawler.signals.connect(self._keep_crawl_delay, signal=signals.response_downloaded)
 
-    async def process_request(self, request: Request) -> None:
+    async def process_request(self, request: Request) -> Request | None:
         if self._robots_maxsize is not None and is_robots_txt(request):
             request.meta.setdefault("download_maxsize", self._robots_maxsize)
-        await super().process_request(request)
+        try:
+            await super().process_request(request)
+        except _Held:
+            return request  # to the scheduler, which keeps it (FocusedScheduler)
+        return None
 
     async def robot_parser(self, request: Request) -> RobotParser | None:
         netloc = urlparse_cached(request).netloc
@@ -262,6 +296,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 return await super().robot_parser(request)
             finally:
                 if downloads_it:
+                    if netloc not in self._retry_at:  # read, or failed for good
+                        self._failures.pop(netloc, None)
                     if netloc in self._parsers:  # read now, however long its download took
                         self._parsers.move_to_end(netloc)
                     self._forget_least_used()
@@ -289,12 +325,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 forget.append(netloc)
         for netloc in forget:
             self._forget(netloc)
+            self._failures.pop(netloc, None)
         self._stats.inc_value("focused/robots/forgotten", len(forget))
 
     def _forget(self, netloc: str) -> None:
         del self._parsers[netloc]
         self._unreachable.pop(netloc, None)
         self._retry_at.pop(netloc, None)
+        self._holding.discard(netloc)
 
     def _retry_if_due(self, netloc: str) -> None:
         """Forget ``netloc``'s failed robots.txt once ``ROBOTS_RETRY_FAILED_AFTER`` has passed,
@@ -304,11 +342,40 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             self._forget(netloc)
             self._stats.inc_value("focused/robots/failed_retried")
 
-    def _failed_for(self, netloc: str, seconds: float) -> None:
+    def _failed_for(self, netloc: str, seconds: float, there: bool = True) -> None:
         """``netloc``'s robots.txt failed: its complete disallow holds ``seconds`` (0: for
-        good)."""
+        good), its requests held meanwhile unless it is not ``there`` (``NOT_THERE``) or failed
+        more than ``ROBOTS_HOLD_RETRIES`` times in a row."""
         if seconds > 0:
             self._retry_at[netloc] = time.monotonic() + seconds
+            failures = self._failures[netloc] = self._failures.get(netloc, 0) + 1
+            # Only a scheduler that keeps them meanwhile holds them (FocusedScheduler):
+            # Scrapy's, the recrawl's, would hand them out again at once.
+            holds = getattr(engine_scheduler(self.crawler), "holds_for_robots", False)
+            if there and failures <= self._hold_retries and holds:
+                self._holding.add(netloc)
+
+    def _held_note(self, netloc: str) -> str:
+        """What the warning of ``netloc``'s failed robots.txt says of its requests if held."""
+        if netloc not in self._holding:
+            return ""
+        return f"; its requests wait until it is fetched again in {self._retry_failed_after:g} s"
+
+    def holding_until(self, netloc: str) -> float | None:
+        """The ``time.monotonic()`` until which ``netloc``'s requests are held for its failed
+        robots.txt; None once they are not: its time is up (its next request downloads it
+        again), or it failed too often (they are refused)."""
+        self._retry_if_due(netloc)
+        return self._retry_at[netloc] if netloc in self._holding else None
+
+    def _holds(self, request: Request) -> bool:
+        """Whether ``request``, of a host whose robots.txt failed for now, is held until it is
+        fetched again rather than refused."""
+        if urlparse_cached(request).netloc not in self._holding:
+            return False
+        request.meta[HOLD_FOR_ROBOTS] = True
+        self._stats.inc_value("focused/robots/held_requests")
+        return True
 
     async def _read_by_the_crawl(self, request: Request, netloc: str) -> RobotParser | None:
         """``netloc``'s robots.txt as another process of the crawl read it, waited for while
@@ -333,12 +400,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 )
             elif outcome.startswith(SERVER_ERROR):  # said in the log of the process that got it
                 parser = self._disallow_all(netloc)
-            else:  # FAILED: the process that downloaded it said why in its log
+            else:  # FAILED, ABSENT: the process that downloaded it said why in its log
                 why = outcome[len(FAILED) :].decode("utf-8", "replace") or "unreachable"
                 parser = self._disallow_all(netloc, why)
             if not outcome.startswith(PARSED) and self._retry_failed_after > 0:
                 # Until it expires in Redis, as for every process of the crawl.
-                self._failed_for(netloc, life)
+                self._failed_for(netloc, life, there=not outcome.startswith(ABSENT))
             self._parsers[netloc] = parser
             self._stats.inc_value("focused/robots/read_by_another_process")
         waiting.callback(parser)
@@ -349,16 +416,17 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if response.status >= 500 or response.status == 429:
             outcome = SERVER_ERROR + str(response.status).encode()
             self._stats.inc_value("focused/robots/server_error_hosts")
+            # Before the requests waiting for it are let go: they are held.
+            self._failed_for(netloc, self._retry_failed_after)
             logger.warning(
                 "%s: robots.txt answered %d (after retries): nothing on the host is fetched, as "
-                "RFC 9309 asks of a robots.txt the server cannot give",
+                "RFC 9309 asks of a robots.txt the server cannot give%s",
                 netloc,
                 response.status,
+                self._held_note(netloc),
             )
             response = response.replace(body=DISALLOW_ALL)
         await super()._parse_robots(response, netloc, request)
-        if outcome.startswith(SERVER_ERROR):
-            self._failed_for(netloc, self._retry_failed_after)
         # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
         # other processes read it.
         downloader: PoliteDownloader = self.crawler.engine.downloader
@@ -375,18 +443,20 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         why = error_message(exc)
         self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")  # as Scrapy counts it
         self._stats.inc_value("focused/robots/unreachable_hosts")
+        there = not isinstance(exc, NOT_THERE)
+        self._failed_for(netloc, self._retry_failed_after, there)
         logger.warning(
             "%s: robots.txt could not be fetched (after retries: %s): nothing on the host is "
-            "fetched, as RFC 9309 asks of an unreachable robots.txt",
+            "fetched, as RFC 9309 asks of an unreachable robots.txt%s",
             netloc,
             why,
+            self._held_note(netloc),
         )
         downloading = self._parsers[netloc]
         parser = self._parsers[netloc] = self._disallow_all(netloc, why)
-        self._failed_for(netloc, self._retry_failed_after)
         downloading.callback(parser)
         # A host that cannot be reached fails every process alike.
-        self._share(netloc, FAILED + why.encode())
+        self._share(netloc, (FAILED if there else ABSENT) + why.encode())
 
     def _disallow_all(self, netloc: str, unreachable: str | None = None) -> RobotParser:
         """The parser of a host whose robots.txt failed: answered a server error, or could not
@@ -398,7 +468,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def _share(self, netloc: str, outcome: bytes) -> None:
         shared = getattr(self.crawler.spider, "shared", None)
         if shared is not None:
-            failed = outcome[:1] in (FAILED, SERVER_ERROR) and self._retry_failed_after > 0
+            failed = outcome[:1] in (FAILED, ABSENT, SERVER_ERROR) and self._retry_failed_after > 0
             shared.share_robots_txt(netloc, outcome, self._retry_failed_after if failed else None)
 
     def waits_for_robots(self, request: Request) -> bool:
@@ -423,11 +493,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         netloc = urlparse_cached(request).netloc
         self._retry_if_due(netloc)  # a failed robots.txt past its time is read again
         parser = self._parsers.get(netloc)
-        if parser is None or isinstance(parser, Deferred):
-            return False
+        if parser is None or isinstance(parser, Deferred) or netloc in self._holding:
+            return False  # a failure holding the host: checked as it is read again
         return not parser.allowed(linked, self._useragent(request))
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:
+        if rp is not None and self._holds(request):
+            raise _Held
         why = self._unreachable.get(urlparse_cached(request).netloc)
         if rp is not None and why is not None:
             # Said with why: "Forbidden by robots.txt" alone, in the seeds' line, would hide

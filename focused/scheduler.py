@@ -52,6 +52,12 @@ Frontier-wide limits live here, so that every strategy gets them:
   its robots.txt is held the same way (focused.robots ``waits_for_robots``), and nothing more of
   it goes until the robots.txt is read, when focused.robots wakes the engine. A strategy that
   decides as it pops lists nothing and is taken as it comes.
+- A request of a host whose robots.txt failed for now (a 5xx, 429 or network error) comes back
+  from focused.robots to be held (``ROBOTS_HOLD_RETRIES``): kept here, popped and in flight as
+  a parked request, counted in ``len()`` (the crawl does not end while it waits), and handed
+  out before the frontier once the robots.txt may be fetched again, one first and the others
+  once it is read, each while its host is not held as above (``_release_held``). A stop does
+  not wait for it; on close it goes back to the queue as a parked request does.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -86,6 +92,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
+from scrapy.utils.httpobj import urlparse_cached
 
 from focused.engine import wake_engine
 from focused.extensions import frontier_count_wanted
@@ -99,7 +106,7 @@ from focused.resume import (
     request_finished,
     response_counted,
 )
-from focused.robots import LINKED_URL, RobotsTxtMiddleware
+from focused.robots import HOLD_FOR_ROBOTS, LINKED_URL, RobotsTxtMiddleware
 from focused.traps import TrapFamilies, trap_counts
 from schedulers.base import RESPONSE_COUNTED, SqliteFrontier, host_of
 from schedulers.redis_frontier import INFLIGHT_META
@@ -121,6 +128,10 @@ FRONTIER_STAT_EVERY = 1.0  # seconds between two counts of the frontier for the 
 
 
 class FocusedScheduler(Scheduler):
+    # focused.robots hands back a request of a host whose robots.txt failed for now, to be kept
+    # here until it is fetched again (_hold_for_robots)
+    holds_for_robots = True
+
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FocusedScheduler:
         scheduler = super().from_crawler(crawler)
@@ -139,6 +150,11 @@ class FocusedScheduler(Scheduler):
         scheduler.blocked_ahead = None
         scheduler.pops_until_look = 0
         scheduler.robots = None  # focused.robots' middleware, found on first use (False: none)
+        # Requests held for their host's failed robots.txt, by netloc (robots.txt is per
+        # netloc), how many, and when the first failure's time is up (_release_held)
+        scheduler.robots_held: dict[str, deque[Request]] = {}
+        scheduler.robots_held_count = 0
+        scheduler.robots_look_at = 0.0
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -274,6 +290,9 @@ class FocusedScheduler(Scheduler):
             # Dropped: the seeds are yielded again by the next run. After a JOBDIR write failed
             # the file is left as it is: the page whose link this is is not stored either.
             return False
+        if request.meta.pop(HOLD_FOR_ROBOTS, False):
+            self._hold_for_robots(request)
+            return True
         try:
             return self._enqueue(request)
         except JobdirUnwritable:
@@ -385,10 +404,57 @@ class FocusedScheduler(Scheduler):
             return self._refetch()
         if self._budget_under_way():
             return None  # a response or a failed request asks again
+        if (
+            self.robots_held
+            and time.monotonic() >= self.robots_look_at
+            and (request := self._release_held()) is not None
+        ):
+            # Popped in its order before its host's robots.txt failed: it goes first. The
+            # engine asks at least every 5 s (its heartbeat).
+            return request
         self.ahead = []
         request = self._next_allowed() if self.window or self.max_per_host else self._pop()
         self._count_frontier()
         return request
+
+    def _hold_for_robots(self, request: Request) -> None:
+        """Keep ``request``, handed back by focused.robots, until its host's failed robots.txt is
+        fetched again. It stays popped: in flight in the frontier file under JOBDIR and in
+        Redis in a shared crawl, its host's slot (``MAX_PAGES_PER_HOST``) and its pop's share of
+        a shared page budget taken; it counts in ``len()``, so the crawl does not end meanwhile.
+        """
+        self.robots_held.setdefault(urlparse_cached(request).netloc, deque()).append(request)
+        self.robots_held_count += 1
+        self.robots_look_at = 0.0
+
+    def _release_held(self) -> Request | None:
+        """A request held for its host's failed robots.txt that may go now: once the failure's
+        time is up, the first to go downloads the robots.txt again (and is held again if it
+        fails again), and the others follow once it is read; once it failed more than
+        ``ROBOTS_HOLD_RETRIES`` times, all go, to be refused. As a host of the frontier, each
+        goes only while its host is not held (``HELD_HOST_LOOKAHEAD``): waiting for its
+        robots.txt, or in its slot."""
+        robots = self._robots()
+        now, look_at = time.monotonic(), math.inf
+        held_hosts = None
+        for netloc, requests in self.robots_held.items():
+            held_until = robots.holding_until(netloc)
+            if held_until is not None:
+                look_at = min(look_at, held_until)
+                continue
+            if held_hosts is None:
+                held_hosts = self._held_hosts() if self.lookahead else {}
+            if self._host(requests[0]) in held_hosts:
+                look_at = now  # the engine asks again as its robots.txt is read
+                continue
+            request = requests.popleft()
+            if not requests:
+                del self.robots_held[netloc]
+            self.robots_held_count -= 1
+            self.robots_look_at = now
+            return request
+        self.robots_look_at = look_at
+        return None
 
     def _refetch(self) -> Request:
         """The next request a crash left in flight with its response counted, before any other.
@@ -638,7 +704,7 @@ class FocusedScheduler(Scheduler):
         return bool(self.links_to_queue)
 
     def __len__(self) -> int:
-        return super().__len__() + len(self.parked) + len(self.refetches)
+        return super().__len__() + len(self.parked) + len(self.refetches) + self.robots_held_count
 
     def close(self, reason: str):
         self.closed = True
@@ -663,7 +729,8 @@ class FocusedScheduler(Scheduler):
 
     def _close(self, reason: str):
         self._count_frontier(now=True)  # the crawl's last word on it
-        for request in self.parked:  # back to the queue, so a paused crawl keeps them
+        held = (request for requests in self.robots_held.values() for request in requests)
+        for request in [*self.parked, *held]:  # back to the queue, so a paused crawl keeps them
             # In a shared crawl, popped from the crawl's frontier, it goes back with this
             # process's unfinished requests, and its host's slot with it (below).
             if self.shared is not None:
@@ -672,6 +739,8 @@ class FocusedScheduler(Scheduler):
                 self._give_back_host_slot(self._host(request))
             self._park_in_queue(request)
         self.parked.clear()
+        self.robots_held.clear()
+        self.robots_held_count = 0
         if self.shared is not None:
             # Scrapy's Scheduler.close closes only a JOBDIR queue: the Redis frontier (the
             # memory queue's) puts back what this process popped and did not finish.

@@ -124,6 +124,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ROBOTS_PARSERS_MAX": (int, 1, None),
     # A week, as FOCUSED_WORKER_TIMEOUT: a shared crawl keeps it in Redis in milliseconds.
     "ROBOTS_RETRY_FAILED_AFTER": (float, 0.0, 604_800),
+    "ROBOTS_HOLD_RETRIES": (int, 0, None),
     "RETRY_AFTER_MAX": (float, 0.0, None),
     "RETRY_BACKOFF_BASE": (float, 0.0, None),
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these

@@ -46,12 +46,21 @@ ROBOTS_CRAWL_DELAY_MAX = 30.0
 ROBOTS_PARSERS_MAX = 10_000
 # A robots.txt that could not be fetched (a network error, or a 5xx or 429, after the retries)
 # forbids its whole host (RFC 9309) for this many seconds; then the next request to the host
-# downloads it again (focused/robots/failed_retried); requests refused before then stay refused.
-# 5 minutes, as Nutch waits after a 503 robots.txt (http.robots.503.defer.visits.delay): a
-# crawl of hours gets back a host that was down for a moment, for one robots.txt request every
-# 5 minutes at most to a host that stays down. 0: kept for the whole crawl (24 hours in a shared
-# crawl's Redis). In a shared crawl every process reads it again at the same time.
+# downloads it again (focused/robots/failed_retried). 5 minutes, as Nutch waits after a 503
+# robots.txt (http.robots.503.defer.visits.delay): a crawl of hours gets back a host that was
+# down for a moment, for one robots.txt request every 5 minutes at most to a host that stays
+# down. 0: kept for the whole crawl (24 hours in a shared crawl's Redis), its requests refused.
+# In a shared crawl every process reads it again at the same time.
 ROBOTS_RETRY_FAILED_AFTER = 300.0
+# The host's requests that come up meanwhile are held, not refused, until its robots.txt is
+# fetched again (focused/robots/held_requests); then crawled if it allows them, refused if it
+# disallows them, and held again if it fails again, until it has failed this many more times in
+# a row (3, as Nutch's http.robots.503.defer.visits.retries): then they are refused. The crawl
+# does not end while requests are held (up to this many times ROBOTS_RETRY_FAILED_AFTER); a stop
+# does not wait for them, and a JOBDIR pause queues them again. Not for a host that is not there
+# (its name does not resolve, or it refuses the connection: a mistyped seed), whose requests are
+# refused at once. 0: refused at once, as RFC 9309 alone asks (focused.robots).
+ROBOTS_HOLD_RETRIES = 3
 # A 429 or 503 pauses its host before Scrapy retries as usual (RETRY_TIMES), at most this many
 # seconds: with Retry-After, no request to that host before it says; without, see below. 0:
 # no pause, retried at once, as Scrapy does (focused.retryafter).

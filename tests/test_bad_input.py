@@ -194,6 +194,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {"ROBOTS_RETRY_FAILED_AFTER": "1e16"},
             "ROBOTS_RETRY_FAILED_AFTER=1e16 is outside [0.0, 604800]",
         ),
+        (GOOD, {"ROBOTS_HOLD_RETRIES": "-1"}, "ROBOTS_HOLD_RETRIES=-1 is outside"),
+        (GOOD, {"ROBOTS_HOLD_RETRIES": "few"}, "ROBOTS_HOLD_RETRIES='few' is not a"),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
         (GOOD, {"RETRY_BACKOFF_BASE": "-1"}, "RETRY_BACKOFF_BASE=-1 is outside"),
         # It meant the default file, focused.sqlite3 in the working directory.

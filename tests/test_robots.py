@@ -123,7 +123,8 @@ def test_a_robots_txt_answered_with_a_server_error_forbids_the_host(tmp_path, st
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": f"{down.url}/,{up.url}/"},
-            {"RETRY_TIMES": 0, "CLOSESPIDER_PAGECOUNT": 3},
+            # Refused at once: held, they would wait ROBOTS_RETRY_FAILED_AFTER (see below).
+            {"RETRY_TIMES": 0, "CLOSESPIDER_PAGECOUNT": 3, "ROBOTS_HOLD_RETRIES": 0},
         )
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
@@ -164,8 +165,9 @@ def test_a_robots_txt_unreachable_for_a_network_error_forbids_the_host(tmp_path,
             crawl = run_crawl(
                 tmp_path,
                 {"strategy": "bfs", "query": "birds", "seeds": f"{down.url}/page,{up.url}/"},
-                # The other host's robots.txt answers within it on a loaded machine.
-                {"RETRY_TIMES": 0, "DOWNLOAD_TIMEOUT": 5},
+                # The other host's robots.txt answers within it on a loaded machine. Refused at
+                # once: held, they would wait ROBOTS_RETRY_FAILED_AFTER (see below).
+                {"RETRY_TIMES": 0, "DOWNLOAD_TIMEOUT": 5, "ROBOTS_HOLD_RETRIES": 0},
             )
         finally:
             unanswered.set()
@@ -196,8 +198,8 @@ FAILED_AT_FIRST = [Reply(503, "unavailable", "text/plain"), Reply(DROPPED)]
 def crawl_past_a_failed_robots_txt(tmp_path, failure: Reply, settings: dict | None = None):
     """A crawl from a seed on one host that links another, whose robots.txt fails at first
     (``failure``) and then allows all, once to a page there at once (``/early``: asked while
-    it fails) and once 3 s later (``/late``: after ROBOTS_RETRY_FAILED_AFTER, 1 s). Returns the
-    crawl, the other host's site and the robots.txt requests it had."""
+    it fails, held) and once 3 s later (``/late``: after ROBOTS_RETRY_FAILED_AFTER, 1 s).
+    Returns the crawl, the other host's site and the robots.txt requests it had."""
     robots_asked = []
 
     def recovering(method: str, path: str) -> Reply:
@@ -231,17 +233,130 @@ def crawl_past_a_failed_robots_txt(tmp_path, failure: Reply, settings: dict | No
 def test_a_failed_robots_txt_is_fetched_again_after_robots_retry_failed_after(tmp_path, failure):
     """A robots.txt that failed (a 503, or a network error) forbade its host for the rest of the
     crawl: a host down for a moment as its robots.txt was asked for lost every page linked to
-    it later. After ROBOTS_RETRY_FAILED_AFTER the next request to the host reads it again; the
-    page refused before then stays refused."""
+    it later. After ROBOTS_RETRY_FAILED_AFTER the next request to the host reads it again, and
+    the page asked for before then, held meanwhile, is fetched too."""
     crawl, down, robots_asked = crawl_past_a_failed_robots_txt(tmp_path, failure)
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
-    assert down.log.gets() == [(down.host, "/late")], log[-3000:]
+    assert sorted(down.log.gets()) == [(down.host, "/early"), (down.host, "/late")], log[-3000:]
     assert len(robots_asked) == 2
     assert stat(log, "focused/robots/failed_retried") == 1
-    assert stat(log, "robotstxt/forbidden") == 1  # /early, asked while it was failed
+    assert stat(log, "focused/robots/held_requests") == 1  # /early, asked while it was failed
+    assert stat(log, "robotstxt/forbidden") == 0
     stored = [page["url"] for page in crawl.pages()]
-    assert len(stored) == 3 and f"{down.url}/late" in stored, stored  # and the other's two
+    assert len(stored) == 4 and f"{down.url}/early" in stored, stored  # and the other's two
+
+
+def robots_failing_at_first(failures: int, then: str):
+    """A site whose robots.txt answers 503 to its first ``failures`` requests, then ``then``;
+    with the robots.txt requests it had."""
+    robots_asked = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots_asked.append(time.monotonic())
+            if len(robots_asked) <= failures:
+                return Reply(503, "unavailable", "text/plain")
+            return Reply(200, then, "text/plain")
+        links = "".join(f"<a href='/public/{n}'>{n}</a>" for n in range(3))
+        return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+    return Site(respond), robots_asked
+
+
+@pytest.mark.parametrize("then", ["User-agent: *\nAllow: /\n", ROBOTS], ids=["allow", "disallow"])
+def test_requests_held_while_robots_txt_fails_are_crawled_once_it_is_read(tmp_path, then):
+    """A robots.txt that failed refused every request of its host that came up meanwhile, the
+    seeds too, for good: a crawl of a site whose robots.txt was down for a moment as it started
+    fetched nothing. They are held until it is fetched again (ROBOTS_RETRY_FAILED_AFTER), held
+    again while it fails, and then crawled as it allows, or refused as it disallows."""
+    site, robots_asked = robots_failing_at_first(2, then)
+    with site:
+        seeds = f"{site.url}/public/a,{site.url}/private/a"
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": seeds},
+            {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 1},
+        )
+    log = crawl.result.stderr
+    assert len(robots_asked) == 3, log[-3000:]
+    assert robots_asked[2] - robots_asked[0] >= 2  # each fetched again once its time was up
+    fetched = sorted(path for _, path in site.log.gets())
+    public = ["/public/0", "/public/1", "/public/2", "/public/a"]
+    assert crawl.result.returncode == 0, log[-3000:]
+    # Both seeds as it first failed, and the one that went to fetch it again as it failed again.
+    assert stat(log, "focused/robots/held_requests") == 3
+    warned = [line for line in log.splitlines() if "robots.txt answered 503" in line]
+    assert len(warned) == 2, log[-3000:]
+    assert all(
+        line.endswith("; its requests wait until it is fetched again in 1 s") for line in warned
+    )
+    if then == ROBOTS:
+        assert fetched == public, log[-3000:]
+        assert stat(log, "robotstxt/forbidden") == 1  # once robots.txt was read
+        (named,) = [line for line in log.splitlines() if "Seeds that could not be fetched" in line]
+        assert named.endswith(f": {site.url}/private/a (Forbidden by robots.txt)"), named
+    else:
+        assert fetched == sorted([*public, "/private/a"]), log[-3000:]
+        assert stat(log, "robotstxt/forbidden") == 0
+        assert "Seeds that could not be fetched" not in log, log[-3000:]
+
+
+def test_requests_held_for_a_robots_txt_that_keeps_failing_are_refused_after_the_retries(
+    tmp_path,
+):
+    """Held at most ROBOTS_HOLD_RETRIES times, then refused as RFC 9309 asks, saying why."""
+    site, robots_asked = robots_failing_at_first(10, "")
+    with site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/public/a"},
+            {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 1, "ROBOTS_HOLD_RETRIES": 2},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    assert site.log.gets() == []
+    assert len(robots_asked) == 3  # the first time, and again for each of the 2 holds
+    assert stat(log, "focused/robots/held_requests") == 2
+    assert stat(log, "robotstxt/forbidden") == 1
+    (named,) = [line for line in log.splitlines() if "No seed could be fetched" in line]
+    assert f"{site.url}/public/a (Forbidden by robots.txt)" in named, named
+
+
+def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_path):
+    """A crawl paused (its page budget spent) while a request waits for its host's robots.txt
+    to be fetched again queues it again: the resumed crawl fetches it."""
+    answer = {"robots": Reply(503, "unavailable", "text/plain")}
+
+    def held(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return answer["robots"]
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(held) as down:
+
+        def linking(method: str, path: str) -> Reply:
+            links = f"<a href='{down.url}/early'>early</a>"
+            links += "".join(f"<a href='/{n}'>{n}</a>" for n in range(6))
+            if path != "/":
+                time.sleep(0.3)
+                links = ""
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+        with Site(linking, "127.0.0.2") as up:
+            arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
+            settings = {"RETRY_TIMES": 0, "JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS": 2}
+            paused = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3})
+            log = paused.result.stderr
+            assert paused.result.returncode == 0, log[-3000:]
+            assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
+            assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+            answer["robots"] = Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
+            resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    assert down.log.gets() == [(down.host, "/early")], log[-3000:]
+    assert f"{down.url}/early" in [page["url"] for page in resumed.pages()]
 
 
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):

@@ -11,7 +11,12 @@ from types import SimpleNamespace
 import pytest
 import redis
 from scrapy import Request
-from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
+from scrapy.exceptions import (
+    CannotResolveHostError,
+    DownloadConnectionRefusedError,
+    DownloadTimeoutError,
+    IgnoreRequest,
+)
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
@@ -156,6 +161,41 @@ def test_only_a_host_that_cannot_be_reached_is_shared_as_a_failed_robots_txt(red
             each.process_request_2(rp, page)
 
 
+def test_the_requests_of_a_host_that_is_not_there_are_refused_in_every_process(redis_server):  # noqa: F811
+    """A host whose robots.txt timed out has its requests held until it is fetched again
+    (ROBOTS_HOLD_RETRIES); one that refused the connection (a mistyped port) or does not
+    resolve, refused at once, as the process that downloaded it shares."""
+    settings = {
+        "ROBOTSTXT_OBEY": True,
+        "FOCUSED_WORKER_TIMEOUT": TIMEOUT,
+        "ROBOTS_RETRY_FAILED_AFTER": 300,
+        "ROBOTS_HOLD_RETRIES": 3,
+    }
+    failures = {
+        "slow.example": DownloadTimeoutError(),
+        "closed.example": DownloadConnectionRefusedError(),
+        "unnamed.example": CannotResolveHostError(),
+    }
+    # Each crawl's scheduler, which keeps the requests held (FocusedScheduler).
+    engine = SimpleNamespace(
+        _slot=SimpleNamespace(scheduler=SimpleNamespace(holds_for_robots=True))
+    )
+    downloader = process_middleware(redis_server.url, settings)
+    downloader.crawler.engine = engine
+    for netloc, error in failures.items():
+        assert downloader.crawler.spider.shared.robots_txt(netloc)[1]  # this one downloads it
+        downloader._parsers[netloc] = Deferred()  # as while it downloads
+        downloader._robots_error(error, netloc)
+    reader = process_middleware(redis_server.url, settings)
+    reader.crawler.engine = engine
+    for netloc in failures:
+        asyncio.run(reader._read_by_the_crawl(Request(f"http://{netloc}/"), netloc))
+    for each in (downloader, reader):
+        assert each.holding_until("slow.example") is not None
+        assert each.holding_until("closed.example") is None
+        assert each.holding_until("unnamed.example") is None
+
+
 @pytest.mark.parametrize("failure", ["unreachable", "server_error"])
 def test_a_failed_robots_txt_is_read_again_by_every_process_after_its_time(
     redis_server,  # noqa: F811
@@ -208,14 +248,16 @@ def test_a_shared_crawl_fetches_a_failed_robots_txt_again_once_it_expires(
     redis_server,  # noqa: F811
     failure,
 ):
-    """The failed robots.txt was kept 24 h in Redis: the host's later links were refused."""
+    """The failed robots.txt was kept 24 h in Redis: the host's later links were refused. The
+    link asked for while it failed is held, in flight in Redis, and fetched once it is read."""
     settings = {"FOCUSED_FRONTIER": redis_server.url}
     crawl, down, robots_asked = crawl_past_a_failed_robots_txt(tmp_path, failure, settings)
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
-    assert down.log.gets() == [(down.host, "/late")], log[-3000:]
+    assert sorted(down.log.gets()) == [(down.host, "/early"), (down.host, "/late")], log[-3000:]
     assert len(robots_asked) == 2
     assert stat(log, "focused/robots/failed_retried") == 1
+    assert stat(log, "focused/robots/held_requests") == 1
     client = redis.Redis.from_url(redis_server.url)
     kept = f"focused:test:robots:{down.url.removeprefix('http://')}"
     assert client.get(kept) == b"+User-agent: *\nAllow: /\n"
