@@ -64,11 +64,17 @@ no longer applies. Once the host's robots.txt is read, the scheduler asks before
 allows (``/story`` where ``/story?sid=...`` is disallowed), linked later, was a duplicate.
 
 A crawl that meets many hosts keeps the robots.txt of the ``ROBOTS_PARSERS_MAX`` hosts used
-last, not of every host it ever met (Scrapy keeps them all: some 16 KB for a robots.txt of 1 KB,
-16 GB for a crawl that meets a million hosts). A host whose parser was forgotten has its
-robots.txt downloaded again when one of its URLs comes up (``focused/robots/forgotten``, as
-Nutch's and Heritrix's robots caches expire); its Crawl-delay holds meanwhile: its slot's delay
-and concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
+last parsed, not of every host it ever met (Scrapy keeps them all: a parser is some 16 times its
+robots.txt, 50 KB for one of 3 KB, 50 GB for a crawl that meets a million such hosts;
+``benchmarks/many_hosts.py``). The text of the ``ROBOTS_TEXTS_MAX`` hosts used last is kept
+as well, compressed (some 0.7 KB for one of 3 KB): a host whose parser was forgotten
+(``focused/robots/forgotten``) has it parsed again from there when one of its URLs comes up
+(``focused/robots/reparsed``, a fraction of a millisecond), and only a host whose text was
+forgotten too, or read more than ``ROBOTS_TEXT_MAX_AGE`` ago (24 hours, the longest RFC 9309
+has a crawler use a cached robots.txt), has its robots.txt downloaded again, as Nutch's and
+Heritrix's robots caches expire. A failed robots.txt keeps no text: it is downloaded again after
+``ROBOTS_RETRY_FAILED_AFTER``. Either way the host's Crawl-delay holds meanwhile: its slot's
+delay and concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
 
 In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
@@ -84,6 +90,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING
 
@@ -135,6 +142,9 @@ DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 # Seconds before a process looks again whether the one downloading a robots.txt is done:
 # first soon, then twice as long at each look, up to the most.
 SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
+# Seconds for which a robots.txt's kept text is parsed again rather than downloaded again: RFC
+# 9309 (2.4) has a crawler use a cached robots.txt for 24 hours at most.
+ROBOTS_TEXT_MAX_AGE = 24 * 60 * 60
 
 
 # What a download of a site's robots.txt can fail with when the site is not there, or the
@@ -242,6 +252,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._crawl_delay_max = crawler.settings.getfloat("ROBOTS_CRAWL_DELAY_MAX")
         self._download_delay = crawler.settings.getfloat("DOWNLOAD_DELAY")
         self._parsers_max = crawler.settings.getint("ROBOTS_PARSERS_MAX")
+        # The robots.txt read of the ROBOTS_TEXTS_MAX hosts used last, the least used first:
+        # (its time.monotonic() when read, its body compressed), parsed again for a host whose
+        # parser was forgotten (_reparse).
+        self._texts_max = crawler.settings.getint("ROBOTS_TEXTS_MAX")
+        self._texts: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
         maxsize = crawler.settings.getint("DOWNLOAD_MAXSIZE")  # 0: no limit
         self._robots_maxsize = ROBOTS_TXT_MIN_SIZE if 0 < maxsize < ROBOTS_TXT_MIN_SIZE else None
         # In the order of last use, the least used first (_forget_least_used).
@@ -285,6 +300,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     async def robot_parser(self, request: Request) -> RobotParser | None:
         netloc = urlparse_cached(request).netloc
         self._retry_if_due(netloc)
+        if netloc in self._texts:
+            self._texts.move_to_end(netloc)
+            if netloc not in self._parsers:
+                self._reparse(netloc)
         pending = self._parsers.get(netloc)
         if not isinstance(pending, Deferred):
             downloads_it = netloc not in self._parsers  # else read already
@@ -333,6 +352,39 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._unreachable.pop(netloc, None)
         self._retry_at.pop(netloc, None)
         self._holding.discard(netloc)
+
+    def _keep_text(self, netloc: str, body: bytes) -> None:
+        """Keep the robots.txt ``body`` just parsed for ``netloc``, to parse it again if its
+        parser is forgotten; the text used longest ago goes past ``ROBOTS_TEXTS_MAX``."""
+        if self._texts_max <= 0:
+            return
+        self._texts[netloc] = (time.monotonic(), zlib.compress(body))
+        self._texts.move_to_end(netloc)
+        if len(self._texts) > self._texts_max:
+            self._texts.popitem(last=False)
+
+    def _fresh_text(self, netloc: str) -> bytes | None:
+        """``netloc``'s kept robots.txt, compressed, if read less than ``ROBOTS_TEXT_MAX_AGE``
+        ago; one older is dropped, and the host's robots.txt is downloaded again."""
+        kept = self._texts.get(netloc)
+        if kept is None:
+            return None
+        if time.monotonic() - kept[0] > ROBOTS_TEXT_MAX_AGE:
+            del self._texts[netloc]
+            return None
+        return kept[1]
+
+    def _reparse(self, netloc: str) -> None:
+        """Parse ``netloc``'s kept robots.txt again, its parser forgotten, rather than download
+        it again. No ``robots_parsed`` signal: its Crawl-delay is kept apart already."""
+        text = self._fresh_text(netloc)
+        if text is None:
+            return
+        self._parsers[netloc] = build_from_crawler(
+            self._parserimpl, self.crawler, zlib.decompress(text)
+        )
+        self._stats.inc_value("focused/robots/reparsed")
+        self._forget_least_used()
 
     def _retry_if_due(self, netloc: str) -> None:
         """Forget ``netloc``'s failed robots.txt once ``ROBOTS_RETRY_FAILED_AFTER`` has passed,
@@ -395,6 +447,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         else:
             if outcome.startswith(PARSED):
                 parser = build_from_crawler(self._parserimpl, self.crawler, outcome[1:])
+                self._keep_text(netloc, outcome[1:])
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )
@@ -427,6 +480,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             )
             response = response.replace(body=DISALLOW_ALL)
         await super()._parse_robots(response, netloc, request)
+        if not outcome.startswith(SERVER_ERROR):
+            self._keep_text(netloc, response.body)
         # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
         # other processes read it.
         downloader: PoliteDownloader = self.crawler.engine.downloader
@@ -482,7 +537,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         netloc = urlparse_cached(request).netloc
         self._retry_if_due(netloc)
         parser = self._parsers.get(netloc, self)  # self: not asked
-        return parser is self or isinstance(parser, Deferred)
+        if parser is self:
+            return self._fresh_text(netloc) is None  # else parsed again as it comes up
+        return isinstance(parser, Deferred)
 
     def refuses_as_linked(self, request: Request) -> bool:
         """Whether the host's robots.txt, read already, refuses ``request`` as its link spelled

@@ -122,6 +122,7 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
     "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
     "ROBOTS_PARSERS_MAX": (int, 1, None),
+    "ROBOTS_TEXTS_MAX": (int, 0, None),
     # A week, as FOCUSED_WORKER_TIMEOUT: a shared crawl keeps it in Redis in milliseconds.
     "ROBOTS_RETRY_FAILED_AFTER": (float, 0.0, 604_800),
     "ROBOTS_HOLD_RETRIES": (int, 0, None),

@@ -40,10 +40,16 @@ ROBOTS_META_OBEY = True
 # robots.txt, and its requests waiting would hold the crawl's CONCURRENT_REQUESTS
 # (focused.robots).
 ROBOTS_CRAWL_DELAY_MAX = 30.0
-# The robots.txt of this many hosts, those used last, are kept parsed (some 16 KB each for a
-# robots.txt of 1 KB); a host forgotten has its robots.txt downloaded again when one of its URLs
-# comes up, its Crawl-delay kept meanwhile (focused.robots).
-ROBOTS_PARSERS_MAX = 10_000
+# The robots.txt of this many hosts, those used last, are kept parsed (some 16 times the
+# robots.txt: 50 KB for one of 3 KB); a host forgotten has its robots.txt parsed again from its
+# kept text (ROBOTS_TEXTS_MAX) when one of its URLs comes up, its Crawl-delay kept meanwhile
+# (focused.robots).
+ROBOTS_PARSERS_MAX = 1_000
+# The robots.txt of this many hosts, those used last, are kept as text, compressed (some 0.7 KB
+# for one of 3 KB), to be parsed again for a host whose parser was forgotten; a host past it, or
+# whose robots.txt was read more than 24 hours ago (RFC 9309), has it downloaded again. 0: none
+# kept, a host whose parser was forgotten has its robots.txt downloaded again.
+ROBOTS_TEXTS_MAX = 100_000
 # A robots.txt that could not be fetched (a network error, or a 5xx or 429, after the retries)
 # forbids its whole host (RFC 9309) for this many seconds; then the next request to the host
 # downloads it again (focused/robots/failed_retried). 5 minutes, as Nutch waits after a 503

@@ -188,6 +188,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"FOCUSED_GC_GEN0_THRESHOLD": "-5"}, "FOCUSED_GC_GEN0_THRESHOLD=-5 is outside"),
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "-1"}, "ROBOTS_CRAWL_DELAY_MAX=-1 is outside"),
         (GOOD, {"ROBOTS_RETRY_FAILED_AFTER": "-1"}, "ROBOTS_RETRY_FAILED_AFTER=-1 is outside"),
+        (GOOD, {"ROBOTS_TEXTS_MAX": "-1"}, "ROBOTS_TEXTS_MAX=-1 is outside [0, inf]"),
         # Kept in Redis in milliseconds: Redis refused the expiry, and a shared crawl stopped.
         (
             GOOD,

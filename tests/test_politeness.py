@@ -667,10 +667,13 @@ def test_a_host_gets_no_more_requests_at_once_than_its_concurrency(tmp_path, set
     assert site.most_at_once() == 4, sorted(site.spans)
 
 
-def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path):
-    """With ROBOTS_PARSERS_MAX=1 only the robots.txt of the host used last is kept: a crawl
-    that meets many hosts kept every one (some 16 KB each). Each turn from one host to the other
-    reads the other's again, its rules apply, and its Crawl-delay paces it throughout."""
+@pytest.mark.parametrize("texts", [None, 1])
+def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path, texts):
+    """With ROBOTS_PARSERS_MAX=1 only the robots.txt of the host used last is kept parsed: a
+    crawl that meets many hosts kept every one (some 16 times its text each). Each turn from
+    one host to the other parses the other's again from its kept text (downloaded again with
+    ROBOTS_TEXTS_MAX=1, the other's text forgotten too), its rules apply, and its Crawl-delay
+    paces it throughout."""
     log = FetchLog()
     robots_reads = {"slow": 0, "fast": 0}
     slow_robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n"
@@ -694,11 +697,15 @@ def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/,{fast.url}/"},
-            {"ROBOTS_PARSERS_MAX": 1},
+            {"ROBOTS_PARSERS_MAX": 1, **({} if texts is None else {"ROBOTS_TEXTS_MAX": texts})},
         )
     assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
     assert stat(crawl.result.stderr, "focused/robots/forgotten") >= 1
-    assert robots_reads["slow"] >= 2, robots_reads
+    if texts is None:  # parsed again from its text, downloaded once
+        assert stat(crawl.result.stderr, "focused/robots/reparsed") >= 1
+        assert robots_reads == {"slow": 1, "fast": 1}, robots_reads
+    else:
+        assert robots_reads["slow"] >= 2, robots_reads
     slow_times = log.get_times(slow.host)
     assert sorted(path for host, path in log.gets() if host == slow.host) == ["/", *PAGES]
     assert min(gaps(slow_times)) >= 0.85, gaps(slow_times)

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections import Counter
+from types import SimpleNamespace
 
 import pytest
+from scrapy import Request
+from scrapy.http import Response
+from scrapy.utils.httpobj import urlparse_cached
+from scrapy.utils.test import get_crawler
 
+from focused import settings as project
+from focused.robots import ROBOTS_TEXT_MAX_AGE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
+from tests.queues import QueueSpider
 from tests.sites import DROPPED, Reply, Site, html
 from tests.test_canonical import stat
 from tests.test_politeness import Timed
@@ -434,3 +444,73 @@ def test_a_url_refused_as_one_page_spelled_it_is_fetched_as_another_spells_it(tm
     assert crawl.result.returncode == 0, log[-3000:]
     assert [path for _, path in site.log.gets()] == ["/", "/a", "/story"]
     assert stat(log, "focused/skipped/robots_txt") == 1
+
+
+class RobotsTxtWeb:
+    """The engine a robots.txt middleware downloads through, in process: each host's robots.txt
+    disallows ``/private/``; ``downloads`` counts them by host."""
+
+    def __init__(self) -> None:
+        self.downloads: Counter[str] = Counter()
+        self.downloader = SimpleNamespace(
+            get_slot_key=lambda request: urlparse_cached(request).netloc,
+            robots_txt_ended=lambda key: None,
+        )
+
+    async def download_async(self, request: Request) -> Response:
+        self.downloads[urlparse_cached(request).netloc] += 1
+        body = b"User-agent: *\nDisallow: /private/\n" + b"Disallow: /tmp/\n" * 50
+        return Response(request.url, body=body, request=request)
+
+
+def robots_middleware(**settings: object) -> tuple[RobotsTxtMiddleware, RobotsTxtWeb]:
+    defaults = {name: getattr(project, name) for name in ("ROBOTS_PARSERS_MAX", "ROBOTS_TEXTS_MAX")}
+    crawler = get_crawler(QueueSpider, {"ROBOTSTXT_OBEY": True, **defaults, **settings})
+    web = crawler.engine = RobotsTxtWeb()
+    return RobotsTxtMiddleware(crawler), web
+
+
+def private_page_allowed(middleware: RobotsTxtMiddleware, host: str) -> bool:
+    page = Request(f"http://{host}/private/1")
+    parser = asyncio.run(middleware.robot_parser(page))
+    return parser.allowed(page.url, middleware._useragent(page))
+
+
+def test_a_forgotten_robots_txt_is_parsed_again_from_its_kept_text():
+    """A parser is some 16 times its robots.txt (50 KB for 3 KB): ROBOTS_PARSERS_MAX, 10,000 by
+    default, held 500 MB of them, and a host whose parser was forgotten had its robots.txt
+    downloaded again. Its text, compressed, is kept and parsed again; past ROBOTS_TEXTS_MAX it
+    is downloaded again."""
+    middleware, web = robots_middleware(ROBOTS_PARSERS_MAX=2, ROBOTS_TEXTS_MAX=3)
+    hosts = [f"h{i}.example" for i in range(4)]
+    for host in hosts:
+        assert not private_page_allowed(middleware, host)
+    assert len(middleware._parsers) == 2
+    assert len(middleware._texts) == 3  # h1, h2, h3
+    assert not private_page_allowed(middleware, "h1.example")  # forgotten, parsed again
+    assert middleware._stats.get_value("focused/robots/reparsed") == 1
+    assert not private_page_allowed(middleware, "h0.example")  # text forgotten too
+    assert web.downloads == Counter(
+        {"h0.example": 2, "h1.example": 1, "h2.example": 1, "h3.example": 1}
+    )
+    assert len(middleware._parsers) == 2 and len(middleware._texts) == 3
+
+
+def test_a_kept_robots_txt_read_over_24_hours_ago_is_downloaded_again(monkeypatch):
+    """RFC 9309 (2.4): a cached robots.txt is used for 24 hours at most."""
+    middleware, web = robots_middleware(ROBOTS_PARSERS_MAX=1)
+    for host in ("a.example", "b.example", "a.example"):
+        assert not private_page_allowed(middleware, host)
+    assert web.downloads == Counter({"a.example": 1, "b.example": 1})
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + ROBOTS_TEXT_MAX_AGE + 1)
+    assert not private_page_allowed(middleware, "b.example")
+    assert web.downloads == Counter({"a.example": 1, "b.example": 2})
+
+
+def test_no_robots_txt_text_is_kept_with_robots_texts_max_0():
+    middleware, web = robots_middleware(ROBOTS_PARSERS_MAX=1, ROBOTS_TEXTS_MAX=0)
+    for host in ("a.example", "b.example", "a.example"):
+        assert not private_page_allowed(middleware, host)
+    assert web.downloads == Counter({"a.example": 2, "b.example": 1})
+    assert not middleware._texts
