@@ -63,18 +63,20 @@ no longer applies. Once the host's robots.txt is read, the scheduler asks before
 (``refuses_as_linked``): refused only at download, the URL was seen, and a spelling the site
 allows (``/story`` where ``/story?sid=...`` is disallowed), linked later, was a duplicate.
 
-A crawl that meets many hosts keeps the robots.txt of the ``ROBOTS_PARSERS_MAX`` hosts used
-last parsed, not of every host it ever met (Scrapy keeps them all: a parser is some 16 times its
+A crawl that meets many hosts keeps the robots.txt of the ``ROBOTS_PARSERS_MAX`` hosts used last
+parsed, not of every host it ever met (Scrapy keeps them all: a parser is some 16 times its
 robots.txt, 50 KB for one of 3 KB, 50 GB for a crawl that meets a million such hosts;
-``benchmarks/many_hosts.py``). The text of the ``ROBOTS_TEXTS_MAX`` hosts used last is kept
-as well, compressed (some 0.7 KB for one of 3 KB): a host whose parser was forgotten
-(``focused/robots/forgotten``) has it parsed again from there when one of its URLs comes up
-(``focused/robots/reparsed``, a fraction of a millisecond), and only a host whose text was
-forgotten too, or read more than ``ROBOTS_TEXT_MAX_AGE`` ago (24 hours, the longest RFC 9309
-has a crawler use a cached robots.txt), has its robots.txt downloaded again, as Nutch's and
-Heritrix's robots caches expire. A failed robots.txt keeps no text: it is downloaded again after
-``ROBOTS_RETRY_FAILED_AFTER``. Either way the host's Crawl-delay holds meanwhile: its slot's
-delay and concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
+``benchmarks/many_hosts.py``), and a parser forgotten is freed at once, not at the next full
+collection of the cyclic garbage collector (``_without_cycles``). The text of the
+``ROBOTS_TEXTS_MAX`` hosts used last is kept as well, compressed (some 0.7 KB for one of 3 KB):
+a host whose parser was forgotten (``focused/robots/forgotten``) has it parsed again from there
+when one of its URLs comes up (``focused/robots/reparsed``, a fraction of a millisecond), and
+only a host whose text was forgotten too, or read more than ``ROBOTS_TEXT_MAX_AGE`` ago (24
+hours, the longest RFC 9309 has a crawler use a cached robots.txt), has its robots.txt
+downloaded again, as Nutch's and Heritrix's robots caches expire. A failed robots.txt keeps no
+text: it is downloaded again after ``ROBOTS_RETRY_FAILED_AFTER``. Either way the host's
+Crawl-delay holds meanwhile: its slot's delay and concurrency (``DOWNLOAD_SLOTS``), and whether
+it is skipped, are kept apart.
 
 In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
@@ -90,6 +92,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 import zlib
 from collections import OrderedDict
 from typing import TYPE_CHECKING
@@ -224,6 +227,18 @@ def asked_delay(parser: RobotParser, useragent: str | bytes) -> float | None:
     if rate is not None and rate.requests > 0:
         delay = max(delay, rate.seconds / rate.requests)
     return delay or None
+
+
+def _without_cycles(parser: RobotParser | None) -> None:
+    """Protego's rule sets point back at their parser (``_parser_instance``, read as it parses):
+    a parser forgotten was garbage that only a full collection frees (49 KB for a robots.txt of
+    3 KB), and a crawl's are rare (``focused.collector``), so that ``ROBOTS_PARSERS_MAX`` bounded
+    the parsers kept but not their memory. A weak reference in its place frees a parser as it is
+    forgotten."""
+    rp = getattr(parser, "rp", None)
+    for rule_set in getattr(rp, "_user_agents", {}).values():
+        if getattr(rule_set, "_parser_instance", None) is rp:
+            rule_set._parser_instance = weakref.proxy(rp)
 
 
 class _UnreachableInOneLine(logging.Filter):
@@ -380,9 +395,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         text = self._fresh_text(netloc)
         if text is None:
             return
-        self._parsers[netloc] = build_from_crawler(
-            self._parserimpl, self.crawler, zlib.decompress(text)
-        )
+        self._parsers[netloc] = self._build(zlib.decompress(text))
         self._stats.inc_value("focused/robots/reparsed")
         self._forget_least_used()
 
@@ -446,7 +459,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             parser = await super().robot_parser(request)
         else:
             if outcome.startswith(PARSED):
-                parser = build_from_crawler(self._parserimpl, self.crawler, outcome[1:])
+                parser = self._build(outcome[1:])
                 self._keep_text(netloc, outcome[1:])
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
@@ -518,7 +531,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         be downloaded, for why ``unreachable`` says (which a page refused says too)."""
         if unreachable is not None:
             self._unreachable[netloc] = unreachable
-        return build_from_crawler(self._parserimpl, self.crawler, DISALLOW_ALL)
+        return self._build(DISALLOW_ALL)
+
+    def _build(self, body: bytes) -> RobotParser:
+        parser = build_from_crawler(self._parserimpl, self.crawler, body)
+        _without_cycles(parser)
+        return parser
 
     def _share(self, netloc: str, outcome: bytes) -> None:
         shared = getattr(self.crawler.spider, "shared", None)
@@ -584,6 +602,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         )
 
     def _robots_parsed(self, robotparser: RobotParser, request: Request) -> None:
+        _without_cycles(robotparser)  # built by Scrapy's _parse_robots
         # Sent before the requests waiting for this robots.txt go on: none is sent sooner.
         delay = asked_delay(robotparser, self._useragent(request))
         if not delay or delay <= 0:
