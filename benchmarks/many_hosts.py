@@ -264,6 +264,12 @@ class Probe:
             "downloader per_slot_settings": len(downloader.per_slot_settings),
             "stats keys": len(crawler.stats.get_stats()),
         }
+        # Twisted's HTTP connection pool keeps a (scheme, host, port) key for every host it
+        # connected to, its list empty once the connections are closed.
+        handler = getattr(downloader.handlers, "_handlers", {}).get("http")
+        pool = getattr(handler, "_pool", None)
+        if pool is not None:
+            counts["HTTP connection pool keys"] = len(pool._connections)
         for owner, names in (
             (downloader, ("paced_from_end", "_on_wire", "_held_since_pause", "_places")),
             (self._component("RobotsTxtMiddleware"), ("_parsers", "_slot_delays", "_skipped")),
