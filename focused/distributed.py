@@ -68,6 +68,7 @@ from focused.jobchecks import as_saved_now, describe_language
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
 from focused.resume import connect_request_done
+from focused.robots import ROBOTS_TXT_LIFE
 from focused.stopping import FRONTIER_UNREACHABLE
 from schedulers.redis_frontier import INFLIGHT_META
 
@@ -87,10 +88,6 @@ REDIS_SCHEMES = ("redis", "rediss", "unix")
 SOCKET_TIMEOUT = 5.0  # seconds: a hung server stalls the reactor at most this long per call
 TICK = 0.5  # seconds between heartbeats, and between looks at the frontier while idle
 CONC_KEYS = ("conc", "conc-waiting", "conc-asked")  # a host's places, its waiting processes
-# Seconds a robots.txt read by one process serves the others: RFC 9309 (2.4) asks crawlers not
-# to use a cached robots.txt for more than 24 hours. A process keeps what it read, as Scrapy does
-# (one that failed only for ROBOTS_RETRY_FAILED_AFTER, focused.robots).
-ROBOTS_TXT_LIFE = 24 * 3600
 
 
 def connect(url: str) -> redis.Redis:

@@ -71,7 +71,7 @@ collection of the cyclic garbage collector (``_without_cycles``). The text of th
 ``ROBOTS_TEXTS_MAX`` hosts used last is kept as well, compressed (some 0.7 KB for one of 3 KB):
 a host whose parser was forgotten (``focused/robots/forgotten``) has it parsed again from there
 when one of its URLs comes up (``focused/robots/reparsed``, a fraction of a millisecond), and
-only a host whose text was forgotten too, or read more than ``ROBOTS_TEXT_MAX_AGE`` ago (24
+only a host whose text was forgotten too, or read more than ``ROBOTS_TXT_LIFE`` ago (24
 hours, the longest RFC 9309 has a crawler use a cached robots.txt), has its robots.txt
 downloaded again, as Nutch's and Heritrix's robots caches expire. A failed robots.txt keeps no
 text: it is downloaded again after ``ROBOTS_RETRY_FAILED_AFTER``. Either way the host's
@@ -145,9 +145,11 @@ DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 # Seconds before a process looks again whether the one downloading a robots.txt is done:
 # first soon, then twice as long at each look, up to the most.
 SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
-# Seconds for which a robots.txt's kept text is parsed again rather than downloaded again: RFC
-# 9309 (2.4) has a crawler use a cached robots.txt for 24 hours at most.
-ROBOTS_TEXT_MAX_AGE = 24 * 60 * 60
+# Seconds for which a robots.txt read is used, its kept text parsed again rather than downloaded
+# again, and, in a shared crawl, read by the other processes from Redis: RFC 9309 (2.4) has a
+# crawler use a cached robots.txt for 24 hours at most. A parser kept (ROBOTS_PARSERS_MAX) is
+# used while it is, as Scrapy does (one that failed only for ROBOTS_RETRY_FAILED_AFTER).
+ROBOTS_TXT_LIFE = 24 * 3600
 
 
 # What a download of a site's robots.txt can fail with when the site is not there, or the
@@ -368,23 +370,24 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._retry_at.pop(netloc, None)
         self._holding.discard(netloc)
 
-    def _keep_text(self, netloc: str, body: bytes) -> None:
-        """Keep the robots.txt ``body`` just parsed for ``netloc``, to parse it again if its
-        parser is forgotten; the text used longest ago goes past ``ROBOTS_TEXTS_MAX``."""
+    def _keep_text(self, netloc: str, body: bytes, age: float = 0.0) -> None:
+        """Keep the robots.txt ``body`` just parsed for ``netloc``, downloaded ``age`` seconds
+        ago, to parse it again if its parser is forgotten; the text used longest ago goes past
+        ``ROBOTS_TEXTS_MAX``."""
         if self._texts_max <= 0:
             return
-        self._texts[netloc] = (time.monotonic(), zlib.compress(body))
+        self._texts[netloc] = (time.monotonic() - age, zlib.compress(body))
         self._texts.move_to_end(netloc)
         if len(self._texts) > self._texts_max:
             self._texts.popitem(last=False)
 
     def _fresh_text(self, netloc: str) -> bytes | None:
-        """``netloc``'s kept robots.txt, compressed, if read less than ``ROBOTS_TEXT_MAX_AGE``
+        """``netloc``'s kept robots.txt, compressed, if read less than ``ROBOTS_TXT_LIFE``
         ago; one older is dropped, and the host's robots.txt is downloaded again."""
         kept = self._texts.get(netloc)
         if kept is None:
             return None
-        if time.monotonic() - kept[0] > ROBOTS_TEXT_MAX_AGE:
+        if time.monotonic() - kept[0] > ROBOTS_TXT_LIFE:
             del self._texts[netloc]
             return None
         return kept[1]
@@ -460,7 +463,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         else:
             if outcome.startswith(PARSED):
                 parser = self._build(outcome[1:])
-                self._keep_text(netloc, outcome[1:])
+                # Downloaded by another process, as long ago as its life in Redis has run.
+                self._keep_text(netloc, outcome[1:], ROBOTS_TXT_LIFE - life)
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )

@@ -17,7 +17,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
 
 from focused import settings as project
-from focused.robots import ROBOTS_TEXT_MAX_AGE, RobotsTxtMiddleware
+from focused.robots import ROBOTS_TXT_LIFE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
 from tests.queues import QueueSpider
 from tests.sites import DROPPED, Reply, Site, html
@@ -505,7 +505,7 @@ def test_a_kept_robots_txt_read_over_24_hours_ago_is_downloaded_again(monkeypatc
         assert not private_page_allowed(middleware, host)
     assert web.downloads == Counter({"a.example": 1, "b.example": 1})
     now = time.monotonic()
-    monkeypatch.setattr(time, "monotonic", lambda: now + ROBOTS_TEXT_MAX_AGE + 1)
+    monkeypatch.setattr(time, "monotonic", lambda: now + ROBOTS_TXT_LIFE + 1)
     assert not private_page_allowed(middleware, "b.example")
     assert web.downloads == Counter({"a.example": 1, "b.example": 2})
 

@@ -23,7 +23,7 @@ from twisted.internet.defer import Deferred
 
 from focused.distributed import SharedCrawl
 from focused.replayweb import ReplayServer
-from focused.robots import FAILED, RobotsTxtMiddleware
+from focused.robots import FAILED, PARSED, RobotsTxtMiddleware
 from tests.conftest import BIRD_SEED
 from tests.queues import QueueSpider
 from tests.sites import GATED_DOWNLOAD_TIMEOUT, Reply, Site, html
@@ -295,3 +295,26 @@ def test_a_shared_crawl_checks_robots_txt_against_the_url_as_linked(tmp_path, re
             logs = crawl_by_two_processes(tmp_path, site, settings, **spider_args)
     assert sorted(path for _, path in target.log.gets()) == [f"/ok{n}" for n in range(6)]
     assert sum(stat(log, "robotstxt/forbidden") for log in logs) == 6
+
+
+def test_a_robots_txt_read_from_the_crawl_is_kept_no_longer_than_it_lives_there(
+    redis_server,  # noqa: F811
+    monkeypatch,
+):
+    """Read from Redis with an hour of its 24 left, a robots.txt's text was kept 24 hours more,
+    to be parsed again after its parser was forgotten: used up to 48 hours after its download
+    (RFC 9309 2.4: 24 at most)."""
+    netloc, life = "a.example", 3600
+    page = Request(f"http://{netloc}/private/1")
+    process(redis_server.url).share_robots_txt(
+        netloc, PARSED + b"User-agent: *\nDisallow: /private/\n", life
+    )
+    reader = process_middleware(
+        redis_server.url, {"ROBOTSTXT_OBEY": True, "ROBOTS_TEXTS_MAX": 10, "ROBOTS_PARSERS_MAX": 1}
+    )
+    parser = asyncio.run(reader._read_by_the_crawl(page, netloc))
+    assert not parser.allowed(page.url, reader._useragent(page))
+    assert reader._fresh_text(netloc) is not None
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + life + 1)
+    assert reader._fresh_text(netloc) is None  # downloaded again, as by every process
