@@ -812,10 +812,24 @@ def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
     assert crawl.crawl_record()["relevant"] == 2  # the crawl's measure
 
 
-def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.CompletedProcess:
+def recrawl_options(db: Path, settings: dict | None = None) -> list[str]:
     settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO", **(settings or {})}
-    options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
-    return run_scrapy(["recrawl", *args, *options], timeout=120)
+    return [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
+
+
+def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.CompletedProcess:
+    return run_scrapy(["recrawl", *args, *recrawl_options(db, settings)], timeout=120)
+
+
+def start_recrawl(db: Path) -> subprocess.Popen:
+    """``scrapy recrawl c1`` of ``db`` under way, its log read from its ``stderr``."""
+    return subprocess.Popen(
+        scrapy_command("recrawl", "c1", *recrawl_options(db)),
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=crawl_env(),
+    )
 
 
 def test_recrawl_records_the_changed_page_and_leaves_the_unchanged_alone(tmp_path):
@@ -1063,15 +1077,7 @@ def test_a_recrawl_stopped_by_a_second_ctrl_c_exits_with_status_1(tmp_path):
     db = tmp_path / "focused.sqlite3"
     with Site(respond) as site:
         stored_crawl(db, [f"{site.url}/{n}" for n in range(4)])
-        settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO"}
-        options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
-        process = subprocess.Popen(
-            scrapy_command("recrawl", "c1", *options),
-            cwd=REPO,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=crawl_env(),
-        )
+        process = start_recrawl(db)
         assert fetching.wait(60)
         process.send_signal(signal.SIGINT)
         time.sleep(0.5)
@@ -1095,15 +1101,7 @@ def test_ctrl_c_of_a_recrawl_neither_sends_nor_marks_a_page_its_crawl_delay_hold
     db = tmp_path / "focused.sqlite3"
     with Site(respond, log=log) as site:
         stored_crawl(db, [f"{site.url}/1"])
-        settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO"}
-        options = [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
-        process = subprocess.Popen(
-            scrapy_command("recrawl", "c1", *options),
-            cwd=REPO,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=crawl_env(),
-        )
+        process = start_recrawl(db)
         try:
             for line in process.stderr:
                 if "asks for a Crawl-delay of 30 s" in line:
