@@ -74,7 +74,8 @@ when one of its URLs comes up (``focused/robots/reparsed``, a fraction of a mill
 only a host whose text was forgotten too, or read more than ``ROBOTS_TXT_LIFE`` ago (24
 hours, the longest RFC 9309 has a crawler use a cached robots.txt), has its robots.txt
 downloaded again, as Nutch's and Heritrix's robots caches expire. A failed robots.txt keeps no
-text: it is downloaded again after ``ROBOTS_RETRY_FAILED_AFTER``. Either way the host's
+text: it is downloaded again after ``ROBOTS_RETRY_FAILED_AFTER``, its parser kept until then
+(and while its requests are held), past ``ROBOTS_PARSERS_MAX`` if need be. Either way the host's
 Crawl-delay holds meanwhile: its slot's delay and concurrency (``DOWNLOAD_SLOTS``), and whether
 it is skipped, are kept apart.
 
@@ -91,6 +92,7 @@ frontier with the rest of that set if the process closes or dies.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import weakref
 import zlib
@@ -349,15 +351,20 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     def _forget_least_used(self) -> None:
         """Forget the parsers used longest ago, past ``ROBOTS_PARSERS_MAX``; a robots.txt still
-        downloading is kept (its waiters chain on it)."""
+        downloading is kept (its waiters chain on it), and so is a failed one until it may be
+        fetched again, or while its requests are held (the scheduler asks ``holding_until``):
+        forgotten, as its held requests left it used longest ago, its failure was, and its next
+        request fetched it again at once, its failures in a row counted from 0 again. A
+        failure's parser is small (1.4 KB), and kept for ``ROBOTS_RETRY_FAILED_AFTER`` only."""
         excess = len(self._parsers) - self._parsers_max
         if excess <= 0:
             return
-        forget = []
+        forget, now = [], time.monotonic()
         for netloc, parser in self._parsers.items():
             if len(forget) == excess:
                 break
-            if not isinstance(parser, Deferred):
+            failed = netloc in self._holding or self._retry_at.get(netloc, -math.inf) > now
+            if not isinstance(parser, Deferred) and not failed:
                 forget.append(netloc)
         for netloc in forget:
             self._forget(netloc)

@@ -42,8 +42,9 @@ ROBOTS_META_OBEY = True
 ROBOTS_CRAWL_DELAY_MAX = 30.0
 # The robots.txt of this many hosts, those used last, are kept parsed (some 16 times the
 # robots.txt: 50 KB for one of 3 KB); a host forgotten has its robots.txt parsed again from its
-# kept text (ROBOTS_TEXTS_MAX) when one of its URLs comes up, its Crawl-delay kept meanwhile
-# (focused.robots).
+# kept text (ROBOTS_TEXTS_MAX) when one of its URLs comes up, its Crawl-delay kept meanwhile.
+# A failed robots.txt's is kept until it may be fetched again (ROBOTS_RETRY_FAILED_AFTER), past
+# this if need be (focused.robots).
 ROBOTS_PARSERS_MAX = 1_000
 # The robots.txt of this many hosts, those used last, are kept as text, compressed (some 0.7 KB
 # for one of 3 KB), to be parsed again for a host whose parser was forgotten; a host past it, or

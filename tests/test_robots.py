@@ -533,3 +533,50 @@ def test_a_forgotten_robots_txt_parser_is_freed_without_the_cyclic_collector():
     finally:
         gc.enable()
     assert not private_page_allowed(middleware, "a.example")  # parsed again, rules and all
+
+
+def test_a_failed_robots_txt_is_not_fetched_again_sooner_for_its_parser_being_forgotten(tmp_path):
+    """A failed robots.txt is fetched again after ROBOTS_RETRY_FAILED_AFTER, not before: a host
+    whose parser, used last as it failed (its requests held meanwhile, not checked), was
+    forgotten among ROBOTS_PARSERS_MAX others lost its failure, and its next link had the
+    robots.txt of a server just answering 503 fetched again at once, its failures in a row
+    counted from 0 again (held past ROBOTS_HOLD_RETRIES while hosts kept coming)."""
+    robots_asked = []
+
+    def recovering(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots_asked.append(time.monotonic())
+            if len(robots_asked) == 1:
+                return Reply(503, "unavailable", "text/plain")
+            return Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    def plain(method: str, path: str) -> Reply:
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(recovering) as down, Site(plain) as one, Site(plain) as two, Site(plain) as three:
+        others = "".join(f"<a href='{site.url}/'>other</a>" for site in (one, two, three))
+
+        def linking(method: str, path: str) -> Reply:
+            if path == "/":
+                links = f"<a href='{down.url}/early'>early</a>{others}<a href='/slow'>slow</a>"
+            elif path == "/slow":
+                time.sleep(1.5)  # its other hosts read meanwhile, the failure's time not up
+                links = f"<a href='{down.url}/late'>late</a>"
+            else:
+                links = ""
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+        with Site(linking, "127.0.0.2") as up:
+            crawl = run_crawl(
+                tmp_path,
+                {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"},
+                {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 4, "ROBOTS_PARSERS_MAX": 2},
+            )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert stat(log, "focused/robots/forgotten") >= 2, log[-3000:]
+    assert len(robots_asked) == 2, log[-3000:]
+    assert robots_asked[1] - robots_asked[0] >= 4, log[-3000:]
+    assert sorted(down.log.gets()) == [(down.host, "/early"), (down.host, "/late")], log[-3000:]
+    assert stat(log, "focused/robots/failed_retried") == 1
