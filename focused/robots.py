@@ -377,12 +377,16 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._retry_at.pop(netloc, None)
         self._holding.discard(netloc)
 
-    def _keep_text(self, netloc: str, body: bytes, age: float = 0.0) -> None:
-        """Keep the robots.txt ``body`` just parsed for ``netloc``, downloaded ``age`` seconds
-        ago, to parse it again if its parser is forgotten; the text used longest ago goes past
-        ``ROBOTS_TEXTS_MAX``."""
+    def _keep_text(self, netloc: str, body: bytes, parser: RobotParser, age: float = 0.0) -> None:
+        """Keep the robots.txt ``body`` just parsed for ``netloc`` into ``parser``, downloaded
+        ``age`` seconds ago, to parse it again if its parser is forgotten; the text used longest
+        ago goes past ``ROBOTS_TEXTS_MAX``. A body in which Protego found no group (of a host
+        without a robots.txt, its 404 page or, redirected, its home page: 10 KB compressed, not
+        0.7) is kept empty, which parses the same: every URL allowed, no Crawl-delay."""
         if self._texts_max <= 0:
             return
+        if getattr(getattr(parser, "rp", None), "_user_agents", None) == {}:
+            body = b""
         self._texts[netloc] = (time.monotonic() - age, zlib.compress(body))
         self._texts.move_to_end(netloc)
         if len(self._texts) > self._texts_max:
@@ -471,7 +475,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             if outcome.startswith(PARSED):
                 parser = self._build(outcome[1:])
                 # Downloaded by another process, as long ago as its life in Redis has run.
-                self._keep_text(netloc, outcome[1:], ROBOTS_TXT_LIFE - life)
+                self._keep_text(netloc, outcome[1:], parser, ROBOTS_TXT_LIFE - life)
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )
@@ -505,7 +509,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             response = response.replace(body=DISALLOW_ALL)
         await super()._parse_robots(response, netloc, request)
         if not outcome.startswith(SERVER_ERROR):
-            self._keep_text(netloc, response.body)
+            self._keep_text(netloc, response.body, self._parsers[netloc])
         # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
         # other processes read it.
         downloader: PoliteDownloader = self.crawler.engine.downloader

@@ -580,3 +580,30 @@ def test_a_failed_robots_txt_is_not_fetched_again_sooner_for_its_parser_being_fo
     assert robots_asked[1] - robots_asked[0] >= 4, log[-3000:]
     assert sorted(down.log.gets()) == [(down.host, "/early"), (down.host, "/late")], log[-3000:]
     assert stat(log, "focused/robots/failed_retried") == 1
+
+
+class NotFoundWeb(RobotsTxtWeb):
+    """Each host answers its robots.txt with a 404 page of 30 KB, as sites without one do."""
+
+    async def download_async(self, request: Request) -> Response:
+        netloc = urlparse_cached(request).netloc
+        self.downloads[netloc] += 1
+        words = " ".join(f"{netloc}-{n * 7919 % 100_003}" for n in range(2000))
+        body = f"<html><body><h1>Page not found</h1><p>{words}</p></body></html>".encode()
+        return Response(request.url, status=404, body=body, request=request)
+
+
+def test_a_robots_txt_without_rules_keeps_no_text_of_its_page():
+    """A host without a robots.txt answers with its 404 page (or redirects to its home page),
+    as many do: some 10 KB compressed, kept whole for each of ROBOTS_TEXTS_MAX hosts (1 GB for
+    100,000), for rules it has none of. Parsed again, such a host allows every URL still."""
+    middleware, _ = robots_middleware(ROBOTS_PARSERS_MAX=1)
+    web = middleware.crawler.engine = NotFoundWeb()
+    hosts = [f"h{i}.example" for i in range(20)]
+    for host in hosts:
+        assert private_page_allowed(middleware, host)
+    kept = sum(len(text) for _, text in middleware._texts.values())
+    assert len(middleware._texts) == 20 and kept < 20 * 100, kept
+    assert private_page_allowed(middleware, "h0.example")  # parsed again
+    assert middleware._stats.get_value("focused/robots/reparsed") == 1
+    assert web.downloads["h0.example"] == 1
