@@ -56,8 +56,9 @@ Frontier-wide limits live here, so that every strategy gets them:
   from focused.robots to be held (``ROBOTS_HOLD_RETRIES``): kept here, popped and in flight as
   a parked request, counted in ``len()`` (the crawl does not end while it waits), and handed
   out before the frontier once the robots.txt may be fetched again, one first and the others
-  once it is read, each while its host is not held as above (``_release_held``). A stop does
-  not wait for it; on close it goes back to the queue as a parked request does.
+  once it is read, each while its host is not held as above, and parked while it is in the
+  ``HOST_WINDOW`` (``_release_held``). A stop does not wait for it; on close it goes back to
+  the queue as a parked request does.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
   whose family is a query-parameter explosion, is marked with its family and queued behind
@@ -433,26 +434,34 @@ class FocusedScheduler(Scheduler):
         fails again), and the others follow once it is read; once it failed more than
         ``ROBOTS_HOLD_RETRIES`` times, all go, to be refused. As a host of the frontier, each
         goes only while its host is not held (``HELD_HOST_LOOKAHEAD``): waiting for its
-        robots.txt, or in its slot."""
+        robots.txt, or in its slot. Those of a host in the ``HOST_WINDOW`` are parked, to go
+        as it moves (``_next_allowed``): handed out at once, they went back to back, up to
+        ``ROBOTS_RETRY_FAILED_AFTER`` worth of the host's pages, at a host just recovering."""
         robots = self._robots()
         now, look_at = time.monotonic(), math.inf
         held_hosts = None
-        for netloc, requests in self.robots_held.items():
+        for netloc, requests in list(self.robots_held.items()):
             held_until = robots.holding_until(netloc)
             if held_until is not None:
                 look_at = min(look_at, held_until)
                 continue
             if held_hosts is None:
                 held_hosts = self._held_hosts() if self.lookahead else {}
-            if self._host(requests[0]) in held_hosts:
+            host = self._host(requests[0])
+            if host in held_hosts:
                 look_at = now  # the engine asks again as its robots.txt is read
+                continue
+            if self.in_window[host]:
+                del self.robots_held[netloc]
+                self.robots_held_count -= len(requests)
+                self.parked.extend(requests)
                 continue
             request = requests.popleft()
             if not requests:
                 del self.robots_held[netloc]
             self.robots_held_count -= 1
             self.robots_look_at = now
-            return request
+            return self._take(request)
         self.robots_look_at = look_at
         return None
 

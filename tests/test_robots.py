@@ -8,6 +8,7 @@ import threading
 import time
 import weakref
 from collections import Counter
+from itertools import pairwise
 from types import SimpleNamespace
 
 import pytest
@@ -20,7 +21,7 @@ from focused import settings as project
 from focused.robots import ROBOTS_TXT_LIFE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
 from tests.queues import QueueSpider
-from tests.sites import DROPPED, Reply, Site, html
+from tests.sites import DROPPED, FetchLog, Reply, Site, html
 from tests.test_canonical import stat
 from tests.test_politeness import Timed
 
@@ -607,3 +608,51 @@ def test_a_robots_txt_without_rules_keeps_no_text_of_its_page():
     assert private_page_allowed(middleware, "h0.example")  # parsed again
     assert middleware._stats.get_value("focused/robots/reparsed") == 1
     assert web.downloads["h0.example"] == 1
+
+
+def test_requests_held_for_a_failed_robots_txt_go_within_the_host_window(tmp_path):
+    """HOST_WINDOW 2, one request at a time: the four pages of a host asked for while its
+    robots.txt failed, held meanwhile, went back to back once it was read, each handed out
+    again past the window while pages of other hosts were queued."""
+    log = FetchLog()
+    robots_asked = []
+
+    def recovering(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots_asked.append(path)
+            if len(robots_asked) == 1:
+                return Reply(503, "unavailable", "text/plain")
+            return Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(recovering, "127.0.0.2", log) as down, Site(None, "127.0.0.3", log) as other:
+
+        def linking(method: str, path: str) -> Reply:
+            links = ""
+            if path == "/":
+                links = "".join(f"<a href='{down.url}/{n}'>down</a>" for n in range(4))
+                links += f"<a href='{other.url}/'>other</a>"
+            if path in ("/", "/home"):
+                links += "".join(f"<a href='/{n}'>page</a>" for n in range(12))
+            time.sleep(0.15)
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+        other.respond = lambda method, path: linking(method, "/home" if path == "/" else path)
+        with Site(linking, "127.0.0.4", log) as up:
+            crawl = run_crawl(
+                tmp_path,
+                {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"},
+                {
+                    "RETRY_TIMES": 0,
+                    "ROBOTS_RETRY_FAILED_AFTER": 1.5,
+                    "HOST_WINDOW": 2,
+                    "CONCURRENT_REQUESTS": 1,
+                },
+            )
+    log_text = crawl.result.stderr
+    assert crawl.result.returncode == 0, log_text[-3000:]
+    assert stat(log_text, "focused/robots/held_requests") == 4, log_text[-3000:]
+    fetched = [host for host, _ in log.gets()]
+    assert fetched.count(down.host) == 4, fetched
+    # Not two of its pages one after the other (the other hosts' may be: a hold takes a turn).
+    assert (down.host, down.host) not in set(pairwise(fetched)), fetched
