@@ -194,6 +194,9 @@ class FocusedScheduler(Scheduler):
                 counts = trap_counts(spider)
                 self.traps = TrapFamilies(self.trap_max, self.trap_variants, counts, self.stats)
             opened = super().open(spider)
+            if self.shared is not None:
+                # They hold slots of the crawl's page budget (RedisFrontier.take)
+                self.shared.frontier.keeps_popped = lambda: bool(self.robots_held or self.parked)
             for queue in (self.mqs, self.dqs):
                 if queue is not None:
                     queue.seeds = self.seeds

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING
 from schedulers.base import RANKED_CHUNK, at_back, dump_request, host_of, load_request
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from scrapy import Request
 
@@ -399,6 +399,9 @@ class RedisFrontier:
         # docstring); puts and keys found are bounds only if nothing lowers a queued key.
         self._known: dict[bytes, tuple[float, float]] = {}
         self._keys_only_rise = keys_only_rise
+        # Whether this process keeps popped requests back, not under way (the scheduler's, held
+        # for their host's failed robots.txt or parked): set by the scheduler.
+        self.keeps_popped: Callable[[], bool] = lambda: False
         shared.frontier = self
 
     def put(self, fp: bytes, key: Key, request: Request) -> None:
@@ -466,8 +469,9 @@ class RedisFrontier:
         if popped == [BUDGET_SPENT]:
             # Another process's unfinished requests hold slots of the budget, and a process
             # killed with some gives them back once it is taken for dead: closing now would end
-            # the crawl short of its budget with those requests still queued. Wait for them.
-            if not self._others_in_flight():
+            # the crawl short of its budget with those requests still queued. Wait for them,
+            # and for this one's kept back, which are fetched or give their slots back.
+            if not self._others_in_flight() and not self.keeps_popped():
                 self.shared.budget_spent()
             else:
                 self.shared.waiting_for_others = True

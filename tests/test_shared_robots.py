@@ -24,7 +24,7 @@ from twisted.internet.defer import Deferred
 from focused.distributed import SharedCrawl
 from focused.replayweb import ReplayServer
 from focused.robots import FAILED, PARSED, RobotsTxtMiddleware
-from tests.conftest import BIRD_SEED
+from tests.conftest import BIRD_SEED, run_crawl
 from tests.queues import QueueSpider
 from tests.sites import GATED_DOWNLOAD_TIMEOUT, Reply, Site, html
 from tests.test_canonical import stat
@@ -318,3 +318,47 @@ def test_a_robots_txt_read_from_the_crawl_is_kept_no_longer_than_it_lives_there(
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now + life + 1)
     assert reader._fresh_text(netloc) is None  # downloaded again, as by every process
+
+
+def test_a_shared_crawl_waits_for_its_held_requests_before_its_budget_closes_it(
+    tmp_path,
+    redis_server,  # noqa: F811
+):
+    """A request held for its host's failed robots.txt keeps the slot of the page budget its
+    pop took: once the others were taken, the process closed as if the budget were spent,
+    short of it, the held requests left queued. It waits for them as for another process's."""
+    robots_asked = []
+
+    def recovering(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots_asked.append(path)
+            if len(robots_asked) == 1:
+                return Reply(503, "unavailable", "text/plain")
+            return Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
+        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+
+    with Site(recovering) as down:
+
+        def linking(method: str, path: str) -> Reply:
+            links = ""
+            if path == "/":
+                links = "".join(f"<a href='{down.url}/{n}'>down</a>" for n in range(2))
+                links += "".join(f"<a href='/{n}'>up</a>" for n in range(6))
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+        with Site(linking, "127.0.0.2") as up:
+            crawl = run_crawl(
+                tmp_path,
+                {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"},
+                {
+                    "FOCUSED_FRONTIER": redis_server.url,
+                    "RETRY_TIMES": 0,
+                    "ROBOTS_RETRY_FAILED_AFTER": 1.5,
+                    "CLOSESPIDER_PAGECOUNT": 5,
+                    "CONCURRENT_REQUESTS": 1,
+                },
+            )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 2, log[-3000:]
+    assert len(crawl.pages()) == 5, log[-3000:]
