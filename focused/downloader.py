@@ -162,6 +162,11 @@ class PoliteDownloader(Downloader):
 
         engine.close_spider_async = close_spider_async
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the crawl is closing, and sends nothing that waits in a slot any more."""
+        return self._stopping
+
     def _unsend(self, slot: Slot) -> None:
         """Ends every request waiting in the slot with ``NotSent``. A robots.txt (held by a
         pause this run took over) is not counted: the pages waiting for it reach their slot

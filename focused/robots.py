@@ -465,6 +465,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         wait = SHARED_FIRST_WAIT
         outcome, ours, life = shared.robots_txt(netloc)
         while outcome is None and not ours:
+            downloader: PoliteDownloader = self.crawler.engine.downloader
+            if downloader.stopping:
+                # Not waited for: a stop waited as long as the other process's download took (a
+                # Ctrl-C hung while it went on). No parser, none kept: the host's requests go on
+                # to their slot, which sends nothing now (focused.downloader.NotSent).
+                del self._parsers[netloc]
+                waiting.callback(None)
+                return None
             await sleep(wait)
             wait = min(2 * wait, SHARED_MAX_WAIT)
             outcome, ours, life = shared.robots_txt(netloc)

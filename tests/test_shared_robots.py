@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
+import threading
 import time
 from asyncio import CancelledError
 from types import SimpleNamespace
@@ -26,8 +28,9 @@ from focused.replayweb import ReplayServer
 from focused.robots import FAILED, PARSED, RobotsTxtMiddleware
 from tests.conftest import BIRD_SEED, run_crawl
 from tests.queues import QueueSpider
-from tests.sites import GATED_DOWNLOAD_TIMEOUT, Reply, Site, html
+from tests.sites import GATED_DOWNLOAD_TIMEOUT, FetchLog, Reply, Site, html
 from tests.test_canonical import stat
+from tests.test_politeness import crawl_in_background
 from tests.test_redis_frontier import (  # noqa: F401 (redis_server is a fixture)
     Joined,
     crawl_by_two_processes,
@@ -362,3 +365,49 @@ def test_a_shared_crawl_waits_for_its_held_requests_before_its_budget_closes_it(
     assert crawl.result.returncode == 0, log[-3000:]
     assert stat(log, "focused/robots/held_requests") == 2, log[-3000:]
     assert len(crawl.pages()) == 5, log[-3000:]
+
+
+def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_path, redis_server):  # noqa: F811
+    """Ctrl-C of a process of a shared crawl whose seed waits for its host's robots.txt, which
+    another process (alive, here 30 s) is downloading: the stop waited as long as that download
+    took, 35 s here. It ends at once now, sends nothing, and gives the seed back to the
+    frontier."""
+    log = FetchLog()
+    robots: list[str] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            robots.append(path)
+            return Reply(200, "User-agent: *\n", "text/plain")
+        return Reply(200, html("birds", "<p>birds nest feathers</p>"))
+
+    downloading, gone = process(redis_server.url), threading.Event()
+
+    def alive_for(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not gone.wait(1) and time.monotonic() < end:
+            beat(downloading, 0)
+
+    with Site(respond, "127.0.0.2", log) as site:
+        assert downloading.robots_txt(site.url.split("//", 1)[1])[1]  # its download
+        threading.Thread(target=alive_for, args=(30,), daemon=True).start()
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/", "crawl_id": "t"}
+        crawl = crawl_in_background(tmp_path, arguments, {"FOCUSED_FRONTIER": redis_server.url})
+        try:
+            for line in crawl.stderr:
+                if "joined crawl t" in line:
+                    break
+            time.sleep(3)  # the seed waits for the robots.txt
+            stopping = time.monotonic()
+            crawl.send_signal(signal.SIGINT)
+            stderr = crawl.stderr.read()
+            crawl.wait(timeout=60)
+            stopped = time.monotonic() - stopping
+        finally:
+            crawl.kill()
+            gone.set()
+    assert crawl.returncode == 0, stderr[-3000:]
+    assert stopped < 10, stderr[-3000:]
+    assert (robots, log.entries) == ([], [])
+    assert stat(stderr, "focused/closing/not_sent") == 1
+    assert "Re-queued 1 unfinished requests" in stderr, stderr[-3000:]
