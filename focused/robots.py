@@ -97,7 +97,7 @@ import time
 import weakref
 import zlib
 from collections import OrderedDict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy import exceptions, signals
 from scrapy.downloadermiddlewares import robotstxt
@@ -233,6 +233,12 @@ def asked_delay(parser: RobotParser, useragent: str | bytes) -> float | None:
     return delay or None
 
 
+def _protego_groups(parser: RobotParser | None) -> dict[str, Any] | None:
+    """The rule sets, by user agent, of a Protego parser (Scrapy's default); None for another
+    parser. The one place that reads Protego's insides."""
+    return getattr(getattr(parser, "rp", None), "_user_agents", None)
+
+
 def _without_cycles(parser: RobotParser | None) -> None:
     """Protego's rule sets point back at their parser (``_parser_instance``, read as it parses):
     a parser forgotten was garbage that only a full collection frees (49 KB for a robots.txt of
@@ -240,7 +246,7 @@ def _without_cycles(parser: RobotParser | None) -> None:
     the parsers kept but not their memory. A weak reference in its place frees a parser as it is
     forgotten."""
     rp = getattr(parser, "rp", None)
-    for rule_set in getattr(rp, "_user_agents", {}).values():
+    for rule_set in (_protego_groups(parser) or {}).values():
         if getattr(rule_set, "_parser_instance", None) is rp:
             rule_set._parser_instance = weakref.proxy(rp)
 
@@ -385,7 +391,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         0.7) is kept empty, which parses the same: every URL allowed, no Crawl-delay."""
         if self._texts_max <= 0:
             return
-        if getattr(getattr(parser, "rp", None), "_user_agents", None) == {}:
+        if _protego_groups(parser) == {}:
             body = b""
         self._texts[netloc] = (time.monotonic() - age, zlib.compress(body))
         self._texts.move_to_end(netloc)

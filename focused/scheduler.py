@@ -152,9 +152,8 @@ class FocusedScheduler(Scheduler):
         scheduler.pops_until_look = 0
         scheduler.robots = None  # focused.robots' middleware, found on first use (False: none)
         # Requests held for their host's failed robots.txt, by netloc (robots.txt is per
-        # netloc), how many, and when the first failure's time is up (_release_held)
+        # netloc), and when the first failure's time is up (_release_held)
         scheduler.robots_held: dict[str, deque[Request]] = {}
-        scheduler.robots_held_count = 0
         scheduler.robots_look_at = 0.0
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
@@ -428,7 +427,6 @@ class FocusedScheduler(Scheduler):
         a shared page budget taken; it counts in ``len()``, so the crawl does not end meanwhile.
         """
         self.robots_held.setdefault(urlparse_cached(request).netloc, deque()).append(request)
-        self.robots_held_count += 1
         self.robots_look_at = 0.0
 
     def _release_held(self) -> Request | None:
@@ -456,13 +454,11 @@ class FocusedScheduler(Scheduler):
                 continue
             if self.in_window[host]:
                 del self.robots_held[netloc]
-                self.robots_held_count -= len(requests)
                 self.parked.extend(requests)
                 continue
             request = requests.popleft()
             if not requests:
                 del self.robots_held[netloc]
-            self.robots_held_count -= 1
             self.robots_look_at = now
             return self._take(request)
         self.robots_look_at = look_at
@@ -716,7 +712,8 @@ class FocusedScheduler(Scheduler):
         return bool(self.links_to_queue)
 
     def __len__(self) -> int:
-        return super().__len__() + len(self.parked) + len(self.refetches) + self.robots_held_count
+        held = sum(map(len, self.robots_held.values()))  # a few hosts at most, usually none
+        return super().__len__() + len(self.parked) + len(self.refetches) + held
 
     def close(self, reason: str):
         self.closed = True
@@ -752,7 +749,6 @@ class FocusedScheduler(Scheduler):
             self._park_in_queue(request)
         self.parked.clear()
         self.robots_held.clear()
-        self.robots_held_count = 0
         if self.shared is not None:
             # Scrapy's Scheduler.close closes only a JOBDIR queue: the Redis frontier (the
             # memory queue's) puts back what this process popped and did not finish.
