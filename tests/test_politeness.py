@@ -422,6 +422,26 @@ def crawl_in_background(tmp_path, arguments: dict[str, str], settings: dict[str,
     return subprocess.Popen(command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True)
 
 
+def stop_once_said(
+    process: subprocess.Popen, said: str, settle: float, stop: int = signal.SIGINT, timeout=120
+) -> tuple[str, float]:
+    """Send ``stop`` to a crawl's ``process`` (its stderr read as it goes, as from
+    ``crawl_in_background``) ``settle`` seconds after its log says ``said``; its log from there
+    on, and the seconds it took to end. It is killed if anything fails on the way."""
+    try:
+        for line in process.stderr:
+            if said in line:
+                break
+        time.sleep(settle)
+        stopping = time.monotonic()
+        process.send_signal(stop)
+        stderr = process.stderr.read()
+        process.wait(timeout=timeout)
+        return stderr, time.monotonic() - stopping
+    finally:
+        process.kill()
+
+
 def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> StoppedWhilePaused:
     """A crawl (given ``settings``) of a seed linking to /p1, which answers 429 with
     Retry-After: RETRY_AFTER the first time: Ctrl-C as the retry waits for the pause, then the
@@ -441,18 +461,8 @@ def ctrl_c_while_a_retry_waits(tmp_path, settings: dict[str, object]) -> Stopped
     with Site(respond, "127.0.0.2", log) as site:
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         process = crawl_in_background(tmp_path, arguments, settings)
-        try:
-            for line in process.stderr:
-                if f"answered 429 with Retry-After {RETRY_AFTER}" in line:
-                    break
-            time.sleep(3)  # the retry is handed out, to wait in its host's slot (ms, unloaded)
-            stopping = time.monotonic()
-            process.send_signal(signal.SIGINT)
-            stderr = process.stderr.read()
-            process.wait(timeout=120)
-            stopped = time.monotonic() - stopping
-        finally:
-            process.kill()
+        # The retry is handed out, to wait in its host's slot (ms, unloaded): 3 s.
+        stderr, stopped = stop_once_said(process, f"answered 429 with Retry-After {RETRY_AFTER}", 3)
         assert process.returncode == 0, stderr[-3000:]
         before = [path for _, path in log.gets()]
         resumed = run_crawl(tmp_path, arguments, settings)
@@ -522,18 +532,9 @@ def test_ctrl_c_sends_nothing_a_crawl_delay_holds(tmp_path, settings, stop):
     with Site(crawl_delay_site(), "127.0.0.2", log) as site:
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         process = crawl_in_background(tmp_path, arguments, settings)
-        try:
-            for line in process.stderr:
-                if f"asks for a Crawl-delay of {CRAWL_DELAY} s" in line:
-                    break
-            time.sleep(2)  # the seed (its HEAD) is handed out, to wait in its slot (ms, unloaded)
-            stopping = time.monotonic()
-            process.send_signal(stop)
-            stderr = process.stderr.read()
-            process.wait(timeout=3 * CRAWL_DELAY)
-            stopped = time.monotonic() - stopping
-        finally:
-            process.kill()
+        # The seed (its HEAD) is handed out, to wait in its slot (ms, unloaded): 2 s.
+        said = f"asks for a Crawl-delay of {CRAWL_DELAY} s"
+        stderr, stopped = stop_once_said(process, said, 2, stop, timeout=3 * CRAWL_DELAY)
     assert process.returncode == 0, stderr[-3000:]
     assert stopped < CRAWL_DELAY / 3, stderr[-3000:]  # it waited out the delay: 28 s
     assert log.entries == [], log.entries  # robots.txt is not logged
@@ -856,18 +857,8 @@ def test_ctrl_c_while_a_resumed_crawl_holds_a_host_sends_nothing_after_the_stop(
             process = subprocess.Popen(
                 command, cwd=REPO, env=crawl_env(), stderr=subprocess.PIPE, text=True
             )
-            try:
-                for line in process.stderr:
-                    if started in line:
-                        break
-                time.sleep(3)  # the retry (the robots.txt, resumed) waits in its host's slot
-                stopping = time.monotonic()
-                process.send_signal(signal.SIGINT)
-                stderr = process.stderr.read()
-                process.wait(timeout=120)
-                stopped = time.monotonic() - stopping
-            finally:
-                process.kill()
+            # The retry (the robots.txt, resumed) waits in its host's slot: 3 s.
+            stderr, stopped = stop_once_said(process, started, 3)
             assert process.returncode == 0, stderr[-3000:]
     assert stopped < 10, stderr[-3000:]  # the resumed run waited out the pause: 24 s
     assert len(robots) == 1, robots  # the first run's: none sent after the resumed run's stop

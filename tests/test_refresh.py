@@ -70,6 +70,7 @@ from tests.test_commands import (  # noqa: F401
     one_line_error,
     run_with_stderr_closed,
 )
+from tests.test_politeness import stop_once_said
 from tests.test_storage import (  # noqa: F401
     FakeEngine,
     crawl_record,
@@ -1101,18 +1102,10 @@ def test_ctrl_c_of_a_recrawl_neither_sends_nor_marks_a_page_its_crawl_delay_hold
     db = tmp_path / "focused.sqlite3"
     with Site(respond, log=log) as site:
         stored_crawl(db, [f"{site.url}/1"])
+        # The page waits in its host's slot: 2 s.
+        said = "asks for a Crawl-delay of 30 s"
         process = start_recrawl(db)
-        try:
-            for line in process.stderr:
-                if "asks for a Crawl-delay of 30 s" in line:
-                    break
-            time.sleep(2)  # the page waits in its host's slot
-            stopping = time.monotonic()
-            process.send_signal(signal.SIGINT)
-            stderr = process.communicate(timeout=90)[1]
-            stopped = time.monotonic() - stopping
-        finally:
-            process.kill()
+        stderr, stopped = stop_once_said(process, said, 2, timeout=90)
     assert process.returncode == 0, stderr[-3000:]
     assert stopped < 10, stderr[-3000:]  # it waited out the delay: 28 s
     assert log.entries == [], log.entries

@@ -8,6 +8,7 @@ import threading
 import time
 import weakref
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 from types import SimpleNamespace
 
@@ -206,6 +207,28 @@ def test_a_robots_txt_unreachable_for_a_network_error_forbids_the_host(tmp_path,
 
 
 FAILED_AT_FIRST = [Reply(503, "unavailable", "text/plain"), Reply(DROPPED)]
+ALLOW_ALL = "User-agent: *\nAllow: /\n"
+
+
+def failing_robots_txt(
+    asked: list[float],
+    *,
+    failures: int = 1,
+    failure: Reply = FAILED_AT_FIRST[0],
+    then: str = ALLOW_ALL,
+    links: str = "",
+) -> Callable[[str, str], Reply]:
+    """A site's responder whose robots.txt answers ``failure`` (a 503) to its first
+    ``failures`` requests, then ``then`` (allow all), each request's time added to ``asked``;
+    its pages, on birds, hold ``links``."""
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            asked.append(time.monotonic())
+            return failure if len(asked) <= failures else Reply(200, then, "text/plain")
+        return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+    return respond
 
 
 def crawl_past_a_failed_robots_txt(tmp_path, failure: Reply, settings: dict | None = None):
@@ -213,15 +236,8 @@ def crawl_past_a_failed_robots_txt(tmp_path, failure: Reply, settings: dict | No
     (``failure``) and then allows all, once to a page there at once (``/early``: asked while
     it fails, held) and once 3 s later (``/late``: after ROBOTS_RETRY_FAILED_AFTER, 1 s).
     Returns the crawl, the other host's site and the robots.txt requests it had."""
-    robots_asked = []
-
-    def recovering(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            robots_asked.append(path)
-            return failure if len(robots_asked) == 1 else Reply(200, "User-agent: *\nAllow: /\n")
-        return Reply(200, html(path, "<p>birds feathers nests</p>"))
-
-    with Site(recovering) as down:
+    robots_asked: list[float] = []
+    with Site(failing_robots_txt(robots_asked, failure=failure)) as down:
 
         def linking(method: str, path: str) -> Reply:
             if path == "/":
@@ -261,23 +277,15 @@ def test_a_failed_robots_txt_is_fetched_again_after_robots_retry_failed_after(tm
 
 
 def robots_failing_at_first(failures: int, then: str):
-    """A site whose robots.txt answers 503 to its first ``failures`` requests, then ``then``;
-    with the robots.txt requests it had."""
-    robots_asked = []
-
-    def respond(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            robots_asked.append(time.monotonic())
-            if len(robots_asked) <= failures:
-                return Reply(503, "unavailable", "text/plain")
-            return Reply(200, then, "text/plain")
-        links = "".join(f"<a href='/public/{n}'>{n}</a>" for n in range(3))
-        return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
-
+    """A site whose robots.txt answers 503 to its first ``failures`` requests, then ``then``,
+    its pages linking three pages; with the times of the robots.txt requests it had."""
+    robots_asked: list[float] = []
+    links = "".join(f"<a href='/public/{n}'>{n}</a>" for n in range(3))
+    respond = failing_robots_txt(robots_asked, failures=failures, then=then, links=links)
     return Site(respond), robots_asked
 
 
-@pytest.mark.parametrize("then", ["User-agent: *\nAllow: /\n", ROBOTS], ids=["allow", "disallow"])
+@pytest.mark.parametrize("then", [ALLOW_ALL, ROBOTS], ids=["allow", "disallow"])
 def test_requests_held_while_robots_txt_fails_are_crawled_once_it_is_read(tmp_path, then):
     """A robots.txt that failed refused every request of its host that came up meanwhile, the
     seeds too, for good: a crawl of a site whose robots.txt was down for a moment as it started
@@ -364,7 +372,7 @@ def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_
             assert paused.result.returncode == 0, log[-3000:]
             assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
             assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
-            answer["robots"] = Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
+            answer["robots"] = Reply(200, ALLOW_ALL, "text/plain")
             resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
@@ -542,20 +550,13 @@ def test_a_failed_robots_txt_is_not_fetched_again_sooner_for_its_parser_being_fo
     forgotten among ROBOTS_PARSERS_MAX others lost its failure, and its next link had the
     robots.txt of a server just answering 503 fetched again at once, its failures in a row
     counted from 0 again (held past ROBOTS_HOLD_RETRIES while hosts kept coming)."""
-    robots_asked = []
-
-    def recovering(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            robots_asked.append(time.monotonic())
-            if len(robots_asked) == 1:
-                return Reply(503, "unavailable", "text/plain")
-            return Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
-        return Reply(200, html(path, "<p>birds feathers nests</p>"))
+    robots_asked: list[float] = []
 
     def plain(method: str, path: str) -> Reply:
         return Reply(200, html(path, "<p>birds feathers nests</p>"))
 
-    with Site(recovering) as down, Site(plain) as one, Site(plain) as two, Site(plain) as three:
+    down = Site(failing_robots_txt(robots_asked))
+    with down, Site(plain) as one, Site(plain) as two, Site(plain) as three:
         others = "".join(f"<a href='{site.url}/'>other</a>" for site in (one, two, three))
 
         def linking(method: str, path: str) -> Reply:
@@ -615,17 +616,11 @@ def test_requests_held_for_a_failed_robots_txt_go_within_the_host_window(tmp_pat
     robots.txt failed, held meanwhile, went back to back once it was read, each handed out
     again past the window while pages of other hosts were queued."""
     log = FetchLog()
-    robots_asked = []
-
-    def recovering(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            robots_asked.append(path)
-            if len(robots_asked) == 1:
-                return Reply(503, "unavailable", "text/plain")
-            return Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
-        return Reply(200, html(path, "<p>birds feathers nests</p>"))
-
-    with Site(recovering, "127.0.0.2", log) as down, Site(None, "127.0.0.3", log) as other:
+    robots_asked: list[float] = []
+    with (
+        Site(failing_robots_txt(robots_asked), "127.0.0.2", log) as down,
+        Site(None, "127.0.0.3", log) as other,
+    ):
 
         def linking(method: str, path: str) -> Reply:
             links = ""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import signal
 import threading
 import time
 from asyncio import CancelledError
@@ -30,14 +29,18 @@ from tests.conftest import BIRD_SEED, run_crawl
 from tests.queues import QueueSpider
 from tests.sites import GATED_DOWNLOAD_TIMEOUT, FetchLog, Reply, Site, html
 from tests.test_canonical import stat
-from tests.test_politeness import crawl_in_background
+from tests.test_politeness import crawl_in_background, stop_once_said
 from tests.test_redis_frontier import (  # noqa: F401 (redis_server is a fixture)
     Joined,
     crawl_by_two_processes,
     redis_server,
     responses,
 )
-from tests.test_robots import FAILED_AT_FIRST, crawl_past_a_failed_robots_txt
+from tests.test_robots import (
+    FAILED_AT_FIRST,
+    crawl_past_a_failed_robots_txt,
+    failing_robots_txt,
+)
 
 TIMEOUT = 5  # FOCUSED_WORKER_TIMEOUT of the processes below
 
@@ -330,17 +333,8 @@ def test_a_shared_crawl_waits_for_its_held_requests_before_its_budget_closes_it(
     """A request held for its host's failed robots.txt keeps the slot of the page budget its
     pop took: once the others were taken, the process closed as if the budget were spent,
     short of it, the held requests left queued. It waits for them as for another process's."""
-    robots_asked = []
-
-    def recovering(method: str, path: str) -> Reply:
-        if path == "/robots.txt":
-            robots_asked.append(path)
-            if len(robots_asked) == 1:
-                return Reply(503, "unavailable", "text/plain")
-            return Reply(200, "User-agent: *\nAllow: /\n", "text/plain")
-        return Reply(200, html(path, "<p>birds feathers nests</p>"))
-
-    with Site(recovering) as down:
+    robots_asked: list[float] = []
+    with Site(failing_robots_txt(robots_asked)) as down:
 
         def linking(method: str, path: str) -> Reply:
             links = ""
@@ -393,18 +387,9 @@ def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_pat
         threading.Thread(target=alive_for, args=(30,), daemon=True).start()
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/", "crawl_id": "t"}
         crawl = crawl_in_background(tmp_path, arguments, {"FOCUSED_FRONTIER": redis_server.url})
-        try:
-            for line in crawl.stderr:
-                if "joined crawl t" in line:
-                    break
-            time.sleep(3)  # the seed waits for the robots.txt
-            stopping = time.monotonic()
-            crawl.send_signal(signal.SIGINT)
-            stderr = crawl.stderr.read()
-            crawl.wait(timeout=60)
-            stopped = time.monotonic() - stopping
+        try:  # the seed waits for the robots.txt: 3 s
+            stderr, stopped = stop_once_said(crawl, "joined crawl t", 3, timeout=60)
         finally:
-            crawl.kill()
             gone.set()
     assert crawl.returncode == 0, stderr[-3000:]
     assert stopped < 10, stderr[-3000:]
