@@ -231,19 +231,27 @@ def failing_robots_txt(
     return respond
 
 
-def crawl_past_a_failed_robots_txt(tmp_path, failure: Reply, settings: dict | None = None):
+def crawl_past_a_failed_robots_txt(
+    tmp_path,
+    failure: Reply = FAILED_AT_FIRST[0],
+    settings: dict | None = None,
+    *,
+    others: str = "",
+    slow: float = 3,
+):
     """A crawl from a seed on one host that links another, whose robots.txt fails at first
     (``failure``) and then allows all, once to a page there at once (``/early``: asked while
-    it fails, held) and once 3 s later (``/late``: after ROBOTS_RETRY_FAILED_AFTER, 1 s).
+    it fails, held) and once ``slow`` s later (``/late``: by default after
+    ROBOTS_RETRY_FAILED_AFTER, 1 s); the seed's links ``others`` come between the two.
     Returns the crawl, the other host's site and the robots.txt requests it had."""
     robots_asked: list[float] = []
     with Site(failing_robots_txt(robots_asked, failure=failure)) as down:
 
         def linking(method: str, path: str) -> Reply:
             if path == "/":
-                links = f"<a href='{down.url}/early'>early</a><a href='/slow'>slow</a>"
+                links = f"<a href='{down.url}/early'>early</a>{others}<a href='/slow'>slow</a>"
             elif path == "/slow":
-                time.sleep(3)  # past ROBOTS_RETRY_FAILED_AFTER after the first robots.txt
+                time.sleep(slow)
                 links = f"<a href='{down.url}/late'>late</a>"
             else:
                 links = ""
@@ -550,31 +558,17 @@ def test_a_failed_robots_txt_is_not_fetched_again_sooner_for_its_parser_being_fo
     forgotten among ROBOTS_PARSERS_MAX others lost its failure, and its next link had the
     robots.txt of a server just answering 503 fetched again at once, its failures in a row
     counted from 0 again (held past ROBOTS_HOLD_RETRIES while hosts kept coming)."""
-    robots_asked: list[float] = []
 
     def plain(method: str, path: str) -> Reply:
         return Reply(200, html(path, "<p>birds feathers nests</p>"))
 
-    down = Site(failing_robots_txt(robots_asked))
-    with down, Site(plain) as one, Site(plain) as two, Site(plain) as three:
-        others = "".join(f"<a href='{site.url}/'>other</a>" for site in (one, two, three))
-
-        def linking(method: str, path: str) -> Reply:
-            if path == "/":
-                links = f"<a href='{down.url}/early'>early</a>{others}<a href='/slow'>slow</a>"
-            elif path == "/slow":
-                time.sleep(1.5)  # its other hosts read meanwhile, the failure's time not up
-                links = f"<a href='{down.url}/late'>late</a>"
-            else:
-                links = ""
-            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
-
-        with Site(linking, "127.0.0.2") as up:
-            crawl = run_crawl(
-                tmp_path,
-                {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"},
-                {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 4, "ROBOTS_PARSERS_MAX": 2},
-            )
+    with Site(plain) as one, Site(plain) as two, Site(plain) as three:
+        crawl, down, robots_asked = crawl_past_a_failed_robots_txt(
+            tmp_path,
+            settings={"ROBOTS_RETRY_FAILED_AFTER": 4, "ROBOTS_PARSERS_MAX": 2},
+            others="".join(f"<a href='{site.url}/'>other</a>" for site in (one, two, three)),
+            slow=1.5,  # its other hosts read meanwhile, the failure's time not up
+        )
     log = crawl.result.stderr
     assert crawl.result.returncode == 0, log[-3000:]
     assert stat(log, "focused/robots/forgotten") >= 2, log[-3000:]
