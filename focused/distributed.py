@@ -335,7 +335,8 @@ KEY_NAMES = re.compile(
     | frontier | back | members | requests | seq | popped  # RedisFrontier, its pop budget
     | host_pages | fetched | trap:queued | trap:variants   # the shared caps, duplicate checks
     | near:urls | near:\d+:[0-9a-f]+                       # SharedSimHashIndex
-    | rank:links | rank:urls | rank:ranked | rank:rekeyed  # rank_semantic's SharedLinks
+    | rank:links | rank:urls | rank:edges | rank:ranked_edges | rank:rekeyed  # SharedLinks
+    | rank:ranked                                          # SharedLinks, before rank:edges
     | (?:inflight | polite | conc | conc-waiting | conc-asked | robots | robots-fetching):.+
     """
 )

@@ -52,13 +52,15 @@ frontier keys. The ranks are taken out of the file as it is read: after a crash,
 file is the last pause's (or missing), the queued links are added to it from their parents,
 and the whole is ranked again at once (a JOBDIR saved before the ranks were is resumed so too).
 
-With ``-s FOCUSED_FRONTIER=redis://...`` the processes of a crawl share the graph: every link is
-appended to a list in Redis, each process mirrors that list in its own ``LinkGraph``, and the
-classes are the scores of the shared frontier (see ``SharedLinks``). ``rank_every`` then counts
-the crawl's links, not one process's. Two differences: a process finding only unranked URLs
-while another process is applying a ranking fetches the best of them rather than wait; and
-every link logged counts toward ``rank_every``, found before or not (the processes do not know
-which links the others logged until they read the list, at a ranking).
+With ``-s FOCUSED_FRONTIER=redis://...`` the processes of a crawl share the graph: every link
+the graph lacked is appended to a list in Redis (a link found before, by any process, only if
+it is a redirect's, whose URLs it makes one page), each process mirrors that list in its own
+``LinkGraph``, and the classes are the scores of the shared frontier (see ``SharedLinks``).
+``rank_every`` then counts the crawl's links, not one process's, each link once as one process
+counts it: a set of the links' 8-byte digests beside the list (about 64 bytes of Redis memory
+a link) tells, in the script that logs a link, whether any process logged it before. One
+difference: a process finding only unranked URLs while another process is applying a ranking
+fetches the best of them rather than wait.
 
 Parameters:
     band_low (quantile in [0, 1], default 0.1): ranks below this quantile are held back.
@@ -82,6 +84,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from array import array
+from hashlib import blake2b
 from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -233,17 +236,22 @@ class LinkGraph:
         return np.frombuffer(row[0]) if row else None
 
 
-# Log a link (``edge`` is "parent\nurl", ``fp`` the URL's fingerprint) and elect the process
-# that ranks: the one whose call finds ``every`` links, and ``growth`` times those of the last
-# ranking, logged since the last ranking claims them (returns how many links there are; 0: not
-# elected). KEYS: links, urls, ranked. ARGV: edge ('' = log nothing, only claim), fp, url,
-# every, growth.
+# Log a link (``edge`` is "parent\nurl", or the URLs of a redirect after the parent; ``fp``
+# the URL's fingerprint) and elect the process that ranks: the one whose call finds ``every``
+# links, and ``growth`` times those of the last ranking, new since the last ranking claims them
+# (returns how many links there are; 0: not elected). A link counts once, as ``LinkGraph``
+# counts it, whichever process found it first: its parent and URL's digest joins a set in the
+# same step as it is counted, so that two processes finding it at once count it once. A link
+# found before is not listed again, unless it is a redirect's (its URLs are merged into one
+# page). KEYS: links, urls, ranked, edges. ARGV: edge ('' = log nothing, only claim), fp, url,
+# every, growth, the link's digest ('' = no link: a seed's redirect), '1' for a redirect's.
 LOG_LINK = """
 if ARGV[1] ~= '' then
-  redis.call('RPUSH', KEYS[1], ARGV[1])
+  local new = ARGV[6] ~= '' and redis.call('SADD', KEYS[4], ARGV[6]) == 1
+  if new or ARGV[7] == '1' then redis.call('RPUSH', KEYS[1], ARGV[1]) end
   redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 end
-local n = redis.call('LLEN', KEYS[1])
+local n = redis.call('SCARD', KEYS[4])
 local ranked = tonumber(redis.call('GET', KEYS[3]) or '0')
 if n - ranked < math.max(tonumber(ARGV[4]), tonumber(ARGV[5]) * ranked) then return 0 end
 redis.call('SET', KEYS[3], n)
@@ -295,22 +303,28 @@ class SharedLinks:
     def __init__(self, shared: SharedCrawl) -> None:
         self.shared = shared
         self._links, self._urls = shared.key("rank:links"), shared.key("rank:urls")
-        self._ranked = shared.key("rank:ranked")
+        self._edges, self._ranked = shared.key("rank:edges"), shared.key("rank:ranked_edges")
         self._log = shared.redis.register_script(LOG_LINK)
         self._rekey = shared.redis.register_script(REKEY)
         self._read = 0  # links of the list already in this process's graph
 
-    def log(self, edge: str, url: str, fp: bytes, every: int, growth: float) -> int:
-        """Log a link (``edge``: the parent, or "", then the URLs of the page, as ``_add_link``
-        takes them, apart by newlines) to ``url``, fingerprint ``fp``; the number of links to
+    def log(self, parent: str, urls: list[str], fp: bytes, every: int, growth: float) -> int:
+        """Log a link from ``parent`` (or "": a seed redirected) to the page of ``urls`` (as
+        ``_add_link`` takes them), the last URL's fingerprint ``fp``; the number of links to
         rank if this process is to rank now, else 0."""
-        keys = [self._links, self._urls, self._ranked]
-        args = [edge, fp, url, every, repr(growth)]
-        return self.shared.run(self._log, keys=keys, args=args, default=0)
+        # 8 bytes a link: a collision, one in 2**64 for two links, leaves one of them uncounted
+        digest = blake2b(f"{parent}\n{urls[0]}".encode(), digest_size=8).digest() if parent else ""
+        edge = "\n".join([parent, *urls])
+        redirect = "1" if len(urls) > 1 else "0"
+        return self._call([edge, fp, urls[-1], every, repr(growth), digest, redirect])
 
     def claim(self) -> int:
         """Elect this process to rank if any link came since the last ranking (as ``log``)."""
-        return self.log("", "", b"", 1, 0.0)
+        return self._call(["", "", "", 1, "0.0", "", "0"])
+
+    def _call(self, args: list) -> int:
+        keys = [self._links, self._urls, self._ranked, self._edges]
+        return self.shared.run(self._log, keys=keys, args=args, default=0)
 
     def sync(self, graph: LinkGraph) -> int:
         """Add the links logged since the last call to ``graph``; returns how many it holds."""
@@ -495,9 +509,8 @@ class RankSemanticQueue(StrategyQueue):
         parent, urls = _graph_parent(request), _urls(request)
         if not parent and len(urls) == 1:
             return  # a seed: nothing to log
-        edge = "\n".join([parent or "", *urls])
         every, growth = self.params["rank_every"], self.params["rank_growth"]
-        if self.links.log(edge, request.url, fp, every, growth):
+        if self.links.log(parent or "", urls, fp, every, growth):
             self._rerank_shared()
 
     def _track(self, fp: bytes, request: Request, key: tuple[float, float, int]) -> None:
