@@ -749,6 +749,7 @@ class StrategyQueue:
         self._admits = type(self).admit is not StrategyQueue.admit
         self._tiebreaks = type(self).tiebreak is not StrategyQueue.tiebreak
         self._merges = type(self).merge_paths is not StrategyQueue.merge_paths
+        self._merges_in_redis = False  # merge_paths done by the shared frontier: shared_merge
         spider = crawler.spider
         self.params: dict[str, Any] = self.crawl_params(spider)
         self._fingerprint = crawler.request_fingerprinter.fingerprint
@@ -759,7 +760,9 @@ class StrategyQueue:
         if shared is not None:
             from schedulers.redis_frontier import RedisFrontier
 
-            self.frontier = RedisFrontier(shared, keys_only_rise=not self.rekeys)
+            self._merges_in_redis = self._merges and self.shared_merge() is not None
+            paths = self if self._merges_in_redis else None
+            self.frontier = RedisFrontier(shared, keys_only_rise=not self.rekeys, paths=paths)
         elif key:
             self.frontier = SqliteFrontier(Path(key, FRONTIER_FILE), spider)
         else:
@@ -899,7 +902,9 @@ class StrategyQueue:
             # Not raised. Found again as a trap family's (a query family that exploded since it
             # was queued), it is not moved: the back is behind every other request.
             return self._merged_into_queued(fp, request)
-        if self._merges and (old := self.frontier.request_of(fp)) is not None:
+        # A shared frontier that merges paths merges them as the request is put.
+        merges_here = self._merges and not self._merges_in_redis
+        if merges_here and (old := self.frontier.request_of(fp)) is not None:
             self.merge_paths(request, old)
         self.frontier.put(fp, (*better, queued[2]), request)
         self.stats.inc_value("focused/rescored")
@@ -908,7 +913,14 @@ class StrategyQueue:
     def _merged_into_queued(self, fp: bytes, request: Request) -> bool:
         """Fold what ``request``'s path adds (``merge_paths``) into the request queued under
         ``fp``, which keeps its key; whether it changed."""
-        if not self._merges or (queued := self.frontier.request_of(fp)) is None:
+        if not self._merges:
+            return False
+        if self._merges_in_redis:
+            # Merged in Redis as the page's links are put, with whatever another process put
+            # meanwhile (``focused/merged`` counted there).
+            self.frontier.merge_path(fp, request)
+            return False
+        if (queued := self.frontier.request_of(fp)) is None:
             return False
         if not self.merge_paths(queued, request) or not self.frontier.replace(fp, queued):
             return False
@@ -921,6 +933,23 @@ class StrategyQueue:
         ``kept`` is the discovery with the better score, queued with its key. Returns whether
         ``kept`` changed. Default: nothing, and rediscovery reads no queued request."""
         return False
+
+    def shared_merge(self) -> str | None:
+        """``merge_paths`` for the shared frontier (``FOCUSED_FRONTIER``): Lua source of a
+        function ``merge(kept, other)`` of two paths as ``shared_path`` writes them, returning
+        the merged one. The frontier keeps each queued URL's path in Redis and merges there
+        every discovery of it, by any process, in the step that puts it, so that none is lost
+        to another process's put. None (the default): paths are not merged in Redis."""
+        return None
+
+    def shared_path(self, request: Request) -> str:
+        """What ``merge_paths`` merges of ``request``'s meta, as text ("" for nothing: a seed);
+        for a strategy that gives ``shared_merge``."""
+        raise NotImplementedError
+
+    def take_shared_path(self, request: Request, path: str) -> None:
+        """Put ``path``, a merge of ``shared_path`` texts, back into ``request``'s meta."""
+        raise NotImplementedError
 
     def links_to_seed(self, request: Request, fp: bytes) -> bool:
         """Whether ``request`` is a link found to a seed. A seed is level 0 whatever links to

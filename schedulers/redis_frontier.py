@@ -17,6 +17,9 @@ order is ``score()`` and ``tiebreak()`` runs distributed unchanged. Keys, under
 - ``inflight:<worker>``: sorted set of what one worker popped and has not finished; it goes
   back to the frontier when the worker closes, or is found dead (``requeue``).
 - ``seq`` (discovery order) and ``popped`` (requests handed out: the shared page budget).
+- ``paths``: hash fingerprint -> the path of a queued request of a strategy that merges the
+  paths of a URL's discoveries (shark: ``StrategyQueue.shared_merge``), merged in Redis as each
+  discovery is put, whichever process found it; a popped request takes it into its meta.
 
 ``FRONTIER_MAX`` bounds it as it bounds the local frontiers: ``evict_worst`` pops the
 lowest-ranked members (``ZPOPMIN``) and drops their stored requests, in one script.
@@ -42,8 +45,10 @@ to ``back``), so a key this process put, or found queued in ``frontier``, bounds
 now. A URL this process took out is not queued: only the process that took it out queues it
 again (a retry, a page sent back to be rendered: ``dont_filter``, put here with its key), or
 the others when they take this process for dead. A rediscovery no better than the bound known
-is refused without KEY_OF, as it would be with it. A strategy that re-keys queued requests
-(``StrategyQueue.rekeys``) has only the URLs taken out as bounds.
+is refused without KEY_OF, as it would be with it; of a strategy that merges paths, it is sent
+with the page's links for its path alone (``merge_path``), unless its URL was taken out. A
+strategy that re-keys queued requests (``StrategyQueue.rekeys``) has only the URLs taken out
+as bounds.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ if TYPE_CHECKING:
     from scrapy import Request
 
     from focused.distributed import SharedCrawl
-    from schedulers.base import Key
+    from schedulers.base import Key, StrategyQueue
 
 INFLIGHT_META = "focused_inflight"  # meta key: the frontier member of a popped request
 TIEBREAK_BYTES = 8
@@ -68,6 +73,7 @@ SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts highe
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
 FLUSH_EVERY = 500  # at most this many requests wait in put's buffer (a page has 25-100 links)
+PUT_ARGS = 7  # PUT's arguments per request
 HOST_END = b"\n"  # ends the host that starts a stored request (no host name holds one)
 PICKLE_START = b"\x80"  # how a pickle of protocol 2 or later starts: a request stored hostless
 RANKED_CHUNK_MAX = 1024  # the most requests ranked() reads in one call
@@ -96,19 +102,43 @@ end
 # saw meanwhile is not queued again, unless the request is dont_filter (a retry). A request at
 # the back (at_back = '1') goes to the back set; moving from the back to the front raises a URL,
 # the other way lowers it. The requests are put in their order, each as if alone (a page's
-# links in one call: RedisFrontier.flush). Returns how many requests both sets hold then.
-# KEYS: frontier, members, requests, seq, seen, back.
-# ARGV: per request six: fp, score, tiebreak, blob, dont_filter, at_back.
-PUT = (
-    GREATER
-    + """
-local function put(fp, score_arg, tiebreak, blob, dont_filter, at_back)
+# links in one call: RedisFrontier.flush).
+# The path of a strategy that merges paths (``StrategyQueue.shared_path``; '' for none) is kept
+# in ``paths`` beside a queued request, merged in the same step with the path of every other
+# discovery of its URL by the strategy's Lua ``merge(kept, other)`` (kept: the discovery with
+# the better score), so that a discovery by any process, raising the URL or not (blob '': a
+# discovery known not to raise it, sent for its path only), adds its path to what is queued.
+# Returns how many requests both sets hold then, and how many paths a discovery not raising
+# its URL changed. KEYS: frontier, members, requests, seq, seen, back, paths.
+# ARGV: per request seven: fp, score, tiebreak, blob, dont_filter, at_back, path.
+PUT_BODY = """
+local merged = 0
+-- The path of the URL queued under fp once a discovery of path ``path`` is put: kept as the
+-- request's own if it is ``new`` (added, or raising the URL), else merged into the queued one.
+local function fold(fp, path, new, added)
+  local queued = not added and redis.call('HGET', KEYS[7], fp)
+  if new then
+    if path == '' then
+      redis.call('HDEL', KEYS[7], fp)
+    else
+      redis.call('HSET', KEYS[7], fp, queued and merge(path, queued) or path)
+    end
+  elseif queued and path ~= '' then
+    local folded = merge(queued, path)
+    if folded ~= queued then
+      redis.call('HSET', KEYS[7], fp, folded)
+      merged = merged + 1
+    end
+  end
+end
+local function put(fp, score_arg, tiebreak, blob, dont_filter, at_back, path)
   local score = tonumber(score_arg)
   local queue = at_back == '1' and KEYS[6] or KEYS[1]
   local old = redis.call('HGET', KEYS[2], fp)
   local old_queue = KEYS[1]
   local seq
   if old then
+    if blob == '' then return fold(fp, path, false) end
     local old_score = redis.call('ZSCORE', KEYS[1], old)
     if not old_score then
       old_queue = KEYS[6]
@@ -116,13 +146,14 @@ local function put(fp, score_arg, tiebreak, blob, dont_filter, at_back)
     end
     old_score = tonumber(old_score)
     if queue ~= old_queue then
-      if queue == KEYS[6] then return end
-    elseif score < old_score then return
+      if queue == KEYS[6] then return fold(fp, path, false) end
+    elseif score < old_score then return fold(fp, path, false)
     elseif score == old_score then
-      if not greater(tiebreak, string.sub(old, 1, 8)) then return end
+      if not greater(tiebreak, string.sub(old, 1, 8)) then return fold(fp, path, false) end
     end
     seq = string.sub(old, 9, 23)
   else
+    if blob == '' then return end
     if redis.call('SADD', KEYS[5], fp) == 0 and dont_filter ~= '1' then return end
     seq = string.format('%015d', 999999999999999 - redis.call('INCR', KEYS[4]))
   end
@@ -135,21 +166,33 @@ local function put(fp, score_arg, tiebreak, blob, dont_filter, at_back)
     redis.call('HSET', KEYS[2], fp, member)
   end
   redis.call('HSET', KEYS[3], fp, blob)
+  fold(fp, path, true, not old)
 end
-for i = 1, #ARGV, 6 do
-  put(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5])
+for i = 1, #ARGV, 7 do
+  put(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6])
 end
-return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[6])
+return {redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[6]), merged}
 """
-)
+# The merge of a strategy that merges no paths (its paths are all '').
+KEEP_PATH = "local function merge(kept, other) return kept end\n"
+
+
+def put_script(merge: str = KEEP_PATH) -> str:
+    """PUT with the strategy's Lua ``merge`` (``StrategyQueue.shared_merge``)."""
+    return GREATER + merge + PUT_BODY
+
+
+PUT = put_script()
 
 # Pop the best request (from the back set when the frontier is empty), or the queued request of
 # fingerprint ARGV[2] if one is given (one a look ahead chose), into this worker's in-flight
 # set, unless the page budget is spent. A member whose stored request is gone is dropped, and
 # the next one popped: a retry queued by a worker taken for dead, of a request that the worker
 # which took its work fetched meanwhile (its ACK dropped the request stored under their one
-# fingerprint; nothing is left to fetch), or a key evicted by Redis.
-# KEYS: frontier, members, requests, popped, inflight, back. ARGV: budget (0 = none), fp or ''.
+# fingerprint; nothing is left to fetch), or a key evicted by Redis. Returns the member, the
+# stored request and its merged path (PUT), if any.
+# KEYS: frontier, members, requests, popped, inflight, back, paths.
+# ARGV: budget (0 = none), fp or ''.
 POP = """
 local budget = tonumber(ARGV[1])
 if budget > 0 and tonumber(redis.call('GET', KEYS[4]) or '0') >= budget then
@@ -180,7 +223,7 @@ while true do
   if stored then
     redis.call('ZADD', KEYS[5], score, member)
     redis.call('INCR', KEYS[4])
-    return {member, stored}
+    return {member, stored, redis.call('HGET', KEYS[7], fp)}
   end
   if ARGV[2] ~= '' then return {} end
 end
@@ -197,20 +240,23 @@ end
 
 # A popped request is done. If a worker took this one for dead and put the request back, it
 # is taken out again unless another worker popped it meanwhile, and counts against the budget
-# again, and with MAX_PAGES_PER_HOST (ARGV[2] = '1') against its host's pages again.
-# KEYS: inflight, requests, members, frontier, popped, host_pages. ARGV: member, host cap on.
+# again, and with MAX_PAGES_PER_HOST (ARGV[2] = '1') against its host's pages again. The path
+# merged for it (PUT) goes with it. KEYS: inflight, requests, members, frontier, popped,
+# host_pages, paths. ARGV: member, host cap on.
 ACK = (
     HOST_OF
     + """
 local fp = string.sub(ARGV[1], 24)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('HDEL', KEYS[2], fp)
+  redis.call('HDEL', KEYS[7], fp)
 elseif redis.call('HGET', KEYS[3], fp) == ARGV[1] then
   local host = ARGV[2] == '1' and host_of(redis.call('HGET', KEYS[2], fp))
   if host then redis.call('HINCRBY', KEYS[6], host, 1) end
   redis.call('ZREM', KEYS[4], ARGV[1])
   redis.call('HDEL', KEYS[3], fp)
   redis.call('HDEL', KEYS[2], fp)
+  redis.call('HDEL', KEYS[7], fp)
   redis.call('INCR', KEYS[5])
 end
 """
@@ -278,7 +324,8 @@ return n
 # at most ARGV[1] of them and never below ARGV[2] queued in both sets (0 = no floor): processes
 # that find the frontier too large at the same time evict once between them. Evicted URLs stay
 # in the seen set, as in SqliteFrontier.
-# KEYS: frontier, members, requests, back. ARGV: count, floor. Returns the evicted fingerprints.
+# KEYS: frontier, members, requests, back, paths. ARGV: count, floor. Returns the evicted
+# fingerprints.
 EVICT = """
 local n = tonumber(ARGV[1])
 local floor = tonumber(ARGV[2])
@@ -293,6 +340,7 @@ for _, queue in ipairs({KEYS[4], KEYS[1]}) do
     local fp = string.sub(worst[i], 24)
     redis.call('HDEL', KEYS[2], fp)
     redis.call('HDEL', KEYS[3], fp)
+    redis.call('HDEL', KEYS[5], fp)
     fps[#fps + 1] = fp
   end
   n = n - #worst / 2
@@ -329,7 +377,7 @@ end
 return listed
 """
 
-# Take a queued request out. KEYS: frontier, members, requests, back. ARGV: fp.
+# Take a queued request out. KEYS: frontier, members, requests, back, paths. ARGV: fp.
 REMOVE = """
 local member = redis.call('HGET', KEYS[2], ARGV[1])
 if not member then return false end
@@ -338,6 +386,7 @@ redis.call('ZREM', KEYS[4], member)
 redis.call('HDEL', KEYS[2], ARGV[1])
 local blob = redis.call('HGET', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
 return blob
 """
 
@@ -365,7 +414,10 @@ def decode_member(member: bytes, score: float) -> tuple[bytes, Key]:
 class RedisFrontier:
     """The frontier entries of one crawl, in Redis, shared by every process of the crawl."""
 
-    def __init__(self, shared: SharedCrawl, keys_only_rise: bool = True) -> None:
+    def __init__(
+        self, shared: SharedCrawl, keys_only_rise: bool = True, paths: StrategyQueue | None = None
+    ) -> None:
+        """``paths``: the strategy whose paths the frontier merges (``shared_path``), if any."""
         self.shared = shared
         self.redis = shared.redis
         self._spider = shared.crawler.spider
@@ -376,7 +428,11 @@ class RedisFrontier:
         self._host_cap = "1" if shared.crawler.settings.getint("MAX_PAGES_PER_HOST") > 0 else "0"
         self._keys = [shared.key(name) for name in ("frontier", "members", "requests")]
         self._back = shared.key("back")
-        self._put = self.redis.register_script(PUT)
+        self._paths_key = shared.key("paths")
+        self._paths = paths
+        self._put = self.redis.register_script(
+            put_script(paths.shared_merge()) if paths is not None else PUT
+        )
         self._pop = self.redis.register_script(POP)
         self._ack = self.redis.register_script(ACK)
         self._ack_replaced = self.redis.register_script(ACK_REPLACED)
@@ -387,7 +443,7 @@ class RedisFrontier:
         self._ranked = self.redis.register_script(RANKED)
         self._evict = self.redis.register_script(EVICT)
         self._seen = shared.key("seen")
-        self._put_keys = [*self._keys, shared.key("seq"), self._seen, self._back]
+        self._put_keys = [*self._keys, shared.key("seq"), self._seen, self._back, self._paths_key]
         self._buffer: list[bytes | str] = []  # PUT's arguments of the requests put, in order
         self._buffered: set[bytes] = set()  # their fingerprints
         self._adding: set[bytes] = set()  # those that may add a request: not rediscoveries
@@ -418,11 +474,25 @@ class RedisFrontier:
             host_of(request).encode() + HOST_END + stored,
             "1" if request.dont_filter else "0",
             str(back),
+            self._paths.shared_path(request) if self._paths is not None else "",
         ]
         self._buffered.add(fp)
         if fp != self._found:
             self._adding.add(fp)
-        if len(self._buffer) >= 6 * FLUSH_EVERY:
+        if len(self._buffer) >= PUT_ARGS * FLUSH_EVERY:
+            self.flush()
+
+    def merge_path(self, fp: bytes, request: Request) -> None:
+        """Merge the path of ``request``, a discovery that does not raise its URL, into the
+        request queued under ``fp``, if it is queued, as the request is put: in Redis, where
+        every process's discoveries of the URL meet (``PUT``). ``focused/merged`` counts the
+        paths it changed."""
+        path = self._paths.shared_path(request)
+        if not path:
+            return  # nothing to merge (a seed's request)
+        self._buffer += [fp, "0", b"", b"", "0", "0", path]
+        self._buffered.add(fp)
+        if len(self._buffer) >= PUT_ARGS * FLUSH_EVERY:
             self.flush()
 
     def seen(self, fp: bytes) -> bool:
@@ -450,7 +520,11 @@ class RedisFrontier:
         args, self._buffer = self._buffer, []
         self._buffered.clear()
         self._adding.clear()
-        self._size = self.shared.run(self._put, keys=self._put_keys, args=args)
+        self._size, merged = self.shared.run(
+            self._put, keys=self._put_keys, args=args, default=(None, 0)
+        )
+        if merged:
+            self.shared.crawler.stats.inc_value("focused/merged", merged)
 
     def _changing(self) -> None:
         """Flush before a change other than put, after which the size is to be looked at."""
@@ -465,6 +539,7 @@ class RedisFrontier:
         process popped it meanwhile), or with ``b""`` the best one."""
         self._changing()
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
+        keys.append(self._paths_key)
         popped = self.shared.run(self._pop, keys=keys, args=[self._budget, fp], default=[])
         if popped == [BUDGET_SPENT]:
             # Another process's unfinished requests hold slots of the budget, and a process
@@ -478,9 +553,9 @@ class RedisFrontier:
             return None
         if not popped:
             return None
-        member, stored = popped
+        member, stored, path = popped
         self._know(member[FP_START:], TAKEN_OUT)
-        request = self._load(stored)
+        request = self._load(stored, path)
         request.meta[INFLIGHT_META] = member
         return request
 
@@ -500,7 +575,7 @@ class RedisFrontier:
         frontier, members, requests = self._keys
         shared = self.shared
         keys = [shared.inflight_key(), requests, members, frontier, shared.key("popped")]
-        keys.append(shared.key("host_pages"))
+        keys += [shared.key("host_pages"), self._paths_key]
         shared.run(self._ack, keys=keys, args=[member, self._host_cap])
 
     def ack_replaced(self, member: bytes) -> None:
@@ -547,13 +622,19 @@ class RedisFrontier:
                 break
         else:
             return None
-        stored = self.shared.run(self.redis.hget, self._keys[2], top[0][FP_START:])
-        return self._load(stored) if stored else None
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.hget(self._keys[2], top[0][FP_START:]).hget(self._paths_key, top[0][FP_START:])
+        stored, path = self.shared.run(pipe.execute, default=[None, None])
+        return self._load(stored, path) if stored else None
 
-    def _load(self, stored: bytes) -> Request:
+    def _load(self, stored: bytes, path: bytes | None = None) -> Request:
+        """The request stored, with the path merged for it (``PUT``) if there is one."""
         if not stored.startswith(PICKLE_START):
             stored = stored.partition(HOST_END)[2]
-        return load_request(stored, self._spider)
+        request = load_request(stored, self._spider)
+        if path and self._paths is not None:
+            self._paths.take_shared_path(request, path.decode())
+        return request
 
     def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``, read from Redis as the caller reads on, in chunks
@@ -597,7 +678,7 @@ class RedisFrontier:
         queued; returns their fingerprints."""
         self._changing()
         args = [count, self._max]
-        keys = [*self._keys, self._back]
+        keys = [*self._keys, self._back, self._paths_key]
         evicted = self.shared.run(self._evict, keys=keys, args=args, default=[])
         for fp in evicted:
             self._know(fp, TAKEN_OUT)
@@ -618,9 +699,12 @@ class RedisFrontier:
 
     def key_to_beat(self, fp: bytes, better: tuple[float, float]) -> Key | None:
         """``key_of(fp)``, or None without a round trip if a rediscovery of ``better``
-        (-score, -tiebreak) cannot raise ``fp``: its bound known here is no worse."""
-        if better >= self._known.get(fp, SEEN_ONLY):
-            return None
+        (-score, -tiebreak) cannot raise ``fp``: its bound known here is no worse. For a
+        strategy that merges paths, that bound, unless ``fp`` was taken out, as a key no better
+        than the URL's, whose discovery ``merge_path`` then sends for its path."""
+        bound = self._known.get(fp, SEEN_ONLY)
+        if better >= bound:
+            return (*bound, 0) if self._paths is not None and bound != TAKEN_OUT else None
         return self.key_of(fp)
 
     def request_of(self, fp: bytes) -> Request | None:
@@ -629,17 +713,10 @@ class RedisFrontier:
         if fp in self._buffered:
             self.flush()
         pipe = self.redis.pipeline(transaction=True)
-        pipe.hexists(self._keys[1], fp).hget(self._keys[2], fp)
-        queued, stored = self.shared.run(pipe.execute, default=[False, None])
+        pipe.hexists(self._keys[1], fp).hget(self._keys[2], fp).hget(self._paths_key, fp)
+        queued, stored, path = self.shared.run(pipe.execute, default=[False, None, None])
         # A request in flight is not queued, though stored until it is done.
-        return self._load(stored) if queued and stored is not None else None
-
-    def replace(self, fp: bytes, request: Request) -> bool:
-        """Not here: a rediscovery that does not raise a URL is mostly refused without Redis
-        (``key_to_beat``), and another process may replace the request meanwhile. So a URL's
-        queued request takes another discovery's path (``merge_paths``) only when that
-        discovery raises it."""
-        return False
+        return self._load(stored, path) if queued and stored is not None else None
 
     def in_front(self, fp: bytes) -> bool:
         """False without a round trip: the put itself leaves a URL queued in front where it
@@ -648,7 +725,8 @@ class RedisFrontier:
 
     def remove(self, fp: bytes) -> Request | None:
         self._changing()
-        stored = self.shared.run(self._remove, keys=[*self._keys, self._back], args=[fp])
+        keys = [*self._keys, self._back, self._paths_key]
+        stored = self.shared.run(self._remove, keys=keys, args=[fp])
         self._know(fp, TAKEN_OUT)
         return self._load(stored) if stored else None
 
@@ -659,7 +737,7 @@ class RedisFrontier:
                 fp, key = decode_member(member, score)
                 stored = self.redis.hget(self._keys[2], fp)
                 if stored is not None:
-                    yield fp, key, self._load(stored)
+                    yield fp, key, self._load(stored, self.redis.hget(self._paths_key, fp))
 
     def max_seq(self) -> int:
         self.flush()

@@ -40,9 +40,9 @@ score kept, delta ** (run_b + 1) * sim_b of the other path b, is carried as ``sh
 delta ** (run_b - run) * sim_b at the shorter ``run``, so every page below decays from it as
 from its own. The request's meta may then score it a little above its queued score, which
 stays the better discovery's: only a request queued anew (a retry, one a crash left in flight)
-is scored from its meta. On the shared frontier (``FOCUSED_FRONTIER``) the paths are merged
-only when the new discovery raises the score (``RedisFrontier.replace``): one that does not
-leaves the queued request as it is.
+is scored from its meta. On the shared frontier (``FOCUSED_FRONTIER``) the paths are merged in
+Redis (``shared_merge``, the same merge in Lua) as each discovery is put, by whichever process
+found it, so that no process's discovery is lost to another's.
 
 Parameters:
     delta (float in [0, 1], default 0.5): decay of the inherited score per link.
@@ -71,6 +71,25 @@ from schedulers.base import SEED_SCORE, StrategyQueue
 
 if TYPE_CHECKING:
     from focused.relevance import Scores
+
+
+# merge_paths on the shared frontier (shared_merge): kept and other are "run sim"; DELTA is
+# replaced by the crawl's delta. %.17g writes a double that Python reads back unchanged.
+MERGE_LUA = """
+local function merge(kept, other)
+  local delta = DELTA
+  local run_a, sim_a = string.match(kept, '^(%S+) (%S+)$')
+  local run_b, sim_b = string.match(other, '^(%S+) (%S+)$')
+  run_a, sim_a, run_b, sim_b = tonumber(run_a), tonumber(sim_a), tonumber(run_b), tonumber(sim_b)
+  local run, best_run, sim = math.min(run_a, run_b), run_a, sim_a
+  if delta ^ (run_b + 1) * sim_b > delta ^ (run_a + 1) * sim_a then
+    best_run, sim = run_b, sim_b
+  end
+  if best_run > run then sim = sim * delta ^ (best_run - run) end
+  if run == run_a and sim == sim_a then return kept end
+  return string.format('%d %.17g', run, sim)
+end
+"""
 
 
 class SharkSearchQueue(StrategyQueue):
@@ -135,6 +154,21 @@ class SharkSearchQueue(StrategyQueue):
             return False
         a["shark_sim"], a["shark_run"] = sim, run
         return True
+
+    def shared_merge(self) -> str:
+        """``merge_paths`` in Lua, on "run sim" texts (``pow`` and IEEE doubles as in Python:
+        ``tests/test_redis_frontier.py`` checks that both merge alike)."""
+        return MERGE_LUA.replace("DELTA", repr(float(self.params["delta"])))
+
+    def shared_path(self, request: Request) -> str:
+        meta = request.meta
+        return (
+            f"{int(meta['shark_run'])} {float(meta['shark_sim'])!r}" if "shark_run" in meta else ""
+        )
+
+    def take_shared_path(self, request: Request, path: str) -> None:
+        run, sim = path.split()
+        request.meta["shark_run"], request.meta["shark_sim"] = int(run), float(sim)
 
     def admit(self, request: Request) -> bool:
         if request.meta.get("shark_run", 0) < self.params["depth"]:

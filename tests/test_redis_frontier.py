@@ -297,8 +297,8 @@ def test_rediscovery_only_raises_a_score(redis_server):
 
 def test_shark_rediscovery_raising_a_url_keeps_its_larger_remaining_depth(redis_server):
     """A better score found through irrelevant pages (by another process) takes the queued
-    request's shorter run along; one that does not raise the URL leaves it as it is on the
-    shared frontier (``RedisFrontier.replace``: shark's docstring)."""
+    request's shorter run along; one that does not raise the URL gives it its own shorter run
+    (``RedisFrontier.merge_path``)."""
     one, two = (shared_queue(redis_server.url, "shark") for _ in range(2))
     near = {"shark_sim": 0.3, "shark_run": 0, "anchor_relevance": 0.0}
     far = {"shark_sim": 0.8, "shark_run": 2, "anchor_relevance": 0.9}
@@ -306,11 +306,58 @@ def test_shark_rediscovery_raising_a_url_keeps_its_larger_remaining_depth(redis_
     one.push(req("z", **far))
     one.frontier.flush()
     assert two.rediscover(req("x", **far, parent_url="http://t/far"))
-    assert not two.rediscover(req("z", **near))  # not raised: z keeps its run of 2
+    assert not two.rediscover(req("z", **near))  # not raised, but merged in Redis
     two.frontier.flush()
     x, z = one.pop(), one.pop()
     assert x.meta["parent_url"] == "http://t/far" and x.meta["shark_run"] == 0
-    assert z.meta["shark_run"] == 2
+    assert z.meta["shark_run"] == 0 and z.meta["anchor_relevance"] == 0.9
+    assert two.stats.get_value("focused/merged") == 1
+
+
+def test_shark_rediscovery_not_raising_a_url_merges_its_path_as_one_process(redis_server):
+    """Found again on a relevant page through a poorer anchor, a URL queued at the end of a
+    run of irrelevant pages gets its full depth back (shark's docstring): on the shared
+    frontier too, found by this process or another, and its links are then not cut."""
+    far = {"shark_sim": 0.9, "shark_run": 2, "anchor_relevance": 0.9, "parent_url": "http://t/f"}
+    near = {"shark_sim": 0.3, "shark_run": 0, "anchor_relevance": 0.0, "parent_url": "http://t/n"}
+    alone = make_queue("shark")
+    one, two = (shared_queue(redis_server.url, "shark") for _ in range(2))
+    for queue, finder in [(alone, alone), (one, one), (one, two)]:
+        queue.push(req(f"x{id(finder)}", **far))
+        queue.push(req(f"y{id(finder)}", **near))
+        for found in [req(f"x{id(finder)}", **near), req(f"y{id(finder)}", **far)]:
+            if queue is one:
+                one.frontier.flush()  # as the page is done
+            finder.rediscover(found)
+        if finder is not alone:
+            finder.frontier.flush()
+        x, y = queue.pop(), queue.pop()  # x still first: not raised, not lowered
+        assert [x.url, y.url] == [f"http://t/x{id(finder)}", f"http://t/y{id(finder)}"]
+        assert x.meta["parent_url"] == "http://t/f"  # the better discovery's link
+        assert (x.meta["shark_run"], x.meta["shark_sim"]) == (0, 0.3)  # the relevant page's
+        assert (y.meta["shark_run"], y.meta["shark_sim"]) == (0, 0.3)  # its own, the better
+
+
+@pytest.mark.parametrize("delta", [0.0, 0.3, 0.5, 1.0])
+def test_shark_merges_paths_in_redis_as_in_python(redis_server, delta):
+    queue = make_queue("shark", delta=delta)
+    merge = redis.Redis.from_url(redis_server.url).register_script(
+        queue.shared_merge() + "return merge(ARGV[1], ARGV[2])"
+    )
+    rng = random.Random(delta)
+    sims = [0.0, 0.1, 0.3, 0.6, 0.9, 1.0]
+    for _ in range(300):
+        kept, other = (
+            req("x", shark_run=rng.randint(0, 4), shark_sim=rng.choice([*sims, rng.random()]))
+            for _ in range(2)
+        )
+        texts = [queue.shared_path(request) for request in (kept, other)]
+        queue.merge_paths(kept, other)
+        queue.take_shared_path(other, merge(args=texts).decode())
+        assert (other.meta["shark_run"], other.meta["shark_sim"]) == (
+            kept.meta["shark_run"],
+            kept.meta["shark_sim"],
+        ), texts
 
 
 def test_a_lower_score_from_another_process_never_wins(redis_server):
@@ -1273,6 +1320,29 @@ def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis
     # Both ranked the shared graph: the process whose link completes rank_every ranks.
     rankings = [int(m) for log in logs for m in re.findall(r"'focused/rankings': (\d+)", log)]
     assert len(rankings) == 2 and min(rankings) >= 1, rankings
+
+
+def test_two_processes_share_a_shark_crawl_merging_its_paths(tmp_path, sample_graph, redis_server):
+    budget = 40
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_PAGECOUNT": budget,
+        "CONCURRENT_REQUESTS": 4,
+        "LOGSTATS_INTERVAL": 0,
+        "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
+    }
+    with GatedReplay(sample_graph, Gate(5), BIRD_SEED).start() as site:
+        workers = [start_worker(tmp_path, site, settings, f"w{i}", strategy="shark") for i in "01"]
+        logs = [finish(worker) for worker in workers]
+    for worker, log in zip(workers, logs, strict=True):
+        assert worker.returncode == 0, log[-3000:]
+    fetched = wiki_fetches(site)
+    assert max(Counter(fetched).values()) == 1 and len(fetched) == budget
+    # Each queued URL's path is merged in Redis (test_shark_rediscovery_not_raising_...); the
+    # paths of the URLs fetched went with them: those left are the queued URLs'.
+    client = redis.Redis.from_url(redis_server.url)
+    paths = client.hkeys("focused:shared:paths")
+    assert paths and set(paths) <= set(client.hkeys("focused:shared:members"))
 
 
 def in_flight(redis_url: str, process: subprocess.Popen) -> int:
