@@ -152,6 +152,10 @@ SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
 # crawler use a cached robots.txt for 24 hours at most. A parser kept (ROBOTS_PARSERS_MAX) is
 # used while it is, as Scrapy does (one that failed only for ROBOTS_RETRY_FAILED_AFTER).
 ROBOTS_TXT_LIFE = 24 * 3600
+# The hosts whose failures in a row are counted (ROBOTS_HOLD_RETRIES), those that failed last:
+# a count outlives its host's parser, forgotten past ROBOTS_PARSERS_MAX, until the robots.txt is
+# read. Some 170 bytes each, and only a host whose robots.txt is failing has one.
+FAILURES_KEPT = 100_000
 
 
 # What a download of a site's robots.txt can fail with when the site is not there, or the
@@ -297,10 +301,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._retry_at: dict[str, float] = {}
         # Of those, the hosts whose requests are held until then, not refused: neither not there
         # (NOT_THERE) nor failed more than ROBOTS_HOLD_RETRIES times in a row since it was
-        # first asked for (_failures, kept until it is read). Forgotten with their parser.
+        # first asked for (_failures, those that failed last first, FAILURES_KEPT of them,
+        # kept until it is read). Forgotten with their parser.
         self._holding: set[str] = set()
         self._hold_retries = crawler.settings.getint("ROBOTS_HOLD_RETRIES")
-        self._failures: dict[str, int] = {}
+        self._failures: OrderedDict[str, int] = OrderedDict()
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -360,8 +365,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         downloading is kept (its waiters chain on it), and so is a failed one until it may be
         fetched again, or while its requests are held (the scheduler asks ``holding_until``):
         forgotten, as its held requests left it used longest ago, its failure was, and its next
-        request fetched it again at once, its failures in a row counted from 0 again. A
-        failure's parser is small (1.4 KB), and kept for ``ROBOTS_RETRY_FAILED_AFTER`` only."""
+        request fetched it again at once. A failure's parser is small (1.4 KB), and kept for
+        ``ROBOTS_RETRY_FAILED_AFTER`` only; its failures in a row are kept apart (_failures)."""
         excess = len(self._parsers) - self._parsers_max
         if excess <= 0:
             return
@@ -374,7 +379,6 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 forget.append(netloc)
         for netloc in forget:
             self._forget(netloc)
-            self._failures.pop(netloc, None)
         self._stats.inc_value("focused/robots/forgotten", len(forget))
 
     def _forget(self, netloc: str) -> None:
@@ -433,7 +437,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         more than ``ROBOTS_HOLD_RETRIES`` times in a row."""
         if seconds > 0:
             self._retry_at[netloc] = time.monotonic() + seconds
-            failures = self._failures[netloc] = self._failures.get(netloc, 0) + 1
+            failures = self._failures[netloc] = self._failures.pop(netloc, 0) + 1
+            if len(self._failures) > FAILURES_KEPT:
+                self._failures.popitem(last=False)
             # Only a scheduler that keeps them meanwhile holds them (FocusedScheduler):
             # Scrapy's, the recrawl's, would hand them out again at once.
             holds = getattr(engine_scheduler(self.crawler), "holds_for_robots", False)

@@ -14,10 +14,12 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
 
+from focused import robots
 from focused import settings as project
 from focused.robots import ROBOTS_TXT_LIFE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
@@ -525,6 +527,92 @@ def test_a_kept_robots_txt_read_over_24_hours_ago_is_downloaded_again(monkeypatc
     monkeypatch.setattr(time, "monotonic", lambda: now + ROBOTS_TXT_LIFE + 1)
     assert not private_page_allowed(middleware, "b.example")
     assert web.downloads == Counter({"a.example": 1, "b.example": 2})
+
+
+class AnsweringWeb(RobotsTxtWeb):
+    """Each host's robots.txt answers as ``answers`` say, one a download in turn, the last for
+    every later one: 200 (disallows ``/private/``), another status (the same body), or an
+    exception, raised as a download fails."""
+
+    def __init__(self, *answers: int | Exception) -> None:
+        super().__init__()
+        self.answers = answers
+
+    async def download_async(self, request: Request) -> Response:
+        response = await super().download_async(request)
+        answer = self.answers[
+            min(self.downloads[urlparse_cached(request).netloc], len(self.answers)) - 1
+        ]
+        if isinstance(answer, Exception):
+            raise answer
+        return response.replace(status=answer)
+
+
+def answering_middleware(*answers: int | Exception, **settings: object):
+    """The middleware of a crawl whose scheduler holds requests for a failed robots.txt (as
+    FocusedScheduler does), each host's robots.txt answering ``answers`` in turn; with its web
+    and a clock to move on (``clock.now``)."""
+    held = {
+        name: getattr(project, name)
+        for name in ("ROBOTS_HOLD_RETRIES", "ROBOTS_RETRY_FAILED_AFTER")
+    }
+    middleware, _ = robots_middleware(**{**held, **settings})
+    web = middleware.crawler.engine = AnsweringWeb(*answers)
+    web._slot = SimpleNamespace(
+        scheduler=SimpleNamespace(holds_for_robots=True),
+        nextcall=SimpleNamespace(schedule=lambda: None),
+    )
+    return middleware, web
+
+
+def goes(middleware: RobotsTxtMiddleware, url: str) -> str:
+    """What becomes of a request for ``url``: "sent", "held" (handed back to the scheduler) or
+    "refused" (and why)."""
+    try:
+        held = asyncio.run(middleware.process_request(Request(url)))
+    except IgnoreRequest as refused:
+        return f"refused: {refused}"
+    return "held" if held is not None else "sent"
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """time.monotonic() as the test moves it on: ``clock.now += seconds``."""
+    clock = SimpleNamespace(now=time.monotonic())
+    monkeypatch.setattr(time, "monotonic", lambda: clock.now)
+    return clock
+
+
+def test_a_failed_hosts_failures_in_a_row_outlive_its_forgotten_parser(clock):
+    """A host past ROBOTS_HOLD_RETRIES has its requests refused; once its failure's time was
+    up, its parser could be forgotten among ROBOTS_PARSERS_MAX others before its next request,
+    its failures with it, and that request, its robots.txt failing again, was held again (up
+    to ROBOTS_HOLD_RETRIES times ROBOTS_RETRY_FAILED_AFTER, 15 minutes)."""
+    middleware, web = answering_middleware(
+        503, ROBOTS_PARSERS_MAX=1, ROBOTS_HOLD_RETRIES=1, ROBOTS_RETRY_FAILED_AFTER=10
+    )
+    assert goes(middleware, "http://down.example/1") == "held"
+    clock.now += 11
+    assert goes(middleware, "http://down.example/1") == "refused: Forbidden by robots.txt"
+    clock.now += 11
+    web.answers = (200,)
+    assert goes(middleware, "http://up.example/1") == "sent"  # down.example's parser forgotten
+    assert "down.example" not in middleware._parsers
+    web.answers = (503,)
+    assert goes(middleware, "http://down.example/1") == "refused: Forbidden by robots.txt"
+    assert web.downloads["down.example"] == 3
+    assert middleware._stats.get_value("focused/robots/held_requests") == 1
+
+
+def test_failure_records_are_bounded_and_cleared_once_robots_txt_is_read(clock, monkeypatch):
+    monkeypatch.setattr(robots, "FAILURES_KEPT", 3)
+    middleware, _ = answering_middleware(503, 200, ROBOTS_RETRY_FAILED_AFTER=10)
+    for n in range(5):
+        assert goes(middleware, f"http://h{n}.example/1") == "held"
+    assert list(middleware._failures) == ["h2.example", "h3.example", "h4.example"]
+    clock.now += 11
+    assert goes(middleware, "http://h4.example/1") == "sent"
+    assert list(middleware._failures) == ["h2.example", "h3.example"]
 
 
 def test_no_robots_txt_text_is_kept_with_robots_texts_max_0():
