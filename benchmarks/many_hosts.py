@@ -274,6 +274,7 @@ class Probe:
             (downloader, ("paced_from_end", "_on_wire", "_held_since_pause", "_places")),
             (self._component("RobotsTxtMiddleware"), ("_parsers", "_slot_delays", "_skipped")),
             (self._component("RobotsTxtMiddleware"), ("_unreachable", "_retry_at")),
+            (self._component("RobotsTxtMiddleware"), ("_expires_at", "_old_rules")),
             (self._component("RetryAfterMiddleware"), ("_paused_until", "_answers")),
             (self.scheduler, ("in_window", "recent_hosts")),
         ):

@@ -71,13 +71,19 @@ collection of the cyclic garbage collector (``_without_cycles``). The text of th
 ``ROBOTS_TEXTS_MAX`` hosts used last is kept as well, compressed (some 0.7 KB for one of 3 KB):
 a host whose parser was forgotten (``focused/robots/forgotten``) has it parsed again from there
 when one of its URLs comes up (``focused/robots/reparsed``, a fraction of a millisecond), and
-only a host whose text was forgotten too, or read more than ``ROBOTS_TXT_LIFE`` ago (24
-hours, the longest RFC 9309 has a crawler use a cached robots.txt), has its robots.txt
-downloaded again, as Nutch's and Heritrix's robots caches expire. A failed robots.txt keeps no
-text: it is downloaded again after ``ROBOTS_RETRY_FAILED_AFTER``, its parser kept until then
-(and while its requests are held), past ``ROBOTS_PARSERS_MAX`` if need be. Either way the host's
-Crawl-delay holds meanwhile: its slot's delay and concurrency (``DOWNLOAD_SLOTS``), and whether
-it is skipped, are kept apart.
+only a host whose text was forgotten too has its robots.txt downloaded again. A robots.txt
+read more than ``ROBOTS_TXT_LIFE`` ago (24 hours, the longest RFC 9309 has a crawler use a
+cached robots.txt) is downloaded again as its host's next URL comes up, its parser kept or
+not, as Nutch's and Heritrix's robots caches expire (``focused/robots/expired``; a host in
+constant use kept its first for the whole crawl): its requests wait for it as for a first
+one, and if it fails (a 5xx, 429, unreachable) the rules read before hold, rather than
+complete disallow, until it is fetched again ``ROBOTS_RETRY_FAILED_AFTER`` later
+(``focused/robots/kept_past_failure``): RFC 9309 (2.4) allows a cached robots.txt past its 24
+hours while it cannot be fetched. A failed robots.txt keeps no text: it is downloaded again
+after ``ROBOTS_RETRY_FAILED_AFTER``, its parser kept until then (and while its requests are
+held), past ``ROBOTS_PARSERS_MAX`` if need be, and its failures in a row (``_failures``) until
+it is read. Either way the host's Crawl-delay holds meanwhile: its slot's delay and
+concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
 
 In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
@@ -147,10 +153,11 @@ DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
 # Seconds before a process looks again whether the one downloading a robots.txt is done:
 # first soon, then twice as long at each look, up to the most.
 SHARED_FIRST_WAIT, SHARED_MAX_WAIT = 0.01, 0.5
-# Seconds for which a robots.txt read is used, its kept text parsed again rather than downloaded
-# again, and, in a shared crawl, read by the other processes from Redis: RFC 9309 (2.4) has a
-# crawler use a cached robots.txt for 24 hours at most. A parser kept (ROBOTS_PARSERS_MAX) is
-# used while it is, as Scrapy does (one that failed only for ROBOTS_RETRY_FAILED_AFTER).
+# Seconds for which a robots.txt read is used, its parser kept or its kept text parsed again,
+# rather than downloaded again, and, in a shared crawl, read by the other processes from Redis:
+# RFC 9309 (2.4) has a crawler use a cached robots.txt for 24 hours at most, unless it cannot be
+# fetched, when its rules hold until it is fetched again (ROBOTS_RETRY_FAILED_AFTER later). A
+# failed one is used for ROBOTS_RETRY_FAILED_AFTER.
 ROBOTS_TXT_LIFE = 24 * 3600
 # The hosts whose failures in a row are counted (ROBOTS_HOLD_RETRIES), those that failed last:
 # a count outlives its host's parser, forgotten past ROBOTS_PARSERS_MAX, until the robots.txt is
@@ -295,6 +302,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # Hosts whose robots.txt could not be downloaded (their parser forbids everything), with
         # why; forgotten with their parser.
         self._unreachable: dict[str, str] = {}
+        # Hosts whose robots.txt was read, with the time.monotonic() at which it is downloaded
+        # again (_set_aside_if_expired): ROBOTS_TXT_LIFE after it was read; forgotten with their
+        # parser. While it is, the parser read before is kept aside (_old_rules), to hold if it
+        # fails.
+        self._expires_at: dict[str, float] = {}
+        self._old_rules: dict[str, RobotParser | None] = {}
         # Hosts whose robots.txt failed (unreachable, a 5xx or 429), with the time.monotonic()
         # at which it is downloaded again (_retry_if_due); forgotten with their parser.
         self._retry_failed_after = crawler.settings.getfloat("ROBOTS_RETRY_FAILED_AFTER")
@@ -334,6 +347,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             self._texts.move_to_end(netloc)
             if netloc not in self._parsers:
                 self._reparse(netloc)
+        self._set_aside_if_expired(netloc)
         pending = self._parsers.get(netloc)
         if not isinstance(pending, Deferred):
             downloads_it = netloc not in self._parsers  # else read already
@@ -345,6 +359,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 return await super().robot_parser(request)
             finally:
                 if downloads_it:
+                    self._old_rules.pop(netloc, None)
                     if netloc not in self._retry_at:  # read, or failed for good
                         self._failures.pop(netloc, None)
                     if netloc in self._parsers:  # read now, however long its download took
@@ -383,6 +398,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     def _forget(self, netloc: str) -> None:
         del self._parsers[netloc]
+        self._expires_at.pop(netloc, None)
         self._unreachable.pop(netloc, None)
         self._retry_at.pop(netloc, None)
         self._holding.discard(netloc)
@@ -392,7 +408,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         ``age`` seconds ago, to parse it again if its parser is forgotten; the text used longest
         ago goes past ``ROBOTS_TEXTS_MAX``. A body in which Protego found no group (of a host
         without a robots.txt, its 404 page or, redirected, its home page: 10 KB compressed, not
-        0.7) is kept empty, which parses the same: every URL allowed, no Crawl-delay."""
+        0.7) is kept empty, which parses the same: every URL allowed, no Crawl-delay. Either
+        way it expires ``ROBOTS_TXT_LIFE`` after it was downloaded."""
+        self._expires_at[netloc] = time.monotonic() - age + ROBOTS_TXT_LIFE
         if self._texts_max <= 0:
             return
         if _protego_groups(parser) == {}:
@@ -402,26 +420,58 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if len(self._texts) > self._texts_max:
             self._texts.popitem(last=False)
 
-    def _fresh_text(self, netloc: str) -> bytes | None:
-        """``netloc``'s kept robots.txt, compressed, if read less than ``ROBOTS_TXT_LIFE``
-        ago; one older is dropped, and the host's robots.txt is downloaded again."""
+    def _has_fresh_text(self, netloc: str) -> bool:
+        """Whether ``netloc``'s robots.txt is kept as text, read less than ``ROBOTS_TXT_LIFE``
+        ago."""
         kept = self._texts.get(netloc)
-        if kept is None:
-            return None
-        if time.monotonic() - kept[0] > ROBOTS_TXT_LIFE:
-            del self._texts[netloc]
-            return None
-        return kept[1]
+        return kept is not None and time.monotonic() - kept[0] <= ROBOTS_TXT_LIFE
 
     def _reparse(self, netloc: str) -> None:
         """Parse ``netloc``'s kept robots.txt again, its parser forgotten, rather than download
-        it again. No ``robots_parsed`` signal: its Crawl-delay is kept apart already."""
-        text = self._fresh_text(netloc)
-        if text is None:
-            return
+        it again (one older than ``ROBOTS_TXT_LIFE`` is set aside at once, and downloaded
+        again). No ``robots_parsed`` signal: its Crawl-delay is kept apart already."""
+        read_at, text = self._texts[netloc]
         self._parsers[netloc] = self._build(zlib.decompress(text))
+        self._expires_at[netloc] = read_at + ROBOTS_TXT_LIFE
         self._stats.inc_value("focused/robots/reparsed")
         self._forget_least_used()
+
+    def _expired(self, netloc: str) -> bool:
+        """Whether ``netloc``'s kept parser was read more than ``ROBOTS_TXT_LIFE`` ago (or the
+        rules it kept past a failure are due to be fetched again)."""
+        return self._expires_at.get(netloc, math.inf) < time.monotonic()
+
+    def _set_aside_if_expired(self, netloc: str) -> None:
+        """Have ``netloc``'s robots.txt downloaded again, as one not read (its requests wait
+        for it), once its parser is ``_expired``: RFC 9309 (2.4) has a crawler use a cached
+        robots.txt for 24 hours at most. A host in constant use kept its first for the whole
+        crawl. The parser is set aside meanwhile, to hold if the download fails (``_keeps``)."""
+        if not self._expired(netloc):
+            return
+        self._old_rules[netloc] = self._parsers[netloc]
+        self._forget(netloc)
+        self._texts.pop(netloc, None)  # as old as its parser
+        self._stats.inc_value("focused/robots/expired")
+
+    def _keeps(self, netloc: str, seconds: float, failure: str) -> bool:
+        """Whether ``netloc``'s robots.txt, downloaded again for its age and failed as
+        ``failure`` says (a 5xx or 429, unreachable), keeps the rules read before: RFC 9309
+        (2.4) lets a crawler use a cached robots.txt past its 24 hours while it cannot be
+        fetched. They hold, rather than complete disallow (its requests neither held nor
+        refused, no failure counted), until it is downloaded again ``seconds`` later (0:
+        ``ROBOTS_TXT_LIFE``)."""
+        if netloc not in self._old_rules:
+            return False
+        self._expires_at[netloc] = time.monotonic() + (seconds or ROBOTS_TXT_LIFE)
+        self._stats.inc_value("focused/robots/kept_past_failure")
+        logger.warning(
+            "%s: robots.txt %s as it was fetched again: the rules it gave before hold until it "
+            "is fetched again in %g s, as RFC 9309 allows of a robots.txt that cannot be fetched",
+            netloc,
+            failure,
+            seconds or ROBOTS_TXT_LIFE,
+        )
+        return True
 
     def _retry_if_due(self, netloc: str) -> None:
         """Forget ``netloc``'s failed robots.txt once ``ROBOTS_RETRY_FAILED_AFTER`` has passed,
@@ -499,14 +549,17 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 await self.crawler.signals.send_catch_log_async(
                     signal=signals.robots_parsed, robotparser=parser, request=request
                 )
-            elif outcome.startswith(SERVER_ERROR):  # said in the log of the process that got it
-                parser = self._disallow_all(netloc)
-            else:  # FAILED, ABSENT: the process that downloaded it said why in its log
-                why = outcome[len(FAILED) :].decode("utf-8", "replace") or "unreachable"
-                parser = self._disallow_all(netloc, why)
-            if not outcome.startswith(PARSED) and self._retry_failed_after > 0:
-                # Until it expires in Redis, as for every process of the crawl.
-                self._failed_for(netloc, life, there=not outcome.startswith(ABSENT))
+            elif self._keeps(netloc, life, "failed in another process of the crawl"):
+                parser = self._old_rules[netloc]
+            else:
+                if outcome.startswith(SERVER_ERROR):  # said in the log of the process that got it
+                    parser = self._disallow_all(netloc)
+                else:  # FAILED, ABSENT: the process that downloaded it said why in its log
+                    why = outcome[len(FAILED) :].decode("utf-8", "replace") or "unreachable"
+                    parser = self._disallow_all(netloc, why)
+                if self._retry_failed_after > 0:
+                    # Until it expires in Redis, as for every process of the crawl.
+                    self._failed_for(netloc, life, there=not outcome.startswith(ABSENT))
             self._parsers[netloc] = parser
             self._stats.inc_value("focused/robots/read_by_another_process")
         waiting.callback(parser)
@@ -514,22 +567,31 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
         outcome = PARSED + response.body
+        kept = False
         if response.status >= 500 or response.status == 429:
             outcome = SERVER_ERROR + str(response.status).encode()
             self._stats.inc_value("focused/robots/server_error_hosts")
-            # Before the requests waiting for it are let go: they are held.
-            self._failed_for(netloc, self._retry_failed_after)
-            logger.warning(
-                "%s: robots.txt answered %d (after retries): nothing on the host is fetched, as "
-                "RFC 9309 asks of a robots.txt the server cannot give%s",
-                netloc,
-                response.status,
-                self._held_note(netloc),
-            )
-            response = response.replace(body=DISALLOW_ALL)
-        await super()._parse_robots(response, netloc, request)
-        if not outcome.startswith(SERVER_ERROR):
-            self._keep_text(netloc, response.body, self._parsers[netloc])
+            failure = f"answered {response.status} (after retries)"
+            kept = self._keeps(netloc, self._retry_failed_after, failure)
+            if not kept:
+                # Before the requests waiting for it are let go: they are held.
+                self._failed_for(netloc, self._retry_failed_after)
+                logger.warning(
+                    "%s: robots.txt %s: nothing on the host is fetched, as RFC 9309 asks of a "
+                    "robots.txt the server cannot give%s",
+                    netloc,
+                    failure,
+                    self._held_note(netloc),
+                )
+                response = response.replace(body=DISALLOW_ALL)
+        if kept:
+            self._stats.inc_value("robotstxt/response_count")  # as Scrapy's _parse_robots does
+            self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
+            self._hand_over(netloc, self._old_rules[netloc])
+        else:
+            await super()._parse_robots(response, netloc, request)
+            if not outcome.startswith(SERVER_ERROR):
+                self._keep_text(netloc, response.body, self._parsers[netloc])
         # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
         # other processes read it.
         downloader: PoliteDownloader = self.crawler.engine.downloader
@@ -539,6 +601,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def _robots_error(self, exc: Exception, netloc: str) -> None:
         if not _network_failure(exc):
             super()._robots_error(exc, netloc)  # every URL allowed
+            self._expires_at[netloc] = time.monotonic() + ROBOTS_TXT_LIFE
             # Any other failure (the download cancelled as this process stops, the request
             # ignored here) is this process's: another downloads it.
             self._share(netloc, b"")
@@ -547,19 +610,28 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._stats.inc_value(f"robotstxt/exception_count/{type(exc)}")  # as Scrapy counts it
         self._stats.inc_value("focused/robots/unreachable_hosts")
         there = not isinstance(exc, NOT_THERE)
-        self._failed_for(netloc, self._retry_failed_after, there)
-        logger.warning(
-            "%s: robots.txt could not be fetched (after retries: %s): nothing on the host is "
-            "fetched, as RFC 9309 asks of an unreachable robots.txt%s",
-            netloc,
-            why,
-            self._held_note(netloc),
-        )
-        downloading = self._parsers[netloc]
-        parser = self._parsers[netloc] = self._disallow_all(netloc, why)
-        downloading.callback(parser)
+        failure = f"could not be fetched (after retries: {why})"
+        if self._keeps(netloc, self._retry_failed_after, failure):
+            self._hand_over(netloc, self._old_rules[netloc])
+        else:
+            self._failed_for(netloc, self._retry_failed_after, there)
+            logger.warning(
+                "%s: robots.txt %s: nothing on the host is fetched, as RFC 9309 asks of an "
+                "unreachable robots.txt%s",
+                netloc,
+                failure,
+                self._held_note(netloc),
+            )
+            self._hand_over(netloc, self._disallow_all(netloc, why))
         # A host that cannot be reached fails every process alike.
         self._share(netloc, (FAILED if there else ABSENT) + why.encode())
+
+    def _hand_over(self, netloc: str, parser: RobotParser | None) -> None:
+        """``parser`` for ``netloc`` in place of its robots.txt's download, handed to every
+        request waiting for it."""
+        downloading = self._parsers[netloc]
+        self._parsers[netloc] = parser
+        downloading.callback(parser)
 
     def _disallow_all(self, netloc: str, unreachable: str | None = None) -> RobotParser:
         """The parser of a host whose robots.txt failed: answered a server error, or could not
@@ -591,8 +663,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._retry_if_due(netloc)
         parser = self._parsers.get(netloc, self)  # self: not asked
         if parser is self:
-            return self._fresh_text(netloc) is None  # else parsed again as it comes up
-        return isinstance(parser, Deferred)
+            return not self._has_fresh_text(netloc)  # else parsed again as it comes up
+        return isinstance(parser, Deferred) or self._expired(netloc)
 
     def refuses_as_linked(self, request: Request) -> bool:
         """Whether the host's robots.txt, read already, refuses ``request`` as its link spelled
@@ -605,6 +677,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         parser = self._parsers.get(netloc)
         if parser is None or isinstance(parser, Deferred) or netloc in self._holding:
             return False  # a failure holding the host: checked as it is read again
+        if self._expired(netloc):
+            return False  # checked as it is read again
         return not parser.allowed(linked, self._useragent(request))
 
     def process_request_2(self, rp: RobotParser | None, request: Request) -> None:

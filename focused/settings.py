@@ -44,7 +44,9 @@ ROBOTS_CRAWL_DELAY_MAX = 30.0
 # robots.txt: 50 KB for one of 3 KB); a host forgotten has its robots.txt parsed again from its
 # kept text (ROBOTS_TEXTS_MAX) when one of its URLs comes up, its Crawl-delay kept meanwhile.
 # A failed robots.txt's is kept until it may be fetched again (ROBOTS_RETRY_FAILED_AFTER), past
-# this if need be (focused.robots).
+# this if need be. One read more than 24 hours ago (RFC 9309) is downloaded again, kept parsed or
+# not; if that fails, the rules it gave before hold until it is fetched again
+# ROBOTS_RETRY_FAILED_AFTER later (focused.robots).
 ROBOTS_PARSERS_MAX = 1_000
 # The robots.txt of this many hosts, those used last, are kept as text, compressed (some 0.7 KB
 # for one of 3 KB), to be parsed again for a host whose parser was forgotten; a host past it, or
@@ -52,12 +54,13 @@ ROBOTS_PARSERS_MAX = 1_000
 # kept, a host whose parser was forgotten has its robots.txt downloaded again.
 ROBOTS_TEXTS_MAX = 100_000
 # A robots.txt that could not be fetched (a network error, or a 5xx or 429, after the retries)
-# forbids its whole host (RFC 9309) for this many seconds; then the next request to the host
-# downloads it again (focused/robots/failed_retried). 5 minutes, as Nutch waits after a 503
-# robots.txt (http.robots.503.defer.visits.delay): a crawl of hours gets back a host that was
-# down for a moment, for one robots.txt request every 5 minutes at most to a host that stays
-# down. 0: kept for the whole crawl (24 hours in a shared crawl's Redis), its requests refused.
-# In a shared crawl every process reads it again at the same time.
+# forbids its whole host (RFC 9309) for this many seconds (one read again after its 24 hours
+# leaves the rules it gave before in force meanwhile, ROBOTS_PARSERS_MAX); then the next request
+# to the host downloads it again (focused/robots/failed_retried). 5 minutes, as Nutch waits
+# after a 503 robots.txt (http.robots.503.defer.visits.delay): a crawl of hours gets back a host
+# that was down for a moment, for one robots.txt request every 5 minutes at most to a host that
+# stays down. 0: kept for the whole crawl (24 hours in a shared crawl's Redis), its requests
+# refused. In a shared crawl every process reads it again at the same time.
 ROBOTS_RETRY_FAILED_AFTER = 300.0
 # The host's requests that come up meanwhile are held, not refused, until its robots.txt is
 # fetched again (focused/robots/held_requests); then crawled if it allows them, refused if it

@@ -14,14 +14,14 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
 
 from focused import robots
 from focused import settings as project
-from focused.robots import ROBOTS_TXT_LIFE, RobotsTxtMiddleware
+from focused.robots import LINKED_URL, ROBOTS_TXT_LIFE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
 from tests.queues import QueueSpider
 from tests.sites import DROPPED, FetchLog, Reply, Site, html
@@ -581,6 +581,39 @@ def clock(monkeypatch):
     clock = SimpleNamespace(now=time.monotonic())
     monkeypatch.setattr(time, "monotonic", lambda: clock.now)
     return clock
+
+
+@pytest.mark.parametrize(
+    "failure", [503, DownloadTimeoutError("timed out")], ids=["server_error", "unreachable"]
+)
+def test_a_robots_txt_in_constant_use_is_read_again_after_24_hours(clock, failure):
+    """RFC 9309 (2.4): a robots.txt is used for 24 hours at most, unless it cannot be fetched
+    again. A host whose parser was in constant use kept its first robots.txt for the whole
+    crawl: only a forgotten parser's text was checked for age. Read again, a robots.txt that
+    fails leaves the rules read before in force (not complete disallow, its requests not held),
+    until it is fetched again ROBOTS_RETRY_FAILED_AFTER later."""
+    middleware, web = answering_middleware(200, failure, 200, ROBOTS_RETRY_FAILED_AFTER=60)
+    for step in (ROBOTS_TXT_LIFE / 2, ROBOTS_TXT_LIFE / 2 + 1):
+        assert goes(middleware, "http://a.example/private/1") == "refused: Forbidden by robots.txt"
+        assert goes(middleware, "http://a.example/public/1") == "sent"
+        clock.now += step
+    assert web.downloads == Counter({"a.example": 1})
+    # Over 24 hours old: read again as the host's next request comes up, which the scheduler
+    # holds the host for; a link is checked as it spelled it then. It fails: the rules read
+    # before hold, for 60 s.
+    linked = Request("http://a.example/public/9", meta={LINKED_URL: "http://a.example/private/9"})
+    assert middleware.waits_for_robots(linked) and not middleware.refuses_as_linked(linked)
+    assert goes(middleware, "http://a.example/private/2") == "refused: Forbidden by robots.txt"
+    assert goes(middleware, "http://a.example/public/2") == "sent"
+    assert web.downloads == Counter({"a.example": 2})
+    assert middleware._stats.get_value("focused/robots/expired") == 1
+    clock.now += 59
+    assert goes(middleware, "http://a.example/public/3") == "sent"
+    assert web.downloads == Counter({"a.example": 2})
+    clock.now += 2
+    assert goes(middleware, "http://a.example/public/4") == "sent"
+    assert web.downloads == Counter({"a.example": 3})
+    assert middleware._stats.get_value("focused/robots/held_requests") is None
 
 
 def test_a_failed_hosts_failures_in_a_row_outlive_its_forgotten_parser(clock):

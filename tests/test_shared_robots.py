@@ -320,10 +320,35 @@ def test_a_robots_txt_read_from_the_crawl_is_kept_no_longer_than_it_lives_there(
     )
     parser = asyncio.run(reader._read_by_the_crawl(page, netloc))
     assert not parser.allowed(page.url, reader._useragent(page))
-    assert reader._fresh_text(netloc) is not None
+    assert reader._has_fresh_text(netloc) and not reader._expired(netloc)
     now = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: now + life + 1)
-    assert reader._fresh_text(netloc) is None  # downloaded again, as by every process
+    # Downloaded again, as by every process: parsed again from its text, or its parser kept.
+    assert not reader._has_fresh_text(netloc) and reader._expired(netloc)
+
+
+def test_a_robots_txt_another_process_fails_to_read_again_keeps_its_old_rules(
+    redis_server,  # noqa: F811
+    monkeypatch,
+):
+    """A robots.txt read again after its 24 hours, which another process of the crawl failed
+    to download, leaves the rules read before in force (RFC 9309 2.4), as in the process that
+    failed, for as long as the failure is kept in Redis: not complete disallow, nor held."""
+    netloc, life = "a.example", 3600
+    private, public = Request(f"http://{netloc}/private/1"), Request(f"http://{netloc}/public/1")
+    other = process(redis_server.url)
+    other.share_robots_txt(netloc, PARSED + b"User-agent: *\nDisallow: /private/\n", life)
+    reader = process_middleware(redis_server.url, {"ROBOTSTXT_OBEY": True, "ROBOTS_PARSERS_MAX": 9})
+    reader.crawler.engine = SimpleNamespace()  # no crawl to wake as it is read
+    asyncio.run(reader.robot_parser(public))
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + life + 1)
+    other.share_robots_txt(netloc, FAILED + b"timed out", 60)  # its read expired, then failed
+    parser = asyncio.run(reader.robot_parser(public))
+    assert parser.allowed(public.url, reader._useragent(public))
+    assert not parser.allowed(private.url, reader._useragent(private))
+    assert not reader._holding and reader._stats.get_value("focused/robots/expired") == 1
+    assert now + life + 1 + 55 < reader._expires_at[netloc] <= now + life + 1 + 60
 
 
 def test_a_shared_crawl_waits_for_its_held_requests_before_its_budget_closes_it(
