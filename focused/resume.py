@@ -50,7 +50,7 @@ import json
 import logging
 import os
 import pickle
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -145,6 +145,9 @@ class SpiderState(ScrapySpiderState):
 # The key in ``spider.state`` of the topic-drift window (``focused.stopping.StopCriteria``):
 # whether each of the last DRIFT_WINDOW pages scored was relevant, oldest first.
 DRIFT_STATE = "drift_window"
+# The key in ``spider.state`` of the failures in a row of each host whose robots.txt is failing
+# (``focused.robots``), those that failed last last.
+ROBOTS_FAILURES_STATE = "robots_failures"
 
 # What spider.state holds that the crawl reads, by type: a valid pickle of another value (a
 # list, a count of text) was a cascade of tracebacks and a crawl that never ended.
@@ -158,6 +161,7 @@ STATE_TYPES: dict[str, type] = {
     "fetched_urls": set,
     "host_pages": Counter,
     DRIFT_STATE: deque,
+    ROBOTS_FAILURES_STATE: OrderedDict,
 }
 
 
@@ -176,6 +180,9 @@ def _state_problem(state: Any) -> str | None:
     for host, count in state.get("host_pages", {}).items():
         if not isinstance(host, str) or not _is_count(count):
             return f"its host_pages holds {host!r}: {count!r}, not a host and a count"
+    for host, count in state.get(ROBOTS_FAILURES_STATE, {}).items():
+        if not isinstance(host, str) or not _is_count(count):
+            return f"its {ROBOTS_FAILURES_STATE} holds {host!r}: {count!r}, not a host and a count"
     for relevant in state.get(DRIFT_STATE, ()):
         if not isinstance(relevant, bool):
             return f"its {DRIFT_STATE} holds {relevant!r}, not True or False"

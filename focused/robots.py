@@ -27,13 +27,14 @@ its seeds too. ``process_request`` hands each back to the scheduler (``HOLD_FOR_
 keeps it popped, out of the frontier, and hands it out again once the robots.txt may be fetched
 again (``holding_until``; ``FocusedScheduler._release_held``): one goes first and fetches it, the
 others follow once it is read, to be crawled or refused as it says, or held again if it fails
-again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused. Not the requests of a
-host that is not there (``NOT_THERE``: not resolved, connection refused), refused at once, so
-that a mistyped seed says so in seconds. A robots.txt downloaded but
-unreadable (over ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
-``UNREADABLE``), in the one line of Scrapy's message. Its size limit is never below the
-500 KiB RFC 9309 asks a crawler to parse (``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set
-lower for pages cancelled a larger robots.txt, and its host was crawled as if it had none.
+again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused (counted in
+``spider.state``, which a JOBDIR pause keeps). Not the requests of a host that is not there
+(``NOT_THERE``: not resolved, connection refused), refused at once, so that a mistyped seed
+says so in seconds. A robots.txt downloaded but unreadable (over ``DOWNLOAD_MAXSIZE``, a gzip
+cut short) allows everything, as Scrapy has it (see ``UNREADABLE``), in the one line of Scrapy's
+message. Its size limit is never below the 500 KiB RFC 9309 asks a crawler to parse
+(``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set lower for pages cancelled a larger
+robots.txt, and its host was crawled as if it had none.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds (a ``Request-rate`` counts as the Crawl-delay it implies: ``1/5``
@@ -119,6 +120,7 @@ from twisted.internet.defer import Deferred
 from focused.engine import engine_scheduler, wake_engine
 from focused.hygiene import BAD_COMPRESSION, error_message
 from focused.logformatter import add_log_filter
+from focused.resume import ROBOTS_FAILURES_STATE
 from focused.robotsmeta import robots_token
 
 if TYPE_CHECKING:
@@ -314,11 +316,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._retry_at: dict[str, float] = {}
         # Of those, the hosts whose requests are held until then, not refused: neither not there
         # (NOT_THERE) nor failed more than ROBOTS_HOLD_RETRIES times in a row since it was
-        # first asked for (_failures, those that failed last first, FAILURES_KEPT of them,
-        # kept until it is read). Forgotten with their parser.
+        # first asked for (_failures). Forgotten with their parser.
         self._holding: set[str] = set()
         self._hold_retries = crawler.settings.getint("ROBOTS_HOLD_RETRIES")
-        self._failures: OrderedDict[str, int] = OrderedDict()
+        self._failures_here: OrderedDict[str, int] = OrderedDict()  # see _failures
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -481,15 +482,29 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             self._forget(netloc)
             self._stats.inc_value("focused/robots/failed_retried")
 
+    @property
+    def _failures(self) -> OrderedDict[str, int]:
+        """The failures in a row of each host whose robots.txt is failing, those that failed
+        last last, ``FAILURES_KEPT`` of them, each kept until it is read. In ``spider.state``
+        (read at each use: a resumed JOBDIR crawl replaces it as the spider opens), so that a
+        JOBDIR pause keeps them: a resumed crawl counted them from 0 again, and held a host's
+        requests past ``ROBOTS_HOLD_RETRIES`` once more. Here for a spider without one (the
+        recrawl's)."""
+        state = getattr(self.crawler.spider, "state", None)
+        if state is None:
+            return self._failures_here
+        return state.setdefault(ROBOTS_FAILURES_STATE, OrderedDict())
+
     def _failed_for(self, netloc: str, seconds: float, there: bool = True) -> None:
         """``netloc``'s robots.txt failed: its complete disallow holds ``seconds`` (0: for
         good), its requests held meanwhile unless it is not ``there`` (``NOT_THERE``) or failed
         more than ``ROBOTS_HOLD_RETRIES`` times in a row."""
         if seconds > 0:
             self._retry_at[netloc] = time.monotonic() + seconds
-            failures = self._failures[netloc] = self._failures.pop(netloc, 0) + 1
-            if len(self._failures) > FAILURES_KEPT:
-                self._failures.popitem(last=False)
+            kept = self._failures
+            failures = kept[netloc] = kept.pop(netloc, 0) + 1
+            if len(kept) > FAILURES_KEPT:
+                kept.popitem(last=False)
             # Only a scheduler that keeps them meanwhile holds them (FocusedScheduler):
             # Scrapy's, the recrawl's, would hand them out again at once.
             holds = getattr(engine_scheduler(self.crawler), "holds_for_robots", False)

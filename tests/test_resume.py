@@ -10,7 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from contextlib import closing
 from functools import partial
 from pathlib import Path
@@ -172,6 +172,10 @@ def _state_with(saved: bytes, name: str, value: object) -> bytes:
         (
             lambda saved: _state_with(saved, "fetched_urls", {"http://example.org/", 7}),
             "its fetched_urls holds 7, not a URL",
+        ),
+        (
+            lambda saved: _state_with(saved, "robots_failures", OrderedDict({"example.org": -1})),
+            "its robots_failures holds 'example.org': -1, not a host and a count",
         ),
     ],
 )

@@ -390,6 +390,53 @@ def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_
     assert f"{down.url}/early" in [page["url"] for page in resumed.pages()]
 
 
+def test_a_jobdir_resume_goes_on_counting_a_failed_robots_txts_failures(tmp_path):
+    """A crawl paused while a host's robots.txt failed, its requests held, counted that host's
+    failures in a row from 0 again once resumed: ROBOTS_HOLD_RETRIES more holds of its
+    requests at each resume. They are kept with the crawl's state (spider.state)."""
+    robots_asked: list[float] = []
+    with Site(failing_robots_txt(robots_asked, failures=100)) as down:
+
+        def linking(method: str, path: str) -> Reply:
+            links = f"<a href='{down.url}/early'>early</a>"
+            links += "".join(f"<a href='/{n}'>{n}</a>" for n in range(6))
+            if path != "/":
+                time.sleep(0.3)
+                links = ""
+            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+        with Site(linking, "127.0.0.2") as up:
+            arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
+            settings = {
+                "RETRY_TIMES": 0,
+                "JOBDIR": tmp_path / "job",
+                "CONCURRENT_REQUESTS": 2,
+                "ROBOTS_HOLD_RETRIES": 2,
+            }
+            paused = run_crawl(
+                tmp_path,
+                arguments,
+                # Not fetched again before the pause.
+                {**settings, "CLOSESPIDER_PAGECOUNT": 3, "ROBOTS_RETRY_FAILED_AFTER": 60},
+            )
+            log = paused.result.stderr
+            assert paused.result.returncode == 0, log[-3000:]
+            assert len(robots_asked) == 1, log[-3000:]
+            assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+            resumed = run_crawl(
+                tmp_path,
+                arguments,
+                {**settings, "CLOSESPIDER_PAGECOUNT": 20, "ROBOTS_RETRY_FAILED_AFTER": 1},
+            )
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    # Its second failure holds the request once more; its third, past the 2 retries, refuses it.
+    assert len(robots_asked) == 3, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+    assert stat(log, "robotstxt/forbidden") == 1, log[-3000:]
+    assert down.log.gets() == [], log[-3000:]
+
+
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):
     """The whole user agent, "focused/0.1 (+topical crawler; Scrapy)", was matched against the
     groups: "crawler" and "Scrapy" were taken for groups of ours, over "*", and a host that
