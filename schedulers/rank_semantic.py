@@ -451,9 +451,7 @@ class RankSemanticQueue(StrategyQueue):
         key = self.key(request)
         self.frontier.put(fp, key, request)
         self._track(fp, request, key)
-        growth = self.params["rank_growth"] * self._ranked_links
-        if self._new_links >= max(self.params["rank_every"], growth):
-            self._rerank()
+        self._rank_if_due()
 
     def pop(self) -> Request | None:
         if self.links is not None:
@@ -488,11 +486,18 @@ class RankSemanticQueue(StrategyQueue):
         if self._records_rediscoveries:
             self._record_link(request)
         fp = self._fingerprint(request)
-        if fp not in self._queued or not super().rediscover(request):
-            return False
-        self._untrack(fp)
-        self._track(fp, request, (-self.score(request), -self.tiebreak(request), 0))
-        return True
+        raised = fp in self._queued and super().rediscover(request)
+        if raised:
+            self._untrack(fp)
+            self._track(fp, request, (-self.score(request), -self.tiebreak(request), 0))
+        # A link found again on a new page is a new edge, due a ranking as a push's is.
+        self._rank_if_due()
+        return raised
+
+    def _rank_if_due(self) -> None:
+        growth = self.params["rank_growth"] * self._ranked_links
+        if self._new_links >= max(self.params["rank_every"], growth):
+            self._rerank()
 
     def evicted(self, fps: list[bytes]) -> None:
         if self.links is None:  # a shared frontier keeps no record here: see SharedLinks

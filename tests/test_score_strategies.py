@@ -377,6 +377,16 @@ def test_rank_semantic_counts_each_link_once_toward_its_next_ranking(key):
     assert rankings == [1, 1, 2]
 
 
+def test_rank_semantic_ranks_once_a_link_found_again_on_a_new_page_reaches_rank_every(key):
+    """A URL found again on another page is a new edge of the graph: it counted toward
+    ``rank_every``, but only a push ranked, so the ranking came a push later."""
+    queue = make_queue("rank_semantic", key, T=0.0, rank_every=3, rank_growth=0.0)
+    for name in ("u0", "u1"):
+        queue.push(req(name, parent_url="http://t/p", link_relevance=0.5))
+    queue.rediscover(req("u0", parent_url="http://t/q", link_relevance=0.5))
+    assert queue.stats.get_value("focused/rankings") == 1
+
+
 def _redirected(request, url: str):
     target = request.replace(url=f"http://t/{url}")
     target.meta["redirect_urls"] = [*request.meta.get("redirect_urls", []), request.url]
