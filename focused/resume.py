@@ -448,6 +448,10 @@ def relearn(model: RelevanceModel, pages: Iterable[dict[str, Any]]) -> int:
     return learned
 
 
+# The page fields recover_state reads.
+RECOVER_FIELDS = ("url", "is_relevant", "fetch_order", "duplicate_of")
+
+
 def recover_state(
     state: dict[str, Any], pages: Iterable[dict[str, Any]], drift_window: int = 0
 ) -> None:

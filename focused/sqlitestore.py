@@ -66,8 +66,13 @@ def _upsert_sql(table: str, fields: tuple[str, ...], key: tuple[str, ...]) -> st
     )
 
 
-def _order_sql(sort: SortSpec) -> str:
-    return ", ".join(f"{name} {'DESC' if direction < 0 else 'ASC'}" for name, direction in sort)
+def _order_sql(sort: SortSpec, *, apart: bool = False) -> str:
+    """``apart``: sorted apart from any index's order (``+``), which SQLite would read instead
+    of the index its WHERE is told by."""
+    plus = "+" if apart else ""
+    return ", ".join(
+        f"{plus}{name} {'DESC' if direction < 0 else 'ASC'}" for name, direction in sort
+    )
 
 
 _PAGE_KEY = ("crawl_id", "url")
@@ -332,15 +337,17 @@ class SqliteStore(Store):
         where: list[tuple[str, Any]],
         sort: SortSpec,
         limit: int | None,
+        *,
+        apart: bool = False,
     ) -> Iterator[dict[str, Any]]:
         """Rows matching every ``(condition with one ?, parameter)`` of ``where``, read as
-        they are taken."""
+        they are taken; sorted ``apart`` (``_order_sql``)."""
         columns = [name if name in self._columns[table] else f"NULL AS {name}" for name in schema]
         sql = f"SELECT {', '.join(columns)} FROM {table}"
         params = [param for _, param in where]
         if where:
             sql += " WHERE " + " AND ".join(condition for condition, _ in where)
-        sql += f" ORDER BY {_order_sql(sort)}"
+        sql += f" ORDER BY {_order_sql(sort, apart=apart)}"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -402,7 +409,12 @@ class SqliteStore(Store):
         if query.relevant_only:
             where.append(("is_relevant = ?", True))
         schema = {name: PAGE_SCHEMA[name] for name in query.fields}
-        return self._select("pages", schema, where, query.sort, query.limit)
+        # The pages of an unknown fetch order (Store._unknown_last), few if any, are sorted by
+        # URL: SQLite read them in the order of the key's index (crawl_id, url), every row of
+        # the crawl, past its text in a store that has it before fetch_order, to find them.
+        # Sorted apart, they are found from the fetch-order index.
+        apart = query.known.get("fetch_order") is False
+        return self._select("pages", schema, where, query.sort, query.limit, apart=apart)
 
     def _count_pages(self, crawl_id: str) -> PageCounts | None:
         stored, relevant, last, unwritten = self._conn.execute(_COUNT_PAGES, (crawl_id,)).fetchone()

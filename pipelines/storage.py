@@ -104,7 +104,7 @@ from focused.errors import cut, one_line, redact_uri
 from focused.jobchecks import holds_crawl_lock
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
-from focused.resume import crawl_counter, recover_state, relearn
+from focused.resume import RECOVER_FIELDS, crawl_counter, recover_state, relearn
 from focused.robotsmeta import is_noindex
 from focused.stopping import (
     FORCED_SHUTDOWN,
@@ -252,14 +252,13 @@ class StoragePipeline:
         return pipeline
 
     def recover_state(self, spider: Any) -> None:
-        fields = ("url", "is_relevant", "fetch_order", "duplicate_of")
         # The relevance model is saved with spider.state, at a clean close: it has learned the
         # pages up to this fetch order. One made anew (none saved, or one that could not be
         # read) has learned none.
         model = getattr(spider, "relevance", None)
         learned = spider.state.get("pages", 0) if model is not None and model.restored else 0
         try:
-            pages = self.store.pages(self.crawl_id, order="fetch_order", fields=fields)
+            pages = self.store.pages(self.crawl_id, order="fetch_order", fields=RECOVER_FIELDS)
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return

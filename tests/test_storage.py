@@ -40,6 +40,7 @@ from focused.items import PageItem
 from focused.jobchecks import check_store, starts_unlocked
 from focused.mongostore import MongoStore
 from focused.report import REPORT_FIELDS, TOP_FIELDS
+from focused.resume import RECOVER_FIELDS
 from focused.sqlitestore import SqliteStore
 from focused.storage import (
     COUNT_FIELDS,
@@ -757,6 +758,31 @@ def test_sqlite_reads_no_page_text_but_for_the_text(tmp_path):
             assert read > texts and pages[0]["text"] == "x" * 100_000
         else:
             assert read < texts / 20, fields
+
+
+@pytest.mark.parametrize(
+    "fields", [pytest.param(REPORT_FIELDS, id="report"), pytest.param(RECOVER_FIELDS, id="resume")]
+)
+def test_sqlite_reads_a_crawl_in_fetch_order_from_its_index(tmp_path, fields):
+    """A report and a resume find a crawl's pages from the fetch-order index, those of an
+    unknown fetch order too (read last, by URL): SQLite read those in the order of the key's
+    index, every row of the crawl, each page's text walked in a store that has it before
+    fetch_order."""
+    store = SqliteStore(tmp_path / "f.sqlite3")
+    store.save_pages(page(f"http://t/{n}", fetch_order=n or None) for n in range(50))
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    try:
+        assert len(store.pages("c1", order="fetch_order", fields=fields)) == 50
+    finally:
+        store._conn.set_trace_callback(None)
+    assert len(statements) == 2  # the pages of a known fetch order, then the others
+    for statement in statements:
+        plan = store._conn.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall()
+        reads = [step[3] for step in plan if not step[3].startswith("USE TEMP B-TREE")]
+        assert len(reads) == 1, statement
+        assert "INDEX pages_crawl_fetch_order (crawl_id=?" in reads[0], (statement, reads)
+    store.close()
 
 
 def test_an_older_sqlite_store_is_counted_and_gains_the_index_at_a_writers_open(tmp_path):
