@@ -94,11 +94,16 @@ _SQLITE_SCHEMA = ";\n".join(
         _table_sql("pages", _PAGE_COLUMNS, _PAGE_KEY),
         "CREATE INDEX IF NOT EXISTS pages_crawl_relevance ON pages (crawl_id, relevance)",
         "CREATE INDEX IF NOT EXISTS pages_crawl_level ON pages (crawl_id, level)",
-        # Covers _COUNT_PAGES, which then reads no row: in a store written before text was
-        # last, the fields after the text were read past it. Made by a writer's open: a store
-        # written before it gains it then.
-        "CREATE INDEX IF NOT EXISTS pages_crawl_fetch_order"
-        " ON pages (crawl_id, fetch_order, is_relevant)",
+        # Covers the reads of a whole crawl in fetch order, which then read no row: the
+        # counts (_COUNT_PAGES), a report's (focused.report.REPORT_FIELDS) and a resume's
+        # (focused.resume.RECOVER_FIELDS). A crawl's rows lie between the overflow pages of
+        # their texts, and the OS reads ahead of each: read from the rows, a report read the
+        # whole file from disk, text last or not. Made by a writer's open: a store written
+        # before it gains it then; one that has it on (crawl_id, fetch_order, is_relevant)
+        # only, as it was made before it covered a report, keeps that (made anew, it would
+        # hold the write lock as long as the first): its reports and resumes read the rows.
+        "CREATE INDEX IF NOT EXISTS pages_crawl_fetch_order ON pages (crawl_id, fetch_order,"
+        " url, is_relevant, level, relevance, status, robots, duplicate_of)",
     ]
 )
 # A page holding only values a crawl writes (SQLite keeps booleans as 0 and 1) is counted here;

@@ -682,6 +682,11 @@ def test_a_reader_creates_nothing(tmp_path, mongo_client):
 # -- SQLite specifics ------------------------------------------------------------------------
 
 
+# The columns of the SQLite store's fetch-order index: it covers the counts, a report, a resume.
+FETCH_ORDER_INDEX = ("crawl_id", "fetch_order", "url", "is_relevant", "level", "relevance")
+FETCH_ORDER_INDEX += ("status", "robots", "duplicate_of")
+
+
 def test_sqlite_schema(tmp_path):
     path = tmp_path / "deep" / "er" / "focused.sqlite3"
     SqliteStore(path).close()
@@ -703,30 +708,45 @@ def test_sqlite_schema(tmp_path):
     pages_columns = [name for name in PAGE_FIELDS if name != "text"] + ["text"]
     assert columns == {"pages": pages_columns, "crawls": list(CRAWL_FIELDS)}
     assert sorted(indexes.values()) == [
-        ["crawl_id", "fetch_order", "is_relevant"],
+        list(FETCH_ORDER_INDEX),
         ["crawl_id", "level"],
         ["crawl_id", "relevance"],
         ["crawl_id", "url"],
     ]
 
 
-def test_sqlite_counts_pages_from_an_index_without_reading_them(tmp_path):
-    """Every statement that counts a crawl's pages reads an index that covers it: the fields
-    after a page's text are on the overflow pages that hold the text."""
+@pytest.mark.parametrize(
+    "read",
+    [
+        pytest.param(lambda store: store.page_counts("c1").stored, id="counts"),
+        pytest.param(
+            lambda store: len(store.pages("c1", order="fetch_order", fields=REPORT_FIELDS)),
+            id="report",
+        ),
+        pytest.param(
+            lambda store: len(store.pages("c1", order="fetch_order", fields=RECOVER_FIELDS)),
+            id="resume",
+        ),
+    ],
+)
+def test_sqlite_reads_a_whole_crawl_from_an_index_without_reading_its_rows(tmp_path, read):
+    """Every statement that counts a crawl's pages, or reads them all for a report or a
+    resume, reads an index that covers it: the rows lie between the overflow pages holding
+    the texts, and the OS reading ahead of each row read the whole file from disk."""
     store = SqliteStore(tmp_path / "f.sqlite3")
     store.save_pages(page(f"http://t/{n}", fetch_order=n, text="x" * 20_000) for n in range(50))
     statements: list[str] = []
     store._conn.set_trace_callback(statements.append)
     try:
-        assert store.page_counts("c1").stored == 50
+        assert read(store) == 50
     finally:
         store._conn.set_trace_callback(None)
     assert statements
     for statement in statements:
         plan = store._conn.execute(f"EXPLAIN QUERY PLAN {statement}").fetchall()
-        assert [step[3] for step in plan] == [
-            "SEARCH pages USING COVERING INDEX pages_crawl_fetch_order (crawl_id=?)"
-        ], statement
+        reads = [step[3] for step in plan if not step[3].startswith("USE TEMP B-TREE")]
+        covering = "SEARCH pages USING COVERING INDEX pages_crawl_fetch_order (crawl_id=?"
+        assert len(reads) == 1 and reads[0].startswith(covering), (statement, reads)
     store.close()
 
 
@@ -986,12 +1006,16 @@ def test_a_reader_leaves_an_older_sqlite_file_as_it_is(tmp_path):
 
 
 def test_an_older_sqlite_store_with_its_text_before_other_fields_keeps_its_pages(tmp_path):
-    """A store written before the text was last in a page's row keeps that order: a crawl
-    writes it and updates it, and every reader gets every field, the text too."""
+    """A store written before the text was last in a page's row keeps that order, and its
+    fetch-order index on three columns (made anew at a crawl's open, it would hold the write
+    lock as long as reading every text): a crawl writes it and updates it, and every reader
+    gets every field, the text too."""
     db = tmp_path / "old.sqlite3"
+    narrow = "CREATE INDEX pages_crawl_fetch_order ON pages (crawl_id, fetch_order, is_relevant)"
     with contextlib.closing(sqlite3.connect(db)) as conn:
         # The table as those versions made it: PAGE_SCHEMA's order.
         conn.execute(sqlitestore._table_sql("pages", storage.PAGE_SCHEMA, ("crawl_id", "url")))
+        conn.execute(narrow)
         assert [row[1] for row in conn.execute("PRAGMA table_info(pages)")][3] == "text"
     store = SqliteStore(db)
     saved = [page(f"http://t/{n}", text="x" * 20_000, fetch_order=n, etag='"e"') for n in (1, 2)]
@@ -1006,6 +1030,9 @@ def test_an_older_sqlite_store_with_its_text_before_other_fields_keeps_its_pages
         assert reader.page_counts("c1") == PageCounts(stored=2, relevant=2, last_fetch_order=2)
     finally:
         reader.close()
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        [made] = conn.execute("SELECT sql FROM sqlite_master WHERE name LIKE '%fetch_order'")
+    assert made == (narrow,)
 
 
 def test_a_write_ahead_log_left_on_read_only_media_is_not_ignored(tmp_path):
