@@ -466,7 +466,9 @@ def recover_state(
     but never stored (its write failed) must not be taken for a duplicate of itself when its
     request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
     order) is the last pages stored when the store is ahead of the saved state: the one saved
-    is of older pages.
+    is of older pages. ``pages``: the stored pages with ``RECOVER_FIELDS``, in fetch order,
+    read once as they come; ``state`` is set once they are all read, so that a read failing
+    half way leaves it as it was.
     """
     last = relevant = stored = 0
     urls: set[str] = set()

@@ -257,12 +257,14 @@ class StoragePipeline:
         # read) has learned none.
         model = getattr(spider, "relevance", None)
         learned = spider.state.get("pages", 0) if model is not None and model.restored else 0
+        # Read as they come: a list of the records held 80 MB for 200,000 pages. A read that
+        # fails half way leaves spider.state as it was: recover_state sets it at the end.
+        pages = self.store.iter_pages(self.crawl_id, order="fetch_order", fields=RECOVER_FIELDS)
         try:
-            pages = self.store.pages(self.crawl_id, order="fetch_order", fields=RECOVER_FIELDS)
+            recover_state(spider.state, pages, self.crawler.settings.getint("DRIFT_WINDOW"))
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return
-        recover_state(spider.state, pages, self.crawler.settings.getint("DRIFT_WINDOW"))
         if model is not None and spider.state["pages"] > learned:
             self._relearn(model, learned, spider.state["pages"])
         self._say_unreadable()
