@@ -219,7 +219,9 @@ MONGO_DATABASE = "focused"  # empty, or a name MongoDB refuses (/\."$, space, > 
 MONGO_TIMEOUT_MS = 5000  # server selection timeout: an unreachable server fails fast
 FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the working directory
 # Seconds a write to FOCUSED_DB (or a read, by the inspection commands) waits for another
-# process's lock on the file before it fails (then STORAGE_RETRIES applies to a write).
+# process's lock on the file before it fails (then STORAGE_RETRIES applies to a write). A
+# crawl's open makes the fetch-order index a store written before it lacks if it can within
+# half of it, holding the lock (focused.sqlitestore.INDEX_BUILD_SHARE), else says so.
 FOCUSED_DB_TIMEOUT = 5.0
 STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)

@@ -4,6 +4,7 @@ when ``MONGO_URI`` is not set, in ``FOCUSED_DB`` (``open_store``)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import stat
@@ -32,6 +33,7 @@ from focused.storage import (
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
+logger = logging.getLogger(__name__)
 
 # A new file's switch to WAL lost to another process's: tried again this often, this far apart
 # (5 s in all, sqlite3's own busy timeout).
@@ -94,18 +96,27 @@ _SQLITE_SCHEMA = ";\n".join(
         _table_sql("pages", _PAGE_COLUMNS, _PAGE_KEY),
         "CREATE INDEX IF NOT EXISTS pages_crawl_relevance ON pages (crawl_id, relevance)",
         "CREATE INDEX IF NOT EXISTS pages_crawl_level ON pages (crawl_id, level)",
-        # Covers the reads of a whole crawl in fetch order, which then read no row: the
-        # counts (_COUNT_PAGES), a report's (focused.report.REPORT_FIELDS) and a resume's
-        # (focused.resume.RECOVER_FIELDS). A crawl's rows lie between the overflow pages of
-        # their texts, and the OS reads ahead of each: read from the rows, a report read the
-        # whole file from disk, text last or not. Made by a writer's open: a store written
-        # before it gains it then; one that has it on (crawl_id, fetch_order, is_relevant)
-        # only, as it was made before it covered a report, keeps that (made anew, it would
-        # hold the write lock as long as the first): its reports and resumes read the rows.
-        "CREATE INDEX IF NOT EXISTS pages_crawl_fetch_order ON pages (crawl_id, fetch_order,"
-        " url, is_relevant, level, relevance, status, robots, duplicate_of)",
     ]
 )
+# Covers the reads of a whole crawl in fetch order, which then read no row: the counts
+# (_COUNT_PAGES), a report's (focused.report.REPORT_FIELDS) and a resume's
+# (focused.resume.RECOVER_FIELDS). A crawl's rows lie between the overflow pages of their
+# texts, and the OS reads ahead of each: read from the rows, a report read the whole file from
+# disk, text last or not. Made by a writer's open (_make_fetch_order_index): a store written
+# before it gains it then; one that has it on (crawl_id, fetch_order, is_relevant) only, as it
+# was made before it covered a report, keeps that (made anew, it would hold the write lock as
+# long as the first): its reports and resumes read the rows.
+_FETCH_ORDER_INDEX = (
+    "CREATE INDEX IF NOT EXISTS pages_crawl_fetch_order ON pages (crawl_id, fetch_order, url,"
+    " is_relevant, level, relevance, status, robots, duplicate_of)"
+)
+# The share of FOCUSED_DB_TIMEOUT a writer's open may hold the write lock for to make the
+# fetch-order index of a store written before it, reading every page (past its text, in such a
+# store): another process of the crawl opening it meanwhile waits FOCUSED_DB_TIMEOUT for the
+# lock, then fails. Longer, it is left unmade (``_make_fetch_order_index``).
+INDEX_BUILD_SHARE = 0.5
+# The SQLite virtual machine's steps between two looks at the time left for it.
+INDEX_BUILD_STEPS = 10_000
 # A page holding only values a crawl writes (SQLite keeps booleans as 0 and 1) is counted here;
 # one holding another makes _count_pages leave the count to Store.page_counts.
 _WRITTEN = (
@@ -184,6 +195,7 @@ class SqliteStore(Store):
                 self._conn.executescript(_SQLITE_SCHEMA)
                 self._add_missing_columns("pages", PAGE_SCHEMA)
                 self._add_missing_columns("crawls", CRAWL_SCHEMA)
+                self._make_fetch_order_index(timeout)
             # A reader leaves a file of an older version as it is: the fields it lacks are read
             # as NULL.
             self._columns = {table: self._present_columns(table) for table in ("crawls", "pages")}
@@ -308,6 +320,35 @@ class SqliteStore(Store):
             for name, kind in schema.items():
                 if name not in present:
                     self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {_SQL_TYPES[kind]}")
+
+    def _make_fetch_order_index(self, timeout: float) -> None:
+        """The fetch-order index (``_FETCH_ORDER_INDEX``), made if it is missing and can be
+        within ``INDEX_BUILD_SHARE`` of ``timeout`` (FOCUSED_DB_TIMEOUT): longer, for a large
+        store written before it, it is left for a later open, with a warning, and the pages
+        are counted without it (``crawls`` reads every page of a running crawl)."""
+        indexes = {row[1] for row in self._conn.execute("PRAGMA index_list(pages)")}
+        if "pages_crawl_fetch_order" in indexes:
+            return
+        within = timeout * INDEX_BUILD_SHARE
+        deadline = time.monotonic() + within
+        self._conn.set_progress_handler(lambda: time.monotonic() > deadline, INDEX_BUILD_STEPS)
+        try:
+            self._conn.execute(_FETCH_ORDER_INDEX)
+        except sqlite3.OperationalError as exc:
+            if "interrupted" not in str(exc):
+                raise
+            logger.warning(
+                "%s store at %s: its index of the pages' fetch order, which `scrapy crawls`,"
+                " `scrapy report` and a resume read, was not made: it took over %g s (%.0f%% of"
+                " FOCUSED_DB_TIMEOUT), holding the write lock that other processes of a crawl"
+                " wait for; a run of its own with a larger FOCUSED_DB_TIMEOUT makes it",
+                self.backend,
+                self.location,
+                within,
+                100 * INDEX_BUILD_SHARE,
+            )
+        finally:
+            self._conn.set_progress_handler(None, 0)
 
     def _present_columns(self, table: str) -> set[str]:
         return {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}

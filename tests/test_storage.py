@@ -825,6 +825,40 @@ def test_an_older_sqlite_store_is_counted_and_gains_the_index_at_a_writers_open(
     assert "pages_crawl_fetch_order" in names
 
 
+def test_a_writers_open_leaves_an_index_it_cannot_make_within_its_share_of_the_timeout(
+    tmp_path, caplog
+):
+    """The fetch-order index of a large store written before it took the open reading every
+    page, past its text, under the write lock, as long as that took: another process of the
+    crawl opening the store meanwhile waited FOCUSED_DB_TIMEOUT for the lock, then failed.
+    Made within INDEX_BUILD_SHARE of FOCUSED_DB_TIMEOUT, or left for a later open."""
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(path)
+    store.save_pages(page(f"http://t/{n}", fetch_order=n, is_relevant=n < 3) for n in range(2000))
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+
+    def indexes() -> list[str]:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
+
+    with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+        store = SqliteStore(path, timeout=1e-6)
+    try:
+        assert "pages_crawl_fetch_order" not in indexes()
+        [said] = [record.getMessage() for record in caplog.records]
+        assert said.startswith(f"SQLite store at {path}: its index of the pages' fetch order")
+        assert "a run of its own with a larger FOCUSED_DB_TIMEOUT makes it" in said
+        store.save_pages([page("http://t/new", fetch_order=2000, is_relevant=False)])  # unlocked
+        counts = PageCounts(stored=2001, relevant=3, last_fetch_order=2000)
+        assert store.page_counts("c1") == counts
+    finally:
+        store.close()
+    SqliteStore(path).close()  # FOCUSED_DB_TIMEOUT's default: time enough
+    assert "pages_crawl_fetch_order" in indexes()
+
+
 # Crawl fields an older version's file lacks.
 NEWER_CRAWL_FIELDS = (
     *("resumed_at", "seen_at", "heartbeat_interval", "allowed_domains"),
