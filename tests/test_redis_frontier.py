@@ -1293,24 +1293,32 @@ def test_three_processes_share_one_crawl(tmp_path, site, redis_server, bird_page
     assert abs(harvest(together, bird_pages) - harvest(alone, bird_pages)) <= 0.1
 
 
-def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis_server):
-    budget = 60
+def two_gated_workers(tmp_path, sample_graph, redis_url: str, budget: int, **spider_args):
+    """Two processes crawling the sample graph on one shared frontier, to a page budget of
+    ``budget``; returns their logs, each checked to have ended well, and the site. A process
+    starting late would find the budget spent: the first articles wait until more are asked for
+    than one process fetches at a time (4)."""
     settings = {
-        "FOCUSED_FRONTIER": redis_server.url,
+        "FOCUSED_FRONTIER": redis_url,
         "CLOSESPIDER_PAGECOUNT": budget,
         "CONCURRENT_REQUESTS": 4,
         "LOGSTATS_INTERVAL": 0,
         "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
     }
-    spider_args = {"strategy": "rank_semantic", "rank_every": "40"}
-    # A process starting late would find the budget spent and never rank: the first articles
-    # wait until more are asked for than one process fetches at a time (4).
     with GatedReplay(sample_graph, Gate(5), BIRD_SEED).start() as site:
         workers = [start_worker(tmp_path, site, settings, f"w{i}", **spider_args) for i in "01"]
         logs = [finish(worker) for worker in workers]
     for worker, log in zip(workers, logs, strict=True):
         assert worker.returncode == 0, log[-3000:]
         assert "Spider closed (closespider_pagecount)" in log, log[-3000:]
+    return logs, site
+
+
+def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis_server):
+    budget = 60
+    logs, site = two_gated_workers(
+        tmp_path, sample_graph, redis_server.url, budget, strategy="rank_semantic", rank_every="40"
+    )
     fetched = wiki_fetches(site)
     assert max(Counter(fetched).values()) == 1
     assert len(fetched) == budget
@@ -1324,18 +1332,7 @@ def test_two_processes_share_a_rank_semantic_crawl(tmp_path, sample_graph, redis
 
 def test_two_processes_share_a_shark_crawl_merging_its_paths(tmp_path, sample_graph, redis_server):
     budget = 40
-    settings = {
-        "FOCUSED_FRONTIER": redis_server.url,
-        "CLOSESPIDER_PAGECOUNT": budget,
-        "CONCURRENT_REQUESTS": 4,
-        "LOGSTATS_INTERVAL": 0,
-        "DOWNLOAD_TIMEOUT": GATED_DOWNLOAD_TIMEOUT,
-    }
-    with GatedReplay(sample_graph, Gate(5), BIRD_SEED).start() as site:
-        workers = [start_worker(tmp_path, site, settings, f"w{i}", strategy="shark") for i in "01"]
-        logs = [finish(worker) for worker in workers]
-    for worker, log in zip(workers, logs, strict=True):
-        assert worker.returncode == 0, log[-3000:]
+    _, site = two_gated_workers(tmp_path, sample_graph, redis_server.url, budget, strategy="shark")
     fetched = wiki_fetches(site)
     assert max(Counter(fetched).values()) == 1 and len(fetched) == budget
     # Each queued URL's path is merged in Redis (test_shark_rediscovery_not_raising_...); the

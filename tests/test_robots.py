@@ -354,6 +354,21 @@ def test_requests_held_for_a_robots_txt_that_keeps_failing_are_refused_after_the
     assert f"{site.url}/public/a (Forbidden by robots.txt)" in named, named
 
 
+def _pausing_seed(down: Site):
+    """A seed page linking ``down``'s ``/early`` and six pages of its own host, each 0.3 s
+    slow, so that a page budget of 3 pauses the crawl with ``/early`` held, not yet fetched."""
+
+    def linking(method: str, path: str) -> Reply:
+        if path != "/":
+            time.sleep(0.3)
+            return Reply(200, html(path, "<p>birds feathers nests</p>"))
+        links = f"<a href='{down.url}/early'>early</a>"
+        links += "".join(f"<a href='/{n}'>{n}</a>" for n in range(6))
+        return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
+
+    return linking
+
+
 def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_path):
     """A crawl paused (its page budget spent) while a request waits for its host's robots.txt
     to be fetched again queues it again: the resumed crawl fetches it."""
@@ -364,26 +379,16 @@ def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_
             return answer["robots"]
         return Reply(200, html(path, "<p>birds feathers nests</p>"))
 
-    with Site(held) as down:
-
-        def linking(method: str, path: str) -> Reply:
-            links = f"<a href='{down.url}/early'>early</a>"
-            links += "".join(f"<a href='/{n}'>{n}</a>" for n in range(6))
-            if path != "/":
-                time.sleep(0.3)
-                links = ""
-            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
-
-        with Site(linking, "127.0.0.2") as up:
-            arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
-            settings = {"RETRY_TIMES": 0, "JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS": 2}
-            paused = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3})
-            log = paused.result.stderr
-            assert paused.result.returncode == 0, log[-3000:]
-            assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
-            assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
-            answer["robots"] = Reply(200, ALLOW_ALL, "text/plain")
-            resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+    with Site(held) as down, Site(_pausing_seed(down), "127.0.0.2") as up:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
+        settings = {"RETRY_TIMES": 0, "JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS": 2}
+        paused = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3})
+        log = paused.result.stderr
+        assert paused.result.returncode == 0, log[-3000:]
+        assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
+        assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+        answer["robots"] = Reply(200, ALLOW_ALL, "text/plain")
+        resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
     assert down.log.gets() == [(down.host, "/early")], log[-3000:]
@@ -395,39 +400,32 @@ def test_a_jobdir_resume_goes_on_counting_a_failed_robots_txts_failures(tmp_path
     failures in a row from 0 again once resumed: ROBOTS_HOLD_RETRIES more holds of its
     requests at each resume. They are kept with the crawl's state (spider.state)."""
     robots_asked: list[float] = []
-    with Site(failing_robots_txt(robots_asked, failures=100)) as down:
-
-        def linking(method: str, path: str) -> Reply:
-            links = f"<a href='{down.url}/early'>early</a>"
-            links += "".join(f"<a href='/{n}'>{n}</a>" for n in range(6))
-            if path != "/":
-                time.sleep(0.3)
-                links = ""
-            return Reply(200, html(path, f"<p>birds feathers nests</p>{links}"))
-
-        with Site(linking, "127.0.0.2") as up:
-            arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
-            settings = {
-                "RETRY_TIMES": 0,
-                "JOBDIR": tmp_path / "job",
-                "CONCURRENT_REQUESTS": 2,
-                "ROBOTS_HOLD_RETRIES": 2,
-            }
-            paused = run_crawl(
-                tmp_path,
-                arguments,
-                # Not fetched again before the pause.
-                {**settings, "CLOSESPIDER_PAGECOUNT": 3, "ROBOTS_RETRY_FAILED_AFTER": 60},
-            )
-            log = paused.result.stderr
-            assert paused.result.returncode == 0, log[-3000:]
-            assert len(robots_asked) == 1, log[-3000:]
-            assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
-            resumed = run_crawl(
-                tmp_path,
-                arguments,
-                {**settings, "CLOSESPIDER_PAGECOUNT": 20, "ROBOTS_RETRY_FAILED_AFTER": 1},
-            )
+    with (
+        Site(failing_robots_txt(robots_asked, failures=100)) as down,
+        Site(_pausing_seed(down), "127.0.0.2") as up,
+    ):
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
+        settings = {
+            "RETRY_TIMES": 0,
+            "JOBDIR": tmp_path / "job",
+            "CONCURRENT_REQUESTS": 2,
+            "ROBOTS_HOLD_RETRIES": 2,
+        }
+        paused = run_crawl(
+            tmp_path,
+            arguments,
+            # Not fetched again before the pause.
+            {**settings, "CLOSESPIDER_PAGECOUNT": 3, "ROBOTS_RETRY_FAILED_AFTER": 60},
+        )
+        log = paused.result.stderr
+        assert paused.result.returncode == 0, log[-3000:]
+        assert len(robots_asked) == 1, log[-3000:]
+        assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+        resumed = run_crawl(
+            tmp_path,
+            arguments,
+            {**settings, "CLOSESPIDER_PAGECOUNT": 20, "ROBOTS_RETRY_FAILED_AFTER": 1},
+        )
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
     # Its second failure holds the request once more; its third, past the 2 retries, refuses it.
