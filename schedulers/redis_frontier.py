@@ -264,20 +264,23 @@ end
 
 # A popped request replaced by another (a retry, a redirect) that is queued already: out of
 # flight, and its stored request gone unless its URL is queued again (the retry's is stored under
-# the same fingerprint). KEYS: inflight, requests, members. ARGV: member.
+# the same fingerprint), and its merged path (PUT) with it.
+# KEYS: inflight, requests, members, paths. ARGV: member.
 ACK_REPLACED = """
 local fp = string.sub(ARGV[1], 24)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 and not redis.call('HGET', KEYS[3], fp) then
   redis.call('HDEL', KEYS[2], fp)
+  redis.call('HDEL', KEYS[4], fp)
 end
 """
 
 # A popped request goes back to the frontier as another (a page sent back to be rendered): it is
-# done, and the budget slot its pop took is given back, never below 0.
-# KEYS: inflight, requests, popped. ARGV: member.
+# done, and the budget slot its pop took is given back, never below 0; its merged path (PUT)
+# goes with it. KEYS: inflight, requests, popped, paths. ARGV: member.
 UNPOP = """
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('HDEL', KEYS[2], string.sub(ARGV[1], 24))
+  redis.call('HDEL', KEYS[4], string.sub(ARGV[1], 24))
   if tonumber(redis.call('GET', KEYS[3]) or '0') > 0 then redis.call('DECR', KEYS[3]) end
 end
 """
@@ -583,7 +586,7 @@ class RedisFrontier:
         the caller has queued: done once that is in Redis (a kill between the two lost the URL
         for good), without counting it again."""
         self._changing()  # the successor is in Redis before its predecessor is done
-        keys = [self.shared.inflight_key(), self._keys[2], self._keys[1]]
+        keys = [self.shared.inflight_key(), self._keys[2], self._keys[1], self._paths_key]
         self.shared.run(self._ack_replaced, keys=keys, args=[member])
 
     def unpop(self, member: bytes) -> None:
@@ -591,6 +594,7 @@ class RedisFrontier:
         the caller), or ended without a response: done, and its budget slot given back."""
         self._changing()
         keys = [self.shared.inflight_key(), self._keys[2], self.shared.key("popped")]
+        keys.append(self._paths_key)
         self.shared.run(self._unpop, keys=keys, args=[member])
 
     def requeue(self, worker: str, silent_since: int | None = None) -> int:

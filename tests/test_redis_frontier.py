@@ -338,6 +338,23 @@ def test_shark_rediscovery_not_raising_a_url_merges_its_path_as_one_process(redi
         assert (y.meta["shark_run"], y.meta["shark_sim"]) == (0, 0.3)  # its own, the better
 
 
+def test_shark_paths_go_with_a_request_replaced_or_never_fetched(redis_server):
+    """A popped request whose redirect to another URL was queued (``ack_replaced``), or that
+    ends unfetched (``unpop``: its host full), takes its merged path out of Redis with it."""
+    queue = shared_queue(redis_server.url, "shark")
+    for name in ("redirected", "capped"):
+        queue.push(req(name, shark_sim=0.5, shark_run=1))
+    queue.frontier.flush()
+    paths = queue.frontier._paths_key
+    assert queue.frontier.redis.hlen(paths) == 2
+    redirected, capped = queue.pop(), queue.pop()
+    queue.push(req("target", shark_sim=0.5, shark_run=1))  # the redirect's target
+    queue.frontier.ack_replaced(redirected.meta[INFLIGHT_META])
+    queue.frontier.unpop(capped.meta[INFLIGHT_META])
+    target = queue._fingerprint(req("target"))
+    assert queue.frontier.redis.hkeys(paths) == [target]
+
+
 @pytest.mark.parametrize("delta", [0.0, 0.3, 0.5, 1.0])
 def test_shark_merges_paths_in_redis_as_in_python(redis_server, delta):
     queue = make_queue("shark", delta=delta)
