@@ -275,6 +275,7 @@ class Probe:
             (self._component("RobotsTxtMiddleware"), ("_parsers", "_slot_delays", "_skipped")),
             (self._component("RobotsTxtMiddleware"), ("_unreachable", "_retry_at")),
             (self._component("RobotsTxtMiddleware"), ("_expires_at", "_old_rules")),
+            (self._component("RobotsTxtMiddleware"), ("_kept_past_failure",)),
             (self._component("RetryAfterMiddleware"), ("_paused_until", "_answers")),
             (self.scheduler, ("in_window", "recent_hosts")),
         ):

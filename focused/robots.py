@@ -307,9 +307,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # Hosts whose robots.txt was read, with the time.monotonic() at which it is downloaded
         # again (_set_aside_if_expired): ROBOTS_TXT_LIFE after it was read; forgotten with their
         # parser. While it is, the parser read before is kept aside (_old_rules), to hold if it
-        # fails.
+        # fails; the hosts whose old rules so hold until it is fetched again (_keeps) are kept
+        # past ROBOTS_PARSERS_MAX meanwhile, as a failed one is.
         self._expires_at: dict[str, float] = {}
         self._old_rules: dict[str, RobotParser | None] = {}
+        self._kept_past_failure: set[str] = set()
         # Hosts whose robots.txt failed (unreachable, a 5xx or 429), with the time.monotonic()
         # at which it is downloaded again (_retry_if_due); forgotten with their parser.
         self._retry_failed_after = crawler.settings.getfloat("ROBOTS_RETRY_FAILED_AFTER")
@@ -382,7 +384,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         fetched again, or while its requests are held (the scheduler asks ``holding_until``):
         forgotten, as its held requests left it used longest ago, its failure was, and its next
         request fetched it again at once. A failure's parser is small (1.4 KB), and kept for
-        ``ROBOTS_RETRY_FAILED_AFTER`` only; its failures in a row are kept apart (_failures)."""
+        ``ROBOTS_RETRY_FAILED_AFTER`` only; its failures in a row are kept apart (_failures).
+        So are the rules that hold past a failure to read them again (``_keeps``) until it is
+        fetched again: forgotten, they were lost (its text goes as it is set aside), and the
+        host's next request fetched it again at once, its failure a complete disallow."""
         excess = len(self._parsers) - self._parsers_max
         if excess <= 0:
             return
@@ -391,6 +396,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             if len(forget) == excess:
                 break
             failed = netloc in self._holding or self._retry_at.get(netloc, -math.inf) > now
+            failed = failed or (netloc in self._kept_past_failure and not self._expired(netloc))
             if not isinstance(parser, Deferred) and not failed:
                 forget.append(netloc)
         for netloc in forget:
@@ -400,6 +406,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def _forget(self, netloc: str) -> None:
         del self._parsers[netloc]
         self._expires_at.pop(netloc, None)
+        self._kept_past_failure.discard(netloc)
         self._unreachable.pop(netloc, None)
         self._retry_at.pop(netloc, None)
         self._holding.discard(netloc)
@@ -464,6 +471,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if netloc not in self._old_rules:
             return False
         self._expires_at[netloc] = time.monotonic() + (seconds or ROBOTS_TXT_LIFE)
+        self._kept_past_failure.add(netloc)
         self._stats.inc_value("focused/robots/kept_past_failure")
         logger.warning(
             "%s: robots.txt %s as it was fetched again: the rules it gave before hold until it "

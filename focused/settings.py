@@ -46,7 +46,7 @@ ROBOTS_CRAWL_DELAY_MAX = 30.0
 # A failed robots.txt's is kept until it may be fetched again (ROBOTS_RETRY_FAILED_AFTER), past
 # this if need be. One read more than 24 hours ago (RFC 9309) is downloaded again, kept parsed or
 # not; if that fails, the rules it gave before hold until it is fetched again
-# ROBOTS_RETRY_FAILED_AFTER later (focused.robots).
+# ROBOTS_RETRY_FAILED_AFTER later, past this too if need be (focused.robots).
 ROBOTS_PARSERS_MAX = 1_000
 # The robots.txt of this many hosts, those used last, are kept as text, compressed (some 0.7 KB
 # for one of 3 KB), to be parsed again for a host whose parser was forgotten; a host past it, or

@@ -661,6 +661,30 @@ def test_a_robots_txt_in_constant_use_is_read_again_after_24_hours(clock, failur
     assert middleware._stats.get_value("focused/robots/held_requests") is None
 
 
+def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):
+    """The rules that hold past a failure to read a robots.txt again after its 24 hours hold
+    until it is fetched again, whatever other hosts come up meanwhile: forgotten past
+    ROBOTS_PARSERS_MAX (their text went as they were set aside), the host's next request
+    downloaded its robots.txt again at once, and that failure disallowed and held the host."""
+    middleware, web = answering_middleware(
+        200, 503, ROBOTS_RETRY_FAILED_AFTER=60, ROBOTS_PARSERS_MAX=2
+    )
+    assert goes(middleware, "http://a.example/public/1") == "sent"
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert goes(middleware, "http://a.example/public/2") == "sent"  # the old rules hold
+    for host in "bcd":
+        assert goes(middleware, f"http://{host}.example/public/1") == "sent"
+    clock.now += 30
+    assert goes(middleware, "http://a.example/public/3") == "sent"
+    assert goes(middleware, "http://a.example/private/3") == "refused: Forbidden by robots.txt"
+    assert web.downloads["a.example"] == 2
+    # Once its time is up it is read again (and fails again: the old rules hold once more).
+    clock.now += 31
+    assert goes(middleware, "http://a.example/public/4") == "sent"
+    assert web.downloads["a.example"] == 3
+    assert middleware._stats.get_value("focused/robots/held_requests") is None
+
+
 def test_a_failed_hosts_failures_in_a_row_outlive_its_forgotten_parser(clock):
     """A host past ROBOTS_HOLD_RETRIES has its requests refused; once its failure's time was
     up, its parser could be forgotten among ROBOTS_PARSERS_MAX others before its next request,
