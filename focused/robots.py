@@ -737,9 +737,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         _without_cycles(robotparser)  # built by Scrapy's _parse_robots
         # Sent before the requests waiting for this robots.txt go on: none is sent sooner.
         delay = asked_delay(robotparser, self._useragent(request))
+        netloc = urlparse_cached(request).netloc
+        if delay is None or delay <= self._crawl_delay_max:
+            # Read again (after its 24 hours) without the delay that had its pages skipped.
+            self._skipped.pop(netloc, None)
         if not delay or delay <= 0:
             return
-        netloc = urlparse_cached(request).netloc
         if delay > self._crawl_delay_max:
             if self._skipped.get(netloc) == delay:
                 return  # read again after its parser was forgotten: said already

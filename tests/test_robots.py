@@ -661,6 +661,33 @@ def test_a_robots_txt_in_constant_use_is_read_again_after_24_hours(clock, failur
     assert middleware._stats.get_value("focused/robots/held_requests") is None
 
 
+class CrawlDelayDroppedWeb(RobotsTxtWeb):
+    """Each host's robots.txt asks for a Crawl-delay of 60 s at its first download only."""
+
+    async def download_async(self, request: Request) -> Response:
+        response = await super().download_async(request)
+        if self.downloads[urlparse_cached(request).netloc] > 1:
+            return response
+        return response.replace(body=b"User-agent: *\nCrawl-delay: 60\n" + response.body)
+
+
+def test_a_host_skipped_for_its_crawl_delay_is_crawled_once_it_no_longer_asks_it(clock):
+    """A robots.txt read again after its 24 hours (RFC 9309) that no longer asks for a
+    Crawl-delay above ROBOTS_CRAWL_DELAY_MAX lets the host's pages be fetched: they stayed
+    skipped for the whole crawl, and the robots.txt was downloaded again every day for
+    nothing."""
+    middleware, _ = robots_middleware(ROBOTS_CRAWL_DELAY_MAX=30)
+    web = middleware.crawler.engine = CrawlDelayDroppedWeb()
+    web._slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None))
+    assert goes(middleware, "http://a.example/public/1").startswith(
+        "refused: robots.txt Crawl-delay 60 s is above ROBOTS_CRAWL_DELAY_MAX"
+    )
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert goes(middleware, "http://a.example/public/2") == "sent"
+    assert goes(middleware, "http://a.example/private/2") == "refused: Forbidden by robots.txt"
+    assert web.downloads == Counter({"a.example": 2})
+
+
 def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):
     """The rules that hold past a failure to read a robots.txt again after its 24 hours hold
     until it is fetched again, whatever other hosts come up meanwhile: forgotten past
