@@ -119,7 +119,7 @@ local function fold(fp, path, new, added)
   local queued = not added and redis.call('HGET', KEYS[7], fp)
   if new then
     if path == '' then
-      redis.call('HDEL', KEYS[7], fp)
+      if queued then redis.call('HDEL', KEYS[7], fp) end
     else
       redis.call('HSET', KEYS[7], fp, queued and merge(path, queued) or path)
     end
