@@ -454,7 +454,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         for it), once its parser is ``_expired``: RFC 9309 (2.4) has a crawler use a cached
         robots.txt for 24 hours at most. A host in constant use kept its first for the whole
         crawl. The parser is set aside meanwhile, to hold if the download fails (``_keeps``)."""
-        if not self._expired(netloc):
+        # Not while it is being read: one read from another process (``_read_by_the_crawl``)
+        # with moments of its life left in Redis expires while its waiters are let go.
+        if not self._expired(netloc) or isinstance(self._parsers.get(netloc), Deferred):
             return
         self._old_rules[netloc] = self._parsers[netloc]
         self._forget(netloc)

@@ -18,6 +18,7 @@ from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
 
 from focused import robots
 from focused import settings as project
@@ -710,6 +711,20 @@ def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):
     assert goes(middleware, "http://a.example/public/4") == "sent"
     assert web.downloads["a.example"] == 3
     assert middleware._stats.get_value("focused/robots/held_requests") is None
+
+
+def test_a_robots_txt_being_read_is_not_set_aside_as_old_rules(clock):
+    """A robots.txt read from another process of a shared crawl, with moments of its life left
+    in Redis, could expire while its waiters were let go: the next request set the download
+    under way aside as the host's old rules, to be handed out as a parser if the next read
+    failed."""
+    middleware, _ = answering_middleware(200)
+    reading: Deferred = Deferred()
+    middleware._parsers["a.example"] = reading
+    middleware._expires_at["a.example"] = clock.now - 1
+    middleware._set_aside_if_expired("a.example")
+    assert "a.example" not in middleware._old_rules
+    assert middleware._parsers["a.example"] is reading
 
 
 def test_a_failed_hosts_failures_in_a_row_outlive_its_forgotten_parser(clock):
