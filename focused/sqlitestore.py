@@ -331,12 +331,24 @@ class SqliteStore(Store):
             return
         within = timeout * INDEX_BUILD_SHARE
         deadline = time.monotonic() + within
-        self._conn.set_progress_handler(lambda: time.monotonic() > deadline, INDEX_BUILD_STEPS)
+        over = False
+
+        def over_time() -> bool:
+            nonlocal over
+            over = time.monotonic() > deadline
+            return over
+
+        self._conn.set_progress_handler(over_time, INDEX_BUILD_STEPS)
         try:
             self._conn.execute(_FETCH_ORDER_INDEX)
         except sqlite3.OperationalError as exc:
             if "interrupted" not in str(exc):
                 raise
+            if not over:
+                # Interrupted by an exception in the handler, which sqlite3 drops: a Ctrl-C's
+                # KeyboardInterrupt, raised there as the handler is most of the Python run
+                # meanwhile. It was lost, the command going on as if the index took too long.
+                raise KeyboardInterrupt from None
             logger.warning(
                 "%s store at %s: its index of the pages' fetch order, which `scrapy crawls`,"
                 " `scrapy report` and a resume read, was not made: it took over %g s (%.0f%% of"

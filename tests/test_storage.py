@@ -21,6 +21,7 @@ import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import bson
@@ -857,6 +858,43 @@ def test_a_writers_open_leaves_an_index_it_cannot_make_within_its_share_of_the_t
         store.close()
     SqliteStore(path).close()  # FOCUSED_DB_TIMEOUT's default: time enough
     assert "pages_crawl_fetch_order" in indexes()
+
+
+def test_a_ctrl_c_while_an_older_store_gains_its_index_stops_the_open(
+    tmp_path, monkeypatch, caplog
+):
+    """Python runs a Ctrl-C's handler where it runs Python code: during the index's build,
+    in the progress handler, whose exception sqlite3 drops, interrupting the statement. The
+    open went on as if the index took too long (saying so), and `scrapy restore` with it."""
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(path)
+    store.save_pages(page(f"http://t/{n}", fetch_order=n) for n in range(2000))
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+    calls = 0
+
+    def monotonic() -> float:  # the deadline's, then the progress handler's
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise KeyboardInterrupt  # as Python's SIGINT handler raises it there
+        return time.monotonic()
+
+    monkeypatch.setattr(sqlitestore, "time", SimpleNamespace(monotonic=monotonic, sleep=time.sleep))
+    with (
+        caplog.at_level(logging.WARNING, logger="focused.sqlitestore"),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        SqliteStore(path)
+    assert calls == 2
+    assert not caplog.records
+    monkeypatch.undo()
+    SqliteStore(path).close()  # the build rolled back: made whole by the next open
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert "pages_crawl_fetch_order" in [
+            row[1] for row in conn.execute("PRAGMA index_list(pages)")
+        ]
 
 
 # Crawl fields an older version's file lacks.
