@@ -88,6 +88,7 @@ from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.python.failure import Failure
 
+from focused.errors import load_json
 from focused.jobdir import jobdir_writes, write_whole
 from focused.robots import is_robots_txt
 
@@ -186,8 +187,8 @@ class PoliteDownloader(Downloader):
         if self._paused_hosts is None:
             return {}
         try:
-            saved = json.loads(self._paused_hosts.read_bytes())
-        except (OSError, ValueError):
+            saved = load_json(self._paused_hosts.read_bytes())
+        except (OSError, ValueError):  # JSONTooDeep too, where json.loads raised RecursionError
             return {}
         now, wall = monotonic(), time()
         holds = {}

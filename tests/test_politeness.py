@@ -824,6 +824,10 @@ def test_a_hold_left_by_a_pause_is_at_most_as_long_as_it_was(tmp_path):
     assert held[0] == "set-back" and 1.5 < held[1] - time.monotonic() <= 2, held
     (tmp_path / PAUSED_HOSTS_FILE).write_bytes(b"\x00not json")
     assert PoliteDownloader(get_crawler(settings_dict=settings))._held_since_pause == {}
+    # JSON nested too deep for Python's parser was a RecursionError, a traceback as the crawl
+    # started: no hold either.
+    (tmp_path / PAUSED_HOSTS_FILE).write_text("[" * 5000 + "]" * 5000)
+    assert PoliteDownloader(get_crawler(settings_dict=settings))._held_since_pause == {}
 
 
 def test_ctrl_c_while_a_resumed_crawl_holds_a_host_sends_nothing_after_the_stop(tmp_path):
