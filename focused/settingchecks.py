@@ -227,6 +227,7 @@ def check_settings(settings: Any) -> None:
     for name in scrapy_classes:  # those the project names are imported anyway
         if given_on_command_line(settings, name):
             check_import_setting(settings, name)
+    check_spider_loader(settings)
     _check_components(settings)
     _check_integer_lists(settings)
     _check_download_slots(settings)
@@ -398,6 +399,18 @@ def check_import_setting(settings: Any, name: str) -> None:
     _check_import(f"setting {name}=", settings[name])
 
 
+def check_spider_loader(settings: Any) -> None:
+    """The settings of Scrapy's spider loader, which imports every module of ``SPIDER_MODULES``
+    as a command's crawler process is made, before the command has run (recrawl) or as it
+    looks up its spider (crawl): a module that does not import was a traceback."""
+    check_import_setting(settings, "SPIDER_LOADER_CLASS")
+    for module in settings.getlist("SPIDER_MODULES"):
+        if problem := _module_problem(module):
+            raise ConfigError(
+                f"setting SPIDER_MODULES: {quoted(module)} cannot be imported: {problem}"
+            )
+
+
 def _check_import(label: str, path: Any) -> None:
     """A class (or function) named by its path imports; ``label`` starts the error."""
     if isinstance(path, str) and (problem := _import_problem(path)):
@@ -498,12 +511,9 @@ def _import_problem(path: str) -> str | None:
     module_name, _, attribute = path.rpartition(".")
     if not module_name or not attribute:
         return "give a full path, module.Name"
-    try:
-        spec = importlib.util.find_spec(module_name)
-    except (ImportError, ValueError) as exc:  # a parent is no package, or cannot be imported
-        return str(exc)
-    if spec is None:
-        return f"no module named {quoted(module_name)}"
+    if problem := _module_problem(module_name):
+        return problem
+    spec = importlib.util.find_spec(module_name)
     if module_name in sys.modules:
         found = hasattr(sys.modules[module_name], attribute)
     elif spec.origin and spec.origin.endswith(".py"):
@@ -512,6 +522,15 @@ def _import_problem(path: str) -> str | None:
     else:
         found = True
     return None if found else f"module {quoted(module_name)} has no {quoted(attribute)}"
+
+
+def _module_problem(name: str) -> str | None:
+    """Why the module ``name`` would not import; None if it is found (it is not run)."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as exc:  # a parent is no package, or cannot be imported
+        return str(exc)
+    return None if spec is not None else f"no module named {quoted(name)}"
 
 
 def _bound_names(source: Path) -> set[str]:

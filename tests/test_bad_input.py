@@ -175,6 +175,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         (GOOD, {"DOWNLOAD_HANDLERS": '{"http": null}'}, "DOWNLOAD_HANDLERS turns off http:,"),
         (GOOD, {"SPIDER_LOADER_CLASS": "no.Such"}, "setting SPIDER_LOADER_CLASS='no.Such' cannot"),
+        # Imported by Scrapy's spider loader as the command looked up the spider: a traceback.
+        (
+            GOOD,
+            {"SPIDER_MODULES": "spiders,no.such"},
+            "setting SPIDER_MODULES: 'no.such' cannot be imported: No module named 'no'",
+        ),
+        (GOOD, {"SPIDER_MODULES": "spiders,"}, "setting SPIDER_MODULES: '' cannot be imported"),
         (
             GOOD,
             {"STATS_CLASS": "scrapy.statscollectors.DummyStatsCollector"},

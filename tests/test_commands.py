@@ -1016,6 +1016,12 @@ def one_crawl(tmp_path) -> dict:
         (("restore", "-L"), 2, "argument -L/--loglevel: expected one argument"),
         (("recrawl", "one", "-s", "FEEDS=[1]"), 2, "Invalid -s value: a setting that holds a"),
         (("crawls", "-s", "FEEDS=" + "[" * 5000), 2, "setting FEEDS: JSON nested more than 100"),
+        # Scrapy's spider loader imported it as the crawler process was made: a traceback.
+        (
+            ("recrawl", "one", "-s", "SPIDER_MODULES=spiders,no.such"),
+            2,
+            "setting SPIDER_MODULES: 'no.such' cannot be imported: No module named 'no'",
+        ),
         # Its WARC file (focused.warc) would fail at the first page that changed.
         (
             ("recrawl", "one", "-s", "WARC_DIR=scrapy.cfg"),

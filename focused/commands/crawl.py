@@ -33,7 +33,7 @@ from focused.feeds import FEED_FAILED, feeds_failed
 from focused.jobdir import JOBDIR_UNWRITABLE, UNWRITABLE_STAT
 from focused.logfile import guard_log_files, null_closed_stderr
 from focused.render import BROWSER_UNAVAILABLE
-from focused.settingchecks import check_import_setting, is_the_store
+from focused.settingchecks import check_spider_loader, is_the_store
 from focused.stopping import (
     FRONTIER_UNREACHABLE,
     NO_SEED_FETCHED,
@@ -111,7 +111,7 @@ class Command(ScrapyCrawlCommand):
         if len(args) > 1:  # Scrapy would say so only once logging has started
             self._fail(f"give one spider to crawl, not {len(args)}: {cut(' '.join(args))}")
         try:
-            check_import_setting(self.settings, "SPIDER_LOADER_CLASS")  # loaded first
+            check_spider_loader(self.settings)  # loaded first
             spidercls = get_spider_loader(self.settings).load(args[0])
         except ConfigError as exc:
             self._fail(str(exc))
