@@ -63,8 +63,8 @@ from twisted.internet import task
 
 from focused.downloader import NotSent
 from focused.engine import wake_engine
-from focused.errors import ConfigError, cut, one_line, quoted, redact_uri
-from focused.jobchecks import as_saved_now, describe_language
+from focused.errors import ConfigError, cut, load_json, one_line, quoted, redact_uri
+from focused.jobchecks import as_saved_now, describe_language, is_crawl_order
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
 from focused.resume import connect_request_done
@@ -125,8 +125,19 @@ def check_frontier(
             "(restarted without its data, or flushed, while a process ran), which cannot go on; "
             "give another crawl_id"
         )
-    if recorded.decode() != described:
-        _check_same_order(crawl_id, shown, as_saved_now(json.loads(recorded), order), order)
+    if recorded != described.encode():
+        try:
+            theirs = load_json(recorded)
+        except ValueError:  # also text that is not UTF-8
+            theirs = None
+        if not is_crawl_order(theirs):
+            held = quoted(recorded.decode(errors="replace"))
+            raise ConfigError(
+                f"crawl {crawl_id} on {shown} has an order no process of this crawler recorded "
+                f"(key {crawl_prefix(crawl_id)}order: {held}), which it cannot be compared "
+                "with; give another crawl_id"
+            )
+        _check_same_order(crawl_id, shown, as_saved_now(theirs, order), order)
     _check_same_budget(url, crawl_id, budget, timeout)
 
 

@@ -466,13 +466,19 @@ def _is_job_record(record: Any) -> bool:
     ):
         return False
     order = record.get("order", {})
-    return isinstance(order, dict) and (
-        not order
-        or (
-            isinstance(order.get("topic"), str)
-            and isinstance(order.get("params"), dict)
-            and isinstance(order.get("language"), str | None)
-        )
+    return order == {} or is_crawl_order(order)
+
+
+def is_crawl_order(order: Any) -> bool:
+    """Whether ``order`` is one ``crawl_order`` made, as JSON gives it back (a JOBDIR's, a
+    shared crawl's in Redis): another value (no topic, a list) was a traceback as it was
+    compared with this run's. An order saved before orders named their language has none."""
+    return (
+        isinstance(order, dict)
+        and isinstance(order.get("strategy"), str)
+        and isinstance(order.get("topic"), str)
+        and isinstance(order.get("params"), dict)
+        and isinstance(order.get("language"), str | None)
     )
 
 

@@ -1060,6 +1060,26 @@ def test_a_process_that_would_order_the_crawl_otherwise_is_refused_in_one_line(
     assert not site.fetched
 
 
+@pytest.mark.parametrize(
+    "held", [b"junk", b"[" * 5000 + b"]" * 5000, b"\xff", b"[1]", b'{"strategy": "bfs"}']
+)
+def test_an_order_no_process_recorded_is_refused_in_one_line(tmp_path, site, redis_server, held):
+    """A crawl's order in Redis that is no order (damaged, another program's key): a
+    traceback (JSONDecodeError, RecursionError, KeyError) as it was compared with this
+    process's, where it must be refused as a crawl ordered otherwise is."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.set(crawl_prefix("c") + "order", held)
+    frontier = {"FOCUSED_FRONTIER": redis_server.url}
+    crawl = run_crawl(tmp_path, arguments(site), frontier, crawl_id="c")
+    assert crawl.result.returncode == 2, crawl.result.stderr
+    assert crawl.result.stderr.startswith(
+        f"error: crawl c on {redis_server.url} has an order no process of this crawler recorded"
+        " (key focused:c:order: "
+    ), crawl.result.stderr
+    assert crawl.result.stderr.endswith("give another crawl_id\n"), crawl.result.stderr
+    assert not site.fetched
+
+
 def test_a_crawl_whose_keys_are_left_without_its_order_is_refused_in_one_line(
     tmp_path, site, redis_server
 ):
