@@ -67,7 +67,7 @@ from focused.errors import ConfigError, cut, load_json, one_line, quoted, redact
 from focused.jobchecks import as_saved_now, describe_language, is_crawl_order
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
-from focused.resume import connect_request_done
+from focused.resume import connect_request_done, is_topic_record
 from focused.robots import ROBOTS_TXT_LIFE
 from focused.stopping import FRONTIER_UNREACHABLE
 from schedulers.redis_frontier import INFLIGHT_META
@@ -599,7 +599,20 @@ class SharedCrawl:
         """Topic texts published since the last call (by any process, this one included)."""
         fresh = self.run(self.redis.lrange, self.key("topic"), self._topic_texts_seen, -1)
         self._topic_texts_seen += len(fresh or ())
-        return [tuple(json.loads(entry)) for entry in fresh or ()]
+        texts = []
+        for entry in fresh or ():
+            try:
+                record = load_json(entry)
+            except ValueError:  # also text that is not UTF-8
+                record = None
+            if is_topic_record(record):
+                texts.append((record[0], record[1]))
+            else:  # no process wrote it: every process leaves it out, and scores alike
+                held = quoted(entry.decode(errors="replace"))
+                logger.warning(
+                    "%s holds %s, no [text, language] record: left out", self.key("topic"), held
+                )
+        return texts
 
     def budget_spent(self) -> None:
         """The crawl's page budget is taken: finish what is under way, then close."""

@@ -248,7 +248,7 @@ class TopicJournal:
                 if isinstance(exc, JSONTooDeep) or (line and not line.startswith("[")):
                     raise ValueError(f"line {number} is not a [text, language] record") from None
                 continue
-            if not _is_topic_record(record):
+            if not is_topic_record(record):
                 raise ValueError(f"line {number} is not a [text, language] record")
             texts.append((record[0], record[1]))
         return texts
@@ -262,7 +262,7 @@ class TopicJournal:
         return len(missing)
 
 
-def _is_topic_record(record: Any) -> bool:
+def is_topic_record(record: Any) -> bool:
     """What ``TopicJournal.append`` writes: ``[text, language or null]``."""
     return (
         isinstance(record, list)

@@ -571,6 +571,21 @@ def test_counters_go_on_from_the_crawls_once_redis_is_lost(redis_server):
     assert one.counter("pages") == 8 and one.failed
 
 
+def test_a_topic_text_no_process_published_is_left_out(redis_server, caplog):
+    # Junk in the crawl's topic list (no process writes it so) was a traceback at each page
+    # that read it, and the page was lost.
+    crawler = get_crawler(QueueSpider)
+    one = SharedCrawl(crawler, redis_server.url, "t")
+    one.publish_topic_text("birds nest", "en")
+    client = redis.Redis.from_url(redis_server.url)
+    for junk in (b"junk", b"[" * 5000 + b"]" * 5000, b"\xff", b'["text"]', b"[1, null]"):
+        client.rpush("focused:t:topic", junk)
+    one.publish_topic_text("feathers", None)
+    assert one.new_topic_texts() == [("birds nest", "en"), ("feathers", None)]
+    assert "focused:t:topic holds 'junk', no [text, language] record: left out" in caplog.text
+    assert one.new_topic_texts() == []
+
+
 def test_counters_going_back_stop_the_process(redis_server, caplog):
     # A Redis that went back in time under a running crawl (restarted from an older snapshot
     # between two calls, a lagging replica promoted) kept the crawl's order, so the process
