@@ -264,7 +264,9 @@ NUMBER: ColumnRule = ("typeof({c}) IN ('integer', 'real')", "a number")
 WHOLE: ColumnRule = ("typeof({c}) = 'integer'", "a whole number")
 COUNT: ColumnRule = ("typeof({c}) = 'integer' AND {c} >= 0", "a count")
 FLAG: ColumnRule = ("typeof({c}) = 'integer' AND {c} IN (0, 1)", "0 or 1")
-TEXT: ColumnRule = ("typeof({c}) = 'text'", "text")
+# Text whose bytes are no UTF-8 passes typeof, and Python's sqlite3 fails to read it: a
+# traceback each time the crawl read the row (a frontier's host, every few seconds).
+TEXT: ColumnRule = ("typeof({c}) = 'text' AND is_utf8(CAST({c} AS BLOB))", "UTF-8 text")
 # Pickles of protocol 2 and later start with the PROTO opcode: a request's bytes replaced by
 # others are seen without unpickling the frontier (a pickle cut short or of another value is
 # found as it is read, ``schedulers.base.SqliteFrontier``).
@@ -286,6 +288,7 @@ def damaged_row(
     """What is wrong with the first row of ``table`` with a value its column's rule refuses
     (None: every row passes; a column the table lacks is let be, an older file's). One scan of
     the table in SQLite: ``typeof`` reads no blob."""
+    database.create_function("is_utf8", 1, _is_utf8, deterministic=True)  # TEXT's
     found = {row[1] for row in database.execute(f"PRAGMA table_info({table})")}
     checks = {
         column: rule[0].replace("{c}", f'"{column}"')
@@ -302,9 +305,25 @@ def damaged_row(
     if row is None:
         return None
     column = next(column for column, ok in zip(checks, row[1:], strict=True) if not ok)
-    (value,) = database.execute(
-        f'SELECT "{column}" FROM {table} WHERE rowid = ?', (row[0],)
-    ).fetchone()
+    text_factory = database.text_factory
+    database.text_factory = lambda data: data.decode(errors="replace")  # shown, not read
+    try:
+        (value,) = database.execute(
+            f'SELECT "{column}" FROM {table} WHERE rowid = ?', (row[0],)
+        ).fetchone()
+    finally:
+        database.text_factory = text_factory
     return (
         f"row {row[0]} of its table {table} has {quoted(value)} in {column}, not {rules[column][1]}"
     )
+
+
+def _is_utf8(data: bytes | None) -> bool:
+    """Whether ``data`` (a value cast to bytes; None for NULL) is UTF-8 text."""
+    if data is None:
+        return False
+    try:
+        data.decode()
+    except UnicodeDecodeError:
+        return False
+    return True

@@ -1663,6 +1663,17 @@ _IN_FLIGHT = (
         # A NULL fingerprint: its pop deleted no row (fp = NULL matches none), queued for good.
         (FRONTIER, f"UPDATE frontier SET fp = NULL WHERE {_LAST}", "None in fp, not a finger"),
         (FRONTIER, "INSERT INTO finished VALUES (5)", "table finished has 5 in fp"),
+        # Text whose bytes are no UTF-8: a traceback each time the scheduler read the row.
+        (
+            FRONTIER,
+            f"UPDATE frontier SET host = CAST(x'ff0a41' AS TEXT) WHERE fp = {_TOP}",
+            "has '\ufffd\\nA' in host, not UTF-8 text or null",
+        ),
+        (
+            "trapfamilies.sqlite3",
+            "INSERT INTO counts VALUES (CAST(x'c3' AS TEXT), 'queued', 1)",
+            "has '\ufffd' in family, not UTF-8 text",
+        ),
         # A traceback as the counters were read, and the crawl counted from 0 again.
         ("counters.sqlite3", "UPDATE counters SET value = 'x'", "'x' in value, not a count"),
         ("counters.sqlite3", "UPDATE counters SET value = -3", "-3 in value, not a count"),
