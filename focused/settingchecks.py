@@ -175,10 +175,11 @@ SCRAPY_READS_AS = {
 }
 
 
-# Scrapy's settings that name a class though their default is no import path: Scrapy 2.19's
-# context factory's is "SENTINEL", for its own (a path that cannot be imported failed every
-# request, with a traceback each).
-CLASS_SETTINGS = ("DOWNLOADER_CLIENTCONTEXTFACTORY",)
+# Scrapy's settings that name a class or function though their default is no import path:
+# Scrapy 2.19's context factory's is "SENTINEL", for its own (a path that cannot be imported
+# failed every request, with a traceback each); the event loop's and the feeds' URI parameters'
+# are None (a traceback as the crawler process was made; the feed not written, exit 0).
+CLASS_SETTINGS = ("DOWNLOADER_CLIENTCONTEXTFACTORY", "ASYNCIO_EVENT_LOOP", "FEED_URI_PARAMS")
 
 
 @cache
@@ -203,7 +204,7 @@ def scrapy_setting_checks() -> tuple[
             booleans.append(name)
         elif kind in (int, float):
             numbers[name] = (kind, None if "PRIORITY" in name else kind(0), None)
-        elif kind is str and (IMPORT_PATH.fullmatch(default) or name in CLASS_SETTINGS):
+        elif name in CLASS_SETTINGS or (kind is str and IMPORT_PATH.fullmatch(default)):
             classes.append(name)
     return tuple(booleans), numbers, tuple(classes)
 

@@ -175,6 +175,8 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         (GOOD, {"DOWNLOAD_HANDLERS": '{"http": null}'}, "DOWNLOAD_HANDLERS turns off http:,"),
         (GOOD, {"SPIDER_LOADER_CLASS": "no.Such"}, "setting SPIDER_LOADER_CLASS='no.Such' cannot"),
+        # Imported as the crawler process was made: a traceback.
+        (GOOD, {"ASYNCIO_EVENT_LOOP": "no.Such"}, "setting ASYNCIO_EVENT_LOOP='no.Such' cannot"),
         # Imported by Scrapy's spider loader as the command looked up the spider: a traceback.
         (
             GOOD,
@@ -531,6 +533,20 @@ def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
         "LOG_FORMAT": "%(levelname)s %(name)s: %(message)s",
     }
     check_settings(Settings(given, priority="cmdline"))
+
+
+def test_a_feed_uri_params_function_that_does_not_import_gives_one_line(tmp_path):
+    # Imported as the feed opened: a traceback, the feed not written, and exit 0.
+    feed = tmp_path / "pages.json"
+    result = run(
+        GOOD, {"FEEDS": json.dumps({str(feed): {"format": "json"}}), "FEED_URI_PARAMS": "no.such"}
+    )
+    assert result.returncode == 2, result.stderr
+    assert (
+        result.stderr
+        == "error: setting FEED_URI_PARAMS='no.such' cannot be imported: no module named 'no'\n"
+    )
+    assert not feed.exists()
 
 
 def test_a_log_file_that_cannot_be_written_gives_one_line(tmp_path):
