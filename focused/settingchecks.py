@@ -236,6 +236,7 @@ def check_settings(settings: Any) -> None:
     _check_logging(settings)
     _check_feeds(settings)
     _check_http_auth(settings)
+    _check_tls(settings)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     for name, text in (
@@ -312,6 +313,23 @@ def _check_playwright(settings: Any) -> None:
     for name in PLAYWRIGHT_IMPORTS:
         if given_on_command_line(settings, name):
             check_import_setting(settings, name)
+
+
+def _check_tls(settings: Any) -> None:
+    """Scrapy's TLS settings, which its download handler looks up in its own tables as it
+    loads: another value failed the handler of http: too, with a traceback, and the crawl
+    fetched nothing (exit status 1)."""
+    # pyOpenSSL: imported only when a crawl checks its settings
+    from scrapy.core.downloader.tls import _TWISTED_VERSION_MAP, _openssl_methods
+
+    for name, known in (
+        ("DOWNLOAD_TLS_MIN_VERSION", _TWISTED_VERSION_MAP),
+        ("DOWNLOAD_TLS_MAX_VERSION", _TWISTED_VERSION_MAP),
+        ("DOWNLOADER_CLIENT_TLS_METHOD", _openssl_methods),
+    ):
+        value = settings.get(name)
+        if value is not None and value not in known:
+            raise ConfigError(f"setting {name}={quoted(value)} is not one of: {', '.join(known)}")
 
 
 def _check_http_auth(settings: Any) -> None:

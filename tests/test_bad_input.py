@@ -177,6 +177,14 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"SPIDER_LOADER_CLASS": "no.Such"}, "setting SPIDER_LOADER_CLASS='no.Such' cannot"),
         # Imported as the crawler process was made: a traceback.
         (GOOD, {"ASYNCIO_EVENT_LOOP": "no.Such"}, "setting ASYNCIO_EVENT_LOOP='no.Such' cannot"),
+        # Looked up as the download handler loaded: no page fetched, a traceback, exit 1.
+        (
+            GOOD,
+            {"DOWNLOAD_TLS_MIN_VERSION": "TLS1.2"},
+            "setting DOWNLOAD_TLS_MIN_VERSION='TLS1.2' is not one of: TLSv1.0, TLSv1.1, TLSv1.2,",
+        ),
+        (GOOD, {"DOWNLOAD_TLS_MAX_VERSION": ""}, "setting DOWNLOAD_TLS_MAX_VERSION='' is not"),
+        (GOOD, {"DOWNLOADER_CLIENT_TLS_METHOD": "SSLv3"}, "DOWNLOADER_CLIENT_TLS_METHOD='SSLv3'"),
         # Imported by Scrapy's spider loader as the command looked up the spider: a traceback.
         (
             GOOD,
