@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import re
+import socket
 import sys
 import tempfile
 from functools import cache
@@ -237,6 +238,7 @@ def check_settings(settings: Any) -> None:
     _check_feeds(settings)
     _check_http_auth(settings)
     _check_tls(settings)
+    _check_bind_address(settings)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     for name, text in (
@@ -313,6 +315,25 @@ def _check_playwright(settings: Any) -> None:
     for name in PLAYWRIGHT_IMPORTS:
         if given_on_command_line(settings, name):
             check_import_setting(settings, name)
+
+
+def _check_bind_address(settings: Any) -> None:
+    """``DOWNLOAD_BIND_ADDRESS``, the local address every connection is made from (Scrapy's
+    ``host`` or ``[host, port]``): one this machine cannot bind failed every request, a
+    traceback at each robots.txt, and the crawl fetched nothing."""
+    address = settings.get("DOWNLOAD_BIND_ADDRESS")
+    if not address:
+        return
+    try:
+        host, port = (address, 0) if isinstance(address, str) else address
+        family = socket.AF_INET6 if ":" in str(host) else socket.AF_INET
+        with socket.socket(family) as probe:
+            probe.bind((host, int(port)))
+    except (OSError, TypeError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
+        raise ConfigError(
+            f"setting DOWNLOAD_BIND_ADDRESS={quoted(address)} cannot be bound here: {reason}"
+        ) from None
 
 
 def _check_tls(settings: Any) -> None:

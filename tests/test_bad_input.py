@@ -185,6 +185,13 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         ),
         (GOOD, {"DOWNLOAD_TLS_MAX_VERSION": ""}, "setting DOWNLOAD_TLS_MAX_VERSION='' is not"),
         (GOOD, {"DOWNLOADER_CLIENT_TLS_METHOD": "SSLv3"}, "DOWNLOADER_CLIENT_TLS_METHOD='SSLv3'"),
+        # Every connection failed to bind: a traceback at each robots.txt, nothing fetched.
+        (
+            GOOD,
+            {"DOWNLOAD_BIND_ADDRESS": "no-such-host.invalid"},
+            "setting DOWNLOAD_BIND_ADDRESS='no-such-host.invalid' cannot be bound here: ",
+        ),
+        (GOOD, {"DOWNLOAD_BIND_ADDRESS": "192.0.2.1"}, "'192.0.2.1' cannot be bound here: Cannot"),
         # Imported by Scrapy's spider loader as the command looked up the spider: a traceback.
         (
             GOOD,
