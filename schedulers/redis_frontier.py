@@ -53,11 +53,22 @@ as bounds.
 
 from __future__ import annotations
 
+import logging
 import math
 import struct
 from typing import TYPE_CHECKING
 
-from schedulers.base import RANKED_CHUNK, at_back, dump_request, host_of, load_request
+from focused.errors import one_line
+from schedulers.base import (
+    DAMAGED_STAT,
+    RANKED_CHUNK,
+    at_back,
+    dump_request,
+    host_of,
+    load_request,
+)
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -72,6 +83,7 @@ TIEBREAK_BYTES = 8
 SEQ_DIGITS = 15  # discovery order as 999999999999999 - seq: earlier sorts higher
 FP_START = TIEBREAK_BYTES + SEQ_DIGITS  # where the fingerprint starts in a member
 BUDGET_SPENT = b"budget"
+DROPPED = object()  # what _take_one gives for a request it dropped (_drop)
 FLUSH_EVERY = 500  # at most this many requests wait in put's buffer (a page has 25-100 links)
 PUT_ARGS = 7  # PUT's arguments per request
 HOST_END = b"\n"  # ends the host that starts a stored request (no host name holds one)
@@ -539,7 +551,13 @@ class RedisFrontier:
 
     def take(self, fp: bytes) -> Request | None:
         """Pop the queued request of fingerprint ``fp`` (one ``ranked`` listed; None if another
-        process popped it meanwhile), or with ``b""`` the best one."""
+        process popped it meanwhile, or it cannot be read), or with ``b""`` the best one that
+        can be read."""
+        while (taken := self._take_one(fp)) is DROPPED and not fp:
+            pass
+        return None if taken is DROPPED else taken
+
+    def _take_one(self, fp: bytes) -> Request | object | None:
         self._changing()
         keys = [*self._keys, self.shared.key("popped"), self.shared.inflight_key(), self._back]
         keys.append(self._paths_key)
@@ -558,9 +576,26 @@ class RedisFrontier:
             return None
         member, stored, path = popped
         self._know(member[FP_START:], TAKEN_OUT)
-        request = self._load(stored, path)
+        try:
+            request = self._load(stored, path)
+        except Exception as exc:  # unpickling damaged bytes raises about anything
+            self._drop(member, one_line(exc))
+            return DROPPED
         request.meta[INFLIGHT_META] = member
         return request
+
+    def _drop(self, member: bytes, reason: str) -> None:
+        """Drop the popped request whose bytes cannot be read back (written by another program,
+        or by hand), as the JOBDIR frontier drops one (``SqliteFrontier._loaded``): done, its
+        URL left seen, its budget slot given back. Before, each turn of the engine logged a
+        traceback, popping it again, and the crawl fetched nothing more."""
+        self.unpop(member)
+        logger.warning(
+            "%s: a request cannot be read (%s): dropped, its URL not fetched", self._keys[2], reason
+        )
+        crawler = getattr(self._spider, "crawler", None)
+        if crawler is not None and crawler.stats is not None:
+            crawler.stats.inc_value(DAMAGED_STAT)
 
     def _others_in_flight(self) -> bool:
         """Whether another process of the crawl has popped requests it has not finished."""
@@ -640,6 +675,16 @@ class RedisFrontier:
             self._paths.take_shared_path(request, path.decode())
         return request
 
+    def _host(self, stored: bytes) -> str:
+        """The host ``_RANKED`` gives for a request: none for one whose bytes cannot be read,
+        which ``take`` drops."""
+        try:
+            if stored.startswith(PICKLE_START):  # stored by an older version
+                return host_of(self._load(stored))
+            return stored.decode()
+        except Exception:  # unpickling damaged bytes raises about anything
+            return ""
+
     def ranked(self, start: int = 0) -> Iterator[tuple[bytes, str]]:
         """As ``MemoryFrontier.ranked``, read from Redis as the caller reads on, in chunks
         twice as large each time: a look past a host held in a crawl of one host reads a
@@ -659,10 +704,7 @@ class RedisFrontier:
                 default=[],
             ):
                 for fp, host in zip(listed[::2], listed[1::2], strict=True):
-                    if host.startswith(PICKLE_START):  # stored by an older version
-                        yield fp, host_of(self._load(host))
-                    else:
-                        yield fp, host.decode()
+                    yield fp, self._host(host)
                 if len(listed) < 2 * chunk:
                     break  # the end of this set
                 start += chunk

@@ -225,6 +225,25 @@ def test_ranked_lists_the_pop_order_and_take_pops_one_into_flight(redis_server):
     assert len(one) == len(requests) - 3
 
 
+def test_a_request_that_cannot_be_read_is_dropped_with_a_warning(redis_server, caplog):
+    """A request whose bytes in Redis are no request (another program's, written by hand) was
+    a traceback at each turn of the engine, popped again each time: the crawl fetched nothing
+    more. It is dropped as the JOBDIR frontier drops one, and the next is handed out."""
+    queue = shared_queue(redis_server.url, budget=3)
+    for i in range(6):
+        queue.push(req(f"p{i}", parent_relevance=1 - i / 10))
+    queue.frontier.flush()
+    client, stored = redis.Redis.from_url(redis_server.url), "focused:t:requests"
+    for i, junk in ((0, b"junk"), (1, b"\x80\x04junk"), (3, b"\xff\n\x80junk")):
+        client.hset(stored, queue._fingerprint(req(f"p{i}")), junk)
+    listed = list(queue.ranked())  # listed all the same: take drops them
+    assert len(listed) == 6 and queue.take(listed[1][0]) is None
+    assert urls([queue.pop(), queue.pop(), queue.pop()]) == ["p2", "p4", "p5"]
+    assert queue.pop() is None  # the budget, three: the dropped took none of it
+    assert caplog.text.count(f"{stored}: a request cannot be read (") == 3
+    assert queue.frontier._spider.crawler.stats.get_value("focused/resume/damaged_requests") == 3
+
+
 def test_ranked_reads_each_hosts_without_unpickling_a_request(redis_server, monkeypatch):
     """A look past held hosts unpickled every request it listed to learn its host: 17.6 of 45 s
     of a profiled 500-page crawl by one process on Redis (session 21)."""
