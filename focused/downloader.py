@@ -114,6 +114,7 @@ FULL_HOST_WAIT = 0.1
 # Under JOBDIR: {slot key: [the wall-clock time before which the host gets no request, how many
 # seconds that was away]}, written as the crawl closes, read as it resumes.
 PAUSED_HOSTS_FILE = "paused_hosts.json"
+PAUSED_HOSTS_TEMP_FILE = f"{PAUSED_HOSTS_FILE}.tmp"  # written whole, then renamed
 
 
 class NotSent(IgnoreRequest):
@@ -213,7 +214,7 @@ class PoliteDownloader(Downloader):
             path,
             lambda: write_whole(
                 path,
-                path.with_name(f"{path.name}.tmp"),
+                path.with_name(PAUSED_HOSTS_TEMP_FILE),
                 lambda file: file.write(json.dumps(holds).encode()),
             ),
         )

@@ -418,16 +418,27 @@ def _queue_state(jobdir: Path) -> Any:
 
 def _check_job_files(jobdir: Path) -> None:
     """The files the resume reads once the crawl has started: a folder where ``spider.state``,
-    the sentence encoder's state or their temporary files are written (a traceback as the
-    crawl closed, its state lost), or a ``topic.jsonl`` that ``focused.resume.TopicJournal``
-    did not write (junk, binary: a traceback as the spider opened) is refused now. A
-    ``spider.state`` that cannot be unpickled, or is not what a crawl saves, is read as missing
-    (``focused.resume.SpiderState``), as after a crash, and so is the encoder's state."""
+    the sentence encoder's state, the hosts' holds of a pause (``paused_hosts.json``: the
+    crawl ran, and failed at its pause, exit 1) or their temporary files are written (a
+    traceback as the crawl closed, its state lost), or a ``topic.jsonl`` that
+    ``focused.resume.TopicJournal`` did not write (junk, binary: a traceback as the spider
+    opened) is refused now. A ``spider.state`` that cannot be unpickled, or is not what a crawl
+    saves, is read as missing (``focused.resume.SpiderState``), as after a crash, and so is
+    the encoder's state."""
     # focused.encoder imports numpy: only when a JOBDIR is checked (see _job_tables).
+    from focused.downloader import PAUSED_HOSTS_FILE, PAUSED_HOSTS_TEMP_FILE
     from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
     from focused.encoder import STATE_TEMP_FILE as ENCODER_STATE_TEMP_FILE
 
-    kept = (STATE_FILE, STATE_TEMP_FILE, ENCODER_STATE_FILE, ENCODER_STATE_TEMP_FILE, TOPIC_FILE)
+    kept = (
+        STATE_FILE,
+        STATE_TEMP_FILE,
+        ENCODER_STATE_FILE,
+        ENCODER_STATE_TEMP_FILE,
+        TOPIC_FILE,
+        PAUSED_HOSTS_FILE,
+        PAUSED_HOSTS_TEMP_FILE,
+    )
     for name in kept:
         path = jobdir / name
         if path.exists() and not path.is_file():

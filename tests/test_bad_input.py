@@ -1809,6 +1809,9 @@ def test_a_request_damaged_past_the_jobdir_check_is_dropped_with_a_warning(
         ("spider.state.tmp", None, "it is not a file"),
         ("link_encoder.pickle", None, "it is not a file"),
         ("link_encoder.pickle.tmp", None, "it is not a file"),
+        # The crawl ran, and its pause failed as it closed, exit 1.
+        ("paused_hosts.json", None, "it is not a file"),
+        ("paused_hosts.json.tmp", None, "it is not a file"),
     ],
 )
 def test_a_job_file_the_crawl_did_not_write_is_refused_in_one_line(tmp_path, name, content, reason):
