@@ -336,18 +336,24 @@ def _check_bind_address(settings: Any) -> None:
         ) from None
 
 
+TLS_SETTINGS = (
+    "DOWNLOAD_TLS_MIN_VERSION",
+    "DOWNLOAD_TLS_MAX_VERSION",
+    "DOWNLOADER_CLIENT_TLS_METHOD",
+)
+
+
 def _check_tls(settings: Any) -> None:
-    """Scrapy's TLS settings, which its download handler looks up in its own tables as it
-    loads: another value failed the handler of http: too, with a traceback, and the crawl
-    fetched nothing (exit status 1)."""
-    # pyOpenSSL: imported only when a crawl checks its settings
+    """Scrapy's TLS settings given on the command line (its defaults are good), which its
+    download handler looks up in its own tables as it loads: another value failed the handler
+    of http: too, with a traceback, and the crawl fetched nothing (exit status 1)."""
+    given = [name for name in TLS_SETTINGS if given_on_command_line(settings, name)]
+    if not given:
+        return  # pyOpenSSL, which the tables' module imports: not for every command
     from scrapy.core.downloader.tls import _TWISTED_VERSION_MAP, _openssl_methods
 
-    for name, known in (
-        ("DOWNLOAD_TLS_MIN_VERSION", _TWISTED_VERSION_MAP),
-        ("DOWNLOAD_TLS_MAX_VERSION", _TWISTED_VERSION_MAP),
-        ("DOWNLOADER_CLIENT_TLS_METHOD", _openssl_methods),
-    ):
+    for name in given:
+        known = _openssl_methods if name == "DOWNLOADER_CLIENT_TLS_METHOD" else _TWISTED_VERSION_MAP
         value = settings.get(name)
         if value is not None and value not in known:
             raise ConfigError(f"setting {name}={quoted(value)} is not one of: {', '.join(known)}")
