@@ -107,10 +107,17 @@ class EncodingStore:
     def _lookup(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         found = {text: self._pending[text] for text in texts if text in self._pending}
         wanted = list(dict.fromkeys(text for text in texts if text not in found))
+        # A vector of another size or type (the file damaged, or written by another program)
+        # failed the spider's opening with a traceback: read as missing, it is encoded again.
+        size = 2 * self.dimensions  # float16
         for chunk in _chunks(wanted):
             marks = ",".join("?" * len(chunk))
             read = dict(
-                self._db.execute(f"SELECT text, vector FROM vectors WHERE text IN ({marks})", chunk)
+                self._db.execute(
+                    f"SELECT text, vector FROM vectors WHERE text IN ({marks})"
+                    " AND typeof(vector) = 'blob' AND length(vector) = ?",
+                    (*chunk, size),
+                )
             )
             self._read.update(read)
             found.update(read)

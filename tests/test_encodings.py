@@ -115,3 +115,22 @@ def test_a_damaged_store_file_is_ignored_with_one_warning(tmp_path, caplog) -> N
     assert [record.getMessage()[:40] for record in caplog.records] == [
         "The encoder's vectors cannot be kept in "
     ]
+
+
+def test_a_damaged_vector_is_encoded_again(tmp_path) -> None:
+    """A vector stored as text, or of another size: a traceback as the spider opened."""
+    path = tmp_path / "texts.sqlite3"
+    model = CountingModel()
+    first = EncodingStore(path, 1000, DIMENSIONS)
+    vectors = first.wrap(model)(["Albatross", "Petrel", "Gull"])
+    first.close()
+    with sqlite3.connect(path) as database:
+        database.execute("UPDATE vectors SET vector = 'abc' WHERE text = 'Albatross'")
+        database.execute("UPDATE vectors SET vector = x'0011' WHERE text = 'Petrel'")
+    database.close()
+    model.seen.clear()
+    second = EncodingStore(path, 1000, DIMENSIONS)
+    again = second.wrap(model)(["Albatross", "Petrel", "Gull"])
+    assert model.seen == ["Albatross", "Petrel"]
+    np.testing.assert_allclose(again, vectors, atol=2e-3)
+    second.close()
