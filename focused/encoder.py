@@ -568,10 +568,21 @@ def vocabulary_vectors(
     key = hashlib.sha256(model_probe(encode) + "\n".join(vocabulary).encode()).hexdigest()[:16]
     path = export_dir / _WORDS_FILE.format(key)
     if path.exists():
-        _mark_used(path)
-        # A plain array over the same mapped pages: a row of an np.memmap is another memmap,
-        # 2.6 us to make against 0.2 for an array's row, and a page's anchors read hundreds.
-        return np.asarray(np.load(path, mmap_mode="r"))
+        try:
+            # A plain array over the same mapped pages: a row of an np.memmap is another
+            # memmap, 2.6 us to make against 0.2 for an array's row, and a page's anchors read
+            # hundreds.
+            table = np.asarray(np.load(path, mmap_mode="r"))
+        except (OSError, ValueError, EOFError) as exc:  # what np.load raises on other bytes
+            problem = " ".join(str(exc).split())
+        else:
+            if table.shape == (len(vocabulary), _DIMENSIONS) and table.dtype == np.float32:
+                _mark_used(path)
+                return table
+            problem = f"a table of {table.shape} {table.dtype}"
+        # Damaged, or another program's: a traceback as the spider opened, and the crawl went
+        # on without its link encoder. Made again, as if it were missing.
+        logger.warning("%s cannot be read (%s): made again", path, problem)
     logger.info(
         "Encoding the sentence encoder's vocabulary, %d words each alone, once per install "
         "(minutes on a slow CPU; `python -m focused.encoder` does it ahead of a crawl): %s",

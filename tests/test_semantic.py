@@ -547,6 +547,28 @@ def test_a_word_of_the_page_is_never_forgotten_while_others_are_learned(
     assert sent[4:] == ["vwqxz"]
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(b"junk" * 100),
+        lambda path: path.write_bytes(path.read_bytes()[:1000]),  # cut short
+        lambda path: np.save(path, np.zeros((2, 3), dtype=np.float32)),  # another table
+    ],
+)
+def test_a_damaged_vocabulary_table_is_made_again(tmp_path, encode, caplog, damage) -> None:
+    """A table in the export folder that np.load cannot read, or of another shape: a traceback
+    as the spider opened, and the crawl went on without its link encoder."""
+    vocabulary = ["albatross", "bird", "locomotive"]
+    first = vocabulary_vectors(encode, vocabulary, tmp_path)
+    [table_file] = tmp_path.iterdir()
+    damage(table_file)
+    with caplog.at_level(logging.WARNING, logger="focused.encoder"):
+        again = vocabulary_vectors(encode, vocabulary, tmp_path)
+    assert np.array_equal(first, again)
+    assert f"{table_file} cannot be read (" in caplog.text
+    assert np.array_equal(vocabulary_vectors(encode, vocabulary, tmp_path), first)  # kept anew
+
+
 def test_the_vocabulary_table_is_made_once_and_reused(tmp_path, encode, caplog) -> None:
     vocabulary = ["albatross", "bird", "locomotive"]
     first = vocabulary_vectors(encode, vocabulary, tmp_path)
