@@ -859,3 +859,25 @@ def test_startup_runs_commands_with_their_bytecode_caches(monkeypatch, tmp_path)
     monkeypatch.setattr(startup.subprocess, "run", lambda *args, env, **kwargs: runs.append(env))
     startup.run_once(tmp_path, ["version"])
     assert "PYTHONDONTWRITEBYTECODE" not in runs[0] and runs[0]["PYTHONPATH"] == str(tmp_path)
+
+
+def test_store_reads_command(tmp_path) -> None:
+    """HEAD's store and code against this checkout's: each read, cold and warm, in each."""
+    command = [
+        sys.executable, "-m", "benchmarks.store_reads", "--pages", "300", "--baseline", "HEAD",
+        "--dir", str(tmp_path), "--out", str(tmp_path / "out"),
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]
+    table = (tmp_path / "out" / "store_reads.md").read_text()
+    cell = r"[\d.]+ s cold, [\d.]+ s warm, \d+ MB"
+    for read in ("report", "crawls", "resume read"):
+        assert re.search(rf"^\| {read} \| {cell} \| {cell} \| {cell} \|$", table, re.M), table
+    assert [path.name for path in tmp_path.iterdir()] == ["out"]  # the stores removed
+    bad = run_benchmark("store_reads", "--baseline", "nosuch", "--dir", str(tmp_path))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith(
+        "python -m benchmarks.store_reads: error: --baseline 'nosuch' is no revision"
+    )
