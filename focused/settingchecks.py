@@ -210,7 +210,11 @@ def scrapy_setting_checks() -> tuple[
     return tuple(booleans), numbers, tuple(classes)
 
 
-def check_settings(settings: Any) -> None:
+def check_settings(settings: Any, *, crawls: bool = True) -> None:
+    """Refuse, with ``ConfigError``, settings the command would fail on once running. Without
+    ``crawls`` (the store's commands, restore, forget) the command makes no crawler process and
+    fetches nothing: a project's SPIDER_MODULES and DOWNLOAD_BIND_ADDRESS, true of the machine
+    that crawls, are let be on one that only reads the store."""
     check_setting_names(settings)
     scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
     given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
@@ -229,7 +233,8 @@ def check_settings(settings: Any) -> None:
     for name in scrapy_classes:  # those the project names are imported anyway
         if given_on_command_line(settings, name):
             check_import_setting(settings, name)
-    check_spider_loader(settings)
+    if crawls:
+        check_spider_loader(settings)
     _check_components(settings)
     _check_integer_lists(settings)
     _check_download_slots(settings)
@@ -238,7 +243,8 @@ def check_settings(settings: Any) -> None:
     _check_feeds(settings)
     _check_http_auth(settings)
     _check_tls(settings)
-    _check_bind_address(settings)
+    if crawls:
+        _check_bind_address(settings)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     for name, text in (

@@ -59,7 +59,7 @@ class StoreCommand(ScrapyCommand):
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
             scrapy_options(super().process_options, args, opts)
-            check_settings(self.settings)
+            check_settings(self.settings, crawls=False)
             self.check_options(args, opts)
         except ConfigError as exc:
             fail(str(exc), USAGE_ERROR)

@@ -1034,6 +1034,18 @@ def test_odd_command_lines_give_one_line(cli, one_crawl, args, status, message):
     one_line_error(cli(*args, settings=one_crawl), status, message)
 
 
+@pytest.mark.parametrize("args", [("crawls",), ("pages", "--crawl", "one")])
+@pytest.mark.parametrize(
+    "setting", [{"DOWNLOAD_BIND_ADDRESS": "192.0.2.1"}, {"SPIDER_MODULES": "spiders,elsewhere"}]
+)
+def test_the_store_commands_let_the_crawl_machine_settings_be(cli, one_crawl, args, setting):
+    """A project's settings for the machine that crawls (an address only it has, a spider
+    module only installed there) refused every store command on another, which reads the store
+    and neither fetches nor loads a spider."""
+    result = cli(*args, settings={**one_crawl, **setting})
+    assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("command", ["crawls", "pages", "report"])
 def test_a_database_of_another_program_is_left_as_it_was(tmp_path, cli, command):
     """The reading commands write nothing: they gave another program's SQLite file (or an

@@ -79,7 +79,7 @@ class Command(ScrapyCommand):
 
         try:
             scrapy_options(super().process_options, args, opts)
-            check_settings(self.settings)
+            check_settings(self.settings, crawls=False)
             if not args:
                 raise ConfigError(
                     "give the id of the shared crawl whose keys to remove (`scrapy crawls`"

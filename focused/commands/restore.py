@@ -70,7 +70,7 @@ class Command(ScrapyCommand):
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         try:
             scrapy_options(super().process_options, args, opts)
-            check_settings(self.settings)
+            check_settings(self.settings, crawls=False)
             if not args:
                 raise ConfigError("give the files of unstored records to load (unstored-*.jsonl)")
             # A file named twice (or as dir//file) is read and renamed once: read twice, its
