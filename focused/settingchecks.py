@@ -456,7 +456,12 @@ def check_spider_loader(settings: Any) -> None:
     as a command's crawler process is made, before the command has run (recrawl) or as it
     looks up its spider (crawl): a module that does not import was a traceback."""
     check_import_setting(settings, "SPIDER_LOADER_CLASS")
+    # With SPIDER_LOADER_WARN_ONLY the loader warns of a module that does not import and the
+    # crawl goes on; a name that is empty or relative fails it all the same.
+    warn_only = settings.getbool("SPIDER_LOADER_WARN_ONLY")
     for module in settings.getlist("SPIDER_MODULES"):
+        if warn_only and module and not module.startswith("."):
+            continue
         if problem := _module_problem(module):
             raise ConfigError(
                 f"setting SPIDER_MODULES: {quoted(module)} cannot be imported: {problem}"

@@ -518,6 +518,18 @@ def test_a_feed_in_an_encoding_of_every_character_is_taken(encoding):
     )
 
 
+def test_spider_modules_that_do_not_import_pass_when_scrapy_only_warns():
+    """With SPIDER_LOADER_WARN_ONLY, Scrapy's spider loader warns of a module that does not
+    import and the crawl goes on: it was refused. An empty name fails the loader all the same
+    (a ValueError traceback)."""
+    given = {"SPIDER_MODULES": "spiders,no.such", "SPIDER_LOADER_WARN_ONLY": "True"}
+    check_settings(Settings(given, priority="cmdline"))
+    with pytest.raises(ConfigError, match=r"SPIDER_MODULES: 'no\.such' cannot be imported"):
+        check_settings(Settings({**given, "SPIDER_LOADER_WARN_ONLY": "False"}, priority="cmdline"))
+    with pytest.raises(ConfigError, match="SPIDER_MODULES: '' cannot be imported"):
+        check_settings(Settings({**given, "SPIDER_MODULES": "spiders,"}, priority="cmdline"))
+
+
 def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
     """Every boolean and numeric default of Scrapy's, given back as text, passes
     (TELNETCONSOLE_ENABLED's is 1 and is read as a boolean; DOWNLOAD_DELAY's is 0 and is read
