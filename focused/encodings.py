@@ -129,8 +129,10 @@ class EncodingStore:
             return
         with self._db:
             self._db.execute("BEGIN")
+            # REPLACE: a row of the text is one _lookup could not read (damaged), which IGNORE
+            # kept, to be encoded again by every crawl; else another crawl's, of one vector.
             self._db.executemany(
-                "INSERT OR IGNORE INTO vectors (text, vector) VALUES (?, ?)", self._pending.items()
+                "INSERT OR REPLACE INTO vectors (text, vector) VALUES (?, ?)", self._pending.items()
             )
         self._pending.clear()
 

@@ -134,3 +134,9 @@ def test_a_damaged_vector_is_encoded_again(tmp_path) -> None:
     assert model.seen == ["Albatross", "Petrel"]
     np.testing.assert_allclose(again, vectors, atol=2e-3)
     second.close()
+    # Kept in their place: the damaged rows stayed, and every crawl encoded them again.
+    model.seen.clear()
+    third = EncodingStore(path, 1000, DIMENSIONS)
+    np.testing.assert_allclose(third.wrap(model)(["Albatross", "Petrel"]), vectors[:2], atol=2e-3)
+    assert model.seen == []
+    third.close()
