@@ -212,9 +212,9 @@ def scrapy_setting_checks() -> tuple[
 
 def check_settings(settings: Any, *, crawls: bool = True) -> None:
     """Refuse, with ``ConfigError``, settings the command would fail on once running. Without
-    ``crawls`` (the store's commands, restore, forget) the command makes no crawler process and
-    fetches nothing: a project's SPIDER_MODULES and DOWNLOAD_BIND_ADDRESS, true of the machine
-    that crawls, are let be on one that only reads the store."""
+    ``crawls`` (the store's commands, restore, forget) the command makes no crawler process,
+    fetches nothing and writes no feed: a project's SPIDER_MODULES, DOWNLOAD_BIND_ADDRESS and
+    FEEDS, true of the machine that crawls, are let be on one that only reads the store."""
     check_setting_names(settings)
     scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
     given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
@@ -240,10 +240,10 @@ def check_settings(settings: Any, *, crawls: bool = True) -> None:
     _check_download_slots(settings)
     _check_paths(settings)
     _check_logging(settings)
-    _check_feeds(settings)
     _check_http_auth(settings)
     _check_tls(settings)
     if crawls:
+        _check_feeds(settings)
         _check_bind_address(settings)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")

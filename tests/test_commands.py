@@ -1036,12 +1036,17 @@ def test_odd_command_lines_give_one_line(cli, one_crawl, args, status, message):
 
 @pytest.mark.parametrize("args", [("crawls",), ("pages", "--crawl", "one")])
 @pytest.mark.parametrize(
-    "setting", [{"DOWNLOAD_BIND_ADDRESS": "192.0.2.1"}, {"SPIDER_MODULES": "spiders,elsewhere"}]
+    "setting",
+    [
+        {"DOWNLOAD_BIND_ADDRESS": "192.0.2.1"},
+        {"SPIDER_MODULES": "spiders,elsewhere"},
+        {"FEEDS": '{"/proc/nowhere/pages.jsonl": {"format": "jsonlines"}}'},
+    ],
 )
 def test_the_store_commands_let_the_crawl_machine_settings_be(cli, one_crawl, args, setting):
     """A project's settings for the machine that crawls (an address only it has, a spider
-    module only installed there) refused every store command on another, which reads the store
-    and neither fetches nor loads a spider."""
+    module only installed there, a feed in a folder only it has) refused every store command on
+    another, which reads the store and neither fetches, loads a spider nor writes a feed."""
     result = cli(*args, settings={**one_crawl, **setting})
     assert result.returncode == 0, result.stderr
 
