@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import pickle
 from collections import Counter, OrderedDict, deque
@@ -148,6 +149,10 @@ DRIFT_STATE = "drift_window"
 # The key in ``spider.state`` of the failures in a row of each host whose robots.txt is failing
 # (``focused.robots``), those that failed last last.
 ROBOTS_FAILURES_STATE = "robots_failures"
+# The key in ``spider.state`` of when each of those hosts may have its robots.txt fetched again:
+# (its ``time.time()``, why it could not be fetched or None for a 5xx or 429, whether the host
+# is there), so that a resumed run holds its requests until then (``focused.robots``).
+ROBOTS_RETRY_STATE = "robots_retry"
 
 # What spider.state holds that the crawl reads, by type: a valid pickle of another value (a
 # list, a count of text) was a cascade of tracebacks and a crawl that never ended.
@@ -162,6 +167,7 @@ STATE_TYPES: dict[str, type] = {
     "host_pages": Counter,
     DRIFT_STATE: deque,
     ROBOTS_FAILURES_STATE: OrderedDict,
+    ROBOTS_RETRY_STATE: OrderedDict,
 }
 
 
@@ -183,6 +189,9 @@ def _state_problem(state: Any) -> str | None:
     for host, count in state.get(ROBOTS_FAILURES_STATE, {}).items():
         if not isinstance(host, str) or not _is_count(count):
             return f"its {ROBOTS_FAILURES_STATE} holds {host!r}: {count!r}, not a host and a count"
+    for host, retry in state.get(ROBOTS_RETRY_STATE, {}).items():
+        if not isinstance(host, str) or not _is_retry(retry):
+            return f"its {ROBOTS_RETRY_STATE} holds {host!r}: {retry!r}, not a host and a retry"
     for relevant in state.get(DRIFT_STATE, ()):
         if not isinstance(relevant, bool):
             return f"its {DRIFT_STATE} holds {relevant!r}, not True or False"
@@ -191,6 +200,19 @@ def _state_problem(state: Any) -> str | None:
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_retry(value: object) -> bool:
+    """Whether ``value`` is a retry of ``ROBOTS_RETRY_STATE``: (time, why or None, there)."""
+    if not isinstance(value, tuple) or len(value) != 3:
+        return False
+    at, why, there = value
+    return (
+        isinstance(at, float)
+        and math.isfinite(at)
+        and (why is None or isinstance(why, str))
+        and isinstance(there, bool)
+    )
 
 
 class TopicJournal:

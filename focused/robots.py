@@ -28,7 +28,8 @@ keeps it popped, out of the frontier, and hands it out again once the robots.txt
 again (``holding_until``; ``FocusedScheduler._release_held``): one goes first and fetches it, the
 others follow once it is read, to be crawled or refused as it says, or held again if it fails
 again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused (counted in
-``spider.state``, which a JOBDIR pause keeps). Not the requests of a host that is not there
+``spider.state``, which a JOBDIR pause keeps, with when it may be fetched again: the resumed
+run fails it again until then, ``_resume_failure``). Not the requests of a host that is not there
 (``NOT_THERE``: not resolved, connection refused), refused at once, so that a mistyped seed
 says so in seconds. A robots.txt downloaded but unreadable (over ``DOWNLOAD_MAXSIZE``, a gzip
 cut short) allows everything, as Scrapy has it (see ``UNREADABLE``), in the one line of Scrapy's
@@ -120,7 +121,7 @@ from twisted.internet.defer import Deferred
 from focused.engine import engine_scheduler, wake_engine
 from focused.hygiene import BAD_COMPRESSION, error_message
 from focused.logformatter import add_log_filter
-from focused.resume import ROBOTS_FAILURES_STATE
+from focused.resume import ROBOTS_FAILURES_STATE, ROBOTS_RETRY_STATE
 from focused.robotsmeta import robots_token
 
 if TYPE_CHECKING:
@@ -264,6 +265,15 @@ def _without_cycles(parser: RobotParser | None) -> None:
             rule_set._parser_instance = weakref.proxy(rp)
 
 
+def _keep_last(kept: OrderedDict[str, Any], netloc: str, value: Any) -> None:
+    """Set ``netloc``'s ``value`` in ``kept`` as the last, the first going past
+    ``FAILURES_KEPT``."""
+    kept[netloc] = value
+    kept.move_to_end(netloc)
+    if len(kept) > FAILURES_KEPT:
+        kept.popitem(last=False)
+
+
 class _UnreachableInOneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
@@ -322,6 +332,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._holding: set[str] = set()
         self._hold_retries = crawler.settings.getint("ROBOTS_HOLD_RETRIES")
         self._failures_here: OrderedDict[str, int] = OrderedDict()  # see _failures
+        self._retries_here: OrderedDict[str, tuple[float, str | None, bool]] = OrderedDict()
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
@@ -408,7 +419,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._expires_at.pop(netloc, None)
         self._kept_past_failure.discard(netloc)
         self._unreachable.pop(netloc, None)
-        self._retry_at.pop(netloc, None)
+        if self._retry_at.pop(netloc, None) is not None:
+            self._retries.pop(netloc, None)  # its time is up: not to be failed again on resume
         self._holding.discard(netloc)
 
     def _keep_text(self, netloc: str, body: bytes, parser: RobotParser, age: float = 0.0) -> None:
@@ -487,10 +499,35 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def _retry_if_due(self, netloc: str) -> None:
         """Forget ``netloc``'s failed robots.txt once ``ROBOTS_RETRY_FAILED_AFTER`` has passed,
         so that its next request downloads it again."""
+        if netloc not in self._parsers:
+            self._resume_failure(netloc)
         retry_at = self._retry_at.get(netloc)
         if retry_at is not None and retry_at <= time.monotonic():
             self._forget(netloc)
             self._stats.inc_value("focused/robots/failed_retried")
+
+    def _resume_failure(self, netloc: str) -> None:
+        """Fail ``netloc``'s robots.txt again until it may be fetched again, where a run before
+        a JOBDIR pause saw it fail (``_retries``): the resumed run downloaded it again as soon
+        as the host's held requests came up, and each quick pause and resume used up one of
+        ``ROBOTS_HOLD_RETRIES``. No longer than this run's ``ROBOTS_RETRY_FAILED_AFTER``."""
+        saved = self._retries.get(netloc)
+        if saved is None:
+            return
+        retry_at, why, there = saved
+        seconds = min(retry_at - time.time(), self._retry_failed_after)
+        if seconds <= 0:
+            del self._retries[netloc]
+            return
+        self._parsers[netloc] = self._disallow_all(netloc, why)
+        self._fail_for(netloc, seconds, there)
+        logger.info(
+            "%s: robots.txt failed before the crawl was paused: fetched again in %g s%s",
+            netloc,
+            seconds,
+            "; its requests wait until then" if netloc in self._holding else "",
+        )
+        self._forget_least_used()
 
     @property
     def _failures(self) -> OrderedDict[str, int]:
@@ -500,26 +537,42 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         JOBDIR pause keeps them: a resumed crawl counted them from 0 again, and held a host's
         requests past ``ROBOTS_HOLD_RETRIES`` once more. Here for a spider without one (the
         recrawl's)."""
+        return self._in_state(ROBOTS_FAILURES_STATE, self._failures_here)
+
+    @property
+    def _retries(self) -> OrderedDict[str, tuple[float, str | None, bool]]:
+        """When each host whose robots.txt failed may have it fetched again, as
+        ``time.time()`` (``time.monotonic()`` does not outlive the process), with why it could
+        not be fetched (None: a 5xx or 429) and whether the host is there (``NOT_THERE``), kept
+        as its failures are, until its time is up: a resumed run fails it again until then
+        (``_resume_failure``)."""
+        return self._in_state(ROBOTS_RETRY_STATE, self._retries_here)
+
+    def _in_state(self, key: str, here: OrderedDict[str, Any]) -> OrderedDict[str, Any]:
+        """``spider.state[key]``, or ``here`` for a spider without a state (the recrawl's)."""
         state = getattr(self.crawler.spider, "state", None)
-        if state is None:
-            return self._failures_here
-        return state.setdefault(ROBOTS_FAILURES_STATE, OrderedDict())
+        return here if state is None else state.setdefault(key, OrderedDict())
 
     def _failed_for(self, netloc: str, seconds: float, there: bool = True) -> None:
         """``netloc``'s robots.txt failed: its complete disallow holds ``seconds`` (0: for
         good), its requests held meanwhile unless it is not ``there`` (``NOT_THERE``) or failed
         more than ``ROBOTS_HOLD_RETRIES`` times in a row."""
         if seconds > 0:
-            self._retry_at[netloc] = time.monotonic() + seconds
-            kept = self._failures
-            failures = kept[netloc] = kept.pop(netloc, 0) + 1
-            if len(kept) > FAILURES_KEPT:
-                kept.popitem(last=False)
-            # Only a scheduler that keeps them meanwhile holds them (FocusedScheduler):
-            # Scrapy's, the recrawl's, would hand them out again at once.
-            holds = getattr(engine_scheduler(self.crawler), "holds_for_robots", False)
-            if there and failures <= self._hold_retries and holds:
-                self._holding.add(netloc)
+            _keep_last(self._failures, netloc, self._failures.pop(netloc, 0) + 1)
+            _keep_last(
+                self._retries, netloc, (time.time() + seconds, self._unreachable.get(netloc), there)
+            )
+            self._fail_for(netloc, seconds, there)
+
+    def _fail_for(self, netloc: str, seconds: float, there: bool) -> None:
+        """Hold ``netloc``'s complete disallow for ``seconds``, its requests with it unless it
+        is not ``there`` or failed more than ``ROBOTS_HOLD_RETRIES`` times in a row."""
+        self._retry_at[netloc] = time.monotonic() + seconds
+        # Only a scheduler that keeps them meanwhile holds them (FocusedScheduler): Scrapy's,
+        # the recrawl's, would hand them out again at once.
+        holds = getattr(engine_scheduler(self.crawler), "holds_for_robots", False)
+        if there and self._failures.get(netloc, 0) <= self._hold_retries and holds:
+            self._holding.add(netloc)
 
     def _held_note(self, netloc: str) -> str:
         """What the warning of ``netloc``'s failed robots.txt says of its requests if held."""
@@ -639,6 +692,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if self._keeps(netloc, self._retry_failed_after, failure):
             self._hand_over(netloc, self._old_rules[netloc])
         else:
+            parser = self._disallow_all(netloc, why)  # why kept before the failure is (_retries)
             self._failed_for(netloc, self._retry_failed_after, there)
             logger.warning(
                 "%s: robots.txt %s: nothing on the host is fetched, as RFC 9309 asks of an "
@@ -647,7 +701,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 failure,
                 self._held_note(netloc),
             )
-            self._hand_over(netloc, self._disallow_all(netloc, why))
+            self._hand_over(netloc, parser)
         # A host that cannot be reached fails every process alike.
         self._share(netloc, (FAILED if there else ABSENT) + why.encode())
 

@@ -177,6 +177,13 @@ def _state_with(saved: bytes, name: str, value: object) -> bytes:
             lambda saved: _state_with(saved, "robots_failures", OrderedDict({"example.org": -1})),
             "its robots_failures holds 'example.org': -1, not a host and a count",
         ),
+        (
+            lambda saved: _state_with(
+                saved, "robots_retry", OrderedDict({"example.org": (1e9, None, "yes")})
+            ),
+            "its robots_retry holds 'example.org': (1000000000.0, None, 'yes'), not a host and a "
+            "retry",
+        ),
     ],
 )
 def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site, damage, reason):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import pickle
 import threading
 import time
 import weakref
@@ -14,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
-from scrapy.exceptions import DownloadTimeoutError, IgnoreRequest
+from scrapy.exceptions import CannotResolveHostError, DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
@@ -389,7 +390,12 @@ def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_
         assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
         assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
         answer["robots"] = Reply(200, ALLOW_ALL, "text/plain")
-        resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+        # Held until the failure's time is up, now 1 s (see below).
+        resumed = run_crawl(
+            tmp_path,
+            arguments,
+            {**settings, "CLOSESPIDER_PAGECOUNT": 20, "ROBOTS_RETRY_FAILED_AFTER": 1},
+        )
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
     assert down.log.gets() == [(down.host, "/early")], log[-3000:]
@@ -429,11 +435,44 @@ def test_a_jobdir_resume_goes_on_counting_a_failed_robots_txts_failures(tmp_path
         )
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
-    # Its second failure holds the request once more; its third, past the 2 retries, refuses it.
+    # Held until its first failure's time is up (now 1 s); its second failure holds the
+    # request once more; its third, past the 2 retries, refuses it.
     assert len(robots_asked) == 3, log[-3000:]
-    assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 2, log[-3000:]
     assert stat(log, "robotstxt/forbidden") == 1, log[-3000:]
     assert down.log.gets() == [], log[-3000:]
+
+
+def test_a_jobdir_resume_waits_out_a_failed_robots_txts_time(tmp_path):
+    """A crawl paused while a host's robots.txt failed, its requests held, downloaded it again
+    as soon as the resumed run came to them: a quick pause and resume asked a failing server
+    again at once, and used up one of ROBOTS_HOLD_RETRIES. When it may be fetched again is
+    kept with the crawl's state (as wall-clock time), and its requests held until then."""
+    retry = 10
+    robots_asked: list[float] = []
+    with (
+        Site(failing_robots_txt(robots_asked)) as down,
+        Site(_pausing_seed(down), "127.0.0.2") as up,
+    ):
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
+        settings = {
+            "RETRY_TIMES": 0,
+            "JOBDIR": tmp_path / "job",
+            "CONCURRENT_REQUESTS": 2,
+            "ROBOTS_RETRY_FAILED_AFTER": retry,
+        }
+        paused = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3})
+        log = paused.result.stderr
+        assert paused.result.returncode == 0, log[-3000:]
+        assert len(robots_asked) == 1, log[-3000:]
+        assert time.monotonic() - robots_asked[0] < retry / 2, log[-3000:]  # resumed in time
+        resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    assert len(robots_asked) == 2, log[-3000:]
+    assert robots_asked[1] - robots_asked[0] >= retry, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+    assert down.log.gets() == [(down.host, "/early")], log[-3000:]
 
 
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):
@@ -746,6 +785,47 @@ def test_a_failed_hosts_failures_in_a_row_outlive_its_forgotten_parser(clock):
     assert goes(middleware, "http://down.example/1") == "refused: Forbidden by robots.txt"
     assert web.downloads["down.example"] == 3
     assert middleware._stats.get_value("focused/robots/held_requests") == 1
+
+
+def test_a_failure_saved_at_a_jobdir_pause_holds_in_the_resumed_run(clock, monkeypatch):
+    """What a resumed run needs of each failed robots.txt is in spider.state: when it may be
+    fetched again (wall-clock time: a new process has a monotonic clock of its own), why, and
+    whether the host is there; its requests are held, or refused, until then, as before the
+    pause, and it is fetched again no sooner."""
+    wall = SimpleNamespace(now=time.time())
+    monkeypatch.setattr(time, "time", lambda: wall.now)
+    state: dict = {}
+    paused, web = answering_middleware(ROBOTS_RETRY_FAILED_AFTER=60)
+    paused.crawler.spider = SimpleNamespace(state=state)
+    failures = {
+        "down.example": 503,
+        "slow.example": DownloadTimeoutError("timed out"),
+        "gone.example": CannotResolveHostError("gone.example"),
+    }
+    for host, failure in failures.items():
+        web.answers = (failure,)
+        assert goes(paused, f"http://{host}/1") == (
+            "refused: Forbidden by robots.txt, which could not be fetched: gone.example"
+            if host == "gone.example"
+            else "held"
+        )
+    resumed, web = answering_middleware(200, ROBOTS_RETRY_FAILED_AFTER=60)
+    resumed.crawler.spider = SimpleNamespace(state=pickle.loads(pickle.dumps(state)))
+    clock.now += 1000
+    wall.now += 30
+    assert goes(resumed, "http://down.example/2") == "held"
+    assert goes(resumed, "http://slow.example/2") == "held"
+    assert resumed.holding_until("slow.example") == clock.now + 30
+    assert goes(resumed, "http://gone.example/2") == (
+        "refused: Forbidden by robots.txt, which could not be fetched: gone.example"
+    )
+    assert not web.downloads
+    clock.now += 31
+    wall.now += 31
+    for host in failures:
+        assert goes(resumed, f"http://{host}/3") == "sent"
+    assert web.downloads == Counter(dict.fromkeys(failures, 1))
+    assert not resumed.crawler.spider.state["robots_retry"]  # read: none to restore again
 
 
 def test_failure_records_are_bounded_and_cleared_once_robots_txt_is_read(clock, monkeypatch):
