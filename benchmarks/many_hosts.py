@@ -272,7 +272,10 @@ class Probe:
             counts["HTTP connection pool keys"] = len(pool._connections)
         for owner, names in (
             (downloader, ("paced_from_end", "_on_wire", "_held_since_pause", "_places")),
-            (self._component("RobotsTxtMiddleware"), ("_parsers", "_slot_delays", "_skipped")),
+            (
+                self._component("RobotsTxtMiddleware"),
+                ("_parsers", "_slot_delays", "_slot_asks", "_skipped"),
+            ),
             (self._component("RobotsTxtMiddleware"), ("_unreachable", "_retry_at")),
             (self._component("RobotsTxtMiddleware"), ("_expires_at", "_old_rules")),
             (self._component("RobotsTxtMiddleware"), ("_kept_past_failure",)),

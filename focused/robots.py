@@ -39,9 +39,13 @@ robots.txt, and its host was crawled as if it had none.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds (a ``Request-rate`` counts as the Crawl-delay it implies: ``1/5``
-is 5 s; the longer of the two holds): its downloader slot's delay is raised to it (never lowered: at
-least ``DOWNLOAD_DELAY``), without Scrapy's random jitter, which would make half the intervals
-shorter. Scrapy counts the delay between sends, so a page slower than it would overlap the next
+is 5 s; the longer of the two holds): its downloader slot's delay is set to it (at least
+``DOWNLOAD_DELAY``; of a slot several netlocs share, two ports of a host or hosts on one address,
+the largest they ask), without Scrapy's random jitter, which would make half the intervals
+shorter. Each fresh download of the robots.txt sets it anew (``_pace``): one read again after
+24 hours that asks for less, or none (the slot as Scrapy makes it again), is paced so; parsed
+again from its kept text, or failing, the host keeps the delay it had. Scrapy counts the delay
+between sends, so a page slower than it would overlap the next
 ones (``CONCURRENT_REQUESTS_PER_DOMAIN`` of them): the slot also sends one request at a time, as
 Nutch (``fetcher.threads.per.queue``) and Heritrix do, unless ``DOWNLOAD_SLOTS`` gives the host a
 concurrency (the user's choice for that host, as a ``DOWNLOAD_SLOTS`` delay above the
@@ -99,6 +103,7 @@ frontier with the rest of that set if the process closes or dies.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -108,6 +113,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from scrapy import exceptions, signals
+from scrapy.core.downloader import _slot_jitter
 from scrapy.downloadermiddlewares import robotstxt
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware as ScrapyRobotsTxt
 from scrapy.http.request import NO_CALLBACK
@@ -336,8 +342,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
-        # hostname) that a robots.txt asked for; two ports of one host share the larger.
+        # hostname, or address) that a robots.txt asked for: the largest its netlocs (two ports
+        # of one host, or hosts on one address) ask as each was read last (_slot_asks).
         self._slot_delays: dict[str, float] = {}
+        self._slot_asks: dict[str, dict[str, float]] = {}
+        # The user's own DOWNLOAD_SLOTS, which a slot goes back to once no netloc asks a delay.
+        self._user_slots = copy.deepcopy(crawler.settings.getdict("DOWNLOAD_SLOTS"))
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
         if crawler.settings.getbool("AUTOTHROTTLE_ENABLED"):
             # AutoThrottle sets a slot's delay after each response, no lower than DOWNLOAD_DELAY
@@ -645,13 +655,13 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
     async def _parse_robots(self, response: Response, netloc: str, request: Request) -> None:
         outcome = PARSED + response.body
-        kept = False
         if response.status >= 500 or response.status == 429:
             outcome = SERVER_ERROR + str(response.status).encode()
             self._stats.inc_value("focused/robots/server_error_hosts")
             failure = f"answered {response.status} (after retries)"
-            kept = self._keeps(netloc, self._retry_failed_after, failure)
-            if not kept:
+            if self._keeps(netloc, self._retry_failed_after, failure):
+                parser = self._old_rules[netloc]
+            else:
                 # Before the requests waiting for it are let go: they are held.
                 self._failed_for(netloc, self._retry_failed_after)
                 logger.warning(
@@ -661,15 +671,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                     failure,
                     self._held_note(netloc),
                 )
-                response = response.replace(body=DISALLOW_ALL)
-        if kept:
-            self._stats.inc_value("robotstxt/response_count")  # as Scrapy's _parse_robots does
+                parser = self._disallow_all(netloc)
+            # As Scrapy's _parse_robots counts it; no robots_parsed signal: the host's
+            # Crawl-delay holds (_robots_parsed would take the failure for one asking none).
+            self._stats.inc_value("robotstxt/response_count")
             self._stats.inc_value(f"robotstxt/response_status_count/{response.status}")
-            self._hand_over(netloc, self._old_rules[netloc])
+            self._hand_over(netloc, parser)
         else:
             await super()._parse_robots(response, netloc, request)
-            if not outcome.startswith(SERVER_ERROR):
-                self._keep_text(netloc, response.body, self._parsers[netloc])
+            self._keep_text(netloc, response.body, self._parsers[netloc])
         # Its Crawl-delay, set now, runs from the end of this download, before the crawl's
         # other processes read it.
         downloader: PoliteDownloader = self.crawler.engine.downloader
@@ -794,53 +804,101 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # Sent before the requests waiting for this robots.txt go on: none is sent sooner.
         delay = asked_delay(robotparser, self._useragent(request))
         netloc = urlparse_cached(request).netloc
+        downloader: PoliteDownloader = self.crawler.engine.downloader
+        key = downloader.get_slot_key(request)
+        # A fresh read (the first, after 24 hours, after its text was forgotten) says what the
+        # netloc asks now, lower or none too: the larger of old and new was kept, and a
+        # robots.txt that lowered or dropped its Crawl-delay had the old one for the whole crawl.
+        asks = self._slot_asks.setdefault(key, {})
+        asks.pop(netloc, None)
         if delay is None or delay <= self._crawl_delay_max:
             # Read again (after its 24 hours) without the delay that had its pages skipped.
             self._skipped.pop(netloc, None)
-        if not delay or delay <= 0:
-            return
-        if delay > self._crawl_delay_max:
-            if self._skipped.get(netloc) == delay:
-                return  # read again after its parser was forgotten: said already
-            self._skipped[netloc] = delay
-            logger.info(
-                "%s: robots.txt asks for a Crawl-delay of %g s, above ROBOTS_CRAWL_DELAY_MAX "
-                "(%g s): its pages are skipped",
-                netloc,
-                delay,
-                self._crawl_delay_max,
-            )
-            return
+        if delay is not None and delay > self._crawl_delay_max:
+            if self._skipped.get(netloc) != delay:  # else read again: said already
+                self._skipped[netloc] = delay
+                logger.info(
+                    "%s: robots.txt asks for a Crawl-delay of %g s, above "
+                    "ROBOTS_CRAWL_DELAY_MAX (%g s): its pages are skipped",
+                    netloc,
+                    delay,
+                    self._crawl_delay_max,
+                )
+        elif delay is not None and delay > 0:
+            asks[netloc] = delay
+        if not asks:
+            del self._slot_asks[key]
+        self._pace(key, netloc, delay)
+
+    def _pace(self, key: str, netloc: str, delay: float | None) -> None:
+        """Set slot ``key``'s delay to the largest its netlocs ask (``_slot_asks``), just read
+        again for ``netloc``, which asked ``delay``: never below ``DOWNLOAD_DELAY`` or a
+        ``DOWNLOAD_SLOTS`` delay, without Scrapy's jitter, one request at a time unless
+        ``DOWNLOAD_SLOTS`` gives a concurrency; as Scrapy makes a slot once none asks one."""
         downloader: PoliteDownloader = self.crawler.engine.downloader
-        key = downloader.get_slot_key(request)
         known = self._slot_delays.get(key)
-        floor = max(delay, self._download_delay, known or 0.0)
+        asks = self._slot_asks.get(key)
+        said = netloc in self._skipped  # in the line that skips its pages
+        if not asks:
+            if known is not None:
+                self._unpace(key)
+                if not said:
+                    logger.info(
+                        "%s: robots.txt asks for no Crawl-delay now: its host is paced as any",
+                        netloc,
+                    )
+            return
+        floor = max(max(asks.values()), self._download_delay)
         self._slot_delays[key] = floor
         # A slot made later (the first, or a new one after Scrapy dropped this one when idle
         # for a minute) takes its delay from here; a DOWNLOAD_SLOTS delay is never lowered.
+        user = self._user_slots.get(key, {})
         slot_settings = downloader.per_slot_settings.setdefault(key, {})
-        slot_settings["delay"] = max(floor, float(slot_settings.get("delay", 0.0)))
+        slot_settings["delay"] = max(floor, float(user.get("delay", 0.0)))
         slot_settings["jitter"] = 0.0
         # Scrapy's delay is between sends: a page slower than it would overlap the next. One
         # request at a time, unless DOWNLOAD_SLOTS gives the host a concurrency of its own.
-        slot_settings.setdefault("concurrency", 1)
+        slot_settings["concurrency"] = user.get("concurrency", 1)
         downloader.paced_from_end.add(key)
         slot = downloader.slots.get(key)
         if slot is not None:
-            slot.delay = max(floor, slot.delay)
+            lowered = known is not None and floor < known
+            # Raised, AutoThrottle's longer delay is kept (it sets it after each response).
+            slot.delay = slot_settings["delay"] if lowered else max(floor, slot.delay)
             slot.jitter = 0.0
             slot.concurrency = slot_settings["concurrency"]
         if known == floor:
-            # Read again after its parser was forgotten (or another port of the host asked the
-            # same): the slot is paced so already, counted and said.
+            # Read again as before (its text forgotten, or another netloc of the slot asked
+            # the same): the slot is paced so already, counted and said.
             return
-        self._stats.inc_value("focused/robots/crawl_delay_hosts")
-        logger.info(
-            "%s: robots.txt asks for a Crawl-delay of %g s: one request every %g s",
-            netloc,
-            delay,
-            slot_settings["delay"],
-        )
+        if known is None:
+            self._stats.inc_value("focused/robots/crawl_delay_hosts")
+        if not said:
+            logger.info(
+                "%s: robots.txt asks for %s: one request every %g s",
+                netloc,
+                f"a Crawl-delay of {delay:g} s" if netloc in asks else "no Crawl-delay now",
+                slot_settings["delay"],
+            )
+
+    def _unpace(self, key: str) -> None:
+        """Slot ``key`` as Scrapy makes one (``Downloader._get_slot``), none of its netlocs
+        asking a delay any more."""
+        downloader: PoliteDownloader = self.crawler.engine.downloader
+        del self._slot_delays[key]
+        downloader.paced_from_end.discard(key)
+        user = self._user_slots.get(key)
+        if user is None:
+            downloader.per_slot_settings.pop(key, None)
+        else:
+            downloader.per_slot_settings[key] = dict(user)
+        slot = downloader.slots.get(key)
+        if slot is not None:
+            user = user or {}
+            concurrency = downloader.ip_concurrency or downloader.domain_concurrency
+            slot.concurrency = user.get("concurrency", concurrency)
+            slot.delay = user.get("delay", downloader._delay)
+            slot.jitter = _slot_jitter(user, downloader._jitter)
 
     def _keep_crawl_delay(self, response: Response, request: Request) -> None:
         downloader: Downloader = self.crawler.engine.downloader

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
+from scrapy.core.downloader import Slot
 from scrapy.exceptions import CannotResolveHostError, DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
@@ -23,6 +24,7 @@ from twisted.internet.defer import Deferred
 
 from focused import robots
 from focused import settings as project
+from focused.downloader import PoliteDownloader
 from focused.robots import LINKED_URL, ROBOTS_TXT_LIFE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
 from tests.queues import QueueSpider
@@ -726,6 +728,104 @@ def test_a_host_skipped_for_its_crawl_delay_is_crawled_once_it_no_longer_asks_it
     assert goes(middleware, "http://a.example/public/2") == "sent"
     assert goes(middleware, "http://a.example/private/2") == "refused: Forbidden by robots.txt"
     assert web.downloads == Counter({"a.example": 2})
+
+
+class CrawlDelayWeb(RobotsTxtWeb):
+    """Each netloc's robots.txt asks for the Crawl-delays ``delays`` gives it, one a download in
+    turn, the last for every later one (None: none; SERVER_ERROR: answered 503)."""
+
+    def __init__(self, delays: dict[str, tuple[float | str | None, ...]]) -> None:
+        super().__init__()
+        self.delays = delays
+
+    async def download_async(self, request: Request) -> Response:
+        response = await super().download_async(request)
+        netloc = urlparse_cached(request).netloc
+        delays = self.delays[netloc]
+        delay = delays[min(self.downloads[netloc], len(delays)) - 1]
+        if delay == SERVER_ERROR:
+            return response.replace(status=503)
+        if delay is None:
+            return response
+        return response.replace(body=f"User-agent: *\nCrawl-delay: {delay:g}\n".encode())
+
+
+SERVER_ERROR = "503"
+
+
+def paced_slot(delays: dict[str, tuple[float | str | None, ...]], **settings: object):
+    """A middleware whose robots.txt ask for ``delays`` (``CrawlDelayWeb``), over a downloader
+    (``PoliteDownloader``) with the slot of ``a.example`` made as Scrapy makes it."""
+    middleware, _ = robots_middleware(
+        ROBOTS_CRAWL_DELAY_MAX=project.ROBOTS_CRAWL_DELAY_MAX, **settings
+    )
+    web = middleware.crawler.engine = CrawlDelayWeb(delays)
+    web._slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None))
+    downloader = web.downloader = PoliteDownloader(middleware.crawler)
+    user = downloader.per_slot_settings.get("a.example", {})
+    downloader.slots["a.example"] = Slot(
+        user.get("concurrency", downloader.domain_concurrency),
+        user.get("delay", downloader._delay),
+        downloader._jitter,
+    )
+    return middleware, web, downloader
+
+
+def test_a_robots_txt_read_again_sets_its_hosts_crawl_delay_anew(clock):
+    """A robots.txt read again (after its 24 hours) that lowered or dropped its Crawl-delay left
+    the old, longer one in force for the whole crawl: the larger of the two was kept."""
+    middleware, web, downloader = paced_slot({"a.example": (10, 2, None)})
+    slot = downloader.slots["a.example"]
+    assert goes(middleware, "http://a.example/1") == "sent"
+    assert (slot.delay, slot.concurrency, slot.jitter) == (10, 1, 0)
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert goes(middleware, "http://a.example/2") == "sent"
+    assert slot.delay == 2 and downloader.per_slot_settings["a.example"]["delay"] == 2
+    assert "a.example" in downloader.paced_from_end
+    clock.now += ROBOTS_TXT_LIFE + 1
+    # No Crawl-delay: the slot is as Scrapy makes it again.
+    assert goes(middleware, "http://a.example/3") == "sent"
+    assert (slot.delay, slot.concurrency, slot.jitter) == (0, 8, 0.5)
+    assert "a.example" not in downloader.per_slot_settings
+    assert "a.example" not in downloader.paced_from_end
+    assert web.downloads == Counter({"a.example": 3})
+    assert middleware._stats.get_value("focused/robots/crawl_delay_hosts") == 1
+
+
+def test_a_failed_read_keeps_its_hosts_crawl_delay():
+    """A robots.txt downloaded again (its text forgotten) that fails is no robots.txt asking for
+    no Crawl-delay: the one read before holds."""
+    middleware, _, downloader = paced_slot(
+        {"a.example": (10, SERVER_ERROR), "b.example": (None,)},
+        ROBOTS_PARSERS_MAX=1,
+        ROBOTS_TEXTS_MAX=0,
+    )
+    assert goes(middleware, "http://a.example/1") == "sent"
+    assert goes(middleware, "http://b.example/1") == "sent"  # a.example forgotten
+    assert goes(middleware, "http://a.example/2") == "refused: Forbidden by robots.txt"
+    slot = downloader.slots["a.example"]
+    assert (slot.delay, slot.concurrency, slot.jitter) == (10, 1, 0)
+
+
+def test_a_slots_crawl_delay_is_the_largest_its_hosts_ask_now(clock):
+    """Two ports of one host share its slot: its delay is the larger of what each asks as each
+    is read again, and never below a delay of the user's (DOWNLOAD_SLOTS)."""
+    middleware, _, downloader = paced_slot(
+        {"a.example": (10, 1), "a.example:8080": (5, None)},
+        DOWNLOAD_SLOTS={"a.example": {"delay": 3, "concurrency": 2}},
+    )
+    slot = downloader.slots["a.example"]
+    assert goes(middleware, "http://a.example/1") == "sent"
+    assert goes(middleware, "http://a.example:8080/1") == "sent"
+    assert (slot.delay, slot.concurrency) == (10, 2)  # the user's concurrency kept
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert goes(middleware, "http://a.example/2") == "sent"
+    assert slot.delay == 5  # a.example:8080 asks for 5 s still
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert goes(middleware, "http://a.example:8080/2") == "sent"
+    assert (slot.delay, slot.concurrency) == (3, 2)
+    # A new slot, after Scrapy dropped this one idle, is made so too.
+    assert downloader.per_slot_settings["a.example"] == {"delay": 3, "concurrency": 2, "jitter": 0}
 
 
 def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):
