@@ -85,11 +85,12 @@ constant use kept its first for the whole crawl): its requests wait for it as fo
 one, and if it fails (a 5xx, 429, unreachable) the rules read before hold, rather than
 complete disallow, until it is fetched again ``ROBOTS_RETRY_FAILED_AFTER`` later
 (``focused/robots/kept_past_failure``): RFC 9309 (2.4) allows a cached robots.txt past its 24
-hours while it cannot be fetched. A failed robots.txt keeps no text: it is downloaded again
-after ``ROBOTS_RETRY_FAILED_AFTER``, its parser kept until then (and while its requests are
-held), past ``ROBOTS_PARSERS_MAX`` if need be, and its failures in a row (``_failures``) until
-it is read. Either way the host's Crawl-delay holds meanwhile: its slot's delay and
-concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
+hours while it cannot be fetched (and again, parsed from their text if their parser was
+forgotten since, while ``ROBOTS_TEXTS_MAX`` keeps it). A failed robots.txt keeps no text: it is
+downloaded again after ``ROBOTS_RETRY_FAILED_AFTER``, its parser kept until then (and while its
+requests are held), past ``ROBOTS_PARSERS_MAX`` if need be, and its failures in a row
+(``_failures``) until it is read. Either way the host's Crawl-delay holds meanwhile: its slot's
+delay and concurrency (``DOWNLOAD_SLOTS``), and whether it is skipped, are kept apart.
 
 In a crawl shared by several processes (``FOCUSED_FRONTIER``) a host's robots.txt is downloaded
 once for the crawl: the first process to need it downloads it and puts what it read in Redis,
@@ -407,8 +408,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         request fetched it again at once. A failure's parser is small (1.4 KB), and kept for
         ``ROBOTS_RETRY_FAILED_AFTER`` only; its failures in a row are kept apart (_failures).
         So are the rules that hold past a failure to read them again (``_keeps``) until it is
-        fetched again: forgotten, they were lost (its text goes as it is set aside), and the
-        host's next request fetched it again at once, its failure a complete disallow."""
+        fetched again: forgotten, they were parsed again from their text, over 24 hours old,
+        and the host's next request fetched it again at once. Forgotten after, their text
+        (``ROBOTS_TEXTS_MAX``) gives them again for its next read to keep if it fails."""
         excess = len(self._parsers) - self._parsers_max
         if excess <= 0:
             return
@@ -482,7 +484,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             return
         self._old_rules[netloc] = self._parsers[netloc]
         self._forget(netloc)
-        self._texts.pop(netloc, None)  # as old as its parser
+        # Its text is kept, as old as its parser (not fresh: its next use downloads it again),
+        # for the rules to hold again if the download fails and their parser is forgotten once
+        # their time is up (``_keeps``): else that read, failing again, had no rules to keep.
         self._stats.inc_value("focused/robots/expired")
 
     def _keeps(self, netloc: str, seconds: float, failure: str) -> bool:

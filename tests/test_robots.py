@@ -852,6 +852,28 @@ def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):
     assert middleware._stats.get_value("focused/robots/held_requests") is None
 
 
+def test_rules_kept_past_a_failure_hold_again_once_their_parser_is_forgotten(clock):
+    """Once the rules kept past a failed read reached their time to be fetched again, their
+    parser could be forgotten among ROBOTS_PARSERS_MAX others before the host's next request:
+    that read, failing again, had no rules to keep, and disallowed and held the whole host.
+    Their text is kept (ROBOTS_TEXTS_MAX), parsed again as the host comes up."""
+    middleware, web = answering_middleware(
+        200, 503, ROBOTS_RETRY_FAILED_AFTER=60, ROBOTS_PARSERS_MAX=2
+    )
+    assert goes(middleware, "http://a.example/public/1") == "sent"
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert goes(middleware, "http://a.example/public/2") == "sent"  # the old rules hold
+    clock.now += 61
+    for host in "bcd":
+        assert goes(middleware, f"http://{host}.example/public/1") == "sent"
+    assert "a.example" not in middleware._parsers
+    assert goes(middleware, "http://a.example/public/3") == "sent"  # and hold again
+    assert goes(middleware, "http://a.example/private/3") == "refused: Forbidden by robots.txt"
+    assert web.downloads["a.example"] == 3
+    assert middleware._stats.get_value("focused/robots/kept_past_failure") == 2
+    assert middleware._stats.get_value("focused/robots/held_requests") is None
+
+
 def test_a_robots_txt_being_read_is_not_set_aside_as_old_rules(clock):
     """A robots.txt read from another process of a shared crawl, with moments of its life left
     in Redis, could expire while its waiters were let go: the next request set the download
