@@ -74,6 +74,13 @@ def _finite(value: float) -> bool:
     return isinstance(value, int) or math.isfinite(value)
 
 
+# A delay or pause longer than a day is no crawl: the host's next request waited for it, and
+# DOWNLOAD_DELAY=1e300 was a crawl that never fetched its second page and never ended.
+DAY = 86_400
+# SQLite's busy timeout is a C int of milliseconds: a longer FOCUSED_DB_TIMEOUT overflowed it,
+# and a write failed at once on a lock ("database is locked") rather than wait.
+SQLITE_TIMEOUT_MAX = (2**31 - 1) / 1000
+
 # Numeric settings: name -> (type, low, high). Checked before the crawl starts.
 NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "RELEVANCE_THRESHOLD": (float, 0.0, 1.0),
@@ -86,14 +93,14 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "MAX_LINKS_PER_PAGE": (int, 0, None),
     "STORAGE_BATCH_SIZE": (int, 1, None),
     "STORAGE_RETRIES": (int, 0, None),
-    "STORAGE_RETRY_DELAY": (float, 0.0, None),
+    "STORAGE_RETRY_DELAY": (float, 0.0, DAY),
     "FOCUSED_HEARTBEAT_INTERVAL": (float, 1.0, None),
     "STORE_MIN_RELEVANCE": (float, 0.0, 1.0),  # relevance is in [0, 1]: above 1 stores nothing
     "CLOSESPIDER_PAGECOUNT": (int, 0, None),
     "CONCURRENT_REQUESTS": (int, 1, None),
     "FOCUSED_LOGSTATS_INTERVAL": (float, 0.0, None),
     "MONGO_TIMEOUT_MS": (int, 1, None),
-    "FOCUSED_DB_TIMEOUT": (float, 0.0, None),
+    "FOCUSED_DB_TIMEOUT": (float, 0.0, SQLITE_TIMEOUT_MAX),
     "CLOSESPIDER_RELEVANT": (int, 0, None),
     "DRIFT_WINDOW": (int, 0, None),
     "DRIFT_MIN_HARVEST": (float, 0.0, 1.0),
@@ -121,13 +128,13 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "ENCODER_WHOLE_SHARE": (float, 0.0, 1.0),
     "ENCODER_STORE_SIZE": (int, 0, None),
     "FOCUSED_GC_GEN0_THRESHOLD": (int, 0, 10_000_000),
-    "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, None),
+    "ROBOTS_CRAWL_DELAY_MAX": (float, 0.0, DAY),
     "ROBOTS_PARSERS_MAX": (int, 1, None),
     "ROBOTS_TEXTS_MAX": (int, 0, None),
     # A week, as FOCUSED_WORKER_TIMEOUT: a shared crawl keeps it in Redis in milliseconds.
     "ROBOTS_RETRY_FAILED_AFTER": (float, 0.0, 604_800),
     "ROBOTS_HOLD_RETRIES": (int, 0, None),
-    "RETRY_AFTER_MAX": (float, 0.0, None),
+    "RETRY_AFTER_MAX": (float, 0.0, DAY),
     "RETRY_BACKOFF_BASE": (float, 0.0, None),
     # Scrapy's own numbers are checked from their defaults (scrapy_setting_checks); these
     # have bounds of their own, or no default to be checked from.
@@ -147,6 +154,10 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
     # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
     "CONCURRENT_ITEMS": (int, 1, 10_000),
+    # Scrapy's delays before a host's next request (AutoThrottle's first; the most it may raise
+    # it to only follows the host's latency, and a larger one is no hang).
+    "DOWNLOAD_DELAY": (float, 0.0, DAY),
+    "AUTOTHROTTLE_START_DELAY": (float, 0.0, DAY),
 }
 # Numeric settings off by default (None): given empty (-s NAME=), they stay off. Any other
 # number given empty is read as one once the crawl has started: a traceback.
@@ -170,7 +181,6 @@ IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 SCRAPY_READS_AS = {
     "REFERRER_POLICY": object,
     "DNS_TIMEOUT": float,
-    "DOWNLOAD_DELAY": float,
     "DOWNLOAD_TIMEOUT": float,
     "TELNETCONSOLE_ENABLED": bool,
 }
@@ -516,11 +526,11 @@ def allow_status_codes_as_numbers(settings: Any) -> None:
 
 
 # What Scrapy's downloader reads from a DOWNLOAD_SLOTS entry as it makes the host's slot, and
-# the least of each.
-SLOT_NUMBERS: dict[str, tuple[type, float]] = {
-    "concurrency": (int, 1),
-    "delay": (float, 0.0),
-    "jitter": (float, 0.0),
+# the least and the most of each (a delay: at most a day, as DOWNLOAD_DELAY).
+SLOT_NUMBERS: dict[str, tuple[type, float, float | None]] = {
+    "concurrency": (int, 1, None),
+    "delay": (float, 0.0, DAY),
+    "jitter": (float, 0.0, None),
 }
 
 
@@ -533,12 +543,13 @@ def _check_download_slots(settings: Any) -> None:
                 f"setting DOWNLOAD_SLOTS: {quoted(host)} has {quoted(slot)}; give a JSON object, "
                 'such as {"concurrency": 2, "delay": 1.0}'
             )
-        for key, (kind, low) in SLOT_NUMBERS.items():
+        for key, (kind, low, high) in SLOT_NUMBERS.items():
             value = slot.get(key, low)
-            if not _is_number(value, kind) or value < low:
+            if not _is_number(value, kind) or value < low or (high is not None and value > high):
+                most = f" and at most {high:g}" if high is not None else ""
                 raise ConfigError(
                     f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}={quoted(value)}; give "
-                    f"{KIND_NAMES[kind]}, at least {low:g}"
+                    f"{KIND_NAMES[kind]}, at least {low:g}{most}"
                 )
             if kind is int:
                 _check_size(f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}=", value, value)

@@ -38,7 +38,7 @@ ROBOTS_META_OBEY = True
 # request to the host every N seconds, one at a time (Scrapy ignores both). A host asking for
 # more than this many seconds is skipped, as Nutch does: fetching it faster would ignore its
 # robots.txt, and its requests waiting would hold the crawl's CONCURRENT_REQUESTS
-# (focused.robots).
+# (focused.robots). At most a day (86,400): a longer delay is no crawl of the host.
 ROBOTS_CRAWL_DELAY_MAX = 30.0
 # The robots.txt of this many hosts, those used last, are kept parsed (some 16 times the
 # robots.txt: 50 KB for one of 3 KB); a host forgotten has its robots.txt parsed again from its
@@ -75,7 +75,7 @@ ROBOTS_RETRY_FAILED_AFTER = 300.0
 ROBOTS_HOLD_RETRIES = 3
 # A 429 or 503 pauses its host before Scrapy retries as usual (RETRY_TIMES), at most this many
 # seconds: with Retry-After, no request to that host before it says; without, see below. 0:
-# no pause, retried at once, as Scrapy does (focused.retryafter).
+# no pause, retried at once, as Scrapy does (focused.retryafter). At most a day (86,400).
 RETRY_AFTER_MAX = 60.0
 # A 429 or 503 without Retry-After: no request to that host for this many seconds after its first
 # such answer in a row, twice as long after each further one (1, 2, 4, ... up to
@@ -96,6 +96,9 @@ DOWNLOADER = "focused.downloader.PoliteDownloader"
 # topical one (BENCHMARKS.md, sessions 24 and 40).
 CONCURRENT_ITEMS = 100  # at most 10,000: Scrapy starts this many tasks for every page
 DOWNLOAD_TIMEOUT = 30
+# Scrapy's DOWNLOAD_DELAY (default 0), AUTOTHROTTLE_START_DELAY (5) and a DOWNLOAD_SLOTS entry's
+# "delay" take at most a day (86,400 s): a host's next request waits for it, and a longer one
+# is a crawl that never ends.
 # Scrapy's resolver that also answers with IPv6 addresses: hosts that have only one, and
 # literal seeds such as http://[2001:db8::1]/. Scrapy's default asks for IPv4 alone, and such a
 # host fails as a DNS error. This one has no timeout of its own (DNS_TIMEOUT does not apply):
@@ -222,11 +225,12 @@ FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the wor
 # Seconds a write to FOCUSED_DB (or a read, by the inspection commands) waits for another
 # process's lock on the file before it fails (then STORAGE_RETRIES applies to a write). A
 # crawl's open makes the fetch-order index a store written before it lacks if it can within
-# half of it, holding the lock (focused.sqlitestore.INDEX_BUILD_SHARE), else says so.
+# half of it, holding the lock (focused.sqlitestore.INDEX_BUILD_SHARE), else says so. At most
+# 2,147,483.647 (SQLite keeps it in milliseconds in a 32-bit int, which a longer one overflows).
 FOCUSED_DB_TIMEOUT = 5.0
 STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)
-STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one
+STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one; <= a day
 # The records the store could not take at the close of a crawl that gave up on it
 # (store_unreachable) are kept in a file here, unstored-<crawl_id>-<UTC time>.jsonl, for
 # `scrapy restore FILE` to load (focused.unstored); made when needed. None: the folder of

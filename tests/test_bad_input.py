@@ -220,6 +220,20 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             "ROBOTS_RETRY_FAILED_AFTER=1e16 is outside [0.0, 604800]",
         ),
         (GOOD, {"ROBOTS_HOLD_RETRIES": "-1"}, "ROBOTS_HOLD_RETRIES=-1 is outside"),
+        # A delay over a day: DOWNLOAD_DELAY=1e300 never sent a host's second request, and the
+        # crawl never ended; so AutoThrottle's first delay, a slot's, or those the crawl obeys.
+        (GOOD, {"DOWNLOAD_DELAY": "1e300"}, "DOWNLOAD_DELAY=1e300 is outside [0.0, 86400]"),
+        (GOOD, {"AUTOTHROTTLE_START_DELAY": "86401"}, "AUTOTHROTTLE_START_DELAY=86401 is"),
+        (
+            GOOD,
+            {"DOWNLOAD_SLOTS": '{"h": {"delay": 1e300}}'},
+            "setting DOWNLOAD_SLOTS: 'h' has delay=1e+300; give a number, at least 0 and at most",
+        ),
+        (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "1e300"}, "ROBOTS_CRAWL_DELAY_MAX=1e300 is outside"),
+        (GOOD, {"RETRY_AFTER_MAX": "1e300"}, "RETRY_AFTER_MAX=1e300 is outside [0.0, 86400]"),
+        (GOOD, {"STORAGE_RETRY_DELAY": "1e300"}, "STORAGE_RETRY_DELAY=1e300 is outside"),
+        # SQLite's busy timeout in milliseconds overflowed: a lock failed a write at once.
+        (GOOD, {"FOCUSED_DB_TIMEOUT": "3e6"}, "FOCUSED_DB_TIMEOUT=3e6 is outside [0.0, 2147483"),
         (GOOD, {"ROBOTS_HOLD_RETRIES": "few"}, "ROBOTS_HOLD_RETRIES='few' is not a"),
         (GOOD, {"RETRY_AFTER_MAX": "soon"}, "RETRY_AFTER_MAX='soon' is not a number"),
         (GOOD, {"RETRY_BACKOFF_BASE": "-1"}, "RETRY_BACKOFF_BASE=-1 is outside"),
@@ -359,7 +373,7 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
         ({"MEMUSAGE_LIMIT_MB": "2GB"}, "setting MEMUSAGE_LIMIT_MB='2GB' is not an integer"),
         ({"RETRY_TIMES": "1.5"}, "setting RETRY_TIMES='1.5' is not an integer"),
         ({"URLLENGTH_LIMIT": "-1"}, "setting URLLENGTH_LIMIT=-1 is outside [0, inf]"),
-        ({"DOWNLOAD_DELAY": "-0.5"}, "setting DOWNLOAD_DELAY=-0.5 is outside [0.0, inf]"),
+        ({"DOWNLOAD_DELAY": "-0.5"}, "setting DOWNLOAD_DELAY=-0.5 is outside [0.0, 86400]"),
         ({"LOG_LEVEL": "LOUD"}, "setting LOG_LEVEL='LOUD' is not a log level"),
         ({"LOG_ENCODING": "utf-9"}, "setting LOG_ENCODING='utf-9' is not an encoding"),
         ({"DOWNLOADER": "focused.Downloader"}, "setting DOWNLOADER='focused.Downloader' cannot"),
