@@ -411,6 +411,38 @@ def _read_as(kind: type, value: Any) -> Any:
     return _UNREADABLE
 
 
+# The fields that hold a time, as the crawl writes it (``_utc_now``: ISO 8601, in UTC).
+TIME_FIELDS = frozenset(
+    {"fetched_at", "last_changed", "tried_at", "started_at", "finished_at", "resumed_at"}
+    | {"seen_at", "recrawl_seen_at"}
+)
+# What a field of each type holds, for an error line.
+KIND_WORDS = {
+    str: "text",
+    int: "a whole number, at least 0",
+    float: "a finite number",
+    bool: "true or false",
+    dict: "a JSON object",
+    list: "a JSON array",
+}
+
+
+def wrong_kind(schema: Mapping[str, type], record: Mapping[str, Any]) -> str | None:
+    """Why a field of ``record`` holds a value no version writes there, as ``_read_as`` reads a
+    stored one (a score given as text, a title as a list), or a time that is none; None when
+    every field of the schema it has is of its type. ``_coerce`` would have stored the text of
+    the value (``language: 7`` as ``"7"``), or raised for one of another shape."""
+    for name, value in record.items():
+        kind = schema.get(name)
+        if kind is None or value is None:
+            continue
+        if _read_as(kind, value) is _UNREADABLE:
+            return f"{name}={quoted(value)} is not {KIND_WORDS[kind]}"
+        if name in TIME_FIELDS and stored_time(value) is None:
+            return f"{name}={quoted(value)} is not an ISO 8601 time"
+    return None
+
+
 def _require(record: Mapping[str, Any], *names: str) -> None:
     for name in names:
         if not record.get(name):

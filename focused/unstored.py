@@ -53,13 +53,16 @@ from typing import TYPE_CHECKING, Any
 from focused.errors import ConfigError, cut, load_json, quoted
 from focused.settingchecks import is_text
 from focused.storage import (
+    CRAWL_SCHEMA,
     DEFAULT_SQLITE_PATH,
     FINISH_FIELDS,
+    PAGE_SCHEMA,
     Store,
     crawl_finish,
     page_to_save,
     page_update,
     stored_time,
+    wrong_kind,
 )
 
 if TYPE_CHECKING:
@@ -88,6 +91,7 @@ def _finish_crawls(store: Store, records: list[dict[str, Any]]) -> None:
 class Kind:
     convert: Callable[[Mapping[str, Any]], dict[str, Any]]  # the store's own check and types
     required: tuple[str, ...]  # fields a line must have
+    schema: Mapping[str, type]  # the type of each field
     write: Callable[[Store, list[dict[str, Any]]], None]
     noun: str  # for the summary
 
@@ -119,9 +123,17 @@ VERSION_FIELDS = ("fetched_at", "tried_at")
 
 # In the order they are written back: a recrawl's updates apply to the pages saved before them.
 KINDS: dict[str, Kind] = {
-    "page": Kind(page_to_save, PAGE_REQUIRED, Store.save_pages, "page"),
-    "update": Kind(page_update, ("crawl_id", "url"), Store.update_pages, "page update"),
-    "finish": Kind(_crawl_outcome, ("crawl_id", *FINISH_FIELDS), _finish_crawls, "crawl outcome"),
+    "page": Kind(page_to_save, PAGE_REQUIRED, PAGE_SCHEMA, Store.save_pages, "page"),
+    "update": Kind(
+        page_update, ("crawl_id", "url"), PAGE_SCHEMA, Store.update_pages, "page update"
+    ),
+    "finish": Kind(
+        _crawl_outcome,
+        ("crawl_id", *FINISH_FIELDS),
+        CRAWL_SCHEMA,
+        _finish_crawls,
+        "crawl outcome",
+    ),
 }
 
 
@@ -265,6 +277,8 @@ def _add(unstored: Unstored, where: str, entry: Any) -> None:
     missing = [name for name in KINDS[kind].required if name not in record]
     if missing:
         raise ConfigError(f"{where}: a {kind} record without {', '.join(missing)}")
+    if problem := wrong_kind(KINDS[kind].schema, record):
+        raise ConfigError(f"{where}: {problem}")
     try:
         converted = KINDS[kind].convert(record)
     except (ValueError, TypeError, OverflowError) as exc:  # int(1e400): overflow

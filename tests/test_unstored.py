@@ -750,6 +750,18 @@ def line(kind: str = "page", **record) -> str:
     return json.dumps({"kind": kind, "record": {**page("http://t/9", "one"), **record}})
 
 
+# A crawl's outcome, as the storage pipeline keeps it.
+FINISH = {
+    "crawl_id": "one",
+    "finished_at": "2026-01-02T03:04:05+00:00",
+    "status": "finished",
+    "finish_reason": "finished",
+    "pages": 3,
+    "relevant": 1,
+    "harvest_rate": 0.25,
+}
+
+
 def without(name: str) -> str:
     record = page("http://t/9", "one")
     del record[name]
@@ -777,16 +789,29 @@ def without(name: str) -> str:
             "{path}, line 2: its record is not a JSON object",
         ),
         (without("title"), "{path}, line 2: a page record without title"),
-        (line(level="deep"), "{path}, line 2: invalid literal for int() with base 10: 'deep'"),
+        (line(level="deep"), "{path}, line 2: level='deep' is not a whole number, at least 0"),
+        # Of another kind than the crawl writes: stored as its text (language '7', title
+        # "['a']"), a time no reading command could read, "false" stored as true.
+        (line(fetched_at="yesterday"), "{path}, line 2: fetched_at='yesterday' is not an ISO"),
+        (line(language=7), "{path}, line 2: language=7 is not text"),
+        (line(title=["a"]), "{path}, line 2: title=['a'] is not text"),
+        (line(duplicate_of=7), "{path}, line 2: duplicate_of=7 is not text"),
+        (line(is_relevant="false"), "{path}, line 2: is_relevant='false' is not true or false"),
+        (line(level=-1), "{path}, line 2: level=-1 is not a whole number, at least 0"),
+        (line("update", tried_at="now"), "{path}, line 2: tried_at='now' is not an ISO 8601"),
         (line(url=""), "{path}, line 2: a record needs a non-empty 'url'"),
         (line(visits=2**63), "{path}, line 2: visits=9223372036854775808 is too large: at most"),
         (line(title="\udc80"), "{path}, line 2: title is not UTF-8 text"),
-        (line(level=float("inf")), "{path}, line 2: cannot convert float infinity to integer"),
+        (line(level=float("inf")), "{path}, line 2: level=inf is not a whole number"),
         (line(relevance=float("nan")), "{path}, line 2: relevance=nan is not a finite number"),
         (line("update", rank=1), "{path}, line 2: page fields must be some of"),
         (
             json.dumps({"kind": "finish", "record": {"crawl_id": "one", "status": "done"}}),
             "{path}, line 2: a finish record without finished_at, finish_reason, pages",
+        ),
+        (
+            json.dumps({"kind": "finish", "record": {**FINISH, "pages": "5"}}),
+            "{path}, line 2: pages='5' is not a whole number, at least 0",
         ),
     ],
 )
@@ -807,7 +832,7 @@ def test_a_bad_file_is_one_line_and_writes_nothing(cli, one_crawl, tmp_path, con
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["restore", "{file}"], "line 2: could not convert string to float: 'xxx"),
+        (["restore", "{file}"], "line 2: relevance='xxx"),
         (["report", "x" * 100_000], "no crawl 'xxx"),
         (["recrawl", "a", "x" * 100_000], "give one crawl id, not 2: a xxx"),
     ],
