@@ -174,7 +174,7 @@ def load_model(
             )
         except Exception as exc:  # PyTorch still serves: the crawl goes on
             # An export directory that cannot be written, a full disk, an exporter that fails
-            # on an unforeseen torch build, a damaged cached file.
+            # on an unforeseen torch build, an export ONNX Runtime cannot load even made again.
             logger.warning(
                 "The ONNX export of the sentence encoder failed in %s (%s: %s): the encoder "
                 "runs on PyTorch, about 1.5 times slower.",
@@ -227,7 +227,15 @@ def _load_onnx(
     import onnxruntime  # before the export: without it, nothing is exported
     from tokenizers import Tokenizer
 
-    session = _session(onnxruntime, exported_model(model_dir, export_dir, quantization))
+    path = exported_model(model_dir, export_dir, quantization)
+    try:
+        session = _session(onnxruntime, path)
+    except _load_errors(onnxruntime) as exc:
+        # A file damaged since it was exported (a disk error, a copy cut short) was never
+        # exported again: every crawl warned and ran on PyTorch. Exported again once; a second
+        # failure falls back to PyTorch with the warning.
+        logger.warning("The ONNX export %s cannot be loaded (%s): exporting it again", path, exc)
+        session = _session(onnxruntime, exported_model(model_dir, export_dir, quantization, True))
     # The model's own fast tokenizer (what sentence-transformers runs), padded per batch to
     # its longest text; tokenizer.json pads and cuts at a fixed 128, so both are set here.
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -272,18 +280,28 @@ def _session(onnxruntime: ModuleType, path: Path, **options: Any) -> Any:
     )
 
 
+def _load_errors(onnxruntime: ModuleType) -> tuple[type[Exception], ...]:
+    """What ONNX Runtime raises for a model file it cannot read (not a model, cut short, empty)."""
+    state = onnxruntime.capi.onnxruntime_pybind11_state
+    return (state.InvalidProtobuf, state.InvalidArgument, state.InvalidGraph, state.Fail)
+
+
 def exported_model(
-    model_dir: Path, export_dir: Path, quantization: Mapping[str, Any] = ONNX_INT8
+    model_dir: Path,
+    export_dir: Path,
+    quantization: Mapping[str, Any] = ONNX_INT8,
+    again: bool = False,
 ) -> Path:
     """The ONNX file of the packaged model with ``quantization`` (empty: fp32), exported on
     first use and kept in ``export_dir`` under a name that changes with the weights, the
-    export code and the options, so a stale file is never read.
+    export code and the options, so a stale file is never read. ``again``: exported anew over
+    the file there (one ONNX Runtime cannot load).
 
     Two crawls may export at once: each writes its own temporary file and renames it into
     place (atomic on one file system), so a reader sees either no file or a whole one.
     """
     path = export_dir / _export_name(model_dir, quantization)
-    if path.exists():
+    if path.exists() and not again:
         _mark_used(path)
         return path
     export_dir.mkdir(parents=True, exist_ok=True)

