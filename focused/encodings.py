@@ -16,7 +16,8 @@ batch, and are stored.
 - The store keeps the ``max_texts`` most recently used texts: when a crawl closes, the texts it
   read count as new again, and the oldest beyond ``max_texts`` are deleted.
 - Crawls running side by side share the file: SQLite's write-ahead log lets them read while one
-  writes, and a text two crawls add at once is stored once.
+  writes, and a text two crawls add at once is stored once. A vector of another type or size
+  (the file damaged) is read as missing: its text is encoded again, and the row replaced.
 """
 
 from __future__ import annotations
@@ -124,7 +125,10 @@ class EncodingStore:
         return {text: np.frombuffer(blob, dtype=np.float16) for text, blob in found.items()}
 
     def flush(self) -> None:
-        """Write the vectors added since the last flush, in one transaction."""
+        """Write the vectors added since the last flush, in one transaction. A text is pending
+        only where the file had no whole vector of it: a damaged row (``_lookup``) is replaced,
+        where kept it was encoded again at every crawl; one another crawl stored meanwhile gets
+        the same vector."""
         if not self._pending:
             return
         with self._db:
