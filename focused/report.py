@@ -393,7 +393,10 @@ def _if_killed(seen_at: str | None, interval: float | None) -> str:
     seen = stored_time(seen_at)
     if seen is None or not isinstance(interval, int | float) or not 0 < interval < math.inf:
         return ""
-    stale = seen + timedelta(seconds=STALE_BEATS * interval)
+    try:
+        stale = seen + timedelta(seconds=STALE_BEATS * interval)
+    except OverflowError:  # a record of before FOCUSED_HEARTBEAT_INTERVAL's bound: never stale
+        return ""
     return f"; if it was killed, it counts as stopped from {describe_time(stale.isoformat())}"
 
 

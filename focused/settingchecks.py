@@ -94,7 +94,10 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     "STORAGE_BATCH_SIZE": (int, 1, None),
     "STORAGE_RETRIES": (int, 0, None),
     "STORAGE_RETRY_DELAY": (float, 0.0, DAY),
-    "FOCUSED_HEARTBEAT_INTERVAL": (float, 1.0, None),
+    # At most a day: a run refused by a crawl beating less often named the time its beat goes
+    # stale (3 beats on) with a date, which 1e300 overflowed (a traceback); and a crawl killed
+    # outright held its id for 3 beats.
+    "FOCUSED_HEARTBEAT_INTERVAL": (float, 1.0, DAY),
     "STORE_MIN_RELEVANCE": (float, 0.0, 1.0),  # relevance is in [0, 1]: above 1 stores nothing
     "CLOSESPIDER_PAGECOUNT": (int, 0, None),
     "CONCURRENT_REQUESTS": (int, 1, None),

@@ -244,6 +244,7 @@ STORE_MIN_RELEVANCE = None  # threshold crawl-and-store: pages below it are fetc
 # Seconds between refreshes of the crawl record's seen_at while the crawl runs (one small update);
 # `scrapy crawls` shows a `running` crawl silent for 3 of them as stopped (killed, crashed).
 # A recrawl refreshes the record's recrawl_seen_at so: silent for 3, it no longer holds the crawl.
+# At least 1, at most a day (86,400).
 FOCUSED_HEARTBEAT_INTERVAL = 30.0
 
 # -- Progress --------------------------------------------------------------------------------

@@ -232,6 +232,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (GOOD, {"ROBOTS_CRAWL_DELAY_MAX": "1e300"}, "ROBOTS_CRAWL_DELAY_MAX=1e300 is outside"),
         (GOOD, {"RETRY_AFTER_MAX": "1e300"}, "RETRY_AFTER_MAX=1e300 is outside [0.0, 86400]"),
         (GOOD, {"STORAGE_RETRY_DELAY": "1e300"}, "STORAGE_RETRY_DELAY=1e300 is outside"),
+        (GOOD, {"FOCUSED_HEARTBEAT_INTERVAL": "1e300"}, "FOCUSED_HEARTBEAT_INTERVAL=1e300 is"),
         # SQLite's busy timeout in milliseconds overflowed: a lock failed a write at once.
         (GOOD, {"FOCUSED_DB_TIMEOUT": "3e6"}, "FOCUSED_DB_TIMEOUT=3e6 is outside [0.0, 2147483"),
         (GOOD, {"ROBOTS_HOLD_RETRIES": "few"}, "ROBOTS_HOLD_RETRIES='few' is not a"),

@@ -47,6 +47,7 @@ from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
 from focused.mongostore import MongoStore
 from focused.report import (
     CURVE_BUCKETS,
+    being_recrawled,
     build_report,
     describe_status,
     describe_time,
@@ -426,6 +427,19 @@ def test_the_plotted_harvest_curve_keeps_its_shape_in_a_few_thousand_points():
         max(relevant for position, relevant in full if position <= decile * fetched // 10)
         for decile in range(1, 11)
     ]
+
+
+def test_a_refusal_by_a_heartbeat_too_slow_to_go_stale_is_one_line():
+    """A recrawl's FOCUSED_HEARTBEAT_INTERVAL of 1e300, kept in its crawl's record: the time its
+    beat would go stale overflowed a date, a traceback where the run was refused."""
+    seen = datetime(2026, 1, 1, 10, 0, 0, tzinfo=UTC).isoformat()
+    crawl = {"crawl_id": "c", "recrawl_seen_at": seen, "recrawl_heartbeat_interval": 1e300}
+    assert being_recrawled(crawl) == (
+        "crawl c is being recrawled in another process (last seen 2026-01-01 10:00:00 UTC):"
+        " let that recrawl end, then run the crawl"
+    )
+    with_30 = being_recrawled({**crawl, "recrawl_heartbeat_interval": 30.0})
+    assert with_30.endswith("if it was killed, it counts as stopped from 2026-01-01 10:01:30 UTC")
 
 
 def test_a_running_crawl_is_stale_once_it_missed_three_heartbeats():
