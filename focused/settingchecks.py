@@ -157,10 +157,11 @@ NUMERIC_SETTINGS: dict[str, tuple[type, float | None, float | None]] = {
     # 0: Scrapy scrapes the first page and stops. Scrapy starts this many tasks for each page's
     # outputs, however few they are: 100,000 cost 1.5 s a page, a million about a minute.
     "CONCURRENT_ITEMS": (int, 1, 10_000),
-    # Scrapy's delays before a host's next request (AutoThrottle's first; the most it may raise
-    # it to only follows the host's latency, and a larger one is no hang).
+    # Scrapy's delays before a host's next request (AutoThrottle's first one, and the most it
+    # may raise it to: latency over AUTOTHROTTLE_TARGET_CONCURRENCY, 1e-300 of it a hang too).
     "DOWNLOAD_DELAY": (float, 0.0, DAY),
     "AUTOTHROTTLE_START_DELAY": (float, 0.0, DAY),
+    "AUTOTHROTTLE_MAX_DELAY": (float, 0.0, DAY),
 }
 # Numeric settings off by default (None): given empty (-s NAME=), they stay off. Any other
 # number given empty is read as one once the crawl has started: a traceback.
@@ -251,6 +252,7 @@ def check_settings(settings: Any, *, crawls: bool = True) -> None:
     _check_components(settings)
     _check_integer_lists(settings)
     _check_download_slots(settings)
+    _check_jittered_delays(settings)
     _check_paths(settings)
     _check_logging(settings)
     _check_http_auth(settings)
@@ -556,6 +558,26 @@ def _check_download_slots(settings: Any) -> None:
                 )
             if kind is int:
                 _check_size(f"setting DOWNLOAD_SLOTS: {quoted(host)} has {key}=", value, value)
+
+
+def _check_jittered_delays(settings: Any) -> None:
+    """Scrapy draws a host's delay up to (1 + jitter) times its own (a jitter above 1 reaches
+    below 0, floored there): at most a day too. DOWNLOAD_DELAY=1 with DOWNLOAD_DELAY_JITTER=1e300
+    never sent a host's second request, and the crawl never ended."""
+    delay = settings.getfloat("DOWNLOAD_DELAY")
+    jitter = settings.getfloat("DOWNLOAD_DELAY_JITTER")
+    slots: dict[str | None, dict] = {None: {}, **settings.getdict("DOWNLOAD_SLOTS")}
+    for host, slot in slots.items():
+        slot_delay, slot_jit = slot.get("delay", delay), slot.get("jitter", jitter)
+        if (longest := slot_delay * (1 + slot_jit)) > DAY:
+            given = (
+                f"DOWNLOAD_DELAY={slot_delay:g} with DOWNLOAD_DELAY_JITTER={slot_jit:g}"
+                if host is None
+                else f"DOWNLOAD_SLOTS: {quoted(host)} has delay={slot_delay:g}, jitter={slot_jit:g}"
+            )
+            raise ConfigError(
+                f"setting {given}: delays up to {longest:g} s are drawn; at most a day ({DAY})"
+            )
 
 
 def _is_number(value: Any, kind: type) -> bool:

@@ -96,9 +96,10 @@ DOWNLOADER = "focused.downloader.PoliteDownloader"
 # topical one (BENCHMARKS.md, sessions 24 and 40).
 CONCURRENT_ITEMS = 100  # at most 10,000: Scrapy starts this many tasks for every page
 DOWNLOAD_TIMEOUT = 30
-# Scrapy's DOWNLOAD_DELAY (default 0), AUTOTHROTTLE_START_DELAY (5) and a DOWNLOAD_SLOTS entry's
-# "delay" take at most a day (86,400 s): a host's next request waits for it, and a longer one
-# is a crawl that never ends.
+# Scrapy's DOWNLOAD_DELAY (default 0), AUTOTHROTTLE_START_DELAY (5), AUTOTHROTTLE_MAX_DELAY (60)
+# and a DOWNLOAD_SLOTS entry's "delay" take at most a day (86,400 s), and so does the longest
+# delay DOWNLOAD_DELAY_JITTER draws, (1 + jitter) times the delay: a host's next request waits
+# for it, and a longer one is a crawl that never ends.
 # Scrapy's resolver that also answers with IPv6 addresses: hosts that have only one, and
 # literal seeds such as http://[2001:db8::1]/. Scrapy's default asks for IPv4 alone, and such a
 # host fails as a DNS error. This one has no timeout of its own (DNS_TIMEOUT does not apply):

@@ -224,6 +224,19 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         # crawl never ended; so AutoThrottle's first delay, a slot's, or those the crawl obeys.
         (GOOD, {"DOWNLOAD_DELAY": "1e300"}, "DOWNLOAD_DELAY=1e300 is outside [0.0, 86400]"),
         (GOOD, {"AUTOTHROTTLE_START_DELAY": "86401"}, "AUTOTHROTTLE_START_DELAY=86401 is"),
+        # With AUTOTHROTTLE_TARGET_CONCURRENCY=1e-300: a hang as well.
+        (GOOD, {"AUTOTHROTTLE_MAX_DELAY": "1e300"}, "AUTOTHROTTLE_MAX_DELAY=1e300 is outside"),
+        (
+            GOOD,
+            {"DOWNLOAD_DELAY": "1", "DOWNLOAD_DELAY_JITTER": "1e300"},
+            "setting DOWNLOAD_DELAY=1 with DOWNLOAD_DELAY_JITTER=1e+300: delays up to 1e+300 s are"
+            " drawn; at most a day (86400)",
+        ),
+        (
+            GOOD,
+            {"DOWNLOAD_SLOTS": '{"h": {"delay": 50000}}', "DOWNLOAD_DELAY_JITTER": "1"},
+            "setting DOWNLOAD_SLOTS: 'h' has delay=50000, jitter=1: delays up to 100000 s are",
+        ),
         (
             GOOD,
             {"DOWNLOAD_SLOTS": '{"h": {"delay": 1e300}}'},
