@@ -373,6 +373,28 @@ def _pausing_seed(down: Site):
     return linking
 
 
+def _paused_then_resumed(tmp_path, robots_site, settings, paused, resumed, between=None):
+    """A JOBDIR crawl from ``_pausing_seed`` paused by a page budget of 3 while ``/early`` waits
+    for the robots.txt of its host (``robots_site``: that host's answers), then resumed with a
+    budget of 20: ``settings``, then ``paused``'s and ``resumed``'s for each run, and
+    ``between(paused_run)`` run before the resume. Returns both runs and the host's site."""
+    arguments = {"strategy": "bfs", "query": "birds"}
+    settings = {"RETRY_TIMES": 0, "JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS": 2, **settings}
+    with Site(robots_site) as down, Site(_pausing_seed(down), "127.0.0.2") as up:
+        arguments["seeds"] = f"{up.url}/"
+        first = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3, **paused})
+        log = first.result.stderr
+        assert first.result.returncode == 0, log[-3000:]
+        assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
+        if between is not None:
+            between(first)
+        second = run_crawl(
+            tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20, **resumed}
+        )
+    assert second.result.returncode == 0, second.result.stderr[-3000:]
+    return first, second, down
+
+
 def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_path):
     """A crawl paused (its page budget spent) while a request waits for its host's robots.txt
     to be fetched again queues it again: the resumed crawl fetches it."""
@@ -383,23 +405,16 @@ def test_requests_held_for_a_failed_robots_txt_are_kept_over_a_jobdir_pause(tmp_
             return answer["robots"]
         return Reply(200, html(path, "<p>birds feathers nests</p>"))
 
-    with Site(held) as down, Site(_pausing_seed(down), "127.0.0.2") as up:
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
-        settings = {"RETRY_TIMES": 0, "JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS": 2}
-        paused = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3})
+    def recovered(paused) -> None:
         log = paused.result.stderr
-        assert paused.result.returncode == 0, log[-3000:]
-        assert "closespider_pagecount" in log and down.log.gets() == [], log[-3000:]
         assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
         answer["robots"] = Reply(200, ALLOW_ALL, "text/plain")
-        # Held until the failure's time is up, now 1 s (see below).
-        resumed = run_crawl(
-            tmp_path,
-            arguments,
-            {**settings, "CLOSESPIDER_PAGECOUNT": 20, "ROBOTS_RETRY_FAILED_AFTER": 1},
-        )
+
+    # Held until the failure's time is up, 1 s in the resumed run (see below).
+    _, resumed, down = _paused_then_resumed(
+        tmp_path, held, {}, {}, {"ROBOTS_RETRY_FAILED_AFTER": 1}, recovered
+    )
     log = resumed.result.stderr
-    assert resumed.result.returncode == 0, log[-3000:]
     assert down.log.gets() == [(down.host, "/early")], log[-3000:]
     assert f"{down.url}/early" in [page["url"] for page in resumed.pages()]
 
@@ -409,34 +424,21 @@ def test_a_jobdir_resume_goes_on_counting_a_failed_robots_txts_failures(tmp_path
     failures in a row from 0 again once resumed: ROBOTS_HOLD_RETRIES more holds of its
     requests at each resume. They are kept with the crawl's state (spider.state)."""
     robots_asked: list[float] = []
-    with (
-        Site(failing_robots_txt(robots_asked, failures=100)) as down,
-        Site(_pausing_seed(down), "127.0.0.2") as up,
-    ):
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
-        settings = {
-            "RETRY_TIMES": 0,
-            "JOBDIR": tmp_path / "job",
-            "CONCURRENT_REQUESTS": 2,
-            "ROBOTS_HOLD_RETRIES": 2,
-        }
-        paused = run_crawl(
-            tmp_path,
-            arguments,
-            # Not fetched again before the pause.
-            {**settings, "CLOSESPIDER_PAGECOUNT": 3, "ROBOTS_RETRY_FAILED_AFTER": 60},
-        )
+
+    def failed_once(paused) -> None:
         log = paused.result.stderr
-        assert paused.result.returncode == 0, log[-3000:]
         assert len(robots_asked) == 1, log[-3000:]
         assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
-        resumed = run_crawl(
-            tmp_path,
-            arguments,
-            {**settings, "CLOSESPIDER_PAGECOUNT": 20, "ROBOTS_RETRY_FAILED_AFTER": 1},
-        )
+
+    _, resumed, down = _paused_then_resumed(
+        tmp_path,
+        failing_robots_txt(robots_asked, failures=100),
+        {"ROBOTS_HOLD_RETRIES": 2},
+        {"ROBOTS_RETRY_FAILED_AFTER": 60},  # not fetched again before the pause
+        {"ROBOTS_RETRY_FAILED_AFTER": 1},
+        failed_once,
+    )
     log = resumed.result.stderr
-    assert resumed.result.returncode == 0, log[-3000:]
     # Held until its first failure's time is up (now 1 s); its second failure holds the
     # request once more; its third, past the 2 retries, refuses it.
     assert len(robots_asked) == 3, log[-3000:]
@@ -452,25 +454,21 @@ def test_a_jobdir_resume_waits_out_a_failed_robots_txts_time(tmp_path):
     kept with the crawl's state (as wall-clock time), and its requests held until then."""
     retry = 10
     robots_asked: list[float] = []
-    with (
-        Site(failing_robots_txt(robots_asked)) as down,
-        Site(_pausing_seed(down), "127.0.0.2") as up,
-    ):
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{up.url}/"}
-        settings = {
-            "RETRY_TIMES": 0,
-            "JOBDIR": tmp_path / "job",
-            "CONCURRENT_REQUESTS": 2,
-            "ROBOTS_RETRY_FAILED_AFTER": retry,
-        }
-        paused = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 3})
+
+    def in_time(paused) -> None:
         log = paused.result.stderr
-        assert paused.result.returncode == 0, log[-3000:]
         assert len(robots_asked) == 1, log[-3000:]
         assert time.monotonic() - robots_asked[0] < retry / 2, log[-3000:]  # resumed in time
-        resumed = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_PAGECOUNT": 20})
+
+    _, resumed, down = _paused_then_resumed(
+        tmp_path,
+        failing_robots_txt(robots_asked),
+        {"ROBOTS_RETRY_FAILED_AFTER": retry},
+        {},
+        {},
+        in_time,
+    )
     log = resumed.result.stderr
-    assert resumed.result.returncode == 0, log[-3000:]
     assert len(robots_asked) == 2, log[-3000:]
     assert robots_asked[1] - robots_asked[0] >= retry, log[-3000:]
     assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
