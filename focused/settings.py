@@ -231,7 +231,8 @@ FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the wor
 FOCUSED_DB_TIMEOUT = 5.0
 STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)
-STORAGE_RETRY_DELAY = 1.0  # seconds before the first retry, doubled at each further one; <= a day
+# Seconds before the first retry, doubled at each further one up to 5 minutes; <= a day.
+STORAGE_RETRY_DELAY = 1.0
 # The records the store could not take at the close of a crawl that gave up on it
 # (store_unreachable) are kept in a file here, unstored-<crawl_id>-<UTC time>.jsonl, for
 # `scrapy restore FILE` to load (focused.unstored); made when needed. None: the folder of

@@ -10,7 +10,8 @@ up to STORAGE_BATCH_SIZE at a time. SQLite writes each page alone; in WAL mode w
 Settings:
     STORAGE_BATCH_SIZE   most page records per write (default 50)
     STORAGE_RETRIES      retries of a failed write before giving up (default 3)
-    STORAGE_RETRY_DELAY  seconds before the first retry, doubled for each next one (default 1.0)
+    STORAGE_RETRY_DELAY  seconds before the first retry, doubled for each next one up to
+                         RETRY_WAIT_MAX, 5 minutes (default 1.0)
     FOCUSED_HEARTBEAT_INTERVAL  seconds between refreshes of the crawl record's ``seen_at``
                          (default 30)
     FOCUSED_UNSTORED_DIR where the records the store could not take at the close are kept
@@ -136,6 +137,10 @@ logger = logging.getLogger(__name__)
 DEFAULT_BATCH_SIZE = 50
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
+# The longest wait between two retries of a write (unless STORAGE_RETRY_DELAY is longer), as
+# RETRY_AFTER_MAX bounds a host's backoff: doubled without end, 40 retries waited up to 2**39 s
+# (17,000 years) for the last, with the engine paused.
+RETRY_WAIT_MAX = 300.0
 DEFAULT_HEARTBEAT_INTERVAL = 30.0
 # Seconds a forced stop waits for a batch a worker thread is writing: a server that answers does
 # so in milliseconds, one gone away fails within MONGO_TIMEOUT_MS (5 s by default).
@@ -725,8 +730,9 @@ class StoragePipeline:
         self._closing_spider = close_spider_now(self.crawler, STORE_UNREACHABLE)
 
     async def _retrying(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        """Call a store method, retrying a StoreError after doubling delays (a server failing
-        over, a locked file); once the store was given up on, try only once. While it is
+        """Call a store method, retrying a StoreError after doubling delays, up to
+        ``RETRY_WAIT_MAX`` (a server failing over, a locked file); once the store was given up
+        on, try only once. While it is
         retried no new request is sent (``_hold_requests``)."""
         retries = 0 if self._failed else self.retries
         delay = self.retry_delay
@@ -742,7 +748,7 @@ class StoragePipeline:
                 self._release_requests()
                 return result
             await sleep(delay)
-            delay *= 2
+            delay = min(2 * delay, max(RETRY_WAIT_MAX, self.retry_delay))
         result = await self._call(method, *args, **kwargs)
         self._release_requests()
         return result

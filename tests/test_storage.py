@@ -2143,3 +2143,19 @@ def test_a_process_killed_but_not_yet_waited_for_is_gone():
         child.kill()
         child.wait()
         child.stdout.close()
+
+
+def test_the_wait_between_two_retries_of_a_write_is_at_most_five_minutes(tmp_path, monkeypatch):
+    """Doubled without end, STORAGE_RETRIES=40 waited up to 2**39 s for its last retry, the
+    engine paused meanwhile."""
+    failing_writes(monkeypatch, failures=12)
+    waits: list[float] = []
+
+    async def no_wait(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("pipelines.storage.sleep", no_wait)
+    crawler = pipeline_crawler(FOCUSED_DB=str(tmp_path / "crawl.sqlite3"), STORAGE_RETRIES=12)
+    asyncio.run(run_pipelines(crawler, [scored_item(0)]))
+    assert waits == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300]
+    assert crawler.stats.get_value("focused/stored") == 1
