@@ -19,11 +19,14 @@ import re
 import socket
 import sys
 import tempfile
+import warnings
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from scrapy.core.downloader import _default_jitter, _slot_jitter
+from scrapy.exceptions import ScrapyDeprecationWarning
 from scrapy.extensions.feedexport import apply_uri_params
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import feed_complete_default_values_from_settings
@@ -565,10 +568,16 @@ def _check_jittered_delays(settings: Any) -> None:
     below 0, floored there): at most a day too. DOWNLOAD_DELAY=1 with DOWNLOAD_DELAY_JITTER=1e300
     never sent a host's second request, and the crawl never ended."""
     delay = settings.getfloat("DOWNLOAD_DELAY")
-    jitter = settings.getfloat("DOWNLOAD_DELAY_JITTER")
     slots: dict[str | None, dict] = {None: {}, **settings.getdict("DOWNLOAD_SLOTS")}
+    # As Scrapy's downloader reads them: RANDOMIZE_DOWNLOAD_DELAY=False, or a slot's
+    # "randomize_delay": false, is no jitter (taken for 0.5, a delay over 16 hours was refused).
+    # Scrapy says they are deprecated as the crawl starts: not here as well.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ScrapyDeprecationWarning)
+        jitter = _default_jitter(settings)
+        jitters = {host: _slot_jitter(slot, jitter) for host, slot in slots.items()}
     for host, slot in slots.items():
-        slot_delay, slot_jit = slot.get("delay", delay), slot.get("jitter", jitter)
+        slot_delay, slot_jit = slot.get("delay", delay), jitters[host]
         if (longest := slot_delay * (1 + slot_jit)) > DAY:
             given = (
                 f"DOWNLOAD_DELAY={slot_delay:g} with DOWNLOAD_DELAY_JITTER={slot_jit:g}"

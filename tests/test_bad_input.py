@@ -590,6 +590,21 @@ def test_scrapy_settings_given_as_text_are_taken_as_scrapy_reads_them(tmp_path):
     check_settings(Settings(given, priority="cmdline"))
 
 
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"DOWNLOAD_DELAY": "60000", "RANDOMIZE_DOWNLOAD_DELAY": "False"},
+        {"DOWNLOAD_SLOTS": '{"h": {"delay": 60000, "randomize_delay": false}}'},
+    ],
+)
+@pytest.mark.filterwarnings("ignore::scrapy.exceptions.ScrapyDeprecationWarning")
+def test_a_delay_without_jitter_is_not_refused_for_one(settings):
+    """A delay of Scrapy's deprecated RANDOMIZE_DOWNLOAD_DELAY=False (or a slot's
+    "randomize_delay": false) is drawn without jitter, as Scrapy's downloader reads it: taken
+    for DOWNLOAD_DELAY_JITTER's 0.5, any over 16 hours was refused as over a day."""
+    check_settings(Settings(settings, priority="cmdline"))
+
+
 def test_a_feed_uri_params_function_that_does_not_import_gives_one_line(tmp_path):
     # Imported as the feed opened: a traceback, the feed not written, and exit 0.
     feed = tmp_path / "pages.json"
