@@ -38,6 +38,7 @@ from focused.storage import DEFAULT_SQLITE_PATH
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from importlib.machinery import ModuleSpec
 
 KIND_NAMES = {int: "an integer", float: "a number"}
 
@@ -480,7 +481,7 @@ def check_spider_loader(settings: Any) -> None:
     for module in settings.getlist("SPIDER_MODULES"):
         if warn_only and module and not module.startswith("."):
             continue
-        if problem := _module_problem(module):
+        if isinstance(problem := _find_module(module), str):
             raise ConfigError(
                 f"setting SPIDER_MODULES: {quoted(module)} cannot be imported: {problem}"
             )
@@ -613,9 +614,9 @@ def _import_problem(path: str) -> str | None:
     module_name, _, attribute = path.rpartition(".")
     if not module_name or not attribute:
         return "give a full path, module.Name"
-    if problem := _module_problem(module_name):
-        return problem
-    spec = importlib.util.find_spec(module_name)
+    spec = _find_module(module_name)
+    if isinstance(spec, str):
+        return spec
     if module_name in sys.modules:
         found = hasattr(sys.modules[module_name], attribute)
     elif spec.origin and spec.origin.endswith(".py"):
@@ -626,13 +627,13 @@ def _import_problem(path: str) -> str | None:
     return None if found else f"module {quoted(module_name)} has no {quoted(attribute)}"
 
 
-def _module_problem(name: str) -> str | None:
-    """Why the module ``name`` would not import; None if it is found (it is not run)."""
+def _find_module(name: str) -> ModuleSpec | str:
+    """The spec of the module ``name``, found but not run, or why it would not import."""
     try:
         spec = importlib.util.find_spec(name)
     except (ImportError, ValueError) as exc:  # a parent is no package, or cannot be imported
         return str(exc)
-    return None if spec is not None else f"no module named {quoted(name)}"
+    return spec if spec is not None else f"no module named {quoted(name)}"
 
 
 def _bound_names(source: Path) -> set[str]:
