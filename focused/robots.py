@@ -815,9 +815,6 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # robots.txt that lowered or dropped its Crawl-delay had the old one for the whole crawl.
         asks = self._slot_asks.setdefault(key, {})
         asks.pop(netloc, None)
-        if delay is None or delay <= self._crawl_delay_max:
-            # Read again (after its 24 hours) without the delay that had its pages skipped.
-            self._skipped.pop(netloc, None)
         if delay is not None and delay > self._crawl_delay_max:
             if self._skipped.get(netloc) != delay:  # else read again: said already
                 self._skipped[netloc] = delay
@@ -828,8 +825,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                     delay,
                     self._crawl_delay_max,
                 )
-        elif delay is not None and delay > 0:
-            asks[netloc] = delay
+        else:
+            # Read again (after its 24 hours) without the delay that had its pages skipped.
+            self._skipped.pop(netloc, None)
+            if delay is not None and delay > 0:
+                asks[netloc] = delay
         if not asks:
             del self._slot_asks[key]
         self._pace(key, netloc, delay)

@@ -732,8 +732,7 @@ class StoragePipeline:
     async def _retrying(self, method: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         """Call a store method, retrying a StoreError after doubling delays, up to
         ``RETRY_WAIT_MAX`` (a server failing over, a locked file); once the store was given up
-        on, try only once. While it is
-        retried no new request is sent (``_hold_requests``)."""
+        on, try only once. While it is retried no new request is sent (``_hold_requests``)."""
         retries = 0 if self._failed else self.retries
         delay = self.retry_delay
         for attempt in range(1, retries + 1):
