@@ -226,8 +226,9 @@ FOCUSED_DB = "focused.sqlite3"  # the embedded SQLite store, relative to the wor
 # Seconds a write to FOCUSED_DB (or a read, by the inspection commands) waits for another
 # process's lock on the file before it fails (then STORAGE_RETRIES applies to a write). A
 # crawl's open makes the fetch-order index a store written before it lacks if it can within
-# half of it, holding the lock (focused.sqlitestore.INDEX_BUILD_SHARE), else says so. At most
-# 2,147,483.647 (SQLite keeps it in milliseconds in a 32-bit int, which a longer one overflows).
+# half of it, holding the lock, free at once (focused.sqlitestore.INDEX_BUILD_SHARE), else says
+# so. At most 2,147,483.647 (SQLite keeps it in milliseconds in a 32-bit int, which a longer
+# one overflows).
 FOCUSED_DB_TIMEOUT = 5.0
 STORAGE_BATCH_SIZE = 50  # most page records per write (each page is written before it leaves)
 STORAGE_RETRIES = 3  # retries of a failed write before the crawl stops (store_unreachable)

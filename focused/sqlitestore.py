@@ -112,7 +112,7 @@ _FETCH_ORDER_INDEX = (
 )
 # The share of FOCUSED_DB_TIMEOUT a writer's open may hold the write lock for to make the
 # fetch-order index of a store written before it, reading every page (past its text, in such a
-# store): another process of the crawl opening it meanwhile waits FOCUSED_DB_TIMEOUT for the
+# store): another process of the crawl writing to it meanwhile waits FOCUSED_DB_TIMEOUT for the
 # lock, then fails. Longer, it is left unmade (``_make_fetch_order_index``).
 INDEX_BUILD_SHARE = 0.5
 # The SQLite virtual machine's steps between two looks at the time left for it.
@@ -323,13 +323,30 @@ class SqliteStore(Store):
 
     def _make_fetch_order_index(self, timeout: float) -> None:
         """The fetch-order index (``_FETCH_ORDER_INDEX``), made if it is missing and can be
-        within ``INDEX_BUILD_SHARE`` of ``timeout`` (FOCUSED_DB_TIMEOUT): longer, for a large
-        store written before it, it is left for a later open, with a warning, and the pages
-        are counted without it (``crawls`` reads every page of a running crawl)."""
+        within ``INDEX_BUILD_SHARE`` of ``timeout`` (FOCUSED_DB_TIMEOUT), under the write lock
+        taken at once where the store holds pages: longer, for a large store written before
+        it, or with the lock taken (another process writing, or making the index), it is left
+        for a later open, with a warning, and the pages are counted without it (``crawls``
+        reads every page of a running crawl). An open queueing for the lock to make it waited
+        behind the builds of the processes ahead of it, each up to its share, and an open
+        arriving later could be let in first: a shared crawl's process failed to open with
+        "database is locked"."""
         indexes = {row[1] for row in self._conn.execute("PRAGMA index_list(pages)")}
         if "pages_crawl_fetch_order" in indexes:
             return
         within = timeout * INDEX_BUILD_SHARE
+        if not self._conn.execute("SELECT EXISTS (SELECT 1 FROM pages)").fetchone()[0]:
+            # A new store, which the processes of a crawl open together: made at once, it
+            # waits for the lock as a write does, behind their opens.
+            self._conn.execute("BEGIN IMMEDIATE")
+        elif not self._write_lock_at_once():
+            self._index_not_made(
+                "another process held the write lock it is made under, making it or writing"
+                " (an open does not wait for it: the processes of a crawl waited behind each"
+                " other's builds)",
+                "a run of its own makes it",
+            )
+            return
         deadline = time.monotonic() + within
         over = False
 
@@ -341,6 +358,7 @@ class SqliteStore(Store):
         self._conn.set_progress_handler(over_time, INDEX_BUILD_STEPS)
         try:
             self._conn.execute(_FETCH_ORDER_INDEX)
+            self._conn.commit()
         except sqlite3.OperationalError as exc:
             if "interrupted" not in str(exc):
                 raise
@@ -349,18 +367,40 @@ class SqliteStore(Store):
                 # KeyboardInterrupt, raised there as the handler is most of the Python run
                 # meanwhile. It was lost, the command going on as if the index took too long.
                 raise KeyboardInterrupt from None
-            logger.warning(
-                "%s store at %s: its index of the pages' fetch order, which `scrapy crawls`,"
-                " `scrapy report` and a resume read, was not made: it took over %g s (%.0f%% of"
+            self._index_not_made(
+                f"it took over {within:g} s ({100 * INDEX_BUILD_SHARE:.0f}% of"
                 " FOCUSED_DB_TIMEOUT), holding the write lock that other processes of a crawl"
-                " wait for; a run of its own with a larger FOCUSED_DB_TIMEOUT makes it",
-                self.backend,
-                self.location,
-                within,
-                100 * INDEX_BUILD_SHARE,
+                " wait for",
+                "a run of its own with a larger FOCUSED_DB_TIMEOUT makes it",
             )
         finally:
             self._conn.set_progress_handler(None, 0)
+            self._conn.rollback()  # what is left of a build that failed
+
+    def _write_lock_at_once(self) -> bool:
+        """Whether the write lock, taken without waiting, is this connection's (a transaction
+        begun: commit or roll it back)."""
+        (waits,) = self._conn.execute("PRAGMA busy_timeout").fetchone()
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            return False
+        finally:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(waits)}")
+        return True
+
+    def _index_not_made(self, why: str, remedy: str) -> None:
+        logger.warning(
+            "%s store at %s: its index of the pages' fetch order, which `scrapy crawls`,"
+            " `scrapy report` and a resume read, was not made: %s; %s",
+            self.backend,
+            self.location,
+            why,
+            remedy,
+        )
 
     def _present_columns(self, table: str) -> set[str]:
         return {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}

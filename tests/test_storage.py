@@ -15,6 +15,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import tracemalloc
 import uuid
@@ -858,6 +859,71 @@ def test_a_writers_open_leaves_an_index_it_cannot_make_within_its_share_of_the_t
         store.close()
     SqliteStore(path).close()  # FOCUSED_DB_TIMEOUT's default: time enough
     assert "pages_crawl_fetch_order" in indexes()
+
+
+def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_path, caplog):
+    """The open of a store written before the fetch-order index waited for the write lock to
+    make it, behind the builds of the processes ahead of it, and opens arriving later could
+    be let in first: a process of a shared crawl failed to open ("database is locked") where
+    the same store with the index opened at once. It makes the index only where the lock is
+    free at once; else another open makes it."""
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(path)
+    store.save_pages(page(f"http://t/{n}", fetch_order=n) for n in range(1, 50))
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+
+    def indexes() -> list[str]:
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            return [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
+
+    other = sqlite3.connect(path, isolation_level=None)  # another process, writing
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+            store = SqliteStore(path, timeout=0.2)
+        [said] = [record.getMessage() for record in caplog.records]
+        assert said.startswith(f"SQLite store at {path}: its index of the pages' fetch order")
+        assert "another process held the write lock" in said
+        assert said.endswith("a run of its own makes it")
+        other.execute("COMMIT")
+        # Its writes wait FOCUSED_DB_TIMEOUT for the lock, as ever.
+        (waits,) = store._conn.execute("PRAGMA busy_timeout").fetchone()
+        assert waits == 200
+        store.save_pages([page("http://t/new", fetch_order=50)])
+        assert store.page_counts("c1") == PageCounts(stored=50, relevant=50, last_fetch_order=50)
+        store.close()
+    finally:
+        other.close()
+    assert "pages_crawl_fetch_order" not in indexes()
+    SqliteStore(path).close()  # the lock free
+    assert "pages_crawl_fetch_order" in indexes()
+
+
+def test_the_processes_opening_a_new_store_together_wait_to_make_its_index(tmp_path, caplog):
+    """A new store has no pages to index: the processes of a crawl opening it together each
+    wait for the lock to make it (as a write does), as only one found it free at once."""
+    path = tmp_path / "new.sqlite3"
+    SqliteStore(path).close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")  # made by none yet
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process making the tables
+    release = threading.Timer(0.2, other.execute, ["COMMIT"])
+    release.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+            store = SqliteStore(path)
+        release.join()
+    finally:
+        release.cancel()
+        other.close()
+    assert not caplog.records
+    assert "pages_crawl_fetch_order" in [
+        row[1] for row in store._conn.execute("PRAGMA index_list(pages)")
+    ]
+    store.close()
 
 
 def test_a_ctrl_c_while_an_older_store_gains_its_index_stops_the_open(
