@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import os
 import pickle
+import random
 import re
 import signal
 import sqlite3
 import subprocess
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from contextlib import closing
 from types import SimpleNamespace
+from urllib.parse import urlsplit
 
 import pytest
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.test import get_crawler
 
+from focused import resume
 from focused.resume import (
     COUNTERS_FILE,
     DRIFT_STATE,
@@ -462,6 +465,85 @@ def test_kill_9_then_resume_watches_the_last_pages_stored_for_drift():
     state = {"pages": 7, DRIFT_STATE: saved}
     recover_state(state, pages, drift_window=2)
     assert state[DRIFT_STATE] is saved
+
+
+# Stored URLs, and the host each is counted for (MAX_PAGES_PER_HOST), as the scheduler counts
+# its requests (schedulers.base.host_of: the host urlsplit reads).
+HOSTS_OF_URLS = [
+    ("http://example.org/a", "example.org"),
+    ("http://example.org", "example.org"),  # no path
+    ("https://EXAMPLE.org:8443/b?c=d#e", "example.org"),  # upper case, a port
+    ("http://user:pass@Example.org:80/", "example.org"),  # userinfo
+    ("http://u@x.test@y.test/", "y.test"),  # the last @ ends the userinfo
+    ("http://[::1]:8080/x", "::1"),  # IPv6 literal
+    ("http://[FE80::1%25eTh0]/", "fe80::1%25eTh0"),  # its zone keeps its case
+    ("http://münchen.de/", "münchen.de"),  # IDNA, as written
+    ("http://xn--mnchen-3ya.DE/", "xn--mnchen-3ya.de"),
+    ("http://example.org?q=http://other.test/", "example.org"),  # a query, no path
+    ("http://example.org#http://other.test/", "example.org"),  # a fragment, no path
+    ("http://example.org/?to=https://other.test/", "example.org"),
+    ("HTTP://Example.org./", "example.org."),
+    ("  http://Lead.test/", "lead.test"),  # blanks before
+    ("http://ta\tb.test/", "tab.test"),  # a tab, which urlsplit drops
+    ("//Scheme.relative/x", "scheme.relative"),
+    ("http:///only/path", ""),
+    ("mailto:a@b.test", ""),
+    ("a:b://c.test/d", ""),  # a scheme without //
+    ("?x=http://q.test/", ""),
+]
+
+
+def test_kill_9_then_resume_counts_each_hosts_pages_for_the_host_the_crawl_does():
+    """A host's stored pages count against MAX_PAGES_PER_HOST for the host its requests are
+    counted for: a URL's parse, for each distinct scheme and authority, not each page."""
+    pages = [
+        {"url": url, "is_relevant": False, "fetch_order": number, "duplicate_of": None}
+        for number, (url, _) in enumerate(HOSTS_OF_URLS, 1)
+    ]
+    state: dict = {}
+    recover_state(state, pages)
+    assert state["host_pages"] == Counter(host for _, host in HOSTS_OF_URLS)
+    assert state["host_pages"] == Counter(urlsplit(url).hostname or "" for url, _ in HOSTS_OF_URLS)
+
+
+def test_a_resume_counts_the_host_of_any_url_as_urlsplit_reads_it():
+    """Whatever a URL holds (edited into the store by hand), its page counts for the host
+    urlsplit reads from it, or fails as urlsplit fails on it."""
+    pieces = ["http", "HTTPS", "a", ":", "/", "//", "://", "?", "#", "@", "[", "]", "::1", "%"]
+    pieces += ["\t", "\n", " ", "\x00", "Host", "ex.COM", "ü", "\u2100", ":80", "+", "a:b"]
+    rng = random.Random(7)
+    for _ in range(20_000):
+        url = "".join(rng.choices(pieces, k=rng.randint(1, 9)))
+        pages = [{"url": url, "is_relevant": False, "fetch_order": 1, "duplicate_of": None}]
+        try:
+            host = urlsplit(url).hostname or ""
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=re.escape(str(exc))):
+                recover_state({}, pages)
+            continue
+        state: dict = {}
+        recover_state(state, pages)
+        assert state["host_pages"] == Counter({host: 1}), url
+
+
+def test_a_resume_parses_the_urls_of_a_host_once(monkeypatch):
+    """Parsing each stored URL was 40% of a warm resume's read of the store."""
+    parsed = []
+
+    def counted(url: str):
+        parsed.append(url)
+        return urlsplit(url)
+
+    monkeypatch.setattr(resume, "urlsplit", counted)
+    pages = [
+        {"url": f"http://h{n % 3}.test/p{n}", "is_relevant": False, "fetch_order": n}
+        | {"duplicate_of": None}
+        for n in range(1, 1001)
+    ]
+    state: dict = {}
+    recover_state(state, pages)
+    assert state["host_pages"] == Counter({"h0.test": 333, "h1.test": 334, "h2.test": 333})
+    assert len(parsed) == 3
 
 
 def test_kill_9_then_resume_counts_the_pages_kept_from_the_store(tmp_path):
