@@ -519,7 +519,11 @@ def recover_state(
         authorities[_authority(page["url"])] += 1
     hosts: Counter[str] = Counter()
     for authority, count in authorities.items():
-        hosts[urlsplit(authority).hostname or ""] += count
+        try:
+            host = urlsplit(authority).hostname or ""
+        except ValueError:  # edited by hand ("http://[x/"): no request has it, nor its host
+            continue
+        hosts[host] += count
     if drift_window and last > state.get("pages", 0):
         state[DRIFT_STATE] = recent
     # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
