@@ -609,7 +609,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
         if not os.path.exists(path):
             raise _not_in_store(config.crawl_id, f"SQLite store at {cut(os.fspath(path))}")
     try:
-        store = open_store(settings)
+        store = open_store(settings, make_index=False)  # made as the crawl opens it
         try:
             crawl = store.get_crawl(config.crawl_id)
             # A recrawl of it under way (its mark in the record, focused.refresh) would fetch

@@ -149,6 +149,7 @@ class SqliteStore(Store):
         create: bool = True,
         read_only: bool = False,
         timeout: float = DEFAULT_SQLITE_TIMEOUT,
+        make_index: bool = True,
     ) -> None:
         self.location = cut(os.fspath(path))  # for messages
         file = Path(path)
@@ -195,7 +196,8 @@ class SqliteStore(Store):
                 self._conn.executescript(_SQLITE_SCHEMA)
                 self._add_missing_columns("pages", PAGE_SCHEMA)
                 self._add_missing_columns("crawls", CRAWL_SCHEMA)
-                self._make_fetch_order_index(timeout)
+                if make_index:
+                    self._make_fetch_order_index(timeout)
             # A reader leaves a file of an older version as it is: the fields it lacks are read
             # as NULL.
             self._columns = {table: self._present_columns(table) for table in ("crawls", "pages")}

@@ -894,7 +894,11 @@ def _mongo_database(settings: Settings | Mapping[str, Any]) -> str:
 
 
 def open_store(
-    settings: Settings | Mapping[str, Any], *, create: bool = True, read_only: bool = False
+    settings: Settings | Mapping[str, Any],
+    *,
+    create: bool = True,
+    read_only: bool = False,
+    make_index: bool = True,
 ) -> Store:
     """The store the settings ask for (a scrapy ``Settings`` or a plain dict).
 
@@ -902,6 +906,9 @@ def open_store(
     missing SQLite file is a ``StoreError``, not a new empty database). ``read_only`` is for
     readers: nothing is created or written, so that a store on read-only media can be read. A
     store that cannot be written when it should be is a ``StoreSettingError``.
+    ``make_index=False`` leaves the fetch-order index an SQLite store written before it lacks
+    to a later open (``SqliteStore``), as a crawl's checks do: its storage pipeline opens the
+    store next, and each tried to make it in turn, up to half of FOCUSED_DB_TIMEOUT.
     """
     uri = _setting(settings, "MONGO_URI", None)
     if isinstance(uri, str) and not uri.strip():
@@ -941,4 +948,6 @@ def open_store(
     timeout = float(_setting(settings, "FOCUSED_DB_TIMEOUT", DEFAULT_SQLITE_TIMEOUT))
     from focused.sqlitestore import SqliteStore  # imports this module
 
-    return SqliteStore(path, create=create, read_only=read_only, timeout=timeout)
+    return SqliteStore(
+        path, create=create, read_only=read_only, timeout=timeout, make_index=make_index
+    )

@@ -926,6 +926,24 @@ def test_the_processes_opening_a_new_store_together_wait_to_make_its_index(tmp_p
     store.close()
 
 
+def test_a_crawls_start_tries_to_make_the_index_once(tmp_path, caplog):
+    """A crawl's checks (``check_store``) open the store, then its storage pipeline does: each
+    tried to make the fetch-order index of a large store written before it, for half of
+    FOCUSED_DB_TIMEOUT, and said it could not, the crawl's start waiting the whole timeout."""
+    path = tmp_path / "old.sqlite3"
+    store = SqliteStore(path)
+    store.save_pages(page(f"http://t/{n}", fetch_order=n) for n in range(1, 2000))
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+    settings = Settings({"FOCUSED_DB": str(path), "FOCUSED_DB_TIMEOUT": 1e-6})
+    with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+        check_store(settings, SimpleNamespace(crawl_id="new", jobdir_note=""))
+        storage.open_store(settings).close()  # the pipeline's
+    [said] = [record.getMessage() for record in caplog.records]
+    assert "its index of the pages' fetch order" in said
+
+
 def test_a_ctrl_c_while_an_older_store_gains_its_index_stops_the_open(
     tmp_path, monkeypatch, caplog
 ):
