@@ -90,7 +90,7 @@ from twisted.python.failure import Failure
 
 from focused.errors import load_json
 from focused.jobdir import jobdir_writes, write_whole
-from focused.robots import is_robots_txt
+from focused.robots import RobotsTxtMiddleware, is_robots_txt
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -145,6 +145,12 @@ class PoliteDownloader(Downloader):
         # The monotonic time before which each host (slot key) the paused run sent to last gets
         # nothing; taken as its slot is made.
         self._held_since_pause = self._read_paused_hosts()
+        # focused.robots' middleware (none with ROBOTSTXT_OBEY off), which paces the slot of a
+        # host whose robots.txt asks for a Crawl-delay.
+        self._robots = next(
+            (mw for mw in self.middleware.middlewares if isinstance(mw, RobotsTxtMiddleware)),
+            None,
+        )
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
 
     def _engine_started(self) -> None:
@@ -220,6 +226,9 @@ class PoliteDownloader(Downloader):
         )
 
     def _get_slot(self, request: Request) -> tuple[str, Slot]:  # type: ignore[override]
+        if self._robots is not None:
+            # Before Scrapy makes the slot, which takes its Crawl-delay from per_slot_settings.
+            self._robots.pace_slot(self.get_slot_key(request), request)
         key, slot = super()._get_slot(request)
         until = self._held_since_pause.get(key) if self._held_since_pause else None
         if until is not None:
@@ -231,6 +240,11 @@ class PoliteDownloader(Downloader):
                 # (focused.retryafter). Kept until it ends, for a pause before then.
                 slot.latercall = call_later(wait, self._latercall, slot)
         return key, slot
+
+    def _slot_gc(self, age: float = 60) -> None:
+        super()._slot_gc(age)
+        if self._robots is not None:
+            self._robots.forget_dropped_slots()
 
     def get_slot_key(self, request: Request) -> str:
         key = super().get_slot_key(request)

@@ -50,9 +50,12 @@ ones (``CONCURRENT_REQUESTS_PER_DOMAIN`` of them): the slot also sends one reque
 Nutch (``fetcher.threads.per.queue``) and Heritrix do, unless ``DOWNLOAD_SLOTS`` gives the host a
 concurrency (the user's choice for that host, as a ``DOWNLOAD_SLOTS`` delay above the
 Crawl-delay is kept), and the delay runs from the end of one download to the start of the next
-(``PoliteDownloader.paced_from_end``). The slot keeps both if Scrapy drops the idle slot and
-makes a new one (``DOWNLOAD_SLOTS`` is where a new slot takes them from) and if AutoThrottle
-would lower the delay (it never changes the concurrency). A host that asks
+(``PoliteDownloader.paced_from_end``). The slot keeps both if AutoThrottle would lower the
+delay (it never changes the concurrency), and if Scrapy drops the idle slot (a minute past its
+delay) and makes a new one: what paced it goes with it, for a crawl to keep it only for the
+hosts it is crawling (kept for every host met, it grew with the crawl), and the request that
+makes the slot again paces it from its host's robots.txt (``pace_slot``; ``DOWNLOAD_SLOTS`` is
+where a new slot takes its pace from). A host that asks
 for more than ``ROBOTS_CRAWL_DELAY_MAX`` seconds is skipped, as Nutch does
 (``fetcher.max.crawl.delay``): fetching it faster than it asked would ignore its robots.txt, and
 a request waiting in a host's slot counts against ``CONCURRENT_REQUESTS``, so that a few such
@@ -344,7 +347,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
         # hostname, or address) that a robots.txt asked for: the largest its netlocs (two ports
-        # of one host, or hosts on one address) ask as each was read last (_slot_asks).
+        # of one host, or hosts on one address) ask as each was read last (_slot_asks). Kept
+        # while the slot lives (forget_dropped_slots, pace_slot).
         self._slot_delays: dict[str, float] = {}
         self._slot_asks: dict[str, dict[str, float]] = {}
         # The user's own DOWNLOAD_SLOTS, which a slot goes back to once no netloc asks a delay.
@@ -834,11 +838,46 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             del self._slot_asks[key]
         self._pace(key, netloc, delay)
 
-    def _pace(self, key: str, netloc: str, delay: float | None) -> None:
+    def pace_slot(self, key: str, request: Request) -> None:
+        """Pace slot ``key``, which ``request`` reaches now (``PoliteDownloader._get_slot``), by
+        the Crawl-delay its netloc asks, where the slot does not have it: made again after
+        Scrapy dropped it idle, its pace forgotten with it (``forget_dropped_slots``), or made
+        for another of its netlocs (two ports of a host, hosts on one address). Read from the
+        parser the request was just checked against (parsed again from its text if it had been
+        forgotten); a robots.txt being read again is paced by the rules read before, and one
+        read for the first time by none, paced once it is read (``_robots_parsed``)."""
+        netloc = urlparse_cached(request).netloc
+        if netloc in self._slot_asks.get(key, ()):
+            return
+        parser = self._parsers.get(netloc)
+        if isinstance(parser, Deferred):
+            parser = self._old_rules.get(netloc)
+        if parser is None:
+            return
+        delay = asked_delay(parser, self._useragent(request))
+        if delay is None or delay > self._crawl_delay_max:
+            return  # none, or its pages are skipped
+        self._slot_asks.setdefault(key, {})[netloc] = delay
+        self._pace(key, netloc, delay, again=True)
+
+    def forget_dropped_slots(self) -> None:
+        """Forget how each slot that Scrapy dropped (idle a minute past its delay) was paced,
+        set again as a request makes it anew (``pace_slot``): kept, a crawl held it for every
+        host it ever met that asked for a Crawl-delay, some 300 bytes each, however few it was
+        crawling at a time. Not while one of its netlocs' robots.txt is failing: a failure
+        keeps the Crawl-delay read before (``_parse_robots``), which paces its next read too."""
+        slots = self.crawler.engine.downloader.slots
+        for key in [key for key in self._slot_delays if key not in slots]:
+            if not any(netloc in self._retry_at for netloc in self._slot_asks.get(key, ())):
+                self._slot_asks.pop(key, None)
+                self._unpace(key)
+
+    def _pace(self, key: str, netloc: str, delay: float | None, again: bool = False) -> None:
         """Set slot ``key``'s delay to the largest its netlocs ask (``_slot_asks``), just read
         again for ``netloc``, which asked ``delay``: never below ``DOWNLOAD_DELAY`` or a
         ``DOWNLOAD_SLOTS`` delay, without Scrapy's jitter, one request at a time unless
-        ``DOWNLOAD_SLOTS`` gives a concurrency; as Scrapy makes a slot once none asks one."""
+        ``DOWNLOAD_SLOTS`` gives a concurrency; as Scrapy makes a slot once none asks one.
+        ``again``: set again on a slot made anew (``pace_slot``), counted and said already."""
         downloader: PoliteDownloader = self.crawler.engine.downloader
         known = self._slot_delays.get(key)
         asks = self._slot_asks.get(key)
@@ -871,7 +910,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             slot.delay = slot_settings["delay"] if lowered else max(floor, slot.delay)
             slot.jitter = 0.0
             slot.concurrency = slot_settings["concurrency"]
-        if known == floor:
+        if known == floor or again:
             # Read again as before (its text forgotten, or another netloc of the slot asked
             # the same): the slot is paced so already, counted and said.
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import pickle
 import threading
 import time
@@ -15,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from scrapy import Request
+from scrapy.core import downloader as downloader_module
 from scrapy.core.downloader import Slot
 from scrapy.exceptions import CannotResolveHostError, DownloadTimeoutError, IgnoreRequest
 from scrapy.http import Response
@@ -22,7 +24,8 @@ from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
-from focused import robots
+import focused.downloader
+from focused import retryafter, robots
 from focused import settings as project
 from focused.downloader import PoliteDownloader
 from focused.robots import LINKED_URL, ROBOTS_TXT_LIFE, RobotsTxtMiddleware
@@ -824,6 +827,119 @@ def test_a_slots_crawl_delay_is_the_largest_its_hosts_ask_now(clock):
     assert (slot.delay, slot.concurrency) == (3, 2)
     # A new slot, after Scrapy dropped this one idle, is made so too.
     assert downloader.per_slot_settings["a.example"] == {"delay": 3, "concurrency": 2, "jitter": 0}
+
+
+class SlottedWeb(CrawlDelayWeb):
+    """``CrawlDelayWeb``, each robots.txt reaching its slot in the downloader as it is sent;
+    ``robots_delays`` has that slot's delay then, by netloc, one a download in turn."""
+
+    def __init__(self, delays: dict[str, tuple[float | str | None, ...]]) -> None:
+        super().__init__(delays)
+        self.robots_delays: dict[str, list[float]] = {}
+
+    async def download_async(self, request: Request) -> Response:
+        slot = self.downloader._get_slot(request)[1]
+        self.robots_delays.setdefault(urlparse_cached(request).netloc, []).append(slot.delay)
+        return await super().download_async(request)
+
+
+def slotted(delays: dict[str, tuple[float | str | None, ...]], **settings: object):
+    """The robots.txt middleware of a downloader (``PoliteDownloader``) that makes each slot as
+    a request reaches it (``_get_slot``) and drops those idle as Scrapy does (``_slot_gc``), the
+    robots.txt asking for ``delays`` (``SlottedWeb``); with its web and downloader."""
+    crawler = get_crawler(
+        QueueSpider,
+        {
+            "ROBOTSTXT_OBEY": True,
+            "DOWNLOADER_MIDDLEWARES_BASE": {"focused.robots.RobotsTxtMiddleware": 100},
+            **{name: getattr(project, name) for name in ("ROBOTS_PARSERS_MAX", "ROBOTS_TEXTS_MAX")},
+            "ROBOTS_CRAWL_DELAY_MAX": project.ROBOTS_CRAWL_DELAY_MAX,
+            **settings,
+        },
+    )
+    web = crawler.engine = SlottedWeb(delays)
+    web._slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None))
+    downloader = web.downloader = PoliteDownloader(crawler)
+    downloader._start_slot_gc = lambda: None  # the test drops idle slots itself: _slot_gc()
+    (middleware,) = downloader.middleware.middlewares
+    return middleware, web, downloader
+
+
+def sent(middleware: RobotsTxtMiddleware, downloader: PoliteDownloader, url: str) -> Slot:
+    """The slot a request for ``url`` reaches once the middleware lets it go."""
+    assert goes(middleware, url) == "sent"
+    return downloader._get_slot(Request(url))[1]
+
+
+@pytest.fixture
+def slot_clock(clock, monkeypatch):
+    """``clock``, read by the downloader's slots and Retry-After pauses too."""
+    for module in (downloader_module, retryafter, focused.downloader):
+        monkeypatch.setattr(module, "monotonic", lambda: clock.now)
+    return clock
+
+
+def test_a_crawl_delay_goes_with_its_slot_and_holds_when_it_is_made_again(slot_clock, caplog):
+    """Scrapy drops a slot idle for a minute past its delay. What paced it (the Crawl-delay each
+    of its netlocs asks, the settings a new slot takes) was kept for every host the crawl ever
+    met that asked for one, some 300 bytes each, however few hosts it crawled at a time. It goes
+    with the slot, and the slot made again is paced as before: by its netloc's robots.txt,
+    parsed again from its text if need be (or, read again after 24 hours, the rules read
+    before, its robots.txt too), and by each netloc of the slot as it comes up."""
+    caplog.set_level(logging.INFO, logger=robots.__name__)
+    hosts = [f"h{n}.example" for n in range(20)]
+    middleware, web, downloader = slotted(
+        {**dict.fromkeys(hosts, (2,)), "h0.example:8080": (5,)}, ROBOTS_PARSERS_MAX=5
+    )
+    for host in hosts:
+        slot = sent(middleware, downloader, f"http://{host}/1")
+        assert (slot.delay, slot.concurrency, slot.jitter) == (2, 1, 0)
+    assert sent(middleware, downloader, "http://h0.example:8080/1").delay == 5
+    slot_clock.now += 65  # a minute past the last robots.txt read and its delay: all idle
+    downloader._slot_gc()
+    assert not downloader.slots
+    kept = [middleware._slot_asks, middleware._slot_delays]
+    kept += [downloader.per_slot_settings, downloader.paced_from_end]
+    assert [len(entries) for entries in kept] == [0, 0, 0, 0]
+    # h0.example's parser was forgotten (ROBOTS_PARSERS_MAX): parsed again from its text.
+    slot = sent(middleware, downloader, "http://h0.example/2")
+    assert middleware._stats.get_value("focused/robots/reparsed") >= 1
+    assert (slot.delay, slot.concurrency, slot.jitter) == (2, 1, 0)
+    assert "h0.example" in downloader.paced_from_end
+    assert sent(middleware, downloader, "http://h0.example:8080/2") is slot
+    assert slot.delay == 5
+    slot_clock.now += ROBOTS_TXT_LIFE
+    downloader._slot_gc()
+    assert sent(middleware, downloader, "http://h1.example/2").delay == 2
+    assert web.robots_delays["h1.example"] == [downloader._delay, 2]
+    # Neither counted nor said again.
+    assert middleware._stats.get_value("focused/robots/crawl_delay_hosts") == len(hosts)
+    said = [line for line in caplog.messages if line.startswith("h1.example: robots.txt asks")]
+    assert len(said) == 1, said
+
+
+def test_a_slot_whose_robots_txt_fails_keeps_its_crawl_delay_until_it_is_read(slot_clock):
+    """A robots.txt that fails keeps the Crawl-delay read before: so does its slot, dropped
+    idle meanwhile (its requests refused or held), until it is read again, paced by it."""
+    middleware, web, downloader = slotted(
+        {"a.example": (2, SERVER_ERROR, 2), "b.example": (None,)},
+        ROBOTS_PARSERS_MAX=1,
+        ROBOTS_TEXTS_MAX=0,
+        ROBOTS_RETRY_FAILED_AFTER=300,
+    )
+    assert sent(middleware, downloader, "http://a.example/1").delay == 2
+    sent(middleware, downloader, "http://b.example/1")  # a.example forgotten
+    assert goes(middleware, "http://a.example/2") == "refused: Forbidden by robots.txt"
+    slot_clock.now += 65
+    downloader._slot_gc()
+    assert not downloader.slots and downloader.per_slot_settings["a.example"]["delay"] == 2
+    slot_clock.now += 300
+    assert sent(middleware, downloader, "http://a.example/3").delay == 2
+    assert web.robots_delays["a.example"] == [0, 2, 2]
+    assert middleware._stats.get_value("focused/robots/crawl_delay_hosts") == 1
+    slot_clock.now += 65
+    downloader._slot_gc()  # read: forgotten with its slot
+    assert "a.example" not in downloader.per_slot_settings
 
 
 def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):

@@ -41,6 +41,11 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     assert parameters(Downloader.get_slot_key) == ["self", "request"]
     assert "self.get_slot_key(request)" in inspect.getsource(Downloader._get_slot)
     assert Downloader.DOWNLOAD_SLOT == "download_slot"
+    # focused.robots paces a slot through per_slot_settings before Scrapy's _get_slot makes it
+    # from them, and forgets that pace as Scrapy's _slot_gc drops the slot.
+    assert "self.per_slot_settings.get(key" in inspect.getsource(Downloader._get_slot)
+    assert parameters(Downloader._slot_gc) == ["self", "age"]
+    assert "self.slots.pop(key).close()" in inspect.getsource(Downloader._slot_gc)
     # PoliteDownloader looks a host up before Scrapy's _enqueue_request picks its slot, in the
     # cache that get_slot_key reads (CONCURRENT_REQUESTS_PER_IP).
     assert parameters(Downloader._enqueue_request) == ["self", "request"]
