@@ -242,7 +242,15 @@ class PoliteDownloader(Downloader):
         return key, slot
 
     def _slot_gc(self, age: float = 60) -> None:
-        super()._slot_gc(age)
+        # Scrapy's, but a slot held by a pause (focused.retryafter's, or the resumed crawl's
+        # hold) is kept until the pause ends: dropped, the hold went with it (Slot.close cancels
+        # it), and the host's next request, in a new slot, went at once. Scrapy keeps an idle
+        # slot a minute past its last send and its delay, which focused.retryafter stretches
+        # over the pause, but a delay lowered meanwhile (a Crawl-delay read again) cut it short.
+        mintime = monotonic() - age
+        for key, slot in list(self.slots.items()):
+            if not slot.active and slot.latercall is None and slot.lastseen + slot.delay <= mintime:
+                self.slots.pop(key).close()
         if self._robots is not None:
             self._robots.forget_dropped_slots()
 

@@ -159,7 +159,9 @@ class RetryAfterMiddleware:
             slot.latercall.cancel()
         slot.latercall = call_later(seconds, downloader._latercall, slot)
         # Scrapy drops a slot idle for a minute past lastseen + delay, and a new one would not be
-        # held: this keeps it a minute past the pause. The delay then ends with the pause.
+        # held: this keeps it a minute past the pause (PoliteDownloader keeps a held slot
+        # anyway, whatever its delay becomes meanwhile), and a JOBDIR pause holds the host
+        # until then (focused.downloader). The delay then ends with the pause.
         slot.lastseen = max(slot.lastseen, until - slot.delay)
         if (shared := getattr(self.crawler.spider, "shared", None)) is not None:
             shared.pause(key, seconds)

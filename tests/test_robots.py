@@ -28,6 +28,7 @@ import focused.downloader
 from focused import retryafter, robots
 from focused import settings as project
 from focused.downloader import PoliteDownloader
+from focused.retryafter import RetryAfterMiddleware
 from focused.robots import LINKED_URL, ROBOTS_TXT_LIFE, RobotsTxtMiddleware
 from tests.conftest import run_crawl
 from tests.queues import QueueSpider
@@ -940,6 +941,39 @@ def test_a_slot_whose_robots_txt_fails_keeps_its_crawl_delay_until_it_is_read(sl
     slot_clock.now += 65
     downloader._slot_gc()  # read: forgotten with its slot
     assert "a.example" not in downloader.per_slot_settings
+
+
+def test_a_retry_after_pause_outlasts_a_crawl_delay_lowered_meanwhile(slot_clock):
+    """A Retry-After pause keeps its idle slot from Scrapy's clean-up by the slot's delay (a
+    slot goes a minute past its last send and its delay): a Crawl-delay lowered meanwhile, by
+    a robots.txt read again whose download overlapped the page answered 429 or 503
+    (DOWNLOAD_SLOTS gives the host a concurrency of 2), had the slot dropped before the pause
+    ended, and the hold with it; the host's next request, in a new slot, went at once."""
+    middleware, _, downloader = slotted(
+        {"a.example": (100, 1)},
+        ROBOTS_CRAWL_DELAY_MAX=120,
+        RETRY_AFTER_MAX=600,
+        DOWNLOAD_SLOTS={"a.example": {"concurrency": 2}},
+    )
+    slot = sent(middleware, downloader, "http://a.example/1")
+    assert (slot.delay, slot.concurrency) == (100, 2)
+    slot.lastseen = slot_clock.now
+    slot_clock.now += ROBOTS_TXT_LIFE + 1  # its robots.txt is read again as the next page...
+    pauses = RetryAfterMiddleware.from_crawler(middleware.crawler)
+    page = Request("http://a.example/2", meta={"download_slot": "a.example"})
+    answer = Response(page.url, status=503, headers={"Retry-After": "300"}, request=page)
+
+    async def answered() -> None:  # a pause is a call later: in an event loop
+        pauses.response_downloaded(answer, page)
+
+    asyncio.run(answered())  # ...is answered 503: no request to the host for 300 s
+    assert slot.latercall is not None
+    assert goes(middleware, "http://a.example/3") == "sent"  # it asks for 1 s now
+    assert slot.delay == 1
+    slot_clock.now += 270
+    downloader._slot_gc()
+    assert downloader._get_slot(Request("http://a.example/3"))[1] is slot
+    assert slot.latercall is not None  # still held
 
 
 def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):

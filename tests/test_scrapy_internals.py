@@ -42,10 +42,13 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     assert "self.get_slot_key(request)" in inspect.getsource(Downloader._get_slot)
     assert Downloader.DOWNLOAD_SLOT == "download_slot"
     # focused.robots paces a slot through per_slot_settings before Scrapy's _get_slot makes it
-    # from them, and forgets that pace as Scrapy's _slot_gc drops the slot.
+    # from them, and forgets that pace as _slot_gc drops the slot: PoliteDownloader's, Scrapy's
+    # rule but for a slot held by a pause.
     assert "self.per_slot_settings.get(key" in inspect.getsource(Downloader._get_slot)
     assert parameters(Downloader._slot_gc) == ["self", "age"]
-    assert "self.slots.pop(key).close()" in inspect.getsource(Downloader._slot_gc)
+    source = inspect.getsource(Downloader._slot_gc)
+    assert "if not slot.active and slot.lastseen + slot.delay <= mintime:" in source
+    assert "self.slots.pop(key).close()" in source
     # PoliteDownloader looks a host up before Scrapy's _enqueue_request picks its slot, in the
     # cache that get_slot_key reads (CONCURRENT_REQUESTS_PER_IP).
     assert parameters(Downloader._enqueue_request) == ["self", "request"]
