@@ -43,7 +43,9 @@ is 5 s; the longer of the two holds): its downloader slot's delay is set to it (
 ``DOWNLOAD_DELAY``; of a slot several netlocs share, two ports of a host or hosts on one address,
 the largest they ask), without Scrapy's random jitter, which would make half the intervals
 shorter. Each fresh download of the robots.txt sets it anew (``_pace``): one read again after
-24 hours that asks for less, or none (the slot as Scrapy makes it again), is paced so; parsed
+24 hours that asks for less, or none (the slot as Scrapy makes it again), is paced so (under
+AutoThrottle the slot keeps the delay it has, AutoThrottle's to lower from its next response:
+it went to the new Crawl-delay, or to ``AUTOTHROTTLE_START_DELAY``); parsed
 again from its kept text, or failing, the host keeps the delay it had. Scrapy counts the delay
 between sends, so a page slower than it would overlap the next
 ones (``CONCURRENT_REQUESTS_PER_DOMAIN`` of them): the slot also sends one request at a time, as
@@ -354,7 +356,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # The user's own DOWNLOAD_SLOTS, which a slot goes back to once no netloc asks a delay.
         self._user_slots = copy.deepcopy(crawler.settings.getdict("DOWNLOAD_SLOTS"))
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
-        if crawler.settings.getbool("AUTOTHROTTLE_ENABLED"):
+        self._autothrottle = crawler.settings.getbool("AUTOTHROTTLE_ENABLED")
+        if self._autothrottle:
             # AutoThrottle sets a slot's delay after each response, no lower than DOWNLOAD_DELAY
             # only. This receiver, connected after it (extensions are built before the
             # downloader's middlewares), raises it back before the slot sends its next request.
@@ -905,8 +908,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         downloader.paced_from_end.add(key)
         slot = downloader.slots.get(key)
         if slot is not None:
-            lowered = known is not None and floor < known
-            # Raised, AutoThrottle's longer delay is kept (it sets it after each response).
+            # Raised, AutoThrottle's longer delay is kept (it sets it after each response), and
+            # lowered, AutoThrottle's delay is kept too, for it to lower from the next response.
+            lowered = known is not None and floor < known and not self._autothrottle
             slot.delay = slot_settings["delay"] if lowered else max(floor, slot.delay)
             slot.jitter = 0.0
             slot.concurrency = slot_settings["concurrency"]
@@ -940,7 +944,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             user = user or {}
             concurrency = downloader.ip_concurrency or downloader.domain_concurrency
             slot.concurrency = user.get("concurrency", concurrency)
-            slot.delay = user.get("delay", downloader._delay)
+            if not self._autothrottle:  # its delay, for it to lower from the next response
+                slot.delay = user.get("delay", downloader._delay)
             slot.jitter = _slot_jitter(user, downloader._jitter)
 
     def _keep_crawl_delay(self, response: Response, request: Request) -> None:

@@ -19,6 +19,7 @@ from scrapy import Request
 from scrapy.core import downloader as downloader_module
 from scrapy.core.downloader import Slot
 from scrapy.exceptions import CannotResolveHostError, DownloadTimeoutError, IgnoreRequest
+from scrapy.extensions.throttle import AutoThrottle
 from scrapy.http import Response
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.test import get_crawler
@@ -941,6 +942,40 @@ def test_a_slot_whose_robots_txt_fails_keeps_its_crawl_delay_until_it_is_read(sl
     slot_clock.now += 65
     downloader._slot_gc()  # read: forgotten with its slot
     assert "a.example" not in downloader.per_slot_settings
+
+
+def test_a_crawl_delay_lowered_or_dropped_leaves_autothrottle_its_delay(clock):
+    """Under AutoThrottle a slot's delay is AutoThrottle's, raised to the Crawl-delay (after
+    each response): a robots.txt read again that lowered its Crawl-delay set the slot to it,
+    and one that dropped it to AUTOTHROTTLE_START_DELAY, whatever AutoThrottle had found the
+    host to need, until its next response. The delay is AutoThrottle's to lower, as it lowers
+    any."""
+    middleware, _, downloader = slotted(
+        {"a.example": (10, 2, None)},
+        AUTOTHROTTLE_ENABLED=True,
+        AUTOTHROTTLE_START_DELAY=5,
+    )
+    throttle = AutoThrottle(middleware.crawler)
+    throttle._spider_opened(None)  # new slots start at 5 s
+    slot = sent(middleware, downloader, "http://a.example/1")
+
+    def answered(latency: float) -> None:  # as the downloader signals a response
+        page = Request("http://a.example/", meta={"download_slot": "a.example"})
+        page.meta["download_latency"] = latency
+        response = Response(page.url, request=page)
+        throttle._response_downloaded(response, page, None)
+        middleware._keep_crawl_delay(response, page)
+
+    answered(8)  # a slow host: AutoThrottle's 9 s, raised to the Crawl-delay
+    assert slot.delay == 10
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert sent(middleware, downloader, "http://a.example/2") is slot  # it asks for 2 s now
+    assert slot.delay == 10
+    answered(8)
+    assert slot.delay == 9
+    clock.now += ROBOTS_TXT_LIFE + 1
+    assert sent(middleware, downloader, "http://a.example/3") is slot  # and none
+    assert (slot.delay, slot.concurrency, slot.jitter) == (9, 8, 0.5)
 
 
 def test_a_retry_after_pause_outlasts_a_crawl_delay_lowered_meanwhile(slot_clock):
