@@ -152,7 +152,16 @@ class RetryAfterMiddleware:
         # Sent: those the slot let go, on the wire or answered but not yet seen here (the slot's
         # active requests but those it queues). Any from an earlier pause not seen yet are too.
         queued = {waiting for waiting, _ in slot.queue}
-        self._sent_before[key] = weakref.WeakSet(slot.active - queued - {request})
+        sent = slot.active - queued - {request}
+        # Kept only while one of them is unanswered: empty sets, kept for good, were some 1 KB
+        # for every host ever paused. Those whose requests all failed since (weakly held, they
+        # are gone) are dropped here.
+        for emptied in [other for other, before in self._sent_before.items() if not before]:
+            del self._sent_before[emptied]
+        if sent:
+            self._sent_before[key] = weakref.WeakSet(sent)
+        else:
+            self._sent_before.pop(key, None)
         # A pending hold (DOWNLOAD_DELAY's) is replaced: when ours fires, the downloader
         # works out the slot's delay again from lastseen.
         if slot.latercall:

@@ -4,6 +4,8 @@ Scrapy ignores all three."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import signal
 import socket
@@ -15,12 +17,16 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
+from types import SimpleNamespace
 
 import pytest
+from scrapy import Request
+from scrapy.core.downloader import Slot
+from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from focused.downloader import PAUSED_HOSTS_FILE, PoliteDownloader
-from focused.retryafter import backoff_seconds, retry_after_seconds
+from focused.retryafter import RetryAfterMiddleware, backoff_seconds, retry_after_seconds
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Gate, Reply, Site, html
 from tests.test_canonical import stat
@@ -338,6 +344,48 @@ def test_the_backoff_doubles_from_its_base_up_to_the_cap():
     # A host that answers 503 for days: 2.0 ** 10_000 would overflow.
     assert backoff_seconds(10_000, 1.0, 60.0) == 60.0
     assert backoff_seconds(10_000, 1e300, 60.0) == 60.0
+
+
+def test_a_hosts_pause_keeps_no_record_of_requests_once_none_is_unanswered():
+    """A pause records the host's requests sent before it, to tell their answers from those to
+    the requests sent after: an empty record was kept for good, and a record whose requests
+    failed too, some 1 KB for every host ever paused."""
+    crawler = get_crawler(settings_dict={"RETRY_AFTER_MAX": 60})
+    slots: dict[str, Slot] = {}
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots=slots, _latercall=print))
+    pauses = RetryAfterMiddleware.from_crawler(crawler)
+
+    def page(host: str, path: str, sent: bool = False) -> Request:
+        """A request for ``path`` on ``host``; ``sent``: on the wire, in its slot."""
+        request = Request(f"http://{host}{path}", meta={"download_slot": host})
+        if sent:
+            slots.setdefault(host, Slot(4, 0, 0)).active.add(request)
+        return request
+
+    def answer(request: Request, status: int) -> None:  # as the downloader signals a response
+        headers = {"Retry-After": "5"} if status == 503 else {}
+        response = Response(request.url, status=status, headers=headers, request=request)
+        pauses.response_downloaded(response, request)
+
+    async def crawl() -> Request:  # a pause is a call later: in an event loop
+        for n in range(20):  # each answers 503 to its one request in flight, then 200
+            answer(page(f"h{n}.example", "/", sent=True), 503)
+            answer(page(f"h{n}.example", "/again", sent=True), 200)
+        # Two on the wire as the host is paused: one answered, one that fails (forgotten).
+        answered, failed = page("a.example", "/1", True), page("a.example", "/2", True)
+        answer(page("a.example", "/", sent=True), 503)
+        slots["a.example"].active.clear()
+        answer(answered, 200)
+        del failed
+        gc.collect()
+        unanswered = page("b.example", "/1", True)
+        answer(page("b.example", "/", sent=True), 503)
+        return unanswered
+
+    unanswered = asyncio.run(crawl())
+    assert pauses.stats.get_value("focused/retry_after/pauses") == 22
+    assert set(pauses._sent_before) == {"b.example"}  # its request sent before, unanswered
+    assert unanswered in pauses._sent_before["b.example"]
 
 
 def linking_site(robots: str, links: dict[str, list[str]]):
