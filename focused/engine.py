@@ -2,10 +2,10 @@
 
 The engine asks the scheduler for requests when a download ends, when a request is queued, and
 every 5 seconds (its heartbeat). A request the scheduler held back for a reason that ends
-otherwise (a host's robots.txt read, another process of a shared crawl done, a page scored
-without a link to queue) would wait for one of those; ``wake_engine`` makes the engine ask at
-its next turn. Scrapy has no public call for it: its engine slot's ``nextcall``
-(tests/test_scrapy_internals.py).
+otherwise (a host's robots.txt read, the time up of one that failed, another process of a
+shared crawl done, a page scored without a link to queue) would wait for one of those;
+``wake_engine`` makes the engine ask at its next turn. Scrapy has no public call for it: its
+engine slot's ``nextcall`` (tests/test_scrapy_internals.py).
 
 Nor for the crawl's scheduler, which the local-search strategies and the page budget read:
 ``engine_scheduler`` takes it from the same slot.

@@ -55,9 +55,10 @@ Frontier-wide limits live here, so that every strategy gets them:
 - A request of a host whose robots.txt failed for now (a 5xx, 429 or network error) comes back
   from focused.robots to be held (``ROBOTS_HOLD_RETRIES``): kept here, popped and in flight as
   a parked request, counted in ``len()`` (the crawl does not end while it waits), and handed
-  out before the frontier once the robots.txt may be fetched again, one first and the others
-  once it is read, each while its host is not held as above, and parked while it is in the
-  ``HOST_WINDOW`` (``_release_held``). A stop does not wait for it; on close it goes back to
+  out before the frontier once the robots.txt may be fetched again (the engine woken then,
+  not at its 5-second heartbeat: ``_wake_at``), one first and the others once it is read,
+  each while its host is not held as above, and parked while it is in the ``HOST_WINDOW``
+  (``_release_held``). A stop does not wait for it; on close it goes back to
   the queue as a parked request does.
 
 - Trap defence (``focused.traps``, default on): a request whose URL shows a trap pattern, or
@@ -93,6 +94,7 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.core.scheduler import Scheduler
+from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from focused.engine import wake_engine
@@ -117,6 +119,7 @@ if TYPE_CHECKING:
 
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.utils.asyncio import CallLaterResult
 
     from schedulers.base import StrategyQueue
 
@@ -155,6 +158,9 @@ class FocusedScheduler(Scheduler):
         # netloc), and when the first failure's time is up (_release_held)
         scheduler.robots_held: dict[str, deque[Request]] = {}
         scheduler.robots_look_at = 0.0
+        # The engine's wake-up for then (_wake_at), and its time.monotonic()
+        scheduler.robots_wake: CallLaterResult | None = None
+        scheduler.robots_wake_at = math.inf
         scheduler.trap_max = settings.getint("TRAP_MAX_PER_FAMILY")
         scheduler.trap_variants = settings.getint("TRAP_QUERY_VARIANTS")
         scheduler.traps = None  # TrapFamilies, built on open (its counts are the spider's)
@@ -413,7 +419,7 @@ class FocusedScheduler(Scheduler):
             and (request := self._release_held()) is not None
         ):
             # Popped in its order before its host's robots.txt failed: it goes first. The
-            # engine asks at least every 5 s (its heartbeat).
+            # engine is woken when the next may go (_wake_at).
             return request
         self.ahead = []
         request = self._next_allowed() if self.window or self.max_per_host else self._pop()
@@ -462,7 +468,27 @@ class FocusedScheduler(Scheduler):
             self.robots_look_at = now
             return self._take(request)
         self.robots_look_at = look_at
+        if now < look_at < math.inf:
+            self._wake_at(look_at)
         return None
+
+    def _wake_at(self, when: float) -> None:
+        """Have the engine ask for requests at ``when`` (``time.monotonic()``), when a host's
+        held requests may go: with nothing else under way it asks only at its 5-second
+        heartbeat, and a crawl left with held requests alone sent them up to 5 s late."""
+        if self.robots_wake is not None:
+            if self.robots_wake_at <= when:
+                return  # that look sets the next wake-up
+            self.robots_wake.cancel()
+        self.robots_wake_at = when
+        self.robots_wake = call_later(max(0.0, when - time.monotonic()), self._woken)
+
+    def _woken(self) -> None:
+        self.robots_wake, self.robots_wake_at = None, math.inf
+        # Looked at whatever the clock says: the reactor's may fire a little early, and a look
+        # put off by it would wait for the heartbeat again.
+        self.robots_look_at = 0.0
+        wake_engine(self.crawler)
 
     def _refetch(self) -> Request:
         """The next request a crash left in flight with its response counted, before any other.
@@ -717,6 +743,9 @@ class FocusedScheduler(Scheduler):
 
     def close(self, reason: str):
         self.closed = True
+        if self.robots_wake is not None:
+            self.robots_wake.cancel()
+            self.robots_wake = None
         if self._jobdir_failed():
             # Left as kill -9 at the failure would have left it: nothing more is written, the
             # strategy's state neither (focused.jobdir).

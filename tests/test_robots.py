@@ -295,6 +295,45 @@ def test_a_failed_robots_txt_is_fetched_again_after_robots_retry_failed_after(tm
     assert len(stored) == 4 and f"{down.url}/early" in stored, stored  # and the other's two
 
 
+def test_requests_held_for_a_failed_robots_txt_go_as_soon_as_its_time_is_up(tmp_path):
+    """A crawl whose only work was held for a failed robots.txt sent it at the engine's next
+    5-second heartbeat, up to 5 s after its time was up. The scheduler wakes the engine at the
+    earliest time a held host may go: each host's robots.txt, failed at its own time (one
+    answers late), is fetched again ROBOTS_RETRY_FAILED_AFTER (1 s) after its failure."""
+    failed: dict[str, list[float]] = {}  # host -> when its robots.txt was answered, each time
+
+    def responder(host: str, late: float):
+        def respond(method: str, path: str) -> Reply:
+            if path != "/robots.txt":
+                return Reply(200, html(path, "<p>birds feathers nests</p>"))
+            answers = failed.setdefault(host, [])
+            if not answers:
+                time.sleep(late)
+                answers.append(time.monotonic())
+                return Reply(503, "unavailable", "text/plain")
+            answers.append(time.monotonic())
+            return Reply(200, ALLOW_ALL, "text/plain")
+
+        return respond
+
+    hosts = {"127.0.0.1": 0, "127.0.0.2": 0.4, "127.0.0.3": 0.8}
+    sites = [Site(responder(host, late), host) for host, late in hosts.items()]
+    with sites[0], sites[1], sites[2]:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": ",".join(f"{s.url}/a" for s in sites)},
+            {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 3, log[-3000:]
+    for host, answers in failed.items():
+        assert len(answers) == 2, (host, log[-3000:])
+        # 1 s, and the time a busy test machine takes to run the crawl's next turn
+        assert 1 <= answers[1] - answers[0] < 2.5, (host, answers, log[-3000:])
+    assert sorted(page["url"] for page in crawl.pages()) == sorted(f"{s.url}/a" for s in sites)
+
+
 def robots_failing_at_first(failures: int, then: str):
     """A site whose robots.txt answers 503 to its first ``failures`` requests, then ``then``,
     its pages linking three pages; with the times of the robots.txt requests it had."""
