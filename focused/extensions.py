@@ -3,12 +3,17 @@
 Every ``FOCUSED_LOGSTATS_INTERVAL`` seconds (default 30; 0 turns it off) it logs pages fetched,
 relevant pages, harvest rate and frontier size: the pages are the crawl's counters (so a run resumed
 from JOBDIR starts from the counts it resumes), the frontier the ``focused/frontier`` stat, which
-the scheduler counts afresh for each line (``frontier_count_wanted``).
+the scheduler counts afresh for each line (``frontier_count_wanted``). While requests of the
+frontier are held for their host's failed robots.txt (``ROBOTS_HOLD_RETRIES``), the line says how
+many, of how many hosts, and when the next is fetched again: a crawl left with them alone waits
+for them, up to ``ROBOTS_HOLD_RETRIES`` times ``ROBOTS_RETRY_FAILED_AFTER``, and looked stuck.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from scrapy import signals
@@ -27,6 +32,12 @@ logger = logging.getLogger(__name__)
 # most once a second as requests come and go (a count is a round trip in a shared crawl), so
 # between two counts the stat missed the links queued since, a whole page's of them.
 frontier_count_wanted = object()
+# Counted by the scheduler with the frontier: the requests held for their host's failed
+# robots.txt, their hosts (netlocs), and when the next of those is fetched again (a UTC datetime;
+# None while it is being fetched).
+HOLDING_REQUESTS = "focused/robots/holding_requests"
+HOLDING_HOSTS = "focused/robots/holding_hosts"
+HOLDING_UNTIL = "focused/robots/holding_until"
 
 
 class ProgressLog:
@@ -56,13 +67,31 @@ class ProgressLog:
         self.crawler.signals.send_catch_log(frontier_count_wanted)
         logger.info(
             "Focused: %(pages)d pages, %(relevant)d relevant (harvest rate %(harvest).3f),"
-            " frontier %(frontier)d requests",
+            " frontier %(frontier)d requests%(held)s",
             {
                 "pages": pages,
                 "relevant": relevant,
                 "harvest": relevant / pages if pages else 0.0,
                 "frontier": self.stats.get_value("focused/frontier", 0),
+                "held": self._held(),
             },
+        )
+
+    def _held(self) -> str:
+        """What the line says of the requests held for a failed robots.txt, if any."""
+        requests = self.stats.get_value(HOLDING_REQUESTS, 0)
+        if not requests:
+            return ""
+        hosts = self.stats.get_value(HOLDING_HOSTS, 0)
+        until = self.stats.get_value(HOLDING_UNTIL)
+        if until is None:
+            when = "being fetched again"
+        else:
+            seconds = math.ceil(max(0.0, (until - datetime.now(UTC)).total_seconds()))
+            when = f"{'the next ' if hosts > 1 else ''}fetched again in {seconds} s"
+        return (
+            f", {requests} of them held for the robots.txt of {hosts}"
+            f" host{'s' if hosts > 1 else ''} that failed: {when}"
         )
 
     def spider_closed(self, spider: Spider, reason: str) -> None:

@@ -88,6 +88,7 @@ import sqlite3
 import time
 from collections import Counter, deque
 from contextlib import closing, suppress
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,7 +99,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from focused.engine import wake_engine
-from focused.extensions import frontier_count_wanted
+from focused.extensions import HOLDING_HOSTS, HOLDING_REQUESTS, HOLDING_UNTIL, frontier_count_wanted
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
@@ -767,6 +768,7 @@ class FocusedScheduler(Scheduler):
 
     def _close(self, reason: str):
         self._count_frontier(now=True)  # the crawl's last word on it
+        self._count_held()  # and on what a stop left held, which goes back to the queue
         held = (request for requests in self.robots_held.values() for request in requests)
         for request in [*self.parked, *held]:  # back to the queue, so a paused crawl keeps them
             # In a shared crawl, popped from the crawl's frontier, it goes back with this
@@ -899,10 +901,30 @@ class FocusedScheduler(Scheduler):
         return request
 
     def _count_wanted(self) -> None:
-        """The progress log's line is due: the stat it shows is counted now (a closed
-        scheduler's was, as it closed)."""
+        """The progress log's line is due: the stats it shows are counted now (a closed
+        scheduler's were, as it closed)."""
         if not self.closed:
             self._count_frontier(now=True)
+            self._count_held()
+
+    def _count_held(self) -> None:
+        """The stats of the requests held for a failed robots.txt now, and of when the next
+        host's is fetched again (None: being fetched now): a crawl left with them alone waits
+        up to ``ROBOTS_HOLD_RETRIES`` times ``ROBOTS_RETRY_FAILED_AFTER``, and its progress
+        line said only that its frontier held them. Counted as each line is due and as the
+        crawl closes, once any was held."""
+        requests = sum(map(len, self.robots_held.values()))
+        if not requests and self.stats.get_value(HOLDING_REQUESTS) is None:
+            return
+        robots, now = self._robots(), time.monotonic()
+        until = [robots.holding_until(netloc) for netloc in self.robots_held] if robots else []
+        first = min((when for when in until if when is not None), default=None)
+        self.stats.set_value(HOLDING_REQUESTS, requests)
+        self.stats.set_value(HOLDING_HOSTS, len(self.robots_held))
+        self.stats.set_value(
+            HOLDING_UNTIL,
+            None if first is None else datetime.now(UTC) + timedelta(seconds=first - now),
+        )
 
     def _count_frontier(self, now: bool = False) -> None:
         """The ``focused/frontier`` stat of the progress log, at most every

@@ -6,6 +6,7 @@ import asyncio
 import gc
 import logging
 import pickle
+import re
 import threading
 import time
 import weakref
@@ -400,6 +401,39 @@ def test_requests_held_for_a_robots_txt_that_keeps_failing_are_refused_after_the
     assert stat(log, "robotstxt/forbidden") == 1
     (named,) = [line for line in log.splitlines() if "No seed could be fetched" in line]
     assert f"{site.url}/public/a (Forbidden by robots.txt)" in named, named
+
+
+def test_the_progress_line_says_how_many_requests_wait_for_a_failed_robots_txt(tmp_path):
+    """A crawl left with requests held for a failed robots.txt alone waits for them, up to
+    ROBOTS_HOLD_RETRIES times ROBOTS_RETRY_FAILED_AFTER (15 minutes by default), and its
+    progress line said only that its frontier held them: it looked stuck. The line says how
+    many are held, of how many hosts, and when the robots.txt is fetched again."""
+    site, robots_asked = robots_failing_at_first(1, ALLOW_ALL)
+    with site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a,{site.url}/b"},
+            {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": 4, "FOCUSED_LOGSTATS_INTERVAL": 1},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert len(robots_asked) == 2, log[-3000:]
+    lines = [line for line in log.splitlines() if "[focused.extensions] INFO: Focused:" in line]
+    held = [
+        int(found.group(1))
+        for line in lines
+        if (
+            found := re.search(
+                r"frontier 2 requests, 2 of them held for the robots.txt of 1 host that failed:"
+                r" fetched again in (\d+) s$",
+                line,
+            )
+        )
+    ]
+    assert held and all(0 <= seconds <= 4 for seconds in held), lines
+    assert held == sorted(held, reverse=True), lines  # counting down to the next fetch
+    assert "held" not in lines[-1], lines  # the last, at the close: none left
+    assert stat(log, "focused/robots/holding_requests") == 0
 
 
 def _pausing_seed(down: Site):
