@@ -67,7 +67,13 @@ first, unpaced): resumed at once, it sent to a host with a Crawl-delay of 2 s a 
 paused run's last request. A hold is at most as long as it was at the pause (a clock set back
 since cannot hold a host longer), and one past is no hold. A robots.txt still held in its slot
 as the crawl is stopped is not sent either (Scrapy waited out the hold, up to a minute, then
-sent it), and a hold that has not ended is kept for the next run.
+sent it), and a hold that has not ended is kept for the next run. The file is also written
+every ``HOLDS_SAVED_EVERY`` seconds while the crawl runs and any host is held, so that a crawl
+killed outright (``kill -9``, a crash), which writes nothing as it ends, leaves its holds too:
+resumed, it sent to every host at once (a robots.txt 2 s after the killed run's last page, for
+a Crawl-delay of 4 s). A delayed host with requests under way may have been sent one after that
+write, up to the next: its hold so saved runs to its delay after the next write, which a pause's
+own write, exact, replaces. A small file, nothing written while no host is held: no cost a page.
 """
 
 from __future__ import annotations
@@ -115,6 +121,7 @@ FULL_HOST_WAIT = 0.1
 # seconds that was away]}, written as the crawl closes, read as it resumes.
 PAUSED_HOSTS_FILE = "paused_hosts.json"
 PAUSED_HOSTS_TEMP_FILE = f"{PAUSED_HOSTS_FILE}.tmp"  # written whole, then renamed
+HOLDS_SAVED_EVERY = 1.0  # seconds between two writes of it while the crawl runs, for a crash
 
 
 class NotSent(IgnoreRequest):
@@ -151,6 +158,8 @@ class PoliteDownloader(Downloader):
             (mw for mw in self.middleware.middlewares if isinstance(mw, RobotsTxtMiddleware)),
             None,
         )
+        self._holds_saver: AsyncioLoopingCall | LoopingCall | None = None
+        self._holds_written = False  # the last write while running held a host
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
 
     def _engine_started(self) -> None:
@@ -169,6 +178,9 @@ class PoliteDownloader(Downloader):
             await close(reason=reason)
 
         engine.close_spider_async = close_spider_async
+        if self._paused_hosts is not None:
+            self._holds_saver = create_looping_call(self._save_holds_for_a_crash)
+            self._holds_saver.start(HOLDS_SAVED_EVERY, now=False)
 
     @property
     def stopping(self) -> bool:
@@ -189,8 +201,8 @@ class PoliteDownloader(Downloader):
             self.crawler.stats.inc_value("focused/closing/not_sent", unsent)
 
     def _read_paused_hosts(self) -> dict[str, float]:
-        """The holds the paused run left (``PAUSED_HOSTS_FILE``), each at most as long as it
-        was then; none from a file that cannot be read, as after a crash, which leaves none."""
+        """The holds the paused (or killed) run left (``PAUSED_HOSTS_FILE``), each at most as
+        long as it was then; none from a file that cannot be read."""
         if self._paused_hosts is None:
             return {}
         try:
@@ -206,24 +218,51 @@ class PoliteDownloader(Downloader):
                     holds[key] = now + min(until - wall, seconds)
         return holds
 
-    def _save_paused_hosts(self, path: Path) -> None:
-        """Write when each host may next be sent a request, for the run that resumes the crawl:
-        its slot's last request (the end of its download, if paced so) and its delay or pause,
-        or the hold this run was given, if it ends later."""
+    def _holds(self, sent_within: float = 0.0) -> dict[str, list[float]]:
+        """When each host may next be sent a request, for the run that resumes the crawl: its
+        slot's last request (the end of its download, if paced so) and its delay or pause, or
+        the hold this run was given, if it ends later; as ``PAUSED_HOSTS_FILE`` keeps them. A
+        delayed host with requests under way may be sent one within ``sent_within`` seconds
+        from now, unseen by a run killed before its next write: held its delay past that."""
         now, wall = monotonic(), time()
         ends = dict(self._held_since_pause)
         for key, slot in self.slots.items():
-            ends[key] = max(ends.get(key, 0.0), slot.lastseen + slot.delay)
-        holds = {key: [wall + end - now, end - now] for key, end in ends.items() if end > now}
+            end = slot.lastseen + slot.delay
+            if sent_within and slot.delay and slot.active:
+                end = max(end, now + sent_within + slot.delay)
+            ends[key] = max(ends.get(key, 0.0), end)
+        return {key: [wall + end - now, end - now] for key, end in ends.items() if end > now}
+
+    def _write_holds(self, path: Path, holds: dict[str, list[float]]) -> None:
+        write_whole(
+            path,
+            path.with_name(PAUSED_HOSTS_TEMP_FILE),
+            lambda file: file.write(json.dumps(holds).encode()),
+        )
+
+    def _save_paused_hosts(self, path: Path) -> None:
+        """Write the hosts' holds as the crawl closes, every download ended: exact."""
+        holds = self._holds()
         jobdir_writes(self.crawler).save_at_pause(
             "when each host may next be sent a request",
             path,
-            lambda: write_whole(
-                path,
-                path.with_name(PAUSED_HOSTS_TEMP_FILE),
-                lambda file: file.write(json.dumps(holds).encode()),
-            ),
+            lambda: self._write_holds(path, holds),
         )
+
+    def _save_holds_for_a_crash(self) -> None:
+        """Write the hosts' holds while the crawl runs, for a resume after ``kill -9``; once
+        none is held, once more (the last may run past the end of the host's hold), then not
+        until one is."""
+        writes = jobdir_writes(self.crawler)
+        holds = self._holds(sent_within=HOLDS_SAVED_EVERY)
+        if not (holds or self._holds_written) or writes.failure is not None:
+            return
+        try:
+            self._write_holds(self._paused_hosts, holds)
+        except OSError as exc:
+            writes.failed(self._paused_hosts, exc)  # the crawl stops, as at any JOBDIR write
+            return
+        self._holds_written = bool(holds)
 
     def _get_slot(self, request: Request) -> tuple[str, Slot]:  # type: ignore[override]
         if self._robots is not None:
@@ -404,6 +443,8 @@ class PoliteDownloader(Downloader):
         if self._renewal is not None:
             self._renewal.stop()
             self._renewal = None
+        if self._holds_saver is not None and self._holds_saver.running:
+            self._holds_saver.stop()
         super().close()
         if self._not_sent:  # said once every request has ended: the late ones counted too
             kept = self._paused_hosts is not None or getattr(self.crawler.spider, "shared", None)

@@ -1,8 +1,9 @@
 """A JOBDIR that can no longer be written: a full disk, an I/O error, a file past its size limit.
 
 The crawl writes its JOBDIR as it goes (``focused.resume``: the frontier and in-flight tables,
-``counters.sqlite3``, ``trapfamilies.sqlite3``, ``nearduplicates.sqlite3``, ``topic.jsonl``),
-so that ``kill -9`` loses nothing. The first of those writes that fails stops the crawl
+``counters.sqlite3``, ``trapfamilies.sqlite3``, ``nearduplicates.sqlite3``, ``topic.jsonl``;
+``paused_hosts.json`` while a host is held, ``focused.downloader``), so that ``kill -9`` loses
+nothing. The first of those writes that fails stops the crawl
 (``JobdirWrites.failed``): one error line naming the file and the reason, the spider closed
 with reason ``jobdir_unwritable`` (the crawl record says ``interrupted (jobdir_unwritable)``,
 the ``crawl`` command exits with status 1). From then on nothing of the JOBDIR is written or

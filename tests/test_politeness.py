@@ -859,6 +859,43 @@ def test_a_resumed_crawl_waits_out_the_crawl_delay_of_the_paused_run(tmp_path):
     assert min(gaps(times)) >= 0.9 * delay, gaps(times)
 
 
+def test_a_crawl_resumed_after_kill_9_waits_out_the_crawl_delay_of_the_killed_run(tmp_path):
+    """A crawl killed outright wrote no holds as it ended: resumed at once, it sent the host its
+    robots.txt 2 s after the killed run's last page, for a Crawl-delay of 4 s. The holds are
+    written as the crawl runs too (HOLDS_SAVED_EVERY), for as long as a request may have been
+    sent since."""
+    delay = 4.0
+    arrivals: list[tuple[float, str]] = []  # robots.txt too
+    site_pages = linking_site(f"User-agent: *\nCrawl-delay: {delay:g}\n", {"/": ["/p1", "/p2"]})
+
+    def respond(method: str, path: str) -> Reply:
+        arrivals.append((time.monotonic(), path))
+        return site_pages(method, path)
+
+    with Site(respond, "127.0.0.2") as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        settings = {"JOBDIR": tmp_path / "job"}
+        process = crawl_in_background(tmp_path, arguments, settings)
+        try:
+            while [path for _, path in arrivals][-1:] != ["/p1"]:
+                assert process.poll() is None, process.stderr.read()[-3000:]
+                time.sleep(0.01)
+            process.kill()  # /p2 waits for the delay
+            process.wait(timeout=120)
+        finally:
+            process.kill()
+        killed = len(arrivals)
+        resumed = run_crawl(tmp_path, arguments, settings)
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    paths = [path for _, path in arrivals]
+    assert paths[:killed] == ["/robots.txt", "/", "/p1"], paths
+    assert paths[killed] == "/robots.txt" and paths[-1] == "/p2", paths
+    times = [when for when, _ in arrivals]
+    # Not much past a write's interval and the delay: the killed run wrote while /p1 waited.
+    assert 0.9 * delay <= times[killed] - times[killed - 1] < 3 * delay, gaps(times)
+    assert min(gaps(times)) >= 0.9 * delay, gaps(times)
+
+
 def test_a_hold_left_by_a_pause_is_at_most_as_long_as_it_was(tmp_path):
     """The file a pause left is read as wall-clock times: a clock set back since must not hold
     a host for longer than the pause asked, and an entry that cannot be read holds nothing."""
