@@ -25,7 +25,17 @@ from scrapy.utils.conf import feed_complete_default_values_from_settings
 from scrapy.utils.misc import load_object
 
 from focused.errors import ConfigError, JSONTooDeep, cut, load_json, one_line, quoted, redact_uri
-from focused.jobdir import COUNT, TEXT, WHOLE, ColumnRule, damaged_row, one_of
+from focused.jobdir import (
+    COUNT,
+    FLAG,
+    NUMBER,
+    TEXT,
+    WHOLE,
+    ColumnRule,
+    damaged_row,
+    one_of,
+    or_null,
+)
 from focused.report import (
     being_recrawled,
     describe_params,
@@ -244,7 +254,19 @@ def _job_tables() -> dict[str, dict[str, JobTable]]:
                 ("name", "value"),
                 False,
                 {"name": one_of(TEXT, CrawlCounters.NAMES), "value": COUNT},
-            )
+            ),
+            # made with the resume of a failed robots.txt after kill -9
+            "robots_failures": JobTable(
+                ("netloc", "failures", "retry_at", "why", "there"),
+                True,
+                {
+                    "netloc": TEXT,
+                    "failures": COUNT,
+                    "retry_at": or_null(NUMBER),
+                    "why": or_null(TEXT),
+                    "there": FLAG,
+                },
+            ),
         },
         TRAP_COUNTS_FILE: {  # focused.traps.SqliteCounts
             "counts": JobTable(

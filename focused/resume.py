@@ -31,6 +31,12 @@ What a crash can cut off, and where it is kept instead:
   fetched again after the crash it is not counted twice; it stays there, and the scheduler
   hands it out before any other request, the budget spent or not: queued again in the
   strategy's order, it could be passed over until the budget ran out, its page never stored.
+- **Failed robots.txt** (``focused.robots``): each host's failures in a row and when it may be
+  fetched again, in ``spider.state`` too, are written through to the ``robots_failures`` table
+  of ``JOBDIR/counters.sqlite3`` as each changes (``CrawlCounters``; a row a host whose
+  robots.txt is failing: nothing a page), so that the resumed run holds the host's requests
+  until then and goes on counting, as after a pause: it asked the failing server again at
+  once, and counted from 0 again, at each crash.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -102,6 +108,10 @@ links_yielded = object()
 # Signal: counter_changed(name, value). A crawl counter of spider.state has a new value
 # (``add_to_counter``).
 counter_changed = object()
+# Signal: robots_failure_changed(netloc, failures, retry). What spider.state keeps of a host's
+# failed robots.txt has changed (``focused.robots``): its failures in a row and its retry, each
+# None once it keeps none.
+robots_failure_changed = object()
 
 logger = logging.getLogger(__name__)
 
@@ -331,6 +341,11 @@ class CrawlCounters:
     saved counts over once). ``focused.resume.recover_state`` may raise ``responses`` further
     from the store: counters only grow, so the largest value wins whatever the order.
 
+    So are the failed robots.txt's ``ROBOTS_FAILURES_STATE`` and ``ROBOTS_RETRY_STATE``, a row a
+    host in the table ``robots_failures`` (``robots_failure_changed``). They do not only grow:
+    the file's, written at each change, replace the state's, saved at the last clean close
+    (a file made before the table gives the state's to it).
+
     A crawl shared through Redis counts in Redis (``focused.distributed``): nothing is written.
     """
 
@@ -349,6 +364,7 @@ class CrawlCounters:
         extension = cls(Path(jobdir, COUNTERS_FILE), jobdir_writes(crawler))
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
+        crawler.signals.connect(extension.robots_failure_changed, signal=robots_failure_changed)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
@@ -369,6 +385,7 @@ class CrawlCounters:
             for name in self.NAMES:
                 if name in state:
                     self._write(name, state[name])
+            self._robots_failures(state)
             self._db.execute("COMMIT")
         except JobdirUnwritable:  # the crawl stops (focused.jobdir)
             if self._db is not None:
@@ -383,6 +400,57 @@ class CrawlCounters:
     def _write(self, name: str, value: int) -> None:
         assert self._db is not None
         self._db.execute("INSERT OR REPLACE INTO counters VALUES (?, ?)", (name, value))
+
+    def _robots_failures(self, state: dict[str, Any]) -> None:
+        """The file's failed robots.txt in place of ``state``'s, or ``state``'s in a file made
+        before its table."""
+        assert self._db is not None
+        made = self._db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'robots_failures'"
+        ).fetchone()
+        if not made:
+            self._db.execute(
+                "CREATE TABLE robots_failures (netloc TEXT PRIMARY KEY, failures INTEGER NOT"
+                " NULL, retry_at REAL, why TEXT, there INTEGER NOT NULL)"
+            )
+            failures = state.get(ROBOTS_FAILURES_STATE, {})
+            retries = state.get(ROBOTS_RETRY_STATE, {})
+            for netloc in {**failures, **retries}:
+                self._write_failure(netloc, failures.get(netloc), retries.get(netloc))
+            return
+        failures, retries = OrderedDict(), OrderedDict()
+        # The rowid orders them as they last changed (a row replaced is inserted anew), as
+        # focused.robots keeps them, the last last.
+        for netloc, count, at, why, there in self._db.execute(
+            "SELECT netloc, failures, retry_at, why, there FROM robots_failures ORDER BY rowid"
+        ):
+            if count:
+                failures[netloc] = count
+            if at is not None:
+                retries[netloc] = (float(at), why, bool(there))
+        for key, kept in ((ROBOTS_FAILURES_STATE, failures), (ROBOTS_RETRY_STATE, retries)):
+            if kept or key in state:
+                state[key] = kept
+
+    def robots_failure_changed(
+        self, netloc: str, failures: int | None, retry: tuple[float, str | None, bool] | None
+    ) -> None:
+        if self._db is not None:
+            with suppress(JobdirUnwritable):  # the crawl stops (focused.jobdir)
+                self._write_failure(netloc, failures, retry)
+
+    def _write_failure(
+        self, netloc: str, failures: int | None, retry: tuple[float, str | None, bool] | None
+    ) -> None:
+        assert self._db is not None
+        if failures is None and retry is None:
+            self._db.execute("DELETE FROM robots_failures WHERE netloc = ?", (netloc,))
+            return
+        at, why, there = retry if retry is not None else (None, None, True)
+        self._db.execute(
+            "INSERT OR REPLACE INTO robots_failures VALUES (?, ?, ?, ?, ?)",
+            (netloc, failures or 0, at, why, int(there)),
+        )
 
     def spider_closed(self, spider: Spider) -> None:
         if self._db is not None:

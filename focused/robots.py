@@ -29,13 +29,14 @@ again (``holding_until``; ``FocusedScheduler._release_held``): one goes first an
 others follow once it is read, to be crawled or refused as it says, or held again if it fails
 again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused (counted in
 ``spider.state``, which a JOBDIR pause keeps, with when it may be fetched again: the resumed
-run fails it again until then, ``_resume_failure``). Not the requests of a host that is not there
-(``NOT_THERE``: not resolved, connection refused), refused at once, so that a mistyped seed
-says so in seconds. A robots.txt downloaded but unreadable (over ``DOWNLOAD_MAXSIZE``, a gzip
-cut short) allows everything, as Scrapy has it (see ``UNREADABLE``), in the one line of Scrapy's
-message. Its size limit is never below the 500 KiB RFC 9309 asks a crawler to parse
-(``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set lower for pages cancelled a larger
-robots.txt, and its host was crawled as if it had none.
+run fails it again until then, ``_resume_failure``; written through as they change,
+``focused.resume.CrawlCounters``, so that ``kill -9`` keeps them too). Not the requests of a
+host that is not there (``NOT_THERE``: not resolved, connection refused), refused at once, so
+that a mistyped seed says so in seconds. A robots.txt downloaded but unreadable (over
+``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
+``UNREADABLE``), in the one line of Scrapy's message. Its size limit is never below the 500
+KiB RFC 9309 asks a crawler to parse (``ROBOTS_TXT_MIN_SIZE``): a ``DOWNLOAD_MAXSIZE`` set
+lower for pages cancelled a larger robots.txt, and its host was crawled as if it had none.
 
 Scrapy ignores a robots.txt's ``Crawl-delay``; here a host that asks for one is fetched at most
 once every that many seconds (a ``Request-rate`` counts as the Crawl-delay it implies: ``1/5``
@@ -133,7 +134,7 @@ from twisted.internet.defer import Deferred
 from focused.engine import engine_scheduler, wake_engine
 from focused.hygiene import BAD_COMPRESSION, error_message
 from focused.logformatter import add_log_filter
-from focused.resume import ROBOTS_FAILURES_STATE, ROBOTS_RETRY_STATE
+from focused.resume import ROBOTS_FAILURES_STATE, ROBOTS_RETRY_STATE, robots_failure_changed
 from focused.robotsmeta import robots_token
 
 if TYPE_CHECKING:
@@ -277,13 +278,14 @@ def _without_cycles(parser: RobotParser | None) -> None:
             rule_set._parser_instance = weakref.proxy(rp)
 
 
-def _keep_last(kept: OrderedDict[str, Any], netloc: str, value: Any) -> None:
+def _keep_last(kept: OrderedDict[str, Any], netloc: str, value: Any) -> str | None:
     """Set ``netloc``'s ``value`` in ``kept`` as the last, the first going past
-    ``FAILURES_KEPT``."""
+    ``FAILURES_KEPT``; returns the netloc that went, if one did."""
     kept[netloc] = value
     kept.move_to_end(netloc)
     if len(kept) > FAILURES_KEPT:
-        kept.popitem(last=False)
+        return kept.popitem(last=False)[0]
+    return None
 
 
 class _UnreachableInOneLine(logging.Filter):
@@ -392,8 +394,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             finally:
                 if downloads_it:
                     self._old_rules.pop(netloc, None)
-                    if netloc not in self._retry_at:  # read, or failed for good
-                        self._failures.pop(netloc, None)
+                    # Read, or failed for good: its failures in a row end.
+                    if netloc not in self._retry_at and self._failures.pop(netloc, None):
+                        self._failure_changed(netloc)
                     if netloc in self._parsers:  # read now, however long its download took
                         self._parsers.move_to_end(netloc)
                     self._forget_least_used()
@@ -440,6 +443,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._unreachable.pop(netloc, None)
         if self._retry_at.pop(netloc, None) is not None:
             self._retries.pop(netloc, None)  # its time is up: not to be failed again on resume
+            self._failure_changed(netloc)
         self._holding.discard(netloc)
 
     def _keep_text(self, netloc: str, body: bytes, parser: RobotParser, age: float = 0.0) -> None:
@@ -539,11 +543,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         seconds = min(retry_at - time.time(), self._retry_failed_after)
         if seconds <= 0:
             del self._retries[netloc]
+            self._failure_changed(netloc)
             return
         self._parsers[netloc] = self._disallow_all(netloc, why)
         self._fail_for(netloc, seconds, there)
         logger.info(
-            "%s: robots.txt failed before the crawl was paused: fetched again in %g s%s",
+            "%s: robots.txt failed before the crawl stopped: fetched again in %g s%s",
             netloc,
             seconds,
             "; its requests wait until then" if netloc in self._holding else "",
@@ -579,11 +584,26 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         good), its requests held meanwhile unless it is not ``there`` (``NOT_THERE``) or failed
         more than ``ROBOTS_HOLD_RETRIES`` times in a row."""
         if seconds > 0:
-            _keep_last(self._failures, netloc, self._failures.pop(netloc, 0) + 1)
-            _keep_last(
-                self._retries, netloc, (time.time() + seconds, self._unreachable.get(netloc), there)
+            retry = (time.time() + seconds, self._unreachable.get(netloc), there)
+            gone = (
+                _keep_last(self._failures, netloc, self._failures.pop(netloc, 0) + 1),
+                _keep_last(self._retries, netloc, retry),
             )
+            for changed in {netloc, *gone} - {None}:  # those gone past FAILURES_KEPT too
+                self._failure_changed(changed)
             self._fail_for(netloc, seconds, there)
+
+    def _failure_changed(self, netloc: str) -> None:
+        """What ``_failures`` and ``_retries`` keep of ``netloc`` has changed: under JOBDIR
+        ``focused.resume.CrawlCounters`` writes it through, so that a crawl killed outright
+        keeps it as a pause does (``spider.state``). A robots.txt's failure or read after one:
+        nothing a page."""
+        self.crawler.signals.send_catch_log(
+            robots_failure_changed,
+            netloc=netloc,
+            failures=self._failures.get(netloc),
+            retry=self._retries.get(netloc),
+        )
 
     def _fail_for(self, netloc: str, seconds: float, there: bool) -> None:
         """Hold ``netloc``'s complete disallow for ``seconds``, its requests with it unless it

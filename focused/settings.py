@@ -67,8 +67,8 @@ ROBOTS_RETRY_FAILED_AFTER = 300.0
 # disallows them, and held again if it fails again, until it has failed this many more times in
 # a row (3, as Nutch's http.robots.503.defer.visits.retries): then they are refused. The crawl
 # does not end while requests are held (up to this many times ROBOTS_RETRY_FAILED_AFTER); a stop
-# does not wait for them, and a JOBDIR pause queues them again, the failures counted kept and
-# when it may be fetched again (the resumed run holds them until then, this run's
+# does not wait for them, and a JOBDIR pause (or kill -9) queues them again, the failures counted
+# kept and when it may be fetched again (the resumed run holds them until then, this run's
 # ROBOTS_RETRY_FAILED_AFTER at most, then fetches it again). Not for a host that is not there
 # (its name does not resolve, or it refuses the connection: a mistyped seed), whose requests are
 # refused at once. 0: refused at once, as RFC 9309 alone asks (focused.robots).

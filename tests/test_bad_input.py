@@ -1764,6 +1764,17 @@ _IN_FLIGHT = (
         ("counters.sqlite3", "UPDATE counters SET value = 'x'", "'x' in value, not a count"),
         ("counters.sqlite3", "UPDATE counters SET value = -3", "-3 in value, not a count"),
         ("counters.sqlite3", "INSERT INTO counters VALUES ('fetched_urls', 3)", "in name, not"),
+        # A failed robots.txt's, read into spider.state: a traceback as its host came up.
+        (
+            "counters.sqlite3",
+            "INSERT INTO robots_failures VALUES ('h:1', 1, 'x', NULL, 1)",
+            "'x' in retry_at, not a number or null",
+        ),
+        (
+            "counters.sqlite3",
+            "INSERT INTO robots_failures VALUES ('h:1', -1, NULL, NULL, 1)",
+            "-1 in failures, not a count",
+        ),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'queued', 'x')", "in count"),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),
         ("nearduplicates.sqlite3", "UPDATE bands SET fingerprint = 'x'", "in fingerprint"),

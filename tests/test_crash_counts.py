@@ -18,7 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from contextlib import closing
 from types import SimpleNamespace
@@ -32,11 +32,14 @@ from focused import resume
 from focused.resume import (
     COUNTERS_FILE,
     DRIFT_STATE,
+    ROBOTS_FAILURES_STATE,
+    ROBOTS_RETRY_STATE,
     CrawlCounters,
     add_to_counter,
     counted_refetched,
     recover_state,
     response_counted,
+    robots_failure_changed,
 )
 from focused.scheduler import FocusedScheduler
 from focused.stopping import PageBudget
@@ -189,6 +192,29 @@ def test_counters_take_the_larger_of_the_file_and_the_saved_state(tmp_path):
             "responses": 5,
             "discovered": 20,
         }
+
+
+def test_failed_robots_txts_are_written_through_and_replace_the_saved_state(tmp_path):
+    """A failed robots.txt's failures and retry, sent as they change, are in the file; a run
+    after a crash takes the file's in place of the state saved at the last clean close (which
+    a read since the pause may have ended), and a file made before its table takes the state's.
+    """
+    saved = {
+        ROBOTS_FAILURES_STATE: OrderedDict(old=1, read=2),
+        ROBOTS_RETRY_STATE: OrderedDict(old=(time.time() + 60, None, True)),
+    }
+    crawler, extension = counters_extension(tmp_path, dict(saved))  # a file made before
+    retry = (time.time() + 30, "timed out", True)
+    for netloc, failures, at in (("down", 1, retry), ("read", None, None), ("down", 2, retry)):
+        crawler.signals.send_catch_log(
+            robots_failure_changed, netloc=netloc, failures=failures, retry=at
+        )
+    extension.spider_closed(crawler.spider)
+    crawler, _ = counters_extension(tmp_path, dict(saved))  # as after a crash: the pause's
+    state = crawler.spider.state
+    assert list(state[ROBOTS_FAILURES_STATE].items()) == [("old", 1), ("down", 2)]
+    assert list(state[ROBOTS_RETRY_STATE]) == ["old", "down"]
+    assert state[ROBOTS_RETRY_STATE]["down"] == retry
 
 
 def test_without_jobdir_nothing_is_written(tmp_path):

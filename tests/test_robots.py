@@ -36,7 +36,7 @@ from tests.conftest import run_crawl
 from tests.queues import QueueSpider
 from tests.sites import DROPPED, FetchLog, Reply, Site, html
 from tests.test_canonical import stat
-from tests.test_politeness import Timed
+from tests.test_politeness import Timed, crawl_in_background
 
 ROBOTS = "User-agent: *\nDisallow: /private/\n"
 
@@ -551,6 +551,38 @@ def test_a_jobdir_resume_waits_out_a_failed_robots_txts_time(tmp_path):
     assert robots_asked[1] - robots_asked[0] >= retry, log[-3000:]
     assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
     assert down.log.gets() == [(down.host, "/early")], log[-3000:]
+
+
+def test_a_crawl_resumed_after_kill_9_waits_out_a_failed_robots_txts_time(tmp_path):
+    """A crawl killed outright while a host's robots.txt failed kept neither its failures in a
+    row nor when it may be fetched again (``spider.state`` is written at a pause only): the
+    resumed run asked the failing server again at once, and counted its failures from 0 again,
+    at each crash. They are written through to the JOBDIR as each changes."""
+    retry = 6
+    robots_asked: list[float] = []
+    with Site(failing_robots_txt(robots_asked)) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"}
+        settings = {"JOBDIR": tmp_path / "job", "RETRY_TIMES": 0}
+        settings["ROBOTS_RETRY_FAILED_AFTER"] = retry
+        process = crawl_in_background(tmp_path, arguments, settings)
+        try:
+            for line in process.stderr:  # the seed is held once the failure is said
+                if "robots.txt answered 503" in line:
+                    break
+            time.sleep(0.5)
+            process.kill()
+            process.wait(timeout=120)
+        finally:
+            process.kill()
+        assert len(robots_asked) == 1, robots_asked
+        resumed = run_crawl(tmp_path, arguments, settings)
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    assert len(robots_asked) == 2, log[-3000:]
+    assert robots_asked[1] - robots_asked[0] >= retry, log[-3000:]
+    assert "robots.txt failed before the crawl stopped: fetched again in " in log, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+    assert site.log.gets() == [(site.host, "/a")], log[-3000:]
 
 
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):
