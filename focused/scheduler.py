@@ -807,7 +807,29 @@ class FocusedScheduler(Scheduler):
                 dropped,
                 self.max_per_host,
             )
+        if reason == "finished":
+            self._say_links_left_out()
         return super().close(reason)
+
+    def _say_links_left_out(self) -> None:
+        """A crawl that ran out of requests after its strategy left links out by a parameter
+        (``StrategyQueue.links_left_out``): as asked, but without this line its log shows a
+        crawl of all it could reach (a dfs crawl of the sample ended at 214 of its 297 pages)."""
+        left_out = self.mqs.links_left_out()
+        if left_out is None or not self.stats:
+            return
+        stat, param = left_out
+        if count := self.stats.get_value(stat, 0):
+            logger.info(
+                "The frontier ran empty after %d link(s) were left out by %s's %s=%s (%s): raise"
+                " %s to go on",
+                count,
+                self.mqs.name,
+                param,
+                self.mqs.params[param],
+                stat,
+                param,
+            )
 
     def _park_in_queue(self, request: Request) -> None:
         """Queue again a request handed out and parked, never sent. Under JOBDIR it leaves the

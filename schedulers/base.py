@@ -816,6 +816,13 @@ class StrategyQueue:
         """Whether the strategy queues this request at all (e.g. a depth limit)."""
         return True
 
+    def links_left_out(self) -> tuple[str, str] | None:
+        """The stat that counts the links the strategy leaves out by a parameter of its own (a
+        depth limit, a beam's width), and that parameter; None for a strategy that leaves none
+        out. A crawl that runs out of requests after it left some out says so at its close
+        (``focused.scheduler``): its log would otherwise show a crawl of all it could reach."""
+        return None
+
     @classmethod
     def check_params(cls, params: dict[str, Any]) -> None:
         """Check the parameters against each other (``Param`` checks each one alone); raise

@@ -78,6 +78,9 @@ class BeamQueue(StrategyQueue):
     def state(self) -> dict[str, Any]:
         return {"generation": self._generation, "kept": self._kept}
 
+    def links_left_out(self) -> tuple[str, str]:
+        return "focused/beam/dropped", "beam_width"
+
     def push(self, request: Request) -> None:
         fp = self._fingerprint(request)
         generation = self._generation_of(request)

@@ -39,3 +39,6 @@ class DepthFirstQueue(StrategyQueue):
             return True
         self.stats.inc_value("focused/depth_cut")
         return False
+
+    def links_left_out(self) -> tuple[str, str]:
+        return "focused/depth_cut", "max_depth"

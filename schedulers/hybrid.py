@@ -91,3 +91,6 @@ class HybridQueue(StrategyQueue):
 
     def admit(self, request: Request) -> bool:
         return self.then.admit(self, request)
+
+    def links_left_out(self) -> tuple[str, str] | None:
+        return self.then.links_left_out(self)

@@ -175,3 +175,6 @@ class SharkSearchQueue(StrategyQueue):
             return True
         self.stats.inc_value("focused/depth_cut")
         return False
+
+    def links_left_out(self) -> tuple[str, str]:
+        return "focused/depth_cut", "depth"

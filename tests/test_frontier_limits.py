@@ -75,9 +75,11 @@ def test_memory_eviction_survives_pops_and_rescoring():
     assert len(queue.frontier._worst) <= 2 * 3000 + 1024  # compacted, not unbounded
 
 
-def make_scheduler(tmp_path, jobdir: bool, state: dict | None = None, **settings):
+def make_scheduler(
+    tmp_path, jobdir: bool, state: dict | None = None, params: dict | None = None, **settings
+):
     """A scheduler opened on a fresh spider; ``state`` is the spider's (as SpiderState loads
-    it on a JOBDIR resume)."""
+    it on a JOBDIR resume), ``params`` the strategy's."""
     values = {"FRONTIER_MAX": 1000, "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"]}
     values |= {"REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter"}
     if jobdir:
@@ -85,7 +87,7 @@ def make_scheduler(tmp_path, jobdir: bool, state: dict | None = None, **settings
     values.update(settings)
     crawler = get_crawler(QueueSpider, values)
     spider = QueueSpider()
-    spider.strategy_params, spider.state = {}, {} if state is None else state
+    spider.strategy_params, spider.state = params or {}, {} if state is None else state
     crawler.spider, spider.crawler = spider, crawler
     crawler.stats.open_spider()
     scheduler = FocusedScheduler.from_crawler(crawler)
@@ -276,6 +278,51 @@ def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path, caplog):
         "The frontier ran empty after 7 requests were dropped at hosts that had their"
         " MAX_PAGES_PER_HOST=3 pages"
     ]
+
+
+# Each strategy that leaves links out by a parameter of its own, that parameter, the stat that
+# counts them, and three links of which it leaves out two: deeper than dfs's max_depth, at the
+# end of shark's chain of irrelevant pages, past beam's width in their level.
+LEFT_OUT = {
+    "dfs": ({"max_depth": 2}, "focused/depth_cut", [{"depth": d} for d in (1, 3, 4)]),
+    "hybrid": (
+        {"then": "dfs", "max_depth": 2},
+        "focused/depth_cut",
+        [{"depth": d} for d in (1, 3, 4)],
+    ),
+    "shark": ({"depth": 2}, "focused/depth_cut", [{"shark_run": r} for r in (0, 2, 2)]),
+    "beam": ({"beam_width": 1}, "focused/beam/dropped", [{}] * 3),
+}
+
+
+@pytest.mark.parametrize("strategy", sorted(LEFT_OUT))
+@pytest.mark.parametrize("reason", ["finished", "closespider_pagecount"])
+def test_a_crawl_that_ran_dry_after_its_strategy_left_links_out_says_so(
+    tmp_path, caplog, strategy, reason
+):
+    """A dfs crawl of the sample with a budget of 297 pages ended 'finished' at 214 and a shark
+    crawl at 266, each with "frontier 0 requests", its log silent on the links the strategy had
+    left out (the stats alone), which would have kept it going."""
+    params, stat, metas = LEFT_OUT[strategy]
+    scheduler, _ = make_scheduler(
+        tmp_path, False, params=params, SCHEDULER_PRIORITY_QUEUE=STRATEGIES[strategy]
+    )
+    for i, meta in enumerate(metas):
+        meta = {"depth": 1, "discovery": i, "shark_sim": 0.1} | meta
+        scheduler.enqueue_request(scrapy.Request(f"http://t/u{i}", meta=meta))
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close(reason)
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    if reason == "finished":
+        (param,) = set(params) - {"then"}
+        assert said == [
+            f"The frontier ran empty after 2 link(s) were left out by {strategy}'s"
+            f" {param}={params[param]} ({stat}): raise {param} to go on"
+        ]
+    else:
+        assert said == []
 
 
 def queue_hosts(scheduler, urls: list[str]) -> None:
