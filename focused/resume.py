@@ -565,10 +565,11 @@ def recover_state(
     canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
     but never stored (its write failed) must not be taken for a duplicate of itself when its
     request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
-    order) is the last pages stored when the store is ahead of the saved state: the one saved
-    is of older pages. ``pages``: the stored pages with ``RECOVER_FIELDS``, in fetch order,
-    read once as they come; ``state`` is set once they are all read, so that a read failing
-    half way leaves it as it was.
+    order) is the last pages stored when the store is ahead of the saved state (the one saved
+    is of older pages), or holds more of them than the saved window (saved by a run given a
+    smaller ``DRIFT_WINDOW``, or none). ``pages``: the stored pages with ``RECOVER_FIELDS``, in
+    fetch order, read once as they come; ``state`` is set once they are all read, so that a read
+    failing half way leaves it as it was.
     """
     last = relevant = stored = 0
     urls: set[str] = set()
@@ -592,7 +593,11 @@ def recover_state(
         except ValueError:  # edited by hand ("http://[x/"): no request has it, nor its host
             continue
         hosts[host] += count
-    if drift_window and last > state.get("pages", 0):
+    # A window saved shorter than the store's last pages give: begun with it, a crawl given
+    # DRIFT_WINDOW (or a larger one) only as it resumed fetched that many pages more before
+    # drift could stop it.
+    saved = len(state.get(DRIFT_STATE, ()))
+    if drift_window and (last > state.get("pages", 0) or saved < len(recent)):
         state[DRIFT_STATE] = recent
     # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
     # (``pipelines.relevance``), written through. Without them a crawl keeping its best pages

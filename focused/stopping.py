@@ -9,7 +9,8 @@ Settings (each off by default):
     DRIFT_MIN_HARVEST     stop when the harvest rate of the last DRIFT_WINDOW pages falls below
                           this (default 0.1). Close reason ``closespider_drift``. The window is
                           the crawl's, in ``spider.state``: a JOBDIR pause saves it, and after a
-                          crash it is rebuilt from the pages stored; in a shared crawl, each
+                          crash, or at a resume that turns it on or widens it, it is rebuilt
+                          from the pages stored; in a shared crawl, each
                           process watches its own pages, and the first to see the crawl drift
                           stops them all (within SHARED_DRIFT_LOOK seconds).
 

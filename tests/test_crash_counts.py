@@ -491,6 +491,11 @@ def test_kill_9_then_resume_watches_the_last_pages_stored_for_drift():
     state = {"pages": 7, DRIFT_STATE: saved}
     recover_state(state, pages, drift_window=2)
     assert state[DRIFT_STATE] is saved
+    # Unless the run that saved it watched fewer pages (DRIFT_WINDOW given, or raised, only as
+    # the crawl resumes): the store's last pages fill the wider window.
+    for state in ({"pages": 7}, {"pages": 7, DRIFT_STATE: saved}):
+        recover_state(state, pages, drift_window=4)
+        assert list(state[DRIFT_STATE]) == [False, True, False, False]
 
 
 # Stored URLs, and the host each is counted for (MAX_PAGES_PER_HOST), as the scheduler counts

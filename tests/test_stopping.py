@@ -106,6 +106,22 @@ def test_drift_watches_the_same_pages_across_a_pause(tmp_path, site):
     assert len(fetched(site)) == served
 
 
+def test_drift_turned_on_at_a_resume_watches_the_pages_before_it(tmp_path, site):
+    """Settings may change at a resume, and the window of a crawl given DRIFT_WINDOW only as it
+    resumed began empty: paused at page 6, it went on to page 16 where one never paused, with
+    the drift stop from the start, stopped at page 10."""
+    drift = {"DRIFT_WINDOW": 10, "DRIFT_MIN_HARVEST": 0.95, "CONCURRENT_REQUESTS": 1}
+    (tmp_path / "unpaused").mkdir()
+    unpaused = bird_crawl(tmp_path / "unpaused", site, "bestfirst", drift)
+    assert unpaused.crawl_record()["finish_reason"] == "closespider_drift"
+    settings = {"CONCURRENT_REQUESTS": 1, "JOBDIR": tmp_path / "job"}
+    first = bird_crawl(tmp_path, site, "bestfirst", {**settings, "CLOSESPIDER_PAGECOUNT": 6})
+    assert first.crawl_record()["finish_reason"] == "closespider_pagecount"
+    again = bird_crawl(tmp_path, site, "bestfirst", {**settings, **drift})
+    assert again.crawl_record()["finish_reason"] == "closespider_drift"
+    assert again.crawl_record()["pages"] == unpaused.crawl_record()["pages"]
+
+
 @pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 def test_a_shared_crawl_that_drifted_stops_every_process(tmp_path, site, redis_server):  # noqa: F811
     """Each process of a shared crawl watches its own pages: one that saw the crawl drift
