@@ -12,6 +12,12 @@ crawl stops as it does when its store fails: the pages already stored stay, the 
 says ``interrupted (feed_failed)``, a JOBDIR resumes. A feed that fails as the crawl closes is
 the same line, under the crawl's own close reason.
 
+A second Ctrl-C stops the reactor without closing the spider, and Scrapy left each feed as it
+was: a JSON feed without its closing bracket, an XML one without its root's end tag, neither
+readable. Once the reactor has stopped, each feed in a local file (or on stdout) gets its end
+written then, with the pages it got, in one line each; a feed to be uploaded (S3, FTP) cannot
+be, with no reactor left to upload it.
+
 Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
 Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
 status 1 when any feed failed. Scrapy logs such a failure, at the close, with its traceback (an
@@ -28,7 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exporters import XmlItemExporter as ScrapyXmlItemExporter
 from scrapy.extensions.feedexport import FeedExporter as ScrapyFeedExporter
+from scrapy.extensions.feedexport import FileFeedStorage, StdoutFeedStorage
 from scrapy.extensions.postprocessing import PostProcessingManager
+from scrapy.utils.reactor import is_reactor_installed
 
 from focused.errors import one_line, redact_uri
 from focused.logformatter import add_log_filter
@@ -100,6 +108,39 @@ class FeedExporter(ScrapyFeedExporter):
                 continue
             kept.extend(self.slots)  # the slot, or the next batch's that replaced it
         self.slots = kept
+
+    def open_spider(self, spider: Spider) -> None:
+        super().open_spider(spider)
+        # Only under a reactor (not in a test driving the exporter on asyncio alone):
+        # importing the reactor module would install Twisted's default one.
+        if is_reactor_installed():
+            from twisted.internet import reactor
+
+            reactor.addSystemEventTrigger("after", "shutdown", self._end_at_forced_stop)
+
+    def _end_at_forced_stop(self) -> None:
+        """The reactor has stopped with the spider still open (a second Ctrl-C): no page comes
+        any more, and the feeds whose storage is a write of their own (a local file, stdout)
+        get their end, as at a close."""
+        if self._spider_closed:
+            return
+        self._spider_closed = True  # for good: a feed that fails below closes no spider
+        for slot in self.slots:
+            if slot.uri_template in self._failed or not slot.itemcount:
+                continue
+            if not isinstance(slot.storage, FileFeedStorage | StdoutFeedStorage):
+                continue
+            try:
+                slot.finish_exporting()
+                slot.storage.store(self._get_file(slot))
+            except OSError as exc:
+                self._give_up(slot, exc)
+                continue
+            logger.info(
+                "the feed %s was ended at the forced stop, with its %d pages",
+                redact_uri(slot.uri),
+                slot.itemcount,
+            )
 
     async def close_spider(self, spider: Spider) -> None:
         self._spider_closed = True

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections import Counter
 from datetime import date, timedelta
+from xml.etree import ElementTree
 
 from focused.replayweb import ReplayServer
 from focused.report import describe_time
@@ -452,6 +453,31 @@ def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_g
         server.stop()
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Resuming crawl" in resumed.stderr
+
+
+def test_a_forced_stop_ends_the_feeds_it_was_writing(tmp_path, sample_graph):
+    """A second Ctrl-C left a JSON feed without its closing bracket and an XML one without its
+    root's end tag, neither readable, and said nothing: each now ends with the pages it got."""
+    server = ReplayServer(sample_graph, delay=0.2).start()
+    feeds = {"json": tmp_path / "pages.json", "xml": tmp_path / "pages.xml"}
+    uris = {str(path): {"format": name} for name, path in feeds.items()}
+    command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30, FEEDS=json.dumps(uris))
+    try:
+        run = start_until_fetched(command, server, 8, stderr=subprocess.PIPE)
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        server.stop()
+    assert b"forcing unclean shutdown" in stderr, stderr[-3000:]
+    stored = Crawl(None, tmp_path / "focused.sqlite3", _crawl_id_of(tmp_path / "job")).pages()
+    exported = [page["url"] for page in json.loads(feeds["json"].read_text())]
+    assert exported and set(exported) <= {page["url"] for page in stored}
+    items = ElementTree.parse(feeds["xml"]).getroot().findall("item")
+    assert [item.findtext("url") for item in items] == exported
+    for path in feeds.values():
+        assert f"the feed {path} was ended at the forced stop".encode() in stderr
 
 
 def crawls_status(db, crawl_id: str) -> str:
