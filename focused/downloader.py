@@ -449,8 +449,8 @@ class PoliteDownloader(Downloader):
         if self._not_sent:  # said once every request has ended: the late ones counted too
             kept = self._paused_hosts is not None or getattr(self.crawler.spider, "shared", None)
             logger.info(
-                "Not sent as the crawl stopped: %d requests held by their host's delay or "
-                "pause; %s",
+                "Not sent as the crawl stopped: %d request(s) waiting in their host's download"
+                " slot (for its delay, a pause or a free connection); %s",
                 self._not_sent,
                 "in flight in the frontier still, fetched when it goes on"
                 if kept

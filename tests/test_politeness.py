@@ -528,6 +528,35 @@ def test_ctrl_c_leaves_a_request_held_by_a_pause_to_the_resumed_crawl(tmp_path):
     assert stat(run.resumed.result.stderr, "focused/resume/recovered_inflight") == 1
 
 
+def test_ctrl_c_names_a_free_connection_as_what_an_unsent_request_waited_for(tmp_path):
+    """A request also waits in its host's slot for a connection of the host's
+    (CONCURRENT_REQUESTS_PER_DOMAIN), and the stop leaves it unsent as well: said to be held by
+    its host's delay or pause, on a host with neither, the line named a cause that was not."""
+    log = FetchLog()
+
+    def respond(method: str, path: str) -> Reply:
+        if path == "/robots.txt":
+            return Reply(404, "")
+        if path != "/":
+            time.sleep(3)  # a slow page: the next ones wait for its connection
+        links = "".join(f'<a href="/p{i}">birds {i}</a>' for i in range(1, 4))
+        return Reply(200, html(f"birds {path}", f"<p>birds nest feathers</p>{links}"))
+
+    settings = {"JOBDIR": tmp_path / "job", "CONCURRENT_REQUESTS_PER_DOMAIN": 1}
+    with Site(respond, "127.0.0.2", log) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
+        process = crawl_in_background(tmp_path, arguments, {**settings, "LOG_LEVEL": "DEBUG"})
+        stderr, _ = stop_once_said(process, f"Scraped from <200 {site.url}/>", 1)
+    assert process.returncode == 0, stderr[-3000:]
+    unsent = stat(stderr, "focused/closing/not_sent")
+    assert unsent, stderr[-3000:]
+    assert (
+        f"Not sent as the crawl stopped: {unsent} request(s) waiting in their host's download"
+        " slot (for its delay, a pause or a free connection); in flight in the frontier still,"
+        " fetched when it goes on"
+    ) in stderr
+
+
 def assert_left_unsent_and_fetched_on_resume(run: StoppedWhilePaused) -> None:
     """The retry of /p1 was not sent after the stop, and the run after it fetched it once."""
     assert run.gets_before_resume == ["/", "/p1"]  # nothing sent after the stop
