@@ -907,8 +907,9 @@ def open_store(
     readers: nothing is created or written, so that a store on read-only media can be read. A
     store that cannot be written when it should be is a ``StoreSettingError``.
     ``make_index=False`` leaves the fetch-order index an SQLite store written before it lacks
-    to a later open (``SqliteStore``), as a crawl's checks do: its storage pipeline opens the
-    store next, and each tried to make it in turn, up to half of FOCUSED_DB_TIMEOUT.
+    to a later open (``SqliteStore``), as a crawl's checks and a recrawl's plan and end do: its
+    storage pipeline opens the store too, and each tried to make it in turn, up to half of
+    FOCUSED_DB_TIMEOUT.
     """
     uri = _setting(settings, "MONGO_URI", None)
     if isinstance(uri, str) and not uri.strip():

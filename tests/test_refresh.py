@@ -1782,3 +1782,23 @@ def test_a_forced_stop_of_a_recrawl_keeps_its_updates_waiting_for_the_store(tmp_
         assert store.get_crawl("c1")["status"] == "finished"  # a recrawl records no outcome
     finally:
         store.close()
+
+
+def test_a_recrawl_tries_to_make_the_fetch_order_index_once(tmp_path, caplog):
+    """A recrawl opens the store as a writer three times: its plan, its pipeline
+    (``RefreshPipeline``), the end of its claim. Each tried to make the fetch-order index of a
+    large store written before it, for half of FOCUSED_DB_TIMEOUT, and said it could not: the
+    recrawl waited the timeout and a half, and warned three times. Its pipeline makes it, as a
+    crawl's does."""
+    db = tmp_path / "focused.sqlite3"
+    stored_crawl(db, [f"http://127.0.0.1:9/{n}" for n in range(2000)], finished=True)
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+    settings = {"FOCUSED_DB": str(db), "FOCUSED_DB_TIMEOUT": 1e-6}
+    with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+        command = planned(settings)
+        storage.open_store(command.settings).close()  # the pipeline's
+        command._end_claim("c1")
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 1, said
+    assert "its index of the pages' fetch order" in said[0]

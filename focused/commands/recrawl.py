@@ -207,7 +207,9 @@ class Command(ScrapyCommand):
         return left_out
 
     def _plan(self, crawl_id: str, opts: argparse.Namespace) -> list[dict[str, Any]]:
-        store = open_or_fail(self.settings, create=False)  # checked writable: it is written
+        # Checked writable: it is written. The fetch-order index is left to its pipeline
+        # (RefreshPipeline), as a crawl's checks leave it: each open tried to make it in turn.
+        store = open_or_fail(self.settings, create=False, make_index=False)
         try:
             crawl = find_crawl(store, crawl_id)
             # As a crawl does (held until this process ends): beside a running crawl or
@@ -326,7 +328,7 @@ class Command(ScrapyCommand):
         if not self.claim:
             return
         try:
-            store = open_store(self.settings, create=False)
+            store = open_store(self.settings, create=False, make_index=False)
             try:
                 own = store.end_recrawl(crawl_id, self.claim)
             finally:
