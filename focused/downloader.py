@@ -96,6 +96,7 @@ from twisted.python.failure import Failure
 
 from focused.errors import load_json
 from focused.jobdir import jobdir_writes, write_whole
+from focused.retryafter import RetryAfterMiddleware
 from focused.robots import RobotsTxtMiddleware, is_robots_txt
 
 if TYPE_CHECKING:
@@ -160,6 +161,12 @@ class PoliteDownloader(Downloader):
         )
         self._holds_saver: AsyncioLoopingCall | LoopingCall | None = None
         self._holds_written = False  # the last write while running held a host
+        # focused.retryafter's middleware (none with RETRY_AFTER_MAX 0), whose pauses a JOBDIR
+        # pause keeps.
+        self._pauses = next(
+            (mw for mw in self.middleware.middlewares if isinstance(mw, RetryAfterMiddleware)),
+            None,
+        )
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
 
     def _engine_started(self) -> None:
@@ -231,6 +238,11 @@ class PoliteDownloader(Downloader):
             if sent_within and slot.delay and slot.active:
                 end = max(end, now + sent_within + slot.delay)
             ends[key] = max(ends.get(key, 0.0), end)
+        if self._pauses is not None:
+            # A Retry-After pause stretches its slot's last send over it, less the delay: a delay
+            # lowered meanwhile (a Crawl-delay read again, AutoThrottle) cut it short.
+            for key, until in self._pauses.paused_until.items():
+                ends[key] = max(ends.get(key, 0.0), until)
         return {key: [wall + end - now, end - now] for key, end in ends.items() if end > now}
 
     def _write_holds(self, path: Path, holds: dict[str, list[float]]) -> None:

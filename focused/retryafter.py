@@ -44,6 +44,8 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import call_later
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -98,6 +100,11 @@ class RetryAfterMiddleware:
         # in process_response, the answer came too late to hold that one back.
         crawler.signals.connect(middleware.response_downloaded, signal=signals.response_downloaded)
         return middleware
+
+    @property
+    def paused_until(self) -> Mapping[str, float]:
+        """When each slot paused last may send again (monotonic time; past, for some)."""
+        return self._paused_until
 
     def response_downloaded(self, response: Response, request: Request) -> None:
         key = request.meta.get(Downloader.DOWNLOAD_SLOT)  # set by the downloader when it sent it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import pickle
 import re
@@ -968,7 +969,9 @@ def slotted(delays: dict[str, tuple[float | str | None, ...]], **settings: objec
     web._slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None))
     downloader = web.downloader = PoliteDownloader(crawler)
     downloader._start_slot_gc = lambda: None  # the test drops idle slots itself: _slot_gc()
-    (middleware,) = downloader.middleware.middlewares
+    [middleware] = [
+        mw for mw in downloader.middleware.middlewares if isinstance(mw, RobotsTxtMiddleware)
+    ]
     return middleware, web, downloader
 
 
@@ -1114,6 +1117,45 @@ def test_a_retry_after_pause_outlasts_a_crawl_delay_lowered_meanwhile(slot_clock
     downloader._slot_gc()
     assert downloader._get_slot(Request("http://a.example/3"))[1] is slot
     assert slot.latercall is not None  # still held
+
+
+def test_a_pause_kept_at_a_jobdir_pause_outlasts_a_crawl_delay_lowered_meanwhile(
+    slot_clock, tmp_path
+):
+    """A JOBDIR pause keeps when each host may next be sent a request: its slot's last send
+    and delay, which a Retry-After pause stretches over the pause. A Crawl-delay lowered
+    meanwhile (a robots.txt read again, its download overlapping the page answered 429 or 503)
+    cut that short: the resumed crawl sent to the host before the pause it was asked for
+    ended, by as much as the delay went down."""
+    middleware, _, downloader = slotted(
+        {"a.example": (100, 1)},
+        ROBOTS_CRAWL_DELAY_MAX=120,
+        RETRY_AFTER_MAX=600,
+        DOWNLOAD_SLOTS={"a.example": {"concurrency": 2}},
+        JOBDIR=str(tmp_path),
+        DOWNLOADER_MIDDLEWARES_BASE={
+            "focused.robots.RobotsTxtMiddleware": 100,
+            "focused.retryafter.RetryAfterMiddleware": 555,
+        },
+    )
+    slot = sent(middleware, downloader, "http://a.example/1")
+    slot.lastseen = slot_clock.now
+    slot_clock.now += ROBOTS_TXT_LIFE + 1  # its robots.txt is read again as the next page...
+    [pauses] = [mw for mw in downloader.middleware.middlewares if mw is not middleware]
+    page = Request("http://a.example/2", meta={"download_slot": "a.example"})
+    answer = Response(page.url, status=503, headers={"Retry-After": "300"}, request=page)
+
+    async def answered() -> None:  # a pause is a call later: in an event loop
+        pauses.response_downloaded(answer, page)
+
+    asyncio.run(answered())  # ...is answered 503: no request to the host for 300 s
+    assert goes(middleware, "http://a.example/3") == "sent"  # it asks for 1 s now
+    assert slot.delay == 1
+    slot_clock.now += 100  # the crawl is paused 200 s before the pause ends
+    saved = tmp_path / focused.downloader.PAUSED_HOSTS_FILE
+    downloader._save_paused_hosts(saved)
+    [(_, seconds)] = json.loads(saved.read_text()).values()
+    assert seconds == pytest.approx(200)
 
 
 def test_rules_kept_past_a_failure_outlive_other_hosts_parsers(clock):
