@@ -446,12 +446,12 @@ class FocusedScheduler(Scheduler):
         as it moves (``_next_allowed``): handed out at once, they went back to back, up to
         ``ROBOTS_RETRY_FAILED_AFTER`` worth of the host's pages, at a host just recovering."""
         robots = self._robots()
-        now, look_at = time.monotonic(), math.inf
+        now, look_at, wake_at = time.monotonic(), math.inf, math.inf
         held_hosts = None
         for netloc, requests in list(self.robots_held.items()):
             held_until = robots.holding_until(netloc)
             if held_until is not None:
-                look_at = min(look_at, held_until)
+                wake_at = min(wake_at, held_until)
                 continue
             if held_hosts is None:
                 held_hosts = self._held_hosts() if self.lookahead else {}
@@ -468,9 +468,11 @@ class FocusedScheduler(Scheduler):
                 del self.robots_held[netloc]
             self.robots_look_at = now
             return self._take(request)
-        self.robots_look_at = look_at
-        if now < look_at < math.inf:
-            self._wake_at(look_at)
+        self.robots_look_at = min(look_at, wake_at)
+        # Set whatever the others wait for: a host held in its slot meanwhile (a Crawl-delay)
+        # wakes the engine only as its download ends, and the others went at the heartbeat.
+        if now < wake_at < math.inf:
+            self._wake_at(wake_at)
         return None
 
     def _wake_at(self, when: float) -> None:

@@ -336,6 +336,49 @@ def test_requests_held_for_a_failed_robots_txt_go_as_soon_as_its_time_is_up(tmp_
     assert sorted(page["url"] for page in crawl.pages()) == sorted(f"{s.url}/a" for s in sites)
 
 
+def test_held_requests_go_on_time_while_another_held_host_waits_in_its_slot(tmp_path):
+    """The scheduler set no wake-up while a host whose held requests may go was held in its
+    slot (its robots.txt, read again, asks a Crawl-delay of 10 s): the other hosts held for
+    their failed robots.txt went at the engine's next 5-second heartbeat, up to 5 s late. Their
+    robots.txt fail 1.25 s apart, before any of their times is up (ROBOTS_RETRY_FAILED_AFTER,
+    4 s), so that one of their times is up at least 3.75 s before a heartbeat."""
+    retry = 4.0
+    asked: dict[str, list[float]] = {}  # host -> when its robots.txt was answered, each time
+
+    def responder(host: str, late: float, then: str):
+        def respond(method: str, path: str) -> Reply:
+            if path != "/robots.txt":
+                return Reply(200, html(path, "<p>birds feathers nests</p>"))
+            answers = asked.setdefault(host, [])
+            if not answers:
+                time.sleep(late)
+                answers.append(time.monotonic())
+                return Reply(503, "unavailable", "text/plain")
+            answers.append(time.monotonic())
+            return Reply(200, then, "text/plain")
+
+        return respond
+
+    slow = Site(responder("127.0.0.2", 0, "User-agent: *\nCrawl-delay: 10\n"), "127.0.0.2")
+    late = {f"127.0.0.{3 + n}": 0.5 + 1.25 * n for n in range(4)}
+    sites = [Site(responder(host, seconds, ALLOW_ALL), host) for host, seconds in late.items()]
+    with slow, sites[0], sites[1], sites[2], sites[3]:
+        seeds = [f"{slow.url}/a1", f"{slow.url}/a2", *(f"{site.url}/b" for site in sites)]
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": ",".join(seeds)},
+            {"RETRY_TIMES": 0, "ROBOTS_RETRY_FAILED_AFTER": retry},
+        )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 0, log[-3000:]
+    assert sorted(page["url"] for page in crawl.pages()) == sorted(seeds), log[-3000:]
+    for host in late:
+        answers = asked[host]
+        assert len(answers) == 2, (host, log[-3000:])
+        # its time, and the time a busy test machine takes to run the crawl's next turn
+        assert retry <= answers[1] - answers[0] < retry + 1.5, (host, answers, log[-3000:])
+
+
 def robots_failing_at_first(failures: int, then: str):
     """A site whose robots.txt answers 503 to its first ``failures`` requests, then ``then``,
     its pages linking three pages; with the times of the robots.txt requests it had."""
