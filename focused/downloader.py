@@ -71,9 +71,11 @@ sent it), and a hold that has not ended is kept for the next run. The file is al
 every ``HOLDS_SAVED_EVERY`` seconds while the crawl runs and any host is held, so that a crawl
 killed outright (``kill -9``, a crash), which writes nothing as it ends, leaves its holds too:
 resumed, it sent to every host at once (a robots.txt 2 s after the killed run's last page, for
-a Crawl-delay of 4 s). A delayed host with requests under way may have been sent one after that
-write, up to the next: its hold so saved runs to its delay after the next write, which a pause's
-own write, exact, replaces. A small file, nothing written while no host is held: no cost a page.
+a Crawl-delay of 4 s). Any delayed host whose slot Scrapy keeps (a minute past its delay) may
+have been sent one after that write, up to the next, idle or not (a link to it coming up past its
+delay is sent at once): its hold so saved runs to its delay after the next write, which a
+pause's own write, exact, replaces. A small file, nothing written while no host is held: no cost
+a page.
 """
 
 from __future__ import annotations
@@ -229,13 +231,14 @@ class PoliteDownloader(Downloader):
         """When each host may next be sent a request, for the run that resumes the crawl: its
         slot's last request (the end of its download, if paced so) and its delay or pause, or
         the hold this run was given, if it ends later; as ``PAUSED_HOSTS_FILE`` keeps them. A
-        delayed host with requests under way may be sent one within ``sent_within`` seconds
-        from now, unseen by a run killed before its next write: held its delay past that."""
+        delayed host may be sent one within ``sent_within`` seconds from now, unseen by a run
+        killed before its next write: held its delay past that. Not only one with requests
+        under way: an idle one is sent a request that reaches it past its delay at once."""
         now, wall = monotonic(), time()
         ends = dict(self._held_since_pause)
         for key, slot in self.slots.items():
             end = slot.lastseen + slot.delay
-            if sent_within and slot.delay and slot.active:
+            if sent_within and slot.delay:
                 end = max(end, now + sent_within + slot.delay)
             ends[key] = max(ends.get(key, 0.0), end)
         if self._pauses is not None:

@@ -925,6 +925,51 @@ def test_a_crawl_resumed_after_kill_9_waits_out_the_crawl_delay_of_the_killed_ru
     assert min(gaps(times)) >= 0.9 * delay, gaps(times)
 
 
+def test_a_crawl_killed_just_after_it_sent_to_an_idle_host_waits_out_its_crawl_delay(tmp_path):
+    """Only a host with requests under way was held as if sent one at the next write: one idle
+    past its delay as a link to it came up (from another host's slow page) was sent it at once,
+    and a crawl killed before the next write left no hold for it. Resumed, it sent the host its
+    robots.txt a few seconds after the killed run's last request, for a Crawl-delay of 6 s."""
+    delay = 6.0
+    arrivals: list[tuple[float, str]] = []  # of the delayed host, robots.txt too
+    # Fetched before the kill or not, /late leaves the resumed run a request to the host.
+    delayed_pages = linking_site(f"User-agent: *\nCrawl-delay: {delay:g}\n", {"/late": ["/next"]})
+
+    def respond(method: str, path: str) -> Reply:
+        arrivals.append((time.monotonic(), path))
+        return delayed_pages(method, path)
+
+    with Site(respond, "127.0.0.2") as delayed:
+        late = f"{delayed.url}/late"
+
+        def slow(method: str, path: str) -> Reply:
+            if path == "/slow":
+                time.sleep(2 * delay + 1)  # the delayed host idle past its delay meanwhile
+            return linking_site("User-agent: *\n", {"/slow": [late]})(method, path)
+
+        with Site(slow, "127.0.0.3") as other:
+            seeds = f"{delayed.url}/,{other.url}/slow"
+            arguments = {"strategy": "bfs", "query": "birds", "seeds": seeds}
+            settings = {"JOBDIR": tmp_path / "job"}
+            process = crawl_in_background(tmp_path, arguments, settings)
+            try:
+                while [path for _, path in arrivals][-1:] != ["/late"]:
+                    assert process.poll() is None, process.stderr.read()[-3000:]
+                    time.sleep(0.01)
+                process.kill()
+                process.wait(timeout=120)
+            finally:
+                process.kill()
+            killed = len(arrivals)
+            resumed = run_crawl(tmp_path, arguments, settings)
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    paths = [path for _, path in arrivals]
+    assert paths[:killed] == ["/robots.txt", "/", "/late"], paths
+    assert paths[killed] == "/robots.txt" and paths[-1] == "/next", paths
+    times = [when for when, _ in arrivals]
+    assert min(gaps(times)) >= 0.9 * delay, (paths, gaps(times))
+
+
 def test_a_hold_left_by_a_pause_is_at_most_as_long_as_it_was(tmp_path):
     """The file a pause left is read as wall-clock times: a clock set back since must not hold
     a host for longer than the pause asked, and an entry that cannot be read holds nothing."""
