@@ -660,6 +660,10 @@ class RedisDupeFilter(RFPDupeFilter):
         # it remembers what it knows seen, so that a URL found again costs no round trip.
         return self.shared.frontier.seen(self.request_fingerprint(request))
 
+    def seen(self, fingerprint: bytes) -> bool:
+        """Whether the fingerprint is in the crawl's seen set (``RedisFrontier.seen``)."""
+        return self.shared.frontier.seen(fingerprint)
+
     def close(self, reason: str = "") -> None:
         pass
 

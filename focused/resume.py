@@ -495,6 +495,10 @@ class FrontierDupeFilter(RFPDupeFilter):
     def forget(self, fingerprints: Iterable[bytes]) -> None:
         self._fingerprints.difference_update(fingerprints)
 
+    def seen(self, fingerprint: bytes) -> bool:
+        """Whether the fingerprint is seen, without marking it so."""
+        return fingerprint in self._fingerprints
+
 
 class FinishMiddleware(PageOutputMiddleware):
     """Spider middleware (order 15: the closest to the engine, after every other's output).

@@ -182,6 +182,12 @@ class FocusedScheduler(Scheduler):
         # Fingerprints of the seeds and of where they redirect, shared with the strategy queues
         # (StrategyQueue.seeds): a link found to a seed must not replace it
         scheduler.seeds: set[bytes] = set()
+        # Fingerprints of the links the strategy left out by its parameter (links_left_out):
+        # those still unseen at a close that ran dry are the links it says were left out
+        scheduler.left_out: set[bytes] = set()
+        # The URLs of those the strategy's admit refused: most are found again and again (the
+        # deepest pages' links back home), and a fingerprint costs as much as a whole enqueue
+        scheduler.left_out_urls: set[str] = set()
         # Requests a crash left in flight with their response counted (fingerprint, request)
         scheduler.refetches: deque[tuple[bytes, Request]] = deque()
         if scheduler.outstanding_max:
@@ -326,6 +332,9 @@ class FocusedScheduler(Scheduler):
             # Refused before the dupefilter sees it (a depth limit, shark's chain cut): marked
             # seen, the URL would be dropped as a duplicate when found again on a path the
             # strategy admits (a shallower level, a chain through relevant pages).
+            if request.url not in self.left_out_urls:
+                self.left_out_urls.add(request.url)
+                self.left_out.add(self.crawler.request_fingerprinter.fingerprint(request))
             self._replaced_done(*replaced)
             return False
         if self._is_trap_dropped(request):
@@ -366,8 +375,10 @@ class FocusedScheduler(Scheduler):
         again. (A FRONTIER_MAX eviction stays seen: the sources drop those links for good.)"""
         forget = getattr(self.df, "forget", None)
         for queue in (self.dqs, self.mqs):
-            if queue is not None and (dropped := queue.take_dropped()) and forget is not None:
-                forget(dropped)
+            if queue is not None and (dropped := queue.take_dropped()):
+                self.left_out.update(dropped)
+                if forget is not None:
+                    forget(dropped)
 
     def _is_trap_dropped(self, request: Request) -> bool:
         """Mark a trap request for the back of the frontier; True if its family is full.
@@ -818,10 +829,14 @@ class FocusedScheduler(Scheduler):
         (``StrategyQueue.links_left_out``): as asked, but without this line its log shows a
         crawl of all it could reach (a dfs crawl of the sample ended at 214 of its 297 pages)."""
         left_out = self.mqs.links_left_out()
-        if left_out is None or not self.stats:
+        if left_out is None:
             return
         stat, param = left_out
-        if count := self.stats.get_value(stat, 0):
+        # Only the links never queued: the stat counts each finding of one, and most are of
+        # pages fetched all the same (the deepest pages' links back to the home page, a link
+        # cut deep and then found on a shallower page), which no raise of the parameter adds.
+        seen = getattr(self.df, "seen", None)
+        if count := sum(1 for fp in self.left_out if seen is None or not seen(fp)):
             logger.info(
                 "The frontier ran empty after %d link(s) were left out by %s's %s=%s (%s): raise"
                 " %s to go on",

@@ -325,6 +325,62 @@ def test_a_crawl_that_ran_dry_after_its_strategy_left_links_out_says_so(
         assert said == []
 
 
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_links_left_out_that_were_fetched_anyway_are_not_said_to_be_left_out(
+    tmp_path, caplog, jobdir
+):
+    """A dfs crawl that had fetched every page it could reach said it ran empty after links
+    were left out by max_depth, to raise it to go on: its deepest pages' links back to the home
+    page, fetched at depth 0, counted once per page that had them, as did a link cut deep and
+    fetched from a shallower page. A link left out counts once, and only if never queued."""
+    settings = {
+        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
+        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",  # the crawl's
+    }
+    scheduler, crawler = make_scheduler(tmp_path, jobdir, params={"max_depth": 1}, **settings)
+
+    def find(url: str, depth: int) -> None:
+        meta = {"depth": depth, "discovery": next(order)}
+        if depth:
+            meta["parent_url"] = "http://t/"
+        scheduler.enqueue_request(scrapy.Request(url, meta=meta))
+
+    def fetch_all() -> None:
+        while scheduler.next_request() is not None:
+            pass
+
+    order = iter(range(100))
+    find("http://t/", 0)
+    fetch_all()
+    find("http://t/a", 1)
+    find("http://t/b", 1)
+    fetch_all()
+    for _ in "ab":  # both pages link back home, and on to a page linked from home as well
+        find("http://t/", 2)
+        find("http://t/c", 2)
+    find("http://t/c", 1)
+    fetch_all()
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    assert crawler.stats.get_value("focused/depth_cut") == 4  # each link found, as before
+    assert not [r for r in caplog.records if "left out" in r.getMessage()]
+
+    scheduler, crawler = make_scheduler(tmp_path / "2", jobdir, params={"max_depth": 1}, **settings)
+    order = iter(range(100))
+    find("http://t/", 0)
+    fetch_all()
+    for _ in range(3):  # three pages link to one page beyond max_depth
+        find("http://t/deep", 2)
+    fetch_all()
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        "The frontier ran empty after 1 link(s) were left out by dfs's max_depth=1"
+        " (focused/depth_cut): raise max_depth to go on"
+    ]
+
+
 def queue_hosts(scheduler, urls: list[str]) -> None:
     """Queue ``urls`` best first, in the order given."""
     for rank, url in enumerate(urls):
