@@ -571,9 +571,9 @@ def recover_state(
     request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
     order) is the last pages stored when the store is ahead of the saved state (the one saved
     is of older pages), or holds more of them than the saved window (saved by a run given a
-    smaller ``DRIFT_WINDOW``, or none). ``pages``: the stored pages with ``RECOVER_FIELDS``, in
-    fetch order, read once as they come; ``state`` is set once they are all read, so that a read
-    failing half way leaves it as it was.
+    smaller ``DRIFT_WINDOW``, or none); without ``drift_window`` no window is kept. ``pages``:
+    the stored pages with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state``
+    is set once they are all read, so that a read failing half way leaves it as it was.
     """
     last = relevant = stored = 0
     urls: set[str] = set()
@@ -603,6 +603,11 @@ def recover_state(
     saved = len(state.get(DRIFT_STATE, ()))
     if drift_window and (last > state.get("pages", 0) or saved < len(recent)):
         state[DRIFT_STATE] = recent
+    elif not drift_window:
+        # A run without DRIFT_WINDOW does not keep the window: saved on with its state, it was
+        # of the pages before this run, and a resume given DRIFT_WINDOW again watched those
+        # (its pages drifted, it fetched on 19 pages where one never paused stopped).
+        state.pop(DRIFT_STATE, None)
     # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
     # (``pipelines.relevance``), written through. Without them a crawl keeping its best pages
     # counted from 0 again after a kill, so its CLOSESPIDER_RELEVANT let it fetch on.

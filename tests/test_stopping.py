@@ -122,6 +122,28 @@ def test_drift_turned_on_at_a_resume_watches_the_pages_before_it(tmp_path, site)
     assert again.crawl_record()["pages"] == unpaused.crawl_record()["pages"]
 
 
+def test_drift_given_again_after_a_run_without_it_watches_that_run_s_pages(tmp_path, site):
+    """A run resumed without DRIFT_WINDOW left the window of the run before it in the saved
+    state, and a later resume given DRIFT_WINDOW again watched those older pages: the crawl had
+    drifted in the run without it, and fetched on where one never paused stopped."""
+    drift = {"DRIFT_WINDOW": 20, "DRIFT_MIN_HARVEST": 0.1, "CONCURRENT_REQUESTS": 1}
+    (tmp_path / "unpaused").mkdir()
+    unpaused = bird_crawl(tmp_path / "unpaused", site, "bestfirst", drift)
+    assert unpaused.crawl_record()["finish_reason"] == "closespider_drift"
+    stop = unpaused.crawl_record()["pages"]
+    settings = {"CONCURRENT_REQUESTS": 1, "JOBDIR": tmp_path / "job"}
+    first = bird_crawl(
+        tmp_path, site, "bestfirst", {**settings, **drift, "CLOSESPIDER_PAGECOUNT": 30}
+    )
+    assert first.crawl_record()["finish_reason"] == "closespider_pagecount"
+    # On without a drift stop, up to the page where the one never paused saw the crawl drift.
+    second = bird_crawl(tmp_path, site, "bestfirst", {**settings, "CLOSESPIDER_PAGECOUNT": stop})
+    assert second.crawl_record()["finish_reason"] == "closespider_pagecount"
+    third = bird_crawl(tmp_path, site, "bestfirst", {**settings, **drift})
+    assert third.crawl_record()["finish_reason"] == "closespider_drift"
+    assert third.crawl_record()["pages"] == stop
+
+
 @pytest.mark.skipif(REDIS_SERVER is None, reason="redis-server is not installed")
 def test_a_shared_crawl_that_drifted_stops_every_process(tmp_path, site, redis_server):  # noqa: F811
     """Each process of a shared crawl watches its own pages: one that saw the crawl drift
