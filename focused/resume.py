@@ -163,6 +163,9 @@ ROBOTS_FAILURES_STATE = "robots_failures"
 # (its ``time.time()``, why it could not be fetched or None for a 5xx or 429, whether the host
 # is there), so that a resumed run holds its requests until then (``focused.robots``).
 ROBOTS_RETRY_STATE = "robots_retry"
+# The key in ``spider.state`` of the fingerprints of the links the strategy left out by its
+# parameter and no run has queued since (``focused.scheduler``), for a resume that runs dry.
+LEFT_OUT_STATE = "links_left_out"
 
 # What spider.state holds that the crawl reads, by type: a valid pickle of another value (a
 # list, a count of text) was a cascade of tracebacks and a crawl that never ended.
@@ -178,6 +181,7 @@ STATE_TYPES: dict[str, type] = {
     DRIFT_STATE: deque,
     ROBOTS_FAILURES_STATE: OrderedDict,
     ROBOTS_RETRY_STATE: OrderedDict,
+    LEFT_OUT_STATE: set,
 }
 
 
@@ -205,6 +209,9 @@ def _state_problem(state: Any) -> str | None:
     for relevant in state.get(DRIFT_STATE, ()):
         if not isinstance(relevant, bool):
             return f"its {DRIFT_STATE} holds {relevant!r}, not True or False"
+    for fp in state.get(LEFT_OUT_STATE, ()):
+        if not isinstance(fp, bytes):
+            return f"its {LEFT_OUT_STATE} holds {fp!r}, not a fingerprint"
     return None
 
 

@@ -103,6 +103,7 @@ from focused.extensions import HOLDING_HOSTS, HOLDING_REQUESTS, HOLDING_UNTIL, f
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
+    LEFT_OUT_STATE,
     connect_request_done,
     counted_refetched,
     crawl_counter,
@@ -820,14 +821,15 @@ class FocusedScheduler(Scheduler):
                 dropped,
                 self.max_per_host,
             )
-        if reason == "finished":
-            self._say_links_left_out()
+        self._say_links_left_out(reason)
         return super().close(reason)
 
-    def _say_links_left_out(self) -> None:
+    def _say_links_left_out(self, reason: str) -> None:
         """A crawl that ran out of requests after its strategy left links out by a parameter
         (``StrategyQueue.links_left_out``): as asked, but without this line its log shows a
-        crawl of all it could reach (a dfs crawl of the sample ended at 214 of its 297 pages)."""
+        crawl of all it could reach (a dfs crawl of the sample ended at 214 of its 297 pages).
+        Those still left out are kept in ``spider.state`` (saved at a JOBDIR pause): a resumed
+        run that found none of its own said nothing of the earlier runs'."""
         left_out = self.mqs.links_left_out()
         if left_out is None:
             return
@@ -836,7 +838,12 @@ class FocusedScheduler(Scheduler):
         # pages fetched all the same (the deepest pages' links back to the home page, a link
         # cut deep and then found on a shallower page), which no raise of the parameter adds.
         seen = getattr(self.df, "seen", None)
-        if count := sum(1 for fp in self.left_out if seen is None or not seen(fp)):
+        state = getattr(self.crawler.spider, "state", None)
+        earlier = state.get(LEFT_OUT_STATE, set()) if state is not None else set()
+        unseen = {fp for fp in self.left_out | earlier if seen is None or not seen(fp)}
+        if state is not None:
+            state[LEFT_OUT_STATE] = unseen
+        if reason == "finished" and (count := len(unseen)):
             logger.info(
                 "The frontier ran empty after %d link(s) were left out by %s's %s=%s (%s): raise"
                 " %s to go on",

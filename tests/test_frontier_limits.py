@@ -381,6 +381,36 @@ def test_links_left_out_that_were_fetched_anyway_are_not_said_to_be_left_out(
     ]
 
 
+def test_a_resumed_crawl_that_runs_dry_says_what_earlier_runs_left_out(tmp_path, caplog):
+    """A JOBDIR run that left links out by max_depth and paused kept no trace of them: the
+    resumed run ran dry saying nothing, as a crawl of all it could reach."""
+    settings = {
+        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
+        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
+    }
+    state: dict = {}
+    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
+    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+    assert scheduler.next_request() is not None
+    for url, depth in [("http://t/a", 1), ("http://t/deep", 2), ("http://t/gone", 2)]:
+        meta = {"depth": depth, "discovery": 1, "parent_url": "http://t/"}
+        scheduler.enqueue_request(scrapy.Request(url, meta=meta))
+    scheduler.close("shutdown")  # a pause, with http://t/a still queued
+    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
+    # The resumed run finds http://t/gone on a shallower page: no longer left out.
+    meta = {"depth": 1, "discovery": 2, "parent_url": "http://t/"}
+    scheduler.enqueue_request(scrapy.Request("http://t/gone", meta=meta))
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        "The frontier ran empty after 1 link(s) were left out by dfs's max_depth=1"
+        " (focused/depth_cut): raise max_depth to go on"
+    ]
+
+
 def queue_hosts(scheduler, urls: list[str]) -> None:
     """Queue ``urls`` best first, in the order given."""
     for rank, url in enumerate(urls):

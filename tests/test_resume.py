@@ -184,6 +184,10 @@ def _state_with(saved: bytes, name: str, value: object) -> bytes:
             "its robots_retry holds 'example.org': (1000000000.0, None, 'yes'), not a host and a "
             "retry",
         ),
+        (
+            lambda saved: _state_with(saved, "links_left_out", {"http://example.org/"}),
+            "its links_left_out holds 'http://example.org/', not a fingerprint",
+        ),
     ],
 )
 def test_a_spider_state_cut_short_resumes_as_after_a_crash(tmp_path, site, damage, reason):
