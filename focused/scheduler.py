@@ -131,6 +131,10 @@ EVICTION_LOG_EVERY = 1000
 AHEAD_CHUNK = 64  # the least number of queued requests read at a time past held hosts
 POPS_PER_LOOK = 64  # pops after which a look past held hosts cut short by the lookahead is redone
 FRONTIER_STAT_EVERY = 1.0  # seconds between two counts of the frontier for the progress log
+# The most links left out by the strategy's parameter kept, to tell at the close which were never
+# queued: a deep dfs cut refuses a link to every page past it, and each kept costs a URL and a
+# fingerprint in memory, and in spider.state. Past it the close line says "at least".
+LEFT_OUT_KEPT = 10_000
 
 
 class FocusedScheduler(Scheduler):
@@ -189,6 +193,7 @@ class FocusedScheduler(Scheduler):
         # The URLs of those the strategy's admit refused: most are found again and again (the
         # deepest pages' links back home), and a fingerprint costs as much as a whole enqueue
         scheduler.left_out_urls: set[str] = set()
+        scheduler.left_out_past_kept = False  # some were not kept (LEFT_OUT_KEPT)
         # Requests a crash left in flight with their response counted (fingerprint, request)
         scheduler.refetches: deque[tuple[bytes, Request]] = deque()
         if scheduler.outstanding_max:
@@ -334,8 +339,11 @@ class FocusedScheduler(Scheduler):
             # seen, the URL would be dropped as a duplicate when found again on a path the
             # strategy admits (a shallower level, a chain through relevant pages).
             if request.url not in self.left_out_urls:
-                self.left_out_urls.add(request.url)
-                self.left_out.add(self.crawler.request_fingerprinter.fingerprint(request))
+                if len(self.left_out) < LEFT_OUT_KEPT:
+                    self.left_out_urls.add(request.url)
+                    self.left_out.add(self.crawler.request_fingerprinter.fingerprint(request))
+                else:
+                    self.left_out_past_kept = True
             self._replaced_done(*replaced)
             return False
         if self._is_trap_dropped(request):
@@ -377,7 +385,9 @@ class FocusedScheduler(Scheduler):
         forget = getattr(self.df, "forget", None)
         for queue in (self.dqs, self.mqs):
             if queue is not None and (dropped := queue.take_dropped()):
-                self.left_out.update(dropped)
+                room = max(0, LEFT_OUT_KEPT - len(self.left_out))
+                self.left_out.update(dropped[:room])
+                self.left_out_past_kept |= len(dropped) > room
                 if forget is not None:
                     forget(dropped)
 
@@ -841,13 +851,17 @@ class FocusedScheduler(Scheduler):
         state = getattr(self.crawler.spider, "state", None)
         earlier = state.get(LEFT_OUT_STATE, set()) if state is not None else set()
         unseen = {fp for fp in self.left_out | earlier if seen is None or not seen(fp)}
+        # A run that kept LEFT_OUT_KEPT of them (this one, or one before it) left more out.
+        past_kept = self.left_out_past_kept or len(unseen) >= LEFT_OUT_KEPT
+        past_kept |= len(earlier) >= LEFT_OUT_KEPT
         if state is not None:
-            state[LEFT_OUT_STATE] = unseen
+            state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
         if reason == "finished" and (count := len(unseen)):
             logger.info(
-                "The frontier ran empty after %d link(s) were left out by %s's %s=%s (%s): raise"
-                " %s to go on",
-                count,
+                "The frontier ran empty after %s%d link(s) were left out by %s's %s=%s (%s):"
+                " raise %s to go on",
+                "at least " if past_kept else "",
+                min(count, LEFT_OUT_KEPT),
                 self.mqs.name,
                 param,
                 self.mqs.params[param],

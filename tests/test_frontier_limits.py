@@ -411,6 +411,34 @@ def test_a_resumed_crawl_that_runs_dry_says_what_earlier_runs_left_out(tmp_path,
     ]
 
 
+@pytest.mark.parametrize("jobdir", [False, True])
+def test_links_left_out_past_those_kept_are_said_as_at_least(tmp_path, caplog, jobdir, monkeypatch):
+    """Each link left out was kept, its URL and fingerprint, in memory and in spider.state: a
+    deep cut over a large site refuses a link to every page past it. Past ``LEFT_OUT_KEPT``
+    none is kept, and the close says "at least"."""
+    monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
+    settings = {
+        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
+        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
+    }
+    state: dict = {}
+    scheduler, _ = make_scheduler(tmp_path, jobdir, state, {"max_depth": 1}, **settings)
+    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+    assert scheduler.next_request() is not None
+    for i in range(5):
+        meta = {"depth": 2, "discovery": i + 1, "parent_url": "http://t/"}
+        scheduler.enqueue_request(scrapy.Request(f"http://t/deep{i}", meta=meta))
+    assert len(scheduler.left_out) == len(scheduler.left_out_urls) == 3
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        "The frontier ran empty after at least 3 link(s) were left out by dfs's max_depth=1"
+        " (focused/depth_cut): raise max_depth to go on"
+    ]
+    assert len(state["links_left_out"]) == 3
+
+
 def queue_hosts(scheduler, urls: list[str]) -> None:
     """Queue ``urls`` best first, in the order given."""
     for rank, url in enumerate(urls):
