@@ -670,6 +670,9 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
     if stored and not goes_on:
+        # A run of the crawl under way holds its lock: that, not its pages, is what refuses
+        # this one (the line said to give another id, as for a crawl long ended).
+        lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
         raise ConfigError(
             f"crawl {config.crawl_id} has pages in the store already: a crawl goes on only from "
             "its JOBDIR (or its shared frontier); give another crawl_id"

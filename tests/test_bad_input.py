@@ -845,6 +845,33 @@ def test_a_crawl_id_running_in_another_process_is_refused_in_one_line(tmp_path, 
     assert len(crawl.pages()) == 3
 
 
+def test_a_crawl_id_running_with_pages_stored_is_refused_as_running(tmp_path, site):
+    # The same command run again while the crawl runs (a Scrapyd job scheduled twice) was
+    # told the crawl "has pages in the store already ... give another crawl_id", as for a
+    # crawl long ended, once the first had stored a page; before that, that it was running.
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"CLOSESPIDER_PAGECOUNT": 3}
+    first = run_crawl(tmp_path, arguments, settings, crawl_id="twice")
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    with open(tmp_path / "focused.sqlite3.lock", "w") as held:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, crawl_lock_offset("twice"))
+        refused = run_crawl(tmp_path, arguments, settings, crawl_id="twice")
+        in_jobdir = {**settings, "JOBDIR": tmp_path / "job"}
+        jobdir = run_crawl(tmp_path, arguments, in_jobdir, crawl_id="twice")
+    running = (
+        "error: crawl twice is running in another process: let it end (Ctrl-C pauses it), or "
+        "give another crawl_id\n"
+    )
+    for result in (refused, jobdir):
+        assert result.result.returncode == 2, result.result.stderr[-3000:]
+        assert result.result.stderr == running
+    assert len(first.pages()) == 3
+    # Once it has ended, its pages are what refuses the same command.
+    ended = run_crawl(tmp_path, arguments, settings, crawl_id="twice")
+    assert ended.result.returncode == 2, ended.result.stderr[-3000:]
+    assert "has pages in the store already" in ended.result.stderr
+
+
 def test_a_jobdir_of_scrapyd_s_own_says_it_cannot_be_resumed(tmp_path, site):
     # Scrapyd's jobs_dir puts JOBS_DIR/PROJECT/topical/JOBID in place of the JOBDIR given to
     # schedule.json: the job scheduled again got a new one and crawled anew, saying nothing,
