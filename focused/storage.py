@@ -593,6 +593,11 @@ class Store(ABC):
                 if earlier["started_at"]:
                     crawl["resumed_at"] = started_at
                     crawl["started_at"] = earlier["started_at"]
+                # The crawl's seeds are those of all its runs: a JOBDIR resumed, or a process
+                # joining a shared crawl, with seeds of its own fetches them too (at level 0),
+                # and its record named them alone.
+                given = [seed for seed in earlier.get("seeds") or [] if isinstance(seed, str)]
+                crawl["seeds"] = list(dict.fromkeys([*given, *(crawl.get("seeds") or [])]))
                 kept = _recrawl_mark(None, None) if locked else mark
                 if self._update_crawl(crawl["crawl_id"], {**crawl, **kept}, where=mark):
                     return

@@ -1529,6 +1529,25 @@ def test_one_process_stopped_leaves_the_crawl_record_to_those_going_on(
     assert record["pages"] == budget
 
 
+def test_the_crawl_record_names_the_seeds_of_every_process(tmp_path, site, redis_server):
+    """A process joining a shared crawl with a seed of its own fetches it (level 0), and the
+    crawl record named that process's seeds alone, not those the crawl started from."""
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 5}
+    first = start_worker(tmp_path, site, settings, "first")
+    log = finish(first)
+    assert first.returncode == 0, log[-3000:]
+    # A larger budget: the crawl goes on, from its frontier and the new seed, which no page
+    # about birds links to.
+    settings["CLOSESPIDER_PAGECOUNT"] = 30
+    joining = start_worker(tmp_path, site, settings, "joining", seeds=f"{site.url}/wiki/Amtrak")
+    log = finish(joining)
+    assert joining.returncode == 0, log[-3000:]
+    crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+    seeds = [f"{site.url}/wiki/{BIRD_SEED}", f"{site.url}/wiki/Amtrak"]
+    assert sorted(page["url"] for page in crawl.pages() if page["level"] == 0) == seeds
+    assert crawl.crawl_record()["seeds"] == seeds
+
+
 def test_a_page_is_done_only_after_its_links_are_queued(tmp_path, site, redis_server):
     # Were a page marked done before its links reach Redis, losing Redis in between would
     # lose the links for good: the page is not fetched again (the test below once lost
