@@ -143,10 +143,14 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     # Playwright turns Chromium's popup blocker off. On, a page's script cannot open windows
     # (window.open without a click): each such window fetched its page outside the crawl
     # (no robots.txt, no delay), and stayed open until the crawl ended.
+    # Ctrl-C in a terminal reaches Playwright's driver too (the crawl's process group), which
+    # closed Chromium at once: the pages being rendered were lost, not finished as the pause
+    # lets every request under way finish. The crawl closes the browser as it stops.
     options: dict[str, Any] = {
         "headless": True,
         "args": args,
         "ignore_default_args": ["--disable-popup-blocking"],
+        "handle_sigint": False,
     }
     if settings.get("FOCUSED_CHROMIUM"):
         options["executable_path"] = str(settings.get("FOCUSED_CHROMIUM"))

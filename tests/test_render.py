@@ -11,10 +11,13 @@ tested with the other bad input in ``test_bad_input.py``.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import signal
 import ssl
 import stat
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,7 +36,7 @@ from focused.render import (
     contexts_with_password,
     looks_script_built,
 )
-from tests.conftest import run_crawl
+from tests.conftest import REPO, Crawl, as_from_a_terminal, crawl_args, crawl_env, run_crawl
 from tests.sites import self_signed_certificate
 from tests.test_bad_input import closed_port
 
@@ -814,3 +817,46 @@ def test_a_rendered_link_that_is_not_html_is_stopped_at_its_headers(tmp_path, js
         assert js_site.sent[path] < size / 2, js_site.sent
     assert js_site.sent["/short"] == 65536
     assert "plain.html" in stored_paths(result)
+
+
+def test_ctrl_c_from_a_terminal_lets_the_pages_being_rendered_finish(tmp_path, js_site):
+    """Ctrl-C in a terminal signals the whole process group, Playwright's driver too, which
+    closed Chromium at once (its handleSIGINT): the page being rendered was skipped as a
+    download error, after an error line saying to install Chromium, and a resumed JOBDIR crawl
+    never fetched it. The pause lets the requests under way finish, rendered ones too."""
+    settings = {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "JOBDIR": tmp_path / "job",
+        "LOG_LEVEL": "INFO",
+        "FOCUSED_RENDER_SETTLE_MS": 30_000,
+        "CLOSESPIDER_PAGECOUNT": 20,
+    }
+    args = crawl_args({"crawl_id": "test", **rendered(f"{js_site.url}/app.html")}, settings)
+    process = subprocess.Popen(
+        [*as_from_a_terminal("scrapy"), *args],
+        cwd=REPO,
+        env=crawl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+    try:
+        # The browser is rendering the page once its script asks for the links (answered
+        # API_DELAY_S later).
+        deadline = time.monotonic() + 120
+        while "/api/links.json" not in js_site.fetched and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "/api/links.json" in js_site.fetched, "the page was not rendered"
+        os.killpg(process.pid, signal.SIGINT)
+        log = process.communicate(timeout=120)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, log[-3000:]
+    assert "Spider closed (shutdown)" in log, log[-3000:]
+    assert "cannot launch Chromium" not in log, log[-3000:]
+    assert stat_value(log, "focused/skipped/download_error") == 0, log[-3000:]
+    pages = Crawl(None, tmp_path / "focused.sqlite3", "test").pages()
+    assert [page["url"] for page in pages] == [f"{js_site.url}/app.html"]
