@@ -103,7 +103,8 @@ class RetryAfterMiddleware:
 
     @property
     def paused_until(self) -> Mapping[str, float]:
-        """When each slot paused last may send again (monotonic time; past, for some)."""
+        """When each slot paused may send again (monotonic time; past, for some, until the next
+        pause)."""
         return self._paused_until
 
     def response_downloaded(self, response: Response, request: Request) -> None:
@@ -152,9 +153,15 @@ class RetryAfterMiddleware:
         slot = downloader.slots.get(key)
         if slot is None:
             return False
-        until = monotonic() + seconds
+        now = monotonic()
+        until = now + seconds
         if until <= self._paused_until.get(key, 0.0):
             return False  # already held as long
+        # A pause past holds nothing (PoliteDownloader keeps a slot's own end anyway): kept, a
+        # host whose last answer was a 429 or 503 had its entry for good. Dropped here, once a
+        # pause, they are at most those that began within RETRY_AFTER_MAX.
+        for ended in [other for other, end in self._paused_until.items() if end <= now]:
+            del self._paused_until[ended]
         self._paused_until[key] = until
         # Sent: those the slot let go, on the wire or answered but not yet seen here (the slot's
         # active requests but those it queues). Any from an earlier pause not seen yet are too.

@@ -388,6 +388,35 @@ def test_a_hosts_pause_keeps_no_record_of_requests_once_none_is_unanswered():
     assert unanswered in pauses._sent_before["b.example"]
 
 
+def test_a_pause_past_is_forgotten_at_the_next_pause(monkeypatch):
+    """A host whose last answer was a 429 or 503 kept its pause's end for good, though past it
+    holds nothing: the next pause drops those past. Its run of answers is kept."""
+    crawler = get_crawler(settings_dict={"RETRY_AFTER_MAX": 60})
+    slots: dict[str, Slot] = {}
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots=slots, _latercall=print))
+    pauses = RetryAfterMiddleware.from_crawler(crawler)
+    clock = [1000.0]
+    monkeypatch.setattr("focused.retryafter.monotonic", lambda: clock[0])
+
+    def answer_503(host: str, retry_after: str) -> None:
+        request = Request(f"http://{host}/", meta={"download_slot": host})
+        slots.setdefault(host, Slot(4, 0, 0)).active.add(request)
+        response = Response(request.url, status=503, headers={"Retry-After": retry_after})
+        pauses.response_downloaded(response, request)
+
+    async def crawl() -> None:  # a pause is a call later: in an event loop
+        for n in range(20):
+            answer_503(f"h{n}.example", "5")
+        answer_503("long.example", "30")
+        clock[0] += 10  # the 5 s pauses are over, the 30 s one is not
+        answer_503("new.example", "5")
+
+    asyncio.run(crawl())
+    assert set(pauses.paused_until) == {"long.example", "new.example"}
+    assert pauses.paused_until["new.example"] == 1015.0
+    assert pauses._answers["h0.example"] == 1  # still in a run: a backoff would double
+
+
 def linking_site(robots: str, links: dict[str, list[str]]):
     """Pages about birds; ``links[path]``: the links of the page at ``path``."""
 
