@@ -14,7 +14,8 @@ Frontier-wide limits live here, so that every strategy gets them:
 - ``FRONTIER_MAX`` (default 1,000,000; 0 = unbounded): when a push makes the frontier larger,
   the lowest-ranked requests are evicted (the sources' MAX_BUFFER). Stat ``focused/evicted``;
   a log line every 1,000 evictions, and a warning if the frontier then runs empty (evicted
-  links stay seen, so a small bound can end a crawl before its page budget).
+  links stay seen, so a small bound can end a crawl before its page budget). A frontier resumed
+  over a bound lowered since is cut to it as the scheduler opens, with a log line.
 - ``MAX_PAGES_PER_HOST`` (default 0 = off): a request takes one of its host's slots when it
   comes up, check and count in one step; once the host's slots are taken, its requests are
   dropped when they come up (``focused/skipped/host_limit``; a crawl that then runs dry says so in
@@ -225,9 +226,22 @@ class FocusedScheduler(Scheduler):
                 self.refetches.extend(frontier.counted_inflight())
                 if self.refetches:
                     self.stats.set_value("focused/resume/counted_refetched", len(self.refetches))
+            self._trim_to_frontier_max()
         except JobdirUnwritable:
             return None  # the crawl stops at once, and hands out nothing (focused.jobdir)
         return opened
+
+    def _trim_to_frontier_max(self) -> None:
+        """A frontier resumed (a JOBDIR's, a shared crawl's) over a FRONTIER_MAX lowered since
+        is cut to it at once, not only as the next link is queued."""
+        over = len(self) - self.frontier_max if self.frontier_max else 0
+        if over > 0:
+            logger.info(
+                "Frontier over FRONTIER_MAX=%d at the resume: %d lowest-ranked requests evicted",
+                self.frontier_max,
+                self._evict(over),
+            )
+            self._count_frontier(now=True)
 
     def _jobdir_failed(self) -> bool:
         """Whether a JOBDIR write failed: the crawl is stopping, and nothing more goes to the
@@ -398,7 +412,7 @@ class FocusedScheduler(Scheduler):
             return False
         return not self.traps.admit(request)
 
-    def _evict(self, count: int) -> None:
+    def _evict(self, count: int) -> int:
         # The disk queue holds what could be serialized, i.e. nearly everything under JOBDIR.
         queue = self.dqs if self.dqs is not None and len(self.dqs) else self.mqs
         evicted = queue.evict(count)
@@ -411,6 +425,7 @@ class FocusedScheduler(Scheduler):
                 self.frontier_max,
                 before + evicted,
             )
+        return evicted
 
     def next_request(self) -> Request | None:
         if self._jobdir_failed():

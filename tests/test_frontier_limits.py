@@ -115,6 +115,27 @@ def test_full_frontier_evicts_the_worst_counts_and_logs_once_per_thousand(tmp_pa
     scheduler.close("finished")
 
 
+def test_a_frontier_max_lowered_at_a_resume_trims_the_frontier_as_it_opens(tmp_path, caplog):
+    """Lowered at a resume, FRONTIER_MAX was kept to only as the next link was queued."""
+    scheduler, _ = make_scheduler(tmp_path, True)
+    relevance = {f"http://t/u{i}": random.Random(i).random() for i in range(120)}
+    for url, score in relevance.items():
+        scheduler.enqueue_request(scrapy.Request(url, meta={"parent_relevance": score, "depth": 1}))
+    scheduler.close("shutdown")
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        reopened, crawler = make_scheduler(tmp_path, True, FRONTIER_MAX=50)
+    assert len(reopened) == 50
+    assert crawler.stats.get_value("focused/evicted") == 70
+    assert crawler.stats.get_value("focused/frontier") == 50
+    lines = [r.getMessage() for r in caplog.records if "evicted" in r.getMessage()]
+    assert lines == [
+        "Frontier over FRONTIER_MAX=50 at the resume: 70 lowest-ranked requests evicted"
+    ]
+    best = sorted(relevance, key=relevance.get, reverse=True)[:50]
+    assert {request.url for request in iter(reopened.next_request, None)} == set(best)
+    reopened.close("finished")
+
+
 @pytest.mark.parametrize("reason", ["finished", "closespider_pagecount"])
 def test_a_crawl_that_ran_dry_after_evictions_says_so_at_its_close(tmp_path, caplog, reason):
     """Evicted links stay seen, so a small FRONTIER_MAX can end a crawl before its budget (a
