@@ -65,6 +65,7 @@ from typing import Any, BinaryIO, NoReturn
 import numpy as np
 
 from focused.encodings import Encode, EncodingStore
+from focused.errors import counted
 from focused.jobdir import write_whole
 from focused.languages import no_latin_letters
 from focused.textcache import cached_scores
@@ -1012,8 +1013,8 @@ def prune_stale(directory: Path, max_age_days: float = STALE_AFTER_DAYS) -> int:
                         path.with_name(path.name + companion).unlink(missing_ok=True)
     if removed:
         logger.info(
-            "Removed %d files of the sentence encoder unused for %g days from %s (%.0f MB)",
-            removed,
+            "Removed %s of the sentence encoder unused for %g days from %s (%.0f MB)",
+            counted(removed, "file"),
             max_age_days,
             directory,
             freed / 1e6,

@@ -172,6 +172,12 @@ def quoted(value: object) -> str:
     return cut(repr(value))
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun``, in the plural but for one: how a message counts things ("1 page",
+    "2 pages"; ``plural``, when not the noun and an s: "2 processes")."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
 def redact_uri(text: str) -> str:
     """``text`` with the user and password of each URI in it hidden, and a password given as a
     query parameter (``redis://host:6379/0?password=...``, which redis-py reads): fit for logs."""

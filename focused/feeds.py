@@ -38,7 +38,7 @@ from scrapy.extensions.feedexport import FileFeedStorage, StdoutFeedStorage
 from scrapy.extensions.postprocessing import PostProcessingManager
 from scrapy.utils.reactor import is_reactor_installed
 
-from focused.errors import one_line, redact_uri
+from focused.errors import counted, one_line, redact_uri
 from focused.logformatter import add_log_filter
 from focused.stopping import close_spider_now
 from focused.storage import PAGE_FIELDS
@@ -137,9 +137,9 @@ class FeedExporter(ScrapyFeedExporter):
                 self._give_up(slot, exc)
                 continue
             logger.info(
-                "the feed %s was ended at the forced stop, with its %d pages",
+                "the feed %s was ended at the forced stop, with its %s",
                 redact_uri(slot.uri),
-                slot.itemcount,
+                counted(slot.itemcount, "page"),
             )
 
     async def close_spider(self, spider: Spider) -> None:

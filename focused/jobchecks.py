@@ -24,7 +24,16 @@ from scrapy.extensions.feedexport import apply_uri_params
 from scrapy.utils.conf import feed_complete_default_values_from_settings
 from scrapy.utils.misc import load_object
 
-from focused.errors import ConfigError, JSONTooDeep, cut, load_json, one_line, quoted, redact_uri
+from focused.errors import (
+    ConfigError,
+    JSONTooDeep,
+    counted,
+    cut,
+    load_json,
+    one_line,
+    quoted,
+    redact_uri,
+)
 from focused.jobdir import (
     COUNT,
     FLAG,
@@ -854,9 +863,9 @@ def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:
         raise ConfigError(
             f"crawl {crawl_id} on {redact_uri(url)} is behind its store: Redis numbered"
             f" {state.pages} pages fetched, the store holds pages numbered up to {past[0]}, more"
-            f" of them past {state.pages} than the {state.in_flight} requests its processes left"
-            " under way (Redis restarted from an older snapshot?): going on would fetch them"
-            " again, past the page budget; give another crawl_id"
+            f" of them past {state.pages} than the {counted(state.in_flight, 'request')} its"
+            " processes left under way (Redis restarted from an older snapshot?): going on would"
+            " fetch them again, past the page budget; give another crawl_id"
         )
     return True
 

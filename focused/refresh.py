@@ -118,6 +118,7 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffs
 from focused.canonical import drop_params_setting
 from focused.components import replace_components
 from focused.downloader import NotSent
+from focused.errors import counted
 from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.jobchecks import holds_crawl_lock
@@ -567,19 +568,22 @@ class RecrawlSpider(scrapy.Spider):
         # Every planned page is in one count: the rest were left as they were (a failure, an
         # unusable response, robots.txt: focused/skipped/<reason>; or a stop before them).
         logger.info(
-            "Recrawl of crawl %s (%s, %d pages): %d changed, %d unchanged, %d gone, %d skipped",
+            "Recrawl of crawl %s (%s, %s): %d changed, %d unchanged, %d gone, %d skipped",
             self.crawl_id,
             self.policy,
-            len(self.pages),
+            counted(len(self.pages), "page"),
             *recorded,
             len(self.pages) - sum(recorded),
         )
         if self.model is not None:
             # The crawl record's relevant pages and harvest rate stay the crawl's measure; the
             # pages' verdicts that moved are told here.
+            rescored, now, no_longer = (count(f"focused/refresh/{name}", 0) for name in RESCORED)
             logger.info(
-                "Rescored %d changed pages with the crawl's model: %d now relevant, %d no longer",
-                *(count(f"focused/refresh/{name}", 0) for name in RESCORED),
+                "Rescored %s with the crawl's model: %d now relevant, %d no longer",
+                counted(rescored, "changed page"),
+                now,
+                no_longer,
             )
         unauthorized = count(f"focused/skipped/http_{UNAUTHORIZED}", 0)
         if unauthorized:
@@ -587,8 +591,8 @@ class RecrawlSpider(scrapy.Spider):
             # is recrawled with it given again.
             given = self.settings.get("HTTPAUTH_USER")
             logger.warning(
-                "%d pages answered %d Unauthorized: %s",
-                unauthorized,
+                "%s answered %d Unauthorized: %s",
+                counted(unauthorized, "page"),
                 UNAUTHORIZED,
                 "the password given was refused: check HTTPAUTH_USER, HTTPAUTH_PASS and"
                 " HTTPAUTH_DOMAIN"

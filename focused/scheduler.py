@@ -100,6 +100,7 @@ from scrapy.utils.asyncio import call_later
 from scrapy.utils.httpobj import urlparse_cached
 
 from focused.engine import wake_engine
+from focused.errors import counted
 from focused.extensions import HOLDING_HOSTS, HOLDING_REQUESTS, HOLDING_UNTIL, frontier_count_wanted
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
@@ -237,9 +238,9 @@ class FocusedScheduler(Scheduler):
         over = len(self) - self.frontier_max if self.frontier_max else 0
         if over > 0:
             logger.info(
-                "Frontier over FRONTIER_MAX=%d at the resume: %d lowest-ranked requests evicted",
+                "Frontier over FRONTIER_MAX=%d at the resume: %s evicted",
                 self.frontier_max,
-                self._evict(over),
+                counted(self._evict(over), "lowest-ranked request"),
             )
             self._count_frontier(now=True)
 
@@ -830,10 +831,10 @@ class FocusedScheduler(Scheduler):
             # The crawl ran out of requests, not of budget: the evicted links, which stay seen,
             # would have kept it going, and without this line it looks like a finished crawl.
             logger.warning(
-                "The frontier ran empty after %d requests were evicted (FRONTIER_MAX=%d):"
+                "The frontier ran empty after %s evicted (FRONTIER_MAX=%d):"
                 " evicted links are not queued again, so the crawl ends here; raise"
                 " FRONTIER_MAX to go on",
-                evicted,
+                counted(evicted, "request was", "requests were"),
                 self.frontier_max,
             )
         dropped = self.stats.get_value("focused/skipped/host_limit", 0) if self.stats else 0
@@ -841,9 +842,9 @@ class FocusedScheduler(Scheduler):
             # As asked, but a crawl of few sites that ends 'finished' before its budget should
             # say why in its log, not in its stats alone.
             logger.info(
-                "The frontier ran empty after %d requests were dropped at hosts that had their"
+                "The frontier ran empty after %s dropped at hosts that had their"
                 " MAX_PAGES_PER_HOST=%d pages",
-                dropped,
+                counted(dropped, "request was", "requests were"),
                 self.max_per_host,
             )
         self._say_links_left_out(reason)
@@ -873,10 +874,9 @@ class FocusedScheduler(Scheduler):
             state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
         if reason == "finished" and (count := len(unseen)):
             logger.info(
-                "The frontier ran empty after %s%d link(s) were left out by %s's %s=%s (%s):"
-                " raise %s to go on",
+                "The frontier ran empty after %s%s left out by %s's %s=%s (%s): raise %s to go on",
                 "at least " if past_kept else "",
-                min(count, LEFT_OUT_KEPT),
+                counted(min(count, LEFT_OUT_KEPT), "link was", "links were"),
                 self.mqs.name,
                 param,
                 self.mqs.params[param],

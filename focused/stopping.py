@@ -65,6 +65,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.engine import engine_scheduler
+from focused.errors import counted
 from focused.resume import (
     DRIFT_STATE,
     add_to_counter,
@@ -261,9 +262,9 @@ class StopCriteria:
                 shared.incr(DRIFTED)
             self._close(
                 "closespider_drift",
-                "harvest rate %.3f over the last %d pages",
+                "harvest rate %.3f over the last %s",
                 harvest,
-                self.window.maxlen,
+                counted(self.window.maxlen, "page"),
             )
 
     def _close(self, reason: str, message: str, *args: Any) -> None:
@@ -309,14 +310,16 @@ class PageBudget(CloseSpider):
         refetches = len(getattr(engine_scheduler(self.crawler), "refetches", ()))
         if refetches:
             logger.info(
-                "Page budget %d already spent by this crawl (%d pages): fetching again the %d"
+                "Page budget %d already spent by this crawl (%s): fetching again the %d"
                 " it counted whose pages a crash kept from the store",
                 self.budget,
-                spent,
+                counted(spent, "page"),
                 refetches,
             )
             return
-        logger.info("Page budget %d already spent by this crawl (%d pages)", self.budget, spent)
+        logger.info(
+            "Page budget %d already spent by this crawl (%s)", self.budget, counted(spent, "page")
+        )
         self._close_spider("closespider_pagecount")
 
     def _close_spider(self, reason: str) -> None:

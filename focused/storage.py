@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from focused.errors import cut, one_line, quoted
+from focused.errors import counted, cut, one_line, quoted
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping
@@ -613,7 +613,7 @@ class Store(ABC):
             latest[page["crawl_id"], page["url"]] = page
         pages = list(latest.values())
         if pages:
-            with self._failing(f"save {len(pages)} pages"):
+            with self._failing(f"save {counted(len(pages), 'page')}"):
                 self._upsert_pages(pages)
 
     def heartbeat(self, crawl_id: str) -> None:
@@ -801,7 +801,7 @@ class Store(ABC):
         fields keep their values, and a page not in the store is not created."""
         updates = [page_update(record) for record in records]
         if updates:
-            with self._failing(f"update {len(updates)} pages"):
+            with self._failing(f"update {counted(len(updates), 'page')}"):
                 self._update_pages(updates)
 
     def unreadable_warning(self, read: str) -> str:

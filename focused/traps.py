@@ -46,6 +46,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from scrapy import signals
 
+from focused.errors import counted
 from focused.jobdir import JobdirUnwritable, jobdir_writes
 
 if TYPE_CHECKING:
@@ -389,11 +390,11 @@ class TrapFamilies:
         if name not in self._logged:
             self._logged.add(name)
             logger.info(
-                "Trap family %s (%s): %d requests queued, the limit (TRAP_MAX_PER_FAMILY);"
+                "Trap family %s (%s): %s queued, the limit (TRAP_MAX_PER_FAMILY);"
                 " dropping the rest",
                 name,
                 reason,
-                self.counts.queued_count(name),
+                counted(self.counts.queued_count(name), "request"),
             )
         return False
 

@@ -50,7 +50,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from focused.errors import ConfigError, cut, load_json, quoted
+from focused.errors import ConfigError, counted, cut, load_json, quoted
 from focused.settingchecks import is_text
 from focused.storage import (
     CRAWL_SCHEMA,
@@ -225,7 +225,7 @@ class Unstored:
     def summary(self) -> str:
         """What the records are, e.g. ``12 pages, 1 crawl outcome of crawl c1``."""
         counts = [
-            f"{len(records)} {KINDS[kind].noun}{'' if len(records) == 1 else 's'}"
+            counted(len(records), KINDS[kind].noun)
             for kind, records in self.records.items()
             if records
         ]

@@ -101,7 +101,7 @@ from twisted.internet import task
 from twisted.internet.defer import Deferred
 
 from focused.engine import wake_engine
-from focused.errors import cut, one_line, redact_uri
+from focused.errors import counted, cut, one_line, redact_uri
 from focused.jobchecks import holds_crawl_lock
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
@@ -301,8 +301,8 @@ class StoragePipeline:
         relearned = relearn(model, missing)
         self.stats.set_value("focused/resume/pages_relearned", relearned)
         logger.info(
-            "Relevance model: learned the %d pages stored since its last save (a crash)",
-            relearned,
+            "Relevance model: learned the %s stored since its last save (a crash)",
+            counted(relearned, "page"),
         )
 
     async def open_spider(self) -> None:
@@ -571,9 +571,9 @@ class StoragePipeline:
         others = shared.other_workers()
         if others:
             logger.info(
-                "Crawl %s goes on in %d other process(es): they will record how it ends",
+                "Crawl %s goes on in %s, where its end will be recorded",
                 self.crawl_id,
-                others,
+                counted(others, "other process", "other processes"),
             )
         return bool(others)
 

@@ -88,7 +88,7 @@ def test_a_crawl_and_its_recrawl_given_a_pipeline_of_the_user_s_still_store_thei
         result = recrawl(db, "c1", settings=GIVEN)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "'test/items_seen': 1" in result.stderr, result.stderr[-3000:]
-    summary = "Recrawl of crawl c1 (uniform, 1 pages): 1 changed, 0 unchanged, 0 gone, 0 skipped\n"
+    summary = "Recrawl of crawl c1 (uniform, 1 page): 1 changed, 0 unchanged, 0 gone, 0 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
     # The recrawl's offsite filter in place of Scrapy's, beside the middleware given.
     middlewares = enabled_downloader_middlewares(result.stderr)

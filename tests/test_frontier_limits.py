@@ -158,6 +158,21 @@ def test_a_crawl_that_ran_dry_after_evictions_says_so_at_its_close(tmp_path, cap
         assert warnings == []
 
 
+def test_a_crawl_that_ran_dry_after_one_eviction_says_so_in_the_singular(tmp_path, caplog):
+    """It said "after 1 requests were evicted"."""
+    scheduler, _ = make_scheduler(tmp_path, False, FRONTIER_MAX=10)
+    for i in range(11):
+        scheduler.enqueue_request(scrapy.Request(f"http://t/u{i}", meta={"depth": 1}))
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.WARNING, logger="focused.scheduler"):
+        scheduler.close("finished")
+    assert [r.getMessage() for r in caplog.records] == [
+        "The frontier ran empty after 1 request was evicted (FRONTIER_MAX=10): evicted"
+        " links are not queued again, so the crawl ends here; raise FRONTIER_MAX to go on"
+    ]
+
+
 # -- per-host limits ---------------------------------------------------------------------------
 
 
@@ -339,7 +354,7 @@ def test_a_crawl_that_ran_dry_after_its_strategy_left_links_out_says_so(
     if reason == "finished":
         (param,) = set(params) - {"then"}
         assert said == [
-            f"The frontier ran empty after 2 link(s) were left out by {strategy}'s"
+            f"The frontier ran empty after 2 links were left out by {strategy}'s"
             f" {param}={params[param]} ({stat}): raise {param} to go on"
         ]
     else:

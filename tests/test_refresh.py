@@ -1054,7 +1054,7 @@ def test_a_rendered_crawl_is_recrawled_rendered(tmp_path):
         store.close()
         result = recrawl(db, "c1")
     assert result.returncode == 0, result.stderr[-3000:]
-    summary = "Recrawl of crawl c1 (uniform, 1 pages): 0 changed, 1 unchanged, 0 gone, 0 skipped\n"
+    summary = "Recrawl of crawl c1 (uniform, 1 page): 0 changed, 1 unchanged, 0 gone, 0 skipped\n"
     assert summary in result.stderr, result.stderr[-3000:]
     assert "'focused/rendered': 1" in result.stderr, result.stderr[-3000:]
     store = SqliteStore(db, create=False)

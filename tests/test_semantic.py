@@ -1070,7 +1070,7 @@ def test_opening_the_encoder_prunes_the_files_no_crawl_used_for_a_month(
     assert not any(path.exists() for path in stale)
     assert all(path.exists() for path in kept)
     assert "Removed 2 files of the sentence encoder unused for 30 days" in caplog.text
-    assert "Removed 1 files" in caplog.text  # the store directory's, apart
+    assert "Removed 1 file of the sentence encoder" in caplog.text  # the store directory's, apart
 
 
 def test_the_crawl_encodes_the_best_anchors_whole_as_set(tmp_path) -> None:

@@ -1069,6 +1069,27 @@ def test_a_write_to_a_locked_sqlite_file_waits_focused_db_timeout(tmp_path, time
     assert timeout <= waited < timeout + 1.0
 
 
+@pytest.mark.parametrize(("count", "pages"), [(1, "1 page"), (2, "2 pages")])
+def test_a_write_refused_by_a_lock_counts_its_pages_in_words(tmp_path, count, pages):
+    """It said "cannot save 1 pages" ("cannot update 1 pages" for a recrawl's)."""
+    store = open_store({"FOCUSED_DB": str(tmp_path / "f.sqlite3"), "FOCUSED_DB_TIMEOUT": 0.1})
+    store.start_crawl(crawl_record())
+    records = [page(f"http://t/{n}") for n in range(count)]
+    store.save_pages(records)
+    locker = sqlite3.connect(tmp_path / "f.sqlite3", isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StoreError, match=f"cannot save {pages}: database is locked"):
+            store.save_pages(records)
+        updates = [{"crawl_id": "c1", "url": record["url"], "status": 200} for record in records]
+        with pytest.raises(StoreError, match=f"cannot update {pages}: database is locked"):
+            store.update_pages(updates)
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+        store.close()
+
+
 def test_a_read_of_a_locked_sqlite_file_waits_focused_db_timeout(tmp_path):
     """A reading command waited sqlite3's own 5 s, whatever FOCUSED_DB_TIMEOUT said."""
     path = tmp_path / "f.sqlite3"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from scrapy.commands import ScrapyCommand
 
 from focused.arguments import check_crawl_id
-from focused.errors import ConfigError, cut, say
+from focused.errors import ConfigError, counted, cut, say
 from focused.report import describe_status
 from focused.settingchecks import check_settings
 from focused.storage import StoreError
@@ -124,11 +124,12 @@ class Command(ScrapyCommand):
             writes = "it writes as it stops" if forgotten.live == 1 else "they write as they stop"
             stopped = "it has" if forgotten.live == 1 else "they have"
             say(
-                f"warning: crawl {crawl_id} had {_processes(forgotten.live)} alive, {which} next"
+                f"warning: crawl {crawl_id} had {counted(forgotten.live, 'process', 'processes')}"
+                f" alive, {which} next"
                 f" heartbeat: the keys of the crawl are gone, but for those {writes} (its pages"
                 f" under way), which `scrapy forget {crawl_id}` removes once {stopped} stopped"
             )
-        removed = f"removed {forgotten.removed} keys of crawl {crawl_id}"
+        removed = f"removed {counted(forgotten.removed, 'key')} of crawl {crawl_id}"
         with printing():
             sys.stdout.write(f"{removed} from {self.shown}\n")
 
@@ -181,8 +182,8 @@ class Command(ScrapyCommand):
         if crawl.get("status") != "finished":
             fail(
                 f"crawl {crawl_id} is {describe_status(crawl)} in {where}, not finished: running"
-                f" it again goes on from its {queued} requests queued in Redis, which removing its"
-                " keys loses; give --force to remove them anyway",
+                f" it again goes on from its {counted(queued, 'request')} queued in Redis, which"
+                " removing its keys loses; give --force to remove them anyway",
                 NOT_FOUND,
             )
 
@@ -190,12 +191,9 @@ class Command(ScrapyCommand):
 def _refuse_live(live: int, crawl_id: str, shown: str, timeout: float) -> None:
     if live:
         fail(
-            f"crawl {crawl_id} has {_processes(live)} alive on {shown} (a heartbeat within"
+            f"crawl {crawl_id} has {counted(live, 'process', 'processes')} alive on {shown} (a"
+            " heartbeat within"
             f" FOCUSED_WORKER_TIMEOUT={timeout:g} s): stop them first (Ctrl-C), or give --force"
             " to remove its keys under them, which stops them",
             NOT_FOUND,
         )
-
-
-def _processes(count: int) -> str:
-    return "1 process" if count == 1 else f"{count} processes"

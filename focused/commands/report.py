@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from focused.errors import ConfigError, cut, quoted, say
+from focused.errors import ConfigError, counted, cut, quoted, say
 from focused.fetchsettings import describe_fetch
 from focused.report import (
     DECILES,
@@ -153,7 +153,7 @@ def print_report(report: Report) -> None:
             " but not stored, below STORE_MIN_RELEVANCE or left unstored)"
         )
 
-    sys.stdout.write(f"\nTop {len(report.top)} pages\n")
+    sys.stdout.write(f"\nTop {counted(len(report.top), 'page')}\n")
     rows = [
         [
             score(page["relevance"]),
