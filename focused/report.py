@@ -93,6 +93,10 @@ class Report:
     # Relevant pages fetched but not stored (below STORE_MIN_RELEVANCE, or unstored): the
     # totals count them, the curve and deciles (stored pages only) cannot.
     relevant_not_stored: int
+    # Stored pages relevant now less those the crawl found relevant (negative: fewer now): a
+    # recrawl's --model moved their verdicts, and the totals, the crawl's measure, stay as they
+    # were while the levels, curve and deciles read the pages' verdicts now.
+    relevant_rescored: int
     gone: int  # stored pages no longer there when last fetched (a recrawl's 404 or 410)
     noindex: int  # stored pages kept without their text: they asked not to be indexed
     duplicates: int  # stored pages kept without their text: copies of others (duplicate_of)
@@ -236,16 +240,18 @@ def build_report(
             verdicts.append(bool(page["is_relevant"]))
     crawl_totals = totals(crawl, counts)
     curve = HarvestCurve.of(fetch_orders, verdicts)
+    # At most the pages not stored: a recrawl's --model moves stored verdicts and leaves the
+    # crawl's count, so a difference alone can name pages that were all stored. The rest of the
+    # difference is the verdicts it moved.
+    not_stored = max(
+        0, min(crawl_totals.relevant - counts.relevant, crawl_totals.fetched - counts.stored)
+    )
     return Report(
         crawl=dict(crawl),
         totals=crawl_totals,
         stored=counts.stored,
-        # At most the pages not stored: a recrawl's --model moves stored verdicts and leaves
-        # the crawl's count, so a difference alone can name pages that were all stored.
-        relevant_not_stored=max(
-            0,
-            min(crawl_totals.relevant - counts.relevant, crawl_totals.fetched - counts.stored),
-        ),
+        relevant_not_stored=not_stored,
+        relevant_rescored=counts.relevant - (crawl_totals.relevant - not_stored),
         gone=gone,
         noindex=noindex,
         duplicates=duplicates,
@@ -264,6 +270,7 @@ def report_json(report: Report) -> dict[str, Any]:
             **asdict(report.totals),
             "stored": report.stored,
             "relevant_not_stored": report.relevant_not_stored,
+            "relevant_rescored": report.relevant_rescored,
             "gone": report.gone,
             "noindex": report.noindex,
             "duplicates": report.duplicates,

@@ -347,6 +347,22 @@ def test_no_relevant_page_is_said_unstored_when_every_page_was_stored():
     pages = [record(1, True, 0, 0.9), record(2, False, 1, 0.1), record(3, False, 1, 0.2)]
     built = build_report({"crawl_id": "c", "pages": 3, "relevant": 2}, pages, top=[])
     assert built.relevant_not_stored == 0
+    assert built.relevant_rescored == -1  # said, beside the crawl's own count
+
+
+def test_verdicts_a_recrawl_moved_are_told_apart_from_relevant_pages_not_stored():
+    """The totals stay the crawl's; the levels and deciles read the verdicts now: the report
+    says by how many these differ, but for the relevant pages it could not store."""
+    pages = [record(1, True, 0, 0.9), record(2, True, 1, 0.6), record(3, True, 1, 0.7)]
+    built = build_report({"crawl_id": "c", "pages": 3, "relevant": 2}, pages, top=[])
+    assert (built.relevant_not_stored, built.relevant_rescored) == (0, 1)
+    assert report_json(built)["totals"]["relevant_rescored"] == 1
+    # 4 fetched, 3 stored: of the 4 relevant counted, one at most was not stored.
+    pages[0] = record(1, False, 0, 0.1)
+    built = build_report({"crawl_id": "c", "pages": 4, "relevant": 4}, pages, top=[])
+    assert (built.relevant_not_stored, built.relevant_rescored) == (1, -1)
+    running = build_report({"crawl_id": "c", "pages": None}, pages, top=[])
+    assert running.relevant_rescored == 0  # its totals are its pages'
 
 
 def test_figures_of_a_running_crawl_come_from_its_stored_pages():
@@ -1565,7 +1581,7 @@ def test_a_page_restored_without_level_or_fetch_order_is_reported(cli, tmp_path)
     report = json.loads(ok(cli("report", "--json", settings=settings)))
     assert report["totals"] == {
         **{"fetched": 2, "relevant": 1, "stored": 3, "relevant_not_stored": 0, "gone": 0},
-        **{"noindex": 0, "duplicates": 0},
+        **{"relevant_rescored": 0, "noindex": 0, "duplicates": 0},
         "harvest_rate": 0.5,
     }
     assert report["levels"][-1]["level"] is None

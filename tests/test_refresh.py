@@ -813,6 +813,44 @@ def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
     assert crawl.crawl_record()["relevant"] == 2  # the crawl's measure
 
 
+def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path):
+    """After a --model recrawl made a relevant page irrelevant, the report's summary (the
+    crawl's measure) said one relevant page more than its levels and its 100% decile (the pages'
+    verdicts now), and said nothing of why."""
+    birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
+    cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
+    links = '<a href="/one">one</a> <a href="/two">two</a>'
+    pages = {"/": birds + links, "/one": birds, "/two": birds}
+
+    def respond(method: str, path: str) -> Reply:
+        return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
+            {"JOBDIR": tmp_path / "job"},
+        )
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        pages["/one"] = cars
+        result = recrawl(crawl.db, "test", "--model", str(tmp_path / "job"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert crawl.crawl_record()["relevant"] == 3  # the crawl's measure
+    report = run_scrapy(["report", "test", "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
+    assert report.returncode == 0, report.stderr[-3000:]
+    lines = report.stdout.splitlines()
+    assert "pages      3 fetched, 3 stored, 3 relevant, harvest rate 1.000" in lines
+    assert (
+        "rescored   1 page no longer relevant since the crawl (scrapy recrawl --model): the"
+        " figures above are the crawl's, those below the pages' verdicts now"
+    ) in lines, report.stdout
+    assert ["100%", "3", "2", "0.667"] in [line.split() for line in lines], report.stdout
+    as_json = run_scrapy(["report", "test", "--json", "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
+    totals = json.loads(as_json.stdout)["totals"]
+    assert (totals["relevant"], totals["relevant_rescored"]) == (3, -1)
+    assert json.loads(as_json.stdout)["harvest_deciles"][-1]["relevant"] == 2
+
+
 def recrawl_options(db: Path, settings: dict | None = None) -> list[str]:
     settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO", **(settings or {})}
     return [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]

@@ -127,6 +127,14 @@ def print_report(report: Report) -> None:
         f"stored     {report.gone} gone (404 or 410), {report.noindex} noindex (without text),"
         f" {report.duplicates} duplicate (without text: see duplicate_of)"
     )
+    if moved := report.relevant_rescored:
+        # The summary is the crawl's measure; without this line its relevant pages and those of
+        # the levels and deciles below disagreed for no reason given.
+        now = "now relevant" if moved > 0 else "no longer relevant"
+        out(
+            f"rescored   {counted(abs(moved), 'page')} {now} since the crawl (scrapy recrawl"
+            " --model): the figures above are the crawl's, those below the pages' verdicts now"
+        )
 
     sys.stdout.write("\nPages per level\n")
     rows = [
