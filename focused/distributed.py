@@ -63,7 +63,7 @@ from twisted.internet import task
 
 from focused.downloader import NotSent
 from focused.engine import wake_engine
-from focused.errors import ConfigError, cut, load_json, one_line, quoted, redact_uri
+from focused.errors import ConfigError, counted, cut, load_json, one_line, quoted, redact_uri
 from focused.jobchecks import as_saved_now, describe_language, is_crawl_order
 from focused.render import RENDER_AGAIN_META
 from focused.report import describe_params
@@ -619,7 +619,7 @@ class SharedCrawl:
         self._close("closespider_pagecount")
 
     def log_requeued(self, count: int, worker: str) -> None:
-        logger.info("Re-queued %d unfinished requests of worker %s", count, worker)
+        logger.info("Re-queued %s of worker %s", counted(count, "unfinished request"), worker)
 
     def _close(self, reason: str) -> None:
         if self._closing is None and self.crawler.crawling:
@@ -790,7 +790,10 @@ class DistributedCrawl:
         # by FrontierAck; putting it back keeps the crawl from waiting on it forever.
         stray = shared.frontier.requeue(shared.worker)
         if stray:
-            logger.warning("%d popped requests were never marked done; re-queued", stray)
+            logger.warning(
+                "%s never marked done; re-queued",
+                counted(stray, "popped request was", "popped requests were"),
+            )
         self.tick()
         args = [shared.key("inflight:")]
         keys = [shared.key("frontier"), shared.key("workers"), shared.key("back")]

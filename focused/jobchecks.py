@@ -862,10 +862,11 @@ def _frontier_goes_on(store: Any, url: str, crawl_id: str) -> bool:
     if len(past) > state.in_flight:
         raise ConfigError(
             f"crawl {crawl_id} on {redact_uri(url)} is behind its store: Redis numbered"
-            f" {state.pages} pages fetched, the store holds pages numbered up to {past[0]}, more"
-            f" of them past {state.pages} than the {counted(state.in_flight, 'request')} its"
-            " processes left under way (Redis restarted from an older snapshot?): going on would"
-            " fetch them again, past the page budget; give another crawl_id"
+            f" {counted(state.pages, 'page')} fetched, the store holds pages numbered up to"
+            f" {past[0]}, more of them past {state.pages} than the"
+            f" {counted(state.in_flight, 'request')} its processes left under way (Redis"
+            " restarted from an older snapshot?): going on would fetch them again, past the page"
+            " budget; give another crawl_id"
         )
     return True
 

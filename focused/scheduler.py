@@ -843,9 +843,9 @@ class FocusedScheduler(Scheduler):
             # say why in its log, not in its stats alone.
             logger.info(
                 "The frontier ran empty after %s dropped at hosts that had their"
-                " MAX_PAGES_PER_HOST=%d pages",
+                " MAX_PAGES_PER_HOST=%s",
                 counted(dropped, "request was", "requests were"),
-                self.max_per_host,
+                counted(self.max_per_host, "page"),
             )
         self._say_links_left_out(reason)
         return super().close(reason)

@@ -241,13 +241,13 @@ class StopCriteria:
         one more relevant page came."""
         relevant = crawl_counter(self.crawler.spider, "relevant")
         if relevant >= self.relevant and self._closing is None:
-            self._close("closespider_relevant", "%d relevant pages", relevant)
+            self._close("closespider_relevant", "%s", counted(relevant, "relevant page"))
 
     def page_done(self, is_relevant: bool, relevant: int) -> None:
         if self._closing is not None:
             return
         if self.relevant and relevant >= self.relevant:
-            self._close("closespider_relevant", "%d relevant pages", relevant)
+            self._close("closespider_relevant", "%s", counted(relevant, "relevant page"))
             return
         if self.window.maxlen:
             self.window.append(is_relevant)

@@ -43,6 +43,7 @@ from scrapy.settings import Settings
 
 from focused import storage, storecommand
 from focused.commands import pages as pages_command
+from focused.commands.report import print_report
 from focused.errors import CommandLineParser, ConfigError, exit_on_config_error
 from focused.mongostore import MongoStore
 from focused.report import (
@@ -56,7 +57,7 @@ from focused.report import (
     report_json,
 )
 from focused.sqlitestore import SqliteStore
-from focused.storage import FINISH_FIELDS, PAGE_FIELDS
+from focused.storage import CRAWL_FIELDS, FINISH_FIELDS, PAGE_FIELDS
 from tests.conftest import (
     BIRD_QUERY,
     BIRD_SEED,
@@ -339,6 +340,18 @@ def test_relevant_pages_fetched_but_not_stored_are_said_beside_the_deciles():
     built = build_report({"crawl_id": "c", "pages": 10, "relevant": 5}, pages, top=[])
     assert built.relevant_not_stored == 3 and built.deciles[-1].relevant == 2
     assert report_json(built)["totals"]["relevant_not_stored"] == 3
+
+
+@pytest.mark.parametrize(
+    ("relevant", "said"), [(3, "1 relevant page was"), (4, "2 relevant pages were")]
+)
+def test_the_relevant_pages_not_stored_are_counted_in_words(capsys, relevant, said):
+    """It said "1 relevant pages were fetched but not stored"."""
+    pages = [record(1, True, 0, 0.9), record(4, True, 1, 0.6)]
+    crawl = dict.fromkeys(CRAWL_FIELDS) | {"crawl_id": "c", "pages": 10, "relevant": relevant}
+    print_report(build_report(crawl | {"params": {}, "status": "finished"}, pages, top=[]))
+    out = capsys.readouterr().out
+    assert f"(relevant pages stored only: {said} fetched but not stored," in out
 
 
 def test_no_relevant_page_is_said_unstored_when_every_page_was_stored():

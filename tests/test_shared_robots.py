@@ -420,4 +420,4 @@ def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_pat
     assert stopped < 10, stderr[-3000:]
     assert (robots, log.entries) == ([], [])
     assert stat(stderr, "focused/closing/not_sent") == 1
-    assert "Re-queued 1 unfinished requests" in stderr, stderr[-3000:]
+    assert "Re-queued 1 unfinished request of worker" in stderr, stderr[-3000:]

@@ -179,7 +179,8 @@ def test_threshold_crawl_and_store_fetches_all_stores_above(tmp_path, site):
     assert not_stored > 0  # relevant (0.15) but below 0.3
     report = run_scrapy(["report", crawl.crawl_id, "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
     assert report.returncode == 0, report.stderr[-3000:]
-    assert f"(relevant pages stored only: {not_stored} relevant pages were fetched" in report.stdout
+    said = "1 relevant page was" if not_stored == 1 else f"{not_stored} relevant pages were"
+    assert f"(relevant pages stored only: {said} fetched" in report.stdout
 
 
 def test_a_relevant_budget_already_reached_fetches_nothing_more(tmp_path, site):

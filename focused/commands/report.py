@@ -157,8 +157,9 @@ def print_report(report: Report) -> None:
     print_table(["fetched", "pages", "relevant", "harvest rate"], rows, "rrrr")
     if report.relevant_not_stored:
         out(
-            f"(relevant pages stored only: {report.relevant_not_stored} relevant pages were fetched"
-            " but not stored, below STORE_MIN_RELEVANCE or left unstored)"
+            "(relevant pages stored only:"
+            f" {counted(report.relevant_not_stored, 'relevant page was', 'relevant pages were')}"
+            " fetched but not stored, below STORE_MIN_RELEVANCE or left unstored)"
         )
 
     sys.stdout.write(f"\nTop {counted(len(report.top), 'page')}\n")
