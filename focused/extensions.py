@@ -20,6 +20,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from focused.errors import counted
 from focused.resume import crawl_counter
 
 if TYPE_CHECKING:
@@ -66,13 +67,13 @@ class ProgressLog:
         pages, relevant = crawl_counter(spider, "pages"), crawl_counter(spider, "relevant")
         self.crawler.signals.send_catch_log(frontier_count_wanted)
         logger.info(
-            "Focused: %(pages)d pages, %(relevant)d relevant (harvest rate %(harvest).3f),"
-            " frontier %(frontier)d requests%(held)s",
+            "Focused: %(pages)s, %(relevant)d relevant (harvest rate %(harvest).3f),"
+            " frontier %(frontier)s%(held)s",
             {
-                "pages": pages,
+                "pages": counted(pages, "page"),
                 "relevant": relevant,
                 "harvest": relevant / pages if pages else 0.0,
-                "frontier": self.stats.get_value("focused/frontier", 0),
+                "frontier": counted(self.stats.get_value("focused/frontier", 0), "request"),
                 "held": self._held(),
             },
         )
@@ -90,8 +91,8 @@ class ProgressLog:
             seconds = math.ceil(max(0.0, (until - datetime.now(UTC)).total_seconds()))
             when = f"{'the next ' if hosts > 1 else ''}fetched again in {seconds} s"
         return (
-            f", {requests} of them held for the robots.txt of {hosts}"
-            f" host{'s' if hosts > 1 else ''} that failed: {when}"
+            f", {requests} of them held for the robots.txt of {counted(hosts, 'host')} that"
+            f" failed: {when}"
         )
 
     def spider_closed(self, spider: Spider, reason: str) -> None:

@@ -24,3 +24,20 @@ def test_the_progress_line_counts_the_frontier_as_it_is_logged(tmp_path, caplog,
         ProgressLog(crawler, 30.0).log()
     assert caplog.records[-1].getMessage().endswith("frontier 30 requests")
     scheduler.close("shutdown")
+
+
+@pytest.mark.parametrize(
+    ("count", "said"),
+    [(1, "Focused: 1 page, 1 relevant (harvest rate 1.000), frontier 1 request"),
+     (2, "Focused: 2 pages, 2 relevant (harvest rate 1.000), frontier 2 requests")],
+)  # fmt: skip
+def test_the_progress_line_counts_in_words(tmp_path, caplog, count, said):
+    """The first line of a crawl said "Focused: 1 pages, ... frontier 1 requests"."""
+    scheduler, crawler = make_scheduler(tmp_path, False)
+    crawler.spider.state |= {"pages": count, "relevant": count}
+    for i in range(count):
+        assert scheduler.enqueue_request(scrapy.Request(f"http://t/u{i}", meta={"depth": 1}))
+    with caplog.at_level(logging.INFO, logger="focused.extensions"):
+        ProgressLog(crawler, 30.0).log()
+    assert caplog.records[-1].getMessage() == said
+    scheduler.close("shutdown")
