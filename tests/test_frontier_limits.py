@@ -412,7 +412,7 @@ def test_links_left_out_that_were_fetched_anyway_are_not_said_to_be_left_out(
         scheduler.close("finished")
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == [
-        "The frontier ran empty after 1 link(s) were left out by dfs's max_depth=1"
+        "The frontier ran empty after 1 link was left out by dfs's max_depth=1"
         " (focused/depth_cut): raise max_depth to go on"
     ]
 
@@ -442,7 +442,7 @@ def test_a_resumed_crawl_that_runs_dry_says_what_earlier_runs_left_out(tmp_path,
         scheduler.close("finished")
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == [
-        "The frontier ran empty after 1 link(s) were left out by dfs's max_depth=1"
+        "The frontier ran empty after 1 link was left out by dfs's max_depth=1"
         " (focused/depth_cut): raise max_depth to go on"
     ]
 
@@ -469,7 +469,7 @@ def test_links_left_out_past_those_kept_are_said_as_at_least(tmp_path, caplog, j
         scheduler.close("finished")
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == [
-        "The frontier ran empty after at least 3 link(s) were left out by dfs's max_depth=1"
+        "The frontier ran empty after at least 3 links were left out by dfs's max_depth=1"
         " (focused/depth_cut): raise max_depth to go on"
     ]
     assert len(state["links_left_out"]) == 3
