@@ -558,7 +558,8 @@ class Store(ABC):
         ``seen_at`` default to now. It keeps a recrawl's mark (``RECRAWL_MARK``) too, as it
         was; one that is live (``focused.report.recrawl_is_live``) refuses the start:
         ``RecrawlUnderWay``, nothing written. The record read is compared and set, so that a
-        recrawl claiming the crawl between the read and the write is seen (read again). With
+        recrawl claiming the crawl between the read and the write is seen (read again), and
+        so is another run starting, whose seeds are kept beside this run's. With
         ``refuse_live`` (``focused.jobchecks.starts_unlocked``), so does a record of the crawl
         running with a fresh heartbeat (``focused.report.is_live``): ``CrawlRunning``. Of two
         such starts at once, the insert lets one through. With ``locked`` (this process holds
@@ -575,8 +576,9 @@ class Store(ABC):
         _require(crawl, "crawl_id")
         started_at = crawl["started_at"]
         with self._failing(f"save crawl {crawl['crawl_id']}"):
-            # Each turn means a recrawl wrote its mark between the read and the write: a live
-            # one ends the loop, and a mark is written only by a recrawl starting or beating.
+            # Each turn means a recrawl wrote its mark, or another run of the crawl started,
+            # between the read and the write: a live recrawl ends the loop, and a mark is
+            # written only by a recrawl starting or beating.
             while True:
                 stored = self._find_crawls(crawl["crawl_id"], limit=1)
                 if not stored:
@@ -599,7 +601,10 @@ class Store(ABC):
                 given = [seed for seed in earlier.get("seeds") or [] if isinstance(seed, str)]
                 crawl["seeds"] = list(dict.fromkeys([*given, *(crawl.get("seeds") or [])]))
                 kept = _recrawl_mark(None, None) if locked else mark
-                if self._update_crawl(crawl["crawl_id"], {**crawl, **kept}, where=mark):
+                # Another process that started since the read wrote its resumed_at, and its
+                # seeds, which this write would drop: read again.
+                read = {**mark, "resumed_at": stored[0]["resumed_at"]}
+                if self._update_crawl(crawl["crawl_id"], {**crawl, **kept}, where=read):
                     return
 
     def save_pages(self, records: Iterable[Mapping[str, Any]]) -> None:

@@ -558,6 +558,27 @@ def test_values_are_coerced_to_the_record_types(store):
     assert stored["is_relevant"] is True
 
 
+def test_two_processes_joining_a_crawl_at_once_both_add_their_seeds(store, monkeypatch):
+    """The seeds recorded were read, then written with the run's own: a process of a shared
+    crawl that started between the two wrote its seeds, and they were written over."""
+    store.start_crawl({**crawl_record(), "seeds": ["http://a.test/"]})
+    read = store._find_crawls
+    joined = []
+
+    def read_then_joined(crawl_id, *, limit):
+        found = read(crawl_id, limit=limit)
+        if not joined:  # the first read only: the other process starts after it
+            joined.append(True)
+            store.start_crawl({**crawl_record(), "seeds": ["http://c.test/"]})
+        return found
+
+    monkeypatch.setattr(store, "_find_crawls", read_then_joined)
+    store.start_crawl({**crawl_record(), "seeds": ["http://b.test/"]})
+    monkeypatch.undo()
+    seeds = store.get_crawl("c1")["seeds"]
+    assert seeds == ["http://a.test/", "http://c.test/", "http://b.test/"]
+
+
 def test_bad_records_and_fields_are_refused(store):
     with pytest.raises(ValueError, match="url"):
         store.save_pages([page("")])
