@@ -166,6 +166,9 @@ ROBOTS_RETRY_STATE = "robots_retry"
 # The key in ``spider.state`` of the fingerprints of the links the strategy left out by its
 # parameter and no run has queued since (``focused.scheduler``), for a resume that runs dry.
 LEFT_OUT_STATE = "links_left_out"
+# The key in ``spider.state`` of whether a run left out more links than it kept
+# (``focused.scheduler.LEFT_OUT_KEPT``): a resumed run that runs dry says "at least".
+LEFT_OUT_PAST_KEPT_STATE = "links_left_out_past_kept"
 
 # What spider.state holds that the crawl reads, by type: a valid pickle of another value (a
 # list, a count of text) was a cascade of tracebacks and a crawl that never ended.
@@ -182,6 +185,7 @@ STATE_TYPES: dict[str, type] = {
     ROBOTS_FAILURES_STATE: OrderedDict,
     ROBOTS_RETRY_STATE: OrderedDict,
     LEFT_OUT_STATE: set,
+    LEFT_OUT_PAST_KEPT_STATE: bool,
 }
 
 
@@ -191,7 +195,9 @@ def _state_problem(state: Any) -> str | None:
         return f"it holds a {type(state).__name__}, not a dict"
     for name, kind in STATE_TYPES.items():
         value = state.get(name)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        # True is an int too: no count.
+        wrong = not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool)
+        if value is not None and wrong:
             return f"its {name} is a {type(value).__name__}, not a {kind.__name__}"
     # What they hold: a count of text was a traceback at the host's next page.
     for url in state.get("fetched_urls", ()):

@@ -105,6 +105,7 @@ from focused.extensions import HOLDING_HOSTS, HOLDING_REQUESTS, HOLDING_UNTIL, f
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
+    LEFT_OUT_PAST_KEPT_STATE,
     LEFT_OUT_STATE,
     connect_request_done,
     counted_refetched,
@@ -870,8 +871,12 @@ class FocusedScheduler(Scheduler):
         # A run that kept LEFT_OUT_KEPT of them (this one, or one before it) left more out.
         past_kept = self.left_out_past_kept or len(unseen) >= LEFT_OUT_KEPT
         past_kept |= len(earlier) >= LEFT_OUT_KEPT
+        # Those kept and saved may be fewer, found since: the resumed run says "at least" all
+        # the same.
+        past_kept |= state is not None and bool(state.get(LEFT_OUT_PAST_KEPT_STATE))
         if state is not None:
             state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
+            state[LEFT_OUT_PAST_KEPT_STATE] = past_kept
         if reason == "finished" and (count := len(unseen)):
             logger.info(
                 "The frontier ran empty after %s%s left out by %s's %s=%s (%s): raise %s to go on",

@@ -475,6 +475,41 @@ def test_links_left_out_past_those_kept_are_said_as_at_least(tmp_path, caplog, j
     assert len(state["links_left_out"]) == 3
 
 
+def test_a_resumed_crawl_says_at_least_for_links_left_out_past_those_kept_before(
+    tmp_path, caplog, monkeypatch
+):
+    """A run that left out more links than it kept, then paused, saved those kept and not
+    queued since; the resumed run counted them alone, without "at least", as if no other
+    link had been left out."""
+    monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
+    settings = {
+        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
+        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
+    }
+    state: dict = {}
+    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
+    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+    assert scheduler.next_request() is not None
+    for i in range(5):  # deep3 and deep4 past those kept
+        meta = {"depth": 2, "discovery": i + 1, "parent_url": "http://t/"}
+        scheduler.enqueue_request(scrapy.Request(f"http://t/deep{i}", meta=meta))
+    # Found on a shallower page: no longer left out.
+    meta = {"depth": 1, "discovery": 6, "parent_url": "http://t/"}
+    scheduler.enqueue_request(scrapy.Request("http://t/deep0", meta=meta))
+    scheduler.close("shutdown")
+    assert len(state["links_left_out"]) == 2
+    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        "The frontier ran empty after at least 2 link(s) were left out by dfs's max_depth=1"
+        " (focused/depth_cut): raise max_depth to go on"
+    ]
+
+
 def queue_hosts(scheduler, urls: list[str]) -> None:
     """Queue ``urls`` best first, in the order given."""
     for rank, url in enumerate(urls):
