@@ -877,17 +877,25 @@ class FocusedScheduler(Scheduler):
         if state is not None:
             state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
             state[LEFT_OUT_PAST_KEPT_STATE] = past_kept
-        if reason == "finished" and (count := len(unseen)):
-            logger.info(
-                "The frontier ran empty after %s%s left out by %s's %s=%s (%s): raise %s to go on",
-                "at least " if past_kept else "",
-                counted(min(count, LEFT_OUT_KEPT), "link was", "links were"),
-                self.mqs.name,
-                param,
-                self.mqs.params[param],
-                stat,
-                param,
-            )
+        count = min(len(unseen), LEFT_OUT_KEPT)
+        if reason != "finished" or not (count or past_kept):
+            return
+        if not count:
+            # Every link kept was queued since, but not those past them: not known one by one,
+            # they may not have been (silent, the log showed a crawl of all it could reach).
+            how_many = f"links past the {LEFT_OUT_KEPT:,} counted were"
+        else:
+            how_many = counted(count, "link was", "links were")
+            how_many = f"at least {how_many}" if past_kept else how_many
+        logger.info(
+            "The frontier ran empty after %s left out by %s's %s=%s (%s): raise %s to go on",
+            how_many,
+            self.mqs.name,
+            param,
+            self.mqs.params[param],
+            stat,
+            param,
+        )
 
     def _park_in_queue(self, request: Request) -> None:
         """Queue again a request handed out and parked, never sent. Under JOBDIR it leaves the

@@ -505,8 +505,37 @@ def test_a_resumed_crawl_says_at_least_for_links_left_out_past_those_kept_before
         scheduler.close("finished")
     said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert said == [
-        "The frontier ran empty after at least 2 link(s) were left out by dfs's max_depth=1"
+        "The frontier ran empty after at least 2 links were left out by dfs's max_depth=1"
         " (focused/depth_cut): raise max_depth to go on"
+    ]
+
+
+def test_links_left_out_past_those_kept_are_said_when_those_kept_were_queued(
+    tmp_path, caplog, monkeypatch
+):
+    """Every link kept was found again on a shallower page and queued; those past them, never
+    queued, were not known one by one: the close said nothing, as for a crawl of all it could
+    reach."""
+    monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
+    settings = {
+        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
+        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
+    }
+    scheduler, _ = make_scheduler(tmp_path, False, {}, {"max_depth": 1}, **settings)
+    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+    assert scheduler.next_request() is not None
+    for depth, numbers in ((2, range(5)), (1, range(3))):  # deep3 and deep4 never queued
+        for i in numbers:
+            meta = {"depth": depth, "discovery": 10 * depth + i, "parent_url": "http://t/"}
+            scheduler.enqueue_request(scrapy.Request(f"http://t/deep{i}", meta=meta))
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        "The frontier ran empty after links past the 3 counted were left out by dfs's"
+        " max_depth=1 (focused/depth_cut): raise max_depth to go on"
     ]
 
 
