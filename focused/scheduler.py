@@ -237,11 +237,12 @@ class FocusedScheduler(Scheduler):
         """A frontier resumed (a JOBDIR's, a shared crawl's) over a FRONTIER_MAX lowered since
         is cut to it at once, not only as the next link is queued."""
         over = len(self) - self.frontier_max if self.frontier_max else 0
-        if over > 0:
+        # Another process of a shared crawl may have cut it since its length was read.
+        if over > 0 and (evicted := self._evict(over)):
             logger.info(
                 "Frontier over FRONTIER_MAX=%d at the resume: %s evicted",
                 self.frontier_max,
-                counted(self._evict(over), "lowest-ranked request"),
+                counted(evicted, "lowest-ranked request"),
             )
             self._count_frontier(now=True)
 

@@ -136,6 +136,20 @@ def test_a_frontier_max_lowered_at_a_resume_trims_the_frontier_as_it_opens(tmp_p
     reopened.close("finished")
 
 
+def test_a_resume_that_evicts_nothing_says_nothing(tmp_path, caplog, monkeypatch):
+    """Two processes of a shared crawl opening at once with a lowered FRONTIER_MAX both read the
+    frontier over it; the one whose eviction found it cut already said it evicted 0."""
+    scheduler, _ = make_scheduler(tmp_path, True)
+    for i in range(60):
+        scheduler.enqueue_request(scrapy.Request(f"http://t/u{i}", meta={"depth": 1}))
+    scheduler.close("shutdown")
+    monkeypatch.setattr("focused.scheduler.FocusedScheduler._evict", lambda self, count: 0)
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        reopened, _ = make_scheduler(tmp_path, True, FRONTIER_MAX=50)
+    assert not [r for r in caplog.records if "evicted" in r.getMessage()]
+    reopened.close("shutdown")
+
+
 @pytest.mark.parametrize("reason", ["finished", "closespider_pagecount"])
 def test_a_crawl_that_ran_dry_after_evictions_says_so_at_its_close(tmp_path, caplog, reason):
     """Evicted links stay seen, so a small FRONTIER_MAX can end a crawl before its budget (a
