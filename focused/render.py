@@ -25,7 +25,8 @@ Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
 The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` launches it once
 before the crawl starts, so a missing browser is a one-line error; a browser that fails to
 launch later closes the spider with reason ``browser_unavailable`` (the ``crawl`` command then
-exits with status 1).
+exits with status 1). Playwright's driver runs out of the crawl's process group
+(``focused.playwrightdriver``): a Ctrl-C in a terminal reaches the crawl only, which pauses.
 
 Settings (defaults and meaning in ``focused/settings.py``): ``FOCUSED_CHROMIUM``,
 ``FOCUSED_RENDER_BLOCK``, ``FOCUSED_RENDER_SETTLE_MS``, ``FOCUSED_RENDER_AUTO_MIN_WORDS``,
@@ -143,9 +144,10 @@ def launch_options(settings: Settings) -> dict[str, Any]:
     # Playwright turns Chromium's popup blocker off. On, a page's script cannot open windows
     # (window.open without a click): each such window fetched its page outside the crawl
     # (no robots.txt, no delay), and stayed open until the crawl ended.
-    # Ctrl-C in a terminal reaches Playwright's driver too (the crawl's process group), which
-    # closed Chromium at once: the pages being rendered were lost, not finished as the pause
-    # lets every request under way finish. The crawl closes the browser as it stops.
+    # Ctrl-C in a terminal reaches Playwright's driver too when it runs in the crawl's process
+    # group (a PLAYWRIGHT_BROWSER_PROVIDER of one's own), which closed Chromium at once: the
+    # pages being rendered were lost, not finished as the pause lets every request under way
+    # finish. The crawl closes the browser as it stops.
     options: dict[str, Any] = {
         "headless": True,
         "args": args,
@@ -215,6 +217,8 @@ def enable_rendering(crawler: Crawler) -> None:
     handlers.update(http=PLAYWRIGHT_HANDLER, https=PLAYWRIGHT_HANDLER)
     put("DOWNLOAD_HANDLERS", handlers)
     put("PLAYWRIGHT_LAUNCH_OPTIONS", launch_options(settings))
+    if not settings.get("PLAYWRIGHT_BROWSER_PROVIDER"):  # a provider of one's own is left as is
+        put("PLAYWRIGHT_BROWSER_PROVIDER", "focused.playwrightdriver.DriverInItsOwnSession")
     put("PLAYWRIGHT_ABORT_REQUEST", ResourceBlocker(crawler, blocked_resources(settings)))
     user, password = settings.get("HTTPAUTH_USER", ""), settings.get("HTTPAUTH_PASS", "")
     if user or password:
