@@ -240,7 +240,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     check_resumed_job(job, order, args.get("crawl_id", "").strip())
     check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
-    check_shared_frontier(settings, order, args)
+    check_shared_frontier(settings, order, args, scrapyd=bool(kwargs.get("_job")))
     return CrawlConfig(
         query,
         topic,

@@ -597,7 +597,10 @@ def _asked_of_older_job(saved: Mapping[str, Any], order: Mapping[str, Any]) -> d
     }
 
 
-def check_shared_frontier(settings: Any, order: Mapping[str, Any], args: Mapping[str, str]) -> None:
+def check_shared_frontier(
+    settings: Any, order: Mapping[str, Any], args: Mapping[str, str], scrapyd: bool = False
+) -> None:
+    """``scrapyd``: a Scrapyd job (its ``_job`` argument), given spider arguments with ``-d``."""
     url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
     if not url:
         return
@@ -607,7 +610,8 @@ def check_shared_frontier(settings: Any, order: Mapping[str, Any], args: Mapping
             f"strategy {strategy} keeps its order in one process: it cannot use FOCUSED_FRONTIER"
         )
     if not args.get("crawl_id", "").strip():
-        raise ConfigError("FOCUSED_FRONTIER needs -a crawl_id=ID, the same for every process")
+        given = "-d crawl_id=ID to schedule.json" if scrapyd else "-a crawl_id=ID"
+        raise ConfigError(f"FOCUSED_FRONTIER needs {given}, the same for every process")
     if settings.get("JOBDIR"):
         raise ConfigError("FOCUSED_FRONTIER and JOBDIR exclude each other: Redis keeps the crawl")
     from focused.distributed import check_frontier  # imports redis: only when asked for

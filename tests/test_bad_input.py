@@ -2296,3 +2296,15 @@ def test_seeds_apart_by_blanks_are_seeds(tmp_path):
     seeds_file = tmp_path / "seeds.txt"
     seeds_file.write_text(f"# two a line\n{bird}  {gull} # the rest\n", encoding="utf-8")
     assert parse_arguments({"query": "birds", "seeds_file": str(seeds_file)}).seeds == (bird, gull)
+
+
+@pytest.mark.parametrize(
+    ("job", "given"), [({}, "-a crawl_id=ID"), ({"_job": "j1"}, "-d crawl_id=ID to schedule.json")]
+)
+def test_a_shared_crawl_without_its_id_says_how_to_give_it(job, given):
+    """A Scrapyd job (its ``_job`` argument) is given spider arguments with ``-d``: its log told
+    it to give ``-a crawl_id=ID``, which schedule.json does not take."""
+    settings = Settings({"FOCUSED_FRONTIER": "redis://127.0.0.1:9/0"}, priority="cmdline")
+    message = f"FOCUSED_FRONTIER needs {given}, the same for every process"
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_arguments({**GOOD, "strategy": "bfs", **job}, settings)
