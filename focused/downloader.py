@@ -96,10 +96,10 @@ from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.python.failure import Failure
 
-from focused.errors import load_json
+from focused.errors import counted, load_json
 from focused.jobdir import jobdir_writes, write_whole
 from focused.retryafter import RetryAfterMiddleware
-from focused.robots import RobotsTxtMiddleware, is_robots_txt
+from focused.robots import STOPPED_WAITING_META, RobotsTxtMiddleware, is_robots_txt
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -146,6 +146,7 @@ class PoliteDownloader(Downloader):
         self._renewal: AsyncioLoopingCall | LoopingCall | None = None
         self._stopping = False  # the crawl is closing: nothing waiting in a slot is sent any more
         self._not_sent = 0  # the crawl's requests so ended (not its robots.txt)
+        self._not_sent_for_robots = 0  # of them, those that waited for their host's robots.txt
         # The slots whose delay runs from the end of a download (by key), and the downloads under
         # way in each, whose end starts the delay.
         self.paced_from_end: set[str] = set()
@@ -205,9 +206,13 @@ class PoliteDownloader(Downloader):
         slot.queue.clear()
         for _, queue_dfd in waiting:
             queue_dfd.errback(Failure(NotSent()))
-        if unsent := sum(not is_robots_txt(request) for request, _ in waiting):
-            self._not_sent += unsent
-            self.crawler.stats.inc_value("focused/closing/not_sent", unsent)
+        if unsent := [request for request, _ in waiting if not is_robots_txt(request)]:
+            self._not_sent += len(unsent)
+            # Popped: a request kept in the frontier goes back with its meta.
+            self._not_sent_for_robots += sum(
+                r.meta.pop(STOPPED_WAITING_META, False) for r in unsent
+            )
+            self.crawler.stats.inc_value("focused/closing/not_sent", len(unsent))
 
     def _read_paused_hosts(self) -> dict[str, float]:
         """The holds the paused (or killed) run left (``PAUSED_HOSTS_FILE``), each at most as
@@ -463,10 +468,22 @@ class PoliteDownloader(Downloader):
         super().close()
         if self._not_sent:  # said once every request has ended: the late ones counted too
             kept = self._paused_hosts is not None or getattr(self.crawler.spider, "shared", None)
+            # Those that waited for their host's robots.txt (which another process of a shared
+            # crawl may have been downloading) waited for no delay, pause or connection.
+            for_robots = self._not_sent_for_robots
+            waited = []
+            if in_slot := self._not_sent - for_robots:
+                waited.append(
+                    f"{counted(in_slot, 'request')} waiting in their host's download slot (for"
+                    " its delay, a pause or a free connection)"
+                )
+            if for_robots:
+                waited.append(
+                    f"{counted(for_robots, 'request')} waiting for their host's robots.txt"
+                )
             logger.info(
-                "Not sent as the crawl stopped: %d request(s) waiting in their host's download"
-                " slot (for its delay, a pause or a free connection); %s",
-                self._not_sent,
+                "Not sent as the crawl stopped: %s; %s",
+                ", ".join(waited),
                 "in flight in the frontier still, fetched when it goes on"
                 if kept
                 else "dropped with the frontier, which a crawl without JOBDIR does not keep",

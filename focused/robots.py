@@ -154,6 +154,9 @@ LINKED_URL = "linked_url"
 # Request meta, set as a request is handed back to the scheduler: it is to be held until its
 # host's failed robots.txt is fetched again (FocusedScheduler takes it off).
 HOLD_FOR_ROBOTS = "hold_for_robots"
+# meta key: a request that was waiting for its host's robots.txt as the crawl stopped, which
+# focused.downloader then does not send and says so
+STOPPED_WAITING_META = "focused_stopped_waiting_for_robots_txt"
 # What a process of a shared crawl read at a robots.txt: the body it parsed, or that the host
 # could not be reached, followed by why (complete disallow, as for a 5xx: RFC 9309 2.3.1.4), or
 # the same of a host where nothing answers (NOT_THERE: its requests are refused, not held), or
@@ -368,10 +371,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     async def process_request(self, request: Request) -> Request | None:
         if self._robots_maxsize is not None and is_robots_txt(request):
             request.meta.setdefault("download_maxsize", self._robots_maxsize)
+        downloader = self.crawler.engine.downloader
+        stopped_before = getattr(downloader, "stopping", False)
         try:
             await super().process_request(request)
         except _Held:
             return request  # to the scheduler, which keeps it (FocusedScheduler)
+        if not stopped_before and getattr(downloader, "stopping", False):
+            request.meta[STOPPED_WAITING_META] = True
         return None
 
     async def robot_parser(self, request: Request) -> RobotParser | None:

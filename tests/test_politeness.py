@@ -26,6 +26,7 @@ from scrapy.http import Response
 from scrapy.utils.test import get_crawler
 
 from focused.downloader import PAUSED_HOSTS_FILE, PoliteDownloader
+from focused.errors import counted
 from focused.retryafter import RetryAfterMiddleware, backoff_seconds, retry_after_seconds
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
 from tests.sites import FetchLog, Gate, Reply, Site, html
@@ -580,7 +581,8 @@ def test_ctrl_c_names_a_free_connection_as_what_an_unsent_request_waited_for(tmp
     unsent = stat(stderr, "focused/closing/not_sent")
     assert unsent, stderr[-3000:]
     assert (
-        f"Not sent as the crawl stopped: {unsent} request(s) waiting in their host's download"
+        f"Not sent as the crawl stopped: {counted(unsent, 'request')} waiting in their host's"
+        " download"
         " slot (for its delay, a pause or a free connection); in flight in the frontier still,"
         " fetched when it goes on"
     ) in stderr

@@ -390,7 +390,7 @@ def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_pat
     """Ctrl-C of a process of a shared crawl whose seed waits for its host's robots.txt, which
     another process (alive, here 30 s) is downloading: the stop waited as long as that download
     took, 35 s here. It ends at once now, sends nothing, and gives the seed back to the
-    frontier."""
+    frontier. Its close line said the seed was held by its host's delay or pause."""
     log = FetchLog()
     robots: list[str] = []
 
@@ -420,4 +420,9 @@ def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_pat
     assert stopped < 10, stderr[-3000:]
     assert (robots, log.entries) == ([], [])
     assert stat(stderr, "focused/closing/not_sent") == 1
+    # It waited for the robots.txt, not for its host's delay, a pause or a connection.
+    assert (
+        "Not sent as the crawl stopped: 1 request waiting for their host's robots.txt; in"
+        " flight in the frontier still, fetched when it goes on"
+    ) in stderr, stderr[-3000:]
     assert "Re-queued 1 unfinished request of worker" in stderr, stderr[-3000:]
