@@ -138,7 +138,27 @@ def check_frontier(
                 "with; give another crawl_id"
             )
         _check_same_order(crawl_id, shown, as_saved_now(theirs, order), order)
+    _check_budget_left(url, crawl_id, shown, budget)
     _check_same_budget(url, crawl_id, budget, timeout)
+
+
+def _check_budget_left(url: str, crawl_id: str, shown: str, budget: int) -> None:
+    """Refuse to join a crawl that has handed out its whole page budget, none of it under way
+    (a request under way, even of a dead process, may give its slot back). Such a process
+    closed at once, saying nothing of why, rewrote the crawl record's times and, with
+    WARC_DIR, left a WARC file of no page. Before ``_check_same_budget`` records anything."""
+    if not budget:
+        return
+    popped = asked(url, lambda client: client.get(crawl_prefix(crawl_id) + "popped"))
+    if int(popped or 0) < budget:
+        return
+    state = frontier_state(url, crawl_id)
+    if state is not None and state.in_flight:
+        return
+    raise ConfigError(
+        f"crawl {crawl_id} on {shown} has spent its page budget (CLOSESPIDER_PAGECOUNT="
+        f"{budget}): give every process a larger CLOSESPIDER_PAGECOUNT to go on"
+    )
 
 
 # The options of a rediss:// URL that name a file (or, ssl_ca_path, a folder) of TLS keys.

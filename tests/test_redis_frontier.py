@@ -2269,3 +2269,30 @@ def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
             " same budget\n"
         )
     assert len(site.fetched) == served
+
+
+def test_joining_a_crawl_whose_budget_is_spent_says_so_and_changes_nothing(
+    tmp_path, site, redis_server
+):
+    """The same command run again once the shared crawl had spent its page budget closed at
+    once (closespider_pagecount) saying nothing of why, rewrote the crawl record's
+    resumed_at and finished_at, and with WARC_DIR wrote a WARC file holding only warcinfo."""
+    warcs = tmp_path / "warc"
+    settings = {
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_PAGECOUNT": 5,
+        "WARC_DIR": warcs,
+    }
+    log = finish(start_worker(tmp_path, site, settings, "first"))
+    crawl = Crawl(None, tmp_path / "focused.sqlite3", "shared")
+    record, written = crawl.crawl_record(), sorted(warcs.iterdir())
+    assert record["finish_reason"] == "closespider_pagecount", log[-3000:]
+    again = start_worker(tmp_path, site, settings, "again")
+    log = finish(again)
+    assert again.returncode == 2, log[-3000:]
+    assert log.splitlines() == [
+        f"error: crawl shared on {redis_server.url} has spent its page budget"
+        " (CLOSESPIDER_PAGECOUNT=5): give every process a larger CLOSESPIDER_PAGECOUNT to go on"
+    ]
+    assert crawl.crawl_record() == record
+    assert sorted(warcs.iterdir()) == written
