@@ -128,8 +128,9 @@ HOLDS_SAVED_EVERY = 1.0  # seconds between two writes of it while the crawl runs
 
 
 class NotSent(IgnoreRequest):
-    """A request that its slot had not sent as the crawl was stopped: one of a frontier that
-    outlives the process stays in flight there, to be fetched when the crawl goes on."""
+    """A request that its slot had not sent as the crawl was stopped (or, rendered, that no
+    browser could launch for: ``focused.render``): one of a frontier that outlives the process
+    stays in flight there, to be fetched when the crawl goes on."""
 
 
 class PoliteDownloader(Downloader):

@@ -25,7 +25,8 @@ Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
 The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` launches it once
 before the crawl starts, so a missing browser is a one-line error; a browser that fails to
 launch later closes the spider with reason ``browser_unavailable`` (the ``crawl`` command then
-exits with status 1). Playwright's driver runs out of the crawl's process group
+exits with status 1); the pages it could not render stay in a frontier kept, for the crawl that
+goes on. Playwright's driver runs out of the crawl's process group
 (``focused.playwrightdriver``): a Ctrl-C in a terminal reaches the crawl only, which pauses.
 
 Settings (defaults and meaning in ``focused/settings.py``): ``FOCUSED_CHROMIUM``,
@@ -63,6 +64,7 @@ from scrapy.utils.misc import load_object
 from w3lib.http import basic_auth_header
 
 from focused.canonical import canonicalize, drop_params_setting
+from focused.downloader import NotSent
 from focused.errors import ConfigError
 from focused.extract import extract_page
 from focused.hygiene import REDIRECT_STATUSES, is_binary, stops_not_html
@@ -742,7 +744,9 @@ class RenderMiddleware:
         if self._closing is None:
             logger.error("cannot launch Chromium (%s); %s", _first_line(exception), INSTALL_HINT)
             self._closing = close_spider_now(self.crawler, BROWSER_UNAVAILABLE)
-        raise IgnoreRequest(f"no browser to render {request.url}")
+        # Not fetched, not failed: a frontier kept (JOBDIR, FOCUSED_FRONTIER) keeps it in flight
+        # for the crawl that goes on with a browser. Failed, a resumed crawl lost it (its seed).
+        raise NotSent(f"no browser to render {request.url}")
 
 
 def _is_launch_failure(exception: Exception) -> bool:

@@ -903,3 +903,21 @@ def test_ctrl_c_as_the_browser_starts_pauses_the_crawl(tmp_path, js_site):
     resumed = run_crawl(tmp_path, rendered(f"{js_site.url}/app.html"), settings)
     assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
     assert stored_paths(resumed) == ["app.html"], resumed.result.stderr[-3000:]
+
+
+def test_a_page_the_browser_failed_to_launch_for_is_fetched_on_resume(tmp_path, js_site):
+    """A crawl whose browser could not launch (browser_unavailable) failed its pages for good:
+    the JOBDIR crawl resumed with a browser that launches ended with no page, its seed lost."""
+    marker = tmp_path / "launched-once"
+    browser = tmp_path / "chromium-once"
+    browser.write_text(
+        f'#!/bin/sh\n[ -e "{marker}" ] && exit 1\ntouch "{marker}"\nexec {CHROMIUM} "$@"\n'
+    )
+    browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
+    arguments = {**rendered(f"{js_site.url}/app.html"), "crawl_id": "test"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 1}
+    failed = run_crawl(tmp_path, arguments, {**settings, "FOCUSED_CHROMIUM": browser})
+    assert failed.crawl_record()["finish_reason"] == "browser_unavailable"
+    resumed = run_crawl(tmp_path, arguments, settings)
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert stored_paths(resumed) == ["app.html"], resumed.result.stderr[-3000:]
