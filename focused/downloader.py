@@ -148,6 +148,7 @@ class PoliteDownloader(Downloader):
         self._stopping = False  # the crawl is closing: nothing waiting in a slot is sent any more
         self._not_sent = 0  # the crawl's requests so ended (not its robots.txt)
         self._not_sent_for_robots = 0  # of them, those that waited for their host's robots.txt
+        self._not_rendered = 0  # of them, those no browser launched for (focused.render)
         # The slots whose delay runs from the end of a download (by key), and the downloads under
         # way in each, whose end starts the delay.
         self.paced_from_end: set[str] = set()
@@ -214,6 +215,14 @@ class PoliteDownloader(Downloader):
                 r.meta.pop(STOPPED_WAITING_META, False) for r in unsent
             )
             self.crawler.stats.inc_value("focused/closing/not_sent", len(unsent))
+
+    def not_rendered(self) -> None:
+        """A request ended with ``NotSent`` as no browser could launch to render it
+        (``focused.render``): said with those not sent, else a crawl without a frontier kept
+        dropped its pages (its seed) without a word."""
+        self._not_sent += 1
+        self._not_rendered += 1
+        self.crawler.stats.inc_value("focused/closing/not_sent")
 
     def _read_paused_hosts(self) -> dict[str, float]:
         """The holds the paused (or killed) run left (``PAUSED_HOSTS_FILE``), each at most as
@@ -471,9 +480,9 @@ class PoliteDownloader(Downloader):
             kept = self._paused_hosts is not None or getattr(self.crawler.spider, "shared", None)
             # Those that waited for their host's robots.txt (which another process of a shared
             # crawl may have been downloading) waited for no delay, pause or connection.
-            for_robots = self._not_sent_for_robots
+            for_robots, not_rendered = self._not_sent_for_robots, self._not_rendered
             waited = []
-            if in_slot := self._not_sent - for_robots:
+            if in_slot := self._not_sent - for_robots - not_rendered:
                 waited.append(
                     f"{counted(in_slot, 'request')} waiting in their host's download slot (for"
                     " its delay, a pause or a free connection)"
@@ -482,6 +491,8 @@ class PoliteDownloader(Downloader):
                 waited.append(
                     f"{counted(for_robots, 'request')} waiting for their host's robots.txt"
                 )
+            if not_rendered:
+                waited.append(f"{counted(not_rendered, 'request')} no browser launched to render")
             logger.info(
                 "Not sent as the crawl stopped: %s; %s",
                 ", ".join(waited),

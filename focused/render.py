@@ -26,8 +26,9 @@ The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` l
 before the crawl starts, so a missing browser is a one-line error; a browser that fails to
 launch later closes the spider with reason ``browser_unavailable`` (the ``crawl`` command then
 exits with status 1); the pages it could not render stay in a frontier kept, for the crawl that
-goes on. Playwright's driver runs out of the crawl's process group
-(``focused.playwrightdriver``): a Ctrl-C in a terminal reaches the crawl only, which pauses.
+goes on, and are counted in the downloader's "Not sent" line (``focused/closing/not_sent``).
+Playwright's driver runs out of the crawl's process group (``focused.playwrightdriver``): a
+Ctrl-C in a terminal reaches the crawl only, which pauses.
 
 Settings (defaults and meaning in ``focused/settings.py``): ``FOCUSED_CHROMIUM``,
 ``FOCUSED_RENDER_BLOCK``, ``FOCUSED_RENDER_SETTLE_MS``, ``FOCUSED_RENDER_AUTO_MIN_WORDS``,
@@ -64,7 +65,7 @@ from scrapy.utils.misc import load_object
 from w3lib.http import basic_auth_header
 
 from focused.canonical import canonicalize, drop_params_setting
-from focused.downloader import NotSent
+from focused.downloader import NotSent, PoliteDownloader
 from focused.errors import ConfigError
 from focused.extract import extract_page
 from focused.hygiene import REDIRECT_STATUSES, is_binary, stops_not_html
@@ -746,6 +747,8 @@ class RenderMiddleware:
             self._closing = close_spider_now(self.crawler, BROWSER_UNAVAILABLE)
         # Not fetched, not failed: a frontier kept (JOBDIR, FOCUSED_FRONTIER) keeps it in flight
         # for the crawl that goes on with a browser. Failed, a resumed crawl lost it (its seed).
+        if isinstance(downloader := self.crawler.engine.downloader, PoliteDownloader):
+            downloader.not_rendered()
         raise NotSent(f"no browser to render {request.url}")
 
 

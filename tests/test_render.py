@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from scrapy import Request
@@ -908,16 +909,44 @@ def test_ctrl_c_as_the_browser_starts_pauses_the_crawl(tmp_path, js_site):
 def test_a_page_the_browser_failed_to_launch_for_is_fetched_on_resume(tmp_path, js_site):
     """A crawl whose browser could not launch (browser_unavailable) failed its pages for good:
     the JOBDIR crawl resumed with a browser that launches ended with no page, its seed lost."""
+    arguments = {**rendered(f"{js_site.url}/app.html"), "crawl_id": "test"}
+    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 1}
+    browser = chromium_launching_once(tmp_path)
+    failed = run_crawl(tmp_path, arguments, {**settings, "FOCUSED_CHROMIUM": browser})
+    assert failed.crawl_record()["finish_reason"] == "browser_unavailable"
+    assert (
+        "Not sent as the crawl stopped: 1 request no browser launched to render; in flight in"
+        " the frontier still" in failed.result.stderr
+    ), failed.result.stderr[-3000:]
+    resumed = run_crawl(tmp_path, arguments, settings)
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert stored_paths(resumed) == ["app.html"], resumed.result.stderr[-3000:]
+
+
+def chromium_launching_once(tmp_path) -> Path:
+    """A Chromium that launches once (for ``check_browser``), then fails to: the crawl's own
+    launch fails (``browser_unavailable``)."""
     marker = tmp_path / "launched-once"
     browser = tmp_path / "chromium-once"
     browser.write_text(
         f'#!/bin/sh\n[ -e "{marker}" ] && exit 1\ntouch "{marker}"\nexec {CHROMIUM} "$@"\n'
     )
     browser.chmod(browser.stat().st_mode | stat.S_IXUSR)
-    arguments = {**rendered(f"{js_site.url}/app.html"), "crawl_id": "test"}
-    settings = {"JOBDIR": tmp_path / "job", "CLOSESPIDER_PAGECOUNT": 1}
-    failed = run_crawl(tmp_path, arguments, {**settings, "FOCUSED_CHROMIUM": browser})
+    return browser
+
+
+def test_a_page_the_browser_failed_to_launch_for_is_said_dropped(tmp_path, js_site):
+    """Without a frontier kept, the pages no browser launched for (NotSent, to be kept by one)
+    were dropped without a word: neither among the seeds not fetched nor the requests not
+    sent. The crawl still closes browser_unavailable, exit 1."""
+    browser = chromium_launching_once(tmp_path)
+    failed = run_crawl(tmp_path, rendered(f"{js_site.url}/app.html"), {"FOCUSED_CHROMIUM": browser})
+    log = failed.result.stderr
+    assert failed.result.returncode == 1, log[-3000:]
     assert failed.crawl_record()["finish_reason"] == "browser_unavailable"
-    resumed = run_crawl(tmp_path, arguments, settings)
-    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
-    assert stored_paths(resumed) == ["app.html"], resumed.result.stderr[-3000:]
+    assert "cannot launch Chromium" in log, log[-3000:]
+    assert (
+        "Not sent as the crawl stopped: 1 request no browser launched to render; dropped with"
+        " the frontier" in log
+    ), log[-3000:]
+    assert stat_value(log, "focused/closing/not_sent") == 1, log[-3000:]
