@@ -435,7 +435,12 @@ class HeadCheckMiddleware:
         self.stats.inc_value("focused/head_checks")
         # Here: focused.downloader imports focused.robots, which imports this module.
         from focused.downloader import NotSent
+        from focused.robots import STOPPED_WAITING_META
 
+        # The GET waited for its host's robots.txt as the crawl stopped: the HEAD, which its
+        # slot does not send in the GET's stead, is counted as having waited so.
+        if request.meta.pop(STOPPED_WAITING_META, False):
+            head.meta[STOPPED_WAITING_META] = True
         try:
             response = await self.crawler.engine.download_async(head)
         except NotSent:

@@ -386,11 +386,17 @@ def test_a_shared_crawl_waits_for_its_held_requests_before_its_budget_closes_it(
     assert len(crawl.pages()) == 5, log[-3000:]
 
 
-def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_path, redis_server):  # noqa: F811
+@pytest.mark.parametrize("head_check", [False, True])
+def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(
+    tmp_path,
+    redis_server,  # noqa: F811
+    head_check,
+):
     """Ctrl-C of a process of a shared crawl whose seed waits for its host's robots.txt, which
     another process (alive, here 30 s) is downloading: the stop waited as long as that download
     took, 35 s here. It ends at once now, sends nothing, and gives the seed back to the
-    frontier. Its close line said the seed was held by its host's delay or pause."""
+    frontier. Its close line said the seed was held by its host's delay or pause (with
+    HEAD_CHECK still after the robots.txt line was added: the HEAD, not the seed, was counted)."""
     log = FetchLog()
     robots: list[str] = []
 
@@ -411,7 +417,9 @@ def test_ctrl_c_does_not_wait_for_a_robots_txt_another_process_downloads(tmp_pat
         assert downloading.robots_txt(site.url.split("//", 1)[1])[1]  # its download
         threading.Thread(target=alive_for, args=(30,), daemon=True).start()
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/", "crawl_id": "t"}
-        crawl = crawl_in_background(tmp_path, arguments, {"FOCUSED_FRONTIER": redis_server.url})
+        crawl = crawl_in_background(
+            tmp_path, arguments, {"FOCUSED_FRONTIER": redis_server.url, "HEAD_CHECK": head_check}
+        )
         try:  # the seed waits for the robots.txt: 3 s
             stderr, stopped = stop_once_said(crawl, "joined crawl t", 3, timeout=60)
         finally:
