@@ -375,6 +375,45 @@ def test_a_crawl_that_ran_dry_after_its_strategy_left_links_out_says_so(
         assert said == []
 
 
+def dfs_cut_at_depth_1(tmp_path, jobdir: bool, state: dict | None = None, resumed=False):
+    """A dfs scheduler with max_depth=1 and the crawl's dupefilter, its home page fetched
+    unless ``resumed``."""
+    scheduler, crawler = make_scheduler(
+        tmp_path,
+        jobdir,
+        state,
+        {"max_depth": 1},
+        SCHEDULER_PRIORITY_QUEUE=STRATEGIES["dfs"],
+        DUPEFILTER_CLASS="focused.resume.FrontierDupeFilter",
+    )
+    if not resumed:
+        scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+        assert scheduler.next_request() is not None
+    return scheduler, crawler
+
+
+def find(scheduler, url: str, depth: int, discovery: int) -> None:
+    """A link to ``url`` found on the home page's descendant at ``depth`` - 1."""
+    meta = {"depth": depth, "discovery": discovery, "parent_url": "http://t/"}
+    scheduler.enqueue_request(scrapy.Request(url, meta=meta))
+
+
+def left_out_said(scheduler, caplog) -> list[str]:
+    """What the crawl says of the links left out as it runs dry."""
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close("finished")
+    return [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+
+
+def left_out_by_max_depth_1(how_many: str) -> str:
+    return (
+        f"The frontier ran empty after {how_many} left out by dfs's max_depth=1"
+        " (focused/depth_cut): raise max_depth to go on"
+    )
+
+
 @pytest.mark.parametrize("jobdir", [False, True])
 def test_links_left_out_that_were_fetched_anyway_are_not_said_to_be_left_out(
     tmp_path, caplog, jobdir
@@ -383,82 +422,36 @@ def test_links_left_out_that_were_fetched_anyway_are_not_said_to_be_left_out(
     were left out by max_depth, to raise it to go on: its deepest pages' links back to the home
     page, fetched at depth 0, counted once per page that had them, as did a link cut deep and
     fetched from a shallower page. A link left out counts once, and only if never queued."""
-    settings = {
-        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
-        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",  # the crawl's
-    }
-    scheduler, crawler = make_scheduler(tmp_path, jobdir, params={"max_depth": 1}, **settings)
-
-    def find(url: str, depth: int) -> None:
-        meta = {"depth": depth, "discovery": next(order)}
-        if depth:
-            meta["parent_url"] = "http://t/"
-        scheduler.enqueue_request(scrapy.Request(url, meta=meta))
-
-    def fetch_all() -> None:
-        while scheduler.next_request() is not None:
-            pass
-
-    order = iter(range(100))
-    find("http://t/", 0)
-    fetch_all()
-    find("http://t/a", 1)
-    find("http://t/b", 1)
-    fetch_all()
+    scheduler, crawler = dfs_cut_at_depth_1(tmp_path, jobdir)
+    find(scheduler, "http://t/a", 1, 1)
+    find(scheduler, "http://t/b", 1, 2)
+    while scheduler.next_request() is not None:
+        pass
     for _ in "ab":  # both pages link back home, and on to a page linked from home as well
-        find("http://t/", 2)
-        find("http://t/c", 2)
-    find("http://t/c", 1)
-    fetch_all()
-    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
-        scheduler.close("finished")
+        find(scheduler, "http://t/", 2, 3)
+        find(scheduler, "http://t/c", 2, 4)
+    find(scheduler, "http://t/c", 1, 5)
+    assert left_out_said(scheduler, caplog) == []
     assert crawler.stats.get_value("focused/depth_cut") == 4  # each link found, as before
-    assert not [r for r in caplog.records if "left out" in r.getMessage()]
 
-    scheduler, crawler = make_scheduler(tmp_path / "2", jobdir, params={"max_depth": 1}, **settings)
-    order = iter(range(100))
-    find("http://t/", 0)
-    fetch_all()
-    for _ in range(3):  # three pages link to one page beyond max_depth
-        find("http://t/deep", 2)
-    fetch_all()
-    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
-        scheduler.close("finished")
-    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert said == [
-        "The frontier ran empty after 1 link was left out by dfs's max_depth=1"
-        " (focused/depth_cut): raise max_depth to go on"
-    ]
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path / "2", jobdir)
+    for discovery in range(3):  # three pages link to one page beyond max_depth
+        find(scheduler, "http://t/deep", 2, discovery)
+    assert left_out_said(scheduler, caplog) == [left_out_by_max_depth_1("1 link was")]
 
 
 def test_a_resumed_crawl_that_runs_dry_says_what_earlier_runs_left_out(tmp_path, caplog):
     """A JOBDIR run that left links out by max_depth and paused kept no trace of them: the
     resumed run ran dry saying nothing, as a crawl of all it could reach."""
-    settings = {
-        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
-        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
-    }
     state: dict = {}
-    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
-    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
-    assert scheduler.next_request() is not None
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path, True, state)
     for url, depth in [("http://t/a", 1), ("http://t/deep", 2), ("http://t/gone", 2)]:
-        meta = {"depth": depth, "discovery": 1, "parent_url": "http://t/"}
-        scheduler.enqueue_request(scrapy.Request(url, meta=meta))
+        find(scheduler, url, depth, 1)
     scheduler.close("shutdown")  # a pause, with http://t/a still queued
-    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path, True, state, resumed=True)
     # The resumed run finds http://t/gone on a shallower page: no longer left out.
-    meta = {"depth": 1, "discovery": 2, "parent_url": "http://t/"}
-    scheduler.enqueue_request(scrapy.Request("http://t/gone", meta=meta))
-    while scheduler.next_request() is not None:
-        pass
-    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
-        scheduler.close("finished")
-    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert said == [
-        "The frontier ran empty after 1 link was left out by dfs's max_depth=1"
-        " (focused/depth_cut): raise max_depth to go on"
-    ]
+    find(scheduler, "http://t/gone", 1, 2)
+    assert left_out_said(scheduler, caplog) == [left_out_by_max_depth_1("1 link was")]
 
 
 @pytest.mark.parametrize("jobdir", [False, True])
@@ -467,25 +460,13 @@ def test_links_left_out_past_those_kept_are_said_as_at_least(tmp_path, caplog, j
     deep cut over a large site refuses a link to every page past it. Past ``LEFT_OUT_KEPT``
     none is kept, and the close says "at least"."""
     monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
-    settings = {
-        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
-        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
-    }
     state: dict = {}
-    scheduler, _ = make_scheduler(tmp_path, jobdir, state, {"max_depth": 1}, **settings)
-    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
-    assert scheduler.next_request() is not None
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path, jobdir, state)
     for i in range(5):
-        meta = {"depth": 2, "discovery": i + 1, "parent_url": "http://t/"}
-        scheduler.enqueue_request(scrapy.Request(f"http://t/deep{i}", meta=meta))
+        find(scheduler, f"http://t/deep{i}", 2, i + 1)
     assert len(scheduler.left_out) == len(scheduler.left_out_urls) == 3
-    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
-        scheduler.close("finished")
-    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert said == [
-        "The frontier ran empty after at least 3 links were left out by dfs's max_depth=1"
-        " (focused/depth_cut): raise max_depth to go on"
-    ]
+    said = left_out_said(scheduler, caplog)
+    assert said == [left_out_by_max_depth_1("at least 3 links were")]
     assert len(state["links_left_out"]) == 3
 
 
@@ -496,32 +477,16 @@ def test_a_resumed_crawl_says_at_least_for_links_left_out_past_those_kept_before
     queued since; the resumed run counted them alone, without "at least", as if no other
     link had been left out."""
     monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
-    settings = {
-        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
-        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
-    }
     state: dict = {}
-    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
-    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
-    assert scheduler.next_request() is not None
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path, True, state)
     for i in range(5):  # deep3 and deep4 past those kept
-        meta = {"depth": 2, "discovery": i + 1, "parent_url": "http://t/"}
-        scheduler.enqueue_request(scrapy.Request(f"http://t/deep{i}", meta=meta))
-    # Found on a shallower page: no longer left out.
-    meta = {"depth": 1, "discovery": 6, "parent_url": "http://t/"}
-    scheduler.enqueue_request(scrapy.Request("http://t/deep0", meta=meta))
+        find(scheduler, f"http://t/deep{i}", 2, i + 1)
+    find(scheduler, "http://t/deep0", 1, 6)  # found on a shallower page: no longer left out
     scheduler.close("shutdown")
     assert len(state["links_left_out"]) == 2
-    scheduler, _ = make_scheduler(tmp_path, True, state, {"max_depth": 1}, **settings)
-    while scheduler.next_request() is not None:
-        pass
-    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
-        scheduler.close("finished")
-    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert said == [
-        "The frontier ran empty after at least 2 links were left out by dfs's max_depth=1"
-        " (focused/depth_cut): raise max_depth to go on"
-    ]
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path, True, state, resumed=True)
+    said = left_out_said(scheduler, caplog)
+    assert said == [left_out_by_max_depth_1("at least 2 links were")]
 
 
 def test_links_left_out_past_those_kept_are_said_when_those_kept_were_queued(
@@ -531,26 +496,12 @@ def test_links_left_out_past_those_kept_are_said_when_those_kept_were_queued(
     queued, were not known one by one: the close said nothing, as for a crawl of all it could
     reach."""
     monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
-    settings = {
-        "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["dfs"],
-        "DUPEFILTER_CLASS": "focused.resume.FrontierDupeFilter",
-    }
-    scheduler, _ = make_scheduler(tmp_path, False, {}, {"max_depth": 1}, **settings)
-    scheduler.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
-    assert scheduler.next_request() is not None
+    scheduler, _ = dfs_cut_at_depth_1(tmp_path, False)
     for depth, numbers in ((2, range(5)), (1, range(3))):  # deep3 and deep4 never queued
         for i in numbers:
-            meta = {"depth": depth, "discovery": 10 * depth + i, "parent_url": "http://t/"}
-            scheduler.enqueue_request(scrapy.Request(f"http://t/deep{i}", meta=meta))
-    while scheduler.next_request() is not None:
-        pass
-    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
-        scheduler.close("finished")
-    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert said == [
-        "The frontier ran empty after links past the 3 counted were left out by dfs's"
-        " max_depth=1 (focused/depth_cut): raise max_depth to go on"
-    ]
+            find(scheduler, f"http://t/deep{i}", depth, 10 * depth + i)
+    said = left_out_said(scheduler, caplog)
+    assert said == [left_out_by_max_depth_1("links past the 3 counted were")]
 
 
 def queue_hosts(scheduler, urls: list[str]) -> None:
