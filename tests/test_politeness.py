@@ -882,6 +882,21 @@ def test_hosts_on_one_address_share_its_concurrency_from_their_first_request(tmp
     assert site.most_at_once() == 1, sorted(site.spans)
 
 
+def stop_once_fetched(process, arrivals: list[tuple[float, str]], path: str, stop) -> str:
+    """Wait for ``path`` to be the crawl's last arrival, then ``stop(process)`` (a SIGINT, a
+    kill) and wait for it to end; its stderr."""
+    try:
+        while [arrived for _, arrived in arrivals][-1:] != [path]:
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            time.sleep(0.01)
+        stop(process)
+        stderr = process.stderr.read()
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    return stderr
+
+
 def test_a_resumed_crawl_waits_out_the_crawl_delay_of_the_paused_run(tmp_path):
     """A JOBDIR crawl paused with Ctrl-C and resumed at once sent its first request to the host
     (its robots.txt, read again) as soon as it started: a second after the paused run's last
@@ -898,15 +913,8 @@ def test_a_resumed_crawl_waits_out_the_crawl_delay_of_the_paused_run(tmp_path):
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         settings = {"JOBDIR": tmp_path / "job"}
         process = crawl_in_background(tmp_path, arguments, settings)
-        try:
-            while [path for _, path in arrivals][-1:] != ["/p1"]:
-                assert process.poll() is None, process.stderr.read()[-3000:]
-                time.sleep(0.01)
-            process.send_signal(signal.SIGINT)  # /p2 waits for the delay: not sent
-            stderr = process.stderr.read()
-            process.wait(timeout=120)
-        finally:
-            process.kill()
+        # /p2 waits for the delay: not sent
+        stderr = stop_once_fetched(process, arrivals, "/p1", lambda p: p.send_signal(signal.SIGINT))
         assert process.returncode == 0, stderr[-3000:]
         paused = len(arrivals)
         resumed = run_crawl(tmp_path, arguments, settings)
@@ -936,14 +944,7 @@ def test_a_crawl_resumed_after_kill_9_waits_out_the_crawl_delay_of_the_killed_ru
         arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}
         settings = {"JOBDIR": tmp_path / "job"}
         process = crawl_in_background(tmp_path, arguments, settings)
-        try:
-            while [path for _, path in arrivals][-1:] != ["/p1"]:
-                assert process.poll() is None, process.stderr.read()[-3000:]
-                time.sleep(0.01)
-            process.kill()  # /p2 waits for the delay
-            process.wait(timeout=120)
-        finally:
-            process.kill()
+        stop_once_fetched(process, arrivals, "/p1", lambda p: p.kill())  # /p2 waits the delay
         killed = len(arrivals)
         resumed = run_crawl(tmp_path, arguments, settings)
     assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
@@ -983,14 +984,7 @@ def test_a_crawl_killed_just_after_it_sent_to_an_idle_host_waits_out_its_crawl_d
             arguments = {"strategy": "bfs", "query": "birds", "seeds": seeds}
             settings = {"JOBDIR": tmp_path / "job"}
             process = crawl_in_background(tmp_path, arguments, settings)
-            try:
-                while [path for _, path in arrivals][-1:] != ["/late"]:
-                    assert process.poll() is None, process.stderr.read()[-3000:]
-                    time.sleep(0.01)
-                process.kill()
-                process.wait(timeout=120)
-            finally:
-                process.kill()
+            stop_once_fetched(process, arrivals, "/late", lambda p: p.kill())
             killed = len(arrivals)
             resumed = run_crawl(tmp_path, arguments, settings)
     assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
