@@ -820,6 +820,20 @@ def test_a_rendered_link_that_is_not_html_is_stopped_at_its_headers(tmp_path, js
     assert "plain.html" in stored_paths(result)
 
 
+def a_terminals_job(args: list[str]) -> subprocess.Popen:
+    """``scrapy ARGS`` in a process group of its own, as a terminal's foreground job, which a
+    Ctrl-C signals whole (``os.killpg``); its stderr piped, as text."""
+    return subprocess.Popen(
+        [*as_from_a_terminal("scrapy"), *args],
+        cwd=REPO,
+        env=crawl_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
 def test_ctrl_c_from_a_terminal_lets_the_pages_being_rendered_finish(tmp_path, js_site):
     """Ctrl-C in a terminal signals the whole process group, Playwright's driver too, which
     closed Chromium at once (its handleSIGINT): the page being rendered was skipped as a
@@ -833,15 +847,7 @@ def test_ctrl_c_from_a_terminal_lets_the_pages_being_rendered_finish(tmp_path, j
         "CLOSESPIDER_PAGECOUNT": 20,
     }
     args = crawl_args({"crawl_id": "test", **rendered(f"{js_site.url}/app.html")}, settings)
-    process = subprocess.Popen(
-        [*as_from_a_terminal("scrapy"), *args],
-        cwd=REPO,
-        env=crawl_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's foreground job
-    )
+    process = a_terminals_job(args)
     try:
         # The browser is rendering the page once its script asks for the links (answered
         # API_DELAY_S later).
@@ -876,15 +882,7 @@ def test_ctrl_c_as_the_browser_starts_pauses_the_crawl(tmp_path, js_site):
         "CLOSESPIDER_PAGECOUNT": 1,
     }
     args = crawl_args({"crawl_id": "test", **rendered(f"{js_site.url}/app.html")}, settings)
-    process = subprocess.Popen(
-        [*as_from_a_terminal("scrapy"), *args],
-        cwd=REPO,
-        env=crawl_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's foreground job
-    )
+    process = a_terminals_job(args)
     try:
         lines = []
         for line in process.stderr:

@@ -829,23 +829,32 @@ def test_sqlite_reads_a_crawl_in_fetch_order_from_its_index(tmp_path, fields):
     store.close()
 
 
+def store_before_the_index(path: Path, pages) -> None:
+    """A SQLite store at ``path`` holding ``pages``, as written before the fetch-order index."""
+    store = SqliteStore(path)
+    store.save_pages(pages)
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX pages_crawl_fetch_order")
+
+
+def index_names(path: Path) -> list[str]:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
+
+
 def test_an_older_sqlite_store_is_counted_and_gains_the_index_at_a_writers_open(tmp_path):
     """A store written before the counting index: a reader (which writes nothing) counts its
     pages all the same, and a crawl's open gives it the index."""
     path = tmp_path / "old.sqlite3"
-    store = SqliteStore(path)
-    store.save_pages(page(f"http://t/{n}", fetch_order=n, is_relevant=n < 3) for n in (1, 2, 5))
-    store.close()
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP INDEX pages_crawl_fetch_order")
-    conn.close()
+    store_before_the_index(
+        path, (page(f"http://t/{n}", fetch_order=n, is_relevant=n < 3) for n in (1, 2, 5))
+    )
     reader = SqliteStore(path, read_only=True)
     assert reader.page_counts("c1") == PageCounts(stored=3, relevant=2, last_fetch_order=5)
     reader.close()
     SqliteStore(path).close()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        names = [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
-    assert "pages_crawl_fetch_order" in names
+    assert "pages_crawl_fetch_order" in index_names(path)
 
 
 def test_a_writers_open_leaves_an_index_it_cannot_make_within_its_share_of_the_timeout(
@@ -856,20 +865,14 @@ def test_a_writers_open_leaves_an_index_it_cannot_make_within_its_share_of_the_t
     crawl opening the store meanwhile waited FOCUSED_DB_TIMEOUT for the lock, then failed.
     Made within INDEX_BUILD_SHARE of FOCUSED_DB_TIMEOUT, or left for a later open."""
     path = tmp_path / "old.sqlite3"
-    store = SqliteStore(path)
-    store.save_pages(page(f"http://t/{n}", fetch_order=n, is_relevant=n < 3) for n in range(2000))
-    store.close()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("DROP INDEX pages_crawl_fetch_order")
-
-    def indexes() -> list[str]:
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            return [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
+    store_before_the_index(
+        path, (page(f"http://t/{n}", fetch_order=n, is_relevant=n < 3) for n in range(2000))
+    )
 
     with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
         store = SqliteStore(path, timeout=1e-6)
     try:
-        assert "pages_crawl_fetch_order" not in indexes()
+        assert "pages_crawl_fetch_order" not in index_names(path)
         [said] = [record.getMessage() for record in caplog.records]
         assert said.startswith(f"SQLite store at {path}: its index of the pages' fetch order")
         assert "a run of its own with a larger FOCUSED_DB_TIMEOUT makes it" in said
@@ -879,7 +882,7 @@ def test_a_writers_open_leaves_an_index_it_cannot_make_within_its_share_of_the_t
     finally:
         store.close()
     SqliteStore(path).close()  # FOCUSED_DB_TIMEOUT's default: time enough
-    assert "pages_crawl_fetch_order" in indexes()
+    assert "pages_crawl_fetch_order" in index_names(path)
 
 
 def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_path, caplog):
@@ -889,15 +892,7 @@ def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_p
     the same store with the index opened at once. It makes the index only where the lock is
     free at once; else another open makes it."""
     path = tmp_path / "old.sqlite3"
-    store = SqliteStore(path)
-    store.save_pages(page(f"http://t/{n}", fetch_order=n) for n in range(1, 50))
-    store.close()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("DROP INDEX pages_crawl_fetch_order")
-
-    def indexes() -> list[str]:
-        with contextlib.closing(sqlite3.connect(path)) as conn:
-            return [row[1] for row in conn.execute("PRAGMA index_list(pages)")]
+    store_before_the_index(path, (page(f"http://t/{n}", fetch_order=n) for n in range(1, 50)))
 
     other = sqlite3.connect(path, isolation_level=None)  # another process, writing
     other.execute("BEGIN IMMEDIATE")
@@ -917,9 +912,9 @@ def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_p
         store.close()
     finally:
         other.close()
-    assert "pages_crawl_fetch_order" not in indexes()
+    assert "pages_crawl_fetch_order" not in index_names(path)
     SqliteStore(path).close()  # the lock free
-    assert "pages_crawl_fetch_order" in indexes()
+    assert "pages_crawl_fetch_order" in index_names(path)
 
 
 def test_the_processes_opening_a_new_store_together_wait_to_make_its_index(tmp_path, caplog):
@@ -952,11 +947,7 @@ def test_a_crawls_start_tries_to_make_the_index_once(tmp_path, caplog):
     tried to make the fetch-order index of a large store written before it, for half of
     FOCUSED_DB_TIMEOUT, and said it could not, the crawl's start waiting the whole timeout."""
     path = tmp_path / "old.sqlite3"
-    store = SqliteStore(path)
-    store.save_pages(page(f"http://t/{n}", fetch_order=n) for n in range(1, 2000))
-    store.close()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("DROP INDEX pages_crawl_fetch_order")
+    store_before_the_index(path, (page(f"http://t/{n}", fetch_order=n) for n in range(1, 2000)))
     settings = Settings({"FOCUSED_DB": str(path), "FOCUSED_DB_TIMEOUT": 1e-6})
     with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
         check_store(settings, SimpleNamespace(crawl_id="new", jobdir_note=""))
@@ -972,11 +963,7 @@ def test_a_ctrl_c_while_an_older_store_gains_its_index_stops_the_open(
     in the progress handler, whose exception sqlite3 drops, interrupting the statement. The
     open went on as if the index took too long (saying so), and `scrapy restore` with it."""
     path = tmp_path / "old.sqlite3"
-    store = SqliteStore(path)
-    store.save_pages(page(f"http://t/{n}", fetch_order=n) for n in range(2000))
-    store.close()
-    with contextlib.closing(sqlite3.connect(path)) as conn:
-        conn.execute("DROP INDEX pages_crawl_fetch_order")
+    store_before_the_index(path, (page(f"http://t/{n}", fetch_order=n) for n in range(2000)))
     calls = 0
 
     def monotonic() -> float:  # the deadline's, then the progress handler's
