@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from w3lib.url import safe_url_string
 
 from focused.canonical import canonicalize, drop_params_setting, is_sendable
-from focused.errors import ConfigError, cut, quoted, redact_uri
+from focused.errors import ConfigError, cut, quoted, redact_uri, spider_arguments
 from focused.jobchecks import (
     check_job_queue,
     check_jobdir,
@@ -157,6 +157,7 @@ def new_crawl_id() -> str:
 def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlConfig:
     """Validate the ``-a`` arguments of the ``topical`` spider (and the settings it reads)."""
     args = {k: str(v) for k, v in kwargs.items() if not k.startswith("_")}  # _job: Scrapyd's
+    scrapyd = bool(kwargs.get("_job"))  # Scrapyd gives every job its _job: told to use -d
     for name, value in args.items():
         if not is_text(value):
             raise ConfigError(f"{name}={quoted(value)} is not UTF-8 text")
@@ -166,7 +167,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if topic_file:
         topic = f"{query}\n{_read_text(topic_file, 'topic_file')}".strip()
     if not query and not topic_file:
-        raise ConfigError("missing query: give -a query='some words' or -a topic_file=PATH")
+        given = spider_arguments("query='some words'", "topic_file=PATH", scrapyd=scrapyd)
+        raise ConfigError(f"missing query: give {given}")
     language = _parse_language(args.get("language"))
     topic_language = query_language(topic, language)
     from focused.text import tokenize  # its stop-word lists: only when asked for
@@ -182,7 +184,9 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     given = args.pop("strategy", None)
     strategy_note = None
     if given is None:
-        strategy, strategy_note = default_strategy(args, job.get("strategy"), topic, language)
+        strategy, strategy_note = default_strategy(
+            args, job.get("strategy"), topic, language, scrapyd
+        )
     else:
         strategy = given.strip()
     if strategy not in STRATEGIES:
@@ -220,12 +224,12 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
                     f"{name} works only with {other}={needed}, not {other}={params[other]}"
                 )
     strategy_class(strategy).check_params(params)
-    seeds = _parse_seeds(args)
+    seeds = _parse_seeds(args, scrapyd)
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
         check_settings(settings)
         _check_seed_lengths(seeds, settings)
-        check_no_made_setting_given(settings)
+        check_no_made_setting_given(settings, scrapyd)
         strategy_class(strategy).check_settings(settings)
         check_jobdir(settings)
         check_output_folders(settings)
@@ -237,10 +241,10 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     crawl_id = args.get("crawl_id", "").strip() or job.get("crawl_id") or new_crawl_id()
     check_crawl_id(crawl_id)
     order = crawl_order(strategy, params, topic, topic_language)
-    check_resumed_job(job, order, args.get("crawl_id", "").strip())
+    check_resumed_job(job, order, args.get("crawl_id", "").strip(), scrapyd)
     check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
-    check_shared_frontier(settings, order, args, scrapyd=bool(kwargs.get("_job")))
+    check_shared_frontier(settings, order, args, scrapyd)
     return CrawlConfig(
         query,
         topic,
@@ -294,7 +298,11 @@ def _saved_params(job: Mapping[str, Any], strategy: str) -> dict[str, Any]:
 
 
 def default_strategy(
-    args: Mapping[str, str], saved: str | None, topic: str, language: str | None
+    args: Mapping[str, str],
+    saved: str | None,
+    topic: str,
+    language: str | None,
+    scrapyd: bool = False,
 ) -> tuple[str, str | None]:
     """The strategy of a crawl that names none, and why it is not ``DEFAULT_STRATEGY`` (None
     when it is). A resumed JOBDIR crawl goes on with its own, ``saved``; arguments that tune
@@ -312,7 +320,8 @@ def default_strategy(
     return NO_ENCODER_STRATEGY, (
         f"No strategy given and the sentence encoder {DEFAULT_STRATEGY} needs is unavailable "
         f"({reason}): the crawl runs {NO_ENCODER_STRATEGY}, the best strategy without it "
-        f"(-a strategy={DEFAULT_STRATEGY} runs {DEFAULT_STRATEGY} anyway)"
+        f"({spider_arguments(f'strategy={DEFAULT_STRATEGY}', scrapyd=scrapyd)} runs "
+        f"{DEFAULT_STRATEGY} anyway)"
     )
 
 
@@ -346,7 +355,7 @@ def _read_text(path: str, what: str) -> str:
     return text
 
 
-def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:
+def _parse_seeds(args: Mapping[str, str], scrapyd: bool = False) -> tuple[str, ...]:
     # A URL has no blank, so one between two is a separator: seeds given as "URL URL" were one
     # seed with %20 in it, a 404 that took a page of the budget.
     raw = SEED_SEPARATORS.split(args.get("seeds", ""))
@@ -358,7 +367,8 @@ def _parse_seeds(args: Mapping[str, str]) -> tuple[str, ...]:
                 raw += line.split()
     seeds = tuple(dict.fromkeys(s for s in raw if s))
     if not seeds:
-        raise ConfigError("missing seeds: give -a seeds=URL[,URL...] or -a seeds_file=PATH")
+        given = spider_arguments("seeds=URL[,URL...]", "seeds_file=PATH", scrapyd=scrapyd)
+        raise ConfigError(f"missing seeds: give {given}")
     for seed in seeds:
         _check_seed(seed)
     return seeds

@@ -178,6 +178,14 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count} {noun if count == 1 else plural or noun + 's'}"
 
 
+def spider_arguments(*given: str, scrapyd: bool) -> str:
+    """How a message tells to give the spider arguments ``given`` ("name=value", each one way
+    to do it): ``-a`` to ``scrapy crawl``, but ``-d`` to schedule.json for a Scrapyd job
+    (``scrapyd``: the spider was given Scrapyd's ``_job`` argument), which takes no ``-a``."""
+    flag, to = ("-d", " to schedule.json") if scrapyd else ("-a", "")
+    return " or ".join(f"{flag} {argument}" for argument in given) + to
+
+
 def redact_uri(text: str) -> str:
     """``text`` with the user and password of each URI in it hidden, and a password given as a
     query parameter (``redis://host:6379/0?password=...``, which redis-py reads): fit for logs."""

@@ -33,6 +33,7 @@ from focused.errors import (
     one_line,
     quoted,
     redact_uri,
+    spider_arguments,
 )
 from focused.jobdir import (
     COUNT,
@@ -549,14 +550,18 @@ def describe_language(language: str | None) -> str:
     return f"language={language}" if language else "no language (none given, none told)"
 
 
-def check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_id: str) -> None:
+def check_resumed_job(
+    job: Mapping[str, Any], order: Mapping[str, Any], crawl_id: str, scrapyd: bool = False
+) -> None:
     """A JOBDIR goes on only with the crawl it holds: its frontier was ordered by its strategy,
     parameters and topic, and its pages are stored under its crawl id. (A job directory
-    written before session 19 has no order: only its strategy is compared.)"""
+    written before session 19 has no order: only its strategy is compared.) ``scrapyd``: as
+    ``spider_arguments`` takes it."""
     saved = job.get("strategy")
     if saved and saved != order["strategy"]:
         raise ConfigError(
-            f"JOBDIR holds a {saved} crawl; resume it with -a strategy={saved} or use a new JOBDIR"
+            f"JOBDIR holds a {saved} crawl; resume it with "
+            f"{spider_arguments(f'strategy={saved}', scrapyd=scrapyd)} or use a new JOBDIR"
         )
     saved_order = job.get("order") and as_saved_now(job["order"], order)
     if saved_order and saved_order["topic"] != order["topic"]:
@@ -568,8 +573,8 @@ def check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_id
         # Its frontier's scores came from the topic's words in that language's tokenizer.
         raise ConfigError(
             f"JOBDIR holds a crawl whose query has {describe_language(saved_order['language'])}"
-            f", this run {describe_language(order['language'])}; resume it with the same -a "
-            "language or use a new JOBDIR"
+            f", this run {describe_language(order['language'])}; resume it with the same "
+            f"{spider_arguments('language', scrapyd=scrapyd)} or use a new JOBDIR"
         )
     if saved_order and saved_order["params"] != _asked_of_older_job(saved_order, order):
         raise ConfigError(
@@ -579,8 +584,9 @@ def check_resumed_job(job: Mapping[str, Any], order: Mapping[str, Any], crawl_id
     saved_id = job.get("crawl_id")
     if crawl_id and saved_id and crawl_id != saved_id:
         raise ConfigError(
-            f"JOBDIR holds crawl {saved_id}; resume it with -a crawl_id={saved_id} (or none), or "
-            "use a new JOBDIR"
+            f"JOBDIR holds crawl {saved_id}; resume it with "
+            f"{spider_arguments(f'crawl_id={saved_id}', scrapyd=scrapyd)} (or none), or use a new "
+            "JOBDIR"
         )
 
 
@@ -600,7 +606,7 @@ def _asked_of_older_job(saved: Mapping[str, Any], order: Mapping[str, Any]) -> d
 def check_shared_frontier(
     settings: Any, order: Mapping[str, Any], args: Mapping[str, str], scrapyd: bool = False
 ) -> None:
-    """``scrapyd``: a Scrapyd job (its ``_job`` argument), given spider arguments with ``-d``."""
+    """``scrapyd``: as ``spider_arguments`` takes it."""
     url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
     if not url:
         return
@@ -610,7 +616,7 @@ def check_shared_frontier(
             f"strategy {strategy} keeps its order in one process: it cannot use FOCUSED_FRONTIER"
         )
     if not args.get("crawl_id", "").strip():
-        given = "-d crawl_id=ID to schedule.json" if scrapyd else "-a crawl_id=ID"
+        given = spider_arguments("crawl_id=ID", scrapyd=scrapyd)
         raise ConfigError(f"FOCUSED_FRONTIER needs {given}, the same for every process")
     if settings.get("JOBDIR"):
         raise ConfigError("FOCUSED_FRONTIER and JOBDIR exclude each other: Redis keeps the crawl")

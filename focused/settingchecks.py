@@ -31,7 +31,7 @@ from scrapy.extensions.feedexport import apply_uri_params
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import feed_complete_default_values_from_settings
 
-from focused.errors import ConfigError, cut, one_line, quoted
+from focused.errors import ConfigError, cut, one_line, quoted, spider_arguments
 from focused.render import BLOCKABLE_RESOURCES, blocked_resources
 from focused.setting_names import check_setting_names, given_on_command_line
 from focused.storage import DEFAULT_SQLITE_PATH
@@ -657,16 +657,19 @@ def _bound_names(source: Path) -> set[str]:
 # Settings the crawl makes from its arguments and its own settings: given on the command line,
 # one would order the crawl while its record and scoring follow -a strategy, or be replaced.
 MADE_SETTINGS = {
-    "SCHEDULER_PRIORITY_QUEUE": "the strategy's queue: choose the strategy with -a strategy=NAME",
+    # {strategy}: how this run is given its strategy (spider_arguments)
+    "SCHEDULER_PRIORITY_QUEUE": "the strategy's queue: choose the strategy with {strategy}",
     "PLAYWRIGHT_LAUNCH_OPTIONS": "made for the crawl's Chromium: choose it with FOCUSED_CHROMIUM",
     "PLAYWRIGHT_ABORT_REQUEST": "made from FOCUSED_RENDER_BLOCK: list the resource types there",
 }
 
 
-def check_no_made_setting_given(settings: Any) -> None:
+def check_no_made_setting_given(settings: Any, scrapyd: bool = False) -> None:
+    """``scrapyd``: as ``spider_arguments`` takes it."""
+    strategy = spider_arguments("strategy=NAME", scrapyd=scrapyd)
     for name, why in MADE_SETTINGS.items():
         if given_on_command_line(settings, name):
-            raise ConfigError(f"setting {name} is {why}")
+            raise ConfigError(f"setting {name} is {why.format(strategy=strategy)}")
 
 
 # Settings naming a file or folder the crawl makes (FOCUSED_DB's check is the store's). Given

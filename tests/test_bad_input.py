@@ -2308,3 +2308,59 @@ def test_a_shared_crawl_without_its_id_says_how_to_give_it(job, given):
     message = f"FOCUSED_FRONTIER needs {given}, the same for every process"
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         parse_arguments({**GOOD, "strategy": "bfs", **job}, settings)
+
+
+SCRAPYD_JOB = {"_job": "j1"}  # Scrapyd passes every job its id as _job
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (
+            {"seeds": GOOD["seeds"]},
+            "missing query: give -d query='some words' or -d topic_file=PATH to schedule.json",
+        ),
+        (
+            {"query": "birds"},
+            "missing seeds: give -d seeds=URL[,URL...] or -d seeds_file=PATH to schedule.json",
+        ),
+    ],
+)
+def test_a_scrapyd_job_is_told_to_give_arguments_with_d(arguments, message):
+    """Scrapyd's schedule.json takes spider arguments as ``-d NAME=VALUE``: a job's log told it to
+    give ``-a query=...``, which it has no way to. Outside Scrapyd, ``-a`` it stays."""
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_arguments({**arguments, **SCRAPYD_JOB})
+    outside = message.replace("-d", "-a").removesuffix(" to schedule.json")
+    with pytest.raises(ConfigError, match=f"^{re.escape(outside)}$"):
+        parse_arguments(arguments)
+
+
+@pytest.mark.parametrize(
+    ("changed", "given"),
+    [
+        ({"crawl_id": "other"}, "-d crawl_id=first to schedule.json (or none)"),
+        ({"strategy": "bfs"}, "-d strategy=shark to schedule.json or use"),
+        ({"language": "de"}, "the same -d language to schedule.json or use"),
+    ],
+)
+def test_a_resumed_scrapyd_job_is_told_to_give_arguments_with_d(tmp_path, changed, given):
+    """A job resuming a JOBDIR of another crawl was told to resume it with ``-a ...``."""
+    settings = Settings({"JOBDIR": str(tmp_path / "job")}, priority="cmdline")
+    arguments = {**GOOD, "strategy": "shark", "crawl_id": "first", **SCRAPYD_JOB}
+    remember_job(settings, parse_arguments(arguments, settings))
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**arguments, **changed}, settings)
+    assert given in str(refused.value), refused.value
+
+
+def test_a_scrapyd_job_giving_the_queue_is_told_to_give_its_strategy_with_d():
+    settings = Settings(
+        {"SCHEDULER_PRIORITY_QUEUE": "schedulers.bfs.BreadthFirstQueue"}, priority="cmdline"
+    )
+    message = (
+        "setting SCHEDULER_PRIORITY_QUEUE is the strategy's queue: choose the strategy with "
+        "-d strategy=NAME to schedule.json"
+    )
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_arguments({**GOOD, **SCRAPYD_JOB}, settings)

@@ -229,6 +229,17 @@ def test_the_default_strategy_is_semantic_only_where_its_encoder_scores_the_link
     assert strategy() == ("bfs", None)
 
 
+@pytest.mark.parametrize(
+    ("job", "given"), [({}, "-a strategy=semantic"), ({"_job": "j1"}, "-d strategy=semantic to")]
+)
+def test_the_default_strategy_note_says_how_to_run_it_anyway(monkeypatch, job, given) -> None:
+    """A Scrapyd job (its ``_job`` argument) gives spider arguments with ``-d``: its note told it
+    to give ``-a strategy=semantic``."""
+    monkeypatch.setattr(encoder, "unavailable", lambda *_: "not installed")
+    arguments = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird", **job}
+    assert f"({given}" in parse_arguments(arguments).strategy_note
+
+
 def test_importing_the_project_loads_no_encoder() -> None:
     # Scrapyd runs `scrapy list`, which imports every spider: it must stay fast.
     code = (
