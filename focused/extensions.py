@@ -5,8 +5,9 @@ relevant pages, harvest rate and frontier size: the pages are the crawl's counte
 from JOBDIR starts from the counts it resumes), the frontier the ``focused/frontier`` stat, which
 the scheduler counts afresh for each line (``frontier_count_wanted``). While requests of the
 frontier are held for their host's failed robots.txt (``ROBOTS_HOLD_RETRIES``), the line says how
-many, of how many hosts, and when the next is fetched again: a crawl left with them alone waits
-for them, up to ``ROBOTS_HOLD_RETRIES`` times ``ROBOTS_RETRY_FAILED_AFTER``, and looked stuck.
+many, of how many hosts, how many of those are being fetched again and when the next is: a crawl
+left with them alone waits for them, up to ``ROBOTS_HOLD_RETRIES`` times
+``ROBOTS_RETRY_FAILED_AFTER``, and looked stuck.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ logger = logging.getLogger(__name__)
 # between two counts the stat missed the links queued since, a whole page's of them.
 frontier_count_wanted = object()
 # Counted by the scheduler with the frontier: the requests held for their host's failed
-# robots.txt, their hosts (netlocs), and when the next of those is fetched again (a UTC datetime;
-# None while it is being fetched).
+# robots.txt, their hosts (netlocs), how many of those are being fetched again now, and when the
+# next of the others is (a UTC datetime; None when none is waiting).
 HOLDING_REQUESTS = "focused/robots/holding_requests"
 HOLDING_HOSTS = "focused/robots/holding_hosts"
+HOLDING_FETCHING = "focused/robots/holding_fetching"
 HOLDING_UNTIL = "focused/robots/holding_until"
 
 
@@ -85,11 +87,17 @@ class ProgressLog:
             return ""
         hosts = self.stats.get_value(HOLDING_HOSTS, 0)
         until = self.stats.get_value(HOLDING_UNTIL)
+        fetching = self.stats.get_value(HOLDING_FETCHING, 0)
         if until is None:
             when = "being fetched again"
         else:
             seconds = math.ceil(max(0.0, (until - datetime.now(UTC)).total_seconds()))
-            when = f"{'the next ' if hosts > 1 else ''}fetched again in {seconds} s"
+            # One host's being fetched, another's due later: "the next fetched again in 30 s"
+            # read as if none were being fetched.
+            if fetching:
+                when = f"{fetching} being fetched again, the next in {seconds} s"
+            else:
+                when = f"{'the next ' if hosts > 1 else ''}fetched again in {seconds} s"
         return (
             f", {requests} of them held for the robots.txt of {counted(hosts, 'host')} that"
             f" failed: {when}"

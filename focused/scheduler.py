@@ -101,7 +101,13 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from focused.engine import wake_engine
 from focused.errors import counted
-from focused.extensions import HOLDING_HOSTS, HOLDING_REQUESTS, HOLDING_UNTIL, frontier_count_wanted
+from focused.extensions import (
+    HOLDING_FETCHING,
+    HOLDING_HOSTS,
+    HOLDING_REQUESTS,
+    HOLDING_UNTIL,
+    frontier_count_wanted,
+)
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
@@ -997,11 +1003,11 @@ class FocusedScheduler(Scheduler):
             self._count_held()
 
     def _count_held(self) -> None:
-        """The stats of the requests held for a failed robots.txt now, and of when the next
-        host's is fetched again (None: being fetched now): a crawl left with them alone waits
-        up to ``ROBOTS_HOLD_RETRIES`` times ``ROBOTS_RETRY_FAILED_AFTER``, and its progress
-        line said only that its frontier held them. Counted as each line is due and as the
-        crawl closes, once any was held."""
+        """The stats of the requests held for a failed robots.txt now, of how many hosts' are
+        being fetched again now, and of when the next other host's is: a crawl left with them
+        alone waits up to ``ROBOTS_HOLD_RETRIES`` times ``ROBOTS_RETRY_FAILED_AFTER``, and its
+        progress line said only that its frontier held them. Counted as each line is due and as
+        the crawl closes, once any was held."""
         requests = sum(map(len, self.robots_held.values()))
         if not requests and self.stats.get_value(HOLDING_REQUESTS) is None:
             return
@@ -1010,6 +1016,7 @@ class FocusedScheduler(Scheduler):
         first = min((when for when in until if when is not None), default=None)
         self.stats.set_value(HOLDING_REQUESTS, requests)
         self.stats.set_value(HOLDING_HOSTS, len(self.robots_held))
+        self.stats.set_value(HOLDING_FETCHING, until.count(None))
         self.stats.set_value(
             HOLDING_UNTIL,
             None if first is None else datetime.now(UTC) + timedelta(seconds=first - now),
