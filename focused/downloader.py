@@ -85,7 +85,7 @@ import logging
 from contextlib import suppress
 from pathlib import Path
 from time import monotonic, time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrapy import signals
 from scrapy.core.downloader import Downloader
@@ -126,6 +126,8 @@ PAUSED_HOSTS_FILE = "paused_hosts.json"
 PAUSED_HOSTS_TEMP_FILE = f"{PAUSED_HOSTS_FILE}.tmp"  # written whole, then renamed
 HOLDS_SAVED_EVERY = 1.0  # seconds between two writes of it while the crawl runs, for a crash
 
+_M = TypeVar("_M")  # a downloader middleware's class (PoliteDownloader._middleware)
+
 
 class NotSent(IgnoreRequest):
     """A request that its slot had not sent as the crawl was stopped (or, rendered, that no
@@ -160,19 +162,18 @@ class PoliteDownloader(Downloader):
         self._held_since_pause = self._read_paused_hosts()
         # focused.robots' middleware (none with ROBOTSTXT_OBEY off), which paces the slot of a
         # host whose robots.txt asks for a Crawl-delay.
-        self._robots = next(
-            (mw for mw in self.middleware.middlewares if isinstance(mw, RobotsTxtMiddleware)),
-            None,
-        )
+        self._robots = self._middleware(RobotsTxtMiddleware)
         self._holds_saver: AsyncioLoopingCall | LoopingCall | None = None
         self._holds_written = False  # the last write while running held a host
         # focused.retryafter's middleware (none with RETRY_AFTER_MAX 0), whose pauses a JOBDIR
         # pause keeps.
-        self._pauses = next(
-            (mw for mw in self.middleware.middlewares if isinstance(mw, RetryAfterMiddleware)),
-            None,
-        )
+        self._pauses = self._middleware(RetryAfterMiddleware)
         crawler.signals.connect(self._engine_started, signal=signals.engine_started)
+
+    def _middleware(self, kind: type[_M]) -> _M | None:
+        """This downloader's middleware of class ``kind``, None without it: what
+        ``Crawler.get_downloader_middleware`` gives, which the engine, not made yet, cannot."""
+        return next((mw for mw in self.middleware.middlewares if isinstance(mw, kind)), None)
 
     def _engine_started(self) -> None:
         # Scrapy says nothing as its engine starts to close, and only closes the downloader once
