@@ -877,9 +877,8 @@ class FocusedScheduler(Scheduler):
         unseen = {fp for fp in self.left_out | earlier if seen is None or not seen(fp)}
         # A run that kept LEFT_OUT_KEPT of them (this one, or one before it) left more out.
         past_kept = self.left_out_past_kept or len(unseen) >= LEFT_OUT_KEPT
-        past_kept |= len(earlier) >= LEFT_OUT_KEPT
-        # Those kept and saved may be fewer, found since: the resumed run says "at least" all
-        # the same.
+        # Saved with those kept, which may be fewer, found since: the resumed run says "at
+        # least" all the same.
         past_kept |= state is not None and bool(state.get(LEFT_OUT_PAST_KEPT_STATE))
         if state is not None:
             state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
