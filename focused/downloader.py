@@ -323,6 +323,24 @@ class PoliteDownloader(Downloader):
                 self.slots.pop(key).close()
         if self._robots is not None:
             self._robots.forget_dropped_slots()
+        self._forget_closed_connections()
+
+    def _forget_closed_connections(self) -> None:
+        # Twisted's connection pool, which Scrapy's HTTP/1.1 handler (and scrapy-playwright's, for
+        # what it does not render) keeps per scheme, holds a connection the server closed until
+        # its own timeout (240 s), and the (scheme, host, port) key of every host it ever pooled
+        # a connection for, its list empty, for the rest of the crawl: some 190 bytes a host
+        # met (BENCHMARKS.md, session 59). Both go here, with the idle slots.
+        for handler in getattr(self.handlers, "_handlers", {}).values():
+            pool = getattr(handler, "_pool", None)
+            pooled = getattr(pool, "_connections", None)
+            if not pooled:
+                continue
+            for key, connections in list(pooled.items()):
+                for connection in [c for c in connections if c.state == "CONNECTION_LOST"]:
+                    pool._removeConnection(key, connection)
+                if not connections:
+                    del pooled[key]
 
     def get_slot_key(self, request: Request) -> str:
         key = super().get_slot_key(request)

@@ -187,6 +187,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _KeepAliveHandler(_Handler):
+    """HTTP/1.1: a connection stays open between requests, and the server closes it after
+    ``timeout`` seconds idle, as a web server does."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 0.3
+
+    def log_error(self, format: str, *args: object) -> None:
+        pass  # the idle timeout, said by http.server as an error
+
+
 class ThreadedServer(ThreadingHTTPServer):
     """An HTTP server on loopback, served by a thread of its own while its ``with`` lasts."""
 
@@ -211,6 +222,7 @@ class ThreadedServer(ThreadingHTTPServer):
 
 class Site(ThreadedServer):
     request_queue_size = 128
+    handler: type[BaseHTTPRequestHandler] = _Handler
 
     def __init__(
         self,
@@ -228,7 +240,7 @@ class Site(ThreadedServer):
         self.not_modified: list[str] = []  # the paths answered so, in order
         self.user_agents: set[str | None] = set()  # of the requests but for robots.txt
         self.cookies: dict[str, str | None] = {}  # each path's last request's Cookie header
-        super().__init__((self.host, 0), _Handler)
+        super().__init__((self.host, 0), self.handler)
 
     @property
     def url(self) -> str:
@@ -239,6 +251,10 @@ class Site(ThreadedServer):
         # not the site's failure, and its traceback would only be noise in the test log.
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
+
+
+class KeepAliveSite(Site):
+    handler = _KeepAliveHandler
 
 
 def self_signed_certificate(folder) -> tuple[str, str]:

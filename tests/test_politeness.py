@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import threading
 import time
-from contextlib import closing
+from contextlib import ExitStack, closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import pairwise
@@ -29,7 +29,7 @@ from focused.downloader import PAUSED_HOSTS_FILE, PoliteDownloader
 from focused.errors import counted
 from focused.retryafter import RetryAfterMiddleware, backoff_seconds, retry_after_seconds
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, scrapy_command
-from tests.sites import FetchLog, Gate, Reply, Site, html
+from tests.sites import FetchLog, Gate, KeepAliveSite, Reply, Site, html
 from tests.test_canonical import stat
 
 PAGES = [f"/p{n}" for n in range(1, 5)]
@@ -1052,3 +1052,28 @@ def test_ctrl_c_while_a_resumed_crawl_holds_a_host_sends_nothing_after_the_stop(
     assert len(robots) == 1, robots  # the first run's: none sent after the resumed run's stop
     ((until, _),) = json.loads((tmp_path / "job" / PAUSED_HOSTS_FILE).read_text()).values()
     assert until - time.time() > 10  # the pause still holds the host for the next run
+
+
+def test_connections_the_servers_closed_and_their_hosts_keys_leave_the_pool(tmp_path):
+    """Twisted's connection pool kept a connection its server closed until its own 240 s
+    timeout, and then the (scheme, host, port) key of its host, for the rest of the crawl: a
+    wide crawl kept one for every host it ever met. Both go with the idle slots."""
+    hosts = [f"127.0.0.{n}" for n in range(2, 6)]
+    log = FetchLog()
+    with ExitStack() as serving:
+        robots = "User-agent: *\nAllow: /\n"
+        sites = [
+            serving.enter_context(KeepAliveSite(pages_site(robots), host, log)) for host in hosts
+        ]
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": ",".join(f"{s.url}/" for s in sites)},
+            {"EXTENSIONS": json.dumps({"tests.pool_probe.PoolProbe": 0})},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert len(log.gets()) == len(hosts) * (1 + len(PAGES))
+    # Each host's connection went back to the pool between its downloads...
+    assert stat(crawl.result.stderr, "probe/pool_keys_before") == len(hosts)
+    # ...and neither it, closed by its server, nor its host's key is kept past the idle slots.
+    assert stat(crawl.result.stderr, "probe/pooled_connections") == 0
+    assert stat(crawl.result.stderr, "probe/pool_keys") == 0

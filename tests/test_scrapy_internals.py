@@ -16,10 +16,14 @@ import inspect
 
 import scrapy
 from scrapy.core.downloader import Downloader, Slot
+from scrapy.core.downloader.handlers import DownloadHandlers
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.core.engine import ExecutionEngine, _Slot
 from scrapy.http import TextResponse
 from scrapy.utils.defer import _schedule_coro
 from scrapy.utils.response import _baseurl_cache, _metaref_cache, get_meta_refresh
+from twisted.web._newclient import HTTP11ClientProtocol
+from twisted.web.client import HTTPConnectionPool
 
 
 def parameters(function) -> list[str]:
@@ -67,6 +71,28 @@ def test_the_downloader_methods_focused_overrides_or_calls():
     # focused.retryafter pauses the host on response_downloaded, which _download sends before
     # that _process_queue: the slot sends nothing more to a host whose 429 is in.
     assert source.index("signal=signals.response_downloaded") < source.index("finally:")
+
+
+def test_the_connection_pool_parts_the_downloader_tidies():
+    # PoliteDownloader._forget_closed_connections reaches each download handler's Twisted
+    # pool through Scrapy's private attributes, and takes out of it, as Twisted's own timeout
+    # does, the connections their servers closed, then the keys left with none.
+    source = inspect.getsource(DownloadHandlers.__init__)
+    assert "self._handlers: dict[str, DownloadHandlerProtocol] = {}" in source
+    assert "self._pool: HTTPConnectionPool = HTTPConnectionPool(" in inspect.getsource(
+        HTTP11DownloadHandler.__init__
+    )
+    assert "self._connections = {}" in inspect.getsource(HTTPConnectionPool.__init__)
+    assert parameters(HTTPConnectionPool._removeConnection) == ["self", "key", "connection"]
+    assert "self._connections[key].remove(connection)" in inspect.getsource(
+        HTTPConnectionPool._removeConnection
+    )
+    # A key's list is read with get() and made again with setdefault(): one deleted is safe.
+    assert "self._connections.get(key)" in inspect.getsource(HTTPConnectionPool.getConnection)
+    assert "self._connections.setdefault(key, [])" in inspect.getsource(
+        HTTPConnectionPool._putConnection
+    )
+    assert 'self._state = "CONNECTION_LOST"' in inspect.getsource(HTTP11ClientProtocol)
 
 
 def test_the_engine_close_the_downloader_learns_of_first():
