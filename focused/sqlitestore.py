@@ -327,27 +327,22 @@ class SqliteStore(Store):
         """The fetch-order index (``_FETCH_ORDER_INDEX``), made if it is missing and can be
         within ``INDEX_BUILD_SHARE`` of ``timeout`` (FOCUSED_DB_TIMEOUT), under the write lock
         taken at once where the store holds pages: longer, for a large store written before
-        it, or with the lock taken (another process writing, or making the index), it is left
-        for a later open, with a warning, and the pages are counted without it (``crawls``
-        reads every page of a running crawl). An open queueing for the lock to make it waited
-        behind the builds of the processes ahead of it, each up to its share, and an open
-        arriving later could be let in first: a shared crawl's process failed to open with
-        "database is locked"."""
-        indexes = {row[1] for row in self._conn.execute("PRAGMA index_list(pages)")}
-        if "pages_crawl_fetch_order" in indexes:
+        it, it is left for a later open, with a warning, and the pages are counted without it
+        (``crawls`` reads every page of a running crawl). An open queueing for the lock to make
+        it waited behind the builds of the processes ahead of it, each up to its share, and an
+        open arriving later could be let in first: a shared crawl's process failed to open with
+        "database is locked". With the lock taken, it waits as long as a build may take for
+        the process holding it, then looks again, making none itself: the processes of a crawl
+        opening an old store together each warned that it was not made, as the first made it."""
+        if self._has_fetch_order_index():
             return
         within = timeout * INDEX_BUILD_SHARE
         if not self._conn.execute("SELECT EXISTS (SELECT 1 FROM pages)").fetchone()[0]:
             # A new store, which the processes of a crawl open together: made at once, it
             # waits for the lock as a write does, behind their opens.
             self._conn.execute("BEGIN IMMEDIATE")
-        elif not self._write_lock_at_once():
-            self._index_not_made(
-                "another process held the write lock it is made under, making it or writing"
-                " (an open does not wait for it: the processes of a crawl waited behind each"
-                " other's builds)",
-                "a run of its own makes it",
-            )
+        elif not self._write_lock_within(0):
+            self._wait_for_another_build(within)
             return
         deadline = time.monotonic() + within
         over = False
@@ -379,11 +374,40 @@ class SqliteStore(Store):
             self._conn.set_progress_handler(None, 0)
             self._conn.rollback()  # what is left of a build that failed
 
-    def _write_lock_at_once(self) -> bool:
-        """Whether the write lock, taken without waiting, is this connection's (a transaction
-        begun: commit or roll it back)."""
+    def _has_fetch_order_index(self) -> bool:
+        indexes = {row[1] for row in self._conn.execute("PRAGMA index_list(pages)")}
+        return "pages_crawl_fetch_order" in indexes
+
+    def _wait_for_another_build(self, within: float) -> None:
+        """Another process holds the write lock the index is made under: waits up to
+        ``within`` (a build's share) for it, to say only what is so. Taken, the lock is let go
+        at once, the index made or not: building after a wait, the processes of a crawl
+        queued behind each other's builds."""
+        if not self._write_lock_within(within):
+            self._index_not_made(
+                f"another process held the write lock it is made under for over {within:g} s"
+                " (writing, or making it for longer than this open's"
+                f" {100 * INDEX_BUILD_SHARE:.0f}% of FOCUSED_DB_TIMEOUT)",
+                "whichever open finds the lock free makes it",
+            )
+            return
+        try:
+            if self._has_fetch_order_index():
+                return  # made by the process that held the lock
+        finally:
+            self._conn.rollback()
+        self._index_not_made(
+            "another process held the write lock it is made under, writing or giving up making"
+            " it (an open that waited for the lock makes none: the processes of a crawl would"
+            " queue behind each other's builds)",
+            "the next open that finds the lock free makes it",
+        )
+
+    def _write_lock_within(self, seconds: float) -> bool:
+        """Whether the write lock, waited for up to ``seconds``, is this connection's (a
+        transaction begun: commit or roll it back)."""
         (waits,) = self._conn.execute("PRAGMA busy_timeout").fetchone()
-        self._conn.execute("PRAGMA busy_timeout = 0")
+        self._conn.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -397,7 +421,7 @@ class SqliteStore(Store):
     def _index_not_made(self, why: str, remedy: str) -> None:
         logger.warning(
             "%s store at %s: its index of the pages' fetch order, which `scrapy crawls`,"
-            " `scrapy report` and a resume read, was not made: %s; %s",
+            " `scrapy report` and a resume read, was not made by this open: %s; %s",
             self.backend,
             self.location,
             why,

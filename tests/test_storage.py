@@ -890,7 +890,7 @@ def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_p
     make it, behind the builds of the processes ahead of it, and opens arriving later could
     be let in first: a process of a shared crawl failed to open ("database is locked") where
     the same store with the index opened at once. It makes the index only where the lock is
-    free at once; else another open makes it."""
+    free at once; else it waits no longer than a build may take, and another open makes it."""
     path = tmp_path / "old.sqlite3"
     store_before_the_index(path, (page(f"http://t/{n}", fetch_order=n) for n in range(1, 50)))
 
@@ -901,8 +901,8 @@ def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_p
             store = SqliteStore(path, timeout=0.2)
         [said] = [record.getMessage() for record in caplog.records]
         assert said.startswith(f"SQLite store at {path}: its index of the pages' fetch order")
-        assert "another process held the write lock" in said
-        assert said.endswith("a run of its own makes it")
+        assert "another process held the write lock it is made under for over 0.1 s" in said
+        assert said.endswith("whichever open finds the lock free makes it")
         other.execute("COMMIT")
         # Its writes wait FOCUSED_DB_TIMEOUT for the lock, as ever.
         (waits,) = store._conn.execute("PRAGMA busy_timeout").fetchone()
@@ -915,6 +915,81 @@ def test_a_writers_open_does_not_wait_for_the_write_lock_to_make_the_index(tmp_p
     assert "pages_crawl_fetch_order" not in index_names(path)
     SqliteStore(path).close()  # the lock free
     assert "pages_crawl_fetch_order" in index_names(path)
+
+
+def _open_an_old_store(path: str, building: multiprocessing.synchronize.Event, said) -> None:
+    """A crawl's process opening the store once another holds its write lock, making the
+    index: what it warns goes to ``said``."""
+    warnings_said: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: warnings_said.append(record.getMessage())  # type: ignore
+    logging.getLogger("focused.sqlitestore").addHandler(handler)
+    building.wait(10)
+    SqliteStore(path).close()
+    said.put(warnings_said)
+
+
+def test_processes_opening_an_old_store_together_say_nothing_of_the_index_one_made(
+    tmp_path, monkeypatch, caplog
+):
+    """Two processes of a crawl opening a store written before the fetch-order index: the one
+    finding the write lock held while the other made the index warned that it was not made
+    ("a run of its own makes it"), though it was there a moment later."""
+    path = tmp_path / "old.sqlite3"
+    store_before_the_index(path, (page(f"http://t/{n}", fetch_order=n) for n in range(2000)))
+    context = multiprocessing.get_context("fork")
+    building, said = context.Event(), context.Queue()
+    other = context.Process(target=_open_an_old_store, args=(str(path), building, said))
+    other.start()
+    started = None
+
+    def monotonic() -> float:  # the deadline's, then the build's progress handler's
+        nonlocal started
+        if started is None:
+            started = time.monotonic()
+        else:
+            # Mid-build, the write lock held: the other process opens now, and finds it so.
+            building.set()
+            while time.monotonic() < started + 0.5:
+                time.sleep(0.01)
+        return time.monotonic()
+
+    monkeypatch.setattr(sqlitestore, "time", SimpleNamespace(monotonic=monotonic, sleep=time.sleep))
+    try:
+        with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+            SqliteStore(path).close()
+        monkeypatch.undo()
+        assert building.is_set()
+        assert "pages_crawl_fetch_order" in index_names(path)
+        assert said.get(timeout=10) == []
+        assert not caplog.records
+    finally:
+        other.join(10)
+        if other.is_alive():
+            other.kill()
+    assert other.exitcode == 0
+
+
+def test_an_open_waiting_for_a_writer_says_the_index_is_left_to_a_later_open(tmp_path, caplog):
+    """The write lock held by a process writing, not making the index: the open that waited
+    for it says that the index was not made, and by which open it will be."""
+    path = tmp_path / "old.sqlite3"
+    store_before_the_index(path, (page(f"http://t/{n}", fetch_order=n) for n in range(1, 50)))
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.2, other.execute, ["COMMIT"])
+    release.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="focused.sqlitestore"):
+            SqliteStore(path).close()
+        release.join()
+    finally:
+        release.cancel()
+        other.close()
+    [said] = [record.getMessage() for record in caplog.records]
+    assert "another process held the write lock it is made under, writing or giving up" in said
+    assert said.endswith("the next open that finds the lock free makes it")
+    assert "pages_crawl_fetch_order" not in index_names(path)
 
 
 def test_the_processes_opening_a_new_store_together_wait_to_make_its_index(tmp_path, caplog):
