@@ -277,6 +277,10 @@ def _job_tables() -> dict[str, dict[str, JobTable]]:
                     "there": FLAG,
                 },
             ),
+            # made with the topic-drift window's verdicts written through
+            "drift_window": JobTable(
+                ("fetch_order", "relevant"), True, {"fetch_order": COUNT, "relevant": FLAG}
+            ),
         },
         TRAP_COUNTS_FILE: {  # focused.traps.SqliteCounts
             "counts": JobTable(

@@ -51,8 +51,7 @@ from focused.encoder import STATE_FILE as ENCODER_STATE_FILE
 from focused.encoder import open_link_encoder
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes
-from focused.resume import TopicJournal, add_to_counter, crawl_counter
-from focused.stopping import page_scored
+from focused.resume import TopicJournal, add_to_counter, crawl_counter, page_scored
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -173,7 +172,12 @@ class RelevanceMiddleware(PageOutputMiddleware):
         self.model.observe(page["text"], language)
         cpu_ms = (time.thread_time() - started) * 1000
         self._count(page["fetch_order"], relevant, cpu_ms)
-        self.crawler.signals.send_catch_log(page_scored, is_relevant=is_relevant, relevant=relevant)
+        self.crawler.signals.send_catch_log(
+            page_scored,
+            is_relevant=is_relevant,
+            relevant=relevant,
+            fetch_order=page["fetch_order"],
+        )
         self._maybe_refit()
         return outputs
 

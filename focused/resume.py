@@ -37,6 +37,10 @@ What a crash can cut off, and where it is kept instead:
   robots.txt is failing: nothing a page), so that the resumed run holds the host's requests
   until then and goes on counting, as after a pause: it asked the failing server again at
   once, and counted from 0 again, at each crash.
+- **The topic-drift window** (DRIFT_WINDOW): the last pages' verdicts, in ``spider.state``
+  too, are written through to the ``drift_window`` table of ``JOBDIR/counters.sqlite3`` as
+  each page is scored (``CrawlCounters``): rebuilt from the store, the window of a crawl that
+  stores only its best pages (STORE_MIN_RELEVANCE) held only those, and drifted late.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -57,8 +61,9 @@ import logging
 import math
 import os
 import pickle
+import sqlite3
 from collections import Counter, OrderedDict, deque
-from contextlib import suppress
+from contextlib import closing, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -68,7 +73,7 @@ from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
-from focused.errors import JSONTooDeep, load_json, one_line
+from focused.errors import JSONTooDeep, counted, load_json, one_line
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
 from schedulers.base import connect_crash_safe
@@ -103,6 +108,13 @@ counted_refetched = object()
 # response's request; none for a page without links) to the scraper, which queues them one by
 # one; once the last is queued the page is scored (focused.scheduler).
 links_yielded = object()
+
+
+# Signal: page_scored(is_relevant, relevant, fetch_order). The scoring middleware scored a page
+# (focused.middlewares); ``relevant`` is the crawl's count of relevant pages with it (in a shared
+# crawl, the crawl-wide one). The stop criteria (focused.stopping) and, under JOBDIR, the
+# topic-drift window's journal (``CrawlCounters``) read it.
+page_scored = object()
 
 
 # Signal: counter_changed(name, value). A crawl counter of spider.state has a new value
@@ -359,14 +371,24 @@ class CrawlCounters:
     the file's, written at each change, replace the state's, saved at the last clean close
     (a file made before the table gives the state's to it).
 
+    So is the topic-drift window (DRIFT_WINDOW): each page's verdict as it is scored
+    (``page_scored``), a row (fetch order, relevant) in the table ``drift_window``, which keeps
+    the last DRIFT_WINDOW; ``recover_state`` rebuilds the window from them
+    (``journaled_window``). Rebuilt from the store, the window of a crawl keeping only its best
+    pages (STORE_MIN_RELEVANCE) held only those, and its drift stop came late. A run without
+    DRIFT_WINDOW empties the table: its pages are not in it.
+
     A crawl shared through Redis counts in Redis (``focused.distributed``): nothing is written.
     """
 
     NAMES = ("responses", "discovered", "not_stored", "not_stored_relevant")
 
-    def __init__(self, path: Path, writes: JobdirWrites | None = None) -> None:
+    def __init__(
+        self, path: Path, writes: JobdirWrites | None = None, drift_window: int = 0
+    ) -> None:
         self.path = path
         self.writes = writes
+        self.drift_window = drift_window
         self._db: GuardedConnection | None = None
 
     @classmethod
@@ -374,10 +396,15 @@ class CrawlCounters:
         jobdir = crawler.settings.get("JOBDIR")
         if not jobdir:
             raise NotConfigured
-        extension = cls(Path(jobdir, COUNTERS_FILE), jobdir_writes(crawler))
+        extension = cls(
+            Path(jobdir, COUNTERS_FILE),
+            jobdir_writes(crawler),
+            crawler.settings.getint("DRIFT_WINDOW"),
+        )
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
         crawler.signals.connect(extension.robots_failure_changed, signal=robots_failure_changed)
+        crawler.signals.connect(extension.page_scored, signal=page_scored)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
@@ -399,6 +426,9 @@ class CrawlCounters:
                 if name in state:
                     self._write(name, state[name])
             self._robots_failures(state)
+            self._db.execute(DRIFT_WINDOW_TABLE)
+            if not self.drift_window:
+                self._db.execute("DELETE FROM drift_window")
             self._db.execute("COMMIT")
         except JobdirUnwritable:  # the crawl stops (focused.jobdir)
             if self._db is not None:
@@ -409,6 +439,25 @@ class CrawlCounters:
             # A failure stops the crawl; the file keeps the last count written (focused.jobdir).
             with suppress(JobdirUnwritable):
                 self._write(name, value)
+
+    def page_scored(self, is_relevant: bool, fetch_order: int) -> None:
+        """The page's verdict, and the window's oldest let go, in one commit. A page scored
+        after a crash may take a fetch order a page scored before it had (one whose outcome
+        the crash cut off): its row replaces that one's."""
+        if self._db is None or not self.drift_window:
+            return
+        try:
+            self._db.execute("BEGIN")
+            self._db.execute(
+                "INSERT OR REPLACE INTO drift_window VALUES (?, ?)", (fetch_order, is_relevant)
+            )
+            self._db.execute(
+                "DELETE FROM drift_window WHERE fetch_order <= ?",
+                (fetch_order - self.drift_window,),
+            )
+            self._db.execute("COMMIT")
+        except JobdirUnwritable:  # the crawl stops (focused.jobdir)
+            self._db.rollback_quietly()
 
     def _write(self, name: str, value: int) -> None:
         assert self._db is not None
@@ -469,6 +518,34 @@ class CrawlCounters:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+# The topic-drift window's verdicts in ``JOBDIR/counters.sqlite3`` (``CrawlCounters``).
+DRIFT_WINDOW_TABLE = (
+    "CREATE TABLE IF NOT EXISTS drift_window (fetch_order INTEGER PRIMARY KEY,"
+    " relevant INTEGER NOT NULL)"
+)
+
+
+def journaled_window(jobdir: str | os.PathLike[str]) -> list[tuple[int, bool]]:
+    """The topic-drift window's verdicts that ``CrawlCounters`` wrote to ``jobdir``'s counters
+    file, (fetch order, relevant) oldest first; none for a JOBDIR written before them."""
+    path = Path(jobdir, COUNTERS_FILE)
+    if not path.is_file():
+        return []
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            if not db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'drift_window'"
+            ).fetchone():
+                return []
+            rows = db.execute(
+                "SELECT fetch_order, relevant FROM drift_window ORDER BY fetch_order"
+            ).fetchall()
+    except sqlite3.Error as exc:
+        logger.warning("Cannot read the topic-drift window from %s: %s", path, exc)
+        return []
+    return [(order, bool(relevant)) for order, relevant in rows]
 
 
 def connect_request_done(crawler: Crawler, done: Callable[[Request | None], None]) -> None:
@@ -570,7 +647,10 @@ RECOVER_FIELDS = ("url", "is_relevant", "fetch_order", "duplicate_of")
 
 
 def recover_state(
-    state: dict[str, Any], pages: Iterable[dict[str, Any]], drift_window: int = 0
+    state: dict[str, Any],
+    pages: Iterable[dict[str, Any]],
+    drift_window: int = 0,
+    journaled: Iterable[tuple[int, bool]] = (),
 ) -> None:
     """Bring the counters of ``spider.state`` up to what the stored pages show.
 
@@ -582,21 +662,25 @@ def recover_state(
     canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
     but never stored (its write failed) must not be taken for a duplicate of itself when its
     request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
-    order) is the last pages stored when the store is ahead of the saved state (the one saved
-    is of older pages), or holds more of them than the saved window (saved by a run given a
-    smaller ``DRIFT_WINDOW``, or none); without ``drift_window`` no window is kept. ``pages``:
+    order) is the verdicts written through (``journaled``, ``journaled_window``), those of
+    pages scored again after the crash left out; before the first of them, or without them (a
+    JOBDIR written before them, a window turned on or widened at a resume), the last pages
+    stored, when the store is ahead of the saved state (the one saved is of older pages), or
+    holds more of them than the saved window (saved by a run given a smaller
+    ``DRIFT_WINDOW``, or none), with a warning where the store lacks the pages below
+    STORE_MIN_RELEVANCE; without ``drift_window`` no window is kept. ``pages``:
     the stored pages with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state``
     is set once they are all read, so that a read failing half way leaves it as it was.
     """
     last = relevant = stored = 0
     urls: set[str] = set()
     authorities: Counter[str] = Counter()
-    recent: deque[bool] = deque(maxlen=drift_window)
+    recent: deque[tuple[int | None, bool]] = deque(maxlen=drift_window)
     for page in pages:
         last = max(last, page["fetch_order"] or 0)
         stored += page["fetch_order"] is not None  # not a record edited by hand
         relevant += bool(page["is_relevant"])
-        recent.append(bool(page["is_relevant"]))
+        recent.append((page["fetch_order"], bool(page["is_relevant"])))
         if page["url"] is None:  # unknown (edited by hand): no URL, no host to count it for
             continue
         urls.add(page["url"])
@@ -610,21 +694,18 @@ def recover_state(
         except ValueError:  # edited by hand ("http://[x/"): no request has it, nor its host
             continue
         hosts[host] += count
-    # A window saved shorter than the store's last pages give: begun with it, a crawl given
-    # DRIFT_WINDOW (or a larger one) only as it resumed fetched that many pages more before
-    # drift could stop it.
-    saved = len(state.get(DRIFT_STATE, ()))
-    if drift_window and (last > state.get("pages", 0) or saved < len(recent)):
-        state[DRIFT_STATE] = recent
-    elif not drift_window:
+    saved_pages = state.get("pages", 0)
+    # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
+    # (``pipelines.relevance``), written through. Without them a crawl keeping its best pages
+    # counted from 0 again after a kill, so its CLOSESPIDER_RELEVANT let it fetch on.
+    state["pages"] = max(saved_pages, last, stored + state.get("not_stored", 0))
+    if drift_window:
+        _recover_drift_window(state, recent, journaled, last > saved_pages)
+    else:
         # A run without DRIFT_WINDOW does not keep the window: saved on with its state, it was
         # of the pages before this run, and a resume given DRIFT_WINDOW again watched those
         # (its pages drifted, it fetched on 19 pages where one never paused stopped).
         state.pop(DRIFT_STATE, None)
-    # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
-    # (``pipelines.relevance``), written through. Without them a crawl keeping its best pages
-    # counted from 0 again after a kill, so its CLOSESPIDER_RELEVANT let it fetch on.
-    state["pages"] = max(state.get("pages", 0), last, stored + state.get("not_stored", 0))
     # The page budget's count (focused.stopping.PageBudget): each page fetched was a response.
     state["responses"] = max(state.get("responses", 0), state["pages"])
     state["relevant"] = max(
@@ -634,3 +715,39 @@ def recover_state(
     host_pages = state.setdefault("host_pages", Counter())
     for host, count in hosts.items():
         host_pages[host] = max(host_pages[host], count)
+
+
+def _recover_drift_window(
+    state: dict[str, Any],
+    stored: deque[tuple[int | None, bool]],
+    journaled: Iterable[tuple[int, bool]],
+    store_ahead: bool,
+) -> None:
+    """``recover_state``'s topic-drift window: the verdicts written through, the ``stored``
+    pages' (the last, with their fetch order) before them or without them."""
+    window = stored.maxlen
+    assert window
+    # Those past the pages counted were of requests in flight at the crash: scored again.
+    verdicts = [(order, relevant) for order, relevant in journaled if order <= state["pages"]]
+    if verdicts:
+        first = verdicts[0][0]
+        older = [relevant for order, relevant in stored if order is not None and order < first]
+        from_store = max(0, min(len(older), window - len(verdicts)))
+        state[DRIFT_STATE] = deque([*older, *(relevant for _, relevant in verdicts)], maxlen=window)
+    elif store_ahead or len(state.get(DRIFT_STATE, ())) < len(stored):
+        # The saved window is of older pages than the store's (a crash), or shorter than the
+        # store's last pages give: begun with it, a crawl given DRIFT_WINDOW (or a larger one)
+        # only as it resumed fetched that many pages more before drift could stop it.
+        from_store = len(stored)
+        state[DRIFT_STATE] = deque((relevant for _, relevant in stored), maxlen=window)
+    else:
+        return
+    not_stored = state.get("not_stored", 0)
+    if from_store and not_stored:
+        logger.warning(
+            "The topic-drift window takes %s from the store, which lacks the crawl's %s below"
+            " STORE_MIN_RELEVANCE: it may look more relevant than the crawl was, and a drift"
+            " stop come late",
+            counted(from_store, "page's verdict", "pages' verdicts"),
+            counted(not_stored, "page"),
+        )

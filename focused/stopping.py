@@ -8,9 +8,12 @@ Settings (each off by default):
                           harvest rate is watched; 0 = off (default 0)
     DRIFT_MIN_HARVEST     stop when the harvest rate of the last DRIFT_WINDOW pages falls below
                           this (default 0.1). Close reason ``closespider_drift``. The window is
-                          the crawl's, in ``spider.state``: a JOBDIR pause saves it, and after a
-                          crash, or at a resume that turns it on or widens it, it is rebuilt
-                          from the pages stored; in a shared crawl, each
+                          the crawl's, in ``spider.state``: a JOBDIR pause saves it, and its
+                          verdicts are written through to ``JOBDIR/counters.sqlite3``
+                          (``focused.resume.CrawlCounters``), from which it is rebuilt after a
+                          crash; from the pages stored only for the pages the file lacks (at a
+                          resume that turns it on or widens it), saying so where the store
+                          lacks pages (STORE_MIN_RELEVANCE); in a shared crawl, each
                           process watches its own pages, and the first to see the crawl drift
                           stops them all (within SHARED_DRIFT_LOOK seconds).
 
@@ -71,13 +74,10 @@ from focused.resume import (
     add_to_counter,
     counted_refetched,
     crawl_counter,
+    page_scored,
     response_counted,
 )
 from schedulers.base import RESPONSE_COUNTED
-
-# Signal: page_scored(is_relevant, relevant). The scoring middleware scored a page; ``relevant``
-# is the crawl's count of relevant pages with it (in a shared crawl, the crawl-wide one).
-page_scored = object()
 
 if TYPE_CHECKING:
     from collections.abc import Callable

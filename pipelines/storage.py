@@ -105,7 +105,13 @@ from focused.errors import counted, cut, one_line, redact_uri
 from focused.jobchecks import holds_crawl_lock
 from focused.jobdir import JOBDIR_UNWRITABLE, jobdir_writes
 from focused.logformatter import add_log_filter
-from focused.resume import RECOVER_FIELDS, crawl_counter, recover_state, relearn
+from focused.resume import (
+    RECOVER_FIELDS,
+    crawl_counter,
+    journaled_window,
+    recover_state,
+    relearn,
+)
 from focused.robotsmeta import is_noindex
 from focused.stopping import (
     FORCED_SHUTDOWN,
@@ -265,8 +271,11 @@ class StoragePipeline:
         # Read as they come: a list of the records held 80 MB for 200,000 pages. A read that
         # fails half way leaves spider.state as it was: recover_state sets it at the end.
         pages = self.store.iter_pages(self.crawl_id, order="fetch_order", fields=RECOVER_FIELDS)
+        window = self.crawler.settings.getint("DRIFT_WINDOW")
+        # The window's verdicts written through: the store lacks pages below STORE_MIN_RELEVANCE.
+        verdicts = journaled_window(self.crawler.settings["JOBDIR"]) if window else ()
         try:
-            recover_state(spider.state, pages, self.crawler.settings.getint("DRIFT_WINDOW"))
+            recover_state(spider.state, pages, window, verdicts)
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return

@@ -1802,6 +1802,12 @@ _IN_FLIGHT = (
             "INSERT INTO robots_failures VALUES ('h:1', -1, NULL, NULL, 1)",
             "-1 in failures, not a count",
         ),
+        # The topic-drift window's verdicts, rebuilt into it after a crash.
+        (
+            "counters.sqlite3",
+            "INSERT INTO drift_window VALUES (3, 'x')",
+            "'x' in relevant, not 0 or 1",
+        ),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'queued', 'x')", "in count"),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),
         ("nearduplicates.sqlite3", "UPDATE bands SET fingerprint = 'x'", "in fingerprint"),

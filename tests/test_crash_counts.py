@@ -10,6 +10,7 @@ children found after the kill would be numbered below those queued before it.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import random
@@ -37,6 +38,8 @@ from focused.resume import (
     CrawlCounters,
     add_to_counter,
     counted_refetched,
+    journaled_window,
+    page_scored,
     recover_state,
     response_counted,
     robots_failure_changed,
@@ -170,8 +173,8 @@ def test_kill_9_then_resume_numbers_discoveries_on(tmp_path):
     )
 
 
-def counters_extension(tmp_path, state: dict):
-    crawler = get_crawler(settings_dict={"JOBDIR": str(tmp_path / "job")})
+def counters_extension(tmp_path, state: dict, **settings):
+    crawler = get_crawler(settings_dict={"JOBDIR": str(tmp_path / "job"), **settings})
     crawler.spider = SimpleNamespace(state=state, shared=None)
     extension = CrawlCounters.from_crawler(crawler)
     extension.spider_opened(crawler.spider)
@@ -215,6 +218,59 @@ def test_failed_robots_txts_are_written_through_and_replace_the_saved_state(tmp_
     assert list(state[ROBOTS_FAILURES_STATE].items()) == [("old", 1), ("down", 2)]
     assert list(state[ROBOTS_RETRY_STATE]) == ["old", "down"]
     assert state[ROBOTS_RETRY_STATE]["down"] == retry
+
+
+def test_the_drift_window_s_verdicts_are_written_through_the_window_long(tmp_path):
+    """Each page's verdict as it is scored, the last DRIFT_WINDOW kept; a run without
+    DRIFT_WINDOW empties them, as its pages are not among them."""
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=3)
+    for order, relevant in enumerate([True, False, True, True, False], 1):
+        crawler.signals.send_catch_log(
+            page_scored, is_relevant=relevant, relevant=0, fetch_order=order
+        )
+    # A page scored after a crash under a fetch order scored before it: its verdict replaces.
+    crawler.signals.send_catch_log(page_scored, is_relevant=True, relevant=0, fetch_order=5)
+    extension.spider_closed(crawler.spider)
+    jobdir = tmp_path / "job"
+    assert journaled_window(jobdir) == [(3, True), (4, True), (5, True)]
+    _, extension = counters_extension(tmp_path, {})
+    extension.spider_closed(crawler.spider)
+    assert journaled_window(jobdir) == []
+
+
+def test_kill_9_then_resume_rebuilds_the_drift_window_from_the_verdicts_written_through(caplog):
+    """The store lacks the pages below STORE_MIN_RELEVANCE: the window is the verdicts written
+    through, the stored pages' only before them (a window widened at the resume), and those
+    past the pages counted (in flight at the crash, scored again) left out."""
+    stored = [
+        {"url": f"http://a/{i}", "is_relevant": True, "fetch_order": i, "duplicate_of": None}
+        for i in (1, 2, 3, 6)
+    ]
+    verdicts = [(4, False), (5, False), (6, True), (7, False), (8, False)]
+    state = {"pages": 2, "not_stored": 3}
+    with caplog.at_level(logging.WARNING, logger="focused.resume"):
+        recover_state(state, stored, drift_window=4, journaled=verdicts)
+    assert state["pages"] == 7
+    assert list(state[DRIFT_STATE]) == [False, False, True, False]
+    assert not caplog.records  # the window is the file's
+    # Widened to 6: the 2 pages before the file's first come from the store, and it says so.
+    state = {"pages": 2, "not_stored": 3}
+    with caplog.at_level(logging.WARNING, logger="focused.resume"):
+        recover_state(state, stored, drift_window=6, journaled=verdicts)
+    assert list(state[DRIFT_STATE]) == [True, True, False, False, True, False]
+    [said] = [record.getMessage() for record in caplog.records]
+    assert said == (
+        "The topic-drift window takes 2 pages' verdicts from the store, which lacks the"
+        " crawl's 3 pages below STORE_MIN_RELEVANCE: it may look more relevant than the crawl"
+        " was, and a drift stop come late"
+    )
+    # None written (a window given only at this resume): the store's, said so.
+    caplog.clear()
+    state = {"pages": 2, "not_stored": 3}
+    with caplog.at_level(logging.WARNING, logger="focused.resume"):
+        recover_state(state, stored, drift_window=4)
+    assert list(state[DRIFT_STATE]) == [True, True, True, True]
+    assert "takes 4 pages' verdicts from the store" in caplog.records[0].getMessage()
 
 
 def test_without_jobdir_nothing_is_written(tmp_path):

@@ -7,6 +7,7 @@ from the seed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -16,6 +17,7 @@ import sqlite3
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import date, timedelta
 from xml.etree import ElementTree
 
@@ -33,6 +35,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold, Reply, Site, html
+from tests.test_crash_counts import jobdir_crawl, start_quietly
 from tests.test_resume import _crawl_id_of, _reachable
 
 CONCURRENT = 4
@@ -221,6 +224,82 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
     # whose responses never reached the crawl may stay queued when the budget is spent: at
     # most CONCURRENT - 1 beyond it. Counted per run, the crawl would fetch `budget` more.
     assert budget - 1 <= len(pages) <= budget + CONCURRENT - 1, len(pages)
+
+
+# A chain of pages, each linking to the next: the first DRIFT_BIRDS about birds, the rest not.
+DRIFT_BIRDS = 5
+
+
+def drifting_chain(hold: Hold) -> Callable[[str, str], Reply]:
+    """``/`` (page 1) links to ``/p/2``, which links to ``/p/3``...; the GETs beyond the
+    ``hold``'s free ones wait for its release."""
+
+    def respond(method: str, path: str) -> Reply:
+        found = re.fullmatch(r"/(?:p/(\d+))?", path)
+        if found is None:
+            return Reply(status=404, body="not found")
+        if method == "GET":
+            hold.wait()
+        n = int(found[1] or 1)
+        if n <= DRIFT_BIRDS:
+            text = f"Birds {n}: the nesting birds of the marsh, their feathers, wings and eggs."
+        else:
+            text = f"Ledger {n}: quarterly tax invoices, spreadsheet totals and payroll audits."
+        return Reply(body=html(f"Page {n}", f'<p>{text}</p><a href="/p/{n + 1}">next</a>'))
+
+    return respond
+
+
+def counter(jobdir, name: str) -> int:
+    """The crawl counter ``name`` written through to the JOBDIR (0 before the crawl made it)."""
+    if not (jobdir / COUNTERS_FILE).exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(jobdir / COUNTERS_FILE)) as conn:
+        try:
+            row = conn.execute("SELECT value FROM counters WHERE name = ?", (name,)).fetchone()
+        except sqlite3.OperationalError:  # no table yet
+            return 0
+    return row[0] if row else 0
+
+
+def test_kill_9_then_resume_watches_the_pages_not_stored_for_drift(tmp_path):
+    """A crawl keeping only its relevant pages (STORE_MIN_RELEVANCE) has only those in the
+    store: after kill -9 the drift window, rebuilt from it, held only relevant pages, and the
+    crawl that had all but drifted at the kill fetched 7 pages more than one never killed."""
+    window, kill_after = 10, 12
+    # Pages 1-5 relevant, 6-12 not: 3 in the last 10 at the kill, 2 once page 13 comes.
+    hold = Hold(kill_after)
+    with Site(drifting_chain(hold)) as site:
+        command = jobdir_crawl(
+            site,
+            tmp_path,
+            0,
+            CONCURRENT_REQUESTS=1,
+            DRIFT_WINDOW=window,
+            DRIFT_MIN_HARVEST=0.3,
+            STORE_MIN_RELEVANCE=0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
+        )
+        run = start_quietly(command)
+        jobdir = tmp_path / "job"
+        deadline = time.monotonic() + 90
+        # Every page the site served scored, and its outcome safe: stored, or counted apart.
+        while time.monotonic() < deadline:
+            if counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS:
+                break
+            time.sleep(0.01)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        hold.release()
+        assert counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS
+        resumed = run_to_the_end(command)
+    crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
+    crawl = Crawl(resumed, tmp_path / "focused.sqlite3", crawl_id)
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [page["fetch_order"] for page in crawl.pages()] == list(range(1, DRIFT_BIRDS + 1))
+    record = crawl.crawl_record()
+    # It stops where a crawl never killed does: at the first page whose last 10 drifted.
+    assert (record["finish_reason"], record["pages"]) == ("closespider_drift", kill_after + 1)
+    assert "harvest rate 0.200 over the last 10 pages" in crawl.result.stderr
 
 
 def test_kill_9_with_pages_counted_but_not_stored_then_resume_stores_the_whole_budget(
