@@ -24,9 +24,14 @@ Only the spider's own requests are rendered: the robots.txt requests of Scrapy's
 
 The browser is the system's Chromium (``FOCUSED_CHROMIUM``). ``check_browser`` launches it once
 before the crawl starts, so a missing browser is a one-line error; a browser that fails to
-launch later closes the spider with reason ``browser_unavailable`` (the ``crawl`` command then
-exits with status 1); the pages it could not render stay in a frontier kept, for the crawl that
-goes on, and are counted in the downloader's "Not sent" line (``focused/closing/not_sent``).
+launch later, or Playwright's driver exiting during the crawl (killed, out of memory:
+``focused.playwrightdriver.driver_exited``), closes the spider with reason
+``browser_unavailable`` (the ``crawl`` command then exits with status 1); the pages it could not
+render stay in a frontier kept, for the crawl that goes on, and are counted in the downloader's
+"Not sent" line (``focused/closing/not_sent``). The driver is not started again: scrapy-playwright
+starts its provider once, and keeps the browser and contexts of the dead connection. A Chromium
+that dies alone scrapy-playwright launches again (``PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER``),
+and renders the page again (a ``TargetClosedError`` is retried).
 Playwright's driver runs out of the crawl's process group (``focused.playwrightdriver``): a
 Ctrl-C in a terminal reaches the crawl only, which pauses.
 
@@ -119,6 +124,8 @@ BLOCKABLE_RESOURCES = frozenset(
 # seconds a page's download waits for the page's response, which says whether to cancel it
 DOWNLOAD_JUDGED_S = 10.0
 MAX_RELOADS = 3  # times a rendered page may reload itself (settle)
+# seconds a page that failed as its browser closed waits for asyncio to see the driver's exit
+DRIVER_EXIT_SEEN_S = 2.0
 # The page's HTML (page.content()) leaves out what its web components hold in their shadow
 # roots: their links and text, which a reader sees and clicks, were lost. Each open shadow root's
 # content is copied into its host, innermost first, where the page's HTML has it.
@@ -734,22 +741,41 @@ class RenderMiddleware:
         # Never dont_filter: auto's second request of a page is, to pass its own URL again.
         return request.replace(url=url, meta=meta, dont_filter=False)
 
-    def process_exception(self, request: Request, exception: Exception) -> Response | None:
+    async def process_exception(self, request: Request, exception: Exception) -> Response | None:
         if not request.meta.get("playwright"):
             return None
         stopped = _stopped(request)
         if stopped is not None:  # its download cancelled: scrapy-playwright's failure
             return stopped
-        if not _is_launch_failure(exception):
+        if _is_launch_failure(exception):
+            why = f"cannot launch Chromium ({_first_line(exception)}); {INSTALL_HINT}"
+        elif await _driver_exited(exception):
+            why = (
+                "Playwright's driver exited during the crawl, and its Chromium with it: no"
+                " browser renders the pages left"
+            )
+        else:
             return None
         if self._closing is None:
-            logger.error("cannot launch Chromium (%s); %s", _first_line(exception), INSTALL_HINT)
+            logger.error("%s", why)
             self._closing = close_spider_now(self.crawler, BROWSER_UNAVAILABLE)
         # Not fetched, not failed: a frontier kept (JOBDIR, FOCUSED_FRONTIER) keeps it in flight
         # for the crawl that goes on with a browser. Failed, a resumed crawl lost it (its seed).
         if isinstance(downloader := self.crawler.engine.downloader, PoliteDownloader):
             downloader.not_rendered()
         raise NotSent(f"no browser to render {request.url}")
+
+
+async def _driver_exited(exception: Exception) -> bool:
+    """Whether a page failed as the driver of ``focused.playwrightdriver`` exited (killed, out
+    of memory): each page after it failed too, the crawl's pages made download errors. A page
+    closed on its own fails so too ("Target page, context or browser has been closed"), and
+    Chromium dying alone is scrapy-playwright's to relaunch: only the driver's exit tells."""
+    from playwright._impl._errors import TargetClosedError
+
+    from focused.playwrightdriver import driver_exited
+
+    return isinstance(exception, TargetClosedError) and await driver_exited(DRIVER_EXIT_SEEN_S)
 
 
 def _is_launch_failure(exception: Exception) -> bool:

@@ -948,3 +948,96 @@ def test_a_page_the_browser_failed_to_launch_for_is_said_dropped(tmp_path, js_si
         " the frontier" in log
     ), log[-3000:]
     assert stat_value(log, "focused/closing/not_sent") == 1, log[-3000:]
+
+
+def children(pid: int) -> list[tuple[int, str]]:
+    """The processes whose parent is ``pid``: their ids and command lines."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            # The parent follows the state, after the command's name (in parentheses).
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError):  # ended meanwhile
+            continue
+        if parent == pid:
+            found.append((int(entry.name), command))
+    return found
+
+
+def kill_while_rendering(js_site, settings: dict, browser_too: bool) -> str:
+    """Run a JOBDIR crawl of the app page, then the plain one, and once the browser renders the
+    app page kill -9 Playwright's driver that runs Chromium (``browser_too``: Chromium only, the
+    driver left); returns the crawl's log."""
+    seeds = f"{js_site.url}/app.html,{js_site.url}/plain.html"
+    process = a_terminals_job(crawl_args({"crawl_id": "test", **rendered(seeds)}, settings))
+    try:
+        deadline = time.monotonic() + 120
+        while "/api/links.json" not in js_site.fetched and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "/api/links.json" in js_site.fetched, "the page was not rendered"
+        # The http and https download handlers each start a driver: the http one runs Chromium.
+        [(driver, _)] = [
+            (pid, command)
+            for pid, command in children(process.pid)
+            if "run-driver" in command and children(pid)
+        ]
+        if browser_too:
+            for pid, _ in children(driver):
+                os.kill(pid, signal.SIGKILL)
+        else:
+            os.kill(driver, signal.SIGKILL)
+        return process.communicate(timeout=120)[1]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def driver_settings(tmp_path) -> dict:
+    return {
+        "FOCUSED_DB": tmp_path / "focused.sqlite3",
+        "JOBDIR": tmp_path / "job",
+        "LOG_LEVEL": "INFO",
+        "FOCUSED_LOGSTATS_INTERVAL": 0,
+        "FOCUSED_RENDER_SETTLE_MS": 5_000,
+        "CONCURRENT_REQUESTS": 1,  # the app page first, the plain one after it
+        "CLOSESPIDER_PAGECOUNT": 20,
+    }
+
+
+def test_a_driver_that_dies_mid_crawl_closes_it_browser_unavailable(tmp_path, js_site):
+    """Playwright's driver killed mid-crawl (not by Ctrl-C): the page being rendered and every
+    page after it failed ("Target page, context or browser has been closed"), skipped as
+    download errors, and the crawl closed seeds_unreachable, its JOBDIR holding nothing to
+    render them again. It closes as a browser that does not launch does, the pages kept."""
+    settings = driver_settings(tmp_path)
+    log = kill_while_rendering(js_site, settings, browser_too=False)
+    assert "Spider closed (browser_unavailable)" in log, log[-3000:]
+    errors = [line for line in log.splitlines() if "] ERROR: " in line]
+    assert len(errors) == 1 and "Playwright's driver exited during the crawl" in errors[0], errors
+    assert (
+        "Not sent as the crawl stopped: 1 request no browser launched to render; in flight in"
+        " the frontier still" in log
+    ), log[-3000:]
+    assert stat_value(log, "focused/skipped/download_error") == 0, log[-3000:]
+    assert "could not be fetched" not in log, log[-3000:]
+    assert Crawl(None, tmp_path / "focused.sqlite3", "test").pages() == []
+    resumed = run_crawl(
+        tmp_path, rendered(f"{js_site.url}/app.html,{js_site.url}/plain.html"), settings
+    )
+    assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
+    assert {"app.html", "plain.html"} <= set(stored_paths(resumed)), resumed.result.stderr[-3000:]
+
+
+def test_a_chromium_that_dies_mid_crawl_is_launched_again(tmp_path, js_site):
+    """Chromium killed, its driver left: scrapy-playwright launches another and renders the
+    page again (PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER), and the crawl goes on, whole."""
+    log = kill_while_rendering(js_site, driver_settings(tmp_path), browser_too=True)
+    assert "Spider closed (finished)" in log, log[-3000:]
+    assert "ERROR" not in log and "browser_unavailable" not in log, log[-3000:]
+    assert stat_value(log, "focused/skipped/download_error") == 0, log[-3000:]
+    stored = Crawl(None, tmp_path / "focused.sqlite3", "test").pages()
+    assert {"app.html", "plain.html"} <= {page["url"].split("/", 3)[3] for page in stored}
