@@ -21,6 +21,7 @@ from focused.storage import (
     DEFAULT_MONGO_TIMEOUT_MS,
     LEAST_KNOWN,
     PAGE_SCHEMA,
+    RESCORED,
     PageCounts,
     PageQuery,
     SortSpec,
@@ -28,6 +29,8 @@ from focused.storage import (
     StoreError,
     StoreSettingError,
     error_summary,
+    rescoring,
+    verdicts_moved,
 )
 
 if TYPE_CHECKING:
@@ -166,6 +169,15 @@ class MongoStore(Store):
         )
 
     def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        urls: dict[str, list[str]] = {}
+        for crawl_id, url in rescoring(updates):
+            urls.setdefault(crawl_id, []).append(url)
+        verdict = {"_id": 0, "url": 1, "is_relevant": 1}
+        stored = {
+            (crawl_id, page["url"]): page.get("is_relevant")
+            for crawl_id, among in urls.items()
+            for page in self._pages.find({"crawl_id": crawl_id, "url": {"$in": among}}, verdict)
+        }
         self._pages.bulk_write(
             [
                 pymongo.UpdateOne(
@@ -175,6 +187,16 @@ class MongoStore(Store):
             ],
             ordered=False,
         )
+        # Counted once the pages are written, as the crawl's heartbeat and outcome are, with no
+        # transaction (a server without a replica set has none): a write that fails between
+        # the two, retried, finds the verdicts moved already: they go uncounted. A record
+        # without the counts (written before them) is left without: $inc would start them at
+        # the verdicts of this recrawl only.
+        numbers = {name: {"$type": "number"} for name in RESCORED}
+        for crawl_id, moved in verdicts_moved(updates, stored).items():
+            self._crawls.update_one(
+                {"crawl_id": crawl_id, **numbers}, {"$inc": dict(zip(RESCORED, moved, strict=True))}
+            )
 
     def _update_crawl(
         self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None

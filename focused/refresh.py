@@ -84,8 +84,10 @@ What a recrawl does:
 - relevance scores stay the crawl's, unless ``--model DIR`` names the relevance model a JOBDIR
   crawl saved (``JOBDIR/relevance``): a changed page is then rescored with it (unchanged pages
   keep the score they got during the crawl). The crawl record's ``relevant`` and
-  ``harvest_rate`` stay the crawl's measure (``scrapy report``'s totals); a line after the
-  summary says how many verdicts the rescoring moved.
+  ``harvest_rate`` stay the crawl's measure (``scrapy report``'s totals); the verdicts the
+  rescoring moved are counted in the record as each batch is stored
+  (``Store.update_pages``: ``rescored_now_relevant``, ``rescored_no_longer_relevant``), and
+  a line after the summary says how many it moved.
 While it runs, the crawl's record says so (``recrawl_seen_at``, a heartbeat refreshed every
 FOCUSED_HEARTBEAT_INTERVAL seconds by ``RefreshPipeline``, set and cleared by the recrawl
 command; the crawl's own status and heartbeat stay): another recrawl of the crawl, or a run of

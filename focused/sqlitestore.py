@@ -22,12 +22,15 @@ from focused.storage import (
     LEAST_KNOWN,
     PAGE_FIELDS,
     PAGE_SCHEMA,
+    RESCORED,
     PageCounts,
     PageQuery,
     SortSpec,
     Store,
     StoreError,
     StoreSettingError,
+    rescoring,
+    verdicts_moved,
 )
 
 if TYPE_CHECKING:
@@ -132,6 +135,11 @@ _INSERT_CRAWL = (
     " ON CONFLICT (crawl_id) DO NOTHING"
 )
 _UPSERT_PAGE = _upsert_sql("pages", PAGE_FIELDS, _PAGE_KEY)
+_STORED_VERDICT = "SELECT is_relevant FROM pages WHERE crawl_id = ? AND url = ?"
+# NULL + n is NULL: a record written before the counts keeps none.
+_ADD_MOVED = (
+    f"UPDATE crawls SET {', '.join(f'{name} = {name} + ?' for name in RESCORED)} WHERE crawl_id = ?"
+)
 
 
 class SqliteStore(Store):
@@ -490,7 +498,18 @@ class SqliteStore(Store):
             )
 
     def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        rescored = rescoring(updates)
         with self._conn:
+            if rescored:
+                # The verdicts read under the write lock, and counted in the transaction that
+                # moves them: the count stays true to the pages, a write that fails or a
+                # process killed leaving neither.
+                self._conn.execute("BEGIN IMMEDIATE")
+            stored: dict[tuple[str, str], Any] = {}
+            for key in rescored:
+                row = self._conn.execute(_STORED_VERDICT, key).fetchone()
+                if row is not None:
+                    stored[key] = row[0]
             for update in updates:
                 fields = [name for name in update if name not in _PAGE_KEY]
                 assignments = ", ".join(f"{name} = ?" for name in fields)  # checked names
@@ -498,6 +517,8 @@ class SqliteStore(Store):
                     f"UPDATE pages SET {assignments} WHERE crawl_id = ? AND url = ?",
                     [*(update[name] for name in fields), update["crawl_id"], update["url"]],
                 )
+            for crawl_id, moved in verdicts_moved(updates, stored).items():
+                self._conn.execute(_ADD_MOVED, [*moved, crawl_id])
 
     def _update_crawl(
         self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None

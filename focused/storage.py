@@ -149,6 +149,15 @@ CRAWL_SCHEMA: dict[str, type] = {
     # beat in turn: one gone tells nothing of the others), where /proc cannot tell, and in
     # records written before it. Last, where SQLite adds it.
     "run_by": str,
+    # The verdicts (is_relevant) of stored pages that recrawls moved (``--model``, or their
+    # updates restored), counted by ``Store.update_pages`` as it writes them against the
+    # verdict stored: how many became relevant, and how many no longer are. The crawl's own
+    # ``relevant`` stays the crawl's measure; these tell its stored pages' count now from it
+    # (``focused.report``). 0 in a new crawl's record, kept by the crawl's later runs; None in
+    # records written before them, which a recrawl leaves None (the recrawls before it went
+    # uncounted). Last, where SQLite adds them.
+    "rescored_now_relevant": int,
+    "rescored_no_longer_relevant": int,
 }
 PAGE_FIELDS: tuple[str, ...] = tuple(PAGE_SCHEMA)
 # The statuses of a page no longer there: a recrawl keeps the record of a page it finds so, with
@@ -281,6 +290,9 @@ def _utc_now() -> str:
 
 # The crawl record's fields of a recrawl's mark: a run of the crawl that starts keeps them.
 RECRAWL_MARK: tuple[str, ...] = ("recrawl_seen_at", "recrawl_heartbeat_interval", "recrawl_claim")
+# The crawl record's counts of the verdicts recrawls moved (``verdicts_moved``), in this order:
+# a run of the crawl that starts leaves them as they are, and a new crawl's are 0.
+RESCORED: tuple[str, ...] = ("rescored_now_relevant", "rescored_no_longer_relevant")
 
 
 def _process_start(pid: int) -> str | None:
@@ -498,6 +510,34 @@ def page_update(record: Mapping[str, Any]) -> dict[str, Any]:
     return _fitted(_coerce({name: PAGE_SCHEMA[name] for name in record}, record))
 
 
+def rescoring(updates: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """The pages (crawl_id, url) whose verdict (is_relevant) some of ``updates`` set: those
+    whose stored verdict ``verdicts_moved`` compares with."""
+    return list(dict.fromkeys((u["crawl_id"], u["url"]) for u in updates if "is_relevant" in u))
+
+
+def verdicts_moved(
+    updates: Iterable[Mapping[str, Any]], stored: Mapping[tuple[str, str], Any]
+) -> dict[str, tuple[int, int]]:
+    """What ``Store.update_pages``'s ``updates`` do to the stored pages' verdicts: per crawl id
+    with any moved, how many pages became relevant and how many no longer are (``RESCORED``'s
+    order). ``stored``: (crawl_id, url) -> the is_relevant the store holds before them, for
+    each page of ``rescoring(updates)`` it holds (an update of another changes nothing). Read
+    as a report counts a page (a value of another type: not relevant); a page updated twice
+    in the batch is compared the second time with the first update's verdict."""
+    verdicts = {key: _read_as(bool, value) is True for key, value in stored.items()}
+    moved: dict[str, list[int]] = {}
+    for update in updates:
+        key = (update["crawl_id"], update["url"])
+        if "is_relevant" not in update or key not in verdicts:
+            continue
+        now = update["is_relevant"] is True
+        if now != verdicts[key]:
+            moved.setdefault(key[0], [0, 0])[0 if now else 1] += 1
+        verdicts[key] = now
+    return {crawl_id: (became, lost) for crawl_id, (became, lost) in moved.items()}
+
+
 def crawl_finish(fields: Mapping[str, Any]) -> dict[str, Any]:
     """The fields ``Store.finish_crawl`` sets on a crawl record: ``finished_at`` defaults to
     now and ``status`` to ``finished``."""
@@ -571,7 +611,16 @@ class Store(ABC):
         now = _utc_now()
         crawl = _coerce(
             CRAWL_SCHEMA,
-            {"started_at": now, "seen_at": now, **record, "status": "running", "resumed_at": None},
+            {
+                "started_at": now,
+                "seen_at": now,
+                **record,
+                "status": "running",
+                "resumed_at": None,
+                # No verdict moved yet: a recrawl counts from here (a record without them
+                # cannot tell which its recrawls moved, and stays without).
+                **dict.fromkeys(RESCORED, 0),
+            },
         )
         _require(crawl, "crawl_id")
         started_at = crawl["started_at"]
@@ -604,7 +653,9 @@ class Store(ABC):
                 # Another process that started since the read wrote its resumed_at, and its
                 # seeds, which this write would drop: read again.
                 read = {**mark, "resumed_at": stored[0]["resumed_at"]}
-                if self._update_crawl(crawl["crawl_id"], {**crawl, **kept}, where=read):
+                # The verdicts moved stay as the recrawls counted them: the pages keep them.
+                run = {name: value for name, value in crawl.items() if name not in RESCORED}
+                if self._update_crawl(crawl["crawl_id"], {**run, **kept}, where=read):
                     return
 
     def save_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
@@ -803,7 +854,10 @@ class Store(ABC):
 
     def update_pages(self, records: Iterable[Mapping[str, Any]]) -> None:
         """Set the fields given in each record on the stored page (crawl_id, url); the other
-        fields keep their values, and a page not in the store is not created."""
+        fields keep their values, and a page not in the store is not created. The verdicts
+        (is_relevant) they move are added to their crawl records' ``RESCORED`` counts
+        (``verdicts_moved``) with the same write, where the record has them: a recrawl
+        stopped half way has counted those it stored."""
         updates = [page_update(record) for record in records]
         if updates:
             with self._failing(f"update {counted(len(updates), 'page')}"):
@@ -846,7 +900,10 @@ class Store(ABC):
     def _upsert_pages(self, pages: list[dict[str, Any]]) -> None: ...
 
     @abstractmethod
-    def _update_pages(self, updates: list[dict[str, Any]]) -> None: ...
+    def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        """Set the updates' fields on the pages stored, and add the verdicts they move
+        (``verdicts_moved``, read against the pages of ``rescoring``) to each crawl record's
+        ``RESCORED`` counts that are numbers (None stays None)."""
 
     @abstractmethod
     def _update_crawl(

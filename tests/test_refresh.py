@@ -667,6 +667,71 @@ def test_update_pages_sets_only_the_given_fields_and_creates_nothing(store):
         store.update_pages([{"crawl_id": "c1", "url": "http://a.test/x", "rank": 1}])
 
 
+def moved(store, crawl_id: str = "c1") -> tuple[int | None, int | None]:
+    """The verdicts the crawl record counts moved: now relevant, no longer relevant."""
+    crawl = store.get_crawl(crawl_id)
+    return crawl["rescored_now_relevant"], crawl["rescored_no_longer_relevant"]
+
+
+def test_the_verdicts_updates_move_are_counted_in_the_crawl_record(store):
+    """A recrawl's --model moved stored verdicts and the store kept no count of them: a report
+    could not tell them from relevant pages the crawl did not store. Each batch of updates now
+    adds those it moves, against the verdicts stored, to the crawl record."""
+    assert moved(store) == (0, 0)  # a new crawl's
+    verdicts = {"a": True, "b": False, "c": True, "d": None}
+    store.save_pages([stored(f"http://a.test/{n}", is_relevant=v) for n, v in verdicts.items()])
+    store.update_pages(
+        [
+            {"crawl_id": "c1", "url": "http://a.test/a", "is_relevant": False},
+            {"crawl_id": "c1", "url": "http://a.test/b", "is_relevant": True},
+            {"crawl_id": "c1", "url": "http://a.test/c", "is_relevant": True},  # as it was
+            {"crawl_id": "c1", "url": "http://a.test/c", "title": "no verdict"},
+            {"crawl_id": "c1", "url": "http://a.test/d", "is_relevant": True},  # None: moved
+            {"crawl_id": "c1", "url": "http://a.test/absent", "is_relevant": True},  # none
+        ]
+    )
+    assert moved(store) == (2, 1)
+    store.update_pages([{"crawl_id": "c1", "url": "http://a.test/a", "is_relevant": True}])
+    assert moved(store) == (3, 1)  # back: the net change is the pages' now
+    assert store.page_counts("c1").relevant == 2 + 3 - 1
+    store.start_crawl(crawl_record())  # a later run of the crawl keeps its pages, and the count
+    assert moved(store) == (3, 1)
+
+
+def test_a_crawl_record_without_the_counts_of_verdicts_moved_is_left_without(store):
+    """Recrawls before the counts moved verdicts no one counted: starting them at this
+    recrawl's would make a report take a part for the whole."""
+    store.save_pages([stored("http://a.test/a", is_relevant=True)])
+    store._update_crawl("c1", dict.fromkeys(storage.RESCORED))  # as written before them
+    store.update_pages([{"crawl_id": "c1", "url": "http://a.test/a", "is_relevant": False}])
+    assert moved(store) == (None, None)
+    assert store.pages("c1")[0]["is_relevant"] is False
+    store.start_crawl(crawl_record())
+    assert moved(store) == (None, None)
+
+
+def test_the_verdicts_moved_are_counted_with_the_pages_or_not_at_all(tmp_path):
+    """Into SQLite, the pages' updates and the count they add to are one transaction: a write
+    that fails leaves neither, so that the count stays true to the pages."""
+    store = SqliteStore(tmp_path / "focused.sqlite3")
+    try:
+        store.start_crawl(crawl_record())
+        store.save_pages([stored("http://a.test/a", is_relevant=True)])
+        store._conn.execute(
+            "CREATE TRIGGER no_count BEFORE UPDATE OF rescored_no_longer_relevant ON crawls"
+            " BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+        )
+        update = {"crawl_id": "c1", "url": "http://a.test/a", "is_relevant": False}
+        with pytest.raises(storage.StoreError, match="disk full"):
+            store.update_pages([update])
+        assert store.pages("c1")[0]["is_relevant"] is True
+        store._conn.execute("DROP TRIGGER no_count")
+        store.update_pages([update])  # the batch retried
+        assert (moved(store), store.pages("c1")[0]["is_relevant"]) == ((0, 1), False)
+    finally:
+        store.close()
+
+
 def test_refresh_pipeline_updates_mongo(monkeypatch, mongo_client):  # noqa: F811
     monkeypatch.setattr(pymongo, "MongoClient", lambda uri, **options: mongo_client)
     reader = MongoStore("mongodb://db.test", "focused", client=mongo_client)
@@ -851,6 +916,56 @@ def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path
     assert json.loads(as_json.stdout)["harvest_deciles"][-1]["relevant"] == 2
 
 
+def test_a_rescoring_recrawl_killed_half_way_has_counted_the_verdicts_it_stored(tmp_path):
+    """The verdicts a recrawl moved are counted with each batch it stores, not as it ends: one
+    killed outright has counted those of the pages it stored, and no other."""
+    birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
+    cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
+    names = [f"p{n}" for n in range(6)]
+    pages = {"/": birds + " ".join(f'<a href="/{name}">{name}</a>' for name in names)}
+    pages |= {f"/{name}": birds for name in names}
+    served = []
+    hold = threading.Event()
+
+    def respond(method: str, path: str) -> Reply:
+        if hold.is_set() and len(served) >= 3:
+            time.sleep(30)  # the recrawl is killed meanwhile
+        served.append(path)
+        return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
+            {"JOBDIR": tmp_path / "job"},
+        )
+        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        assert crawl.crawl_record()["relevant"] == 7
+        pages.update((path, cars) for path in list(pages))
+        served.clear()
+        hold.set()
+        # Little logged: its stderr is read once it is killed.
+        settings = {"CONCURRENT_REQUESTS": 1, "ROBOTSTXT_OBEY": False, "LOG_LEVEL": "WARNING"}
+        process = start_recrawl(
+            crawl.db, "test", "--model", str(tmp_path / "job"), settings=settings
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                stored_now = stored_by_path(crawl, site).values()
+                if sum(not p["is_relevant"] for p in stored_now) == 3:
+                    break
+                time.sleep(0.2)
+            time.sleep(0.5)  # a page stored past the three would be counted with it
+        finally:
+            process.kill()
+            stderr = process.communicate(timeout=60)[1]
+    relevant = sum(p["is_relevant"] for p in stored_by_path(crawl, site).values())
+    assert relevant == 4, (served, stderr[-3000:])
+    record = crawl.crawl_record()
+    assert (record["rescored_now_relevant"], record["rescored_no_longer_relevant"]) == (0, 3)
+
+
 def recrawl_options(db: Path, settings: dict | None = None) -> list[str]:
     settings = {"FOCUSED_DB": db, "LOG_LEVEL": "INFO", **(settings or {})}
     return [arg for name, value in settings.items() for arg in ("-s", f"{name}={value}")]
@@ -860,10 +975,11 @@ def recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.Co
     return run_scrapy(["recrawl", *args, *recrawl_options(db, settings)], timeout=120)
 
 
-def start_recrawl(db: Path) -> subprocess.Popen:
-    """``scrapy recrawl c1`` of ``db`` under way, its log read from its ``stderr``."""
+def start_recrawl(db: Path, *args: str, settings: dict | None = None) -> subprocess.Popen:
+    """``scrapy recrawl ARGS`` (default: ``c1``) of ``db`` under way, its log read from its
+    ``stderr``."""
     return subprocess.Popen(
-        scrapy_command("recrawl", "c1", *recrawl_options(db)),
+        scrapy_command("recrawl", *(args or ("c1",)), *recrawl_options(db, settings)),
         cwd=REPO,
         stderr=subprocess.PIPE,
         text=True,
