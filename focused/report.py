@@ -27,7 +27,7 @@ from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
-from focused.storage import PageCounts, claim_gone, is_gone, process_gone, stored_time
+from focused.storage import RESCORED, PageCounts, claim_gone, is_gone, process_gone, stored_time
 
 if TYPE_CHECKING:
     import os
@@ -95,7 +95,8 @@ class Report:
     relevant_not_stored: int
     # Stored pages relevant now less those the crawl found relevant (negative: fewer now): a
     # recrawl's --model moved their verdicts, and the totals, the crawl's measure, stay as they
-    # were while the levels, curve and deciles read the pages' verdicts now.
+    # were while the levels, curve and deciles read the pages' verdicts now. As the crawl
+    # record counts them (``rescored``); guessed for a record without the counts.
     relevant_rescored: int
     gone: int  # stored pages no longer there when last fetched (a recrawl's 404 or 410)
     noindex: int  # stored pages kept without their text: they asked not to be indexed
@@ -118,6 +119,17 @@ def totals(crawl: Mapping[str, Any], counts: PageCounts | None = None) -> Totals
         return Totals(crawl["pages"], crawl["relevant"])
     counts = counts or PageCounts()
     return Totals(max(counts.last_fetch_order, counts.stored), counts.relevant)
+
+
+def rescored(crawl: Mapping[str, Any]) -> int | None:
+    """The relevant pages the recrawls of the crawl added by moving stored verdicts, as its
+    record counts them (``focused.storage.RESCORED``: those now relevant less those no longer;
+    negative for fewer); None where it cannot tell (a record written before the counts, or
+    one read as unknown)."""
+    now, no_longer = (crawl.get(name) for name in RESCORED)
+    if not isinstance(now, int) or not isinstance(no_longer, int):
+        return None
+    return now - no_longer
 
 
 def level_rows(counts: Mapping[int | None, Sequence[float]]) -> list[LevelRow]:
@@ -240,18 +252,26 @@ def build_report(
             verdicts.append(bool(page["is_relevant"]))
     crawl_totals = totals(crawl, counts)
     curve = HarvestCurve.of(fetch_orders, verdicts)
-    # At most the pages not stored: a recrawl's --model moves stored verdicts and leaves the
-    # crawl's count, so a difference alone can name pages that were all stored. The rest of the
-    # difference is the verdicts it moved.
-    not_stored = max(
-        0, min(crawl_totals.relevant - counts.relevant, crawl_totals.fetched - counts.stored)
-    )
+    # Totals counted from the pages (a crawl that recorded none) are the verdicts now.
+    moved = None if needs_pages_for_totals(crawl) else rescored(crawl)
+    if moved is not None:
+        # The crawl's relevant pages it stored are those relevant now, less the verdicts its
+        # recrawls moved: the rest it did not store.
+        not_stored = max(0, crawl_totals.relevant - (counts.relevant - moved))
+    else:
+        # A record without the counts: a difference alone can name pages that were all stored
+        # (their verdicts moved) as well as pages not stored. Counted as these first, at most
+        # the pages not stored, and the rest as moved.
+        not_stored = max(
+            0, min(crawl_totals.relevant - counts.relevant, crawl_totals.fetched - counts.stored)
+        )
+        moved = counts.relevant - (crawl_totals.relevant - not_stored)
     return Report(
         crawl=dict(crawl),
         totals=crawl_totals,
         stored=counts.stored,
         relevant_not_stored=not_stored,
-        relevant_rescored=counts.relevant - (crawl_totals.relevant - not_stored),
+        relevant_rescored=moved,
         gone=gone,
         noindex=noindex,
         duplicates=duplicates,

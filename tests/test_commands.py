@@ -378,6 +378,26 @@ def test_verdicts_a_recrawl_moved_are_told_apart_from_relevant_pages_not_stored(
     assert running.relevant_rescored == 0  # its totals are its pages'
 
 
+def test_the_verdicts_moved_are_read_from_the_crawl_record_where_it_counts_them():
+    """4 relevant fetched, 2 of them and 1 irrelevant stored, and a recrawl made one of these
+    irrelevant: the report, guessing, said 2 relevant pages not stored and none rescored. The
+    crawl record counts the verdicts moved: the rest is what the crawl did not store."""
+    pages = [record(1, True, 0, 0.9), record(2, False, 1, 0.1), record(4, True, 1, 0.6)]
+    crawl = {"crawl_id": "c", "pages": 5, "relevant": 4}
+    guessed = build_report(crawl, pages, top=[])
+    assert (guessed.relevant_not_stored, guessed.relevant_rescored) == (2, 0)  # no counts
+    one_lost = {"rescored_now_relevant": 0, "rescored_no_longer_relevant": 1}
+    built = build_report(crawl | one_lost, pages, top=[])
+    assert (built.relevant_not_stored, built.relevant_rescored) == (1, -1)
+    assert report_json(built)["totals"]["relevant_rescored"] == -1
+    both_ways = {"rescored_now_relevant": 2, "rescored_no_longer_relevant": 1}
+    built = build_report({**crawl, "relevant": 2, **both_ways}, pages, top=[])
+    assert (built.relevant_not_stored, built.relevant_rescored) == (1, 1)
+    # Totals counted from the pages (a crawl killed, then recrawled) are the verdicts now.
+    running = build_report({"crawl_id": "c", "pages": None, **one_lost}, pages, top=[])
+    assert (running.relevant_not_stored, running.relevant_rescored) == (0, 0)
+
+
 def test_figures_of_a_running_crawl_come_from_its_stored_pages():
     pages = [record(2, False), record(1, True), record(3, True)]
     built = build_report({"crawl_id": "c", "pages": None}, pages, top=[])
@@ -391,7 +411,7 @@ class Record(dict):
     """A page record a weak reference can follow."""
 
 
-def test_a_report_holds_no_page_record_once_it_counted_it():
+def test_a_report_holds_no_page_record_once_it_one_lostit():
     """`scrapy report` held every page's fields, 170 MB for 200,000 pages: it counts each page
     as it is read now, and lets it go."""
     held: list[weakref.ref] = []
@@ -1543,7 +1563,7 @@ def test_the_latest_crawl_is_the_latest_whose_id_can_be_read(cli, tmp_path):
         assert "crawls.crawl_id = b'\\x02'" in result.stderr
 
 
-def test_a_crawl_of_unknown_id_is_counted_from_no_pages(
+def test_a_crawl_of_unknown_id_is_one_lostfrom_no_pages(
     cli,
     monkeypatch,
     mongo_client,  # noqa: F811

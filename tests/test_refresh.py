@@ -878,42 +878,65 @@ def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
     assert crawl.crawl_record()["relevant"] == 2  # the crawl's measure
 
 
-def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path):
+@pytest.mark.parametrize("store_min", [None, 0.5])
+def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path, store_min):
     """After a --model recrawl made a relevant page irrelevant, the report's summary (the
     crawl's measure) said one relevant page more than its levels and its 100% decile (the pages'
-    verdicts now), and said nothing of why."""
+    verdicts now), and said nothing of why. With STORE_MIN_RELEVANCE (a relevant page and an
+    irrelevant one fetched, not stored) it said two relevant pages were not stored and none
+    rescored: the store kept no count of the verdicts a recrawl moved. The crawl record counts
+    them now, as the recrawl stores them."""
     birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
     cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
-    links = '<a href="/one">one</a> <a href="/two">two</a>'
-    pages = {"/": birds + links, "/one": birds, "/two": birds}
+    some = "<p>Cars need engines, fuel and roads; a bird nests in one garage.</p>"  # ~0.23
+    links = " ".join(f'<a href="/{name}">{name}</a>' for name in ("one", "two", "three", "four"))
+    pages = {"/": birds + links, "/one": birds, "/two": some, "/three": cars, "/four": birds + cars}
 
     def respond(method: str, path: str) -> Reply:
         return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
 
+    settings: dict[str, object] = {"JOBDIR": tmp_path / "job"}
+    if store_min is not None:
+        settings["STORE_MIN_RELEVANCE"] = store_min  # /two relevant, /three not: neither stored
     with Site(respond) as site:
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
-            {"JOBDIR": tmp_path / "job"},
+            settings,
         )
         assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        relevant = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
+        fetched = {"/": True, "/one": True, "/two": True, "/three": False, "/four": True}
+        kept = {path: True for path in ("/", "/one", "/four")} if store_min else fetched
+        assert relevant == kept
         pages["/one"] = cars
         result = recrawl(crawl.db, "test", "--model", str(tmp_path / "job"))
     assert result.returncode == 0, result.stderr[-3000:]
-    assert crawl.crawl_record()["relevant"] == 3  # the crawl's measure
+    assert crawl.crawl_record()["relevant"] == 4  # the crawl's measure
     report = run_scrapy(["report", "test", "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
     assert report.returncode == 0, report.stderr[-3000:]
     lines = report.stdout.splitlines()
-    assert "pages      3 fetched, 3 stored, 3 relevant, harvest rate 1.000" in lines
+    stored = 5 if store_min is None else 3
+    assert f"pages      5 fetched, {stored} stored, 4 relevant, harvest rate 0.800" in lines
     assert (
         "rescored   1 page no longer relevant since the crawl (scrapy recrawl --model): the"
         " figures above are the crawl's, those below the pages' verdicts now"
     ) in lines, report.stdout
-    assert ["100%", "3", "2", "0.667"] in [line.split() for line in lines], report.stdout
+    not_stored = (
+        "(relevant pages stored only: 1 relevant page was fetched but not stored, below"
+        " STORE_MIN_RELEVANCE or left unstored)"
+    )
+    assert (not_stored in lines) == (store_min is not None), report.stdout
+    relevant_now = 3 if store_min is None else 2
+    decile = ["100%", "5", str(relevant_now), f"{relevant_now / 5:.3f}"]
+    assert decile in [line.split() for line in lines], report.stdout
     as_json = run_scrapy(["report", "test", "--json", "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
     totals = json.loads(as_json.stdout)["totals"]
-    assert (totals["relevant"], totals["relevant_rescored"]) == (3, -1)
-    assert json.loads(as_json.stdout)["harvest_deciles"][-1]["relevant"] == 2
+    figures = (totals["relevant"], totals["relevant_rescored"], totals["relevant_not_stored"])
+    assert figures == (4, -1, 0 if store_min is None else 1)
+    assert json.loads(as_json.stdout)["harvest_deciles"][-1]["relevant"] == relevant_now
+    record = crawl.crawl_record()  # the verdicts moved, as the recrawl counted them
+    assert (record["rescored_now_relevant"], record["rescored_no_longer_relevant"]) == (0, 1)
 
 
 def test_a_rescoring_recrawl_killed_half_way_has_counted_the_verdicts_it_stored(tmp_path):
