@@ -62,7 +62,15 @@ from focused.sqlitestore import SqliteStore
 from focused.stopping import PageBudget
 from focused.storage import PAGE_FIELDS
 from pipelines.storage import RECRAWL_UNDER_WAY, StoragePipeline
-from tests.conftest import REPO, crawl_env, refused_start, run_crawl, run_scrapy, scrapy_command
+from tests.conftest import (
+    REPO,
+    Crawl,
+    crawl_env,
+    refused_start,
+    run_crawl,
+    run_scrapy,
+    scrapy_command,
+)
 from tests.sites import FetchLog, Reply, Site, html
 from tests.test_commands import (  # noqa: F401
     cli,
@@ -846,29 +854,38 @@ def stored_by_path(crawl, site: Site) -> dict[str, dict]:
     return {p["url"].removeprefix(site.url): p for p in crawl.pages()}
 
 
+BIRDS = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
+CARS = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
+
+
+def crawl_with_model(tmp_path: Path, site: Site, settings: dict | None = None) -> Crawl:
+    """A crawl of ``site`` about birds' nests (BIRDS is relevant, CARS not), its relevance
+    model saved in ``tmp_path/job`` for a recrawl's --model."""
+    crawl = run_crawl(
+        tmp_path,
+        {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
+        {"JOBDIR": tmp_path / "job", **(settings or {})},
+    )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    return crawl
+
+
 def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
     """The crawl record's relevant pages stay the crawl's measure (what ``scrapy report``'s
     totals show), while a --model recrawl rescores the pages it finds changed: which verdicts
     it moved was said nowhere."""
-    birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
-    cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
     links = '<a href="/one">one</a> <a href="/two">two</a> <a href="/three">three</a>'
-    pages = {"/": birds + links, "/one": birds, "/two": cars, "/three": cars}
+    pages = {"/": BIRDS + links, "/one": BIRDS, "/two": CARS, "/three": CARS}
 
     def respond(method: str, path: str) -> Reply:
         return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
 
     with Site(respond) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
-            {"JOBDIR": tmp_path / "job"},
-        )
-        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        crawl = crawl_with_model(tmp_path, site)
         before = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
         assert before == {"/": True, "/one": True, "/two": False, "/three": False}
-        pages["/one"], pages["/two"] = cars, birds  # one verdict each way; /three: no change
-        pages["/three"] = cars + "<p>Garages.</p>"
+        pages["/one"], pages["/two"] = CARS, BIRDS  # one verdict each way; /three: no change
+        pages["/three"] = CARS + "<p>Garages.</p>"
         result = recrawl(crawl.db, "test", "--model", str(tmp_path / "job" / "relevance"))
     assert result.returncode == 0, result.stderr[-3000:]
     after = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
@@ -886,30 +903,23 @@ def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path
     irrelevant one fetched, not stored) it said two relevant pages were not stored and none
     rescored: the store kept no count of the verdicts a recrawl moved. The crawl record counts
     them now, as the recrawl stores them."""
-    birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
-    cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
     some = "<p>Cars need engines, fuel and roads; a bird nests in one garage.</p>"  # ~0.23
     links = " ".join(f'<a href="/{name}">{name}</a>' for name in ("one", "two", "three", "four"))
-    pages = {"/": birds + links, "/one": birds, "/two": some, "/three": cars, "/four": birds + cars}
+    pages = {"/": BIRDS + links, "/one": BIRDS, "/two": some, "/three": CARS, "/four": BIRDS + CARS}
 
     def respond(method: str, path: str) -> Reply:
         return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
 
-    settings: dict[str, object] = {"JOBDIR": tmp_path / "job"}
+    settings: dict[str, object] = {}
     if store_min is not None:
         settings["STORE_MIN_RELEVANCE"] = store_min  # /two relevant, /three not: neither stored
     with Site(respond) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
-            settings,
-        )
-        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        crawl = crawl_with_model(tmp_path, site, settings)
         relevant = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
         fetched = {"/": True, "/one": True, "/two": True, "/three": False, "/four": True}
         kept = {path: True for path in ("/", "/one", "/four")} if store_min else fetched
         assert relevant == kept
-        pages["/one"] = cars
+        pages["/one"] = CARS
         result = recrawl(crawl.db, "test", "--model", str(tmp_path / "job"))
     assert result.returncode == 0, result.stderr[-3000:]
     assert crawl.crawl_record()["relevant"] == 4  # the crawl's measure
@@ -942,11 +952,9 @@ def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path
 def test_a_rescoring_recrawl_killed_half_way_has_counted_the_verdicts_it_stored(tmp_path):
     """The verdicts a recrawl moved are counted with each batch it stores, not as it ends: one
     killed outright has counted those of the pages it stored, and no other."""
-    birds = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.</p>"
-    cars = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
     names = [f"p{n}" for n in range(6)]
-    pages = {"/": birds + " ".join(f'<a href="/{name}">{name}</a>' for name in names)}
-    pages |= {f"/{name}": birds for name in names}
+    pages = {"/": BIRDS + " ".join(f'<a href="/{name}">{name}</a>' for name in names)}
+    pages |= {f"/{name}": BIRDS for name in names}
     served = []
     hold = threading.Event()
 
@@ -957,14 +965,9 @@ def test_a_rescoring_recrawl_killed_half_way_has_counted_the_verdicts_it_stored(
         return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
 
     with Site(respond) as site:
-        crawl = run_crawl(
-            tmp_path,
-            {"strategy": "bfs", "query": "birds nests", "seeds": f"{site.url}/"},
-            {"JOBDIR": tmp_path / "job"},
-        )
-        assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+        crawl = crawl_with_model(tmp_path, site)
         assert crawl.crawl_record()["relevant"] == 7
-        pages.update((path, cars) for path in list(pages))
+        pages.update((path, CARS) for path in list(pages))
         served.clear()
         hold.set()
         # Little logged: its stderr is read once it is killed.
