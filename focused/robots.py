@@ -406,7 +406,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                         self._failure_changed(netloc)
                     if netloc in self._parsers:  # read now, however long its download took
                         self._parsers.move_to_end(netloc)
-                    self._forget_least_used()
+                    self._forget_least_used(netloc)
                     wake_engine(self.crawler)  # the scheduler held the host's other requests
         mine: Deferred[RobotParser | None] = Deferred()
 
@@ -417,10 +417,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         pending.addCallback(hand_on)
         return await maybe_deferred_to_future(mine)
 
-    def _forget_least_used(self) -> None:
-        """Forget the parsers used longest ago, past ``ROBOTS_PARSERS_MAX``; a robots.txt still
-        downloading is kept (its waiters chain on it), and so is a failed one until it may be
-        fetched again, or while its requests are held (the scheduler asks ``holding_until``):
+    def _forget_least_used(self, using: str | None = None) -> None:
+        """Forget the parsers used longest ago, past ``ROBOTS_PARSERS_MAX``, but that of
+        ``using``, the host whose request is being checked: with the others all downloading or
+        failed, the parser just parsed again for it from its text was the one forgotten, and its
+        robots.txt was downloaded again (the bound is kept again at the next call). A
+        robots.txt still downloading is kept (its waiters chain on it), and so is a failed one
+        until it may be fetched again, or while its requests are held (the scheduler asks
+        ``holding_until``):
         forgotten, as its held requests left it used longest ago, its failure was, and its next
         request fetched it again at once. A failure's parser is small (1.4 KB), and kept for
         ``ROBOTS_RETRY_FAILED_AFTER`` only; its failures in a row are kept apart (_failures).
@@ -437,7 +441,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
                 break
             failed = netloc in self._holding or self._retry_at.get(netloc, -math.inf) > now
             failed = failed or (netloc in self._kept_past_failure and not self._expired(netloc))
-            if not isinstance(parser, Deferred) and not failed:
+            if not isinstance(parser, Deferred) and not failed and netloc != using:
                 forget.append(netloc)
         for netloc in forget:
             self._forget(netloc)
@@ -484,7 +488,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._parsers[netloc] = self._build(zlib.decompress(text))
         self._expires_at[netloc] = read_at + ROBOTS_TXT_LIFE
         self._stats.inc_value("focused/robots/reparsed")
-        self._forget_least_used()
+        self._forget_least_used(netloc)
 
     def _expired(self, netloc: str) -> bool:
         """Whether ``netloc``'s kept parser was read more than ``ROBOTS_TXT_LIFE`` ago (or the

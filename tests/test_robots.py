@@ -1452,3 +1452,47 @@ def test_requests_held_for_a_failed_robots_txt_go_within_the_host_window(tmp_pat
     assert fetched.count(down.host) == 4, fetched
     # Not two of its pages one after the other (the other hosts' may be: a hold takes a turn).
     assert (down.host, down.host) not in set(pairwise(fetched)), fetched
+
+
+class GatedWeb(RobotsTxtWeb):
+    """``RobotsTxtWeb``, the robots.txt of ``slow`` answered only once ``gate`` is set."""
+
+    def __init__(self, slow: str) -> None:
+        super().__init__()
+        self.slow = slow
+        self.gate = asyncio.Event()
+
+    async def download_async(self, request: Request) -> Response:
+        if urlparse_cached(request).netloc == self.slow:
+            await self.gate.wait()
+        return await super().download_async(request)
+
+
+def test_a_robots_txt_parsed_again_is_not_forgotten_before_its_request_uses_it():
+    """ROBOTS_PARSERS_MAX 1, one host's robots.txt still downloading: another host's parser,
+    parsed again from its kept text as a link to it came up, was forgotten at once (the only
+    one that could go past the bound), and its robots.txt was downloaded again. A crawl of a
+    slow host and a fast one fetched the fast one's twice on a loaded machine
+    (tests/test_politeness.py)."""
+    middleware, _ = robots_middleware(ROBOTS_PARSERS_MAX=1)
+    web = middleware.crawler.engine = GatedWeb("slow.example")
+
+    async def crawl() -> None:
+        for host in ("fast.example", "other.example"):  # fast.example's parser forgotten
+            await middleware.robot_parser(Request(f"http://{host}/"))
+        slow = asyncio.ensure_future(middleware.robot_parser(Request("http://slow.example/")))
+        await asyncio.sleep(0)  # its robots.txt downloading
+        for page in ("/1", "/private/1", "/2"):
+            request = Request(f"http://fast.example{page}")
+            parser = await middleware.robot_parser(request)
+            allowed = parser.allowed(request.url, middleware._useragent(request))
+            assert allowed == (page != "/private/1")
+        web.gate.set()
+        await slow
+
+    asyncio.run(crawl())
+    assert web.downloads == Counter(
+        dict.fromkeys(("fast.example", "other.example", "slow.example"), 1)
+    )
+    assert middleware._stats.get_value("focused/robots/reparsed") == 1
+    assert list(middleware._parsers) == ["slow.example"]  # within the bound once it is read
