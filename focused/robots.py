@@ -350,7 +350,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._hold_retries = crawler.settings.getint("ROBOTS_HOLD_RETRIES")
         self._failures_here: OrderedDict[str, int] = OrderedDict()  # see _failures
         self._retries_here: OrderedDict[str, tuple[float, str | None, bool]] = OrderedDict()
-        # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap.
+        # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap, each
+        # while its robots.txt is kept, parsed or as text (_forget_skip): kept for every host
+        # met that asked for one, a wide crawl held them all.
         self._skipped: dict[str, float] = {}
         # The least delay of each downloader slot (keyed as the downloader keys them: by
         # hostname, or address) that a robots.txt asked for: the largest its netlocs (two ports
@@ -456,6 +458,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             self._retries.pop(netloc, None)  # its time is up: not to be failed again on resume
             self._failure_changed(netloc)
         self._holding.discard(netloc)
+        self._forget_skip(netloc)
+
+    def _forget_skip(self, netloc: str) -> None:
+        """Forget that ``netloc`` asks for a Crawl-delay above the cap once nothing of its
+        robots.txt is kept (parser, text, rules set aside while it is read again): its next
+        request downloads it again, which tells it again. Kept as long as either, it is not
+        said again as its parser is parsed again from its text."""
+        if not any(netloc in kept for kept in (self._parsers, self._texts, self._old_rules)):
+            self._skipped.pop(netloc, None)
 
     def _keep_text(self, netloc: str, body: bytes, parser: RobotParser, age: float = 0.0) -> None:
         """Keep the robots.txt ``body`` just parsed for ``netloc`` into ``parser``, downloaded
@@ -472,7 +483,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._texts[netloc] = (time.monotonic() - age, zlib.compress(body))
         self._texts.move_to_end(netloc)
         if len(self._texts) > self._texts_max:
-            self._texts.popitem(last=False)
+            self._forget_skip(self._texts.popitem(last=False)[0])
 
     def _has_fresh_text(self, netloc: str) -> bool:
         """Whether ``netloc``'s robots.txt is kept as text, read less than ``ROBOTS_TXT_LIFE``

@@ -882,6 +882,34 @@ def test_a_host_skipped_for_its_crawl_delay_is_crawled_once_it_no_longer_asks_it
     assert web.downloads == Counter({"a.example": 2})
 
 
+def test_hosts_skipped_for_their_crawl_delay_are_remembered_as_their_robots_txt_is(caplog):
+    """Each host whose robots.txt asked for a Crawl-delay above ROBOTS_CRAWL_DELAY_MAX was kept
+    for the whole crawl, however many a wide crawl met: it is remembered while its parser or
+    its text is kept, refused and said once meanwhile, and learnt again with its robots.txt."""
+    caplog.set_level(logging.INFO, logger=robots.__name__)
+    middleware, _ = robots_middleware(
+        ROBOTS_CRAWL_DELAY_MAX=30, ROBOTS_PARSERS_MAX=2, ROBOTS_TEXTS_MAX=3
+    )
+    hosts = [f"h{n}.example" for n in range(10)]
+    web = middleware.crawler.engine = CrawlDelayWeb(dict.fromkeys(hosts, (60,)))
+    web._slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None))
+    skipped = "refused: robots.txt Crawl-delay 60 s is above ROBOTS_CRAWL_DELAY_MAX (30 s)"
+    for host in hosts:
+        assert goes(middleware, f"http://{host}/1") == skipped
+    assert sorted(middleware._skipped) == ["h7.example", "h8.example", "h9.example"]
+    # h7.example's parser was forgotten, its text kept: parsed again, skipped, not said again.
+    assert goes(middleware, "http://h7.example/2") == skipped
+    assert middleware._stats.get_value("focused/robots/reparsed") == 1
+    # h0.example was forgotten whole: its robots.txt is downloaded again, and says so again.
+    assert goes(middleware, "http://h0.example/2") == skipped
+    assert web.downloads == Counter({**dict.fromkeys(hosts, 1), "h0.example": 2})
+    assert len(middleware._skipped) == 3
+    said = Counter(
+        line.split(":")[0] for line in caplog.messages if "above ROBOTS_CRAWL_DELAY_MAX" in line
+    )
+    assert said == Counter({**dict.fromkeys(hosts, 1), "h0.example": 2})
+
+
 class CrawlDelayWeb(RobotsTxtWeb):
     """Each netloc's robots.txt asks for the Crawl-delays ``delays`` gives it, one a download in
     turn, the last for every later one (None: none; SERVER_ERROR: answered 503)."""
