@@ -323,6 +323,8 @@ class PoliteDownloader(Downloader):
                 self.slots.pop(key).close()
         if self._robots is not None:
             self._robots.forget_dropped_slots()
+        if self._pauses is not None:
+            self._pauses.forget_dropped_slots()
         self._forget_closed_connections()
 
     def _forget_closed_connections(self) -> None:

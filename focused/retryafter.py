@@ -13,7 +13,9 @@ Retries are then Scrapy's, as many as ``RETRY_TIMES``.
 The pause is the ``Retry-After``'s when the answer has one (a delay of 0, or a date past, asks
 for none): the server knows best how long it needs. Without one (or with one that is no delay
 nor date), the host's first 429 or 503 in a row pauses it ``RETRY_BACKOFF_BASE`` seconds, and
-each further one twice as long as the one before; any other answer ends the run. Answers to
+each further one twice as long as the one before; any other answer ends the run, and so does
+Scrapy dropping the host's slot, idle a minute past its last pause (``forget_dropped_slots``:
+kept, a wide crawl held a run for every host whose last answer was a 429 or 503). Answers to
 the requests that were on the wire as the host was paused say nothing of whether the pause was
 long enough, whenever they come: they neither lengthen the run nor end it (the 503s of the
 requests a host had on the wire as it went down count once, those a proxy gives each of them
@@ -86,7 +88,8 @@ class RetryAfterMiddleware:
         self.max_pause = crawler.settings.getfloat("RETRY_AFTER_MAX")
         self.backoff_base = crawler.settings.getfloat("RETRY_BACKOFF_BASE")
         self._paused_until: dict[str, float] = {}  # slot key -> monotonic time
-        self._answers: dict[str, int] = {}  # slot key -> its 429s and 503s in a row
+        # Slot key -> its 429s and 503s in a row, while its slot lives (forget_dropped_slots).
+        self._answers: dict[str, int] = {}
         # Slot key -> its requests sent before it was last paused, until each is answered here
         # (weakly: one whose download fails is not).
         self._sent_before: dict[str, weakref.WeakSet[Request]] = {}
@@ -134,6 +137,20 @@ class RetryAfterMiddleware:
             reason = f"without Retry-After, {answers} in a row"
             if self._pause(key, request, response, seconds, reason):
                 self.stats.inc_value("focused/retry_backoff/pauses")
+
+    def forget_dropped_slots(self) -> None:
+        """Forget the run of answers of each host whose slot Scrapy dropped (idle a minute past
+        its last pause, ``PoliteDownloader._slot_gc``), with no pause pending: kept, a crawl
+        held one for every host it ever met whose last answer was a 429 or 503. Its next 429 or
+        503 starts a run again, from ``RETRY_BACKOFF_BASE``: the host was left alone longer
+        than the pause its run had reached, and its slot was dropped. A host answering 429
+        again and again keeps its slot (its retries, its pauses), and its pause doubles."""
+        slots, now = self.crawler.engine.downloader.slots, monotonic()
+        for key in [key for key in self._answers if key not in slots]:
+            if self._paused_until.get(key, 0.0) <= now:
+                del self._answers[key]
+                self._paused_until.pop(key, None)
+                self._sent_before.pop(key, None)
 
     def _sent_before_pause(self, key: str, request: Request) -> bool:
         """Whether ``request``, answered now, was sent before slot ``key`` was last paused."""

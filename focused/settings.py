@@ -79,7 +79,8 @@ ROBOTS_HOLD_RETRIES = 3
 RETRY_AFTER_MAX = 60.0
 # A 429 or 503 without Retry-After: no request to that host for this many seconds after its first
 # such answer in a row, twice as long after each further one (1, 2, 4, ... up to
-# RETRY_AFTER_MAX), until it answers anything else. 0: retried at once, as Scrapy does.
+# RETRY_AFTER_MAX), until it answers anything else or is left alone a minute past its last pause
+# (its slot dropped idle: the next starts from this again). 0: retried at once, as Scrapy does.
 RETRY_BACKOFF_BASE = 1.0
 USER_AGENT = "focused/0.1 (+topical crawler; Scrapy)"
 CONCURRENT_REQUESTS = 16

@@ -418,6 +418,60 @@ def test_a_pause_past_is_forgotten_at_the_next_pause(monkeypatch):
     assert pauses._answers["h0.example"] == 1  # still in a run: a backoff would double
 
 
+def test_a_hosts_run_of_answers_goes_with_its_dropped_slot_and_doubles_while_it_lives(
+    monkeypatch,
+):
+    """A host whose last answer was a 429 or 503 kept its run of answers for good: one entry
+    for every such host a wide crawl ever met. It goes once Scrapy drops the host's slot, idle
+    a minute past its pause (no pause pending: kept until then); a host that keeps answering
+    429 meanwhile has its pause doubled each time, whatever the slots dropped around it."""
+    crawler = get_crawler(
+        settings_dict={
+            "RETRY_AFTER_MAX": 60,
+            "RETRY_BACKOFF_BASE": 1,
+            "DOWNLOADER_MIDDLEWARES_BASE": {"focused.retryafter.RetryAfterMiddleware": 555},
+        }
+    )
+    crawler.engine = SimpleNamespace(downloader=PoliteDownloader(crawler))
+    downloader = crawler.engine.downloader
+    [pauses] = [
+        mw for mw in downloader.middleware.middlewares if isinstance(mw, RetryAfterMiddleware)
+    ]
+    clock = [1000.0]
+    for module in ("focused.retryafter", "focused.downloader", "scrapy.core.downloader"):
+        monkeypatch.setattr(f"{module}.monotonic", lambda: clock[0])
+
+    def answer_429(host: str) -> float:
+        """Its pause's seconds, the host answering 429 without Retry-After to a request."""
+        request = Request(f"http://{host}/", meta={"download_slot": host})
+        slot = downloader.slots.setdefault(host, Slot(1, 0, 0))
+        slot.lastseen = clock[0]
+        pauses.response_downloaded(Response(request.url, status=429), request)
+        return pauses.paused_until[host] - clock[0]
+
+    async def crawl() -> list[float]:  # a pause is a call later: in an event loop
+        for n in range(20):
+            answer_429(f"h{n}.example")
+        doubled = []
+        for _ in range(4):
+            doubled.append(answer_429("busy.example"))
+            clock[0] += doubled[-1]  # its pause over, its slot held till then
+            downloader._slot_gc()
+        # Past their pauses and a minute idle: Scrapy drops their slots.
+        for slot in downloader.slots.values():
+            slot.latercall.cancel()
+            slot.latercall = None
+        clock[0] += 61
+        answer_429("busy.example")  # its slot lives: in a run still
+        downloader._slot_gc()
+        return doubled
+
+    assert asyncio.run(crawl()) == [1, 2, 4, 8]
+    assert list(downloader.slots) == ["busy.example"]
+    assert pauses._answers == {"busy.example": 5}
+    assert set(pauses.paused_until) == {"busy.example"}
+
+
 def linking_site(robots: str, links: dict[str, list[str]]):
     """Pages about birds; ``links[path]``: the links of the page at ``path``."""
 
