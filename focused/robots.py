@@ -182,6 +182,10 @@ ROBOTS_TXT_LIFE = 24 * 3600
 # a count outlives its host's parser, forgotten past ROBOTS_PARSERS_MAX, until the robots.txt is
 # read. Some 170 bytes each, and only a host whose robots.txt is failing has one.
 FAILURES_KEPT = 100_000
+# The hosts (slot keys) counted in focused/robots/crawl_delay_hosts, kept so as to count each
+# once: a host came back with its slot and its robots.txt text forgotten, and was counted again.
+# Some 60 bytes each (a hash), 6 MB at most; past them a host so forgotten counts again.
+CRAWL_DELAY_HOSTS_KEPT = 100_000
 
 
 # What a download of a site's robots.txt can fail with when the site is not there, or the
@@ -360,6 +364,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # while the slot lives (forget_dropped_slots, pace_slot).
         self._slot_delays: dict[str, float] = {}
         self._slot_asks: dict[str, dict[str, float]] = {}
+        self._crawl_delay_hosts: set[int] = set()  # see CRAWL_DELAY_HOSTS_KEPT
         # The user's own DOWNLOAD_SLOTS, which a slot goes back to once no netloc asks a delay.
         self._user_slots = copy.deepcopy(crawler.settings.getdict("DOWNLOAD_SLOTS"))
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
@@ -960,7 +965,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             # Read again as before (its text forgotten, or another netloc of the slot asked
             # the same): the slot is paced so already, counted and said.
             return
-        if known is None:
+        if known is None and hash(key) not in self._crawl_delay_hosts:
+            if len(self._crawl_delay_hosts) < CRAWL_DELAY_HOSTS_KEPT:
+                self._crawl_delay_hosts.add(hash(key))
             self._stats.inc_value("focused/robots/crawl_delay_hosts")
         if not said:
             logger.info(

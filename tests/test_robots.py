@@ -1099,6 +1099,35 @@ def test_a_crawl_delay_goes_with_its_slot_and_holds_when_it_is_made_again(slot_c
     assert len(said) == 1, said
 
 
+@pytest.mark.parametrize("kept", [None, 2])
+def test_crawl_delay_hosts_counts_a_host_once_however_often_it_is_forgotten(
+    slot_clock, monkeypatch, kept
+):
+    """focused/robots/crawl_delay_hosts counted a host again each time it came back with both
+    its slot (dropped idle) and its robots.txt text (ROBOTS_TEXTS_MAX) forgotten, and its
+    robots.txt downloaded again. The hosts counted are kept, up to CRAWL_DELAY_HOSTS_KEPT (past
+    them, one coming back so counts again)."""
+    if kept is not None:
+        monkeypatch.setattr(robots, "CRAWL_DELAY_HOSTS_KEPT", kept)
+    hosts = [f"h{n}.example" for n in range(4)]
+    middleware, web, downloader = slotted(
+        dict.fromkeys(hosts, (2,)), ROBOTS_PARSERS_MAX=1, ROBOTS_TEXTS_MAX=1
+    )
+    for turn in range(3):
+        for host in hosts:
+            assert sent(middleware, downloader, f"http://{host}/{turn}").delay == 2
+        slot_clock.now += 65
+        downloader._slot_gc()
+        assert not downloader.slots
+    assert web.downloads == Counter(dict.fromkeys(hosts, 3))  # forgotten whole each time
+    counted = middleware._stats.get_value("focused/robots/crawl_delay_hosts")
+    if kept is None:
+        assert counted == len(hosts)
+    else:  # h0.example and h1.example kept; the others counted at each of their 3 reads
+        assert counted == 2 + 2 * 3
+        assert len(middleware._crawl_delay_hosts) == 2
+
+
 def test_a_slot_whose_robots_txt_fails_keeps_its_crawl_delay_until_it_is_read(slot_clock):
     """A robots.txt that fails keeps the Crawl-delay read before: so does its slot, dropped
     idle meanwhile (its requests refused or held), until it is read again, paced by it."""
