@@ -30,7 +30,9 @@ others follow once it is read, to be crawled or refused as it says, or held agai
 again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused (counted in
 ``spider.state``, which a JOBDIR pause keeps, with when it may be fetched again: the resumed
 run fails it again until then, ``_resume_failure``; written through as they change,
-``focused.resume.CrawlCounters``, so that ``kill -9`` keeps them too). Not the requests of a
+``focused.resume.CrawlCounters``, so that ``kill -9`` keeps them too; a download of it that the
+crawl's stop leaves unsent, ``NotSent``, ends no run: the crawl that goes on counted from 0
+again). Not the requests of a
 host that is not there (``NOT_THERE``: not resolved, connection refused), refused at once, so
 that a mistyped seed says so in seconds. A robots.txt downloaded but unreadable (over
 ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
@@ -378,13 +380,12 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     async def process_request(self, request: Request) -> Request | None:
         if self._robots_maxsize is not None and is_robots_txt(request):
             request.meta.setdefault("download_maxsize", self._robots_maxsize)
-        downloader = self.crawler.engine.downloader
-        stopped_before = getattr(downloader, "stopping", False)
+        stopped_before = self._stopping()
         try:
             await super().process_request(request)
         except _Held:
             return request  # to the scheduler, which keeps it (FocusedScheduler)
-        if not stopped_before and getattr(downloader, "stopping", False):
+        if not stopped_before and self._stopping():
             request.meta[STOPPED_WAITING_META] = True
         return None
 
@@ -408,8 +409,14 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             finally:
                 if downloads_it:
                     self._old_rules.pop(netloc, None)
-                    # Read, or failed for good: its failures in a row end.
-                    if netloc not in self._retry_at and self._failures.pop(netloc, None):
+                    # Read, or failed for good: its failures in a row end. Not one the crawl's
+                    # stop left unsent (focused.downloader.NotSent) or cancelled, which tells
+                    # nothing of the host: taken as read, it reset the count kept for the crawl
+                    # that goes on (JOBDIR), which asked the failing server again, counting
+                    # from 0.
+                    read = self._parsers.get(netloc) is not None or not self._stopping()
+                    ended = read and netloc not in self._retry_at
+                    if ended and self._failures.pop(netloc, None):
                         self._failure_changed(netloc)
                     if netloc in self._parsers:  # read now, however long its download took
                         self._parsers.move_to_end(netloc)
@@ -423,6 +430,10 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
 
         pending.addCallback(hand_on)
         return await maybe_deferred_to_future(mine)
+
+    def _stopping(self) -> bool:
+        """Whether the crawl is closing, and sends nothing that waits in a slot any more."""
+        return getattr(self.crawler.engine.downloader, "stopping", False)
 
     def _forget_least_used(self, using: str | None = None) -> None:
         """Forget the parsers used longest ago, past ``ROBOTS_PARSERS_MAX``, but that of

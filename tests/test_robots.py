@@ -8,11 +8,13 @@ import json
 import logging
 import pickle
 import re
+import sqlite3
 import threading
 import time
 import weakref
 from collections import Counter
 from collections.abc import Callable
+from contextlib import closing
 from itertools import pairwise
 from types import SimpleNamespace
 
@@ -627,6 +629,41 @@ def test_a_crawl_resumed_after_kill_9_waits_out_a_failed_robots_txts_time(tmp_pa
     assert "robots.txt failed before the crawl stopped: fetched again in " in log, log[-3000:]
     assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
     assert site.log.gets() == [(site.host, "/a")], log[-3000:]
+
+
+def test_a_stop_that_cancels_a_failed_robots_txts_next_read_keeps_its_failures(tmp_path):
+    """A clean stop (here CLOSESPIDER_TIMEOUT) ended the robots.txt download of a host whose
+    robots.txt had failed, waiting in its slot (a 503's backoff pause), with NotSent: taken as
+    read, it reset the host's failures in a row, in the JOBDIR too, and the resumed crawl
+    held the host's requests ROBOTS_HOLD_RETRIES times more, asking the failing server again.
+    Not sent, it tells nothing of the host: its failure is kept."""
+    robots_asked: list[float] = []
+    with Site(failing_robots_txt(robots_asked, failures=100)) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"}
+        settings = {
+            "JOBDIR": tmp_path / "job",
+            "RETRY_TIMES": 0,
+            "ROBOTS_HOLD_RETRIES": 1,
+            # The 503 pauses the host 4 s; its robots.txt is asked for again after 0.5 s, and
+            # waits in its slot for the pause as the crawl stops, at 2.5 s.
+            "RETRY_BACKOFF_BASE": 4,
+            "ROBOTS_RETRY_FAILED_AFTER": 0.5,
+        }
+        stopped = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_TIMEOUT": 2.5})
+        log = stopped.result.stderr
+        assert stopped.result.returncode == 0, log[-3000:]
+        assert "closespider_timeout" in log and len(robots_asked) == 1, log[-3000:]
+        assert stat(log, "focused/robots/failed_retried") == 1, log[-3000:]
+        with closing(sqlite3.connect(tmp_path / "job" / "counters.sqlite3")) as counters:
+            kept = counters.execute("SELECT netloc, failures FROM robots_failures").fetchall()
+        assert kept == [(f"{site.host}:{site.server_address[1]}", 1)], log[-3000:]
+        resumed = run_crawl(tmp_path, arguments, settings)
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 1, log[-3000:]  # its only seed refused
+    # Its second failure in a row is past ROBOTS_HOLD_RETRIES: its seed refused, not held.
+    assert len(robots_asked) == 2, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 0, log[-3000:]
+    assert site.log.gets() == [], log[-3000:]
 
 
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):
