@@ -836,7 +836,9 @@ def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path
     crawl that meets many hosts kept every one (some 16 times its text each). Each turn from
     one host to the other parses the other's again from its kept text (downloaded again with
     ROBOTS_TEXTS_MAX=1, the other's text forgotten too), its rules apply, and its Crawl-delay
-    paces it throughout."""
+    paces it throughout. A page of the slow host links back to the fast one, so that the crawl
+    turns back to a host forgotten whatever the order in which their robots.txt are read (with
+    the slow one's read last, a loaded machine's, the fast host's pages could all go before)."""
     log = FetchLog()
     robots_reads = {"slow": 0, "fast": 0}
     slow_robots = "User-agent: *\nCrawl-delay: 1\nDisallow: /private/\n"
@@ -857,6 +859,7 @@ def test_a_forgotten_robots_txt_is_read_again_and_its_crawl_delay_holds(tmp_path
             counted("fast", linking_site("User-agent: *\n", fast_links)), "127.0.0.3", log
         ) as fast,
     ):
+        slow_links[PAGES[0]] = [f"{fast.url}/back"]
         crawl = run_crawl(
             tmp_path,
             {"strategy": "bfs", "query": "birds", "seeds": f"{slow.url}/,{fast.url}/"},
