@@ -364,6 +364,7 @@ KEY_NAMES = re.compile(
     rb"""(?xs)
     order | seen | budget | workers | counters | topic     # SharedCrawl, check_frontier
     | frontier | back | members | requests | seq | popped | paths  # RedisFrontier
+    | left_out | left_out_past                             # RedisFrontier, links left out
     | host_pages | fetched | trap:queued | trap:variants   # the shared caps, duplicate checks
     | near:urls | near:\d+:[0-9a-f]+                       # SharedSimHashIndex
     | rank:links | rank:urls | rank:edges | rank:ranked_edges | rank:rekeyed  # SharedLinks

@@ -364,9 +364,9 @@ class FocusedScheduler(Scheduler):
             if request.url not in self.left_out_urls:
                 if len(self.left_out) < LEFT_OUT_KEPT:
                     self.left_out_urls.add(request.url)
-                    self.left_out.add(self.crawler.request_fingerprinter.fingerprint(request))
+                    self._keep_left_out([self.crawler.request_fingerprinter.fingerprint(request)])
                 else:
-                    self.left_out_past_kept = True
+                    self._keep_left_out([], past_kept=True)
             self._replaced_done(*replaced)
             return False
         if self._is_trap_dropped(request):
@@ -408,11 +408,21 @@ class FocusedScheduler(Scheduler):
         forget = getattr(self.df, "forget", None)
         for queue in (self.dqs, self.mqs):
             if queue is not None and (dropped := queue.take_dropped()):
-                room = max(0, LEFT_OUT_KEPT - len(self.left_out))
-                self.left_out.update(dropped[:room])
-                self.left_out_past_kept |= len(dropped) > room
+                self._keep_left_out(dropped)
                 if forget is not None:
                     forget(dropped)
+
+    def _keep_left_out(self, fps: list[bytes], past_kept: bool = False) -> None:
+        """Keep the links the strategy left out by its parameter, up to ``LEFT_OUT_KEPT``
+        (``past_kept``: one more, not kept); in a shared crawl for the crawl's count too
+        (``RedisFrontier.leave_out``)."""
+        room = max(0, LEFT_OUT_KEPT - len(self.left_out))
+        kept = fps[:room]
+        past_kept |= len(fps) > room
+        self.left_out.update(kept)
+        self.left_out_past_kept |= past_kept
+        if self.shared is not None:
+            self.shared.frontier.leave_out(kept, past_kept, LEFT_OUT_KEPT)
 
     def _is_trap_dropped(self, request: Request) -> bool:
         """Mark a trap request for the back of the frontier; True if its family is full.
@@ -863,27 +873,24 @@ class FocusedScheduler(Scheduler):
         (``StrategyQueue.links_left_out``): as asked, but without this line its log shows a
         crawl of all it could reach (a dfs crawl of the sample ended at 214 of its 297 pages).
         Those still left out are kept in ``spider.state`` (saved at a JOBDIR pause): a resumed
-        run that found none of its own said nothing of the earlier runs'."""
+        run that found none of its own said nothing of the earlier runs'. A shared crawl keeps
+        them in Redis, every process's: each process counted its own alone."""
         left_out = self.mqs.links_left_out()
         if left_out is None:
             return
         stat, param = left_out
-        # Only the links never queued: the stat counts each finding of one, and most are of
-        # pages fetched all the same (the deepest pages' links back to the home page, a link
-        # cut deep and then found on a shallower page), which no raise of the parameter adds.
-        seen = getattr(self.df, "seen", None)
-        state = getattr(self.crawler.spider, "state", None)
-        earlier = state.get(LEFT_OUT_STATE, set()) if state is not None else set()
-        unseen = {fp for fp in self.left_out | earlier if seen is None or not seen(fp)}
+        if self.shared is not None:
+            # The crawl's: each process's links left out meet in Redis, and there they are
+            # counted against the crawl's seen set in one call (one call per link had been up
+            # to LEFT_OUT_KEPT round trips), with those of the crawl's earlier runs.
+            unseen, past_kept = self.shared.frontier.count_left_out(
+                self.left_out_past_kept, LEFT_OUT_KEPT
+            )
+        else:
+            unseen, past_kept = self._left_out_unseen()
         # A run that kept LEFT_OUT_KEPT of them (this one, or one before it) left more out.
-        past_kept = self.left_out_past_kept or len(unseen) >= LEFT_OUT_KEPT
-        # Saved with those kept, which may be fewer, found since: the resumed run says "at
-        # least" all the same.
-        past_kept |= state is not None and bool(state.get(LEFT_OUT_PAST_KEPT_STATE))
-        if state is not None:
-            state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
-            state[LEFT_OUT_PAST_KEPT_STATE] = past_kept
-        count = min(len(unseen), LEFT_OUT_KEPT)
+        past_kept |= unseen >= LEFT_OUT_KEPT
+        count = min(unseen, LEFT_OUT_KEPT)
         if reason != "finished" or not (count or past_kept):
             return
         if not count:
@@ -902,6 +909,26 @@ class FocusedScheduler(Scheduler):
             stat,
             param,
         )
+
+    def _left_out_unseen(self) -> tuple[int, bool]:
+        """How many links this crawl's strategy left out are still unseen, this run's and the
+        earlier runs' of its JOBDIR (``spider.state``, where they are kept for the next), and
+        whether more were left out than were kept."""
+        # Only the links never queued: the stat counts each finding of one, and most are of
+        # pages fetched all the same (the deepest pages' links back to the home page, a link
+        # cut deep and then found on a shallower page), which no raise of the parameter adds.
+        seen = getattr(self.df, "seen", None)
+        state = getattr(self.crawler.spider, "state", None)
+        earlier = state.get(LEFT_OUT_STATE, set()) if state is not None else set()
+        unseen = {fp for fp in self.left_out | earlier if seen is None or not seen(fp)}
+        past_kept = self.left_out_past_kept or len(unseen) >= LEFT_OUT_KEPT
+        # Saved with those kept, which may be fewer, found since: the resumed run says "at
+        # least" all the same.
+        past_kept |= state is not None and bool(state.get(LEFT_OUT_PAST_KEPT_STATE))
+        if state is not None:
+            state[LEFT_OUT_STATE] = set(islice(unseen, LEFT_OUT_KEPT))
+            state[LEFT_OUT_PAST_KEPT_STATE] = past_kept
+        return len(unseen), past_kept
 
     def _park_in_queue(self, request: Request) -> None:
         """Queue again a request handed out and parked, never sent. Under JOBDIR it leaves the

@@ -20,6 +20,9 @@ order is ``score()`` and ``tiebreak()`` runs distributed unchanged. Keys, under
 - ``paths``: hash fingerprint -> the path of a queued request of a strategy that merges the
   paths of a URL's discoveries (shark: ``StrategyQueue.shared_merge``), merged in Redis as each
   discovery is put, whichever process found it; a popped request takes it into its meta.
+- ``left_out`` (set) and ``left_out_past`` (flag): the links the strategy left out by its
+  parameter in any process, at most ``LEFT_OUT_KEPT`` and none seen, and whether there were more
+  (``leave_out``, sent with an ack; ``count_left_out``, at the close: ``focused.scheduler``).
 
 ``FRONTIER_MAX`` bounds it as it bounds the local frontiers: ``evict_worst`` pops the
 lowest-ranked members (``ZPOPMIN``) and drops their stored requests, in one script.
@@ -250,14 +253,39 @@ local function host_of(stored)
 end
 """
 
+# Lua: the links the strategy left out by its parameter (FocusedScheduler.left_out), ARGV[i + 2]
+# on, into the crawl's set of them, but not one seen (queued, or fetched: most are the deepest
+# pages' links back home) and no more than ARGV[i] in all (LEFT_OUT_KEPT); one past those, or
+# ARGV[i + 1] = '1' (a process past those it kept), sets the flag that more were left out.
+LEAVE_OUT = """
+local function leave_out(left_out, past, seen, i)
+  if ARGV[i + 1] == '1' then redis.call('SET', past, '1') end
+  local kept = tonumber(ARGV[i])
+  for j = i + 2, #ARGV do
+    local fp = ARGV[j]
+    if redis.call('SISMEMBER', seen, fp) == 0 and redis.call('SISMEMBER', left_out, fp) == 0 then
+      if redis.call('SCARD', left_out) < kept then
+        redis.call('SADD', left_out, fp)
+      else
+        redis.call('SET', past, '1')
+      end
+    end
+  end
+end
+"""
+
 # A popped request is done. If a worker took this one for dead and put the request back, it
 # is taken out again unless another worker popped it meanwhile, and counts against the budget
 # again, and with MAX_PAGES_PER_HOST (ARGV[2] = '1') against its host's pages again. The path
-# merged for it (PUT) goes with it. KEYS: inflight, requests, members, frontier, popped,
-# host_pages, paths. ARGV: member, host cap on.
+# merged for it (PUT) goes with it, and so do the links left out since the last ack, if any
+# (LEAVE_OUT): a page's, before it is done. KEYS: inflight, requests, members, frontier,
+# popped, host_pages, paths, left_out, left_out_past, seen. ARGV: member, host cap on, and
+# with links left out LEAVE_OUT's: most kept, past those kept, their fingerprints.
 ACK = (
     HOST_OF
+    + LEAVE_OUT
     + """
+if #ARGV > 2 then leave_out(KEYS[8], KEYS[9], KEYS[10], 3) end
 local fp = string.sub(ARGV[1], 24)
 if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
   redis.call('HDEL', KEYS[2], fp)
@@ -271,6 +299,26 @@ elseif redis.call('HGET', KEYS[3], fp) == ARGV[1] then
   redis.call('HDEL', KEYS[7], fp)
   redis.call('INCR', KEYS[5])
 end
+"""
+)
+
+# The links left out by the crawl's strategy that are not seen, counted at a close that ran
+# dry, once LEAVE_OUT has added this process's last (ARGV as LEAVE_OUT's from 1); those seen
+# since leave the set: the seen set only grows. Returns that count and 1 if more were left out
+# than the set kept. KEYS: left_out, left_out_past, seen.
+LEFT_OUT = (
+    LEAVE_OUT
+    + """
+leave_out(KEYS[1], KEYS[2], KEYS[3], 1)
+local unseen = 0
+for _, fp in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('SISMEMBER', KEYS[3], fp) == 1 then
+    redis.call('SREM', KEYS[1], fp)
+  else
+    unseen = unseen + 1
+  end
+end
+return {unseen, redis.call('EXISTS', KEYS[2])}
 """
 )
 
@@ -457,7 +505,11 @@ class RedisFrontier:
         self._key_of = self.redis.register_script(KEY_OF)
         self._ranked = self.redis.register_script(RANKED)
         self._evict = self.redis.register_script(EVICT)
+        self._left_out = self.redis.register_script(LEFT_OUT)
         self._seen = shared.key("seen")
+        self._left_out_keys = [shared.key("left_out"), shared.key("left_out_past"), self._seen]
+        # LEAVE_OUT's arguments for the links left out since the last ack (leave_out)
+        self._leaving_out: list[bytes | int | str] = []
         self._put_keys = [*self._keys, shared.key("seq"), self._seen, self._back, self._paths_key]
         self._buffer: list[bytes | str] = []  # PUT's arguments of the requests put, in order
         self._buffered: set[bytes] = set()  # their fingerprints
@@ -613,8 +665,31 @@ class RedisFrontier:
         frontier, members, requests = self._keys
         shared = self.shared
         keys = [shared.inflight_key(), requests, members, frontier, shared.key("popped")]
-        keys += [shared.key("host_pages"), self._paths_key]
-        shared.run(self._ack, keys=keys, args=[member, self._host_cap])
+        keys += [shared.key("host_pages"), self._paths_key, *self._left_out_keys]
+        args, self._leaving_out = [member, self._host_cap, *self._leaving_out], []
+        shared.run(self._ack, keys=keys, args=args)
+
+    def leave_out(self, fps: list[bytes], past_kept: bool, kept: int) -> None:
+        """Links the strategy left out by its parameter (``fps``; ``past_kept``: and more than
+        this process keeps), for the crawl's set of them, of at most ``kept``: sent with the
+        next ack, a page's before it is done, so that no process counts them
+        (``count_left_out``) without them, at no round trip of their own."""
+        if not self._leaving_out:
+            self._leaving_out = [kept, "0"]
+        if past_kept:
+            self._leaving_out[1] = "1"
+        self._leaving_out += fps
+
+    def count_left_out(self, past_kept: bool, kept: int) -> tuple[int, bool]:
+        """How many links the crawl's strategy left out, in any process and any run of the
+        crawl, are not seen, the last of this process's added (``leave_out``), in one call;
+        and whether more were left out than the crawl's set of them keeps."""
+        args = [kept, "1" if past_kept else "0", *self._leaving_out[2:]]
+        self._leaving_out = []
+        unseen, past = self.shared.run(
+            self._left_out, keys=self._left_out_keys, args=args, default=(0, 0)
+        )
+        return unseen, bool(past)
 
     def ack_replaced(self, member: bytes) -> None:
         """The popped request whose member this is was replaced by a retry or a redirect, which

@@ -10,12 +10,20 @@ import redis
 
 from focused import forget
 from focused.distributed import check_url
+from focused.errors import counted
 from focused.sqlitestore import SqliteStore
 from tests import test_commands, test_redis_frontier
-from tests.conftest import REPO, run_crawl
+from tests.conftest import BIRD_SEED, REPO, run_crawl
 from tests.sites import self_signed_certificate
 from tests.test_commands import Result, ok, one_line_error, unwritable_output
-from tests.test_redis_frontier import RedisServer, arguments, command_calls, free_port
+from tests.test_frontier_limits import left_out_by_max_depth_1
+from tests.test_redis_frontier import (
+    RedisServer,
+    arguments,
+    command_calls,
+    crawl_by_two_processes,
+    free_port,
+)
 
 cli, redis_server = test_commands.cli, test_redis_frontier.redis_server  # their fixtures
 
@@ -88,6 +96,28 @@ def test_a_finished_crawl_loses_every_key_and_crawls_nested_in_it_none(
     assert keys_under(client, "focused:a:b:") == {}
     assert len(keys_under(client, "focused:a:polite:")) == len(keys_under(client, "focused:ab:"))
     assert len(keys_under(client, "focused:ab:")) == len(own)
+
+
+def test_a_shared_crawl_says_the_links_it_left_out_and_forget_removes_their_keys(
+    tmp_path, site, redis_server, cli, sample_graph
+):
+    """Each process of a shared dfs crawl said the links it had left out itself, and asked
+    Redis of each one at its close: now the crawl keeps them in Redis, whose keys go with the
+    crawl's other keys."""
+    settings = {"FOCUSED_FRONTIER": redis_server.url}
+    logs = crawl_by_two_processes(tmp_path, site, settings, strategy="dfs", max_depth="1")
+    near = {BIRD_SEED, *sample_graph.links[BIRD_SEED]}  # fetched, at levels 0 and 1
+    beyond = {page for name in near - {BIRD_SEED} for page in sample_graph.links[name]} - near
+    said = left_out_by_max_depth_1(counted(len(beyond), "link was", "links were"))
+    for log in logs:
+        assert said in log, log[-3000:]
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.scard("focused:shared:left_out") == len(beyond)
+    forgotten = cli(
+        "forget", "shared", settings=settings | {"FOCUSED_DB": tmp_path / "focused.sqlite3"}
+    )
+    assert ok(forgotten).startswith("removed ")
+    assert keys_under(client, "focused:shared:") == {}
 
 
 def db(crawl) -> dict:

@@ -70,6 +70,7 @@ from tests.sites import (
     Site,
     html,
 )
+from tests.test_frontier_limits import find, left_out_by_max_depth_1, left_out_said
 from tests.test_politeness import (
     Timed,
     assert_left_unsent_and_fetched_on_resume,
@@ -682,19 +683,22 @@ def test_processes_evicting_at_once_keep_frontier_max(redis_server):
     assert sorted(drain(two)) == sorted(f"p{i}" for i in range(10, 30))
 
 
-def shared_scheduler(url: str, frontier_max: int = 0) -> FocusedScheduler:
-    """The scheduler of one process of a crawl shared on ``url``, with the shared seen set."""
+def shared_scheduler(
+    url: str, frontier_max: int = 0, strategy: str = "bestfirst", **params
+) -> FocusedScheduler:
+    """The scheduler of one process of a crawl shared on ``url``, with the shared seen set;
+    ``params``: the strategy's."""
     crawler = get_crawler(
         QueueSpider,
         {
             "FRONTIER_MAX": frontier_max,
-            "SCHEDULER_PRIORITY_QUEUE": STRATEGIES["bestfirst"],
+            "SCHEDULER_PRIORITY_QUEUE": STRATEGIES[strategy],
             "DUPEFILTER_CLASS": "focused.distributed.RedisDupeFilter",
             "REQUEST_FINGERPRINTER_CLASS": "focused.canonical.CanonicalRequestFingerprinter",
         },
     )
     spider = QueueSpider()
-    spider.strategy_params, spider.state = {}, {}
+    spider.strategy_params, spider.state = params, {}
     crawler.spider, spider.crawler = spider, crawler
     spider.shared = SharedCrawl(crawler, url, "t")
     crawler.stats.open_spider()
@@ -979,6 +983,78 @@ def test_a_full_shared_frontier_evicts_through_the_scheduler_and_counts(redis_se
     while (request := scheduler.next_request()) is not None:
         popped.append(request)
     assert sorted(r.meta["parent_relevance"] for r in popped) == [i / 100 for i in range(60, 100)]
+
+
+def fetch_all(scheduler: FocusedScheduler) -> None:
+    """Pop each request the shared frontier hands this process, each one done at once."""
+    while (request := scheduler.next_request()) is not None:
+        scheduler.spider.shared.frontier.ack(request.meta[INFLIGHT_META])
+
+
+def round_trips(monkeypatch) -> list[int]:
+    """A count of the commands and pipelines sent to Redis from now on, by every client."""
+    sent = [0]
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counted(connection, *args, **kwargs):
+        sent[0] += 1
+        return send(connection, *args, **kwargs)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counted)
+    return sent
+
+
+def test_processes_of_a_shared_crawl_that_runs_dry_say_the_links_the_crawl_left_out(
+    redis_server, caplog, monkeypatch
+):
+    """Each process of a shared crawl said only the links it had left out itself, asking Redis
+    whether each one was seen, one round trip a link; a later run of the crawl said nothing of
+    the earlier runs'. Every process says the crawl's, counted in one call."""
+    url, client = redis_server.url, redis.Redis(port=redis_server.port)
+    one, two = (shared_scheduler(url, strategy="dfs", max_depth=1) for _ in range(2))
+    one.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+    home = one.next_request()
+    for i in range(20):  # beyond max_depth, found by one process alone
+        find(one, f"http://t/deep{i}", 2, i + 1)
+    find(one, "http://t/later", 2, 21)  # the other process queues it later
+    one.spider.shared.frontier.ack(home.meta[INFLIGHT_META])
+    fetch_all(one)
+    find(two, "http://t/later", 1, 22)
+    find(two, "http://t/deep0", 2, 23)  # left out by both: once
+    find(two, "http://t/beyond", 2, 24)
+    fetch_all(two)
+    for script in (redis_frontier.REQUEUE, redis_frontier.LEFT_OUT):
+        client.script_load(script)  # else the first process to close loads them
+    sent = round_trips(monkeypatch)
+    assert left_out_said(one, caplog) == [left_out_by_max_depth_1("21 links were")]
+    closing_one, sent[0] = sent[0], 0
+    caplog.clear()
+    assert left_out_said(two, caplog) == [left_out_by_max_depth_1("21 links were")]
+    assert sent[0] == closing_one  # whatever the number of links it left out: 21 and 2
+    caplog.clear()
+    later_run = shared_scheduler(url, strategy="dfs", max_depth=1)
+    assert left_out_said(later_run, caplog) == [left_out_by_max_depth_1("21 links were")]
+
+
+def test_links_a_shared_crawl_left_out_past_those_kept_are_said_as_at_least(
+    redis_server, caplog, monkeypatch
+):
+    """The crawl keeps at most LEFT_OUT_KEPT of them in Redis, whichever processes left them
+    out; past them, the close says "at least"."""
+    monkeypatch.setattr("focused.scheduler.LEFT_OUT_KEPT", 3)
+    url = redis_server.url
+    one, two = (shared_scheduler(url, strategy="dfs", max_depth=1) for _ in range(2))
+    one.enqueue_request(scrapy.Request("http://t/", meta={"depth": 0}))
+    one.enqueue_request(scrapy.Request("http://t/other", meta={"depth": 0}))
+    for process, numbers in ((one, (0, 1)), (two, (2, 3))):
+        page = process.next_request()
+        for i in numbers:
+            find(process, f"http://t/deep{i}", 2, i + 1)
+        process.spider.shared.frontier.ack(page.meta[INFLIGHT_META])
+    for process in (one, two):
+        caplog.clear()
+        assert left_out_said(process, caplog) == [left_out_by_max_depth_1("at least 3 links were")]
+    assert redis.Redis(port=redis_server.port).scard("focused:t:left_out") == 3
 
 
 def test_stateful_strategies_do_not_run_distributed():
