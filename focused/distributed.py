@@ -104,9 +104,9 @@ def check_frontier(
     otherwise than this process would: another strategy, other parameters or another topic.
     The first process records its order; every process of a shared crawl must score alike, or
     the frontier mixes orders. Its page budget (``budget``) must be the one the live processes
-    run with (``_check_same_budget``; ``timeout``: FOCUSED_WORKER_TIMEOUT). A crawl whose keys
-    are there without its order lost them (Redis restarted without its data while a process
-    ran, which wrote some again) and is refused."""
+    run with, and not spent (``_check_budget``; ``timeout``: FOCUSED_WORKER_TIMEOUT). A crawl
+    whose keys are there without its order lost them (Redis restarted without its data while a
+    process ran, which wrote some again) and is refused."""
     shown = check_url(url)
     described = json.dumps(order, sort_keys=True)
     keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
@@ -138,27 +138,7 @@ def check_frontier(
                 "with; give another crawl_id"
             )
         _check_same_order(crawl_id, shown, as_saved_now(theirs, order), order)
-    _check_budget_left(url, crawl_id, shown, budget)
-    _check_same_budget(url, crawl_id, budget, timeout)
-
-
-def _check_budget_left(url: str, crawl_id: str, shown: str, budget: int) -> None:
-    """Refuse to join a crawl that has handed out its whole page budget, none of it under way
-    (a request under way, even of a dead process, may give its slot back). Such a process
-    closed at once, saying nothing of why, rewrote the crawl record's times and, with
-    WARC_DIR, left a WARC file of no page. Before ``_check_same_budget`` records anything."""
-    if not budget:
-        return
-    popped = asked(url, lambda client: client.get(crawl_prefix(crawl_id) + "popped"))
-    if int(popped or 0) < budget:
-        return
-    state = frontier_state(url, crawl_id)
-    if state is not None and state.in_flight:
-        return
-    raise ConfigError(
-        f"crawl {crawl_id} on {shown} has spent its page budget (CLOSESPIDER_PAGECOUNT="
-        f"{budget}): give every process a larger CLOSESPIDER_PAGECOUNT to go on"
-    )
+    _check_budget(url, crawl_id, shown, budget, timeout)
 
 
 # The options of a rediss:// URL that name a file (or, ssl_ca_path, a folder) of TLS keys.
@@ -248,23 +228,43 @@ def _check_same_order(
     )
 
 
-def _check_same_budget(url: str, crawl_id: str, budget: int, timeout: float) -> None:
+def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: float) -> None:
     """Record this process's page budget as the crawl's, unless a live process of the crawl
-    runs another: the budget is counted in each process's pops from Redis, so a process with a
+    runs another, or the budget is spent; both in one step (``RECORD_BUDGET``).
+
+    Another budget: it is counted in each process's pops from Redis, so a process with a
     larger one, or none, took the crawl past the budget the others keep. Once none is alive
     (their heartbeats older than ``timeout``), a new budget is the crawl's: a finished crawl
     goes on to a larger one, as a JOBDIR crawl does. A process that recorded its budget less
     than ``timeout`` ago and does not beat yet (it beats once its spider opens) counts as
-    live."""
-    keys = tuple(crawl_prefix(crawl_id) + name for name in ("budget", "workers", "budget_at"))
-    args = (RECORD_BUDGET, len(keys), *keys, budget, timeout)
-    theirs = asked(url, lambda client: client.eval(*args))
-    if theirs is not None:
+    live.
+
+    Spent: the crawl has handed out its whole page budget, none of it under way (a request
+    under way, even of a dead process, may give its slot back). Such a process closed at once,
+    saying nothing of why, rewrote the crawl record's times and, with WARC_DIR, left a WARC file
+    of no page. The crawl's budget is the live processes' where they run another: a process
+    with a smaller one than theirs was told the crawl had spent its own, when the crawl had
+    not and the budget was the thing to change."""
+    prefix = crawl_prefix(crawl_id)
+    keys = tuple(prefix + name for name in ("budget", "workers", "budget_at", "popped"))
+    args = (RECORD_BUDGET, len(keys), *keys, budget, timeout, prefix + "inflight:")
+    theirs, spent = asked(url, lambda client: client.eval(*args))
+    if theirs:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
-        raise ConfigError(
+        runs = (
             f"crawl {crawl_id} runs with CLOSESPIDER_PAGECOUNT={int(theirs)} in other processes"
-            f" (or one starting), this one with {described}: give every process of a shared"
-            " crawl the same budget"
+            f" (or one starting), this one with {described}"
+        )
+        if spent:
+            raise ConfigError(
+                f"{runs}, and has spent its page budget: once those have closed, give every"
+                " process a larger CLOSESPIDER_PAGECOUNT to go on"
+            )
+        raise ConfigError(f"{runs}: give every process of a shared crawl the same budget")
+    if spent:
+        raise ConfigError(
+            f"crawl {crawl_id} on {shown} has spent its page budget (CLOSESPIDER_PAGECOUNT="
+            f"{budget}): give every process a larger CLOSESPIDER_PAGECOUNT to go on"
         )
 
 
@@ -775,7 +775,7 @@ class DistributedCrawl:
         )
         self.tick()
         # Beating now: the mark of a process starting with the budget it recorded is no longer
-        # needed (_check_same_budget), and left, it refused a new budget once the crawl ended.
+        # needed (_check_budget), and left, it refused a new budget once the crawl ended.
         self.shared.run(self.shared.redis.delete, self.shared.key("budget_at"))
         self._loop = task.LoopingCall(self.tick)
         self._loop.start(TICK, now=False)
@@ -843,39 +843,56 @@ redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
 """
 
+# Lua: the requests popped and not finished by every process of a crawl (its in-flight sets).
+IN_FLIGHT = """
+local function in_flight(workers, prefix)
+  local n = 0
+  for _, worker in ipairs(redis.call('HKEYS', workers)) do
+    n = n + redis.call('ZCARD', prefix .. worker)
+  end
+  return n
+end
+"""
+
 # Whether a crawl is held (its seen set), the fetch order it gave last and its requests in flight
 # in all processes. KEYS: seen, counters, workers. ARGV: prefix of the in-flight keys.
-FRONTIER_STATE = """
-local in_flight = 0
-for _, worker in ipairs(redis.call('HKEYS', KEYS[3])) do
-  in_flight = in_flight + redis.call('ZCARD', ARGV[1] .. worker)
-end
+FRONTIER_STATE = (
+    IN_FLIGHT
+    + """
 local pages = tonumber(redis.call('HGET', KEYS[2], 'pages') or '0')
-return {redis.call('EXISTS', KEYS[1]), pages, in_flight}
+return {redis.call('EXISTS', KEYS[1]), pages, in_flight(KEYS[3], ARGV[1])}
 """
+)
 
 # This process's page budget recorded as the crawl's, unless a live process (its heartbeat at
 # most ARGV[2] seconds old) runs with another, or one that recorded it as lately is starting
 # (a process beats only once its spider opens, 0.2-0.3 s after this check, and clears the mark
-# then: two started together with budgets 10 and 30 both ran): that one is returned.
-# KEYS: budget, workers, when the budget was recorded by a process not beating yet.
-# ARGV: budget, timeout.
-RECORD_BUDGET = """
+# then: two started together with budgets 10 and 30 both ran), or the crawl's budget (theirs,
+# else this one) is spent: the pages handed out reach it, none under way. Returns the other
+# budget ('' for none) and 1 if spent. KEYS: budget, workers, when the budget was recorded by
+# a process not beating yet, popped. ARGV: budget, timeout, prefix of the in-flight keys.
+RECORD_BUDGET = (
+    IN_FLIGHT
+    + """
 local recorded = redis.call('GET', KEYS[1])
 local now = tonumber(redis.call('TIME')[1])
+local other = false
 if recorded and recorded ~= ARGV[1] then
-  if now - tonumber(redis.call('GET', KEYS[3]) or '0') <= tonumber(ARGV[2]) then
-    return recorded
-  end
+  other = now - tonumber(redis.call('GET', KEYS[3]) or '0') <= tonumber(ARGV[2])
   local beats = redis.call('HGETALL', KEYS[2])
   for i = 2, #beats, 2 do
-    if now - tonumber(beats[i]) <= tonumber(ARGV[2]) then return recorded end
+    other = other or now - tonumber(beats[i]) <= tonumber(ARGV[2])
   end
 end
+local budget = tonumber(other and recorded or ARGV[1])
+local popped = tonumber(redis.call('GET', KEYS[4]) or '0')
+local spent = budget > 0 and popped >= budget and in_flight(KEYS[2], ARGV[3]) == 0
+if other or spent then return {other and recorded or '', spent and 1 or 0} end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[3], now)
-return false
+return {'', 0}
 """
+)
 
 # Take a slot of a hash field unless it is full, in one step. KEYS: the hash. ARGV: field, limit.
 TAKE = """
@@ -997,10 +1014,9 @@ redis.call('DEL', KEYS[2])
 
 # Requests queued or under way anywhere in the crawl. KEYS: frontier, workers, back. ARGV:
 # prefix of the in-flight keys.
-PENDING = """
-local n = redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[3])
-for _, worker in ipairs(redis.call('HKEYS', KEYS[2])) do
-  n = n + redis.call('ZCARD', ARGV[1] .. worker)
-end
-return n
+PENDING = (
+    IN_FLIGHT
+    + """
+return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[3]) + in_flight(KEYS[2], ARGV[1])
 """
+)

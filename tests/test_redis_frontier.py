@@ -32,7 +32,7 @@ from focused.distributed import (
     DistributedCrawl,
     FrontierAck,
     SharedCrawl,
-    _check_same_budget,
+    _check_budget,
     crawl_prefix,
 )
 from focused.errors import ConfigError
@@ -2302,14 +2302,14 @@ def test_two_processes_starting_together_with_other_budgets_are_not_both_taken(r
     """A process beats only once its spider opens, 0.2-0.3 s after it records its budget: two
     started together with budgets 10 and 30 both ran, the second's budget recorded over the
     first's. A budget recorded by a process not beating yet counts as live."""
-    _check_same_budget(redis_server.url, "starting", 10, 10.0)
+    _check_budget(redis_server.url, "starting", "", 10, 10.0)
     with pytest.raises(ConfigError, match="CLOSESPIDER_PAGECOUNT=10 in other processes"):
-        _check_same_budget(redis_server.url, "starting", 30, 10.0)
-    _check_same_budget(redis_server.url, "starting", 10, 10.0)  # the same budget: taken
+        _check_budget(redis_server.url, "starting", "", 30, 10.0)
+    _check_budget(redis_server.url, "starting", "", 10, 10.0)  # the same budget: taken
     # Once the first beats, the mark goes (DistributedCrawl.spider_opened); once none beats,
     # a new budget is the crawl's, as before.
     redis.Redis.from_url(redis_server.url).delete("focused:starting:budget_at")
-    _check_same_budget(redis_server.url, "starting", 30, 10.0)
+    _check_budget(redis_server.url, "starting", "", 30, 10.0)
 
 
 def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
@@ -2327,7 +2327,7 @@ def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
     assert more.result.returncode == 0, more.result.stderr[-3000:]
     assert len(more.pages()) == 8
     # A process of the crawl alive (its heartbeat now, and a timeout no slow start-up outlasts),
-    # with that budget:
+    # with that budget, spent:
     client = redis.Redis.from_url(redis_server.url)
     served = len(site.fetched)
     for budget, described in ((12, "a page budget of 12"), (0, "no page budget")):
@@ -2341,8 +2341,8 @@ def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
         assert other.result.returncode == 2, other.result.stderr[-3000:]
         assert other.result.stderr == (
             "error: crawl budgets runs with CLOSESPIDER_PAGECOUNT=8 in other processes (or one"
-            f" starting), this one with {described}: give every process of a shared crawl the"
-            " same budget\n"
+            f" starting), this one with {described}, and has spent its page budget: once those"
+            " have closed, give every process a larger CLOSESPIDER_PAGECOUNT to go on\n"
         )
     assert len(site.fetched) == served
 
@@ -2372,3 +2372,41 @@ def test_joining_a_crawl_whose_budget_is_spent_says_so_and_changes_nothing(
     ]
     assert crawl.crawl_record() == record
     assert sorted(warcs.iterdir()) == written
+
+
+def test_joining_a_spent_crawl_with_another_budget_than_its_live_processes_says_both(
+    tmp_path, site, redis_server
+):
+    """A process with another page budget than the crawl's live processes was told that the
+    crawl had spent its budget, naming its own, as soon as the crawl had handed out that many
+    pages: the check of the spent budget came first, and compared them with this process's
+    budget. It runs with another budget than the crawl's; and the crawl's may be spent too."""
+    settings = {"FOCUSED_FRONTIER": redis_server.url, "CLOSESPIDER_PAGECOUNT": 5}
+    first = run_crawl(tmp_path, arguments(site), settings, crawl_id="spent")
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    client, served = redis.Redis.from_url(redis_server.url), len(site.fetched)
+
+    def joined(budget: int) -> str:
+        # A process of the crawl alive, and a timeout no slow start-up outlasts.
+        client.hset("focused:spent:workers", "elsewhere:1:abc", client.time()[0])
+        more = {"CLOSESPIDER_PAGECOUNT": budget, "FOCUSED_WORKER_TIMEOUT": 120}
+        other = run_crawl(tmp_path, arguments(site), settings | more, crawl_id="spent")
+        assert other.result.returncode == 2, other.result.stderr[-3000:]
+        return other.result.stderr
+
+    for budget, described in ((3, "a page budget of 3"), (8, "a page budget of 8")):
+        assert joined(budget) == (
+            "error: crawl spent runs with CLOSESPIDER_PAGECOUNT=5 in other processes (or one"
+            f" starting), this one with {described}, and has spent its page budget: once those"
+            " have closed, give every process a larger CLOSESPIDER_PAGECOUNT to go on\n"
+        )
+    # Live processes with a budget of 10, 5 pages handed out: nothing is spent but this
+    # process's budget of 4, which is not the crawl's.
+    client.set("focused:spent:budget", 10)
+    assert joined(4) == (
+        "error: crawl spent runs with CLOSESPIDER_PAGECOUNT=10 in other processes (or one"
+        " starting), this one with a page budget of 4: give every process of a shared crawl"
+        " the same budget\n"
+    )
+    assert client.get("focused:spent:budget") == b"10"
+    assert len(site.fetched) == served
