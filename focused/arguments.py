@@ -21,7 +21,14 @@ from urllib.parse import urlsplit
 from w3lib.url import safe_url_string
 
 from focused.canonical import canonicalize, drop_params_setting, is_sendable
-from focused.errors import ConfigError, cut, quoted, redact_uri, spider_arguments
+from focused.errors import (
+    ConfigError,
+    cut,
+    quoted,
+    redact_uri,
+    setting_options,
+    spider_arguments,
+)
 from focused.jobchecks import (
     check_job_queue,
     check_jobdir,
@@ -201,8 +208,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         # list of valid arguments did not say why a setting everyone knows was refused.
         name = unknown[0]
         raise ConfigError(
-            f"{name} is a setting, not a spider argument: give it as -s {name}=VALUE "
-            f"(to Scrapyd's schedule.json, -d setting={name}=VALUE)"
+            f"{name} is a setting, not a spider argument: give it as"
+            f" {setting_options(f'{name}=VALUE', scrapyd=scrapyd)}"
         )
     if unknown:
         valid = ", ".join([*GENERAL_ARGUMENTS, *spec])
@@ -227,10 +234,10 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     seeds = _parse_seeds(args, scrapyd)
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
-        check_settings(settings)
+        check_settings(settings, scrapyd=scrapyd)
         _check_seed_lengths(seeds, settings)
         check_no_made_setting_given(settings, scrapyd)
-        strategy_class(strategy).check_settings(settings)
+        strategy_class(strategy).check_settings(settings, scrapyd=scrapyd)
         check_jobdir(settings)
         check_output_folders(settings)
     if "crawl_id" in args and not args["crawl_id"].strip():
@@ -370,14 +377,14 @@ def _parse_seeds(args: Mapping[str, str], scrapyd: bool = False) -> tuple[str, .
         given = spider_arguments("seeds=URL[,URL...]", "seeds_file=PATH", scrapyd=scrapyd)
         raise ConfigError(f"missing seeds: give {given}")
     for seed in seeds:
-        _check_seed(seed)
+        _check_seed(seed, scrapyd)
     return seeds
 
 
-def _check_seed(seed: str) -> None:
+def _check_seed(seed: str, scrapyd: bool = False) -> None:
     """A seed the downloader can fetch: http(s), a host, a port in range, printable once
     escaped (what the spider's start does to it). Otherwise the crawl would fail on it with a
-    traceback after starting."""
+    traceback after starting. ``scrapyd``: as ``spider_arguments`` takes it."""
     try:
         parts = urlsplit(seed)
         parts.port  # noqa: B018 -- raises on a port out of range or not a number
@@ -390,10 +397,10 @@ def _check_seed(seed: str) -> None:
         if "@" in parts.netloc:
             # Twisted would take user:password@host for the host name, and the password would
             # reach the log and the store; Scrapy sends credentials from its settings.
+            given = ("HTTPAUTH_USER=...", "HTTPAUTH_PASS=...", f"HTTPAUTH_DOMAIN={parts.hostname}")
             raise ConfigError(
                 f"seed {quoted(redact_uri(seed))} has a user name or password in it: give them"
-                " as -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=..."
-                f" -s HTTPAUTH_DOMAIN={parts.hostname}"
+                f" as {setting_options(*given, scrapyd=scrapyd)}"
             )
     if not sendable:
         raise ConfigError(f"seed {quoted(seed)} is not a valid URL")

@@ -186,6 +186,15 @@ def spider_arguments(*given: str, scrapyd: bool) -> str:
     return " or ".join(f"{flag} {argument}" for argument in given) + to
 
 
+def setting_options(*given: str, scrapyd: bool, where: bool = True) -> str:
+    """How a message tells to give the settings ``given`` ("NAME=VALUE", all of them): ``-s``
+    to ``scrapy crawl``, but ``-d setting=`` to schedule.json for a Scrapyd job (``scrapyd``, as
+    ``spider_arguments`` takes it), which takes no ``-s``; ``where``: saying "to
+    schedule.json" (not of settings that were given)."""
+    flag, to = ("-d setting=", " to schedule.json") if scrapyd else ("-s ", "")
+    return " ".join(f"{flag}{setting}" for setting in given) + (to if where else "")
+
+
 def redact_uri(text: str) -> str:
     """``text`` with the user and password of each URI in it hidden, and a password given as a
     query parameter (``redis://host:6379/0?password=...``, which redis-py reads): fit for logs."""

@@ -120,7 +120,7 @@ from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware as ScrapyOffs
 from focused.canonical import drop_params_setting
 from focused.components import replace_components
 from focused.downloader import NotSent
-from focused.errors import counted
+from focused.errors import counted, setting_options
 from focused.extract import extract_page
 from focused.hygiene import CONDITIONAL_HEADERS, page_skip_reason, skip_reason
 from focused.jobchecks import holds_crawl_lock
@@ -599,8 +599,11 @@ class RecrawlSpider(scrapy.Spider):
                 "the password given was refused: check HTTPAUTH_USER, HTTPAUTH_PASS and"
                 " HTTPAUTH_DOMAIN"
                 if given
-                else "a crawl made with a password is recrawled with it; give them again: -s"
-                " HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=HOST",
+                # A recrawl is a command of its own, never a Scrapyd job.
+                else "a crawl made with a password is recrawled with it; give them again: "
+                + setting_options(
+                    "HTTPAUTH_USER=...", "HTTPAUTH_PASS=...", "HTTPAUTH_DOMAIN=HOST", scrapyd=False
+                ),
             )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from scrapy.settings import SETTINGS_PRIORITIES
 
-from focused.errors import ConfigError, quoted
+from focused.errors import ConfigError, quoted, setting_options
 
 # Read by Scrapy without a default in scrapy.settings.default_settings.
 SCRAPY_WITHOUT_DEFAULT = ("CONCURRENT_REQUESTS_PER_IP", "META_COPY_WARN_SKIP_KEYS")
@@ -67,12 +67,15 @@ def likely_meant(name: str) -> str | None:
     return matches[0] if matches else None
 
 
-def check_setting_names(settings: Any) -> None:
+def check_setting_names(settings: Any, scrapyd: bool = False) -> None:
     """Refuse a setting given on the command line whose name is a typo of a known one, or
-    that has no name (``-s =5``, ``-s ' =5'``), which nothing can read."""
+    that has no name (``-s =5``, ``-s ' =5'``), which nothing can read. ``scrapyd``: as
+    ``focused.errors.spider_arguments`` takes it."""
     for name in unknown_setting_names(settings):
         if not name.strip():
-            raise ConfigError(f"-s {name}=... names no setting: give -s NAME=VALUE")
+            given = setting_options(f"{name}=...", scrapyd=scrapyd, where=False)
+            wanted = setting_options("NAME=VALUE", scrapyd=scrapyd)
+            raise ConfigError(f"{given} names no setting: give {wanted}")
         if meant := likely_meant(name):
             raise ConfigError(
                 f"setting {quoted(name)} is not one Scrapy or focused reads: did you mean {meant}?"

@@ -31,7 +31,14 @@ from scrapy.extensions.feedexport import apply_uri_params
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.conf import feed_complete_default_values_from_settings
 
-from focused.errors import ConfigError, cut, one_line, quoted, spider_arguments
+from focused.errors import (
+    ConfigError,
+    cut,
+    one_line,
+    quoted,
+    setting_options,
+    spider_arguments,
+)
 from focused.render import BLOCKABLE_RESOURCES, blocked_resources
 from focused.setting_names import check_setting_names, given_on_command_line
 from focused.storage import DEFAULT_SQLITE_PATH
@@ -228,12 +235,13 @@ def scrapy_setting_checks() -> tuple[
     return tuple(booleans), numbers, tuple(classes)
 
 
-def check_settings(settings: Any, *, crawls: bool = True) -> None:
+def check_settings(settings: Any, *, crawls: bool = True, scrapyd: bool = False) -> None:
     """Refuse, with ``ConfigError``, settings the command would fail on once running. Without
     ``crawls`` (the store's commands, restore, forget) the command makes no crawler process,
     fetches nothing and writes no feed: a project's SPIDER_MODULES, DOWNLOAD_BIND_ADDRESS and
-    FEEDS, true of the machine that crawls, are let be on one that only reads the store."""
-    check_setting_names(settings)
+    FEEDS, true of the machine that crawls, are let be on one that only reads the store.
+    ``scrapyd``: as ``spider_arguments`` takes it."""
+    check_setting_names(settings, scrapyd)
     scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
     given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
     for name in (*BOOLEAN_SETTINGS, *given_as_text):
@@ -259,7 +267,7 @@ def check_settings(settings: Any, *, crawls: bool = True) -> None:
     _check_jittered_delays(settings)
     _check_paths(settings)
     _check_logging(settings)
-    _check_http_auth(settings)
+    _check_http_auth(settings, scrapyd)
     _check_tls(settings)
     if crawls:
         _check_feeds(settings)
@@ -384,14 +392,15 @@ def _check_tls(settings: Any) -> None:
             raise ConfigError(f"setting {name}={quoted(value)} is not one of: {', '.join(known)}")
 
 
-def _check_http_auth(settings: Any) -> None:
+def _check_http_auth(settings: Any, scrapyd: bool) -> None:
     """Scrapy's HttpAuthMiddleware refuses credentials without the domain they are for, with a
     traceback as the crawl starts."""
     given = [name for name in ("HTTPAUTH_USER", "HTTPAUTH_PASS") if settings.get(name)]
     if given and settings.getpriority("HTTPAUTH_DOMAIN") <= SETTINGS_PRIORITIES["default"]:
+        domain = setting_options("HTTPAUTH_DOMAIN=example.org", scrapyd=scrapyd)
         raise ConfigError(
             f"setting {given[0]} needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
-            " (-s HTTPAUTH_DOMAIN=example.org: that host and its subdomains)"
+            f" ({domain}: that host and its subdomains)"
         )
 
 

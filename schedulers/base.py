@@ -809,8 +809,10 @@ class StrategyQueue:
         return 0.0
 
     @classmethod
-    def check_settings(cls, settings: Any) -> None:
-        """Refuse settings this strategy cannot run with (raise ConfigError); default: none."""
+    def check_settings(cls, settings: Any, scrapyd: bool = False) -> None:
+        """Refuse settings this strategy cannot run with (raise ConfigError); default: none.
+        ``scrapyd``: a Scrapyd job, told to give a setting as ``focused.errors.setting_options``
+        words it."""
 
     def admit(self, request: Request) -> bool:
         """Whether the strategy queues this request at all (e.g. a depth limit)."""

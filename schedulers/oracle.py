@@ -18,7 +18,7 @@ from urllib.parse import unquote
 
 from scrapy import Request
 
-from focused.errors import ConfigError, cut, load_json, quoted
+from focused.errors import ConfigError, cut, load_json, quoted, setting_options
 from schedulers.base import StrategyQueue
 
 if TYPE_CHECKING:
@@ -54,18 +54,19 @@ class OracleQueue(StrategyQueue):
     reads_link_scores = False
 
     @classmethod
-    def distances(cls, settings: Any) -> dict[str, int]:
+    def distances(cls, settings: Any, scrapyd: bool = False) -> dict[str, int]:
         path = settings.get("ORACLE_DISTANCES")
         if not path:
+            needed = setting_options("ORACLE_DISTANCES=FILE", scrapyd=scrapyd)
             raise ConfigError(
-                "strategy oracle is a benchmark reference: it needs -s ORACLE_DISTANCES=FILE"
+                f"strategy oracle is a benchmark reference: it needs {needed}"
                 " (written by python -m benchmarks.harvest)"
             )
         return load_distances(path)
 
     @classmethod
-    def check_settings(cls, settings: Any) -> None:
-        cls.distances(settings)
+    def check_settings(cls, settings: Any, scrapyd: bool = False) -> None:
+        cls.distances(settings, scrapyd)
 
     def __init__(self, crawler: Crawler, key: str = "", state: dict[str, Any] | None = None):
         self._distances = self.distances(crawler.settings)

@@ -74,8 +74,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
         (
             {**GOOD, "JOBDIR": "jobs/birds"},
             {},
-            "JOBDIR is a setting, not a spider argument: give it as -s JOBDIR=VALUE (to "
-            "Scrapyd's schedule.json, -d setting=JOBDIR=VALUE)",
+            "JOBDIR is a setting, not a spider argument: give it as -s JOBDIR=VALUE",
         ),
         (GOOD, {"RELEVANCE_NUM_TOPICS": "1" + "0" * 400}, "RELEVANCE_NUM_TOPICS=1000"),
         (
@@ -2370,3 +2369,51 @@ def test_a_scrapyd_job_giving_the_queue_is_told_to_give_its_strategy_with_d():
     )
     with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
         parse_arguments({**GOOD, **SCRAPYD_JOB}, settings)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "settings", "message"),
+    [
+        (
+            {**GOOD, "seeds": "http://alice:s3cret@127.0.0.1:9/"},
+            {},
+            "seed 'http://***@127.0.0.1:9/' has a user name or password in it: give them as"
+            " -d setting=HTTPAUTH_USER=... -d setting=HTTPAUTH_PASS=..."
+            " -d setting=HTTPAUTH_DOMAIN=127.0.0.1 to schedule.json",
+        ),
+        (
+            GOOD,
+            {"HTTPAUTH_PASS": "p"},
+            "setting HTTPAUTH_PASS needs HTTPAUTH_DOMAIN, the host the credentials are sent to"
+            " (-d setting=HTTPAUTH_DOMAIN=example.org to schedule.json: that host and its"
+            " subdomains)",
+        ),
+        (
+            {**GOOD, "JOBDIR": "jobs/birds"},
+            {},
+            "JOBDIR is a setting, not a spider argument: give it as -d setting=JOBDIR=VALUE to"
+            " schedule.json",
+        ),
+        (
+            GOOD,
+            {"": "5"},
+            "-d setting==... names no setting: give -d setting=NAME=VALUE to schedule.json",
+        ),
+        (
+            {**GOOD, "strategy": "oracle"},
+            {},
+            "strategy oracle is a benchmark reference: it needs"
+            " -d setting=ORACLE_DISTANCES=FILE to schedule.json (written by python -m"
+            " benchmarks.harvest)",
+        ),
+    ],
+)
+def test_a_scrapyd_job_is_told_to_give_settings_with_d_setting(arguments, settings, message):
+    """Scrapyd's schedule.json takes settings as ``-d setting=NAME=VALUE``: a job's log told it
+    to give ``-s HTTPAUTH_USER=...``, which it has no way to. Outside Scrapyd, ``-s`` it stays."""
+    given = Settings(settings, priority="cmdline")
+    with pytest.raises(ConfigError, match=f"^{re.escape(message)}$"):
+        parse_arguments({**arguments, **SCRAPYD_JOB}, given)
+    outside = message.replace("-d setting=", "-s ").replace(" to schedule.json", "")
+    with pytest.raises(ConfigError, match=f"^{re.escape(outside)}$"):
+        parse_arguments(arguments, given)

@@ -205,3 +205,34 @@ def test_cancel_and_resume_a_jobdir_crawl_through_scrapyd(scrapyd, sample_graph,
     assert len(pages) == len(fetched)
     assert sorted(page["fetch_order"] for page in pages) == list(range(1, len(pages) + 1))
     assert paused.crawl_record()["status"] == "finished"
+
+
+def test_a_scrapyd_job_is_told_to_give_settings_as_schedule_json_takes_them(scrapyd, tmp_path):
+    """A job refused for a setting it lacked was told to give ``-s NAME=VALUE``, which
+    schedule.json does not take: it takes ``-d setting=NAME=VALUE``."""
+    base, home = scrapyd
+    deploy(base)
+    job = [
+        ("project", "focused"),
+        ("spider", "topical"),
+        ("strategy", "bfs"),
+        ("query", BIRD_QUERY),
+        ("setting", f"FOCUSED_DB={tmp_path / 'scrapyd.sqlite3'}"),
+    ]
+    with_password = [*job, ("seeds", "http://alice:s3cret@127.0.0.1:9/")]
+    without_domain = [*job, ("seeds", "http://127.0.0.1:9/"), ("setting", "HTTPAUTH_PASS=p")]
+    said = {
+        api(base, "schedule.json", with_password)["jobid"]: (
+            "error: seed 'http://***@127.0.0.1:9/' has a user name or password in it: give them"
+            " as -d setting=HTTPAUTH_USER=... -d setting=HTTPAUTH_PASS=..."
+            " -d setting=HTTPAUTH_DOMAIN=127.0.0.1 to schedule.json"
+        ),
+        api(base, "schedule.json", without_domain)["jobid"]: (
+            "error: setting HTTPAUTH_PASS needs HTTPAUTH_DOMAIN, the host the credentials are"
+            " sent to (-d setting=HTTPAUTH_DOMAIN=example.org to schedule.json: that host and its"
+            " subdomains)"
+        ),
+    }
+    for jobid, line in said.items():
+        wait_for(lambda jobid=jobid: job_state(base, jobid) == "finished", 120, "the job to end")
+        assert job_log(home, jobid).splitlines() == [line]
