@@ -16,7 +16,8 @@ A second Ctrl-C stops the reactor without closing the spider, and Scrapy left ea
 was: a JSON feed without its closing bracket, an XML one without its root's end tag, neither
 readable. Once the reactor has stopped, each feed in a local file (or on stdout) gets its end
 written then, with the pages it got, in one line each; a feed to be uploaded (S3, FTP) cannot
-be, with no reactor left to upload it.
+be, with no reactor left to upload it: one line each says so (``was not uploaded at the forced
+stop``), and it counts as failed.
 
 Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
 Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
@@ -121,14 +122,25 @@ class FeedExporter(ScrapyFeedExporter):
     def _end_at_forced_stop(self) -> None:
         """The reactor has stopped with the spider still open (a second Ctrl-C): no page comes
         any more, and the feeds whose storage is a write of their own (a local file, stdout)
-        get their end, as at a close."""
+        get their end, as at a close. The others (S3, FTP) are not uploaded, each said in a
+        line and counted as failed: only the docs said so, and the log nothing."""
         if self._spider_closed:
             return
         self._spider_closed = True  # for good: a feed that fails below closes no spider
         for slot in self.slots:
-            if slot.uri_template in self._failed or not slot.itemcount:
+            if slot.uri_template in self._failed:
                 continue
             if not isinstance(slot.storage, FileFeedStorage | StdoutFeedStorage):
+                # Its upload runs in a thread of the reactor's, which has stopped.
+                logger.warning(
+                    "the feed %s was not uploaded at the forced stop, nor the %s it got",
+                    redact_uri(slot.uri),
+                    counted(slot.itemcount, "page"),
+                )
+                self._count_failed(slot)
+                self._discard(slot)
+                continue
+            if not slot.itemcount:
                 continue
             try:
                 slot.finish_exporting()
@@ -164,10 +176,14 @@ class FeedExporter(ScrapyFeedExporter):
     def _give_up(self, slot: FeedSlot, exc: OSError) -> None:
         self._failed.add(slot.uri_template)
         logger.error("the feed %s cannot be written: %s", redact_uri(slot.uri), exc.strerror or exc)
-        self.crawler.stats.inc_value(f"{FAILED_STAT}{type(slot.storage).__name__}")
+        self._count_failed(slot)
         self._discard(slot)
         if not self._spider_closed and self._closing_spider is None:
             self._closing_spider = close_spider_now(self.crawler, FEED_FAILED)
+
+    def _count_failed(self, slot: FeedSlot) -> None:
+        """In Scrapy's stat of the feeds of its storage that it failed to store."""
+        self.crawler.stats.inc_value(f"{FAILED_STAT}{type(slot.storage).__name__}")
 
     @classmethod
     def _discard(cls, slot: FeedSlot) -> None:

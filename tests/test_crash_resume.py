@@ -36,6 +36,7 @@ from tests.conftest import (
 )
 from tests.sites import GatedReplay, Hold, Reply, Site, html
 from tests.test_crash_counts import jobdir_crawl, start_quietly
+from tests.test_redis_frontier import free_port
 from tests.test_resume import _crawl_id_of, _reachable
 
 CONCURRENT = 4
@@ -536,10 +537,14 @@ def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_g
 
 def test_a_forced_stop_ends_the_feeds_it_was_writing(tmp_path, sample_graph):
     """A second Ctrl-C left a JSON feed without its closing bracket and an XML one without its
-    root's end tag, neither readable, and said nothing: each now ends with the pages it got."""
+    root's end tag, neither readable, and said nothing: each now ends with the pages it got. A
+    feed to upload (FTP, S3) cannot be, and was skipped in silence: each is said."""
     server = ReplayServer(sample_graph, delay=0.2).start()
     feeds = {"json": tmp_path / "pages.json", "xml": tmp_path / "pages.xml"}
     uris = {str(path): {"format": name} for name, path in feeds.items()}
+    # Uploaded only as the crawl closes: nothing needs to listen there.
+    ftp = f"ftp://alice:s3cret@127.0.0.1:{free_port()}/pages.jsonl"
+    uris[ftp] = {"format": "jsonlines"}
     command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30, FEEDS=json.dumps(uris))
     try:
         run = start_until_fetched(command, server, 8, stderr=subprocess.PIPE)
@@ -557,6 +562,11 @@ def test_a_forced_stop_ends_the_feeds_it_was_writing(tmp_path, sample_graph):
     assert [item.findtext("url") for item in items] == exported
     for path in feeds.values():
         assert f"the feed {path} was ended at the forced stop".encode() in stderr
+    not_uploaded = re.findall(
+        rb"the feed (\S+) was not uploaded at the forced stop, nor the", stderr
+    )
+    assert not_uploaded == [ftp.replace("alice:s3cret@", "***@").encode()], stderr[-3000:]
+    assert b"s3cret" not in stderr
 
 
 def crawls_status(db, crawl_id: str) -> str:
