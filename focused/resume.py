@@ -651,6 +651,7 @@ def recover_state(
     pages: Iterable[dict[str, Any]],
     drift_window: int = 0,
     journaled: Iterable[tuple[int, bool]] = (),
+    rescored: int = 0,
 ) -> None:
     """Bring the counters of ``spider.state`` up to what the stored pages show.
 
@@ -671,6 +672,9 @@ def recover_state(
     STORE_MIN_RELEVANCE; without ``drift_window`` no window is kept. ``pages``:
     the stored pages with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state``
     is set once they are all read, so that a read failing half way leaves it as it was.
+    ``rescored``: the relevant pages the crawl's recrawls added to its stored ones by moving
+    their verdicts (``focused.report.rescored``, negative for fewer; 0 where the record cannot
+    tell), which are not the crawl's: the stored pages' verdicts less these are.
     """
     last = relevant = stored = 0
     urls: set[str] = set()
@@ -708,8 +712,12 @@ def recover_state(
         state.pop(DRIFT_STATE, None)
     # The page budget's count (focused.stopping.PageBudget): each page fetched was a response.
     state["responses"] = max(state.get("responses", 0), state["pages"])
+    # A --model recrawl moved stored verdicts: taken for the crawl's, a run going on with the
+    # crawl recorded the recrawl's moves as relevant pages it found (and its report, which
+    # takes them off the pages' verdicts, said as many relevant pages were not stored).
+    crawl_relevant = max(0, relevant - rescored)
     state["relevant"] = max(
-        state.get("relevant", 0), relevant + state.get("not_stored_relevant", 0)
+        state.get("relevant", 0), crawl_relevant + state.get("not_stored_relevant", 0)
     )
     state["fetched_urls"] = urls
     host_pages = state.setdefault("host_pages", Counter())

@@ -274,8 +274,13 @@ class StoragePipeline:
         window = self.crawler.settings.getint("DRIFT_WINDOW")
         # The window's verdicts written through: the store lacks pages below STORE_MIN_RELEVANCE.
         verdicts = journaled_window(self.crawler.settings["JOBDIR"]) if window else ()
+        from focused.report import rescored
+
         try:
-            recover_state(spider.state, pages, window, verdicts)
+            # The stored verdicts a --model recrawl moved are not the crawl's (unknown, taken
+            # as none, in a record written before their count).
+            moved = rescored(self.store.get_crawl(self.crawl_id) or {}) or 0
+            recover_state(spider.state, pages, window, verdicts, moved)
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return

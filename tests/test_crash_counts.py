@@ -610,6 +610,20 @@ def test_kill_9_then_resume_recovers_the_counts_past_a_url_urlsplit_rejects():
     assert state["host_pages"] == Counter({"a.test": 2})
 
 
+@pytest.mark.parametrize(("rescored", "relevant"), [(0, 2), (-1, 3), (2, 0), (5, 0)])
+def test_a_resume_counts_the_crawls_verdicts_not_those_a_recrawl_moved(rescored, relevant):
+    """After a kill -9 the relevant pages came back from the stored verdicts, those a --model
+    recrawl moved since (the crawl record's count, ``rescored``) taken for the crawl's."""
+    pages = [
+        {"url": f"http://a.test/{n}", "is_relevant": n < 2, "fetch_order": n + 1}
+        | {"duplicate_of": None}
+        for n in range(4)
+    ]
+    state: dict = {}
+    recover_state(state, pages, rescored=rescored)
+    assert (state["pages"], state["relevant"]) == (4, relevant)
+
+
 def test_a_resume_counts_the_host_of_any_url_as_urlsplit_reads_it():
     """Whatever a URL holds (edited into the store by hand), its page counts for the host
     urlsplit reads from it, or for none where urlsplit fails on it."""

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -858,6 +858,22 @@ BIRDS = "<p>Birds build nests of twigs and lay eggs; birds feed chicks in nests.
 CARS = "<p>Cars need engines, fuel, tyres and roads; drivers park cars in garages.</p>"
 
 
+def three_pages() -> dict[str, str]:
+    """The body of each path of a site about birds' nests: / and /one about them, /two and
+    /three not, for a test to edit between the crawl and the recrawl."""
+    links = '<a href="/one">one</a> <a href="/two">two</a> <a href="/three">three</a>'
+    return {"/": BIRDS + links, "/one": BIRDS, "/two": CARS, "/three": CARS}
+
+
+def serving(pages: dict[str, str]) -> Callable[[str, str], Reply]:
+    """A ``Site``'s answers: each path of ``pages`` as it is when asked for, 404 for others."""
+
+    def respond(method: str, path: str) -> Reply:
+        return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
+
+    return respond
+
+
 def crawl_with_model(tmp_path: Path, site: Site, settings: dict | None = None) -> Crawl:
     """A crawl of ``site`` about birds' nests (BIRDS is relevant, CARS not), its relevance
     model saved in ``tmp_path/job`` for a recrawl's --model."""
@@ -874,13 +890,8 @@ def test_a_rescoring_recrawl_says_which_verdicts_moved(tmp_path):
     """The crawl record's relevant pages stay the crawl's measure (what ``scrapy report``'s
     totals show), while a --model recrawl rescores the pages it finds changed: which verdicts
     it moved was said nowhere."""
-    links = '<a href="/one">one</a> <a href="/two">two</a> <a href="/three">three</a>'
-    pages = {"/": BIRDS + links, "/one": BIRDS, "/two": CARS, "/three": CARS}
-
-    def respond(method: str, path: str) -> Reply:
-        return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
-
-    with Site(respond) as site:
+    pages = three_pages()
+    with Site(serving(pages)) as site:
         crawl = crawl_with_model(tmp_path, site)
         before = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
         assert before == {"/": True, "/one": True, "/two": False, "/three": False}
@@ -906,14 +917,10 @@ def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path
     some = "<p>Cars need engines, fuel and roads; a bird nests in one garage.</p>"  # ~0.23
     links = " ".join(f'<a href="/{name}">{name}</a>' for name in ("one", "two", "three", "four"))
     pages = {"/": BIRDS + links, "/one": BIRDS, "/two": some, "/three": CARS, "/four": BIRDS + CARS}
-
-    def respond(method: str, path: str) -> Reply:
-        return Reply(200, html(path, pages[path])) if path in pages else Reply(404, "")
-
     settings: dict[str, object] = {}
     if store_min is not None:
         settings["STORE_MIN_RELEVANCE"] = store_min  # /two relevant, /three not: neither stored
-    with Site(respond) as site:
+    with Site(serving(pages)) as site:
         crawl = crawl_with_model(tmp_path, site, settings)
         relevant = {path: p["is_relevant"] for path, p in stored_by_path(crawl, site).items()}
         fetched = {"/": True, "/one": True, "/two": True, "/three": False, "/four": True}
@@ -947,6 +954,28 @@ def test_a_report_after_a_rescoring_recrawl_says_why_its_figures_differ(tmp_path
     assert json.loads(as_json.stdout)["harvest_deciles"][-1]["relevant"] == relevant_now
     record = crawl.crawl_record()  # the verdicts moved, as the recrawl counted them
     assert (record["rescored_now_relevant"], record["rescored_no_longer_relevant"]) == (0, 1)
+
+
+def test_a_crawl_run_again_after_a_rescoring_recrawl_keeps_its_own_relevant_count(tmp_path):
+    """A JOBDIR crawl run again (to go on with it) brings its counters up to its stored pages:
+    it took the verdicts a --model recrawl had moved there for its own, and recorded 3 relevant
+    pages where it had found 2. Its report then said the recrawl's page twice, as rescored and
+    as "1 relevant page was fetched but not stored", though it stored every page."""
+    pages = three_pages()
+    with Site(serving(pages)) as site:
+        crawl = crawl_with_model(tmp_path, site)
+        assert crawl.crawl_record()["relevant"] == 2
+        pages["/two"] = BIRDS
+        result = recrawl(crawl.db, "test", "--model", str(tmp_path / "job" / "relevance"))
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert crawl.crawl_record()["rescored_now_relevant"] == 1
+        crawl_with_model(tmp_path, site)  # its JOBDIR again
+    assert crawl.crawl_record()["relevant"] == 2  # the crawl's measure still
+    report = run_scrapy(["report", "test", "-s", f"FOCUSED_DB={crawl.db}"], timeout=60)
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert "pages      4 fetched, 4 stored, 2 relevant, harvest rate 0.500" in report.stdout
+    assert "rescored   1 page now relevant since the crawl" in report.stdout
+    assert "fetched but not stored" not in report.stdout, report.stdout
 
 
 def test_a_rescoring_recrawl_killed_half_way_has_counted_the_verdicts_it_stored(tmp_path):
