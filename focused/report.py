@@ -114,11 +114,14 @@ def needs_pages_for_totals(crawl: Mapping[str, Any]) -> bool:
 def totals(crawl: Mapping[str, Any], counts: PageCounts | None = None) -> Totals:
     """Pages fetched and relevant as the crawl record has them; while the record has none yet
     (a running crawl, or one killed before it could finish; or a count it holds is unknown),
-    counted from ``counts``, what its stored pages add up to (``Store.page_counts``)."""
+    counted from ``counts``, what its stored pages add up to (``Store.page_counts``), their
+    relevant pages less those a recrawl's --model made so (``rescored``), as a run going on
+    with the crawl counts them (``focused.resume.recover_state``)."""
     if not needs_pages_for_totals(crawl):
         return Totals(crawl["pages"], crawl["relevant"])
     counts = counts or PageCounts()
-    return Totals(max(counts.last_fetch_order, counts.stored), counts.relevant)
+    relevant = max(0, counts.relevant - (rescored(crawl) or 0))
+    return Totals(max(counts.last_fetch_order, counts.stored), relevant)
 
 
 def rescored(crawl: Mapping[str, Any]) -> int | None:
@@ -252,8 +255,7 @@ def build_report(
             verdicts.append(bool(page["is_relevant"]))
     crawl_totals = totals(crawl, counts)
     curve = HarvestCurve.of(fetch_orders, verdicts)
-    # Totals counted from the pages (a crawl that recorded none) are the verdicts now.
-    moved = None if needs_pages_for_totals(crawl) else rescored(crawl)
+    moved = rescored(crawl)
     if moved is not None:
         # The crawl's relevant pages it stored are those relevant now, less the verdicts its
         # recrawls moved: the rest it did not store.

@@ -393,9 +393,41 @@ def test_the_verdicts_moved_are_read_from_the_crawl_record_where_it_counts_them(
     both_ways = {"rescored_now_relevant": 2, "rescored_no_longer_relevant": 1}
     built = build_report({**crawl, "relevant": 2, **both_ways}, pages, top=[])
     assert (built.relevant_not_stored, built.relevant_rescored) == (1, 1)
-    # Totals counted from the pages (a crawl killed, then recrawled) are the verdicts now.
+    # Totals counted from the pages (a crawl killed, then recrawled): the crawl's verdicts are
+    # the pages' less those the record counts moved.
     running = build_report({"crawl_id": "c", "pages": None, **one_lost}, pages, top=[])
-    assert (running.relevant_not_stored, running.relevant_rescored) == (0, 0)
+    assert (running.totals.relevant, running.relevant_not_stored) == (3, 0)
+    assert running.relevant_rescored == -1
+
+
+def test_a_crawl_without_totals_counts_its_relevant_pages_as_it_found_them(cli, tmp_path):
+    """A crawl killed before it recorded its totals is counted from its stored pages, and a
+    --model recrawl of it moved their verdicts: its summary in ``crawls`` and ``report`` took
+    the recrawl's verdicts for the crawl's, with no rescored line, though its record counts
+    them; a run going on with the crawl counts on from its own (``recover_state``), and its
+    report then said they had moved."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    try:
+        store.start_crawl(crawl_record("c"))  # never finished: killed
+        urls = [f"http://a.test/{n}" for n in range(3)]
+        store.save_pages(
+            page_record(url, "c", fetch_order=n, is_relevant=n <= 2)
+            for n, url in enumerate(urls, 1)
+        )
+        store.update_pages([{"crawl_id": "c", "url": urls[0], "is_relevant": False}])
+    finally:
+        store.close()
+    settings = {"FOCUSED_DB": db}
+    listed = json.loads(ok(cli("crawls", "--json", settings=settings)))
+    assert (listed["pages"], listed["relevant"]) == (3, 2)
+    totals = json.loads(ok(cli("report", "c", "--json", settings=settings)))["totals"]
+    assert (totals["relevant"], totals["relevant_rescored"], totals["relevant_not_stored"]) == (
+        2,
+        -1,
+        0,
+    )
+    assert "rescored   1 page no longer relevant" in ok(cli("report", "c", settings=settings))
 
 
 def test_figures_of_a_running_crawl_come_from_its_stored_pages():
