@@ -443,7 +443,7 @@ class Record(dict):
     """A page record a weak reference can follow."""
 
 
-def test_a_report_holds_no_page_record_once_it_one_lostit():
+def test_a_report_holds_no_page_record_once_it_counted_it():
     """`scrapy report` held every page's fields, 170 MB for 200,000 pages: it counts each page
     as it is read now, and lets it go."""
     held: list[weakref.ref] = []
@@ -1595,7 +1595,7 @@ def test_the_latest_crawl_is_the_latest_whose_id_can_be_read(cli, tmp_path):
         assert "crawls.crawl_id = b'\\x02'" in result.stderr
 
 
-def test_a_crawl_of_unknown_id_is_one_lostfrom_no_pages(
+def test_a_crawl_of_unknown_id_is_counted_from_no_pages(
     cli,
     monkeypatch,
     mongo_client,  # noqa: F811
