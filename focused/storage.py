@@ -151,11 +151,13 @@ CRAWL_SCHEMA: dict[str, type] = {
     "run_by": str,
     # The verdicts (is_relevant) of stored pages that recrawls moved (``--model``, or their
     # updates restored), counted by ``Store.update_pages`` as it writes them against the
-    # verdict stored: how many became relevant, and how many no longer are. The crawl's own
-    # ``relevant`` stays the crawl's measure; these tell its stored pages' count now from it
-    # (``focused.report``). 0 in a new crawl's record, kept by the crawl's later runs; None in
-    # records written before them, which a recrawl leaves None (the recrawls before it went
-    # uncounted). Last, where SQLite adds them.
+    # verdict stored: how many moves made a page relevant, and how many made one irrelevant (a
+    # page moved and moved back counts in both: the difference is the change in relevant
+    # pages). The crawl's own ``relevant`` stays the crawl's measure; these tell its stored
+    # pages' count now from it (``focused.report``, ``focused.resume.recover_state``). 0 in a
+    # new crawl's record, kept by the crawl's later runs; None in records written before them,
+    # which a recrawl leaves None (the recrawls before it went uncounted). Last, where SQLite
+    # adds them.
     "rescored_now_relevant": int,
     "rescored_no_longer_relevant": int,
 }
