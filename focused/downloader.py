@@ -340,7 +340,11 @@ class PoliteDownloader(Downloader):
                 continue
             for key, connections in list(pooled.items()):
                 for connection in [c for c in connections if c.state == "CONNECTION_LOST"]:
-                    pool._removeConnection(key, connection)
+                    # Its timeout cancelled, as Twisted's getConnection does: _removeConnection
+                    # is that timeout's call and leaves it set, to fire 240 s on and fail with a
+                    # traceback (its key gone, or the connection not in its list).
+                    pool._timeouts.pop(connection).cancel()
+                    connections.remove(connection)
                 if not connections:
                     del pooled[key]
 

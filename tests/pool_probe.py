@@ -1,7 +1,8 @@
 """Test-only extension for ``tests/test_politeness.py``: once the crawl has nothing left to
 fetch, it waits for the servers to close their idle connections, drops the idle downloader slots
 as Scrapy's minute-long loop does (``Downloader._slot_gc``), and counts in the stats what
-Twisted's HTTP connection pools still hold."""
+Twisted's HTTP connection pools still hold, and the timeouts Twisted still has set for
+connections no longer pooled (each would fail as it fires: its key, or itself, is gone)."""
 
 from __future__ import annotations
 
@@ -38,3 +39,13 @@ class PoolProbe:
         stats.set_value("probe/pool_keys", sum(len(pool._connections) for pool in pools))
         pooled = sum(len(kept) for pool in pools for kept in pool._connections.values())
         stats.set_value("probe/pooled_connections", pooled)
+        from twisted.internet import reactor  # the installed one
+
+        orphans = [
+            call
+            for pool in pools
+            for call in reactor.getDelayedCalls()
+            if call.func == pool._removeConnection
+            and call.args[1] not in pool._connections.get(call.args[0], ())
+        ]
+        stats.set_value("probe/orphan_pool_timeouts", len(orphans))

@@ -1134,3 +1134,6 @@ def test_connections_the_servers_closed_and_their_hosts_keys_leave_the_pool(tmp_
     # ...and neither it, closed by its server, nor its host's key is kept past the idle slots.
     assert stat(crawl.result.stderr, "probe/pooled_connections") == 0
     assert stat(crawl.result.stderr, "probe/pool_keys") == 0
+    # Nor Twisted's timeout of a connection so taken out: fired 240 s on, it failed with a
+    # traceback (KeyError: its key gone; ValueError: pooled again, without it).
+    assert stat(crawl.result.stderr, "probe/orphan_pool_timeouts") == 0

@@ -75,18 +75,23 @@ def test_the_downloader_methods_focused_overrides_or_calls():
 
 def test_the_connection_pool_parts_the_downloader_tidies():
     # PoliteDownloader._forget_closed_connections reaches each download handler's Twisted
-    # pool through Scrapy's private attributes, and takes out of it, as Twisted's own timeout
-    # does, the connections their servers closed, then the keys left with none.
+    # pool through Scrapy's private attributes, and takes out of it, as Twisted's getConnection
+    # does (its timeout cancelled), the connections their servers closed, then the keys left
+    # with none.
     source = inspect.getsource(DownloadHandlers.__init__)
     assert "self._handlers: dict[str, DownloadHandlerProtocol] = {}" in source
     assert "self._pool: HTTPConnectionPool = HTTPConnectionPool(" in inspect.getsource(
         HTTP11DownloadHandler.__init__
     )
     assert "self._connections = {}" in inspect.getsource(HTTPConnectionPool.__init__)
-    assert parameters(HTTPConnectionPool._removeConnection) == ["self", "key", "connection"]
-    assert "self._connections[key].remove(connection)" in inspect.getsource(
-        HTTPConnectionPool._removeConnection
+    assert "self._timeouts = {}" in inspect.getsource(HTTPConnectionPool.__init__)
+    assert "self._timeouts[connection].cancel()" in inspect.getsource(
+        HTTPConnectionPool.getConnection
     )
+    # A pooled connection's timeout is its only entry in _timeouts, set as it is pooled.
+    put = inspect.getsource(HTTPConnectionPool._putConnection)
+    assert "self._removeConnection, key, connection" in put
+    assert "self._timeouts[connection] = cid" in put
     # A key's list is read with get() and made again with setdefault(): one deleted is safe.
     assert "self._connections.get(key)" in inspect.getsource(HTTPConnectionPool.getConnection)
     assert "self._connections.setdefault(key, [])" in inspect.getsource(
