@@ -95,6 +95,7 @@ from scrapy.utils.asyncio import call_later, create_looping_call
 from scrapy.utils.defer import _schedule_coro, maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.python.failure import Failure
+from twisted.web.client import HTTPConnectionPool
 
 from focused.errors import counted, load_json
 from focused.jobdir import jobdir_writes, write_whole
@@ -335,9 +336,11 @@ class PoliteDownloader(Downloader):
         # met (BENCHMARKS.md, session 59). Both go here, with the idle slots.
         for handler in getattr(self.handlers, "_handlers", {}).values():
             pool = getattr(handler, "_pool", None)
-            pooled = getattr(pool, "_connections", None)
-            if not pooled:
+            # Scrapy's HTTP/2 handler has a pool of its own (a connection a host, not a list),
+            # which drops each connection as it is lost.
+            if not isinstance(pool, HTTPConnectionPool) or not pool._connections:
                 continue
+            pooled = pool._connections
             for key, connections in list(pooled.items()):
                 for connection in [c for c in connections if c.state == "CONNECTION_LOST"]:
                     # Its timeout cancelled, as Twisted's getConnection does: _removeConnection

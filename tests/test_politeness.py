@@ -11,6 +11,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from contextlib import ExitStack, closing
@@ -1137,3 +1138,35 @@ def test_connections_the_servers_closed_and_their_hosts_keys_leave_the_pool(tmp_
     # Nor Twisted's timeout of a connection so taken out: fired 240 s on, it failed with a
     # traceback (KeyError: its key gone; ValueError: pooled again, without it).
     assert stat(crawl.result.stderr, "probe/orphan_pool_timeouts") == 0
+
+
+def test_the_http2_handlers_pool_is_left_to_itself():
+    """Scrapy's HTTP/2 handler (DOWNLOAD_HANDLERS https: H2DownloadHandler, with the h2
+    package) has a pool of its own, one connection a host, which it empties as each is lost:
+    taken for Twisted's, its connection was iterated as a list, and Scrapy's minute-long
+    idle-slot loop failed (TypeError) at its first turn with one open, and stopped for the rest
+    of the crawl: no slot dropped again, nor what focused.robots and focused.retryafter keep
+    with them. In a process of its own: the handler needs Twisted's reactor installed."""
+    pytest.importorskip("h2")
+    probe = """
+from scrapy.utils.reactor import install_reactor
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+from scrapy.core._http2.protocol import H2ClientProtocol
+from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
+from twisted.web.client import URI
+from focused.downloader import PoliteDownloader
+handler = "scrapy.core.downloader.handlers.http2.H2DownloadHandler"
+crawler = get_crawler(settings_dict={"DOWNLOAD_HANDLERS": {"https": handler}})
+downloader = PoliteDownloader(crawler)
+pool = downloader.handlers._get_handler("https")._pool
+connection = H2ClientProtocol(URI.fromBytes(b"https://127.0.0.1:18220/"), crawler, Deferred())
+pool.put_connection(connection, (b"https", b"127.0.0.1", 18220))
+downloader._forget_closed_connections()
+assert list(pool._connections.values()) == [connection]
+print("kept")
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.stdout == "kept\n", result.stderr[-3000:]
