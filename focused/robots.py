@@ -855,10 +855,17 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             super().process_request_2(rp, request.replace(url=linked))
         super().process_request_2(rp, request)
         netloc = urlparse_cached(request).netloc
-        if netloc in self._skipped:
+        delay = self._skipped.get(netloc)
+        if delay is None and rp is not None and self._parsers.get(netloc) is not rp:
+            # Its parser, handed to it as it waited for the robots.txt, was forgotten since (by
+            # another host's read), and with it whether the host is skipped (_forget_skip): a
+            # request that went on after was sent to a host it skips.
+            delay = asked_delay(rp, self._useragent(request))
+            delay = delay if delay is not None and delay > self._crawl_delay_max else None
+        if delay is not None:
             self._stats.inc_value("focused/robots/crawl_delay_skipped")
             raise exceptions.IgnoreRequest(
-                f"robots.txt Crawl-delay {self._skipped[netloc]:g} s is above "
+                f"robots.txt Crawl-delay {delay:g} s is above "
                 f"ROBOTS_CRAWL_DELAY_MAX ({self._crawl_delay_max:g} s)"
             )
 

@@ -970,6 +970,52 @@ class CrawlDelayWeb(RobotsTxtWeb):
 SERVER_ERROR = "503"
 
 
+def test_a_request_that_waited_for_a_skipped_hosts_robots_txt_is_refused_once_it_is_forgotten():
+    """A host skipped for its Crawl-delay is remembered while its robots.txt is kept: the
+    requests that waited for its download, handed its parser, went on after another host's
+    read had forgotten it (ROBOTS_PARSERS_MAX; ROBOTS_TEXTS_MAX 0, no text kept), found it no
+    longer skipped, and were sent to a host that asked to be fetched once a minute."""
+    middleware, _ = robots_middleware(
+        ROBOTS_CRAWL_DELAY_MAX=30, ROBOTS_PARSERS_MAX=1, ROBOTS_TEXTS_MAX=0
+    )
+    web = middleware.crawler.engine = GatedCrawlDelayWeb(
+        {"slow.example": (60,), "other.example": (None,)}
+    )
+    web._slot = SimpleNamespace(nextcall=SimpleNamespace(schedule=lambda: None))
+
+    async def goes_on(url: str) -> str:
+        try:
+            await middleware.process_request(Request(url))
+        except IgnoreRequest as refused:
+            return f"refused: {refused}"
+        return "sent"
+
+    async def crawl() -> list[str]:
+        first = asyncio.ensure_future(goes_on("http://slow.example/1"))
+        await asyncio.sleep(0)  # its robots.txt downloading
+        other = asyncio.ensure_future(goes_on("http://other.example/1"))
+        waiting = asyncio.ensure_future(goes_on("http://slow.example/2"))
+        await asyncio.sleep(0)
+        web.gate.set()  # both read at once: slow.example's, then other.example's
+        return await asyncio.gather(first, waiting, other)
+
+    skipped = "refused: robots.txt Crawl-delay 60 s is above ROBOTS_CRAWL_DELAY_MAX (30 s)"
+    assert asyncio.run(crawl()) == [skipped, skipped, "sent"]
+    assert web.downloads == Counter({"slow.example": 1, "other.example": 1})
+
+
+class GatedCrawlDelayWeb(CrawlDelayWeb):
+    """``CrawlDelayWeb``, whose robots.txt are answered only once ``gate`` is set."""
+
+    def __init__(self, delays: dict[str, tuple[float | str | None, ...]]) -> None:
+        super().__init__(delays)
+        self.gate = asyncio.Event()
+
+    async def download_async(self, request: Request) -> Response:
+        await self.gate.wait()
+        return await super().download_async(request)
+
+
 def paced_slot(delays: dict[str, tuple[float | str | None, ...]], **settings: object):
     """A middleware whose robots.txt ask for ``delays`` (``CrawlDelayWeb``), over a downloader
     (``PoliteDownloader``) with the slot of ``a.example`` made as Scrapy makes it."""
