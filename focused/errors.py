@@ -195,11 +195,23 @@ def setting_options(*given: str, scrapyd: bool, where: bool = True) -> str:
     return " ".join(f"{flag}{setting}" for setting in given) + (to if where else "")
 
 
+# A URI's user and password: up to the last @ before its host (a password may hold an @, which
+# urllib, and so Scrapy's FTP feeds and redis-py, read up to the host's).
+USER_INFO = re.compile(r"(?<=//)[^/?#\s'\"]*@")
+# A query parameter that names a secret: a password (``redis://...?password=``, which redis-py
+# reads), a token, a key, a signature (a signed S3 or GCS URL, Azure's sig) in a custom feed
+# storage's URI. Not a file of keys (``ssl_keyfile``): the messages about one name it.
+SECRET_PARAMETER = re.compile(
+    r"(?<=[?&])([^=&#\s]*?(?:password|passwd|secret|token|signature|credential)[^=&#\s]*"
+    r"|[^=&#\s]*?(?:key|key_?id|sig|pwd|pass))=[^&#\s'\"]+",
+    re.IGNORECASE,
+)
+
+
 def redact_uri(text: str) -> str:
-    """``text`` with the user and password of each URI in it hidden, and a password given as a
-    query parameter (``redis://host:6379/0?password=...``, which redis-py reads): fit for logs."""
-    text = re.sub(r"(?<=//)[^/@\s]*@", "***@", text)
-    return re.sub(r"(?<=[?&]password=)[^&#\s]+", "***", text, flags=re.IGNORECASE)
+    """``text`` with the user and password of each URI in it hidden, and a query parameter that
+    names a secret (``SECRET_PARAMETER``): fit for logs."""
+    return SECRET_PARAMETER.sub(r"\1=***", USER_INFO.sub("***@", text))
 
 
 # How deep JSON read as input (a setting given as JSON, a JOBDIR's files, a file to restore, a

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
 import xml.etree.ElementTree as ET
 from io import BytesIO
 
+import pytest
+from scrapy import Spider
 from scrapy.exporters import CsvItemExporter
 from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 
+from focused.errors import redact_uri
 from focused.feeds import FeedExporter
 from focused.items import PageItem
 from focused.storage import PAGE_FIELDS
@@ -59,3 +63,64 @@ def test_an_xml_feed_of_a_page_with_control_characters_is_xml():
     assert item.findtext("title") == "Birds\ufffdnest\ufffd"
     assert item.findtext("text") == "Feathers \ufffd[1m and twigs\tin\nnests \U0001f426\x85"
     assert (item.findtext("url"), item.findtext("level")) == ("http://a.test/", "1")
+
+
+def forced_stop(caplog, feeds: dict, pages: int = 0) -> tuple[dict, list[str]]:
+    """The stats and log lines of a forced stop (a second Ctrl-C) once the feeds got
+    ``pages`` pages: no upload is tried, nothing leaves this machine."""
+    crawler = get_crawler(Spider, {"FEEDS": feeds})
+    crawler.spider = spider = crawler._create_spider("pages")
+    crawler.stats.open_spider()
+    exporter = FeedExporter(crawler)
+    exporter.open_spider(spider)
+    for number in range(pages):
+        exporter.item_scraped(PageItem(url=f"http://a.test/{number}", title="A"), spider)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="focused.feeds"):
+        exporter._end_at_forced_stop()
+    lines = [record.getMessage() for record in caplog.records if record.name == "focused.feeds"]
+    return crawler.stats.get_stats(), lines
+
+
+def test_a_forced_stop_says_a_feed_not_uploaded_without_its_password(caplog):
+    """An FTP password may hold an @ (Scrapy reads the user name and password up to the host's
+    @): the line hid it up to its first @ alone, ftp://***@cret@127.0.0.1/..."""
+    feeds = {"ftp://alice:s3@cret@127.0.0.1:21/pages.jsonl": {}}
+    stats, lines = forced_stop(caplog, feeds, pages=2)
+    assert lines == [
+        "the feed ftp://***@127.0.0.1:21/pages.jsonl was not uploaded at the forced stop, nor"
+        " the 2 pages it got"
+    ]
+    assert stats["feedexport/failed_count/FTPFeedStorage"] == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "shown"),
+    [
+        ("ftp://alice:s3cret@host/pages.jsonl", "ftp://***@host/pages.jsonl"),
+        ("ftp://alice:s3@cr@t@host:21/p.jsonl", "ftp://***@host:21/p.jsonl"),
+        ("redis://:hush@hush@127.0.0.1:6379/0", "redis://***@127.0.0.1:6379/0"),
+        ("redis://127.0.0.1:6379/0?password=hush", "redis://127.0.0.1:6379/0?password=***"),
+        # A custom feed storage's credentials in the query: a signed S3 or GCS URL, Azure's
+        # SAS, keys and tokens.
+        (
+            "s3://bucket/p.jsonl?X-Amz-Credential=AKIA&X-Amz-Signature=ab12&X-Amz-Date=2026",
+            "s3://bucket/p.jsonl?X-Amz-Credential=***&X-Amz-Signature=***&X-Amz-Date=2026",
+        ),
+        (
+            "s3://bucket/p.jsonl?aws_access_key_id=AKIA&aws_secret_access_key=wJal",
+            "s3://bucket/p.jsonl?aws_access_key_id=***&aws_secret_access_key=***",
+        ),
+        ("azure://acct/c/p.jsonl?sv=2024&sig=Zm9v", "azure://acct/c/p.jsonl?sv=2024&sig=***"),
+        ("https://h/p?access_token=t0k&api_key=k3y", "https://h/p?access_token=***&api_key=***"),
+        # What names no secret stays, a file of keys too: the messages about it name it.
+        (
+            "rediss://h:6379/0?ssl_keyfile=/etc/k.pem&db=1",
+            "rediss://h:6379/0?ssl_keyfile=/etc/k.pem&db=1",
+        ),
+        ("two: ftp://a:b@h1/x and ftp://c@h2/y", "two: ftp://***@h1/x and ftp://***@h2/y"),
+        ("{'ftp://a:b@h1': 1, 'x@y': 2}", "{'ftp://***@h1': 1, 'x@y': 2}"),
+    ],
+)
+def test_a_uri_is_shown_without_its_credentials(uri, shown):
+    assert redact_uri(uri) == shown
