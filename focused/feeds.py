@@ -130,6 +130,10 @@ class FeedExporter(ScrapyFeedExporter):
         for slot in self.slots:
             if slot.uri_template in self._failed:
                 continue
+            if not slot.itemcount and not (slot.store_empty and slot.batch_id == 1):
+                # Nothing a close would store either (Scrapy's _close_slot): a feed of no page
+                # with store_empty off, the batch begun after a full one. No feed is lost.
+                continue
             if not isinstance(slot.storage, FileFeedStorage | StdoutFeedStorage):
                 # Its upload runs in a thread of the reactor's, which has stopped.
                 logger.warning(

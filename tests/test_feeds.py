@@ -94,6 +94,22 @@ def test_a_forced_stop_says_a_feed_not_uploaded_without_its_password(caplog):
     assert stats["feedexport/failed_count/FTPFeedStorage"] == 1
 
 
+def test_a_forced_stop_fails_no_feed_a_close_would_not_have_stored(caplog):
+    """A feed of no page with store_empty off is stored by no close (nor a batch past the
+    first: Scrapy's _close_slot): the forced stop said it was not uploaded, and counted it
+    failed."""
+    feeds = {
+        "ftp://alice:s3cret@127.0.0.1:21/empty.jsonl": {"store_empty": False},
+        "ftp://alice:s3cret@127.0.0.1:21/kept.jsonl": {"store_empty": True},
+    }
+    stats, lines = forced_stop(caplog, feeds)
+    assert lines == [
+        "the feed ftp://***@127.0.0.1:21/kept.jsonl was not uploaded at the forced stop, nor"
+        " the 0 pages it got"
+    ]
+    assert stats["feedexport/failed_count/FTPFeedStorage"] == 1
+
+
 @pytest.mark.parametrize(
     ("uri", "shown"),
     [
