@@ -36,6 +36,7 @@ from focused.errors import (
     cut,
     one_line,
     quoted,
+    redact_uri,
     setting_options,
     spider_arguments,
 )
@@ -750,15 +751,17 @@ def _check_feeds(settings: Any) -> None:
         uri = str(uri)
         if not isinstance(options, dict):
             raise ConfigError(
-                f"the feed {quoted(uri)} has options {quoted(options)}; give a JSON object, "
+                f"{feed_named(uri)} has options {quoted(options)}; give a JSON object, "
                 'such as {"format": "jsonlines"}'
             )
         # Without a format, Scrapy takes the file's extension; without an encoding, the setting's.
         completed = feed_complete_default_values_from_settings(options, settings, uri)
         kind = completed["format"]
         if kind not in formats:
+            # A format taken from the URI's end holds its query, a token in it too.
+            shown = redact_uri(kind) if isinstance(kind, str) else kind
             raise ConfigError(
-                f"the feed {quoted(uri)} has format {quoted(kind)}; "
+                f"{feed_named(uri)} has format {quoted(shown)}; "
                 f"Scrapy exports: {', '.join(formats)}"
             )
         _check_feed_batches(uri, options, settings)
@@ -769,7 +772,14 @@ def _check_feeds(settings: Any) -> None:
             _check_feed_storage(uri, urlsplit(uri).scheme, settings)
             continue
         # Scrapy makes the missing folders.
-        check_output_file(path, f"the feed {quoted(uri)}", makes_folders=True, settings=settings)
+        check_output_file(path, feed_named(uri), makes_folders=True, settings=settings)
+
+
+def feed_named(uri: Any) -> str:
+    """How a message names a feed: its URI quoted, without its password (``redact_uri``), which
+    a Scrapyd job's log, served over HTTP, showed; a local file's path as it is."""
+    uri = str(uri)
+    return f"the feed {quoted(uri if local_feed_path(uri) else redact_uri(uri))}"
 
 
 def local_feed_path(uri: str) -> Path | None:
@@ -791,13 +801,13 @@ def _check_feed_storage(uri: str, scheme: str, settings: Any) -> None:
     storages = sorted(name for name, path in settings.getwithbase("FEED_STORAGES").items() if path)
     if scheme not in storages:
         raise ConfigError(
-            f"the feed {quoted(uri)} names storage {scheme}:, which Scrapy has not; it has:"
+            f"{feed_named(uri)} names storage {scheme}:, which Scrapy has not; it has:"
             f" {', '.join(name + ':' for name in storages if name)} and files"
         )
     package = _STORAGE_PACKAGES.get(scheme)
     if package and _not_installed(package):
         raise ConfigError(
-            f"the feed {quoted(uri)} needs {package}, which is not installed"
+            f"{feed_named(uri)} needs {package}, which is not installed"
             f" (pip install {package.replace('.', '-')})"
         )
 
@@ -807,7 +817,7 @@ def _check_feed_batches(uri: str, options: dict, settings: Any) -> None:
     count = options.get("batch_item_count", settings.getint("FEED_EXPORT_BATCH_ITEM_COUNT"))
     if count and not re.search(r"%\(batch_time\)s|%\(batch_id\)", uri):
         raise ConfigError(
-            f"the feed {quoted(uri)} is cut every {count} items (FEED_EXPORT_BATCH_ITEM_COUNT or"
+            f"{feed_named(uri)} is cut every {count} items (FEED_EXPORT_BATCH_ITEM_COUNT or"
             " its batch_item_count): its name needs %(batch_time)s or %(batch_id)d"
         )
 
@@ -833,7 +843,7 @@ def _check_feed_encoding(uri: str, encoding: Any) -> None:
     else:
         return
     raise ConfigError(
-        f"the feed {quoted(uri)} has encoding {quoted(encoding)} (FEED_EXPORT_ENCODING or its"
+        f"{feed_named(uri)} has encoding {quoted(encoding)} (FEED_EXPORT_ENCODING or its"
         f" encoding), which {why}: give utf-8"
     )
 
@@ -842,9 +852,9 @@ def _check_feed_plugins(uri: str, options: dict) -> None:
     """The feed's ``item_filter`` and ``postprocessing`` classes, given by their import path,
     can be imported: else the feed failed as it opened, with a traceback, and exported
     nothing."""
-    _check_import(f"the feed {quoted(uri)}: item_filter ", options.get("item_filter"))
+    _check_import(f"{feed_named(uri)}: item_filter ", options.get("item_filter"))
     for plugin in options.get("postprocessing") or ():
-        _check_import(f"the feed {quoted(uri)}: postprocessing plugin ", plugin)
+        _check_import(f"{feed_named(uri)}: postprocessing plugin ", plugin)
 
 
 def _not_installed(package: str) -> bool:
@@ -872,13 +882,13 @@ def check_feed_placeholders(settings: Any, spider: Callable[[], object]) -> None
             apply_uri_params(str(uri), names)
         except KeyError as exc:
             raise ConfigError(
-                f"the feed {quoted(str(uri))} names %({exc.args[0]})s, which Scrapy cannot fill:"
+                f"{feed_named(uri)} names %({exc.args[0]})s, which Scrapy cannot fill:"
                 " it fills %(time)s, %(batch_time)s, %(batch_id)d and the spider's attributes,"
                 " such as %(name)s and %(crawl_id)s"
             ) from None
         except (TypeError, ValueError) as exc:
             raise ConfigError(
-                f"the feed {quoted(str(uri))} is no name Scrapy can fill: {one_line(exc)}"
+                f"{feed_named(uri)} is no name Scrapy can fill: {one_line(exc)}"
             ) from None
 
 

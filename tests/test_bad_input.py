@@ -538,6 +538,38 @@ def test_scrapy_settings_given_as_text_are_checked(settings, message):
     assert str(refused.value).startswith(message), refused.value
 
 
+# Each feed URI below holds a password, or a query parameter that names a secret.
+SECRET_FEEDS = [
+    '{"ftp://alice:s3cret@h/p.jsonl": {"format": "js"}}',
+    '{"ftp://alice:s3cret@h/p.jsonl": "jsonlines"}',
+    '{"nosuch://alice:s3cret@h/p.jsonl": {}}',
+    '{"ftp://alice:s3cret@h/p.jsonl": {"batch_item_count": 5}}',
+    '{"ftp://alice:s3cret@h/p.jsonl": {"encoding": "rot13"}}',
+    '{"ftp://alice:s3cret@h/p.jsonl": {"item_filter": "no.such.Filter"}}',
+    '{"ftp://h/p.jsonl?token=s3cret": {"postprocessing": ["no.such.Plugin"], "format": "jl"}}',
+    '{"ftp://h/p.jsonl?token=s3cret": {}}',  # its format taken from its end, the token too
+    '{"s3://AKIA:s3cret@b/p.jsonl": {}}',  # boto3 is not installed
+]
+
+
+@pytest.mark.parametrize("feeds", SECRET_FEEDS)
+def test_a_feed_refused_is_named_without_its_password(feeds):
+    """A Scrapyd job's log, served over HTTP, showed the feed's password in the error line."""
+    with pytest.raises(ConfigError) as refused:
+        check_settings(Settings({"FEEDS": feeds}, priority="cmdline"))
+    assert str(refused.value).startswith("the feed '"), refused.value
+    assert "s3cret" not in str(refused.value)
+    assert "***" in str(refused.value)
+
+
+def test_a_feed_of_a_name_scrapy_cannot_fill_is_named_without_its_password():
+    feeds = {"ftp://alice:s3cret@h/%(nosuch)s.jsonl": {}}
+    with pytest.raises(ConfigError) as refused:
+        check_feed_placeholders(Settings({"FEEDS": feeds}), spider)
+    assert str(refused.value).startswith("the feed 'ftp://***@h/"), refused.value
+    assert "s3cret" not in str(refused.value)
+
+
 @pytest.mark.parametrize("encoding", ["utf-8", "UTF-16", "utf_32", "gb18030", None])
 def test_a_feed_in_an_encoding_of_every_character_is_taken(encoding):
     check_settings(
