@@ -363,6 +363,7 @@ def crawl_prefix(crawl_id: str) -> str:
 KEY_NAMES = re.compile(
     rb"""(?xs)
     order | seen | budget | workers | counters | topic     # SharedCrawl, check_frontier
+    | budget_at                                            # _check_budget: a process starting
     | frontier | back | members | requests | seq | popped | paths  # RedisFrontier
     | left_out | left_out_past                             # RedisFrontier, links left out
     | host_pages | fetched | trap:queued | trap:variants   # the shared caps, duplicate checks

@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from focused import forget
-from focused.distributed import check_url
+from focused.distributed import _check_budget, check_url
 from focused.errors import counted
 from focused.sqlitestore import SqliteStore
 from tests import test_commands, test_redis_frontier
@@ -118,6 +118,19 @@ def test_a_shared_crawl_says_the_links_it_left_out_and_forget_removes_their_keys
     )
     assert ok(forgotten).startswith("removed ")
     assert keys_under(client, "focused:shared:") == {}
+
+
+def test_the_mark_of_a_process_that_never_began_is_a_key_of_the_crawl(redis_server):
+    """A process records its budget and a mark (budget_at) it clears once it beats; one refused
+    after that (a store check) or killed while starting leaves the mark, which forget left
+    behind: not one of the crawl's key names."""
+    _check_budget(redis_server.url, "starting", "", 10, 10.0)
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.exists("focused:starting:budget_at")
+    assert sorted(forget.crawl_keys(client, "starting")) == [
+        b"focused:starting:budget",
+        b"focused:starting:budget_at",
+    ]
 
 
 def db(crawl) -> dict:
