@@ -39,7 +39,7 @@ What a crash can cut off, and where it is kept instead:
   once, and counted from 0 again, at each crash.
 - **The topic-drift window** (DRIFT_WINDOW): the last pages' verdicts, in ``spider.state``
   too, are written through to the ``drift_window`` table of ``JOBDIR/counters.sqlite3`` as
-  each page is scored (``CrawlCounters``): rebuilt from the store, the window of a crawl that
+  each joins the window (``CrawlCounters``): rebuilt from the store, the window of a crawl that
   stores only its best pages (STORE_MIN_RELEVANCE) held only those, and drifted late.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
@@ -112,9 +112,13 @@ links_yielded = object()
 
 # Signal: page_scored(is_relevant, relevant, fetch_order). The scoring middleware scored a page
 # (focused.middlewares); ``relevant`` is the crawl's count of relevant pages with it (in a shared
-# crawl, the crawl-wide one). The stop criteria (focused.stopping) and, under JOBDIR, the
-# topic-drift window's journal (``CrawlCounters``) read it.
+# crawl, the crawl-wide one). The stop criteria (focused.stopping) read it.
 page_scored = object()
+
+# Signal: drift_verdict(is_relevant, fetch_order). A scored page joined the topic-drift window
+# (``focused.stopping.StopCriteria``), which takes none once it has stopped the crawl: under
+# JOBDIR ``CrawlCounters`` writes it through.
+drift_verdict = object()
 
 
 # Signal: counter_changed(name, value). A crawl counter of spider.state has a new value
@@ -371,12 +375,14 @@ class CrawlCounters:
     the file's, written at each change, replace the state's, saved at the last clean close
     (a file made before the table gives the state's to it).
 
-    So is the topic-drift window (DRIFT_WINDOW): each page's verdict as it is scored
-    (``page_scored``), a row (fetch order, relevant) in the table ``drift_window``, which keeps
+    So is the topic-drift window (DRIFT_WINDOW): each page's verdict as it joins the window
+    (``drift_verdict``), a row (fetch order, relevant) in the table ``drift_window``, which keeps
     the last DRIFT_WINDOW; ``recover_state`` rebuilds the window from them
     (``journaled_window``). Rebuilt from the store, the window of a crawl keeping only its best
-    pages (STORE_MIN_RELEVANCE) held only those, and its drift stop came late. A run without
-    DRIFT_WINDOW empties the table: its pages are not in it.
+    pages (STORE_MIN_RELEVANCE) held only those, and its drift stop came late. The pages scored
+    after the drift stop, as the crawl closes, are not in the window, nor written: written as
+    scored, they made the resume's window one that had not drifted, and it fetched on. A run
+    without DRIFT_WINDOW empties the table: its pages are not in it.
 
     A crawl shared through Redis counts in Redis (``focused.distributed``): nothing is written.
     """
@@ -404,7 +410,7 @@ class CrawlCounters:
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
         crawler.signals.connect(extension.robots_failure_changed, signal=robots_failure_changed)
-        crawler.signals.connect(extension.page_scored, signal=page_scored)
+        crawler.signals.connect(extension.drift_verdict, signal=drift_verdict)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
@@ -440,7 +446,7 @@ class CrawlCounters:
             with suppress(JobdirUnwritable):
                 self._write(name, value)
 
-    def page_scored(self, is_relevant: bool, fetch_order: int) -> None:
+    def drift_verdict(self, is_relevant: bool, fetch_order: int) -> None:
         """The page's verdict, and the window's oldest let go, in one commit. A page scored
         after a crash may take a fetch order a page scored before it had (one whose outcome
         the crash cut off): its row replaces that one's."""

@@ -74,6 +74,7 @@ from focused.resume import (
     add_to_counter,
     counted_refetched,
     crawl_counter,
+    drift_verdict,
     page_scored,
     response_counted,
 )
@@ -243,7 +244,7 @@ class StopCriteria:
         if relevant >= self.relevant and self._closing is None:
             self._close("closespider_relevant", "%s", counted(relevant, "relevant page"))
 
-    def page_done(self, is_relevant: bool, relevant: int) -> None:
+    def page_done(self, is_relevant: bool, relevant: int, fetch_order: int) -> None:
         if self._closing is not None:
             return
         if self.relevant and relevant >= self.relevant:
@@ -251,6 +252,9 @@ class StopCriteria:
             return
         if self.window.maxlen:
             self.window.append(is_relevant)
+            self.crawler.signals.send_catch_log(
+                drift_verdict, is_relevant=is_relevant, fetch_order=fetch_order
+            )
             self._check_drift()
 
     def _check_drift(self) -> None:

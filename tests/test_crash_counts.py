@@ -38,8 +38,8 @@ from focused.resume import (
     CrawlCounters,
     add_to_counter,
     counted_refetched,
+    drift_verdict,
     journaled_window,
-    page_scored,
     recover_state,
     response_counted,
     robots_failure_changed,
@@ -221,15 +221,13 @@ def test_failed_robots_txts_are_written_through_and_replace_the_saved_state(tmp_
 
 
 def test_the_drift_window_s_verdicts_are_written_through_the_window_long(tmp_path):
-    """Each page's verdict as it is scored, the last DRIFT_WINDOW kept; a run without
+    """Each page's verdict as it joins the window, the last DRIFT_WINDOW kept; a run without
     DRIFT_WINDOW empties them, as its pages are not among them."""
     crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=3)
     for order, relevant in enumerate([True, False, True, True, False], 1):
-        crawler.signals.send_catch_log(
-            page_scored, is_relevant=relevant, relevant=0, fetch_order=order
-        )
+        crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
     # A page scored after a crash under a fetch order scored before it: its verdict replaces.
-    crawler.signals.send_catch_log(page_scored, is_relevant=True, relevant=0, fetch_order=5)
+    crawler.signals.send_catch_log(drift_verdict, is_relevant=True, fetch_order=5)
     extension.spider_closed(crawler.spider)
     jobdir = tmp_path / "job"
     assert journaled_window(jobdir) == [(3, True), (4, True), (5, True)]

@@ -303,6 +303,45 @@ def test_kill_9_then_resume_watches_the_pages_not_stored_for_drift(tmp_path):
     assert "harvest rate 0.200 over the last 10 pages" in crawl.result.stderr
 
 
+def late_birds(method: str, path: str) -> Reply:
+    """``/`` (birds) links first to two slow bird pages, then to ledger pages: the ledger
+    pages drift the crawl while the bird pages are still coming."""
+    if path == "/":
+        links = "".join(f'<a href="/{name}">{name}</a>' for name in LATE_BIRDS_LINKS)
+        return Reply(body=html("Birds", f"<p>{BIRD_TEXT}</p>{links}"))
+    name = path.lstrip("/")
+    if name not in LATE_BIRDS_LINKS:
+        return Reply(status=404, body="not found")
+    if name.startswith("bird"):
+        if method == "GET":
+            time.sleep(3)  # scored after the drift stop, as the crawl closes
+        return Reply(body=html(name, f"<p>{BIRD_TEXT}</p>"))
+    return Reply(body=html(name, "<p>Ledger: quarterly tax invoices, payroll audits.</p>"))
+
+
+BIRD_TEXT = "Birds: the nesting birds of the marsh, their feathers, wings and eggs."
+LATE_BIRDS_LINKS = ("bird1", "bird2", "l1", "l2", "l3", "l4", "l5", "l6")
+
+
+def test_a_crawl_that_drifted_resumed_after_its_pages_in_flight_came_closes_at_once(tmp_path):
+    """The pages under way at a drift stop are scored as the crawl closes, after the stop,
+    outside its window: written through all the same, they made the window of the resume, one
+    that had not drifted (2 of the last 4 relevant), and the crawl fetched on."""
+    with Site(late_birds) as site:
+        command = jobdir_crawl(
+            site, tmp_path, 0, CONCURRENT_REQUESTS=3, DRIFT_WINDOW=4, DRIFT_MIN_HARVEST=0.5
+        )
+        first = run_to_the_end(command)
+        assert first.returncode == 0, first.stderr[-3000:]
+        assert "Closing spider (closespider_drift)" in first.stderr, first.stderr[-3000:]
+        served = [path for _, path in site.log.gets()]
+        assert {"/bird1", "/bird2"} <= set(served), served
+        resumed = run_to_the_end(command)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Spider closed (closespider_drift)" in resumed.stderr, resumed.stderr[-3000:]
+    assert [path for _, path in site.log.gets()] == served
+
+
 def test_kill_9_with_pages_counted_but_not_stored_then_resume_stores_the_whole_budget(
     tmp_path, sample_graph
 ):
