@@ -85,7 +85,11 @@ async def _exec_in_own_session(
 async def driver_exited(within: float) -> bool:
     """Whether the driver of a provider still running has exited, as asyncio sees it within
     ``within`` seconds: the calls in flight fail as its pipe closes, which the loop may see
-    before the process's exit."""
+    before the process's exit. With no driver of its own to watch (a PLAYWRIGHT_BROWSER_PROVIDER
+    of the user's), none is said to have exited, at once: each page failing so waited the whole
+    ``within`` for nothing."""
+    if not any(provider._driver is not None for provider in _running):
+        return False
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while not any(provider.exited() for provider in _running):

@@ -10,6 +10,7 @@ tested with the other bad input in ``test_bad_input.py``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -31,7 +32,9 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 from w3lib.http import basic_auth_header
 
+from focused.playwrightdriver import driver_exited
 from focused.render import (
+    DRIVER_EXIT_SEEN_S,
     MAX_RELOADS,
     RenderMiddleware,
     contexts_with_password,
@@ -1041,3 +1044,12 @@ def test_a_chromium_that_dies_mid_crawl_is_launched_again(tmp_path, js_site):
     assert stat_value(log, "focused/skipped/download_error") == 0, log[-3000:]
     stored = Crawl(None, tmp_path / "focused.sqlite3", "test").pages()
     assert {"app.html", "plain.html"} <= {page["url"].split("/", 3)[3] for page in stored}
+
+
+def test_with_no_driver_of_its_own_to_watch_a_failed_page_waits_for_none():
+    """A PLAYWRIGHT_BROWSER_PROVIDER of the user's runs no driver DriverInItsOwnSession keeps:
+    each page failing with "Target page, context or browser has been closed" waited
+    DRIVER_EXIT_SEEN_S (2 s) for a driver's exit that no look could see."""
+    started = time.monotonic()
+    assert asyncio.run(driver_exited(DRIVER_EXIT_SEEN_S)) is False
+    assert time.monotonic() - started < DRIVER_EXIT_SEEN_S / 4
