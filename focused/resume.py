@@ -38,9 +38,10 @@ What a crash can cut off, and where it is kept instead:
   until then and goes on counting, as after a pause: it asked the failing server again at
   once, and counted from 0 again, at each crash.
 - **The topic-drift window** (DRIFT_WINDOW): the last pages' verdicts, in ``spider.state``
-  too, are written through to the ``drift_window`` table of ``JOBDIR/counters.sqlite3`` as
-  each joins the window (``CrawlCounters``): rebuilt from the store, the window of a crawl that
-  stores only its best pages (STORE_MIN_RELEVANCE) held only those, and drifted late.
+  too, are written through to the ``drift_window`` table of ``JOBDIR/counters.sqlite3``, each
+  once its page has left the pipelines (``CrawlCounters``): rebuilt from the store, the window
+  of a crawl that stores only its best pages (STORE_MIN_RELEVANCE) held only those, and drifted
+  late.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -376,7 +377,8 @@ class CrawlCounters:
     (a file made before the table gives the state's to it).
 
     So is the topic-drift window (DRIFT_WINDOW): each page's verdict as it joins the window
-    (``drift_verdict``), a row (fetch order, relevant) in the table ``drift_window``, which keeps
+    (``drift_verdict``), once the page has left the pipelines (``item_scraped``,
+    ``item_dropped``), a row (fetch order, relevant) in the table ``drift_window``, which keeps
     the last DRIFT_WINDOW; ``recover_state`` rebuilds the window from them
     (``journaled_window``). Rebuilt from the store, the window of a crawl keeping only its best
     pages (STORE_MIN_RELEVANCE) held only those, and its drift stop came late. The pages scored
@@ -396,6 +398,8 @@ class CrawlCounters:
         self.writes = writes
         self.drift_window = drift_window
         self._db: GuardedConnection | None = None
+        # fetch order -> verdict of the pages in the window not yet out of the pipelines
+        self._undone: dict[int, bool] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCounters:
@@ -410,7 +414,12 @@ class CrawlCounters:
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
         crawler.signals.connect(extension.robots_failure_changed, signal=robots_failure_changed)
-        crawler.signals.connect(extension.drift_verdict, signal=drift_verdict)
+        if extension.drift_window:
+            crawler.signals.connect(extension.drift_verdict, signal=drift_verdict)
+            # As connect_request_done, which the scheduler connects later: the verdict is
+            # written before the request is finished, not after.
+            for signal in (signals.item_scraped, signals.item_dropped):
+                crawler.signals.connect(extension.page_done, signal=signal)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
@@ -447,11 +456,24 @@ class CrawlCounters:
                 self._write(name, value)
 
     def drift_verdict(self, is_relevant: bool, fetch_order: int) -> None:
+        """Kept until the page has left the pipelines (``page_done``): written as it was scored,
+        the verdict of a page in them at a kill -9, whose request is fetched and scored again,
+        was twice in the window rebuilt. Those the window has let go are let go."""
+        if self._db is None:
+            return
+        self._undone[fetch_order] = is_relevant
+        if len(self._undone) > self.drift_window:
+            oldest = fetch_order - self.drift_window
+            self._undone = {order: kept for order, kept in self._undone.items() if order > oldest}
+
+    def page_done(self, item: Any) -> None:
         """The page's verdict, and the window's oldest let go, in one commit. A page scored
         after a crash may take a fetch order a page scored before it had (one whose outcome
         the crash cut off): its row replaces that one's."""
-        if self._db is None or not self.drift_window:
+        is_relevant = self._undone.pop(item.get("fetch_order"), None)
+        if self._db is None or is_relevant is None:
             return
+        fetch_order = item["fetch_order"]
         try:
             self._db.execute("BEGIN")
             self._db.execute(
@@ -669,15 +691,15 @@ def recover_state(
     canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
     but never stored (its write failed) must not be taken for a duplicate of itself when its
     request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
-    order) is the verdicts written through (``journaled``, ``journaled_window``), those of
-    pages scored again after the crash left out; before the first of them, or without them (a
-    JOBDIR written before them, a window turned on or widened at a resume), the last pages
-    stored, when the store is ahead of the saved state (the one saved is of older pages), or
-    holds more of them than the saved window (saved by a run given a smaller
-    ``DRIFT_WINDOW``, or none), with a warning where the store lacks the pages below
-    STORE_MIN_RELEVANCE; without ``drift_window`` no window is kept. ``pages``:
-    the stored pages with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state``
-    is set once they are all read, so that a read failing half way leaves it as it was.
+    order) is the verdicts written through (``journaled``, ``journaled_window``: of the pages
+    that had left the pipelines, whose requests are not fetched again); before the first of
+    them, or without them (a JOBDIR written before them, a window turned on or widened at a
+    resume), the last pages stored, when the store is ahead of the saved state (the one saved
+    is of older pages), or holds more of them than the saved window (saved by a run given a
+    smaller ``DRIFT_WINDOW``, or none), with a warning where the store lacks the pages below
+    STORE_MIN_RELEVANCE; without ``drift_window`` no window is kept. ``pages``: the stored
+    pages with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state`` is set
+    once they are all read, so that a read failing half way leaves it as it was.
     ``rescored``: the relevant pages the crawl's recrawls added to its stored ones by moving
     their verdicts (``focused.report.rescored``, negative for fewer; 0 where the record cannot
     tell), which are not the crawl's: the stored pages' verdicts less these are.
@@ -741,8 +763,8 @@ def _recover_drift_window(
     pages' (the last, with their fetch order) before them or without them."""
     window = stored.maxlen
     assert window
-    # Those past the pages counted were of requests in flight at the crash: scored again.
-    verdicts = [(order, relevant) for order, relevant in journaled if order <= state["pages"]]
+    # Each a page's whose request is done (CrawlCounters.page_done), none scored again.
+    verdicts = list(journaled)
     if verdicts:
         first = verdicts[0][0]
         older = [relevant for order, relevant in stored if order is not None and order < first]

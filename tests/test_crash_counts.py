@@ -26,7 +26,8 @@ from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
-from scrapy.exceptions import NotConfigured
+from scrapy import signals
+from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.test import get_crawler
 
 from focused import resume
@@ -226,8 +227,10 @@ def test_the_drift_window_s_verdicts_are_written_through_the_window_long(tmp_pat
     crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=3)
     for order, relevant in enumerate([True, False, True, True, False], 1):
         crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
+        page_left_the_pipelines(crawler, order)
     # A page scored after a crash under a fetch order scored before it: its verdict replaces.
     crawler.signals.send_catch_log(drift_verdict, is_relevant=True, fetch_order=5)
+    page_left_the_pipelines(crawler, 5)
     extension.spider_closed(crawler.spider)
     jobdir = tmp_path / "job"
     assert journaled_window(jobdir) == [(3, True), (4, True), (5, True)]
@@ -236,15 +239,39 @@ def test_the_drift_window_s_verdicts_are_written_through_the_window_long(tmp_pat
     assert journaled_window(jobdir) == []
 
 
+def page_left_the_pipelines(crawler, fetch_order: int, stored: bool = True) -> None:
+    sent = {"item": {"fetch_order": fetch_order}, "response": None, "spider": crawler.spider}
+    if stored:
+        crawler.signals.send_catch_log(signals.item_scraped, **sent)
+    else:
+        dropped = DropItem("below STORE_MIN_RELEVANCE")
+        crawler.signals.send_catch_log(signals.item_dropped, exception=dropped, **sent)
+
+
+def test_a_page_s_verdict_is_written_through_once_its_outcome_is_safe(tmp_path):
+    """A page scored but still in the pipelines at a kill -9 is fetched and scored again after
+    it, under a later fetch order: written as it was scored, its verdict counted twice in the
+    window rebuilt from them (here 4 of 5 verdicts relevant, where 3 of 4 pages were)."""
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
+    for order, relevant in enumerate([False, True, True, True, True], 1):
+        crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
+    page_left_the_pipelines(crawler, 1)
+    page_left_the_pipelines(crawler, 2, stored=False)  # below STORE_MIN_RELEVANCE
+    page_left_the_pipelines(crawler, 3)
+    page_left_the_pipelines(crawler, 5)
+    # Killed with page 4 in the pipelines: its request is in flight, fetched again.
+    assert journaled_window(tmp_path / "job") == [(1, False), (2, True), (3, True), (5, True)]
+    extension.spider_closed(crawler.spider)
+
+
 def test_kill_9_then_resume_rebuilds_the_drift_window_from_the_verdicts_written_through(caplog):
     """The store lacks the pages below STORE_MIN_RELEVANCE: the window is the verdicts written
-    through, the stored pages' only before them (a window widened at the resume), and those
-    past the pages counted (in flight at the crash, scored again) left out."""
+    through, the stored pages' only before them (a window widened at the resume)."""
     stored = [
         {"url": f"http://a/{i}", "is_relevant": True, "fetch_order": i, "duplicate_of": None}
         for i in (1, 2, 3, 6)
     ]
-    verdicts = [(4, False), (5, False), (6, True), (7, False), (8, False)]
+    verdicts = [(4, False), (5, False), (6, True), (7, False)]
     state = {"pages": 2, "not_stored": 3}
     with caplog.at_level(logging.WARNING, logger="focused.resume"):
         recover_state(state, stored, drift_window=4, journaled=verdicts)
