@@ -28,10 +28,12 @@ launch later, or Playwright's driver exiting during the crawl (killed, out of me
 ``focused.playwrightdriver.driver_exited``), closes the spider with reason
 ``browser_unavailable`` (the ``crawl`` command then exits with status 1); the pages it could not
 render stay in a frontier kept, for the crawl that goes on, and are counted in the downloader's
-"Not sent" line (``focused/closing/not_sent``). The driver is not started again: scrapy-playwright
-starts its provider once, and keeps the browser and contexts of the dead connection. A Chromium
-that dies alone scrapy-playwright launches again (``PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER``),
-and renders the page again (a ``TargetClosedError`` is retried).
+"Not sent" line (``focused/closing/not_sent``); the page in its settle then is failed at
+once (``_connection_closed``), not left to wait it out. The driver is not started again:
+scrapy-playwright starts its provider once, and keeps the browser and contexts of the dead
+connection. A Chromium that dies alone scrapy-playwright launches again
+(``PLAYWRIGHT_RESTART_DISCONNECTED_BROWSER``), and renders the page again (a
+``TargetClosedError`` is retried).
 Playwright's driver runs out of the crawl's process group (``focused.playwrightdriver``): a
 Ctrl-C in a terminal reaches the crawl only, which pauses.
 
@@ -56,6 +58,7 @@ import inspect
 import logging
 import os
 import threading
+import weakref
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -126,6 +129,10 @@ DOWNLOAD_JUDGED_S = 10.0
 MAX_RELOADS = 3  # times a rendered page may reload itself (settle)
 # seconds a page that failed as its browser closed waits for asyncio to see the driver's exit
 DRIVER_EXIT_SEEN_S = 2.0
+# Playwright's connections to its drivers -> done once closed (``_connection_closed``)
+_closed_connections: weakref.WeakKeyDictionary[Any, asyncio.Future[None]] = (
+    weakref.WeakKeyDictionary()
+)
 # The page's HTML (page.content()) leaves out what its web components hold in their shadow
 # roots: their links and text, which a reader sees and clicks, were lost. Each open shadow root's
 # content is copied into its host, innermost first, where the page's HTML has it.
@@ -491,10 +498,18 @@ async def settle(
 
     page.on("request", on_request)
     loading = asyncio.ensure_future(_load(page, timeout_ms, answer_ms))
+    closed = _connection_closed(page)
     try:
-        await asyncio.wait((loading, moved), return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            (loading, moved, *([closed] if closed else [])), return_when=asyncio.FIRST_COMPLETED
+        )
     finally:
         page.remove_listener("request", on_request)
+    if closed and closed.done():
+        from playwright._impl._errors import TargetClosedError
+
+        loading.cancel()
+        raise TargetClosedError()
     if not moved.done():
         taken = loading.result()
         if taken is None:
@@ -503,6 +518,26 @@ async def settle(
     loading.cancel()
     await page.goto("about:blank")  # stops the navigation; see _load on the blank page
     return moved.result(), None  # raises for a page that reloads on and on
+
+
+def _connection_closed(page: Page) -> asyncio.Future[None] | None:
+    """Done once Playwright's connection to its driver (``page``'s) has closed: the driver
+    exited (killed, out of memory). Playwright then fails the calls in flight, not the waits
+    for an event of the page: the page in its settle waited it out (FOCUSED_RENDER_SETTLE_MS,
+    or the navigation timeout for its load event) before the crawl could close. One listener a
+    connection, not one a page: over ten, Playwright warns of a leak on stderr."""
+    connection = getattr(getattr(page, "_impl_obj", None), "_connection", None)
+    if connection is None:
+        return None
+    closed = _closed_connections.get(connection)
+    if closed is None:
+        closed = asyncio.get_running_loop().create_future()
+        if getattr(connection, "_closed_error", None) is not None:
+            closed.set_result(None)
+        else:
+            connection.once("close", lambda: closed.done() or closed.set_result(None))
+        _closed_connections[connection] = closed
+    return closed
 
 
 async def _load(page: Page, timeout_ms: int, answer_ms: float) -> tuple[str, str] | None:

@@ -21,6 +21,7 @@ import stat
 import subprocess
 import threading
 import time
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -1033,6 +1034,30 @@ def test_a_driver_that_dies_mid_crawl_closes_it_browser_unavailable(tmp_path, js
     )
     assert resumed.result.returncode == 0, resumed.result.stderr[-3000:]
     assert {"app.html", "plain.html"} <= set(stored_paths(resumed)), resumed.result.stderr[-3000:]
+
+
+def logged_at(log: str, said: str) -> datetime:
+    """When the crawl's log first says ``said`` (to the second)."""
+    line = next(line for line in log.splitlines() if said in line)
+    return datetime.strptime(line[:19], "%Y-%m-%d %H:%M:%S")
+
+
+def test_a_page_rendering_as_its_driver_dies_does_not_wait_out_its_settle(tmp_path, js_site):
+    """The page in its settle as the driver was killed waited for its network to go quiet,
+    which nothing could tell any more, FOCUSED_RENDER_SETTLE_MS (30 s here): the crawl closed
+    30 s after the kill. The settle ends as Playwright's connection to the driver closes."""
+    settings = {**driver_settings(tmp_path), "FOCUSED_RENDER_SETTLE_MS": 30_000}
+    log = kill_while_rendering(js_site, settings, browser_too=False)
+    assert "Spider closed (browser_unavailable)" in log, log[-3000:]
+    # The kill comes as the page's script fetches its links, some 1 s after the launch.
+    waited = logged_at(log, "Closing spider (browser_unavailable)") - logged_at(
+        log, "Browser chromium launched"
+    )
+    assert waited < timedelta(seconds=15), log[-3000:]
+    assert (
+        "Not sent as the crawl stopped: 1 request no browser launched to render; in flight in"
+        " the frontier still" in log
+    ), log[-3000:]
 
 
 def test_a_chromium_that_dies_mid_crawl_is_launched_again(tmp_path, js_site):
