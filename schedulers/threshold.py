@@ -9,7 +9,10 @@ current pages, random draw among their children, lower rank for rejected candida
 and parameters (``t0`` default 0 = derived, ``cooling`` default ``geometric``, ``factor``
 default 0.99, ``seed`` default 0). Only two things differ:
 
-- a drawn candidate is accepted exactly when Δ > -T (no randomness in the decision);
+- a drawn candidate is accepted exactly when Δ > -T (no randomness in the decision); at T = 0
+  a sideways move (Δ = 0) still is, as in annealing: Δ > -T holds for it at every T > 0, and T
+  is 0 only until the first worse move derives T0 (when the source's starting T would accept
+  it) or once linear cooling reaches the page budget;
 - the derived T0 is the 80th percentile of |Δ| over the worse moves among the first 30
   candidates, so that about 80% of those worse moves would be accepted at first (|Δ| < T0,
   strictly). Worse moves tie (a page's links with no topic word around them all have
@@ -35,7 +38,9 @@ class ThresholdQueue(AnnealingQueue):
     name = "threshold"
 
     def accepts(self, delta: float, temperature: float) -> bool:
-        return delta > -temperature
+        # At T = 0 (before the first worse move derives T0, or cooled to 0) a sideways move is
+        # still taken, as at every T > 0: refused, it fell below every candidate not yet drawn.
+        return delta > -temperature or delta == 0
 
     @staticmethod
     def initial_temperature(worse: list[float]) -> float:

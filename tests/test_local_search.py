@@ -560,6 +560,25 @@ def test_threshold_accepts_exactly_when_delta_is_above_minus_t(key):
     assert stats.get_value("focused/threshold/accepted_worse") == 1  # near
 
 
+def test_threshold_takes_a_sideways_move_before_a_worse_move_derives_t0(key):
+    """Until the first worse move is seen a derived T0 is unknown and T is 0, and Δ > -0
+    refused every sideways move (an off-topic page's off-topic links), each ranked below every
+    candidate not yet refused, where the source's starting T, at which about 80% of worse
+    moves pass, accepts it, and annealing took it: Δ > -T holds for Δ = 0 at every T > 0."""
+    queue = make_queue("threshold", key)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    for leaf in ["a", "b", "c"]:
+        queue.push(child(leaf, "seed", page=0.5, link=0.5))
+    assert queue.temperature() == 0.0  # no worse move seen yet
+    assert sorted(name(queue.pop()) for _ in range(3)) == ["a", "b", "c"]
+    stats = queue.stats
+    assert stats.get_value("focused/threshold/rejected") is None
+    assert stats.get_value("focused/threshold/best_queued") == 1  # the seed: the rest drawn
+    # Frozen, only worse moves are refused, as in annealing.
+    assert queue.accepts(0.0, 0.0) and not queue.accepts(-1e-9, 0.0)
+
+
 def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
     queue = make_queue("threshold")
     worse = [0.01 * i for i in range(1, 11)]
