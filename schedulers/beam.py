@@ -4,7 +4,8 @@ Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014), local search: l
 search generates the neighbours of its k states and keeps the k best.
 
 Parameters:
-    beam_width (int, default 10): k, the candidates kept in each generation.
+    beam_width (int, default 10): k, the candidates kept in each generation. The source gives
+        no k: 10 is this project's choice, not tuned on the benchmark.
 
 A generation is a level: the seeds are generation 0, and generation g+1 is the children of the
 pages of generation g. Every seed is kept, however many: they are the search's starting states,

@@ -11,6 +11,10 @@ again at a shallow level moves into the BFS part.
 
 Parameters:
     bfs_levels (int, default 2): the deepest level crawled breadth-first (0: the seeds only).
+        The thesis crawls levels 1, 1-2 or 1-3 breadth-first and names none the best: 2 is
+        this project's choice, not tuned. At a budget of |rel| the public topics' crawls end
+        within those two levels, as ``bfs`` does (mean harvest@|rel| 0.254, against 0.304 at
+        ``bfs_levels=1``, BENCHMARKS.md, session 53).
     then (str, default ``bestfirst``): the order below those levels, ``bestfirst`` or ``dfs``
         (which, as breadth-first, reads no link scores: the crawl does not score its links then,
         and stores no ``link_relevance``).
