@@ -2,6 +2,8 @@
 
 Source: the graph-traversal thesis (IJCA vol. 106 no. 11, 2014) and Pant, Srinivasan and
 Menczer, "Crawling the Web" (2004): sim(topic, page) is given to all of the page's outlinks.
+The source's sim is the cosine of term-frequency vectors; here it is the crawl's page relevance
+(``focused.relevance``: tf-idf and LSI combined), which every strategy reads alike.
 Ties are broken by the link's own anchor-and-context relevance. Seeds come first.
 No parameters.
 """

