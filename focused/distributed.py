@@ -248,7 +248,9 @@ def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: flo
     prefix = crawl_prefix(crawl_id)
     keys = tuple(prefix + name for name in ("budget", "workers", "budget_at", "popped"))
     args = (RECORD_BUDGET, len(keys), *keys, budget, timeout, prefix + "inflight:")
-    theirs, spent = asked(url, lambda client: client.eval(*args))
+    theirs, spent, *marks = asked(url, lambda client: client.eval(*args))
+    if marks:
+        _budget_marks[url, crawl_id] = marks
     if theirs:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         runs = (
@@ -266,6 +268,24 @@ def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: flo
             f"crawl {crawl_id} on {shown} has spent its page budget (CLOSESPIDER_PAGECOUNT="
             f"{budget}): give every process a larger CLOSESPIDER_PAGECOUNT to go on"
         )
+
+
+# The budget marks this process wrote as it started (``_check_budget``), by frontier URL and
+# crawl id: the mark it left at ``budget_at``, and ``budget`` and ``budget_at`` before it.
+_budget_marks: dict[tuple[str, str], list[bytes]] = {}
+
+
+def take_back_budget(url: str, crawl_id: str) -> None:
+    """Put back the page budget marks this process wrote (``_check_budget``), as they were
+    before it: its start was refused by a later check. Left, they said for
+    FOCUSED_WORKER_TIMEOUT seconds that a process ran with its budget, when none did, and a
+    process with another was refused. Only if no process recorded its own since (one step,
+    ``TAKE_BACK_BUDGET``)."""
+    marks = _budget_marks.pop((url, crawl_id), None)
+    if marks is None:
+        return
+    keys = tuple(crawl_prefix(crawl_id) + name for name in ("budget", "budget_at"))
+    asked(url, lambda client: client.eval(TAKE_BACK_BUDGET, len(keys), *keys, *marks))
 
 
 class FrontierState(NamedTuple):
@@ -870,13 +890,16 @@ return {redis.call('EXISTS', KEYS[1]), pages, in_flight(KEYS[3], ARGV[1])}
 # (a process beats only once its spider opens, 0.2-0.3 s after this check, and clears the mark
 # then: two started together with budgets 10 and 30 both ran), or the crawl's budget (theirs,
 # else this one) is spent: the pages handed out reach it, none under way. Returns the other
-# budget ('' for none) and 1 if spent. KEYS: budget, workers, when the budget was recorded by
-# a process not beating yet, popped. ARGV: budget, timeout, prefix of the in-flight keys.
+# budget ('' for none) and 1 if spent; recorded, the mark it left (the time to the microsecond:
+# its own, for TAKE_BACK_BUDGET) and the budget and mark before ('' for none). KEYS: budget,
+# workers, when the budget was recorded by a process not beating yet, popped. ARGV: budget,
+# timeout, prefix of the in-flight keys.
 RECORD_BUDGET = (
     IN_FLIGHT
     + """
 local recorded = redis.call('GET', KEYS[1])
-local now = tonumber(redis.call('TIME')[1])
+local time = redis.call('TIME')
+local now = tonumber(time[1])
 local other = false
 if recorded and recorded ~= ARGV[1] then
   other = now - tonumber(redis.call('GET', KEYS[3]) or '0') <= tonumber(ARGV[2])
@@ -889,11 +912,25 @@ local budget = tonumber(other and recorded or ARGV[1])
 local popped = tonumber(redis.call('GET', KEYS[4]) or '0')
 local spent = budget > 0 and popped >= budget and in_flight(KEYS[2], ARGV[3]) == 0
 if other or spent then return {other and recorded or '', spent and 1 or 0} end
+local mark = time[1] .. '.' .. string.format('%06d', tonumber(time[2]))
+local before = redis.call('GET', KEYS[3])
 redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[3], now)
-return {'', 0}
+redis.call('SET', KEYS[3], mark)
+return {'', 0, mark, recorded or '', before or ''}
 """
 )
+
+# The budget and its mark put back as they were before a process recorded them, if the mark is
+# still its own (no process recorded since, nor one beating removed it). KEYS: budget, its
+# mark. ARGV: the mark the process left, the budget and the mark before ('' for none).
+TAKE_BACK_BUDGET = """
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+for i = 1, 2 do
+  if ARGV[i + 1] == '' then redis.call('DEL', KEYS[i])
+  else redis.call('SET', KEYS[i], ARGV[i + 1]) end
+end
+return 1
+"""
 
 # Take a slot of a hash field unless it is full, in one step. KEYS: the hash. ARGV: field, limit.
 TAKE = """

@@ -14,7 +14,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Mapping
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -631,6 +631,19 @@ def check_shared_frontier(
         settings.getfloat("FOCUSED_WORKER_TIMEOUT"),
     )
     check_frontier(str(url), args["crawl_id"].strip(), order, budget, timeout)
+
+
+def take_back_shared_budget(settings: Any, crawl_id: str) -> None:
+    """A start refused after ``check_shared_frontier`` recorded its page budget: its marks put
+    back (``focused.distributed.take_back_budget``), so that the next start is judged on the
+    processes that run."""
+    url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
+    if url:
+        from focused.distributed import take_back_budget  # imports redis: only when asked for
+
+        # Redis gone since: the refusal is what to say, and the marks go stale in time.
+        with suppress(ConfigError):
+            take_back_budget(str(url), crawl_id)
 
 
 def check_store(settings: Any, config: CrawlConfig) -> None:

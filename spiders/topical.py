@@ -45,7 +45,7 @@ from focused.arguments import CrawlConfig, parse_arguments
 from focused.canonical import canonicalize, drop_params_setting
 from focused.downloader import NotSent
 from focused.engine import wake_engine
-from focused.errors import one_line
+from focused.errors import ConfigError, one_line
 from focused.extract import Link, extract_page
 from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
@@ -57,6 +57,7 @@ from focused.jobchecks import (
     lock_jobdir,
     remember_job,
     starts_unlocked,
+    take_back_shared_budget,
 )
 from focused.jobdir import jobdir_writes
 from focused.languages import declared_languages, page_language, query_language
@@ -97,16 +98,23 @@ class TopicalSpider(scrapy.Spider):
     def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
         """Validate arguments before anything starts (used by the ``crawl`` command)."""
         config = parse_arguments(kwargs, settings)
-        spider = partial(cls, config)  # made only where a check needs its attributes
-        check_feed_placeholders(settings, spider)
-        if config.render != "never":
-            check_browser(settings)
-        # Before the store check, which makes a new SQLite store: a crawl refused leaves none.
-        check_feeds(settings, config.crawl_id, spider)
-        check_store(settings, config)
-        # After the store check: its folder exists then.
-        lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
-        lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
+        try:
+            spider = partial(cls, config)  # made only where a check needs its attributes
+            check_feed_placeholders(settings, spider)
+            if config.render != "never":
+                check_browser(settings)
+            # Before the store check, which makes a new SQLite store: a crawl refused leaves
+            # none.
+            check_feeds(settings, config.crawl_id, spider)
+            check_store(settings, config)
+            # After the store check: its folder exists then.
+            lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
+            lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
+        except ConfigError:
+            # Left, the page budget a shared crawl's process recorded as it read its arguments
+            # refused, for FOCUSED_WORKER_TIMEOUT, a process with another when none ran.
+            take_back_shared_budget(settings, config.crawl_id)
+            raise
         return config
 
     @classmethod

@@ -2312,6 +2312,35 @@ def test_two_processes_starting_together_with_other_budgets_are_not_both_taken(r
     _check_budget(redis_server.url, "starting", "", 30, 10.0)
 
 
+def test_a_process_refused_after_recording_its_budget_takes_its_marks_back(tmp_path, redis_server):
+    """A process refused by a check after the frontier's (here: its crawl has pages in the
+    store that the frontier does not hold) left its budget and its mark: for
+    FOCUSED_WORKER_TIMEOUT, a process with another budget was told one ran with it."""
+    db = tmp_path / "focused.sqlite3"
+    store = SqliteStore(db)
+    store.start_crawl({"crawl_id": "c", "query": "birds"})
+    store.save_pages([page_record("http://a.test/1", "c", fetch_order=1)])
+    store.close()
+    args = {"query": "birds", "seeds": "http://a.test/", "crawl_id": "c"}
+    settings = {"FOCUSED_DB": db, "FOCUSED_FRONTIER": redis_server.url}
+    client = redis.Redis.from_url(redis_server.url)
+    for budget in (10, 30, 0):
+        with pytest.raises(ConfigError, match="has pages in the store already"):
+            TopicalSpider.check_arguments(
+                dict(args), Settings({**settings, "CLOSESPIDER_PAGECOUNT": budget})
+            )
+        assert client.mget("focused:c:budget", "focused:c:budget_at") == [None, None]
+    # A live process's budget, and a starting one's mark, are put back as they were.
+    client.set("focused:c:budget", 30)
+    client.set("focused:c:budget_at", 5)
+    client.hset("focused:c:workers", "w", int(client.time()[0]))
+    with pytest.raises(ConfigError, match="has pages in the store already"):
+        TopicalSpider.check_arguments(
+            dict(args), Settings({**settings, "CLOSESPIDER_PAGECOUNT": 30})
+        )
+    assert client.mget("focused:c:budget", "focused:c:budget_at") == [b"30", b"5"]
+
+
 def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
     tmp_path, site, redis_server
 ):
