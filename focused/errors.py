@@ -198,20 +198,39 @@ def setting_options(*given: str, scrapyd: bool, where: bool = True) -> str:
 # A URI's user and password: up to the last @ before its host (a password may hold an @, which
 # urllib, and so Scrapy's FTP feeds and redis-py, read up to the host's).
 USER_INFO = re.compile(r"(?<=//)[^/?#\s'\"]*@")
+
+
+def _secret_name(other: str) -> str:
+    """A pattern of a name of characters but ``other`` (a character class's) that names a
+    secret."""
+    part = f"[^{other}]"
+    return (
+        f"{part}*?(?:password|passwd|secret|token|signature|credential){part}*"
+        f"|{part}*?(?:key|key_?id|sig|pwd|pass)"
+    )
+
+
 # A query parameter that names a secret: a password (``redis://...?password=``, which redis-py
 # reads), a token, a key, a signature (a signed S3 or GCS URL, Azure's sig) in a custom feed
 # storage's URI. Not a file of keys (``ssl_keyfile``): the messages about one name it.
 SECRET_PARAMETER = re.compile(
-    r"(?<=[?&])([^=&#\s]*?(?:password|passwd|secret|token|signature|credential)[^=&#\s]*"
-    r"|[^=&#\s]*?(?:key|key_?id|sig|pwd|pass))=[^&#\s'\"]+",
+    r"(?<=[?&])(" + _secret_name(r"=&#\s") + r")=[^&#\s'\"]+", re.IGNORECASE
+)
+# A MongoDB URI's authMechanismProperties=NAME:VALUE,NAME:VALUE, whose AWS_SESSION_TOKEN is a
+# credential; its ':' and ',' may be written %3A and %2C.
+AUTH_PROPERTIES = re.compile(r"(?<=[?&])authMechanismProperties=[^&#\s'\"]+", re.IGNORECASE)
+SECRET_PROPERTY = re.compile(
+    r"((?:=|,|%2C)(?:" + _secret_name(r":,%=&#\s") + r")(?::|%3A))(?:(?!%2C)[^,])+",
     re.IGNORECASE,
 )
 
 
 def redact_uri(text: str) -> str:
-    """``text`` with the user and password of each URI in it hidden, and a query parameter that
-    names a secret (``SECRET_PARAMETER``): fit for logs."""
-    return SECRET_PARAMETER.sub(r"\1=***", USER_INFO.sub("***@", text))
+    """``text`` with the user and password of each URI in it hidden, a query parameter that
+    names a secret (``SECRET_PARAMETER``), and a secret one of a MongoDB URI's
+    ``authMechanismProperties`` (``SECRET_PROPERTY``): fit for logs."""
+    text = SECRET_PARAMETER.sub(r"\1=***", USER_INFO.sub("***@", text))
+    return AUTH_PROPERTIES.sub(lambda found: SECRET_PROPERTY.sub(r"\1***", found[0]), text)
 
 
 # How deep JSON read as input (a setting given as JSON, a JOBDIR's files, a file to restore, a

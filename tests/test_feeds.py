@@ -129,6 +129,24 @@ def test_a_forced_stop_fails_no_feed_a_close_would_not_have_stored(caplog):
         ),
         ("azure://acct/c/p.jsonl?sv=2024&sig=Zm9v", "azure://acct/c/p.jsonl?sv=2024&sig=***"),
         ("https://h/p?access_token=t0k&api_key=k3y", "https://h/p?access_token=***&api_key=***"),
+        # A MongoDB URI's AWS session token, among properties that name no secret.
+        (
+            "mongodb://h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:"
+            "FwoG%2Fab%3D%3D",
+            "mongodb://h/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:***",
+        ),
+        (
+            "mongodb://h/?authMechanismProperties=SERVICE_NAME:mongo,AWS_SESSION_TOKEN:t0k,"
+            "CANONICALIZE_HOST_NAME:true&tls=true",
+            "mongodb://h/?authMechanismProperties=SERVICE_NAME:mongo,AWS_SESSION_TOKEN:***,"
+            "CANONICALIZE_HOST_NAME:true&tls=true",
+        ),
+        (
+            "{'MONGO_URI': 'mongodb://h/?authmechanismproperties=AWS_SESSION_TOKEN%3At0k%2C"
+            "SERVICE_NAME%3Amongo', 'X': 'a,b'}",
+            "{'MONGO_URI': 'mongodb://h/?authmechanismproperties=AWS_SESSION_TOKEN%3A***%2C"
+            "SERVICE_NAME%3Amongo', 'X': 'a,b'}",
+        ),
         # What names no secret stays, a file of keys too: the messages about it name it.
         (
             "rediss://h:6379/0?ssl_keyfile=/etc/k.pem&db=1",
