@@ -17,7 +17,8 @@ was: a JSON feed without its closing bracket, an XML one without its root's end 
 readable. Once the reactor has stopped, each feed in a local file (or on stdout) gets its end
 written then, with the pages it got, in one line each; a feed to be uploaded (S3, FTP) cannot
 be, with no reactor left to upload it: one line each says so (``was not uploaded at the forced
-stop``), and it counts as failed.
+stop``), and it counts as failed; so does an upload under way (a full batch's, or one the close
+began), which is not waited for (``was being uploaded at the forced stop``).
 
 Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
 Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
@@ -92,6 +93,9 @@ class FeedExporter(ScrapyFeedExporter):
         self._failed: set[str] = set()  # the URIs (templates, for batches) of the feeds given up
         self._spider_closed = False
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
+        # The feeds (batches) to be uploaded whose close has begun and not ended: out of
+        # self.slots, unseen by a forced stop, which cut their upload short without a word.
+        self._uploading: list[FeedSlot] = []
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
         # Scrapy's export, handed one feed at a time, so that the one that fails is known and
@@ -123,18 +127,27 @@ class FeedExporter(ScrapyFeedExporter):
         """The reactor has stopped with the spider still open (a second Ctrl-C): no page comes
         any more, and the feeds whose storage is a write of their own (a local file, stdout)
         get their end, as at a close. The others (S3, FTP) are not uploaded, each said in a
-        line and counted as failed: only the docs said so, and the log nothing."""
+        line and counted as failed: only the docs said so, and the log nothing. An upload
+        under way (a full batch's, or one the close began) is not waited for: said and counted
+        alike."""
+        for slot in self._uploading:
+            # Its thread (S3, FTP) may end it as the process exits, unseen; an upload run on
+            # the reactor stops with it.
+            logger.warning(
+                "the feed %s was being uploaded at the forced stop, with the %s it got: not"
+                " waited for, it may not be stored",
+                redact_uri(slot.uri),
+                counted(slot.itemcount, "page"),
+            )
+            self._count_failed(slot)
+        self._uploading.clear()
         if self._spider_closed:
             return
         self._spider_closed = True  # for good: a feed that fails below closes no spider
         for slot in self.slots:
-            if slot.uri_template in self._failed:
+            if slot.uri_template in self._failed or not self._stored_at_close(slot):
                 continue
-            if not slot.itemcount and not (slot.store_empty and slot.batch_id == 1):
-                # Nothing a close would store either (Scrapy's _close_slot): a feed of no page
-                # with store_empty off, the batch begun after a full one. No feed is lost.
-                continue
-            if not isinstance(slot.storage, FileFeedStorage | StdoutFeedStorage):
+            if not self._written_here(slot):
                 # Its upload runs in a thread of the reactor's, which has stopped.
                 logger.warning(
                     "the feed %s was not uploaded at the forced stop, nor the %s it got",
@@ -162,7 +175,33 @@ class FeedExporter(ScrapyFeedExporter):
         self._spider_closed = True
         await super().close_spider(spider)
 
+    def _schedule_slot_close(self, slot: FeedSlot, spider: Spider) -> Any:
+        # From here the slot is out of self.slots: a forced stop finds its upload here.
+        failed = slot.uri_template in self._failed
+        if not failed and self._stored_at_close(slot) and not self._written_here(slot):
+            self._uploading.append(slot)
+        return super()._schedule_slot_close(slot, spider)
+
     async def _close_slot(self, slot: FeedSlot, spider: Spider) -> None:
+        try:
+            await self._end_slot(slot, spider)
+        finally:
+            with suppress(ValueError):  # not an upload, or one a forced stop said already
+                self._uploading.remove(slot)
+
+    @staticmethod
+    def _stored_at_close(slot: FeedSlot) -> bool:
+        """Whether a close stores the feed (Scrapy's _close_slot): not one of no page with
+        store_empty off, nor the batch begun after a full one."""
+        return bool(slot.itemcount) or (slot.store_empty and slot.batch_id == 1)
+
+    @staticmethod
+    def _written_here(slot: FeedSlot) -> bool:
+        """Whether the feed's storage is a write of its own, done as it is stored: a local file,
+        stdout; not an upload (S3, FTP), run in a thread or on the reactor."""
+        return isinstance(slot.storage, FileFeedStorage | StdoutFeedStorage)
+
+    async def _end_slot(self, slot: FeedSlot, spider: Spider) -> None:
         if slot.uri_template in self._failed:
             self._discard(slot)
             return

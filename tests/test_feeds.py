@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import xml.etree.ElementTree as ET
+from contextlib import suppress
 from io import BytesIO
+from tempfile import TemporaryFile
+from typing import IO
 
 import pytest
 from scrapy import Spider
@@ -108,6 +112,66 @@ def test_a_forced_stop_fails_no_feed_a_close_would_not_have_stored(caplog):
         " the 0 pages it got"
     ]
     assert stats["feedexport/failed_count/FTPFeedStorage"] == 1
+
+
+class BlockingStorage:
+    """A feed storage whose upload starts and never ends (a server that stopped answering)."""
+
+    def __init__(self, uri: str, *, feed_options: dict | None = None) -> None:
+        self.started = asyncio.Event()
+
+    def open(self, spider: Spider) -> IO[bytes]:
+        return TemporaryFile()
+
+    async def store(self, file: IO[bytes]) -> None:
+        self.started.set()
+        await asyncio.Event().wait()
+
+
+async def forced_stop_in_upload(caplog, batch_item_count: int, close: bool) -> list[str]:
+    """The log lines of a forced stop once a feed's upload began: a full batch's, or, with
+    ``close``, the close's. The upload never ends."""
+    uri = "blocking://alice:s3@cret@127.0.0.1/p-%(batch_id)d.jsonl"
+    feeds = {uri: {"format": "jsonlines", "batch_item_count": batch_item_count}}
+    settings = {"FEEDS": feeds, "FEED_STORAGES": {"blocking": BlockingStorage}}
+    crawler = get_crawler(Spider, settings)
+    crawler.spider = spider = crawler._create_spider("pages")
+    crawler.stats.open_spider()
+    exporter = FeedExporter(crawler)
+    exporter.open_spider(spider)
+    [first] = exporter.slots
+    for number in range(2):
+        exporter.item_scraped(PageItem(url=f"http://a.test/{number}", title="A"), spider)
+    closing = asyncio.create_task(exporter.close_spider(spider)) if close else None
+    await asyncio.wait_for(first.storage.started.wait(), 5)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="focused.feeds"):
+        exporter._end_at_forced_stop()
+    if closing is not None:
+        closing.cancel()
+        with suppress(asyncio.CancelledError):
+            await closing
+    assert crawler.stats.get_value("feedexport/failed_count/BlockingStorage") == 1
+    return [record.getMessage() for record in caplog.records if record.name == "focused.feeds"]
+
+
+def test_a_forced_stop_in_a_batch_upload_says_the_batch(caplog):
+    """A full batch's upload under way is out of Scrapy's feed slots: a second Ctrl-C then cut
+    it short without a word."""
+    lines = asyncio.run(forced_stop_in_upload(caplog, batch_item_count=2, close=False))
+    assert lines == [
+        "the feed blocking://***@127.0.0.1/p-1.jsonl was being uploaded at the forced stop, with"
+        " the 2 pages it got: not waited for, it may not be stored"
+    ]
+
+
+def test_a_forced_stop_in_the_close_upload_says_the_feed(caplog):
+    """The close began the upload: the forced stop said nothing of it, as of a closed spider."""
+    lines = asyncio.run(forced_stop_in_upload(caplog, batch_item_count=0, close=True))
+    assert lines == [
+        "the feed blocking://***@127.0.0.1/p-1.jsonl was being uploaded at the forced stop, with"
+        " the 2 pages it got: not waited for, it may not be stored"
+    ]
 
 
 @pytest.mark.parametrize(
