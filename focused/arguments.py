@@ -41,6 +41,7 @@ from focused.languages import known_languages, language_code, query_language
 from focused.render import RENDER_MODES
 from focused.setting_names import known_setting_names
 from focused.settingchecks import (
+    check_bind_reaches_seeds,
     check_no_made_setting_given,
     check_output_folders,
     check_settings,
@@ -236,6 +237,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     if settings is not None:
         check_settings(settings, scrapyd=scrapyd)
         _check_seed_lengths(seeds, settings)
+        check_bind_reaches_seeds(settings, seeds)
         check_no_made_setting_given(settings, scrapyd)
         strategy_class(strategy).check_settings(settings, scrapyd=scrapyd)
         check_jobdir(settings)

@@ -65,6 +65,7 @@ import codecs
 import gzip
 import logging
 import re
+import socket
 import sys
 import zlib
 from functools import cache
@@ -90,6 +91,7 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.http.request import NO_CALLBACK
 from scrapy.spidermiddlewares.httperror import HttpError
 from scrapy.utils.response import _metaref_cache, get_base_url
+from twisted.internet.error import ConnectBindError
 from twisted.python.reflect import safe_str
 from twisted.web.client import ResponseFailed
 from w3lib.encoding import resolve_encoding
@@ -203,6 +205,11 @@ def error_message(error: BaseException) -> str:
     failures (a connection lost)."""
     if isinstance(error, DownloadCancelledError) and not str(error):
         return "the response grew past DOWNLOAD_MAXSIZE as it arrived"
+    if other_family(error) or other_family(error.__cause__):
+        return (
+            "DOWNLOAD_BIND_ADDRESS is of another address family than the host's address (IPv4,"
+            " IPv6): no connection from it reaches the host"
+        )
     cause = error.__cause__
     if isinstance(error, DownloadFailedError) and isinstance(cause, ResponseFailed):
         return "; ".join(reason.getErrorMessage() for reason in cause.reasons)
@@ -210,6 +217,18 @@ def error_message(error: BaseException) -> str:
     if not message and isinstance(error, ResponseDataLossError):
         return "the response ended before the length it announced (data loss)"
     return message or type(error).__name__
+
+
+def other_family(error: BaseException | None) -> bool:
+    """Whether ``error`` is Twisted's failure to connect from DOWNLOAD_BIND_ADDRESS to a host
+    of the other address family: an IPv6 bind address and an IPv4 host (Python's socket
+    refuses the bind address: a TypeError), an IPv4 one and an IPv6 host (no address of the
+    host's family for the bind address, EAI_ADDRFAMILY). Scrapy said only those words."""
+    if isinstance(error, TypeError):
+        return str(error).startswith("AF_INET address must be")
+    return isinstance(error, ConnectBindError) and error.osError == getattr(
+        socket, "EAI_ADDRFAMILY", None
+    )
 
 
 class ErrorsSaid(logging.Filter):

@@ -134,7 +134,7 @@ from scrapy.utils.python import to_unicode
 from twisted.internet.defer import Deferred
 
 from focused.engine import engine_scheduler, wake_engine
-from focused.hygiene import BAD_COMPRESSION, error_message
+from focused.hygiene import BAD_COMPRESSION, error_message, other_family
 from focused.logformatter import add_log_filter
 from focused.resume import ROBOTS_FAILURES_STATE, ROBOTS_RETRY_STATE, robots_failure_changed
 from focused.robotsmeta import robots_token
@@ -302,7 +302,8 @@ class _UnreachableInOneLine(logging.Filter):
         error = record.exc_info[1] if record.exc_info else None
         if _network_failure(error):
             return False  # said in the warning of _robots_error, which names the host
-        if _unreachable(error) or isinstance(error, UNREADABLE):
+        # A bind address of the other family: its one line (error_message) says it all.
+        if _unreachable(error) or isinstance(error, UNREADABLE) or other_family(error):
             record.exc_info = record.exc_text = None
         return True
 

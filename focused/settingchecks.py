@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import codecs
 import importlib.util
+import ipaddress
 import logging
 import math
 import os
@@ -368,6 +369,34 @@ def _check_bind_address(settings: Any) -> None:
         raise ConfigError(
             f"setting DOWNLOAD_BIND_ADDRESS={quoted(address)} cannot be bound here: {reason}"
         ) from None
+
+
+def check_bind_reaches_seeds(settings: Any, seeds: tuple[str, ...]) -> None:
+    """Refuse a ``DOWNLOAD_BIND_ADDRESS`` of one address family (IPv6, ``::1``) when every seed
+    is an address of the other (IPv4, ``127.0.0.1``): no connection from it reaches them, each
+    request failed, with a traceback, and the crawl fetched nothing. A seed named by a host
+    name is not looked up here: its failure says why (``focused.hygiene.other_family``)."""
+    address = settings.get("DOWNLOAD_BIND_ADDRESS")
+    host = address if isinstance(address, str) else (address or [None])[0]
+    bound = _ip_version(str(host)) if host else None
+    if bound is None or not seeds:
+        return
+    if any(_ip_version(urlsplit(seed).hostname or "") in (None, bound) for seed in seeds):
+        return
+    other = 4 if bound == 6 else 6
+    raise ConfigError(
+        f"setting DOWNLOAD_BIND_ADDRESS={quoted(address)} is an IPv{bound} address, and every"
+        f" seed an IPv{other} one ({cut(seeds[0])}): no connection from one family reaches the"
+        f" other; give an IPv{other} bind address, or none"
+    )
+
+
+def _ip_version(host: str) -> int | None:
+    """4 or 6 for an IP address, None for a host name."""
+    try:
+        return ipaddress.ip_address(host).version
+    except ValueError:
+        return None
 
 
 TLS_SETTINGS = (

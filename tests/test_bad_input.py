@@ -191,6 +191,20 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             "setting DOWNLOAD_BIND_ADDRESS='no-such-host.invalid' cannot be bound here: ",
         ),
         (GOOD, {"DOWNLOAD_BIND_ADDRESS": "192.0.2.1"}, "'192.0.2.1' cannot be bound here: Cannot"),
+        # An address of one family, every seed an address of the other: each request failed
+        # (a traceback at each robots.txt), and the crawl fetched nothing.
+        (
+            GOOD,
+            {"DOWNLOAD_BIND_ADDRESS": "::1"},
+            "setting DOWNLOAD_BIND_ADDRESS='::1' is an IPv6 address, and every seed an IPv4 one"
+            " (http://127.0.0.1:9/wiki/Bird): no connection from one family reaches the other;"
+            " give an IPv4 bind address, or none",
+        ),
+        (
+            {**GOOD, "seeds": "http://[::1]:9/,http://[::1]:10/"},
+            {"DOWNLOAD_BIND_ADDRESS": "127.0.0.1"},
+            "setting DOWNLOAD_BIND_ADDRESS='127.0.0.1' is an IPv4 address, and every seed an IPv6",
+        ),
         # Imported by Scrapy's spider loader as the command looked up the spider: a traceback.
         (
             GOOD,
@@ -805,6 +819,30 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("bound", "other", "same"), [("::1", "127.0.0.1", "[::1]"), ("127.0.0.1", "[::1]", "127.0.0.1")]
+)
+def test_a_seed_of_the_bind_address_other_family_says_why_it_failed(tmp_path, bound, other, same):
+    """A seed the bind address cannot reach, its address of the other family (a host name
+    resolved so, which the start checks do not look up): Scrapy said only Python's or Twisted's
+    words ("AF_INET address must be a pair (host, port)", "Couldn't bind: -9: Address family
+    for hostname not supported."), the first after a traceback at its robots.txt."""
+    port = closed_port()
+    unreachable = f"http://{other}:{port}/wiki/Albatross"
+    seeds = f"{unreachable},http://{same}:{port}/wiki/Albatross"  # a seed of its family: taken
+    crawl = run_crawl(
+        tmp_path, {"query": "birds", "seeds": seeds}, {"DOWNLOAD_BIND_ADDRESS": bound}
+    )
+    log = crawl.result.stderr
+    assert crawl.result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-3000:]
+    [error] = [line for line in log.splitlines() if "No seed could be fetched" in line]
+    assert (
+        f"{unreachable} (DOWNLOAD_BIND_ADDRESS is of another address family than the host's"
+        " address (IPv4, IPv6): no connection from it reaches the host)"
+    ) in error
 
 
 def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path, site):
