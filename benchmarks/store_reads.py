@@ -131,7 +131,11 @@ def read(path: str, what: str) -> tuple[float, float]:
 
         pipeline = StoragePipeline.__new__(StoragePipeline)
         pipeline.store, pipeline.crawl_id = store, CRAWL
-        pipeline.crawler = SimpleNamespace(settings=Settings({"DRIFT_WINDOW": 1000}))
+        # A JOBDIR with no counters file: the window is read from the store, as for a JOBDIR
+        # written before its verdicts were (the read this benchmark times).
+        jobdir = str(Path(path).with_suffix(".no-jobdir"))
+        settings = Settings({"DRIFT_WINDOW": 1000, "JOBDIR": jobdir})
+        pipeline.crawler = SimpleNamespace(settings=settings)
         pipeline._said_unreadable = False
         spider = SimpleNamespace(state={}, relevance=None)
         pipeline.recover_state(spider)
