@@ -45,6 +45,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -250,7 +251,7 @@ def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: flo
     args = (RECORD_BUDGET, len(keys), *keys, budget, timeout, prefix + "inflight:")
     theirs, spent, *marks = asked(url, lambda client: client.eval(*args))
     if marks:
-        _budget_marks[url, crawl_id] = marks
+        _budget_marks[url, crawl_id] = [*marks, math.ceil(timeout)]
     if theirs:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         runs = (
@@ -271,8 +272,9 @@ def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: flo
 
 
 # The budget marks this process wrote as it started (``_check_budget``), by frontier URL and
-# crawl id: the mark it left at ``budget_at``, and ``budget`` and ``budget_at`` before it.
-_budget_marks: dict[tuple[str, str], list[bytes]] = {}
+# crawl id: the mark it left at ``budget_at``, ``budget`` and ``budget_at`` before it, and how
+# long a mark counts (FOCUSED_WORKER_TIMEOUT, whole seconds).
+_budget_marks: dict[tuple[str, str], list[bytes | int]] = {}
 
 
 def take_back_budget(url: str, crawl_id: str) -> None:
@@ -284,7 +286,8 @@ def take_back_budget(url: str, crawl_id: str) -> None:
     marks = _budget_marks.pop((url, crawl_id), None)
     if marks is None:
         return
-    keys = tuple(crawl_prefix(crawl_id) + name for name in ("budget", "budget_at"))
+    names = ("budget", "budget_at", "budget_at_taken_back")
+    keys = tuple(crawl_prefix(crawl_id) + name for name in names)
     asked(url, lambda client: client.eval(TAKE_BACK_BUDGET, len(keys), *keys, *marks))
 
 
@@ -383,7 +386,7 @@ def crawl_prefix(crawl_id: str) -> str:
 KEY_NAMES = re.compile(
     rb"""(?xs)
     order | seen | budget | workers | counters | topic     # SharedCrawl, check_frontier
-    | budget_at                                            # _check_budget: a process starting
+    | budget_at | budget_at_taken_back                     # _check_budget: a process starting
     | frontier | back | members | requests | seq | popped | paths  # RedisFrontier
     | left_out | left_out_past                             # RedisFrontier, links left out
     | host_pages | fetched | trap:queued | trap:variants   # the shared caps, duplicate checks
@@ -921,13 +924,27 @@ return {'', 0, mark, recorded or '', before or ''}
 )
 
 # The budget and its mark put back as they were before a process recorded them, if the mark is
-# still its own (no process recorded since, nor one beating removed it). KEYS: budget, its
-# mark. ARGV: the mark the process left, the budget and the mark before ('' for none).
+# still its own (no process recorded since, nor one beating removed it). Not its own, what was
+# before it is kept (KEYS[3], for as long as a mark counts): a later process put back holds its
+# mark as its own before, and puts back what was before that, not a refused process's mark
+# (two started together, refused in that order, left the first's budget live). KEYS: budget,
+# its mark, the marks taken back under a later one. ARGV: the mark the process left, the budget
+# and the mark before ('' for none), how long a mark counts (seconds).
 TAKE_BACK_BUDGET = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then
+  redis.call('HSET', KEYS[3], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+  redis.call('EXPIRE', KEYS[3], ARGV[4])
+  return 0
+end
+local before = {ARGV[2], ARGV[3]}
+for _ = 1, redis.call('HLEN', KEYS[3]) do
+  local taken_back = before[2] ~= '' and redis.call('HGET', KEYS[3], before[2])
+  if not taken_back then break end
+  before = {string.match(taken_back, '^(%S*) (%S*)$')}
+end
 for i = 1, 2 do
-  if ARGV[i + 1] == '' then redis.call('DEL', KEYS[i])
-  else redis.call('SET', KEYS[i], ARGV[i + 1]) end
+  if before[i] == '' then redis.call('DEL', KEYS[i])
+  else redis.call('SET', KEYS[i], before[i]) end
 end
 return 1
 """

@@ -27,6 +27,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import focused.settings
+from focused import distributed
 from focused.arguments import parse_arguments
 from focused.distributed import (
     DistributedCrawl,
@@ -34,6 +35,7 @@ from focused.distributed import (
     SharedCrawl,
     _check_budget,
     crawl_prefix,
+    take_back_budget,
 )
 from focused.errors import ConfigError
 from focused.jobchecks import check_store
@@ -2339,6 +2341,24 @@ def test_a_process_refused_after_recording_its_budget_takes_its_marks_back(tmp_p
             dict(args), Settings({**settings, "CLOSESPIDER_PAGECOUNT": 30})
         )
     assert client.mget("focused:c:budget", "focused:c:budget_at") == [b"30", b"5"]
+
+
+def test_two_processes_refused_in_the_order_they_started_leave_no_mark(redis_server):
+    """Two processes started together with the same budget, both refused by a later check (a
+    feed each, the store), the first taken back first: its mark was no longer the last (its
+    take-back did nothing), and the second's put the first's back as it was before it. Left,
+    it refused for FOCUSED_WORKER_TIMEOUT a process with another budget when none ran."""
+    key = (redis_server.url, "together")
+    marks = []
+    for _ in range(2):  # each process's marks, as it alone would hold them
+        _check_budget(redis_server.url, "together", "", 10, 10.0)
+        marks.append(distributed._budget_marks.pop(key))
+    for taken in marks:
+        distributed._budget_marks[key] = taken
+        take_back_budget(redis_server.url, "together")
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.get("focused:together:budget_at") is None
+    _check_budget(redis_server.url, "together", "", 30, 10.0)  # none runs: another budget
 
 
 def test_a_process_with_another_page_budget_than_the_live_ones_is_refused(
