@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from w3lib.url import safe_url_string
@@ -49,6 +49,9 @@ from focused.settingchecks import (
     read_number,
 )
 from focused.strategies import STRATEGIES, strategy_class
+
+if TYPE_CHECKING:
+    from focused.distributed import BudgetMarks
 
 # Spider arguments every strategy accepts; the strategy's own parameters come on top.
 GENERAL_ARGUMENTS = (
@@ -130,6 +133,9 @@ class CrawlConfig:
     topic_file: str | None = None  # the file its topic was read from, as given
     # What orders its frontier (crawl_order), which a resumed JOBDIR crawl must be given alike
     order: dict[str, Any] = field(kw_only=True)
+    # The page budget a shared crawl's process recorded as the crawl's as its arguments were
+    # read: put back if a later check refuses the start (take_back_shared_budget).
+    budget_marks: BudgetMarks | None = field(default=None, kw_only=True, compare=False, repr=False)
 
 
 # -a render=: a spider-level argument, parsed like a strategy parameter.
@@ -253,7 +259,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     check_resumed_job(job, order, args.get("crawl_id", "").strip(), scrapyd)
     check_job_queue(settings, strategy)
     render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
-    check_shared_frontier(settings, order, args, scrapyd)
+    budget_marks = check_shared_frontier(settings, order, args, scrapyd)
     return CrawlConfig(
         query,
         topic,
@@ -268,6 +274,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         scrapyd_jobdir_note(settings, kwargs.get("_job")),
         topic_file or None,
         order=order,
+        budget_marks=budget_marks,
     )
 
 

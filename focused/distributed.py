@@ -99,7 +99,7 @@ def connect(url: str) -> redis.Redis:
 
 def check_frontier(
     url: str, crawl_id: str, order: Mapping[str, Any], budget: int, timeout: float
-) -> None:
+) -> BudgetMarks:
     """Raise ConfigError (one line) if ``url`` is not a Redis URL, the server does not answer
     or cannot hold a crawl (``_unfit``), or the crawl ``crawl_id`` on it orders its frontier
     otherwise than this process would: another strategy, other parameters or another topic.
@@ -107,7 +107,8 @@ def check_frontier(
     the frontier mixes orders. Its page budget (``budget``) must be the one the live processes
     run with, and not spent (``_check_budget``; ``timeout``: FOCUSED_WORKER_TIMEOUT). A crawl
     whose keys are there without its order lost them (Redis restarted without its data while a
-    process ran, which wrote some again) and is refused."""
+    process ran, which wrote some again) and is refused. Returns the page budget marks it
+    wrote, for a start refused later to put back (``take_back_budget``)."""
     shown = check_url(url)
     described = json.dumps(order, sort_keys=True)
     keys = (crawl_prefix(crawl_id) + "order", crawl_prefix(crawl_id) + "seen")
@@ -139,7 +140,7 @@ def check_frontier(
                 "with; give another crawl_id"
             )
         _check_same_order(crawl_id, shown, as_saved_now(theirs, order), order)
-    _check_budget(url, crawl_id, shown, budget, timeout)
+    return _check_budget(url, crawl_id, shown, budget, timeout)
 
 
 # The options of a rediss:// URL that name a file (or, ssl_ca_path, a folder) of TLS keys.
@@ -229,9 +230,10 @@ def _check_same_order(
     )
 
 
-def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: float) -> None:
+def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: float) -> BudgetMarks:
     """Record this process's page budget as the crawl's, unless a live process of the crawl
-    runs another, or the budget is spent; both in one step (``RECORD_BUDGET``).
+    runs another, or the budget is spent; both in one step (``RECORD_BUDGET``). Returns the
+    marks it wrote, and those before them.
 
     Another budget: it is counted in each process's pops from Redis, so a process with a
     larger one, or none, took the crawl past the budget the others keep. Once none is alive
@@ -250,8 +252,6 @@ def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: flo
     keys = tuple(prefix + name for name in ("budget", "workers", "budget_at", "popped"))
     args = (RECORD_BUDGET, len(keys), *keys, budget, timeout, prefix + "inflight:")
     theirs, spent, *marks = asked(url, lambda client: client.eval(*args))
-    if marks:
-        _budget_marks[url, crawl_id] = [*marks, math.ceil(timeout)]
     if theirs:
         described = {0: "no page budget"}.get(budget, f"a page budget of {budget}")
         runs = (
@@ -269,26 +269,31 @@ def _check_budget(url: str, crawl_id: str, shown: str, budget: int, timeout: flo
             f"crawl {crawl_id} on {shown} has spent its page budget (CLOSESPIDER_PAGECOUNT="
             f"{budget}): give every process a larger CLOSESPIDER_PAGECOUNT to go on"
         )
+    mark, budget_before, mark_before = marks
+    return BudgetMarks(url, crawl_id, mark, budget_before, mark_before, math.ceil(timeout))
 
 
-# The budget marks this process wrote as it started (``_check_budget``), by frontier URL and
-# crawl id: the mark it left at ``budget_at``, ``budget`` and ``budget_at`` before it, and how
-# long a mark counts (FOCUSED_WORKER_TIMEOUT, whole seconds).
-_budget_marks: dict[tuple[str, str], list[bytes | int]] = {}
+class BudgetMarks(NamedTuple):
+    """The page budget marks a process wrote as it started (``_check_budget``)."""
+
+    url: str  # the frontier's
+    crawl_id: str
+    mark: bytes  # the one it left at budget_at: the time to the microsecond
+    budget_before: bytes  # budget and budget_at before it (b'' for none)
+    mark_before: bytes
+    lasts: int  # how long a mark counts: FOCUSED_WORKER_TIMEOUT, whole seconds
 
 
-def take_back_budget(url: str, crawl_id: str) -> None:
+def take_back_budget(marks: BudgetMarks) -> None:
     """Put back the page budget marks this process wrote (``_check_budget``), as they were
     before it: its start was refused by a later check. Left, they said for
     FOCUSED_WORKER_TIMEOUT seconds that a process ran with its budget, when none did, and a
     process with another was refused. Only if no process recorded its own since (one step,
     ``TAKE_BACK_BUDGET``)."""
-    marks = _budget_marks.pop((url, crawl_id), None)
-    if marks is None:
-        return
     names = ("budget", "budget_at", "budget_at_taken_back")
-    keys = tuple(crawl_prefix(crawl_id) + name for name in names)
-    asked(url, lambda client: client.eval(TAKE_BACK_BUDGET, len(keys), *keys, *marks))
+    keys = tuple(crawl_prefix(marks.crawl_id) + name for name in names)
+    args = (TAKE_BACK_BUDGET, len(keys), *keys, *marks[2:])
+    asked(marks.url, lambda client: client.eval(*args))
 
 
 class FrontierState(NamedTuple):

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from focused.arguments import CrawlConfig
+    from focused.distributed import BudgetMarks
 
 
 def _job_file(settings: Any, name: str) -> Path | None:
@@ -609,11 +610,12 @@ def _asked_of_older_job(saved: Mapping[str, Any], order: Mapping[str, Any]) -> d
 
 def check_shared_frontier(
     settings: Any, order: Mapping[str, Any], args: Mapping[str, str], scrapyd: bool = False
-) -> None:
-    """``scrapyd``: as ``spider_arguments`` takes it."""
+) -> BudgetMarks | None:
+    """``scrapyd``: as ``spider_arguments`` takes it. Returns the page budget marks a shared
+    crawl's process wrote (``take_back_shared_budget``)."""
     url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
     if not url:
-        return
+        return None
     strategy = order["strategy"]
     if not strategy_class(strategy).runs_distributed():
         raise ConfigError(
@@ -630,20 +632,19 @@ def check_shared_frontier(
         settings.getint("CLOSESPIDER_PAGECOUNT"),
         settings.getfloat("FOCUSED_WORKER_TIMEOUT"),
     )
-    check_frontier(str(url), args["crawl_id"].strip(), order, budget, timeout)
+    return check_frontier(str(url), args["crawl_id"].strip(), order, budget, timeout)
 
 
-def take_back_shared_budget(settings: Any, crawl_id: str) -> None:
+def take_back_shared_budget(config: CrawlConfig) -> None:
     """A start refused after ``check_shared_frontier`` recorded its page budget: its marks put
     back (``focused.distributed.take_back_budget``), so that the next start is judged on the
     processes that run."""
-    url = settings.get("FOCUSED_FRONTIER") if settings is not None else None
-    if url:
+    if config.budget_marks is not None:
         from focused.distributed import take_back_budget  # imports redis: only when asked for
 
         # Redis gone since: the refusal is what to say, and the marks go stale in time.
         with suppress(ConfigError):
-            take_back_budget(str(url), crawl_id)
+            take_back_budget(config.budget_marks)
 
 
 def check_store(settings: Any, config: CrawlConfig) -> None:

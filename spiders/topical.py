@@ -113,7 +113,7 @@ class TopicalSpider(scrapy.Spider):
         except ConfigError:
             # Left, the page budget a shared crawl's process recorded as it read its arguments
             # refused, for FOCUSED_WORKER_TIMEOUT, a process with another when none ran.
-            take_back_shared_budget(settings, config.crawl_id)
+            take_back_shared_budget(config)
             raise
         return config
 
