@@ -39,9 +39,9 @@ pages is a candidate from each). When no fresh candidate is left (or a draw budg
 spent), the best queued candidate is fetched. A fetched request sent again with its meta
 (retried, rendered again, or the request a redirect made) is no candidate: it is handed out
 before any draw, as the move it continues.
-Stats under ``focused/<name>/``: ``improving``, ``accepted_worse``, ``rejected``,
-``best_queued`` (fetches that were not a drawn move) and ``temperature`` (after the last move:
-the one the next pop decides at).
+Stats under ``focused/<name>/``: ``improving``, ``sideways`` (Δ = 0), ``accepted_worse``,
+``rejected``, ``best_queued`` (fetches that were not a drawn move) and ``temperature`` (after
+the last move: the one the next pop decides at).
 
 State saved on pause: the moves made, T0, the Δs it was derived from, the current pages and
 their fresh candidates with the Δ of each move, the requests sent again, and the random
@@ -293,7 +293,8 @@ class AnnealingQueue(StrategyQueue):
             if delta is None:  # a candidate of a state saved before Δs were kept
                 delta = candidate_value(request) - page_value(request)
             if self.accepts(delta, temperature):
-                outcome = "improving" if delta > 0 else "accepted_worse"
+                # A sideways move is no worse one, and is taken at every T: counted apart.
+                outcome = "improving" if delta > 0 else "accepted_worse" if delta else "sideways"
                 self.stats.inc_value(f"focused/{self.name}/{outcome}")
                 self._moved()
                 return request

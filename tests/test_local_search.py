@@ -579,6 +579,22 @@ def test_threshold_takes_a_sideways_move_before_a_worse_move_derives_t0(key):
     assert queue.accepts(0.0, 0.0) and not queue.accepts(-1e-9, 0.0)
 
 
+@pytest.mark.parametrize("strategy", ["annealing", "threshold"])
+def test_a_sideways_move_is_counted_apart_from_worse_moves(key, strategy):
+    """A sideways move (Δ = 0: an off-topic page's off-topic links) was counted in
+    accepted_worse: a crawl of only sideways moves said it had accepted that many worse ones."""
+    queue = make_queue(strategy, key, t0=0.25, factor=1.0)
+    queue.push(req("seed", depth=0))
+    queue.pop()
+    for leaf, link in [("a", 0.5), ("b", 0.5), ("worse", 0.375)]:
+        queue.push(child(leaf, "seed", page=0.5, link=link))
+    popped = [name(queue.pop()) for _ in range(3)]
+    stats = queue.stats
+    assert stats.get_value(f"focused/{strategy}/sideways") == 2, popped
+    accepted_worse = stats.get_value(f"focused/{strategy}/accepted_worse", 0)
+    assert accepted_worse + stats.get_value(f"focused/{strategy}/rejected", 0) == 1
+
+
 def test_threshold_derives_t0_from_the_80th_percentile_of_worse_moves():
     queue = make_queue("threshold")
     worse = [0.01 * i for i in range(1, 11)]
