@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from focused import forget
-from focused.distributed import _check_budget, check_url
+from focused.distributed import _check_budget, check_url, take_back_budget
 from focused.errors import counted
 from focused.sqlitestore import SqliteStore
 from tests import test_commands, test_redis_frontier
@@ -124,13 +124,24 @@ def test_the_mark_of_a_process_that_never_began_is_a_key_of_the_crawl(redis_serv
     """A process records its budget and a mark (budget_at) it clears once it beats; one refused
     after that (a store check) or killed while starting leaves the mark, which forget left
     behind: not one of the crawl's key names."""
-    _check_budget(redis_server.url, "starting", "", 10, 10.0)
+    first = _check_budget(redis_server.url, "starting", "", 10, 10.0)
     client = redis.Redis.from_url(redis_server.url)
     assert client.exists("focused:starting:budget_at")
     assert sorted(forget.crawl_keys(client, "starting")) == [
         b"focused:starting:budget",
         b"focused:starting:budget_at",
     ]
+    # A second process's marks, both refused in the order they started: the first's take-back
+    # leaves what was before its mark, a key of the crawl too.
+    later = _check_budget(redis_server.url, "starting", "", 10, 10.0)
+    take_back_budget(first)
+    assert sorted(forget.crawl_keys(client, "starting")) == [
+        b"focused:starting:budget",
+        b"focused:starting:budget_at",
+        b"focused:starting:budget_at_taken_back",
+    ]
+    take_back_budget(later)  # both gone: only what forget removes, or time expires, is left
+    assert forget.crawl_keys(client, "starting") == [b"focused:starting:budget_at_taken_back"]
 
 
 def db(crawl) -> dict:
