@@ -809,6 +809,11 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if shared is not None:
             failed = outcome[:1] in (FAILED, ABSENT, SERVER_ERROR) and self._retry_failed_after > 0
             shared.share_robots_txt(netloc, outcome, self._retry_failed_after if failed else None)
+            if failed and netloc in self._retry_at:
+                # Its time here runs from now, as in Redis: run from the failure, before the
+                # share, it ended first, and this process read the crawl's failure, not expired
+                # yet, as a failure of its own: a failure more in a row, a retry counted twice.
+                self._retry_at[netloc] = time.monotonic() + self._retry_failed_after
 
     def waits_for_robots(self, request: Request) -> bool:
         """True if ``request`` waits (or, handed out, would wait) in this middleware for its

@@ -202,6 +202,41 @@ def test_the_requests_of_a_host_that_is_not_there_are_refused_in_every_process(r
         assert each.holding_until("unnamed.example") is None
 
 
+def test_the_process_that_shares_a_failed_robots_txt_waits_for_its_time_in_redis(
+    redis_server,  # noqa: F811
+    monkeypatch,
+):
+    """The process whose robots.txt download failed ran the failure's time from before it
+    shared it: on a loaded machine, where the share came late, its time ended before Redis's,
+    and the host's next request read the crawl's failure, not expired yet, as a new one: a
+    failure more in a row (towards ROBOTS_HOLD_RETRIES) and its retry counted twice (seen in
+    test_a_shared_crawl_fetches_a_failed_robots_txt_again_once_it_expires, under load)."""
+    netloc, retry, late = "down.example", 1.0, 0.3
+    settings = {
+        "ROBOTSTXT_OBEY": True,
+        "FOCUSED_WORKER_TIMEOUT": TIMEOUT,
+        "ROBOTS_RETRY_FAILED_AFTER": retry,
+    }
+    downloader = process_middleware(redis_server.url, settings)
+    shared = downloader.crawler.spider.shared
+    share = shared.share_robots_txt
+
+    def shared_late(*args, **kwargs):
+        time.sleep(late)  # the event loop busy with a page meanwhile
+        share(*args, **kwargs)
+
+    monkeypatch.setattr(shared, "share_robots_txt", shared_late)
+    assert shared.robots_txt(netloc)[1]  # this one downloads it
+    downloader._parsers[netloc] = Deferred()  # as while it downloads
+    downloader._robots_error(DownloadTimeoutError(), netloc)
+    page = Request(f"http://{netloc}/page")
+    while netloc in downloader._retry_at:  # its time here: forgotten once up
+        downloader.waits_for_robots(page)
+        time.sleep(0.005)
+    # Up no earlier than in Redis: the host's next request downloads it, in this process.
+    assert shared.robots_txt(netloc) == (None, True, 0)
+
+
 @pytest.mark.parametrize("failure", ["unreachable", "server_error"])
 def test_a_failed_robots_txt_is_read_again_by_every_process_after_its_time(
     redis_server,  # noqa: F811
