@@ -27,7 +27,7 @@ from itertools import accumulate, pairwise
 from typing import TYPE_CHECKING, Any
 
 from focused.robotsmeta import is_noindex
-from focused.storage import RESCORED, PageCounts, claim_gone, is_gone, process_gone, stored_time
+from focused.storage import PageCounts, claim_gone, is_gone, process_gone, rescored, stored_time
 
 if TYPE_CHECKING:
     import os
@@ -122,17 +122,6 @@ def totals(crawl: Mapping[str, Any], counts: PageCounts | None = None) -> Totals
     counts = counts or PageCounts()
     relevant = max(0, counts.relevant - (rescored(crawl) or 0))
     return Totals(max(counts.last_fetch_order, counts.stored), relevant)
-
-
-def rescored(crawl: Mapping[str, Any]) -> int | None:
-    """The relevant pages the recrawls of the crawl added by moving stored verdicts, as its
-    record counts them (``focused.storage.RESCORED``: those now relevant less those no longer;
-    negative for fewer); None where it cannot tell (a record written before the counts, or
-    one read as unknown)."""
-    now, no_longer = (crawl.get(name) for name in RESCORED)
-    if not isinstance(now, int) or not isinstance(no_longer, int):
-        return None
-    return now - no_longer
 
 
 def level_rows(counts: Mapping[int | None, Sequence[float]]) -> list[LevelRow]:

@@ -297,6 +297,17 @@ RECRAWL_MARK: tuple[str, ...] = ("recrawl_seen_at", "recrawl_heartbeat_interval"
 RESCORED: tuple[str, ...] = ("rescored_now_relevant", "rescored_no_longer_relevant")
 
 
+def rescored(crawl: Mapping[str, Any]) -> int | None:
+    """The relevant pages the recrawls of the crawl added by moving stored verdicts, as its
+    record counts them (``RESCORED``: those now relevant less those no longer;
+    negative for fewer); None where it cannot tell (a record written before the counts, or
+    one read as unknown)."""
+    now, no_longer = (crawl.get(name) for name in RESCORED)
+    if not isinstance(now, int) or not isinstance(no_longer, int):
+        return None
+    return now - no_longer
+
+
 def _process_start(pid: int) -> str | None:
     """When process ``pid`` started (clock ticks since boot, Linux's /proc), None if there is
     no such process, or one that has ended (a zombie: killed, its parent gone, where the

@@ -128,6 +128,7 @@ from focused.storage import (
     StoreError,
     open_store,
     page_to_save,
+    rescored,
     this_process,
 )
 from focused.unstored import PartlyKept, UnstoredFile, unstored_dir
@@ -274,8 +275,6 @@ class StoragePipeline:
         window = self.crawler.settings.getint("DRIFT_WINDOW")
         # The window's verdicts written through: the store lacks pages below STORE_MIN_RELEVANCE.
         verdicts = journaled_window(self.crawler.settings["JOBDIR"]) if window else ()
-        from focused.report import rescored
-
         try:
             # The stored verdicts a --model recrawl moved are not the crawl's (unknown, taken
             # as none, in a record written before their count).
