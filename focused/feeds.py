@@ -15,10 +15,11 @@ the same line, under the crawl's own close reason.
 A second Ctrl-C stops the reactor without closing the spider, and Scrapy left each feed as it
 was: a JSON feed without its closing bracket, an XML one without its root's end tag, neither
 readable. Once the reactor has stopped, each feed in a local file (or on stdout) gets its end
-written then, with the pages it got, in one line each; a feed to be uploaded (S3, FTP) cannot
-be, with no reactor left to upload it: one line each says so (``was not uploaded at the forced
-stop``), and it counts as failed; so does an upload under way (a full batch's, or one the close
-began), which is not waited for (``was being uploaded at the forced stop``).
+written then, with the pages it got, in one line each (a full batch whose close Scrapy had
+scheduled and not begun too); a feed to be uploaded (S3, FTP) cannot be, with no reactor left
+to upload it: one line each says so (``was not uploaded at the forced stop``), and it counts as
+failed; so does an upload under way (a full batch's, or one the close began), which is not
+waited for (``was being uploaded at the forced stop``).
 
 Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
 Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
@@ -93,6 +94,10 @@ class FeedExporter(ScrapyFeedExporter):
         self._failed: set[str] = set()  # the URIs (templates, for batches) of the feeds given up
         self._spider_closed = False
         self._closing_spider: Deferred[None] | None = None  # keeps the close task referenced
+        # The feeds (batches) whose close is scheduled and not begun (a full batch's: an asyncio
+        # task, run at the loop's next turn), out of self.slots: a forced stop before that turn
+        # left a local batch without its end, and said nothing.
+        self._closing: list[FeedSlot] = []
         # The feeds (batches) to be uploaded whose close has begun and not ended: out of
         # self.slots, unseen by a forced stop, which cut their upload short without a word.
         self._uploading: list[FeedSlot] = []
@@ -126,10 +131,10 @@ class FeedExporter(ScrapyFeedExporter):
     def _end_at_forced_stop(self) -> None:
         """The reactor has stopped with the spider still open (a second Ctrl-C): no page comes
         any more, and the feeds whose storage is a write of their own (a local file, stdout)
-        get their end, as at a close. The others (S3, FTP) are not uploaded, each said in a
-        line and counted as failed: only the docs said so, and the log nothing. An upload
-        under way (a full batch's, or one the close began) is not waited for: said and counted
-        alike."""
+        get their end, as at a close, a full batch whose close had not begun too. The others
+        (S3, FTP) are not uploaded, each said in a line and counted as failed: only the docs
+        said so, and the log nothing. An upload under way (a full batch's, or one the close
+        began) is not waited for: said and counted alike."""
         for slot in self._uploading:
             # Its thread (S3, FTP) may end it as the process exits, unseen; an upload run on
             # the reactor stops with it.
@@ -141,14 +146,14 @@ class FeedExporter(ScrapyFeedExporter):
             )
             self._count_failed(slot)
         self._uploading.clear()
-        if self._spider_closed:
-            return
+        left = self._closing + ([] if self._spider_closed else self.slots)
+        self._closing = []  # a close begun after this one finds its slot ended or said
         self._spider_closed = True  # for good: a feed that fails below closes no spider
-        for slot in self.slots:
+        for slot in left:
             if slot.uri_template in self._failed or not self._stored_at_close(slot):
                 continue
             if not self._written_here(slot):
-                # Its upload runs in a thread of the reactor's, which has stopped.
+                # Its upload would run in a task of the reactor's, which has stopped.
                 logger.warning(
                     "the feed %s was not uploaded at the forced stop, nor the %s it got",
                     redact_uri(slot.uri),
@@ -176,13 +181,19 @@ class FeedExporter(ScrapyFeedExporter):
         await super().close_spider(spider)
 
     def _schedule_slot_close(self, slot: FeedSlot, spider: Spider) -> Any:
-        # From here the slot is out of self.slots: a forced stop finds its upload here.
-        failed = slot.uri_template in self._failed
-        if not failed and self._stored_at_close(slot) and not self._written_here(slot):
-            self._uploading.append(slot)
+        # From here the slot is out of self.slots: a forced stop finds it here, then (once its
+        # close has begun) in self._uploading.
+        self._closing.append(slot)
         return super()._schedule_slot_close(slot, spider)
 
     async def _close_slot(self, slot: FeedSlot, spider: Spider) -> None:
+        try:
+            self._closing.remove(slot)
+        except ValueError:  # a forced stop ended it, or said it, already
+            return
+        failed = slot.uri_template in self._failed
+        if not failed and self._stored_at_close(slot) and not self._written_here(slot):
+            self._uploading.append(slot)
         try:
             await self._end_slot(slot, spider)
         finally:

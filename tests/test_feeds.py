@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import xml.etree.ElementTree as ET
 from contextlib import suppress
@@ -172,6 +173,41 @@ def test_a_forced_stop_in_the_close_upload_says_the_feed(caplog):
         "the feed blocking://***@127.0.0.1/p-1.jsonl was being uploaded at the forced stop, with"
         " the 2 pages it got: not waited for, it may not be stored"
     ]
+
+
+def test_a_forced_stop_ends_a_full_local_batch_whose_close_had_not_begun(caplog, tmp_path):
+    """A full batch's close is a task the loop runs at its next turn: a forced stop before it
+    left the batch's file without its end (a JSON feed without its closing bracket), and said
+    nothing."""
+    uri = str(tmp_path / "p-%(batch_id)d.json")
+
+    async def stop() -> tuple[dict, list[str]]:
+        return forced_stop(caplog, {uri: {"format": "json", "batch_item_count": 2}}, pages=3)
+
+    stats, lines = asyncio.run(stop())
+    assert lines == [
+        f"the feed {tmp_path}/p-1.json was ended at the forced stop, with its 2 pages",
+        f"the feed {tmp_path}/p-2.json was ended at the forced stop, with its 1 page",
+    ]
+    first, second = (json.loads((tmp_path / f"p-{n}.json").read_text()) for n in (1, 2))
+    assert [page["url"] for page in first + second] == [f"http://a.test/{n}" for n in range(3)]
+    assert not [key for key in stats if key.startswith("feedexport/failed_count/")]
+
+
+def test_a_forced_stop_says_a_full_batch_to_upload_whose_close_had_not_begun(caplog):
+    """Its upload, a task the loop had not begun, never begins: it was said to be under way, and
+    "may not be stored"."""
+    uri = "ftp://alice:s3cret@127.0.0.1:21/p-%(batch_id)d.jsonl"
+
+    async def stop() -> tuple[dict, list[str]]:
+        return forced_stop(caplog, {uri: {"batch_item_count": 2}}, pages=2)
+
+    stats, lines = asyncio.run(stop())
+    assert lines == [
+        "the feed ftp://***@127.0.0.1:21/p-1.jsonl was not uploaded at the forced stop, nor the"
+        " 2 pages it got"
+    ]
+    assert stats["feedexport/failed_count/FTPFeedStorage"] == 1
 
 
 @pytest.mark.parametrize(
