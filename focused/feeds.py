@@ -15,29 +15,40 @@ the same line, under the crawl's own close reason.
 A second Ctrl-C stops the reactor without closing the spider, and Scrapy left each feed as it
 was: a JSON feed without its closing bracket, an XML one without its root's end tag, neither
 readable. Once the reactor has stopped, each feed in a local file (or on stdout) gets its end
-written then, with the pages it got, in one line each (a full batch whose close Scrapy had
-scheduled and not begun too); a feed to be uploaded (S3, FTP) cannot be, with no reactor left
-to upload it: one line each says so (``was not uploaded at the forced stop``), and it counts as
-failed; so does an upload under way (a full batch's, or one the close began), which is not
-waited for (``was being uploaded at the forced stop``).
+written then, with the pages it got, in one line each, a full batch whose close Scrapy had
+scheduled and not begun too; a feed to be uploaded (S3, FTP) cannot be, with no reactor left to
+upload it: one line each says so (``was not uploaded at the forced stop``), and it counts as
+failed. An upload under way (a full batch's, or one the close began) in a thread (S3's, FTP's,
+GCS's: ``BlockingFeedStorage``) goes on as the reactor stops, and the process waits for it as it
+exits: it is waited for here, ``UPLOAD_WAIT_S`` in all, and its end said (``was uploaded at the
+forced stop``, counted stored; ``could not be uploaded``, counted failed). One that has not ended
+by then, or that runs on the reactor (a storage's own), may be stored or not: one line says it
+is ``not confirmed``, and it counts in ``feedexport/unconfirmed_count/<storage>``, not failed.
 
-Either way the feed counts in Scrapy's stat ``feedexport/failed_count/<storage>``, as a feed
-Scrapy failed to store (an upload to S3, FTP...) does, and the ``crawl`` command exits with
-status 1 when any feed failed. Scrapy logs such a failure, at the close, with its traceback (an
-upload refused, a compressed feed's last block that cannot be written): one line here too, with
-the reason. Its lines name the feed's URI without its user and password.
+A feed that cannot be written, or is not uploaded at a forced stop, counts in Scrapy's stat
+``feedexport/failed_count/<storage>``, as a feed Scrapy failed to store (an upload to S3,
+FTP...) does, and the ``crawl`` command exits with status 1 when any feed failed. Scrapy logs
+such a failure, at the close, with its traceback (an upload refused, a compressed feed's last
+block that cannot be written): one line here too, with the reason. Its lines name the feed's
+URI without its user and password.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import threading
+import time
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from scrapy.exporters import XmlItemExporter as ScrapyXmlItemExporter
+from scrapy.extensions.feedexport import (
+    BlockingFeedStorage,
+    FileFeedStorage,
+    StdoutFeedStorage,
+)
 from scrapy.extensions.feedexport import FeedExporter as ScrapyFeedExporter
-from scrapy.extensions.feedexport import FileFeedStorage, StdoutFeedStorage
 from scrapy.extensions.postprocessing import PostProcessingManager
 from scrapy.utils.reactor import is_reactor_installed
 
@@ -59,6 +70,13 @@ logger = logging.getLogger(__name__)
 
 FEED_FAILED = "feed_failed"  # the close reason when a feed cannot be written
 FAILED_STAT = "feedexport/failed_count/"  # Scrapy's, followed by the storage's class name
+STORED_STAT = "feedexport/success_count/"  # Scrapy's too
+# A feed whose upload a forced stop cut off, neither seen to end nor to fail.
+UNCONFIRMED_STAT = "feedexport/unconfirmed_count/"
+# How long a forced stop waits, in all, for the uploads under way in a thread: the process waits
+# for them anyway as it exits (Python joins the asyncio loop's executor threads), but a line
+# written before then is what the log says of them.
+UPLOAD_WAIT_S = 10.0
 # The characters XML 1.0 cannot hold, not even as a character reference: the C0 controls but
 # tab and the line breaks, the surrogates, U+FFFE and U+FFFF.
 NOT_IN_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -82,6 +100,27 @@ class _StoringInOneLine(logging.Filter):
         return True
 
 
+class _ThreadUpload:
+    """The end of a feed's upload in a thread (BlockingFeedStorage's ``_store_in_thread``), seen
+    from outside the reactor: a forced stop waits for it there."""
+
+    def __init__(self, storage: BlockingFeedStorage) -> None:
+        self.ended = threading.Event()
+        self.error: BaseException | None = None
+        store = storage._store_in_thread
+
+        def store_seen(file: IO[bytes]) -> None:
+            try:
+                store(file)
+            except BaseException as exc:
+                self.error = exc
+                raise
+            finally:
+                self.ended.set()
+
+        storage._store_in_thread = store_seen  # type: ignore[method-assign]
+
+
 class FeedExporter(ScrapyFeedExporter):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
@@ -101,6 +140,9 @@ class FeedExporter(ScrapyFeedExporter):
         # The feeds (batches) to be uploaded whose close has begun and not ended: out of
         # self.slots, unseen by a forced stop, which cut their upload short without a word.
         self._uploading: list[FeedSlot] = []
+        # The uploads run in a thread (BlockingFeedStorage's: S3, FTP, GCS), whose end a forced
+        # stop can see without the reactor.
+        self._threads: dict[FeedSlot, _ThreadUpload] = {}
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
         # Scrapy's export, handed one feed at a time, so that the one that fails is known and
@@ -134,21 +176,12 @@ class FeedExporter(ScrapyFeedExporter):
         get their end, as at a close, a full batch whose close had not begun too. The others
         (S3, FTP) are not uploaded, each said in a line and counted as failed: only the docs
         said so, and the log nothing. An upload under way (a full batch's, or one the close
-        began) is not waited for: said and counted alike."""
-        for slot in self._uploading:
-            # Its thread (S3, FTP) may end it as the process exits, unseen; an upload run on
-            # the reactor stops with it.
-            logger.warning(
-                "the feed %s was being uploaded at the forced stop, with the %s it got: not"
-                " waited for, it may not be stored",
-                redact_uri(slot.uri),
-                counted(slot.itemcount, "page"),
-            )
-            self._count_failed(slot)
-        self._uploading.clear()
+        began) is waited for a while where it runs in a thread, which goes on as the reactor
+        stops: its end is said (uploaded, or failed), else that it is not confirmed."""
         left = self._closing + ([] if self._spider_closed else self.slots)
         self._closing = []  # a close begun after this one finds its slot ended or said
         self._spider_closed = True  # for good: a feed that fails below closes no spider
+        uploads, self._uploading = self._uploading, []
         for slot in left:
             if slot.uri_template in self._failed or not self._stored_at_close(slot):
                 continue
@@ -175,10 +208,57 @@ class FeedExporter(ScrapyFeedExporter):
                 redact_uri(slot.uri),
                 counted(slot.itemcount, "page"),
             )
+        self._confirm_uploads(uploads)
+
+    def _confirm_uploads(self, uploads: list[FeedSlot]) -> None:
+        """Said "failed", an upload in a thread was often stored all the same: the thread goes
+        on as the reactor stops, and the process waits for it as it exits. Each is waited for,
+        UPLOAD_WAIT_S in all, and what is known said: uploaded, failed, or not confirmed (one
+        on the reactor, or a thread still running), which is counted apart."""
+        running = [s for s in uploads if s in self._threads and not self._threads[s].ended.is_set()]
+        if running:  # else the wait after the second Ctrl-C would be silent
+            logger.info(
+                "the forced stop waits up to %g s for %s under way",
+                UPLOAD_WAIT_S,
+                counted(len(running), "feed upload"),
+            )
+        deadline = time.monotonic() + UPLOAD_WAIT_S
+        for slot in uploads:
+            thread = self._threads.get(slot)
+            storage = type(slot.storage).__name__
+            if thread is not None and thread.ended.wait(max(0.0, deadline - time.monotonic())):
+                if thread.error is None:
+                    logger.info(
+                        "the feed %s was uploaded at the forced stop, with its %s",
+                        redact_uri(slot.uri),
+                        counted(slot.itemcount, "page"),
+                    )
+                    self.crawler.stats.inc_value(f"{STORED_STAT}{storage}")
+                else:
+                    logger.error(
+                        "the feed %s could not be uploaded at the forced stop: %s",
+                        redact_uri(slot.uri),
+                        one_line(thread.error),
+                    )
+                    self._count_failed(slot)
+                continue
+            logger.warning(
+                "the feed %s was being uploaded at the forced stop, with the %s it got: not"
+                " confirmed, it may be stored or not",
+                redact_uri(slot.uri),
+                counted(slot.itemcount, "page"),
+            )
+            self.crawler.stats.inc_value(f"{UNCONFIRMED_STAT}{storage}")
 
     async def close_spider(self, spider: Spider) -> None:
         self._spider_closed = True
         await super().close_spider(spider)
+
+    def _start_new_batch(self, *args: Any, **kwargs: Any) -> FeedSlot:
+        slot = super()._start_new_batch(*args, **kwargs)
+        if isinstance(slot.storage, BlockingFeedStorage):
+            self._threads[slot] = _ThreadUpload(slot.storage)
+        return slot
 
     def _schedule_slot_close(self, slot: FeedSlot, spider: Spider) -> Any:
         # From here the slot is out of self.slots: a forced stop finds it here, then (once its
@@ -199,6 +279,7 @@ class FeedExporter(ScrapyFeedExporter):
         finally:
             with suppress(ValueError):  # not an upload, or one a forced stop said already
                 self._uploading.remove(slot)
+            self._threads.pop(slot, None)
 
     @staticmethod
     def _stored_at_close(slot: FeedSlot) -> bool:

@@ -5,21 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import threading
+import time
 import xml.etree.ElementTree as ET
 from contextlib import suppress
 from io import BytesIO
 from tempfile import TemporaryFile
-from typing import IO
+from typing import IO, ClassVar
 
 import pytest
 from scrapy import Spider
 from scrapy.exporters import CsvItemExporter
+from scrapy.extensions.feedexport import BlockingFeedStorage
 from scrapy.settings import Settings
 from scrapy.utils.misc import load_object
 from scrapy.utils.test import get_crawler
 
 from focused.errors import redact_uri
-from focused.feeds import FeedExporter
+from focused.feeds import UPLOAD_WAIT_S, FeedExporter
 from focused.items import PageItem
 from focused.storage import PAGE_FIELDS
 
@@ -129,12 +132,36 @@ class BlockingStorage:
         await asyncio.Event().wait()
 
 
-async def forced_stop_in_upload(caplog, batch_item_count: int, close: bool) -> list[str]:
+class ThreadStorage(BlockingFeedStorage):
+    """A feed storage that uploads in a thread, as S3's and FTP's, to a bucket of its own: the
+    upload takes ``upload_s`` (a slow server), then stores the feed, or fails with ``error``."""
+
+    bucket: ClassVar[dict[str, bytes]] = {}
+    upload_s = 0.3
+    error: OSError | None = None
+
+    def __init__(self, uri: str, *, feed_options: dict | None = None) -> None:
+        self.uri = uri
+        self.started = threading.Event()
+
+    def _store_in_thread(self, file: IO[bytes]) -> None:
+        self.started.set()
+        time.sleep(self.upload_s)
+        if self.error is not None:
+            raise self.error
+        file.seek(0)
+        self.bucket[self.uri] = file.read()
+
+
+async def forced_stop_in_upload(
+    caplog, batch_item_count: int, close: bool, storage: type = BlockingStorage
+) -> tuple[list[str], dict[str, int]]:
     """The log lines of a forced stop once a feed's upload began: a full batch's, or, with
-    ``close``, the close's. The upload never ends."""
+    ``close``, the close's; and the counts of its storage's feeds stored, failed, unconfirmed.
+    The upload (``storage``'s) never ends but in a thread."""
     uri = "blocking://alice:s3@cret@127.0.0.1/p-%(batch_id)d.jsonl"
     feeds = {uri: {"format": "jsonlines", "batch_item_count": batch_item_count}}
-    settings = {"FEEDS": feeds, "FEED_STORAGES": {"blocking": BlockingStorage}}
+    settings = {"FEEDS": feeds, "FEED_STORAGES": {"blocking": storage}}
     crawler = get_crawler(Spider, settings)
     crawler.spider = spider = crawler._create_spider("pages")
     crawler.stats.open_spider()
@@ -144,7 +171,11 @@ async def forced_stop_in_upload(caplog, batch_item_count: int, close: bool) -> l
     for number in range(2):
         exporter.item_scraped(PageItem(url=f"http://a.test/{number}", title="A"), spider)
     closing = asyncio.create_task(exporter.close_spider(spider)) if close else None
-    await asyncio.wait_for(first.storage.started.wait(), 5)
+    started = first.storage.started
+    if isinstance(started, threading.Event):
+        assert await asyncio.to_thread(started.wait, 5)
+    else:
+        await asyncio.wait_for(started.wait(), 5)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="focused.feeds"):
         exporter._end_at_forced_stop()
@@ -152,27 +183,78 @@ async def forced_stop_in_upload(caplog, batch_item_count: int, close: bool) -> l
         closing.cancel()
         with suppress(asyncio.CancelledError):
             await closing
-    assert crawler.stats.get_value("feedexport/failed_count/BlockingStorage") == 1
-    return [record.getMessage() for record in caplog.records if record.name == "focused.feeds"]
+    stats = crawler.stats.get_stats()
+    kinds = ("success_count", "failed_count", "unconfirmed_count")
+    counts = {kind: stats.get(f"feedexport/{kind}/{storage.__name__}", 0) for kind in kinds}
+    lines = [record.getMessage() for record in caplog.records if record.name == "focused.feeds"]
+    return lines, counts
 
 
-def test_a_forced_stop_in_a_batch_upload_says_the_batch(caplog):
-    """A full batch's upload under way is out of Scrapy's feed slots: a second Ctrl-C then cut
-    it short without a word."""
-    lines = asyncio.run(forced_stop_in_upload(caplog, batch_item_count=2, close=False))
+@pytest.mark.parametrize("close", [False, True])
+def test_a_forced_stop_in_an_upload_on_the_reactor_says_it_is_not_confirmed(caplog, close):
+    """An upload under way (a full batch's, out of Scrapy's feed slots, or the close's) was cut
+    short without a word; then it was said and counted failed, which no one knew: its last
+    bytes may have been sent."""
+    lines, counts = asyncio.run(forced_stop_in_upload(caplog, 0 if close else 2, close))
     assert lines == [
         "the feed blocking://***@127.0.0.1/p-1.jsonl was being uploaded at the forced stop, with"
-        " the 2 pages it got: not waited for, it may not be stored"
+        " the 2 pages it got: not confirmed, it may be stored or not"
     ]
+    assert counts == {"success_count": 0, "failed_count": 0, "unconfirmed_count": 1}
 
 
-def test_a_forced_stop_in_the_close_upload_says_the_feed(caplog):
-    """The close began the upload: the forced stop said nothing of it, as of a closed spider."""
-    lines = asyncio.run(forced_stop_in_upload(caplog, batch_item_count=0, close=True))
+@pytest.mark.parametrize("close", [False, True])
+def test_a_forced_stop_waits_for_an_upload_in_a_thread(caplog, close):
+    """An upload in a thread (S3, FTP) was said and counted failed at the forced stop, and the
+    feed was in the bucket all the same: the thread went on, and the process waited for it as
+    it exited. It is waited for, and said stored."""
+    ThreadStorage.bucket.clear()
+    begun = time.monotonic()
+    lines, counts = asyncio.run(
+        forced_stop_in_upload(caplog, 0 if close else 2, close, ThreadStorage)
+    )
+    assert time.monotonic() - begun < UPLOAD_WAIT_S
     assert lines == [
-        "the feed blocking://***@127.0.0.1/p-1.jsonl was being uploaded at the forced stop, with"
-        " the 2 pages it got: not waited for, it may not be stored"
+        "the forced stop waits up to 10 s for 1 feed upload under way",
+        "the feed blocking://***@127.0.0.1/p-1.jsonl was uploaded at the forced stop, with its"
+        " 2 pages",
     ]
+    assert counts == {"success_count": 1, "failed_count": 0, "unconfirmed_count": 0}
+    [(uri, body)] = ThreadStorage.bucket.items()
+    assert uri.endswith("/p-1.jsonl") and len(body.splitlines()) == 2
+
+
+def test_a_forced_stop_says_an_upload_in_a_thread_that_failed(caplog, monkeypatch):
+    monkeypatch.setattr(ThreadStorage, "error", PermissionError(13, "Access Denied"))
+    ThreadStorage.bucket.clear()
+    lines, counts = asyncio.run(forced_stop_in_upload(caplog, 2, False, ThreadStorage))
+    assert lines == [
+        "the forced stop waits up to 10 s for 1 feed upload under way",
+        "the feed blocking://***@127.0.0.1/p-1.jsonl could not be uploaded at the forced stop:"
+        " [Errno 13] Access Denied",
+    ]
+    assert counts == {"success_count": 0, "failed_count": 1, "unconfirmed_count": 0}
+    assert not ThreadStorage.bucket
+
+
+def test_a_forced_stop_waits_a_bounded_time_for_an_upload_in_a_thread(caplog, monkeypatch):
+    """An upload slower than the wait is said not confirmed, not failed: it may yet be stored,
+    as here, once the forced stop has said so."""
+    monkeypatch.setattr("focused.feeds.UPLOAD_WAIT_S", 0.2)
+    monkeypatch.setattr(ThreadStorage, "upload_s", 1.0)
+    ThreadStorage.bucket.clear()
+    begun = time.monotonic()
+    lines, counts = asyncio.run(forced_stop_in_upload(caplog, 2, False, ThreadStorage))
+    assert lines == [
+        "the forced stop waits up to 0.2 s for 1 feed upload under way",
+        "the feed blocking://***@127.0.0.1/p-1.jsonl was being uploaded at the forced stop, with"
+        " the 2 pages it got: not confirmed, it may be stored or not",
+    ]
+    assert counts == {"success_count": 0, "failed_count": 0, "unconfirmed_count": 1}
+    # asyncio.run waited for the upload's thread as it ended, as the process does as it exits.
+    assert time.monotonic() - begun >= 1.0
+    [body] = ThreadStorage.bucket.values()
+    assert len(body.splitlines()) == 2
 
 
 def test_a_forced_stop_ends_a_full_local_batch_whose_close_had_not_begun(caplog, tmp_path):
