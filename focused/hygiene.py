@@ -131,6 +131,13 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})  # those Scrapy's redir
 # What Scrapy's HttpCompressionMiddleware raises, as it is, for a body that its Content-Encoding
 # cannot undo (cut short, or not compressed as said): the server's fault, not a bug.
 BAD_COMPRESSION = (EOFError, gzip.BadGzipFile, zlib.error, brotli.error, ZstdError)
+# getaddrinfo's errors as a socket of one family binds DOWNLOAD_BIND_ADDRESS, an address (or a
+# host name) of the other (other_family).
+NO_ADDRESS_OF_FAMILY = frozenset(
+    getattr(socket, name)
+    for name in ("EAI_ADDRFAMILY", "EAI_NONAME", "EAI_NODATA")
+    if hasattr(socket, name)
+)
 # The labels of the WHATWG Encoding Standard, which browsers read in a Content-Type or a
 # <meta>, that Python and w3lib do not know (as codecs.lookup passes them: lower case, "-" as
 # "_"), each with the codec that decodes it. Scrapy ignored such a declaration and guessed:
@@ -223,12 +230,12 @@ def other_family(error: BaseException | None) -> bool:
     """Whether ``error`` is Twisted's failure to connect from DOWNLOAD_BIND_ADDRESS to a host
     of the other address family: an IPv6 bind address and an IPv4 host (Python's socket
     refuses the bind address: a TypeError), an IPv4 one and an IPv6 host (no address of the
-    host's family for the bind address, EAI_ADDRFAMILY). Scrapy said only those words."""
+    host's family for the bind address, EAI_ADDRFAMILY), a host name with addresses of one
+    family alone (its lookup in the other finds none, EAI_NONAME or EAI_NODATA: the start
+    checked that it binds). Scrapy said only those words, the last after a traceback."""
     if isinstance(error, TypeError):
         return str(error).startswith("AF_INET address must be")
-    return isinstance(error, ConnectBindError) and error.osError == getattr(
-        socket, "EAI_ADDRFAMILY", None
-    )
+    return isinstance(error, ConnectBindError) and error.osError in NO_ADDRESS_OF_FAMILY
 
 
 class ErrorsSaid(logging.Filter):

@@ -34,6 +34,20 @@ from tests.test_storage import filled_sqlite, read_only
 GOOD = {"query": "birds", "seeds": "http://127.0.0.1:9/wiki/Bird"}
 
 
+def _ipv4_alone(name: str) -> bool:
+    try:
+        return {info[0] for info in socket.getaddrinfo(name, None)} == {socket.AF_INET}
+    except OSError:
+        return False
+
+
+# The tests of a bind address or a seed by its host name: localhost with no IPv6 address, as in
+# /etc/hosts here (Debian's names it ::1 too: then it has both families, and is let be).
+LOCALHOST_IPV4_ALONE = pytest.mark.skipif(
+    not _ipv4_alone("localhost"), reason="localhost has an IPv6 address here"
+)
+
+
 def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
     return run_scrapy(crawl_args(arguments, settings or {}), timeout=60)
 
@@ -822,13 +836,21 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize(
-    ("bound", "other", "same"), [("::1", "127.0.0.1", "[::1]"), ("127.0.0.1", "[::1]", "127.0.0.1")]
+    ("bound", "other", "same"),
+    [
+        ("::1", "127.0.0.1", "[::1]"),
+        ("127.0.0.1", "[::1]", "127.0.0.1"),
+        pytest.param("::1", "localhost", "[::1]", marks=LOCALHOST_IPV4_ALONE),
+        # A bind address by its name, which has no IPv6 address: "Couldn't bind: -2: Name or
+        # service not known.", after a traceback.
+        pytest.param("localhost", "[::1]", "127.0.0.1", marks=LOCALHOST_IPV4_ALONE),
+    ],
 )
 def test_a_seed_of_the_bind_address_other_family_says_why_it_failed(tmp_path, bound, other, same):
-    """A seed the bind address cannot reach, its address of the other family (a host name
-    resolved so, which the start checks do not look up): Scrapy said only Python's or Twisted's
-    words ("AF_INET address must be a pair (host, port)", "Couldn't bind: -9: Address family
-    for hostname not supported."), the first after a traceback at its robots.txt."""
+    """A seed the bind address cannot reach, its address of the other family, beside one it
+    can (the start refuses only seeds all of the other family): Scrapy said only Python's or
+    Twisted's words ("AF_INET address must be a pair (host, port)", "Couldn't bind: -9: Address
+    family for hostname not supported."), the first after a traceback at its robots.txt."""
     port = closed_port()
     unreachable = f"http://{other}:{port}/wiki/Albatross"
     seeds = f"{unreachable},http://{same}:{port}/wiki/Albatross"  # a seed of its family: taken
