@@ -16,10 +16,13 @@ import ipaddress
 import logging
 import math
 import os
+import queue
 import re
 import socket
 import sys
 import tempfile
+import threading
+import time
 import warnings
 from functools import cache
 from pathlib import Path
@@ -46,10 +49,15 @@ from focused.setting_names import check_setting_names, given_on_command_line
 from focused.storage import DEFAULT_SQLITE_PATH
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Iterator
     from importlib.machinery import ModuleSpec
 
 KIND_NAMES = {int: "an integer", float: "a number"}
+# How long the start waits, in all, for the host names of DOWNLOAD_BIND_ADDRESS and the seeds to
+# be looked up (check_bind_reaches_seeds), and for how many seed names at most: a crawl of more
+# is let be, its seeds that fail each saying why.
+LOOKUP_S = 2.0
+SEED_NAMES_LOOKED_UP = 16
 
 
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # RFC 9110's token
@@ -374,21 +382,71 @@ def _check_bind_address(settings: Any) -> None:
 def check_bind_reaches_seeds(settings: Any, seeds: tuple[str, ...]) -> None:
     """Refuse a ``DOWNLOAD_BIND_ADDRESS`` of one address family (IPv6, ``::1``) when every seed
     is an address of the other (IPv4, ``127.0.0.1``): no connection from it reaches them, each
-    request failed, with a traceback, and the crawl fetched nothing. A seed named by a host
-    name is not looked up here: its failure says why (``focused.hygiene.other_family``)."""
+    request failed, with a traceback, and the crawl fetched nothing. A bind address given as a
+    host name has the families of its addresses, and so has a seed's host name: each is looked
+    up, in a thread, ``LOOKUP_S`` in all (at most ``SEED_NAMES_LOOKED_UP`` seed names), so that
+    a slow resolver holds the start no longer. A name that does not answer in time, or not at
+    all, is let be, and so are the seeds when one can be reached: each that fails says why
+    (``focused.hygiene.other_family``)."""
     address = settings.get("DOWNLOAD_BIND_ADDRESS")
-    host = address if isinstance(address, str) else (address or [None])[0]
-    bound = _ip_version(str(host)) if host else None
-    if bound is None or not seeds:
+    host = str(address if isinstance(address, str) else (address or [""])[0] or "")
+    if not host or not seeds:
         return
-    if any(_ip_version(urlsplit(seed).hostname or "") in (None, bound) for seed in seeds):
+    deadline = time.monotonic() + LOOKUP_S
+    version = _ip_version(host)
+    bound = {version: host} if version else dict(_looked_up([host], deadline)).get(host)
+    if bound is None or len(bound) != 1:  # not known in time, or of either family
         return
-    other = 4 if bound == 6 else 6
+    [(version, bound_ip)] = bound.items()
+    names: dict[str, str] = {}  # each seed host name, and its first seed
+    for seed in seeds:
+        seed_host = urlsplit(seed).hostname or ""
+        seed_version = _ip_version(seed_host)
+        if seed_version == version:
+            return
+        if seed_version is None:
+            names.setdefault(seed_host, seed)
+    if len(names) > SEED_NAMES_LOOKED_UP:
+        return
+    answers = dict(_looked_up(names, deadline))
+    if len(answers) < len(names) or any(not a or version in a for a in answers.values()):
+        return  # one not known in time, none, or one of the bind address's family
+    other = 4 if version == 6 else 6
+    seed_ip = answers.get(urlsplit(seeds[0]).hostname or "", {}).get(other)
     raise ConfigError(
-        f"setting DOWNLOAD_BIND_ADDRESS={quoted(address)} is an IPv{bound} address, and every"
-        f" seed an IPv{other} one ({cut(seeds[0])}): no connection from one family reaches the"
-        f" other; give an IPv{other} bind address, or none"
+        f"setting DOWNLOAD_BIND_ADDRESS={quoted(address)} is an IPv{version} address"
+        f"{'' if bound_ip == host else f' ({bound_ip})'}, and every seed an IPv{other} one"
+        f" ({cut(seeds[0])}{f' at {seed_ip}' if seed_ip else ''}): no connection from one"
+        f" family reaches the other; give an IPv{other} bind address, or none"
     )
+
+
+def _looked_up(names: Iterable[str], deadline: float) -> Iterator[tuple[str, dict[int, str]]]:
+    """Each name and its first address of each IP version (none: it does not resolve), as the
+    lookups answer until ``deadline`` (``time.monotonic``). Each runs in a daemon thread: one
+    that never answers holds neither the start nor the exit."""
+    answers: queue.SimpleQueue[tuple[str, dict[int, str]]] = queue.SimpleQueue()
+    names = list(names)
+    for name in names:
+        threading.Thread(
+            target=_look_up, args=(name, answers), name="focused-lookup", daemon=True
+        ).start()
+    for _ in names:
+        try:
+            yield answers.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return
+
+
+def _look_up(name: str, answers: queue.SimpleQueue[tuple[str, dict[int, str]]]) -> None:
+    found: dict[int, str] = {}
+    try:
+        for family, _, _, _, sockaddr in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM):
+            if family in (socket.AF_INET, socket.AF_INET6):
+                found.setdefault(4 if family == socket.AF_INET else 6, str(sockaddr[0]))
+    except (OSError, UnicodeError):
+        pass
+    answers.put((name, found))
 
 
 def _ip_version(host: str) -> int | None:

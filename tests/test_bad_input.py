@@ -11,6 +11,8 @@ import shutil
 import socket
 import sqlite3
 import subprocess
+import threading
+import time
 from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -23,7 +25,11 @@ from focused.errors import ConfigError, quoted
 from focused.jobchecks import crawl_lock_offset, remember_job
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
-from focused.settingchecks import check_feed_placeholders, check_settings
+from focused.settingchecks import (
+    check_bind_reaches_seeds,
+    check_feed_placeholders,
+    check_settings,
+)
 from focused.storage import StoreSettingError, open_store
 from focused.strategies import strategy_class
 from tests.conftest import REPO, Crawl, crawl_args, crawl_env, run_crawl, run_scrapy, scrapy_command
@@ -218,6 +224,23 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {**GOOD, "seeds": "http://[::1]:9/,http://[::1]:10/"},
             {"DOWNLOAD_BIND_ADDRESS": "127.0.0.1"},
             "setting DOWNLOAD_BIND_ADDRESS='127.0.0.1' is an IPv4 address, and every seed an IPv6",
+        ),
+        # A host name, the bind address's or a seed's, has the families of its addresses: it was
+        # not looked up, and the crawl failed as above.
+        pytest.param(
+            {**GOOD, "seeds": "http://[::1]:9/"},
+            {"DOWNLOAD_BIND_ADDRESS": "localhost"},
+            "setting DOWNLOAD_BIND_ADDRESS='localhost' is an IPv4 address (127.0.0.1), and every"
+            " seed an IPv6 one (http://[::1]:9/): no connection from one family reaches the"
+            " other; give an IPv6 bind address, or none",
+            marks=LOCALHOST_IPV4_ALONE,
+        ),
+        pytest.param(
+            {**GOOD, "seeds": "http://localhost:9/wiki/Bird,http://127.0.0.1:9/"},
+            {"DOWNLOAD_BIND_ADDRESS": "::1"},
+            "setting DOWNLOAD_BIND_ADDRESS='::1' is an IPv6 address, and every seed an IPv4 one"
+            " (http://localhost:9/wiki/Bird at 127.0.0.1): no connection from one family reaches",
+            marks=LOCALHOST_IPV4_ALONE,
         ),
         # Imported by Scrapy's spider loader as the command looked up the spider: a traceback.
         (
@@ -865,6 +888,66 @@ def test_a_seed_of_the_bind_address_other_family_says_why_it_failed(tmp_path, bo
         f"{unreachable} (DOWNLOAD_BIND_ADDRESS is of another address family than the host's"
         " address (IPv4, IPv6): no connection from it reaches the host)"
     ) in error
+
+
+def bind_check(bound: str, seeds: tuple[str, ...]) -> ConfigError | None:
+    """What check_bind_reaches_seeds says of these seeds from this bind address."""
+    try:
+        check_bind_reaches_seeds(Settings({"DOWNLOAD_BIND_ADDRESS": bound}), seeds)
+    except ConfigError as error:
+        return error
+    return None
+
+
+@LOCALHOST_IPV4_ALONE
+def test_a_seed_name_looked_up_slowly_holds_the_start_for_a_bounded_time(monkeypatch):
+    """A resolver that does not answer (here, for one name) holds the start ``LOOKUP_S`` at
+    most, and the seeds are let be: the name may be of the bind address's family."""
+    answer = threading.Event()
+    resolve = socket.getaddrinfo
+
+    def slow(host: str, *args, **kwargs):
+        if host == "slow.test":
+            answer.wait(30)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow)
+    monkeypatch.setattr("focused.settingchecks.LOOKUP_S", 0.5)
+    begun = time.monotonic()
+    try:
+        assert bind_check("::1", ("http://localhost:9/", "http://slow.test/")) is None
+        assert time.monotonic() - begun < 2
+    finally:
+        answer.set()
+    # The same seeds all answered: refused, as no seed can be reached.
+    error = bind_check("::1", ("http://localhost:9/",))
+    assert error is not None and "every seed an IPv4 one (http://localhost:9/ at 127.0.0.1)" in (
+        str(error)
+    )
+
+
+def test_a_seed_name_that_does_not_resolve_is_let_be():
+    """Its DNS error says why it failed; the bind address's family is no reason."""
+    assert bind_check("::1", ("http://localhost:9/", "http://no-such-host.invalid/")) is None
+
+
+@LOCALHOST_IPV4_ALONE
+def test_seed_names_past_those_looked_up_are_let_be(monkeypatch):
+    """A crawl of many seed names starts without their lookups (each that fails says why)."""
+    looked_up: list[str] = []
+    resolve = socket.getaddrinfo
+
+    def counted(host: str, *args, **kwargs):
+        looked_up.append(host)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", counted)
+    monkeypatch.setattr("focused.settingchecks.SEED_NAMES_LOOKED_UP", 0)
+    assert bind_check("::1", ("http://localhost:9/",)) is None
+    assert looked_up == []
+    monkeypatch.setattr("focused.settingchecks.SEED_NAMES_LOOKED_UP", 1)
+    assert bind_check("::1", ("http://localhost:9/",)) is not None
+    assert looked_up == ["localhost"]
 
 
 def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path, site):
