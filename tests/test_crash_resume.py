@@ -574,6 +574,21 @@ def test_a_forced_stop_exits_non_zero_is_recorded_and_resumes(tmp_path, sample_g
     assert "Resuming crawl" in resumed.stderr
 
 
+def stopped_by_a_second_ctrl_c(command, server, count: int) -> bytes:
+    """The crawl's stderr, stopped by a second Ctrl-C once the server has answered ``count``
+    requests (the server stopped then too)."""
+    try:
+        run = start_until_fetched(command, server, count, stderr=subprocess.PIPE)
+        run.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        run.send_signal(signal.SIGINT)
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        server.stop()
+    assert b"forcing unclean shutdown" in stderr, stderr[-3000:]
+    return stderr
+
+
 def test_a_forced_stop_ends_the_feeds_it_was_writing(tmp_path, sample_graph):
     """A second Ctrl-C left a JSON feed without its closing bracket and an XML one without its
     root's end tag, neither readable, and said nothing: each now ends with the pages it got. A
@@ -585,15 +600,7 @@ def test_a_forced_stop_ends_the_feeds_it_was_writing(tmp_path, sample_graph):
     ftp = f"ftp://alice:s3cret@127.0.0.1:{free_port()}/pages.jsonl"
     uris[ftp] = {"format": "jsonlines"}
     command = job_command(tmp_path, server, "bfs", CLOSESPIDER_PAGECOUNT=30, FEEDS=json.dumps(uris))
-    try:
-        run = start_until_fetched(command, server, 8, stderr=subprocess.PIPE)
-        run.send_signal(signal.SIGINT)
-        time.sleep(0.05)
-        run.send_signal(signal.SIGINT)
-        _, stderr = run.communicate(timeout=120)
-    finally:
-        server.stop()
-    assert b"forcing unclean shutdown" in stderr, stderr[-3000:]
+    stderr = stopped_by_a_second_ctrl_c(command, server, 8)
     stored = Crawl(None, tmp_path / "focused.sqlite3", _crawl_id_of(tmp_path / "job")).pages()
     exported = [page["url"] for page in json.loads(feeds["json"].read_text())]
     assert exported and set(exported) <= {page["url"] for page in stored}
@@ -606,6 +613,34 @@ def test_a_forced_stop_ends_the_feeds_it_was_writing(tmp_path, sample_graph):
     )
     assert not_uploaded == [ftp.replace("alice:s3cret@", "***@").encode()], stderr[-3000:]
     assert b"s3cret" not in stderr
+
+
+def test_a_forced_stop_waits_for_the_uploads_under_way_in_a_thread(tmp_path, sample_graph):
+    """An upload in a thread (S3, FTP) under way at a second Ctrl-C was said failed, and
+    counted so, and the feed was stored all the same as the process exited: each is waited
+    for, and said stored."""
+    server = ReplayServer(sample_graph, delay=0.2).start()
+    uri = f"slowfile://{tmp_path}/p-%(batch_id)d.jsonl"
+    feeds = {uri: {"format": "jsonlines", "batch_item_count": 2}}
+    storages = {"slowfile": "tests.user_components.SlowFileFeedStorage"}
+    command = job_command(
+        tmp_path,
+        server,
+        "bfs",
+        CLOSESPIDER_PAGECOUNT=30,
+        FEEDS=json.dumps(feeds),
+        FEED_STORAGES=json.dumps(storages),
+    )
+    stderr = stopped_by_a_second_ctrl_c(command, server, 12)
+    uploaded = re.findall(
+        rb"the feed slowfile://\S+/(p-\d+\.jsonl) was uploaded at the forced stop, with its 2"
+        rb" pages",
+        stderr,
+    )
+    assert uploaded, stderr[-3000:]
+    assert b"not confirmed" not in stderr
+    for name in uploaded:
+        assert len((tmp_path / name.decode()).read_bytes().splitlines()) == 2
 
 
 def crawls_status(db, crawl_id: str) -> str:

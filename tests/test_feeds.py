@@ -225,6 +225,7 @@ def test_a_forced_stop_waits_for_an_upload_in_a_thread(caplog, close):
 
 
 def test_a_forced_stop_says_an_upload_in_a_thread_that_failed(caplog, monkeypatch):
+    """Its thread's error is the reason, and it counts as failed, as at a close."""
     monkeypatch.setattr(ThreadStorage, "error", PermissionError(13, "Access Denied"))
     ThreadStorage.bucket.clear()
     lines, counts = asyncio.run(forced_stop_in_upload(caplog, 2, False, ThreadStorage))

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
 
 from scrapy import signals
+from scrapy.extensions.feedexport import BlockingFeedStorage
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +28,22 @@ class CountingPipeline:
     def process_item(self, item: Any) -> Any:
         self.stats.inc_value("test/items_seen")
         return item
+
+
+class SlowFileFeedStorage(BlockingFeedStorage):
+    """A feed storage that uploads as S3's and FTP's do, in a thread, to the local file its
+    URI names (``slowfile:///PATH``), in ``UPLOAD_S`` (a slow server): the file is there only
+    once the upload has ended."""
+
+    UPLOAD_S = 2.0
+
+    def __init__(self, uri: str, *, feed_options: dict[str, Any] | None = None) -> None:
+        self.path = Path(urlsplit(uri).path)
+
+    def _store_in_thread(self, file: IO[bytes]) -> None:
+        time.sleep(self.UPLOAD_S)
+        file.seek(0)
+        self.path.write_bytes(file.read())
 
 
 class SlowEngineStart:
