@@ -6,6 +6,7 @@ it."""
 from __future__ import annotations
 
 import math
+import secrets
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +52,27 @@ _UNWRITTEN = [
     {"fetch_order": {"$type": "decimal"}},
     {"fetch_order": {"$lt": 0}},
 ]
+
+
+# The marks of the verdicts a batch of ``Store.update_pages`` moves, until they are counted:
+# on each page moved, the batch's token and the page's moves (``RESCORED``'s order); in the
+# crawl record, the tokens of the batches not yet counted. Neither is a field of a record.
+MOVED_BY = "rescored_by"
+PENDING = "rescored_pending"
+
+
+def _page_moves(
+    updates: list[dict[str, Any]], stored: Mapping[tuple[str, str], Any]
+) -> dict[tuple[str, str], tuple[int, int]]:
+    """``verdicts_moved`` per page (crawl_id, url) of those it moves."""
+    per_page: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for update in updates:
+        per_page.setdefault((update["crawl_id"], update["url"]), []).append(update)
+    return {
+        key: moved[key[0]]
+        for key, its in per_page.items()
+        if (moved := verdicts_moved(its, stored))
+    }
 
 
 def _location(uri: str, database: str) -> str:
@@ -169,6 +191,13 @@ class MongoStore(Store):
         )
 
     def _update_pages(self, updates: list[dict[str, Any]]) -> None:
+        # Counted with no transaction (a server without a replica set has none): each page
+        # whose verdict moves carries its moves and the batch's token (``MOVED_BY``) in the
+        # write that moves it, and the token waits in its crawl record (``PENDING``) from
+        # before the pages are written until the one update that adds their moves takes it
+        # out. A write failing anywhere between leaves the token there: the next batch, the
+        # retry's or a later run's, counts the moves the pages carry, once. Counted after the
+        # pages alone, those of a failed count were lost: the retry found the verdicts moved.
         urls: dict[str, list[str]] = {}
         for crawl_id, url in rescoring(updates):
             urls.setdefault(crawl_id, []).append(url)
@@ -178,25 +207,87 @@ class MongoStore(Store):
             for crawl_id, among in urls.items()
             for page in self._pages.find({"crawl_id": crawl_id, "url": {"$in": among}}, verdict)
         }
+        # A page's updates as one, the later's fields over the earlier's: an unordered bulk
+        # write runs them in no fixed order.
+        merged: dict[tuple[str, str], dict[str, Any]] = {}
+        for update in updates:
+            key = (update["crawl_id"], update["url"])
+            merged[key] = {**merged.get(key, {}), **update}
+        moves = _page_moves(updates, stored)
+        token = secrets.token_hex(8)
+        moving = {crawl_id for crawl_id, _ in moves}
+        counting = [
+            crawl_id
+            for crawl_id in dict.fromkeys(crawl_id for crawl_id, _ in merged)
+            if self._settle(crawl_id, token if crawl_id in moving else None)
+        ]
+        marks = {
+            key: {MOVED_BY: {"token": token, "moved": list(moved)}}
+            for key, moved in moves.items()
+            if key[0] in counting
+        }
+        # A page not moved loses a mark a failure left on it, of a batch counted already.
+        unmarked = {"$unset": {MOVED_BY: ""}}
         self._pages.bulk_write(
             [
                 pymongo.UpdateOne(
-                    {"crawl_id": update["crawl_id"], "url": update["url"]}, {"$set": update}
+                    {"crawl_id": key[0], "url": key[1]},
+                    {"$set": {**update, **marks[key]}}
+                    if key in marks
+                    else {"$set": update, **unmarked},
                 )
-                for update in updates
+                for key, update in merged.items()
             ],
             ordered=False,
         )
-        # Counted once the pages are written, as the crawl's heartbeat and outcome are, with no
-        # transaction (a server without a replica set has none): a write that fails between
-        # the two, retried, finds the verdicts moved already: they go uncounted. A record
-        # without the counts (written before them) is left without: $inc would start them at
-        # the verdicts of this recrawl only.
-        numbers = {name: {"$type": "number"} for name in RESCORED}
-        for crawl_id, moved in verdicts_moved(updates, stored).items():
-            self._crawls.update_one(
-                {"crawl_id": crawl_id, **numbers}, {"$inc": dict(zip(RESCORED, moved, strict=True))}
-            )
+        totals = verdicts_moved(updates, stored)
+        for crawl_id in counting:
+            pages = [url for among, url in moves if among == crawl_id]
+            self._count_moves(crawl_id, token, totals[crawl_id], pages)
+
+    def _settle(self, crawl_id: str, token: str | None) -> bool:
+        """Count the moves of the batches whose count a failure cut off (their tokens still in
+        the crawl record's ``PENDING``), and make ``token`` pending: whether it is, the record
+        counting moves. A record without the counts (written before them) is left without:
+        $inc would start them at the verdicts of this recrawl only."""
+        where = {"crawl_id": crawl_id, **{name: {"$type": "number"} for name in RESCORED}}
+        if token is None:
+            record = self._crawls.find_one(where)
+        else:
+            record = self._crawls.find_one_and_update(where, {"$push": {PENDING: token}})
+        if record is None:
+            return False
+        for earlier in record.get(PENDING) or []:
+            self._count_moves(crawl_id, earlier)
+        return token is not None
+
+    def _count_moves(
+        self,
+        crawl_id: str,
+        token: str,
+        moved: tuple[int, int] | None = None,
+        urls: list[str] | None = None,
+    ) -> None:
+        """Add the moves of batch ``token`` to the crawl record's counts, if it is pending
+        there, and take the marks off its pages. ``moved`` and ``urls``: the moves, and the
+        pages that carry them, of a batch whose pages were all written; else they are read
+        from the pages (a scan of the crawl's, after a failure only)."""
+        marked: dict[str, Any] = {"crawl_id": crawl_id, f"{MOVED_BY}.token": token}
+        if moved is None:
+            became = lost = 0
+            for page in self._pages.find(marked, {"_id": 0, MOVED_BY: 1}):
+                now, no_longer = page[MOVED_BY]["moved"]
+                became, lost = became + now, lost + no_longer
+            moved = (became, lost)
+        counts = dict(zip(RESCORED, moved, strict=True))
+        self._crawls.update_one(
+            {"crawl_id": crawl_id, PENDING: token}, {"$inc": counts, "$pull": {PENDING: token}}
+        )
+        if urls is not None:
+            marked["url"] = {"$in": urls}
+        # A mark a failure leaves here is of a token no longer pending: never counted again,
+        # and taken off as its page is next updated.
+        self._pages.update_many(marked, {"$unset": {MOVED_BY: ""}})
 
     def _update_crawl(
         self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None

@@ -870,7 +870,8 @@ class Store(ABC):
         fields keep their values, and a page not in the store is not created. The verdicts
         (is_relevant) they move are added to their crawl records' ``RESCORED`` counts
         (``verdicts_moved``) with the same write, where the record has them: a recrawl
-        stopped half way has counted those it stored."""
+        stopped half way has counted those it stored. MongoDB, which has no transaction here,
+        counts a batch whose writes failed half way with the next (``focused.mongostore``)."""
         updates = [page_update(record) for record in records]
         if updates:
             with self._failing(f"update {counted(len(updates), 'page')}"):

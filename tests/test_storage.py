@@ -178,6 +178,83 @@ def check_page_counts(store: Store) -> None:
     assert not store.unreadable
 
 
+# Where a write of MongoStore.update_pages that moves verdicts can fail: the method of the
+# collection, the collection, and whether the server had applied it ("part": the first of a
+# bulk write's operations) before the error came back (a connection lost on its reply).
+MOVE_FAILURES = [
+    (method, collection, applied)
+    for method, collection in [
+        ("find_one_and_update", "crawls"),  # the token made pending
+        ("bulk_write", "pages"),
+        ("update_one", "crawls"),  # the moves counted
+        ("update_many", "pages"),  # the marks taken off
+    ]
+    for applied in ("no", "part", "yes")
+    if applied != "part" or method == "bulk_write"
+]
+
+
+def fail_once(monkeypatch, collection_class: type, method: str, name: str, applied: str) -> list:
+    """Make the first call of ``method`` on the collection ``name`` fail as a lost connection
+    does; returns the list that holds it once it has."""
+    original = getattr(collection_class, method)
+    failed: list[str] = []
+
+    def failing(self, *args, **kwargs):
+        if failed or self.name != name:
+            return original(self, *args, **kwargs)
+        failed.append(method)
+        if applied == "yes":
+            original(self, *args, **kwargs)
+        elif applied == "part":
+            original(self, args[0][:1], *args[1:], **kwargs)
+        raise pymongo.errors.AutoReconnect("connection reset by peer")
+
+    monkeypatch.setattr(collection_class, method, failing)
+    return failed
+
+
+def check_moves_counted_once_after_a_failure(
+    store: Store, reopen, monkeypatch, collection_class: type, failure: tuple[str, str, str]
+) -> None:
+    """A recrawl's --model moves stored verdicts: the crawl record counts them
+    (``rescored_now_relevant``, ``rescored_no_longer_relevant``) true to the pages after any
+    one write fails, whether the batch is retried (the storage pipeline) or the next run
+    writes other updates of the crawl (``reopen()``: a store as a run opens it)."""
+    store.start_crawl(crawl_record())
+    verdicts = {"a": True, "b": False, "c": True, "d": False}
+    store.save_pages([page(f"http://a.test/{n}", is_relevant=v) for n, v in verdicts.items()])
+    moves = {"a": False, "b": True, "c": False}
+    batch = [
+        {"crawl_id": "c1", "url": f"http://a.test/{n}", "is_relevant": v} for n, v in moves.items()
+    ]
+    failed = fail_once(monkeypatch, collection_class, *failure)
+    with pytest.raises(StoreError, match="connection reset"):
+        store.update_pages(batch)
+    assert failed  # and no other call fails
+
+    def counted(reader: Store) -> tuple[int, int]:
+        crawl = reader.get_crawl("c1")
+        return crawl["rescored_now_relevant"], crawl["rescored_no_longer_relevant"]
+
+    def moved_so_far(reader: Store) -> tuple[int, int]:
+        now = {p["url"].rsplit("/", 1)[1]: p["is_relevant"] for p in reader.pages("c1")}
+        became = sum(now[n] and not was for n, was in verdicts.items())
+        return became, sum(was and not now[n] for n, was in verdicts.items())
+
+    # The next run writes the visits of pages whose verdicts it does not move.
+    later = reopen()
+    try:
+        later.update_pages([{"crawl_id": "c1", "url": "http://a.test/d", "visits": 2}])
+        assert counted(later) == moved_so_far(later)
+    finally:
+        later.close()
+    store.update_pages(batch)  # the batch retried
+    assert counted(store) == moved_so_far(store) == (1, 2)
+    store.update_pages(batch)  # and once more: nothing moves
+    assert counted(store) == (1, 2)
+
+
 def check_round_trip(store: Store) -> None:
     record = {
         **crawl_record(),
@@ -480,6 +557,25 @@ def test_a_fetch_order_read_as_unknown_comes_last(store):
 
 def test_page_counts(store):
     check_page_counts(store)
+
+
+@pytest.mark.parametrize("failure", MOVE_FAILURES, ids="-".join)
+def test_verdicts_moved_are_counted_once_whatever_mongo_write_fails(
+    mongo_client, monkeypatch, failure
+):
+    """Counted after the pages were written, the moves of a write whose count failed were
+    lost: the retry, and any later run, found the verdicts moved already (a count of 0 where
+    the pages moved 3)."""
+    store = make_store("mongo", None, mongo_client)
+
+    def reopen() -> Store:
+        return make_store("mongo", None, mongo_client)
+
+    collection = mongomock.collection.Collection
+    check_moves_counted_once_after_a_failure(store, reopen, monkeypatch, collection, failure)
+    raw = mongo_client["focused_test"]
+    assert not raw.crawls.find_one({"crawl_id": "c1"}).get("rescored_pending")
+    assert not raw.pages.count_documents({"rescored_by": {"$exists": True}})
 
 
 def test_page_counts_read_no_page_record(store, monkeypatch):
@@ -2181,6 +2277,16 @@ class TestRealMongo:
 
     def test_page_counts(self, store):
         check_page_counts(store)
+
+    @pytest.mark.parametrize("failure", MOVE_FAILURES, ids="-".join)
+    def test_verdicts_moved_are_counted_once_whatever_write_fails(
+        self, store, database, monkeypatch, failure
+    ):
+        def reopen() -> Store:
+            return MongoStore(REAL_MONGO_URI, database, timeout_ms=3000)
+
+        collection = pymongo.collection.Collection
+        check_moves_counted_once_after_a_failure(store, reopen, monkeypatch, collection, failure)
 
     def test_unique_page_index(self, store, database):
         store.save_pages([page("http://a.test/")])
