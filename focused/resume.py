@@ -685,8 +685,10 @@ def recover_state(
 
     After a crash ``spider.state`` is the one saved at the last clean close (or empty), behind
     the store. Counters only grow, so the larger value wins: fetch order (``pages``) continues
-    after the highest stored, ``relevant`` is at least the relevant pages stored, each host
-    has at least its stored pages (``MAX_PAGES_PER_HOST``), and the page budget's
+    after the highest stored, and the highest of the topic-drift window's verdicts written
+    through (``journaled``: a page below STORE_MIN_RELEVANCE is not stored), ``relevant`` is
+    at least the relevant pages stored, each host has at least its stored pages
+    (``MAX_PAGES_PER_HOST``), and the page budget's
     ``responses`` (written through, ``CrawlCounters``) is at least the fetch order. The
     canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
     but never stored (its write failed) must not be taken for a duplicate of itself when its
@@ -727,10 +729,19 @@ def recover_state(
             continue
         hosts[host] += count
     saved_pages = state.get("pages", 0)
+    journaled = list(journaled)
     # The pages below STORE_MIN_RELEVANCE are not in the store: counted apart
     # (``pipelines.relevance``), written through. Without them a crawl keeping its best pages
-    # counted from 0 again after a kill, so its CLOSESPIDER_RELEVANT let it fetch on.
-    state["pages"] = max(saved_pages, last, stored + state.get("not_stored", 0))
+    # counted from 0 again after a kill, so its CLOSESPIDER_RELEVANT let it fetch on. Their
+    # count is no fetch order (a page cut off by an earlier kill left its order unused): the
+    # order goes on after the verdicts written through too, or a page's row replaced that of
+    # one not stored, and the window rebuilt after the next kill lacked its verdict.
+    state["pages"] = max(
+        saved_pages,
+        last,
+        stored + state.get("not_stored", 0),
+        max((order for order, _ in journaled), default=0),
+    )
     if drift_window:
         _recover_drift_window(state, recent, journaled, last > saved_pages)
     else:

@@ -264,6 +264,43 @@ def test_a_page_s_verdict_is_written_through_once_its_outcome_is_safe(tmp_path):
     extension.spider_closed(crawler.spider)
 
 
+def pages_stored(orders) -> list[dict]:
+    """Stored pages as ``recover_state`` reads them: fetch orders ``orders``, all relevant."""
+    return [
+        {"url": f"http://a/{i}", "is_relevant": True, "fetch_order": i, "duplicate_of": None}
+        for i in orders
+    ]
+
+
+def test_the_fetch_order_goes_on_after_the_verdicts_written_through(tmp_path):
+    """Killed with page 4 in the pipelines (its store write slow) and page 5, below
+    STORE_MIN_RELEVANCE, out of them: its verdict written, no page stored. The fetch order
+    went on from 4 (3 stored, 1 not), so the resume's first page took 5 and its row replaced
+    page 5's verdict: killed again, the window rebuilt lacked it (4 verdicts for 5 pages)."""
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
+    for order in (1, 2, 3, 4, 5):
+        crawler.signals.send_catch_log(drift_verdict, is_relevant=order != 5, fetch_order=order)
+    for order in (1, 2, 3):
+        page_left_the_pipelines(crawler, order)
+    page_left_the_pipelines(crawler, 5, stored=False)
+    extension.spider_closed(crawler.spider)  # kill -9: all it wrote is committed
+    state = {"not_stored": 1}
+    recover_state(state, pages_stored([1, 2, 3]), 10, journaled_window(tmp_path / "job"))
+    assert list(state[DRIFT_STATE]) == [True, True, True, False]
+    crawler, extension = counters_extension(tmp_path, state, DRIFT_WINDOW=10)
+    order = add_to_counter(crawler, "pages")  # page 4's request, fetched again first
+    crawler.signals.send_catch_log(drift_verdict, is_relevant=True, fetch_order=order)
+    page_left_the_pipelines(crawler, order)
+    extension.spider_closed(crawler.spider)  # killed again
+    assert journaled_window(tmp_path / "job") == [
+        (1, True),
+        (2, True),
+        (3, True),
+        (5, False),
+        (6, True),
+    ]
+
+
 def test_kill_9_then_resume_rebuilds_the_drift_window_from_the_verdicts_written_through(caplog):
     """The store lacks the pages below STORE_MIN_RELEVANCE: the window is the verdicts written
     through, the stored pages' only before them (a window widened at the resume)."""
