@@ -479,9 +479,15 @@ class CrawlCounters:
             self._db.execute(
                 "INSERT OR REPLACE INTO drift_window VALUES (?, ?)", (fetch_order, is_relevant)
             )
+            # The last DRIFT_WINDOW rows, not the last DRIFT_WINDOW fetch orders: a page cut
+            # off by a kill, or scored again after it, left its order unused, and the window
+            # spans it. Cut by order, a row still in the window went, and the window rebuilt
+            # after another kill lacked its verdict (or took it from the store: not a page
+            # below STORE_MIN_RELEVANCE's).
             self._db.execute(
-                "DELETE FROM drift_window WHERE fetch_order <= ?",
-                (fetch_order - self.drift_window,),
+                "DELETE FROM drift_window WHERE fetch_order NOT IN"
+                " (SELECT fetch_order FROM drift_window ORDER BY fetch_order DESC LIMIT ?)",
+                (self.drift_window,),
             )
             self._db.execute("COMMIT")
         except JobdirUnwritable:  # the crawl stops (focused.jobdir)

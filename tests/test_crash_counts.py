@@ -239,6 +239,19 @@ def test_the_drift_window_s_verdicts_are_written_through_the_window_long(tmp_pat
     assert journaled_window(jobdir) == []
 
 
+def test_the_drift_window_keeps_its_last_rows_across_a_fetch_order_left_unused(tmp_path):
+    """Page 4 was cut off in the pipelines by a kill, and fetched again under a later order
+    after the resume: the window of 3 spans orders 2 to 5. Its rows were cut by order (at or
+    below 5 - 3): page 2's went, and a window rebuilt after a second kill lacked it (2 rows
+    for a window of 3, page 2 not stored: below STORE_MIN_RELEVANCE)."""
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=3)
+    for order, relevant in [(1, True), (2, False), (3, True), (5, True)]:
+        crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
+        page_left_the_pipelines(crawler, order)
+    extension.spider_closed(crawler.spider)
+    assert journaled_window(tmp_path / "job") == [(2, False), (3, True), (5, True)]
+
+
 def page_left_the_pipelines(crawler, fetch_order: int, stored: bool = True) -> None:
     sent = {"item": {"fetch_order": fetch_order}, "response": None, "spider": crawler.spider}
     if stored:
