@@ -37,6 +37,7 @@ from focused.errors import (
 )
 from focused.jobdir import (
     COUNT,
+    FINGERPRINT,
     FLAG,
     NUMBER,
     TEXT,
@@ -66,7 +67,7 @@ from focused.storage import DEFAULT_SQLITE_PATH, StoreError, open_store, stored_
 from focused.strategies import strategy_class
 from focused.traps import COUNTS_FILE as TRAP_COUNTS_FILE
 from focused.traps import KINDS as TRAP_KINDS
-from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES, FRONTIER_VALUES
+from schedulers.base import FRONTIER_FILE, FRONTIER_TABLES, FRONTIER_VALUES, QUEUE_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -233,9 +234,8 @@ def _check_job_databases(jobdir: Path) -> None:
 _DISK_FAILURES = frozenset({10, 13, 14})
 
 
-# Scrapy's folder of the JOBDIR queue (``Scheduler._dqdir``), and in it the state the queue's
-# close() returned, which Scrapy reads back as the scheduler opens (``_read_dqs_state``).
-QUEUE_DIR = "requests.queue"
+# In the JOBDIR queue's folder, the state the queue's close() returned, which Scrapy reads
+# back as the scheduler opens (``_read_dqs_state``).
 QUEUE_STATE_FILE = f"{QUEUE_DIR}/active.json"
 JOB_FRONTIER_FILE = f"{QUEUE_DIR}/{FRONTIER_FILE}"
 
@@ -280,7 +280,9 @@ def _job_tables() -> dict[str, dict[str, JobTable]]:
             ),
             # made with the topic-drift window's verdicts written through
             "drift_window": JobTable(
-                ("fetch_order", "relevant"), True, {"fetch_order": COUNT, "relevant": FLAG}
+                ("fetch_order", "relevant"),
+                True,
+                {"fetch_order": COUNT, "relevant": FLAG, "fp": or_null(FINGERPRINT)},
             ),
         },
         TRAP_COUNTS_FILE: {  # focused.traps.SqliteCounts

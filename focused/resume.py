@@ -41,7 +41,11 @@ What a crash can cut off, and where it is kept instead:
   too, are written through to the ``drift_window`` table of ``JOBDIR/counters.sqlite3``, each
   once its page has left the pipelines (``CrawlCounters``): rebuilt from the store, the window
   of a crawl that stores only its best pages (STORE_MIN_RELEVANCE) held only those, and drifted
-  late.
+  late. The fetch order goes on after the last verdict written (``recover_state``), the table
+  keeps its last DRIFT_WINDOW rows whatever orders a crash left unused, and the row of a page
+  not stored names its request, which a kill before its finish leaves to be fetched and
+  scored again: the window rebuilt leaves that row out, and the page's next verdict replaces
+  it (``CrawlCounters.page_dropped``).
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -77,7 +81,7 @@ from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 from focused.errors import JSONTooDeep, counted, load_json, one_line
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
-from schedulers.base import connect_crash_safe
+from schedulers.base import FRONTIER_FILE, QUEUE_DIR, connect_crash_safe
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -418,8 +422,8 @@ class CrawlCounters:
             crawler.signals.connect(extension.drift_verdict, signal=drift_verdict)
             # As connect_request_done, which the scheduler connects later: the verdict is
             # written before the request is finished, not after.
-            for signal in (signals.item_scraped, signals.item_dropped):
-                crawler.signals.connect(extension.page_done, signal=signal)
+            crawler.signals.connect(extension.page_done, signal=signals.item_scraped)
+            crawler.signals.connect(extension.page_dropped, signal=signals.item_dropped)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
@@ -442,6 +446,9 @@ class CrawlCounters:
                     self._write(name, state[name])
             self._robots_failures(state)
             self._db.execute(DRIFT_WINDOW_TABLE)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(drift_window)")}
+            if "fp" not in columns:  # a file written before the rows named their requests
+                self._db.execute("ALTER TABLE drift_window ADD COLUMN fp BLOB")
             if not self.drift_window:
                 self._db.execute("DELETE FROM drift_window")
             self._db.execute("COMMIT")
@@ -467,17 +474,32 @@ class CrawlCounters:
             self._undone = {order: kept for order, kept in self._undone.items() if order > oldest}
 
     def page_done(self, item: Any) -> None:
-        """The page's verdict, and the window's oldest let go, in one commit. A page scored
-        after a crash may take a fetch order a page scored before it had (one whose outcome
-        the crash cut off): its row replaces that one's."""
+        """The page's verdict, and the window's oldest let go, in one commit."""
+        self._write_verdict(item, None)
+
+    def page_dropped(self, item: Any, response: Response | None = None) -> None:
+        """The verdict of a page not stored (below STORE_MIN_RELEVANCE, refused by the store)
+        with the fingerprint its request is in flight under (``INFLIGHT``): a kill -9 after
+        this commit and before the scheduler's, which finishes the request, leaves it in
+        flight, and the page, which the store does not hold, is fetched and scored again under
+        a later fetch order (a page stored is skipped as fetched, ``focused.dedup``). The
+        window rebuilt leaves out the row of such a request still to be fetched
+        (``journaled_window``), and the page's next verdict replaces it: it counted twice."""
+        request = getattr(response, "request", None)
+        self._write_verdict(item, request.meta.get(INFLIGHT) if request is not None else None)
+
+    def _write_verdict(self, item: Any, fp: bytes | None) -> None:
         is_relevant = self._undone.pop(item.get("fetch_order"), None)
         if self._db is None or is_relevant is None:
             return
         fetch_order = item["fetch_order"]
         try:
             self._db.execute("BEGIN")
+            if fp is not None:
+                self._db.execute("DELETE FROM drift_window WHERE fp = ?", (fp,))
             self._db.execute(
-                "INSERT OR REPLACE INTO drift_window VALUES (?, ?)", (fetch_order, is_relevant)
+                "INSERT OR REPLACE INTO drift_window VALUES (?, ?, ?)",
+                (fetch_order, is_relevant, fp),
             )
             # The last DRIFT_WINDOW rows, not the last DRIFT_WINDOW fetch orders: a page cut
             # off by a kill, or scored again after it, left its order unused, and the window
@@ -555,15 +577,21 @@ class CrawlCounters:
 
 
 # The topic-drift window's verdicts in ``JOBDIR/counters.sqlite3`` (``CrawlCounters``).
+# ``fp``: the fingerprint the request of a page not stored was in flight under (null for a
+# page stored, and before it was kept).
 DRIFT_WINDOW_TABLE = (
     "CREATE TABLE IF NOT EXISTS drift_window (fetch_order INTEGER PRIMARY KEY,"
-    " relevant INTEGER NOT NULL)"
+    " relevant INTEGER NOT NULL, fp BLOB)"
 )
 
 
-def journaled_window(jobdir: str | os.PathLike[str]) -> list[tuple[int, bool]]:
+def journaled_window(jobdir: str | os.PathLike[str]) -> list[tuple[int, bool | None]]:
     """The topic-drift window's verdicts that ``CrawlCounters`` wrote to ``jobdir``'s counters
-    file, (fetch order, relevant) oldest first; none for a JOBDIR written before them."""
+    file, (fetch order, relevant) oldest first; none for a JOBDIR written before them. The
+    verdict is None for a page not stored whose request the frontier file still holds, in
+    flight or queued again (a kill -9 between the verdict's write and the request's finish,
+    ``CrawlCounters.page_dropped``): the page is fetched and scored again, and its verdict
+    then written anew."""
     path = Path(jobdir, COUNTERS_FILE)
     if not path.is_file():
         return []
@@ -573,13 +601,41 @@ def journaled_window(jobdir: str | os.PathLike[str]) -> list[tuple[int, bool]]:
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'drift_window'"
             ).fetchone():
                 return []
+            columns = {row[1] for row in db.execute("PRAGMA table_info(drift_window)")}
+            fp = "fp" if "fp" in columns else "NULL"
             rows = db.execute(
-                "SELECT fetch_order, relevant FROM drift_window ORDER BY fetch_order"
+                f"SELECT fetch_order, relevant, {fp} FROM drift_window ORDER BY fetch_order"
             ).fetchall()
     except sqlite3.Error as exc:
         logger.warning("Cannot read the topic-drift window from %s: %s", path, exc)
         return []
-    return [(order, bool(relevant)) for order, relevant in rows]
+    again = _to_fetch_again(jobdir, [fp for _, _, fp in rows if fp is not None])
+    return [(order, None if fp in again else bool(relevant)) for order, relevant, fp in rows]
+
+
+def _to_fetch_again(jobdir: str | os.PathLike[str], fps: list[bytes]) -> set[bytes]:
+    """Those of ``fps`` that the JOBDIR's frontier file holds in flight or queued."""
+    path = Path(jobdir, QUEUE_DIR, FRONTIER_FILE)
+    if not fps or not path.is_file():
+        return set()
+    found: set[bytes] = set()
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            for start in range(0, len(fps), 500):  # within SQLite's variables a statement
+                some = fps[start : start + 500]
+                marks = ", ".join("?" * len(some))
+                found.update(
+                    fp
+                    for (fp,) in db.execute(
+                        f"SELECT fp FROM inflight WHERE fp IN ({marks})"
+                        f" UNION SELECT fp FROM frontier WHERE fp IN ({marks})",
+                        [*some, *some],
+                    )
+                )
+        return found
+    except sqlite3.Error as exc:
+        logger.warning("Cannot read the requests in flight from %s: %s", path, exc)
+        return set()
 
 
 def connect_request_done(crawler: Crawler, done: Callable[[Request | None], None]) -> None:
@@ -684,7 +740,7 @@ def recover_state(
     state: dict[str, Any],
     pages: Iterable[dict[str, Any]],
     drift_window: int = 0,
-    journaled: Iterable[tuple[int, bool]] = (),
+    journaled: Iterable[tuple[int, bool | None]] = (),
     rescored: int = 0,
 ) -> None:
     """Bring the counters of ``spider.state`` up to what the stored pages show.
@@ -773,20 +829,22 @@ def recover_state(
 def _recover_drift_window(
     state: dict[str, Any],
     stored: deque[tuple[int | None, bool]],
-    journaled: Iterable[tuple[int, bool]],
+    journaled: Iterable[tuple[int, bool | None]],
     store_ahead: bool,
 ) -> None:
     """``recover_state``'s topic-drift window: the verdicts written through, the ``stored``
     pages' (the last, with their fetch order) before them or without them."""
     window = stored.maxlen
     assert window
-    # Each a page's whose request is done (CrawlCounters.page_done), none scored again.
-    verdicts = list(journaled)
-    if verdicts:
-        first = verdicts[0][0]
+    # Each a page's whose request is done (CrawlCounters.page_done), none scored again: one
+    # whose request is to be fetched again has none (its page's next verdict is written).
+    journaled = list(journaled)
+    verdicts = [relevant for _, relevant in journaled if relevant is not None]
+    if journaled:
+        first = journaled[0][0]
         older = [relevant for order, relevant in stored if order is not None and order < first]
         from_store = max(0, min(len(older), window - len(verdicts)))
-        state[DRIFT_STATE] = deque([*older, *(relevant for _, relevant in verdicts)], maxlen=window)
+        state[DRIFT_STATE] = deque([*older, *verdicts], maxlen=window)
     elif store_ahead or len(state.get(DRIFT_STATE, ())) < len(stored):
         # The saved window is of older pages than the store's (a crash), or shorter than the
         # store's last pages give: begun with it, a crawl given DRIFT_WINDOW (or a larger one)

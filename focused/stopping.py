@@ -13,7 +13,12 @@ Settings (each off by default):
                           (``focused.resume.CrawlCounters``), from which it is rebuilt after a
                           crash; from the pages stored only for the pages the file lacks (at a
                           resume that turns it on or widens it), saying so where the store
-                          lacks pages (STORE_MIN_RELEVANCE); in a shared crawl, each
+                          lacks pages (STORE_MIN_RELEVANCE). After a crash each page is in it
+                          once: a page not stored whose request the crash left in flight, its
+                          verdict written, is fetched and scored again, and is out of the
+                          window until then (at once where the page budget counted its
+                          response; else in its place in the strategy's order); in a shared
+                          crawl, each
                           process watches its own pages, and the first to see the crawl drift
                           stops them all (within SHARED_DRIFT_LOOK seconds).
 

@@ -87,7 +87,9 @@ RESPONSE_COUNTED = "focused_response_counted"
 # Stat: requests of the frontier file that could not be read back, dropped (``SqliteFrontier``).
 DAMAGED_STAT = "focused/resume/damaged_requests"
 
-# The SQLite frontier's file, in the JOBDIR queue's folder (Scrapy's ``requests.queue``).
+# Scrapy's folder of the JOBDIR queue (``Scheduler._dqdir``), and in it the SQLite frontier's
+# file.
+QUEUE_DIR = "requests.queue"
 FRONTIER_FILE = "frontier.sqlite3"
 # The SQLite frontier's tables, with the columns read from them (focused.jobchecks checks a
 # JOBDIR's file has them): ``frontier`` is made with the file, the others came later.

@@ -1979,8 +1979,13 @@ _IN_FLIGHT = (
         # The topic-drift window's verdicts, rebuilt into it after a crash.
         (
             "counters.sqlite3",
-            "INSERT INTO drift_window VALUES (3, 'x')",
+            "INSERT INTO drift_window (fetch_order, relevant) VALUES (3, 'x')",
             "'x' in relevant, not 0 or 1",
+        ),
+        (
+            "counters.sqlite3",
+            "INSERT INTO drift_window VALUES (3, 1, 'x')",
+            "'x' in fp, not a fingerprint (bytes) or null",
         ),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'queued', 'x')", "in count"),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),

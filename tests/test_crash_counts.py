@@ -28,12 +28,14 @@ from urllib.parse import urlsplit
 import pytest
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.http import HtmlResponse, Response
 from scrapy.utils.test import get_crawler
 
 from focused import resume
 from focused.resume import (
     COUNTERS_FILE,
     DRIFT_STATE,
+    INFLIGHT,
     ROBOTS_FAILURES_STATE,
     ROBOTS_RETRY_STATE,
     CrawlCounters,
@@ -252,8 +254,10 @@ def test_the_drift_window_keeps_its_last_rows_across_a_fetch_order_left_unused(t
     assert journaled_window(tmp_path / "job") == [(2, False), (3, True), (5, True)]
 
 
-def page_left_the_pipelines(crawler, fetch_order: int, stored: bool = True) -> None:
-    sent = {"item": {"fetch_order": fetch_order}, "response": None, "spider": crawler.spider}
+def page_left_the_pipelines(
+    crawler, fetch_order: int, stored: bool = True, response: Response | None = None
+) -> None:
+    sent = {"item": {"fetch_order": fetch_order}, "response": response, "spider": crawler.spider}
     if stored:
         crawler.signals.send_catch_log(signals.item_scraped, **sent)
     else:
@@ -312,6 +316,63 @@ def test_the_fetch_order_goes_on_after_the_verdicts_written_through(tmp_path):
         (5, False),
         (6, True),
     ]
+
+
+def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(tmp_path):
+    """Killed after page 3's verdict was written and before its request was finished (the
+    next handler of item_dropped): page 3, below STORE_MIN_RELEVANCE, is not in the store, so
+    its request, still in flight, is fetched and scored again after the resume, under fetch
+    order 4. Both rows counted: the window rebuilt held page 3 twice (4 verdicts for 3
+    pages). A page stored is skipped as fetched (focused.dedup): its one row stays."""
+    jobdir = tmp_path / "job"
+    frontier_path, spider = jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider()
+    frontier = SqliteFrontier(frontier_path, spider)
+    responses = {}
+    for name in ("one", "two", "three"):  # as FocusedScheduler hands them out
+        request = req(name)
+        frontier.start_inflight(name.encode(), request)
+        request.meta[INFLIGHT] = name.encode()
+        responses[name] = HtmlResponse(request.url, request=request)
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
+    for order, name in enumerate(("one", "two", "three"), 1):
+        stored = name != "three"  # below STORE_MIN_RELEVANCE
+        crawler.signals.send_catch_log(drift_verdict, is_relevant=stored, fetch_order=order)
+        page_left_the_pipelines(crawler, order, stored=stored, response=responses[name])
+    frontier.finish(b"one")  # the others' finish cut off, as a kill at either would
+    extension.spider_closed(crawler.spider)
+    state: dict = {"not_stored": 1}
+    journaled = journaled_window(jobdir)
+    assert journaled == [(1, True), (2, True), (3, None)]  # page 3's to be scored again
+    recover_state(state, pages_stored([1, 2]), 10, journaled)
+    assert list(state[DRIFT_STATE]) == [True, True]
+    crawler, extension = counters_extension(tmp_path, state, DRIFT_WINDOW=10)
+    fp, again = b"three", {fp: r for fp, r, _ in frontier.recover_inflight()}[b"three"]
+    again.meta[INFLIGHT] = fp  # queued again, and fetched again
+    order = add_to_counter(crawler, "pages")
+    crawler.signals.send_catch_log(drift_verdict, is_relevant=False, fetch_order=order)
+    response = HtmlResponse(again.url, request=again)
+    page_left_the_pipelines(crawler, order, stored=False, response=response)
+    frontier.finish(fp)
+    extension.spider_closed(crawler.spider)
+    assert journaled_window(jobdir) == [(1, True), (2, True), (4, False)]
+
+
+def test_a_drift_window_written_before_its_rows_named_requests_is_read_and_goes_on(tmp_path):
+    """A JOBDIR whose drift_window table has no fp column: read as it is, then given one."""
+    (tmp_path / "job").mkdir()
+    with closing(sqlite3.connect(tmp_path / "job" / COUNTERS_FILE)) as conn, conn:
+        conn.execute(
+            "CREATE TABLE drift_window (fetch_order INTEGER PRIMARY KEY, relevant INTEGER NOT NULL)"
+        )
+        conn.execute("INSERT INTO drift_window VALUES (1, 1)")
+    assert journaled_window(tmp_path / "job") == [(1, True)]
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=3)
+    crawler.signals.send_catch_log(drift_verdict, is_relevant=False, fetch_order=2)
+    request = req("two", **{INFLIGHT: b"two"})
+    response = HtmlResponse(request.url, request=request)
+    page_left_the_pipelines(crawler, 2, stored=False, response=response)
+    extension.spider_closed(crawler.spider)
+    assert journaled_window(tmp_path / "job") == [(1, True), (2, False)]
 
 
 def test_kill_9_then_resume_rebuilds_the_drift_window_from_the_verdicts_written_through(caplog):

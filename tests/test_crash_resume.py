@@ -342,6 +342,53 @@ def test_a_crawl_that_drifted_resumed_after_its_pages_in_flight_came_closes_at_o
     assert [path for _, path in site.log.gets()] == served
 
 
+KILL_AT_PAGE = "tests.user_components.KillAtPageDone"
+
+
+def killed_at_page(site: Site, tmp_path, fetch_order: int, **settings) -> None:
+    """Run a ``jobdir_crawl`` of ``site`` until the page of ``fetch_order`` has left the item
+    pipelines, its verdict written through and its request not yet finished: killed there."""
+    command = jobdir_crawl(
+        site,
+        tmp_path,
+        0,
+        **settings,
+        EXTENSIONS=json.dumps({KILL_AT_PAGE: 900}),  # after focused.resume.CrawlCounters
+        TEST_KILL_AT_PAGE=fetch_order,
+    )
+    run = start_quietly(command)
+    assert run.wait(timeout=90) == -signal.SIGKILL
+
+
+def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_page_once(
+    tmp_path,
+):
+    """A crawl keeping its relevant pages only (STORE_MIN_RELEVANCE), killed after page 7's
+    verdict was written through and before its request was finished: page 7, not stored, was
+    fetched and scored again after the resume, and the window held its verdict twice (3 of
+    the last 4 verdicts off the topic where 2 of 4 pages were): the crawl drifted a page early,
+    page 8 never in its window. One never killed stops at page 8 (1 of its last 4 relevant)."""
+    window = {
+        "CONCURRENT_REQUESTS": 1,
+        "DRIFT_WINDOW": 4,
+        "DRIFT_MIN_HARVEST": 0.5,
+        "STORE_MIN_RELEVANCE": 0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
+    }
+    hold = Hold(7)  # page 8 waits for the kill
+    with Site(drifting_chain(hold)) as site:
+        killed_at_page(site, tmp_path, 7, **window)
+        hold.release()
+        resumed = run_to_the_end(jobdir_crawl(site, tmp_path, 0, **window))
+        served = [path for _, path in site.log.gets()]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "Closing spider (closespider_drift)" in resumed.stderr, resumed.stderr[-3000:]
+    assert served.count("/p/7") == 2 and "/p/8" in served, served
+    # Pages 5 and 6, page 7 scored again (under 8), page 8 (9): each page once.
+    with contextlib.closing(sqlite3.connect(tmp_path / "job" / COUNTERS_FILE)) as conn:
+        rows = conn.execute("SELECT fetch_order, relevant FROM drift_window ORDER BY fetch_order")
+        assert rows.fetchall() == [(5, 1), (6, 0), (8, 0), (9, 0)]
+
+
 def test_kill_9_with_pages_counted_but_not_stored_then_resume_stores_the_whole_budget(
     tmp_path, sample_graph
 ):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from pathlib import Path
+from signal import SIGKILL
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -72,3 +74,24 @@ class SlowPipeline:
 def site_params(params: dict[str, Any], spider: Any) -> dict[str, Any]:
     """A feed's ``uri_params`` (FEED_URI_PARAMS): ``%(site)s``, a name of the user's."""
     return {**params, "site": "birds"}
+
+
+class KillAtPageDone:
+    """Kills its crawl outright (SIGKILL) as the page of fetch order ``TEST_KILL_AT_PAGE``
+    leaves the item pipelines: after the handlers of ``item_scraped`` or ``item_dropped``
+    connected before it (``focused.resume.CrawlCounters``, an extension of lower order) and
+    before the scheduler's, which finishes the page's request."""
+
+    def __init__(self, fetch_order: int) -> None:
+        self.fetch_order = fetch_order
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> KillAtPageDone:
+        extension = cls(crawler.settings.getint("TEST_KILL_AT_PAGE"))
+        for signal in (signals.item_scraped, signals.item_dropped):
+            crawler.signals.connect(extension.page_done, signal=signal)
+        return extension
+
+    def page_done(self, item: Any) -> None:
+        if item.get("fetch_order") == self.fetch_order:
+            os.kill(os.getpid(), SIGKILL)
