@@ -35,7 +35,7 @@ from tests.conftest import (
     scrapy_command,
 )
 from tests.sites import GatedReplay, Hold, Reply, Site, html
-from tests.test_crash_counts import jobdir_crawl, start_quietly
+from tests.test_crash_counts import jobdir_crawl, start_quietly, stored_pages
 from tests.test_redis_frontier import free_port
 from tests.test_resume import _crawl_id_of, _reachable
 
@@ -345,18 +345,23 @@ def test_a_crawl_that_drifted_resumed_after_its_pages_in_flight_came_closes_at_o
 KILL_AT_PAGE = "tests.user_components.KillAtPageDone"
 
 
-def killed_at_page(site: Site, tmp_path, fetch_order: int, **settings) -> None:
-    """Run a ``jobdir_crawl`` of ``site`` until the page of ``fetch_order`` has left the item
-    pipelines, its verdict written through and its request not yet finished: killed there."""
+def start_killed_at_page(site: Site, tmp_path, path: str, **settings) -> subprocess.Popen:
+    """Start a ``jobdir_crawl`` of ``site`` that kills itself as the page whose URL ends with
+    ``path`` has left the item pipelines, its verdict written through and its request not
+    yet finished."""
     command = jobdir_crawl(
         site,
         tmp_path,
         0,
         **settings,
         EXTENSIONS=json.dumps({KILL_AT_PAGE: 900}),  # after focused.resume.CrawlCounters
-        TEST_KILL_AT_PAGE=fetch_order,
+        TEST_KILL_AT_PAGE=path,
     )
-    run = start_quietly(command)
+    return start_quietly(command)
+
+
+def killed_at_page(site: Site, tmp_path, path: str, **settings) -> None:
+    run = start_killed_at_page(site, tmp_path, path, **settings)
     assert run.wait(timeout=90) == -signal.SIGKILL
 
 
@@ -376,7 +381,7 @@ def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_pag
     }
     hold = Hold(7)  # page 8 waits for the kill
     with Site(drifting_chain(hold)) as site:
-        killed_at_page(site, tmp_path, 7, **window)
+        killed_at_page(site, tmp_path, "/p/7", **window)
         hold.release()
         resumed = run_to_the_end(jobdir_crawl(site, tmp_path, 0, **window))
         served = [path for _, path in site.log.gets()]
@@ -387,6 +392,42 @@ def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_pag
     with contextlib.closing(sqlite3.connect(tmp_path / "job" / COUNTERS_FILE)) as conn:
         rows = conn.execute("SELECT fetch_order, relevant FROM drift_window ORDER BY fetch_order")
         assert rows.fetchall() == [(5, 1), (6, 0), (8, 0), (9, 0)]
+
+
+def test_a_second_kill_after_fetch_orders_were_reused_loses_no_verdict(tmp_path):
+    """Killed with page 5 held in the pipelines (a slow store) and page 6, below
+    STORE_MIN_RELEVANCE, out of them, its verdict written under order 6: the resume's fetch
+    order went on from 5 (4 pages stored, 1 not), page 5 fetched again took order 6, and its
+    row replaced page 6's. Killed again, the window rebuilt lacked page 6's verdict, and the
+    crawl fetched page 14 before it drifted, where one never killed stops at page 13 (2 of
+    its last 10 relevant)."""
+    window = {
+        "CONCURRENT_REQUESTS": 1,
+        "DRIFT_WINDOW": 10,
+        "DRIFT_MIN_HARVEST": 0.3,
+        "STORE_MIN_RELEVANCE": 0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
+        "TEST_KILL_ONCE_DONE": True,  # each killed page's request finished: none scored again
+    }
+    slow = {
+        "ITEM_PIPELINES": json.dumps(
+            {
+                "pipelines.relevance.RelevancePipeline": 300,
+                "tests.user_components.SlowPagePipeline": 500,
+                "pipelines.storage.StoragePipeline": 800,
+            }
+        ),
+        "TEST_SLOW_PAGE": "/p/5",
+    }
+    with Site(drifting_chain(Hold(1000))) as site:
+        killed_at_page(site, tmp_path, "/p/6", **window, **slow)
+        assert stored_pages(tmp_path / "focused.sqlite3") == 4
+        assert counter(tmp_path / "job", "not_stored") == 1  # page 6
+        killed_at_page(site, tmp_path, "/p/7", **window)  # page 5 fetched again, then 7
+        resumed = run_to_the_end(jobdir_crawl(site, tmp_path, 0, **window))
+        served = [path for _, path in site.log.gets()]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "harvest rate 0.200 over the last 10 pages" in resumed.stderr, resumed.stderr[-3000:]
+    assert "/p/13" in served and "/p/14" not in served, served
 
 
 def test_kill_9_with_pages_counted_but_not_stored_then_resume_stores_the_whole_budget(

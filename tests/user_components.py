@@ -77,21 +77,47 @@ def site_params(params: dict[str, Any], spider: Any) -> dict[str, Any]:
 
 
 class KillAtPageDone:
-    """Kills its crawl outright (SIGKILL) as the page of fetch order ``TEST_KILL_AT_PAGE``
+    """Kills its crawl outright (SIGKILL) as the page whose URL ends with ``TEST_KILL_AT_PAGE``
     leaves the item pipelines: after the handlers of ``item_scraped`` or ``item_dropped``
     connected before it (``focused.resume.CrawlCounters``, an extension of lower order) and
-    before the scheduler's, which finishes the page's request."""
+    before the scheduler's, which finishes the page's request; with ``TEST_KILL_ONCE_DONE``,
+    once every handler has run (the request finished)."""
 
-    def __init__(self, fetch_order: int) -> None:
-        self.fetch_order = fetch_order
+    def __init__(self, path: str, once_done: bool) -> None:
+        self.path = path
+        self.once_done = once_done
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> KillAtPageDone:
-        extension = cls(crawler.settings.getint("TEST_KILL_AT_PAGE"))
+        settings = crawler.settings
+        extension = cls(settings["TEST_KILL_AT_PAGE"], settings.getbool("TEST_KILL_ONCE_DONE"))
         for signal in (signals.item_scraped, signals.item_dropped):
             crawler.signals.connect(extension.page_done, signal=signal)
         return extension
 
     def page_done(self, item: Any) -> None:
-        if item.get("fetch_order") == self.fetch_order:
+        if not item["url"].endswith(self.path):
+            return
+        if self.once_done:
+            from twisted.internet import reactor
+
+            reactor.callLater(0, os.kill, os.getpid(), SIGKILL)
+        else:
             os.kill(os.getpid(), SIGKILL)
+
+
+class SlowPagePipeline:
+    """Holds the item of the page whose URL ends with ``TEST_SLOW_PAGE`` for a minute, as a
+    store slow for that one page would; the others pass."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> SlowPagePipeline:
+        return cls(crawler.settings["TEST_SLOW_PAGE"])
+
+    async def process_item(self, item: Any) -> Any:
+        if item["url"].endswith(self.path):
+            await asyncio.sleep(60)
+        return item
