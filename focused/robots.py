@@ -867,13 +867,18 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             # another host's read), and with it whether the host is skipped (_forget_skip): a
             # request that went on after was sent to a host it skips.
             delay = asked_delay(rp, self._useragent(request))
-            delay = delay if delay is not None and delay > self._crawl_delay_max else None
+            delay = delay if self._skips(delay) else None
         if delay is not None:
             self._stats.inc_value("focused/robots/crawl_delay_skipped")
             raise exceptions.IgnoreRequest(
                 f"robots.txt Crawl-delay {delay:g} s is above "
                 f"ROBOTS_CRAWL_DELAY_MAX ({self._crawl_delay_max:g} s)"
             )
+
+    def _skips(self, delay: float | None) -> bool:
+        """Whether a host whose robots.txt asks ``delay`` seconds between requests
+        (``asked_delay``) is skipped: above ``ROBOTS_CRAWL_DELAY_MAX``."""
+        return delay is not None and delay > self._crawl_delay_max
 
     def _useragent(self, request: Request) -> str | bytes:
         # The user agent Scrapy's process_request_2 checks allowed() for.
@@ -893,7 +898,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         # robots.txt that lowered or dropped its Crawl-delay had the old one for the whole crawl.
         asks = self._slot_asks.setdefault(key, {})
         asks.pop(netloc, None)
-        if delay is not None and delay > self._crawl_delay_max:
+        if self._skips(delay):
             if self._skipped.get(netloc) != delay:  # else read again: said already
                 self._skipped[netloc] = delay
                 logger.info(
@@ -929,7 +934,7 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         if parser is None:
             return
         delay = asked_delay(parser, self._useragent(request))
-        if delay is None or delay > self._crawl_delay_max:
+        if delay is None or self._skips(delay):
             return  # none, or its pages are skipped
         self._slot_asks.setdefault(key, {})[netloc] = delay
         self._pace(key, netloc, delay, again=True)
