@@ -103,6 +103,9 @@ class Param:
 
     def parse(self, name: str, raw: str) -> float | int | str:
         kind = type(self.default)
+        # Blanks around a value are the shell's quoting (-a then=" dfs"), as around a number,
+        # which int() and float() take: a choice so given was refused. An empty one stays one.
+        raw = raw.strip()
         if kind is str:
             if self.choices and raw not in self.choices:
                 raise ConfigError(f"{name}={quoted(raw)} is not one of: {', '.join(self.choices)}")
@@ -258,7 +261,7 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     order = crawl_order(strategy, params, topic, topic_language)
     check_resumed_job(job, order, args.get("crawl_id", "").strip(), scrapyd)
     check_job_queue(settings, strategy)
-    render = RENDER.parse("render", args["render"].strip()) if "render" in args else RENDER.default
+    render = RENDER.parse("render", args["render"]) if "render" in args else RENDER.default
     budget_marks = check_shared_frontier(settings, order, args, scrapyd)
     return CrawlConfig(
         query,

@@ -1483,6 +1483,51 @@ def test_odd_argument_values_are_refused(arguments, message):
     assert str(refused.value).startswith(message), refused.value
 
 
+@pytest.mark.parametrize(
+    ("arguments", "read"),
+    [
+        ({"strategy": "hybrid", "then": " dfs"}, {"then": "dfs"}),
+        ({"strategy": "annealing", "cooling": "linear\n"}, {"cooling": "linear"}),
+        ({"strategy": "beam", "beam_width": " 5 "}, {"beam_width": 5}),
+        ({"strategy": "shark", "delta": "\t0.25"}, {"delta": 0.25}),
+        ({"strategy": " hybrid ", "then": "dfs "}, {"then": "dfs"}),
+        ({"strategy": "bfs", "render": " auto"}, {"render": "auto"}),
+        ({"strategy": "bfs", "language": " de "}, {"language": "de"}),
+        ({"strategy": "bfs", "crawl_id": " c1 "}, {"crawl_id": "c1"}),
+        ({"strategy": "bfs", "query": " birds "}, {"query": "birds"}),
+        ({"strategy": "bfs", "seeds": f" {GOOD['seeds']} "}, {"seeds": (GOOD["seeds"],)}),
+        (
+            {"strategy": "bfs", "allowed_domains": " 127.0.0.1 "},
+            {"allowed_domains": ("127.0.0.1",)},
+        ),
+    ],
+)
+def test_blanks_around_an_argument_are_the_shells_quoting(arguments, read):
+    """``-a beam_width=" 5"`` was read as 5, ``-a then=" dfs"`` refused: 'not one of:
+    bestfirst, dfs'. Every argument is read without the blanks around it (but the paths of
+    topic_file and seeds_file: a file's name may hold them)."""
+    config = parse_arguments({**GOOD, **arguments})
+    assert {name: config.params.get(name, getattr(config, name, None)) for name in read} == read
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"strategy": "hybrid", "then": " "}, "then='' is not one of: bestfirst, dfs"),
+        ({"strategy": "beam", "beam_width": " "}, "beam_width='' is not an integer"),
+        ({"strategy": "bfs", "render": "\t"}, "render='' is not one of: never, always, auto"),
+        ({"strategy": " "}, "unknown strategy ''"),
+        ({"strategy": "bfs", "crawl_id": " "}, "crawl_id is empty"),
+        ({"strategy": "bfs", "query": " "}, "missing query"),
+        ({"strategy": "bfs", "seeds": " "}, "missing seeds"),
+    ],
+)
+def test_an_argument_of_blanks_alone_is_refused(arguments, message):
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, **arguments})
+    assert str(refused.value).startswith(message), refused.value
+
+
 @pytest.mark.parametrize("argument", ["topic_file", "seeds_file"])
 def test_a_file_not_found_says_where_it_was_looked_for(argument, tmp_path, monkeypatch):
     """A Scrapyd job reads a relative topic_file or seeds_file in the directory Scrapyd was
