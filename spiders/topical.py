@@ -41,7 +41,7 @@ from scrapy.exceptions import CloseSpider
 from scrapy.utils.url import url_is_from_any_domain
 from w3lib.url import safe_url_string
 
-from focused.arguments import CrawlConfig, parse_arguments
+from focused.arguments import CHECKED_ARGUMENTS, CrawlConfig, parse_arguments
 from focused.canonical import canonicalize, drop_params_setting
 from focused.downloader import NotSent
 from focused.engine import wake_engine
@@ -119,7 +119,21 @@ class TopicalSpider(scrapy.Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
-        config = parse_arguments(kwargs, crawler.settings)
+        # Read by the crawl command's check (check_arguments), else (a crawl started from a
+        # script) here.
+        config = kwargs.pop(CHECKED_ARGUMENTS, None) or parse_arguments(kwargs, crawler.settings)
+        try:
+            return cls._made(crawler, config)
+        except Exception:
+            # As check_arguments does: a start refused here left the page budget a shared
+            # crawl's process recorded as it read its arguments, which refused another budget
+            # for FOCUSED_WORKER_TIMEOUT when no process ran.
+            take_back_shared_budget(config)
+            raise
+
+    @classmethod
+    def _made(cls, crawler: Crawler, config: CrawlConfig) -> TopicalSpider:
+        """The spider of a crawl asked for ``config``, made for ``crawler``."""
         add_log_filter("scrapy.crawler", SettingsWithoutSecrets)  # before Scrapy logs them
         for failures_logger in (retry.__name__, robotstxt.__name__):
             add_log_filter(failures_logger, ErrorsSaid)

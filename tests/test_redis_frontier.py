@@ -27,7 +27,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import focused.settings
-from focused.arguments import parse_arguments
+from focused.arguments import CHECKED_ARGUMENTS, parse_arguments
 from focused.distributed import (
     DistributedCrawl,
     FrontierAck,
@@ -47,6 +47,7 @@ from schedulers import redis_frontier
 from schedulers.base import RANKED_CHUNK, StrategyQueue, host_of, load_request
 from schedulers.rank_semantic import CRAWLABLE, HELD_BACK, UNRANKED, LinkGraph
 from schedulers.redis_frontier import INFLIGHT_META, decode_tiebreak, encode_tiebreak
+from spiders import topical
 from spiders.topical import TopicalSpider
 from tests.conftest import (
     BIRD_QUERY,
@@ -2340,6 +2341,70 @@ def test_a_process_refused_after_recording_its_budget_takes_its_marks_back(tmp_p
             dict(args), Settings({**settings, "CLOSESPIDER_PAGECOUNT": 30})
         )
     assert client.mget("focused:c:budget", "focused:c:budget_at") == [b"30", b"5"]
+
+
+def test_a_crawl_reads_its_arguments_once(tmp_path, site, redis_server):
+    """The crawl command read the arguments as it checked them, and the spider read them again
+    as it was made: a seeds_file piped in (/dev/stdin) was empty the second time, and the
+    start, refused then (a traceback, exit 1), left the page budget its check had recorded in
+    Redis: for FOCUSED_WORKER_TIMEOUT, a start with another budget was told one ran with it."""
+    db = tmp_path / "focused.sqlite3"
+    settings = {
+        "FOCUSED_DB": db,
+        "FOCUSED_FRONTIER": redis_server.url,
+        "CLOSESPIDER_PAGECOUNT": 3,
+        "LOG_LEVEL": "INFO",
+        "ENCODER_STORE_DIR": tmp_path / "encodings",
+    }
+    piped = {"strategy": "bestfirst", "query": BIRD_QUERY, "seeds_file": "/dev/stdin"}
+    result = subprocess.run(
+        scrapy_command(*crawl_args({**piped, "crawl_id": "piped"}, settings)),
+        input=f"{site.url}/wiki/{BIRD_SEED}\n",
+        cwd=REPO,
+        env=crawl_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert len(Crawl(result, db, "piped").pages()) == 3
+    # None of its processes runs: another budget is the crawl's.
+    more = run_crawl(
+        tmp_path, arguments(site), {**settings, "CLOSESPIDER_PAGECOUNT": 6}, crawl_id="piped"
+    )
+    assert more.result.returncode == 0, more.result.stderr[-3000:]
+    assert len(more.pages()) == 6
+
+
+def test_a_start_that_fails_as_its_spider_is_made_takes_its_marks_back(
+    tmp_path, redis_server, monkeypatch
+):
+    """A start that failed in the spider's from_crawler, after the crawl command's check had
+    recorded its page budget, left it (as a check's refusal did before: see above)."""
+    args = {"strategy": "bfs", "query": "birds", "seeds": "http://a.test/", "crawl_id": "c"}
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    settings.setdict(
+        {
+            "FOCUSED_DB": tmp_path / "focused.sqlite3",
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": 10,
+        },
+        priority="cmdline",
+    )
+    config = TopicalSpider.check_arguments(dict(args), settings)
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.get("focused:c:budget") == b"10"
+
+    def out_of_memory(crawler, config):
+        raise MemoryError
+
+    monkeypatch.setattr(topical, "_relevance_model", out_of_memory)
+    with pytest.raises(MemoryError):
+        TopicalSpider.from_crawler(
+            Crawler(TopicalSpider, settings), **args, **{CHECKED_ARGUMENTS: config}
+        )
+    assert client.mget("focused:c:budget", "focused:c:budget_at") == [None, None]
 
 
 def test_two_processes_refused_in_the_order_they_started_leave_no_mark(redis_server):

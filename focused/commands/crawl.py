@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, NoReturn
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
+from focused.arguments import CHECKED_ARGUMENTS
 from focused.components import keep_project_components, project_components
 from focused.errors import ConfigError, cut, quoted
 from focused.feeds import FEED_FAILED, feeds_failed
@@ -120,9 +121,11 @@ class Command(ScrapyCrawlCommand):
         check = getattr(spidercls, "check_arguments", None)
         if check is not None:
             try:
-                check(opts.spargs, self.settings)
+                checked = check(opts.spargs, self.settings)
             except ConfigError as exc:
                 self._fail(str(exc))
+            # For the spider's from_crawler, which would otherwise read them again.
+            opts.spargs[CHECKED_ARGUMENTS] = checked
 
     def _create_crawler(self, spidercls: type[Spider] | str) -> Crawler:
         self.crawler = super()._create_crawler(spidercls)
