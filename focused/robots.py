@@ -32,7 +32,8 @@ again; past ``ROBOTS_HOLD_RETRIES`` failures in a row they are refused (counted 
 run fails it again until then, ``_resume_failure``; written through as they change,
 ``focused.resume.CrawlCounters``, so that ``kill -9`` keeps them too; a download of it that the
 crawl's stop leaves unsent, ``NotSent``, ends no run: the crawl that goes on counted from 0
-again). Not the requests of a
+again; one answered unreadable, ``UNREADABLE``, ends it as a read does, at a stop too: the
+server answered (kept, the crawl that went on counted on from it)). Not the requests of a
 host that is not there (``NOT_THERE``: not resolved, connection refused), refused at once, so
 that a mistyped seed says so in seconds. A robots.txt downloaded but unreadable (over
 ``DOWNLOAD_MAXSIZE``, a gzip cut short) allows everything, as Scrapy has it (see
@@ -356,6 +357,9 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
         self._holding: set[str] = set()
         self._hold_retries = crawler.settings.getint("ROBOTS_HOLD_RETRIES")
         self._failures_here: OrderedDict[str, int] = OrderedDict()  # see _failures
+        # Hosts whose robots.txt was just answered but cannot be read (UNREADABLE), until
+        # robot_parser ends their failures in a row: the server's answer, as a read is.
+        self._answered_unreadable: set[str] = set()
         self._retries_here: OrderedDict[str, tuple[float, str | None, bool]] = OrderedDict()
         # Hosts (netloc: robots.txt is per netloc) whose Crawl-delay is above the cap, each
         # while its robots.txt is kept, parsed or as text (_forget_skip): kept for every host
@@ -410,12 +414,15 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
             finally:
                 if downloads_it:
                     self._old_rules.pop(netloc, None)
-                    # Read, or failed for good: its failures in a row end. Not one the crawl's
-                    # stop left unsent (focused.downloader.NotSent) or cancelled, which tells
-                    # nothing of the host: taken as read, it reset the count kept for the crawl
-                    # that goes on (JOBDIR), which asked the failing server again, counting
-                    # from 0.
-                    read = self._parsers.get(netloc) is not None or not self._stopping()
+                    # Read, answered unreadable (the server's answer, whose every URL is
+                    # allowed), or failed for good: its failures in a row end. Not one the
+                    # crawl's stop left unsent (focused.downloader.NotSent), which tells nothing
+                    # of the host: taken as read, it reset the count kept for the crawl that
+                    # goes on (JOBDIR), which asked the failing server again, counting from 0.
+                    answered = netloc in self._answered_unreadable
+                    self._answered_unreadable.discard(netloc)
+                    read = answered or self._parsers.get(netloc) is not None
+                    read = read or not self._stopping()
                     ended = read and netloc not in self._retry_at
                     if ended and self._failures.pop(netloc, None):
                         self._failure_changed(netloc)
@@ -759,6 +766,8 @@ class RobotsTxtMiddleware(ScrapyRobotsTxt):
     def _robots_error(self, exc: Exception, netloc: str) -> None:
         if not _network_failure(exc):
             super()._robots_error(exc, netloc)  # every URL allowed
+            if isinstance(exc, UNREADABLE):
+                self._answered_unreadable.add(netloc)
             self._expires_at[netloc] = time.monotonic() + ROBOTS_TXT_LIFE
             # Any other failure (the download cancelled as this process stops, the request
             # ignored here) is this process's: another downloads it.

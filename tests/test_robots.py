@@ -666,6 +666,52 @@ def test_a_stop_that_cancels_a_failed_robots_txts_next_read_keeps_its_failures(t
     assert site.log.gets() == [], log[-3000:]
 
 
+def test_a_robots_txt_answered_unreadable_at_a_stop_ends_its_failures(tmp_path):
+    """A host's robots.txt that failed (a 503), then was answered unreadable (a gzip cut short)
+    as the crawl stopped, kept its failure in a row, in the JOBDIR too: no parser, it was taken
+    for a download the stop left unsent. The server answered, every URL allowed: the resumed
+    crawl counted its next 503 as the second in a row, past ROBOTS_HOLD_RETRIES, and refused
+    the host's pages rather than hold them for the robots.txt to be fetched again."""
+    robots_asked: list[float] = []
+
+    def respond(method: str, path: str) -> Reply:
+        if path != "/robots.txt":
+            return Reply(200, html(path, "<p>birds feathers nests</p>"))
+        robots_asked.append(time.monotonic())
+        if len(robots_asked) == 2:
+            time.sleep(3)  # answered once the crawl is stopping
+            return Reply(200, b"\x1f\x8b\x08\x00", "text/plain", {"Content-Encoding": "gzip"})
+        if len(robots_asked) in (1, 3):
+            return FAILED_AT_FIRST[0]
+        return Reply(200, ALLOW_ALL, "text/plain")
+
+    with Site(respond) as site:
+        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"}
+        # The 503 pauses the host 1 s (RETRY_BACKOFF_BASE); its robots.txt is asked for again
+        # then, and answered after the stop, at 2 s.
+        settings = {
+            "JOBDIR": tmp_path / "job",
+            "RETRY_TIMES": 0,
+            "ROBOTS_HOLD_RETRIES": 1,
+            "ROBOTS_RETRY_FAILED_AFTER": 0.5,
+        }
+        stopped = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_TIMEOUT": 2})
+        log = stopped.result.stderr
+        assert stopped.result.returncode == 0, log[-3000:]
+        assert "closespider_timeout" in log and len(robots_asked) == 2, log[-3000:]
+        assert robots_asked[1] - robots_asked[0] < 2, log[-3000:]  # asked before the stop
+        with closing(sqlite3.connect(tmp_path / "job" / "counters.sqlite3")) as counters:
+            kept = counters.execute("SELECT netloc, failures FROM robots_failures").fetchall()
+        assert kept == [], log[-3000:]
+        resumed = run_crawl(tmp_path, arguments, settings)
+    log = resumed.result.stderr
+    assert resumed.result.returncode == 0, log[-3000:]
+    # Its 503 is the first in a row: the seed held, and fetched once the robots.txt allows it.
+    assert len(robots_asked) == 4, log[-3000:]
+    assert stat(log, "focused/robots/held_requests") == 1, log[-3000:]
+    assert site.log.gets() == [(site.host, "/a")], log[-3000:]
+
+
 def test_robots_txt_groups_are_matched_against_the_crawlers_product_token(tmp_path):
     """The whole user agent, "focused/0.1 (+topical crawler; Scrapy)", was matched against the
     groups: "crawler" and "Scrapy" were taken for groups of ours, over "*", and a host that
