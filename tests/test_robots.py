@@ -631,6 +631,23 @@ def test_a_crawl_resumed_after_kill_9_waits_out_a_failed_robots_txts_time(tmp_pa
     assert site.log.gets() == [(site.host, "/a")], log[-3000:]
 
 
+def _stopped_then_resumed(tmp_path, site: Site, settings: dict, stop_after: float, stopped):
+    """A JOBDIR crawl of ``site``'s ``/a`` stopped cleanly by ``CLOSESPIDER_TIMEOUT``
+    ``stop_after``, then resumed, with ``settings`` (no retries, ``ROBOTS_HOLD_RETRIES`` 1 but
+    where they say otherwise); ``stopped(log, kept)`` is called before the resume with the
+    stopped run's log and the failures in a row its JOBDIR kept (``robots_failures``: netloc,
+    count). Returns the resumed run."""
+    arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"}
+    settings = {"JOBDIR": tmp_path / "job", "RETRY_TIMES": 0, "ROBOTS_HOLD_RETRIES": 1, **settings}
+    run = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_TIMEOUT": stop_after})
+    log = run.result.stderr
+    assert run.result.returncode == 0, log[-3000:]
+    assert "closespider_timeout" in log, log[-3000:]
+    with closing(sqlite3.connect(tmp_path / "job" / "counters.sqlite3")) as counters:
+        stopped(log, counters.execute("SELECT netloc, failures FROM robots_failures").fetchall())
+    return run_crawl(tmp_path, arguments, settings)
+
+
 def test_a_stop_that_cancels_a_failed_robots_txts_next_read_keeps_its_failures(tmp_path):
     """A clean stop (here CLOSESPIDER_TIMEOUT) ended the robots.txt download of a host whose
     robots.txt had failed, waiting in its slot (a 503's backoff pause), with NotSent: taken as
@@ -639,25 +656,16 @@ def test_a_stop_that_cancels_a_failed_robots_txts_next_read_keeps_its_failures(t
     Not sent, it tells nothing of the host: its failure is kept."""
     robots_asked: list[float] = []
     with Site(failing_robots_txt(robots_asked, failures=100)) as site:
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"}
-        settings = {
-            "JOBDIR": tmp_path / "job",
-            "RETRY_TIMES": 0,
-            "ROBOTS_HOLD_RETRIES": 1,
-            # The 503 pauses the host 4 s; its robots.txt is asked for again after 0.5 s, and
-            # waits in its slot for the pause as the crawl stops, at 2.5 s.
-            "RETRY_BACKOFF_BASE": 4,
-            "ROBOTS_RETRY_FAILED_AFTER": 0.5,
-        }
-        stopped = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_TIMEOUT": 2.5})
-        log = stopped.result.stderr
-        assert stopped.result.returncode == 0, log[-3000:]
-        assert "closespider_timeout" in log and len(robots_asked) == 1, log[-3000:]
-        assert stat(log, "focused/robots/failed_retried") == 1, log[-3000:]
-        with closing(sqlite3.connect(tmp_path / "job" / "counters.sqlite3")) as counters:
-            kept = counters.execute("SELECT netloc, failures FROM robots_failures").fetchall()
-        assert kept == [(f"{site.host}:{site.server_address[1]}", 1)], log[-3000:]
-        resumed = run_crawl(tmp_path, arguments, settings)
+        # The 503 pauses the host 4 s; its robots.txt is asked for again after 0.5 s, and
+        # waits in its slot for the pause as the crawl stops, at 2.5 s.
+        settings = {"RETRY_BACKOFF_BASE": 4, "ROBOTS_RETRY_FAILED_AFTER": 0.5}
+
+        def failure_kept(log: str, kept: list) -> None:
+            assert len(robots_asked) == 1, log[-3000:]
+            assert stat(log, "focused/robots/failed_retried") == 1, log[-3000:]
+            assert kept == [(f"{site.host}:{site.server_address[1]}", 1)], log[-3000:]
+
+        resumed = _stopped_then_resumed(tmp_path, site, settings, 2.5, failure_kept)
     log = resumed.result.stderr
     assert resumed.result.returncode == 1, log[-3000:]  # its only seed refused
     # Its second failure in a row is past ROBOTS_HOLD_RETRIES: its seed refused, not held.
@@ -686,24 +694,16 @@ def test_a_robots_txt_answered_unreadable_at_a_stop_ends_its_failures(tmp_path):
         return Reply(200, ALLOW_ALL, "text/plain")
 
     with Site(respond) as site:
-        arguments = {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/a"}
         # The 503 pauses the host 1 s (RETRY_BACKOFF_BASE); its robots.txt is asked for again
         # then, and answered after the stop, at 2 s.
-        settings = {
-            "JOBDIR": tmp_path / "job",
-            "RETRY_TIMES": 0,
-            "ROBOTS_HOLD_RETRIES": 1,
-            "ROBOTS_RETRY_FAILED_AFTER": 0.5,
-        }
-        stopped = run_crawl(tmp_path, arguments, {**settings, "CLOSESPIDER_TIMEOUT": 2})
-        log = stopped.result.stderr
-        assert stopped.result.returncode == 0, log[-3000:]
-        assert "closespider_timeout" in log and len(robots_asked) == 2, log[-3000:]
-        assert robots_asked[1] - robots_asked[0] < 2, log[-3000:]  # asked before the stop
-        with closing(sqlite3.connect(tmp_path / "job" / "counters.sqlite3")) as counters:
-            kept = counters.execute("SELECT netloc, failures FROM robots_failures").fetchall()
-        assert kept == [], log[-3000:]
-        resumed = run_crawl(tmp_path, arguments, settings)
+        settings = {"ROBOTS_RETRY_FAILED_AFTER": 0.5}
+
+        def failure_ended(log: str, kept: list) -> None:
+            assert len(robots_asked) == 2, log[-3000:]
+            assert robots_asked[1] - robots_asked[0] < 2, log[-3000:]  # asked before the stop
+            assert kept == [], log[-3000:]
+
+        resumed = _stopped_then_resumed(tmp_path, site, settings, 2, failure_ended)
     log = resumed.result.stderr
     assert resumed.result.returncode == 0, log[-3000:]
     # Its 503 is the first in a row: the seed held, and fetched once the robots.txt allows it.
