@@ -50,6 +50,8 @@ from scrapy.extensions.feedexport import (
 )
 from scrapy.extensions.feedexport import FeedExporter as ScrapyFeedExporter
 from scrapy.extensions.postprocessing import PostProcessingManager
+from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.defer import ensure_awaitable
 from scrapy.utils.reactor import is_reactor_installed
 
 from focused.errors import counted, one_line, redact_uri
@@ -137,8 +139,9 @@ class FeedExporter(ScrapyFeedExporter):
         # task, run at the loop's next turn), out of self.slots: a forced stop before that turn
         # left a local batch without its end, and said nothing.
         self._closing: list[FeedSlot] = []
-        # The feeds (batches) to be uploaded whose close has begun and not ended: out of
-        # self.slots, unseen by a forced stop, which cut their upload short without a word.
+        # The feeds (batches) to be uploaded whose close has begun and whose upload has not
+        # ended (Scrapy counts it then): out of self.slots, unseen by a forced stop, which cut
+        # their upload short without a word.
         self._uploading: list[FeedSlot] = []
         # The uploads run in a thread (BlockingFeedStorage's: S3, FTP, GCS), whose end a forced
         # stop can see without the reactor.
@@ -274,12 +277,36 @@ class FeedExporter(ScrapyFeedExporter):
         failed = slot.uri_template in self._failed
         if not failed and self._stored_at_close(slot) and not self._written_here(slot):
             self._uploading.append(slot)
+            self._watch_upload(slot)
         try:
             await self._end_slot(slot, spider)
         finally:
             with suppress(ValueError):  # not an upload, or one a forced stop said already
                 self._uploading.remove(slot)
             self._threads.pop(slot, None)
+
+    def _watch_upload(self, slot: FeedSlot) -> None:
+        """The feed's upload, as Scrapy's close awaits it, ends its time in self._uploading: Scrapy
+        counts it then, in the same step, and goes on to the ``feed_slot_closed`` handlers, a
+        forced stop in which counted it a second time. One in a thread is handed to it at once:
+        Scrapy's BlockingFeedStorage.store hands it over in a task of its own, begun at the
+        loop's next turn, which a forced stop may never let come (it then waited UPLOAD_WAIT_S
+        for a thread that never began)."""
+        storage = slot.storage
+        store = storage.store
+        in_thread = type(storage).store is BlockingFeedStorage.store
+
+        async def upload(file: IO[bytes]) -> None:
+            try:
+                if in_thread:
+                    await run_in_thread(storage._store_in_thread, file)
+                else:
+                    await ensure_awaitable(store(file))
+            finally:
+                with suppress(ValueError):  # one a forced stop said already
+                    self._uploading.remove(slot)
+
+        storage.store = upload
 
     @staticmethod
     def _stored_at_close(slot: FeedSlot) -> bool:

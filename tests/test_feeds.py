@@ -14,7 +14,7 @@ from tempfile import TemporaryFile
 from typing import IO, ClassVar
 
 import pytest
-from scrapy import Spider
+from scrapy import Spider, signals
 from scrapy.exporters import CsvItemExporter
 from scrapy.extensions.feedexport import BlockingFeedStorage
 from scrapy.settings import Settings
@@ -154,17 +154,28 @@ class ThreadStorage(BlockingFeedStorage):
 
 
 async def forced_stop_in_upload(
-    caplog, batch_item_count: int, close: bool, storage: type = BlockingStorage
+    caplog, batch_item_count: int, close: bool, storage: type = BlockingStorage, at: str = ""
 ) -> tuple[list[str], dict[str, int]]:
     """The log lines of a forced stop once a feed's upload began: a full batch's, or, with
     ``close``, the close's; and the counts of its storage's feeds stored, failed, unconfirmed.
-    The upload (``storage``'s) never ends but in a thread."""
+    The upload (``storage``'s) never ends but in a thread. The stop comes ``at`` another time:
+    ``close begun``, as soon as the batch's close began (its upload handed over, not begun);
+    ``slot closed``, once Scrapy's close has stored the feed and awaits a ``feed_slot_closed``
+    handler (one that never ends)."""
     uri = "blocking://alice:s3@cret@127.0.0.1/p-%(batch_id)d.jsonl"
     feeds = {uri: {"format": "jsonlines", "batch_item_count": batch_item_count}}
     settings = {"FEEDS": feeds, "FEED_STORAGES": {"blocking": storage}}
     crawler = get_crawler(Spider, settings)
     crawler.spider = spider = crawler._create_spider("pages")
     crawler.stats.open_spider()
+    slot_closed = asyncio.Event()
+
+    async def handler(slot) -> None:
+        slot_closed.set()
+        await asyncio.Event().wait()
+
+    if at == "slot closed":
+        crawler.signals.connect(handler, signal=signals.feed_slot_closed)
     exporter = FeedExporter(crawler)
     exporter.open_spider(spider)
     [first] = exporter.slots
@@ -172,20 +183,26 @@ async def forced_stop_in_upload(
         exporter.item_scraped(PageItem(url=f"http://a.test/{number}", title="A"), spider)
     closing = asyncio.create_task(exporter.close_spider(spider)) if close else None
     started = first.storage.started
-    if isinstance(started, threading.Event):
+    if at == "close begun":
+        await asyncio.sleep(0)  # the loop's turn that begins the close task, and no other
+        assert exporter._uploading == [first]
+    elif at == "slot closed":
+        await asyncio.wait_for(slot_closed.wait(), 5)
+    elif isinstance(started, threading.Event):
         assert await asyncio.to_thread(started.wait, 5)
     else:
         await asyncio.wait_for(started.wait(), 5)
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="focused.feeds"):
         exporter._end_at_forced_stop()
+    # Counted now: the reactor's loop runs no more after a forced stop, this one does.
+    stats = crawler.stats.get_stats()
+    kinds = ("success_count", "failed_count", "unconfirmed_count")
+    counts = {kind: stats.get(f"feedexport/{kind}/{storage.__name__}", 0) for kind in kinds}
     if closing is not None:
         closing.cancel()
         with suppress(asyncio.CancelledError):
             await closing
-    stats = crawler.stats.get_stats()
-    kinds = ("success_count", "failed_count", "unconfirmed_count")
-    counts = {kind: stats.get(f"feedexport/{kind}/{storage.__name__}", 0) for kind in kinds}
     lines = [record.getMessage() for record in caplog.records if record.name == "focused.feeds"]
     return lines, counts
 
@@ -256,6 +273,40 @@ def test_a_forced_stop_waits_a_bounded_time_for_an_upload_in_a_thread(caplog, mo
     assert time.monotonic() - begun >= 1.0
     [body] = ThreadStorage.bucket.values()
     assert len(body.splitlines()) == 2
+
+
+def test_a_forced_stop_waits_for_no_thread_that_never_began(caplog, monkeypatch):
+    """Scrapy hands a thread its upload in a task of its own, begun at the loop's next turn: a
+    forced stop just before that turn waited UPLOAD_WAIT_S for a thread that never began, and
+    said the feed not confirmed. The thread has its upload as the close begins."""
+    monkeypatch.setattr("focused.feeds.UPLOAD_WAIT_S", 3.0)
+    ThreadStorage.bucket.clear()
+    begun = time.monotonic()
+    lines, counts = asyncio.run(
+        forced_stop_in_upload(caplog, 2, False, ThreadStorage, at="close begun")
+    )
+    assert lines == [
+        "the forced stop waits up to 3 s for 1 feed upload under way",
+        "the feed blocking://***@127.0.0.1/p-1.jsonl was uploaded at the forced stop, with its"
+        " 2 pages",
+    ]
+    assert time.monotonic() - begun < 3.0
+    assert counts == {"success_count": 1, "failed_count": 0, "unconfirmed_count": 0}
+    [body] = ThreadStorage.bucket.values()
+    assert len(body.splitlines()) == 2
+
+
+@pytest.mark.parametrize("close", [False, True])
+def test_a_forced_stop_leaves_be_an_upload_scrapy_counted(caplog, close):
+    """Scrapy counts an upload as it ends, then awaits the ``feed_slot_closed`` handlers: a
+    forced stop while one ran said the feed uploaded, and counted it a second time in
+    ``feedexport/success_count``."""
+    ThreadStorage.bucket.clear()
+    lines, counts = asyncio.run(
+        forced_stop_in_upload(caplog, 0 if close else 2, close, ThreadStorage, at="slot closed")
+    )
+    assert lines == []
+    assert counts == {"success_count": 1, "failed_count": 0, "unconfirmed_count": 0}
 
 
 def test_a_forced_stop_ends_a_full_local_batch_whose_close_had_not_begun(caplog, tmp_path):
