@@ -363,15 +363,31 @@ def _check_playwright(settings: Any) -> None:
 def _check_bind_address(settings: Any) -> None:
     """``DOWNLOAD_BIND_ADDRESS``, the local address every connection is made from (Scrapy's
     ``host`` or ``[host, port]``): one this machine cannot bind failed every request, a
-    traceback at each robots.txt, and the crawl fetched nothing."""
+    traceback at each robots.txt, and the crawl fetched nothing. Each connection's socket, of
+    its host's family, binds a host name to its address of that family: a name binds if one of
+    its addresses does, of either family (bound as IPv4, a name of IPv6 addresses alone was
+    refused). It is looked up as the seeds' are (``_looked_up``), ``LOOKUP_S`` at most: one not
+    known by then is let be, as there."""
     address = settings.get("DOWNLOAD_BIND_ADDRESS")
     if not address:
         return
     try:
         host, port = (address, 0) if isinstance(address, str) else address
-        family = socket.AF_INET6 if ":" in str(host) else socket.AF_INET
-        with socket.socket(family) as probe:
-            probe.bind((host, int(port)))
+        host, port = str(host), int(port)
+        addresses = [host]
+        if host and _ip_version(host) is None:
+            found = dict(_looked_up([host], time.monotonic() + LOOKUP_S)).get(host)
+            if found is None:
+                return
+            addresses = list(found.values()) or addresses  # none: its bind says why
+        for number, bound in enumerate(addresses, 1):
+            try:
+                with socket.socket(socket.AF_INET6 if ":" in bound else socket.AF_INET) as probe:
+                    probe.bind((bound, port))
+                return
+            except OSError:
+                if number == len(addresses):
+                    raise
     except (OSError, TypeError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else one_line(exc)
         raise ConfigError(

@@ -950,6 +950,60 @@ def test_seed_names_past_those_looked_up_are_let_be(monkeypatch):
     assert looked_up == ["localhost"]
 
 
+def resolver_with(monkeypatch, name: str, address: str) -> threading.Event:
+    """The machine's resolver, and ``name`` at ``address`` alone (an IPv6 address: a name of no
+    IPv4 one, as an interface's of IPv6 alone); ``slow.test`` answers once the event returned is
+    set."""
+    resolve = socket.getaddrinfo
+    answer = threading.Event()
+
+    def resolver(host, port, *args, **kwargs):
+        if host == name:
+            family = socket.AF_INET6 if ":" in address else socket.AF_INET
+            sockaddr = (address, port or 0, 0, 0) if ":" in address else (address, port or 0)
+            return [(family, socket.SOCK_STREAM, 6, "", sockaddr)]
+        if host == "slow.test":
+            answer.wait(30)
+        return resolve(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    monkeypatch.setattr("focused.settingchecks.LOOKUP_S", 0.5)
+    return answer
+
+
+def test_a_bind_address_by_a_name_of_ipv6_alone_is_taken(monkeypatch):
+    """Each connection's socket, of the host's family, binds the name to its address of that
+    family: one of IPv6 addresses alone binds for IPv6 hosts. The start bound it as IPv4 alone,
+    and refused it ('cannot be bound here: Name or service not known'); so the seeds' check of
+    its family never saw it."""
+    resolver_with(monkeypatch, "v6.test", "::1")
+    check_settings(Settings({"DOWNLOAD_BIND_ADDRESS": "v6.test"}, priority="cmdline"))
+    error = bind_check("v6.test", ("http://127.0.0.1:9/",))
+    assert error is not None and str(error).startswith(
+        "setting DOWNLOAD_BIND_ADDRESS='v6.test' is an IPv6 address (::1), and every seed an"
+        " IPv4 one (http://127.0.0.1:9/)"
+    )
+    assert bind_check("v6.test", ("http://[::1]:9/",)) is None
+    # Its address, as the name's own, is bound: one this machine has not is refused.
+    resolver_with(monkeypatch, "v4.test", "192.0.2.1")
+    with pytest.raises(ConfigError, match=r"'v4\.test' cannot be bound here: Cannot assign"):
+        check_settings(Settings({"DOWNLOAD_BIND_ADDRESS": "v4.test"}, priority="cmdline"))
+
+
+def test_a_bind_address_by_a_name_looked_up_slowly_holds_the_start_for_a_bounded_time(
+    monkeypatch,
+):
+    """As the seeds' names, LOOKUP_S at most: its bind at the start looked it up for as long as
+    the resolver took."""
+    answer = resolver_with(monkeypatch, "v6.test", "::1")
+    begun = time.monotonic()
+    try:
+        check_settings(Settings({"DOWNLOAD_BIND_ADDRESS": "slow.test"}, priority="cmdline"))
+        assert time.monotonic() - begun < 2
+    finally:
+        answer.set()
+
+
 def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path, site):
     refused = f"http://127.0.0.1:{closed_port()}/wiki/Albatross"
     missing = f"{site.url}/wiki/No_such_article"
