@@ -28,6 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from scrapy.core.downloader import _default_jitter, _slot_jitter
 from scrapy.exceptions import ScrapyDeprecationWarning
@@ -398,7 +399,8 @@ def _check_bind_address(settings: Any) -> None:
 def check_bind_reaches_seeds(settings: Any, seeds: tuple[str, ...]) -> None:
     """Refuse a ``DOWNLOAD_BIND_ADDRESS`` of one address family (IPv6, ``::1``) when every seed
     is an address of the other (IPv4, ``127.0.0.1``): no connection from it reaches them, each
-    request failed, with a traceback, and the crawl fetched nothing. A bind address given as a
+    request failed, with a traceback, and the crawl fetched nothing (not through a proxy, to
+    which each connection is then made: ``_proxied``). A bind address given as a
     host name has the families of its addresses, and so has a seed's host name: each is looked
     up, in a thread, ``LOOKUP_S`` in all (at most ``SEED_NAMES_LOOKED_UP`` seed names), so that
     a slow resolver holds the start no longer. A name that does not answer in time, or not at
@@ -406,7 +408,7 @@ def check_bind_reaches_seeds(settings: Any, seeds: tuple[str, ...]) -> None:
     (``focused.hygiene.other_family``)."""
     address = settings.get("DOWNLOAD_BIND_ADDRESS")
     host = str(address if isinstance(address, str) else (address or [""])[0] or "")
-    if not host or not seeds:
+    if not host or not seeds or _proxied(settings, seeds):
         return
     deadline = time.monotonic() + LOOKUP_S
     version = _ip_version(host)
@@ -434,6 +436,19 @@ def check_bind_reaches_seeds(settings: Any, seeds: tuple[str, ...]) -> None:
         f"{'' if bound_ip == host else f' ({bound_ip})'}, and every seed an IPv{other} one"
         f" ({cut(seeds[0])}{f' at {seed_ip}' if seed_ip else ''}): no connection from one"
         f" family reaches the other; give an IPv{other} bind address, or none"
+    )
+
+
+def _proxied(settings: Any, seeds: tuple[str, ...]) -> bool:
+    """Whether a seed is fetched through a proxy (Scrapy's HttpProxyMiddleware, from http_proxy
+    or https_proxy in the environment, but for the hosts of no_proxy): each connection is then to
+    the proxy, from the bind address, whatever the seeds' family."""
+    if not settings.getbool("HTTPPROXY_ENABLED"):
+        return False
+    proxies = getproxies()
+    return any(
+        (parts := urlsplit(seed)).scheme in proxies and not proxy_bypass(parts.hostname or "")
+        for seed in seeds
     )
 
 

@@ -950,6 +950,19 @@ def test_seed_names_past_those_looked_up_are_let_be(monkeypatch):
     assert looked_up == ["localhost"]
 
 
+def test_seeds_fetched_through_a_proxy_are_let_be(monkeypatch):
+    """Through a proxy (Scrapy's HttpProxyMiddleware, from http_proxy in the environment), each
+    connection is to the proxy, from the bind address: the seeds' family is no reason to refuse
+    the crawl, which fetched them all. One the proxy is not for (no_proxy) is taken as it is."""
+    for name in ("no_proxy", "NO_PROXY", "https_proxy", "HTTPS_PROXY", "HTTP_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("http_proxy", "http://127.0.0.1:3128")
+    assert bind_check("127.0.0.1", ("http://[::1]:9/",)) is None
+    assert bind_check("127.0.0.1", ("https://[::1]:9/",)) is not None
+    monkeypatch.setenv("no_proxy", "::1")
+    assert bind_check("127.0.0.1", ("http://[::1]:9/",)) is not None
+
+
 def resolver_with(monkeypatch, name: str, address: str) -> threading.Event:
     """The machine's resolver, and ``name`` at ``address`` alone (an IPv6 address: a name of no
     IPv4 one, as an interface's of IPv6 alone); ``slow.test`` answers once the event returned is
