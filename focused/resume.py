@@ -473,9 +473,11 @@ class CrawlCounters:
             oldest = fetch_order - self.drift_window
             self._undone = {order: kept for order, kept in self._undone.items() if order > oldest}
 
-    def page_done(self, item: Any) -> None:
-        """The page's verdict, and the window's oldest let go, in one commit."""
-        self._write_verdict(item, None)
+    def page_done(self, item: Any, response: Response | None = None) -> None:
+        """The page's verdict, and the window's oldest let go, in one commit. A page stored
+        the second time it is scored (the model rebuilt after a kill scored it above
+        STORE_MIN_RELEVANCE) replaces the row its first verdict left (``page_dropped``)."""
+        self._write_verdict(item, _inflight_fp(response), keep_fp=False)
 
     def page_dropped(self, item: Any, response: Response | None = None) -> None:
         """The verdict of a page not stored (below STORE_MIN_RELEVANCE, refused by the store)
@@ -485,10 +487,11 @@ class CrawlCounters:
         a later fetch order (a page stored is skipped as fetched, ``focused.dedup``). The
         window rebuilt leaves out the row of such a request still to be fetched
         (``journaled_window``), and the page's next verdict replaces it: it counted twice."""
-        request = getattr(response, "request", None)
-        self._write_verdict(item, request.meta.get(INFLIGHT) if request is not None else None)
+        self._write_verdict(item, _inflight_fp(response), keep_fp=True)
 
-    def _write_verdict(self, item: Any, fp: bytes | None) -> None:
+    def _write_verdict(self, item: Any, fp: bytes | None, *, keep_fp: bool) -> None:
+        """``fp``: the page's request's, whose earlier row goes; kept on the row of a page not
+        stored only (a page stored is not fetched again)."""
         is_relevant = self._undone.pop(item.get("fetch_order"), None)
         if self._db is None or is_relevant is None:
             return
@@ -499,7 +502,7 @@ class CrawlCounters:
                 self._db.execute("DELETE FROM drift_window WHERE fp = ?", (fp,))
             self._db.execute(
                 "INSERT OR REPLACE INTO drift_window VALUES (?, ?, ?)",
-                (fetch_order, is_relevant, fp),
+                (fetch_order, is_relevant, fp if keep_fp else None),
             )
             # The last DRIFT_WINDOW rows, not the last DRIFT_WINDOW fetch orders: a page cut
             # off by a kill, or scored again after it, left its order unused, and the window
@@ -574,6 +577,12 @@ class CrawlCounters:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def _inflight_fp(response: Response | None) -> bytes | None:
+    """The fingerprint the response's request is in flight under (``INFLIGHT``), if any."""
+    request = getattr(response, "request", None)
+    return request.meta.get(INFLIGHT) if request is not None else None
 
 
 # The topic-drift window's verdicts in ``JOBDIR/counters.sqlite3`` (``CrawlCounters``).

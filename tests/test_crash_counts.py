@@ -318,12 +318,18 @@ def test_the_fetch_order_goes_on_after_the_verdicts_written_through(tmp_path):
     ]
 
 
-def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(tmp_path):
+@pytest.mark.parametrize("stored_again", [False, True], ids=["dropped-again", "stored-again"])
+def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(
+    tmp_path, stored_again
+):
     """Killed after page 3's verdict was written and before its request was finished (the
     next handler of item_dropped): page 3, below STORE_MIN_RELEVANCE, is not in the store, so
     its request, still in flight, is fetched and scored again after the resume, under fetch
     order 4. Both rows counted: the window rebuilt held page 3 twice (4 verdicts for 3
-    pages). A page stored is skipped as fetched (focused.dedup): its one row stays."""
+    pages). A page stored is skipped as fetched (focused.dedup): its one row stays. Scored
+    again, page 3 may be stored (the model rebuilt after the kill scores it above
+    STORE_MIN_RELEVANCE): its first row went only where it was dropped again, and stayed
+    beside the second."""
     jobdir = tmp_path / "job"
     frontier_path, spider = jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider()
     frontier = SqliteFrontier(frontier_path, spider)
@@ -351,7 +357,7 @@ def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(t
     order = add_to_counter(crawler, "pages")
     crawler.signals.send_catch_log(drift_verdict, is_relevant=False, fetch_order=order)
     response = HtmlResponse(again.url, request=again)
-    page_left_the_pipelines(crawler, order, stored=False, response=response)
+    page_left_the_pipelines(crawler, order, stored=stored_again, response=response)
     frontier.finish(fp)
     extension.spider_closed(crawler.spider)
     assert journaled_window(jobdir) == [(1, True), (2, True), (4, False)]
