@@ -142,6 +142,11 @@ class MongoStore(Store):
                     self._pages.create_index(
                         [("crawl_id", 1), ("fetch_order", 1), ("is_relevant", 1)]
                     )
+                    # The pages of a batch whose count is pending (``_marked_moves``), read
+                    # by every crawl record read until it is counted (a recrawl's heartbeat
+                    # meets one each time it beats during a batch): a scan of the crawl's
+                    # pages each time without it. Sparse: only the pages marked are in it.
+                    self._pages.create_index([(f"{MOVED_BY}.token", 1)], sparse=True)
                     self._crawls.create_index("crawl_id", unique=True)
         except StoreError:
             self.close()
@@ -162,14 +167,17 @@ class MongoStore(Store):
         where: dict[str, Any],
         sort: SortSpec,
         limit: int | None,
+        marks: tuple[str, ...] = (),
     ) -> Iterator[dict[str, Any]]:
-        """The documents matching ``where``, read as they are taken (a batch at a time)."""
-        projection = {"_id": 0, **dict.fromkeys(schema, 1)}
+        """The documents matching ``where``, read as they are taken (a batch at a time), with
+        the ``marks`` (no field of a record) they have."""
+        projection = {"_id": 0, **dict.fromkeys(schema, 1), **dict.fromkeys(marks, 1)}
         cursor = collection.find(where, projection).sort(list(sort))
         if limit is not None:
             cursor = cursor.limit(limit)
         for document in cursor:
-            yield self._decode(schema, document)
+            found = {name: document[name] for name in marks if name in document}
+            yield {**self._decode(schema, document), **found}
 
     def _insert_crawl(self, crawl: dict[str, Any]) -> bool:
         try:
@@ -271,14 +279,10 @@ class MongoStore(Store):
         """Add the moves of batch ``token`` to the crawl record's counts, if it is pending
         there, and take the marks off its pages. ``moved`` and ``urls``: the moves, and the
         pages that carry them, of a batch whose pages were all written; else they are read
-        from the pages (a scan of the crawl's, after a failure only)."""
+        from the pages (``_marked_moves``, after a failure only)."""
         marked: dict[str, Any] = {"crawl_id": crawl_id, f"{MOVED_BY}.token": token}
         if moved is None:
-            became = lost = 0
-            for page in self._pages.find(marked, {"_id": 0, MOVED_BY: 1}):
-                now, no_longer = page[MOVED_BY]["moved"]
-                became, lost = became + now, lost + no_longer
-            moved = (became, lost)
+            moved = self._marked_moves(crawl_id, token)
         counts = dict(zip(RESCORED, moved, strict=True))
         self._crawls.update_one(
             {"crawl_id": crawl_id, PENDING: token}, {"$inc": counts, "$pull": {PENDING: token}}
@@ -289,6 +293,16 @@ class MongoStore(Store):
         # and taken off as its page is next updated.
         self._pages.update_many(marked, {"$unset": {MOVED_BY: ""}})
 
+    def _marked_moves(self, crawl_id: str, token: str) -> tuple[int, int]:
+        """The moves the crawl's pages carry of batch ``token`` (``RESCORED``'s order), the
+        marked pages read through their index."""
+        became = lost = 0
+        marked = {"crawl_id": crawl_id, f"{MOVED_BY}.token": token}
+        for page in self._pages.find(marked, {"_id": 0, MOVED_BY: 1}):
+            now, no_longer = page[MOVED_BY]["moved"]
+            became, lost = became + now, lost + no_longer
+        return became, lost
+
     def _update_crawl(
         self, crawl_id: str, fields: dict[str, Any], where: dict[str, Any] | None = None
     ) -> bool:
@@ -298,7 +312,20 @@ class MongoStore(Store):
 
     def _find_crawls(self, crawl_id: str | None, *, limit: int | None) -> list[dict[str, Any]]:
         where = {} if crawl_id is None else {"crawl_id": crawl_id}
-        return list(self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit))
+        found = list(self._find(self._crawls, CRAWL_SCHEMA, where, CRAWL_SORT, limit, (PENDING,)))
+        for crawl in found:
+            # The moves of a batch whose count a failure cut off, that the crawl's next update
+            # counts (``_settle``): read with those counted, as SQLite counts them in the
+            # pages' write. Read without, they were lost to the report, and to a run resumed
+            # before that update, which took them for relevant pages it found
+            # (``focused.resume.recover_state``). Counted and taken out in one update, a token
+            # is never in both the counts and PENDING.
+            for token in crawl.pop(PENDING, None) or []:
+                moved = self._marked_moves(crawl["crawl_id"], token)
+                for name, more in zip(RESCORED, moved, strict=True):
+                    if isinstance(crawl[name], int | float) and not isinstance(crawl[name], bool):
+                        crawl[name] += more
+        return found
 
     def _find_pages(self, query: PageQuery) -> Iterator[dict[str, Any]]:
         where: dict[str, Any] = {"crawl_id": query.crawl_id}

@@ -228,10 +228,6 @@ def check_moves_counted_once_after_a_failure(
     batch = [
         {"crawl_id": "c1", "url": f"http://a.test/{n}", "is_relevant": v} for n, v in moves.items()
     ]
-    failed = fail_once(monkeypatch, collection_class, *failure)
-    with pytest.raises(StoreError, match="connection reset"):
-        store.update_pages(batch)
-    assert failed  # and no other call fails
 
     def counted(reader: Store) -> tuple[int, int]:
         crawl = reader.get_crawl("c1")
@@ -242,6 +238,18 @@ def check_moves_counted_once_after_a_failure(
         became = sum(now[n] and not was for n, was in verdicts.items())
         return became, sum(was and not now[n] for n, was in verdicts.items())
 
+    failed = fail_once(monkeypatch, collection_class, *failure)
+    with pytest.raises(StoreError, match="connection reset"):
+        store.update_pages(batch)
+    assert failed  # and no other call fails
+    # Read before the crawl's next update (the recrawl stopped there, a Ctrl-C keeping its
+    # batch in a file): the report, and a run of the crawl resumed, read the moves the pages
+    # hold, not those counted before the failure.
+    reader = reopen()
+    try:
+        assert counted(reader) == moved_so_far(reader)
+    finally:
+        reader.close()
     # The next run writes the visits of pages whose verdicts it does not move.
     later = reopen()
     try:
@@ -1469,6 +1477,11 @@ def test_mongo_indexes(mongo_client):
     assert (("crawl_id", 1), ("relevance", 1)) in pages
     assert (("crawl_id", 1), ("level", 1)) in pages
     assert crawls[(("crawl_id", 1),)] is True
+    # The pages a recrawl's batch marked (rescored_by), found without a scan of the crawl's:
+    # a crawl record read while a batch is pending (a recrawl's heartbeat, any write) reads
+    # them. Sparse: it holds the marked pages only.
+    marks = [i for i in db.pages.list_indexes() if list(i["key"]) == ["rescored_by.token"]]
+    assert [index.get("sparse") for index in marks] == [True]
 
 
 def test_unreachable_mongo_fails_fast_with_one_line(tmp_path):
