@@ -45,7 +45,7 @@ What a crash can cut off, and where it is kept instead:
   keeps its last DRIFT_WINDOW rows whatever orders a crash left unused, and the row of a page
   not stored names its request, which a kill before its finish leaves to be fetched and
   scored again: the window rebuilt leaves that row out, and the page's next verdict replaces
-  it (``CrawlCounters.page_dropped``).
+  it (``CrawlCounters.page_dropped``); until then it takes no place of the last rows.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -404,6 +404,10 @@ class CrawlCounters:
         self._db: GuardedConnection | None = None
         # fetch order -> verdict of the pages in the window not yet out of the pipelines
         self._undone: dict[int, bool] = {}
+        # The requests of rows a crash left to be scored again (``journaled_window``), until
+        # their pages' next verdicts replace them: no verdict, they take no place of the last
+        # DRIFT_WINDOW rows.
+        self._again: set[bytes] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCounters:
@@ -451,6 +455,8 @@ class CrawlCounters:
                 self._db.execute("ALTER TABLE drift_window ADD COLUMN fp BLOB")
             if not self.drift_window:
                 self._db.execute("DELETE FROM drift_window")
+            named = self._db.execute("SELECT fp FROM drift_window WHERE fp IS NOT NULL")
+            self._again = _to_fetch_again(self.path.parent, [fp for (fp,) in named])
             self._db.execute("COMMIT")
         except JobdirUnwritable:  # the crawl stops (focused.jobdir)
             if self._db is not None:
@@ -508,15 +514,17 @@ class CrawlCounters:
             # off by a kill, or scored again after it, left its order unused, and the window
             # spans it. Cut by order, a row still in the window went, and the window rebuilt
             # after another kill lacked its verdict (or took it from the store: not a page
-            # below STORE_MIN_RELEVANCE's).
+            # below STORE_MIN_RELEVANCE's). Besides those to be scored again, for the same.
             self._db.execute(
                 "DELETE FROM drift_window WHERE fetch_order NOT IN"
                 " (SELECT fetch_order FROM drift_window ORDER BY fetch_order DESC LIMIT ?)",
-                (self.drift_window,),
+                (self.drift_window + len(self._again) - (fp in self._again),),
             )
             self._db.execute("COMMIT")
         except JobdirUnwritable:  # the crawl stops (focused.jobdir)
             self._db.rollback_quietly()
+            return
+        self._again.discard(fp)
 
     def _write(self, name: str, value: int) -> None:
         assert self._db is not None

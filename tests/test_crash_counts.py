@@ -363,6 +363,42 @@ def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(
     assert journaled_window(jobdir) == [(1, True), (2, True), (4, False)]
 
 
+def test_a_row_to_be_scored_again_takes_no_place_of_the_window_s_last_rows(tmp_path):
+    """Killed with page 3 (not stored) between its verdict and its request's finish, in a
+    window of 3: its row is no verdict at the resume until the page is scored again. Page 4
+    came first, and the table kept its last 3 rows, page 3's among them: page 1's verdict went
+    (not stored, the store cannot give it back), and the window rebuilt after a second kill
+    held 2 verdicts where 3 pages had theirs (a drift stop a page late)."""
+    jobdir = tmp_path / "job"
+    frontier = SqliteFrontier(jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider())
+
+    def page_scored(crawler, order: int, name: str, relevant: bool, finished: bool) -> None:
+        request = req(name)  # as FocusedScheduler hands it out
+        frontier.start_inflight(name.encode(), request)
+        request.meta[INFLIGHT] = name.encode()
+        crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
+        response = HtmlResponse(request.url, request=request)
+        page_left_the_pipelines(crawler, order, stored=relevant, response=response)
+        if finished:
+            frontier.finish(name.encode())
+
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=3)
+    page_scored(crawler, 1, "one", relevant=False, finished=True)
+    page_scored(crawler, 2, "two", relevant=True, finished=True)
+    page_scored(crawler, 3, "three", relevant=False, finished=False)  # the kill
+    extension.spider_closed(crawler.spider)
+    state: dict = {"not_stored": 2}
+    recover_state(state, pages_stored([2]), 3, journaled_window(jobdir))
+    assert list(state[DRIFT_STATE]) == [False, True]
+    crawler, extension = counters_extension(tmp_path, state, DRIFT_WINDOW=3)
+    page_scored(crawler, add_to_counter(crawler, "pages"), "four", relevant=True, finished=True)
+    extension.spider_closed(crawler.spider)  # killed again, page 3 still queued
+    assert journaled_window(jobdir) == [(1, False), (2, True), (3, None), (4, True)]
+    state = {"not_stored": 2}
+    recover_state(state, pages_stored([2, 4]), 3, journaled_window(jobdir))
+    assert list(state[DRIFT_STATE]) == [False, True, True]
+
+
 def test_a_drift_window_written_before_its_rows_named_requests_is_read_and_goes_on(tmp_path):
     """A JOBDIR whose drift_window table has no fp column: read as it is, then given one."""
     (tmp_path / "job").mkdir()
