@@ -543,6 +543,22 @@ def test_restore_writes_the_file_into_the_store(cli, one_crawl, tmp_path):  # no
     assert stored_urls(one_crawl) == ["http://t/0", "http://t/1", "http://t/2"]
 
 
+def test_restore_is_refused_while_a_recrawl_of_the_crawl_is_under_way(cli, one_crawl, tmp_path):  # noqa: F811
+    """A recrawl counts the verdicts it moves from a batch it marks pending in the crawl record
+    (``focused.mongostore``): a restore writing the crawl's updates beside it could settle that
+    batch before its pages were written, and its moves were lost. Refused, nothing written."""
+    store = SqliteStore(one_crawl["FOCUSED_DB"], create=False)
+    try:
+        assert store.claim_recrawl("one", None, 30.0)
+    finally:
+        store.close()
+    path = spilled(tmp_path)
+    result = cli("restore", str(path), settings=one_crawl)
+    one_line_error(result, 2, "crawl one is being recrawled in another process (last seen")
+    assert "let that recrawl end, then restore the file again" in result.stderr
+    assert stored_urls(one_crawl) == [] and path.exists()
+
+
 @pytest.mark.parametrize("backend", ["sqlite", "mongo"])
 def test_restore_leaves_a_page_the_store_holds_as_new_or_newer(
     tmp_path,

@@ -7,21 +7,24 @@ write (read-only media); an unreachable store, or one without the files' crawls 
 name another store than the crawl's), with exit status 1, as for the other store commands
 (``focused.storecommand``). Once every record is written, each file is renamed
 ``FILE.restored`` (``focused.unstored.mark_restored``), so that it is not loaded again by
-mistake. A page the store holds in the same or a later version is left as it is
-(``focused.unstored.restore``): a record may have been stored after all, and the page fetched
-again since.
+mistake. Refused (exit status 2) while a recrawl of a file's crawl is under way
+(``focused.report.recrawl_is_live``), which writes the same pages. A page the store holds in
+the same or a later version is left as it is (``focused.unstored.restore``): a record may have
+been stored after all, and the page fetched again since.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scrapy.commands import ScrapyCommand
 
 from focused.errors import ConfigError, say
+from focused.report import being_recrawled, recrawl_is_live
 from focused.settingchecks import check_settings
 from focused.storage import StoreError
 from focused.storecommand import (
@@ -93,12 +96,20 @@ class Command(ScrapyCommand):
         try:
             store = open_or_fail(self.settings, create=False)  # checked writable: it is written
             try:
+                now = datetime.now(UTC)
                 for crawl_id in self.unstored.crawl_ids():
-                    find_crawl(store, crawl_id)  # pages of no crawl would be listed nowhere
+                    crawl = find_crawl(store, crawl_id)  # pages of no crawl are listed nowhere
+                    # A recrawl counts the verdicts it moves from a batch it marks pending in
+                    # the crawl's record (focused.mongostore): a restore writing the crawl's
+                    # updates beside it could settle that batch before its pages were written.
+                    if recrawl_is_live(crawl, now):
+                        raise ConfigError(being_recrawled(crawl, "then restore the file again"))
                 left = paths.copy()
                 left_out = restore(store, self.unstored)
             except (StoreError, InspectError) as exc:
                 fail(str(exc), NOT_FOUND)
+            except ConfigError as exc:
+                fail(str(exc), USAGE_ERROR)
             finally:
                 store.close()
             held = (
