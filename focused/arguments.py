@@ -69,7 +69,8 @@ GENERAL_ARGUMENTS = (
 # arguments its check read (``TopicalSpider.check_arguments``), so that they are read once a
 # crawl: read again, a seeds_file or topic_file read from a pipe (-a seeds_file=/dev/stdin) was
 # empty, and a shared crawl's page budget was recorded in Redis a second time. Its ``_``, as
-# Scrapyd's ``_job``, keeps it out of the arguments read (``parse_arguments``).
+# Scrapyd's ``_job``, keeps it out of the arguments read (``parse_arguments``); the spider takes
+# it only as a ``CrawlConfig``, which no ``-a`` gives (``scrapy runspider -a _checked=x``).
 CHECKED_ARGUMENTS = "_checked"
 # semantic: the only strategy that reaches issue 7's harvest target (README "Semantic link
 # scores"). Without its sentence encoder (the extra not installed, a query not in English) it

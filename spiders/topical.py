@@ -120,8 +120,14 @@ class TopicalSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> TopicalSpider:
         # Read by the crawl command's check (check_arguments), else (a crawl started from a
-        # script) here.
-        config = kwargs.pop(CHECKED_ARGUMENTS, None) or parse_arguments(kwargs, crawler.settings)
+        # script, scrapy runspider) here. Only a CrawlConfig is the check's: a -a _checked=x of
+        # runspider was taken for one (a traceback), where a `_` argument is left out as
+        # Scrapyd's _job is.
+        checked = kwargs.pop(CHECKED_ARGUMENTS, None)
+        if isinstance(checked, CrawlConfig):
+            config = checked
+        else:
+            config = parse_arguments(kwargs, crawler.settings)
         try:
             return cls._made(crawler, config)
         except Exception:

@@ -2407,6 +2407,24 @@ def test_a_start_that_fails_as_its_spider_is_made_takes_its_marks_back(
     assert client.mget("focused:c:budget", "focused:c:budget_at") == [None, None]
 
 
+def test_a_checked_argument_given_by_hand_is_ignored_as_other_underscored_ones():
+    """-a _checked=x, given to scrapy runspider (or to a crawl started from a script, which no
+    check runs before), was taken for the arguments the crawl command's check hands the
+    spider: a traceback ('str' object has no attribute ...). Its ``_`` leaves it out of the
+    arguments read, as Scrapyd's _job: the crawl reads the others."""
+    args = {"strategy": "bfs", "query": "birds", "seeds": "http://a.test/", "crawl_id": "c"}
+    settings = Settings()
+    settings.setmodule(focused.settings, priority="project")
+    spider = TopicalSpider.from_crawler(
+        Crawler(TopicalSpider, settings), **args, **{CHECKED_ARGUMENTS: "x"}
+    )
+    assert (spider.config.crawl_id, spider.config.query, spider.config.seeds) == (
+        "c",
+        "birds",
+        ("http://a.test/",),
+    )
+
+
 def test_two_processes_refused_in_the_order_they_started_leave_no_mark(redis_server):
     """Two processes started together with the same budget, both refused by a later check (a
     feed each, the store), the first taken back first: its mark was no longer the last (its
