@@ -352,8 +352,14 @@ def default_strategy(
 
 
 def _parse_language(raw: str | None) -> str | None:
-    if raw is None or not raw.strip():
+    if raw is None:
         return None
+    if not raw.strip():
+        # An unset shell variable (-a language=$LANG_CODE), as crawl_id's: the language told
+        # from the query is not what was asked.
+        raise ConfigError(
+            "language is empty: give an ISO 639-1 code, or no language to tell it from the query"
+        )
     code = language_code(raw)
     known = known_languages()
     if code not in known:
@@ -445,6 +451,12 @@ def _parse_allowed_domains(args: Mapping[str, str], seeds: tuple[str, ...]) -> t
     before it is fetched (a DEBUG line, and a crawl of nothing that exits 0)."""
     raw = args.get("allowed_domains", "").split(",")
     given = [d.strip().lower() for d in raw if d.strip()]
+    if "allowed_domains" in args and not given:
+        # An unset shell variable (-a allowed_domains=$DOMAINS): the crawl went anywhere its
+        # links led, as with none given, where it was to stay within some.
+        raise ConfigError(
+            "allowed_domains is empty: give a domain, or no allowed_domains to crawl any site"
+        )
     for domain in given:
         if not DOMAIN.fullmatch(domain):
             raise ConfigError(

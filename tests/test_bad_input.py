@@ -1587,6 +1587,17 @@ def test_blanks_around_an_argument_are_the_shells_quoting(arguments, read):
         ({"strategy": "bfs", "crawl_id": " "}, "crawl_id is empty"),
         ({"strategy": "bfs", "query": " "}, "missing query"),
         ({"strategy": "bfs", "seeds": " "}, "missing seeds"),
+        # -a allowed_domains=$UNSET: the crawl went anywhere the links led, as with none given.
+        (
+            {"strategy": "bfs", "allowed_domains": " "},
+            "allowed_domains is empty: give a domain, or no allowed_domains to crawl any site",
+        ),
+        ({"strategy": "bfs", "allowed_domains": ", "}, "allowed_domains is empty"),
+        # -a language=$UNSET: told from the query, as with none given.
+        (
+            {"strategy": "bfs", "language": ""},
+            "language is empty: give an ISO 639-1 code, or no language to tell it from the query",
+        ),
     ],
 )
 def test_an_argument_of_blanks_alone_is_refused(arguments, message):
