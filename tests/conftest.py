@@ -162,7 +162,10 @@ def refused_start(pipeline, caplog) -> tuple[str, list[str]]:
 
 def crawl_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO)
+    # The tests' own PYTHONPATH after the repository: a crawl runs with the libraries its test
+    # runs with (a release tried beside the venv, PYTHONPATH=/tmp/w3lib26), not the venv's alone.
+    inherited = os.environ.get("PYTHONPATH")
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), inherited] if inherited else [str(REPO)])
     return env
 
 

@@ -106,6 +106,20 @@ def test_an_environment_the_interpreter_reads_at_its_start_gets_a_real_subproces
     assert result.returncode == 0 and "import time:" in result.stderr
 
 
+def test_a_crawl_runs_with_the_libraries_on_the_tests_own_pythonpath(tmp_path, monkeypatch):
+    """A release tried beside the venv (``PYTHONPATH=/tmp/w3lib26 pytest``) is what the crawls
+    import too: their PYTHONPATH was the repository alone, so a crawl ran the venv's w3lib
+    while the test around it ran the one tried."""
+    (tmp_path / "w3lib").mkdir()
+    (tmp_path / "w3lib" / "__init__.py").write_text('__version__ = "tried"\n')
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    env = crawl_env()
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO), str(tmp_path)]
+    command = [sys.executable, "-c", "import focused, w3lib; print(w3lib.__version__)"]
+    result = subprocess.run(command, cwd=tmp_path.parent, capture_output=True, text=True, env=env)
+    assert (result.returncode, result.stdout) == (0, "tried\n"), result.stderr[-3000:]
+
+
 def _report() -> None:
     import numpy
 
