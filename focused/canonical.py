@@ -20,7 +20,7 @@ import posixpath
 import re
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 from weakref import WeakKeyDictionary
 
 from scrapy.utils.request import fingerprint
@@ -50,11 +50,15 @@ PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 # /(S(ab12cd34ef56gh78ij90kl12))/page.aspx; or ASP.NET 1.x's 24-character session id alone.
 ASPNET_SESSION = re.compile(r"/\((?:(?:[A-Z]\([^()/]+\))+|[a-z0-9]{24})\)(?=/)")
 # What Twisted's HTTP client sends: printable ASCII. A host with a space in it passes urlsplit
-# and safe_url_string, and then fails in the downloader (its robots.txt with a traceback).
+# and w3lib 2.5's safe_url_string (2.6 refuses it), and then fails in the downloader (its
+# robots.txt with a traceback).
 SENDABLE_URL = re.compile(r"[\x21-\x7e]+")
+# The URL standard's forbidden domain code points: no host holds one once its escapes are
+# decoded (exa%20mple.org). w3lib 2.6's safe_url_string raises ValueError for such a host.
+FORBIDDEN_IN_HOST = re.compile(r"[\x00-\x20#%/:<>?@\[\\\]^|\x7f]")
 # The host names Twisted connects to once IDNA-encoded (as safe_url_string leaves them; Scrapy
 # lets the underscore through too), besides IPv6 addresses. Another one (``*.example.org``,
-# ``a!b.org``, ``ex%41mple.org``) fails in the downloader the same way. Its labels are 1 to 63
+# ``a!b.org``) fails in the downloader the same way. Its labels are 1 to 63
 # characters (a last dot ends the name): Python's IDNA codec refuses an empty or longer one
 # (``a..b.org``, ``.org``) as the resolver encodes it, a traceback for each, and the request
 # then hung until DOWNLOAD_TIMEOUT.
@@ -66,6 +70,32 @@ def drop_userinfo(parts: SplitResult) -> SplitResult:
     for part of the host name), it would reach the log and the store, and the page is the same
     for any user name a link gives (credentials are settings: ``HTTPAUTH_USER``)."""
     return parts._replace(netloc=parts.netloc.rpartition("@")[2])
+
+
+def host_as_read(host: str) -> str:
+    """A host name (not an IPv6 literal) as browsers read it, by the URL standard: its escapes
+    decoded, ``ex%41mple.org`` is ``example.org``, as w3lib 2.6 reads it; w3lib 2.5 left the
+    escape, a host no resolver knows. ``ValueError`` for a host that then holds a character no
+    host can have (``exa%20mple.org``, ``exa mple.org``), which w3lib 2.6 refuses too."""
+    if "%" in host:
+        host = unquote(host, errors="replace")
+    if FORBIDDEN_IN_HOST.search(host):
+        raise ValueError(f"host {host!r} has a character no host name can have")
+    return host
+
+
+def decode_host(parts: SplitResult) -> SplitResult:
+    """The host's escapes decoded (``host_as_read``), so that a link or seed spelled with them
+    is the page a browser fetches, with either w3lib. A host that decodes to no host is left
+    as it is, for ``is_sendable`` to refuse. No userinfo (``drop_userinfo`` first)."""
+    host, colon, port = parts.netloc.partition(":")
+    if "%" not in host or host.startswith("["):  # an IPv6 literal keeps its zone's %
+        return parts
+    try:
+        host = host_as_read(host)
+    except ValueError:
+        return parts
+    return parts._replace(netloc=host + colon + port)
 
 
 def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:
@@ -185,6 +215,7 @@ def canonicalize(url: str, drop: Iterable[str] = DEFAULT_DROP_PARAMS) -> str:
     if parts.scheme.lower() not in DEFAULT_PORTS:
         return url
     parts = drop_userinfo(parts)
+    parts = decode_host(parts)
     parts = lowercase_scheme_and_host(parts)
     parts = drop_trailing_dot(parts)
     parts = drop_fragment(parts)

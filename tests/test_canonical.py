@@ -13,6 +13,7 @@ from scrapy.settings import Settings
 from focused.canonical import (
     CanonicalRequestFingerprinter,
     canonicalize,
+    decode_host,
     drop_default_port,
     drop_fragment,
     drop_index_page,
@@ -65,6 +66,12 @@ def apply(rule, url: str, *args) -> str:
         (drop_index_page, "http://h/a/index.php", "http://h/a/index.php"),
         (sort_query, "http://h/p?b=2&a=1&a=0", "http://h/p?a=0&a=1&b=2"),
         (drop_session_segments, "http://h/(S(ab12cd34ef56gh78ij90kl12))/p.aspx", "http://h/p.aspx"),
+        # A host's escapes, as browsers and w3lib 2.6 decode them (2.5 kept them: no host)
+        (decode_host, "http://Ex%41mple.org:8080/%41", "http://ExAmple.org:8080/%41"),
+        (decode_host, "http://%C3%A4.example/", "http://\u00e4.example/"),
+        (decode_host, "http://exa%20mple.org/", "http://exa%20mple.org/"),  # left: no host
+        (decode_host, "http://ex%2Fample.org/", "http://ex%2Fample.org/"),  # not ex/ample.org
+        (decode_host, "http://[fe80::1%25eth0]:8080/", "http://[fe80::1%25eth0]:8080/"),
     ],
 )
 def test_each_rule(rule, url, expected):
@@ -128,6 +135,9 @@ def test_canonicalize_applies_every_rule():
     assert canonicalize(url) == "http://example.com/a/~me/?a=2&z=1"
     assert canonicalize(canonicalize(url)) == canonicalize(url)  # idempotent
     assert canonicalize("mailto:a@b.c") == "mailto:a@b.c"  # other schemes untouched
+    # The host as a browser reads it, with w3lib 2.5 or 2.6: escapes decoded, then IDNA
+    assert canonicalize("http://EX%41MPLE.org/") == "http://example.org/"
+    assert canonicalize("http://%C3%A4.example/") == "http://xn--4ca.example/"
 
 
 def test_fingerprint_sees_variants_as_one_url():
