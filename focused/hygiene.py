@@ -33,9 +33,9 @@ This module adds:
   redirected from (``If-None-Match``, ``If-Modified-Since``: ``focused.refresh``), and its
   downloader slot, so that a target on another host is paced as its own host's.
 - ``RedirectMiddleware`` (replaces Scrapy's): a 3xx whose Location leads nowhere (empty, no
-  URL a request can be made of, another scheme than http(s)) is ``bad_redirect``, where
-  Scrapy's made it a ``download_error``, an ``http_3xx`` or a request to itself, dropped
-  without a count.
+  URL a request can be made of, a space in its host among them, another scheme than http(s))
+  is ``bad_redirect``, where Scrapy's made it a ``download_error``, an ``http_3xx`` or a
+  request to itself, dropped without a count.
 - ``CharsetMiddleware``: a page that declares no encoding (no BOM, no charset in its
   Content-Type or a ``<meta>``) whose bytes read as Japanese in Shift_JIS or EUC-JP (a share
   of hiragana) and not as Korean is decoded as Japanese; other pages as Scrapy decodes them
@@ -97,7 +97,7 @@ from twisted.web.client import ResponseFailed
 from w3lib.encoding import resolve_encoding
 from w3lib.url import safe_url_string
 
-from focused.canonical import drop_userinfo
+from focused.canonical import decode_host, drop_userinfo, host_as_read
 
 if sys.version_info >= (3, 14):
     from compression.zstd import ZstdError
@@ -537,12 +537,18 @@ class _RedirectTarget:
     A target whose host name no resolver can look up (a label empty or over 63 characters:
     ``a..b.org``) raises ``ValueError``, as one no request can be made of: the resolver's IDNA
     encoding failed with six tracebacks, and the request hung until DOWNLOAD_TIMEOUT. Seeds and
-    links are checked for it as they are made (``focused.canonical.is_sendable``)."""
+    links are checked for it as they are made (``focused.canonical.is_sendable``). So does one
+    whose host holds a character no host can have (``exa mple.org``, ``exa%20mple.org``:
+    ``focused.canonical.host_as_read``), which w3lib 2.6 refuses as Scrapy reads the Location,
+    and 2.5 let through to fail in the downloader ("Invalid URI", its robots.txt's error line);
+    its escapes are decoded (``ex%41mple.org`` is ``example.org``), as by 2.6 and browsers."""
 
     def _build_redirect_request(
         self, source_request: Request, response: Response, *, url: str, **kwargs: Any
     ) -> Request:
-        parts = drop_userinfo(urlsplit(url))
+        parts = decode_host(drop_userinfo(urlsplit(url)))
+        if parts.hostname and not parts.netloc.startswith("["):  # an IPv6 literal: no name
+            host_as_read(parts.hostname)  # ValueError for a host decode_host left: no host
         try:
             (parts.hostname or "").encode("idna")
         except UnicodeError as exc:

@@ -213,7 +213,9 @@ NOT_THERE = (exceptions.CannotResolveHostError, exceptions.DownloadConnectionRef
 # meta refresh) is not: http://*.example.org/.
 INVALID_HOST = "invalid hostname: "
 # What Twisted's HTTP client fails with, before the host is looked at, for a URL with a space
-# or a control character in its host, which a redirect may name too: http://exa mple.org/.
+# or a control character in its host: http://exa mple.org/. Seeds, links and redirects are
+# refused such a host before a request is made (focused.canonical.host_as_read; w3lib 2.6's
+# safe_url_string too), so only a request made elsewhere (another component's) meets it.
 INVALID_URI = "Invalid URI "
 
 
