@@ -332,7 +332,8 @@ class CharsetMiddleware:
     - a page whose ``<meta>`` (its only declaration) says UTF-16 or UTF-32: as UTF-8, as the
       HTML standard asks and browsers do, since a declaration read as ASCII is no UTF-16 text.
       Scrapy decoded the page as UTF-16, and stored a page of CJK-looking garbage with no title
-      and no link;
+      and no link. (w3lib 2.6 gives such a ``<meta>`` as UTF-8 itself, and UTF-32, which the
+      Encoding Standard does not know, as none: the page is then guessed, as UTF-8 here);
     - a page whose Content-Type or ``<meta>`` names a codec that decodes no page
       (``decodes_pages``: ``charset=base64``): that declaration is ignored;
     - a page whose Content-Type says UTF-16 or UTF-32 with no byte order, and that has no BOM:

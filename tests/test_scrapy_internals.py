@@ -25,6 +25,8 @@ from scrapy.utils.response import _baseurl_cache, _metaref_cache, get_meta_refre
 from twisted.web._newclient import HTTP11ClientProtocol
 from twisted.web.client import HTTPConnectionPool
 
+from focused.hygiene import CharsetMiddleware
+
 
 def parameters(function) -> list[str]:
     return list(inspect.signature(function).parameters)
@@ -141,13 +143,19 @@ def test_a_responses_declared_encodings_are_what_focused_reads():
     # given, the BOM's, the Content-Type's, the <meta>'s) through TextResponse's methods, to
     # guess the encoding of a page that declares none in place of Scrapy (_auto_detect_fun),
     # and to read a <meta> saying UTF-16 as UTF-8.
-    body = b'<meta charset="utf-16">'
+    body = b'<meta charset="windows-1251">'
     response = TextResponse("http://127.0.0.1/", body=body, headers={"Content-Type": "text/html"})
     assert response._encoding is None and response._bom_encoding() is None
     assert response._headers_encoding() is None
-    assert response._body_declared_encoding() == "utf-16"
+    assert response._body_declared_encoding() == "cp1251"  # Python's name for the <meta>'s
+    assert TextResponse("http://127.0.0.1/", body=b"<p>x</p>")._body_declared_encoding() is None
     assert TextResponse("http://127.0.0.1/", body=b"\xef\xbb\xbf")._bom_encoding() == "utf-8"
     assert parameters(TextResponse._auto_detect_fun) == ["self", "text"]
+    # A <meta> saying UTF-16 is read as UTF-8: by w3lib 2.6 itself, as the HTML standard asks
+    # (the declaration it gives is utf-8), and by CharsetMiddleware from 2.5's utf-16.
+    utf_16 = TextResponse("http://127.0.0.1/", body=b'<meta charset="utf-16"><p>caf\xc3\xa9</p>')
+    read = CharsetMiddleware().process_response(scrapy.Request(utf_16.url), utf_16)
+    assert (read.encoding, read.text) == ("utf-8", '<meta charset="utf-16"><p>caf\u00e9</p>')
 
 
 def test_the_redirect_request_builder_focused_overrides():
