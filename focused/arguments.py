@@ -467,7 +467,9 @@ def _parse_allowed_domains(args: Mapping[str, str], seeds: tuple[str, ...]) -> t
     # as xn--mller-kva.example, and dropped every one of them, seeds included, for the name.
     allowed = tuple(dict.fromkeys(_request_host(f"http://{domain}/") for domain in given))
     for seed in seeds:
-        host = _request_host(seed)
+        # As the seed is requested, canonical (spiders/topical.py): its host's closing dot
+        # dropped and escapes decoded, or example.org. was outside allowed_domains=example.org.
+        host = _request_host(canonicalize(seed))
         if allowed and not any(host == d or host.endswith(f".{d}") for d in allowed):
             raise ConfigError(
                 f"seed {quoted(seed)} is outside allowed_domains {cut(','.join(allowed))}"

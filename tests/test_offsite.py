@@ -10,6 +10,7 @@ from scrapy.crawler import Crawler
 from scrapy.settings import Settings
 
 import focused.settings
+from focused.arguments import parse_arguments
 from spiders.topical import OFFSITE_MIDDLEWARE, TopicalSpider
 from tests.conftest import crawl_env, run_crawl
 from tests.sites import FetchLog, Reply, Site, html
@@ -60,6 +61,19 @@ def test_scrapy_s_filter_is_left_out_beside_downloader_middlewares_given_with_s(
     TopicalSpider.from_crawler(crawler, **arguments)
     chain = crawler.settings.getwithbase("DOWNLOADER_MIDDLEWARES")
     assert chain[OFFSITE_MIDDLEWARE] is None and chain[stats] == 851
+
+
+@pytest.mark.parametrize(
+    "seed", ["http://www.example.org./", "http://ex%41mple.org/", "http://EXAMPLE.org:8080/"]
+)
+def test_a_seed_is_within_allowed_domains_by_the_host_it_is_fetched_from(seed):
+    """A seed is fetched as its canonical URL (its host's closing dot dropped, its escapes
+    decoded: focused.canonical), and the offsite filter sees that host. The check read the seed
+    as given: example.org. and (with w3lib 2.5) ex%41mple.org were refused as outside
+    allowed_domains=example.org, though the crawl would fetch example.org."""
+    arguments = {"query": "birds", "seeds": seed, "strategy": "bfs"}
+    config = parse_arguments({**arguments, "allowed_domains": "example.org"})
+    assert config.allowed_domains == ("example.org",)
 
 
 def enabled_downloader_middlewares(log: str) -> str:
