@@ -99,7 +99,14 @@ def decode_host(parts: SplitResult) -> SplitResult:
 
 
 def lowercase_scheme_and_host(parts: SplitResult) -> SplitResult:
-    return parts._replace(scheme=parts.scheme.lower(), netloc=parts.netloc.lower())
+    """A capital sigma (U+03A3) is the small one (U+03C3), as UTS #46 (browsers, w3lib 2.6)
+    maps it: ``str.lower()`` made a label's last capital sigma the final one (U+03C2), which
+    w3lib 2.6 keeps (a deviation character), so ``http://a.\u03a4\u0391\u03a3/`` was another
+    host, ``xn--mxa8ae``, than the one a request for it names, ``xn--mxa0bb``."""
+    netloc = parts.netloc
+    if not netloc.isascii():
+        netloc = netloc.replace("\u03a3", "\u03c3")
+    return parts._replace(scheme=parts.scheme.lower(), netloc=netloc.lower())
 
 
 def drop_trailing_dot(parts: SplitResult) -> SplitResult:

@@ -40,6 +40,12 @@ def apply(rule, url: str, *args) -> str:
     ("rule", "url", "expected"),
     [
         (lowercase_scheme_and_host, "HTTP://WWW.Example.COM/Path", "http://www.example.com/Path"),
+        # A last capital sigma is the small one, as UTS #46 maps it (str.lower() made it final)
+        (
+            lowercase_scheme_and_host,
+            "http://a.\u03a4\u0391\u03a3:8080/",
+            "http://a.\u03c4\u03b1\u03c3:8080/",
+        ),
         (drop_userinfo, "http://alice:s3cret@Host.ORG:8080/p", "http://Host.ORG:8080/p"),
         (drop_userinfo, "http://a@b@h/p", "http://h/p"),
         (drop_trailing_dot, "http://example.com./p", "http://example.com/p"),
@@ -138,6 +144,8 @@ def test_canonicalize_applies_every_rule():
     # The host as a browser reads it, with w3lib 2.5 or 2.6: escapes decoded, then IDNA
     assert canonicalize("http://EX%41MPLE.org/") == "http://example.org/"
     assert canonicalize("http://%C3%A4.example/") == "http://xn--4ca.example/"
+    # The host a request for the link names (w3lib 2.6 kept lower()'s final sigma: xn--mxa8ae)
+    assert canonicalize("http://a.\u03a4\u0391\u03a3/x") == "http://a.xn--mxa0bb/x"
 
 
 def test_fingerprint_sees_variants_as_one_url():
