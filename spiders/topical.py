@@ -45,7 +45,7 @@ from focused.arguments import CHECKED_ARGUMENTS, CrawlConfig, parse_arguments
 from focused.canonical import canonicalize, drop_params_setting
 from focused.downloader import NotSent
 from focused.engine import wake_engine
-from focused.errors import ConfigError, one_line
+from focused.errors import one_line
 from focused.extract import Link, extract_page
 from focused.fetchsettings import given_fetch_settings
 from focused.hygiene import ErrorsSaid, error_message, page_skip_reason, skip_reason
@@ -110,7 +110,7 @@ class TopicalSpider(scrapy.Spider):
             # After the store check: its folder exists then.
             lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
             lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
-        except ConfigError:
+        except BaseException:  # a refusal, or Ctrl-C as the store or a lock is waited for
             # Left, the page budget a shared crawl's process recorded as it read its arguments
             # refused, for FOCUSED_WORKER_TIMEOUT, a process with another when none ran.
             take_back_shared_budget(config)
@@ -130,7 +130,7 @@ class TopicalSpider(scrapy.Spider):
             config = parse_arguments(kwargs, crawler.settings)
         try:
             return cls._made(crawler, config)
-        except Exception:
+        except BaseException:  # Ctrl-C too, as the relevance model is built
             # As check_arguments does: a start refused here left the page budget a shared
             # crawl's process recorded as it read its arguments, which refused another budget
             # for FOCUSED_WORKER_TIMEOUT when no process ran.

@@ -2376,11 +2376,37 @@ def test_a_crawl_reads_its_arguments_once(tmp_path, site, redis_server):
     assert len(more.pages()) == 6
 
 
-def test_a_start_that_fails_as_its_spider_is_made_takes_its_marks_back(
+def test_a_ctrl_c_in_the_checks_after_the_budget_takes_its_marks_back(
     tmp_path, redis_server, monkeypatch
 ):
+    """A Ctrl-C in the checks that follow the frontier's (the store's here, which may wait on
+    a slow disk or a MongoDB) left the process's budget and its mark, as a refusal did."""
+    args = {"query": "birds", "seeds": "http://a.test/", "crawl_id": "c"}
+    settings = Settings(
+        {
+            "FOCUSED_DB": tmp_path / "focused.sqlite3",
+            "FOCUSED_FRONTIER": redis_server.url,
+            "CLOSESPIDER_PAGECOUNT": 10,
+        }
+    )
+
+    def interrupted(settings, config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(topical, "check_store", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        TopicalSpider.check_arguments(dict(args), settings)
+    client = redis.Redis.from_url(redis_server.url)
+    assert client.mget("focused:c:budget", "focused:c:budget_at") == [None, None]
+
+
+@pytest.mark.parametrize("failure", [MemoryError, KeyboardInterrupt])
+def test_a_start_that_fails_as_its_spider_is_made_takes_its_marks_back(
+    tmp_path, redis_server, monkeypatch, failure
+):
     """A start that failed in the spider's from_crawler, after the crawl command's check had
-    recorded its page budget, left it (as a check's refusal did before: see above)."""
+    recorded its page budget, left it (as a check's refusal did before: see above); so did a
+    Ctrl-C there, as the relevance model is built."""
     args = {"strategy": "bfs", "query": "birds", "seeds": "http://a.test/", "crawl_id": "c"}
     settings = Settings()
     settings.setmodule(focused.settings, priority="project")
@@ -2396,11 +2422,11 @@ def test_a_start_that_fails_as_its_spider_is_made_takes_its_marks_back(
     client = redis.Redis.from_url(redis_server.url)
     assert client.get("focused:c:budget") == b"10"
 
-    def out_of_memory(crawler, config):
-        raise MemoryError
+    def fails(crawler, config):
+        raise failure
 
-    monkeypatch.setattr(topical, "_relevance_model", out_of_memory)
-    with pytest.raises(MemoryError):
+    monkeypatch.setattr(topical, "_relevance_model", fails)
+    with pytest.raises(failure):
         TopicalSpider.from_crawler(
             Crawler(TopicalSpider, settings), **args, **{CHECKED_ARGUMENTS: config}
         )
