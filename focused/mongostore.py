@@ -248,10 +248,11 @@ class MongoStore(Store):
             ],
             ordered=False,
         )
-        totals = verdicts_moved(updates, stored)
         for crawl_id in counting:
-            pages = [url for among, url in moves if among == crawl_id]
-            self._count_moves(crawl_id, token, totals[crawl_id], pages)
+            its = {url: moved for (among, url), moved in moves.items() if among == crawl_id}
+            became = sum(now for now, _ in its.values())
+            lost = sum(no_longer for _, no_longer in its.values())
+            self._count_moves(crawl_id, token, (became, lost), list(its))
 
     def _settle(self, crawl_id: str, token: str | None) -> bool:
         """Count the moves of the batches whose count a failure cut off (their tokens still in
