@@ -13,7 +13,10 @@ What a crash can cut off, and where it is kept instead:
   which are fetched again before any other: only they can be fetched twice.
 - **Pages** (``pipelines.storage``): an item is written before it leaves the pipeline.
   ``FinishMiddleware`` hands a page's links to the scheduler before the page item, so a stored
-  page always has its links queued.
+  page always has its links queued. A page below STORE_MIN_RELEVANCE is counted, its canonical
+  URL kept and its verdict written in one commit of ``JOBDIR/counters.sqlite3`` as it leaves
+  the pipelines (``CrawlCounters.page_dropped``). Fetched again after a kill, a page stored or
+  so counted is skipped as already fetched (``focused.dedup``): it is scored and counted once.
 - **The seen set**: ``FrontierDupeFilter`` keeps no ``requests.seen`` file (Scrapy's is
   buffered, so a crash loses its tail); the seen fingerprints are those of the frontier file
   (queued, in flight, finished), which change in the same transactions as the queue.
@@ -43,9 +46,9 @@ What a crash can cut off, and where it is kept instead:
   of a crawl that stores only its best pages (STORE_MIN_RELEVANCE) held only those, and drifted
   late. The fetch order goes on after the last verdict written (``recover_state``), the table
   keeps its last DRIFT_WINDOW rows whatever orders a crash left unused, and the row of a page
-  not stored names its request, which a kill before its finish leaves to be fetched and
-  scored again: the window rebuilt leaves that row out, and the page's next verdict replaces
-  it (``CrawlCounters.page_dropped``); until then it takes no place of the last rows.
+  the store refused names its request, which a kill before its finish leaves to be fetched
+  and scored again: the window rebuilt leaves that row out, and the page's next verdict
+  replaces it (``CrawlCounters.page_dropped``); until then it takes no place of the last rows.
 - **The topic**: the relevance model is saved only on a clean close, and the seeds are not
   fetched again; their texts are appended to ``JOBDIR/topic.jsonl`` as they join the topic
   (``TopicJournal``) and rejoin it on restart. The pages stored after the model's save are
@@ -81,6 +84,7 @@ from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 from focused.errors import JSONTooDeep, counted, load_json, one_line
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
+from pipelines.relevance import NotStored
 from schedulers.base import FRONTIER_FILE, QUEUE_DIR, connect_crash_safe
 
 if TYPE_CHECKING:
@@ -366,7 +370,10 @@ class CrawlCounters:
       store holds no ``discovery``, and the children queued before a crash must stay behind
       those found after it;
     - ``not_stored`` and ``not_stored_relevant``, the pages below STORE_MIN_RELEVANCE
-      (``pipelines.relevance``): ``recover_state`` adds them to the pages the store counts.
+      (``pipelines.relevance.NotStored``), counted here as each leaves the pipelines, in one
+      commit with its canonical URL (table ``not_stored``) and its verdict (``page_dropped``):
+      ``recover_state`` adds them to the pages the store counts, and their URLs to those
+      fetched.
 
     ``spider.state`` stays the counters' home (the spider, a clean pause and a resume read
     them there): when the spider opens, after Scrapy's ``SpiderState`` has loaded the state
@@ -408,6 +415,7 @@ class CrawlCounters:
         # their pages' next verdicts replace them: no verdict, they take no place of the last
         # DRIFT_WINDOW rows.
         self._again: set[bytes] = set()
+        self._spider: Spider | None = None  # its state counts the pages not stored
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> CrawlCounters:
@@ -422,18 +430,19 @@ class CrawlCounters:
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
         crawler.signals.connect(extension.robots_failure_changed, signal=robots_failure_changed)
+        # As connect_request_done, which the scheduler connects later: a page's outcome is
+        # written before its request is finished, not after.
+        crawler.signals.connect(extension.page_dropped, signal=signals.item_dropped)
         if extension.drift_window:
             crawler.signals.connect(extension.drift_verdict, signal=drift_verdict)
-            # As connect_request_done, which the scheduler connects later: the verdict is
-            # written before the request is finished, not after.
             crawler.signals.connect(extension.page_done, signal=signals.item_scraped)
-            crawler.signals.connect(extension.page_dropped, signal=signals.item_dropped)
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         return extension
 
     def spider_opened(self, spider: Spider) -> None:
         if getattr(spider, "shared", None) is not None:
             return
+        self._spider = spider
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = connect_crash_safe(self.path, self.writes)
@@ -449,6 +458,7 @@ class CrawlCounters:
                 if name in state:
                     self._write(name, state[name])
             self._robots_failures(state)
+            self._db.execute(NOT_STORED_TABLE)
             self._db.execute(DRIFT_WINDOW_TABLE)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(drift_window)")}
             if "fp" not in columns:  # a file written before the rows named their requests
@@ -481,50 +491,78 @@ class CrawlCounters:
 
     def page_done(self, item: Any, response: Response | None = None) -> None:
         """The page's verdict, and the window's oldest let go, in one commit. A page stored
-        the second time it is scored (the model rebuilt after a kill scored it above
-        STORE_MIN_RELEVANCE) replaces the row its first verdict left (``page_dropped``)."""
-        self._write_verdict(item, _inflight_fp(response), keep_fp=False)
+        the second time it is scored (the store refused it the first time) replaces the row
+        its first verdict left (``page_dropped``)."""
+        self._write_outcome(item, _inflight_fp(response))
 
-    def page_dropped(self, item: Any, response: Response | None = None) -> None:
-        """The verdict of a page not stored (below STORE_MIN_RELEVANCE, refused by the store)
-        with the fingerprint its request is in flight under (``INFLIGHT``): a kill -9 after
-        this commit and before the scheduler's, which finishes the request, leaves it in
-        flight, and the page, which the store does not hold, is fetched and scored again under
-        a later fetch order (a page stored is skipped as fetched, ``focused.dedup``). The
-        window rebuilt leaves out the row of such a request still to be fetched
-        (``journaled_window``), and the page's next verdict replaces it: it counted twice."""
-        self._write_verdict(item, _inflight_fp(response), keep_fp=True)
+    def page_dropped(
+        self, item: Any, response: Response | None = None, exception: BaseException | None = None
+    ) -> None:
+        """A page below STORE_MIN_RELEVANCE (``NotStored``) is counted (``not_stored``,
+        ``not_stored_relevant``) and its canonical URL kept (table ``not_stored``), with its
+        verdict, in one commit: a kill -9 after it and before the scheduler's commit, which
+        finishes the request, leaves the request in flight, and the page, fetched again, is
+        skipped as already fetched (``recover_state`` takes the URL as fetched,
+        ``focused.dedup``), as a stored page is. Counted as it left the pipeline, the page was
+        counted, and scored, twice: the crawl went a page past where one never killed stops.
 
-    def _write_verdict(self, item: Any, fp: bytes | None, *, keep_fp: bool) -> None:
-        """``fp``: the page's request's, whose earlier row goes; kept on the row of a page not
-        stored only (a page stored is not fetched again)."""
+        A page the store refused (its write failed, the JOBDIR or Redis lost) is fetched and
+        scored again after a kill. Its verdict's row names the fingerprint its request is in
+        flight under (``INFLIGHT``): the window rebuilt leaves out the row of a request still
+        to be fetched (``journaled_window``), and the page's next verdict replaces it."""
+        settled = isinstance(exception, NotStored)
+        self._write_outcome(item, _inflight_fp(response), not_stored=settled, keep_fp=not settled)
+
+    def _write_outcome(
+        self, item: Any, fp: bytes | None, *, not_stored: bool = False, keep_fp: bool = False
+    ) -> None:
+        """``fp``: the page's request's, whose earlier row goes; kept on the row of a page
+        fetched again after a kill (``keep_fp``)."""
         is_relevant = self._undone.pop(item.get("fetch_order"), None)
-        if self._db is None or is_relevant is None:
+        if self._db is None or (is_relevant is None and not not_stored):
             return
-        fetch_order = item["fetch_order"]
         try:
             self._db.execute("BEGIN")
-            if fp is not None:
-                self._db.execute("DELETE FROM drift_window WHERE fp = ?", (fp,))
-            self._db.execute(
-                "INSERT OR REPLACE INTO drift_window VALUES (?, ?, ?)",
-                (fetch_order, is_relevant, fp if keep_fp else None),
-            )
-            # The last DRIFT_WINDOW rows, not the last DRIFT_WINDOW fetch orders: a page cut
-            # off by a kill, or scored again after it, left its order unused, and the window
-            # spans it. Cut by order, a row still in the window went, and the window rebuilt
-            # after another kill lacked its verdict (or took it from the store: not a page
-            # below STORE_MIN_RELEVANCE's). Besides those to be scored again, for the same.
-            self._db.execute(
-                "DELETE FROM drift_window WHERE fetch_order NOT IN"
-                " (SELECT fetch_order FROM drift_window ORDER BY fetch_order DESC LIMIT ?)",
-                (self.drift_window + len(self._again) - (fp in self._again),),
-            )
+            if not_stored:
+                self._count_not_stored(item)
+            if is_relevant is not None:
+                self._write_verdict(item["fetch_order"], is_relevant, fp, keep_fp)
             self._db.execute("COMMIT")
         except JobdirUnwritable:  # the crawl stops (focused.jobdir)
             self._db.rollback_quietly()
             return
         self._again.discard(fp)
+
+    def _count_not_stored(self, item: Any) -> None:
+        assert self._db is not None and self._spider is not None
+        state = self._spider.state
+        relevant = item.get("is_relevant")
+        for name in ("not_stored", "not_stored_relevant") if relevant else ("not_stored",):
+            state[name] = state.get(name, 0) + 1
+            self._write(name, state[name])
+        if item.get("url"):
+            self._db.execute("INSERT OR IGNORE INTO not_stored VALUES (?)", (item["url"],))
+
+    def _write_verdict(
+        self, fetch_order: int, is_relevant: bool, fp: bytes | None, keep_fp: bool
+    ) -> None:
+        assert self._db is not None
+        if fp is not None:
+            self._db.execute("DELETE FROM drift_window WHERE fp = ?", (fp,))
+        self._db.execute(
+            "INSERT OR REPLACE INTO drift_window VALUES (?, ?, ?)",
+            (fetch_order, is_relevant, fp if keep_fp else None),
+        )
+        # The last DRIFT_WINDOW rows, not the last DRIFT_WINDOW fetch orders: a page cut
+        # off by a kill, or scored again after it, left its order unused, and the window
+        # spans it. Cut by order, a row still in the window went, and the window rebuilt
+        # after another kill lacked its verdict (or took it from the store: not a page
+        # below STORE_MIN_RELEVANCE's). Besides those to be scored again, for the same.
+        self._db.execute(
+            "DELETE FROM drift_window WHERE fetch_order NOT IN"
+            " (SELECT fetch_order FROM drift_window ORDER BY fetch_order DESC LIMIT ?)",
+            (self.drift_window + len(self._again) - (fp in self._again),),
+        )
 
     def _write(self, name: str, value: int) -> None:
         assert self._db is not None
@@ -593,9 +631,47 @@ def _inflight_fp(response: Response | None) -> bytes | None:
     return request.meta.get(INFLIGHT) if request is not None else None
 
 
+# The canonical URLs of the pages below STORE_MIN_RELEVANCE, in ``JOBDIR/counters.sqlite3``
+# (``CrawlCounters.page_dropped``): taken as fetched at a resume, as the stored pages' are.
+NOT_STORED_TABLE = "CREATE TABLE IF NOT EXISTS not_stored (url TEXT PRIMARY KEY)"
+
+
+def not_stored_urls(jobdir: str | os.PathLike[str]) -> list[str]:
+    """The canonical URLs of the crawl's pages below STORE_MIN_RELEVANCE that ``CrawlCounters``
+    wrote to ``jobdir``'s counters file; none for a JOBDIR written before them."""
+    return _read_counters(
+        jobdir,
+        "not_stored",
+        lambda db: [url for (url,) in db.execute("SELECT url FROM not_stored")],
+        "the pages not stored",
+    )
+
+
+def _read_counters(
+    jobdir: str | os.PathLike[str],
+    table: str,
+    read: Callable[[sqlite3.Connection], list[Any]],
+    what: str,
+) -> list[Any]:
+    """``read`` from ``jobdir``'s counters file; nothing without the file or its ``table`` (a
+    JOBDIR written before them), or where it cannot be read (said in a warning)."""
+    path = Path(jobdir, COUNTERS_FILE)
+    if not path.is_file():
+        return []
+    try:
+        with closing(sqlite3.connect(path)) as db:
+            made = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            return read(db) if made else []
+    except sqlite3.Error as exc:
+        logger.warning("Cannot read %s from %s: %s", what, path, exc)
+        return []
+
+
 # The topic-drift window's verdicts in ``JOBDIR/counters.sqlite3`` (``CrawlCounters``).
-# ``fp``: the fingerprint the request of a page not stored was in flight under (null for a
-# page stored, and before it was kept).
+# ``fp``: the fingerprint the request of a page the store refused was in flight under (null
+# for the others, and before it was kept).
 DRIFT_WINDOW_TABLE = (
     "CREATE TABLE IF NOT EXISTS drift_window (fetch_order INTEGER PRIMARY KEY,"
     " relevant INTEGER NOT NULL, fp BLOB)"
@@ -605,27 +681,18 @@ DRIFT_WINDOW_TABLE = (
 def journaled_window(jobdir: str | os.PathLike[str]) -> list[tuple[int, bool | None]]:
     """The topic-drift window's verdicts that ``CrawlCounters`` wrote to ``jobdir``'s counters
     file, (fetch order, relevant) oldest first; none for a JOBDIR written before them. The
-    verdict is None for a page not stored whose request the frontier file still holds, in
+    verdict is None for a page the store refused whose request the frontier file holds, in
     flight or queued again (a kill -9 between the verdict's write and the request's finish,
     ``CrawlCounters.page_dropped``): the page is fetched and scored again, and its verdict
     then written anew."""
-    path = Path(jobdir, COUNTERS_FILE)
-    if not path.is_file():
-        return []
-    try:
-        with closing(sqlite3.connect(path)) as db:
-            if not db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'drift_window'"
-            ).fetchone():
-                return []
-            columns = {row[1] for row in db.execute("PRAGMA table_info(drift_window)")}
-            fp = "fp" if "fp" in columns else "NULL"
-            rows = db.execute(
-                f"SELECT fetch_order, relevant, {fp} FROM drift_window ORDER BY fetch_order"
-            ).fetchall()
-    except sqlite3.Error as exc:
-        logger.warning("Cannot read the topic-drift window from %s: %s", path, exc)
-        return []
+
+    def read(db: sqlite3.Connection) -> list[tuple[int, int, bytes | None]]:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(drift_window)")}
+        fp = "fp" if "fp" in columns else "NULL"
+        query = f"SELECT fetch_order, relevant, {fp} FROM drift_window ORDER BY fetch_order"
+        return db.execute(query).fetchall()
+
+    rows = _read_counters(jobdir, "drift_window", read, "the topic-drift window")
     again = _to_fetch_again(jobdir, [fp for _, _, fp in rows if fp is not None])
     return [(order, None if fp in again else bool(relevant)) for order, relevant, fp in rows]
 
@@ -759,31 +826,34 @@ def recover_state(
     drift_window: int = 0,
     journaled: Iterable[tuple[int, bool | None]] = (),
     rescored: int = 0,
+    not_stored: Iterable[str] = (),
 ) -> None:
     """Bring the counters of ``spider.state`` up to what the stored pages show.
 
     After a crash ``spider.state`` is the one saved at the last clean close (or empty), behind
     the store. Counters only grow, so the larger value wins: fetch order (``pages``) continues
     after the highest stored, and the highest of the topic-drift window's verdicts written
-    through (``journaled``: a page below STORE_MIN_RELEVANCE is not stored), ``relevant`` is
-    at least the relevant pages stored, each host has at least its stored pages
-    (``MAX_PAGES_PER_HOST``), and the page budget's
-    ``responses`` (written through, ``CrawlCounters``) is at least the fetch order. The
-    canonical URLs taken as fetched (``focused.dedup``) are exactly those stored: a page seen
-    but never stored (its write failed) must not be taken for a duplicate of itself when its
-    request is fetched again. The topic-drift window (``drift_window`` pages, given in fetch
-    order) is the verdicts written through (``journaled``, ``journaled_window``: of the pages
-    that had left the pipelines, whose requests are not fetched again); before the first of
-    them, or without them (a JOBDIR written before them, a window turned on or widened at a
-    resume), the last pages stored, when the store is ahead of the saved state (the one saved
-    is of older pages), or holds more of them than the saved window (saved by a run given a
-    smaller ``DRIFT_WINDOW``, or none), with a warning where the store lacks the pages below
-    STORE_MIN_RELEVANCE; without ``drift_window`` no window is kept. ``pages``: the stored
-    pages with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state`` is set
-    once they are all read, so that a read failing half way leaves it as it was.
-    ``rescored``: the relevant pages the crawl's recrawls added to its stored ones by moving
-    their verdicts (``focused.report.rescored``, negative for fewer; 0 where the record cannot
-    tell), which are not the crawl's: the stored pages' verdicts less these are.
+    through (``journaled``: a page below STORE_MIN_RELEVANCE is not stored), ``relevant`` is at
+    least the relevant pages stored, each host has at least its stored pages
+    (``MAX_PAGES_PER_HOST``), and the page budget's ``responses`` (written through,
+    ``CrawlCounters``) is at least the fetch order. The canonical URLs taken as fetched
+    (``focused.dedup``) are those stored and those of the pages below STORE_MIN_RELEVANCE
+    (``not_stored``, ``not_stored_urls``), whose requests a kill may have left in flight:
+    fetched again, such a page is skipped, not scored and counted twice. A page seen but never
+    stored (its write failed) must not be taken for a duplicate of itself when its request is
+    fetched again. The topic-drift window (``drift_window`` pages, given in fetch order) is the
+    verdicts written through (``journaled``, ``journaled_window``: of the pages that had left
+    the pipelines, whose requests are not fetched again); before the first of them, or without
+    them (a JOBDIR written before them, a window turned on or widened at a resume), the last
+    pages stored, when the store is ahead of the saved state (the one saved is of older pages),
+    or holds more of them than the saved window (saved by a run given a smaller
+    ``DRIFT_WINDOW``, or none), with a warning where the store lacks the pages below
+    STORE_MIN_RELEVANCE; without ``drift_window`` no window is kept. ``pages``: the stored pages
+    with ``RECOVER_FIELDS``, in fetch order, read once as they come; ``state`` is set once they
+    are all read, so that a read failing half way leaves it as it was. ``rescored``: the
+    relevant pages the crawl's recrawls added to its stored ones by moving their verdicts
+    (``focused.report.rescored``, negative for fewer; 0 where the record cannot tell), which are
+    not the crawl's: the stored pages' verdicts less these are.
     """
     last = relevant = stored = 0
     urls: set[str] = set()
@@ -837,6 +907,7 @@ def recover_state(
     state["relevant"] = max(
         state.get("relevant", 0), crawl_relevant + state.get("not_stored_relevant", 0)
     )
+    urls.update(not_stored)
     state["fetched_urls"] = urls
     host_pages = state.setdefault("host_pages", Counter())
     for host, count in hosts.items():

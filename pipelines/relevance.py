@@ -6,9 +6,9 @@ Settings:
     STORE_MIN_RELEVANCE  pages scoring below this are fetched but not stored ("threshold
                          crawl-and-store"); None or empty = store every page (default None)
 
-Stats: ``focused/not_stored`` (pages dropped by ``STORE_MIN_RELEVANCE``). The crawl counts them
-too, and the relevant ones among them (``not_stored``, ``not_stored_relevant`` in
-``spider.state``, written through under JOBDIR): after ``kill -9`` the crawl's page and relevant
+Stats: ``focused/not_stored`` (pages dropped by ``STORE_MIN_RELEVANCE``, as ``NotStored``).
+Under JOBDIR the crawl counts them too, and the relevant ones among them, as they leave the
+pipelines (``focused.resume.CrawlCounters``): after ``kill -9`` the crawl's page and relevant
 counts come back from the store (``focused.resume.recover_state``), which lacks these pages.
 """
 
@@ -18,8 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
-
-from focused.resume import add_to_counter
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -31,6 +29,11 @@ DEFAULT_RELEVANCE_THRESHOLD = 0.15
 DIGITS = 6  # scores are stored rounded: more digits are noise, and they bloat the records
 
 
+class NotStored(DropItem):
+    """A page dropped for its relevance below ``STORE_MIN_RELEVANCE``: fetched and scored, its
+    outcome settled, unlike a page the store refused."""
+
+
 class RelevancePipeline:
     """Turns the transient ``scores`` (set by ``RelevanceMiddleware``) into record fields."""
 
@@ -39,10 +42,8 @@ class RelevancePipeline:
         stats: StatsCollector,
         threshold: float = DEFAULT_RELEVANCE_THRESHOLD,
         store_min_relevance: float | None = None,
-        crawler: Crawler | None = None,
     ) -> None:
         self.stats = stats
-        self.crawler = crawler
         self.threshold = threshold
         self.store_min_relevance = store_min_relevance
 
@@ -54,7 +55,6 @@ class RelevancePipeline:
             crawler.stats,
             threshold=settings.getfloat("RELEVANCE_THRESHOLD", DEFAULT_RELEVANCE_THRESHOLD),
             store_min_relevance=None if min_relevance in (None, "") else float(min_relevance),
-            crawler=crawler,
         )
 
     def process_item(self, item: Any) -> Any:
@@ -66,11 +66,7 @@ class RelevancePipeline:
         adapter.update(score_fields(scores, self.threshold))
         if self.store_min_relevance is not None and combined < self.store_min_relevance:
             self.stats.inc_value("focused/not_stored")
-            if self.crawler is not None:
-                add_to_counter(self.crawler, "not_stored")
-                if adapter["is_relevant"]:  # an amount of 0 would only write its value again
-                    add_to_counter(self.crawler, "not_stored_relevant")
-            raise DropItem(
+            raise NotStored(
                 f"relevance {combined:.4f} is below STORE_MIN_RELEVANCE {self.store_min_relevance}",
                 log_level="DEBUG",  # expected, and the dropped-item log line carries the whole text
             )

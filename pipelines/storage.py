@@ -109,6 +109,7 @@ from focused.resume import (
     RECOVER_FIELDS,
     crawl_counter,
     journaled_window,
+    not_stored_urls,
     recover_state,
     relearn,
 )
@@ -274,12 +275,14 @@ class StoragePipeline:
         pages = self.store.iter_pages(self.crawl_id, order="fetch_order", fields=RECOVER_FIELDS)
         window = self.crawler.settings.getint("DRIFT_WINDOW")
         # The window's verdicts written through: the store lacks pages below STORE_MIN_RELEVANCE.
-        verdicts = journaled_window(self.crawler.settings["JOBDIR"]) if window else ()
+        jobdir = self.crawler.settings["JOBDIR"]
+        verdicts = journaled_window(jobdir) if window and jobdir else ()
+        fetched_not_stored = not_stored_urls(jobdir) if jobdir else ()
         try:
             # The stored verdicts a --model recrawl moved are not the crawl's (unknown, taken
             # as none, in a record written before their count).
             moved = rescored(self.store.get_crawl(self.crawl_id) or {}) or 0
-            recover_state(spider.state, pages, window, verdicts, moved)
+            recover_state(spider.state, pages, window, verdicts, moved, fetched_not_stored)
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return

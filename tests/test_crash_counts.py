@@ -23,6 +23,7 @@ from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from contextlib import closing
 from types import SimpleNamespace
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -43,6 +44,7 @@ from focused.resume import (
     counted_refetched,
     drift_verdict,
     journaled_window,
+    not_stored_urls,
     recover_state,
     response_counted,
     robots_failure_changed,
@@ -50,6 +52,7 @@ from focused.resume import (
 from focused.scheduler import FocusedScheduler
 from focused.stopping import PageBudget
 from focused.strategies import STRATEGIES
+from pipelines.relevance import NotStored
 from schedulers.base import FRONTIER_FILE, RESPONSE_COUNTED, SqliteFrontier
 from tests.conftest import REPO, crawl_args, crawl_env, scrapy_command
 from tests.queues import QueueSpider, make_queue, req
@@ -255,13 +258,21 @@ def test_the_drift_window_keeps_its_last_rows_across_a_fetch_order_left_unused(t
 
 
 def page_left_the_pipelines(
-    crawler, fetch_order: int, stored: bool = True, response: Response | None = None
+    crawler,
+    fetch_order: int,
+    stored: bool = True,
+    response: Response | None = None,
+    refused: bool = False,
+    **fields: Any,
 ) -> None:
-    sent = {"item": {"fetch_order": fetch_order}, "response": response, "spider": crawler.spider}
+    """The page of ``fetch_order`` left the pipelines: stored, or else dropped below
+    STORE_MIN_RELEVANCE, or with ``refused`` refused by the store."""
+    item = {"fetch_order": fetch_order, **fields}
+    sent = {"item": item, "response": response, "spider": crawler.spider}
     if stored:
         crawler.signals.send_catch_log(signals.item_scraped, **sent)
     else:
-        dropped = DropItem("below STORE_MIN_RELEVANCE")
+        dropped = DropItem("not stored: the store refused it") if refused else NotStored("below")
         crawler.signals.send_catch_log(signals.item_dropped, exception=dropped, **sent)
 
 
@@ -273,7 +284,7 @@ def test_a_page_s_verdict_is_written_through_once_its_outcome_is_safe(tmp_path):
     for order, relevant in enumerate([False, True, True, True, True], 1):
         crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
     page_left_the_pipelines(crawler, 1)
-    page_left_the_pipelines(crawler, 2, stored=False)  # below STORE_MIN_RELEVANCE
+    page_left_the_pipelines(crawler, 2, stored=False)
     page_left_the_pipelines(crawler, 3)
     page_left_the_pipelines(crawler, 5)
     # Killed with page 4 in the pipelines: its request is in flight, fetched again.
@@ -318,37 +329,83 @@ def test_the_fetch_order_goes_on_after_the_verdicts_written_through(tmp_path):
     ]
 
 
-@pytest.mark.parametrize("stored_again", [False, True], ids=["dropped-again", "stored-again"])
-def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(
-    tmp_path, stored_again
-):
-    """Killed after page 3's verdict was written and before its request was finished (the
-    next handler of item_dropped): page 3, below STORE_MIN_RELEVANCE, is not in the store, so
-    its request, still in flight, is fetched and scored again after the resume, under fetch
-    order 4. Both rows counted: the window rebuilt held page 3 twice (4 verdicts for 3
-    pages). A page stored is skipped as fetched (focused.dedup): its one row stays. Scored
-    again, page 3 may be stored (the model rebuilt after the kill scores it above
-    STORE_MIN_RELEVANCE): its first row went only where it was dropped again, and stayed
-    beside the second."""
+def counter_values(tmp_path) -> dict[str, int]:
+    """The counters written through to ``tmp_path/job``."""
+    with closing(sqlite3.connect(tmp_path / "job" / COUNTERS_FILE)) as conn:
+        return dict(conn.execute("SELECT name, value FROM counters"))
+
+
+def killed_after_page_3_dropped(tmp_path, refused: bool) -> SqliteFrontier:
+    """Pages 1 and 2 stored and page 3 dropped (below STORE_MIN_RELEVANCE, or ``refused`` by
+    the store), each as FocusedScheduler hands its request out, with DRIFT_WINDOW 10; killed
+    after page 3's outcome was written, the requests of pages 2 and 3 not yet finished (as a
+    kill at either would). Returns the frontier file left."""
     jobdir = tmp_path / "job"
-    frontier_path, spider = jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider()
-    frontier = SqliteFrontier(frontier_path, spider)
-    responses = {}
-    for name in ("one", "two", "three"):  # as FocusedScheduler hands them out
+    frontier = SqliteFrontier(jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider())
+    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
+    for order, name in enumerate(("one", "two", "three"), 1):
         request = req(name)
         frontier.start_inflight(name.encode(), request)
         request.meta[INFLIGHT] = name.encode()
-        responses[name] = HtmlResponse(request.url, request=request)
-    crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
-    for order, name in enumerate(("one", "two", "three"), 1):
-        stored = name != "three"  # below STORE_MIN_RELEVANCE
+        response = HtmlResponse(request.url, request=request)
+        stored = name != "three"
         crawler.signals.send_catch_log(drift_verdict, is_relevant=stored, fetch_order=order)
-        page_left_the_pipelines(crawler, order, stored=stored, response=responses[name])
-    frontier.finish(b"one")  # the others' finish cut off, as a kill at either would
+        page = {"url": f"http://a/{name}", "is_relevant": stored}
+        page_left_the_pipelines(crawler, order, stored, response, refused, **page)
+    frontier.finish(b"one")
     extension.spider_closed(crawler.spider)
+    return frontier
+
+
+def test_a_page_below_store_min_relevance_is_counted_with_its_verdict_and_taken_as_fetched(
+    tmp_path,
+):
+    """Killed after page 3's outcome was written and before its request was finished (the
+    next handler of item_dropped): page 3, below STORE_MIN_RELEVANCE, is not in the store, and
+    was fetched, scored and counted again after the resume. Counted in the pipeline, a kill
+    before its verdict's commit counted it without a verdict. Its count, its canonical URL and
+    its verdict are one commit: the resume takes it as fetched, as a stored page is."""
+    jobdir = tmp_path / "job"
+    killed_after_page_3_dropped(tmp_path, refused=False)
+    assert counter_values(tmp_path) == {"not_stored": 1}
+    assert not_stored_urls(jobdir) == ["http://a/three"]
+    journaled = journaled_window(jobdir)
+    assert journaled == [(1, True), (2, True), (3, False)]
     state: dict = {"not_stored": 1}
+    recover_state(state, pages_stored([1, 2]), 10, journaled, 0, not_stored_urls(jobdir))
+    assert list(state[DRIFT_STATE]) == [True, True, False]
+    assert state["pages"] == 3
+    assert state["fetched_urls"] == {"http://a/1", "http://a/2", "http://a/three"}
+
+
+def test_a_relevant_page_below_store_min_relevance_counts_as_relevant_too(tmp_path):
+    """STORE_MIN_RELEVANCE above RELEVANCE_THRESHOLD: a relevant page not stored counts in
+    ``not_stored_relevant`` as well, in the same commit; without DRIFT_WINDOW too."""
+    crawler, extension = counters_extension(tmp_path, {"not_stored": 4})
+    page_left_the_pipelines(crawler, 7, stored=False, url="http://a/7", is_relevant=True)
+    page_left_the_pipelines(crawler, 8, stored=False, refused=True, url="http://a/8")
+    extension.spider_closed(crawler.spider)
+    assert crawler.spider.state == {"not_stored": 5, "not_stored_relevant": 1}
+    assert counter_values(tmp_path) == {"not_stored": 5, "not_stored_relevant": 1}
+    assert not_stored_urls(tmp_path / "job") == ["http://a/7"]
+
+
+@pytest.mark.parametrize("stored_again", [False, True], ids=["refused-again", "stored-again"])
+def test_a_page_the_store_refused_whose_request_a_kill_left_in_flight_has_one_verdict(
+    tmp_path, stored_again
+):
+    """Killed after page 3's verdict was written and before its request was finished (the
+    next handler of item_dropped): page 3, refused by the store, is not in it, so its request,
+    still in flight, is fetched and scored again after the resume, under fetch order 4. Both
+    rows counted: the window rebuilt held page 3 twice (4 verdicts for 3 pages). Scored again,
+    page 3 may be stored: its first row went only where it was dropped again, and stayed
+    beside the second."""
+    jobdir = tmp_path / "job"
+    frontier = killed_after_page_3_dropped(tmp_path, refused=True)
+    assert counter_values(tmp_path) == {}  # refused: no page below STORE_MIN_RELEVANCE
     journaled = journaled_window(jobdir)
     assert journaled == [(1, True), (2, True), (3, None)]  # page 3's to be scored again
+    state: dict = {}
     recover_state(state, pages_stored([1, 2]), 10, journaled)
     assert list(state[DRIFT_STATE]) == [True, True]
     crawler, extension = counters_extension(tmp_path, state, DRIFT_WINDOW=10)
@@ -357,18 +414,19 @@ def test_a_page_not_stored_whose_request_a_kill_left_in_flight_has_one_verdict(
     order = add_to_counter(crawler, "pages")
     crawler.signals.send_catch_log(drift_verdict, is_relevant=False, fetch_order=order)
     response = HtmlResponse(again.url, request=again)
-    page_left_the_pipelines(crawler, order, stored=stored_again, response=response)
+    page_left_the_pipelines(crawler, order, stored_again, response, refused=True)
     frontier.finish(fp)
     extension.spider_closed(crawler.spider)
     assert journaled_window(jobdir) == [(1, True), (2, True), (4, False)]
 
 
 def test_a_row_to_be_scored_again_takes_no_place_of_the_window_s_last_rows(tmp_path):
-    """Killed with page 3 (not stored) between its verdict and its request's finish, in a
-    window of 3: its row is no verdict at the resume until the page is scored again. Page 4
-    came first, and the table kept its last 3 rows, page 3's among them: page 1's verdict went
-    (not stored, the store cannot give it back), and the window rebuilt after a second kill
-    held 2 verdicts where 3 pages had theirs (a drift stop a page late)."""
+    """Killed with page 3 (refused by the store) between its verdict and its request's finish,
+    in a window of 3: its row is no verdict at the resume until the page is scored again.
+    Page 4 came first, and the table kept its last 3 rows, page 3's among them: page 1's
+    verdict went (below STORE_MIN_RELEVANCE, the store cannot give it back), and the window
+    rebuilt after a second kill held 2 verdicts where 3 pages had theirs (a drift stop a page
+    late)."""
     jobdir = tmp_path / "job"
     frontier = SqliteFrontier(jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider())
 
@@ -378,7 +436,7 @@ def test_a_row_to_be_scored_again_takes_no_place_of_the_window_s_last_rows(tmp_p
         request.meta[INFLIGHT] = name.encode()
         crawler.signals.send_catch_log(drift_verdict, is_relevant=relevant, fetch_order=order)
         response = HtmlResponse(request.url, request=request)
-        page_left_the_pipelines(crawler, order, stored=relevant, response=response)
+        page_left_the_pipelines(crawler, order, relevant, response, refused=not finished)
         if finished:
             frontier.finish(name.encode())
 
@@ -387,14 +445,14 @@ def test_a_row_to_be_scored_again_takes_no_place_of_the_window_s_last_rows(tmp_p
     page_scored(crawler, 2, "two", relevant=True, finished=True)
     page_scored(crawler, 3, "three", relevant=False, finished=False)  # the kill
     extension.spider_closed(crawler.spider)
-    state: dict = {"not_stored": 2}
+    state: dict = {"not_stored": 1}
     recover_state(state, pages_stored([2]), 3, journaled_window(jobdir))
     assert list(state[DRIFT_STATE]) == [False, True]
     crawler, extension = counters_extension(tmp_path, state, DRIFT_WINDOW=3)
     page_scored(crawler, add_to_counter(crawler, "pages"), "four", relevant=True, finished=True)
     extension.spider_closed(crawler.spider)  # killed again, page 3 still queued
     assert journaled_window(jobdir) == [(1, False), (2, True), (3, None), (4, True)]
-    state = {"not_stored": 2}
+    state = {"not_stored": 1}
     recover_state(state, pages_stored([2, 4]), 3, journaled_window(jobdir))
     assert list(state[DRIFT_STATE]) == [False, True, True]
 
@@ -412,7 +470,7 @@ def test_a_drift_window_written_before_its_rows_named_requests_is_read_and_goes_
     crawler.signals.send_catch_log(drift_verdict, is_relevant=False, fetch_order=2)
     request = req("two", **{INFLIGHT: b"two"})
     response = HtmlResponse(request.url, request=request)
-    page_left_the_pipelines(crawler, 2, stored=False, response=response)
+    page_left_the_pipelines(crawler, 2, stored=False, response=response, refused=True)
     extension.spider_closed(crawler.spider)
     assert journaled_window(tmp_path / "job") == [(1, True), (2, False)]
 

@@ -369,10 +369,11 @@ def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_pag
     tmp_path,
 ):
     """A crawl keeping its relevant pages only (STORE_MIN_RELEVANCE), killed after page 7's
-    verdict was written through and before its request was finished: page 7, not stored, was
-    fetched and scored again after the resume, and the window held its verdict twice (3 of
-    the last 4 verdicts off the topic where 2 of 4 pages were): the crawl drifted a page early,
-    page 8 never in its window. One never killed stops at page 8 (1 of its last 4 relevant)."""
+    outcome was written through (counted not stored, its verdict) and before its request was
+    finished: page 7, fetched again after the resume, was scored and counted again. Its
+    verdict was twice in the window (3 of the last 4 off the topic where 2 of 4 pages were),
+    or, counted again after the window rebuilt, the fetch order went a page past where a crawl
+    never killed stops: at page 8, 1 of its last 4 relevant. Now it is skipped as fetched."""
     window = {
         "CONCURRENT_REQUESTS": 1,
         "DRIFT_WINDOW": 4,
@@ -382,16 +383,21 @@ def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_pag
     hold = Hold(7)  # page 8 waits for the kill
     with Site(drifting_chain(hold)) as site:
         killed_at_page(site, tmp_path, "/p/7", **window)
+        assert counter(tmp_path / "job", "not_stored") == 2  # pages 6 and 7
         hold.release()
         resumed = run_to_the_end(jobdir_crawl(site, tmp_path, 0, **window))
         served = [path for _, path in site.log.gets()]
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "Closing spider (closespider_drift)" in resumed.stderr, resumed.stderr[-3000:]
     assert served.count("/p/7") == 2 and "/p/8" in served, served
-    # Pages 5 and 6, page 7 scored again (under 8), page 8 (9): each page once.
+    # Pages 5 to 8, each once, under the fetch orders of a crawl never killed.
     with contextlib.closing(sqlite3.connect(tmp_path / "job" / COUNTERS_FILE)) as conn:
         rows = conn.execute("SELECT fetch_order, relevant FROM drift_window ORDER BY fetch_order")
-        assert rows.fetchall() == [(5, 1), (6, 0), (8, 0), (9, 0)]
+        assert rows.fetchall() == [(5, 1), (6, 0), (7, 0), (8, 0)]
+    assert counter(tmp_path / "job", "not_stored") == 3  # pages 6, 7 and 8
+    crawl_id = json.loads((tmp_path / "job" / "focused.json").read_text())["crawl_id"]
+    record = Crawl(resumed, tmp_path / "focused.sqlite3", crawl_id).crawl_record()
+    assert record["pages"] == 8
 
 
 def test_a_second_kill_after_fetch_orders_were_reused_loses_no_verdict(tmp_path):
