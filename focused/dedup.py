@@ -16,7 +16,9 @@
 A duplicate keeps its own URL, gets ``duplicate_of`` = the URL of the page it repeats, and is
 stored without text (the storage pipeline drops it); its links are not followed, since the
 original's were. Children whose canonical URL was already fetched are dropped too (the
-dupefilter does not know URLs that were only declared as canonical).
+dupefilter does not know URLs that were only declared as canonical). A page fetched at a URL
+already taken, its rel=canonical taken too, is skipped as fetched: a kill -9 left its request in
+flight, and fetched again it was a duplicate of itself, scored and counted twice.
 
 The URLs seen live in ``spider.state``, so a paused JOBDIR crawl keeps them (after a crash
 they come back from the store, ``focused.resume.recover_state``). The SimHash index is an
@@ -76,6 +78,14 @@ class LocalFetched:
     def taken(self, urls: list[str]) -> list[bool]:
         return [url in self.urls for url in urls]
 
+    def fetched_before(self, fetched_as: str) -> bool:
+        """Whether a page fetched at ``fetched_as`` was fetched before (or another page stored
+        under it). After a kill -9 the set holds only the pages whose outcome was safe
+        (``focused.resume.recover_state``), with the URL fetched of those below
+        STORE_MIN_RELEVANCE: such a page, to be stored under its rel=canonical, whose request
+        the kill left in flight, is fetched again at it."""
+        return fetched_as in self.urls
+
 
 # KEYS: the fetched hash. ARGV: declared URL, URL fetched. Returns 1 if another page holds the
 # declared URL. A URL is held by the URL fetched that first claimed it, so that a request
@@ -107,6 +117,11 @@ class SharedFetched:
         owners = self.shared.run(self.shared.redis.hmget, self.key, urls)
         return [owner is not None for owner in owners or [None] * len(urls)]
 
+    def fetched_before(self, fetched_as: str) -> bool:
+        """Never: a URL is claimed before its page's outcome is safe, so a page fetched again
+        (its worker died) must be handled again (``CLAIM``)."""
+        return False
+
 
 class DuplicateMiddleware(PageOutputMiddleware):
     def __init__(self, crawler: Crawler) -> None:
@@ -136,9 +151,11 @@ class DuplicateMiddleware(PageOutputMiddleware):
         page = pages[0]
         fetched_as = canonicalize(response.url, self.drop)
         declared = page["url"]
+        before = declared != fetched_as and self.fetched.fetched_before(fetched_as)
         if self.fetched.claim(declared, fetched_as):
-            if declared == fetched_as:
-                # Already stored under this URL, as the canonical of a page fetched earlier.
+            if declared == fetched_as or before:
+                # Already stored under this URL, as the canonical of a page fetched earlier, or
+                # this page fetched again: not a duplicate of itself.
                 self.stats.inc_value("focused/skipped/already_fetched")
                 return []
             requested = page.get("requested_url") or declared  # None: the URL was the one asked

@@ -13,8 +13,8 @@ What a crash can cut off, and where it is kept instead:
   which are fetched again before any other: only they can be fetched twice.
 - **Pages** (``pipelines.storage``): an item is written before it leaves the pipeline.
   ``FinishMiddleware`` hands a page's links to the scheduler before the page item, so a stored
-  page always has its links queued. A page below STORE_MIN_RELEVANCE is counted, its canonical
-  URL kept and its verdict written in one commit of ``JOBDIR/counters.sqlite3`` as it leaves
+  page always has its links queued. A page below STORE_MIN_RELEVANCE is counted, its URLs
+  kept and its verdict written in one commit of ``JOBDIR/counters.sqlite3`` as it leaves
   the pipelines (``CrawlCounters.page_dropped``). Fetched again after a kill, a page stored or
   so counted is skipped as already fetched (``focused.dedup``): it is scored and counted once.
 - **The seen set**: ``FrontierDupeFilter`` keeps no ``requests.seen`` file (Scrapy's is
@@ -81,6 +81,7 @@ from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
+from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import JSONTooDeep, counted, load_json, one_line
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
@@ -371,7 +372,7 @@ class CrawlCounters:
       those found after it;
     - ``not_stored`` and ``not_stored_relevant``, the pages below STORE_MIN_RELEVANCE
       (``pipelines.relevance.NotStored``), counted here as each leaves the pipelines, in one
-      commit with its canonical URL (table ``not_stored``) and its verdict (``page_dropped``):
+      commit with its URLs (table ``not_stored``) and its verdict (``page_dropped``):
       ``recover_state`` adds them to the pages the store counts, and their URLs to those
       fetched.
 
@@ -403,11 +404,16 @@ class CrawlCounters:
     NAMES = ("responses", "discovered", "not_stored", "not_stored_relevant")
 
     def __init__(
-        self, path: Path, writes: JobdirWrites | None = None, drift_window: int = 0
+        self,
+        path: Path,
+        writes: JobdirWrites | None = None,
+        drift_window: int = 0,
+        drop_params: tuple[str, ...] = (),
     ) -> None:
         self.path = path
         self.writes = writes
         self.drift_window = drift_window
+        self.drop_params = drop_params  # CANONICAL_DROP_PARAMS: the URL fetched, as dedup's
         self._db: GuardedConnection | None = None
         # fetch order -> verdict of the pages in the window not yet out of the pipelines
         self._undone: dict[int, bool] = {}
@@ -426,6 +432,7 @@ class CrawlCounters:
             Path(jobdir, COUNTERS_FILE),
             jobdir_writes(crawler),
             crawler.settings.getint("DRIFT_WINDOW"),
+            drop_params_setting(crawler.settings),
         )
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
@@ -499,7 +506,7 @@ class CrawlCounters:
         self, item: Any, response: Response | None = None, exception: BaseException | None = None
     ) -> None:
         """A page below STORE_MIN_RELEVANCE (``NotStored``) is counted (``not_stored``,
-        ``not_stored_relevant``) and its canonical URL kept (table ``not_stored``), with its
+        ``not_stored_relevant``) and its URLs kept (table ``not_stored``), with its
         verdict, in one commit: a kill -9 after it and before the scheduler's commit, which
         finishes the request, leaves the request in flight, and the page, fetched again, is
         skipped as already fetched (``recover_state`` takes the URL as fetched,
@@ -510,21 +517,33 @@ class CrawlCounters:
         scored again after a kill. Its verdict's row names the fingerprint its request is in
         flight under (``INFLIGHT``): the window rebuilt leaves out the row of a request still
         to be fetched (``journaled_window``), and the page's next verdict replaces it."""
-        settled = isinstance(exception, NotStored)
-        self._write_outcome(item, _inflight_fp(response), not_stored=settled, keep_fp=not settled)
+        if not isinstance(exception, NotStored):
+            self._write_outcome(item, _inflight_fp(response), keep_fp=True)
+            return
+        # A page stored under its rel=canonical is fetched again at the URL it was fetched at:
+        # both taken as fetched, or it was a duplicate of itself, and counted twice.
+        fetched = getattr(response, "url", None)
+        urls = {item.get("url"), fetched and canonicalize(fetched, self.drop_params)} - {None}
+        self._write_outcome(item, _inflight_fp(response), not_stored=sorted(urls))
 
     def _write_outcome(
-        self, item: Any, fp: bytes | None, *, not_stored: bool = False, keep_fp: bool = False
+        self,
+        item: Any,
+        fp: bytes | None,
+        *,
+        not_stored: list[str] | None = None,
+        keep_fp: bool = False,
     ) -> None:
         """``fp``: the page's request's, whose earlier row goes; kept on the row of a page
-        fetched again after a kill (``keep_fp``)."""
+        fetched again after a kill (``keep_fp``). ``not_stored``: the URLs of a page below
+        STORE_MIN_RELEVANCE, counted with them."""
         is_relevant = self._undone.pop(item.get("fetch_order"), None)
-        if self._db is None or (is_relevant is None and not not_stored):
+        if self._db is None or (is_relevant is None and not_stored is None):
             return
         try:
             self._db.execute("BEGIN")
-            if not_stored:
-                self._count_not_stored(item)
+            if not_stored is not None:
+                self._count_not_stored(item, not_stored)
             if is_relevant is not None:
                 self._write_verdict(item["fetch_order"], is_relevant, fp, keep_fp)
             self._db.execute("COMMIT")
@@ -533,15 +552,14 @@ class CrawlCounters:
             return
         self._again.discard(fp)
 
-    def _count_not_stored(self, item: Any) -> None:
+    def _count_not_stored(self, item: Any, urls: list[str]) -> None:
         assert self._db is not None and self._spider is not None
         state = self._spider.state
         relevant = item.get("is_relevant")
         for name in ("not_stored", "not_stored_relevant") if relevant else ("not_stored",):
             state[name] = state.get(name, 0) + 1
             self._write(name, state[name])
-        if item.get("url"):
-            self._db.execute("INSERT OR IGNORE INTO not_stored VALUES (?)", (item["url"],))
+        self._db.executemany("INSERT OR IGNORE INTO not_stored VALUES (?)", [(u,) for u in urls])
 
     def _write_verdict(
         self, fetch_order: int, is_relevant: bool, fp: bytes | None, keep_fp: bool
@@ -631,7 +649,8 @@ def _inflight_fp(response: Response | None) -> bytes | None:
     return request.meta.get(INFLIGHT) if request is not None else None
 
 
-# The canonical URLs of the pages below STORE_MIN_RELEVANCE, in ``JOBDIR/counters.sqlite3``
+# The URLs of the pages below STORE_MIN_RELEVANCE, in ``JOBDIR/counters.sqlite3``, each the
+# one it was to be stored under and the one it was fetched at, canonical
 # (``CrawlCounters.page_dropped``): taken as fetched at a resume, as the stored pages' are.
 NOT_STORED_TABLE = "CREATE TABLE IF NOT EXISTS not_stored (url TEXT PRIMARY KEY)"
 

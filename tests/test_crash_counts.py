@@ -339,7 +339,8 @@ def killed_after_page_3_dropped(tmp_path, refused: bool) -> SqliteFrontier:
     """Pages 1 and 2 stored and page 3 dropped (below STORE_MIN_RELEVANCE, or ``refused`` by
     the store), each as FocusedScheduler hands its request out, with DRIFT_WINDOW 10; killed
     after page 3's outcome was written, the requests of pages 2 and 3 not yet finished (as a
-    kill at either would). Returns the frontier file left."""
+    kill at either would). Each page fetched at http://t/NAME names http://a/NAME its
+    rel=canonical. Returns the frontier file left."""
     jobdir = tmp_path / "job"
     frontier = SqliteFrontier(jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider())
     crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
@@ -363,19 +364,21 @@ def test_a_page_below_store_min_relevance_is_counted_with_its_verdict_and_taken_
     """Killed after page 3's outcome was written and before its request was finished (the
     next handler of item_dropped): page 3, below STORE_MIN_RELEVANCE, is not in the store, and
     was fetched, scored and counted again after the resume. Counted in the pipeline, a kill
-    before its verdict's commit counted it without a verdict. Its count, its canonical URL and
-    its verdict are one commit: the resume takes it as fetched, as a stored page is."""
+    before its verdict's commit counted it without a verdict. Its count, its URLs and its
+    verdict are one commit: the resume takes it as fetched, as a stored page is. Both URLs: its
+    rel=canonical's alone, the page fetched again at its own was a duplicate of itself
+    (``focused.dedup``), scored and counted again."""
     jobdir = tmp_path / "job"
     killed_after_page_3_dropped(tmp_path, refused=False)
     assert counter_values(tmp_path) == {"not_stored": 1}
-    assert not_stored_urls(jobdir) == ["http://a/three"]
+    assert sorted(not_stored_urls(jobdir)) == ["http://a/three", "http://t/three"]
     journaled = journaled_window(jobdir)
     assert journaled == [(1, True), (2, True), (3, False)]
     state: dict = {"not_stored": 1}
     recover_state(state, pages_stored([1, 2]), 10, journaled, 0, not_stored_urls(jobdir))
     assert list(state[DRIFT_STATE]) == [True, True, False]
     assert state["pages"] == 3
-    assert state["fetched_urls"] == {"http://a/1", "http://a/2", "http://a/three"}
+    assert state["fetched_urls"] == {"http://a/1", "http://a/2", "http://a/three", "http://t/three"}
 
 
 def test_a_relevant_page_below_store_min_relevance_counts_as_relevant_too(tmp_path):

@@ -21,6 +21,8 @@ from collections.abc import Callable
 from datetime import date, timedelta
 from xml.etree import ElementTree
 
+import pytest
+
 from focused.replayweb import ReplayServer
 from focused.report import describe_time
 from focused.resume import COUNTERS_FILE
@@ -231,9 +233,10 @@ def test_kill_9_then_resume_stops_at_the_crawls_page_budget(tmp_path, sample_gra
 DRIFT_BIRDS = 5
 
 
-def drifting_chain(hold: Hold) -> Callable[[str, str], Reply]:
+def drifting_chain(hold: Hold, canonical: int = 0) -> Callable[[str, str], Reply]:
     """``/`` (page 1) links to ``/p/2``, which links to ``/p/3``...; the GETs beyond the
-    ``hold``'s free ones wait for its release."""
+    ``hold``'s free ones wait for its release. Page ``canonical`` (none: 0) names ``/c/N`` its
+    rel=canonical, a URL nothing links to."""
 
     def respond(method: str, path: str) -> Reply:
         found = re.fullmatch(r"/(?:p/(\d+))?", path)
@@ -246,7 +249,9 @@ def drifting_chain(hold: Hold) -> Callable[[str, str], Reply]:
             text = f"Birds {n}: the nesting birds of the marsh, their feathers, wings and eggs."
         else:
             text = f"Ledger {n}: quarterly tax invoices, spreadsheet totals and payroll audits."
-        return Reply(body=html(f"Page {n}", f'<p>{text}</p><a href="/p/{n + 1}">next</a>'))
+        head = f'<link rel="canonical" href="/c/{n}">' if n == canonical else ""
+        body = f'<p>{text}</p><a href="/p/{n + 1}">next</a>'
+        return Reply(body=html(f"Page {n}", body, head))
 
     return respond
 
@@ -365,8 +370,9 @@ def killed_at_page(site: Site, tmp_path, path: str, **settings) -> None:
     assert run.wait(timeout=90) == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("canonical", [0, 7], ids=["own-url", "rel-canonical"])
 def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_page_once(
-    tmp_path,
+    tmp_path, canonical
 ):
     """A crawl keeping its relevant pages only (STORE_MIN_RELEVANCE), killed after page 7's
     outcome was written through (counted not stored, its verdict) and before its request was
@@ -381,8 +387,8 @@ def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_pag
         "STORE_MIN_RELEVANCE": 0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
     }
     hold = Hold(7)  # page 8 waits for the kill
-    with Site(drifting_chain(hold)) as site:
-        killed_at_page(site, tmp_path, "/p/7", **window)
+    with Site(drifting_chain(hold, canonical)) as site:
+        killed_at_page(site, tmp_path, "/c/7" if canonical else "/p/7", **window)
         assert counter(tmp_path / "job", "not_stored") == 2  # pages 6 and 7
         hold.release()
         resumed = run_to_the_end(jobdir_crawl(site, tmp_path, 0, **window))

@@ -230,6 +230,34 @@ def test_a_noindex_copy_is_a_duplicate_but_never_an_original(sample_graph):
     assert original.get("duplicate_of") is None and len(children) == 1
 
 
+def test_a_page_fetched_again_at_its_own_url_is_no_duplicate_of_its_canonical():
+    """A page fetched at /f and stored under its rel=canonical /c, or dropped below
+    STORE_MIN_RELEVANCE, both URLs taken as fetched: a kill -9 before its request's finish
+    leaves it in flight, and fetched again it was a duplicate of itself (of /c), scored and
+    counted twice. It is skipped as fetched; a page fetched at another URL naming /c is still
+    a duplicate of it."""
+    import scrapy
+    from scrapy.http import HtmlResponse
+
+    from focused.dedup import DuplicateMiddleware
+    from focused.items import PageItem
+
+    crawler = get_crawler(settings_dict={"NEAR_DUPLICATE_DISTANCE": -1})
+    crawler.spider = type("Spider", (), {"state": {}})()
+    middleware = DuplicateMiddleware(crawler)
+
+    def outputs(path: str) -> list:
+        response = HtmlResponse(f"http://127.0.0.1/{path}", body=b"<html></html>")
+        page = PageItem(url="http://127.0.0.1/c", text="Birds", language="en")
+        return middleware.process_outputs(response, [page, scrapy.Request(f"{response.url}/n")])
+
+    first, _ = outputs("f")
+    assert first["url"] == "http://127.0.0.1/c" and first.get("duplicate_of") is None
+    assert outputs("f") == []
+    assert crawler.stats.get_value("focused/skipped/already_fetched") == 1
+    assert [page["duplicate_of"] for page in outputs("g")] == ["http://127.0.0.1/c"]
+
+
 # -- a crawl shared by several processes: one index and one set of stored URLs in Redis -------
 
 
