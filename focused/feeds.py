@@ -24,6 +24,8 @@ exits: it is waited for here, ``UPLOAD_WAIT_S`` in all, and its end said (``was 
 forced stop``, counted stored; ``could not be uploaded``, counted failed). One that has not ended
 by then, or that runs on the reactor (a storage's own), may be stored or not: one line says it
 is ``not confirmed``, and it counts in ``feedexport/unconfirmed_count/<storage>``, not failed.
+A page that leaves the pipelines after that, in the loop turn the reactor stopped in, is in no
+feed, said in one line.
 
 A feed that cannot be written, or is not uploaded at a forced stop, counts in Scrapy's stat
 ``feedexport/failed_count/<storage>``, as a feed Scrapy failed to store (an upload to S3,
@@ -146,8 +148,17 @@ class FeedExporter(ScrapyFeedExporter):
         # The uploads run in a thread (BlockingFeedStorage's: S3, FTP, GCS), whose end a forced
         # stop can see without the reactor.
         self._threads: dict[FeedSlot, _ThreadUpload] = {}
+        self._ended_at_forced_stop = False
+        self._said_late_page = False
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
+        if self._ended_at_forced_stop:
+            # Its feeds' files are ended, closed: written to, each page was a ValueError
+            # traceback. A page left the pipelines in the loop turn the reactor stopped in.
+            if not self._said_late_page:
+                logger.warning("a page came after the forced stop ended the feeds: not in them")
+                self._said_late_page = True
+            return
         # Scrapy's export, handed one feed at a time, so that the one that fails is known and
         # the others still get the page.
         kept: list[FeedSlot] = []
@@ -183,6 +194,7 @@ class FeedExporter(ScrapyFeedExporter):
         stops: its end is said (uploaded, or failed), else that it is not confirmed."""
         left = self._closing + ([] if self._spider_closed else self.slots)
         self._closing = []  # a close begun after this one finds its slot ended or said
+        self._ended_at_forced_stop = True
         self._spider_closed = True  # for good: a feed that fails below closes no spider
         uploads, self._uploading = self._uploading, []
         for slot in left:

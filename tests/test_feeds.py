@@ -309,6 +309,25 @@ def test_a_forced_stop_leaves_be_an_upload_scrapy_counted(caplog, close):
     assert counts == {"success_count": 1, "failed_count": 0, "unconfirmed_count": 0}
 
 
+def test_a_page_after_the_forced_stop_is_in_no_feed_and_no_traceback(caplog, tmp_path):
+    """A page that leaves the pipelines in the loop turn the reactor stopped in, after the
+    forced stop ended the feeds: written to a closed file, it was a ValueError traceback."""
+    feed = tmp_path / "pages.json"
+    crawler = get_crawler(Spider, {"FEEDS": {str(feed): {"format": "json"}}})
+    crawler.spider = spider = crawler._create_spider("pages")
+    crawler.stats.open_spider()
+    exporter = FeedExporter(crawler)
+    exporter.open_spider(spider)
+    exporter.item_scraped(PageItem(url="http://a.test/1", title="A"), spider)
+    exporter._end_at_forced_stop()
+    with caplog.at_level(logging.INFO, logger="focused.feeds"):
+        for number in (2, 3):
+            exporter.item_scraped(PageItem(url=f"http://a.test/{number}", title="A"), spider)
+    assert [page["url"] for page in json.loads(feed.read_text())] == ["http://a.test/1"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "focused.feeds"]
+    assert lines == ["a page came after the forced stop ended the feeds: not in them"]
+
+
 def test_a_forced_stop_ends_a_full_local_batch_whose_close_had_not_begun(caplog, tmp_path):
     """A full batch's close is a task the loop runs at its next turn: a forced stop before it
     left the batch's file without its end (a JSON feed without its closing bracket), and said
