@@ -18,7 +18,10 @@ stored without text (the storage pipeline drops it); its links are not followed,
 original's were. Children whose canonical URL was already fetched are dropped too (the
 dupefilter does not know URLs that were only declared as canonical). A page fetched at a URL
 already taken, its rel=canonical taken too, is skipped as fetched: a kill -9 left its request in
-flight, and fetched again it was a duplicate of itself, scored and counted twice.
+flight, and fetched again it was a duplicate of itself, scored and counted twice. Under JOBDIR
+the URL a page to be stored under its rel=canonical was fetched at is kept with that one before
+the page is stored (``focused.resume.stored_under_canonical``), so that after a crash the
+resume takes it as fetched once the store holds the page.
 
 The URLs seen live in ``spider.state``, so a paused JOBDIR crawl keeps them (after a crash
 they come back from the store, ``focused.resume.recover_state``). The SimHash index is an
@@ -44,6 +47,7 @@ from scrapy import Request, signals
 from focused.canonical import canonicalize, drop_params_setting
 from focused.items import PageItem, PageOutputMiddleware, requested_url
 from focused.jobdir import JobdirUnwritable, jobdir_writes
+from focused.resume import stored_under_canonical
 from focused.robotsmeta import is_noindex
 from focused.simhash import SharedSimHashIndex, SimHashIndex, simhash
 from focused.text import tokenize
@@ -82,8 +86,9 @@ class LocalFetched:
         """Whether a page fetched at ``fetched_as`` was fetched before (or another page stored
         under it). After a kill -9 the set holds only the pages whose outcome was safe
         (``focused.resume.recover_state``), with the URL fetched of those below
-        STORE_MIN_RELEVANCE: such a page, to be stored under its rel=canonical, whose request
-        the kill left in flight, is fetched again at it."""
+        STORE_MIN_RELEVANCE and of those the store holds under their rel=canonical
+        (``focused.resume.stored_under_canonical``): such a page, whose request the kill left
+        in flight, is fetched again at it."""
         return fetched_as in self.urls
 
 
@@ -165,6 +170,12 @@ class DuplicateMiddleware(PageOutputMiddleware):
             self.stats.inc_value("focused/duplicates/canonical")
         if not page.get("duplicate_of") and self.near_index is not None:
             self._check_near_duplicate(page, self.near_index)
+        if page["url"] != fetched_as:
+            # Kept under JOBDIR before the store writes the page (focused.resume.CrawlCounters):
+            # a kill after its write leaves its request in flight, fetched again at fetched_as.
+            self.crawler.signals.send_catch_log(
+                stored_under_canonical, fetched_as=fetched_as, url=page["url"]
+            )
         if page.get("duplicate_of"):
             children = sum(isinstance(o, Request) for o in outputs)
             self.stats.inc_value("focused/skipped/duplicate_links", children)

@@ -15,8 +15,10 @@ What a crash can cut off, and where it is kept instead:
   ``FinishMiddleware`` hands a page's links to the scheduler before the page item, so a stored
   page always has its links queued. A page below STORE_MIN_RELEVANCE is counted, its URLs
   kept and its verdict written in one commit of ``JOBDIR/counters.sqlite3`` as it leaves
-  the pipelines (``CrawlCounters.page_dropped``). Fetched again after a kill, a page stored or
-  so counted is skipped as already fetched (``focused.dedup``): it is scored and counted once.
+  the pipelines (``CrawlCounters.page_dropped``). A page to be stored under its rel=canonical
+  has the URL it was fetched at kept with that one before the store writes it
+  (``CrawlCounters.stored_under_canonical``). Fetched again after a kill, a page stored or so
+  counted is skipped as already fetched (``focused.dedup``): it is scored and counted once.
 - **The seen set**: ``FrontierDupeFilter`` keeps no ``requests.seen`` file (Scrapy's is
   buffered, so a crash loses its tail); the seen fingerprints are those of the frontier file
   (queued, in flight, finished), which change in the same transactions as the queue.
@@ -129,6 +131,12 @@ page_scored = object()
 # (``focused.stopping.StopCriteria``), which takes none once it has stopped the crawl: under
 # JOBDIR ``CrawlCounters`` writes it through.
 drift_verdict = object()
+
+
+# Signal: stored_under_canonical(fetched_as, url). A page fetched at ``fetched_as`` (canonical)
+# goes to the pipelines to be stored under ``url``, its rel=canonical (``focused.dedup``): under
+# JOBDIR ``CrawlCounters`` keeps the pair before the store writes the page.
+stored_under_canonical = object()
 
 
 # Signal: counter_changed(name, value). A crawl counter of spider.state has a new value
@@ -374,7 +382,11 @@ class CrawlCounters:
       (``pipelines.relevance.NotStored``), counted here as each leaves the pipelines, in one
       commit with its URLs (table ``not_stored``) and its verdict (``page_dropped``):
       ``recover_state`` adds them to the pages the store counts, and their URLs to those
-      fetched.
+      fetched;
+    - the URL a page to be stored under its rel=canonical was fetched at, with that one (table
+      ``stored_under``, ``stored_under_canonical``), written before the store writes the page:
+      ``recover_state`` takes it as fetched where the store holds the page, so that a kill
+      after the store's write and before the request's finish does not store the page twice.
 
     ``spider.state`` stays the counters' home (the spider, a clean pause and a resume read
     them there): when the spider opens, after Scrapy's ``SpiderState`` has loaded the state
@@ -440,6 +452,7 @@ class CrawlCounters:
         # As connect_request_done, which the scheduler connects later: a page's outcome is
         # written before its request is finished, not after.
         crawler.signals.connect(extension.page_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(extension.stored_under_canonical, signal=stored_under_canonical)
         if extension.drift_window:
             crawler.signals.connect(extension.drift_verdict, signal=drift_verdict)
             crawler.signals.connect(extension.page_done, signal=signals.item_scraped)
@@ -466,6 +479,7 @@ class CrawlCounters:
                     self._write(name, state[name])
             self._robots_failures(state)
             self._db.execute(NOT_STORED_TABLE)
+            self._db.execute(STORED_UNDER_TABLE)
             self._db.execute(DRIFT_WINDOW_TABLE)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(drift_window)")}
             if "fp" not in columns:  # a file written before the rows named their requests
@@ -484,6 +498,18 @@ class CrawlCounters:
             # A failure stops the crawl; the file keeps the last count written (focused.jobdir).
             with suppress(JobdirUnwritable):
                 self._write(name, value)
+
+    def stored_under_canonical(self, fetched_as: str, url: str) -> None:
+        """Kept in one commit before the page reaches the store: a kill -9 after its write and
+        before the scheduler finished its request left the request in flight, and the page,
+        fetched again at ``fetched_as``, which the resume did not take as fetched, was taken
+        for a duplicate of ``url``, itself, and stored twice."""
+        if self._db is not None:
+            # A failure stops the crawl, which stores no more pages (focused.jobdir).
+            with suppress(JobdirUnwritable):
+                self._db.execute(
+                    "INSERT OR REPLACE INTO stored_under VALUES (?, ?)", (fetched_as, url)
+                )
 
     def drift_verdict(self, is_relevant: bool, fetch_order: int) -> None:
         """Kept until the page has left the pipelines (``page_done``): written as it was scored,
@@ -663,6 +689,28 @@ def not_stored_urls(jobdir: str | os.PathLike[str]) -> list[str]:
         "not_stored",
         lambda db: [url for (url,) in db.execute("SELECT url FROM not_stored")],
         "the pages not stored",
+    )
+
+
+# The pages to be stored under a rel=canonical other than the URL they were fetched at, in
+# ``JOBDIR/counters.sqlite3``: the URL fetched (canonical) and the one stored under
+# (``CrawlCounters.stored_under_canonical``). One row a such page, kept for the crawl's life as
+# the store keeps the page: a row cannot go once the page's request is finished, as that commit
+# is the frontier file's; and such pages are rare (a page naming another URL as its own).
+STORED_UNDER_TABLE = (
+    "CREATE TABLE IF NOT EXISTS stored_under (fetched TEXT PRIMARY KEY, url TEXT NOT NULL)"
+)
+
+
+def stored_under_urls(jobdir: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """The (URL fetched, URL stored under) of the crawl's pages to be stored under their
+    rel=canonical that ``CrawlCounters`` wrote to ``jobdir``'s counters file, stored or not
+    (a kill before the store's write); none for a JOBDIR written before them."""
+    return _read_counters(
+        jobdir,
+        "stored_under",
+        lambda db: db.execute("SELECT fetched, url FROM stored_under").fetchall(),
+        "the URLs pages were fetched at",
     )
 
 
@@ -846,6 +894,7 @@ def recover_state(
     journaled: Iterable[tuple[int, bool | None]] = (),
     rescored: int = 0,
     not_stored: Iterable[str] = (),
+    stored_under: Iterable[tuple[str, str]] = (),
 ) -> None:
     """Bring the counters of ``spider.state`` up to what the stored pages show.
 
@@ -858,11 +907,16 @@ def recover_state(
     ``CrawlCounters``) is at least the fetch order. The canonical URLs taken as fetched
     (``focused.dedup``) are those stored and those of the pages below STORE_MIN_RELEVANCE
     (``not_stored``, ``not_stored_urls``), whose requests a kill may have left in flight:
-    fetched again, such a page is skipped, not scored and counted twice. A page seen but never
-    stored (its write failed) must not be taken for a duplicate of itself when its request is
-    fetched again. The topic-drift window (``drift_window`` pages, given in fetch order) is the
-    verdicts written through (``journaled``, ``journaled_window``: of the pages that had left
-    the pipelines, whose requests are not fetched again); before the first of them, or without
+    fetched again, such a page is skipped, not scored and counted twice; so are the URLs pages
+    stored under their rel=canonical were fetched at (``stored_under``, (URL fetched, URL
+    stored under), ``stored_under_urls``), each where the store holds a page under the URL it
+    names (not as the original of a duplicate only). A page seen but never stored (its write
+    failed, or a kill came before it) must not be taken for a duplicate of itself when its
+    request is fetched again.
+
+    The topic-drift window (``drift_window`` pages, given in fetch order) is the verdicts
+    written through (``journaled``, ``journaled_window``: of the pages that had left the
+    pipelines, whose requests are not fetched again); before the first of them, or without
     them (a JOBDIR written before them, a window turned on or widened at a resume), the last
     pages stored, when the store is ahead of the saved state (the one saved is of older pages),
     or holds more of them than the saved window (saved by a run given a smaller
@@ -875,7 +929,8 @@ def recover_state(
     not the crawl's: the stored pages' verdicts less these are.
     """
     last = relevant = stored = 0
-    urls: set[str] = set()
+    urls: set[str] = set()  # the URLs the store holds pages under
+    originals: set[str] = set()  # the URLs the store's duplicates repeat
     authorities: Counter[str] = Counter()
     recent: deque[tuple[int | None, bool]] = deque(maxlen=drift_window)
     for page in pages:
@@ -887,7 +942,7 @@ def recover_state(
             continue
         urls.add(page["url"])
         if page["duplicate_of"]:
-            urls.add(page["duplicate_of"])
+            originals.add(page["duplicate_of"])
         authorities[_authority(page["url"])] += 1
     hosts: Counter[str] = Counter()
     for authority, count in authorities.items():
@@ -926,6 +981,10 @@ def recover_state(
     state["relevant"] = max(
         state.get("relevant", 0), crawl_relevant + state.get("not_stored_relevant", 0)
     )
+    # A pair whose page the store lacks was written before a kill cut off the page's write:
+    # its request, in flight, is fetched again, and the page stored then.
+    urls.update([fetched for fetched, url in stored_under if url in urls])
+    urls.update(originals)
     urls.update(not_stored)
     state["fetched_urls"] = urls
     host_pages = state.setdefault("host_pages", Counter())

@@ -112,6 +112,7 @@ from focused.resume import (
     not_stored_urls,
     recover_state,
     relearn,
+    stored_under_urls,
 )
 from focused.robotsmeta import is_noindex
 from focused.stopping import (
@@ -278,11 +279,15 @@ class StoragePipeline:
         jobdir = self.crawler.settings["JOBDIR"]
         verdicts = journaled_window(jobdir) if window and jobdir else ()
         fetched_not_stored = not_stored_urls(jobdir) if jobdir else ()
+        # The URLs the pages stored under their rel=canonical were fetched at.
+        fetched_as = stored_under_urls(jobdir) if jobdir else ()
         try:
             # The stored verdicts a --model recrawl moved are not the crawl's (unknown, taken
             # as none, in a record written before their count).
             moved = rescored(self.store.get_crawl(self.crawl_id) or {}) or 0
-            recover_state(spider.state, pages, window, verdicts, moved, fetched_not_stored)
+            recover_state(
+                spider.state, pages, window, verdicts, moved, fetched_not_stored, fetched_as
+            )
         except StoreError as exc:
             logger.warning("Cannot recover the crawl's counters from the store: %s", exc)
             return

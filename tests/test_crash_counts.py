@@ -48,6 +48,8 @@ from focused.resume import (
     recover_state,
     response_counted,
     robots_failure_changed,
+    stored_under_canonical,
+    stored_under_urls,
 )
 from focused.scheduler import FocusedScheduler
 from focused.stopping import PageBudget
@@ -379,6 +381,32 @@ def test_a_page_below_store_min_relevance_is_counted_with_its_verdict_and_taken_
     assert list(state[DRIFT_STATE]) == [True, True, False]
     assert state["pages"] == 3
     assert state["fetched_urls"] == {"http://a/1", "http://a/2", "http://a/three", "http://t/three"}
+
+
+@pytest.mark.parametrize("store", ["page", "none", "duplicate"])
+def test_the_url_a_page_stored_under_its_rel_canonical_was_fetched_at_is_taken_if_stored(
+    tmp_path, store
+):
+    """Page 3, fetched at http://t/3 and to be stored under its rel=canonical http://a/3, has
+    the pair written before the store's write. Killed after that write and before its request
+    was finished, the page fetched again at http://t/3 was a duplicate of itself, and stored
+    twice: the resume takes the URL as fetched. Killed before the write, it does not, the
+    store lacking the page, or holding http://a/3 only as the original of a later page's
+    duplicate: taken as fetched there, with http://a/3, the page fetched again was skipped
+    (``focused.dedup``), and never stored."""
+    crawler, extension = counters_extension(tmp_path, {})
+    sent = {"fetched_as": "http://t/3", "url": "http://a/3"}
+    crawler.signals.send_catch_log(stored_under_canonical, **sent)
+    extension.spider_closed(crawler.spider)  # kill -9: all it wrote is committed
+    jobdir = tmp_path / "job"
+    assert stored_under_urls(jobdir) == [("http://t/3", "http://a/3")]
+    pages = pages_stored([1, 2, 3] if store == "page" else [1, 2])
+    if store == "duplicate":
+        pages.append({**pages_stored([4])[0], "duplicate_of": "http://a/3"})
+    state: dict = {}
+    recover_state(state, pages, stored_under=stored_under_urls(jobdir))
+    assert ("http://a/3" in state["fetched_urls"]) is (store != "none")
+    assert ("http://t/3" in state["fetched_urls"]) is (store == "page")
 
 
 def test_a_relevant_page_below_store_min_relevance_counts_as_relevant_too(tmp_path):

@@ -406,16 +406,12 @@ def test_kill_9_between_a_page_s_verdict_and_its_request_s_finish_counts_the_pag
     assert record["pages"] == 8
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, not mended: a resume takes back a stored page's URL, not the one it was"
-    " requested at (reading requested_url would uncover the store's fetch-order index)",
-)
 def test_kill_9_between_a_stored_page_s_write_and_its_request_s_finish_stores_it_once(tmp_path):
     """Page 3, stored under its rel=canonical /c/3, killed after it left the pipelines and
     before its request was finished: fetched again at /p/3 after the resume, it was taken for
     a duplicate of /c/3, itself, and stored a second time (the store gave back the URL it is
-    stored under, not the one it was requested at)."""
+    stored under, not the one it was fetched at). The pair is kept before the store's write
+    (``focused.resume.stored_under_canonical``): /p/3 is skipped as fetched."""
     settings = {"CONCURRENT_REQUESTS": 1, "CLOSESPIDER_PAGECOUNT": 6}
     hold = Hold(3)  # page 4 waits for the kill
     with Site(drifting_chain(hold, canonical=3)) as site:

@@ -258,6 +258,32 @@ def test_a_page_fetched_again_at_its_own_url_is_no_duplicate_of_its_canonical():
     assert [page["duplicate_of"] for page in outputs("g")] == ["http://127.0.0.1/c"]
 
 
+def test_a_page_to_be_stored_under_its_rel_canonical_names_the_url_it_was_fetched_at():
+    """Sent before the page reaches the pipelines (``CrawlCounters`` keeps the pair under
+    JOBDIR), for a page stored under another URL than it was fetched at only: not for one
+    stored under its own, nor for a duplicate, stored under the URL it was fetched at."""
+    from scrapy.http import HtmlResponse
+
+    from focused.dedup import DuplicateMiddleware
+    from focused.items import PageItem
+    from focused.resume import stored_under_canonical
+
+    crawler = get_crawler(settings_dict={"NEAR_DUPLICATE_DISTANCE": -1})
+    crawler.spider = type("Spider", (), {"state": {}})()
+    middleware = DuplicateMiddleware(crawler)
+    sent: list[tuple[str, str]] = []
+
+    def kept(fetched_as: str, url: str) -> None:
+        sent.append((fetched_as, url))
+
+    crawler.signals.connect(kept, signal=stored_under_canonical)
+    for path, canonical in (("own", "own"), ("f", "c"), ("g", "c")):
+        response = HtmlResponse(f"http://127.0.0.1/{path}", body=b"<html></html>")
+        page = PageItem(url=f"http://127.0.0.1/{canonical}", text="Birds", language="en")
+        middleware.process_outputs(response, [page])
+    assert sent == [("http://127.0.0.1/f", "http://127.0.0.1/c")]
+
+
 # -- a crawl shared by several processes: one index and one set of stored URLs in Redis -------
 
 
