@@ -284,6 +284,11 @@ def _job_tables() -> dict[str, dict[str, JobTable]]:
                 True,
                 {"fetch_order": COUNT, "relevant": FLAG, "fp": or_null(FINGERPRINT)},
             ),
+            # made with the pages below STORE_MIN_RELEVANCE counted through, and with the URL a
+            # page stored under its rel=canonical was fetched at: written as the crawl runs,
+            # another shape stopped it at its first such page, as if the JOBDIR's disk failed
+            "not_stored": JobTable(("url",), True, {"url": TEXT}),
+            "stored_under": JobTable(("fetched", "url"), True, {"fetched": TEXT, "url": TEXT}),
         },
         TRAP_COUNTS_FILE: {  # focused.traps.SqliteCounts
             "counts": JobTable(

@@ -1893,6 +1893,17 @@ def _tables(path: Path, script: str) -> None:
         ),
         ("counters.sqlite3", "CREATE TABLE counters (a, b);", "its table counters has no column"),
         ("counters.sqlite3", "CREATE TABLE frontier (fp);", "it has no table counters"),
+        # Written as the crawl runs: an insert that failed stopped it, as a full disk does.
+        (
+            "counters.sqlite3",
+            "CREATE TABLE counters (name, value); CREATE TABLE stored_under (url);",
+            "its table stored_under has no column fetched",
+        ),
+        (
+            "counters.sqlite3",
+            "CREATE TABLE counters (name, value); CREATE TABLE not_stored (fetched);",
+            "its table not_stored has no column url",
+        ),
         ("trapfamilies.sqlite3", "CREATE TABLE counts (family);", "its table counts has no colu"),
         ("nearduplicates.sqlite3", "CREATE TABLE other (band);", "it has no table bands"),
         (
@@ -2125,6 +2136,12 @@ _IN_FLIGHT = (
             "counters.sqlite3",
             "INSERT INTO drift_window VALUES (3, 1, 'x')",
             "'x' in fp, not a fingerprint (bytes) or null",
+        ),
+        # The URL a page stored under its rel=canonical was fetched at: the table unread.
+        (
+            "counters.sqlite3",
+            "INSERT INTO stored_under VALUES (CAST(x'ff' AS TEXT), 'http://a/')",
+            "has '\ufffd' in fetched, not UTF-8 text",
         ),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'queued', 'x')", "in count"),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),
