@@ -13,7 +13,7 @@ What a crash can cut off, and where it is kept instead:
   which are fetched again before any other: only they can be fetched twice.
 - **Pages** (``pipelines.storage``): an item is written before it leaves the pipeline.
   ``FinishMiddleware`` hands a page's links to the scheduler before the page item, so a stored
-  page always has its links queued. A page below STORE_MIN_RELEVANCE is counted, its URLs
+  page always has its links queued. A page below STORE_MIN_RELEVANCE is counted, its URL
   kept and its verdict written in one commit of ``JOBDIR/counters.sqlite3`` as it leaves
   the pipelines (``CrawlCounters.page_dropped``). A page to be stored under its rel=canonical
   has the URL it was fetched at kept with that one before the store writes it
@@ -83,7 +83,6 @@ from scrapy.dupefilters import RFPDupeFilter
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.spiderstate import SpiderState as ScrapySpiderState
 
-from focused.canonical import canonicalize, drop_params_setting
 from focused.errors import JSONTooDeep, counted, load_json, one_line
 from focused.items import PageItem, PageOutputMiddleware
 from focused.jobdir import JobdirUnwritable, jobdir_writes, write_whole
@@ -380,11 +379,12 @@ class CrawlCounters:
       those found after it;
     - ``not_stored`` and ``not_stored_relevant``, the pages below STORE_MIN_RELEVANCE
       (``pipelines.relevance.NotStored``), counted here as each leaves the pipelines, in one
-      commit with its URLs (table ``not_stored``) and its verdict (``page_dropped``):
+      commit with its URL (table ``not_stored``) and its verdict (``page_dropped``):
       ``recover_state`` adds them to the pages the store counts, and their URLs to those
       fetched;
     - the URL a page to be stored under its rel=canonical was fetched at, with that one (table
-      ``stored_under``, ``stored_under_canonical``), written before the store writes the page:
+      ``stored_under``, ``stored_under_canonical``), written before the page reaches the
+      pipelines, whether it is then stored or counted not stored:
       ``recover_state`` takes it as fetched where the store holds the page, so that a kill
       after the store's write and before the request's finish does not store the page twice.
 
@@ -420,12 +420,10 @@ class CrawlCounters:
         path: Path,
         writes: JobdirWrites | None = None,
         drift_window: int = 0,
-        drop_params: tuple[str, ...] = (),
     ) -> None:
         self.path = path
         self.writes = writes
         self.drift_window = drift_window
-        self.drop_params = drop_params  # CANONICAL_DROP_PARAMS: the URL fetched, as dedup's
         self._db: GuardedConnection | None = None
         # fetch order -> verdict of the pages in the window not yet out of the pipelines
         self._undone: dict[int, bool] = {}
@@ -444,7 +442,6 @@ class CrawlCounters:
             Path(jobdir, COUNTERS_FILE),
             jobdir_writes(crawler),
             crawler.settings.getint("DRIFT_WINDOW"),
-            drop_params_setting(crawler.settings),
         )
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
@@ -532,12 +529,14 @@ class CrawlCounters:
         self, item: Any, response: Response | None = None, exception: BaseException | None = None
     ) -> None:
         """A page below STORE_MIN_RELEVANCE (``NotStored``) is counted (``not_stored``,
-        ``not_stored_relevant``) and its URLs kept (table ``not_stored``), with its
+        ``not_stored_relevant``) and its URL kept (table ``not_stored``), with its
         verdict, in one commit: a kill -9 after it and before the scheduler's commit, which
         finishes the request, leaves the request in flight, and the page, fetched again, is
         skipped as already fetched (``recover_state`` takes the URL as fetched,
         ``focused.dedup``), as a stored page is. Counted as it left the pipeline, the page was
         counted, and scored, twice: the crawl went a page past where one never killed stops.
+        A page to be stored under its rel=canonical had the URL it was fetched at kept before
+        (``stored_under_canonical``), which the resume takes as fetched with this one.
 
         A page the store refused (its write failed, the JOBDIR or Redis lost) is fetched and
         scored again after a kill. Its verdict's row names the fingerprint its request is in
@@ -546,23 +545,19 @@ class CrawlCounters:
         if not isinstance(exception, NotStored):
             self._write_outcome(item, _inflight_fp(response), keep_fp=True)
             return
-        # A page stored under its rel=canonical is fetched again at the URL it was fetched at:
-        # both taken as fetched, or it was a duplicate of itself, and counted twice.
-        fetched = getattr(response, "url", None)
-        urls = {item.get("url"), fetched and canonicalize(fetched, self.drop_params)} - {None}
-        self._write_outcome(item, _inflight_fp(response), not_stored=sorted(urls))
+        self._write_outcome(item, _inflight_fp(response), not_stored=item.get("url"))
 
     def _write_outcome(
         self,
         item: Any,
         fp: bytes | None,
         *,
-        not_stored: list[str] | None = None,
+        not_stored: str | None = None,
         keep_fp: bool = False,
     ) -> None:
         """``fp``: the page's request's, whose earlier row goes; kept on the row of a page
-        fetched again after a kill (``keep_fp``). ``not_stored``: the URLs of a page below
-        STORE_MIN_RELEVANCE, counted with them."""
+        fetched again after a kill (``keep_fp``). ``not_stored``: the URL of a page below
+        STORE_MIN_RELEVANCE, counted with it."""
         is_relevant = self._undone.pop(item.get("fetch_order"), None)
         if self._db is None or (is_relevant is None and not_stored is None):
             return
@@ -578,14 +573,14 @@ class CrawlCounters:
             return
         self._again.discard(fp)
 
-    def _count_not_stored(self, item: Any, urls: list[str]) -> None:
+    def _count_not_stored(self, item: Any, url: str) -> None:
         assert self._db is not None and self._spider is not None
         state = self._spider.state
         relevant = item.get("is_relevant")
         for name in ("not_stored", "not_stored_relevant") if relevant else ("not_stored",):
             state[name] = state.get(name, 0) + 1
             self._write(name, state[name])
-        self._db.executemany("INSERT OR IGNORE INTO not_stored VALUES (?)", [(u,) for u in urls])
+        self._db.execute("INSERT OR IGNORE INTO not_stored VALUES (?)", (url,))
 
     def _write_verdict(
         self, fetch_order: int, is_relevant: bool, fp: bytes | None, keep_fp: bool
@@ -676,8 +671,8 @@ def _inflight_fp(response: Response | None) -> bytes | None:
 
 
 # The URLs of the pages below STORE_MIN_RELEVANCE, in ``JOBDIR/counters.sqlite3``, each the
-# one it was to be stored under and the one it was fetched at, canonical
-# (``CrawlCounters.page_dropped``): taken as fetched at a resume, as the stored pages' are.
+# one it was to be stored under (``CrawlCounters.page_dropped``): taken as fetched at a resume,
+# as the stored pages' are.
 NOT_STORED_TABLE = "CREATE TABLE IF NOT EXISTS not_stored (url TEXT PRIMARY KEY)"
 
 
@@ -908,11 +903,11 @@ def recover_state(
     (``focused.dedup``) are those stored and those of the pages below STORE_MIN_RELEVANCE
     (``not_stored``, ``not_stored_urls``), whose requests a kill may have left in flight:
     fetched again, such a page is skipped, not scored and counted twice; so are the URLs pages
-    stored under their rel=canonical were fetched at (``stored_under``, (URL fetched, URL
+    to be stored under their rel=canonical were fetched at (``stored_under``, (URL fetched, URL
     stored under), ``stored_under_urls``), each where the store holds a page under the URL it
-    names (not as the original of a duplicate only). A page seen but never stored (its write
-    failed, or a kill came before it) must not be taken for a duplicate of itself when its
-    request is fetched again.
+    names, or counts one not stored there (not as the original of a duplicate only). A page
+    seen but never stored (its write failed, or a kill came before it) must not be taken for
+    a duplicate of itself when its request is fetched again.
 
     The topic-drift window (``drift_window`` pages, given in fetch order) is the verdicts
     written through (``journaled``, ``journaled_window``: of the pages that had left the
@@ -981,11 +976,11 @@ def recover_state(
     state["relevant"] = max(
         state.get("relevant", 0), crawl_relevant + state.get("not_stored_relevant", 0)
     )
-    # A pair whose page the store lacks was written before a kill cut off the page's write:
-    # its request, in flight, is fetched again, and the page stored then.
+    urls.update(not_stored)
+    # A pair whose page the store lacks, nor counts not stored, was written before a kill cut
+    # off the page's outcome: its request, in flight, is fetched again, and the page kept then.
     urls.update([fetched for fetched, url in stored_under if url in urls])
     urls.update(originals)
-    urls.update(not_stored)
     state["fetched_urls"] = urls
     host_pages = state.setdefault("host_pages", Counter())
     for host, count in hosts.items():

@@ -342,7 +342,8 @@ def killed_after_page_3_dropped(tmp_path, refused: bool) -> SqliteFrontier:
     the store), each as FocusedScheduler hands its request out, with DRIFT_WINDOW 10; killed
     after page 3's outcome was written, the requests of pages 2 and 3 not yet finished (as a
     kill at either would). Each page fetched at http://t/NAME names http://a/NAME its
-    rel=canonical. Returns the frontier file left."""
+    rel=canonical, which ``focused.dedup`` says before the page reaches the pipelines.
+    Returns the frontier file left."""
     jobdir = tmp_path / "job"
     frontier = SqliteFrontier(jobdir / "requests.queue" / FRONTIER_FILE, QueueSpider())
     crawler, extension = counters_extension(tmp_path, {}, DRIFT_WINDOW=10)
@@ -353,6 +354,8 @@ def killed_after_page_3_dropped(tmp_path, refused: bool) -> SqliteFrontier:
         response = HtmlResponse(request.url, request=request)
         stored = name != "three"
         crawler.signals.send_catch_log(drift_verdict, is_relevant=stored, fetch_order=order)
+        pair = {"fetched_as": f"http://t/{name}", "url": f"http://a/{name}"}
+        crawler.signals.send_catch_log(stored_under_canonical, **pair)
         page = {"url": f"http://a/{name}", "is_relevant": stored}
         page_left_the_pipelines(crawler, order, stored, response, refused, **page)
     frontier.finish(b"one")
@@ -367,17 +370,19 @@ def test_a_page_below_store_min_relevance_is_counted_with_its_verdict_and_taken_
     next handler of item_dropped): page 3, below STORE_MIN_RELEVANCE, is not in the store, and
     was fetched, scored and counted again after the resume. Counted in the pipeline, a kill
     before its verdict's commit counted it without a verdict. Its count, its URLs and its
-    verdict are one commit: the resume takes it as fetched, as a stored page is. Both URLs: its
-    rel=canonical's alone, the page fetched again at its own was a duplicate of itself
-    (``focused.dedup``), scored and counted again."""
+    verdict are one commit: the resume takes it as fetched, as a stored page is. Both URLs, the
+    one it was fetched at from its ``stored_under`` pair: its rel=canonical's alone, the page
+    fetched again at its own was a duplicate of itself (``focused.dedup``), scored and counted
+    again."""
     jobdir = tmp_path / "job"
     killed_after_page_3_dropped(tmp_path, refused=False)
     assert counter_values(tmp_path) == {"not_stored": 1}
-    assert sorted(not_stored_urls(jobdir)) == ["http://a/three", "http://t/three"]
+    assert not_stored_urls(jobdir) == ["http://a/three"]
     journaled = journaled_window(jobdir)
     assert journaled == [(1, True), (2, True), (3, False)]
     state: dict = {"not_stored": 1}
-    recover_state(state, pages_stored([1, 2]), 10, journaled, 0, not_stored_urls(jobdir))
+    not_stored, stored_under = not_stored_urls(jobdir), stored_under_urls(jobdir)
+    recover_state(state, pages_stored([1, 2]), 10, journaled, 0, not_stored, stored_under)
     assert list(state[DRIFT_STATE]) == [True, True, False]
     assert state["pages"] == 3
     assert state["fetched_urls"] == {"http://a/1", "http://a/2", "http://a/three", "http://t/three"}
@@ -437,8 +442,10 @@ def test_a_page_the_store_refused_whose_request_a_kill_left_in_flight_has_one_ve
     journaled = journaled_window(jobdir)
     assert journaled == [(1, True), (2, True), (3, None)]  # page 3's to be scored again
     state: dict = {}
-    recover_state(state, pages_stored([1, 2]), 10, journaled)
+    not_stored, stored_under = not_stored_urls(jobdir), stored_under_urls(jobdir)
+    recover_state(state, pages_stored([1, 2]), 10, journaled, 0, not_stored, stored_under)
     assert list(state[DRIFT_STATE]) == [True, True]
+    assert state["fetched_urls"] == {"http://a/1", "http://a/2"}  # page 3 to be stored yet
     crawler, extension = counters_extension(tmp_path, state, DRIFT_WINDOW=10)
     fp, again = b"three", {fp: r for fp, r, _ in frontier.recover_inflight()}[b"three"]
     again.meta[INFLIGHT] = fp  # queued again, and fetched again
