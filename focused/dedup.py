@@ -85,8 +85,8 @@ class LocalFetched:
     def fetched_before(self, fetched_as: str) -> bool:
         """Whether a page fetched at ``fetched_as`` was fetched before (or another page stored
         under it). After a kill -9 the set holds only the pages whose outcome was safe
-        (``focused.resume.recover_state``), with the URL fetched of those below
-        STORE_MIN_RELEVANCE and of those the store holds under their rel=canonical
+        (``focused.resume.recover_state``), with the URL fetched of those the store holds,
+        or counts below STORE_MIN_RELEVANCE, under their rel=canonical
         (``focused.resume.stored_under_canonical``): such a page, whose request the kill left
         in flight, is fetched again at it."""
         return fetched_as in self.urls
