@@ -41,7 +41,6 @@ from focused.languages import known_languages, language_code, query_language
 from focused.render import RENDER_MODES
 from focused.setting_names import known_setting_names
 from focused.settingchecks import (
-    check_bind_reaches_seeds,
     check_no_made_setting_given,
     check_output_folders,
     check_settings,
@@ -251,9 +250,8 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     seeds = _parse_seeds(args, scrapyd)
     allowed = _parse_allowed_domains(args, seeds)
     if settings is not None:
-        check_settings(settings, scrapyd=scrapyd)
+        check_settings(settings, scrapyd=scrapyd, seeds=seeds)
         _check_seed_lengths(seeds, settings)
-        check_bind_reaches_seeds(settings, seeds)
         check_no_made_setting_given(settings, scrapyd)
         strategy_class(strategy).check_settings(settings, scrapyd=scrapyd)
         check_jobdir(settings)

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
 KIND_NAMES = {int: "an integer", float: "a number"}
 # How long the start waits, in all, for the host names of DOWNLOAD_BIND_ADDRESS and the seeds to
-# be looked up (check_bind_reaches_seeds), and for how many seed names at most: a crawl of more
+# be looked up (_check_bind_address), and for how many seed names at most: a crawl of more
 # is let be, its seeds that fail each saying why.
 LOOKUP_S = 2.0
 SEED_NAMES_LOOKED_UP = 16
@@ -246,12 +246,15 @@ def scrapy_setting_checks() -> tuple[
     return tuple(booleans), numbers, tuple(classes)
 
 
-def check_settings(settings: Any, *, crawls: bool = True, scrapyd: bool = False) -> None:
+def check_settings(
+    settings: Any, *, crawls: bool = True, scrapyd: bool = False, seeds: tuple[str, ...] = ()
+) -> None:
     """Refuse, with ``ConfigError``, settings the command would fail on once running. Without
     ``crawls`` (the store's commands, restore, forget) the command makes no crawler process,
     fetches nothing and writes no feed: a project's SPIDER_MODULES, DOWNLOAD_BIND_ADDRESS and
     FEEDS, true of the machine that crawls, are let be on one that only reads the store.
-    ``scrapyd``: as ``spider_arguments`` takes it."""
+    ``scrapyd``: as ``spider_arguments`` takes it. ``seeds``: the crawl's, which
+    DOWNLOAD_BIND_ADDRESS must reach (``_check_bind_reaches_seeds``)."""
     check_setting_names(settings, scrapyd)
     scrapy_booleans, scrapy_numbers, scrapy_classes = scrapy_setting_checks()
     given_as_text = [name for name in scrapy_booleans if isinstance(settings[name], str)]
@@ -282,7 +285,7 @@ def check_settings(settings: Any, *, crawls: bool = True, scrapyd: bool = False)
     _check_tls(settings)
     if crawls:
         _check_feeds(settings)
-        _check_bind_address(settings)
+        _check_bind_address(settings, seeds)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     for name, text in (
@@ -361,31 +364,36 @@ def _check_playwright(settings: Any) -> None:
             check_import_setting(settings, name)
 
 
-def _check_bind_address(settings: Any) -> None:
+def _check_bind_address(settings: Any, seeds: tuple[str, ...]) -> None:
     """``DOWNLOAD_BIND_ADDRESS``, the local address every connection is made from (Scrapy's
     ``host`` or ``[host, port]``): one this machine cannot bind failed every request, a
     traceback at each robots.txt, and the crawl fetched nothing. Each connection's socket, of
     its host's family, binds a host name to its address of that family: a name binds if one of
     its addresses does, of either family (bound as IPv4, a name of IPv6 addresses alone was
-    refused). It is looked up as the seeds' are (``_looked_up``), ``LOOKUP_S`` at most: one not
-    known by then is let be, as there."""
+    refused). Then, of one family, it must reach the ``seeds`` (``_check_bind_reaches_seeds``).
+    A name is looked up once for both checks, and the seeds' names within the same ``LOOKUP_S``
+    (``_looked_up``): each check looked it up, a slow resolver holding the start for twice the
+    bound. One not known by then is let be."""
     address = settings.get("DOWNLOAD_BIND_ADDRESS")
     if not address:
         return
+    deadline = time.monotonic() + LOOKUP_S
     try:
         host, port = (address, 0) if isinstance(address, str) else address
         host, port = str(host), int(port)
+        version = _ip_version(host)
+        bound = {version: host} if version else None
         addresses = [host]
-        if host and _ip_version(host) is None:
-            found = dict(_looked_up([host], time.monotonic() + LOOKUP_S)).get(host)
-            if found is None:
+        if host and version is None:
+            bound = dict(_looked_up([host], deadline)).get(host)
+            if bound is None:
                 return
-            addresses = list(found.values()) or addresses  # none: its bind says why
-        for number, bound in enumerate(addresses, 1):
+            addresses = list(bound.values()) or addresses  # none: its bind says why
+        for number, probed in enumerate(addresses, 1):
             try:
-                with socket.socket(socket.AF_INET6 if ":" in bound else socket.AF_INET) as probe:
-                    probe.bind((bound, port))
-                return
+                with socket.socket(socket.AF_INET6 if ":" in probed else socket.AF_INET) as probe:
+                    probe.bind((probed, port))
+                break
             except OSError:
                 if number == len(addresses):
                     raise
@@ -394,26 +402,32 @@ def _check_bind_address(settings: Any) -> None:
         raise ConfigError(
             f"setting DOWNLOAD_BIND_ADDRESS={quoted(address)} cannot be bound here: {reason}"
         ) from None
+    # Not known in time, or of both families (or of none, bound all the same): any seed's.
+    if bound is not None and len(bound) == 1:
+        _check_bind_reaches_seeds(
+            settings, seeds, address=address, host=host, bound=bound, deadline=deadline
+        )
 
 
-def check_bind_reaches_seeds(settings: Any, seeds: tuple[str, ...]) -> None:
-    """Refuse a ``DOWNLOAD_BIND_ADDRESS`` of one address family (IPv6, ``::1``) when every seed
-    is an address of the other (IPv4, ``127.0.0.1``): no connection from it reaches them, each
-    request failed, with a traceback, and the crawl fetched nothing (not through a proxy, to
-    which each connection is then made: ``_proxied``). A bind address given as a
-    host name has the families of its addresses, and so has a seed's host name: each is looked
-    up, in a thread, ``LOOKUP_S`` in all (at most ``SEED_NAMES_LOOKED_UP`` seed names), so that
-    a slow resolver holds the start no longer. A name that does not answer in time, or not at
-    all, is let be, and so are the seeds when one can be reached: each that fails says why
-    (``focused.hygiene.other_family``)."""
-    address = settings.get("DOWNLOAD_BIND_ADDRESS")
-    host = str(address if isinstance(address, str) else (address or [""])[0] or "")
-    if not host or not seeds or _proxied(settings, seeds):
-        return
-    deadline = time.monotonic() + LOOKUP_S
-    version = _ip_version(host)
-    bound = {version: host} if version else dict(_looked_up([host], deadline)).get(host)
-    if bound is None or len(bound) != 1:  # not known in time, or of either family
+def _check_bind_reaches_seeds(
+    settings: Any,
+    seeds: tuple[str, ...],
+    *,
+    address: Any,
+    host: str,
+    bound: dict[int, str],
+    deadline: float,
+) -> None:
+    """Refuse a ``DOWNLOAD_BIND_ADDRESS`` (``address`` as given, of ``host``) of one address
+    family (IPv6, ``::1``; ``bound``: its address, by version) when every seed is an address of
+    the other (IPv4, ``127.0.0.1``): no connection from it reaches them, each request failed,
+    with a traceback, and the crawl fetched nothing (not through a proxy, to which each
+    connection is then made: ``_proxied``). A seed's host name has the families of its
+    addresses: each is looked up, in a thread, until ``deadline`` (at most
+    ``SEED_NAMES_LOOKED_UP`` seed names), so that a slow resolver holds the start no longer. A
+    name that does not answer in time, or not at all, is let be, and so are the seeds when one
+    can be reached: each that fails says why (``focused.hygiene.other_family``)."""
+    if not seeds or _proxied(settings, seeds):
         return
     [(version, bound_ip)] = bound.items()
     names: dict[str, str] = {}  # each seed host name, and its first seed

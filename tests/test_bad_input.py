@@ -15,6 +15,7 @@ import threading
 import time
 from contextlib import closing
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import pytest
@@ -26,7 +27,7 @@ from focused.jobchecks import crawl_lock_offset, remember_job
 from focused.replayweb import ReplayServer
 from focused.setting_names import unknown_settings_note
 from focused.settingchecks import (
-    check_bind_reaches_seeds,
+    LOOKUP_S,
     check_feed_placeholders,
     check_settings,
 )
@@ -891,9 +892,9 @@ def test_a_seed_of_the_bind_address_other_family_says_why_it_failed(tmp_path, bo
 
 
 def bind_check(bound: str, seeds: tuple[str, ...]) -> ConfigError | None:
-    """What check_bind_reaches_seeds says of these seeds from this bind address."""
+    """What the settings' check says of these seeds from this bind address."""
     try:
-        check_bind_reaches_seeds(Settings({"DOWNLOAD_BIND_ADDRESS": bound}), seeds)
+        check_settings(Settings({"DOWNLOAD_BIND_ADDRESS": bound}, priority="cmdline"), seeds=seeds)
     except ConfigError as error:
         return error
     return None
@@ -1015,6 +1016,41 @@ def test_a_bind_address_by_a_name_looked_up_slowly_holds_the_start_for_a_bounded
         assert time.monotonic() - begun < 2
     finally:
         answer.set()
+
+
+def test_a_bind_address_by_a_name_is_looked_up_once_as_a_crawl_starts(monkeypatch):
+    """Its bind and its family against the seeds' each looked it up, each waiting up to
+    LOOKUP_S: a slow resolver held the start for twice the bound. One lookup serves both, and
+    the seeds' names wait what is left of LOOKUP_S. The resolver here is a fake one, on a fake
+    clock: each answer takes half of LOOKUP_S, and slow.test's never comes."""
+    known = {"v4.test": {4: "127.0.0.1"}, "v6.test": {6: "::1"}}
+    clock = 0.0
+    asked: list[str] = []
+
+    def looked_up(names, deadline):
+        nonlocal clock
+        names = list(names)
+        asked.extend(names)  # each is asked at once, in a thread of its own
+        answers = []
+        for name in names:
+            if name not in known or clock + LOOKUP_S / 2 > deadline:
+                clock = max(clock, deadline)
+                break
+            clock += LOOKUP_S / 2
+            answers.append((name, known[name]))
+        return iter(answers)
+
+    monkeypatch.setattr("focused.settingchecks._looked_up", looked_up)
+    monkeypatch.setattr("focused.settingchecks.time", SimpleNamespace(monotonic=lambda: clock))
+    settings = Settings({"DOWNLOAD_BIND_ADDRESS": "v4.test"}, priority="cmdline")
+    parse_arguments({**GOOD, "seeds": "http://slow.test/"}, settings)
+    assert asked == ["v4.test", "slow.test"]
+    assert clock == LOOKUP_S
+    # Seeds all of the other family are refused, from the one answer.
+    clock, asked[:] = 0.0, []
+    with pytest.raises(ConfigError, match=r"IPv4 address \(127\.0\.0\.1\), and every seed an IPv6"):
+        parse_arguments({**GOOD, "seeds": "http://v6.test/"}, settings)
+    assert asked == ["v4.test", "v6.test"]
 
 
 def test_a_crawl_that_can_fetch_no_seed_says_so_in_one_line_and_exits_1(tmp_path, site):
