@@ -285,7 +285,6 @@ def check_settings(
     _check_tls(settings)
     if crawls:
         _check_feeds(settings)
-        _check_bind_address(settings, seeds)
     # Sent with every request, which Scrapy encodes as UTF-8: a traceback for each request.
     headers = settings.getdict("DEFAULT_REQUEST_HEADERS")
     for name, text in (
@@ -315,6 +314,9 @@ def check_settings(
             f"setting FOCUSED_RENDER_BLOCK: {quoted(unblockable[0])} is not one of:"
             f" {', '.join(sorted(BLOCKABLE_RESOURCES))}"
         )
+    if crawls:
+        # Last: its lookups may wait LOOKUP_S, which the checks above need not.
+        _check_bind_address(settings, seeds)
 
 
 # scrapy-playwright's settings read as JSON objects, and those naming what it imports: it reads
