@@ -917,7 +917,7 @@ def test_a_seed_name_looked_up_slowly_holds_the_start_for_a_bounded_time(monkeyp
     begun = time.monotonic()
     try:
         assert bind_check("::1", ("http://localhost:9/", "http://slow.test/")) is None
-        assert time.monotonic() - begun < 2
+        assert time.monotonic() - begun < 10  # LOOKUP_S 0.5 against 30: room for a busy machine
     finally:
         answer.set()
     # The same seeds all answered: refused, as no seed can be reached.
@@ -1013,7 +1013,7 @@ def test_a_bind_address_by_a_name_looked_up_slowly_holds_the_start_for_a_bounded
     begun = time.monotonic()
     try:
         check_settings(Settings({"DOWNLOAD_BIND_ADDRESS": "slow.test"}, priority="cmdline"))
-        assert time.monotonic() - begun < 2
+        assert time.monotonic() - begun < 10  # LOOKUP_S 0.5 against 30: room for a busy machine
     finally:
         answer.set()
 
