@@ -411,7 +411,8 @@ def _check_seed(seed: str, scrapyd: bool = False) -> None:
     try:
         parts = urlsplit(seed)
         parts.port  # noqa: B018 -- raises on a port out of range or not a number
-        sendable = is_sendable(safe_url_string(canonicalize(seed)))
+        requested = safe_url_string(canonicalize(seed))  # as the spider requests it
+        sendable = is_sendable(requested)
     except ValueError:  # also UnicodeError, from IDNA
         sendable = None
     else:
@@ -419,8 +420,12 @@ def _check_seed(seed: str, scrapyd: bool = False) -> None:
             raise ConfigError(f"seed {quoted(seed)} is not an http(s) URL")
         if "@" in parts.netloc:
             # Twisted would take user:password@host for the host name, and the password would
-            # reach the log and the store; Scrapy sends credentials from its settings.
-            given = ("HTTPAUTH_USER=...", "HTTPAUTH_PASS=...", f"HTTPAUTH_DOMAIN={parts.hostname}")
+            # reach the log and the store; Scrapy sends credentials from its settings. It sends
+            # them to a request whose host and port, as the request names them, are
+            # HTTPAUTH_DOMAIN's: the canonical URL's, without the user (a port other than the
+            # scheme's, an IPv6 host in brackets, a name in punycode), or they were never sent.
+            domain = urlsplit(requested).netloc
+            given = ("HTTPAUTH_USER=...", "HTTPAUTH_PASS=...", f"HTTPAUTH_DOMAIN={domain}")
             raise ConfigError(
                 f"seed {quoted(redact_uri(seed))} has a user name or password in it: give them"
                 f" as {setting_options(*given, scrapyd=scrapyd)}"

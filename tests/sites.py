@@ -160,7 +160,10 @@ class _Handler(BaseHTTPRequestHandler):
             site.log.add(method, site.host, self.path)
             site.user_agents.add(self.headers.get("User-Agent"))
             site.cookies[self.path] = self.headers.get("Cookie")
-        reply = site.respond(method, self.path)
+        if site.password and self.headers.get("Authorization") != site.password:
+            reply = Reply(401, "", headers={"WWW-Authenticate": 'Basic realm="site"'})
+        else:
+            reply = site.respond(method, self.path)
         if reply.status == DROPPED:
             return
         if site.validators and not_modified(reply, self.headers):
@@ -231,12 +234,15 @@ class Site(ThreadedServer):
         log: FetchLog | None = None,
         delay: float = 0.0,
         validators: bool = False,
+        password: str | None = None,
     ) -> None:
         self.host = check_loopback(host)
         self.respond = respond
         self.log = log or FetchLog()
         self.delay = delay
         self.validators = validators  # answer a request its reply's validators match with a 304
+        # An Authorization value: a request without it is answered 401, as behind a password.
+        self.password = password
         self.not_modified: list[str] = []  # the paths answered so, in order
         self.user_agents: set[str | None] = set()  # of the requests but for robots.txt
         self.cookies: dict[str, str | None] = {}  # each path's last request's Cookie header

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from scrapy.settings import Settings
+from w3lib.http import basic_auth_header
 
 from focused.arguments import parse_arguments
 from focused.errors import ConfigError, quoted
@@ -70,7 +71,7 @@ def run(arguments: dict[str, str], settings: dict[str, object] | None = None):
             {**GOOD, "seeds": "http://alice:s3cret@127.0.0.1:9/"},
             {},
             "seed 'http://***@127.0.0.1:9/' has a user name or password in it: give them as"
-            " -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=127.0.0.1",
+            " -s HTTPAUTH_USER=... -s HTTPAUTH_PASS=... -s HTTPAUTH_DOMAIN=127.0.0.1:9",
         ),
         (GOOD, {"HTTPAUTH_PASS": "p"}, "setting HTTPAUTH_PASS needs HTTPAUTH_DOMAIN"),
         # A typo of a setting's name: Scrapy kept it, nothing read it, and the crawl had no
@@ -429,6 +430,49 @@ def test_bad_input_gives_one_line_and_exit_2(arguments, settings, message):
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: ") and message in lines[0], lines[0]
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def _httpauth_domain_told(seed: str) -> str:
+    """The HTTPAUTH_DOMAIN the refusal of ``seed``, a seed with a user and password, says to
+    give."""
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({**GOOD, "seeds": seed})
+    told = re.search(r"-s HTTPAUTH_DOMAIN=(\S+)$", str(refused.value))
+    assert told, refused.value
+    return told.group(1)
+
+
+def test_a_seed_with_a_password_is_told_the_httpauth_domain_that_sends_it(tmp_path):
+    """The refusal of a seed with ``user:password@`` in it names the settings to give instead.
+    Its HTTPAUTH_DOMAIN was the seed's host alone, without the port: Scrapy sends the password
+    to a request whose host and port are the domain's (docs/input-checks.md), so the crawl
+    given what the line said was sent no password, its seed answered 401, and it crawled
+    nothing (exit 1)."""
+    password = basic_auth_header("u", "p").decode()
+    with Site(
+        lambda method, path: Reply(200, html("Birds", "<p>birds nest</p>")), password=password
+    ) as site:
+        domain = _httpauth_domain_told(site.url.replace("//", "//u:p@") + "/")
+        auth = {"HTTPAUTH_USER": "u", "HTTPAUTH_PASS": "p", "HTTPAUTH_DOMAIN": domain}
+        crawl = run_crawl(
+            tmp_path, {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"}, auth
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert [page["url"] for page in crawl.pages()] == [f"{site.url}/"]
+
+
+@pytest.mark.parametrize(
+    ("seed", "domain"),
+    [
+        ("http://u:p@127.0.0.1:9/", "127.0.0.1:9"),
+        ("http://u:p@[::1]:8080/", "[::1]:8080"),
+        ("http://u:p@[::1]/", "[::1]"),  # a request names an IPv6 host in its brackets
+        ("https://u:p@Example.org:443/", "example.org"),  # the scheme's port, which it drops
+        ("http://u:p@bücher.example/", "xn--bcher-kva.example"),  # as a request names it
+    ],
+)
+def test_the_httpauth_domain_told_is_the_seeds_host_as_requested(seed, domain):
+    assert _httpauth_domain_told(seed) == domain
 
 
 @pytest.mark.parametrize(
@@ -2751,7 +2795,7 @@ def test_a_scrapyd_job_giving_the_queue_is_told_to_give_its_strategy_with_d():
             {},
             "seed 'http://***@127.0.0.1:9/' has a user name or password in it: give them as"
             " -d setting=HTTPAUTH_USER=... -d setting=HTTPAUTH_PASS=..."
-            " -d setting=HTTPAUTH_DOMAIN=127.0.0.1 to schedule.json",
+            " -d setting=HTTPAUTH_DOMAIN=127.0.0.1:9 to schedule.json",
         ),
         (
             GOOD,

@@ -225,7 +225,7 @@ def test_a_scrapyd_job_is_told_to_give_settings_as_schedule_json_takes_them(scra
         api(base, "schedule.json", with_password)["jobid"]: (
             "error: seed 'http://***@127.0.0.1:9/' has a user name or password in it: give them"
             " as -d setting=HTTPAUTH_USER=... -d setting=HTTPAUTH_PASS=..."
-            " -d setting=HTTPAUTH_DOMAIN=127.0.0.1 to schedule.json"
+            " -d setting=HTTPAUTH_DOMAIN=127.0.0.1:9 to schedule.json"
         ),
         api(base, "schedule.json", without_domain)["jobid"]: (
             "error: setting HTTPAUTH_PASS needs HTTPAUTH_DOMAIN, the host the credentials are"
