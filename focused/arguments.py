@@ -153,18 +153,24 @@ RENDER = Param(
 )
 
 
+MAX_CRAWL_ID = 100  # characters of a crawl's id
+
+
 def check_crawl_id(crawl_id: str) -> None:
-    """ConfigError (one line) unless ``crawl_id`` is an id a crawl may have: 1 to 100 letters,
-    with the marks written on them (Hindi's vowel signs and viramas: ``पक्षी``), digits and
-    ``. _ : -``, not starting with ``-``, which the commands that take an id would read as an
-    option (``scrapy report --json``)."""
+    """ConfigError (one line) unless ``crawl_id`` is an id a crawl may have: 1 to 100
+    (``MAX_CRAWL_ID``) letters, with the marks written on them (Hindi's vowel signs and viramas:
+    ``पक्षी``), digits and ``. _ : -``, not starting with ``-``, which the commands that take an
+    id would read as an option (``scrapy report --json``)."""
     if crawl_id.startswith("-"):
         raise ConfigError(
             f"crawl_id={quoted(crawl_id)} may not start with '-': the commands would take it"
             " for an option"
         )
+    if len(crawl_id) > MAX_CRAWL_ID:
+        # Said apart: an id of letters alone was told it "may use only letters".
+        raise ConfigError(f"crawl_id={quoted(crawl_id)} is longer than {MAX_CRAWL_ID} characters")
     if not (
-        1 <= len(crawl_id) <= 100
+        crawl_id
         and all(
             char.isalnum() or char in "._:-" or (index and unicodedata.category(char)[0] == "M")
             for index, char in enumerate(crawl_id)

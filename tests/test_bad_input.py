@@ -1494,6 +1494,8 @@ def test_an_indented_comment_in_a_seeds_file_is_a_comment(tmp_path):
         ("--json", "crawl_id='--json' may not start with '-': the commands would take it for"),
         ("a b", "crawl_id='a b' may use only letters, digits and . _ : -"),
         ("\u094d", "may use only letters"),  # a mark on no letter
+        # Was "may use only letters, digits and . _ : -", which it did.
+        ("b" * 101, f"crawl_id='{'b' * 101}' is longer than 100 characters"),
     ],
 )
 def test_a_crawl_id_that_no_command_could_name_is_refused(crawl_id, message):
@@ -1501,7 +1503,9 @@ def test_a_crawl_id_that_no_command_could_name_is_refused(crawl_id, message):
         parse_arguments({**GOOD, "crawl_id": crawl_id})
 
 
-@pytest.mark.parametrize("crawl_id", ["birds-2026.12:a_b", "鳥類", "пташки", "पक्षी", "পাখি", "นก"])
+@pytest.mark.parametrize(
+    "crawl_id", ["birds-2026.12:a_b", "鳥類", "пташки", "पक्षी", "পাখি", "นก", "b" * 100]
+)
 def test_a_crawl_id_in_any_letters_with_their_marks_is_taken(crawl_id):
     """Hindi, Bengali and Thai words have vowel signs and viramas, which are marks, not letters:
     such an id was refused as one of other characters than letters and digits."""
