@@ -511,6 +511,11 @@ def job_record(settings: Any) -> dict[str, Any]:
     return record
 
 
+def jobdir_holds(settings: Any, crawl_id: str) -> bool:
+    """Whether JOBDIR (if any) holds crawl ``crawl_id``: this run goes on with it from there."""
+    return job_record(settings).get("crawl_id") == crawl_id
+
+
 def _is_job_record(record: Any) -> bool:
     """What ``remember_job`` writes: another value was a traceback as the resume compared it
     (a crawl id of 5, an order without its topic)."""
@@ -707,7 +712,7 @@ def check_store(settings: Any, config: CrawlConfig) -> None:
             goes_on = bool(stored) and (
                 _frontier_goes_on(store, str(url), config.crawl_id)
                 if url
-                else job_record(settings).get("crawl_id") == config.crawl_id
+                else jobdir_holds(settings, config.crawl_id)
             )
         finally:
             store.close()
@@ -855,9 +860,7 @@ def _job_has_run(settings: Any, crawl_id: str) -> bool:
     """Whether JOBDIR holds crawl ``crawl_id`` and it ran: its counters counted a queued seed
     or a response, which come once its store has recorded it."""
     jobdir = settings.get("JOBDIR")
-    return (
-        bool(jobdir) and job_record(settings).get("crawl_id") == crawl_id and _counted(Path(jobdir))
-    )
+    return bool(jobdir) and jobdir_holds(settings, crawl_id) and _counted(Path(jobdir))
 
 
 def starts_unlocked(settings: Any, crawl_id: str) -> bool:
@@ -872,7 +875,7 @@ def starts_unlocked(settings: Any, crawl_id: str) -> bool:
     return (
         bool(settings.get("MONGO_URI"))
         and not settings.get("FOCUSED_FRONTIER")
-        and job_record(settings).get("crawl_id") != crawl_id
+        and not jobdir_holds(settings, crawl_id)
     )
 
 

@@ -53,6 +53,7 @@ from focused.items import PageItem, requested_url
 from focused.jobchecks import (
     check_feeds,
     check_store,
+    jobdir_holds,
     lock_crawl,
     lock_jobdir,
     remember_job,
@@ -107,8 +108,12 @@ class TopicalSpider(scrapy.Spider):
             # none.
             check_feeds(settings, config.crawl_id, spider)
             check_store(settings, config)
-            # After the store check: its folder exists then.
-            lock_crawl(settings, config.crawl_id, then="or give another crawl_id")
+            # After the store check: its folder exists then. A run going on from its JOBDIR
+            # can take no other id there (the JOBDIR's is the crawl's): another JOBDIR is the
+            # way to a crawl of its own.
+            resumed = jobdir_holds(settings, config.crawl_id)
+            then = "or use another JOBDIR" if resumed else "or give another crawl_id"
+            lock_crawl(settings, config.crawl_id, then=then)
             lock_jobdir(settings)  # last: a crawl refused for anything else leaves it free
         except BaseException:  # a refusal, or Ctrl-C as the store or a lock is waited for
             # Left, the page budget a shared crawl's process recorded as it read its arguments

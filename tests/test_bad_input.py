@@ -1193,6 +1193,36 @@ def test_a_crawl_id_running_with_pages_stored_is_refused_as_running(tmp_path, si
     assert "has pages in the store already" in ended.result.stderr
 
 
+def test_a_jobdir_crawl_resumed_while_it_runs_is_told_to_use_another_jobdir(tmp_path, site):
+    """The same JOBDIR command run again while its crawl runs was told to "give another
+    crawl_id", which a JOBDIR that holds the crawl refuses in turn ("JOBDIR holds crawl ...;
+    resume it with -a crawl_id=..."): the crawl's lock, taken before the JOBDIR's, spoke for
+    the JOBDIR's crawl as for a crawl started anew under its id. The other run here is this
+    process holding both locks as a running crawl does."""
+    arguments = {"query": "birds", "seeds": f"{site.url}/wiki/Albatross", "strategy": "bfs"}
+    settings = {"CLOSESPIDER_PAGECOUNT": 3, "JOBDIR": tmp_path / "job"}
+    first = run_crawl(tmp_path, arguments, settings, crawl_id="twice")
+    assert first.result.returncode == 0, first.result.stderr[-3000:]
+    with (
+        open(tmp_path / "focused.sqlite3.lock", "w") as crawl_lock,
+        open(tmp_path / "job" / "lock", "w") as jobdir_lock,
+    ):
+        fcntl.lockf(crawl_lock, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, crawl_lock_offset("twice"))
+        fcntl.flock(jobdir_lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        resumed = {**settings, "CLOSESPIDER_PAGECOUNT": 6}
+        refused = run_crawl(tmp_path, arguments, resumed, crawl_id="twice")
+        # What the line says to do: another JOBDIR, a crawl of its own.
+        elsewhere = {**settings, "JOBDIR": tmp_path / "job2"}
+        other = run_crawl(tmp_path, arguments, elsewhere, crawl_id="other")
+    assert refused.result.returncode == 2, refused.result.stderr[-3000:]
+    assert refused.result.stderr == (
+        "error: crawl twice is running in another process: let it end (Ctrl-C pauses it), or "
+        "use another JOBDIR\n"
+    )
+    assert len(first.pages()) == 3
+    assert other.result.returncode == 0, other.result.stderr[-3000:]
+
+
 def test_a_jobdir_of_scrapyd_s_own_says_it_cannot_be_resumed(tmp_path, site):
     # Scrapyd's jobs_dir puts JOBS_DIR/PROJECT/topical/JOBID in place of the JOBDIR given to
     # schedule.json: the job scheduled again got a new one and crawled anew, saying nothing,
