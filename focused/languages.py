@@ -51,9 +51,12 @@ _TAG = re.compile(r"\s*([A-Za-z]{2,3})(?:[-_][A-Za-z0-9]{1,8})*\s*")
 # forms, and a few of 639-3) of the languages the tokenizer's stop words and the script rules
 # know by their ISO 639-1 code: a page declared lang="eng" was tokenized with no stop words,
 # as a language of its own. Filipino (fil, no 639-1 code) is Tagalog's tl, as CLD2 names it
-# and as stopwordsiso keys its stop words.
+# and as stopwordsiso keys its stop words. Norwegian's two written forms, Bokmål (nb, which
+# most Norwegian pages declare) and Nynorsk (nn, also CLD2's name for it), are no, whose stop
+# words stopwordsiso has; Moldavian (mo, withdrawn) is Romanian.
 _ALIASES = {
-    "iw": "he", "in": "id", "ji": "yi", "jw": "jv", "fil": "tl",
+    "iw": "he", "in": "id", "ji": "yi", "jw": "jv", "fil": "tl", "nb": "no", "nn": "no",
+    "mo": "ro", "mol": "ro",
     "afr": "af", "ara": "ar", "arb": "ar", "bel": "be", "ben": "bn", "bre": "br", "bul": "bg",
     "cat": "ca", "ces": "cs", "cze": "cs", "chi": "zh", "zho": "zh", "cmn": "zh", "dan": "da",
     "deu": "de", "ger": "de", "ell": "el", "gre": "el", "eng": "en", "epo": "eo", "est": "et",

@@ -1707,6 +1707,13 @@ def test_blanks_around_an_argument_are_the_shells_quoting(arguments, read):
     assert {name: config.params.get(name, getattr(config, name, None)) for name in read} == read
 
 
+@pytest.mark.parametrize(("given", "language"), [("nb", "no"), ("nn-NO", "no"), ("mo", "ro")])
+def test_a_language_is_taken_by_any_of_its_codes(given, language):
+    """-a language=nb, Norwegian Bokmål as most Norwegian pages declare it, was refused as not a
+    language the tokenizer knows, while no (and iw for he) was taken."""
+    assert parse_arguments({**GOOD, "language": given}).language == language
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [

@@ -410,6 +410,8 @@ def test_detect_unsure_is_none() -> None:
         *[("eng", "en"), ("fre-FR", "fr"), ("deu", "de"), ("und", None), ("zxx", None)],
         # Tagalog's stop words are keyed tl, the code CLD2 gives it; Filipino is the same
         *[("tl", "tl"), ("fil", "tl")],
+        # Norwegian's written forms (Bokmål, Nynorsk) and Moldavian: Norwegian's and Romanian's
+        *[("nb", "no"), ("nb-NO", "no"), ("nn", "no"), ("nob", "no"), ("mo", "ro"), ("mol", "ro")],
     ],
 )
 def test_language_code(tag: str, code: str | None) -> None:
@@ -446,6 +448,24 @@ def test_a_page_declared_in_a_three_letter_code_is_tokenized_in_its_language() -
         assert model.score(text, language).combined == declared_en
     tagalog = "Ang mga ibon ay lumilipad sa himpapawid at gumagawa ng pugad sa mga puno."
     assert "ang" not in tokenize(tagalog, page_language(["fil"], tagalog))  # a stop word
+
+
+# Birds in Norwegian, in Bokmål and in Nynorsk (which CLD2 names nn).
+NORWEGIAN_BIRDS = {
+    "nb": "Hver høst flyr millioner av trekkfugler fra Nord-Europa sørover. Tranene, gjessene og "
+    "storkene hviler ved innsjøene og våtmarkene før de fortsetter mot Afrika.",
+    "nn": "Kvart haust flyg millionar av trekkfuglar frå Nord-Europa sørover. Tranene, gjæsene og "
+    "storkane kviler ved innsjøane og våtmarkene før dei held fram mot Afrika.",
+}
+
+
+@pytest.mark.parametrize("written", sorted(NORWEGIAN_BIRDS))
+def test_a_norwegian_page_is_tokenized_with_norwegian_stop_words(written: str) -> None:
+    """lang="nb" (most Norwegian pages declare it) and CLD2's nn were languages of their own,
+    with no stop words: "og", "av" and "ved" counted as words of the page."""
+    text = NORWEGIAN_BIRDS[written]
+    assert page_language([written], text) == page_language([None], text) == "no"
+    assert "og" not in tokenize(text, page_language([written], text))
 
 
 def test_page_language_does_not_believe_a_template_english_declaration() -> None:
