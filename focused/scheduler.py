@@ -71,6 +71,10 @@ Frontier-wide limits live here, so that every strategy gets them:
   shared through Redis they are the crawl's (``focused.traps.trap_counts``). Seeds are never
   taken for traps.
 
+A crawl that runs out of requests says at its close what left links out: the limits above, the
+strategy's parameter (``StrategyQueue.links_left_out``) and ``MAX_LINKS_PER_PAGE``, past which
+the spider does not look at a page's links (``focused/skipped/link_limit``).
+
 The host limits act on what the scheduler hands to the downloader; Scrapy's per-domain concurrency
 (``CONCURRENT_REQUESTS_PER_DOMAIN``, ``DOWNLOAD_DELAY``) and AutoThrottle then pace the
 fetches of each host as usual.
@@ -108,6 +112,7 @@ from focused.extensions import (
     HOLDING_UNTIL,
     frontier_count_wanted,
 )
+from focused.extract import LINK_LIMIT
 from focused.jobdir import JobdirUnwritable, failure_reason, jobdir_writes, write_whole
 from focused.resume import (
     INFLIGHT,
@@ -144,6 +149,8 @@ FRONTIER_STAT_EVERY = 1.0  # seconds between two counts of the frontier for the 
 # queued: a deep dfs cut refuses a link to every page past it, and each kept costs a URL and a
 # fingerprint in memory, and in spider.state. Past it the close line says "at least".
 LEFT_OUT_KEPT = 10_000
+# The spider's count of the links of pages past MAX_LINKS_PER_PAGE (focused.extract).
+LINK_LIMIT_STAT = f"focused/skipped/{LINK_LIMIT}"
 
 
 class FocusedScheduler(Scheduler):
@@ -157,6 +164,7 @@ class FocusedScheduler(Scheduler):
         settings = crawler.settings
         scheduler.frontier_max = settings.getint("FRONTIER_MAX")
         scheduler.max_per_host = settings.getint("MAX_PAGES_PER_HOST")
+        scheduler.max_links = settings.getint("MAX_LINKS_PER_PAGE")  # for its close line alone
         scheduler.window = max(0, settings.getint("HOST_WINDOW") - 1)  # earlier fetches checked
         scheduler.window_scan = settings.getint("HOST_WINDOW_SCAN", 1000)
         scheduler.recent_hosts = deque()
@@ -864,6 +872,16 @@ class FocusedScheduler(Scheduler):
                 " MAX_PAGES_PER_HOST=%s",
                 counted(dropped, "request was", "requests were"),
                 counted(self.max_per_host, "page"),
+            )
+        past_limit = self.stats.get_value(LINK_LIMIT_STAT, 0) if self.stats else 0
+        if reason == "finished" and past_limit:
+            # The spider does not look at a page's links past its first MAX_LINKS_PER_PAGE: as
+            # asked, but a crawl that ran dry after a few pages said nothing of them in its log.
+            logger.info(
+                "The frontier ran empty after %s left out of pages past their first"
+                " MAX_LINKS_PER_PAGE=%s: raise MAX_LINKS_PER_PAGE (0: every link) to go on",
+                counted(past_limit, "link was", "links were"),
+                counted(self.max_links, "link"),
             )
         self._say_links_left_out(reason)
         return super().close(reason)

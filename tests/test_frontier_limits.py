@@ -330,6 +330,45 @@ def test_max_pages_per_host_drops_the_rest_of_a_host(tmp_path, caplog):
     ]
 
 
+LINKS_LEFT_OUT = (
+    "The frontier ran empty after 2 links were left out of pages past their first"
+    " MAX_LINKS_PER_PAGE=1 link: raise MAX_LINKS_PER_PAGE (0: every link) to go on"
+)
+
+
+@pytest.mark.parametrize("reason", ["finished", "closespider_pagecount"])
+def test_a_crawl_that_ran_dry_after_links_past_max_links_per_page_says_so(tmp_path, caplog, reason):
+    """A crawl with MAX_LINKS_PER_PAGE=1 ended 'finished' after a few pages, its log silent on
+    the links it had not looked at (the stats alone), where the other limits say theirs."""
+    scheduler, crawler = make_scheduler(tmp_path, False, MAX_LINKS_PER_PAGE=1)
+    scheduler.enqueue_request(scrapy.Request("http://t/a", meta={"depth": 1}))
+    crawler.stats.inc_value("focused/skipped/link_limit", 2)  # as the spider counts them
+    while scheduler.next_request() is not None:
+        pass
+    with caplog.at_level(logging.INFO, logger="focused.scheduler"):
+        scheduler.close(reason)
+    said = [r.getMessage() for r in caplog.records if "MAX_LINKS_PER_PAGE" in r.getMessage()]
+    assert said == ([LINKS_LEFT_OUT] if reason == "finished" else [])
+
+
+def test_a_crawl_cut_by_max_links_per_page_says_so_in_its_log(tmp_path):
+    """The same, from the spider's count to the log: a home page of three links, one followed."""
+
+    def respond(method: str, path: str) -> Reply:
+        links = "".join(f'<a href="/{name}">birds {name}</a>' for name in "abc")
+        return Reply(200, html("birds", f"<p>birds nest</p>{links if path == '/' else ''}"))
+
+    with Site(respond) as site:
+        crawl = run_crawl(
+            tmp_path,
+            {"strategy": "bfs", "query": "birds", "seeds": f"{site.url}/"},
+            {"MAX_LINKS_PER_PAGE": 1},
+        )
+    assert crawl.result.returncode == 0, crawl.result.stderr[-3000:]
+    assert "'finish_reason': 'finished'" in crawl.result.stderr
+    assert LINKS_LEFT_OUT in crawl.result.stderr
+
+
 # Each strategy that leaves links out by a parameter of its own, that parameter, the stat that
 # counts them, and three links of which it leaves out two: deeper than dfs's max_depth, at the
 # end of shark's chain of irrelevant pages, past beam's width in their level.
