@@ -195,6 +195,14 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
     topic = query
     if topic_file:
         topic = f"{query}\n{_read_text(topic_file, 'topic_file')}".strip()
+        if not topic:
+            # Said apart: the check of the topic's words below said "the query has no words to
+            # match pages against: ''", of a query not given and a file it did not name.
+            given = spider_arguments("query='some words'", scrapyd=scrapyd)
+            raise ConfigError(
+                f"topic_file {quoted(topic_file)} is empty: give the topic's words in it,"
+                f" or {given}"
+            )
     if not query and not topic_file:
         given = spider_arguments("query='some words'", "topic_file=PATH", scrapyd=scrapyd)
         raise ConfigError(f"missing query: give {given}")

@@ -1756,6 +1756,20 @@ def test_a_file_not_found_says_where_it_was_looked_for(argument, tmp_path, monke
     )
 
 
+@pytest.mark.parametrize("content", ["", "\n \t\n"])
+def test_an_empty_topic_file_is_said_to_be_empty(tmp_path, content):
+    """An empty topic_file and no query were refused as "the query has no words to match pages
+    against: ''", which named neither the file nor what was wrong with it."""
+    topic_file = tmp_path / "topic.txt"
+    topic_file.write_text(content)
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments({"seeds": GOOD["seeds"], "topic_file": str(topic_file)})
+    assert str(refused.value) == (
+        f"topic_file {quoted(str(topic_file))} is empty: give the topic's words in it,"
+        " or -a query='some words'"
+    )
+
+
 @pytest.mark.parametrize(
     ("arguments", "recorded"),
     [
