@@ -1756,6 +1756,25 @@ def test_a_file_not_found_says_where_it_was_looked_for(argument, tmp_path, monke
     )
 
 
+@pytest.mark.parametrize(
+    ("query", "whose"),
+    [("", "topic_file {file} has"), ("the", "the query and topic_file {file} have")],
+)
+def test_a_topic_file_of_stop_words_is_named_in_its_refusal(tmp_path, query, whose):
+    """A topic file of stop words alone was refused as "the query has no words", of a query
+    not given, or given and not alone to blame."""
+    topic_file = tmp_path / "topic.txt"
+    topic_file.write_text("of the\nand\n")
+    arguments = {"seeds": GOOD["seeds"], "topic_file": str(topic_file), "query": query}
+    with pytest.raises(ConfigError) as refused:
+        parse_arguments(arguments)
+    topic = f"{query}\nof the\nand".strip()
+    assert str(refused.value) == (
+        f"{whose.format(file=quoted(str(topic_file)))} no words to match pages against:"
+        f" {quoted(topic)} (stop words, numbers and punctuation are not matched)"
+    )
+
+
 @pytest.mark.parametrize("content", ["", "\n \t\n"])
 def test_an_empty_topic_file_is_said_to_be_empty(tmp_path, content):
     """An empty topic_file and no query were refused as "the query has no words to match pages
