@@ -365,6 +365,8 @@ class RecrawlSpider(scrapy.Spider):
     """Fetches the pages ``scrapy recrawl`` selected; started by that command only."""
 
     name = "recrawl"
+    # It runs its own components (below), and this command runs it (focused.components).
+    focused_command: ClassVar[str] = "scrapy recrawl CRAWL_ID"
     handle_httpstatus_list = [*GONE, NOT_MODIFIED]
     # The topical crawl's frontier, scoring and storage components do not apply: the pages are
     # known and in order, and records are updated, not inserted.

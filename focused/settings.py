@@ -193,6 +193,11 @@ EXTENSIONS_BASE = _scrapys_without(
     default_settings.EXTENSIONS_BASE, ondemand.RemoteControl.component
 )
 
+# A spider that is not the project's (scrapy fetch, shell, view, bench, runspider FILE, one of
+# the user's in SPIDER_MODULES) runs Scrapy's components, in place of the project's above and
+# below, which the topical crawl's spider and store need (focused.components.OtherSpiders).
+ADDONS = {"focused.components.OtherSpiders": 0}
+
 # Scrapy's in-memory stats, a call 20 x cheaper (focused.stats).
 STATS_CLASS = "focused.stats.StatsCollector"
 

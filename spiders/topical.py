@@ -32,7 +32,7 @@ import logging
 from datetime import UTC, datetime
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import scrapy
 from scrapy import signals
@@ -94,6 +94,8 @@ OFFSITE_MIDDLEWARE = "scrapy.downloadermiddlewares.offsite.OffsiteMiddleware"
 
 class TopicalSpider(scrapy.Spider):
     name = "topical"
+    # It runs the project's components, and this command runs it (focused.components).
+    focused_command: ClassVar[str] = "scrapy crawl topical -a query=WORDS -a seeds=URL"
 
     @classmethod
     def check_arguments(cls, kwargs: dict[str, Any], settings: Any) -> CrawlConfig:
