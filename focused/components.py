@@ -22,7 +22,8 @@ store in the working directory. Such a spider keeps the project's other settings
 (``USER_AGENT``, ``ROBOTSTXT_OBEY``, concurrency, timeouts...), as in any Scrapy project, and
 what the command line (``-s``) and its own ``custom_settings`` give. The project's spiders (the
 topical spider, the recrawl's, and spiders made from them) say so with ``focused_command``,
-the command that runs them.
+the command that runs them, which Scrapy's commands that would replace their start name
+instead (``focused.commands.fetch``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Scrapy's own commands in the project: a spider that is not the project's runs Scrapy's
-components (focused.components.OtherSpiders).
+components (focused.components.OtherSpiders), and a command that would replace the topical
+spider's start is refused.
 
 The commands run as the real CLI in a subprocess, in a folder of their own holding the
 project's scrapy.cfg (as a user runs them from the repository), against a loopback site.
@@ -136,7 +137,7 @@ def test_a_spider_of_the_user_s_runs_with_scrapy_s_components(project, site):
     reason="scrapy bench serves on port 8998: run in a network namespace of its own",
 )
 def test_bench_ends_at_its_time_limit(project):
-    """Scrapy's CloseSpider, which the project replaces, ends the benchmark."""
+    """Without a traceback, and no store left behind: Scrapy's CloseSpider ends it."""
     bench = " ".join(scrapy_command("bench", "-s", "CLOSESPIDER_TIMEOUT=2"))
     result = subprocess.run(
         ["unshare", "-rn", "sh", "-c", f"ip link set lo up && {bench}"],
@@ -149,6 +150,31 @@ def test_bench_ends_at_its_time_limit(project):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "'finish_reason': 'closespider_timeout'" in result.stderr, result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert left_behind(project) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "spider", "instead"),
+    [
+        ("parse", "topical", "scrapy crawl topical"),
+        ("parse", "recrawl", "scrapy recrawl"),
+        ("fetch", "topical", "scrapy crawl topical"),
+        ("shell", "topical", "scrapy crawl topical"),
+    ],
+)
+def test_a_command_that_cannot_run_a_spider_of_the_project_s_is_refused(
+    project, site, command, spider, instead
+):
+    """scrapy parse replaces the spider's start: the topical crawl waited for its seeds
+    forever (FocusedScheduler), and recorded an interrupted crawl once killed. Its store is
+    not made."""
+    args = ["-a", "query=birds", "-a", f"seeds={site.url}/"] if command == "parse" else []
+    result = scrapy(project, command, f"--spider={spider}", *args, f"{site.url}/")
+    assert result.returncode == 2, result.stderr[-3000:]
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: scrapy {command} ") and instead in line, line
+    # Scrapy's parse has no default spider to run without --spider.
+    assert ("leave out --spider" in line) == (command != "parse"), line
     assert left_behind(project) == []
 
 
