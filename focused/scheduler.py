@@ -852,39 +852,48 @@ class FocusedScheduler(Scheduler):
             self.mqs.close()
         if self.traps is not None:
             self.traps.close()
-        evicted = self.stats.get_value("focused/evicted", 0) if self.stats else 0
-        if reason == "finished" and evicted:
-            # The crawl ran out of requests, not of budget: the evicted links, which stay seen,
-            # would have kept it going, and without this line it looks like a finished crawl.
-            logger.warning(
-                "The frontier ran empty after %s evicted (FRONTIER_MAX=%d):"
-                " evicted links are not queued again, so the crawl ends here; raise"
-                " FRONTIER_MAX to go on",
-                counted(evicted, "request was", "requests were"),
-                self.frontier_max,
-            )
-        dropped = self.stats.get_value("focused/skipped/host_limit", 0) if self.stats else 0
-        if reason == "finished" and dropped:
-            # As asked, but a crawl of few sites that ends 'finished' before its budget should
-            # say why in its log, not in its stats alone.
-            logger.info(
-                "The frontier ran empty after %s dropped at hosts that had their"
-                " MAX_PAGES_PER_HOST=%s",
-                counted(dropped, "request was", "requests were"),
-                counted(self.max_per_host, "page"),
-            )
-        past_limit = self.stats.get_value(LINK_LIMIT_STAT, 0) if self.stats else 0
-        if reason == "finished" and past_limit:
-            # The spider does not look at a page's links past its first MAX_LINKS_PER_PAGE: as
-            # asked, but a crawl that ran dry after a few pages said nothing of them in its log.
-            logger.info(
-                "The frontier ran empty after %s left out of pages past their first"
-                " MAX_LINKS_PER_PAGE=%s: raise MAX_LINKS_PER_PAGE (0: every link) to go on",
-                counted(past_limit, "link was", "links were"),
-                counted(self.max_links, "link"),
-            )
+        if reason == "finished" and self.stats:
+            self._say_limits_run_into()
         self._say_links_left_out(reason)
         return super().close(reason)
+
+    def _say_limits_run_into(self) -> None:
+        """A crawl that ran out of requests, not of budget, says which of the frontier's limits
+        it ran into, each in a line: as asked, but a crawl that ends 'finished' before its
+        budget should say why in its log, not in its stats alone."""
+        assert self.stats is not None
+        limits = (
+            # Evicted links stay seen, so they are not queued again: a warning.
+            (
+                "focused/evicted",
+                logging.WARNING,
+                "The frontier ran empty after %s evicted (FRONTIER_MAX=%s): evicted links are"
+                " not queued again, so the crawl ends here; raise FRONTIER_MAX to go on",
+                ("request was", "requests were"),
+                self.frontier_max,
+            ),
+            (
+                "focused/skipped/host_limit",
+                logging.INFO,
+                "The frontier ran empty after %s dropped at hosts that had their"
+                " MAX_PAGES_PER_HOST=%s",
+                ("request was", "requests were"),
+                counted(self.max_per_host, "page"),
+            ),
+            # The spider does not look at a page's links past its first MAX_LINKS_PER_PAGE.
+            (
+                LINK_LIMIT_STAT,
+                logging.INFO,
+                "The frontier ran empty after %s left out of pages past their first"
+                " MAX_LINKS_PER_PAGE=%s: raise MAX_LINKS_PER_PAGE (0: every link) to go on",
+                ("link was", "links were"),
+                counted(self.max_links, "link"),
+            ),
+        )
+        for stat, level, line, nouns, limit in limits:
+            count = self.stats.get_value(stat, 0)
+            if count:
+                logger.log(level, line, counted(count, *nouns), limit)
 
     def _say_links_left_out(self, reason: str) -> None:
         """A crawl that ran out of requests after its strategy left links out by a parameter
