@@ -897,7 +897,7 @@ def recover_state(
     the store. Counters only grow, so the larger value wins: fetch order (``pages``) continues
     after the highest stored, and the highest of the topic-drift window's verdicts written
     through (``journaled``: a page below STORE_MIN_RELEVANCE is not stored), ``relevant`` is at
-    least the relevant pages stored, each host has at least its stored pages
+    least the relevant pages stored, each host has at least its pages stored and not stored
     (``MAX_PAGES_PER_HOST``), and the page budget's ``responses`` (written through,
     ``CrawlCounters``) is at least the fetch order. The canonical URLs taken as fetched
     (``focused.dedup``) are those stored and those of the pages below STORE_MIN_RELEVANCE
@@ -939,6 +939,11 @@ def recover_state(
         if page["duplicate_of"]:
             originals.add(page["duplicate_of"])
         authorities[_authority(page["url"])] += 1
+    # A page below STORE_MIN_RELEVANCE took its host's slot as a stored one did: counted from
+    # the store alone, a host got as many pages again past MAX_PAGES_PER_HOST after a kill.
+    not_stored = [url for url in not_stored if url not in urls]
+    for url in not_stored:
+        authorities[_authority(url)] += 1
     hosts: Counter[str] = Counter()
     for authority, count in authorities.items():
         try:

@@ -867,6 +867,17 @@ def test_kill_9_then_resume_counts_each_hosts_pages_for_the_host_the_crawl_does(
     assert state["host_pages"] == Counter(urlsplit(url).hostname or "" for url, _ in HOSTS_OF_URLS)
 
 
+def test_a_resume_counts_the_pages_not_stored_for_their_hosts():
+    """The pages below STORE_MIN_RELEVANCE count against MAX_PAGES_PER_HOST as the stored
+    ones do, each once."""
+    pages = [{"url": "http://a.test/1", "is_relevant": True, "fetch_order": 1}]
+    pages[0]["duplicate_of"] = None
+    not_stored = ["http://a.test/2", "http://b.test/3", "http://a.test/1"]
+    state: dict = {"not_stored": 2}
+    recover_state(state, pages, not_stored=not_stored)
+    assert state["host_pages"] == Counter({"a.test": 2, "b.test": 1})
+
+
 def test_kill_9_then_resume_recovers_the_counts_past_a_url_urlsplit_rejects():
     """A stored URL edited by hand into one urlsplit rejects ("http://[x/...") stopped the
     resume's recovery with a traceback, and the crawl went on with its counters as they were

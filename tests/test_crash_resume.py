@@ -308,6 +308,42 @@ def test_kill_9_then_resume_watches_the_pages_not_stored_for_drift(tmp_path):
     assert "harvest rate 0.200 over the last 10 pages" in crawl.result.stderr
 
 
+def test_kill_9_then_resume_counts_the_pages_not_stored_against_their_host_s_cap(tmp_path):
+    """A crawl keeping only its relevant pages (STORE_MIN_RELEVANCE) took its host's pages
+    back from the store after kill -9, which lacks the pages below it: the host got as many
+    pages again past MAX_PAGES_PER_HOST (14 of a cap of 10 here). A crawl never killed
+    fetches pages 1 to 10 of the chain and runs dry."""
+    cap, kill_after = 10, 9
+    hold = Hold(kill_after)  # page 10 waits for the kill
+    with Site(drifting_chain(hold)) as site:
+        command = jobdir_crawl(
+            site,
+            tmp_path,
+            0,
+            CONCURRENT_REQUESTS=1,
+            MAX_PAGES_PER_HOST=cap,
+            STORE_MIN_RELEVANCE=0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
+        )
+        run = start_quietly(command)
+        jobdir = tmp_path / "job"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS:
+                break
+            time.sleep(0.01)
+        os.kill(run.pid, signal.SIGKILL)
+        run.wait(timeout=30)
+        hold.release()
+        assert counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS
+        resumed = run_to_the_end(command)
+        served = {path for _, path in site.log.gets()} - {"/robots.txt"}
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert served == {"/"} | {f"/p/{n}" for n in range(2, cap + 1)}, sorted(served)
+    crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
+    record = Crawl(resumed, tmp_path / "focused.sqlite3", crawl_id).crawl_record()
+    assert record["pages"] == cap
+
+
 def late_birds(method: str, path: str) -> Reply:
     """``/`` (birds) links first to two slow bird pages, then to ledger pages: the ledger
     pages drift the crawl while the bird pages are still coming."""
