@@ -289,6 +289,8 @@ def _job_tables() -> dict[str, dict[str, JobTable]]:
             # another shape stopped it at its first such page, as if the JOBDIR's disk failed
             "not_stored": JobTable(("url",), True, {"url": TEXT}),
             "stored_under": JobTable(("fetched", "url"), True, {"fetched": TEXT, "url": TEXT}),
+            # made with each host's MAX_PAGES_PER_HOST slots written through
+            "host_pages": JobTable(("host", "pages"), True, {"host": TEXT, "pages": COUNT}),
         },
         TRAP_COUNTS_FILE: {  # focused.traps.SqliteCounts
             "counts": JobTable(

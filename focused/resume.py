@@ -145,6 +145,9 @@ counter_changed = object()
 # failed robots.txt has changed (``focused.robots``): its failures in a row and its retry, each
 # None once it keeps none.
 robots_failure_changed = object()
+# Signal: host_pages_changed(host, pages). A host's count of requests that took one of its
+# MAX_PAGES_PER_HOST slots has a new value (``focused.scheduler``).
+host_pages_changed = object()
 
 logger = logging.getLogger(__name__)
 
@@ -400,6 +403,12 @@ class CrawlCounters:
     the file's, written at each change, replace the state's, saved at the last clean close
     (a file made before the table gives the state's to it).
 
+    So is each host's count of the requests that took its MAX_PAGES_PER_HOST slots, a row a
+    host in the table ``host_pages`` (``host_pages_changed``): a request takes its slot when it
+    comes up, one whose response gives no page (a 404, not HTML) too, which the store cannot
+    count. The scheduler takes it back less the slots of the requests a crash left in flight,
+    which take theirs again (``written_host_pages``).
+
     So is the topic-drift window (DRIFT_WINDOW): each page's verdict as it joins the window
     (``drift_verdict``), once the page has left the pipelines (``item_scraped``,
     ``item_dropped``), a row (fetch order, relevant) in the table ``drift_window``, which keeps
@@ -446,6 +455,7 @@ class CrawlCounters:
         crawler.signals.connect(extension.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(extension.counter_changed, signal=counter_changed)
         crawler.signals.connect(extension.robots_failure_changed, signal=robots_failure_changed)
+        crawler.signals.connect(extension.host_pages_changed, signal=host_pages_changed)
         # As connect_request_done, which the scheduler connects later: a page's outcome is
         # written before its request is finished, not after.
         crawler.signals.connect(extension.page_dropped, signal=signals.item_dropped)
@@ -477,6 +487,7 @@ class CrawlCounters:
             self._robots_failures(state)
             self._db.execute(NOT_STORED_TABLE)
             self._db.execute(STORED_UNDER_TABLE)
+            self._db.execute(HOST_PAGES_TABLE)
             self._db.execute(DRIFT_WINDOW_TABLE)
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(drift_window)")}
             if "fp" not in columns:  # a file written before the rows named their requests
@@ -658,6 +669,11 @@ class CrawlCounters:
             (netloc, failures or 0, at, why, int(there)),
         )
 
+    def host_pages_changed(self, host: str, pages: int) -> None:
+        if self._db is not None:
+            with suppress(JobdirUnwritable):  # the crawl stops (focused.jobdir)
+                self._db.execute("INSERT OR REPLACE INTO host_pages VALUES (?, ?)", (host, pages))
+
     def spider_closed(self, spider: Spider) -> None:
         if self._db is not None:
             self._db.close()
@@ -706,6 +722,25 @@ def stored_under_urls(jobdir: str | os.PathLike[str]) -> list[tuple[str, str]]:
         "stored_under",
         lambda db: db.execute("SELECT fetched, url FROM stored_under").fetchall(),
         "the URLs pages were fetched at",
+    )
+
+
+# Each host's count of the requests that took its MAX_PAGES_PER_HOST slots, in
+# ``JOBDIR/counters.sqlite3`` (``CrawlCounters.host_pages_changed``).
+HOST_PAGES_TABLE = (
+    "CREATE TABLE IF NOT EXISTS host_pages (host TEXT PRIMARY KEY, pages INTEGER NOT NULL)"
+)
+
+
+def written_host_pages(jobdir: str | os.PathLike[str]) -> list[tuple[str, int]]:
+    """Each host's count of the requests that took its MAX_PAGES_PER_HOST slots, as
+    ``CrawlCounters`` wrote it to ``jobdir``'s counters file, the requests in flight at a crash
+    with them; none for a JOBDIR written before them."""
+    return _read_counters(
+        jobdir,
+        "host_pages",
+        lambda db: db.execute("SELECT host, pages FROM host_pages").fetchall(),
+        "the pages per host",
     )
 
 

@@ -121,9 +121,11 @@ from focused.resume import (
     connect_request_done,
     counted_refetched,
     crawl_counter,
+    host_pages_changed,
     links_yielded,
     request_finished,
     response_counted,
+    written_host_pages,
 )
 from focused.robots import HOLD_FOR_ROBOTS, LINKED_URL, RobotsTxtMiddleware
 from focused.traps import TrapFamilies, trap_counts
@@ -133,7 +135,7 @@ from schedulers.redis_frontier import INFLIGHT_META
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.utils.asyncio import CallLaterResult
 
@@ -165,6 +167,10 @@ class FocusedScheduler(Scheduler):
         scheduler.frontier_max = settings.getint("FRONTIER_MAX")
         scheduler.max_per_host = settings.getint("MAX_PAGES_PER_HOST")
         scheduler.max_links = settings.getint("MAX_LINKS_PER_PAGE")  # for its close line alone
+        # Per host, the requests a crash left in flight, each with the slot it took (set on open)
+        scheduler.cut_off_slots = Counter()
+        if scheduler.max_per_host:
+            crawler.signals.connect(scheduler._recover_host_slots, signal=signals.spider_opened)
         scheduler.window = max(0, settings.getint("HOST_WINDOW") - 1)  # earlier fetches checked
         scheduler.window_scan = settings.getint("HOST_WINDOW_SCAN", 1000)
         scheduler.recent_hosts = deque()
@@ -242,6 +248,9 @@ class FocusedScheduler(Scheduler):
                 self.refetches.extend(frontier.counted_inflight())
                 if self.refetches:
                     self.stats.set_value("focused/resume/counted_refetched", len(self.refetches))
+                self.cut_off_slots = frontier.recovered_hosts + Counter(
+                    self._host(request) for _, request in self.refetches
+                )
             self._trim_to_frontier_max()
         except JobdirUnwritable:
             return None  # the crawl stops at once, and hands out nothing (focused.jobdir)
@@ -568,7 +577,9 @@ class FocusedScheduler(Scheduler):
         request.meta[INFLIGHT] = fp
         self.dqs.refetched(request)
         if self.max_per_host:
-            self._host_pages[self._host(request)] += 1  # the store did not count its page
+            host = self._host(request)
+            self._host_pages[host] += 1  # its slot before the crash was given back
+            self._host_pages_changed(host)
         self.stats.inc_value("scheduler/dequeued/disk")
         self.stats.inc_value("scheduler/dequeued")
         if not self.refetches:
@@ -1012,6 +1023,26 @@ class FocusedScheduler(Scheduler):
         self.stats.inc_value("focused/host_window/relaxed")
         return self._take(self.parked.pop(index))
 
+    def _recover_host_slots(self, spider: Spider) -> None:
+        """After a crash, each host's count of slots taken comes back as written through
+        (``focused.resume.written_host_pages``), less the slots of the requests the crash left
+        in flight, which take theirs again as they come up (``_refetch`` too). From the store
+        alone (``recover_state``), a request whose response gave no page (a 404, not HTML) was
+        not counted, and the host got as many requests again past its cap. A kill between a
+        request's pop and its slot's write leaves that slot uncounted: one request more."""
+        jobdir = self.crawler.settings.get("JOBDIR")
+        if self.shared is not None or not jobdir:
+            return
+        host_pages = self._host_pages
+        for host, pages in written_host_pages(jobdir):
+            host_pages[host] = max(host_pages[host], pages - self.cut_off_slots[host])
+
+    def _host_pages_changed(self, host: str) -> None:
+        # Written through under JOBDIR (focused.resume.CrawlCounters): see _recover_host_slots.
+        self.crawler.signals.send_catch_log(
+            host_pages_changed, host=host, pages=self._host_pages[host]
+        )
+
     @property
     def _host_pages(self) -> Counter[str]:
         state = self.spider.state  # pickled by Scrapy's SpiderState on a JOBDIR pause
@@ -1028,6 +1059,7 @@ class FocusedScheduler(Scheduler):
         if self._host_pages[host] >= self.max_per_host:
             return True
         self._host_pages[host] += 1
+        self._host_pages_changed(host)
         return False
 
     def _give_back_host_slot(self, host: str) -> None:
@@ -1035,6 +1067,7 @@ class FocusedScheduler(Scheduler):
             self.shared.give_back("host_pages", host)
         else:
             self._host_pages[host] -= 1
+            self._host_pages_changed(host)
 
     def _take(self, request: Request) -> Request:
         host = self._host(request)

@@ -33,6 +33,7 @@ import heapq
 import logging
 import pickle
 import sqlite3
+from collections import Counter
 from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
@@ -451,6 +452,9 @@ class SqliteFrontier:
         # The fingerprint and sequence number of the entry last taken out (pop, remove): the
         # request handed out, which ``start_inflight`` records with its place among equals.
         self._taken: tuple[bytes, int] | None = None
+        # The host of each request ``recover_inflight`` gave back: it took one of its host's
+        # MAX_PAGES_PER_HOST slots before the crash, and takes one again (focused.scheduler).
+        self.recovered_hosts: Counter[str] = Counter()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -502,7 +506,9 @@ class SqliteFrontier:
             "DELETE FROM inflight WHERE counted = 0 RETURNING fp, request, seq"
         ).fetchall()
         loaded = [(fp, self._loaded(fp, blob), seq) for fp, blob, seq in rows]
-        return [(fp, request, seq) for fp, request, seq in loaded if request is not None]
+        recovered = [(fp, request, seq) for fp, request, seq in loaded if request is not None]
+        self.recovered_hosts.update(host_of(request) for _, request, _ in recovered)
+        return recovered
 
     def counted_inflight(self) -> list[tuple[bytes, Request]]:
         """The requests left in flight whose response was counted, marked ``RESPONSE_COUNTED``,

@@ -2297,6 +2297,12 @@ _IN_FLIGHT = (
             "INSERT INTO stored_under VALUES (CAST(x'ff' AS TEXT), 'http://a/')",
             "has '\ufffd' in fetched, not UTF-8 text",
         ),
+        # A host's MAX_PAGES_PER_HOST slots taken, read into its count after a crash.
+        (
+            "counters.sqlite3",
+            "INSERT INTO host_pages VALUES ('h', 'x')",
+            "'x' in pages, not a count",
+        ),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'queued', 'x')", "in count"),
         ("trapfamilies.sqlite3", "INSERT INTO counts VALUES ('f', 'other', 1)", "in kind"),
         ("nearduplicates.sqlite3", "UPDATE bands SET fingerprint = 'x'", "in fingerprint"),

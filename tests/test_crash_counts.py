@@ -181,6 +181,42 @@ def test_kill_9_then_resume_numbers_discoveries_on(tmp_path):
     )
 
 
+def cut_off_paths(jobdir) -> set[str]:
+    """The paths of the requests a kill left in flight whose response was not counted: their
+    responses never reached the crawl, and they are queued again."""
+    with closing(sqlite3.connect(jobdir / "requests.queue" / "frontier.sqlite3")) as conn:
+        rows = conn.execute("SELECT request FROM inflight WHERE counted = 0").fetchall()
+    return {urlsplit(pickle.loads(blob)["url"]).path for (blob,) in rows}
+
+
+def test_kill_9_then_resume_counts_the_404s_against_their_host_s_cap(tmp_path):
+    """A request takes its host's slot (MAX_PAGES_PER_HOST) when it comes up, a 404 too, but
+    after kill -9 the count came back from the store alone, which holds no 404: the host got as
+    many requests again past its cap (48 of 40). A crawl never killed stops at 40."""
+    cap = 40
+    until_killed = Hold(KILL_AFTER)
+    with Site(held_until_killed(until_killed), delay=0.05) as site:
+        command = jobdir_crawl(
+            site, tmp_path, 0, MAX_PAGES_PER_HOST=cap, SCRAPER_SLOT_MAX_ACTIVE_SIZE=1
+        )
+        kill_once_served(site, command, until_killed)
+        before_kill = [path for _, path in site.log.gets()]
+        cut_off = cut_off_paths(tmp_path / "job")
+        resumed = subprocess.run(
+            command, cwd=REPO, env=crawl_env(), capture_output=True, text=True, timeout=300
+        )
+        after_kill = {path for _, path in site.log.gets()[len(before_kill) :]}
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    # Fewer would not tell the store's count from the written-through one.
+    assert len({path for path in before_kill if path.startswith("/gone/")}) >= CONCURRENT
+    # The requests whose responses reached the crawl: not those cut off and not sent again.
+    answered = (set(before_kill) - (cut_off - after_kill)) | after_kill
+    answered.discard("/robots.txt")
+    # A page whose response was counted before the kill is fetched again, with a slot of its
+    # own (at most CONCURRENT + 1 in flight); the others cut off take theirs once.
+    assert cap - CONCURRENT - 1 <= len(answered) <= cap, sorted(answered)
+
+
 def counters_extension(tmp_path, state: dict, **settings):
     crawler = get_crawler(settings_dict={"JOBDIR": str(tmp_path / "job"), **settings})
     crawler.spider = SimpleNamespace(state=state, shared=None)
