@@ -1026,16 +1026,18 @@ class FocusedScheduler(Scheduler):
     def _recover_host_slots(self, spider: Spider) -> None:
         """After a crash, each host's count of slots taken comes back as written through
         (``focused.resume.written_host_pages``), less the slots of the requests the crash left
-        in flight, which take theirs again as they come up (``_refetch`` too). From the store
-        alone (``recover_state``), a request whose response gave no page (a 404, not HTML) was
-        not counted, and the host got as many requests again past its cap. A kill between a
-        request's pop and its slot's write leaves that slot uncounted: one request more."""
+        in flight, which take theirs again as they come up (``_refetch`` too), in place of the
+        count ``recover_state`` took from the store. From the store, a request whose response
+        gave no page (a 404, not HTML) was not counted, and the host got as many requests again
+        past its cap; and a page stored whose request a kill left in flight was counted twice,
+        stored and fetched again. A kill between a request's pop and its slot's write leaves
+        that slot uncounted: one request more."""
         jobdir = self.crawler.settings.get("JOBDIR")
         if self.shared is not None or not jobdir:
             return
         host_pages = self._host_pages
         for host, pages in written_host_pages(jobdir):
-            host_pages[host] = max(host_pages[host], pages - self.cut_off_slots[host])
+            host_pages[host] = max(0, pages - self.cut_off_slots[host])
 
     def _host_pages_changed(self, host: str) -> None:
         # Written through under JOBDIR (focused.resume.CrawlCounters): see _recover_host_slots.

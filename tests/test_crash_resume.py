@@ -470,6 +470,25 @@ def test_kill_9_between_a_stored_page_s_write_and_its_request_s_finish_stores_it
     ]
 
 
+def test_kill_9_between_a_stored_page_s_write_and_its_request_s_finish_takes_one_host_slot(
+    tmp_path,
+):
+    """Page 3, stored, killed before its request was finished: fetched again after the resume
+    and skipped, it took its host's slot (MAX_PAGES_PER_HOST) twice, once in the store's count
+    and once as fetched again, and the crawl stopped at page 5 where one never killed fetches
+    6 pages of its cap of 6."""
+    settings = {"CONCURRENT_REQUESTS": 1, "MAX_PAGES_PER_HOST": 6}
+    hold = Hold(3)  # page 4 waits for the kill
+    with Site(drifting_chain(hold)) as site:
+        killed_at_page(site, tmp_path, "/p/3", **settings)
+        hold.release()
+        resumed = run_to_the_end(jobdir_crawl(site, tmp_path, 0, **settings))
+        served = [path for _, path in site.log.gets() if path != "/robots.txt"]
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert served.count("/p/3") == 2, served
+    assert set(served) == {"/"} | {f"/p/{n}" for n in range(2, 7)}, served
+
+
 def test_a_second_kill_after_fetch_orders_were_reused_loses_no_verdict(tmp_path):
     """Killed with page 5 held in the pipelines (a slow store) and page 6, below
     STORE_MIN_RELEVANCE, out of them, its verdict written under order 6: the resume's fetch
