@@ -268,6 +268,22 @@ def counter(jobdir, name: str) -> int:
     return row[0] if row else 0
 
 
+def kill_9_once_not_stored(command, jobdir, hold: Hold, count: int) -> None:
+    """Start the crawl, kill it with SIGKILL once ``count`` pages below STORE_MIN_RELEVANCE
+    were counted (every page the site served scored, and its outcome safe: stored, or counted
+    apart), then let the page ``hold`` keeps waiting go."""
+    run = start_quietly(command)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if counter(jobdir, "not_stored") == count:
+            break
+        time.sleep(0.01)
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait(timeout=30)
+    hold.release()
+    assert counter(jobdir, "not_stored") == count
+
+
 def test_kill_9_then_resume_watches_the_pages_not_stored_for_drift(tmp_path):
     """A crawl keeping only its relevant pages (STORE_MIN_RELEVANCE) has only those in the
     store: after kill -9 the drift window, rebuilt from it, held only relevant pages, and the
@@ -285,18 +301,8 @@ def test_kill_9_then_resume_watches_the_pages_not_stored_for_drift(tmp_path):
             DRIFT_MIN_HARVEST=0.3,
             STORE_MIN_RELEVANCE=0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
         )
-        run = start_quietly(command)
         jobdir = tmp_path / "job"
-        deadline = time.monotonic() + 90
-        # Every page the site served scored, and its outcome safe: stored, or counted apart.
-        while time.monotonic() < deadline:
-            if counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS:
-                break
-            time.sleep(0.01)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-        hold.release()
-        assert counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS
+        kill_9_once_not_stored(command, jobdir, hold, kill_after - DRIFT_BIRDS)
         resumed = run_to_the_end(command)
     crawl_id = json.loads((jobdir / "focused.json").read_text())["crawl_id"]
     crawl = Crawl(resumed, tmp_path / "focused.sqlite3", crawl_id)
@@ -324,17 +330,8 @@ def test_kill_9_then_resume_counts_the_pages_not_stored_against_their_host_s_cap
             MAX_PAGES_PER_HOST=cap,
             STORE_MIN_RELEVANCE=0.15,  # RELEVANCE_THRESHOLD: the relevant pages stored only
         )
-        run = start_quietly(command)
         jobdir = tmp_path / "job"
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            if counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS:
-                break
-            time.sleep(0.01)
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait(timeout=30)
-        hold.release()
-        assert counter(jobdir, "not_stored") == kill_after - DRIFT_BIRDS
+        kill_9_once_not_stored(command, jobdir, hold, kill_after - DRIFT_BIRDS)
         resumed = run_to_the_end(command)
         served = {path for _, path in site.log.gets()} - {"/robots.txt"}
     assert resumed.returncode == 0, resumed.stderr[-3000:]
