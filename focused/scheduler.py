@@ -577,9 +577,8 @@ class FocusedScheduler(Scheduler):
         request.meta[INFLIGHT] = fp
         self.dqs.refetched(request)
         if self.max_per_host:
-            host = self._host(request)
-            self._host_pages[host] += 1  # its slot before the crash was given back
-            self._host_pages_changed(host)
+            # Its slot before the crash was given back (_recover_host_slots).
+            self._count_host_slots(self._host(request), 1)
         self.stats.inc_value("scheduler/dequeued/disk")
         self.stats.inc_value("scheduler/dequeued")
         if not self.refetches:
@@ -1039,11 +1038,12 @@ class FocusedScheduler(Scheduler):
         for host, pages in written_host_pages(jobdir):
             host_pages[host] = max(0, pages - self.cut_off_slots[host])
 
-    def _host_pages_changed(self, host: str) -> None:
-        # Written through under JOBDIR (focused.resume.CrawlCounters): see _recover_host_slots.
-        self.crawler.signals.send_catch_log(
-            host_pages_changed, host=host, pages=self._host_pages[host]
-        )
+    def _count_host_slots(self, host: str, taken: int) -> None:
+        """``taken`` slots more (or fewer) taken at ``host``, in this process's count, written
+        through under JOBDIR (``focused.resume.CrawlCounters``: see ``_recover_host_slots``)."""
+        host_pages = self._host_pages
+        host_pages[host] += taken
+        self.crawler.signals.send_catch_log(host_pages_changed, host=host, pages=host_pages[host])
 
     @property
     def _host_pages(self) -> Counter[str]:
@@ -1060,16 +1060,14 @@ class FocusedScheduler(Scheduler):
             return not self.shared.take("host_pages", host, self.max_per_host)
         if self._host_pages[host] >= self.max_per_host:
             return True
-        self._host_pages[host] += 1
-        self._host_pages_changed(host)
+        self._count_host_slots(host, 1)
         return False
 
     def _give_back_host_slot(self, host: str) -> None:
         if self.shared is not None:
             self.shared.give_back("host_pages", host)
         else:
-            self._host_pages[host] -= 1
-            self._host_pages_changed(host)
+            self._count_host_slots(host, -1)
 
     def _take(self, request: Request) -> Request:
         host = self._host(request)
