@@ -214,11 +214,13 @@ def parse_arguments(kwargs: Mapping[str, Any], settings: Any = None) -> CrawlCon
         # Stop words and numbers are not matched: such a topic would leave the crawl's topic to
         # its seed pages alone, a crawl about whatever the seeds are about.
         # Named as given: a topic file of stop words alone was told "the query" had none.
-        whose = f"topic_file {quoted(topic_file)}" if topic_file else ""
-        whose = f"the query and {whose}" if query and whose else whose or "the query"
+        whose = "the query has"
+        if topic_file:
+            named = f"topic_file {quoted(topic_file)}"
+            whose = f"the query and {named} have" if query else f"{named} has"
         raise ConfigError(
-            f"{whose} {'have' if ' and ' in whose else 'has'} no words to match pages against:"
-            f" {quoted(topic)} (stop words, numbers and punctuation are not matched)"
+            f"{whose} no words to match pages against: {quoted(topic)}"
+            " (stop words, numbers and punctuation are not matched)"
         )
     job = job_record(settings)  # what a resumed JOBDIR crawl must reuse: read once
     given = args.pop("strategy", None)

@@ -1763,7 +1763,7 @@ def test_a_file_not_found_says_where_it_was_looked_for(argument, tmp_path, monke
 def test_a_topic_file_of_stop_words_is_named_in_its_refusal(tmp_path, query, whose):
     """A topic file of stop words alone was refused as "the query has no words", of a query
     not given, or given and not alone to blame."""
-    topic_file = tmp_path / "topic.txt"
+    topic_file = tmp_path / "birds and bees.txt"  # " and " in its name: still one file
     topic_file.write_text("of the\nand\n")
     arguments = {"seeds": GOOD["seeds"], "topic_file": str(topic_file), "query": query}
     with pytest.raises(ConfigError) as refused:
